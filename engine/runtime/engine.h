@@ -1,0 +1,157 @@
+// Engine: the public C++ API of onecard's engine (no gRPC here). One engine
+// owns one backend (cpu or cuda), the tokenizer, the block manager and the
+// scheduler, and runs a step loop on its own thread: every step schedules a
+// batch (continuous batching, chunked prefill), runs it, samples, detokenizes,
+// checks stops and calls each request's callback.
+//
+// Contract:
+// - Submit validates (prompt non-empty and shorter than the context,
+//   max_tokens >= 1 and prompt + max_tokens <= context, sampling ranges, token
+//   ids inside the vocabulary) and returns InvalidArgument naming the field.
+// - Every accepted request gets exactly one output with finished == true,
+//   carrying its FinishReason; no callback follows it.
+// - Callbacks run on the engine thread and must not block; they may call
+//   Cancel.
+// Tested by tests/engine/runtime/engine_test.cc.
+#ifndef ONECARD_ENGINE_RUNTIME_ENGINE_H_
+#define ONECARD_ENGINE_RUNTIME_ENGINE_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "engine/model/model_config.h"
+#include "engine/tokenizer/tokenizer.h"
+
+namespace onecard::engine {
+
+struct SamplingParams {
+  float temperature = 1.0f;  // 0 = greedy
+  int32_t top_k = 0;         // 0 = off
+  float top_p = 1.0f;        // (0, 1]
+  float min_p = 0.0f;        // [0, 1]
+  float repetition_penalty = 1.0f;  // > 0; 1 = off (HF semantics)
+  float presence_penalty = 0.0f;    // OpenAI semantics, [-2, 2]
+  float frequency_penalty = 0.0f;   // OpenAI semantics, [-2, 2]
+  uint64_t seed = 0;         // same seed, same prompt => same tokens
+};
+
+struct StoppingCriteria {
+  int32_t max_tokens = 16;
+  std::vector<std::string> stop_strings;  // not included in the output text
+  std::vector<int32_t> stop_token_ids;
+  bool ignore_eos = false;
+};
+
+enum class FinishReason {
+  kNone,        // not finished
+  kStop,        // a stop token id
+  kLength,      // max_tokens or the context end
+  kEos,         // the model's end-of-sequence token(s)
+  kStopString,  // a stop string
+  kCancelled,
+  kDeadline,
+  kPreempted,
+  kError,
+};
+const char* FinishReasonName(FinishReason reason);
+
+struct TokenLogprob {
+  int32_t token_id = 0;
+  float logprob = 0.0f;
+  std::vector<std::pair<int32_t, float>> top;  // top_logprobs alternatives
+};
+
+struct Usage {
+  int32_t prompt_tokens = 0;
+  int32_t completion_tokens = 0;
+  int32_t cached_tokens = 0;  // prompt tokens served from the prefix cache
+};
+
+struct StreamOutput {
+  std::vector<int32_t> token_ids;  // new tokens since the last output
+  std::string text_delta;          // new complete UTF-8 text
+  std::vector<TokenLogprob> logprobs;  // one per token, when asked
+  bool finished = false;
+  FinishReason finish_reason = FinishReason::kNone;
+  absl::Status error;  // set when finish_reason == kError
+  Usage usage;
+  absl::Duration queue_time;  // submit -> first scheduled
+  absl::Duration time_to_first_token;
+};
+
+using StreamCallback = std::function<void(const StreamOutput&)>;
+
+struct GenerationRequest {
+  std::string request_id;  // caller's id, for logs
+  std::vector<int32_t> prompt_token_ids;
+  SamplingParams sampling;
+  StoppingCriteria stopping;
+  int32_t priority = 0;  // higher runs first; preempts lower under pressure
+  bool logprobs = false;
+  int32_t top_logprobs = 0;  // 0..20
+  absl::Time deadline = absl::InfiniteFuture();
+  StreamCallback on_output;
+};
+
+struct EngineStats {
+  int64_t num_waiting = 0;
+  int64_t num_running = 0;
+  int64_t kv_blocks_used = 0;
+  int64_t kv_blocks_total = 0;
+  double tokens_per_second = 0;  // generated, over the last few seconds
+  int64_t num_preemptions = 0;
+  int64_t prompt_tokens_total = 0;
+  int64_t generation_tokens_total = 0;
+  int64_t steps_total = 0;
+  bool draining = false;
+};
+
+struct EngineOptions {
+  std::string model_path;      // .gguf file or HF checkpoint directory
+  std::string backend = "cpu"; // "cpu" or "cuda"
+  int32_t num_threads = 0;     // cpu backend; 0 = hardware concurrency
+  int32_t kv_block_size = 16;
+  int64_t num_kv_blocks = 0;   // 0 = from kv_cache_bytes
+  int64_t kv_cache_bytes = 256ll << 20;
+  int32_t max_num_seqs = 64;           // running sequences per step
+  int32_t max_batched_tokens = 512;    // token budget per step (chunked prefill)
+  int32_t max_context = 0;             // 0 = the model's max_position_embeddings
+  bool enable_prefix_caching = true;
+  int32_t max_waiting = 0;             // 0 = unbounded; else Submit refuses past it
+  bool start_thread = true;            // false: the caller drives Step() (tests)
+  absl::Clock* clock = nullptr;        // nullptr = real clock (tests inject one)
+};
+
+class Engine {
+ public:
+  static absl::StatusOr<std::unique_ptr<Engine>> Create(const EngineOptions& options);
+  virtual ~Engine() = default;
+
+  // Returns the engine's id for the request. UNAVAILABLE while draining,
+  // RESOURCE_EXHAUSTED when max_waiting is reached.
+  virtual absl::StatusOr<uint64_t> Submit(GenerationRequest request) = 0;
+  // Ends the request with kCancelled within one step and frees its blocks.
+  // Unknown or finished ids are ignored.
+  virtual void Cancel(uint64_t id) = 0;
+  virtual EngineStats Stats() const = 0;
+  // Stops admitting (Submit answers UNAVAILABLE) and waits until every
+  // request has finished or the timeout passes; then cancels the rest.
+  virtual absl::Status Drain(absl::Duration timeout) = 0;
+  // Runs one step (only when start_thread == false). Returns false when idle.
+  virtual absl::StatusOr<bool> Step() = 0;
+
+  virtual const ModelConfig& config() const = 0;
+  virtual const Tokenizer& tokenizer() const = 0;
+  virtual int32_t max_context() const = 0;
+};
+
+}  // namespace onecard::engine
+
+#endif  // ONECARD_ENGINE_RUNTIME_ENGINE_H_

@@ -1,0 +1,50 @@
+// ModelRunner: the backend interface. A backend (cpu, cuda) owns the weights
+// and the paged KV pools and runs one forward pass over a batch of sequence
+// chunks (continuous batching with chunked prefill: a chunk is any run of a
+// sequence's tokens, a whole prompt, part of one, or one decode token).
+// The scheduler decides which chunks run; BlockManager owns block ids.
+#ifndef ONECARD_ENGINE_RUNTIME_MODEL_RUNNER_H_
+#define ONECARD_ENGINE_RUNTIME_MODEL_RUNNER_H_
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "engine/kv_cache/kv_layout.h"
+#include "engine/model/model_config.h"
+
+namespace onecard::engine {
+
+struct SequenceChunk {
+  int64_t seq_id = 0;
+  std::span<const int32_t> token_ids;    // [num_chunk_tokens]
+  int32_t start_pos = 0;                 // position of token_ids[0]
+  std::span<const int32_t> block_table;  // [ceil((start_pos+n)/block_size)]
+  // Logits are produced for the chunk's last token when true (a prefill chunk
+  // that does not end the prompt needs none).
+  bool want_logits = true;
+};
+
+struct BatchInput {
+  std::vector<SequenceChunk> chunks;
+  // When true, logits for every token of every chunk (golden tests);
+  // otherwise one row per chunk with want_logits, in chunk order.
+  bool all_logits = false;
+};
+
+class ModelRunner {
+ public:
+  virtual ~ModelRunner() = default;
+  virtual const ModelConfig& config() const = 0;
+  virtual const KvLayout& kv_layout() const = 0;  // num_blocks is the pool size
+  // Writes the chunks' K/V into their blocks and returns logits
+  // [num_rows, vocab_size] row-major in *logits (resized).
+  virtual absl::Status Forward(const BatchInput& batch, std::vector<float>* logits) = 0;
+  virtual std::string name() const = 0;  // "cpu", "cuda"
+};
+
+}  // namespace onecard::engine
+
+#endif  // ONECARD_ENGINE_RUNTIME_MODEL_RUNNER_H_
