@@ -1,0 +1,31 @@
+// The cpu backend: a clear, multi-threaded fp32 implementation of the decoder
+// (Llama / Qwen2 / Mistral) over the paged KV cache, built from the kernels'
+// plain references (engine/kernels/*_ref.cc). It is the correctness oracle of
+// the project and the CI backend. Its math is batch-invariant: a sequence's
+// logits do not depend on which other sequences share the batch.
+// Tested by tests/engine/runtime/cpu/*_test.cc against HF goldens.
+#ifndef ONECARD_ENGINE_RUNTIME_CPU_CPU_MODEL_RUNNER_H_
+#define ONECARD_ENGINE_RUNTIME_CPU_CPU_MODEL_RUNNER_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "engine/model/checkpoint.h"
+#include "engine/runtime/model_runner.h"
+
+namespace onecard::engine {
+
+struct CpuRunnerOptions {
+  int32_t num_threads = 0;  // 0 = std::thread::hardware_concurrency()
+  int32_t kv_block_size = 16;
+  int64_t num_kv_blocks = 0;  // 0 = from kv_cache_bytes
+  int64_t kv_cache_bytes = 256ll << 20;
+};
+
+absl::StatusOr<std::unique_ptr<ModelRunner>> CreateCpuModelRunner(
+    const Checkpoint& checkpoint, const CpuRunnerOptions& options);
+
+}  // namespace onecard::engine
+
+#endif  // ONECARD_ENGINE_RUNTIME_CPU_CPU_MODEL_RUNNER_H_
