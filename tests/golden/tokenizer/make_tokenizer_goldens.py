@@ -285,6 +285,16 @@ def make_smollm2():
     for f in os.listdir(out):
         if f not in ("tokenizer.json", "tokenizer_config.json"):
             os.remove(os.path.join(out, f))
+    raw.save(os.path.join(out, "tokenizer.json"), pretty=False)
+    # transformers 5 saves the template as chat_template.jinja; keep it in the
+    # config, as the hub's tokenizer_config.json files do.
+    cfg_path = os.path.join(out, "tokenizer_config.json")
+    cfg = json.load(open(cfg_path, encoding="utf-8"))
+    for k in ("is_local", "local_files_only", "backend"):
+        cfg.pop(k, None)
+    cfg["chat_template"] = hf.chat_template
+    cfg["add_bos_token"] = False
+    write_json(cfg_path, cfg)
     # The hub's SmolLM2 tokenizer.json pre-tokenizes with Digits(individual) then
     # ByteLevel (llama.cpp calls it "smollm"); transformers' GGUF loader uses
     # ByteLevel alone. Check the two agree on every golden string.
@@ -299,6 +309,7 @@ def make_smollm2():
         assert digits.encode(s, add_special_tokens=False).ids == \
             raw.encode(s, add_special_tokens=False).ids, s
     reloaded = PreTrainedTokenizerFast.from_pretrained(out)
+    assert reloaded.chat_template == hf.chat_template
     make_golden("smollm2", Tokenizer.from_file(os.path.join(out, "tokenizer.json")),
                 reloaded, strings)
     assert json.load(open(os.path.join(out, "golden.json")))["cases"][1]["ids"] == \
