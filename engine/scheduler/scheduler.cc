@@ -1,0 +1,223 @@
+// Scheduler implementation (contract in scheduler.h).
+// Tested by tests/engine/scheduler/scheduler_test.cc.
+#include "engine/scheduler/scheduler.h"
+
+#include <algorithm>
+#include <cassert>
+
+#include "absl/strings/str_cat.h"
+#include "engine/common/status_macros.h"
+
+namespace onecard::engine {
+
+Scheduler::Scheduler(const SchedulerOptions& options)
+    : options_(options),
+      max_context_(static_cast<int32_t>(std::min<int64_t>(
+          options.max_context,
+          static_cast<int64_t>(options.blocks.num_blocks) * options.blocks.block_size))),
+      blocks_(options.blocks) {
+  assert(options.max_num_seqs > 0 && "max_num_seqs must be positive");
+  assert(options.max_batched_tokens > 0 && "max_batched_tokens must be positive");
+}
+
+absl::Status Scheduler::Add(int64_t seq_id, std::vector<int32_t> prompt, int32_t priority) {
+  if (seqs_.contains(seq_id)) {
+    return absl::InvalidArgumentError(absl::StrCat("sequence id ", seq_id, " is in use"));
+  }
+  if (prompt.empty()) return absl::InvalidArgumentError("prompt: empty");
+  if (static_cast<int64_t>(prompt.size()) > max_context_) {
+    return absl::InvalidArgumentError(absl::StrCat("prompt: ", prompt.size(),
+                                                   " tokens exceed the context of ",
+                                                   max_context_));
+  }
+  auto seq = std::make_unique<Sequence>();
+  seq->id = seq_id;
+  seq->priority = priority;
+  seq->arrival = next_arrival_++;
+  seq->num_prompt_tokens = static_cast<int32_t>(prompt.size());
+  seq->token_ids = std::move(prompt);
+  waiting_.insert(Rank(*seq));
+  seqs_[seq_id] = std::move(seq);
+  return absl::OkStatus();
+}
+
+SchedulerOutput Scheduler::Schedule() {
+  SchedulerOutput out;
+  int32_t budget = options_.max_batched_tokens;
+  scheduled_.clear();
+  PreemptForHigherPriority(&out);
+  ScheduleRunning(/*decodes=*/true, &budget, &out);
+  ScheduleRunning(/*decodes=*/false, &budget, &out);
+  ScheduleWaiting(&budget, &out);
+  return out;
+}
+
+bool Scheduler::HeadFits() const {
+  if (waiting_.empty()) return false;
+  if (static_cast<int32_t>(running_.size()) >= options_.max_num_seqs) return false;
+  const Sequence& head = *seqs_.at(std::get<2>(*waiting_.begin()));
+  return blocks_.CanAllocate(head.token_ids);
+}
+
+void Scheduler::PreemptForHigherPriority(SchedulerOutput* out) {
+  while (!waiting_.empty() && !running_.empty()) {
+    const int32_t head_priority = -std::get<0>(*waiting_.begin());
+    const int32_t worst_priority = -std::get<0>(*running_.rbegin());
+    if (worst_priority >= head_priority || HeadFits()) return;
+    Preempt(*seqs_.at(std::get<2>(*running_.rbegin())), out);
+  }
+}
+
+void Scheduler::ScheduleRunning(bool decodes, int32_t* budget, SchedulerOutput* out) {
+  std::vector<int64_t> order;
+  order.reserve(running_.size());
+  for (const RankKey& key : running_) order.push_back(std::get<2>(key));
+  for (int64_t id : order) {
+    if (*budget == 0) return;
+    Sequence& seq = *seqs_.at(id);
+    // Skip sequences preempted earlier in this loop, or already given a chunk.
+    if (seq.status != SequenceStatus::kRunning || scheduled_.contains(id)) continue;
+    const int32_t uncomputed = seq.num_uncomputed();
+    if (uncomputed == 0 || (uncomputed == 1) != decodes) continue;
+    const int32_t n = std::min(uncomputed, *budget);
+    if (!EnsureCapacity(seq, seq.num_computed_tokens + n, out)) continue;
+    AddChunk(seq, n, budget, out);
+  }
+}
+
+void Scheduler::ScheduleWaiting(int32_t* budget, SchedulerOutput* out) {
+  while (*budget > 0 && !waiting_.empty() &&
+         static_cast<int32_t>(running_.size()) < options_.max_num_seqs) {
+    Sequence& seq = *seqs_.at(std::get<2>(*waiting_.begin()));
+    std::optional<int32_t> cached = blocks_.Allocate(seq.id, seq.token_ids);
+    if (!cached.has_value()) return;  // the head waits; nobody overtakes it
+    waiting_.erase(waiting_.begin());
+    running_.insert(Rank(seq));
+    seq.status = SequenceStatus::kRunning;
+    seq.num_computed_tokens = *cached;
+    if (!seq.admitted_once) {
+      seq.admitted_once = true;
+      seq.num_cached_tokens = *cached;
+      out->admitted.push_back(seq.id);
+    }
+    AddChunk(seq, std::min(seq.num_uncomputed(), *budget), budget, out);
+  }
+}
+
+bool Scheduler::EnsureCapacity(Sequence& seq, int32_t num_tokens, SchedulerOutput* out) {
+  while (blocks_.num_tokens(seq.id) < num_tokens) {
+    if (blocks_.Append(seq.id, num_tokens - blocks_.num_tokens(seq.id))) return true;
+    Sequence* victim = nullptr;
+    for (auto it = running_.rbegin(); it != running_.rend() && victim == nullptr; ++it) {
+      if (!scheduled_.contains(std::get<2>(*it))) victim = seqs_.at(std::get<2>(*it)).get();
+    }
+    assert(victim != nullptr && "seq itself is running and unscheduled");
+    Preempt(*victim, out);
+    if (victim == &seq) return false;
+  }
+  return true;
+}
+
+void Scheduler::Preempt(Sequence& seq, SchedulerOutput* out) {
+  assert(seq.status == SequenceStatus::kRunning && "only running sequences are preempted");
+  blocks_.Free(seq.id);
+  running_.erase(Rank(seq));
+  waiting_.insert(Rank(seq));
+  seq.status = SequenceStatus::kWaiting;
+  seq.num_computed_tokens = 0;
+  ++seq.num_preemptions;
+  ++num_preemptions_;
+  out->preempted.push_back(seq.id);
+}
+
+void Scheduler::AddChunk(Sequence& seq, int32_t num_tokens, int32_t* budget,
+                         SchedulerOutput* out) {
+  const int32_t start = seq.num_computed_tokens;
+  out->chunks.push_back({.seq_id = seq.id,
+                         .start_pos = start,
+                         .num_tokens = num_tokens,
+                         .want_logits = start + num_tokens == seq.num_tokens()});
+  out->num_batched_tokens += num_tokens;
+  *budget -= num_tokens;
+  scheduled_.insert(seq.id);
+}
+
+void Scheduler::OnStepComputed(const SchedulerOutput& output) {
+  for (const ScheduledChunk& chunk : output.chunks) {
+    auto it = seqs_.find(chunk.seq_id);
+    if (it == seqs_.end()) continue;
+    Sequence& seq = *it->second;
+    if (seq.status != SequenceStatus::kRunning || seq.num_computed_tokens != chunk.start_pos) {
+      continue;  // removed and re-added, or preempted: the chunk is stale
+    }
+    seq.num_computed_tokens += chunk.num_tokens;
+    blocks_.CacheComputedBlocks(seq.id, seq.token_ids, seq.num_computed_tokens);
+  }
+}
+
+void Scheduler::AppendToken(int64_t seq_id, int32_t token_id) {
+  Sequence& seq = *seqs_.at(seq_id);
+  assert(seq.status == SequenceStatus::kRunning && seq.num_uncomputed() == 0 &&
+         "AppendToken: only after the chunk that reached the last token");
+  assert(seq.num_tokens() < max_context_ && "AppendToken: the engine stops at max_context");
+  seq.token_ids.push_back(token_id);
+}
+
+void Scheduler::Remove(int64_t seq_id) {
+  auto it = seqs_.find(seq_id);
+  if (it == seqs_.end()) return;
+  Sequence& seq = *it->second;
+  if (seq.status == SequenceStatus::kRunning) {
+    running_.erase(Rank(seq));
+    blocks_.Free(seq_id);
+  } else {
+    waiting_.erase(Rank(seq));
+  }
+  scheduled_.erase(seq_id);
+  seqs_.erase(it);
+}
+
+const Sequence* Scheduler::Find(int64_t seq_id) const {
+  auto it = seqs_.find(seq_id);
+  return it == seqs_.end() ? nullptr : it->second.get();
+}
+
+std::span<const int32_t> Scheduler::BlockTable(int64_t seq_id, int32_t num_tokens) const {
+  std::span<const int32_t> table = blocks_.BlockTable(seq_id);
+  const size_t n = (static_cast<size_t>(num_tokens) + blocks_.block_size() - 1) /
+                   blocks_.block_size();
+  return table.first(std::min(n, table.size()));
+}
+
+absl::Status Scheduler::CheckInvariants() const {
+  RETURN_IF_ERROR(blocks_.CheckInvariants());
+  if (waiting_.size() + running_.size() != seqs_.size()) {
+    return absl::InternalError("a sequence is in no queue or in both");
+  }
+  if (static_cast<int32_t>(running_.size()) > options_.max_num_seqs) {
+    return absl::InternalError("more running sequences than max_num_seqs");
+  }
+  for (const auto& [id, ptr] : seqs_) {
+    const Sequence& seq = *ptr;
+    const bool running = seq.status == SequenceStatus::kRunning;
+    const std::set<RankKey>& queue = running ? running_ : waiting_;
+    if (!queue.contains(Rank(seq))) {
+      return absl::InternalError(absl::StrCat("seq ", id, ": not in its status's queue"));
+    }
+    if (seq.num_tokens() > max_context_ || seq.num_tokens() < seq.num_prompt_tokens ||
+        seq.num_prompt_tokens < 1) {
+      return absl::InternalError(absl::StrCat("seq ", id, ": ", seq.num_tokens(),
+                                              " tokens outside [prompt, max_context]"));
+    }
+    if (running != blocks_.HasSequence(id)) {
+      return absl::InternalError(absl::StrCat("seq ", id, ": holds blocks iff running broken"));
+    }
+    if (seq.num_computed_tokens > (running ? blocks_.num_tokens(id) : 0) ||
+        seq.num_computed_tokens > seq.num_tokens()) {
+      return absl::InternalError(absl::StrCat("seq ", id, ": computed tokens past its blocks"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace onecard::engine
