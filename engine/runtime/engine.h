@@ -24,9 +24,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "engine/model/model_config.h"
+#include "engine/runtime/clock.h"
 #include "engine/tokenizer/tokenizer.h"
 
 namespace onecard::engine {
@@ -126,7 +126,7 @@ struct EngineOptions {
   bool enable_prefix_caching = true;
   int32_t max_waiting = 0;             // 0 = unbounded; else Submit refuses past it
   bool start_thread = true;            // false: the caller drives Step() (tests)
-  absl::Clock* clock = nullptr;        // nullptr = real clock (tests inject one)
+  Clock* clock = nullptr;              // nullptr = RealClock (tests inject a FakeClock)
 };
 
 class Engine {
