@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -18,7 +19,10 @@ namespace onecard::engine {
 
 class GgufFile;
 
-enum class PreTokenizerKind { kGpt2, kLlama3, kQwen2 };
+// How text is split into words before BPE (engine/tokenizer/pre_tokenizer.h
+// holds the patterns). kSmolLM is GPT-2's pattern after isolating every digit
+// (HF: Digits(individual_digits) + ByteLevel; GGUF pre "smollm").
+enum class PreTokenizerKind { kGpt2, kLlama3, kQwen2, kSmolLM };
 
 class Tokenizer {
  public:
@@ -77,17 +81,38 @@ enum class ChatTemplateKind { kChatML, kLlama3 };
 // the model's template source (see ChooseChatTemplate).
 class ChatTemplate {
  public:
+  // Chooses from tokenizer.chat_template(): ChatML when it writes
+  // <|im_start|>, Llama-3 when it writes <|start_header_id|>. With no template
+  // the vocabulary decides the same way; anything else is InvalidArgument.
   static absl::StatusOr<ChatTemplate> ForTokenizer(const Tokenizer& tokenizer);
-  explicit ChatTemplate(ChatTemplateKind kind, std::string default_system = "")
-      : kind_(kind), default_system_(std::move(default_system)) {}
-  // InvalidArgument naming messages[i].role for unknown roles or empty input.
+  // The same choice from a Jinja source alone (bos_token for Llama-3).
+  static absl::StatusOr<ChatTemplate> FromSource(std::string_view source,
+                                                 std::string bos_token = "<|begin_of_text|>");
+  // default_system: the system prompt ChatML templates insert when
+  // messages[0] is not a system message (empty: none). bos_token: the text
+  // Llama-3 templates start with.
+  explicit ChatTemplate(ChatTemplateKind kind, std::string default_system = "",
+                        std::string bos_token = "<|begin_of_text|>")
+      : kind_(kind),
+        default_system_(std::move(default_system)),
+        bos_token_(std::move(bos_token)) {}
+  // InvalidArgument naming messages[i].role for unknown roles,
+  // messages[i].content for content that is not valid UTF-8, or "messages"
+  // when the list is empty.
   absl::StatusOr<std::string> Render(const std::vector<ChatMessage>& messages,
                                      bool add_generation_prompt) const;
   ChatTemplateKind kind() const { return kind_; }
+  const std::string& default_system() const { return default_system_; }
 
  private:
+  std::string RenderChatML(const std::vector<ChatMessage>& messages,
+                           bool add_generation_prompt) const;
+  std::string RenderLlama3(const std::vector<ChatMessage>& messages,
+                           bool add_generation_prompt) const;
+
   ChatTemplateKind kind_;
   std::string default_system_;
+  std::string bos_token_;
 };
 
 }  // namespace onecard::engine

@@ -179,8 +179,10 @@ def make_golden(name, raw, hf, strings):
         ids_special = raw.encode(s, add_special_tokens=True).ids
         assert hf.encode(s, add_special_tokens=False) == ids, (name, s)
         assert hf.encode(s, add_special_tokens=True) == ids_special, (name, s)
+        # The pre-tokenizer's words (byte-level strings) for the whole text.
+        words = [w for w, _ in raw.pre_tokenizer.pre_tokenize_str(s)]
         cases.append({
-            "text": s, "ids": ids, "ids_with_special": ids_special,
+            "text": s, "ids": ids, "ids_with_special": ids_special, "words": words,
             "decoded": raw.decode(ids, skip_special_tokens=False),
             "decoded_skip_special": raw.decode(ids, skip_special_tokens=True),
         })
@@ -193,8 +195,13 @@ def make_golden(name, raw, hf, strings):
                 ids = ids["input_ids"]
             chats.append({"messages": conv, "add_generation_prompt": gen,
                           "text": text, "ids": list(ids)})
+    added = json.loads(raw.to_str())["added_tokens"]
+    info = {"vocab_size": raw.get_vocab_size(with_added_tokens=True),
+            "bos_id": hf.bos_token_id, "eos_id": hf.eos_token_id,
+            "special_ids": sorted(t["id"] for t in added if t["special"]),
+            "token_ids": {t["content"]: t["id"] for t in added}}
     write_json(os.path.join(HERE, name, "golden.json"),
-               {"tokenizer": name, "cases": cases, "chats": chats})
+               {"tokenizer": name, "info": info, "cases": cases, "chats": chats})
     print(f"{name}: {len(cases)} strings, {len(chats)} chats, vocab {raw.get_vocab_size()}")
 
 
