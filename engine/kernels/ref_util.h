@@ -1,0 +1,75 @@
+// Shared helpers of the kernel references (x_ref.cc only; not a kernel API):
+// the element types the references support, fp32 load/store of those types,
+// the one dtype dispatch, and the argument checks that every reference makes.
+// The references compute in fp32 whatever the storage type: BF16 inputs are
+// widened on load and outputs rounded (nearest even) once on store.
+// Tested through the references' tests (tests/engine/kernels/*_ref_test.cc).
+#ifndef ONECARD_ENGINE_KERNELS_REF_UTIL_H_
+#define ONECARD_ENGINE_KERNELS_REF_UTIL_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "engine/common/dtype.h"
+#include "engine/kernels/bf16.h"
+
+namespace onecard::engine::ref {
+
+// Storage type of a BF16 element (a distinct type, so templates can dispatch).
+struct Bf16 {
+  uint16_t bits;
+};
+
+inline float Load(float x) { return x; }
+inline float Load(Bf16 x) { return Bf16ToFloat(x.bits); }
+
+template <typename T>
+T Store(float x);
+template <>
+inline float Store<float>(float x) { return x; }
+template <>
+inline Bf16 Store<Bf16>(float x) { return Bf16{FloatToBf16(x)}; }
+
+// The supported set, listed once: F32 and BF16.
+inline absl::Status UnsupportedDType(const char* op, DType dtype) {
+  return absl::UnimplementedError(absl::StrCat(op, ": dtype ", std::string(DTypeName(dtype)),
+                                               " is not supported; supported: F32, BF16"));
+}
+
+// Runs impl.template operator()<T>() with T the storage type of `dtype`:
+//   return DispatchDType("RmsNormRef", p.dtype, [&]<typename T>() { ... });
+template <typename Impl>
+absl::Status DispatchDType(const char* op, DType dtype, Impl&& impl) {
+  switch (dtype) {
+    case DType::kF32:
+      impl.template operator()<float>();
+      return absl::OkStatus();
+    case DType::kBF16:
+      impl.template operator()<Bf16>();
+      return absl::OkStatus();
+    default:
+      return UnsupportedDType(op, dtype);
+  }
+}
+
+inline absl::Status ArgError(const char* op, const std::string& what) {
+  return absl::InvalidArgumentError(absl::StrCat(op, ": ", what));
+}
+
+// InvalidArgument "op: field must be > 0, got v" unless value > 0.
+inline absl::Status CheckPositive(const char* op, const char* field, int64_t value) {
+  if (value > 0) return absl::OkStatus();
+  return ArgError(op, absl::StrCat(field, " must be > 0, got ", value));
+}
+
+// InvalidArgument "op: field is null" when ptr is null.
+inline absl::Status CheckNotNull(const char* op, const char* field, const void* ptr) {
+  if (ptr != nullptr) return absl::OkStatus();
+  return ArgError(op, absl::StrCat(field, " is null"));
+}
+
+}  // namespace onecard::engine::ref
+
+#endif  // ONECARD_ENGINE_KERNELS_REF_UTIL_H_
