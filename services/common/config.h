@@ -1,0 +1,42 @@
+// Typed configuration loading: a YAML or JSON file (JSON is read as YAML
+// flow style) into a protobuf message of proto/onecard/v1/config.proto.
+// Every field is typed: an unknown field, a value of the wrong type or out of
+// range, or malformed YAML is InvalidArgument naming the source and the
+// field's path, e.g. `worker.yaml:7: kv_cache.block_size: expected an
+// integer, got "big"`. Nothing throws (yaml-cpp is wrapped).
+// Field names: proto names (snake_case) or lowerCamelCase. Durations:
+// "250ms", "1m30s" (absl::ParseDuration) or a number of seconds. Enums: full
+// name (PRIORITY_BATCH), short lowercase name (batch) or number. An empty
+// (null) value leaves the field unset.
+// Tested by tests/services/common/config_test.cc.
+#ifndef ONECARD_SERVICES_COMMON_CONFIG_H_
+#define ONECARD_SERVICES_COMMON_CONFIG_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "google/protobuf/message.h"
+
+namespace onecard::services {
+
+// Parses `text` (YAML or JSON) into *out, which is cleared first. `source`
+// names the text in errors (a file name).
+absl::Status ParseConfigText(absl::string_view text, absl::string_view source,
+                             google::protobuf::Message* out);
+
+// Reads the file at `path` and parses it as above. NotFound when missing.
+absl::Status LoadConfigFile(const std::string& path, google::protobuf::Message* out);
+
+template <typename T>
+absl::StatusOr<T> LoadConfig(const std::string& path) {
+  T config;
+  absl::Status status = LoadConfigFile(path, &config);
+  if (!status.ok()) return status;
+  return config;
+}
+
+}  // namespace onecard::services
+
+#endif  // ONECARD_SERVICES_COMMON_CONFIG_H_
