@@ -113,6 +113,13 @@ struct EngineStats {
   bool draining = false;
 };
 
+// What one engine step did, for metrics (see EngineOptions::on_step).
+struct StepInfo {
+  absl::Duration duration;  // schedule + forward + sample + callbacks
+  int32_t num_seqs = 0;     // sequences in the batch
+  int32_t num_tokens = 0;   // tokens run (prefill chunks + decode tokens)
+};
+
 struct EngineOptions {
   std::string model_path;      // .gguf file or HF checkpoint directory
   std::string backend = "cpu"; // "cpu" or "cuda"
@@ -127,6 +134,9 @@ struct EngineOptions {
   int32_t max_waiting = 0;             // 0 = unbounded; else Submit refuses past it
   bool start_thread = true;            // false: the caller drives Step() (tests)
   Clock* clock = nullptr;              // nullptr = RealClock (tests inject a FakeClock)
+  // Optional observer, called on the engine thread after every step that ran
+  // a batch (the worker's step-duration histogram); must not block.
+  std::function<void(const StepInfo&)> on_step;
 };
 
 class Engine {
