@@ -1,0 +1,84 @@
+// ThreadPool (see thread_pool.h): workers sleep on a condition variable and
+// wake for each ParallelFor generation; the caller runs part 0 and then waits
+// for the workers' parts. Tested by tests/engine/common/thread_pool_test.cc.
+#include "engine/common/thread_pool.h"
+
+#include <algorithm>
+
+namespace onecard {
+namespace {
+
+// Set on pool threads and on a caller while its ParallelFor runs, so that a
+// nested ParallelFor runs inline instead of waiting on itself.
+thread_local bool in_parallel_for = false;
+
+}  // namespace
+
+ThreadPool::ThreadPool(int num_threads) {
+  if (num_threads < 1) {
+    num_threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  }
+  workers_.reserve(num_threads - 1);
+  for (int w = 0; w + 1 < num_threads; ++w) {
+    workers_.emplace_back([this, w] { WorkerLoop(w); });
+  }
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  work_cv_.notify_all();
+  for (std::thread& t : workers_) t.join();
+}
+
+std::pair<int64_t, int64_t> ThreadPool::PartRange(int64_t n, int part, int num_parts) {
+  const int64_t base = n / num_parts;
+  const int64_t extra = n % num_parts;
+  const int64_t begin = part * base + std::min<int64_t>(part, extra);
+  return {begin, begin + base + (part < extra ? 1 : 0)};
+}
+
+void ThreadPool::ParallelFor(int64_t n, const RangeFn& fn) {
+  if (n <= 0) return;
+  if (workers_.empty() || in_parallel_for || n == 1) {
+    fn(0, n);
+    return;
+  }
+  std::lock_guard<std::mutex> call_lock(call_mu_);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    fn_ = &fn;
+    n_ = n;
+    pending_ = static_cast<int>(workers_.size());
+    ++generation_;
+  }
+  work_cv_.notify_all();
+  in_parallel_for = true;
+  const auto [begin, end] = PartRange(n, 0, num_threads());
+  if (begin < end) fn(begin, end);
+  in_parallel_for = false;
+  std::unique_lock<std::mutex> lock(mu_);
+  done_cv_.wait(lock, [this] { return pending_ == 0; });
+  fn_ = nullptr;
+}
+
+void ThreadPool::WorkerLoop(int worker) {
+  in_parallel_for = true;
+  uint64_t seen = 0;
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    work_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
+    if (stop_) return;
+    seen = generation_;
+    const RangeFn* fn = fn_;
+    const auto [begin, end] = PartRange(n_, worker + 1, num_threads());
+    lock.unlock();
+    if (begin < end) (*fn)(begin, end);
+    lock.lock();
+    if (--pending_ == 0) done_cv_.notify_one();
+  }
+}
+
+}  // namespace onecard

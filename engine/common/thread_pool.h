@@ -1,0 +1,57 @@
+// ThreadPool: a small fixed pool of threads for data-parallel loops.
+// ParallelFor(n, fn) cuts [0, n) into num_threads() contiguous ranges by a
+// fixed rule (it depends only on n and num_threads(), never on timing), runs
+// fn(begin, end) for each, the first on the calling thread, and returns when
+// all are done. Work split this way is deterministic: which thread computes an
+// element never changes what is computed. Calls from several threads take
+// turns; a call from inside fn runs inline on that thread, all of [0, n) at once.
+// Tested by tests/engine/common/thread_pool_test.cc.
+#ifndef ONECARD_ENGINE_COMMON_THREAD_POOL_H_
+#define ONECARD_ENGINE_COMMON_THREAD_POOL_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace onecard {
+
+class ThreadPool {
+ public:
+  using RangeFn = std::function<void(int64_t begin, int64_t end)>;
+
+  // num_threads counts the calling thread: 1 runs everything inline.
+  // Values below 1 mean std::thread::hardware_concurrency().
+  explicit ThreadPool(int num_threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int num_threads() const { return static_cast<int>(workers_.size()) + 1; }
+
+  void ParallelFor(int64_t n, const RangeFn& fn);
+
+  // The range [begin, end) of part `part` of `num_parts` over [0, n): the
+  // first n % num_parts parts get one element more.
+  static std::pair<int64_t, int64_t> PartRange(int64_t n, int part, int num_parts);
+
+ private:
+  void WorkerLoop(int worker);
+
+  std::mutex call_mu_;  // one ParallelFor at a time
+  std::mutex mu_;
+  std::condition_variable work_cv_;
+  std::condition_variable done_cv_;
+  const RangeFn* fn_ = nullptr;  // guarded by mu_
+  int64_t n_ = 0;                // guarded by mu_
+  uint64_t generation_ = 0;      // guarded by mu_; bumped per ParallelFor
+  int pending_ = 0;              // guarded by mu_; workers still running
+  bool stop_ = false;            // guarded by mu_
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace onecard
+
+#endif  // ONECARD_ENGINE_COMMON_THREAD_POOL_H_
