@@ -1,0 +1,159 @@
+// Tests services/metrics/metrics_service.h: config defaults and errors, and
+// the whole service on 127.0.0.1:0 (gRPC health, registration, /metrics over
+// HTTP parsed as Prometheus text, and a shutdown that ends open streams).
+#include "services/metrics/metrics_service.h"
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "grpcpp/grpcpp.h"
+#include "tests/services/testing/http_get.h"
+#include "tests/services/testing/prom_text.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace onecard::services::metrics {
+namespace {
+
+using ::testing::HasSubstr;
+
+void SafetyDeadline(grpc::ClientContext *context) {
+  context->set_deadline(std::chrono::system_clock::now() +
+                        std::chrono::seconds(60));
+}
+
+TEST(ResolveOptionsTest, DefaultsAndOverrides) {
+  v1::MetricsServiceConfig config;
+  absl::StatusOr<MetricsServiceOptions> options = ResolveOptions(config);
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->listen_address, "0.0.0.0:50060");
+  EXPECT_EQ(options->metrics_listen_address, "0.0.0.0:9402");
+  EXPECT_EQ(options->registry.worker_expiry, absl::Seconds(2));
+  EXPECT_EQ(options->registry.report_interval, absl::Milliseconds(250));
+  EXPECT_EQ(options->watch_min_interval, absl::Milliseconds(100));
+
+  config.mutable_worker_expiry()->set_seconds(5);
+  config.set_listen_address("127.0.0.1:7000");
+  options = ResolveOptions(config);
+  ASSERT_TRUE(options.ok());
+  EXPECT_EQ(options->registry.worker_expiry, absl::Seconds(5));
+  EXPECT_EQ(options->listen_address, "127.0.0.1:7000");
+}
+
+TEST(ResolveOptionsTest, ErrorsNameTheField) {
+  v1::MetricsServiceConfig config;
+  config.mutable_router_expiry()->set_seconds(-1);
+  absl::StatusOr<MetricsServiceOptions> options = ResolveOptions(config);
+  EXPECT_EQ(options.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(options.status().message(), HasSubstr("metrics.router_expiry"));
+
+  config.Clear();
+  config.set_listen_address("no-port-here");
+  options = ResolveOptions(config);
+  EXPECT_FALSE(options.ok());
+  EXPECT_THAT(options.status().message(), HasSubstr("no-port-here"));
+}
+
+class MetricsServiceTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    v1::MetricsServiceConfig config;
+    config.set_listen_address("127.0.0.1:0");
+    config.set_metrics_listen_address("127.0.0.1:0");
+    absl::StatusOr<MetricsServiceOptions> options = ResolveOptions(config);
+    ASSERT_TRUE(options.ok()) << options.status();
+    absl::StatusOr<std::unique_ptr<MetricsService>> service =
+        MetricsService::Start(*options);
+    ASSERT_TRUE(service.ok()) << service.status();
+    service_ = std::move(*service);
+    channel_ = grpc::CreateChannel(service_->grpc_address(),
+                                   grpc::InsecureChannelCredentials());
+    stub_ = v1::ControlPlane::NewStub(channel_);
+  }
+
+  grpc::health::v1::HealthCheckResponse::ServingStatus
+  Health(const std::string &name) {
+    auto health = grpc::health::v1::Health::NewStub(channel_);
+    grpc::health::v1::HealthCheckRequest request;
+    request.set_service(name);
+    grpc::health::v1::HealthCheckResponse response;
+    grpc::ClientContext context;
+    SafetyDeadline(&context);
+    const grpc::Status status = health->Check(&context, request, &response);
+    if (!status.ok())
+      return grpc::health::v1::HealthCheckResponse::UNKNOWN;
+    return response.status();
+  }
+
+  std::unique_ptr<MetricsService> service_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::ControlPlane::Stub> stub_;
+};
+
+TEST_F(MetricsServiceTest, ServesHealthAndRegistrationAndMetrics) {
+  EXPECT_EQ(Health(""), grpc::health::v1::HealthCheckResponse::SERVING);
+  EXPECT_EQ(Health("onecard.v1.ControlPlane"),
+            grpc::health::v1::HealthCheckResponse::SERVING);
+
+  v1::RegisterWorkerRequest request;
+  request.set_worker_id("w1");
+  request.set_address("127.0.0.1:1");
+  request.mutable_info()->set_max_num_seqs(8);
+  v1::RegisterWorkerResponse response;
+  grpc::ClientContext context;
+  SafetyDeadline(&context);
+  ASSERT_TRUE(stub_->RegisterWorker(&context, request, &response).ok());
+
+  grpc::ClientContext stream_context;
+  SafetyDeadline(&stream_context);
+  v1::ReportLoadResponse done;
+  auto writer = stub_->ReportWorkerLoad(&stream_context, &done);
+  v1::WorkerLoadReport report;
+  report.set_worker_id("w1");
+  report.set_sequence(1);
+  report.set_running(3);
+  report.set_waiting(1);
+  ASSERT_TRUE(writer->Write(report));
+  writer->WritesDone();
+  ASSERT_TRUE(writer->Finish().ok());
+
+  absl::StatusOr<testing::HttpResponse> http =
+      testing::HttpGet(service_->metrics_address(), "/metrics");
+  ASSERT_TRUE(http.ok()) << http.status();
+  EXPECT_EQ(http->status_code, 200);
+  absl::StatusOr<testing::PromText> text = testing::ParsePromText(http->body);
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_EQ(text->Value("onecard_cluster_workers", {{"state", "healthy"}}),
+            1.0);
+  EXPECT_EQ(text->Value("onecard_cluster_requests_running"), 3.0);
+  EXPECT_EQ(text->Value("onecard_cluster_queue_depth"), 1.0);
+  EXPECT_DOUBLE_EQ(*text->Value("onecard_cluster_saturation_ratio"),
+                   0.5); // (3 + 1) / 8
+  EXPECT_EQ(
+      text->Value("onecard_metrics_load_reports_total", {{"kind", "worker"}}),
+      1.0);
+}
+
+TEST_F(MetricsServiceTest, ShutdownEndsOpenStreamsAndHealth) {
+  grpc::ClientContext watch_context;
+  SafetyDeadline(&watch_context);
+  auto reader = stub_->WatchWorkers(&watch_context, v1::WatchWorkersRequest());
+  v1::WorkerTable table;
+  ASSERT_TRUE(reader->Read(&table));
+
+  service_->Shutdown();
+  while (reader->Read(&table)) {
+  }
+  const grpc::Status status = reader->Finish();
+  EXPECT_FALSE(status.ok());
+  EXPECT_NE(status.error_code(),
+            grpc::StatusCode::DEADLINE_EXCEEDED); // ended, not hung
+  EXPECT_EQ(Health(""),
+            grpc::health::v1::HealthCheckResponse::UNKNOWN); // nobody answers
+  service_->Shutdown();                                      // idempotent
+}
+
+} // namespace
+} // namespace onecard::services::metrics
