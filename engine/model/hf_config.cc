@@ -1,0 +1,250 @@
+// ParseHfConfig: config.json fields -> ModelConfig, with HF's defaults for
+// absent fields (LlamaConfig, Qwen2Config, MistralConfig). JSON via nlohmann
+// without exceptions; null counts as absent. Tested by
+// tests/engine/model/hf_config_test.cc.
+#include "engine/model/hf_config.h"
+
+#include <algorithm>
+#include <fstream>
+#include <optional>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "engine/common/log.h"
+#include "engine/common/status_macros.h"
+#include "nlohmann/json.hpp"
+
+namespace onecard::engine {
+namespace {
+
+using Json = nlohmann::json;
+
+constexpr char kSupportedArchitectures[] = "LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM";
+
+// Reads fields of one JSON object; errors name the source and the field.
+class Fields {
+ public:
+  Fields(const Json& object, const std::string& source, std::string prefix = "")
+      : object_(object), source_(source), prefix_(std::move(prefix)) {}
+
+  const Json* Find(const char* field) const {
+    auto it = object_.find(field);
+    return it == object_.end() || it->is_null() ? nullptr : &*it;
+  }
+
+  std::string Message(const char* field, absl::string_view what) const {
+    return absl::StrCat(source_, ": field '", prefix_, field, "' ", what);
+  }
+  absl::Status Error(const char* field, absl::string_view what) const {
+    return absl::InvalidArgumentError(Message(field, what));
+  }
+  absl::Status Unsupported(const char* field, absl::string_view what) const {
+    return absl::UnimplementedError(Message(field, what));
+  }
+
+  absl::StatusOr<std::optional<int64_t>> OptionalInt(const char* field) const {
+    const Json* j = Find(field);
+    if (j == nullptr) return std::optional<int64_t>();
+    if (!j->is_number_integer())
+      return Error(field, absl::StrCat("is not an integer: ", j->dump()));
+    if (j->is_number_unsigned() && j->get<uint64_t>() > (uint64_t{1} << 62)) {
+      return Error(field, absl::StrCat("is too large: ", j->dump()));
+    }
+    return std::optional<int64_t>(j->get<int64_t>());
+  }
+
+  absl::StatusOr<int64_t> Int(const char* field, std::optional<int64_t> fallback = {}) const {
+    ASSIGN_OR_RETURN(std::optional<int64_t> v, OptionalInt(field));
+    if (v.has_value()) return *v;
+    if (fallback.has_value()) return *fallback;
+    return Error(field, "is missing");
+  }
+
+  absl::StatusOr<float> Float(const char* field, std::optional<float> fallback = {}) const {
+    const Json* j = Find(field);
+    if (j == nullptr) {
+      if (fallback.has_value()) return *fallback;
+      return Error(field, "is missing");
+    }
+    if (!j->is_number()) return Error(field, absl::StrCat("is not a number: ", j->dump()));
+    return j->get<float>();
+  }
+
+  absl::StatusOr<bool> Bool(const char* field, bool fallback) const {
+    const Json* j = Find(field);
+    if (j == nullptr) return fallback;
+    if (!j->is_boolean()) return Error(field, absl::StrCat("is not a boolean: ", j->dump()));
+    return j->get<bool>();
+  }
+
+  absl::StatusOr<std::string> String(const char* field, std::string fallback) const {
+    const Json* j = Find(field);
+    if (j == nullptr) return fallback;
+    if (!j->is_string()) return Error(field, absl::StrCat("is not a string: ", j->dump()));
+    return j->get<std::string>();
+  }
+
+  // A token id: an integer, a list of integers (its first), or absent (-1).
+  absl::StatusOr<int32_t> TokenId(const char* field) const {
+    const Json* j = Find(field);
+    if (j == nullptr) return -1;
+    const Json* id = j;
+    if (j->is_array()) {
+      if (j->empty()) return -1;
+      id = &(*j)[0];
+    }
+    if (!id->is_number_integer() || id->get<int64_t>() < 0 || id->get<int64_t>() > INT32_MAX) {
+      return Error(field, absl::StrCat("is not a token id or list of ids: ", j->dump()));
+    }
+    return static_cast<int32_t>(id->get<int64_t>());
+  }
+
+ private:
+  const Json& object_;
+  const std::string& source_;
+  std::string prefix_;
+};
+
+absl::StatusOr<Architecture> ParseArchitecture(const Fields& f) {
+  const Json* list = f.Find("architectures");
+  if (list == nullptr || !list->is_array() || list->empty()) {
+    return f.Error("architectures", "must be a non-empty list of model class names");
+  }
+  static const std::pair<const char*, Architecture> kClasses[] = {
+      {"LlamaForCausalLM", Architecture::kLlama},
+      {"Qwen2ForCausalLM", Architecture::kQwen2},
+      {"MistralForCausalLM", Architecture::kMistral}};
+  for (const Json& name : *list) {
+    for (const auto& [cls, arch] : kClasses) {
+      if (name.is_string() && name.get<std::string>() == cls) return arch;
+    }
+  }
+  return f.Unsupported("architectures",
+                       absl::StrCat(list->dump(), " names no supported architecture (supported: ",
+                                    kSupportedArchitectures, ")"));
+}
+
+absl::Status ParseSizes(const Fields& f, ModelConfig* c) {
+  ASSIGN_OR_RETURN(c->vocab_size, f.Int("vocab_size"));
+  ASSIGN_OR_RETURN(c->hidden_size, f.Int("hidden_size"));
+  ASSIGN_OR_RETURN(c->intermediate_size, f.Int("intermediate_size"));
+  ASSIGN_OR_RETURN(c->num_layers, f.Int("num_hidden_layers"));
+  ASSIGN_OR_RETURN(c->num_heads, f.Int("num_attention_heads"));
+  if (c->num_heads <= 0) return f.Error("num_attention_heads", "must be positive");
+  ASSIGN_OR_RETURN(c->num_kv_heads, f.Int("num_key_value_heads", c->num_heads));
+  ASSIGN_OR_RETURN(std::optional<int64_t> head_dim, f.OptionalInt("head_dim"));
+  if (!head_dim.has_value() && c->hidden_size % c->num_heads != 0) {
+    return f.Error("head_dim", "is missing and num_attention_heads does not divide hidden_size");
+  }
+  c->head_dim = head_dim.value_or(c->hidden_size / c->num_heads);
+  int64_t default_context = c->architecture == Architecture::kLlama   ? 2048
+                            : c->architecture == Architecture::kQwen2 ? 32768
+                                                                      : 4096 * 32;
+  ASSIGN_OR_RETURN(c->max_position_embeddings, f.Int("max_position_embeddings", default_context));
+  ASSIGN_OR_RETURN(c->rms_norm_eps, f.Float("rms_norm_eps", 1e-6f));
+  ASSIGN_OR_RETURN(c->tie_word_embeddings, f.Bool("tie_word_embeddings", false));
+  return absl::OkStatus();
+}
+
+absl::Status ParseLlama3Scaling(const Fields& s, RopeScaling* r) {
+  r->enabled = true;
+  ASSIGN_OR_RETURN(r->factor, s.Float("factor"));
+  ASSIGN_OR_RETURN(r->low_freq_factor, s.Float("low_freq_factor"));
+  ASSIGN_OR_RETURN(r->high_freq_factor, s.Float("high_freq_factor"));
+  ASSIGN_OR_RETURN(r->original_max_position_embeddings, s.Int("original_max_position_embeddings"));
+  return absl::OkStatus();
+}
+
+// rope_theta and rope_scaling, or transformers v5's rope_parameters.
+absl::Status ParseRope(const Fields& f, const std::string& source, ModelConfig* c) {
+  const char* scaling_field =
+      f.Find("rope_scaling") != nullptr ? "rope_scaling" : "rope_parameters";
+  const Json* scaling = f.Find(scaling_field);
+  if (scaling != nullptr && !scaling->is_object()) {
+    return f.Error(scaling_field, absl::StrCat("is not an object: ", scaling->dump()));
+  }
+  float theta_default = 10000.0f;
+  if (scaling != nullptr) {
+    Fields s(*scaling, source, absl::StrCat(scaling_field, "."));
+    ASSIGN_OR_RETURN(theta_default, s.Float("rope_theta", theta_default));
+    ASSIGN_OR_RETURN(std::string type, s.String("rope_type", ""));
+    if (type.empty()) {
+      ASSIGN_OR_RETURN(type, s.String("type", "default"));
+    }
+    if (type == "llama3") {
+      RETURN_IF_ERROR(ParseLlama3Scaling(s, &c->rope_scaling));
+    } else if (type != "default") {
+      return s.Unsupported("rope_type",
+                           absl::StrCat("is \"", type, "\"; supported: default, llama3"));
+    }
+  }
+  ASSIGN_OR_RETURN(c->rope_theta, f.Float("rope_theta", theta_default));
+  return absl::OkStatus();
+}
+
+// Features the decoder does not have, and sliding windows.
+absl::Status CheckFeatures(const Fields& f, ModelConfig* c) {
+  ASSIGN_OR_RETURN(std::string act, f.String("hidden_act", "silu"));
+  if (act != "silu") {
+    return f.Unsupported("hidden_act", absl::StrCat("is \"", act, "\"; supported: silu"));
+  }
+  ASSIGN_OR_RETURN(bool mlp_bias, f.Bool("mlp_bias", false));
+  ASSIGN_OR_RETURN(bool attention_bias, f.Bool("attention_bias", false));
+  if (mlp_bias || (attention_bias && c->architecture != Architecture::kQwen2)) {
+    return f.Unsupported(mlp_bias ? "mlp_bias" : "attention_bias", "= true is not supported");
+  }
+  c->attention_bias = c->architecture == Architecture::kQwen2;  // Qwen2: q/k/v bias always
+  bool windowed = c->architecture == Architecture::kMistral;
+  if (c->architecture == Architecture::kQwen2) {
+    ASSIGN_OR_RETURN(windowed, f.Bool("use_sliding_window", false));
+  }
+  ASSIGN_OR_RETURN(std::optional<int64_t> window, f.OptionalInt("sliding_window"));
+  if (windowed && window.has_value() && *window > 0 && *window < c->max_position_embeddings) {
+    Log(LogLevel::kInfo, "model", "sliding_window %d: serving contexts up to %d tokens", *window,
+        *window);
+    c->max_position_embeddings = *window;
+  }
+  return absl::OkStatus();
+}
+
+std::string FolderName(const std::string& path) {
+  size_t slash = path.rfind('/');
+  if (slash == std::string::npos || slash == 0) return path;
+  size_t start = path.rfind('/', slash - 1);
+  return path.substr(start == std::string::npos ? 0 : start + 1,
+                     slash - (start == std::string::npos ? 0 : start + 1));
+}
+
+}  // namespace
+
+absl::StatusOr<ModelConfig> ParseHfConfig(std::string_view json_text, const std::string& source) {
+  Json j = Json::parse(json_text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": not a JSON object"));
+  }
+  Fields f(j, source);
+  ModelConfig c;
+  ASSIGN_OR_RETURN(c.architecture, ParseArchitecture(f));
+  RETURN_IF_ERROR(ParseSizes(f, &c));
+  RETURN_IF_ERROR(ParseRope(f, source, &c));
+  RETURN_IF_ERROR(CheckFeatures(f, &c));
+  ASSIGN_OR_RETURN(c.bos_token_id, f.TokenId("bos_token_id"));
+  ASSIGN_OR_RETURN(c.eos_token_id, f.TokenId("eos_token_id"));
+  ASSIGN_OR_RETURN(c.name, f.String("_name_or_path", ""));
+  if (c.name.empty()) c.name = FolderName(source);
+  absl::Status valid = c.Validate();
+  if (!valid.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": ", valid.message()));
+  }
+  return c;
+}
+
+absl::StatusOr<ModelConfig> LoadHfConfig(const std::string& config_json_path) {
+  std::ifstream in(config_json_path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat(config_json_path, ": cannot open"));
+  std::ostringstream text;
+  text << in.rdbuf();
+  return ParseHfConfig(text.str(), config_json_path);
+}
+
+}  // namespace onecard::engine

@@ -1,0 +1,27 @@
+// HF config.json -> ModelConfig for LlamaForCausalLM, Qwen2ForCausalLM and
+// MistralForCausalLM: sizes, GQA, head_dim, tied embeddings, rope_theta (also
+// from transformers v5 "rope_parameters"), llama3 rope scaling, rms eps, Qwen2
+// q/k/v bias, bos/eos ids (an eos list gives its first id). Mistral / Qwen2
+// sliding windows cap the served context at the window, where they change
+// nothing. Errors name the file and the field. Tested by
+// tests/engine/model/hf_config_test.cc.
+#ifndef ONECARD_ENGINE_MODEL_HF_CONFIG_H_
+#define ONECARD_ENGINE_MODEL_HF_CONFIG_H_
+
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "engine/model/model_config.h"
+
+namespace onecard::engine {
+
+// `source` names the text in errors (usually the config.json path); the
+// model's name falls back to the folder holding it.
+absl::StatusOr<ModelConfig> ParseHfConfig(std::string_view json_text, const std::string& source);
+
+absl::StatusOr<ModelConfig> LoadHfConfig(const std::string& config_json_path);
+
+}  // namespace onecard::engine
+
+#endif  // ONECARD_ENGINE_MODEL_HF_CONFIG_H_

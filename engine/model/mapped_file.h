@@ -1,0 +1,39 @@
+// MappedFile: a whole file mapped read-only into memory (RAII: unmapped and
+// closed on destruction). Loaders hand out views into it instead of copying
+// tensor bytes. Errors name the file. Tested by
+// tests/engine/model/mapped_file_test.cc.
+#ifndef ONECARD_ENGINE_MODEL_MAPPED_FILE_H_
+#define ONECARD_ENGINE_MODEL_MAPPED_FILE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace onecard::engine {
+
+class MappedFile {
+ public:
+  // NotFound when the file is absent; InvalidArgument for a directory;
+  // Internal for other OS failures. An empty file maps to size() == 0.
+  static absl::StatusOr<std::unique_ptr<MappedFile>> Open(const std::string& path);
+  ~MappedFile();
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+
+  const std::string& path() const { return path_; }
+  const uint8_t* data() const { return data_; }  // nullptr when size() == 0
+  uint64_t size() const { return size_; }
+
+ private:
+  MappedFile(std::string path, const uint8_t* data, uint64_t size)
+      : path_(std::move(path)), data_(data), size_(size) {}
+  std::string path_;
+  const uint8_t* data_ = nullptr;
+  uint64_t size_ = 0;
+};
+
+}  // namespace onecard::engine
+
+#endif  // ONECARD_ENGINE_MODEL_MAPPED_FILE_H_
