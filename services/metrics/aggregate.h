@@ -35,26 +35,25 @@ const char *PriorityLabel(v1::Priority priority);
 int PriorityIndex(v1::Priority priority);
 
 struct ClusterLoad {
-  std::array<int64_t, 3> queue_depth_by_priority = {0, 0,
-                                                    0}; // kPriorityClasses
-  int64_t queue_depth = 0;        // the sum of queue_depth_by_priority
-  int64_t router_queue_depth = 0; // the part queued in routers
-  int64_t worker_waiting = 0;     // the part waiting in workers
+  std::array<int64_t, 3> queue_depth_by_priority = {0, 0, 0};  // kPriorityClasses
+  int64_t queue_depth = 0;                                     // the sum of queue_depth_by_priority
+  int64_t router_queue_depth = 0;                              // the part queued in routers
+  int64_t worker_waiting = 0;                                  // the part waiting in workers
   int64_t running = 0;
   int64_t router_in_flight = 0;
-  double kv_cache_usage_mean = 0; // [0, 1]
-  double kv_cache_usage_max = 0;  // [0, 1]
-  int64_t sequence_slots = 0;     // healthy workers' max_num_seqs
+  double kv_cache_usage_mean = 0;  // [0, 1]
+  double kv_cache_usage_max = 0;   // [0, 1]
+  int64_t sequence_slots = 0;      // healthy workers' max_num_seqs
   double saturation = 0;
   double tokens_per_second = 0;
   int64_t workers_healthy = 0;
-  int64_t workers_draining = 0;  // live, draining
-  int64_t workers_unhealthy = 0; // silent past the expiry
+  int64_t workers_draining = 0;   // live, draining
+  int64_t workers_unhealthy = 0;  // silent past the expiry
   int64_t routers_live = 0;
 };
 
 ClusterLoad Aggregate(const RegistrySnapshot &snapshot);
 
-} // namespace onecard::services::metrics
+}  // namespace onecard::services::metrics
 
-#endif // ONECARD_SERVICES_METRICS_AGGREGATE_H_
+#endif  // ONECARD_SERVICES_METRICS_AGGREGATE_H_

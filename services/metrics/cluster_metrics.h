@@ -4,20 +4,19 @@
 // service's own traffic. Every name is listed in docs/metrics.md and used by
 // deploy/ (recording rules, adapter rules, dashboards) and the Helm HPA.
 //
-//   onecard_cluster_queue_depth                      gauge  router queues +
-//   worker waiting onecard_cluster_queue_depth_by_priority{priority} gauge
-//   interactive|standard|batch onecard_cluster_requests_running gauge  in the
-//   workers' batches onecard_cluster_kv_cache_usage_mean_ratio        gauge
-//   mean over live workers onecard_cluster_kv_cache_usage_max_ratio gauge  max
-//   over live workers onecard_cluster_saturation_ratio                 gauge
-//   see aggregate.h onecard_cluster_generation_tokens_per_second     gauge  sum
-//   over workers onecard_cluster_sequence_slots                   gauge healthy
-//   workers' max_num_seqs onecard_cluster_workers{state} gauge
-//   healthy|draining|unhealthy onecard_cluster_routers gauge  live routers
-//   onecard_metrics_registrations_total{kind}        counter worker|router
-//   onecard_metrics_load_reports_total{kind}         counter worker|router
-//   onecard_metrics_watch_streams                    gauge  open WatchWorkers
-//   streams
+//   onecard_cluster_queue_depth                   gauge    router queues + worker waiting
+//   onecard_cluster_queue_depth_by_priority       gauge    {priority=interactive|standard|batch}
+//   onecard_cluster_requests_running              gauge    in the live workers' batches
+//   onecard_cluster_kv_cache_usage_mean_ratio     gauge    mean over live workers
+//   onecard_cluster_kv_cache_usage_max_ratio      gauge    max over live workers
+//   onecard_cluster_saturation_ratio              gauge    see aggregate.h
+//   onecard_cluster_generation_tokens_per_second  gauge    sum over live workers
+//   onecard_cluster_sequence_slots                gauge    healthy workers' max_num_seqs
+//   onecard_cluster_workers                       gauge    {state=healthy|draining|unhealthy}
+//   onecard_cluster_routers                       gauge    live routers
+//   onecard_metrics_registrations_total           counter  {kind=worker|router}
+//   onecard_metrics_load_reports_total            counter  {kind=worker|router}
+//   onecard_metrics_watch_streams                 gauge    open WatchWorkers streams
 //
 // Tested by tests/services/metrics/cluster_metrics_test.cc.
 #ifndef ONECARD_SERVICES_METRICS_CLUSTER_METRICS_H_
@@ -39,7 +38,7 @@ namespace onecard::services::metrics {
 enum class ClientKind { kWorker, kRouter };
 
 class ClusterMetrics : public prometheus::Collectable {
-public:
+ public:
   // `registry` must outlive this object.
   explicit ClusterMetrics(const Registry *registry);
 
@@ -50,7 +49,7 @@ public:
   void WatchStreamOpened();
   void WatchStreamClosed();
 
-private:
+ private:
   void Update() const;
 
   const Registry *const registry_;
@@ -67,11 +66,11 @@ private:
   prometheus::Gauge *workers_draining_;
   prometheus::Gauge *workers_unhealthy_;
   prometheus::Gauge *routers_;
-  std::array<prometheus::Counter *, 2> registrations_; // by ClientKind
-  std::array<prometheus::Counter *, 2> load_reports_;  // by ClientKind
+  std::array<prometheus::Counter *, 2> registrations_;  // by ClientKind
+  std::array<prometheus::Counter *, 2> load_reports_;   // by ClientKind
   prometheus::Gauge *watch_streams_;
 };
 
-} // namespace onecard::services::metrics
+}  // namespace onecard::services::metrics
 
-#endif // ONECARD_SERVICES_METRICS_CLUSTER_METRICS_H_
+#endif  // ONECARD_SERVICES_METRICS_CLUSTER_METRICS_H_

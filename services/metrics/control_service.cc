@@ -23,15 +23,13 @@ void SetDuration(absl::Duration d, google::protobuf::Duration *out) {
 // One client stream of load reports, applied one by one as they arrive.
 template <typename Report>
 class ReportReactor final : public grpc::ServerReadReactor<Report> {
-public:
+ public:
   using Apply = std::function<absl::Status(const Report &)>;
 
-  explicit ReportReactor(Apply apply) : apply_(std::move(apply)) {
-    this->StartRead(&report_);
-  }
+  explicit ReportReactor(Apply apply) : apply_(std::move(apply)) { this->StartRead(&report_); }
 
   void OnReadDone(bool ok) override {
-    if (!ok) { // the client half-closed, or the call ended
+    if (!ok) {  // the client half-closed, or the call ended
       this->Finish(grpc::Status::OK);
       return;
     }
@@ -45,17 +43,19 @@ public:
 
   void OnDone() override { delete this; }
 
-private:
+ private:
   const Apply apply_;
   Report report_;
 };
 
 // One WatchWorkers stream; see control_service.h for the sending rules.
 class WatchReactor final : public grpc::ServerWriteReactor<v1::WorkerTable> {
-public:
+ public:
   WatchReactor(Registry *registry, ClusterMetrics *metrics, std::string model,
                absl::Duration min_interval)
-      : registry_(registry), metrics_(metrics), model_(std::move(model)),
+      : registry_(registry),
+        metrics_(metrics),
+        model_(std::move(model)),
         min_interval_(min_interval) {
     metrics_->WatchStreamOpened();
     subscription_ = registry_->Subscribe([this] { MaybeWrite(); });
@@ -66,8 +66,7 @@ public:
     absl::MutexLock lock(&mu_);
     writing_ = false;
     if (!ok) {
-      FinishLocked(grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                                "worker table write failed"));
+      FinishLocked(grpc::Status(grpc::StatusCode::UNAVAILABLE, "worker table write failed"));
       return;
     }
     WriteLocked();
@@ -79,25 +78,22 @@ public:
   }
 
   void OnDone() override {
-    registry_->Unsubscribe(subscription_); // no listener call runs after this
+    registry_->Unsubscribe(subscription_);  // no listener call runs after this
     metrics_->WatchStreamClosed();
     delete this;
   }
 
-private:
+ private:
   void MaybeWrite() {
     absl::MutexLock lock(&mu_);
     WriteLocked();
   }
 
   void WriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (finished_ || writing_)
-      return;
-    if (registry_->version() == sent_version_)
-      return;
+    if (finished_ || writing_) return;
+    if (registry_->version() == sent_version_) return;
     const absl::Time now = registry_->Now();
-    if (sent_version_ >= 0 && now - last_write_ < min_interval_)
-      return; // next Tick
+    if (sent_version_ >= 0 && now - last_write_ < min_interval_) return;  // next Tick
     table_ = registry_->WorkerTable(model_);
     sent_version_ = table_.version();
     last_write_ = now;
@@ -106,8 +102,7 @@ private:
   }
 
   void FinishLocked(grpc::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (finished_)
-      return;
+    if (finished_) return;
     finished_ = true;
     Finish(std::move(status));
   }
@@ -119,81 +114,68 @@ private:
   int64_t subscription_ = 0;
 
   absl::Mutex mu_;
-  v1::WorkerTable table_ ABSL_GUARDED_BY(mu_); // the message being written
+  v1::WorkerTable table_ ABSL_GUARDED_BY(mu_);  // the message being written
   int64_t sent_version_ ABSL_GUARDED_BY(mu_) = -1;
   absl::Time last_write_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
 };
 
-} // namespace
+}  // namespace
 
 ControlService::ControlService(Registry *registry, ClusterMetrics *metrics,
                                absl::Duration watch_min_interval)
-    : registry_(registry), metrics_(metrics),
-      watch_min_interval_(watch_min_interval) {}
+    : registry_(registry), metrics_(metrics), watch_min_interval_(watch_min_interval) {}
 
 void ControlService::Tick() { registry_->Sweep(); }
 
-grpc::ServerUnaryReactor *
-ControlService::RegisterWorker(grpc::CallbackServerContext *context,
-                               const v1::RegisterWorkerRequest *request,
-                               v1::RegisterWorkerResponse *response) {
+grpc::ServerUnaryReactor *ControlService::RegisterWorker(grpc::CallbackServerContext *context,
+                                                         const v1::RegisterWorkerRequest *request,
+                                                         v1::RegisterWorkerResponse *response) {
   const absl::Status status = registry_->RegisterWorker(*request);
   if (status.ok()) {
     metrics_->CountRegistration(ClientKind::kWorker);
-    SetDuration(registry_->options().report_interval,
-                response->mutable_report_interval());
+    SetDuration(registry_->options().report_interval, response->mutable_report_interval());
   }
   grpc::ServerUnaryReactor *reactor = context->DefaultReactor();
   reactor->Finish(ToGrpcStatus(status));
   return reactor;
 }
 
-grpc::ServerReadReactor<v1::WorkerLoadReport> *
-ControlService::ReportWorkerLoad(grpc::CallbackServerContext * /*context*/,
-                                 v1::ReportLoadResponse * /*response*/) {
-  return new ReportReactor<v1::WorkerLoadReport>(
-      [this](const v1::WorkerLoadReport &r) {
-        absl::Status status = registry_->ReportWorkerLoad(r);
-        if (status.ok())
-          metrics_->CountLoadReport(ClientKind::kWorker);
-        return status;
-      });
+grpc::ServerReadReactor<v1::WorkerLoadReport> *ControlService::ReportWorkerLoad(
+    grpc::CallbackServerContext * /*context*/, v1::ReportLoadResponse * /*response*/) {
+  return new ReportReactor<v1::WorkerLoadReport>([this](const v1::WorkerLoadReport &r) {
+    absl::Status status = registry_->ReportWorkerLoad(r);
+    if (status.ok()) metrics_->CountLoadReport(ClientKind::kWorker);
+    return status;
+  });
 }
 
-grpc::ServerUnaryReactor *
-ControlService::RegisterRouter(grpc::CallbackServerContext *context,
-                               const v1::RegisterRouterRequest *request,
-                               v1::RegisterRouterResponse *response) {
+grpc::ServerUnaryReactor *ControlService::RegisterRouter(grpc::CallbackServerContext *context,
+                                                         const v1::RegisterRouterRequest *request,
+                                                         v1::RegisterRouterResponse *response) {
   const absl::Status status = registry_->RegisterRouter(*request);
   if (status.ok()) {
     metrics_->CountRegistration(ClientKind::kRouter);
-    SetDuration(registry_->options().report_interval,
-                response->mutable_report_interval());
+    SetDuration(registry_->options().report_interval, response->mutable_report_interval());
   }
   grpc::ServerUnaryReactor *reactor = context->DefaultReactor();
   reactor->Finish(ToGrpcStatus(status));
   return reactor;
 }
 
-grpc::ServerReadReactor<v1::RouterLoadReport> *
-ControlService::ReportRouterLoad(grpc::CallbackServerContext * /*context*/,
-                                 v1::ReportLoadResponse * /*response*/) {
-  return new ReportReactor<v1::RouterLoadReport>(
-      [this](const v1::RouterLoadReport &r) {
-        absl::Status status = registry_->ReportRouterLoad(r);
-        if (status.ok())
-          metrics_->CountLoadReport(ClientKind::kRouter);
-        return status;
-      });
+grpc::ServerReadReactor<v1::RouterLoadReport> *ControlService::ReportRouterLoad(
+    grpc::CallbackServerContext * /*context*/, v1::ReportLoadResponse * /*response*/) {
+  return new ReportReactor<v1::RouterLoadReport>([this](const v1::RouterLoadReport &r) {
+    absl::Status status = registry_->ReportRouterLoad(r);
+    if (status.ok()) metrics_->CountLoadReport(ClientKind::kRouter);
+    return status;
+  });
 }
 
-grpc::ServerWriteReactor<v1::WorkerTable> *
-ControlService::WatchWorkers(grpc::CallbackServerContext * /*context*/,
-                             const v1::WatchWorkersRequest *request) {
-  return new WatchReactor(registry_, metrics_, request->model(),
-                          watch_min_interval_);
+grpc::ServerWriteReactor<v1::WorkerTable> *ControlService::WatchWorkers(
+    grpc::CallbackServerContext * /*context*/, const v1::WatchWorkersRequest *request) {
+  return new WatchReactor(registry_, metrics_, request->model(), watch_min_interval_);
 }
 
-} // namespace onecard::services::metrics
+}  // namespace onecard::services::metrics

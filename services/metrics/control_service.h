@@ -26,38 +26,32 @@
 namespace onecard::services::metrics {
 
 class ControlService final : public v1::ControlPlane::CallbackService {
-public:
+ public:
   // `registry` and `metrics` must outlive the service and every call on it.
-  ControlService(Registry *registry, ClusterMetrics *metrics,
-                 absl::Duration watch_min_interval);
+  ControlService(Registry *registry, ClusterMetrics *metrics, absl::Duration watch_min_interval);
 
   // Applies expiry, then lets rate-limited watch streams send what is due.
   void Tick();
 
-  grpc::ServerUnaryReactor *
-  RegisterWorker(grpc::CallbackServerContext *context,
-                 const v1::RegisterWorkerRequest *request,
-                 v1::RegisterWorkerResponse *response) override;
-  grpc::ServerReadReactor<v1::WorkerLoadReport> *
-  ReportWorkerLoad(grpc::CallbackServerContext *context,
-                   v1::ReportLoadResponse *response) override;
-  grpc::ServerUnaryReactor *
-  RegisterRouter(grpc::CallbackServerContext *context,
-                 const v1::RegisterRouterRequest *request,
-                 v1::RegisterRouterResponse *response) override;
-  grpc::ServerReadReactor<v1::RouterLoadReport> *
-  ReportRouterLoad(grpc::CallbackServerContext *context,
-                   v1::ReportLoadResponse *response) override;
-  grpc::ServerWriteReactor<v1::WorkerTable> *
-  WatchWorkers(grpc::CallbackServerContext *context,
-               const v1::WatchWorkersRequest *request) override;
+  grpc::ServerUnaryReactor *RegisterWorker(grpc::CallbackServerContext *context,
+                                           const v1::RegisterWorkerRequest *request,
+                                           v1::RegisterWorkerResponse *response) override;
+  grpc::ServerReadReactor<v1::WorkerLoadReport> *ReportWorkerLoad(
+      grpc::CallbackServerContext *context, v1::ReportLoadResponse *response) override;
+  grpc::ServerUnaryReactor *RegisterRouter(grpc::CallbackServerContext *context,
+                                           const v1::RegisterRouterRequest *request,
+                                           v1::RegisterRouterResponse *response) override;
+  grpc::ServerReadReactor<v1::RouterLoadReport> *ReportRouterLoad(
+      grpc::CallbackServerContext *context, v1::ReportLoadResponse *response) override;
+  grpc::ServerWriteReactor<v1::WorkerTable> *WatchWorkers(
+      grpc::CallbackServerContext *context, const v1::WatchWorkersRequest *request) override;
 
-private:
+ private:
   Registry *const registry_;
   ClusterMetrics *const metrics_;
   const absl::Duration watch_min_interval_;
 };
 
-} // namespace onecard::services::metrics
+}  // namespace onecard::services::metrics
 
-#endif // ONECARD_SERVICES_METRICS_CONTROL_SERVICE_H_
+#endif  // ONECARD_SERVICES_METRICS_CONTROL_SERVICE_H_

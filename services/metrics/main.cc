@@ -19,10 +19,8 @@
 #include "services/common/server_main.h"
 #include "services/metrics/metrics_service.h"
 
-ABSL_FLAG(std::string, config, "",
-          "cluster config file (YAML or JSON); its metrics section");
-ABSL_FLAG(std::string, listen, "",
-          "gRPC listen address (overrides metrics.listen_address)");
+ABSL_FLAG(std::string, config, "", "cluster config file (YAML or JSON); its metrics section");
+ABSL_FLAG(std::string, listen, "", "gRPC listen address (overrides metrics.listen_address)");
 ABSL_FLAG(std::string, metrics_listen, "",
           "/metrics listen address (overrides metrics.metrics_listen_address)");
 
@@ -32,8 +30,7 @@ namespace {
 absl::StatusOr<MetricsServiceOptions> OptionsFromFlags() {
   v1::OnecardConfig config;
   const std::string path = absl::GetFlag(FLAGS_config);
-  if (!path.empty())
-    RETURN_IF_ERROR(LoadConfigFile(path, &config));
+  if (!path.empty()) RETURN_IF_ERROR(LoadConfigFile(path, &config));
   v1::MetricsServiceConfig *metrics = config.mutable_metrics();
   if (!absl::GetFlag(FLAGS_listen).empty()) {
     metrics->set_listen_address(absl::GetFlag(FLAGS_listen));
@@ -47,15 +44,12 @@ absl::StatusOr<MetricsServiceOptions> OptionsFromFlags() {
 int Run(ShutdownSignals &signals) {
   absl::StatusOr<MetricsServiceOptions> options = OptionsFromFlags();
   if (!options.ok()) {
-    Log(LogLevel::kError, "metrics", "bad configuration: %s",
-        options.status().ToString());
+    Log(LogLevel::kError, "metrics", "bad configuration: %s", options.status().ToString());
     return 2;
   }
-  absl::StatusOr<std::unique_ptr<MetricsService>> service =
-      MetricsService::Start(*options);
+  absl::StatusOr<std::unique_ptr<MetricsService>> service = MetricsService::Start(*options);
   if (!service.ok()) {
-    Log(LogLevel::kError, "metrics", "cannot start: %s",
-        service.status().ToString());
+    Log(LogLevel::kError, "metrics", "cannot start: %s", service.status().ToString());
     return 1;
   }
   AnnounceListening("grpc", (*service)->grpc_address());
@@ -66,14 +60,13 @@ int Run(ShutdownSignals &signals) {
   return 0;
 }
 
-} // namespace
-} // namespace onecard::services::metrics
+}  // namespace
+}  // namespace onecard::services::metrics
 
 int main(int argc, char **argv) {
   auto signals = onecard::services::ShutdownSignals::Install();
   if (!signals.ok()) {
-    std::fprintf(stderr, "onecard-metrics: %s\n",
-                 signals.status().ToString().c_str());
+    std::fprintf(stderr, "onecard-metrics: %s\n", signals.status().ToString().c_str());
     return 1;
   }
   absl::ParseCommandLine(argc, argv);

@@ -21,81 +21,64 @@ constexpr char kServiceName[] = "onecard.v1.ControlPlane";
 
 // A config duration with its default; negative is an error naming `field`.
 absl::StatusOr<absl::Duration> DurationOr(const google::protobuf::Duration &d,
-                                          absl::string_view field,
-                                          absl::Duration def) {
-  const absl::Duration value =
-      absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos());
+                                          absl::string_view field, absl::Duration def) {
+  const absl::Duration value = absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos());
   if (value < absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("metrics.", field, ": must not be negative, got ",
-                     absl::FormatDuration(value)));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "metrics.", field, ": must not be negative, got ", absl::FormatDuration(value)));
   }
   return value == absl::ZeroDuration() ? def : value;
 }
 
-} // namespace
+}  // namespace
 
-absl::StatusOr<MetricsServiceOptions>
-ResolveOptions(const v1::MetricsServiceConfig &config) {
+absl::StatusOr<MetricsServiceOptions> ResolveOptions(const v1::MetricsServiceConfig &config) {
   MetricsServiceOptions options;
-  options.listen_address = config.listen_address().empty()
-                               ? "0.0.0.0:50060"
-                               : config.listen_address();
-  options.metrics_listen_address = config.metrics_listen_address().empty()
-                                       ? "0.0.0.0:9402"
-                                       : config.metrics_listen_address();
+  options.listen_address =
+      config.listen_address().empty() ? "0.0.0.0:50060" : config.listen_address();
+  options.metrics_listen_address =
+      config.metrics_listen_address().empty() ? "0.0.0.0:9402" : config.metrics_listen_address();
   RETURN_IF_ERROR(ParseHostPort(options.listen_address).status());
   RETURN_IF_ERROR(ParseHostPort(options.metrics_listen_address).status());
+  ASSIGN_OR_RETURN(options.registry.worker_expiry,
+                   DurationOr(config.worker_expiry(), "worker_expiry", absl::Seconds(2)));
+  ASSIGN_OR_RETURN(options.registry.router_expiry,
+                   DurationOr(config.router_expiry(), "router_expiry", absl::Seconds(2)));
   ASSIGN_OR_RETURN(
-      options.registry.worker_expiry,
-      DurationOr(config.worker_expiry(), "worker_expiry", absl::Seconds(2)));
+      options.registry.report_interval,
+      DurationOr(config.report_interval(), "report_interval", absl::Milliseconds(250)));
   ASSIGN_OR_RETURN(
-      options.registry.router_expiry,
-      DurationOr(config.router_expiry(), "router_expiry", absl::Seconds(2)));
-  ASSIGN_OR_RETURN(options.registry.report_interval,
-                   DurationOr(config.report_interval(), "report_interval",
-                              absl::Milliseconds(250)));
-  ASSIGN_OR_RETURN(options.watch_min_interval,
-                   DurationOr(config.watch_min_interval(), "watch_min_interval",
-                              absl::Milliseconds(100)));
+      options.watch_min_interval,
+      DurationOr(config.watch_min_interval(), "watch_min_interval", absl::Milliseconds(100)));
   return options;
 }
 
-absl::StatusOr<std::unique_ptr<MetricsService>>
-MetricsService::Start(const MetricsServiceOptions &options,
-                      Registry::NowFunction now) {
+absl::StatusOr<std::unique_ptr<MetricsService>> MetricsService::Start(
+    const MetricsServiceOptions &options, Registry::NowFunction now) {
   std::unique_ptr<MetricsService> service(new MetricsService());
-  service->registry_ =
-      std::make_unique<Registry>(options.registry, std::move(now));
-  service->cluster_metrics_ =
-      std::make_shared<ClusterMetrics>(service->registry_.get());
+  service->registry_ = std::make_unique<Registry>(options.registry, std::move(now));
+  service->cluster_metrics_ = std::make_shared<ClusterMetrics>(service->registry_.get());
   service->control_ = std::make_unique<ControlService>(
-      service->registry_.get(), service->cluster_metrics_.get(),
-      options.watch_min_interval);
+      service->registry_.get(), service->cluster_metrics_.get(), options.watch_min_interval);
 
-  ASSIGN_OR_RETURN(service->metrics_,
-                   MetricsServer::Start(options.metrics_listen_address));
+  ASSIGN_OR_RETURN(service->metrics_, MetricsServer::Start(options.metrics_listen_address));
   service->metrics_->Add(service->cluster_metrics_);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   builder.RegisterService(service->control_.get());
-  ASSIGN_OR_RETURN(StartedServer started,
-                   StartGrpcServer(&builder, options.listen_address));
+  ASSIGN_OR_RETURN(StartedServer started, StartGrpcServer(&builder, options.listen_address));
   service->server_ = std::move(started.server);
   service->grpc_address_ = started.address;
-  grpc::HealthCheckServiceInterface *health =
-      service->server_->GetHealthCheckService();
+  grpc::HealthCheckServiceInterface *health = service->server_->GetHealthCheckService();
   if (health != nullptr) {
     health->SetServingStatus(true);
     health->SetServingStatus(kServiceName, true);
   }
-  service->ticker_ =
-      std::thread([s = service.get(), interval = options.watch_min_interval] {
-        s->TickLoop(interval);
-      });
-  Log(LogLevel::kInfo, "metrics", "control plane on %s, /metrics on %s",
-      service->grpc_address_, service->metrics_->address());
+  service->ticker_ = std::thread(
+      [s = service.get(), interval = options.watch_min_interval] { s->TickLoop(interval); });
+  Log(LogLevel::kInfo, "metrics", "control plane on %s, /metrics on %s", service->grpc_address_,
+      service->metrics_->address());
   return service;
 }
 
@@ -113,24 +96,19 @@ void MetricsService::TickLoop(absl::Duration interval) {
 void MetricsService::Shutdown() {
   {
     absl::MutexLock lock(&mu_);
-    if (stopping_)
-      return;
+    if (stopping_) return;
     stopping_ = true;
   }
-  if (ticker_.joinable())
-    ticker_.join();
+  if (ticker_.joinable()) ticker_.join();
   if (server_ != nullptr) {
-    grpc::HealthCheckServiceInterface *health =
-        server_->GetHealthCheckService();
-    if (health != nullptr)
-      health->SetServingStatus(false);
+    grpc::HealthCheckServiceInterface *health = server_->GetHealthCheckService();
+    if (health != nullptr) health->SetServingStatus(false);
     // Watch and report streams never end on their own: a short deadline
     // cancels them, and their clients keep what they have.
-    server_->Shutdown(std::chrono::system_clock::now() +
-                      std::chrono::milliseconds(200));
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
     server_->Wait();
   }
   Log(LogLevel::kInfo, "metrics", "stopped");
 }
 
-} // namespace onecard::services::metrics
+}  // namespace onecard::services::metrics

@@ -41,15 +41,13 @@ struct MetricsServiceOptions {
 };
 
 // Applies the defaults and checks the config; errors name the field.
-absl::StatusOr<MetricsServiceOptions>
-ResolveOptions(const v1::MetricsServiceConfig &config);
+absl::StatusOr<MetricsServiceOptions> ResolveOptions(const v1::MetricsServiceConfig &config);
 
 class MetricsService {
-public:
+ public:
   // Binds both listeners and starts serving. `now` is the registry's clock.
-  static absl::StatusOr<std::unique_ptr<MetricsService>>
-  Start(const MetricsServiceOptions &options,
-        Registry::NowFunction now = absl::Now);
+  static absl::StatusOr<std::unique_ptr<MetricsService>> Start(
+      const MetricsServiceOptions &options, Registry::NowFunction now = absl::Now);
   ~MetricsService();
 
   // Reports NOT_SERVING, ends the watch and report streams (clients see
@@ -60,7 +58,7 @@ public:
   const std::string &metrics_address() const { return metrics_->address(); }
   Registry &registry() { return *registry_; }
 
-private:
+ private:
   MetricsService() = default;
   void TickLoop(absl::Duration interval);
 
@@ -76,6 +74,6 @@ private:
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 };
 
-} // namespace onecard::services::metrics
+}  // namespace onecard::services::metrics
 
-#endif // ONECARD_SERVICES_METRICS_METRICS_SERVICE_H_
+#endif  // ONECARD_SERVICES_METRICS_METRICS_SERVICE_H_

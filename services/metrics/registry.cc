@@ -23,21 +23,18 @@ google::protobuf::Timestamp ToTimestamp(absl::Time t) {
   return ts;
 }
 
-} // namespace
+}  // namespace
 
 Registry::Registry(RegistryOptions options, NowFunction now)
     : options_(options), now_(std::move(now)) {}
 
-absl::Status
-Registry::RegisterWorker(const v1::RegisterWorkerRequest &request) {
+absl::Status Registry::RegisterWorker(const v1::RegisterWorkerRequest &request) {
   if (request.worker_id().empty()) {
-    return absl::InvalidArgumentError(
-        "RegisterWorkerRequest.worker_id is empty");
+    return absl::InvalidArgumentError("RegisterWorkerRequest.worker_id is empty");
   }
   if (request.address().empty()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("RegisterWorkerRequest.address is empty (worker ",
-                     request.worker_id(), ")"));
+        absl::StrCat("RegisterWorkerRequest.address is empty (worker ", request.worker_id(), ")"));
   }
   {
     absl::MutexLock lock(&mu_);
@@ -66,12 +63,11 @@ absl::Status Registry::ReportWorkerLoad(const v1::WorkerLoadReport &report) {
     absl::MutexLock lock(&mu_);
     auto it = workers_.find(report.worker_id());
     if (it == workers_.end()) {
-      return absl::NotFoundError(
-          absl::StrCat("worker ", report.worker_id(), " is not registered"));
+      return absl::NotFoundError(absl::StrCat("worker ", report.worker_id(), " is not registered"));
     }
     WorkerState &state = it->second;
     if (report.sequence() != 0 && report.sequence() <= state.last_sequence) {
-      return absl::OkStatus(); // stale: an older stream racing a newer one
+      return absl::OkStatus();  // stale: an older stream racing a newer one
     }
     const absl::Time now = now_();
     state.last_sequence = report.sequence();
@@ -85,16 +81,13 @@ absl::Status Registry::ReportWorkerLoad(const v1::WorkerLoadReport &report) {
   return absl::OkStatus();
 }
 
-absl::Status
-Registry::RegisterRouter(const v1::RegisterRouterRequest &request) {
+absl::Status Registry::RegisterRouter(const v1::RegisterRouterRequest &request) {
   if (request.router_id().empty()) {
-    return absl::InvalidArgumentError(
-        "RegisterRouterRequest.router_id is empty");
+    return absl::InvalidArgumentError("RegisterRouterRequest.router_id is empty");
   }
   if (request.address().empty()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("RegisterRouterRequest.address is empty (router ",
-                     request.router_id(), ")"));
+        absl::StrCat("RegisterRouterRequest.address is empty (router ", request.router_id(), ")"));
   }
   {
     absl::MutexLock lock(&mu_);
@@ -117,8 +110,7 @@ absl::Status Registry::ReportRouterLoad(const v1::RouterLoadReport &report) {
     absl::MutexLock lock(&mu_);
     auto it = routers_.find(report.router_id());
     if (it == routers_.end()) {
-      return absl::NotFoundError(
-          absl::StrCat("router ", report.router_id(), " is not registered"));
+      return absl::NotFoundError(absl::StrCat("router ", report.router_id(), " is not registered"));
     }
     RouterState &state = it->second;
     if (report.sequence() != 0 && report.sequence() <= state.last_sequence) {
@@ -142,10 +134,8 @@ bool Registry::SweepLocked(absl::Time now) {
       changed = true;
       continue;
     }
-    const bool draining =
-        state.entry.has_load() && state.entry.load().draining();
-    const bool healthy =
-        now - state.last_seen <= options_.worker_expiry && !draining;
+    const bool draining = state.entry.has_load() && state.entry.load().draining();
+    const bool healthy = now - state.last_seen <= options_.worker_expiry && !draining;
     if (healthy != state.entry.healthy()) {
       state.entry.set_healthy(healthy);
       changed = true;
@@ -160,8 +150,7 @@ bool Registry::SweepLocked(absl::Time now) {
       ++it;
     }
   }
-  if (changed)
-    ++version_;
+  if (changed) ++version_;
   return changed;
 }
 
@@ -177,8 +166,7 @@ v1::WorkerTable Registry::WorkerTable(std::string_view model) const {
   v1::WorkerTable table;
   absl::MutexLock lock(&mu_);
   for (const auto &[id, state] : workers_) {
-    if (!model.empty() && state.entry.info().model().id() != model)
-      continue;
+    if (!model.empty() && state.entry.info().model().id() != model) continue;
     *table.add_workers() = state.entry;
   }
   table.set_version(version_);
@@ -191,12 +179,10 @@ RegistrySnapshot Registry::Snapshot() const {
   absl::MutexLock lock(&mu_);
   const absl::Time now = now_();
   for (const auto &[id, state] : workers_) {
-    snapshot.workers.push_back(
-        {state.entry, now - state.last_seen <= options_.worker_expiry});
+    snapshot.workers.push_back({state.entry, now - state.last_seen <= options_.worker_expiry});
   }
   for (const auto &[id, state] : routers_) {
-    snapshot.routers.push_back(
-        {id, state.load, now - state.last_seen <= options_.router_expiry});
+    snapshot.routers.push_back({id, state.load, now - state.last_seen <= options_.router_expiry});
   }
   snapshot.version = version_;
   return snapshot;
@@ -221,8 +207,7 @@ void Registry::Unsubscribe(int64_t id) {
 
 void Registry::Notify() {
   absl::MutexLock lock(&listeners_mu_);
-  for (auto &[id, listener] : listeners_)
-    listener();
+  for (auto &[id, listener] : listeners_) listener();
 }
 
-} // namespace onecard::services::metrics
+}  // namespace onecard::services::metrics

@@ -45,8 +45,8 @@ struct RegistryOptions {
 // A worker as the aggregates see it: the latest report, when it came, and
 // whether it still counts.
 struct WorkerView {
-  v1::WorkerEntry entry; // entry.load is unset before the first report
-  bool live = false;     // reported (or registered) within the expiry
+  v1::WorkerEntry entry;  // entry.load is unset before the first report
+  bool live = false;      // reported (or registered) within the expiry
 };
 
 struct RouterView {
@@ -56,13 +56,13 @@ struct RouterView {
 };
 
 struct RegistrySnapshot {
-  std::vector<WorkerView> workers; // ordered by worker_id
-  std::vector<RouterView> routers; // ordered by router_id
+  std::vector<WorkerView> workers;  // ordered by worker_id
+  std::vector<RouterView> routers;  // ordered by router_id
   int64_t version = 0;
 };
 
 class Registry {
-public:
+ public:
   using NowFunction = std::function<absl::Time()>;
   using Listener = std::function<void()>;
 
@@ -91,7 +91,7 @@ public:
   int64_t Subscribe(Listener listener);
   void Unsubscribe(int64_t id);
 
-private:
+ private:
   struct WorkerState {
     v1::WorkerEntry entry;
     absl::Time last_seen;
@@ -115,11 +115,11 @@ private:
   std::map<std::string, RouterState> routers_ ABSL_GUARDED_BY(mu_);
   int64_t version_ ABSL_GUARDED_BY(mu_) = 0;
 
-  absl::Mutex listeners_mu_; // held while listeners run (see Unsubscribe)
+  absl::Mutex listeners_mu_;  // held while listeners run (see Unsubscribe)
   std::map<int64_t, Listener> listeners_ ABSL_GUARDED_BY(listeners_mu_);
   int64_t next_listener_id_ ABSL_GUARDED_BY(listeners_mu_) = 1;
 };
 
-} // namespace onecard::services::metrics
+}  // namespace onecard::services::metrics
 
-#endif // ONECARD_SERVICES_METRICS_REGISTRY_H_
+#endif  // ONECARD_SERVICES_METRICS_REGISTRY_H_

@@ -9,8 +9,8 @@
 #include <memory>
 #include <string>
 
-#include "grpcpp/grpcpp.h"
 #include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 
 namespace onecard::services::metrics {
@@ -19,16 +19,14 @@ namespace {
 using ::testing::HasSubstr;
 
 class ControlServiceTest : public ::testing::Test {
-protected:
+ protected:
   ControlServiceTest()
-      : registry_(RegistryOptions{},
-                  [this] { return absl::FromUnixNanos(now_nanos_.load()); }),
+      : registry_(RegistryOptions{}, [this] { return absl::FromUnixNanos(now_nanos_.load()); }),
         metrics_(&registry_),
         service_(&registry_, &metrics_, absl::Milliseconds(100)) {
     grpc::ServerBuilder builder;
     int port = 0;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
-                             &port);
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
     builder.RegisterService(&service_);
     server_ = builder.BuildAndStart();
     auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
@@ -41,8 +39,7 @@ protected:
   }
 
   static void SafetyDeadline(grpc::ClientContext *context) {
-    context->set_deadline(std::chrono::system_clock::now() +
-                          std::chrono::seconds(60));
+    context->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
   }
 
   grpc::Status Register(const std::string &id, const std::string &model = "m") {
@@ -63,15 +60,13 @@ protected:
     v1::ReportLoadResponse response;
     auto writer = stub_->ReportWorkerLoad(&context, &response);
     for (const auto &report : reports) {
-      if (!writer->Write(report))
-        break;
+      if (!writer->Write(report)) break;
     }
     writer->WritesDone();
     return writer->Finish();
   }
 
-  static v1::WorkerLoadReport Load(const std::string &id, int64_t seq,
-                                   int64_t running) {
+  static v1::WorkerLoadReport Load(const std::string &id, int64_t seq, int64_t running) {
     v1::WorkerLoadReport report;
     report.set_worker_id(id);
     report.set_sequence(seq);
@@ -102,8 +97,7 @@ TEST_F(ControlServiceTest, RegisterAnswersReportIntervalAndRejectsBadRequests) {
   request.clear_address();
   grpc::ClientContext bad_context;
   SafetyDeadline(&bad_context);
-  const grpc::Status status =
-      stub_->RegisterWorker(&bad_context, request, &response);
+  const grpc::Status status = stub_->RegisterWorker(&bad_context, request, &response);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(status.error_message(), HasSubstr("address"));
 }
@@ -161,7 +155,7 @@ TEST_F(ControlServiceTest, WatchSendsTableThenChangesAfterTheInterval) {
   const int64_t first_version = table.version();
 
   ASSERT_TRUE(SendReports({Load("w1", 1, 7)}).ok());
-  Advance(absl::Milliseconds(100)); // the rate limit has passed
+  Advance(absl::Milliseconds(100));  // the rate limit has passed
   service_.Tick();
   ASSERT_TRUE(reader->Read(&table));
   EXPECT_GT(table.version(), first_version);
@@ -197,5 +191,5 @@ TEST_F(ControlServiceTest, WatchFiltersByModel) {
   reader->Finish();
 }
 
-} // namespace
-} // namespace onecard::services::metrics
+}  // namespace
+}  // namespace onecard::services::metrics

@@ -7,12 +7,12 @@
 #include <memory>
 #include <string>
 
+#include "gmock/gmock.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
 #include "tests/services/testing/http_get.h"
 #include "tests/services/testing/prom_text.h"
-#include "gmock/gmock.h"
-#include "gtest/gtest.h"
 
 namespace onecard::services::metrics {
 namespace {
@@ -20,8 +20,7 @@ namespace {
 using ::testing::HasSubstr;
 
 void SafetyDeadline(grpc::ClientContext *context) {
-  context->set_deadline(std::chrono::system_clock::now() +
-                        std::chrono::seconds(60));
+  context->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
 }
 
 TEST(ResolveOptionsTest, DefaultsAndOverrides) {
@@ -57,24 +56,21 @@ TEST(ResolveOptionsTest, ErrorsNameTheField) {
 }
 
 class MetricsServiceTest : public ::testing::Test {
-protected:
+ protected:
   void SetUp() override {
     v1::MetricsServiceConfig config;
     config.set_listen_address("127.0.0.1:0");
     config.set_metrics_listen_address("127.0.0.1:0");
     absl::StatusOr<MetricsServiceOptions> options = ResolveOptions(config);
     ASSERT_TRUE(options.ok()) << options.status();
-    absl::StatusOr<std::unique_ptr<MetricsService>> service =
-        MetricsService::Start(*options);
+    absl::StatusOr<std::unique_ptr<MetricsService>> service = MetricsService::Start(*options);
     ASSERT_TRUE(service.ok()) << service.status();
     service_ = std::move(*service);
-    channel_ = grpc::CreateChannel(service_->grpc_address(),
-                                   grpc::InsecureChannelCredentials());
+    channel_ = grpc::CreateChannel(service_->grpc_address(), grpc::InsecureChannelCredentials());
     stub_ = v1::ControlPlane::NewStub(channel_);
   }
 
-  grpc::health::v1::HealthCheckResponse::ServingStatus
-  Health(const std::string &name) {
+  grpc::health::v1::HealthCheckResponse::ServingStatus Health(const std::string &name) {
     auto health = grpc::health::v1::Health::NewStub(channel_);
     grpc::health::v1::HealthCheckRequest request;
     request.set_service(name);
@@ -82,8 +78,7 @@ protected:
     grpc::ClientContext context;
     SafetyDeadline(&context);
     const grpc::Status status = health->Check(&context, request, &response);
-    if (!status.ok())
-      return grpc::health::v1::HealthCheckResponse::UNKNOWN;
+    if (!status.ok()) return grpc::health::v1::HealthCheckResponse::UNKNOWN;
     return response.status();
   }
 
@@ -94,8 +89,7 @@ protected:
 
 TEST_F(MetricsServiceTest, ServesHealthAndRegistrationAndMetrics) {
   EXPECT_EQ(Health(""), grpc::health::v1::HealthCheckResponse::SERVING);
-  EXPECT_EQ(Health("onecard.v1.ControlPlane"),
-            grpc::health::v1::HealthCheckResponse::SERVING);
+  EXPECT_EQ(Health("onecard.v1.ControlPlane"), grpc::health::v1::HealthCheckResponse::SERVING);
 
   v1::RegisterWorkerRequest request;
   request.set_worker_id("w1");
@@ -125,15 +119,12 @@ TEST_F(MetricsServiceTest, ServesHealthAndRegistrationAndMetrics) {
   EXPECT_EQ(http->status_code, 200);
   absl::StatusOr<testing::PromText> text = testing::ParsePromText(http->body);
   ASSERT_TRUE(text.ok()) << text.status();
-  EXPECT_EQ(text->Value("onecard_cluster_workers", {{"state", "healthy"}}),
-            1.0);
+  EXPECT_EQ(text->Value("onecard_cluster_workers", {{"state", "healthy"}}), 1.0);
   EXPECT_EQ(text->Value("onecard_cluster_requests_running"), 3.0);
   EXPECT_EQ(text->Value("onecard_cluster_queue_depth"), 1.0);
   EXPECT_DOUBLE_EQ(*text->Value("onecard_cluster_saturation_ratio"),
-                   0.5); // (3 + 1) / 8
-  EXPECT_EQ(
-      text->Value("onecard_metrics_load_reports_total", {{"kind", "worker"}}),
-      1.0);
+                   0.5);  // (3 + 1) / 8
+  EXPECT_EQ(text->Value("onecard_metrics_load_reports_total", {{"kind", "worker"}}), 1.0);
 }
 
 TEST_F(MetricsServiceTest, ShutdownEndsOpenStreamsAndHealth) {
@@ -149,11 +140,11 @@ TEST_F(MetricsServiceTest, ShutdownEndsOpenStreamsAndHealth) {
   const grpc::Status status = reader->Finish();
   EXPECT_FALSE(status.ok());
   EXPECT_NE(status.error_code(),
-            grpc::StatusCode::DEADLINE_EXCEEDED); // ended, not hung
+            grpc::StatusCode::DEADLINE_EXCEEDED);  // ended, not hung
   EXPECT_EQ(Health(""),
-            grpc::health::v1::HealthCheckResponse::UNKNOWN); // nobody answers
-  service_->Shutdown();                                      // idempotent
+            grpc::health::v1::HealthCheckResponse::UNKNOWN);  // nobody answers
+  service_->Shutdown();                                       // idempotent
 }
 
-} // namespace
-} // namespace onecard::services::metrics
+}  // namespace
+}  // namespace onecard::services::metrics

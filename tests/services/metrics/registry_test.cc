@@ -14,7 +14,7 @@ namespace {
 using ::testing::HasSubstr;
 
 class RegistryTest : public ::testing::Test {
-protected:
+ protected:
   RegistryTest() : registry_(Options(), [this] { return now_; }) {}
 
   static RegistryOptions Options() {
@@ -24,8 +24,7 @@ protected:
     return options;
   }
 
-  void RegisterWorker(const std::string &id,
-                      const std::string &model = "smollm2") {
+  void RegisterWorker(const std::string &id, const std::string &model = "smollm2") {
     v1::RegisterWorkerRequest request;
     request.set_worker_id(id);
     request.set_address(id + ":50051");
@@ -43,11 +42,9 @@ protected:
     return registry_.ReportWorkerLoad(report);
   }
 
-  const v1::WorkerEntry *Find(const v1::WorkerTable &table,
-                              const std::string &id) {
+  const v1::WorkerEntry *Find(const v1::WorkerTable &table, const std::string &id) {
     for (const v1::WorkerEntry &entry : table.workers()) {
-      if (entry.worker_id() == id)
-        return &entry;
+      if (entry.worker_id() == id) return &entry;
     }
     return nullptr;
   }
@@ -70,8 +67,7 @@ TEST_F(RegistryTest, RegisterNeedsIdAndAddress) {
 
   v1::RegisterRouterRequest router;
   router.set_address("r:1");
-  EXPECT_THAT(registry_.RegisterRouter(router).message(),
-              HasSubstr("router_id"));
+  EXPECT_THAT(registry_.RegisterRouter(router).message(), HasSubstr("router_id"));
 }
 
 TEST_F(RegistryTest, ReportFromUnknownWorkerIsNotFound) {
@@ -80,8 +76,7 @@ TEST_F(RegistryTest, ReportFromUnknownWorkerIsNotFound) {
   EXPECT_THAT(status.message(), HasSubstr("ghost"));
   v1::RouterLoadReport router;
   router.set_router_id("r");
-  EXPECT_EQ(registry_.ReportRouterLoad(router).code(),
-            absl::StatusCode::kNotFound);
+  EXPECT_EQ(registry_.ReportRouterLoad(router).code(), absl::StatusCode::kNotFound);
 }
 
 TEST_F(RegistryTest, TableCarriesLatestReportAndVersionGrows) {
@@ -105,11 +100,11 @@ TEST_F(RegistryTest, StaleSequenceIsIgnoredUntilReRegistration) {
   RegisterWorker("w1");
   ASSERT_TRUE(Report("w1", 5, 50).ok());
   const int64_t version = registry_.version();
-  ASSERT_TRUE(Report("w1", 4, 40).ok()); // an older stream, late
+  ASSERT_TRUE(Report("w1", 4, 40).ok());  // an older stream, late
   EXPECT_EQ(registry_.version(), version);
   EXPECT_EQ(Find(registry_.WorkerTable(""), "w1")->load().waiting(), 50);
 
-  RegisterWorker("w1"); // the process restarted: sequences start again
+  RegisterWorker("w1");  // the process restarted: sequences start again
   ASSERT_TRUE(Report("w1", 1, 1).ok());
   EXPECT_EQ(Find(registry_.WorkerTable(""), "w1")->load().waiting(), 1);
 }
@@ -122,7 +117,7 @@ TEST_F(RegistryTest, SilentWorkerTurnsUnhealthyThenIsRemoved) {
 
   now_ += absl::Milliseconds(1500);
   ASSERT_TRUE(Report("w2", 2, 0).ok());
-  now_ += absl::Milliseconds(600); // w1 silent 2.1 s > 2 s; w2 0.6 s
+  now_ += absl::Milliseconds(600);  // w1 silent 2.1 s > 2 s; w2 0.6 s
   registry_.Sweep();
   v1::WorkerTable table = registry_.WorkerTable("");
   EXPECT_FALSE(Find(table, "w1")->healthy());
@@ -131,10 +126,10 @@ TEST_F(RegistryTest, SilentWorkerTurnsUnhealthyThenIsRemoved) {
   EXPECT_FALSE(snapshot.workers[0].live);
   EXPECT_TRUE(snapshot.workers[1].live);
 
-  ASSERT_TRUE(Report("w1", 2, 0).ok()); // back before removal: healthy again
+  ASSERT_TRUE(Report("w1", 2, 0).ok());  // back before removal: healthy again
   EXPECT_TRUE(Find(registry_.WorkerTable(""), "w1")->healthy());
 
-  now_ += absl::Milliseconds(4100); // both silent past 2 x expiry
+  now_ += absl::Milliseconds(4100);  // both silent past 2 x expiry
   registry_.Sweep();
   EXPECT_EQ(registry_.WorkerTable("").workers_size(), 0);
   EXPECT_EQ(Report("w1", 3, 0).code(), absl::StatusCode::kNotFound);
@@ -169,7 +164,7 @@ TEST_F(RegistryTest, RoutersExpireOnTheirOwnTimeout) {
   report.set_sequence(1);
   report.set_in_flight(3);
   ASSERT_TRUE(registry_.ReportRouterLoad(report).ok());
-  now_ += absl::Milliseconds(2500); // past the worker expiry, not the router's
+  now_ += absl::Milliseconds(2500);  // past the worker expiry, not the router's
   ASSERT_EQ(registry_.Snapshot().routers.size(), 1u);
   EXPECT_TRUE(registry_.Snapshot().routers[0].live);
   EXPECT_EQ(registry_.Snapshot().routers[0].load->in_flight(), 3);
@@ -197,14 +192,14 @@ TEST_F(RegistryTest, ListenersRunOnChangesAndSweepsUntilUnsubscribed) {
   EXPECT_EQ(calls.load(), 1);
   ASSERT_TRUE(Report("w1", 1, 0).ok());
   EXPECT_EQ(calls.load(), 2);
-  ASSERT_TRUE(Report("w1", 1, 0).ok()); // stale: no change, no call
+  ASSERT_TRUE(Report("w1", 1, 0).ok());  // stale: no change, no call
   EXPECT_EQ(calls.load(), 2);
-  registry_.Sweep(); // always wakes (rate-limited watchers flush on it)
+  registry_.Sweep();  // always wakes (rate-limited watchers flush on it)
   EXPECT_EQ(calls.load(), 3);
   registry_.Unsubscribe(id);
   ASSERT_TRUE(Report("w1", 2, 0).ok());
   EXPECT_EQ(calls.load(), 3);
 }
 
-} // namespace
-} // namespace onecard::services::metrics
+}  // namespace
+}  // namespace onecard::services::metrics
