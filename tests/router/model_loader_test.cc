@@ -1,0 +1,38 @@
+// Tests router/model_loader.h on the real SmolLM2 GGUF: the spec read from
+// its metadata (values from the HF config: context 8192, vocab 49152, eos 2),
+// ChatML chosen, the name default, and an error naming a missing path.
+#include "router/model_loader.h"
+
+#include "gtest/gtest.h"
+
+namespace onecard::router {
+namespace {
+
+constexpr char kModel[] = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
+
+TEST(ModelLoaderTest, ReadsSmolLM2WithoutWeights) {
+  absl::StatusOr<RoutingModel> m = LoadRoutingModel(kModel, "");
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->spec.name, "SmolLM2-135M-Instruct.Q4_1");
+  EXPECT_EQ(m->spec.architecture, "llama");
+  EXPECT_EQ(m->spec.context_length, 8192);
+  EXPECT_EQ(m->spec.vocab_size, 49152);
+  EXPECT_EQ(m->spec.eos_token_id, 2);
+  EXPECT_EQ(m->chat_template.kind(), engine::ChatTemplateKind::kChatML);
+  EXPECT_EQ(LoadRoutingModel(kModel, "smol")->spec.name, "smol");
+}
+
+TEST(ModelLoaderTest, MissingFileNamesThePath) {
+  absl::StatusOr<RoutingModel> m = LoadRoutingModel("models/nope.gguf", "");
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("models/nope.gguf"), std::string::npos) << m.status();
+}
+
+TEST(ModelLoaderTest, NameFromPath) {
+  EXPECT_EQ(ModelNameFromPath("a/b/Model.Q4_1.gguf"), "Model.Q4_1");
+  EXPECT_EQ(ModelNameFromPath("a/b/hf-dir/"), "hf-dir");
+  EXPECT_EQ(ModelNameFromPath("hf-dir"), "hf-dir");
+}
+
+}  // namespace
+}  // namespace onecard::router
