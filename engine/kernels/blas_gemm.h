@@ -1,0 +1,37 @@
+// BlasGemm: the one cuBLAS call of the CUDA backend, y = beta * y + x W^T
+// with W in the HF layout [n, k] (row-major) and x [m, k], y [m, n]
+// row-major; fp32 accumulation (CUBLAS_COMPUTE_32F, no TF32). beta = 1 fuses
+// a residual add (one rounding of acc + y). x and W: BF16 or F32 (the same);
+// y: the same dtype, or F32 for BF16 inputs (logits). The caller owns the
+// handle (and its workspace, for graph capture).
+// Used by Linear (linear.cu) and the runner; tested by tests/gpu/linear_test.cu.
+#ifndef ONECARD_ENGINE_KERNELS_BLAS_GEMM_H_
+#define ONECARD_ENGINE_KERNELS_BLAS_GEMM_H_
+
+#include <cublas_v2.h>
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "engine/common/dtype.h"
+
+namespace onecard::engine {
+
+struct BlasGemmParams {
+  DType dtype = DType::kBF16;    // of x and w
+  DType y_dtype = DType::kBF16;  // dtype, or F32 for BF16 inputs
+  const void* x = nullptr;       // [m, k]
+  const void* w = nullptr;       // [n, k]
+  void* y = nullptr;             // [m, n]
+  int64_t m = 0;
+  int64_t n = 0;
+  int64_t k = 0;
+  float beta = 0.0f;             // 0: overwrite y; 1: accumulate into y
+};
+
+// Runs on `stream` (set on the handle).
+absl::Status BlasGemm(cublasHandle_t handle, const BlasGemmParams& params, cudaStream_t stream);
+
+}  // namespace onecard::engine
+
+#endif  // ONECARD_ENGINE_KERNELS_BLAS_GEMM_H_

@@ -1,0 +1,40 @@
+# onecard_kernels_cuda: the CUDA versions of the kernels (x.cu beside x.h and
+# x_ref.cc), built for ONECARD_CUDA_GENCODE (sm_90a by default), plus the
+# references of the CUDA-side ops that have no CPU user (the fused
+# rope_kv_write, gemv and sample), in onecard_kernels_cuda_ref.
+# Included by engine/kernels/CMakeLists.txt (or engine/runtime/cuda) when
+# ONECARD_HAVE_CUDA; guarded so a second include is harmless.
+# CMake 3.25 does not know nvcc's C++20 flag (CUDA_STANDARD 20 fails at
+# generate time); tell it, for the targets of the including directory.
+if(NOT DEFINED CMAKE_CUDA20_STANDARD_COMPILE_OPTION)
+  set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+  set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+endif()
+
+if(NOT TARGET onecard_kernels_cuda)
+  set(_k ${CMAKE_CURRENT_LIST_DIR})
+  add_library(onecard_kernels_cuda_ref
+    ${_k}/gemv_ref.cc
+    ${_k}/rope_kv_write_ref.cc
+    ${_k}/sample_ref.cc)
+  target_include_directories(onecard_kernels_cuda_ref PUBLIC ${PROJECT_SOURCE_DIR})
+  target_link_libraries(onecard_kernels_cuda_ref PUBLIC onecard_kernels_ref)
+
+  add_library(onecard_kernels_cuda
+    ${_k}/embedding.cu
+    ${_k}/gemv.cu
+    ${_k}/kv_cache_write.cu
+    ${_k}/linear.cu
+    ${_k}/paged_attention.cu
+    ${_k}/rms_norm.cu
+    ${_k}/rope.cu
+    ${_k}/rope_kv_write.cu
+    ${_k}/sample.cu
+    ${_k}/silu_mul.cu)
+  target_include_directories(onecard_kernels_cuda PUBLIC ${PROJECT_SOURCE_DIR})
+  target_compile_options(onecard_kernels_cuda PRIVATE
+    $<$<COMPILE_LANGUAGE:CUDA>:-lineinfo -Xptxas=-warn-spills>)
+  target_link_libraries(onecard_kernels_cuda
+    PUBLIC onecard_kernels_ref onecard_common absl::status absl::statusor absl::strings
+           CUDA::cudart_static CUDA::cublas)
+endif()

@@ -1,0 +1,68 @@
+// Thin wrappers over the PTX instructions the tensor-core and streaming
+// kernels use: cp.async (16-byte global -> shared copies, zero-fill when not
+// valid), ldmatrix (x4, plain and transposed), mma.sync m16n8k16 bf16 with
+// fp32 accumulators, and a streaming 16-byte global load that skips L1.
+// Fragment layouts (PTX ISA, "mma.m16n8k16"): lane = 4 * g + t;
+//   A (16x16, row): a0 (g, 2t..2t+1), a1 (g+8, 2t..), a2 (g, 2t+8..), a3 (g+8, 2t+8..)
+//   B (16x8, col):  b0 (k 2t..2t+1, n g), b1 (k 2t+8..2t+9, n g)
+//   C (16x8 f32):   c0,c1 (g, 2t..2t+1), c2,c3 (g+8, 2t..2t+1)
+// Tested through tests/gpu/paged_attention_test.cu and gemv_test.cu.
+#ifndef ONECARD_ENGINE_KERNELS_CUDA_PTX_CUH_
+#define ONECARD_ENGINE_KERNELS_CUDA_PTX_CUH_
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace onecard::engine::cuda {
+
+__device__ __forceinline__ uint32_t SmemAddr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// Copies 16 bytes global -> shared asynchronously; writes zeros when !valid.
+__device__ __forceinline__ void CpAsync16(void* smem, const void* gmem, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(SmemAddr(smem)),
+               "l"(gmem), "r"(valid ? 16 : 0));
+}
+
+__device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
+
+template <int kPending>
+__device__ __forceinline__ void CpAsyncWait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+}
+
+__device__ __forceinline__ void LdMatrixX4(uint32_t* r, const void* smem) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(SmemAddr(smem)));
+}
+
+__device__ __forceinline__ void LdMatrixX4Trans(uint32_t* r, const void* smem) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(SmemAddr(smem)));
+}
+
+// c += a * b for one m16n8k16 tile (bf16 inputs, fp32 accumulators).
+__device__ __forceinline__ void MmaBf16(float* c, const uint32_t* a, uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
+      "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// 16-byte load of data read once (weights): no L1 allocation.
+__device__ __forceinline__ uint4 LoadStreaming(const uint4* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
+}  // namespace onecard::engine::cuda
+
+#endif  // ONECARD_ENGINE_KERNELS_CUDA_PTX_CUH_

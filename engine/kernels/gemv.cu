@@ -1,0 +1,250 @@
+// Gemv on CUDA (see gemv.h). Design for the HBM floor at decode:
+// - a persistent grid (SMs x resident blocks); warp w of the grid takes
+//   weight rows w, w + W, ... so every SM streams until the end (no tail wave);
+// - each lane holds kUnroll 16-byte weight loads in flight (ld.global.nc,
+//   no L1 allocation), and the next row's loads are issued before the
+//   current row's warp reduction;
+// - the first row's loads are issued before x' is staged in shared memory,
+//   so the prologue (norm / SiLU) hides under the first HBM round trip.
+// Accumulation is fp32; see gemv.h for the rounding points.
+// Tested by tests/gpu/gemv_test.cu against GemvRef.
+#include <algorithm>
+
+#include "engine/kernels/cuda_common.cuh"
+#include "engine/kernels/cuda_ptx.cuh"
+#include "engine/kernels/gemv.h"
+#include "engine/runtime/cuda_check.h"
+
+namespace onecard::engine {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
+constexpr int kUnroll = 16;  // 16-byte loads in flight per lane
+constexpr int64_t kMaxSmemBytes = 2 * kGemvMaxRows * 14336;  // num_rows * k * 2 <= this
+
+enum class Out { kBf16, kBf16Add, kF32 };
+
+struct GemvArgs {
+  const cuda::bf16* x;
+  int64_t x_row_stride;
+  const uint4* norm_weight;
+  float eps;
+  const uint4* w;
+  void* y;
+  int64_t n;
+  int32_t kvec;  // k / 8
+};
+
+__device__ __forceinline__ float Silu(float g) { return g / (1.0f + expf(-g)); }
+
+// Stages x' [M][kvec] (BF16 vectors) in shared memory.
+template <int M, GemvPrologue P>
+__device__ __forceinline__ void StageX(const GemvArgs& a, uint4* xs, float* scratch) {
+  for (int m = 0; m < M; ++m) {
+    const uint4* row = reinterpret_cast<const uint4*>(a.x + m * a.x_row_stride);
+    if constexpr (P == GemvPrologue::kRmsNorm) {
+      float sum_sq = 0.0f;
+      for (int i = threadIdx.x; i < a.kvec; i += kThreads) {
+        float v[8];
+        cuda::Unpack8(row[i], v);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) sum_sq += v[e] * v[e];
+      }
+      const float k = static_cast<float>(a.kvec) * 8.0f;
+      const float inv_rms = rsqrtf(cuda::BlockSum(sum_sq, scratch) / k + a.eps);
+      for (int i = threadIdx.x; i < a.kvec; i += kThreads) {
+        float v[8], w[8];
+        cuda::Unpack8(row[i], v);
+        cuda::Unpack8(a.norm_weight[i], w);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) v[e] = w[e] * (v[e] * inv_rms);
+        xs[m * a.kvec + i] = cuda::Pack8(v);
+      }
+    } else if constexpr (P == GemvPrologue::kSiluMul) {
+      for (int i = threadIdx.x; i < a.kvec; i += kThreads) {
+        float g[8], u[8];
+        cuda::Unpack8(row[i], g);
+        cuda::Unpack8(row[a.kvec + i], u);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) g[e] = Silu(g[e]) * u[e];
+        xs[m * a.kvec + i] = cuda::Pack8(g);
+      }
+    } else {
+      for (int i = threadIdx.x; i < a.kvec; i += kThreads) xs[m * a.kvec + i] = row[i];
+    }
+  }
+}
+
+__device__ __forceinline__ void LoadRow(uint4* wv, const uint4* row, int base, int kvec,
+                                        int lane) {
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u) {
+    const int idx = base + u * 32 + lane;
+    wv[u] = idx < kvec ? cuda::LoadStreaming(row + idx) : make_uint4(0, 0, 0, 0);
+  }
+}
+
+template <int M>
+__device__ __forceinline__ void Accumulate(const uint4* wv, const uint4* xs, int base, int kvec,
+                                           int lane, float* acc) {
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u) {
+    const int idx = base + u * 32 + lane;
+    if (idx < kvec) {
+      float wf[8];
+      cuda::Unpack8(wv[u], wf);
+#pragma unroll
+      for (int m = 0; m < M; ++m) {
+        float xf[8];
+        cuda::Unpack8(xs[m * kvec + idx], xf);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[m] = fmaf(wf[e], xf[e], acc[m]);
+      }
+    }
+  }
+}
+
+template <int M, Out kOut>
+__device__ __forceinline__ void Finish(const GemvArgs& a, float* acc, int64_t row, int lane) {
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    const float v = cuda::WarpSum(acc[m]);
+    acc[m] = 0.0f;
+    if (lane != 0) continue;
+    const int64_t o = m * a.n + row;
+    if constexpr (kOut == Out::kF32) {
+      static_cast<float*>(a.y)[o] = v;
+    } else if constexpr (kOut == Out::kBf16Add) {
+      cuda::bf16* y = static_cast<cuda::bf16*>(a.y);
+      y[o] = __float2bfloat16_rn(cuda::RoundTo<cuda::bf16>(v) + __bfloat162float(y[o]));
+    } else {
+      static_cast<cuda::bf16*>(a.y)[o] = __float2bfloat16_rn(v);
+    }
+  }
+}
+
+template <int M, GemvPrologue P, Out kOut>
+__global__ void __launch_bounds__(kThreads, 2) GemvKernel(GemvArgs a) {
+  extern __shared__ uint4 xs[];  // [M][kvec]
+  __shared__ float scratch[32];
+  const int warp = threadIdx.x >> 5;
+  const int lane = threadIdx.x & 31;
+  const int64_t total_warps = static_cast<int64_t>(gridDim.x) * kWarps;
+  int64_t row = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
+  int base = 0;
+  uint4 wv[kUnroll];
+  if (row < a.n) LoadRow(wv, a.w + row * a.kvec, 0, a.kvec, lane);
+  StageX<M, P>(a, xs, scratch);
+  __syncthreads();
+  float acc[M];
+#pragma unroll
+  for (int m = 0; m < M; ++m) acc[m] = 0.0f;
+  while (row < a.n) {
+    Accumulate<M>(wv, xs, base, a.kvec, lane, acc);
+    int64_t next_row = row;
+    int next_base = base + 32 * kUnroll;
+    if (next_base >= a.kvec) {
+      next_base = 0;
+      next_row += total_warps;
+    }
+    if (next_row < a.n) LoadRow(wv, a.w + next_row * a.kvec, next_base, a.kvec, lane);
+    if (next_row != row) Finish<M, kOut>(a, acc, row, lane);
+    row = next_row;
+    base = next_base;
+  }
+}
+
+int NumSms() {
+  static const int sms = [] {
+    int device = 0, count = 0;
+    if (cudaGetDevice(&device) != cudaSuccess) return 132;
+    if (cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+      return 132;
+    }
+    return count;
+  }();
+  return sms;
+}
+
+template <int M, GemvPrologue P, Out kOut>
+absl::Status Launch(const GemvArgs& a, cudaStream_t stream) {
+  static const absl::Status allowed = [] {
+    CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
+        GemvKernel<M, P, kOut>, cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxSmemBytes));
+    return absl::OkStatus();
+  }();
+  RETURN_IF_ERROR(allowed);
+  const int smem = M * a.kvec * 16;
+  const int per_sm = std::clamp((227 * 1024) / (smem + 2048), 1, 2);
+  const int64_t blocks = std::min<int64_t>(cuda::CeilDiv(a.n, kWarps),
+                                           static_cast<int64_t>(NumSms()) * per_sm);
+  GemvKernel<M, P, kOut><<<static_cast<int>(blocks), kThreads, smem, stream>>>(a);
+  CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  return absl::OkStatus();
+}
+
+template <int M, GemvPrologue P>
+absl::Status LaunchOut(const GemvParams& p, const GemvArgs& a, cudaStream_t stream) {
+  if (p.y_dtype == DType::kF32) return Launch<M, P, Out::kF32>(a, stream);
+  if (p.add_to_y) return Launch<M, P, Out::kBf16Add>(a, stream);
+  return Launch<M, P, Out::kBf16>(a, stream);
+}
+
+template <GemvPrologue P>
+absl::Status LaunchRows(const GemvParams& p, const GemvArgs& a, cudaStream_t stream) {
+  switch (p.num_rows) {
+    case 1: return LaunchOut<1, P>(p, a, stream);
+    case 2: return LaunchOut<2, P>(p, a, stream);
+    case 3: return LaunchOut<3, P>(p, a, stream);
+    default: return LaunchOut<4, P>(p, a, stream);
+  }
+}
+
+absl::Status Validate(const GemvParams& p) {
+  constexpr char kOp[] = "Gemv";
+  if (p.num_rows < 1 || p.num_rows > kGemvMaxRows || p.n <= 0 || p.k <= 0 || p.k % 8 != 0 ||
+      p.x_row_stride % 8 != 0 || 2 * p.num_rows * p.k > kMaxSmemBytes) {
+    return absl::UnimplementedError(cuda::Cat(
+        kOp, ": num_rows=", p.num_rows, " n=", p.n, " k=", p.k, " x_row_stride=",
+        p.x_row_stride, " not supported; supported: 1 <= num_rows <= ", kGemvMaxRows,
+        ", k and x_row_stride multiples of 8, num_rows * k <= ", kMaxSmemBytes / 2));
+  }
+  const int64_t min_stride = p.prologue == GemvPrologue::kSiluMul ? 2 * p.k : p.k;
+  if (p.x_row_stride < min_stride) {
+    return absl::InvalidArgumentError(
+        cuda::Cat(kOp, ": x_row_stride ", p.x_row_stride, " < ", min_stride));
+  }
+  if (p.y_dtype != DType::kBF16 && p.y_dtype != DType::kF32) {
+    return cuda::Unsupported(kOp, p.y_dtype, "y BF16, F32");
+  }
+  if (p.add_to_y && p.y_dtype != DType::kBF16) {
+    return absl::InvalidArgumentError(cuda::Cat(kOp, ": add_to_y needs a BF16 y"));
+  }
+  if (p.prologue == GemvPrologue::kRmsNorm && p.norm_weight == nullptr) {
+    return absl::InvalidArgumentError(cuda::Cat(kOp, ": norm_weight is null"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status Gemv(const GemvParams& p, cudaStream_t stream) {
+  RETURN_IF_ERROR(Validate(p));
+  GemvArgs a;
+  a.x = static_cast<const cuda::bf16*>(p.x);
+  a.x_row_stride = p.x_row_stride;
+  a.norm_weight = static_cast<const uint4*>(p.norm_weight);
+  a.eps = p.eps;
+  a.w = static_cast<const uint4*>(p.w);
+  a.y = p.y;
+  a.n = p.n;
+  a.kvec = static_cast<int32_t>(p.k / 8);
+  switch (p.prologue) {
+    case GemvPrologue::kRmsNorm: return LaunchRows<GemvPrologue::kRmsNorm>(p, a, stream);
+    case GemvPrologue::kSiluMul: return LaunchRows<GemvPrologue::kSiluMul>(p, a, stream);
+    default: return LaunchRows<GemvPrologue::kNone>(p, a, stream);
+  }
+}
+
+}  // namespace onecard::engine

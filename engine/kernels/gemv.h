@@ -1,0 +1,50 @@
+// Gemv: y = x W^T for a few rows of x (decode at batch 1..4), BF16 weights
+// read once at the HBM rate, with the step's neighbours fused in:
+//   prologue kRmsNorm:  x' = RmsNorm(x) * norm_weight   (rms_norm.h semantics)
+//   prologue kSiluMul:  x' = silu(gate) * up, x = [gate | up] per row (silu_mul.h)
+//   epilogue add_to_y:  y = y + x' W^T                   (the residual add)
+// The fused forms round exactly where the unfused ops store: x' to BF16,
+// x' W^T to BF16 (or kept fp32 when y is F32), then the add to BF16.
+// Reference: GemvRef (gemv_ref.cc; the composition of the unfused
+// references and a plain fp32 dot). CUDA: Gemv (gemv.cu): every warp streams
+// whole weight rows with 16-byte loads that skip L1, x' is staged once per
+// block in shared memory. Supported: BF16 x and w, y BF16 or F32,
+// 1 <= num_rows <= 4, k % 8 == 0, num_rows * k <= 57344.
+// Tested by tests/gpu/gemv_test.cu.
+#ifndef ONECARD_ENGINE_KERNELS_GEMV_H_
+#define ONECARD_ENGINE_KERNELS_GEMV_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "engine/common/dtype.h"
+#include "engine/kernels/stream.h"
+
+namespace onecard::engine {
+
+enum class GemvPrologue { kNone, kRmsNorm, kSiluMul };
+
+inline constexpr int32_t kGemvMaxRows = 4;
+
+struct GemvParams {
+  GemvPrologue prologue = GemvPrologue::kNone;
+  const void* x = nullptr;            // BF16 [num_rows, x_row_stride]: k values
+                                      // (kSiluMul: 2 * k, gate then up)
+  int64_t x_row_stride = 0;           // elements between rows of x
+  const void* norm_weight = nullptr;  // BF16 [k], kRmsNorm only
+  float eps = 1e-5f;                  // kRmsNorm only
+  const void* w = nullptr;            // BF16 [n, k], row-major
+  void* y = nullptr;                  // [num_rows, n] of y_dtype
+  DType y_dtype = DType::kBF16;       // kBF16 or kF32
+  bool add_to_y = false;              // y += x' W^T (BF16 y only)
+  int32_t num_rows = 0;               // 1 .. kGemvMaxRows
+  int64_t n = 0;
+  int64_t k = 0;
+};
+
+absl::Status GemvRef(const GemvParams& params);
+absl::Status Gemv(const GemvParams& params, cudaStream_t stream);
+
+}  // namespace onecard::engine
+
+#endif  // ONECARD_ENGINE_KERNELS_GEMV_H_

@@ -1,0 +1,115 @@
+// RmsNorm and FusedAddRmsNorm on CUDA (see rms_norm.h). One block per row:
+// a pass that sums squares (fp32, block reduction), then a pass that scales.
+// BF16 rows that are multiples of 8 are read 16 bytes a thread. The fused
+// form rounds x + residual to the storage type before both the store and the
+// norm, as the composed references do.
+// Tested by tests/gpu/rms_norm_test.cu against RmsNormRef / FusedAddRmsNormRef.
+#include "engine/kernels/cuda_common.cuh"
+#include "engine/kernels/rms_norm.h"
+#include "engine/runtime/cuda_check.h"
+
+namespace onecard::engine {
+namespace {
+
+constexpr int kThreads = 256;
+
+// Scalar path (any dtype, any hidden). residual == nullptr: plain RmsNorm.
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    RmsNormKernel(const T* x, T* residual, const T* __restrict__ weight, T* out, int64_t hidden,
+                  float eps) {
+  __shared__ float scratch[32];
+  const int64_t row = blockIdx.x * hidden;
+  float sum_sq = 0.0f;
+  for (int64_t i = threadIdx.x; i < hidden; i += kThreads) {
+    float v = cuda::ToFloat(x[row + i]);
+    if (residual != nullptr) {
+      v = cuda::RoundTo<T>(v + cuda::ToFloat(residual[row + i]));
+      residual[row + i] = cuda::FromFloat<T>(v);
+    }
+    sum_sq += v * v;
+  }
+  const float inv_rms = rsqrtf(cuda::BlockSum(sum_sq, scratch) / static_cast<float>(hidden) + eps);
+  const T* src = residual != nullptr ? residual : x;
+  for (int64_t i = threadIdx.x; i < hidden; i += kThreads) {
+    out[row + i] = cuda::FromFloat<T>(cuda::ToFloat(weight[i]) *
+                                      (cuda::ToFloat(src[row + i]) * inv_rms));
+  }
+}
+
+// BF16, hidden % 8 == 0: 16-byte vectors.
+__global__ void __launch_bounds__(kThreads)
+    RmsNormBf16x8Kernel(const uint4* x, uint4* residual, const uint4* __restrict__ weight,
+                        uint4* out, int64_t vecs, float eps, int64_t hidden) {
+  __shared__ float scratch[32];
+  const int64_t row = blockIdx.x * vecs;
+  float sum_sq = 0.0f;
+  for (int64_t i = threadIdx.x; i < vecs; i += kThreads) {
+    float v[8];
+    cuda::Unpack8(x[row + i], v);
+    if (residual != nullptr) {
+      float r[8];
+      cuda::Unpack8(residual[row + i], r);
+#pragma unroll
+      for (int k = 0; k < 8; ++k) r[k] += v[k];
+      const uint4 packed = cuda::Pack8(r);
+      residual[row + i] = packed;
+      cuda::Unpack8(packed, v);
+    }
+#pragma unroll
+    for (int k = 0; k < 8; ++k) sum_sq += v[k] * v[k];
+  }
+  const float inv_rms = rsqrtf(cuda::BlockSum(sum_sq, scratch) / static_cast<float>(hidden) + eps);
+  const uint4* src = residual != nullptr ? residual : x;
+  for (int64_t i = threadIdx.x; i < vecs; i += kThreads) {
+    float v[8], w[8];
+    cuda::Unpack8(src[row + i], v);
+    cuda::Unpack8(weight[i], w);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) v[k] = w[k] * (v[k] * inv_rms);
+    out[row + i] = cuda::Pack8(v);
+  }
+}
+
+absl::Status Run(const char* op, DType dtype, const void* x, void* residual, const void* weight,
+                 void* out, int32_t num_tokens, int64_t hidden, float eps,
+                 cudaStream_t stream) {
+  if (num_tokens < 0 || hidden <= 0) {
+    return absl::InvalidArgumentError(
+        cuda::Cat(op, ": bad sizes num_tokens=", num_tokens, " hidden=", hidden));
+  }
+  if (num_tokens == 0) return absl::OkStatus();
+  return cuda::DispatchFloatDType(op, dtype, [&]<typename T>() -> absl::Status {
+    if constexpr (std::is_same_v<T, cuda::bf16>) {
+      if (hidden % 8 == 0) {
+        RmsNormBf16x8Kernel<<<num_tokens, kThreads, 0, stream>>>(
+            static_cast<const uint4*>(x), static_cast<uint4*>(residual),
+            static_cast<const uint4*>(weight), static_cast<uint4*>(out), hidden / 8, eps, hidden);
+        CUDA_RETURN_IF_ERROR(cudaGetLastError());
+        return absl::OkStatus();
+      }
+    }
+    RmsNormKernel<T><<<num_tokens, kThreads, 0, stream>>>(
+        static_cast<const T*>(x), static_cast<T*>(residual), static_cast<const T*>(weight),
+        static_cast<T*>(out), hidden, eps);
+    CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    return absl::OkStatus();
+  });
+}
+
+}  // namespace
+
+absl::Status RmsNorm(const RmsNormParams& p, cudaStream_t stream) {
+  return Run("RmsNorm", p.dtype, p.x, nullptr, p.weight, p.out, p.num_tokens, p.hidden, p.eps,
+             stream);
+}
+
+absl::Status FusedAddRmsNorm(const FusedAddRmsNormParams& p, cudaStream_t stream) {
+  if (p.residual == nullptr && p.num_tokens > 0) {
+    return absl::InvalidArgumentError("FusedAddRmsNorm: residual is null");
+  }
+  return Run("FusedAddRmsNorm", p.dtype, p.x, p.residual, p.weight, p.out, p.num_tokens,
+             p.hidden, p.eps, stream);
+}
+
+}  // namespace onecard::engine

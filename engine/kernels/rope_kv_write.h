@@ -1,0 +1,43 @@
+// RopeKvWrite: the attention block's step between the QKV projection and the
+// attention, fused into one pass over the packed qkv activation:
+//   1. qkv += bias (Qwen2's q/k/v bias; skipped when bias is null), rounded to
+//      the storage type;
+//   2. RoPE on the q and k heads, in place (rope.h semantics);
+//   3. the (rotated) k and the v heads written to their slots of the paged
+//      pools (kv_cache_write.h semantics; a negative slot skips the token).
+// Its reference, RopeKvWriteRef, is the composition of the three references
+// (the add, RopeRef, KvCacheWriteRef). CUDA: RopeKvWrite (rope_kv_write.cu).
+// Tested by tests/gpu/rope_kv_write_test.cu.
+#ifndef ONECARD_ENGINE_KERNELS_ROPE_KV_WRITE_H_
+#define ONECARD_ENGINE_KERNELS_ROPE_KV_WRITE_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "engine/common/dtype.h"
+#include "engine/kernels/stream.h"
+#include "engine/kv_cache/kv_layout.h"
+
+namespace onecard::engine {
+
+struct RopeKvWriteParams {
+  DType dtype = DType::kBF16;  // of qkv, bias and the pools (F32, BF16)
+  void* qkv = nullptr;         // [num_tokens, (num_heads + 2 * num_kv_heads) * head_dim],
+                               // per token q heads, then k heads, then v heads; in place
+  const void* bias = nullptr;  // [(num_heads + 2 * num_kv_heads) * head_dim] or null
+  void* k_cache = nullptr;     // [num_blocks, block_size, num_kv_heads, head_dim]
+  void* v_cache = nullptr;     // [num_blocks, block_size, num_kv_heads, head_dim]
+  KvLayout layout;             // num_kv_heads and head_dim (even) of the model
+  int32_t num_heads = 0;
+  const int32_t* positions = nullptr;     // [num_tokens], >= 0
+  const int32_t* slot_mapping = nullptr;  // [num_tokens]; < 0 skips the cache write
+  const float* inv_freq = nullptr;        // [head_dim / 2], from RopeInvFreq
+  int32_t num_tokens = 0;
+};
+
+absl::Status RopeKvWriteRef(const RopeKvWriteParams& params);
+absl::Status RopeKvWrite(const RopeKvWriteParams& params, cudaStream_t stream);
+
+}  // namespace onecard::engine
+
+#endif  // ONECARD_ENGINE_KERNELS_ROPE_KV_WRITE_H_
