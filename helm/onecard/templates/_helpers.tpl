@@ -1,0 +1,179 @@
+{{/*
+Names, labels and shared snippets of the onecard chart.
+*/}}
+
+{{- define "onecard.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* The release's base name; every object is "<fullname>-<component>". */}}
+{{- define "onecard.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 50 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 50 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 50 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "onecard.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Selector labels of a component: (dict "root" $ "component" "worker"). */}}
+{{- define "onecard.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "onecard.name" .root }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{- define "onecard.labels" -}}
+helm.sh/chart: {{ include "onecard.chart" .root }}
+{{ include "onecard.selectorLabels" . }}
+app.kubernetes.io/part-of: onecard
+app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .root.Release.Service }}
+{{- end }}
+
+{{/* Object names. */}}
+{{- define "onecard.router.name" -}}{{ include "onecard.fullname" . }}-router{{- end }}
+{{- define "onecard.worker.name" -}}{{ include "onecard.fullname" . }}-worker{{- end }}
+{{- define "onecard.metrics.name" -}}{{ include "onecard.fullname" . }}-metrics{{- end }}
+{{- define "onecard.config.name" -}}{{ include "onecard.fullname" . }}-config{{- end }}
+{{- define "onecard.routerSecret.name" -}}
+{{- default (printf "%s-router" (include "onecard.fullname" .)) .Values.router.existingSecret }}
+{{- end }}
+
+{{/* The image of a component: (dict "root" $ "image" .Values.worker.image). */}}
+{{- define "onecard.image" -}}
+{{- $registry := default .root.Values.image.registry .image.registry -}}
+{{- $tag := default (default .root.Chart.AppVersion .root.Values.image.tag) .image.tag -}}
+{{- printf "%s/%s:%s" $registry .image.repository $tag }}
+{{- end }}
+
+{{/* In-cluster addresses. */}}
+{{- define "onecard.metrics.address" -}}
+{{- printf "%s.%s.svc:%d" (include "onecard.metrics.name" .) .Release.Namespace (int .Values.metrics.service.grpcPort) }}
+{{- end }}
+{{- define "onecard.worker.dnsAddress" -}}
+{{- printf "%s-headless.%s.svc:%d" (include "onecard.worker.name" .) .Release.Namespace (int .Values.worker.service.grpcPort) }}
+{{- end }}
+
+{{/* Pod env shared by the components: the pod's name and IP. */}}
+{{- define "onecard.podEnv" -}}
+- name: POD_NAME
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.name
+- name: POD_IP
+  valueFrom:
+    fieldRef:
+      fieldPath: status.podIP
+{{- end }}
+
+{{/* gRPC health probes: (dict "port" 50051 "probes" .Values.worker.probes). */}}
+{{- define "onecard.probes" -}}
+{{- range $kind := list "startup" "liveness" "readiness" }}
+{{- $p := index $.probes $kind }}
+{{ $kind }}Probe:
+  grpc:
+    port: {{ $.port }}
+    service: {{ $p.service | default "" | quote }}
+  periodSeconds: {{ $p.periodSeconds }}
+  timeoutSeconds: {{ $p.timeoutSeconds }}
+  failureThreshold: {{ $p.failureThreshold }}
+  {{- if $p.initialDelaySeconds }}
+  initialDelaySeconds: {{ $p.initialDelaySeconds }}
+  {{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+preStop: wait while peers (Service endpoints, routers' worker tables) stop
+sending, then the kubelet sends SIGTERM and the process drains.
+(dict "seconds" .Values.worker.drain.preStopSleepSeconds)
+*/}}
+{{- define "onecard.preStop" -}}
+lifecycle:
+  preStop:
+    exec:
+      command: ["/bin/sleep", "{{ .seconds }}"]
+{{- end }}
+
+{{/* terminationGracePeriodSeconds covering preStop + drain + margin. */}}
+{{- define "onecard.terminationGrace" -}}
+{{- add (int .preStopSleepSeconds) (int .gracePeriodSeconds) (int .marginSeconds) }}
+{{- end }}
+
+{{/* Model volume and the init container that fetches the model into it. */}}
+{{- define "onecard.modelVolume" -}}
+- name: models
+  {{- if .Values.model.volume }}
+  {{- toYaml .Values.model.volume | nindent 2 }}
+  {{- else }}
+  emptyDir:
+    sizeLimit: {{ .Values.model.emptyDirSizeLimit }}
+  {{- end }}
+{{- end }}
+
+{{- define "onecard.modelFetch" -}}
+{{- if .Values.model.fetch.enabled }}
+- name: fetch-model
+  image: {{ .Values.model.fetch.image }}
+  imagePullPolicy: {{ .Values.image.pullPolicy }}
+  command: ["/bin/sh", "-c"]
+  args:
+    - {{ .Values.model.fetch.script | quote }}
+  env:
+    - name: MODEL_PATH
+      value: {{ .Values.model.path | quote }}
+  volumeMounts:
+    - name: models
+      mountPath: {{ .Values.model.mountPath }}
+  resources:
+    {{- toYaml .Values.model.fetch.resources | nindent 4 }}
+{{- end }}
+{{- end }}
+
+{{/* Scheduling fields of a pod spec: (dict "c" .Values.worker). */}}
+{{- define "onecard.scheduling" -}}
+{{- with .c.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .c.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .c.affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .c.topologySpreadConstraints }}
+topologySpreadConstraints:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .c.priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- end }}
+
+{{- define "onecard.podSecurity" -}}
+securityContext:
+  runAsNonRoot: true
+  runAsUser: 10001
+  runAsGroup: 10001
+  fsGroup: 10001
+{{- end }}
+
+{{- define "onecard.containerSecurity" -}}
+securityContext:
+  allowPrivilegeEscalation: false
+  readOnlyRootFilesystem: true
+  capabilities:
+    drop: ["ALL"]
+{{- end }}
