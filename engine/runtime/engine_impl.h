@@ -1,0 +1,121 @@
+// EngineImpl: the Engine of engine.h over one ModelRunner. CreateEngine
+// builds one from injected parts (tests pass a fake runner and tokenizer;
+// Engine::Create opens a checkpoint and a backend, see engine_create.cc).
+//
+// The step loop (its own thread, or the caller of Step()):
+//   admit submitted requests -> end cancelled / expired ones -> Schedule ->
+//   build the BatchInput -> runner->Forward -> sample each logits row ->
+//   RequestState (detokenize, stop checks) -> callbacks.
+// Threads: Submit, Cancel, Stats and Drain may be called from any thread;
+// they touch only the mu_-guarded hand-over state. Everything else (the
+// scheduler, the requests, the sampler) belongs to the step loop. Callbacks
+// run on the step loop without any lock held, so they may call Cancel or
+// Submit. A runner error ends the requests of that batch with kError; the
+// engine keeps serving. Destroying the engine cancels what is left (each
+// request still gets its one final output).
+// Tested by tests/engine/runtime/engine_impl_test.cc with a fake runner and
+// tokenizer, and by engine_cpu_test.cc on SmolLM2.
+#ifndef ONECARD_ENGINE_RUNTIME_ENGINE_IMPL_H_
+#define ONECARD_ENGINE_RUNTIME_ENGINE_IMPL_H_
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "engine/model/checkpoint.h"
+#include "engine/runtime/engine.h"
+#include "engine/runtime/model_runner.h"
+#include "engine/runtime/request_state.h"
+#include "engine/sampling/sampler.h"
+#include "engine/scheduler/scheduler.h"
+
+namespace onecard::engine {
+
+struct EngineParts {
+  std::unique_ptr<ModelRunner> runner;
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::unique_ptr<Checkpoint> checkpoint;  // optional: kept alive for the runner
+};
+
+// Builds an engine from its parts. Uses options' scheduling fields
+// (max_num_seqs, max_batched_tokens, max_context, enable_prefix_caching,
+// max_waiting, start_thread, clock); the KV pool is the runner's kv_layout().
+// InvalidArgument naming the option when one is out of range.
+absl::StatusOr<std::unique_ptr<Engine>> CreateEngine(EngineParts parts,
+                                                     const EngineOptions& options);
+
+class EngineImpl : public Engine {
+ public:
+  EngineImpl(EngineParts parts, const EngineOptions& options, int32_t max_context);
+  ~EngineImpl() override;
+
+  absl::StatusOr<uint64_t> Submit(GenerationRequest request) override;
+  void Cancel(uint64_t id) override;
+  EngineStats Stats() const override;
+  absl::Status Drain(absl::Duration timeout) override;
+  absl::StatusOr<bool> Step() override;
+
+  const ModelConfig& config() const override { return parts_.runner->config(); }
+  const Tokenizer& tokenizer() const override { return *parts_.tokenizer; }
+  int32_t max_context() const override { return max_context_; }
+
+  void StartThread();  // called once by CreateEngine when options.start_thread
+
+ private:
+  void Loop();
+  // One step; false when nothing ran and no request changed state.
+  bool RunStep();
+  bool AdmitIncoming();
+  bool EndCancelledAndExpired();
+  void OnScheduled(const SchedulerOutput& plan);
+  absl::Status RunForward(const SchedulerOutput& plan, std::vector<float>* logits);
+  void SampleAndEmit(const SchedulerOutput& plan, const std::vector<float>& logits);
+  void FailBatch(const SchedulerOutput& plan, const absl::Status& status);
+  // Ends a request: removes it everywhere, then delivers its final output.
+  void FinishRequest(uint64_t id, StreamOutput final_output);
+  void CancelEverything();  // at destruction
+  void PublishStats(int64_t generated_tokens);
+  bool StepUntilIdle(absl::Duration timeout);
+  bool HasWorkOrStop() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool Idle() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return num_active_ == 0; }
+
+  const EngineOptions options_;
+  EngineParts parts_;
+  Clock* const clock_;
+  const int32_t max_context_;
+  const int64_t vocab_size_;
+  const absl::Time start_time_;
+
+  // The step loop's own state (step_mu_ only serializes Step/Drain callers).
+  absl::Mutex step_mu_;
+  Scheduler scheduler_;
+  Sampler sampler_;
+  std::map<uint64_t, std::unique_ptr<RequestState>> requests_;
+  std::deque<std::pair<absl::Time, int64_t>> recent_tokens_;  // (step end, tokens)
+  int64_t prompt_tokens_total_ = 0;
+  int64_t generation_tokens_total_ = 0;
+  int64_t steps_total_ = 0;
+
+  // Hand-over state shared with callers.
+  mutable absl::Mutex mu_;
+  std::vector<std::unique_ptr<RequestState>> incoming_ ABSL_GUARDED_BY(mu_);
+  std::vector<uint64_t> cancels_ ABSL_GUARDED_BY(mu_);
+  bool cancel_all_ ABSL_GUARDED_BY(mu_) = false;
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  int64_t num_active_ ABSL_GUARDED_BY(mu_) = 0;  // accepted and not finished
+  EngineStats stats_ ABSL_GUARDED_BY(mu_);       // published after each step
+  std::thread thread_;
+};
+
+}  // namespace onecard::engine
+
+#endif  // ONECARD_ENGINE_RUNTIME_ENGINE_IMPL_H_

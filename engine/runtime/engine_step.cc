@@ -1,0 +1,196 @@
+// EngineImpl's step: admit, end cancelled/expired requests, schedule, run the
+// batch, sample, stream. Contract in engine_impl.h.
+// Tested by tests/engine/runtime/engine_impl_test.cc.
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "engine/common/log.h"
+#include "engine/runtime/engine_impl.h"
+
+namespace onecard::engine {
+namespace {
+
+// Tokens per second are averaged over this much recent time.
+constexpr absl::Duration kRateWindow = absl::Seconds(5);
+
+void Deliver(const RequestState& state, const StreamOutput& output) {
+  if (state.request().on_output) state.request().on_output(output);
+}
+
+}  // namespace
+
+bool EngineImpl::RunStep() {
+  absl::MutexLock step_lock(&step_mu_);
+  bool progressed = AdmitIncoming();
+  progressed |= EndCancelledAndExpired();
+  const SchedulerOutput plan = scheduler_.Schedule();
+  if (plan.empty()) {
+    PublishStats(0);
+    return progressed;
+  }
+  OnScheduled(plan);
+  std::vector<float> logits;  // [rows, vocab]
+  const absl::Status status = RunForward(plan, &logits);
+  const int64_t generated_before = generation_tokens_total_;
+  if (status.ok()) {
+    scheduler_.OnStepComputed(plan);
+    SampleAndEmit(plan, logits);
+  } else {
+    FailBatch(plan, status);
+  }
+  ++steps_total_;
+  PublishStats(generation_tokens_total_ - generated_before);
+  return true;
+}
+
+bool EngineImpl::AdmitIncoming() {
+  std::vector<std::unique_ptr<RequestState>> batch;
+  {
+    absl::MutexLock lock(&mu_);
+    batch.swap(incoming_);
+  }
+  for (std::unique_ptr<RequestState>& state : batch) {
+    const GenerationRequest& request = state->request();
+    const uint64_t id = state->id();
+    absl::Status added = scheduler_.Add(static_cast<int64_t>(id), request.prompt_token_ids,
+                                        request.priority);
+    prompt_tokens_total_ += static_cast<int64_t>(request.prompt_token_ids.size());
+    requests_[id] = std::move(state);
+    if (!added.ok()) FinishRequest(id, requests_.at(id)->Finish(FinishReason::kError, added));
+  }
+  return !batch.empty();
+}
+
+bool EngineImpl::EndCancelledAndExpired() {
+  std::vector<uint64_t> cancels;
+  bool cancel_all;
+  {
+    absl::MutexLock lock(&mu_);
+    cancels.swap(cancels_);
+    cancel_all = cancel_all_;
+    cancel_all_ = false;
+  }
+  std::vector<std::pair<uint64_t, FinishReason>> ending;
+  for (uint64_t id : cancels) {
+    if (requests_.contains(id)) ending.emplace_back(id, FinishReason::kCancelled);
+  }
+  const absl::Time now = clock_->Now();
+  for (const auto& [id, state] : requests_) {
+    if (cancel_all) {
+      ending.emplace_back(id, FinishReason::kCancelled);
+    } else if (now >= state->request().deadline) {
+      ending.emplace_back(id, FinishReason::kDeadline);
+    }
+  }
+  for (const auto& [id, reason] : ending) {
+    auto it = requests_.find(id);
+    if (it == requests_.end()) continue;  // cancelled twice
+    FinishRequest(id, it->second->Finish(reason, absl::OkStatus()));
+  }
+  return !ending.empty();
+}
+
+void EngineImpl::OnScheduled(const SchedulerOutput& plan) {
+  const absl::Time now = clock_->Now();
+  for (int64_t id : plan.admitted) {
+    auto it = requests_.find(static_cast<uint64_t>(id));
+    if (it == requests_.end()) continue;
+    it->second->OnFirstScheduled(now, scheduler_.Find(id)->num_cached_tokens);
+  }
+}
+
+absl::Status EngineImpl::RunForward(const SchedulerOutput& plan, std::vector<float>* logits) {
+  BatchInput batch;
+  size_t rows = 0;
+  for (const ScheduledChunk& chunk : plan.chunks) {
+    const Sequence& seq = *scheduler_.Find(chunk.seq_id);
+    const int32_t end = chunk.start_pos + chunk.num_tokens;
+    batch.chunks.push_back(
+        {.seq_id = chunk.seq_id,
+         .token_ids = std::span<const int32_t>(seq.token_ids).subspan(chunk.start_pos,
+                                                                       chunk.num_tokens),
+         .start_pos = chunk.start_pos,
+         .block_table = scheduler_.BlockTable(chunk.seq_id, end),
+         .want_logits = chunk.want_logits});
+    if (chunk.want_logits) ++rows;
+  }
+  absl::Status status = parts_.runner->Forward(batch, logits);
+  if (status.ok() && logits->size() != rows * static_cast<size_t>(vocab_size_)) {
+    status = absl::InternalError(absl::StrCat("runner ", parts_.runner->name(), " returned ",
+                                              logits->size(), " logits for ", rows,
+                                              " rows of ", vocab_size_));
+  }
+  return status;
+}
+
+void EngineImpl::SampleAndEmit(const SchedulerOutput& plan, const std::vector<float>& logits) {
+  const absl::Time now = clock_->Now();
+  size_t row = 0;
+  for (const ScheduledChunk& chunk : plan.chunks) {
+    if (!chunk.want_logits) continue;
+    std::span<const float> row_logits(logits.data() + row++ * vocab_size_, vocab_size_);
+    RequestState& state = *requests_.at(static_cast<uint64_t>(chunk.seq_id));
+    const Sequence& seq = *scheduler_.Find(chunk.seq_id);
+    const std::span<const int32_t> tokens(seq.token_ids);
+    const GenerationRequest& request = state.request();
+    const SampleResult sample =
+        sampler_.Sample({.logits = row_logits,
+                         .params = &request.sampling,
+                         .prompt_token_ids = tokens.first(seq.num_prompt_tokens),
+                         .output_token_ids = tokens.subspan(seq.num_prompt_tokens),
+                         .want_logprobs = request.logprobs,
+                         .num_top_logprobs = request.top_logprobs});
+    scheduler_.AppendToken(seq.id, sample.token_id);
+    ++generation_tokens_total_;
+    StreamOutput out = state.OnToken(sample, seq.num_tokens(), max_context_, now);
+    if (out.finished) {
+      FinishRequest(state.id(), std::move(out));
+    } else {
+      Deliver(state, out);
+    }
+  }
+}
+
+void EngineImpl::FailBatch(const SchedulerOutput& plan, const absl::Status& status) {
+  Log(LogLevel::kError, "engine", "runner %s failed a batch of %d sequences: %s",
+      parts_.runner->name(), plan.chunks.size(), status.ToString());
+  for (const ScheduledChunk& chunk : plan.chunks) {
+    auto it = requests_.find(static_cast<uint64_t>(chunk.seq_id));
+    if (it == requests_.end()) continue;
+    FinishRequest(it->first, it->second->Finish(FinishReason::kError, status));
+  }
+}
+
+void EngineImpl::FinishRequest(uint64_t id, StreamOutput final_output) {
+  auto it = requests_.find(id);
+  std::unique_ptr<RequestState> state = std::move(it->second);
+  requests_.erase(it);
+  scheduler_.Remove(static_cast<int64_t>(id));
+  Deliver(*state, final_output);
+  absl::MutexLock lock(&mu_);
+  --num_active_;
+}
+
+void EngineImpl::PublishStats(int64_t generated_tokens) {
+  const absl::Time now = clock_->Now();
+  if (generated_tokens > 0) recent_tokens_.emplace_back(now, generated_tokens);
+  while (!recent_tokens_.empty() && recent_tokens_.front().first < now - kRateWindow) {
+    recent_tokens_.pop_front();
+  }
+  int64_t window_tokens = 0;
+  for (const auto& [time, tokens] : recent_tokens_) window_tokens += tokens;
+  const double window_s = absl::ToDoubleSeconds(std::min(kRateWindow, now - start_time_));
+  const BlockManager& blocks = scheduler_.block_manager();
+  absl::MutexLock lock(&mu_);
+  stats_.num_waiting = scheduler_.num_waiting();
+  stats_.num_running = scheduler_.num_running();
+  stats_.kv_blocks_used = blocks.num_used_blocks();
+  stats_.kv_blocks_total = blocks.num_blocks();
+  stats_.tokens_per_second = window_s > 0 ? static_cast<double>(window_tokens) / window_s : 0.0;
+  stats_.num_preemptions = scheduler_.num_preemptions();
+  stats_.prompt_tokens_total = prompt_tokens_total_;
+  stats_.generation_tokens_total = generation_tokens_total_;
+  stats_.steps_total = steps_total_;
+}
+
+}  // namespace onecard::engine

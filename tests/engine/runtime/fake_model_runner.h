@@ -1,0 +1,60 @@
+// FakeModelRunner: a ModelRunner for engine tests. Its "KV cache" stores the
+// token id written at each (block, slot); a logits row is a function of the
+// whole context read back through the chunk's block table, so a wrong table
+// (bad sharing, stale block, lost preemption state) changes the output.
+// Reading a slot never written is an error. Used by tests/engine/runtime/.
+#ifndef ONECARD_TESTS_ENGINE_RUNTIME_FAKE_MODEL_RUNNER_H_
+#define ONECARD_TESTS_ENGINE_RUNTIME_FAKE_MODEL_RUNNER_H_
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "engine/runtime/model_runner.h"
+
+namespace onecard::engine::testing {
+
+// Logits [vocab] for the next token after context.
+using LogitsFn = std::function<std::vector<float>(std::span<const int32_t> context)>;
+
+// The default: pseudo-random logits in [-4, 4) hashed from the context.
+std::vector<float> HashedLogits(std::span<const int32_t> context, int32_t vocab_size);
+
+struct FakeRunnerOptions {
+  int32_t vocab_size = 64;
+  int32_t num_blocks = 64;
+  int32_t block_size = 4;
+  LogitsFn logits_fn;          // empty: HashedLogits
+  int32_t fail_on_token = -1;  // a chunk holding this token fails the whole Forward
+  std::function<void(const BatchInput&)> on_forward;  // called first in Forward
+};
+
+class FakeModelRunner : public ModelRunner {
+ public:
+  explicit FakeModelRunner(FakeRunnerOptions options);
+  const ModelConfig& config() const override { return config_; }
+  const KvLayout& kv_layout() const override { return layout_; }
+  absl::Status Forward(const BatchInput& batch, std::vector<float>* logits) override;
+  std::string name() const override { return "fake"; }
+
+  int64_t num_forward_calls() const { return num_forward_calls_; }
+  int64_t num_tokens_computed() const { return num_tokens_computed_; }
+  size_t max_chunks_in_a_batch() const { return max_chunks_; }
+
+ private:
+  absl::Status WriteChunk(const SequenceChunk& chunk);
+  absl::Status ReadContext(const SequenceChunk& chunk, std::vector<int32_t>* context) const;
+
+  FakeRunnerOptions options_;
+  ModelConfig config_;
+  KvLayout layout_;
+  std::vector<int32_t> pool_;  // [num_blocks * block_size] token per slot, -1 unwritten
+  int64_t num_forward_calls_ = 0;
+  int64_t num_tokens_computed_ = 0;
+  size_t max_chunks_ = 0;
+};
+
+}  // namespace onecard::engine::testing
+
+#endif  // ONECARD_TESTS_ENGINE_RUNTIME_FAKE_MODEL_RUNNER_H_
