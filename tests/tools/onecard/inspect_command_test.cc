@@ -1,0 +1,62 @@
+// RunInspect on tiny GGUF and HF checkpoints: config lines, one line per
+// tensor with dtype, shape and bytes, totals; errors of a bad path.
+#include "tools/onecard/inspect_command.h"
+
+#include <sstream>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/engine/model/tiny_model.h"
+
+namespace onecard::tools {
+namespace {
+
+using namespace ::onecard::testing;  // NOLINT: tiny models and scratch folders
+using ::testing::HasSubstr;
+using ::testing::MatchesRegex;
+
+TEST(InspectCommandTest, PrintsConfigTensorsAndTotalsOfAGguf) {
+  ScratchDir dir;
+  TinySpec spec;  // llama, vocab 40, hidden 16, 2 layers, untied
+  std::string path = dir.Write("tiny.gguf", TinyGgufWriter(MakeTinyModel(spec)).Build().bytes);
+  std::ostringstream out;
+  ASSERT_TRUE(RunInspect(path, out).ok());
+  std::string text = out.str();
+  EXPECT_THAT(text, HasSubstr("model: " + path + "\nformat: gguf v3\n"));
+  EXPECT_THAT(text, HasSubstr("architecture: llama\nname: tiny llama\nvocab_size: 40\n"));
+  EXPECT_THAT(text, HasSubstr("num_heads: 4\nnum_kv_heads: 2\nhead_dim: 4\n"));
+  EXPECT_THAT(text, HasSubstr("rope_theta: 500000\nrope_scaling: none\n"));
+  EXPECT_THAT(text, HasSubstr("tie_word_embeddings: false\nbos_token_id: 1\neos_token_id: 2\n"));
+  // token_embd.weight: F32 [40, 16] = 2560 bytes.
+  EXPECT_THAT(text, MatchesRegex("(.|\n)*\n  token_embd.weight +F32 +\\[40, 16\\] +2560\n(.|\n)*"));
+  EXPECT_THAT(text,
+              MatchesRegex("(.|\n)*\n  blk.1.ffn_down.weight +F32 +\\[16, 24\\] +1536\n(.|\n)*"));
+  // 3 + 9 per layer tensors; parameters: 2*40*16 + 16 + 2*(2*16 + 3*24*16 + 16*16*2 + 8*16*2).
+  int64_t params = 2 * 40 * 16 + 16 + 2 * (2 * 16 + 3 * 24 * 16 + 2 * 16 * 16 + 2 * 8 * 16);
+  EXPECT_THAT(text, HasSubstr(absl::StrCat("totals: 21 tensors, ", params, " parameters, ",
+                                           params * 4, " bytes")));
+  EXPECT_THAT(text, HasSubstr(absl::StrCat("  F32    21 tensors, ", params, " parameters")));
+}
+
+TEST(InspectCommandTest, PrintsAnHfFolder) {
+  ScratchDir dir;
+  TinySpec spec;
+  spec.arch = "qwen2";
+  std::string folder = WriteTinyHfFolder(MakeTinyModel(spec), dir, "qwen");
+  std::ostringstream out;
+  ASSERT_TRUE(RunInspect(folder, out).ok());
+  EXPECT_THAT(out.str(), HasSubstr("format: safetensors (1 file)\narchitecture: qwen2\n"));
+  EXPECT_THAT(out.str(), HasSubstr("attention_bias: true\n"));
+  EXPECT_THAT(out.str(), HasSubstr("model.layers.0.self_attn.q_proj.bias"));
+}
+
+TEST(InspectCommandTest, BadPathIsAnError) {
+  std::ostringstream out;
+  absl::Status status = RunInspect("/nonexistent/model.gguf", out);
+  EXPECT_EQ(status.code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(status.message()), HasSubstr("/nonexistent/model.gguf"));
+  EXPECT_TRUE(out.str().empty());
+}
+
+}  // namespace
+}  // namespace onecard::tools
