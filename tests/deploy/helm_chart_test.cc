@@ -1,0 +1,253 @@
+// Tests helm/onecard: `helm lint --strict` and `helm template` with the
+// default values and with ci/values-full.yaml, then checks of the rendered
+// manifests: the objects the issue asks for, gRPC probes on the right ports,
+// termination grace covering preStop + drain, GPU requests and scheduling,
+// the HPA (targets, metrics, behavior), ServiceMonitors, the config files
+// parsed by the services' own typed loader, and API keys stored as hashes.
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "onecard/v1/config.pb.h"
+#include "services/common/config.h"
+#include "tests/deploy/deploy_testing.h"
+
+namespace onecard::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using json = nlohmann::json;
+
+constexpr char kFullValues[] = "helm/onecard/ci/values-full.yaml";
+
+int Int(const json& j) {
+  int value = -1;
+  if (j.is_string()) EXPECT_TRUE(absl::SimpleAtoi(j.get<std::string>(), &value)) << j;
+  return value;
+}
+
+std::vector<json> Render(const std::vector<std::string>& files,
+                         const std::vector<std::string>& sets = {}) {
+  absl::StatusOr<std::vector<json>> docs = HelmTemplate(files, sets);
+  EXPECT_TRUE(docs.ok()) << docs.status();
+  return docs.ok() ? *docs : std::vector<json>{};
+}
+
+const json& PodSpec(const json& workload) { return workload.at("spec").at("template").at("spec"); }
+
+const json& Container(const json& workload, const std::string& name) {
+  static const json kNone;
+  for (const json& c : PodSpec(workload).at("containers")) {
+    if (c.value("name", "") == name) return c;
+  }
+  ADD_FAILURE() << "no container " << name;
+  return kNone;
+}
+
+int PortNamed(const json& container, const std::string& name) {
+  for (const json& p : container.at("ports")) {
+    if (p.value("name", "") == name) return Int(p.at("containerPort"));
+  }
+  return -1;
+}
+
+v1::OnecardConfig ParseConfig(const json& object, const std::string& key) {
+  const json& data = object.contains("data") ? object.at("data") : object.at("stringData");
+  v1::OnecardConfig config;
+  const absl::Status status = services::ParseConfigText(data.value(key, ""), key, &config);
+  EXPECT_TRUE(status.ok()) << status;
+  return config;
+}
+
+int64_t Seconds(const google::protobuf::Duration& d) { return d.seconds(); }
+
+TEST(HelmChartTest, LintPassesWithDefaultAndFullValues) {
+  absl::StatusOr<std::string> helm = HelmPath();
+  ASSERT_TRUE(helm.ok()) << helm.status();
+  for (const std::string extra : {"", " -f helm/onecard/ci/values-full.yaml"}) {
+    absl::StatusOr<CommandResult> lint =
+        RunCommand(absl::StrCat(*helm, " lint --strict helm/onecard", extra));
+    ASSERT_TRUE(lint.ok());
+    EXPECT_EQ(lint->exit_code, 0) << extra << "\n" << lint->output << lint->errors;
+  }
+}
+
+TEST(HelmChartTest, DefaultValuesRenderTheComponents) {
+  const std::vector<json> docs = Render({});
+  ASSERT_FALSE(docs.empty());
+  EXPECT_FALSE(FindObject(docs, "Deployment", "-router").is_null());
+  EXPECT_FALSE(FindObject(docs, "Deployment", "-metrics").is_null());
+  const json worker = FindObject(docs, "StatefulSet", "-worker");
+  ASSERT_FALSE(worker.is_null());
+  EXPECT_EQ(Int(worker.at("spec").at("replicas")), 1);
+  EXPECT_EQ(worker.at("spec").at("serviceName"), "onecard-test-worker-headless");
+  const json headless = FindObject(docs, "Service", "-worker-headless");
+  ASSERT_FALSE(headless.is_null());
+  EXPECT_EQ(headless.at("spec").at("clusterIP"), "None");
+  for (const char* pdb : {"-router", "-worker", "-metrics"}) {
+    EXPECT_FALSE(FindObject(docs, "PodDisruptionBudget", pdb).is_null()) << pdb;
+  }
+  EXPECT_FALSE(FindObject(docs, "ConfigMap", "-dashboards").is_null());
+  EXPECT_TRUE(FindObject(docs, "HorizontalPodAutoscaler", "").is_null());
+  EXPECT_TRUE(FindObject(docs, "ServiceMonitor", "").is_null());
+  EXPECT_TRUE(FindObject(docs, "PrometheusRule", "").is_null());
+  EXPECT_EQ(Container(worker, "worker").at("resources").at("limits").at("nvidia.com/gpu"), "1");
+}
+
+TEST(HelmChartTest, EveryComponentHasGrpcHealthProbesOnItsGrpcPort) {
+  const std::vector<json> docs = Render({});
+  const std::vector<std::pair<std::string, std::string>> workloads = {
+      {"Deployment", "router"}, {"StatefulSet", "worker"}, {"Deployment", "metrics"}};
+  for (const auto& [kind, name] : workloads) {
+    const json object = FindObject(docs, kind, "-" + name);
+    ASSERT_FALSE(object.is_null()) << name;
+    const json& c = Container(object, name);
+    const int grpc_port = PortNamed(c, "grpc");
+    ASSERT_GT(grpc_port, 0) << name;
+    for (const char* probe : {"startupProbe", "livenessProbe", "readinessProbe"}) {
+      ASSERT_TRUE(c.contains(probe)) << name << " " << probe;
+      EXPECT_EQ(Int(c.at(probe).at("grpc").at("port")), grpc_port) << name << " " << probe;
+    }
+  }
+}
+
+// terminationGracePeriodSeconds >= preStop sleep + the drain grace period the
+// process is configured with (read back from its config file).
+TEST(HelmChartTest, TerminationGraceCoversPreStopAndDrain) {
+  const std::vector<json> docs = Render({});
+  const v1::OnecardConfig cluster =
+      ParseConfig(FindObject(docs, "ConfigMap", "-config"), "onecard.yaml");
+  const v1::OnecardConfig router =
+      ParseConfig(FindObject(docs, "Secret", "-router"), "router.yaml");
+  const std::vector<std::tuple<std::string, std::string, int64_t>> cases = {
+      {"StatefulSet", "worker", Seconds(cluster.worker().grace_period())},
+      {"Deployment", "router", Seconds(router.router().timeouts().grace_period())}};
+  for (const auto& [kind, name, drain_seconds] : cases) {
+    EXPECT_GT(drain_seconds, 0) << name;
+    const json object = FindObject(docs, kind, "-" + name);
+    const json& pre_stop =
+        Container(object, name).at("lifecycle").at("preStop").at("exec").at("command");
+    ASSERT_EQ(pre_stop.size(), 2u) << name;
+    EXPECT_EQ(pre_stop.at(0), "/bin/sleep");
+    const int sleep_seconds = Int(pre_stop.at(1));
+    EXPECT_GT(sleep_seconds, 0);
+    EXPECT_GT(Int(PodSpec(object).at("terminationGracePeriodSeconds")),
+              sleep_seconds + drain_seconds)
+        << name;
+  }
+}
+
+TEST(HelmChartTest, ConfigFilesParseAsTypedConfigAndPointAtTheServices) {
+  const std::vector<json> docs = Render({});
+  const v1::OnecardConfig cluster =
+      ParseConfig(FindObject(docs, "ConfigMap", "-config"), "onecard.yaml");
+  const v1::OnecardConfig router =
+      ParseConfig(FindObject(docs, "Secret", "-router"), "router.yaml");
+  const std::string metrics_address = "onecard-test-metrics.default.svc:50060";
+  EXPECT_EQ(cluster.worker().control_plane_address(), metrics_address);
+  EXPECT_EQ(router.router().control_plane_address(), metrics_address);
+  EXPECT_EQ(router.router().dispatch().dns_workers(),
+            "onecard-test-worker-headless.default.svc:50051");
+  EXPECT_EQ(cluster.worker().model_path(), router.router().model_path());
+  EXPECT_EQ(cluster.metrics().listen_address(), "0.0.0.0:50060");
+  const json metrics = FindObject(docs, "Deployment", "-metrics");
+  EXPECT_EQ(PortNamed(Container(metrics, "metrics"), "grpc"), 50060);
+  EXPECT_EQ(PortNamed(Container(metrics, "metrics"), "metrics"), 9402);
+  EXPECT_EQ(cluster.worker().scheduler().max_num_seqs(), 64);  // from values.yaml's config
+}
+
+TEST(HelmChartTest, ApiKeysReachTheClusterOnlyAsSha256) {
+  const std::vector<json> docs =
+      Render({}, {"router.tenants.at(0).name=t", "router.tenants.at(0).api_keys.at(0)=foo"});
+  const json secret = FindObject(docs, "Secret", "-router");
+  const std::string text = secret.at("stringData").value("router.yaml", "");
+  EXPECT_THAT(text, Not(HasSubstr("foo\n")));
+  const v1::OnecardConfig router = ParseConfig(secret, "router.yaml");
+  ASSERT_EQ(router.router().tenants_size(), 1);
+  ASSERT_EQ(router.router().tenants(0).api_key_sha256_size(), 1);
+  // sha256("foo"), from coreutils' sha256sum.
+  EXPECT_EQ(router.router().tenants(0).api_key_sha256(0),
+            "2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae");
+}
+
+TEST(HelmChartTest, FullValuesTurnOnHpaServiceMonitorsAndGpuScheduling) {
+  const std::vector<json> docs = Render({kFullValues});
+  const json hpa = FindObject(docs, "HorizontalPodAutoscaler", "-worker");
+  ASSERT_FALSE(hpa.is_null());
+  EXPECT_EQ(hpa.at("apiVersion"), "autoscaling/v2");
+  EXPECT_EQ(hpa.at("spec").at("scaleTargetRef").at("kind"), "StatefulSet");
+  EXPECT_EQ(hpa.at("spec").at("scaleTargetRef").at("name"), "onecard-test-worker");
+  const json& behavior = hpa.at("spec").at("behavior");
+  EXPECT_EQ(Int(behavior.at("scaleUp").at("stabilizationWindowSeconds")), 0);
+  EXPECT_GE(Int(behavior.at("scaleDown").at("stabilizationWindowSeconds")), 300);
+  const std::vector<HpaMetric> metrics = HpaMetrics(docs);
+  ASSERT_EQ(metrics.size(), 2u);
+  EXPECT_EQ(metrics.at(0).name, "onecard_cluster_queue_depth");
+  EXPECT_EQ(metrics.at(0).described_kind, "Service");
+  EXPECT_FALSE(FindObject(docs, "Service", metrics.at(0).described_name).is_null());
+  EXPECT_EQ(metrics.at(1).type, "Pods");
+
+  const json worker = FindObject(docs, "StatefulSet", "-worker");
+  EXPECT_FALSE(worker.at("spec").contains("replicas"));  // the HPA owns it
+  const json& pod = PodSpec(worker);
+  EXPECT_EQ(pod.at("nodeSelector").at("nvidia.com/gpu.present"), "true");
+  EXPECT_EQ(pod.at("tolerations").at(0).at("key"), "nvidia.com/gpu");
+  EXPECT_TRUE(pod.at("affinity").contains("nodeAffinity"));
+  EXPECT_EQ(Container(worker, "worker").at("resources").at("limits").at("nvidia.com/gpu"), "1");
+
+  for (const char* component : {"router", "worker", "metrics"}) {
+    const json monitor = FindObject(docs, "ServiceMonitor", std::string("-") + component);
+    ASSERT_FALSE(monitor.is_null()) << component;
+    EXPECT_EQ(monitor.at("spec").at("endpoints").at(0).at("port"), "metrics");
+    EXPECT_EQ(monitor.at("spec").at("selector").at("matchLabels").at("app.kubernetes.io/component"),
+              component);
+  }
+  const json rule = FindObject(docs, "PrometheusRule", "");
+  ASSERT_FALSE(rule.is_null());
+  EXPECT_EQ(rule.at("spec").at("groups").size(), 2u);
+  const json dashboards = FindObject(docs, "ConfigMap", "-dashboards");
+  ASSERT_FALSE(dashboards.is_null());
+  const json dash =
+      json::parse(dashboards.at("data").value("onecard-overview.json", ""), nullptr, false);
+  ASSERT_FALSE(dash.is_discarded());
+  EXPECT_EQ(dash.at("uid"), "onecard-overview");
+}
+
+TEST(HelmChartTest, AdapterServesEveryHpaMetricForItsObjectKind) {
+  absl::StatusOr<std::vector<AdapterRule>> rules = AdapterRules();
+  ASSERT_TRUE(rules.ok()) << rules.status();
+  for (const HpaMetric& metric : HpaMetrics(Render({kFullValues}))) {
+    const std::string resource = metric.type == "Pods" ? "pod" : "service";
+    bool served = false;
+    for (const AdapterRule& rule : *rules) {
+      served |= rule.exposed_name == metric.name && rule.resource == resource;
+    }
+    EXPECT_TRUE(served) << metric.name << " (" << resource << ") has no adapter rule";
+  }
+}
+
+TEST(HelmChartTest, WorkerKindIsChecked) {
+  const std::vector<json> docs = Render({}, {"worker.kind=Deployment"});
+  EXPECT_FALSE(FindObject(docs, "Deployment", "-worker").is_null());
+  EXPECT_TRUE(FindObject(docs, "StatefulSet", "-worker").is_null());
+  absl::StatusOr<std::vector<json>> bad = HelmTemplate({}, {"worker.kind=Job"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("worker.kind must be StatefulSet or Deployment"));
+}
+
+TEST(HelmChartTest, CpuWorkersRequestNoGpu) {
+  const std::vector<json> docs = Render({}, {"worker.gpu.enabled=false", "worker.backend=cpu"});
+  const json worker = FindObject(docs, "StatefulSet", "-worker");
+  EXPECT_FALSE(Container(worker, "worker").at("resources").at("limits").contains("nvidia.com/gpu"));
+  const v1::OnecardConfig cluster =
+      ParseConfig(FindObject(docs, "ConfigMap", "-config"), "onecard.yaml");
+  EXPECT_EQ(cluster.worker().backend(), "cpu");
+}
+
+}  // namespace
+}  // namespace onecard::testing
