@@ -2,7 +2,9 @@
 //   0..25 "a".."z", 26 " ", 27 "<eos>" (special, the eos and only stop id),
 //   28..30 the three bytes of "€" one per token, 31 "END", 32 "\n",
 //   33..58 "q" + "a".."z", 59 "!", 60 "?", 61 ".", 62 ",", 63 "<pad>" (special).
-// Encode is greedy longest match. Used by tests/engine/runtime/*_test.cc.
+// Encode is greedy longest match (characters outside the vocabulary are
+// dropped). The chat template names <|im_start|>, so ChatTemplate picks
+// ChatML. Used by tests/engine/runtime/ and tests/tools/.
 #ifndef ONECARD_TESTS_ENGINE_RUNTIME_FAKE_TOKENIZER_H_
 #define ONECARD_TESTS_ENGINE_RUNTIME_FAKE_TOKENIZER_H_
 
@@ -36,7 +38,7 @@ class FakeTokenizer : public Tokenizer {
  private:
   std::vector<std::string> tokens_;
   std::vector<int32_t> stop_ids_ = {kEos};
-  std::string chat_template_;
+  std::string chat_template_ = "{{ '<|im_start|>' + message['role'] }}";
 };
 
 }  // namespace onecard::engine::testing

@@ -1,0 +1,109 @@
+// Scenario cpu-decode (../shared/benchmarks.md): SmolLM2 decode tokens per
+// second on the cpu backend of this machine, at batch 1 and batch 8. Each
+// request has a prompt of --prompt-tokens synthetic ids and generates
+// --new-tokens greedily (ignore_eos). All prompts prefill in the first step,
+// so every later step is pure decode; the rate counts the tokens after each
+// request's first over the time from the last first token to the last token.
+// No floor applies on the CPU (floor null). Run by hand: `onecard-bench cpu-decode`.
+#include <algorithm>
+#include <cstdint>
+#include <iostream>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "engine/common/status_macros.h"
+#include "engine/runtime/engine.h"
+#include "tools/bench/bench_registry.h"
+#include "tools/bench/bench_report.h"
+
+namespace onecard::bench {
+namespace {
+
+using engine::Engine;
+
+struct DecodeResult {
+  double decode_tokens_per_second = 0;
+  double prefill_seconds = 0;
+  int64_t tokens = 0;
+};
+
+// Deterministic ids spread over the vocabulary, distinct per request.
+std::vector<int32_t> SyntheticPrompt(int32_t num_tokens, int32_t index, int64_t vocab_size) {
+  std::vector<int32_t> ids;
+  uint64_t x = 0x9e3779b97f4a7c15ull * (index + 1);
+  for (int32_t i = 0; i < num_tokens; ++i) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    ids.push_back(static_cast<int32_t>((x >> 33) % static_cast<uint64_t>(vocab_size)));
+  }
+  return ids;
+}
+
+absl::StatusOr<DecodeResult> MeasureDecode(Engine& engine, int32_t batch, int32_t prompt_tokens,
+                                           int32_t new_tokens) {
+  std::vector<absl::Time> first(batch, absl::InfinitePast());
+  std::vector<absl::Time> last(batch, absl::InfinitePast());
+  int64_t tokens = 0;
+  absl::Status error;
+  for (int32_t i = 0; i < batch; ++i) {
+    engine::GenerationRequest r;
+    r.prompt_token_ids = SyntheticPrompt(prompt_tokens, i, engine.config().vocab_size);
+    r.sampling.temperature = 0.0f;
+    r.stopping.max_tokens = new_tokens;
+    r.stopping.ignore_eos = true;
+    r.on_output = [&, i](const engine::StreamOutput& out) {
+      const absl::Time now = absl::Now();
+      if (first[i] == absl::InfinitePast()) first[i] = now;
+      last[i] = now;
+      tokens += static_cast<int64_t>(out.token_ids.size());
+      if (out.finish_reason == engine::FinishReason::kError) error = out.error;
+    };
+    RETURN_IF_ERROR(engine.Submit(std::move(r)).status());
+  }
+  const absl::Time start = absl::Now();
+  while (true) {
+    ASSIGN_OR_RETURN(bool ran, engine.Step());
+    if (!ran) break;
+  }
+  RETURN_IF_ERROR(error);
+  const absl::Time decode_start = *std::max_element(first.begin(), first.end());
+  const absl::Time end = *std::max_element(last.begin(), last.end());
+  const double seconds = absl::ToDoubleSeconds(end - decode_start);
+  return DecodeResult{
+      .decode_tokens_per_second = seconds > 0 ? (tokens - batch) / seconds : 0.0,
+      .prefill_seconds = absl::ToDoubleSeconds(decode_start - start),
+      .tokens = tokens};
+}
+
+absl::Status RunCpuDecode(const BenchOptions& options, BenchReporter& reporter) {
+  constexpr int32_t kMaxBatch = 8;
+  engine::EngineOptions engine_options;
+  engine_options.model_path = options.model_path;
+  engine_options.backend = "cpu";
+  engine_options.num_threads = options.num_threads;
+  engine_options.max_num_seqs = kMaxBatch;
+  engine_options.max_batched_tokens = kMaxBatch * options.prompt_tokens;
+  engine_options.enable_prefix_caching = false;
+  engine_options.start_thread = false;
+  ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(engine_options));
+  RETURN_IF_ERROR(MeasureDecode(*engine, 1, 8, 4).status());  // warm-up
+  for (int32_t batch : {1, kMaxBatch}) {
+    ASSIGN_OR_RETURN(DecodeResult r,
+                     MeasureDecode(*engine, batch, options.prompt_tokens, options.new_tokens));
+    std::cerr << absl::StrFormat("cpu-decode batch%d: %d tokens, prefill %.2f s, %.2f tok/s\n",
+                                 batch, r.tokens, r.prefill_seconds, r.decode_tokens_per_second);
+    reporter.Add({.scenario = "cpu-decode",
+                  .case_name = absl::StrCat("batch", batch),
+                  .metric = "decode_tokens_per_second",
+                  .value = r.decode_tokens_per_second,
+                  .unit = "tok/s"});
+  }
+  return absl::OkStatus();
+}
+
+const bool kRegistered = RegisterScenario(
+    {"cpu-decode", "SmolLM2 decode tokens/s on the cpu backend, batch 1 and 8", &RunCpuDecode});
+
+}  // namespace
+}  // namespace onecard::bench

@@ -1,0 +1,22 @@
+// NormalizeFlagNames (see flag_names.h).
+// Tested by tests/tools/onecard/flag_names_test.cc.
+#include "tools/onecard/flag_names.h"
+
+#include <algorithm>
+
+namespace onecard::tools {
+
+std::vector<std::string> NormalizeFlagNames(int argc, char** argv) {
+  std::vector<std::string> args(argv, argv + argc);
+  bool after_double_dash = false;
+  for (size_t i = 1; i < args.size(); ++i) {
+    std::string& a = args[i];
+    if (a == "--") after_double_dash = true;
+    if (after_double_dash || a.rfind("--", 0) != 0) continue;
+    const size_t end = std::min(a.find('='), a.size());
+    std::replace(a.begin() + 2, a.begin() + end, '-', '_');
+  }
+  return args;
+}
+
+}  // namespace onecard::tools
