@@ -1,14 +1,18 @@
 // ModelConfigFromGguf: reads the llama.cpp metadata keys of one architecture.
-// Llama-3.1-style GGUFs that store RoPE scaling as per-frequency factors
-// (a rope_freqs.weight tensor) are refused with a clear error: ModelConfig
-// describes llama3 scaling by its parameters. Tested by
+// Llama-3.1-style GGUFs store llama3 RoPE scaling as per-frequency factors (a
+// rope_freqs.weight tensor written by llama.cpp's converter); the parameters
+// are recovered from them and checked to reproduce every factor. Tested by
 // tests/engine/model/gguf_config_test.cc.
 #include "engine/model/gguf_config.h"
 
+#include <algorithm>
+#include <cmath>
+#include <numbers>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "engine/common/status_macros.h"
+#include "engine/model/model_weights.h"
 
 namespace onecard::engine {
 namespace {
@@ -63,7 +67,76 @@ absl::Status ReadSizes(const GgufFile& g, const std::string& a, ModelConfig* c) 
   return absl::OkStatus();
 }
 
-absl::Status ReadRopeScaling(const GgufFile& g, const std::string& a) {
+// The factor by which llama3 scaling divides the frequency of RoPE pair i
+// (transformers' _compute_llama3_parameters, llama.cpp's rope_freqs).
+double Llama3Factor(const RopeScaling& r, double theta, int64_t head_dim, int64_t i) {
+  double inv_freq = 1.0 / std::pow(theta, 2.0 * static_cast<double>(i) / head_dim);
+  double wavelen = 2.0 * std::numbers::pi / inv_freq;
+  double orig = static_cast<double>(r.original_max_position_embeddings);
+  if (wavelen < orig / r.high_freq_factor) return 1.0;
+  if (wavelen > orig / r.low_freq_factor) return r.factor;
+  double smooth = (orig / wavelen - r.low_freq_factor) / (r.high_freq_factor - r.low_freq_factor);
+  return 1.0 / ((1.0 - smooth) / r.factor + smooth);
+}
+
+// Fits low/high_freq_factor to the factors strictly between 1 and `factor`:
+// there orig / wavelen = low + (high - low) * smooth, linear in smooth.
+absl::Status FitLlama3(const std::vector<float>& f, double theta, int64_t head_dim,
+                       RopeScaling* r) {
+  double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (size_t i = 0; i < f.size(); ++i) {
+    if (f[i] <= 1.0f + 1e-4f || f[i] >= r->factor * (1.0f - 1e-4f)) continue;
+    double smooth = (1.0 / f[i] - 1.0 / r->factor) / (1.0 - 1.0 / r->factor);
+    double wavelen =
+        2.0 * std::numbers::pi * std::pow(theta, 2.0 * static_cast<double>(i) / head_dim);
+    double x = r->original_max_position_embeddings / wavelen;
+    n += 1, sx += smooth, sy += x, sxx += smooth * smooth, sxy += smooth * x;
+  }
+  double det = n * sxx - sx * sx;
+  if (n < 2 || std::fabs(det) < 1e-12) {
+    return absl::UnimplementedError("fewer than two factors in the transition band");
+  }
+  double slope = (n * sxy - sx * sy) / det, low = (sy - slope * sx) / n;
+  auto snap = [](double v) {  // published values are simple fractions
+    double snapped = std::round(v * 16.0) / 16.0;
+    return static_cast<float>(std::fabs(v - snapped) < 1e-3 * std::fabs(snapped) ? snapped : v);
+  };
+  r->low_freq_factor = snap(low);
+  r->high_freq_factor = snap(low + slope);
+  return absl::OkStatus();
+}
+
+absl::Status RecoverLlama3Scaling(const GgufFile& g, const std::string& a, ModelConfig* c) {
+  const TensorView* t = g.Find("rope_freqs.weight");
+  if (t == nullptr) return absl::OkStatus();
+  auto error = [&](absl::string_view what) {
+    return absl::UnimplementedError(
+        absl::StrCat(g.path(), ": tensor 'rope_freqs.weight' (per-frequency RoPE factors): ", what,
+                     "; supported: llama3 scaling"));
+  };
+  ASSIGN_OR_RETURN(std::vector<float> f, DequantizeToF32(*t));
+  if (static_cast<int64_t>(f.size()) != c->head_dim / 2) {
+    return error(absl::StrCat(f.size(), " factors for head_dim ", c->head_dim));
+  }
+  RopeScaling r;
+  r.enabled = true;
+  ASSIGN_OR_RETURN(auto orig, OptionalInt(g, a + ".rope.scaling.original_context_length"));
+  r.original_max_position_embeddings = orig.value_or(8192);
+  r.factor = f.back();
+  if (std::all_of(f.begin(), f.end(), [](float x) { return x == 1.0f; })) return absl::OkStatus();
+  absl::Status fitted = FitLlama3(f, c->rope_theta, c->head_dim, &r);
+  if (!fitted.ok()) return error(fitted.message());
+  for (size_t i = 0; i < f.size(); ++i) {
+    double want = Llama3Factor(r, c->rope_theta, c->head_dim, static_cast<int64_t>(i));
+    if (!(std::fabs(f[i] - want) <= 1e-3 * want)) {
+      return error(absl::StrCat("factor ", i, " is ", f[i], ", llama3 scaling gives ", want));
+    }
+  }
+  c->rope_scaling = r;
+  return absl::OkStatus();
+}
+
+absl::Status ReadRopeScaling(const GgufFile& g, const std::string& a, ModelConfig* c) {
   std::string key = a + ".rope.scaling.type";
   if (g.FindMetadata(key) != nullptr) {
     ASSIGN_OR_RETURN(std::string type, g.GetString(key));
@@ -71,13 +144,7 @@ absl::Status ReadRopeScaling(const GgufFile& g, const std::string& a) {
       return KeyError(g, key, absl::StrCat("is \"", type, "\"; supported: none"), true);
     }
   }
-  if (g.Find("rope_freqs.weight") != nullptr) {
-    return absl::UnimplementedError(
-        absl::StrCat(g.path(),
-                     ": tensor 'rope_freqs.weight' (per-frequency RoPE factors) is not supported; "
-                     "load the HF checkpoint, whose config.json gives llama3 rope_scaling"));
-  }
-  return absl::OkStatus();
+  return RecoverLlama3Scaling(g, a, c);
 }
 
 absl::Status ReadTokens(const GgufFile& g, const std::string& a, ModelConfig* c) {
@@ -109,7 +176,7 @@ absl::StatusOr<ModelConfig> ModelConfigFromGguf(const GgufFile& gguf) {
   std::string arch;
   ASSIGN_OR_RETURN(c.architecture, ReadArchitecture(gguf, &arch));
   RETURN_IF_ERROR(ReadSizes(gguf, arch, &c));
-  RETURN_IF_ERROR(ReadRopeScaling(gguf, arch));
+  RETURN_IF_ERROR(ReadRopeScaling(gguf, arch, &c));
   RETURN_IF_ERROR(ReadTokens(gguf, arch, &c));
   c.attention_bias = c.architecture == Architecture::kQwen2;
   c.tie_word_embeddings = gguf.Find("output.weight") == nullptr;

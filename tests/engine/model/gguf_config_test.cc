@@ -3,6 +3,8 @@
 // variants. The real SmolLM2 file is covered by gguf_smollm2_test.cc.
 #include "engine/model/gguf_config.h"
 
+#include <cmath>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/engine/model/tiny_model.h"
@@ -118,9 +120,6 @@ TEST_F(GgufConfigTest, UnsupportedRopeVariants) {
   linear.AddString("llama.rope.scaling.type", "linear");
   ExpectError(linear, absl::StatusCode::kUnimplemented,
               "metadata key 'llama.rope.scaling.type' is \"linear\"");
-  GgufTestWriter freqs = TinyGgufWriter(MakeTinyModel(spec_));
-  freqs.AddF32Tensor("rope_freqs.weight", {2}, {1.0f, 8.0f});
-  ExpectError(freqs, absl::StatusCode::kUnimplemented, "tensor 'rope_freqs.weight'");
   GgufTestWriter partial = TinyGgufWriter(MakeTinyModel(spec_));
   partial.AddInt("llama.rope.dimension_count", kMetaU32, 2);
   ExpectError(partial, absl::StatusCode::kUnimplemented,
@@ -128,6 +127,76 @@ TEST_F(GgufConfigTest, UnsupportedRopeVariants) {
   GgufTestWriter none = TinyGgufWriter(MakeTinyModel(spec_));
   none.AddString("llama.rope.scaling.type", "none");
   EXPECT_TRUE(Config(none).ok());
+}
+
+// rope_freqs.weight as llama.cpp's convert_hf_to_gguf.py writes it for
+// rope_scaling {rope_type: llama3} (LlamaModel.generate_extra_tensors, in
+// float32 like the converter).
+std::vector<float> ConverterRopeFreqs(float theta, int64_t head_dim, float factor, float low,
+                                      float high, float orig) {
+  std::vector<float> factors;
+  for (int64_t i = 0; i < head_dim; i += 2) {
+    float freq = 1.0f / std::pow(theta, static_cast<float>(i) / head_dim);
+    float wavelen = 2.0f * static_cast<float>(M_PI) / freq;
+    if (wavelen < orig / high) {
+      factors.push_back(1.0f);
+    } else if (wavelen > orig / low) {
+      factors.push_back(factor);
+    } else {
+      float smooth = (orig / wavelen - low) / (high - low);
+      factors.push_back(1.0f / ((1.0f - smooth) / factor + smooth));
+    }
+  }
+  return factors;
+}
+
+// A llama GGUF with head_dim 128 or 64 (Llama-3.1-8B, Llama-3.2-1B shapes).
+GgufTestWriter Llama31(int64_t head_dim, const std::vector<float>& rope_freqs) {
+  GgufTestWriter w;
+  w.AddString("general.architecture", "llama");
+  w.AddInt("llama.context_length", kMetaU32, 131072);
+  w.AddInt("llama.embedding_length", kMetaU32, 4 * head_dim);
+  w.AddInt("llama.block_count", kMetaU32, 1);
+  w.AddInt("llama.feed_forward_length", kMetaU32, 96);
+  w.AddInt("llama.attention.head_count", kMetaU32, 4);
+  w.AddInt("llama.vocab_size", kMetaU32, 100);
+  w.AddF32("llama.rope.freq_base", 500000.0f);
+  w.AddF32Tensor("rope_freqs.weight", {static_cast<int64_t>(rope_freqs.size())}, rope_freqs);
+  return w;
+}
+
+TEST_F(GgufConfigTest, RecoversLlama3ScalingFromRopeFreqs) {
+  struct Case {
+    int64_t head_dim;
+    float factor;
+  };
+  for (Case k : {Case{128, 8.0f}, Case{64, 32.0f}}) {
+    SCOPED_TRACE(k.head_dim);
+    auto c = Config(
+        Llama31(k.head_dim, ConverterRopeFreqs(500000.0f, k.head_dim, k.factor, 1.0f, 4.0f, 8192)));
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_TRUE(c->rope_scaling.enabled);
+    EXPECT_EQ(c->rope_scaling.factor, k.factor);
+    EXPECT_EQ(c->rope_scaling.low_freq_factor, 1.0f);
+    EXPECT_EQ(c->rope_scaling.high_freq_factor, 4.0f);
+    EXPECT_EQ(c->rope_scaling.original_max_position_embeddings, 8192);
+  }
+  auto ones = Config(Llama31(64, std::vector<float>(32, 1.0f)));
+  ASSERT_TRUE(ones.ok()) << ones.status();
+  EXPECT_FALSE(ones->rope_scaling.enabled);
+}
+
+TEST_F(GgufConfigTest, RefusesRopeFreqsThatAreNotLlama3) {
+  std::vector<float> freqs = ConverterRopeFreqs(500000.0f, 64, 32.0f, 1.0f, 4.0f, 8192);
+  freqs[5] = 2.0f;  // a factor where llama3 scaling keeps 1
+  ExpectError(Llama31(64, freqs), absl::StatusCode::kUnimplemented,
+              "tensor 'rope_freqs.weight' (per-frequency RoPE factors): factor 5 is 2");
+  ExpectError(Llama31(64, std::vector<float>(8, 2.0f)), absl::StatusCode::kUnimplemented,
+              "8 factors for head_dim 64");
+  std::vector<float> step(32, 1.0f);
+  std::fill(step.begin() + 16, step.end(), 8.0f);  // no transition band
+  ExpectError(Llama31(64, step), absl::StatusCode::kUnimplemented,
+              "fewer than two factors in the transition band");
 }
 
 TEST_F(GgufConfigTest, TokenIdOutsideTheVocabulary) {
