@@ -91,8 +91,8 @@ void PrintTensors(const Checkpoint& ckpt, std::ostream& out) {
   out << absl::StrFormat("\ntotals: %d tensors, %d parameters, %d bytes (%.2f MiB)\n", all.tensors,
                          all.elements, all.bytes, all.bytes / 1048576.0);
   for (const auto& [dtype, t] : by_dtype) {
-    out << absl::StrFormat("  %-5s  %d tensors, %d parameters, %d bytes\n", dtype, t.tensors,
-                           t.elements, t.bytes);
+    out << absl::StrFormat("  %-5s  %d tensor%s, %d parameters, %d bytes\n", dtype, t.tensors,
+                           t.tensors == 1 ? "" : "s", t.elements, t.bytes);
   }
 }
 
