@@ -2,8 +2,10 @@
 // carry Mistral models, or qwen2), <arch>.context_length, embedding_length,
 // block_count, feed_forward_length, attention.head_count(_kv),
 // attention.key_length, rope.freq_base, attention.layer_norm_rms_epsilon,
-// rope.scaling.*; vocab from tokenizer.ggml.tokens; tied embeddings when
-// output.weight is absent; bos/eos from tokenizer.ggml.*_token_id.
+// rope.scaling.type (none) and llama3 scaling recovered from the
+// rope_freqs.weight factors of Llama-3.1-style files; vocab from
+// tokenizer.ggml.tokens; tied embeddings when output.weight is absent;
+// bos/eos from tokenizer.ggml.*_token_id.
 // Errors name the file and the key. Tested by tests/engine/model/gguf_config_test.cc.
 #ifndef ONECARD_ENGINE_MODEL_GGUF_CONFIG_H_
 #define ONECARD_ENGINE_MODEL_GGUF_CONFIG_H_
