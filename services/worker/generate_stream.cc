@@ -1,0 +1,205 @@
+// The Generate write reactor. See generate_stream.h for the backpressure,
+// cancellation and threading rules this file keeps.
+#include "services/worker/generate_stream.h"
+
+#include <utility>
+
+#include "absl/time/clock.h"
+#include "engine/common/log.h"
+#include "services/common/status.h"
+#include "services/worker/response_convert.h"
+
+namespace onecard::services {
+
+GenerateStream::GenerateStream(grpc::CallbackServerContext* context, engine::Engine* engine,
+                               Hooks hooks, absl::Time arrival)
+    : context_(context),
+      engine_(engine),
+      hooks_(std::move(hooks)),
+      arrival_(arrival),
+      deadline_(DeadlineFromChrono(context->deadline())) {}
+
+GenerateStream* GenerateStream::Start(grpc::CallbackServerContext* context,
+                                      engine::Engine* engine, engine::GenerationRequest request,
+                                      Hooks hooks, absl::Time arrival) {
+  auto* stream = new GenerateStream(context, engine, std::move(hooks), arrival);
+  stream->request_id_ = request.request_id;
+  request.deadline = stream->deadline_;
+  request.on_output = [stream](const engine::StreamOutput& out) { stream->OnEngineOutput(out); };
+  absl::StatusOr<uint64_t> id = engine->Submit(std::move(request));
+  if (!id.ok()) {
+    absl::Status status = id.status();
+    if (status.code() == absl::StatusCode::kResourceExhausted) {
+      status = WithRetryAfter(std::move(status), stream->hooks_.retry_after);
+    }
+    stream->EndNow(status, RejectionLabel(status.code()));
+    return stream;
+  }
+  stream->SetEngineId(*id);
+  return stream;
+}
+
+GenerateStream* GenerateStream::Reject(grpc::CallbackServerContext* context, absl::Status status,
+                                       Hooks hooks, absl::Time arrival) {
+  auto* stream = new GenerateStream(context, /*engine=*/nullptr, std::move(hooks), arrival);
+  const std::string outcome = RejectionLabel(status.code());
+  stream->EndNow(std::move(status), outcome);
+  return stream;
+}
+
+void GenerateStream::EndNow(absl::Status status, const std::string& outcome) {
+  AddStatusTrailers(status, context_);
+  Action action;
+  {
+    absl::MutexLock lock(&mu_);
+    engine_done_ = true;
+    final_status_ = ToGrpcStatus(status);
+    record_.outcome = outcome;
+    record_.e2e_latency = absl::Now() - arrival_;
+    action = NextActionLocked();
+  }
+  Perform(this, std::move(action));
+}
+
+void GenerateStream::SetEngineId(uint64_t id) {
+  bool cancel = false;
+  {
+    absl::MutexLock lock(&mu_);
+    engine_id_ = id;
+    cancel = client_gone_ && !engine_done_;
+  }
+  // Still alive: this runs in the handler, before gRPC binds the reactor,
+  // so a Finish requested meanwhile is only queued and OnDone cannot run.
+  if (cancel) engine_->Cancel(id);
+}
+
+void GenerateStream::OnEngineOutput(const engine::StreamOutput& output) {
+  const absl::Time now = absl::Now();
+  Action action;
+  std::function<void()> on_change;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!output.token_ids.empty()) {
+      if (!first_token_time_.has_value()) first_token_time_ = now;
+      last_token_time_ = now;
+      num_tokens_ += static_cast<int64_t>(output.token_ids.size());
+    }
+    if (!client_gone_) {
+      if (!first_chunk_made_ || output.finished) pending_.set_request_id(request_id_);
+      first_chunk_made_ = true;
+      AppendOutput(output, now - arrival_, &pending_);
+      has_pending_ = true;
+    }
+    if (output.finished) {
+      RecordFinal(output, now);
+      on_change = hooks_.on_change;
+    }
+    action = NextActionLocked();
+  }
+  if (on_change) on_change();
+  Perform(this, std::move(action));
+}
+
+void GenerateStream::RecordFinal(const engine::StreamOutput& output, absl::Time now) {
+  engine_done_ = true;
+  final_status_ = ToGrpcStatus(TerminalStatus(output, cancelled_by_client_));
+  record_.outcome = OutcomeLabel(output.finish_reason);
+  // A gRPC deadline reaches us as a cancel; count it as the deadline it was.
+  if (output.finish_reason == engine::FinishReason::kCancelled && cancelled_by_client_ &&
+      now >= deadline_) {
+    record_.outcome = OutcomeLabel(engine::FinishReason::kDeadline);
+  }
+  record_.e2e_latency = now - arrival_;
+  if (first_token_time_.has_value()) {
+    record_.time_to_first_token = *first_token_time_ - arrival_;
+    if (num_tokens_ >= 2) {
+      record_.time_per_output_token = (last_token_time_ - *first_token_time_) / (num_tokens_ - 1);
+    }
+  }
+  if (output.finish_reason == engine::FinishReason::kError) {
+    Log(LogLevel::kWarn, "worker", "request %s failed: %s", request_id_,
+        std::string(output.error.message()));
+  }
+}
+
+void GenerateStream::OnWriteDone(bool ok) {
+  Action action;
+  std::optional<uint64_t> cancel;
+  engine::Engine* engine = engine_;
+  {
+    absl::MutexLock lock(&mu_);
+    write_in_flight_ = false;
+    if (!ok && !client_gone_) {
+      client_gone_ = true;
+      cancelled_by_client_ = true;
+      if (!engine_done_) cancel = engine_id_;
+    }
+    action = NextActionLocked();
+  }
+  if (cancel.has_value()) engine->Cancel(*cancel);
+  Perform(this, std::move(action));
+}
+
+void GenerateStream::OnCancel() {
+  Action action;
+  std::optional<uint64_t> cancel;
+  engine::Engine* engine = engine_;
+  {
+    absl::MutexLock lock(&mu_);
+    client_gone_ = true;
+    if (!engine_done_) {
+      cancelled_by_client_ = true;
+      cancel = engine_id_;  // unset: SetEngineId cancels when it comes
+    }
+    action = NextActionLocked();
+  }
+  if (cancel.has_value()) engine->Cancel(*cancel);
+  Perform(this, std::move(action));
+}
+
+void GenerateStream::OnDone() {
+  RequestRecord record;
+  {
+    absl::MutexLock lock(&mu_);
+    record = record_;
+  }
+  if (hooks_.metrics != nullptr) hooks_.metrics->ObserveRequest(record);
+  if (hooks_.on_done) hooks_.on_done();
+  delete this;
+}
+
+GenerateStream::Action GenerateStream::NextActionLocked() {
+  if (write_in_flight_ || finish_called_) return {};
+  if (client_gone_) {
+    pending_.Clear();
+    has_pending_ = false;
+  }
+  if (has_pending_) {
+    in_flight_.Clear();
+    in_flight_.Swap(&pending_);
+    has_pending_ = false;
+    write_in_flight_ = true;
+    return {Kind::kWrite, grpc::Status::OK};
+  }
+  if (engine_done_) {
+    finish_called_ = true;
+    return {Kind::kFinish, final_status_};
+  }
+  return {};
+}
+
+void GenerateStream::Perform(GenerateStream* stream, Action action) {
+  // kNone must not touch the stream: another thread may be finishing it.
+  switch (action.kind) {
+    case Kind::kNone:
+      return;
+    case Kind::kWrite:
+      stream->StartWrite(&stream->in_flight_);
+      return;
+    case Kind::kFinish:
+      stream->Finish(std::move(action.status));
+      return;
+  }
+}
+
+}  // namespace onecard::services

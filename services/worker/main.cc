@@ -1,0 +1,173 @@
+// onecard-worker: one engine behind streaming gRPC. Flags live here only;
+// each overrides one field of the typed config (--config FILE, YAML or
+// JSON: a WorkerConfig, or an OnecardConfig with a `worker:` section).
+// Flag names take dashes or underscores (--metrics-listen, --metrics_listen).
+//
+// Prints "LISTENING grpc HOST:PORT", "LISTENING metrics HOST:PORT" once bound
+// and "READY" once the model is loaded. SIGTERM or SIGINT: drain (stop
+// admitting, finish in-flight streams within --grace-period) and exit 0.
+// Exit 1 when it cannot start, 2 on a bad flag or config.
+// Tested by tests/services/worker/worker_main_test.cc (the real process).
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "engine/common/log.h"
+#include "services/common/config.h"
+#include "services/common/server_main.h"
+#include "services/common/proto_time.h"
+#include "services/worker/worker_config.h"
+#include "services/worker/worker_server.h"
+#include "tools/onecard/flag_names.h"
+
+ABSL_FLAG(std::string, config, "", "Config file (YAML or JSON)");
+ABSL_FLAG(std::string, model, "", "Model: a .gguf file or an HF checkpoint directory");
+ABSL_FLAG(std::string, model_name, "", "Name requests use for the model (default: file stem)");
+ABSL_FLAG(std::string, backend, "", "cpu or cuda (default cpu)");
+ABSL_FLAG(std::string, listen, "", "gRPC listen address (default 0.0.0.0:50051; port 0 = any)");
+ABSL_FLAG(std::string, metrics_listen, "", "/metrics listen address (default 0.0.0.0:9400)");
+ABSL_FLAG(std::string, control_plane, "", "Control plane host:port for load reports");
+ABSL_FLAG(std::string, advertise, "", "Address routers dial (default: host:bound port)");
+ABSL_FLAG(std::string, worker_id, "", "Worker id (default: the advertised address)");
+ABSL_FLAG(int32_t, threads, -1, "CPU backend threads (0 = all cores)");
+ABSL_FLAG(int32_t, kv_block_size, -1, "Tokens per KV block");
+ABSL_FLAG(int64_t, kv_blocks, -1, "KV blocks in the pool (0 = from --kv-cache-mib)");
+ABSL_FLAG(int64_t, kv_cache_mib, -1, "KV cache size in MiB");
+ABSL_FLAG(std::string, prefix_caching, "", "true or false");
+ABSL_FLAG(int32_t, max_num_seqs, -1, "Sequences per engine step");
+ABSL_FLAG(int32_t, max_batched_tokens, -1, "Token budget per engine step");
+ABSL_FLAG(int32_t, max_context, -1, "Context length served (0 = the model's)");
+ABSL_FLAG(int32_t, max_waiting, -1, "Waiting requests before RESOURCE_EXHAUSTED (0 = no limit)");
+ABSL_FLAG(double, kv_watermark, -1, "KV usage ratio that refuses new requests (0 = off)");
+ABSL_FLAG(int32_t, default_max_tokens, -1, "max_tokens of requests that set none");
+ABSL_FLAG(std::string, grace_period, "", "Drain time on SIGTERM, e.g. 30s");
+
+namespace onecard::services {
+namespace {
+
+// The file holds an OnecardConfig with a `worker:` section, or a bare
+// WorkerConfig; the error shown is the one of the form the file is in.
+absl::StatusOr<v1::WorkerConfig> LoadFileConfig(const std::string& path) {
+  v1::WorkerConfig config;
+  if (path.empty()) return config;
+  v1::OnecardConfig whole;
+  const absl::Status as_whole = LoadConfigFile(path, &whole);
+  if (as_whole.ok() && whole.has_worker()) return whole.worker();
+  const absl::Status as_worker = LoadConfigFile(path, &config);
+  if (as_worker.ok()) return config;
+  const bool sectioned = !as_whole.ok() && absl::StrContains(as_worker.message(), "unknown field") &&
+                         (absl::StrContains(as_worker.message(), ": worker: ") ||
+                          absl::StrContains(as_worker.message(), ": router: ") ||
+                          absl::StrContains(as_worker.message(), ": metrics: "));
+  return sectioned ? as_whole : as_worker;
+}
+
+void OverrideStrings(v1::WorkerConfig* c) {
+  const auto set = [](const std::string& flag, std::string* field) {
+    if (!flag.empty()) *field = flag;
+  };
+  set(absl::GetFlag(FLAGS_model), c->mutable_model_path());
+  set(absl::GetFlag(FLAGS_model_name), c->mutable_model_name());
+  set(absl::GetFlag(FLAGS_backend), c->mutable_backend());
+  set(absl::GetFlag(FLAGS_listen), c->mutable_listen_address());
+  set(absl::GetFlag(FLAGS_metrics_listen), c->mutable_metrics_listen_address());
+  set(absl::GetFlag(FLAGS_control_plane), c->mutable_control_plane_address());
+  set(absl::GetFlag(FLAGS_advertise), c->mutable_advertise_address());
+  set(absl::GetFlag(FLAGS_worker_id), c->mutable_worker_id());
+}
+
+absl::Status OverrideNumbers(v1::WorkerConfig* c) {
+  if (int32_t v = absl::GetFlag(FLAGS_threads); v >= 0) c->set_num_threads(v);
+  if (int32_t v = absl::GetFlag(FLAGS_kv_block_size); v >= 0) c->mutable_kv_cache()->set_block_size(v);
+  if (int64_t v = absl::GetFlag(FLAGS_kv_blocks); v >= 0) c->mutable_kv_cache()->set_num_blocks(v);
+  if (int64_t v = absl::GetFlag(FLAGS_kv_cache_mib); v >= 0) {
+    c->mutable_kv_cache()->set_cache_bytes(v << 20);
+  }
+  if (int32_t v = absl::GetFlag(FLAGS_max_num_seqs); v >= 0) c->mutable_scheduler()->set_max_num_seqs(v);
+  if (int32_t v = absl::GetFlag(FLAGS_max_batched_tokens); v >= 0) {
+    c->mutable_scheduler()->set_max_batched_tokens(v);
+  }
+  if (int32_t v = absl::GetFlag(FLAGS_max_context); v >= 0) c->mutable_scheduler()->set_max_context(v);
+  if (int32_t v = absl::GetFlag(FLAGS_max_waiting); v >= 0) c->mutable_admission()->set_max_waiting(v);
+  if (double v = absl::GetFlag(FLAGS_kv_watermark); v >= 0) c->mutable_admission()->set_kv_watermark(v);
+  if (int32_t v = absl::GetFlag(FLAGS_default_max_tokens); v >= 0) c->set_default_max_tokens(v);
+  return absl::OkStatus();
+}
+
+absl::Status OverrideOthers(v1::WorkerConfig* c) {
+  const std::string prefix = absl::GetFlag(FLAGS_prefix_caching);
+  if (prefix == "true" || prefix == "false") {
+    c->mutable_kv_cache()->set_enable_prefix_caching(prefix == "true");
+  } else if (!prefix.empty()) {
+    return absl::InvalidArgumentError("--prefix-caching: expected true or false");
+  }
+  const std::string grace = absl::GetFlag(FLAGS_grace_period);
+  absl::Duration d;
+  if (!grace.empty()) {
+    if (!absl::ParseDuration(grace, &d) || d < absl::ZeroDuration() || d == absl::InfiniteDuration()) {
+      return absl::InvalidArgumentError("--grace-period: expected a duration such as 30s");
+    }
+    ToProtoDuration(d, c->mutable_grace_period());
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::WorkerConfig> BuildConfig() {
+  absl::StatusOr<v1::WorkerConfig> config = LoadFileConfig(absl::GetFlag(FLAGS_config));
+  if (!config.ok()) return config.status();
+  OverrideStrings(&*config);
+  if (absl::Status s = OverrideNumbers(&*config); !s.ok()) return s;
+  if (absl::Status s = OverrideOthers(&*config); !s.ok()) return s;
+  ApplyWorkerDefaults(&*config);
+  if (absl::Status s = ValidateWorkerConfig(*config); !s.ok()) return s;
+  return config;
+}
+
+int Run(ShutdownSignals& signals) {
+  absl::StatusOr<v1::WorkerConfig> config = BuildConfig();
+  if (!config.ok()) {
+    std::fprintf(stderr, "onecard-worker: %s\n", std::string(config.status().message()).c_str());
+    return 2;
+  }
+  absl::StatusOr<std::unique_ptr<WorkerServer>> server = WorkerServer::Create({*config, {}});
+  if (!server.ok()) {
+    std::fprintf(stderr, "onecard-worker: %s\n", server.status().ToString().c_str());
+    return 1;
+  }
+  AnnounceListening("grpc", (*server)->address());
+  AnnounceListening("metrics", (*server)->metrics_address());
+  if (absl::Status s = (*server)->LoadEngine(); !s.ok()) {
+    std::fprintf(stderr, "onecard-worker: cannot load the model: %s\n", s.ToString().c_str());
+    return 1;
+  }
+  std::printf("READY\n");
+  std::fflush(stdout);
+  const int sig = signals.Wait();
+  const absl::Status drained = (*server)->Drain(FromProtoDuration(config->grace_period()));
+  Log(LogLevel::kInfo, "worker", "signal %d: drained (%s); exiting", sig, drained.ToString());
+  return 0;
+}
+
+}  // namespace
+}  // namespace onecard::services
+
+int main(int argc, char** argv) {
+  // First, before any thread exists, so that every thread inherits the mask.
+  absl::StatusOr<std::unique_ptr<onecard::services::ShutdownSignals>> signals =
+      onecard::services::ShutdownSignals::Install();
+  if (!signals.ok()) {
+    std::fprintf(stderr, "onecard-worker: %s\n", signals.status().ToString().c_str());
+    return 1;
+  }
+  absl::SetProgramUsageMessage("onecard-worker --model PATH [--listen HOST:PORT] [flags]");
+  std::vector<std::string> args = onecard::tools::NormalizeFlagNames(argc, argv);
+  std::vector<char*> arg_ptrs;
+  for (std::string& a : args) arg_ptrs.push_back(a.data());
+  absl::ParseCommandLine(static_cast<int>(arg_ptrs.size()), arg_ptrs.data());
+  return onecard::services::Run(**signals);
+}

@@ -1,0 +1,102 @@
+// Worker configuration defaults and checks. See worker_config.h.
+#include "services/worker/worker_config.h"
+
+#include "absl/strings/str_cat.h"
+#include "services/common/proto_time.h"
+
+namespace onecard::services {
+namespace {
+
+void SetDurationIfUnset(google::protobuf::Duration* d, absl::Duration value) {
+  if (d->seconds() != 0 || d->nanos() != 0) return;
+  ToProtoDuration(value, d);
+}
+
+absl::Status Bad(absl::string_view field, absl::string_view why) {
+  return absl::InvalidArgumentError(absl::StrCat("worker config: ", field, ": ", why));
+}
+
+}  // namespace
+
+void ApplyWorkerDefaults(v1::WorkerConfig* c) {
+  if (c->backend().empty()) c->set_backend("cpu");
+  if (c->listen_address().empty()) c->set_listen_address("0.0.0.0:50051");
+  if (c->metrics_listen_address().empty()) c->set_metrics_listen_address("0.0.0.0:9400");
+  v1::KvCacheConfig* kv = c->mutable_kv_cache();
+  if (kv->block_size() == 0) kv->set_block_size(16);
+  if (kv->cache_bytes() == 0) kv->set_cache_bytes(256ll << 20);
+  if (!kv->has_enable_prefix_caching()) kv->set_enable_prefix_caching(true);
+  v1::SchedulerConfig* sched = c->mutable_scheduler();
+  if (sched->max_num_seqs() == 0) sched->set_max_num_seqs(64);
+  if (sched->max_batched_tokens() == 0) sched->set_max_batched_tokens(512);
+  SetDurationIfUnset(c->mutable_admission()->mutable_retry_after(), absl::Milliseconds(100));
+  SetDurationIfUnset(c->mutable_grace_period(), absl::Seconds(30));
+  SetDurationIfUnset(c->mutable_load_report_interval(), absl::Milliseconds(250));
+  SetDurationIfUnset(c->mutable_reconnect()->mutable_initial_backoff(), absl::Milliseconds(100));
+  SetDurationIfUnset(c->mutable_reconnect()->mutable_max_backoff(), absl::Seconds(5));
+  if (c->max_request_bytes() == 0) c->set_max_request_bytes(4 << 20);
+  if (c->default_max_tokens() == 0) c->set_default_max_tokens(256);
+}
+
+absl::Status ValidateWorkerConfig(const v1::WorkerConfig& c) {
+  if (c.model_path().empty()) return Bad("model_path", "required (a .gguf file or HF directory)");
+  if (c.backend() != "cpu" && c.backend() != "cuda") {
+    return Bad("backend", absl::StrCat("\"", c.backend(), "\" is not one of cpu, cuda"));
+  }
+  if (c.num_threads() < 0) return Bad("num_threads", "must be >= 0");
+  if (c.kv_cache().block_size() <= 0) return Bad("kv_cache.block_size", "must be >= 1");
+  if (c.kv_cache().num_blocks() < 0) return Bad("kv_cache.num_blocks", "must be >= 0");
+  if (c.kv_cache().cache_bytes() < 0) return Bad("kv_cache.cache_bytes", "must be >= 0");
+  if (c.scheduler().max_num_seqs() <= 0) return Bad("scheduler.max_num_seqs", "must be >= 1");
+  if (c.scheduler().max_batched_tokens() <= 0) {
+    return Bad("scheduler.max_batched_tokens", "must be >= 1");
+  }
+  if (c.scheduler().max_context() < 0) return Bad("scheduler.max_context", "must be >= 0");
+  if (c.admission().max_waiting() < 0) return Bad("admission.max_waiting", "must be >= 0");
+  const double watermark = c.admission().kv_watermark();
+  if (!(watermark >= 0 && watermark <= 1)) {
+    return Bad("admission.kv_watermark", "must be in [0, 1] (0 = off)");
+  }
+  if (c.max_request_bytes() <= 0) return Bad("max_request_bytes", "must be >= 1");
+  if (c.default_max_tokens() <= 0) return Bad("default_max_tokens", "must be >= 1");
+  if (FromProtoDuration(c.load_report_interval()) <= absl::ZeroDuration()) {
+    return Bad("load_report_interval", "must be > 0");
+  }
+  if (FromProtoDuration(c.reconnect().max_backoff()) < FromProtoDuration(c.reconnect().initial_backoff())) {
+    return Bad("reconnect.max_backoff", "must be >= reconnect.initial_backoff");
+  }
+  return absl::OkStatus();
+}
+
+engine::EngineOptions EngineOptionsFromConfig(const v1::WorkerConfig& c) {
+  engine::EngineOptions o;
+  o.model_path = c.model_path();
+  o.backend = c.backend();
+  o.num_threads = c.num_threads();
+  o.kv_block_size = c.kv_cache().block_size();
+  o.num_kv_blocks = c.kv_cache().num_blocks();
+  o.kv_cache_bytes = c.kv_cache().cache_bytes();
+  o.enable_prefix_caching = c.kv_cache().enable_prefix_caching();
+  o.max_num_seqs = c.scheduler().max_num_seqs();
+  o.max_batched_tokens = c.scheduler().max_batched_tokens();
+  o.max_context = c.scheduler().max_context();
+  o.max_waiting = c.admission().max_waiting();
+  return o;
+}
+
+std::string ServedModelName(const v1::WorkerConfig& c) {
+  if (!c.model_name().empty()) return c.model_name();
+  std::string path = c.model_path();
+  while (!path.empty() && path.back() == '/') path.pop_back();
+  const size_t slash = path.rfind('/');
+  std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
+  for (const char* ext : {".gguf", ".safetensors"}) {
+    const std::string e(ext);
+    if (base.size() > e.size() && base.compare(base.size() - e.size(), e.size(), e) == 0) {
+      base.resize(base.size() - e.size());
+    }
+  }
+  return base;
+}
+
+}  // namespace onecard::services

@@ -1,0 +1,139 @@
+// The worker's metric families. See worker_metrics.h; names and meanings
+// are documented in docs/metrics.md (keep the two in step).
+#include "services/worker/worker_metrics.h"
+
+#include <utility>
+#include <vector>
+
+#include "prometheus/gauge.h"
+
+namespace onecard::services {
+namespace {
+
+using prometheus::Histogram;
+using prometheus::MetricFamily;
+using prometheus::MetricType;
+
+const char* const kOutcomes[] = {"stop",      "length",    "eos",   "stop_string",
+                                 "cancelled", "deadline",  "preempted", "error",
+                                 "invalid_argument", "resource_exhausted", "unavailable"};
+
+Histogram& AddHistogram(prometheus::Registry& registry, const std::string& name,
+                        const std::string& help, Histogram::BucketBoundaries buckets) {
+  return prometheus::BuildHistogram().Name(name).Help(help).Register(registry).Add(
+      {}, std::move(buckets));
+}
+
+MetricFamily One(const std::string& name, const std::string& help, MetricType type,
+                 double value) {
+  MetricFamily family{name, help, type, {}};
+  prometheus::ClientMetric metric;
+  if (type == MetricType::Counter) {
+    metric.counter.value = value;
+  } else {
+    metric.gauge.value = value;
+  }
+  family.metric.push_back(std::move(metric));
+  return family;
+}
+
+class EngineStatsCollectable : public prometheus::Collectable {
+ public:
+  explicit EngineStatsCollectable(std::function<WorkerSnapshot()> source)
+      : source_(std::move(source)) {}
+
+  std::vector<MetricFamily> Collect() const override {
+    const WorkerSnapshot s = source_();
+    const engine::EngineStats& e = s.stats;
+    const double usage = e.kv_blocks_total > 0
+                             ? static_cast<double>(e.kv_blocks_used) / e.kv_blocks_total
+                             : 0.0;
+    constexpr MetricType kGauge = MetricType::Gauge;
+    constexpr MetricType kCounter = MetricType::Counter;
+    return {
+        One("onecard_worker_requests_waiting", "Requests admitted, not yet scheduled.", kGauge,
+            e.num_waiting),
+        One("onecard_worker_requests_running", "Requests in the engine's batch.", kGauge,
+            e.num_running),
+        One("onecard_worker_kv_cache_blocks_used", "KV-cache blocks in use.", kGauge,
+            e.kv_blocks_used),
+        One("onecard_worker_kv_cache_blocks_total", "KV-cache blocks in the pool.", kGauge,
+            e.kv_blocks_total),
+        One("onecard_worker_kv_cache_usage_ratio", "Used share of the KV-cache blocks.", kGauge,
+            usage),
+        One("onecard_worker_generation_tokens_per_second",
+            "Tokens generated per second over the last few seconds.", kGauge,
+            e.tokens_per_second),
+        One("onecard_worker_streams_active", "Open Generate streams.", kGauge,
+            s.active_streams),
+        One("onecard_worker_ready", "1 when the model is loaded and the worker admits requests.",
+            kGauge, s.ready ? 1 : 0),
+        One("onecard_worker_draining", "1 while draining (refusing new requests).", kGauge,
+            s.draining ? 1 : 0),
+        One("onecard_worker_prompt_tokens_total", "Prompt tokens processed (prefill).", kCounter,
+            e.prompt_tokens_total),
+        One("onecard_worker_generation_tokens_total", "Tokens generated.", kCounter,
+            e.generation_tokens_total),
+        One("onecard_worker_preemptions_total", "Sequences preempted for lack of KV blocks.",
+            kCounter, e.num_preemptions),
+        One("onecard_worker_engine_steps_total", "Engine steps run.", kCounter, e.steps_total),
+    };
+  }
+
+ private:
+  std::function<WorkerSnapshot()> source_;
+};
+
+}  // namespace
+
+WorkerMetrics::WorkerMetrics(prometheus::Registry& registry, const std::string& model,
+                             const std::string& backend)
+    : requests_(prometheus::BuildCounter()
+                    .Name("onecard_worker_requests_total")
+                    .Help("Generate requests by how they ended.")
+                    .Register(registry)),
+      ttft_(AddHistogram(registry, "onecard_time_to_first_token_seconds",
+                         "Worker-side time from a request's arrival to its first token.",
+                         {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80})),
+      tpot_(AddHistogram(registry, "onecard_time_per_output_token_seconds",
+                         "Mean time between a request's tokens after the first.",
+                         {0.005, 0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56})),
+      e2e_(AddHistogram(registry, "onecard_e2e_request_latency_seconds",
+                        "Worker-side time from a request's arrival to its end.",
+                        {0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80, 160, 320, 640})),
+      step_(AddHistogram(registry, "onecard_worker_step_duration_seconds",
+                         "Duration of one engine step (schedule, forward, sample).",
+                         {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5})) {
+  for (const char* outcome : kOutcomes) {
+    requests_by_outcome_[outcome] = &requests_.Add({{"outcome", outcome}});
+  }
+  prometheus::BuildGauge()
+      .Name("onecard_worker_info")
+      .Help("Always 1; labels name the served model and the backend.")
+      .Register(registry)
+      .Add({{"model", model}, {"backend", backend}})
+      .Set(1);
+}
+
+void WorkerMetrics::ObserveRequest(const RequestRecord& record) {
+  const auto it = requests_by_outcome_.find(record.outcome);
+  (it != requests_by_outcome_.end() ? *it->second : *requests_by_outcome_.at("error")).Increment();
+  if (record.time_to_first_token.has_value()) {
+    ttft_.Observe(absl::ToDoubleSeconds(*record.time_to_first_token));
+  }
+  if (record.time_per_output_token.has_value()) {
+    tpot_.Observe(absl::ToDoubleSeconds(*record.time_per_output_token));
+  }
+  e2e_.Observe(absl::ToDoubleSeconds(record.e2e_latency));
+}
+
+void WorkerMetrics::ObserveStep(const engine::StepInfo& step) {
+  step_.Observe(absl::ToDoubleSeconds(step.duration));
+}
+
+std::shared_ptr<prometheus::Collectable> WorkerMetrics::EngineCollectable(
+    std::function<WorkerSnapshot()> source) {
+  return std::make_shared<EngineStatsCollectable>(std::move(source));
+}
+
+}  // namespace onecard::services
