@@ -26,8 +26,8 @@ bool IsWordChar(std::string_view ch) {
   }();
   if (kWord == nullptr || ch.empty()) return false;
   pcre2_match_data* md = pcre2_match_data_create(1, nullptr);
-  const int rc = pcre2_match(kWord, reinterpret_cast<PCRE2_SPTR>(ch.data()), ch.size(), 0, 0,
-                             md, nullptr);
+  const int rc =
+      pcre2_match(kWord, reinterpret_cast<PCRE2_SPTR>(ch.data()), ch.size(), 0, 0, md, nullptr);
   pcre2_match_data_free(md);
   return rc > 0;
 }
@@ -136,7 +136,8 @@ void AddedTokens::SplitPass(const Pass& pass, std::string_view text, size_t offs
     }
     if (token.lstrip) start = std::max(TrailingSpaceStart(text.substr(0, start)), done);
     if (token.rstrip) stop += LeadingSpaceLength(text.substr(stop));
-    // HF would let a match inside the swallowed spaces overlap; we resume after them.
+    // HF would let a match inside the swallowed spaces overlap; we resume after
+    // them.
     pos = std::max(pos, stop);
     if (done < start) out->push_back(TextSegment{offset + done, offset + start, -1});
     out->push_back(TextSegment{offset + start, offset + stop, token.id});

@@ -20,7 +20,7 @@ namespace onecard::engine {
 
 struct AddedToken {
   int32_t id = -1;
-  std::string content;  // the text as written in the input
+  std::string content;   // the text as written in the input
   bool special = false;  // skipped by Decode(skip_special_tokens)
   bool single_word = false;
   bool lstrip = false;

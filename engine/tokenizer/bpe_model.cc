@@ -24,17 +24,14 @@ struct Candidate {
   int32_t rank;
   int32_t pos;
   int32_t merged_id;
-  bool operator>(const Candidate& o) const {
-    return rank != o.rank ? rank > o.rank : pos > o.pos;
-  }
+  bool operator>(const Candidate& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
 };
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::Create(
-    std::vector<std::string> tokens,
-    const std::vector<std::pair<std::string, std::string>>& merges, bool ignore_merges,
-    std::string_view where) {
+    std::vector<std::string> tokens, const std::vector<std::pair<std::string, std::string>>& merges,
+    bool ignore_merges, std::string_view where) {
   auto model = std::unique_ptr<BpeModel>(new BpeModel);
   model->ignore_merges_ = ignore_merges;
   model->tokens_ = std::move(tokens);
@@ -55,8 +52,8 @@ absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::Create(
     const int32_t merged_id = model->Find(left + right);
     if (left_id < 0 || right_id < 0 || merged_id < 0) {
       const std::string& missing = left_id < 0 ? left : right_id < 0 ? right : left + right;
-      return absl::InvalidArgumentError(absl::StrCat(std::string(where), "[", rank, "] ('", left, " ",
-                                                     right, "'): token '", missing,
+      return absl::InvalidArgumentError(absl::StrCat(std::string(where), "[", rank, "] ('", left,
+                                                     " ", right, "'): token '", missing,
                                                      "' is not in the vocabulary"));
     }
     // The first (best) rank of a repeated pair wins, as in HF.
@@ -82,16 +79,23 @@ const BpeModel::Merge* BpeModel::FindMerge(int32_t left, int32_t right) const {
   return it == merges_.end() ? nullptr : &it->second;
 }
 
-void BpeModel::ApplyMerges(std::string_view word, std::vector<int32_t>* ids) const {
+// One symbol per byte of the word, linked in order.
+static std::vector<Symbol> InitialSymbols(std::string_view word,
+                                          const std::array<int32_t, 256>& byte_ids) {
   std::vector<Symbol> symbols;
   symbols.reserve(word.size());
   for (const char c : word) {
-    const int32_t id = byte_ids_[static_cast<uint8_t>(c)];
+    const int32_t id = byte_ids[static_cast<uint8_t>(c)];
     if (id < 0) continue;  // no token for this byte: dropped
     const auto n = static_cast<int32_t>(symbols.size());
     symbols.push_back(Symbol{id, n - 1, -1, true});
     if (n > 0) symbols[n - 1].next = n;
   }
+  return symbols;
+}
+
+void BpeModel::ApplyMerges(std::string_view word, std::vector<int32_t>* ids) const {
+  std::vector<Symbol> symbols = InitialSymbols(word, byte_ids_);
   std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> queue;
   const auto push = [&](int32_t pos) {
     if (pos < 0 || symbols[pos].next < 0) return;

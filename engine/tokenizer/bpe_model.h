@@ -65,8 +65,7 @@ class BpeModel {
   bool ignore_merges_ = false;
 
   mutable absl::Mutex cache_mu_;
-  mutable absl::flat_hash_map<std::string, std::vector<int32_t>> cache_
-      ABSL_GUARDED_BY(cache_mu_);
+  mutable absl::flat_hash_map<std::string, std::vector<int32_t>> cache_ ABSL_GUARDED_BY(cache_mu_);
 };
 
 }  // namespace onecard::engine

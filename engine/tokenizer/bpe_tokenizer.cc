@@ -17,9 +17,8 @@ namespace {
 absl::Status CheckId(const BpeTokenizerSpec& spec, int32_t id, int32_t vocab_size,
                      const std::string& field) {
   if (id >= -1 && id < vocab_size) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(spec.source, ": ", field, " = ", id,
-                                                 " is outside the vocabulary [0, ", vocab_size,
-                                                 ")"));
+  return absl::InvalidArgumentError(absl::StrCat(
+      spec.source, ": ", field, " = ", id, " is outside the vocabulary [0, ", vocab_size, ")"));
 }
 
 // The bytes a token decodes to: its byte-level string mapped back, or (for
@@ -36,9 +35,9 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> CreateBpeTokenizer(BpeTokenizerSpec s
   int32_t vocab_size = static_cast<int32_t>(spec.tokens.size());
   for (const AddedToken& t : spec.added_tokens) {
     if (t.id < 0 || t.content.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          spec.source, ": added token '", t.content, "' has id ", t.id,
-          t.content.empty() ? " and no content" : " (ids start at 0)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(spec.source, ": added token '", t.content, "' has id ", t.id,
+                       t.content.empty() ? " and no content" : " (ids start at 0)"));
     }
     vocab_size = std::max(vocab_size, t.id + 1);
   }
@@ -82,8 +81,7 @@ void BpeTokenizer::EncodeText(std::string_view text, std::vector<int32_t>* ids) 
   for (const std::string_view word : words) model_->EncodeWord(word, ids);
 }
 
-std::vector<int32_t> BpeTokenizer::Encode(std::string_view text,
-                                          bool add_special_tokens) const {
+std::vector<int32_t> BpeTokenizer::Encode(std::string_view text, bool add_special_tokens) const {
   std::vector<int32_t> ids;
   ids.reserve(text.size() / 3 + 2);
   if (add_special_tokens && add_bos_) ids.push_back(bos_id_);
@@ -98,8 +96,7 @@ std::vector<int32_t> BpeTokenizer::Encode(std::string_view text,
   return ids;
 }
 
-std::string BpeTokenizer::Decode(const std::vector<int32_t>& ids,
-                                 bool skip_special_tokens) const {
+std::string BpeTokenizer::Decode(const std::vector<int32_t>& ids, bool skip_special_tokens) const {
   std::string bytes;
   for (const int32_t id : ids) {
     if (id < 0 || id >= vocab_size_) continue;  // unknown ids decode to nothing, as in HF

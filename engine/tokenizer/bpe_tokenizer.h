@@ -1,7 +1,8 @@
 // BpeTokenizer: the Tokenizer implementation (byte-level BPE + a
 // pre-tokenizer + added tokens), built from a BpeTokenizerSpec that the GGUF
 // and tokenizer.json loaders fill in. Tested by
-// tests/engine/tokenizer/bpe_tokenizer_test.cc (HF goldens of three tokenizers).
+// tests/engine/tokenizer/bpe_tokenizer_test.cc (HF goldens of three
+// tokenizers).
 #ifndef ONECARD_ENGINE_TOKENIZER_BPE_TOKENIZER_H_
 #define ONECARD_ENGINE_TOKENIZER_BPE_TOKENIZER_H_
 
@@ -22,9 +23,9 @@ namespace onecard::engine {
 
 // Everything a loader reads from a model's files.
 struct BpeTokenizerSpec {
-  std::string source;                // file name, for errors
-  std::string merges_field;          // e.g. "tokenizer.ggml.merges", for errors
-  std::vector<std::string> tokens;   // byte-level strings by id ("" for holes)
+  std::string source;               // file name, for errors
+  std::string merges_field;         // e.g. "tokenizer.ggml.merges", for errors
+  std::vector<std::string> tokens;  // byte-level strings by id ("" for holes)
   std::vector<std::pair<std::string, std::string>> merges;  // best first
   std::vector<AddedToken> added_tokens;
   PreTokenizerKind pre_tokenizer = PreTokenizerKind::kGpt2;

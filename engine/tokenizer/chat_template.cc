@@ -60,12 +60,11 @@ absl::Status CheckMessages(const std::vector<ChatMessage>& messages) {
   for (size_t i = 0; i < messages.size(); ++i) {
     const std::string& role = messages[i].role;
     if (role != "system" && role != "user" && role != "assistant") {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "messages[", i, "].role: unknown role '", role, "' (system, user, assistant)"));
+      return absl::InvalidArgumentError(absl::StrCat("messages[", i, "].role: unknown role '", role,
+                                                     "' (system, user, assistant)"));
     }
     if (!IsValidUtf8(messages[i].content)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("messages[", i, "].content: not valid UTF-8"));
+      return absl::InvalidArgumentError(absl::StrCat("messages[", i, "].content: not valid UTF-8"));
     }
   }
   return absl::OkStatus();
@@ -81,13 +80,15 @@ absl::StatusOr<ChatTemplate> ChatTemplate::FromSource(std::string_view source,
   if (source.find("<|start_header_id|>") != std::string_view::npos) {
     if (source.find("Cutting Knowledge Date") != std::string_view::npos) {
       return absl::InvalidArgumentError(
-          "chat_template: Llama-3.1-style templates (with a dated system header) are not "
+          "chat_template: Llama-3.1-style templates (with a dated system "
+          "header) are not "
           "supported (supported: ChatML, Llama-3)");
     }
     return ChatTemplate(ChatTemplateKind::kLlama3, "", std::move(bos_token));
   }
   return absl::InvalidArgumentError(
-      "chat_template: not recognised (supported: ChatML with <|im_start|>, Llama-3 with "
+      "chat_template: not recognised (supported: "
+      "ChatML with <|im_start|>, Llama-3 with "
       "<|start_header_id|>)");
 }
 
@@ -100,7 +101,8 @@ absl::StatusOr<ChatTemplate> ChatTemplate::ForTokenizer(const Tokenizer& tokeniz
     return ChatTemplate(ChatTemplateKind::kLlama3, "", bos);
   }
   return absl::NotFoundError(
-      "chat_template: the model has none, and its vocabulary has neither <|im_start|> nor "
+      "chat_template: the model has none, and its "
+      "vocabulary has neither <|im_start|> nor "
       "<|start_header_id|>");
 }
 

@@ -80,14 +80,14 @@ absl::Status ReadTokenTypes(const GgufFile& gguf, BpeTokenizerSpec* spec) {
 absl::Status ReadPreTokenizer(const GgufFile& gguf, BpeTokenizerSpec* spec) {
   const std::string key = "tokenizer.ggml.pre";
   if (gguf.FindMetadata(key) == nullptr) {
-    Log(LogLevel::kWarn, "tokenizer", "%s: no %s; using the GPT-2 pre-tokenizer", gguf.path(),
-        key);
+    Log(LogLevel::kWarn, "tokenizer", "%s: no %s; using the GPT-2 pre-tokenizer", gguf.path(), key);
     spec->pre_tokenizer = PreTokenizerKind::kGpt2;
     return absl::OkStatus();
   }
   ASSIGN_OR_RETURN(const std::string pre, WithPath(gguf, gguf.GetString(key)));
   auto kind = PreTokenizerKindFromGgufName(pre);
-  if (!kind.ok()) return absl::InvalidArgumentError(absl::StrCat(gguf.path(), ": ", kind.status().message()));
+  if (!kind.ok())
+    return absl::InvalidArgumentError(absl::StrCat(gguf.path(), ": ", kind.status().message()));
   spec->pre_tokenizer = *kind;
   // llama.cpp encodes Llama-3 words found whole in the vocabulary directly
   // (HF: model.ignore_merges).
@@ -122,8 +122,9 @@ absl::Status ReadSpecialIds(const GgufFile& gguf, BpeTokenizerSpec* spec) {
 absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromGguf(const GgufFile& gguf) {
   ASSIGN_OR_RETURN(const std::string model, WithPath(gguf, gguf.GetString("tokenizer.ggml.model")));
   if (model != "gpt2") {
-    return FieldError(gguf, "tokenizer.ggml.model",
-                      absl::StrCat("'", model, "' is not supported (supported: gpt2, byte-level BPE)"));
+    return FieldError(
+        gguf, "tokenizer.ggml.model",
+        absl::StrCat("'", model, "' is not supported (supported: gpt2, byte-level BPE)"));
   }
   BpeTokenizerSpec spec;
   spec.source = gguf.path();

@@ -65,30 +65,42 @@ absl::StatusOr<PreTokenizerKind> KindFromSplit(const std::string& path, const js
                                  "' (supported: the Llama-3, Qwen2 and GPT-2 patterns)"));
 }
 
-}  // namespace
+// The steps of a pre_tokenizer (a Sequence's list, or the one step) and the
+// field name of step i.
+struct PreSteps {
+  std::vector<const json*> steps;
+  bool sequence = false;
+  std::string Field(size_t i) const {
+    return sequence ? absl::StrCat("pre_tokenizer.pretokenizers[", i, "]") : "pre_tokenizer";
+  }
+};
 
-absl::StatusOr<PreTokenizerKind> PreTokenizerKindFromHfJson(const std::string& path,
-                                                            const json& doc) {
+absl::StatusOr<PreSteps> ReadPreSteps(const std::string& path, const json& doc) {
   const auto pre = doc.find("pre_tokenizer");
   if (pre == doc.end() || !pre->is_object()) {
     return FieldError(path, "pre_tokenizer", absl::StrCat("missing", kSupportedPre));
   }
-  std::vector<const json*> steps;
-  std::string prefix = "pre_tokenizer";
-  if (StringOr(*pre, "type", "") == "Sequence") {
-    const auto list = pre->find("pretokenizers");
-    if (list == pre->end() || !list->is_array()) {
-      return FieldError(path, "pre_tokenizer.pretokenizers", "missing or not an array");
-    }
-    for (const json& step : *list) steps.push_back(&step);
-    prefix = "pre_tokenizer.pretokenizers";
-  } else {
-    steps.push_back(&*pre);
+  PreSteps out;
+  if (StringOr(*pre, "type", "") != "Sequence") {
+    out.steps.push_back(&*pre);
+    return out;
   }
-  const auto field = [&](size_t i) {
-    return steps.size() == 1 && prefix == "pre_tokenizer" ? prefix
-                                                          : absl::StrCat(prefix, "[", i, "]");
-  };
+  const auto list = pre->find("pretokenizers");
+  if (list == pre->end() || !list->is_array()) {
+    return FieldError(path, "pre_tokenizer.pretokenizers", "missing or not an array");
+  }
+  for (const json& step : *list) out.steps.push_back(&step);
+  out.sequence = true;
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<PreTokenizerKind> PreTokenizerKindFromHfJson(const std::string& path,
+                                                            const json& doc) {
+  ASSIGN_OR_RETURN(const PreSteps pre, ReadPreSteps(path, doc));
+  const std::vector<const json*>& steps = pre.steps;
+  const auto field = [&](size_t i) { return pre.Field(i); };
   std::vector<std::string> types;
   for (const json* step : steps) types.push_back(StringOr(*step, "type", "?"));
   const size_t n = steps.size();
@@ -101,7 +113,8 @@ absl::StatusOr<PreTokenizerKind> PreTokenizerKindFromHfJson(const std::string& p
       }
       return PreTokenizerKind::kSmolLM;
     }
-    if (n == 2 && types[0] == "Split" && !use_regex) return KindFromSplit(path, *steps[0], field(0));
+    if (n == 2 && types[0] == "Split" && !use_regex)
+      return KindFromSplit(path, *steps[0], field(0));
   }
   std::string shape;
   for (const std::string& t : types) absl::StrAppend(&shape, shape.empty() ? "" : ", ", t);
@@ -122,7 +135,8 @@ int32_t FindToken(const BpeTokenizerSpec& spec, const std::string& content) {
   return -1;
 }
 
-// A special token of a TemplateProcessing: its id from special_tokens, else by name.
+// A special token of a TemplateProcessing: its id from special_tokens, else by
+// name.
 absl::StatusOr<int32_t> TemplateTokenId(const std::string& path, const json& processor,
                                         const json& item, const std::string& field) {
   const std::string name = StringOr(item, "id", "");
@@ -130,8 +144,7 @@ absl::StatusOr<int32_t> TemplateTokenId(const std::string& path, const json& pro
       specials != processor.end() && specials->is_object()) {
     if (const auto s = specials->find(name); s != specials->end() && s->is_object()) {
       const auto ids = s->find("ids");
-      if (ids != s->end() && ids->is_array() && ids->size() == 1 &&
-          (*ids)[0].is_number_integer()) {
+      if (ids != s->end() && ids->is_array() && ids->size() == 1 && (*ids)[0].is_number_integer()) {
         return static_cast<int32_t>((*ids)[0].get<int64_t>());
       }
     }
@@ -164,8 +177,8 @@ absl::Status ReadTemplateProcessing(const std::string& path, const json& process
   return absl::OkStatus();
 }
 
-absl::Status ReadProcessor(const std::string& path, const json& processor,
-                           const std::string& field, BpeTokenizerSpec* spec) {
+absl::Status ReadProcessor(const std::string& path, const json& processor, const std::string& field,
+                           BpeTokenizerSpec* spec) {
   if (processor.is_null()) return absl::OkStatus();
   const std::string type = StringOr(processor, "type", "?");
   if (type == "ByteLevel") return absl::OkStatus();
@@ -182,7 +195,8 @@ absl::Status ReadProcessor(const std::string& path, const json& processor,
     return absl::OkStatus();
   }
   return FieldError(path, field + ".type",
-                    absl::StrCat("'", type, "' is not supported (supported: ByteLevel, "
+                    absl::StrCat("'", type,
+                                 "' is not supported (supported: ByteLevel, "
                                  "TemplateProcessing, Sequence)"));
 }
 
@@ -195,16 +209,15 @@ absl::Status ReadSpecialToken(const std::string& path, const json& config, const
     *id = -1;
     return absl::OkStatus();
   }
-  const std::string content = it->is_string() ? it->get<std::string>()
-                                              : StringOr(*it, "content", "");
+  const std::string content =
+      it->is_string() ? it->get<std::string>() : StringOr(*it, "content", "");
   if (content.empty()) return FieldError(path, key, "neither a string nor {\"content\": ...}");
   *id = FindToken(spec, content);
   if (*id < 0) return FieldError(path, key, absl::StrCat("'", content, "' is not a token"));
   return absl::OkStatus();
 }
 
-absl::Status ReadChatTemplate(const std::string& path, const json& config,
-                              BpeTokenizerSpec* spec) {
+absl::Status ReadChatTemplate(const std::string& path, const json& config, BpeTokenizerSpec* spec) {
   const auto it = config.find("chat_template");
   if (it == config.end() || it->is_null()) return absl::OkStatus();
   if (it->is_string()) {
@@ -225,8 +238,7 @@ absl::Status ReadChatTemplate(const std::string& path, const json& config,
 
 }  // namespace
 
-absl::Status ReadPostProcessor(const std::string& path, const json& doc,
-                               BpeTokenizerSpec* spec) {
+absl::Status ReadPostProcessor(const std::string& path, const json& doc, BpeTokenizerSpec* spec) {
   const auto it = doc.find("post_processor");
   if (it == doc.end()) return absl::OkStatus();
   return ReadProcessor(path, *it, "post_processor", spec);

@@ -5,9 +5,8 @@
 #ifndef ONECARD_ENGINE_TOKENIZER_HF_JSON_CONFIG_H_
 #define ONECARD_ENGINE_TOKENIZER_HF_JSON_CONFIG_H_
 
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "engine/tokenizer/bpe_tokenizer.h"

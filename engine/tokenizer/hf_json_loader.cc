@@ -3,9 +3,8 @@
 // used without exceptions (parse(..., nullptr, false) and type checks before
 // every access). Tested by tests/engine/tokenizer/hf_json_loader_test.cc.
 #include <fstream>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -88,8 +87,7 @@ absl::Status ReadMerges(const std::string& path, const json& model, BpeTokenizer
 }
 
 // The model options onecard supports (plain byte-level BPE).
-absl::Status CheckModelOptions(const std::string& path, const json& model,
-                               BpeTokenizerSpec* spec) {
+absl::Status CheckModelOptions(const std::string& path, const json& model, BpeTokenizerSpec* spec) {
   const auto type = model.find("type");
   if (type != model.end() && (!type->is_string() || *type != "BPE")) {
     return FieldError(path, "model.type",

@@ -8,8 +8,7 @@
 
 namespace onecard::engine {
 
-IncrementalDetokenizer::IncrementalDetokenizer(const Tokenizer* tokenizer,
-                                               bool skip_special_tokens)
+IncrementalDetokenizer::IncrementalDetokenizer(const Tokenizer* tokenizer, bool skip_special_tokens)
     : tokenizer_(tokenizer), skip_special_tokens_(skip_special_tokens) {}
 
 std::string IncrementalDetokenizer::Add(int32_t id) {

@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "engine/common/log.h"
 #include "engine/tokenizer/utf8.h"
 
 namespace onecard::engine {
@@ -30,7 +31,8 @@ class PreTokenizer::Regex {
                                               offset, ": ",
                                               reinterpret_cast<const char*>(message)));
     }
-    // Without a JIT (or on failure) pcre2_match interprets: slower, same result.
+    // Without a JIT (or on failure) pcre2_match interprets: slower, same
+    // result.
     pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);
     return std::unique_ptr<Regex>(new Regex(code));
   }
@@ -44,9 +46,18 @@ class PreTokenizer::Regex {
     size_t gap_start = 0;
     while (pos < text.size()) {
       // The text is valid UTF-8 (PreTokenizer::Split checks it once).
-      const int rc = pcre2_match(code_, subject, text.size(), pos, PCRE2_NO_UTF_CHECK, md,
-                                 nullptr);
-      if (rc < 0) break;  // no further match (or a match error): the rest is a gap
+      int rc = pcre2_match(code_, subject, text.size(), pos, PCRE2_NO_UTF_CHECK, md, nullptr);
+      if (rc == PCRE2_ERROR_JIT_STACKLIMIT) {  // the interpreter has a larger
+                                               // (heap) budget
+        rc = pcre2_match(code_, subject, text.size(), pos, PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT, md,
+                         nullptr);
+      }
+      if (rc == PCRE2_ERROR_NOMATCH) break;  // the rest is a gap
+      if (rc < 0) {  // a resource limit: keep the rest as one word (no byte is lost)
+        Log(LogLevel::kWarn, "tokenizer", "pre-tokenizer regex error %d at byte %d of %d", rc,
+            static_cast<int64_t>(pos), static_cast<int64_t>(text.size()));
+        break;
+      }
       const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
       const size_t begin = ov[0];
       const size_t end = ov[1];
@@ -140,9 +151,10 @@ absl::StatusOr<PreTokenizerKind> PreTokenizerKindFromGgufName(std::string_view n
   }
   if (name == "qwen2") return PreTokenizerKind::kQwen2;
   if (name == "smollm") return PreTokenizerKind::kSmolLM;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "tokenizer.ggml.pre: unsupported pre-tokenizer '", std::string(name),
-      "' (supported: gpt2, gpt-2, llama3, llama-v3, llama-bpe, qwen2, smollm)"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("tokenizer.ggml.pre: unsupported pre-tokenizer '", std::string(name),
+                   "' (supported: gpt2, gpt-2, llama3, llama-v3, llama-bpe, qwen2, "
+                   "smollm)"));
 }
 
 std::string_view PreTokenizerKindName(PreTokenizerKind kind) {

@@ -43,8 +43,7 @@ class PreTokenizer {
  private:
   class Regex;
   explicit PreTokenizer(PreTokenizerKind kind);
-  void SplitStage(size_t stage, std::string_view text,
-                  std::vector<std::string_view>* words) const;
+  void SplitStage(size_t stage, std::string_view text, std::vector<std::string_view>* words) const;
 
   PreTokenizerKind kind_;
   std::vector<std::unique_ptr<Regex>> stages_;  // applied in order

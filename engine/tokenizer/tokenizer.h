@@ -93,9 +93,7 @@ class ChatTemplate {
   // Llama-3 templates start with.
   explicit ChatTemplate(ChatTemplateKind kind, std::string default_system = "",
                         std::string bos_token = "<|begin_of_text|>")
-      : kind_(kind),
-        default_system_(std::move(default_system)),
-        bos_token_(std::move(bos_token)) {}
+      : kind_(kind), default_system_(std::move(default_system)), bos_token_(std::move(bos_token)) {}
   // InvalidArgument naming messages[i].role for unknown roles,
   // messages[i].content for content that is not valid UTF-8, or "messages"
   // when the list is empty.

@@ -27,8 +27,7 @@ LeadInfo Lead(uint8_t lead) {
 
 }  // namespace
 
-int DecodeUtf8(std::string_view bytes, size_t pos, uint32_t* code_point,
-               int* valid_prefix_len) {
+int DecodeUtf8(std::string_view bytes, size_t pos, uint32_t* code_point, int* valid_prefix_len) {
   const auto byte = [&](size_t i) { return static_cast<uint8_t>(bytes[i]); };
   const uint8_t lead = byte(pos);
   const LeadInfo info = Lead(lead);
@@ -43,8 +42,8 @@ int DecodeUtf8(std::string_view bytes, size_t pos, uint32_t* code_point,
   for (; have < info.length; ++have) {
     if (pos + have >= bytes.size()) break;
     const uint8_t b = byte(pos + have);
-    const bool ok = have == 1 ? (b >= info.second_lo && b <= info.second_hi)
-                              : (b >= 0x80 && b <= 0xBF);
+    const bool ok =
+        have == 1 ? (b >= info.second_lo && b <= info.second_hi) : (b >= 0x80 && b <= 0xBF);
     if (!ok) break;
     cp = (cp << 6) | (b & 0x3F);
   }
@@ -108,8 +107,15 @@ bool IsUnicodeWhitespace(uint32_t cp) {
   if (cp >= 0x09 && cp <= 0x0D) return true;
   if (cp >= 0x2000 && cp <= 0x200A) return true;
   switch (cp) {
-    case 0x20: case 0x85: case 0xA0: case 0x1680: case 0x2028:
-    case 0x2029: case 0x202F: case 0x205F: case 0x3000:
+    case 0x20:
+    case 0x85:
+    case 0xA0:
+    case 0x1680:
+    case 0x2028:
+    case 0x2029:
+    case 0x202F:
+    case 0x205F:
+    case 0x3000:
       return true;
     default:
       return false;

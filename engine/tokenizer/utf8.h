@@ -1,7 +1,8 @@
 // UTF-8 helpers for the tokenizer: validation with the "maximal subpart"
 // replacement rule (what Rust's String::from_utf8_lossy, and so HF tokenizers'
 // decoders, do), the length of the complete prefix of a byte stream (for
-// streaming), and Unicode White_Space. Tested by tests/engine/tokenizer/utf8_test.cc.
+// streaming), and Unicode White_Space. Tested by
+// tests/engine/tokenizer/utf8_test.cc.
 #ifndef ONECARD_ENGINE_TOKENIZER_UTF8_H_
 #define ONECARD_ENGINE_TOKENIZER_UTF8_H_
 
@@ -17,8 +18,7 @@ namespace onecard::engine {
 // UTF-8 character. *valid_prefix_len is then the length of the longest prefix
 // that could still begin one (0 when bytes[pos] can start no character), and
 // it can reach the end of the input (an unfinished character).
-int DecodeUtf8(std::string_view bytes, size_t pos, uint32_t* code_point,
-               int* valid_prefix_len);
+int DecodeUtf8(std::string_view bytes, size_t pos, uint32_t* code_point, int* valid_prefix_len);
 
 // Replaces every maximal invalid subsequence with U+FFFD.
 std::string Utf8Lossy(std::string_view bytes);

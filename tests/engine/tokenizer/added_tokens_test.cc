@@ -34,8 +34,8 @@ AddedToken Token(int32_t id, std::string content, bool special = false) {
 }
 
 TEST(AddedTokensTest, ExtractsNormalAndSpecialTokens) {
-  AddedTokens added({Token(0, "my"), Token(1, "name"), Token(2, "[CLS]", true),
-                     Token(3, "[SEP]", true)});
+  AddedTokens added(
+      {Token(0, "my"), Token(1, "name"), Token(2, "[CLS]", true), Token(3, "[SEP]", true)});
   EXPECT_THAT(SplitText(added, "[CLS] My name is Anthony [SEP]"),
               ElementsAre(Pair("[CLS]", 2), Pair(" My ", -1), Pair("name", 1),
                           Pair(" is Anthony ", -1), Pair("[SEP]", 3)));
@@ -77,8 +77,8 @@ TEST(AddedTokensTest, LstripAndRstripTakeUnicodeSpaces) {
 TEST(AddedTokensTest, LeftmostLongestAndEmptyInput) {
   AddedTokens added({Token(0, "<|im"), Token(1, "<|im_start|>"), Token(2, "start")});
   EXPECT_THAT(SplitText(added, "x<|im_start|>start<|imy"),
-              ElementsAre(Pair("x", -1), Pair("<|im_start|>", 1), Pair("start", 2),
-                          Pair("<|im", 0), Pair("y", -1)));
+              ElementsAre(Pair("x", -1), Pair("<|im_start|>", 1), Pair("start", 2), Pair("<|im", 0),
+                          Pair("y", -1)));
   EXPECT_THAT(SplitText(added, ""), ElementsAre());
   EXPECT_THAT(SplitText(AddedTokens(), "abc"), ElementsAre(Pair("abc", -1)));
 }

@@ -1,7 +1,8 @@
 // Tests of BpeModel on hand-made vocabularies where BPE's definition fixes
 // the answer (lowest rank first, leftmost on ties; every expectation was also
-// checked with HF tokenizers' models.BPE on the same vocab), plus ignore_merges, bytes
-// without tokens, merge errors, and the cache under concurrent use.
+// checked with HF tokenizers' models.BPE on the same vocab), plus
+// ignore_merges, bytes without tokens, merge errors, and the cache under
+// concurrent use.
 #include "engine/tokenizer/bpe_model.h"
 
 #include <thread>
@@ -18,8 +19,8 @@ using ::testing::HasSubstr;
 // Vocabulary: a b c d (ids 0..3), then merged tokens.
 std::unique_ptr<BpeModel> MakeModel(bool ignore_merges = false) {
   std::vector<std::string> tokens = {"a", "b", "c", "d", "ab", "bc", "abc", "cd", "abcd", "dd"};
-  std::vector<std::pair<std::string, std::string>> merges = {
-      {"b", "c"}, {"a", "b"}, {"a", "bc"}, {"c", "d"}, {"ab", "cd"}, {"d", "d"}};
+  std::vector<std::pair<std::string, std::string>> merges = {{"b", "c"}, {"a", "b"},   {"a", "bc"},
+                                                             {"c", "d"}, {"ab", "cd"}, {"d", "d"}};
   auto model = BpeModel::Create(std::move(tokens), merges, ignore_merges, "merges");
   EXPECT_TRUE(model.ok()) << model.status();
   return model.ok() ? *std::move(model) : nullptr;
@@ -81,7 +82,8 @@ TEST(BpeModelTest, CachedAndConcurrentResultsAgree) {
   const std::vector<std::string> words = {"abcd", "ddd", "abd", "cdcd", std::string(300, 'd')};
   std::vector<std::vector<int32_t>> expected;
   for (const auto& w : words) expected.push_back(Encode(*model, w));
-  EXPECT_EQ(expected[4].size(), 150u);  // 300 d -> 150 "dd", past the cached length
+  EXPECT_EQ(expected[4].size(),
+            150u);  // 300 d -> 150 "dd", past the cached length
   std::vector<std::thread> threads;
   std::vector<int> bad(4, 0);
   for (int t = 0; t < 4; ++t) {

@@ -1,7 +1,8 @@
 // Tests of BpeTokenizer through FromHfJson: exact HF ids (with and without
 // special tokens) and HF decodes on every golden string of four tokenizers
 // (SmolLM2's real one, and tiny Llama-3 / Qwen2 / added-token ones trained by
-// make_tokenizer_goldens.py), decode(encode(s)) == s, ids of specials, stop ids.
+// make_tokenizer_goldens.py), decode(encode(s)) == s, ids of specials, stop
+// ids.
 #include "engine/tokenizer/bpe_tokenizer.h"
 
 #include <chrono>
@@ -40,8 +41,7 @@ class GoldenTokenizerTest : public ::testing::TestWithParam<std::string> {
 TEST_P(GoldenTokenizerTest, EncodeMatchesHf) {
   for (const auto& c : golden_.cases) {
     EXPECT_THAT(tok_->Encode(c.text, false), ElementsAreArray(c.ids)) << Show(c.text);
-    EXPECT_THAT(tok_->Encode(c.text, true), ElementsAreArray(c.ids_with_special))
-        << Show(c.text);
+    EXPECT_THAT(tok_->Encode(c.text, true), ElementsAreArray(c.ids_with_special)) << Show(c.text);
   }
 }
 
@@ -144,6 +144,26 @@ TEST(BpeTokenizerTest, LongTextEncodesFastAndMatchesPiecewise) {
   EXPECT_GT(ids.size(), 10000u);
   // Reported, not asserted (no wall-clock assertions in unit tests).
   std::printf("encoded %zu tokens in %.1f ms\n", ids.size(), seconds * 1e3);
+}
+
+// Very long runs (one huge word, long whitespace the lookahead backtracks
+// over) lose nothing and round-trip.
+TEST(BpeTokenizerTest, HugeRunsRoundTrip) {
+  for (const char* name : {"smollm2", "tiny_llama3", "tiny_qwen2"}) {
+    auto tok = LoadGoldenTokenizer(name);
+    ASSERT_TRUE(tok.ok()) << tok.status();
+    std::string cjk;
+    for (int i = 0; i < 50000; ++i) cjk += "\xE7\xA7\x91";  // 科
+    for (const std::string& text :
+         {std::string(300000, ' ') + "x", std::string(500000, 'a'), std::string(100000, '7'),
+          std::string(200000, '!'), std::string(100000, '\n') + " y", cjk}) {
+      const std::vector<int32_t> ids = (*tok)->Encode(text, false);
+      std::string bytes;
+      for (const int32_t id : ids) bytes += (*tok)->TokenBytes(id);
+      EXPECT_EQ(bytes.size(), text.size()) << name;
+      EXPECT_TRUE(bytes == text) << name << ": " << text.substr(0, 8);
+    }
+  }
 }
 
 }  // namespace

@@ -19,7 +19,8 @@ TEST(ByteLevelTest, KnownEntries) {
   EXPECT_EQ(ByteToCodePoint(0xAD), 0x143u);
   EXPECT_EQ(ByteToCodePoint('A'), static_cast<uint32_t>('A'));
   EXPECT_EQ(ByteToCodePoint(0xE9), 0xE9u);
-  EXPECT_EQ(BytesToByteLevel(" hello\n"), "\xC4\xA0hello\xC4\x8A");  // "Ġhello Ċ"
+  EXPECT_EQ(BytesToByteLevel(" hello\n"),
+            "\xC4\xA0hello\xC4\x8A");  // "Ġhello Ċ"
 }
 
 TEST(ByteLevelTest, IsABijectionAndRoundTrips) {
@@ -37,7 +38,7 @@ TEST(ByteLevelTest, IsABijectionAndRoundTrips) {
 }
 
 TEST(ByteLevelTest, RejectsCodePointsOutsideTheAlphabet) {
-  EXPECT_FALSE(ByteLevelToBytes("hello world").has_value());  // a raw space
+  EXPECT_FALSE(ByteLevelToBytes("hello world").has_value());   // a raw space
   EXPECT_FALSE(ByteLevelToBytes("\xE7\xA7\x91").has_value());  // 科
   EXPECT_FALSE(ByteLevelToBytes("\xC5\x84").has_value());      // U+0144, one past the table
   EXPECT_FALSE(ByteLevelToBytes("\xFF").has_value());          // not UTF-8

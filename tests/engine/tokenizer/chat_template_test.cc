@@ -3,9 +3,9 @@
 // SmolLM2's own template (with its default system prompt), Qwen2's ChatML
 // and Llama-3's; the kind is chosen from the template source; bad messages
 // give errors naming messages[i].role / .content.
+#include "engine/tokenizer/tokenizer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "engine/tokenizer/tokenizer.h"
 #include "tests/engine/tokenizer/golden_reader.h"
 
 namespace onecard::engine {
@@ -42,14 +42,14 @@ TEST_P(ChatTemplateGoldenTest, RendersAndEncodesLikeHf) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    All, ChatTemplateGoldenTest,
-    ::testing::Values(
-        Case{"smollm2", ChatTemplateKind::kChatML,
-             "You are a helpful AI assistant named SmolLM, trained by Hugging Face"},
-        Case{"tiny_qwen2", ChatTemplateKind::kChatML, "You are a helpful assistant."},
-        Case{"tiny_llama3", ChatTemplateKind::kLlama3, ""}),
-    [](const auto& info) { return std::string(info.param.golden); });
+INSTANTIATE_TEST_SUITE_P(All, ChatTemplateGoldenTest,
+                         ::testing::Values(Case{"smollm2", ChatTemplateKind::kChatML,
+                                                "You are a helpful AI assistant named SmolLM, "
+                                                "trained by Hugging Face"},
+                                           Case{"tiny_qwen2", ChatTemplateKind::kChatML,
+                                                "You are a helpful assistant."},
+                                           Case{"tiny_llama3", ChatTemplateKind::kLlama3, ""}),
+                         [](const auto& info) { return std::string(info.param.golden); });
 
 TEST(ChatTemplateTest, ChoosesFromSource) {
   EXPECT_EQ(ChatTemplate::FromSource("{{'<|im_start|>' + m['role']}}")->kind(),
@@ -59,8 +59,10 @@ TEST(ChatTemplateTest, ChoosesFromSource) {
   // Qwen2.5's style: the default prompt sits beside a system-content branch.
   const auto qwen25 = ChatTemplate::FromSource(
       "{%- if messages[0]['role'] == 'system' %}{{- '<|im_start|>system\\n' + "
-      "messages[0]['content'] + '<|im_end|>\\n' }}{%- else %}{{- '<|im_start|>system\\nYou are "
-      "Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\\n' }}");
+      "messages[0]['content'] + '<|im_end|>\\n' }}{%- else %}{{- "
+      "'<|im_start|>system\\nYou are "
+      "Qwen, created by Alibaba Cloud. You are a helpful "
+      "assistant.<|im_end|>\\n' }}");
   ASSERT_TRUE(qwen25.ok());
   EXPECT_EQ(qwen25->default_system(),
             "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.");
@@ -84,15 +86,16 @@ TEST(ChatTemplateTest, BadMessagesNameTheField) {
 }
 
 TEST(ChatTemplateTest, ForTokenizerWithoutTemplateUsesTheVocabulary) {
-  auto tok = Tokenizer::FromHfJson(
-      ::onecard::engine::testing::GoldenDir("tiny_llama3") + "/tokenizer.json");
+  auto tok = Tokenizer::FromHfJson(::onecard::engine::testing::GoldenDir("tiny_llama3") +
+                                   "/tokenizer.json");
   ASSERT_TRUE(tok.ok()) << tok.status();
   ASSERT_EQ((*tok)->chat_template(), "");
   auto chat = ChatTemplate::ForTokenizer(**tok);
   ASSERT_TRUE(chat.ok()) << chat.status();
   EXPECT_EQ(chat->kind(), ChatTemplateKind::kLlama3);
   EXPECT_EQ(*chat->Render({{"user", " hi "}}, false),
-            "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nhi<|eot_id|>");
+            "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nhi<|"
+            "eot_id|>");
 }
 
 }  // namespace

@@ -190,29 +190,23 @@ std::string ErrorOf(const std::string& name, Edit edit) {
 TEST(FromGgufTest, BrokenMetadataNamesTheKey) {
   using M = TokenizerMetadata;
   EXPECT_EQ(ErrorOf("ok.gguf", [](M*, std::string*, std::string*, int32_t*) {}), "");
-  EXPECT_THAT(ErrorOf("spm.gguf", [](M*, std::string*, std::string* model, int32_t*) {
-                *model = "llama";
-              }),
-              HasSubstr("tokenizer.ggml.model: 'llama' is not supported"));
-  EXPECT_THAT(ErrorOf("pre.gguf", [](M*, std::string* pre, std::string*, int32_t*) {
-                *pre = "falcon";
-              }),
-              HasSubstr("tokenizer.ggml.pre: unsupported pre-tokenizer 'falcon'"));
-  EXPECT_THAT(ErrorOf("types.gguf", [](M* m, std::string*, std::string*, int32_t*) {
-                m->types.pop_back();
-              }),
+  EXPECT_THAT(
+      ErrorOf("spm.gguf", [](M*, std::string*, std::string* model, int32_t*) { *model = "llama"; }),
+      HasSubstr("tokenizer.ggml.model: 'llama' is not supported"));
+  EXPECT_THAT(
+      ErrorOf("pre.gguf", [](M*, std::string* pre, std::string*, int32_t*) { *pre = "falcon"; }),
+      HasSubstr("tokenizer.ggml.pre: unsupported pre-tokenizer 'falcon'"));
+  EXPECT_THAT(ErrorOf("types.gguf",
+                      [](M* m, std::string*, std::string*, int32_t*) { m->types.pop_back(); }),
               HasSubstr("tokenizer.ggml.token_type"));
-  EXPECT_THAT(ErrorOf("bos.gguf", [](M*, std::string*, std::string*, int32_t* bos) {
-                *bos = 5000;
-              }),
-              HasSubstr("tokenizer.ggml.bos_token_id"));
-  EXPECT_THAT(ErrorOf("merge.gguf", [](M* m, std::string*, std::string*, int32_t*) {
-                m->merges[2] = "nospace";
-              }),
+  EXPECT_THAT(
+      ErrorOf("bos.gguf", [](M*, std::string*, std::string*, int32_t* bos) { *bos = 5000; }),
+      HasSubstr("tokenizer.ggml.bos_token_id"));
+  EXPECT_THAT(ErrorOf("merge.gguf",
+                      [](M* m, std::string*, std::string*, int32_t*) { m->merges[2] = "nospace"; }),
               HasSubstr("tokenizer.ggml.merges[2]"));
-  EXPECT_THAT(ErrorOf("merge2.gguf", [](M* m, std::string*, std::string*, int32_t*) {
-                m->merges[4] = "zz qq";
-              }),
+  EXPECT_THAT(ErrorOf("merge2.gguf",
+                      [](M* m, std::string*, std::string*, int32_t*) { m->merges[4] = "zz qq"; }),
               HasSubstr("tokenizer.ggml.merges[4]"));
 }
 

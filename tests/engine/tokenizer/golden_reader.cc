@@ -2,9 +2,8 @@
 #include "tests/engine/tokenizer/golden_reader.h"
 
 #include <fstream>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -54,11 +53,12 @@ absl::StatusOr<Golden> ReadGolden(const std::string& name) {
   g.bos_id = IdOrNone(info["bos_id"]);
   g.eos_id = IdOrNone(info["eos_id"]);
   g.special_ids = Ids(info["special_ids"]);
-  for (const auto& [content, id] : info["token_ids"].items()) g.token_ids[content] = id.get<int32_t>();
+  for (const auto& [content, id] : info["token_ids"].items())
+    g.token_ids[content] = id.get<int32_t>();
   for (const json& c : doc["cases"]) {
-    GoldenCase gc{c["text"].get<std::string>(), Ids(c["ids"]), Ids(c["ids_with_special"]),
-                  c["words"].get<std::vector<std::string>>(), c["decoded"].get<std::string>(),
-                  c["decoded_skip_special"].get<std::string>()};
+    GoldenCase gc{c["text"].get<std::string>(),    Ids(c["ids"]),
+                  Ids(c["ids_with_special"]),      c["words"].get<std::vector<std::string>>(),
+                  c["decoded"].get<std::string>(), c["decoded_skip_special"].get<std::string>()};
     g.cases.push_back(std::move(gc));
   }
   for (const json& c : doc["chats"]) {

@@ -26,8 +26,8 @@ struct GoldenCase {
 struct GoldenChat {
   std::vector<ChatMessage> messages;
   bool add_generation_prompt = false;
-  std::string text;           // apply_chat_template(tokenize=False)
-  std::vector<int32_t> ids;   // apply_chat_template(tokenize=True)
+  std::string text;          // apply_chat_template(tokenize=False)
+  std::vector<int32_t> ids;  // apply_chat_template(tokenize=True)
 };
 
 struct Golden {

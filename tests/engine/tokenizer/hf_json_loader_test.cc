@@ -21,9 +21,7 @@ using ::onecard::engine::testing::WriteTempFile;
 using ::testing::ElementsAreArray;
 using ::testing::HasSubstr;
 
-json TinyQwen2() {
-  return json::parse(ReadFileOrDie(GoldenDir("tiny_qwen2") + "/tokenizer.json"));
-}
+json TinyQwen2() { return json::parse(ReadFileOrDie(GoldenDir("tiny_qwen2") + "/tokenizer.json")); }
 
 // Loads `doc` written to a temp file; returns the error message ("" if ok).
 std::string LoadError(const json& doc, const std::string& config = "") {

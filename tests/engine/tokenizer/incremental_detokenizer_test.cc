@@ -67,7 +67,9 @@ TEST(IncrementalDetokenizerTest, HoldsPartialCharactersAndFlushesInvalidOnes) {
   // F0 9F then 'a': the broken prefix becomes one U+FFFD as soon as 'a' comes.
   EXPECT_EQ(detok.Add(bytes[0]), "");
   EXPECT_EQ(detok.Add(bytes[1]), "");
-  EXPECT_EQ(detok.Add((*tok)->Encode("a", false)[0]), "\xEF\xBF\xBD" "a");
+  EXPECT_EQ(detok.Add((*tok)->Encode("a", false)[0]),
+            "\xEF\xBF\xBD"
+            "a");
   // A truncated character left at the end comes out of Flush as U+FFFD.
   EXPECT_EQ(detok.Add(bytes[0]), "");
   EXPECT_EQ(detok.Flush(), "\xEF\xBF\xBD");

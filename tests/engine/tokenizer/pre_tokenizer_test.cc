@@ -39,20 +39,18 @@ TEST_P(PreTokenizerGoldenTest, WordsMatchHf) {
   auto pre = PreTokenizer::Create(GetParam().kind);
   ASSERT_TRUE(pre.ok()) << pre.status();
   for (const auto& c : golden->cases) {
-    EXPECT_THAT(Words(**pre, c.text), ElementsAreArray(c.words))
-        << nlohmann::json(c.text).dump();
+    EXPECT_THAT(Words(**pre, c.text), ElementsAreArray(c.words)) << nlohmann::json(c.text).dump();
   }
 }
 
 // smollm2's golden words come from ByteLevel(use_regex) alone (transformers'
 // GGUF loader); kSmolLM additionally isolates digits, which can only split
 // those words further, so the GPT-2 kind is the one to compare word by word.
-INSTANTIATE_TEST_SUITE_P(
-    All, PreTokenizerGoldenTest,
-    ::testing::Values(Case{"smollm2", PreTokenizerKind::kGpt2},
-                      Case{"tiny_llama3", PreTokenizerKind::kLlama3},
-                      Case{"tiny_qwen2", PreTokenizerKind::kQwen2}),
-    [](const auto& info) { return std::string(info.param.golden); });
+INSTANTIATE_TEST_SUITE_P(All, PreTokenizerGoldenTest,
+                         ::testing::Values(Case{"smollm2", PreTokenizerKind::kGpt2},
+                                           Case{"tiny_llama3", PreTokenizerKind::kLlama3},
+                                           Case{"tiny_qwen2", PreTokenizerKind::kQwen2}),
+                         [](const auto& info) { return std::string(info.param.golden); });
 
 TEST(PreTokenizerTest, SmolLmIsolatesEveryDigit) {
   auto pre = PreTokenizer::Create(PreTokenizerKind::kSmolLM);

@@ -17,7 +17,8 @@ TEST(Utf8LossyTest, ValidTextIsUnchanged) {
 }
 
 TEST(Utf8LossyTest, Table3_8MaximalSubparts) {
-  // 61 F1 80 80 E1 80 C2 62 80 63 80 BF 64 -> a FFFD FFFD FFFD b FFFD c FFFD FFFD d
+  // 61 F1 80 80 E1 80 C2 62 80 63 80 BF 64 -> a FFFD FFFD FFFD b FFFD c FFFD
+  // FFFD d
   const std::string in = "\x61\xF1\x80\x80\xE1\x80\xC2\x62\x80\x63\x80\xBF\x64";
   const std::string f = kFffd;
   EXPECT_EQ(Utf8Lossy(in), "a" + f + f + f + "b" + f + "c" + f + f + "d");
@@ -26,24 +27,30 @@ TEST(Utf8LossyTest, Table3_8MaximalSubparts) {
 
 TEST(Utf8LossyTest, SurrogatesOverlongsAndOutOfRange) {
   const std::string f = kFffd;
-  EXPECT_EQ(Utf8Lossy("\xED\xA0\x80"), f + f + f);  // a surrogate: ED then two bytes
-  EXPECT_EQ(Utf8Lossy("\xC0\xAF"), f + f);           // overlong '/'
-  EXPECT_EQ(Utf8Lossy("\xE0\x80\xAF"), f + f + f);   // overlong
+  EXPECT_EQ(Utf8Lossy("\xED\xA0\x80"),
+            f + f + f);                                     // a surrogate: ED then two bytes
+  EXPECT_EQ(Utf8Lossy("\xC0\xAF"), f + f);                  // overlong '/'
+  EXPECT_EQ(Utf8Lossy("\xE0\x80\xAF"), f + f + f);          // overlong
   EXPECT_EQ(Utf8Lossy("\xF4\x90\x80\x80"), f + f + f + f);  // > U+10FFFF
-  EXPECT_EQ(Utf8Lossy("\xF0\x9F\x98"), f);           // truncated emoji: one subpart
-  EXPECT_EQ(Utf8Lossy("x\xE7\xA7"), "x" + f);        // truncated CJK
+  EXPECT_EQ(Utf8Lossy("\xF0\x9F\x98"), f);                  // truncated emoji: one subpart
+  EXPECT_EQ(Utf8Lossy("x\xE7\xA7"), "x" + f);               // truncated CJK
 }
 
 TEST(Utf8CompletePrefixTest, HoldsBackOnlyAnUnfinishedLastCharacter) {
   EXPECT_EQ(Utf8CompletePrefix(""), 0u);
   EXPECT_EQ(Utf8CompletePrefix("abc"), 3u);
-  EXPECT_EQ(Utf8CompletePrefix("ab\xF0\x9F\x98"), 2u);      // 😀 missing its last byte
+  EXPECT_EQ(Utf8CompletePrefix("ab\xF0\x9F\x98"),
+            2u);                                            // 😀 missing its last byte
   EXPECT_EQ(Utf8CompletePrefix("ab\xF0\x9F\x98\x80"), 6u);  // complete
   EXPECT_EQ(Utf8CompletePrefix("a\xE7"), 1u);
-  EXPECT_EQ(Utf8CompletePrefix("a\x80"), 2u);        // a lone continuation byte is finished
-  EXPECT_EQ(Utf8CompletePrefix("a\xE7" "b"), 3u);    // interrupted: finished (invalid)
-  EXPECT_EQ(Utf8CompletePrefix("a\xFF"), 2u);        // can start nothing
-  EXPECT_EQ(Utf8CompletePrefix("a\xED\xA0"), 3u);    // surrogate prefix can never complete
+  EXPECT_EQ(Utf8CompletePrefix("a\x80"),
+            2u);  // a lone continuation byte is finished
+  EXPECT_EQ(Utf8CompletePrefix("a\xE7"
+                               "b"),
+            3u);                               // interrupted: finished (invalid)
+  EXPECT_EQ(Utf8CompletePrefix("a\xFF"), 2u);  // can start nothing
+  EXPECT_EQ(Utf8CompletePrefix("a\xED\xA0"),
+            3u);  // surrogate prefix can never complete
 }
 
 TEST(Utf8Test, DecodeAndAppendRoundTrip) {
