@@ -1,0 +1,175 @@
+// Integration tests of the Engine on the cpu backend with SmolLM2-135M
+// (models/SmolLM2-135M-Instruct.Q4_1.gguf, fetched by scripts/fetch-model.sh):
+// greedy continuations equal the Hugging Face goldens of
+// tests/golden/smollm2/logits.json (made by transformers, see
+// tests/golden/README.md); 16 concurrent requests with mixed sampling
+// parameters and seeds all complete, each equal to the same request run
+// alone; prompts longer than the context are refused; Engine::Create names
+// bad paths and backends.
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/engine/runtime/engine_test_util.h"
+
+namespace onecard::engine {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::Recorder;
+
+constexpr char kModel[] = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
+constexpr char kGoldens[] = "tests/golden/smollm2/logits.json";
+
+class EngineCpuTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!std::filesystem::exists(kModel)) return;
+    EngineOptions options;
+    options.model_path = kModel;
+    options.max_num_seqs = 16;
+    options.max_batched_tokens = 64;  // long prompts prefill in chunks beside decodes
+    options.start_thread = false;
+    absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(options);
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    engine_ = std::move(engine).value().release();
+  }
+  static void TearDownTestSuite() {
+    delete engine_;
+    engine_ = nullptr;
+  }
+  void SetUp() override {
+    if (engine_ == nullptr) GTEST_SKIP() << kModel << " is missing: run scripts/fetch-model.sh";
+  }
+
+  // Submits every request, steps until idle, and returns each one's tokens.
+  static std::vector<std::vector<int32_t>> RunTogether(std::vector<GenerationRequest> requests,
+                                                       Recorder& rec) {
+    for (size_t i = 0; i < requests.size(); ++i) {
+      requests[i].on_output = rec.Callback(absl::StrCat(i));
+      absl::StatusOr<uint64_t> id = engine_->Submit(std::move(requests[i]));
+      EXPECT_TRUE(id.ok()) << id.status();
+    }
+    testing::RunUntilIdle(*engine_);
+    std::vector<std::vector<int32_t>> tokens;
+    for (size_t i = 0; i < requests.size(); ++i) tokens.push_back(rec.Tokens(absl::StrCat(i)));
+    return tokens;
+  }
+
+  static Engine* engine_;
+};
+
+Engine* EngineCpuTest::engine_ = nullptr;
+
+TEST_F(EngineCpuTest, GreedyContinuationsEqualTheHuggingFaceGoldens) {
+  std::ifstream file(kGoldens);
+  std::stringstream text;
+  text << file.rdbuf();
+  const nlohmann::json goldens = nlohmann::json::parse(text.str(), nullptr, false);
+  ASSERT_FALSE(goldens.is_discarded()) << kGoldens;
+  std::vector<GenerationRequest> requests;
+  for (const nlohmann::json& prompt : goldens["prompts"]) {
+    GenerationRequest r;
+    r.prompt_token_ids = prompt["input_ids"].get<std::vector<int32_t>>();
+    r.sampling.temperature = 0.0f;
+    r.stopping.max_tokens = goldens["num_greedy"].get<int32_t>();
+    r.stopping.ignore_eos = true;  // HF generate ran without an eos stop
+    requests.push_back(std::move(r));
+  }
+  Recorder rec;
+  const std::vector<std::vector<int32_t>> got = RunTogether(requests, rec);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const nlohmann::json& prompt = goldens["prompts"][i];
+    const auto want = prompt["greedy_ids"].get<std::vector<int32_t>>();
+    EXPECT_EQ(got[i], want) << prompt["name"] << ": the greedy continuation differs from HF";
+    EXPECT_EQ(rec.Final(absl::StrCat(i)).finish_reason, FinishReason::kLength);
+  }
+}
+
+// Sixteen prompts of different lengths with mixed sampling.
+std::vector<GenerationRequest> MixedRequests(const Tokenizer& tokenizer) {
+  const std::vector<std::string> texts = {
+      "The capital of France is", "Once upon a time", "def add(a, b):",
+      "List three colors:", "The quick brown fox", "In 1969, humans first",
+      "Water boils at", "My favourite food is", "The sun is a",
+      "Translate to French: good morning", "2 + 2 =", "A haiku about autumn:",
+      "The largest ocean on Earth is the", "Photosynthesis is the process by which plants",
+      "import numpy as np\n", "Q: What is the tallest mountain?\nA:"};
+  std::vector<GenerationRequest> requests;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    GenerationRequest r;
+    r.prompt_token_ids = tokenizer.Encode(texts[i], /*add_special_tokens=*/true);
+    r.stopping.max_tokens = 8;
+    r.sampling.seed = 1000 + i;
+    switch (i % 6) {
+      case 0: r.sampling.temperature = 0.0f; break;
+      case 1: r.sampling.temperature = 0.8f; r.sampling.top_p = 0.9f; break;
+      case 2: r.sampling.temperature = 1.0f; r.sampling.top_k = 20; break;
+      case 3: r.sampling.temperature = 0.7f; r.sampling.min_p = 0.1f; break;
+      case 4: r.sampling.temperature = 0.9f; r.sampling.repetition_penalty = 1.2f; break;
+      default:
+        r.sampling.temperature = 1.0f;
+        r.sampling.presence_penalty = 0.5f;
+        r.sampling.frequency_penalty = 0.5f;
+    }
+    r.logprobs = i % 4 == 0;
+    r.top_logprobs = i % 4 == 0 ? 2 : 0;
+    requests.push_back(std::move(r));
+  }
+  return requests;
+}
+
+TEST_F(EngineCpuTest, SixteenConcurrentRequestsEqualTheirSoloRuns) {
+  const std::vector<GenerationRequest> requests = MixedRequests(engine_->tokenizer());
+  Recorder together;
+  const std::vector<std::vector<int32_t>> batched = RunTogether(requests, together);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const StreamOutput final_out = together.Final(absl::StrCat(i));
+    EXPECT_NE(final_out.finish_reason, FinishReason::kError) << final_out.error;
+    EXPECT_FALSE(batched[i].empty());
+    Recorder alone;
+    const std::vector<std::vector<int32_t>> solo = RunTogether({requests[i]}, alone);
+    EXPECT_EQ(batched[i], solo[0]) << "request " << i << " differs when run alone";
+    EXPECT_EQ(together.Text(absl::StrCat(i)), alone.Text("0"));
+  }
+  EXPECT_THAT(together.Violations(), ::testing::IsEmpty());
+  EXPECT_EQ(engine_->Stats().kv_blocks_used, 0);
+}
+
+TEST_F(EngineCpuTest, PromptsLongerThanTheContextAreInvalidArgument) {
+  GenerationRequest r;
+  r.prompt_token_ids.assign(engine_->max_context() + 1, 42);
+  absl::StatusOr<uint64_t> id = engine_->Submit(r);
+  EXPECT_EQ(id.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(id.status().message()), HasSubstr("prompt_token_ids"));
+  r.prompt_token_ids.assign(engine_->max_context() - 4, 42);
+  r.stopping.max_tokens = 5;
+  id = engine_->Submit(r);
+  EXPECT_EQ(id.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(id.status().message()), HasSubstr("max_tokens"));
+}
+
+TEST(EngineCreateTest, BadPathsAndBackendsAreNamed) {
+  EngineOptions options;
+  options.model_path = "models/no-such-model.gguf";
+  options.start_thread = false;
+  absl::Status missing = Engine::Create(options).status();
+  EXPECT_FALSE(missing.ok());
+  EXPECT_THAT(std::string(missing.message()), HasSubstr("no-such-model.gguf"));
+  if (!std::filesystem::exists(kModel)) GTEST_SKIP() << kModel << " is missing";
+  options.model_path = kModel;
+  options.backend = "tpu";
+  absl::Status unknown = Engine::Create(options).status();
+  EXPECT_EQ(unknown.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(unknown.message()), HasSubstr("supported backends: cpu"));
+}
+
+}  // namespace
+}  // namespace onecard::engine
