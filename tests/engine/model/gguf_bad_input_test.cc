@@ -224,7 +224,7 @@ TEST_F(GgufBadInputTest, RandomCorruptionNeverCrashes) {
   const std::string valid = ValidWriter().Build().bytes;
   std::mt19937 rng(1234);
   int rejected = 0;
-  for (int trial = 0; trial < 1500; ++trial) {
+  for (int trial = 0; trial < 600; ++trial) {
     std::string bytes = valid;
     int flips = 1 + trial % 4;
     for (int f = 0; f < flips; ++f) {
@@ -236,7 +236,7 @@ TEST_F(GgufBadInputTest, RandomCorruptionNeverCrashes) {
       ASSERT_THAT(std::string(status.message()), HasSubstr(path_)) << "trial " << trial;
     }
   }
-  EXPECT_GT(rejected, 100);  // most header flips are caught
+  EXPECT_GT(rejected, 60);  // most header flips are caught
 }
 
 }  // namespace

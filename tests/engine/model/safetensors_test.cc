@@ -4,6 +4,8 @@
 // overlaps, and broken shard indexes. Every error names the file and tensor.
 #include "engine/model/safetensors.h"
 
+#include <random>
+
 #include "engine/model/dequantize.h"
 #include "engine/model/model_weights.h"
 #include "gmock/gmock.h"
@@ -212,6 +214,30 @@ TEST_F(SafetensorsBadInputTest, BrokenIndexes) {
                                                   "y": "model-2.safetensors"}})")
                               .message()),
               HasSubstr("tensor 'x' is also in"));
+}
+
+TEST_F(SafetensorsBadInputTest, TruncationAndRandomCorruptionNeverCrash) {
+  const std::string valid =
+      ReadTestFile(SourcePath(std::string(kGolden) + "/single/model.safetensors"));
+  ASSERT_FALSE(valid.empty());
+  for (size_t n = 0; n < valid.size(); ++n) {
+    std::string path = dir_.Write("cut.safetensors", valid.substr(0, n));
+    auto source = SafetensorsSource::OpenFile(path);
+    ASSERT_FALSE(source.ok()) << n;
+    ASSERT_THAT(std::string(source.status().message()), HasSubstr(path)) << n;
+  }
+  std::mt19937 rng(77);
+  int rejected = 0;
+  for (int trial = 0; trial < 400; ++trial) {
+    std::string bytes = valid;
+    for (int f = 0; f <= trial % 3; ++f) bytes[rng() % bytes.size()] = static_cast<char>(rng());
+    std::string path = dir_.Write("fuzz.safetensors", bytes);
+    auto source = SafetensorsSource::OpenFile(path);
+    if (source.ok()) continue;
+    ++rejected;
+    ASSERT_THAT(std::string(source.status().message()), HasSubstr(path)) << trial;
+  }
+  EXPECT_GT(rejected, 40);
 }
 
 }  // namespace
