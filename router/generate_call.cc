@@ -1,0 +1,375 @@
+// GenerateCall: admission, dispatch and the proxied worker stream of one
+// Generate call (see generate_call.h for the protocol and the lifetime).
+// Tested by tests/router/router_service_test.cc and the integration tests.
+#include "router/generate_call.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "services/common/proto_time.h"
+#include "services/common/status.h"
+
+namespace onecard::router {
+namespace {
+
+// How a worker call's end reflects on the worker's health.
+CallOutcome Classify(const grpc::Status& status) {
+  switch (status.error_code()) {
+    case grpc::StatusCode::UNAVAILABLE:
+    case grpc::StatusCode::UNKNOWN:
+    case grpc::StatusCode::INTERNAL:
+    case grpc::StatusCode::ABORTED:
+    case grpc::StatusCode::DATA_LOSS:
+    case grpc::StatusCode::UNIMPLEMENTED:
+      return CallOutcome::kFailure;
+    case grpc::StatusCode::CANCELLED:
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+      return CallOutcome::kNeutral;
+    default:
+      return CallOutcome::kSuccess;
+  }
+}
+
+// Whether a worker call that failed before any token may go to another one.
+bool Retryable(grpc::StatusCode code) {
+  return Classify(grpc::Status(code, "")) == CallOutcome::kFailure ||
+         code == grpc::StatusCode::RESOURCE_EXHAUSTED || code == grpc::StatusCode::CANCELLED;
+}
+
+std::string Describe(const grpc::Status& status) {
+  return absl::StrCat(services::FromGrpcStatus(status).ToString());
+}
+
+}  // namespace
+
+class GenerateCall::Attempt : public grpc::ClientReadReactor<onecard::v1::GenerateResponse> {
+ public:
+  Attempt(GenerateCall* call, Assignment assignment)
+      : assignment(std::move(assignment)), call_(call) {}
+  void OnReadDone(bool ok) override { call_->OnChunk(this, ok); }
+  void OnDone(const grpc::Status& status) override { call_->OnAttemptDone(this, status); }
+
+  const Assignment assignment;
+  grpc::ClientContext context;
+  onecard::v1::GenerateResponse chunk;
+
+ private:
+  GenerateCall* const call_;
+};
+
+GenerateCall::GenerateCall(RouterCore* core, grpc::CallbackServerContext* context,
+                           const onecard::v1::GenerateRequest* request)
+    : core_(core),
+      context_(context),
+      request_(request),
+      arrived_(core->clock()->Now()),
+      id_(core->NextId()) {
+  core_->CallStarted();
+}
+
+GenerateCall::~GenerateCall() { core_->CallEnded(); }
+
+void GenerateCall::Ref() {
+  absl::MutexLock lock(&mu_);
+  ++refs_;
+}
+
+void GenerateCall::Unref() {
+  bool last;
+  {
+    absl::MutexLock lock(&mu_);
+    last = --refs_ == 0;
+  }
+  if (last) delete this;
+}
+
+void GenerateCall::Start() {
+  if (std::optional<Refusal> refusal = Admit()) {
+    core_->metrics().Rejected(refusal->reason);
+    End(refusal->status);
+  }
+}
+
+absl::Time GenerateCall::Deadline() const {
+  absl::Time deadline = services::DeadlineFromChrono(context_->deadline());
+  const RouterOptions& o = core_->options();
+  if (deadline == absl::InfiniteFuture()) deadline = arrived_ + o.default_deadline;
+  return std::min(deadline, arrived_ + o.max_deadline);
+}
+
+std::optional<GenerateCall::Refusal> GenerateCall::Admit() {
+  if (core_->draining()) {
+    return Refusal{absl::UnavailableError("router is draining; send new requests elsewhere"),
+                   RejectReason::kDraining};
+  }
+  const auto& metadata = context_->client_metadata();
+  auto auth = metadata.find("authorization");
+  std::string_view authorization;
+  if (auth != metadata.end()) authorization = {auth->second.data(), auth->second.size()};
+  absl::StatusOr<const Tenant*> tenant = core_->keys().Authenticate(authorization);
+  if (!tenant.ok()) return Refusal{tenant.status(), RejectReason::kUnauthenticated};
+  tenant_ = *tenant;
+  absl::StatusOr<PreparedRequest> prepared = core_->preparer().Prepare(*request_, *tenant_);
+  if (!prepared.ok()) {
+    bool denied = prepared.status().code() == absl::StatusCode::kPermissionDenied;
+    return Refusal{prepared.status(), denied ? RejectReason::kPermissionDenied
+                                             : RejectReason::kInvalidArgument};
+  }
+  prepared_ = std::move(*prepared);
+  if (prepared_.worker_request.request_id().empty()) {
+    prepared_.worker_request.set_request_id(absl::StrCat("rtr-", id_));
+  }
+  deadline_ = Deadline();
+  RateLimiter::Decision decision = core_->limiter().Admit(tenant_->name, prepared_.cost_tokens());
+  if (!decision.admitted) {
+    core_->metrics().RateLimited(tenant_->name, decision.limit);
+    absl::Status s = absl::ResourceExhaustedError(absl::StrCat(
+        "rate limit: tenant '", tenant_->name, "' is over its ", decision.limit, "/s limit"));
+    return Refusal{services::WithRetryAfter(s, decision.retry_after), RejectReason::kRateLimited};
+  }
+  reserved_ = true;
+  {
+    absl::MutexLock lock(&mu_);
+    queued_ = true;
+    ++refs_;  // the dispatch callback's
+  }
+  DispatchRequest r{id_, prepared_.priority, prepared_.cost_tokens(),
+                    PrefixAffinityHash(
+                        {prepared_.worker_request.prompt_token_ids().begin(),
+                         prepared_.worker_request.prompt_token_ids().end()},
+                        core_->options().config.dispatch().affinity_prefix_tokens()),
+                    deadline_, [this](absl::StatusOr<Assignment> a) { OnDispatched(std::move(a)); }};
+  absl::Status submitted = core_->dispatcher().Submit(std::move(r));
+  if (!submitted.ok()) {
+    absl::MutexLock lock(&mu_);
+    queued_ = false;
+    --refs_;  // never zero here: the server reactor holds one
+    bool full = submitted.code() == absl::StatusCode::kResourceExhausted;
+    if (full) submitted = services::WithRetryAfter(submitted, absl::Milliseconds(250));
+    return Refusal{submitted, full ? RejectReason::kQueueFull : RejectReason::kNoWorker};
+  }
+  core_->metrics().Admitted(prepared_.priority);
+  return std::nullopt;
+}
+
+void GenerateCall::OnDispatched(absl::StatusOr<Assignment> assignment) {
+  if (!assignment.ok()) {
+    {
+      absl::MutexLock lock(&mu_);
+      queued_ = false;
+    }
+    absl::StatusCode code = assignment.status().code();
+    if (code == absl::StatusCode::kDeadlineExceeded) {
+      core_->metrics().Rejected(RejectReason::kQueueTimeout);
+    } else if (code == absl::StatusCode::kUnavailable) {
+      core_->metrics().Rejected(RejectReason::kNoWorker);
+    }
+    End(assignment.status());
+    Unref();
+    return;
+  }
+  Attempt* attempt = nullptr;
+  bool first = false;
+  {
+    absl::MutexLock lock(&mu_);
+    queued_ = false;
+    if (!cancelled_) {
+      attempts_.push_back(std::make_unique<Attempt>(this, *assignment));
+      attempt = current_ = attempts_.back().get();
+      ++refs_;  // the attempt's, until its OnDone
+      first = attempts_.size() == 1;
+      if (first) router_queue_wait_ = assignment->queue_wait;
+    }
+  }
+  if (attempt == nullptr) {
+    core_->dispatcher().Finish(assignment->worker_id, CallOutcome::kNeutral);
+    End(absl::CancelledError("cancelled by the client"));
+  } else {
+    if (first) core_->metrics().QueueWait(prepared_.priority, assignment->queue_wait);
+    StartAttempt(attempt);
+  }
+  Unref();
+}
+
+void GenerateCall::StartAttempt(Attempt* attempt) {
+  if (deadline_ != absl::InfiniteFuture()) {
+    attempt->context.set_deadline(absl::ToChronoTime(deadline_));
+  }
+  onecard::v1::Worker::Stub* stub = core_->Stub(attempt->assignment.address);
+  stub->async()->Generate(&attempt->context, &prepared_.worker_request, attempt);
+  attempt->AddHold();  // reads are started from OnWriteDone, outside its reactions
+  attempt->StartRead(&attempt->chunk);
+  attempt->StartCall();
+}
+
+void GenerateCall::OnChunk(Attempt* attempt, bool ok) {
+  if (!ok) {
+    attempt->RemoveHold();  // the stream ended: OnDone follows
+    return;
+  }
+  bool forward;
+  std::optional<absl::Duration> ttft;
+  {
+    absl::MutexLock lock(&mu_);
+    forward = !cancelled_ && !finished_ && attempt == current_;
+    if (forward) {
+      out_.Swap(&attempt->chunk);
+      attempt->chunk.Clear();
+      if (out_.token_ids_size() > 0 && tokens_sent_ == 0) {
+        first_token_at_ = core_->clock()->Now();
+        ttft = first_token_at_ - arrived_;
+      }
+      tokens_sent_ += out_.token_ids_size();
+      if (out_.finish_reason() != onecard::v1::FINISH_REASON_UNSPECIFIED) RewriteTiming(&out_);
+      write_in_flight_ = true;
+    }
+  }
+  if (ttft.has_value()) core_->metrics().FirstToken(prepared_.priority, *ttft);
+  if (forward) {
+    StartWrite(&out_);
+  } else {
+    attempt->StartRead(&attempt->chunk);  // drain the cancelled stream to its end
+  }
+}
+
+void GenerateCall::RewriteTiming(onecard::v1::GenerateResponse* chunk) {
+  onecard::v1::Timing* t = chunk->mutable_timing();
+  const absl::Duration worker_queue = services::FromProtoDuration(t->queue_time());
+  services::ToProtoDuration(router_queue_wait_ + worker_queue, t->mutable_queue_time());
+  if (first_token_at_ != absl::InfiniteFuture()) {
+    services::ToProtoDuration(first_token_at_ - arrived_, t->mutable_time_to_first_token());
+  }
+  services::ToProtoDuration(core_->clock()->Now() - arrived_, t->mutable_total_time());
+}
+
+void GenerateCall::OnWriteDone(bool ok) {
+  Attempt* attempt;
+  std::optional<absl::Status> finish;
+  {
+    absl::MutexLock lock(&mu_);
+    write_in_flight_ = false;
+    if (!ok) cancelled_ = true;  // the client is gone
+    attempt = current_;
+    finish = std::move(pending_finish_);
+    pending_finish_.reset();
+  }
+  if (finish.has_value()) {
+    FinishNow(*finish);
+    return;
+  }
+  if (attempt == nullptr) return;
+  if (!ok) attempt->context.TryCancel();
+  attempt->StartRead(&attempt->chunk);
+}
+
+void GenerateCall::OnCancel() {
+  bool queued;
+  Attempt* attempt;
+  {
+    absl::MutexLock lock(&mu_);
+    cancelled_ = true;
+    queued = queued_;
+    attempt = current_;
+  }
+  if (queued) core_->dispatcher().Cancel(id_);  // its callback ends the call
+  if (attempt != nullptr) attempt->context.TryCancel();
+}
+
+void GenerateCall::OnAttemptDone(Attempt* attempt, const grpc::Status& status) {
+  core_->dispatcher().Finish(attempt->assignment.worker_id, Classify(status));
+  bool cancelled;
+  int64_t tokens;
+  size_t attempts;
+  {
+    absl::MutexLock lock(&mu_);
+    current_ = nullptr;
+    cancelled = cancelled_;
+    tokens = tokens_sent_;
+    attempts = attempts_.size();
+  }
+  const std::string& worker = attempt->assignment.worker_id;
+  if (status.ok()) {
+    End(absl::OkStatus());
+  } else if (cancelled) {
+    End(absl::CancelledError("cancelled by the client"));
+  } else if (tokens == 0 && attempts < 2 && Retryable(status.error_code()) &&
+             core_->clock()->Now() < deadline_) {
+    Retry(*attempt, status);
+  } else if (tokens > 0 && Classify(status) == CallOutcome::kFailure) {
+    End(absl::UnavailableError(absl::StrCat("worker ", worker, " failed after the first token (",
+                                            tokens, " sent): ", Describe(status))));
+  } else if (tokens == 0 && Classify(status) == CallOutcome::kFailure) {
+    End(absl::UnavailableError(absl::StrCat("worker ", worker, " failed before the first token "
+                                            "on the retry: ", Describe(status))));
+  } else {
+    absl::Status s = services::FromGrpcStatus(status);
+    if (std::optional<absl::Duration> hint = services::RetryAfterFromTrailers(attempt->context)) {
+      s = services::WithRetryAfter(s, *hint);
+    }
+    End(s);
+  }
+  Unref();  // the attempt's
+}
+
+void GenerateCall::Retry(const Attempt& failed, const grpc::Status& status) {
+  {
+    absl::MutexLock lock(&mu_);
+    queued_ = true;
+    ++refs_;  // the dispatch callback's
+  }
+  core_->metrics().Retried();
+  DispatchRequest r{id_, prepared_.priority, prepared_.cost_tokens(), 0, deadline_,
+                    [this](absl::StatusOr<Assignment> a) { OnDispatched(std::move(a)); }};
+  absl::Status s =
+      core_->dispatcher().Resubmit(std::move(r), arrived_, {failed.assignment.worker_id});
+  if (s.ok()) return;
+  {
+    absl::MutexLock lock(&mu_);
+    queued_ = false;
+    --refs_;  // never zero here: the attempt still holds one
+  }
+  if (status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
+    // Every worker is full: the worker's own answer and hint are the right ones.
+    absl::Status full = services::FromGrpcStatus(status);
+    std::optional<absl::Duration> hint = services::RetryAfterFromTrailers(failed.context);
+    End(services::WithRetryAfter(full, hint.value_or(absl::Milliseconds(250))));
+    return;
+  }
+  End(absl::UnavailableError(absl::StrCat("worker ", failed.assignment.worker_id,
+                                          " failed before the first token (", Describe(status),
+                                          ") and no other worker is available")));
+}
+
+void GenerateCall::End(absl::Status status) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (finished_) return;
+    finished_ = true;
+    if (write_in_flight_) {
+      pending_finish_ = std::move(status);
+      return;
+    }
+  }
+  FinishNow(status);
+}
+
+void GenerateCall::FinishNow(const absl::Status& status) {
+  int64_t tokens;
+  {
+    absl::MutexLock lock(&mu_);
+    tokens = tokens_sent_;
+  }
+  if (reserved_) {
+    int64_t used = tokens > 0 ? prepared_.prompt_tokens + tokens : 0;
+    core_->limiter().Finish(tenant_->name, prepared_.cost_tokens(), used);
+  }
+  core_->metrics().Finished(prepared_.priority, static_cast<int>(status.code()),
+                            core_->clock()->Now() - arrived_);
+  services::AddStatusTrailers(status, context_);
+  Finish(services::ToGrpcStatus(status));
+}
+
+void GenerateCall::OnDone() { Unref(); }
+
+}  // namespace onecard::router

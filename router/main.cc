@@ -1,0 +1,157 @@
+// onecard-router: the public Generation API in front of the workers.
+//   onecard-router --model models/SmolLM2-135M-Instruct.Q4_1.gguf \
+//       --listen 127.0.0.1:50050 --static-workers 127.0.0.1:50051
+// Configuration: --config FILE (an OnecardConfig with a `router:` section, or
+// a bare RouterConfig; YAML or JSON), then flags override single fields.
+// Prints "LISTENING grpc ADDR", "LISTENING metrics ADDR" and "READY" on
+// stdout. SIGTERM/SIGINT: drain (refuse new requests, finish open ones
+// within the grace period), exit 0. Exit 1 when it cannot start, 2 on a bad
+// flag or config. Tested by tests/integration/router_*_test.cc.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/match.h"
+#include "engine/common/log.h"
+#include "engine/common/status_macros.h"
+#include "onecard/v1/config.pb.h"
+#include "router/router_server.h"
+#include "services/common/config.h"
+#include "services/common/proto_time.h"
+#include "services/common/server_main.h"
+
+ABSL_FLAG(std::string, config, "", "Config file (YAML or JSON)");
+ABSL_FLAG(std::string, model, "", "Model whose tokenizer and chat template the router uses");
+ABSL_FLAG(std::string, model_name, "", "Name requests use for the model (default: file stem)");
+ABSL_FLAG(std::string, listen, "", "gRPC listen address (default 0.0.0.0:50050; port 0 = any)");
+ABSL_FLAG(std::string, metrics_listen, "", "/metrics listen address (default 0.0.0.0:9401)");
+ABSL_FLAG(std::string, control_plane, "", "Control plane host:port (worker table, load reports)");
+ABSL_FLAG(std::string, advertise, "", "Address peers dial (default: host:bound port)");
+ABSL_FLAG(std::string, router_id, "", "Router id (default: the advertised address)");
+ABSL_FLAG(std::string, static_workers, "", "Comma-separated worker host:port list (fallback)");
+ABSL_FLAG(std::string, dns_workers, "", "host:port resolved to every worker address");
+ABSL_FLAG(int32_t, max_in_flight_per_worker, -1, "Requests in flight per worker (0 = its max_num_seqs)");
+ABSL_FLAG(int32_t, queue_max_depth, -1, "Router queue bound, all classes");
+ABSL_FLAG(std::string, queue_timeout, "", "Longest wait in the router queue, e.g. 30s");
+ABSL_FLAG(std::string, fifo, "", "true: arrival order only (benchmark baseline)");
+ABSL_FLAG(int32_t, default_max_tokens, -1, "max_tokens of requests that set none");
+ABSL_FLAG(std::string, grace_period, "", "Drain time on SIGTERM, e.g. 30s");
+
+namespace onecard::router {
+namespace {
+
+// --metrics-listen=x -> --metrics_listen=x (absl flag names are identifiers).
+std::vector<std::string> NormalizeFlagNames(int argc, char** argv) {
+  std::vector<std::string> args(argv, argv + argc);
+  for (size_t i = 1; i < args.size() && args[i] != "--"; ++i) {
+    std::string& a = args[i];
+    if (a.rfind("--", 0) != 0) continue;
+    for (size_t j = 2; j < std::min(a.find('='), a.size()); ++j) {
+      if (a[j] == '-') a[j] = '_';
+    }
+  }
+  return args;
+}
+
+// An OnecardConfig with a `router:` section, or a bare RouterConfig.
+absl::StatusOr<onecard::v1::RouterConfig> LoadFileConfig(const std::string& path) {
+  onecard::v1::RouterConfig config;
+  if (path.empty()) return config;
+  onecard::v1::OnecardConfig whole;
+  const absl::Status as_whole = services::LoadConfigFile(path, &whole);
+  if (as_whole.ok() && whole.has_router()) return whole.router();
+  const absl::Status as_router = services::LoadConfigFile(path, &config);
+  if (as_router.ok()) return config;
+  return absl::StrContains(as_router.message(), ": router: ") ? as_whole : as_router;
+}
+
+absl::Status OverrideDuration(const std::string& flag, const char* name,
+                              google::protobuf::Duration* out) {
+  if (flag.empty()) return absl::OkStatus();
+  absl::Duration d;
+  if (!absl::ParseDuration(flag, &d) || d < absl::ZeroDuration() || d == absl::InfiniteDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat("--", name, ": expected a duration such as 30s"));
+  }
+  services::ToProtoDuration(d, out);
+  return absl::OkStatus();
+}
+
+absl::Status Override(onecard::v1::RouterConfig* c) {
+  const auto set = [](const std::string& flag, std::string* field) {
+    if (!flag.empty()) *field = flag;
+  };
+  set(absl::GetFlag(FLAGS_model), c->mutable_model_path());
+  set(absl::GetFlag(FLAGS_model_name), c->mutable_model_name());
+  set(absl::GetFlag(FLAGS_listen), c->mutable_listen_address());
+  set(absl::GetFlag(FLAGS_metrics_listen), c->mutable_metrics_listen_address());
+  set(absl::GetFlag(FLAGS_control_plane), c->mutable_control_plane_address());
+  set(absl::GetFlag(FLAGS_advertise), c->mutable_advertise_address());
+  set(absl::GetFlag(FLAGS_router_id), c->mutable_router_id());
+  set(absl::GetFlag(FLAGS_dns_workers), c->mutable_dispatch()->mutable_dns_workers());
+  for (absl::string_view w : absl::StrSplit(absl::GetFlag(FLAGS_static_workers), ',',
+                                            absl::SkipWhitespace())) {
+    c->mutable_dispatch()->add_static_workers(std::string(w));
+  }
+  if (int32_t v = absl::GetFlag(FLAGS_max_in_flight_per_worker); v >= 0) {
+    c->mutable_dispatch()->set_max_in_flight_per_worker(v);
+  }
+  if (int32_t v = absl::GetFlag(FLAGS_queue_max_depth); v >= 0) c->mutable_queue()->set_max_depth(v);
+  if (int32_t v = absl::GetFlag(FLAGS_default_max_tokens); v >= 0) c->set_default_max_tokens(v);
+  const std::string fifo = absl::GetFlag(FLAGS_fifo);
+  if (fifo == "true" || fifo == "false") {
+    c->mutable_queue()->set_fifo(fifo == "true");
+  } else if (!fifo.empty()) {
+    return absl::InvalidArgumentError("--fifo: expected true or false");
+  }
+  RETURN_IF_ERROR(OverrideDuration(absl::GetFlag(FLAGS_queue_timeout), "queue-timeout",
+                                   c->mutable_queue()->mutable_queue_timeout()));
+  return OverrideDuration(absl::GetFlag(FLAGS_grace_period), "grace-period",
+                          c->mutable_timeouts()->mutable_grace_period());
+}
+
+int Run(services::ShutdownSignals& signals) {
+  absl::StatusOr<onecard::v1::RouterConfig> config = LoadFileConfig(absl::GetFlag(FLAGS_config));
+  absl::Status status = config.ok() ? Override(&*config) : config.status();
+  absl::StatusOr<RouterOptions> options =
+      status.ok() ? ResolveRouterOptions(*config) : absl::StatusOr<RouterOptions>(status);
+  if (!options.ok()) {
+    std::fprintf(stderr, "onecard-router: %s\n", std::string(options.status().message()).c_str());
+    return 2;
+  }
+  absl::StatusOr<std::unique_ptr<RouterServer>> server = RouterServer::Start(*config);
+  if (!server.ok()) {
+    std::fprintf(stderr, "onecard-router: %s\n", server.status().ToString().c_str());
+    return 1;
+  }
+  services::AnnounceListening("grpc", (*server)->address());
+  services::AnnounceListening("metrics", (*server)->metrics_address());
+  std::printf("READY\n");
+  std::fflush(stdout);
+  const int sig = signals.Wait();
+  const absl::Status drained = (*server)->Drain(options->grace_period);
+  Log(LogLevel::kInfo, "router", "signal %d: drained (%s); exiting", sig, drained.ToString());
+  return 0;
+}
+
+}  // namespace
+}  // namespace onecard::router
+
+int main(int argc, char** argv) {
+  // First, before any thread exists, so that every thread inherits the mask.
+  absl::StatusOr<std::unique_ptr<onecard::services::ShutdownSignals>> signals =
+      onecard::services::ShutdownSignals::Install();
+  if (!signals.ok()) {
+    std::fprintf(stderr, "onecard-router: %s\n", signals.status().ToString().c_str());
+    return 1;
+  }
+  absl::SetProgramUsageMessage("onecard-router --model PATH [--static-workers H:P,...] [flags]");
+  std::vector<std::string> args = onecard::router::NormalizeFlagNames(argc, argv);
+  std::vector<char*> arg_ptrs;
+  for (std::string& a : args) arg_ptrs.push_back(a.data());
+  absl::ParseCommandLine(static_cast<int>(arg_ptrs.size()), arg_ptrs.data());
+  return onecard::router::Run(**signals);
+}
