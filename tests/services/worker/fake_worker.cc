@@ -3,6 +3,7 @@
 
 #include <utility>
 
+#include "absl/time/clock.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
@@ -47,6 +48,25 @@ grpc::health::v1::HealthCheckResponse::ServingStatus FakeWorker::Health(
     return grpc::health::v1::HealthCheckResponse::UNKNOWN;
   }
   return response.status();
+}
+
+bool FakeWorker::WaitForHealth(grpc::health::v1::HealthCheckResponse::ServingStatus want,
+                               const std::string& service, absl::Duration timeout) {
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  grpc::health::v1::HealthCheckRequest request;
+  request.set_service(service);
+  auto reader = health_stub_->Watch(&context, request);
+  grpc::health::v1::HealthCheckResponse response;
+  while (reader->Read(&response)) {
+    if (response.status() == want) {
+      context.TryCancel();
+      (void)reader->Finish();
+      return true;
+    }
+  }
+  (void)reader->Finish();
+  return false;
 }
 
 v1::WorkerGenerateRequest SmallWorkerRequest() {

@@ -29,11 +29,15 @@ class FakeWorker {
   explicit FakeWorker(FakeWorkerOptions options = {});
 
   services::WorkerServer& server() { return *server_; }
-  FakeEngine& engine() { return *engine_; }  // valid once loaded
+  FakeEngine& engine() { return *engine_; }  // valid from LoadEngine to Shutdown/Drain
   v1::Worker::Stub& worker() { return *worker_stub_; }
   v1::Generation::Stub& generation() { return *generation_stub_; }
   // The health status of `service` ("" = the server), or UNKNOWN on error.
   grpc::health::v1::HealthCheckResponse::ServingStatus Health(const std::string& service = "");
+  // Watches the health of `service` until it reads `want` (true) or the
+  // watch ends or times out (false).
+  bool WaitForHealth(grpc::health::v1::HealthCheckResponse::ServingStatus want,
+                     const std::string& service = "", absl::Duration timeout = absl::Seconds(60));
 
  private:
   FakeEngine* engine_ = nullptr;  // owned by server_

@@ -1,0 +1,120 @@
+// Tests of the worker's config handling: the defaults written in
+// config.proto, one refusal per out-of-range field (naming it), the engine
+// options derived from the config, and the served model name.
+#include "services/worker/worker_config.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "services/common/proto_time.h"
+
+namespace onecard::services {
+namespace {
+
+using ::testing::HasSubstr;
+
+v1::WorkerConfig Defaults() {
+  v1::WorkerConfig c;
+  c.set_model_path("models/m.gguf");
+  ApplyWorkerDefaults(&c);
+  return c;
+}
+
+TEST(WorkerConfigTest, DefaultsFromTheProto) {
+  const v1::WorkerConfig c = Defaults();
+  EXPECT_EQ(c.backend(), "cpu");
+  EXPECT_EQ(c.listen_address(), "0.0.0.0:50051");
+  EXPECT_EQ(c.metrics_listen_address(), "0.0.0.0:9400");
+  EXPECT_EQ(c.kv_cache().block_size(), 16);
+  EXPECT_EQ(c.kv_cache().cache_bytes(), 256ll << 20);
+  EXPECT_TRUE(c.kv_cache().enable_prefix_caching());
+  EXPECT_EQ(c.scheduler().max_num_seqs(), 64);
+  EXPECT_EQ(c.scheduler().max_batched_tokens(), 512);
+  EXPECT_EQ(FromProtoDuration(c.admission().retry_after()), absl::Milliseconds(100));
+  EXPECT_EQ(FromProtoDuration(c.grace_period()), absl::Seconds(30));
+  EXPECT_EQ(FromProtoDuration(c.load_report_interval()), absl::Milliseconds(250));
+  EXPECT_EQ(FromProtoDuration(c.reconnect().initial_backoff()), absl::Milliseconds(100));
+  EXPECT_EQ(FromProtoDuration(c.reconnect().max_backoff()), absl::Seconds(5));
+  EXPECT_EQ(c.max_request_bytes(), 4 << 20);
+  EXPECT_EQ(c.default_max_tokens(), 256);
+  EXPECT_TRUE(ValidateWorkerConfig(c).ok());
+}
+
+TEST(WorkerConfigTest, DefaultsKeepSetFields) {
+  v1::WorkerConfig c;
+  c.set_backend("cuda");
+  c.mutable_kv_cache()->set_enable_prefix_caching(false);
+  c.mutable_grace_period()->set_seconds(5);
+  ApplyWorkerDefaults(&c);
+  EXPECT_EQ(c.backend(), "cuda");
+  EXPECT_FALSE(c.kv_cache().enable_prefix_caching());
+  EXPECT_EQ(c.grace_period().seconds(), 5);
+}
+
+struct BadCase {
+  void (*edit)(v1::WorkerConfig*);
+  const char* field;
+};
+
+class WorkerConfigBadTest : public ::testing::TestWithParam<BadCase> {};
+
+TEST_P(WorkerConfigBadTest, NamesTheField) {
+  v1::WorkerConfig c = Defaults();
+  GetParam().edit(&c);
+  const absl::Status s = ValidateWorkerConfig(c);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr(std::string(GetParam().field) + ":"));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, WorkerConfigBadTest,
+    ::testing::Values(
+        BadCase{[](auto* c) { c->clear_model_path(); }, "model_path"},
+        BadCase{[](auto* c) { c->set_backend("tpu"); }, "backend"},
+        BadCase{[](auto* c) { c->set_num_threads(-1); }, "num_threads"},
+        BadCase{[](auto* c) { c->mutable_kv_cache()->set_block_size(-16); }, "kv_cache.block_size"},
+        BadCase{[](auto* c) { c->mutable_kv_cache()->set_num_blocks(-1); }, "kv_cache.num_blocks"},
+        BadCase{[](auto* c) { c->mutable_scheduler()->set_max_num_seqs(-1); },
+                "scheduler.max_num_seqs"},
+        BadCase{[](auto* c) { c->mutable_scheduler()->set_max_context(-1); },
+                "scheduler.max_context"},
+        BadCase{[](auto* c) { c->mutable_admission()->set_max_waiting(-1); },
+                "admission.max_waiting"},
+        BadCase{[](auto* c) { c->mutable_admission()->set_kv_watermark(1.5); },
+                "admission.kv_watermark"},
+        BadCase{[](auto* c) { c->set_max_request_bytes(-1); }, "max_request_bytes"},
+        BadCase{[](auto* c) { c->set_default_max_tokens(-5); }, "default_max_tokens"},
+        BadCase{[](auto* c) { c->mutable_reconnect()->mutable_max_backoff()->set_seconds(0); },
+                "reconnect.max_backoff"}));
+
+TEST(WorkerConfigTest, EngineOptions) {
+  v1::WorkerConfig c = Defaults();
+  c.set_num_threads(3);
+  c.mutable_kv_cache()->set_num_blocks(77);
+  c.mutable_scheduler()->set_max_context(1024);
+  c.mutable_admission()->set_max_waiting(9);
+  const engine::EngineOptions o = EngineOptionsFromConfig(c);
+  EXPECT_EQ(o.model_path, "models/m.gguf");
+  EXPECT_EQ(o.backend, "cpu");
+  EXPECT_EQ(o.num_threads, 3);
+  EXPECT_EQ(o.kv_block_size, 16);
+  EXPECT_EQ(o.num_kv_blocks, 77);
+  EXPECT_EQ(o.kv_cache_bytes, 256ll << 20);
+  EXPECT_TRUE(o.enable_prefix_caching);
+  EXPECT_EQ(o.max_num_seqs, 64);
+  EXPECT_EQ(o.max_batched_tokens, 512);
+  EXPECT_EQ(o.max_context, 1024);
+  EXPECT_EQ(o.max_waiting, 9);
+}
+
+TEST(WorkerConfigTest, ServedModelName) {
+  v1::WorkerConfig c;
+  c.set_model_path("models/SmolLM2-135M-Instruct.Q4_1.gguf");
+  EXPECT_EQ(ServedModelName(c), "SmolLM2-135M-Instruct.Q4_1");
+  c.set_model_path("/ckpt/Qwen2-7B/");
+  EXPECT_EQ(ServedModelName(c), "Qwen2-7B");
+  c.set_model_name("smol");
+  EXPECT_EQ(ServedModelName(c), "smol");
+}
+
+}  // namespace
+}  // namespace onecard::services
