@@ -47,8 +47,7 @@ std::vector<int32_t> BlockManager::MatchPrefix(std::span<const int32_t> token_id
     auto it = cache_.find(key);
     if (it == cache_.end()) break;
     const Block& block = blocks_[it->second];
-    if (!std::equal(tokens.begin(), tokens.end(), block.token_ids.begin(),
-                    block.token_ids.end())) {
+    if (!std::equal(tokens.begin(), tokens.end(), block.token_ids.begin(), block.token_ids.end())) {
       break;  // a key collision: treat as a miss
     }
     hits.push_back(it->second);
@@ -58,8 +57,8 @@ std::vector<int32_t> BlockManager::MatchPrefix(std::span<const int32_t> token_id
 
 int32_t BlockManager::NumFreeNeeded(std::span<const int32_t> token_ids,
                                     const std::vector<int32_t>& hits) const {
-  int32_t needed = BlocksFor(static_cast<int64_t>(token_ids.size())) -
-                   static_cast<int32_t>(hits.size());
+  int32_t needed =
+      BlocksFor(static_cast<int64_t>(token_ids.size())) - static_cast<int32_t>(hits.size());
   for (int32_t id : hits) {
     if (blocks_[id].ref_count == 0) ++needed;  // a free cached block gets used
   }
@@ -70,8 +69,7 @@ bool BlockManager::CanAllocate(std::span<const int32_t> token_ids) const {
   return NumFreeNeeded(token_ids, MatchPrefix(token_ids)) <= num_free_blocks();
 }
 
-std::optional<int32_t> BlockManager::Allocate(int64_t seq_id,
-                                              std::span<const int32_t> token_ids) {
+std::optional<int32_t> BlockManager::Allocate(int64_t seq_id, std::span<const int32_t> token_ids) {
   assert(!seqs_.contains(seq_id) && "Allocate: the sequence already has blocks");
   std::vector<int32_t> hits = MatchPrefix(token_ids);
   if (NumFreeNeeded(token_ids, hits) > num_free_blocks()) return std::nullopt;
@@ -118,8 +116,8 @@ void BlockManager::CacheComputedBlocks(int64_t seq_id, std::span<const int32_t> 
   auto it = seqs_.find(seq_id);
   if (it == seqs_.end()) return;
   SeqState& seq = it->second;
-  const int32_t computed = std::min({num_computed_tokens, seq.num_tokens,
-                                     static_cast<int32_t>(token_ids.size())});
+  const int32_t computed =
+      std::min({num_computed_tokens, seq.num_tokens, static_cast<int32_t>(token_ids.size())});
   const int32_t num_full = computed / block_size_;
   for (int32_t i = seq.num_keyed_blocks; i < num_full; ++i) {
     auto tokens = token_ids.subspan(static_cast<size_t>(i) * block_size_, block_size_);

@@ -98,7 +98,7 @@ class BlockManager {
     int32_t ref_count = 0;
     bool cached = false;  // registered in cache_ under key
     uint64_t key = 0;
-    std::vector<int32_t> token_ids;  // the block's tokens while cached
+    std::vector<int32_t> token_ids;        // the block's tokens while cached
     std::list<int32_t>::iterator lru_pos;  // valid while cached and free
   };
   struct SeqState {
@@ -113,9 +113,8 @@ class BlockManager {
   }
   // Cached blocks holding the longest reusable prefix of token_ids.
   std::vector<int32_t> MatchPrefix(std::span<const int32_t> token_ids) const;
-  int32_t NumFreeNeeded(std::span<const int32_t> token_ids,
-                        const std::vector<int32_t>& hits) const;
-  int32_t TakeFreshBlock();   // a free block, evicting the LRU cached one if needed
+  int32_t NumFreeNeeded(std::span<const int32_t> token_ids, const std::vector<int32_t>& hits) const;
+  int32_t TakeFreshBlock();        // a free block, evicting the LRU cached one if needed
   void Acquire(int32_t block_id);  // ref_count++, leaving the free lists
   void Release(int32_t block_id);  // ref_count--, joining a free list at 0
   uint64_t BlockKey(uint64_t prev_key, std::span<const int32_t> tokens) const;
@@ -125,8 +124,8 @@ class BlockManager {
   int32_t block_size_;
   bool enable_prefix_caching_;
   std::vector<Block> blocks_;
-  std::deque<int32_t> free_uncached_;  // free, holding no cached prefix
-  std::list<int32_t> free_cached_;     // free but cached; front = least recent
+  std::deque<int32_t> free_uncached_;            // free, holding no cached prefix
+  std::list<int32_t> free_cached_;               // free but cached; front = least recent
   std::unordered_map<uint64_t, int32_t> cache_;  // key -> block id
   std::unordered_map<int64_t, SeqState> seqs_;
 };

@@ -17,8 +17,7 @@ namespace {
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> OpenTokenizer(const Checkpoint& checkpoint) {
   if (checkpoint.gguf() != nullptr) return Tokenizer::FromGguf(*checkpoint.gguf());
-  return Tokenizer::FromHfJson(checkpoint.tokenizer_json_path,
-                               checkpoint.tokenizer_config_path);
+  return Tokenizer::FromHfJson(checkpoint.tokenizer_json_path, checkpoint.tokenizer_config_path);
 }
 
 absl::StatusOr<std::unique_ptr<ModelRunner>> CreateRunner(const Checkpoint& checkpoint,
@@ -41,9 +40,8 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> CreateRunner(const Checkpoint& chec
         "supported backends: cpu");
 #endif
   }
-  return absl::InvalidArgumentError(absl::StrCat("EngineOptions.backend: unknown \"",
-                                                 options.backend,
-                                                 "\"; supported backends: cpu, cuda"));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "EngineOptions.backend: unknown \"", options.backend, "\"; supported backends: cpu, cuda"));
 }
 
 }  // namespace

@@ -26,8 +26,8 @@ absl::Status Invalid(const std::string& field, const std::string& why) {
 }
 
 // The context served: the option (0 = the model's), capped by the KV pool.
-absl::StatusOr<int32_t> ResolveMaxContext(const EngineOptions& options,
-                                          const ModelConfig& config, const KvLayout& layout) {
+absl::StatusOr<int32_t> ResolveMaxContext(const EngineOptions& options, const ModelConfig& config,
+                                          const KvLayout& layout) {
   if (options.max_context < 0) return Invalid("max_context", "negative");
   const int64_t model_max = config.max_position_embeddings;
   if (options.max_context > model_max) {
@@ -63,8 +63,7 @@ absl::StatusOr<std::unique_ptr<Engine>> CreateEngine(EngineParts parts,
                                                    layout.num_blocks, " blocks of ",
                                                    layout.block_size, " tokens"));
   }
-  ASSIGN_OR_RETURN(int32_t max_context,
-                   ResolveMaxContext(options, parts.runner->config(), layout));
+  ASSIGN_OR_RETURN(int32_t max_context, ResolveMaxContext(options, parts.runner->config(), layout));
   auto engine = std::make_unique<EngineImpl>(std::move(parts), options, max_context);
   if (options.start_thread) engine->StartThread();
   return std::unique_ptr<Engine>(std::move(engine));
@@ -91,7 +90,9 @@ EngineImpl::~EngineImpl() {
   CancelEverything();
 }
 
-void EngineImpl::StartThread() { thread_ = std::thread([this] { Loop(); }); }
+void EngineImpl::StartThread() {
+  thread_ = std::thread([this] { Loop(); });
+}
 
 absl::StatusOr<uint64_t> EngineImpl::Submit(GenerationRequest request) {
   RETURN_IF_ERROR(ValidateRequest(request, vocab_size_, max_context_));
@@ -157,9 +158,9 @@ absl::Status EngineImpl::Drain(absl::Duration timeout) {
   } else {
     RunStep();
   }
-  return absl::DeadlineExceededError(absl::StrCat(
-      "drain: ", left, " requests were still running after ", absl::FormatDuration(timeout),
-      " and were cancelled"));
+  return absl::DeadlineExceededError(
+      absl::StrCat("drain: ", left, " requests were still running after ",
+                   absl::FormatDuration(timeout), " and were cancelled"));
 }
 
 bool EngineImpl::StepUntilIdle(absl::Duration timeout) {

@@ -52,8 +52,8 @@ bool EngineImpl::AdmitIncoming() {
   for (std::unique_ptr<RequestState>& state : batch) {
     const GenerationRequest& request = state->request();
     const uint64_t id = state->id();
-    absl::Status added = scheduler_.Add(static_cast<int64_t>(id), request.prompt_token_ids,
-                                        request.priority);
+    absl::Status added =
+        scheduler_.Add(static_cast<int64_t>(id), request.prompt_token_ids, request.priority);
     prompt_tokens_total_ += static_cast<int64_t>(request.prompt_token_ids.size());
     requests_[id] = std::move(state);
     if (!added.ok()) FinishRequest(id, requests_.at(id)->Finish(FinishReason::kError, added));
@@ -107,8 +107,8 @@ absl::Status EngineImpl::RunForward(const SchedulerOutput& plan, std::vector<flo
     const int32_t end = chunk.start_pos + chunk.num_tokens;
     batch.chunks.push_back(
         {.seq_id = chunk.seq_id,
-         .token_ids = std::span<const int32_t>(seq.token_ids).subspan(chunk.start_pos,
-                                                                       chunk.num_tokens),
+         .token_ids =
+             std::span<const int32_t>(seq.token_ids).subspan(chunk.start_pos, chunk.num_tokens),
          .start_pos = chunk.start_pos,
          .block_table = scheduler_.BlockTable(chunk.seq_id, end),
          .want_logits = chunk.want_logits});
@@ -117,8 +117,8 @@ absl::Status EngineImpl::RunForward(const SchedulerOutput& plan, std::vector<flo
   absl::Status status = parts_.runner->Forward(batch, logits);
   if (status.ok() && logits->size() != rows * static_cast<size_t>(vocab_size_)) {
     status = absl::InternalError(absl::StrCat("runner ", parts_.runner->name(), " returned ",
-                                              logits->size(), " logits for ", rows,
-                                              " rows of ", vocab_size_));
+                                              logits->size(), " logits for ", rows, " rows of ",
+                                              vocab_size_));
   }
   return status;
 }

@@ -36,8 +36,8 @@ bool RequestState::IsEos(int32_t token) const {
   return std::find(stops.begin(), stops.end(), token) != stops.end();
 }
 
-FinishReason RequestState::CheckStops(int32_t token, int32_t num_seq_tokens,
-                                      int32_t max_context, std::string* text) {
+FinishReason RequestState::CheckStops(int32_t token, int32_t num_seq_tokens, int32_t max_context,
+                                      std::string* text) {
   const std::vector<int32_t>& stop_ids = request_.stopping.stop_token_ids;
   FinishReason reason = FinishReason::kNone;
   // A stop or eos token ends generation; its own text is not streamed.
@@ -73,8 +73,8 @@ StreamOutput RequestState::OnToken(const SampleResult& sample, int32_t num_seq_t
   out.token_ids.push_back(sample.token_id);
   out.text_delta = std::move(text);
   if (request_.logprobs || request_.top_logprobs > 0) {
-    out.logprobs.push_back({.token_id = sample.token_id, .logprob = sample.logprob,
-                            .top = sample.top});
+    out.logprobs.push_back(
+        {.token_id = sample.token_id, .logprob = sample.logprob, .top = sample.top});
   }
   if (reason != FinishReason::kNone) {
     finished_ = true;

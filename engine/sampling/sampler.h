@@ -36,18 +36,18 @@
 namespace onecard::engine {
 
 struct SampleRequest {
-  std::span<const float> logits;              // [vocab_size]
+  std::span<const float> logits;  // [vocab_size]
   const SamplingParams* params = nullptr;
   std::span<const int32_t> prompt_token_ids;  // for the repetition penalty
   std::span<const int32_t> output_token_ids;  // generated so far; size = step
   bool want_logprobs = false;
-  int32_t num_top_logprobs = 0;               // 0..20
+  int32_t num_top_logprobs = 0;  // 0..20
 };
 
 struct SampleResult {
   int32_t token_id = 0;
-  float logprob = 0.0f;                           // when want_logprobs
-  std::vector<std::pair<int32_t, float>> top;     // num_top_logprobs, most likely first
+  float logprob = 0.0f;                        // when want_logprobs
+  std::vector<std::pair<int32_t, float>> top;  // num_top_logprobs, most likely first
 };
 
 class Sampler {
@@ -57,9 +57,9 @@ class Sampler {
   SampleResult Sample(const SampleRequest& request);
 
  private:
-  std::vector<float> logits_;   // [vocab_size] processed
-  std::vector<float> logprobs_;  // [vocab_size]
-  std::vector<std::pair<double, int32_t>> order_;  // (weight, id) candidates
+  std::vector<float> logits_;                            // [vocab_size] processed
+  std::vector<float> logprobs_;                          // [vocab_size]
+  std::vector<std::pair<double, int32_t>> order_;        // (weight, id) candidates
   int32_t Draw(const SamplingParams& params, double u);  // steps 4-5 on logits_
 };
 

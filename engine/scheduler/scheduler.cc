@@ -26,9 +26,8 @@ absl::Status Scheduler::Add(int64_t seq_id, std::vector<int32_t> prompt, int32_t
   }
   if (prompt.empty()) return absl::InvalidArgumentError("prompt: empty");
   if (static_cast<int64_t>(prompt.size()) > max_context_) {
-    return absl::InvalidArgumentError(absl::StrCat("prompt: ", prompt.size(),
-                                                   " tokens exceed the context of ",
-                                                   max_context_));
+    return absl::InvalidArgumentError(
+        absl::StrCat("prompt: ", prompt.size(), " tokens exceed the context of ", max_context_));
   }
   auto seq = std::make_unique<Sequence>();
   seq->id = seq_id;
@@ -130,8 +129,7 @@ void Scheduler::Preempt(Sequence& seq, SchedulerOutput* out) {
   out->preempted.push_back(seq.id);
 }
 
-void Scheduler::AddChunk(Sequence& seq, int32_t num_tokens, int32_t* budget,
-                         SchedulerOutput* out) {
+void Scheduler::AddChunk(Sequence& seq, int32_t num_tokens, int32_t* budget, SchedulerOutput* out) {
   const int32_t start = seq.num_computed_tokens;
   out->chunks.push_back({.seq_id = seq.id,
                          .start_pos = start,
@@ -184,8 +182,8 @@ const Sequence* Scheduler::Find(int64_t seq_id) const {
 
 std::span<const int32_t> Scheduler::BlockTable(int64_t seq_id, int32_t num_tokens) const {
   std::span<const int32_t> table = blocks_.BlockTable(seq_id);
-  const size_t n = (static_cast<size_t>(num_tokens) + blocks_.block_size() - 1) /
-                   blocks_.block_size();
+  const size_t n =
+      (static_cast<size_t>(num_tokens) + blocks_.block_size() - 1) / blocks_.block_size();
   return table.first(std::min(n, table.size()));
 }
 

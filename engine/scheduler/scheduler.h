@@ -60,7 +60,7 @@ struct Sequence {
   std::vector<int32_t> token_ids;  // prompt, then sampled tokens
   int32_t num_prompt_tokens = 0;   // the original prompt's length
   int32_t num_computed_tokens = 0;
-  int32_t num_cached_tokens = 0;   // prefix-cache hit at the first admission
+  int32_t num_cached_tokens = 0;  // prefix-cache hit at the first admission
   int32_t num_preemptions = 0;
   bool admitted_once = false;
   SequenceStatus status = SequenceStatus::kWaiting;
@@ -78,7 +78,7 @@ struct SchedulerOptions {
 
 struct ScheduledChunk {
   int64_t seq_id = 0;
-  int32_t start_pos = 0;   // == the sequence's num_computed_tokens
+  int32_t start_pos = 0;  // == the sequence's num_computed_tokens
   int32_t num_tokens = 0;
   bool want_logits = false;  // the chunk ends at the last known token
 };

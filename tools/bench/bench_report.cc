@@ -43,10 +43,10 @@ std::string GitShortCommit() {
 }  // namespace
 
 RunInfo CurrentRunInfo() {
-  return {.commit = GitShortCommit(),
-          .device = absl::StrCat(CpuModelName(), " (", std::thread::hardware_concurrency(),
-                                 " cores)"),
-          .date = absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::Now(), absl::UTCTimeZone())};
+  return {
+      .commit = GitShortCommit(),
+      .device = absl::StrCat(CpuModelName(), " (", std::thread::hardware_concurrency(), " cores)"),
+      .date = absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::Now(), absl::UTCTimeZone())};
 }
 
 std::string RecordJson(const BenchRecord& record, const RunInfo& info) {
@@ -70,14 +70,14 @@ std::string RecordJson(const BenchRecord& record, const RunInfo& info) {
 }
 
 void BenchReporter::PrintTable(std::ostream& out) const {
-  out << absl::StrFormat("%-14s %-10s %-28s %12s %-7s %s\n", "scenario", "case", "metric",
-                         "value", "unit", "% of floor");
+  out << absl::StrFormat("%-14s %-10s %-28s %12s %-7s %s\n", "scenario", "case", "metric", "value",
+                         "unit", "% of floor");
   for (const BenchRecord& r : records_) {
     const std::string pct = r.floor.has_value() && *r.floor > 0
                                 ? absl::StrFormat("%.1f", 100.0 * r.value / *r.floor)
                                 : "-";
-    out << absl::StrFormat("%-14s %-10s %-28s %12.2f %-7s %s\n", r.scenario, r.case_name,
-                           r.metric, r.value, r.unit, pct);
+    out << absl::StrFormat("%-14s %-10s %-28s %12.2f %-7s %s\n", r.scenario, r.case_name, r.metric,
+                           r.value, r.unit, pct);
   }
   out << "device: " << info_.device << ", commit " << info_.commit << ", " << info_.date << "\n";
 }

@@ -16,11 +16,11 @@
 namespace onecard::bench {
 
 struct BenchRecord {
-  std::string scenario;  // "cpu-decode"
+  std::string scenario;   // "cpu-decode"
   std::string case_name;  // "batch1"
-  std::string metric;    // "decode_tokens_per_second"
+  std::string metric;     // "decode_tokens_per_second"
   double value = 0;
-  std::string unit;      // "tok/s"
+  std::string unit;             // "tok/s"
   std::optional<double> floor;  // same unit; pct_of_floor = 100 * value / floor
 };
 

@@ -70,10 +70,9 @@ absl::StatusOr<DecodeResult> MeasureDecode(Engine& engine, int32_t batch, int32_
   const absl::Time decode_start = *std::max_element(first.begin(), first.end());
   const absl::Time end = *std::max_element(last.begin(), last.end());
   const double seconds = absl::ToDoubleSeconds(end - decode_start);
-  return DecodeResult{
-      .decode_tokens_per_second = seconds > 0 ? (tokens - batch) / seconds : 0.0,
-      .prefill_seconds = absl::ToDoubleSeconds(decode_start - start),
-      .tokens = tokens};
+  return DecodeResult{.decode_tokens_per_second = seconds > 0 ? (tokens - batch) / seconds : 0.0,
+                      .prefill_seconds = absl::ToDoubleSeconds(decode_start - start),
+                      .tokens = tokens};
 }
 
 absl::Status RunCpuDecode(const BenchOptions& options, BenchReporter& reporter) {

@@ -13,9 +13,9 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
-#include "tools/onecard/flag_names.h"
 #include "tools/bench/bench_registry.h"
 #include "tools/bench/bench_report.h"
+#include "tools/onecard/flag_names.h"
 
 ABSL_FLAG(std::string, model, "models/SmolLM2-135M-Instruct.Q4_1.gguf", "model file");
 ABSL_FLAG(int32_t, threads, 0, "cpu backend threads; 0 = all cores");
@@ -25,7 +25,6 @@ ABSL_FLAG(std::string, results, "bench/results/results.jsonl",
           "JSON lines file to append to; empty = do not write");
 
 namespace {
-
 
 void PrintScenarios(std::ostream& out) {
   for (const onecard::bench::Scenario* s : onecard::bench::AllScenarios()) {
@@ -40,8 +39,8 @@ int main(int argc, char** argv) {
   std::vector<std::string> normalized = onecard::tools::NormalizeFlagNames(argc, argv);
   std::vector<char*> normalized_argv;
   for (std::string& a : normalized) normalized_argv.push_back(a.data());
-  std::vector<char*> args = absl::ParseCommandLine(static_cast<int>(normalized_argv.size()),
-                                                   normalized_argv.data());
+  std::vector<char*> args =
+      absl::ParseCommandLine(static_cast<int>(normalized_argv.size()), normalized_argv.data());
   const std::string name = args.size() >= 2 ? args[1] : "";
   if (name == "list") {
     PrintScenarios(std::cout);

@@ -44,11 +44,10 @@ void Report(const Completion& c, const GenerateOptions& options, std::ostream& o
     return;
   }
   out << "\n";
-  err << absl::StrFormat("[%d tokens, %s, TTFT %.0f ms, %.1f tok/s decode]\n",
-                         c.final_output.usage.completion_tokens,
-                         engine::FinishReasonName(c.final_output.finish_reason),
-                         absl::ToDoubleMilliseconds(c.final_output.time_to_first_token),
-                         DecodeTokensPerSecond(c));
+  err << absl::StrFormat(
+      "[%d tokens, %s, TTFT %.0f ms, %.1f tok/s decode]\n", c.final_output.usage.completion_tokens,
+      engine::FinishReasonName(c.final_output.finish_reason),
+      absl::ToDoubleMilliseconds(c.final_output.time_to_first_token), DecodeTokensPerSecond(c));
 }
 
 }  // namespace
@@ -93,12 +92,12 @@ double DecodeTokensPerSecond(const Completion& completion) {
   return (f.usage.completion_tokens - 1) / seconds;
 }
 
-absl::Status RunGenerate(engine::Engine& engine, const GenerateOptions& options,
-                         std::ostream& out, std::ostream& err) {
+absl::Status RunGenerate(engine::Engine& engine, const GenerateOptions& options, std::ostream& out,
+                         std::ostream& err) {
   if (options.prompt.empty()) return absl::InvalidArgumentError("--prompt: empty");
   std::vector<int32_t> ids = engine.tokenizer().Encode(options.prompt, /*add_special_tokens=*/true);
-  ASSIGN_OR_RETURN(Completion c, Complete(engine, std::move(ids), options,
-                                          options.json ? nullptr : &out));
+  ASSIGN_OR_RETURN(Completion c,
+                   Complete(engine, std::move(ids), options, options.json ? nullptr : &out));
   Report(c, options, out, err);
   return absl::OkStatus();
 }

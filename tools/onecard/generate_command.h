@@ -19,8 +19,8 @@
 namespace onecard::tools {
 
 struct GenerateOptions {
-  std::string prompt;   // generate: raw text; chat: the user's message (empty: interactive)
-  std::string system;   // chat: an optional system message
+  std::string prompt;  // generate: raw text; chat: the user's message (empty: interactive)
+  std::string system;  // chat: an optional system message
   int32_t max_tokens = 256;
   engine::SamplingParams sampling;
   bool json = false;
@@ -44,8 +44,8 @@ absl::StatusOr<Completion> Complete(engine::Engine& engine, std::vector<int32_t>
 double DecodeTokensPerSecond(const Completion& completion);
 
 // generate: completes options.prompt (tokenized with special tokens added).
-absl::Status RunGenerate(engine::Engine& engine, const GenerateOptions& options,
-                         std::ostream& out, std::ostream& err);
+absl::Status RunGenerate(engine::Engine& engine, const GenerateOptions& options, std::ostream& out,
+                         std::ostream& err);
 
 // chat: renders the conversation with the model's chat template. With a
 // prompt, answers it once; otherwise reads one user message per line from

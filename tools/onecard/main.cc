@@ -41,7 +41,6 @@ constexpr char kUsage[] =
     "onecard generate|chat --model PATH [--prompt TEXT] [flags]\n"
     "onecard inspect MODEL";
 
-
 onecard::tools::GenerateOptions GenerateOptionsFromFlags() {
   onecard::tools::GenerateOptions o;
   o.prompt = absl::GetFlag(FLAGS_prompt);
@@ -87,8 +86,8 @@ int main(int argc, char** argv) {
   std::vector<std::string> normalized = onecard::tools::NormalizeFlagNames(argc, argv);
   std::vector<char*> normalized_argv;
   for (std::string& a : normalized) normalized_argv.push_back(a.data());
-  std::vector<char*> args = absl::ParseCommandLine(static_cast<int>(normalized_argv.size()),
-                                                   normalized_argv.data());
+  std::vector<char*> args =
+      absl::ParseCommandLine(static_cast<int>(normalized_argv.size()), normalized_argv.data());
   const std::string command = args.size() >= 2 ? args[1] : "";
   if (command == "generate" || command == "chat") return RunEngineCommand(command);
   if (command == "inspect") {

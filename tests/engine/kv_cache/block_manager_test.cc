@@ -26,8 +26,8 @@ std::vector<int32_t> Range(int32_t begin, int32_t n) {
 #define EXPECT_INVARIANTS(bm) EXPECT_TRUE((bm).CheckInvariants().ok()) << (bm).CheckInvariants()
 
 BlockManager Make(int32_t num_blocks, bool caching = true) {
-  return BlockManager({.num_blocks = num_blocks, .block_size = kBs,
-                       .enable_prefix_caching = caching});
+  return BlockManager(
+      {.num_blocks = num_blocks, .block_size = kBs, .enable_prefix_caching = caching});
 }
 
 TEST(BlockManagerTest, AllocateAppendFreeCounts) {
@@ -57,7 +57,7 @@ TEST(BlockManagerTest, AllocateAppendFreeCounts) {
 TEST(BlockManagerTest, RunningOutIsAValueAndChangesNothing) {
   BlockManager bm = Make(3);
   ASSERT_TRUE(bm.Allocate(1, Range(0, 8)).has_value());  // 2 blocks
-  EXPECT_FALSE(bm.CanAllocate(Range(100, 5)));            // needs 2, 1 free
+  EXPECT_FALSE(bm.CanAllocate(Range(100, 5)));           // needs 2, 1 free
   EXPECT_FALSE(bm.Allocate(2, Range(100, 5)).has_value());
   EXPECT_FALSE(bm.HasSequence(2));
   EXPECT_EQ(bm.num_free_blocks(), 1);
@@ -196,10 +196,18 @@ class Simulation {
   void Run(int num_ops) {
     for (int op = 0; op < num_ops; ++op) {
       switch (Uniform(0, 3)) {
-        case 0: NewSequence(); break;
-        case 1: Compute(); break;
-        case 2: Grow(); break;
-        default: FreeOne(); break;
+        case 0:
+          NewSequence();
+          break;
+        case 1:
+          Compute();
+          break;
+        case 2:
+          Grow();
+          break;
+        default:
+          FreeOne();
+          break;
       }
       ASSERT_TRUE(bm_.CheckInvariants().ok()) << "op " << op << ": " << bm_.CheckInvariants();
       CheckPool(op);

@@ -93,32 +93,61 @@ TEST_F(EngineCpuTest, GreedyContinuationsEqualTheHuggingFaceGoldens) {
   }
 }
 
+// Request i's sampling: six mixes of temperature, truncation and penalties.
+SamplingParams MixedSampling(size_t i) {
+  SamplingParams s{.seed = 1000 + i};
+  switch (i % 6) {
+    case 0:
+      s.temperature = 0.0f;
+      break;
+    case 1:
+      s.temperature = 0.8f;
+      s.top_p = 0.9f;
+      break;
+    case 2:
+      s.temperature = 1.0f;
+      s.top_k = 20;
+      break;
+    case 3:
+      s.temperature = 0.7f;
+      s.min_p = 0.1f;
+      break;
+    case 4:
+      s.temperature = 0.9f;
+      s.repetition_penalty = 1.2f;
+      break;
+    default:
+      s.temperature = 1.0f;
+      s.presence_penalty = 0.5f;
+      s.frequency_penalty = 0.5f;
+  }
+  return s;
+}
+
 // Sixteen prompts of different lengths with mixed sampling.
 std::vector<GenerationRequest> MixedRequests(const Tokenizer& tokenizer) {
-  const std::vector<std::string> texts = {
-      "The capital of France is", "Once upon a time", "def add(a, b):",
-      "List three colors:", "The quick brown fox", "In 1969, humans first",
-      "Water boils at", "My favourite food is", "The sun is a",
-      "Translate to French: good morning", "2 + 2 =", "A haiku about autumn:",
-      "The largest ocean on Earth is the", "Photosynthesis is the process by which plants",
-      "import numpy as np\n", "Q: What is the tallest mountain?\nA:"};
+  const std::vector<std::string> texts = {"The capital of France is",
+                                          "Once upon a time",
+                                          "def add(a, b):",
+                                          "List three colors:",
+                                          "The quick brown fox",
+                                          "In 1969, humans first",
+                                          "Water boils at",
+                                          "My favourite food is",
+                                          "The sun is a",
+                                          "Translate to French: good morning",
+                                          "2 + 2 =",
+                                          "A haiku about autumn:",
+                                          "The largest ocean on Earth is the",
+                                          "Photosynthesis is the process by which plants",
+                                          "import numpy as np\n",
+                                          "Q: What is the tallest mountain?\nA:"};
   std::vector<GenerationRequest> requests;
   for (size_t i = 0; i < texts.size(); ++i) {
     GenerationRequest r;
     r.prompt_token_ids = tokenizer.Encode(texts[i], /*add_special_tokens=*/true);
     r.stopping.max_tokens = 8;
-    r.sampling.seed = 1000 + i;
-    switch (i % 6) {
-      case 0: r.sampling.temperature = 0.0f; break;
-      case 1: r.sampling.temperature = 0.8f; r.sampling.top_p = 0.9f; break;
-      case 2: r.sampling.temperature = 1.0f; r.sampling.top_k = 20; break;
-      case 3: r.sampling.temperature = 0.7f; r.sampling.min_p = 0.1f; break;
-      case 4: r.sampling.temperature = 0.9f; r.sampling.repetition_penalty = 1.2f; break;
-      default:
-        r.sampling.temperature = 1.0f;
-        r.sampling.presence_penalty = 0.5f;
-        r.sampling.frequency_penalty = 0.5f;
-    }
+    r.sampling = MixedSampling(i);
     r.logprobs = i % 4 == 0;
     r.top_logprobs = i % 4 == 0 ? 2 : 0;
     requests.push_back(std::move(r));

@@ -76,8 +76,8 @@ TEST(EngineImplTest, GreedyMatchesTheReferenceAndStreamsText) {
 
 TEST(EngineImplTest, EosStopTokenAndIgnoreEos) {
   const std::vector<int32_t> prompt = {kA, kB};
-  auto t = MakeTestEngine(
-      {.logits_fn = Script({kX, kA, FakeTokenizer::kEos, kB, kD}, prompt.size())});
+  auto t =
+      MakeTestEngine({.logits_fn = Script({kX, kA, FakeTokenizer::kEos, kB, kD}, prompt.size())});
   Recorder rec;
   GenerationRequest eos = Request(prompt, 10);
   eos.stopping.ignore_eos = false;
@@ -292,9 +292,8 @@ TEST(EngineImplTest, PrefixCacheHitsShowInUsage) {
 
 TEST(EngineImplTest, QueueTimeTtftAndTokensPerSecondFollowTheClock) {
   TestEngine* raw = nullptr;
-  auto t = MakeTestEngine({.on_forward = [&](const BatchInput&) {
-    raw->clock.Advance(absl::Milliseconds(500));
-  }});
+  auto t = MakeTestEngine(
+      {.on_forward = [&](const BatchInput&) { raw->clock.Advance(absl::Milliseconds(500)); }});
   raw = t.get();
   Recorder rec;
   GenerationRequest r = Request({1, 2}, 4);

@@ -30,11 +30,19 @@ GenerationRequest RandomRequest(std::mt19937_64& rng, int32_t max_prompt, int32_
   for (int32_t i = uniform(1, max_prompt); i > 0; --i) prompt.push_back(uniform(0, 62));
   SamplingParams sampling;
   switch (uniform(0, 3)) {
-    case 0: sampling = {.temperature = 0.0f}; break;
-    case 1: sampling = {.temperature = 0.8f, .top_k = uniform(1, 10)}; break;
-    case 2: sampling = {.temperature = 1.2f, .top_p = 0.7f, .min_p = 0.05f}; break;
+    case 0:
+      sampling = {.temperature = 0.0f};
+      break;
+    case 1:
+      sampling = {.temperature = 0.8f, .top_k = uniform(1, 10)};
+      break;
+    case 2:
+      sampling = {.temperature = 1.2f, .top_p = 0.7f, .min_p = 0.05f};
+      break;
     default:
-      sampling = {.temperature = 1.0f, .repetition_penalty = 1.3f, .presence_penalty = 0.5f,
+      sampling = {.temperature = 1.0f,
+                  .repetition_penalty = 1.3f,
+                  .presence_penalty = 0.5f,
                   .frequency_penalty = 0.3f};
   }
   sampling.seed = rng();
@@ -115,6 +123,28 @@ TEST(EngineStepTest, HigherPriorityRunsFirst) {
   EXPECT_EQ(order, (std::vector<std::string>{"high", "mid", "low-early", "low-late"}));
 }
 
+// Submits a random request whose callback records it and, sometimes, cancels
+// it from inside the callback; some get a deadline.
+uint64_t SubmitRandom(TestEngine& t, Recorder& rec, const std::string& name, std::mt19937_64& rng) {
+  auto uniform = [&](int32_t lo, int32_t hi) {
+    return std::uniform_int_distribution<int32_t>(lo, hi)(rng);
+  };
+  GenerationRequest r = RandomRequest(rng, 12, 16);
+  if (uniform(0, 5) == 0) r.deadline = t.clock.Now() + absl::Seconds(uniform(0, 5));
+  StreamCallback record = rec.Callback(name);
+  const bool cancel_self = uniform(0, 6) == 0;
+  auto id = std::make_shared<uint64_t>(0);
+  Engine* engine = t.engine.get();
+  r.on_output = [record, cancel_self, id, engine](const StreamOutput& out) {
+    record(out);
+    if (cancel_self && !out.finished) engine->Cancel(*id);
+  };
+  absl::StatusOr<uint64_t> got = engine->Submit(std::move(r));
+  EXPECT_TRUE(got.ok()) << got.status();
+  *id = got.value_or(0);
+  return *id;
+}
+
 // Random submissions, cancels (some from callbacks), deadlines, poisoned
 // prompts and tiny pools: every accepted request ends exactly once, nothing
 // follows its final output, and every block comes back.
@@ -126,42 +156,26 @@ TEST(EngineStepTest, RandomMixesKeepTheExactlyOneFinalInvariant) {
     auto uniform = [&](int32_t lo, int32_t hi) {
       return std::uniform_int_distribution<int32_t>(lo, hi)(rng);
     };
-    auto t = MakeTestEngine({.num_blocks = uniform(10, 40), .block_size = 4,
+    auto t = MakeTestEngine({.num_blocks = uniform(10, 40),
+                             .block_size = 4,
                              .fail_on_token = seed % 2 == 0 ? kPoison : -1},
                             {.max_num_seqs = uniform(1, 8), .max_batched_tokens = uniform(4, 32)});
-    Engine* engine = t->engine.get();
     Recorder rec;
     std::vector<uint64_t> ids;
-    std::set<std::string> names;
+    std::vector<std::string> names;
     for (int step = 0; step < 150; ++step) {
       if (uniform(0, 2) == 0) {
-        GenerationRequest r = RandomRequest(rng, 12, 16);
-        if (uniform(0, 5) == 0) r.deadline = t->clock.Now() + absl::Seconds(uniform(0, 5));
-        const std::string name = absl::StrCat(step);
-        StreamCallback record = rec.Callback(name);
-        const bool cancel_self = uniform(0, 6) == 0;
-        auto id = std::make_shared<uint64_t>(0);
-        r.on_output = [record, cancel_self, id, engine](const StreamOutput& out) {
-          record(out);
-          if (cancel_self && !out.finished) engine->Cancel(*id);
-        };
-        absl::StatusOr<uint64_t> got = engine->Submit(std::move(r));
-        ASSERT_TRUE(got.ok()) << got.status();
-        *id = *got;
-        ids.push_back(*got);
-        names.insert(name);
+        names.push_back(absl::StrCat(step));
+        ids.push_back(SubmitRandom(*t, rec, names.back(), rng));
       }
-      if (uniform(0, 8) == 0 && !ids.empty()) engine->Cancel(ids[uniform(0, ids.size() - 1)]);
+      if (uniform(0, 8) == 0 && !ids.empty()) t->engine->Cancel(ids[uniform(0, ids.size() - 1)]);
       if (uniform(0, 3) == 0) t->clock.Advance(absl::Seconds(1));
-      ASSERT_TRUE(engine->Step().ok());
+      ASSERT_TRUE(t->engine->Step().ok());
     }
-    RunUntilIdle(*engine);
-    for (const std::string& name : names) {
-      EXPECT_TRUE(rec.Finished(name)) << name;
-      rec.Final(name);
-    }
+    RunUntilIdle(*t->engine);
     EXPECT_THAT(rec.Violations(), IsEmpty());
-    const EngineStats stats = engine->Stats();
+    for (const std::string& name : names) rec.Final(name);  // exactly one, and last
+    const EngineStats stats = t->engine->Stats();
     EXPECT_EQ(stats.kv_blocks_used, 0);
     EXPECT_EQ(stats.num_running + stats.num_waiting, 0);
   }

@@ -66,15 +66,14 @@ std::vector<std::string> Recorder::Violations() const {
   return bad;
 }
 
-std::unique_ptr<TestEngine> MakeTestEngine(FakeRunnerOptions runner_options,
-                                           EngineOptions options, bool threaded) {
+std::unique_ptr<TestEngine> MakeTestEngine(FakeRunnerOptions runner_options, EngineOptions options,
+                                           bool threaded) {
   auto t = std::make_unique<TestEngine>();
   options.start_thread = threaded;
   auto runner = std::make_unique<FakeModelRunner>(std::move(runner_options));
   t->runner = runner.get();
   if (options.clock == nullptr) options.clock = &t->clock;
-  EngineParts parts{.runner = std::move(runner),
-                    .tokenizer = std::make_unique<FakeTokenizer>()};
+  EngineParts parts{.runner = std::move(runner), .tokenizer = std::make_unique<FakeTokenizer>()};
   auto engine = CreateEngine(std::move(parts), options);
   EXPECT_TRUE(engine.ok()) << engine.status();
   if (engine.ok()) t->engine = std::move(engine).value();
@@ -99,10 +98,11 @@ std::vector<int32_t> ReferenceTokens(const GenerationRequest& request, const Log
   while (static_cast<int32_t>(out.size()) < request.stopping.max_tokens) {
     const std::vector<float> logits =
         logits_fn ? logits_fn(context) : HashedLogits(context, FakeTokenizer::kVocabSize);
-    const int32_t token = sampler.Sample({.logits = logits,
-                                          .params = &request.sampling,
-                                          .prompt_token_ids = request.prompt_token_ids,
-                                          .output_token_ids = out})
+    const int32_t token = sampler
+                              .Sample({.logits = logits,
+                                       .params = &request.sampling,
+                                       .prompt_token_ids = request.prompt_token_ids,
+                                       .output_token_ids = out})
                               .token_id;
     out.push_back(token);
     context.push_back(token);

@@ -29,8 +29,10 @@ FakeModelRunner::FakeModelRunner(FakeRunnerOptions options) : options_(std::move
   config_.num_kv_heads = 1;
   config_.head_dim = 8;
   config_.max_position_embeddings = 1 << 16;
-  layout_ = {.num_blocks = options_.num_blocks, .block_size = options_.block_size,
-             .num_kv_heads = 1, .head_dim = 1};
+  layout_ = {.num_blocks = options_.num_blocks,
+             .block_size = options_.block_size,
+             .num_kv_heads = 1,
+             .head_dim = 1};
   pool_.assign(static_cast<size_t>(options_.num_blocks) * options_.block_size, -1);
 }
 

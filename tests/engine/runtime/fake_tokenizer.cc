@@ -37,8 +37,7 @@ std::vector<int32_t> FakeTokenizer::Encode(std::string_view text, bool) const {
   return ids;
 }
 
-std::string FakeTokenizer::Decode(const std::vector<int32_t>& ids,
-                                  bool skip_special_tokens) const {
+std::string FakeTokenizer::Decode(const std::vector<int32_t>& ids, bool skip_special_tokens) const {
   std::string out;
   for (int32_t id : ids) {
     if (skip_special_tokens && IsSpecial(id)) continue;

@@ -60,8 +60,7 @@ TEST(RequestStateTest, StopIdsWinOverEosAndEosOverStopStrings) {
             FinishReason::kStop);
   r.stopping.stop_token_ids.clear();
   RequestState eos(2, r, &tok, kT0);
-  EXPECT_EQ(eos.OnToken(Token(FakeTokenizer::kEos), 4, 100, kT0).finish_reason,
-            FinishReason::kEos);
+  EXPECT_EQ(eos.OnToken(Token(FakeTokenizer::kEos), 4, 100, kT0).finish_reason, FinishReason::kEos);
   // With ignore_eos the special token is skipped in text, so no stop string.
   r.stopping.ignore_eos = true;
   RequestState ignore(3, r, &tok, kT0);

@@ -37,8 +37,12 @@ TEST(RequestValidationTest, AValidRequestPasses) {
   EXPECT_TRUE(ValidateRequest(Valid(), kVocab, kContext).ok());
   GenerationRequest edge = Valid();
   edge.stopping.max_tokens = kContext - 3;  // prompt + max_tokens == context
-  edge.sampling = {.temperature = 0.0f, .top_k = 0, .top_p = 1.0f, .min_p = 1.0f,
-                   .repetition_penalty = 0.5f, .presence_penalty = -2.0f,
+  edge.sampling = {.temperature = 0.0f,
+                   .top_k = 0,
+                   .top_p = 1.0f,
+                   .min_p = 1.0f,
+                   .repetition_penalty = 0.5f,
+                   .presence_penalty = -2.0f,
                    .frequency_penalty = 2.0f};
   edge.top_logprobs = 20;
   EXPECT_TRUE(ValidateRequest(edge, kVocab, kContext).ok());
@@ -65,8 +69,7 @@ TEST(RequestValidationTest, EachBadFieldIsNamed) {
   ExpectInvalid([](auto& r) { r.sampling.presence_penalty = 2.5f; }, "sampling.presence_penalty");
   ExpectInvalid([](auto& r) { r.sampling.frequency_penalty = -3.0f; },
                 "sampling.frequency_penalty");
-  ExpectInvalid([](auto& r) { r.stopping.stop_strings = {"ok", ""}; },
-                "stopping.stop_strings[1]");
+  ExpectInvalid([](auto& r) { r.stopping.stop_strings = {"ok", ""}; }, "stopping.stop_strings[1]");
   ExpectInvalid([](auto& r) { r.stopping.stop_token_ids = {kVocab}; },
                 "stopping.stop_token_ids[0]");
   ExpectInvalid([](auto& r) { r.top_logprobs = 21; }, "top_logprobs");

@@ -35,10 +35,9 @@ std::vector<float> RandomLogits(uint64_t seed, int n) {
   return v;
 }
 
-int32_t SampleOnce(Sampler& sampler, const std::vector<float>& logits,
-                   const SamplingParams& params, std::span<const int32_t> output = {}) {
-  return sampler.Sample({.logits = logits, .params = &params, .output_token_ids = output})
-      .token_id;
+int32_t SampleOnce(Sampler& sampler, const std::vector<float>& logits, const SamplingParams& params,
+                   std::span<const int32_t> output = {}) {
+  return sampler.Sample({.logits = logits, .params = &params, .output_token_ids = output}).token_id;
 }
 
 // Frequencies of 20000 draws over seeds 0..19999.
@@ -89,8 +88,7 @@ TEST(SamplerTest, TopKOneTinyTopPAndFullMinPEqualGreedy) {
   for (uint64_t seed = 0; seed < 50; ++seed) {
     const std::vector<float> logits = RandomLogits(seed, 257);
     const int32_t greedy = SampleOnce(sampler, logits, {.temperature = 0.0f});
-    EXPECT_EQ(SampleOnce(sampler, logits, {.temperature = 1.3f, .top_k = 1, .seed = seed}),
-              greedy);
+    EXPECT_EQ(SampleOnce(sampler, logits, {.temperature = 1.3f, .top_k = 1, .seed = seed}), greedy);
     EXPECT_EQ(SampleOnce(sampler, logits, {.temperature = 0.7f, .top_p = 1e-6f, .seed = seed}),
               greedy);
     EXPECT_EQ(SampleOnce(sampler, logits, {.temperature = 2.0f, .min_p = 1.0f, .seed = seed}),
@@ -147,8 +145,8 @@ TEST(SamplerTest, PenaltiesShapeTheSampledDistribution) {
     params.seed = i;
     freq[SampleOnce(sampler, logits, params, output)] += 1.0 / 20000;
   }
-  EXPECT_THAT(freq, Pointwise(FloatNear(kFreqTol),
-                              std::vector<double>{0.25 / 2.25, 1 / 2.25, 1 / 2.25}));
+  EXPECT_THAT(freq,
+              Pointwise(FloatNear(kFreqTol), std::vector<double>{0.25 / 2.25, 1 / 2.25, 1 / 2.25}));
 }
 
 TEST(SamplerTest, DrawsVaryWithTheStepAndFollowTheDistribution) {

@@ -18,12 +18,14 @@ namespace {
 
 using ::testing::HasSubstr;
 
-const RunInfo kInfo = {.commit = "abc1234", .device = "Test CPU (2 cores)",
-                       .date = "2026-01-02T03:04:05Z"};
+const RunInfo kInfo = {
+    .commit = "abc1234", .device = "Test CPU (2 cores)", .date = "2026-01-02T03:04:05Z"};
 
 TEST(BenchReportTest, RecordJsonHasEveryFieldInOrder) {
-  const std::string line = RecordJson({.scenario = "cpu-decode", .case_name = "batch1",
-                                       .metric = "decode_tokens_per_second", .value = 12.5,
+  const std::string line = RecordJson({.scenario = "cpu-decode",
+                                       .case_name = "batch1",
+                                       .metric = "decode_tokens_per_second",
+                                       .value = 12.5,
                                        .unit = "tok/s"},
                                       kInfo);
   EXPECT_EQ(line,
@@ -34,10 +36,13 @@ TEST(BenchReportTest, RecordJsonHasEveryFieldInOrder) {
 }
 
 TEST(BenchReportTest, FloorGivesPercent) {
-  nlohmann::json j = nlohmann::json::parse(
-      RecordJson({.scenario = "decode-8b-bf16", .case_name = "batch1", .metric = "tok/s",
-                  .value = 250, .unit = "tok/s", .floor = 287.5},
-                 kInfo));
+  nlohmann::json j = nlohmann::json::parse(RecordJson({.scenario = "decode-8b-bf16",
+                                                       .case_name = "batch1",
+                                                       .metric = "tok/s",
+                                                       .value = 250,
+                                                       .unit = "tok/s",
+                                                       .floor = 287.5},
+                                                      kInfo));
   EXPECT_DOUBLE_EQ(j["floor"].get<double>(), 287.5);
   EXPECT_NEAR(j["pct_of_floor"].get<double>(), 86.9565, 1e-3);
 }
@@ -47,9 +52,15 @@ TEST(BenchReportTest, AppendsLinesAndPrintsATable) {
   std::filesystem::remove_all(dir);
   const std::string path = dir + "/sub/results.jsonl";
   BenchReporter reporter(kInfo);
-  reporter.Add({.scenario = "cpu-decode", .case_name = "batch1", .metric = "m", .value = 1,
+  reporter.Add({.scenario = "cpu-decode",
+                .case_name = "batch1",
+                .metric = "m",
+                .value = 1,
                 .unit = "tok/s"});
-  reporter.Add({.scenario = "cpu-decode", .case_name = "batch8", .metric = "m", .value = 2,
+  reporter.Add({.scenario = "cpu-decode",
+                .case_name = "batch8",
+                .metric = "m",
+                .value = 2,
                 .unit = "tok/s"});
   ASSERT_TRUE(reporter.AppendJsonLines(path).ok());
   ASSERT_TRUE(reporter.AppendJsonLines(path).ok());

@@ -10,14 +10,14 @@ namespace {
 using ::testing::ElementsAre;
 
 TEST(FlagNamesTest, DashesInFlagNamesBecomeUnderscores) {
-  std::vector<std::string> in = {"onecard", "generate", "--max-tokens=5", "--top-p",
-                                 "0.5", "--prompt=a-b", "-x-y", "--json", "--",
-                                 "--not-a-flag"};
+  std::vector<std::string> in = {"onecard", "generate",     "--max-tokens=5", "--top-p",
+                                 "0.5",     "--prompt=a-b", "-x-y",           "--json",
+                                 "--",      "--not-a-flag"};
   std::vector<char*> argv;
   for (std::string& s : in) argv.push_back(s.data());
   EXPECT_THAT(NormalizeFlagNames(static_cast<int>(argv.size()), argv.data()),
-              ElementsAre("onecard", "generate", "--max_tokens=5", "--top_p", "0.5",
-                          "--prompt=a-b", "-x-y", "--json", "--", "--not-a-flag"));
+              ElementsAre("onecard", "generate", "--max_tokens=5", "--top_p", "0.5", "--prompt=a-b",
+                          "-x-y", "--json", "--", "--not-a-flag"));
 }
 
 }  // namespace

@@ -30,8 +30,10 @@ std::unique_ptr<engine::testing::TestEngine> Threaded(int32_t fail_on_token = -1
 }
 
 GenerateOptions Options(std::string prompt, bool json = false) {
-  return {.prompt = std::move(prompt), .max_tokens = 6,
-          .sampling = {.temperature = 0.0f}, .json = json};
+  return {.prompt = std::move(prompt),
+          .max_tokens = 6,
+          .sampling = {.temperature = 0.0f},
+          .json = json};
 }
 
 TEST(GenerateCommandTest, StreamsTheReferenceText) {
