@@ -4,7 +4,7 @@
 // a residual add (one rounding of acc + y). x and W: BF16 or F32 (the same);
 // y: the same dtype, or F32 for BF16 inputs (logits). The caller owns the
 // handle (and its workspace, for graph capture).
-// Used by Linear (linear.cu) and the runner; tested by tests/gpu/linear_test.cu.
+// Used by Linear (linear.cu) and the runner; tested by tests/gpu/gemv_test.cc (LinearTest).
 #ifndef ONECARD_ENGINE_KERNELS_BLAS_GEMM_H_
 #define ONECARD_ENGINE_KERNELS_BLAS_GEMM_H_
 
@@ -29,7 +29,8 @@ struct BlasGemmParams {
   float beta = 0.0f;             // 0: overwrite y; 1: accumulate into y
 };
 
-// Runs on `stream` (set on the handle).
+// Runs on `stream`, set on the handle only when it is on another stream
+// (setting a stream drops the handle's user workspace).
 absl::Status BlasGemm(cublasHandle_t handle, const BlasGemmParams& params, cudaStream_t stream);
 
 }  // namespace onecard::engine

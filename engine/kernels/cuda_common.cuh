@@ -3,7 +3,7 @@
 // the one dtype dispatch of the CUDA side. The CUDA kernels support F32 and
 // BF16 storage (attention, GEMV and the fused kernels: BF16 only); anything
 // else is an UnimplementedError naming the supported set.
-// Tested through every kernel's tests/gpu/*_test.cu.
+// Tested through every kernel's tests/gpu/*_test.cc.
 #ifndef ONECARD_ENGINE_KERNELS_CUDA_COMMON_CUH_
 #define ONECARD_ENGINE_KERNELS_CUDA_COMMON_CUH_
 

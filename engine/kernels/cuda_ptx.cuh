@@ -6,7 +6,7 @@
 //   A (16x16, row): a0 (g, 2t..2t+1), a1 (g+8, 2t..), a2 (g, 2t+8..), a3 (g+8, 2t+8..)
 //   B (16x8, col):  b0 (k 2t..2t+1, n g), b1 (k 2t+8..2t+9, n g)
 //   C (16x8 f32):   c0,c1 (g, 2t..2t+1), c2,c3 (g+8, 2t..2t+1)
-// Tested through tests/gpu/paged_attention_test.cu and gemv_test.cu.
+// Tested through tests/gpu/paged_attention_test.cc and gemv_test.cc.
 #ifndef ONECARD_ENGINE_KERNELS_CUDA_PTX_CUH_
 #define ONECARD_ENGINE_KERNELS_CUDA_PTX_CUH_
 

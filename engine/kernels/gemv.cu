@@ -7,7 +7,7 @@
 // - the first row's loads are issued before x' is staged in shared memory,
 //   so the prologue (norm / SiLU) hides under the first HBM round trip.
 // Accumulation is fp32; see gemv.h for the rounding points.
-// Tested by tests/gpu/gemv_test.cu against GemvRef.
+// Tested by tests/gpu/gemv_test.cc against GemvRef.
 #include <algorithm>
 
 #include "engine/kernels/cuda_common.cuh"

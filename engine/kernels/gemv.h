@@ -10,7 +10,7 @@
 // whole weight rows with 16-byte loads that skip L1, x' is staged once per
 // block in shared memory. Supported: BF16 x and w, y BF16 or F32,
 // 1 <= num_rows <= 4, k % 8 == 0, num_rows * k <= 57344.
-// Tested by tests/gpu/gemv_test.cu.
+// Tested by tests/gpu/gemv_test.cc.
 #ifndef ONECARD_ENGINE_KERNELS_GEMV_H_
 #define ONECARD_ENGINE_KERNELS_GEMV_H_
 

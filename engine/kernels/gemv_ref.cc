@@ -1,6 +1,6 @@
 // GemvRef: the reference of the fused GEMV (see gemv.h): the prologue through
 // RmsNormRef / SiluMulRef (BF16), a plain fp32 dot per output, and the
-// epilogue's roundings. Tested by tests/gpu/gemv_test.cu (as the spec of the
+// epilogue's roundings. Tested by tests/gpu/gemv_test.cc (as the spec of the
 // CUDA kernel).
 #include <vector>
 

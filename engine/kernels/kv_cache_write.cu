@@ -2,7 +2,7 @@
 // K and V rows ([num_kv_heads * head_dim], contiguous in a slot of the paged
 // pools) into slot slot_mapping[t]; a negative slot skips the token. Rows
 // whose byte size and addresses are 16-byte aligned go 16 bytes a thread.
-// Tested by tests/gpu/kv_cache_write_test.cu against KvCacheWriteRef.
+// Tested by tests/gpu/rope_kv_test.cc against KvCacheWriteRef.
 #include "engine/kernels/cuda_common.cuh"
 #include "engine/kernels/kv_cache_write.h"
 #include "engine/runtime/cuda_check.h"

@@ -2,7 +2,7 @@
 // cuBLAS handle per host thread; with a bias it first broadcasts the bias
 // into y and then accumulates the product into it (beta = 1), so acc + b is
 // rounded once, as LinearRef does.
-// Tested by tests/gpu/linear_test.cu against LinearRef.
+// Tested by tests/gpu/gemv_test.cc (LinearTest) against LinearRef.
 #include <cublas_v2.h>
 
 #include "engine/kernels/blas_gemm.h"
@@ -54,7 +54,11 @@ absl::Status BlasGemm(cublasHandle_t handle, const BlasGemmParams& p, cudaStream
         cuda::Cat("BlasGemm: bad sizes m=", p.m, " n=", p.n, " k=", p.k));
   }
   if (p.m == 0) return absl::OkStatus();
-  CUDA_RETURN_IF_ERROR(cublasSetStream(handle, stream));
+  // cublasSetStream drops a user workspace (cublasSetWorkspace), which graph
+  // capture needs: only switch streams when the handle is on another one.
+  cudaStream_t current = nullptr;
+  CUDA_RETURN_IF_ERROR(cublasGetStream(handle, &current));
+  if (current != stream) CUDA_RETURN_IF_ERROR(cublasSetStream(handle, stream));
   const float alpha = 1.0f;
   // Column-major view: y^T [n, m] = W [n, k] (stored as W^T [k, n]) op T times x^T [k, m].
   CUDA_RETURN_IF_ERROR(cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(p.n),

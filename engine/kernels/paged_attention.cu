@@ -14,7 +14,7 @@
 // so no bank conflicts), causal mask by position, online softmax in
 // registers, P rounded to bf16 for the second product (as FlashAttention 2).
 //
-// Tested by tests/gpu/paged_attention_test.cu against PagedAttentionRef.
+// Tested by tests/gpu/paged_attention_test.cc against PagedAttentionRef.
 #include <algorithm>
 #include <cmath>
 
@@ -599,21 +599,6 @@ absl::Status Validate(const PagedAttentionParams& p, const PagedAttentionSplitOp
 }
 
 }  // namespace
-
-int64_t PagedAttentionWorkspaceBytes(int32_t num_tokens, int32_t num_heads, int32_t head_dim,
-                                     int32_t num_splits) {
-  if (num_splits <= 1) return 0;
-  const int64_t parts = static_cast<int64_t>(num_tokens) * num_heads * num_splits;
-  return parts * head_dim * static_cast<int64_t>(sizeof(float)) + parts * sizeof(float2);
-}
-
-int32_t PagedAttentionDecodeSplits(int32_t num_seqs, int32_t num_kv_heads, int32_t max_context,
-                                   int32_t num_sms) {
-  const int64_t blocks = static_cast<int64_t>(num_seqs) * num_kv_heads;
-  const int64_t want = cuda::CeilDiv(2LL * num_sms, std::max<int64_t>(blocks, 1));
-  const int64_t by_keys = cuda::CeilDiv(std::max(max_context, 1), 32);  // >= 32 keys a split
-  return static_cast<int32_t>(std::clamp<int64_t>(std::min(want, by_keys), 1, 64));
-}
 
 absl::Status PagedAttentionSplit(const PagedAttentionParams& p,
                                  const PagedAttentionSplitOptions& o, cudaStream_t stream) {

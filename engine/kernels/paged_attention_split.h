@@ -15,10 +15,11 @@
 // the output directly and needs no workspace.
 // Supported: BF16; head_dim 16, 24, 32, 64, 96, 128 (flash: 64, 128);
 // num_heads / num_kv_heads <= 16.
-// Tested by tests/gpu/paged_attention_test.cu against PagedAttentionRef.
+// Tested by tests/gpu/paged_attention_test.cc against PagedAttentionRef.
 #ifndef ONECARD_ENGINE_KERNELS_PAGED_ATTENTION_SPLIT_H_
 #define ONECARD_ENGINE_KERNELS_PAGED_ATTENTION_SPLIT_H_
 
+#include <algorithm>
 #include <cstdint>
 
 #include "absl/status/status.h"
@@ -38,15 +39,25 @@ struct PagedAttentionSplitOptions {
   AttentionKernel kernel = AttentionKernel::kAuto;
 };
 
-// Workspace for num_splits > 1: [num_tokens, num_heads, num_splits] partials.
-int64_t PagedAttentionWorkspaceBytes(int32_t num_tokens, int32_t num_heads, int32_t head_dim,
-                                     int32_t num_splits);
+// Workspace for num_splits > 1: [num_tokens, num_heads, num_splits] partials
+// (head_dim floats of output, then a (max, sum) pair of floats).
+inline int64_t PagedAttentionWorkspaceBytes(int32_t num_tokens, int32_t num_heads,
+                                            int32_t head_dim, int32_t num_splits) {
+  if (num_splits <= 1) return 0;
+  const int64_t parts = static_cast<int64_t>(num_tokens) * num_heads * num_splits;
+  return parts * head_dim * 4 + parts * 8;
+}
 
-// A split count that fills the card for a decode batch of num_seqs sequences
-// whose longest context is about max_context tokens (1 when the batch alone
-// fills it).
-int32_t PagedAttentionDecodeSplits(int32_t num_seqs, int32_t num_kv_heads, int32_t max_context,
-                                   int32_t num_sms);
+// A split count that fills the card (two blocks per SM) for a decode batch of
+// num_seqs sequences whose contexts reach up to max_context tokens, keeping
+// at least 32 keys a split; 1 when the batch alone fills the card; at most 64.
+inline int32_t PagedAttentionDecodeSplits(int32_t num_seqs, int32_t num_kv_heads,
+                                          int32_t max_context, int32_t num_sms) {
+  const int64_t blocks = std::max<int64_t>(1, static_cast<int64_t>(num_seqs) * num_kv_heads);
+  const int64_t want = (2LL * num_sms + blocks - 1) / blocks;
+  const int64_t by_keys = (std::max<int64_t>(max_context, 1) + 31) / 32;
+  return static_cast<int32_t>(std::clamp<int64_t>(std::min(want, by_keys), 1, 64));
+}
 
 absl::Status PagedAttentionSplit(const PagedAttentionParams& params,
                                  const PagedAttentionSplitOptions& options,

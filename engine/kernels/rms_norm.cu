@@ -3,7 +3,7 @@
 // BF16 rows that are multiples of 8 are read 16 bytes a thread. The fused
 // form rounds x + residual to the storage type before both the store and the
 // norm, as the composed references do.
-// Tested by tests/gpu/rms_norm_test.cu against RmsNormRef / FusedAddRmsNormRef.
+// Tested by tests/gpu/elementwise_test.cc against RmsNormRef / FusedAddRmsNormRef.
 #include "engine/kernels/cuda_common.cuh"
 #include "engine/kernels/rms_norm.h"
 #include "engine/runtime/cuda_check.h"

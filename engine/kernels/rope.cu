@@ -2,7 +2,7 @@
 // x[i + head_dim/2]) pair of its q and k heads in place, with sincosf of
 // float(position) * inv_freq[i] (full-precision sincosf, no fast math), as
 // RopeRef does with std::cos / std::sin.
-// Tested by tests/gpu/rope_test.cu against RopeRef.
+// Tested by tests/gpu/rope_kv_test.cc against RopeRef.
 #include "engine/kernels/cuda_common.cuh"
 #include "engine/kernels/rope.h"
 #include "engine/runtime/cuda_check.h"

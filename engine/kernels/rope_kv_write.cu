@@ -2,7 +2,7 @@
 // bias, rotates the q and k pairs (sincosf, as Rope does) and writes k and v
 // to the token's slot; the bias-added, rounded values are what RoPE reads,
 // as in the composed reference.
-// Tested by tests/gpu/rope_kv_write_test.cu against RopeKvWriteRef.
+// Tested by tests/gpu/rope_kv_test.cc against RopeKvWriteRef.
 #include "engine/kernels/cuda_common.cuh"
 #include "engine/kernels/rope_kv_write.h"
 #include "engine/runtime/cuda_check.h"

@@ -1,6 +1,6 @@
 // RopeKvWriteRef: the reference of the fused bias + RoPE + KV-cache write
 // (see rope_kv_write.h): the composition of the bias add, RopeRef and
-// KvCacheWriteRef. Tested by tests/gpu/rope_kv_write_test.cu (as the spec of
+// KvCacheWriteRef. Tested by tests/gpu/rope_kv_test.cc (as the spec of
 // the CUDA kernel) and through the runners.
 #include "engine/common/status_macros.h"
 #include "engine/kernels/kv_cache_write.h"

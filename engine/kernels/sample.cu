@@ -6,7 +6,7 @@
 // order like integers): about 31 block-wide counts / sums each. The draw scans
 // vocabulary-ordered chunks: chunk sums, a block prefix sum, then one thread
 // walks the chunk that holds the target.
-// Tested by tests/gpu/sample_test.cu against SampleRef.
+// Tested by tests/gpu/sample_test.cc against SampleRef.
 #include <cfloat>
 
 #include "engine/kernels/cuda_common.cuh"
@@ -212,10 +212,6 @@ __global__ void __launch_bounds__(kThreads) SampleKernel(SampleParams a, float* 
 }
 
 }  // namespace
-
-int64_t SampleWorkspaceBytes(int32_t num_rows, int32_t vocab_size) {
-  return static_cast<int64_t>(num_rows) * vocab_size * (sizeof(float) + sizeof(int32_t));
-}
 
 absl::Status Sample(const SampleParams& p, cudaStream_t stream) {
   if (p.num_rows < 0 || p.vocab_size <= 0) {

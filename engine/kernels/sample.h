@@ -18,7 +18,7 @@
 // Ties at a threshold keep every tied token. Float sums may round
 // differently on the GPU, so a draw within rounding of a boundary can pick
 // the neighbouring kept token; greedy is exact.
-// CUDA: Sample (sample.cu), one block a row. Tested by tests/gpu/sample_test.cu.
+// CUDA: Sample (sample.cu), one block a row. Tested by tests/gpu/sample_test.cc.
 #ifndef ONECARD_ENGINE_KERNELS_SAMPLE_H_
 #define ONECARD_ENGINE_KERNELS_SAMPLE_H_
 
@@ -54,7 +54,10 @@ struct SampleParams {
   void* workspace = nullptr;
 };
 
-int64_t SampleWorkspaceBytes(int32_t num_rows, int32_t vocab_size);
+// fp32 scratch then int32 counters, [num_rows, vocab_size] each.
+inline int64_t SampleWorkspaceBytes(int32_t num_rows, int32_t vocab_size) {
+  return static_cast<int64_t>(num_rows) * vocab_size * 8;
+}
 
 absl::Status SampleRef(const SampleParams& params);
 absl::Status Sample(const SampleParams& params, cudaStream_t stream);

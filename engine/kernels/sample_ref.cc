@@ -1,6 +1,6 @@
 // SampleRef: the plain reference of GPU sampling (see sample.h): std::sort
 // for top-k / top-p, sequential sums in vocabulary order.
-// Tested by tests/gpu/sample_test.cu (as the spec of the CUDA kernel).
+// Tested by tests/gpu/sample_test.cc (as the spec of the CUDA kernel).
 #include <algorithm>
 #include <cmath>
 #include <map>

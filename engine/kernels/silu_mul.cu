@@ -1,7 +1,7 @@
 // SiluMul: the CUDA SiLU-and-multiply (see silu_mul.h). A grid-stride loop
 // over [num_tokens, inter]; BF16 rows that are multiples of 8 go 16 bytes a
 // thread. Same math as SiluMulRef (expf, fp32, one rounding on store).
-// Tested by tests/gpu/silu_mul_test.cu against SiluMulRef.
+// Tested by tests/gpu/elementwise_test.cc against SiluMulRef.
 #include "engine/kernels/cuda_common.cuh"
 #include "engine/kernels/silu_mul.h"
 #include "engine/runtime/cuda_check.h"

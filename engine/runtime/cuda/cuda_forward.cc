@@ -1,0 +1,187 @@
+// The kernel sequence of one CUDA step (see cuda_model_runner.h): everything
+// here only enqueues on the runner's stream, reading the step's metadata from
+// fixed device addresses, so that a decode bucket can be captured as a graph.
+// Tested by tests/gpu/cuda_model_runner_test.cc.
+#include <cmath>
+
+#include "engine/common/status_macros.h"
+#include "engine/kernels/blas_gemm.h"
+#include "engine/kernels/embedding.h"
+#include "engine/kernels/gemv.h"
+#include "engine/kernels/paged_attention_split.h"
+#include "engine/kernels/rms_norm.h"
+#include "engine/kernels/rope_kv_write.h"
+#include "engine/kernels/sample.h"
+#include "engine/kernels/silu_mul.h"
+#include "engine/runtime/cuda/cuda_runner_impl.h"
+#include "engine/runtime/cuda/runner_kernels.h"
+
+namespace onecard::engine {
+namespace {
+
+int32_t* MetaInts(char* meta, int64_t offset) { return reinterpret_cast<int32_t*>(meta + offset); }
+
+}  // namespace
+
+bool CudaRunnerImpl::UseGemv(int32_t tokens) const {
+  const int64_t limit = 57344;  // gemv.h: num_rows * k
+  const int64_t widest = std::max({config_.hidden_size, config_.intermediate_size,
+                                   config_.num_heads * config_.head_dim});
+  return options_.use_gemv && tokens <= kGemvMaxRows && tokens * widest <= limit;
+}
+
+absl::Status CudaRunnerImpl::EnqueueStep(const StepShape& shape) {
+  cudaStream_t stream = ctx_->stream();
+  EmbeddingParams embed;
+  embed.dtype = DType::kBF16;
+  embed.token_ids = MetaInts(buf_.meta, shape.layout.token_ids);
+  embed.table = weights_.embedding;
+  embed.out = buf_.residual;
+  embed.num_tokens = shape.tokens;
+  embed.vocab_size = config_.vocab_size;
+  embed.hidden = config_.hidden_size;
+  RETURN_IF_ERROR(Embedding(embed, stream));
+  for (int layer = 0; layer < config_.num_layers; ++layer) {
+    RETURN_IF_ERROR(EnqueueLayer(layer, shape));
+  }
+  if (shape.all_logits || shape.rows == 0) return absl::OkStatus();
+  const void* x = buf_.residual;
+  if (!shape.rows_are_tokens) {
+    RETURN_IF_ERROR(GatherRowsBf16(buf_.residual, MetaInts(buf_.meta, shape.layout.logit_rows),
+                                   buf_.rows, shape.rows, config_.hidden_size, stream));
+    x = buf_.rows;
+  }
+  RETURN_IF_ERROR(EnqueueLogits(shape, x, shape.rows));
+  if (!shape.sample) return absl::OkStatus();
+  SampleParams sp;
+  sp.logits = buf_.logits;
+  sp.rows = reinterpret_cast<const SampleRowParams*>(buf_.meta + shape.layout.sample_rows);
+  if (shape.has_history) {
+    sp.history = MetaInts(buf_.meta, shape.layout.history);
+    sp.cu_history = MetaInts(buf_.meta, shape.layout.cu_history);
+  }
+  sp.out_tokens = buf_.out_tokens;
+  sp.num_rows = shape.rows;
+  sp.vocab_size = static_cast<int32_t>(config_.vocab_size);
+  sp.workspace = buf_.sample;
+  return Sample(sp, stream);
+}
+
+// Final norm and LM head of num_rows rows of x (BF16 [num_rows, hidden]) into
+// buf_.logits (fp32).
+absl::Status CudaRunnerImpl::EnqueueLogits(const StepShape& shape, const void* x,
+                                           int32_t num_rows) {
+  (void)shape;
+  cudaStream_t stream = ctx_->stream();
+  const int64_t h = config_.hidden_size;
+  if (UseGemv(num_rows)) {
+    GemvParams g;
+    g.prologue = GemvPrologue::kRmsNorm;
+    g.x = x;
+    g.x_row_stride = h;
+    g.norm_weight = weights_.final_norm;
+    g.eps = config_.rms_norm_eps;
+    g.w = weights_.lm_head;
+    g.y = buf_.logits;
+    g.y_dtype = DType::kF32;
+    g.num_rows = num_rows;
+    g.n = config_.vocab_size;
+    g.k = h;
+    return Gemv(g, stream);
+  }
+  RETURN_IF_ERROR(RmsNorm({.dtype = DType::kBF16, .x = x, .weight = weights_.final_norm,
+                           .out = buf_.normed, .num_tokens = num_rows, .hidden = h,
+                           .eps = config_.rms_norm_eps},
+                          stream));
+  return BlasGemm(ctx_->cublas(),
+                  {.dtype = DType::kBF16, .y_dtype = DType::kF32, .x = buf_.normed,
+                   .w = weights_.lm_head, .y = buf_.logits, .m = num_rows,
+                   .n = config_.vocab_size, .k = h},
+                  stream);
+}
+
+absl::Status CudaRunnerImpl::EnqueueLayer(int layer, const StepShape& shape) {
+  cudaStream_t stream = ctx_->stream();
+  const CudaLayerWeights& w = weights_.layers[layer];
+  const int32_t t = shape.tokens;
+  const int64_t h = config_.hidden_size, inter = config_.intermediate_size;
+  const int64_t q_width = config_.num_heads * config_.head_dim;
+  const int64_t qkv_width = q_width + 2 * config_.num_kv_heads * config_.head_dim;
+  const float eps = config_.rms_norm_eps;
+  const bool gemv = UseGemv(t);
+  cublasHandle_t blas = ctx_->cublas();
+  // Projection of RmsNorm(residual) by `weight` into `y` (n outputs).
+  auto norm_proj = [&](const void* norm, const void* weight, void* y, int64_t n) -> absl::Status {
+    if (gemv) {
+      return Gemv({.prologue = GemvPrologue::kRmsNorm, .x = buf_.residual, .x_row_stride = h,
+                   .norm_weight = norm, .eps = eps, .w = weight, .y = y, .num_rows = t, .n = n,
+                   .k = h},
+                  stream);
+    }
+    RETURN_IF_ERROR(RmsNorm({.dtype = DType::kBF16, .x = buf_.residual, .weight = norm,
+                             .out = buf_.normed, .num_tokens = t, .hidden = h, .eps = eps},
+                            stream));
+    return BlasGemm(blas, {.x = buf_.normed, .w = weight, .y = y, .m = t, .n = n, .k = h}, stream);
+  };
+  RETURN_IF_ERROR(norm_proj(w.attn_norm, w.wqkv, buf_.qkv, qkv_width));
+  RopeKvWriteParams rope;
+  rope.qkv = buf_.qkv;
+  rope.bias = w.bqkv;
+  rope.k_cache = k_cache_[layer];
+  rope.v_cache = v_cache_[layer];
+  rope.layout = kv_layout_;
+  rope.num_heads = static_cast<int32_t>(config_.num_heads);
+  rope.positions = MetaInts(buf_.meta, shape.layout.positions);
+  rope.slot_mapping = MetaInts(buf_.meta, shape.layout.slots);
+  rope.inv_freq = buf_.inv_freq;
+  rope.num_tokens = t;
+  RETURN_IF_ERROR(RopeKvWrite(rope, stream));
+  PagedAttentionParams attn;
+  attn.dtype = DType::kBF16;
+  attn.q = buf_.qkv;
+  attn.q_token_stride = qkv_width;
+  attn.k_cache = k_cache_[layer];
+  attn.v_cache = v_cache_[layer];
+  attn.out = buf_.attn_out;
+  attn.layout = kv_layout_;
+  attn.num_heads = static_cast<int32_t>(config_.num_heads);
+  attn.num_tokens = t;
+  attn.num_seqs = shape.seqs;
+  attn.cu_query_lens = MetaInts(buf_.meta, shape.layout.cu_query_lens);
+  attn.start_pos = MetaInts(buf_.meta, shape.layout.start_pos);
+  attn.block_tables = MetaInts(buf_.meta, shape.layout.block_tables);
+  attn.max_blocks_per_seq = shape.layout.max_blocks_per_seq;
+  attn.scale = 1.0f / std::sqrt(static_cast<float>(config_.head_dim));
+  RETURN_IF_ERROR(PagedAttentionSplit(attn,
+                                      {.num_splits = shape.splits,
+                                       .workspace = buf_.attn_split,
+                                       .workspace_bytes = plan_.workspace.attn_split},
+                                      stream));
+  // O projection, added to the residual stream.
+  if (gemv) {
+    RETURN_IF_ERROR(Gemv({.x = buf_.attn_out, .x_row_stride = q_width, .w = w.wo,
+                          .y = buf_.residual, .add_to_y = true, .num_rows = t, .n = h,
+                          .k = q_width},
+                         stream));
+  } else {
+    RETURN_IF_ERROR(BlasGemm(blas, {.x = buf_.attn_out, .w = w.wo, .y = buf_.residual, .m = t,
+                                    .n = h, .k = q_width, .beta = 1.0f},
+                             stream));
+  }
+  RETURN_IF_ERROR(norm_proj(w.ffn_norm, w.w_gate_up, buf_.gate_up, 2 * inter));
+  // SiLU(gate) * up and the down projection, added to the residual stream.
+  if (gemv) {
+    return Gemv({.prologue = GemvPrologue::kSiluMul, .x = buf_.gate_up, .x_row_stride = 2 * inter,
+                 .w = w.w_down, .y = buf_.residual, .add_to_y = true, .num_rows = t, .n = h,
+                 .k = inter},
+                stream);
+  }
+  RETURN_IF_ERROR(SiluMul({.dtype = DType::kBF16, .gate_up = buf_.gate_up, .out = buf_.act,
+                           .num_tokens = t, .inter = inter},
+                          stream));
+  return BlasGemm(blas, {.x = buf_.act, .w = w.w_down, .y = buf_.residual, .m = t, .n = h,
+                         .k = inter, .beta = 1.0f},
+                  stream);
+}
+
+}  // namespace onecard::engine

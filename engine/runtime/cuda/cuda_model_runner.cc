@@ -1,0 +1,238 @@
+// CudaRunnerImpl: creation (plan, arenas, weights), a step's host flow
+// (check, pack, one copy in, graph or eager launch, one copy out) and the
+// CUDA graphs of decode buckets. The kernels of a step: cuda_forward.cc.
+// Tested by tests/gpu/cuda_model_runner_test.cc.
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "engine/common/status_macros.h"
+#include "engine/kernels/rope.h"
+#include "engine/model/model_weights.h"
+#include "engine/runtime/cuda/cuda_runner_impl.h"
+#include "engine/runtime/cuda/synthetic_shapes.h"
+#include "engine/runtime/cuda_check.h"
+
+namespace onecard::engine {
+namespace {
+
+double MicrosSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::vector<int32_t> Buckets(int32_t max_num_seqs) {
+  std::vector<int32_t> out;
+  for (int32_t b : {1, 2, 3, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512}) {
+    if (b < max_num_seqs) out.push_back(b);
+  }
+  out.push_back(max_num_seqs);
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<CudaRunnerImpl>> CudaRunnerImpl::Create(
+    const ModelConfig& config, const CudaRunnerOptions& options) {
+  std::unique_ptr<CudaRunnerImpl> r(new CudaRunnerImpl());
+  r->config_ = config;
+  r->options_ = options;
+  ASSIGN_OR_RETURN(r->ctx_, DeviceContext::Create(options.device));
+  MemoryPlanInput in;
+  in.config = config;
+  in.budget_bytes =
+      options.gpu_memory_budget > 0 ? options.gpu_memory_budget : r->ctx_->free_bytes_at_start();
+  in.max_context = options.max_context;
+  in.max_num_seqs = options.max_num_seqs;
+  in.max_batched_tokens = options.max_batched_tokens;
+  in.kv_block_size = options.kv_block_size;
+  in.num_kv_blocks = options.num_kv_blocks;
+  in.num_sms = r->ctx_->num_sms();
+  ASSIGN_OR_RETURN(r->plan_, PlanMemory(in));
+  if (options.print_plan) std::fprintf(stderr, "%s\n", r->plan_.ToString().c_str());
+  RETURN_IF_ERROR(r->Allocate());
+  r->buckets_ = Buckets(options.max_num_seqs);
+  return r;
+}
+
+CudaRunnerImpl::~CudaRunnerImpl() {
+  for (auto& [key, graph] : graphs_) {
+    if (graph.exec != nullptr) cudaGraphExecDestroy(graph.exec);
+  }
+}
+
+absl::Status CudaRunnerImpl::Allocate() {
+  const WorkspaceSizes& w = plan_.workspace;
+  ASSIGN_OR_RETURN(weight_arena_, DeviceArena::Create(plan_.weight_bytes, "weights"));
+  ASSIGN_OR_RETURN(workspace_arena_, DeviceArena::Create(w.Total(), "workspace"));
+  ASSIGN_OR_RETURN(kv_arena_, DeviceArena::Create(plan_.kv_bytes(), "kv cache"));
+  DeviceArena& a = *workspace_arena_;
+  ASSIGN_OR_RETURN(buf_.residual, a.Take(w.residual));
+  ASSIGN_OR_RETURN(buf_.normed, a.Take(w.normed));
+  ASSIGN_OR_RETURN(buf_.qkv, a.Take(w.qkv));
+  ASSIGN_OR_RETURN(buf_.attn_out, a.Take(w.attn_out));
+  ASSIGN_OR_RETURN(buf_.gate_up, a.Take(w.gate_up));
+  ASSIGN_OR_RETURN(buf_.act, a.Take(w.act));
+  ASSIGN_OR_RETURN(buf_.rows, a.Take(w.rows));
+  ASSIGN_OR_RETURN(void* logits, a.Take(w.logits));
+  buf_.logits = static_cast<float*>(logits);
+  ASSIGN_OR_RETURN(buf_.attn_split, a.Take(w.attn_split));
+  ASSIGN_OR_RETURN(buf_.sample, a.Take(w.sample));
+  ASSIGN_OR_RETURN(void* out_tokens, a.Take(w.out_tokens));
+  buf_.out_tokens = static_cast<int32_t*>(out_tokens);
+  ASSIGN_OR_RETURN(void* meta, a.Take(w.meta));
+  buf_.meta = static_cast<char*>(meta);
+  ASSIGN_OR_RETURN(void* rope, a.Take(w.rope));
+  buf_.inv_freq = static_cast<float*>(rope);
+  ASSIGN_OR_RETURN(buf_.cublas, a.Take(w.cublas));
+  RETURN_IF_ERROR(ctx_->SetCublasWorkspace(buf_.cublas, w.cublas));
+
+  kv_layout_ = KvLayout{.num_blocks = static_cast<int32_t>(plan_.num_kv_blocks),
+                        .block_size = plan_.kv_block_size,
+                        .num_kv_heads = static_cast<int32_t>(config_.num_kv_heads),
+                        .head_dim = static_cast<int32_t>(config_.head_dim)};
+  for (int64_t l = 0; l < config_.num_layers; ++l) {
+    ASSIGN_OR_RETURN(void* k, kv_arena_->Take(kv_layout_.PoolElements() * 2));
+    ASSIGN_OR_RETURN(void* v, kv_arena_->Take(kv_layout_.PoolElements() * 2));
+    k_cache_.push_back(k);
+    v_cache_.push_back(v);
+  }
+  cudaStream_t stream = ctx_->stream();
+  // Finite KV everywhere (padded graph rows read block 0); zero sample counters.
+  if (plan_.kv_bytes() > 0) {
+    CUDA_RETURN_IF_ERROR(cudaMemsetAsync(k_cache_[0], 0, kv_arena_->used_bytes(), stream));
+  }
+  CUDA_RETURN_IF_ERROR(cudaMemsetAsync(buf_.sample, 0, w.sample, stream));
+  const std::vector<float> inv_freq = RopeInvFreq(
+      static_cast<int32_t>(config_.head_dim), config_.rope_theta, config_.rope_scaling);
+  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(buf_.inv_freq, inv_freq.data(), inv_freq.size() * 4,
+                                       cudaMemcpyHostToDevice, stream));
+  ASSIGN_OR_RETURN(meta_host_, PinnedBuffer::Create(plan_.step_layout.size_bytes));
+  ASSIGN_OR_RETURN(out_host_, PinnedBuffer::Create(w.logits));
+  CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+  return absl::OkStatus();
+}
+
+absl::Status CudaRunnerImpl::LoadWeights(const ModelWeightsF32& weights) {
+  ASSIGN_OR_RETURN(weights_, UploadWeights(config_, weights, weight_arena_.get()));
+  return absl::OkStatus();
+}
+
+absl::Status CudaRunnerImpl::LoadRandomWeights(uint64_t seed) {
+  ASSIGN_OR_RETURN(weights_, RandomWeights(config_, seed, weight_arena_.get(), ctx_->stream()));
+  return absl::OkStatus();
+}
+
+absl::Status CudaRunnerImpl::Forward(const BatchInput& batch, std::vector<float>* logits) {
+  return Run(batch, nullptr, logits, nullptr);
+}
+
+absl::Status CudaRunnerImpl::ForwardSample(const BatchInput& batch,
+                                           std::span<const SampleRowParams> rows,
+                                           std::span<const std::span<const int32_t>> histories,
+                                           std::vector<int32_t>* tokens) {
+  const SampleInputs sample{rows, histories};
+  return Run(batch, &sample, nullptr, tokens);
+}
+
+absl::Status CudaRunnerImpl::Launch(const StepShape& shape) {
+  if (!shape.graph) return EnqueueStep(shape);
+  Graph& g = graphs_[{shape.seqs, (shape.sample ? 1 : 0) | (shape.has_history ? 2 : 0)}];
+  if (!g.warm) {  // first use: eager, so lazy module loads and attributes happen outside capture
+    g.warm = true;
+    return EnqueueStep(shape);
+  }
+  cudaStream_t stream = ctx_->stream();
+  if (g.exec == nullptr) {
+    cudaGraph_t graph = nullptr;
+    CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    const absl::Status enqueued = EnqueueStep(shape);
+    const cudaError_t ended = cudaStreamEndCapture(stream, &graph);
+    if (!enqueued.ok()) {
+      if (graph != nullptr) cudaGraphDestroy(graph);
+      return enqueued;
+    }
+    CUDA_RETURN_IF_ERROR(ended);
+    const cudaError_t made = cudaGraphInstantiate(&g.exec, graph, 0);
+    cudaGraphDestroy(graph);
+    CUDA_RETURN_IF_ERROR(made);
+  }
+  CUDA_RETURN_IF_ERROR(cudaGraphLaunch(g.exec, stream));
+  return absl::OkStatus();
+}
+
+absl::Status CudaRunnerImpl::Run(const BatchInput& batch, const SampleInputs* sample,
+                                 std::vector<float>* logits, std::vector<int32_t>* tokens) {
+  const auto t0 = std::chrono::steady_clock::now();
+  RETURN_IF_ERROR(CheckBatch(batch, sample));
+  const StepShape shape = ShapeStep(batch, sample);
+  const int64_t bytes = PackStep(batch, sample, shape);
+  cudaStream_t stream = ctx_->stream();
+  CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(buf_.meta, meta_host_->data(), bytes, cudaMemcpyHostToDevice, stream));
+  timing_ = CudaStepTiming{.graph = shape.graph};
+  if (shape.all_logits) {
+    RETURN_IF_ERROR(RunAllLogits(shape, logits));
+    timing_.total_us = MicrosSince(t0);
+    return absl::OkStatus();
+  }
+  RETURN_IF_ERROR(Launch(shape));
+  const int64_t rows = std::count_if(batch.chunks.begin(), batch.chunks.end(),
+                                     [](const SequenceChunk& c) { return c.want_logits; });
+  const int64_t out_bytes = sample != nullptr ? rows * 4 : rows * config_.vocab_size * 4;
+  const void* src = sample != nullptr ? static_cast<const void*>(buf_.out_tokens) : buf_.logits;
+  CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(out_host_->data(), src, out_bytes, cudaMemcpyDeviceToHost, stream));
+  timing_.enqueue_us = MicrosSince(t0);
+  CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+  if (sample != nullptr) {
+    const int32_t* t = reinterpret_cast<const int32_t*>(out_host_->data());
+    tokens->assign(t, t + rows);
+  } else {
+    const float* f = reinterpret_cast<const float*>(out_host_->data());
+    logits->assign(f, f + rows * config_.vocab_size);
+  }
+  timing_.total_us = MicrosSince(t0);
+  return absl::OkStatus();
+}
+
+absl::Status CudaRunnerImpl::RunAllLogits(const StepShape& shape, std::vector<float>* logits) {
+  RETURN_IF_ERROR(EnqueueStep(shape));  // the layers; no logits rows
+  cudaStream_t stream = ctx_->stream();
+  const int64_t vocab = config_.vocab_size;
+  logits->resize(static_cast<int64_t>(shape.tokens) * vocab);
+  for (int32_t r0 = 0; r0 < shape.tokens; r0 += plan_.max_num_seqs) {
+    const int32_t n = std::min(plan_.max_num_seqs, shape.tokens - r0);
+    const char* x = static_cast<const char*>(buf_.residual) + int64_t{r0} * config_.hidden_size * 2;
+    RETURN_IF_ERROR(EnqueueLogits(shape, x, n));
+    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(out_host_->data(), buf_.logits, int64_t{n} * vocab * 4,
+                                         cudaMemcpyDeviceToHost, stream));
+    CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+    std::memcpy(logits->data() + int64_t{r0} * vocab, out_host_->data(), int64_t{n} * vocab * 4);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<CudaModelRunner>> CreateRandomCudaModelRunner(
+    const ModelConfig& config, const CudaRunnerOptions& options) {
+  ASSIGN_OR_RETURN(std::unique_ptr<CudaRunnerImpl> r, CudaRunnerImpl::Create(config, options));
+  RETURN_IF_ERROR(r->LoadRandomWeights(options.synthetic_seed));
+  return std::unique_ptr<CudaModelRunner>(std::move(r));
+}
+
+absl::StatusOr<std::unique_ptr<CudaModelRunner>> CreateSyntheticCudaModelRunner(
+    std::string_view shape, const CudaRunnerOptions& options) {
+  ASSIGN_OR_RETURN(ModelConfig config, SyntheticModelConfig(shape));
+  return CreateRandomCudaModelRunner(config, options);
+}
+
+absl::StatusOr<std::unique_ptr<CudaModelRunner>> CreateCudaModelRunner(
+    const Checkpoint& checkpoint, const CudaRunnerOptions& options) {
+  ASSIGN_OR_RETURN(ModelWeightsF32 weights, LoadWeightsF32(checkpoint));
+  ASSIGN_OR_RETURN(std::unique_ptr<CudaRunnerImpl> r,
+                   CudaRunnerImpl::Create(checkpoint.config, options));
+  RETURN_IF_ERROR(r->LoadWeights(weights));
+  return std::unique_ptr<CudaModelRunner>(std::move(r));
+}
+
+}  // namespace onecard::engine

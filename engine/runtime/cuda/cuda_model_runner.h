@@ -1,0 +1,88 @@
+// The cuda backend: a BF16 ModelRunner (model_runner.h) for one GPU.
+//
+// - Memory is planned up front (memory_plan.h) from options.gpu_memory_budget
+//   (default: the card's free memory) and printed; a budget that cannot hold
+//   one full-context sequence is refused ("needs X GiB, budget Y GiB").
+// - A step is: the metadata packed into one pinned buffer and copied once;
+//   embedding; per layer RMSNorm -> QKV -> bias + RoPE + KV write -> paged
+//   attention -> O (+ residual) -> RMSNorm -> gate_up -> SiLU*up -> down
+//   (+ residual); final norm and LM head on the rows that want logits.
+//   Up to 4 tokens use Gemv (gemv.h) with the norms, SiLU and residual adds
+//   fused; more use cuBLAS with the residual add as beta = 1.
+// - Decode steps (every chunk one token) run as CUDA graphs captured per
+//   batch bucket (1, 2, 3, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, ...),
+//   padded rows writing no KV (slot -1); the first step of a bucket runs
+//   eagerly, the second captures.
+// - ForwardSample samples on the GPU (sample.h) and returns only token ids.
+// The scheduler drives it through ModelRunner unchanged.
+// Tested by tests/gpu/cuda_model_runner_test.cc (against the cpu runner) and
+// measured by tools/bench/cuda.
+#ifndef ONECARD_ENGINE_RUNTIME_CUDA_CUDA_MODEL_RUNNER_H_
+#define ONECARD_ENGINE_RUNTIME_CUDA_CUDA_MODEL_RUNNER_H_
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/kernels/sample.h"
+#include "engine/model/checkpoint.h"
+#include "engine/runtime/cuda/memory_plan.h"
+#include "engine/runtime/model_runner.h"
+
+namespace onecard::engine {
+
+struct CudaRunnerOptions {
+  int32_t device = 0;
+  int64_t gpu_memory_budget = 0;  // bytes; 0 = the card's free memory
+  int32_t kv_block_size = 16;
+  int64_t num_kv_blocks = 0;      // 0 = every block the budget holds
+  int32_t max_context = 0;        // 0 = the model's max_position_embeddings
+  int32_t max_num_seqs = 128;     // chunks (and logit rows) in a step
+  int32_t max_batched_tokens = 2048;
+  bool use_cuda_graphs = true;
+  bool use_gemv = true;           // Gemv for steps of <= 4 tokens
+  uint64_t synthetic_seed = 1;    // synthetic models only
+  bool print_plan = true;         // the memory plan to stderr at creation
+};
+
+// Host-side time of the last step (what the CPU spent before waiting).
+struct CudaStepTiming {
+  double enqueue_us = 0;  // packing metadata + copies + launches (or graph launch)
+  double total_us = 0;    // until the outputs were on the host
+  bool graph = false;     // ran as a CUDA graph replay
+};
+
+class CudaModelRunner : public ModelRunner {
+ public:
+  // Forward, then one token per logits row sampled on the GPU: rows[i] and
+  // histories[i] (penalty history; may be empty) for the i-th row.
+  virtual absl::Status ForwardSample(const BatchInput& batch,
+                                     std::span<const SampleRowParams> rows,
+                                     std::span<const std::span<const int32_t>> histories,
+                                     std::vector<int32_t>* tokens) = 0;
+  virtual const MemoryPlan& memory_plan() const = 0;
+  virtual void set_use_cuda_graphs(bool on) = 0;
+  virtual CudaStepTiming last_step_timing() const = 0;
+  virtual int num_sms() const = 0;
+  virtual std::string device_name() const = 0;
+};
+
+absl::StatusOr<std::unique_ptr<CudaModelRunner>> CreateCudaModelRunner(
+    const Checkpoint& checkpoint, const CudaRunnerOptions& options);
+
+// A synthetic model (synthetic_shapes.h) with seeded random BF16 weights
+// generated in device memory.
+absl::StatusOr<std::unique_ptr<CudaModelRunner>> CreateSyntheticCudaModelRunner(
+    std::string_view shape, const CudaRunnerOptions& options);
+
+// The same from an explicit config (tests use small shapes).
+absl::StatusOr<std::unique_ptr<CudaModelRunner>> CreateRandomCudaModelRunner(
+    const ModelConfig& config, const CudaRunnerOptions& options);
+
+}  // namespace onecard::engine
+
+#endif  // ONECARD_ENGINE_RUNTIME_CUDA_CUDA_MODEL_RUNNER_H_

@@ -1,0 +1,132 @@
+// CudaRunnerImpl: the CudaModelRunner of cuda_model_runner.h. Internal to
+// engine/runtime/cuda: cuda_model_runner.cc (creation, steps, graphs),
+// step_pack.cc (batch checks, metadata packing), cuda_forward.cc (the kernel
+// sequence of a step). Tested by tests/gpu/cuda_model_runner_test.cc.
+#ifndef ONECARD_ENGINE_RUNTIME_CUDA_CUDA_RUNNER_IMPL_H_
+#define ONECARD_ENGINE_RUNTIME_CUDA_CUDA_RUNNER_IMPL_H_
+
+#include <cuda_runtime.h>
+
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/runtime/cuda/cuda_model_runner.h"
+#include "engine/runtime/cuda/cuda_weights.h"
+#include "engine/runtime/cuda/device_context.h"
+#include "engine/runtime/cuda/memory_plan.h"
+#include "engine/runtime/cuda/step_layout.h"
+
+namespace onecard::engine {
+
+// What one step runs: sizes (padded for graphs), where its metadata is, and
+// which outputs it makes.
+struct StepShape {
+  int32_t tokens = 0;  // T
+  int32_t seqs = 0;    // S
+  int32_t rows = 0;    // logit rows R (<= max_num_seqs), or all tokens in chunks
+  bool rows_are_tokens = false;  // row r is token r: no gather
+  bool all_logits = false;       // every token's logits, in chunks of max_num_seqs
+  int32_t splits = 1;            // attention split-K (decode steps)
+  bool sample = false;
+  bool has_history = false;
+  bool graph = false;            // a decode bucket run through a CUDA graph
+  StepLayout layout;
+};
+
+// Device pointers of the step workspace (memory_plan.h WorkspaceSizes).
+struct StepBuffers {
+  void* residual = nullptr;
+  void* normed = nullptr;
+  void* qkv = nullptr;
+  void* attn_out = nullptr;
+  void* gate_up = nullptr;
+  void* act = nullptr;
+  void* rows = nullptr;
+  float* logits = nullptr;
+  void* attn_split = nullptr;
+  void* sample = nullptr;
+  int32_t* out_tokens = nullptr;
+  char* meta = nullptr;  // device mirror of the pinned metadata
+  float* inv_freq = nullptr;
+  void* cublas = nullptr;
+};
+
+struct SampleInputs {
+  std::span<const SampleRowParams> rows;
+  std::span<const std::span<const int32_t>> histories;
+};
+
+class CudaRunnerImpl : public CudaModelRunner {
+ public:
+  static absl::StatusOr<std::unique_ptr<CudaRunnerImpl>> Create(const ModelConfig& config,
+                                                                 const CudaRunnerOptions& options);
+  ~CudaRunnerImpl() override;
+
+  // Fills the weights (exactly one of these, once, after Create).
+  absl::Status LoadWeights(const ModelWeightsF32& weights);
+  absl::Status LoadRandomWeights(uint64_t seed);
+
+  const ModelConfig& config() const override { return config_; }
+  const KvLayout& kv_layout() const override { return kv_layout_; }
+  absl::Status Forward(const BatchInput& batch, std::vector<float>* logits) override;
+  std::string name() const override { return "cuda"; }
+  absl::Status ForwardSample(const BatchInput& batch, std::span<const SampleRowParams> rows,
+                             std::span<const std::span<const int32_t>> histories,
+                             std::vector<int32_t>* tokens) override;
+  const MemoryPlan& memory_plan() const override { return plan_; }
+  void set_use_cuda_graphs(bool on) override { options_.use_cuda_graphs = on; }
+  CudaStepTiming last_step_timing() const override { return timing_; }
+  int num_sms() const override { return ctx_->num_sms(); }
+  std::string device_name() const override { return ctx_->device_name(); }
+
+ private:
+  struct Graph {
+    bool warm = false;  // ran once eagerly (module loads, attributes)
+    cudaGraphExec_t exec = nullptr;
+  };
+
+  CudaRunnerImpl() = default;
+  absl::Status Allocate();
+  absl::Status Run(const BatchInput& batch, const SampleInputs* sample,
+                   std::vector<float>* logits, std::vector<int32_t>* tokens);
+  absl::Status RunAllLogits(const StepShape& shape, std::vector<float>* logits);
+  absl::Status Launch(const StepShape& shape);
+
+  // step_pack.cc
+  absl::Status CheckBatch(const BatchInput& batch, const SampleInputs* sample) const;
+  StepShape ShapeStep(const BatchInput& batch, const SampleInputs* sample) const;
+  int64_t PackStep(const BatchInput& batch, const SampleInputs* sample,
+                   const StepShape& shape) const;  // returns the bytes to copy
+
+  // cuda_forward.cc
+  absl::Status EnqueueStep(const StepShape& shape);
+  absl::Status EnqueueLayer(int layer, const StepShape& shape);
+  absl::Status EnqueueLogits(const StepShape& shape, const void* x, int32_t num_rows);
+  bool UseGemv(int32_t tokens) const;
+
+  ModelConfig config_;
+  CudaRunnerOptions options_;
+  MemoryPlan plan_;
+  KvLayout kv_layout_;
+  std::unique_ptr<DeviceContext> ctx_;
+  std::unique_ptr<DeviceArena> weight_arena_;
+  std::unique_ptr<DeviceArena> workspace_arena_;
+  std::unique_ptr<DeviceArena> kv_arena_;
+  std::unique_ptr<PinnedBuffer> meta_host_;
+  std::unique_ptr<PinnedBuffer> out_host_;  // logits [max_num_seqs, vocab] fp32 or tokens
+  CudaWeights weights_;
+  StepBuffers buf_;
+  std::vector<void*> k_cache_;  // per layer [num_blocks, block_size, kv_heads, head_dim]
+  std::vector<void*> v_cache_;
+  std::map<std::pair<int32_t, int>, Graph> graphs_;  // (bucket, sample | history << 1)
+  std::vector<int32_t> buckets_;
+  CudaStepTiming timing_;
+};
+
+}  // namespace onecard::engine
+
+#endif  // ONECARD_ENGINE_RUNTIME_CUDA_CUDA_RUNNER_IMPL_H_

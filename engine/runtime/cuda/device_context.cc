@@ -1,0 +1,90 @@
+// DeviceContext, DeviceArena, PinnedBuffer (see device_context.h).
+// Tested through tests/gpu/cuda_model_runner_test.cc.
+#include "engine/runtime/cuda/device_context.h"
+
+#include "absl/strings/str_cat.h"
+#include "engine/runtime/cuda_check.h"
+
+namespace onecard::engine {
+
+absl::StatusOr<std::unique_ptr<DeviceContext>> DeviceContext::Create(int device) {
+  int count = 0;
+  CUDA_RETURN_IF_ERROR(cudaGetDeviceCount(&count));
+  if (device < 0 || device >= count) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("CUDA device ", device, " does not exist (", count, " devices)"));
+  }
+  std::unique_ptr<DeviceContext> ctx(new DeviceContext());
+  ctx->device_ = device;
+  CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
+  cudaDeviceProp prop;
+  CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, device));
+  ctx->num_sms_ = prop.multiProcessorCount;
+  ctx->device_name_ = prop.name;
+  size_t free_bytes = 0, total_bytes = 0;
+  CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes));
+  ctx->total_bytes_ = static_cast<int64_t>(total_bytes);
+  ctx->free_bytes_at_start_ = static_cast<int64_t>(free_bytes);
+  CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&ctx->stream_, cudaStreamNonBlocking));
+  CUDA_RETURN_IF_ERROR(cublasCreate(&ctx->cublas_));
+  CUDA_RETURN_IF_ERROR(cublasSetStream(ctx->cublas_, ctx->stream_));
+  return ctx;
+}
+
+DeviceContext::~DeviceContext() {
+  if (cublas_ != nullptr) cublasDestroy(cublas_);
+  if (stream_ != nullptr) cudaStreamDestroy(stream_);
+}
+
+absl::Status DeviceContext::SetCublasWorkspace(void* workspace, int64_t bytes) {
+  CUDA_RETURN_IF_ERROR(cublasSetWorkspace(cublas_, workspace, static_cast<size_t>(bytes)));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<DeviceArena>> DeviceArena::Create(int64_t bytes,
+                                                                 const char* what) {
+  std::unique_ptr<DeviceArena> arena(new DeviceArena());
+  arena->what_ = what;
+  arena->size_ = bytes;
+  if (bytes > 0) {
+    const cudaError_t err = cudaMalloc(&arena->base_, static_cast<size_t>(bytes));
+    if (err != cudaSuccess) {
+      cudaGetLastError();  // clear the sticky-free allocation error
+      return absl::ResourceExhaustedError(absl::StrCat("cudaMalloc of ", bytes, " bytes for ",
+                                                       what, " failed: ",
+                                                       cudaGetErrorString(err)));
+    }
+  }
+  return arena;
+}
+
+DeviceArena::~DeviceArena() {
+  if (base_ != nullptr) cudaFree(base_);
+}
+
+absl::StatusOr<void*> DeviceArena::Take(int64_t bytes) {
+  const int64_t aligned = (bytes + 255) / 256 * 256;
+  if (used_ + aligned > size_) {
+    return absl::InternalError(absl::StrCat("device arena '", what_, "' of ", size_,
+                                            " bytes is exhausted (", used_, " used, ", aligned,
+                                            " more asked)"));
+  }
+  void* p = base_ + used_;
+  used_ += aligned;
+  return p;
+}
+
+absl::StatusOr<std::unique_ptr<PinnedBuffer>> PinnedBuffer::Create(int64_t bytes) {
+  std::unique_ptr<PinnedBuffer> buffer(new PinnedBuffer());
+  buffer->size_ = bytes;
+  void* p = nullptr;
+  CUDA_RETURN_IF_ERROR(cudaMallocHost(&p, static_cast<size_t>(std::max<int64_t>(bytes, 16))));
+  buffer->data_ = static_cast<char*>(p);
+  return buffer;
+}
+
+PinnedBuffer::~PinnedBuffer() {
+  if (data_ != nullptr) cudaFreeHost(data_);
+}
+
+}  // namespace onecard::engine

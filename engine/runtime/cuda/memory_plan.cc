@@ -1,0 +1,175 @@
+// PlanMemory and the step layout (see memory_plan.h, step_layout.h).
+// Tested by tests/gpu/memory_plan_test.cc.
+#include "engine/runtime/cuda/memory_plan.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "engine/common/status_macros.h"
+#include "engine/kernels/paged_attention_split.h"
+#include "engine/kernels/sample.h"
+
+namespace onecard::engine {
+namespace {
+
+int64_t Align(int64_t bytes, int64_t to) { return (bytes + to - 1) / to * to; }
+
+double GiB(int64_t bytes) { return static_cast<double>(bytes) / static_cast<double>(kGiB); }
+
+WorkspaceSizes Workspace(const MemoryPlanInput& in, int32_t max_context,
+                         const StepLayout& layout) {
+  const ModelConfig& c = in.config;
+  const int64_t t = in.max_batched_tokens;
+  const int64_t s = in.max_num_seqs;
+  WorkspaceSizes w;
+  w.residual = Align(t * c.hidden_size * 2, 256);
+  w.normed = w.residual;
+  w.qkv = Align(t * (c.num_heads + 2 * c.num_kv_heads) * c.head_dim * 2, 256);
+  w.attn_out = Align(t * c.num_heads * c.head_dim * 2, 256);
+  w.gate_up = Align(t * 2 * c.intermediate_size * 2, 256);
+  w.act = Align(t * c.intermediate_size * 2, 256);
+  w.rows = Align(s * c.hidden_size * 2, 256);
+  w.logits = Align(s * c.vocab_size * 4, 256);
+  for (int32_t b = 1; b <= s; ++b) {  // every decode batch size the runner may see
+    const int32_t splits = PagedAttentionDecodeSplits(b, static_cast<int32_t>(c.num_kv_heads),
+                                                      max_context, in.num_sms);
+    w.attn_split = std::max(
+        w.attn_split, PagedAttentionWorkspaceBytes(b, static_cast<int32_t>(c.num_heads),
+                                                   static_cast<int32_t>(c.head_dim), splits));
+  }
+  w.attn_split = Align(w.attn_split, 256);
+  w.sample = Align(SampleWorkspaceBytes(static_cast<int32_t>(s),
+                                        static_cast<int32_t>(c.vocab_size)), 256);
+  w.out_tokens = Align(s * 4, 256);
+  w.meta = Align(layout.size_bytes, 256);
+  w.rope = Align(c.head_dim / 2 * 4, 256);
+  w.cublas = in.cublas_workspace_bytes;
+  return w;
+}
+
+absl::Status CheckInput(const MemoryPlanInput& in) {
+  RETURN_IF_ERROR(in.config.Validate());
+  if (in.max_num_seqs < 1 || in.max_batched_tokens < in.max_num_seqs || in.kv_block_size < 1 ||
+      in.budget_bytes <= 0 || in.max_context < 0 || in.num_kv_blocks < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "memory plan: need max_num_seqs >= 1 (", in.max_num_seqs,
+        "), max_batched_tokens >= max_num_seqs (", in.max_batched_tokens,
+        "), kv_block_size >= 1 (", in.kv_block_size, "), a positive budget (", in.budget_bytes,
+        "), max_context >= 0 (", in.max_context, "), num_kv_blocks >= 0 (", in.num_kv_blocks,
+        ")"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+StepLayout MakeStepLayout(int32_t max_tokens, int32_t max_seqs, int32_t max_rows,
+                          int32_t max_blocks_per_seq, int64_t max_history) {
+  StepLayout l;
+  l.max_tokens = max_tokens;
+  l.max_seqs = max_seqs;
+  l.max_rows = max_rows;
+  l.max_blocks_per_seq = max_blocks_per_seq;
+  l.max_history = max_history;
+  int64_t at = 0;
+  auto take = [&](int64_t bytes) {
+    const int64_t offset = at;
+    at = Align(at + bytes, 16);
+    return offset;
+  };
+  l.token_ids = take(4LL * max_tokens);
+  l.positions = take(4LL * max_tokens);
+  l.slots = take(4LL * max_tokens);
+  l.logit_rows = take(4LL * max_rows);
+  l.cu_query_lens = take(4LL * (max_seqs + 1));
+  l.start_pos = take(4LL * max_seqs);
+  l.sample_rows = take(static_cast<int64_t>(sizeof(SampleRowParams)) * max_rows);
+  l.cu_history = take(4LL * (max_rows + 1));
+  l.block_tables = take(4LL * max_seqs * max_blocks_per_seq);
+  l.history = take(4LL * max_history);
+  l.size_bytes = at;
+  return l;
+}
+
+int64_t WorkspaceSizes::Total() const {
+  return residual + normed + qkv + attn_out + gate_up + act + rows + logits + attn_split +
+         sample + out_tokens + meta + rope + cublas;
+}
+
+int64_t MemoryPlan::total_bytes() const {
+  return weight_bytes + workspace.Total() + reserve_bytes + kv_bytes();
+}
+
+int64_t Bf16WeightBytes(const ModelConfig& c) {
+  const int64_t qkv_rows = (c.num_heads + 2 * c.num_kv_heads) * c.head_dim;
+  auto t = [](int64_t elements) { return Align(elements * 2, 256); };
+  int64_t layer = 2 * t(c.hidden_size) + t(qkv_rows * c.hidden_size) +
+                  t(c.hidden_size * c.num_heads * c.head_dim) +
+                  t(2 * c.intermediate_size * c.hidden_size) +
+                  t(c.hidden_size * c.intermediate_size);
+  if (c.attention_bias) layer += t(qkv_rows);
+  int64_t total = c.num_layers * layer + t(c.vocab_size * c.hidden_size) + t(c.hidden_size);
+  if (!c.tie_word_embeddings) total += t(c.vocab_size * c.hidden_size);
+  return total;
+}
+
+absl::StatusOr<MemoryPlan> PlanMemory(const MemoryPlanInput& in) {
+  RETURN_IF_ERROR(CheckInput(in));
+  const ModelConfig& c = in.config;
+  MemoryPlan p;
+  p.model = c.name;
+  p.budget_bytes = in.budget_bytes;
+  p.max_context = in.max_context > 0 ? in.max_context
+                                     : static_cast<int32_t>(c.max_position_embeddings);
+  p.kv_block_size = in.kv_block_size;
+  p.max_blocks_per_seq = (p.max_context + in.kv_block_size - 1) / in.kv_block_size;
+  p.max_num_seqs = in.max_num_seqs;
+  p.max_batched_tokens = in.max_batched_tokens;
+  p.step_layout = MakeStepLayout(in.max_batched_tokens, in.max_num_seqs,
+                                 std::max(in.max_num_seqs, 1), p.max_blocks_per_seq,
+                                 static_cast<int64_t>(in.max_num_seqs) * p.max_context);
+  p.weight_bytes = Bf16WeightBytes(c);
+  p.workspace = Workspace(in, p.max_context, p.step_layout);
+  p.reserve_bytes = in.reserve_bytes;
+  p.kv_bytes_per_token = c.num_layers * 2 * c.num_kv_heads * c.head_dim * 2;
+  p.kv_block_bytes = p.kv_bytes_per_token * in.kv_block_size;
+  const int64_t fixed = p.weight_bytes + p.workspace.Total() + p.reserve_bytes;
+  const int64_t one_seq = static_cast<int64_t>(p.max_blocks_per_seq) * p.kv_block_bytes;
+  if (fixed + one_seq > in.budget_bytes) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "%s needs %.2f GiB, budget %.2f GiB (weights %.2f + workspace %.2f + reserve %.2f + "
+        "KV of one %d-token sequence %.2f)",
+        c.name, GiB(fixed + one_seq), GiB(in.budget_bytes), GiB(p.weight_bytes),
+        GiB(p.workspace.Total()), GiB(p.reserve_bytes), p.max_context, GiB(one_seq)));
+  }
+  const int64_t fit = (in.budget_bytes - fixed) / p.kv_block_bytes;
+  p.num_kv_blocks = in.num_kv_blocks > 0 ? in.num_kv_blocks : fit;
+  if (p.num_kv_blocks > fit || p.num_kv_blocks < p.max_blocks_per_seq) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "%s: %d KV blocks asked; the budget of %.2f GiB holds %d, one sequence needs %d",
+        c.name, in.num_kv_blocks, GiB(in.budget_bytes), fit, p.max_blocks_per_seq));
+  }
+  return p;
+}
+
+std::string MemoryPlan::ToString() const {
+  return absl::StrFormat(
+      "memory plan for %s (budget %.2f GiB):\n"
+      "  weights (bf16)        %8.2f GiB\n"
+      "  workspace             %8.2f GiB  (%d tokens a step, %d sequences; logits %.2f, "
+      "activations %.2f)\n"
+      "  reserve               %8.2f GiB  (CUDA context, cuBLAS, graphs)\n"
+      "  KV cache              %8.2f GiB  (%d blocks of %d tokens, %.1f KiB a token; "
+      "%d tokens = %.1f full %d-token sequences)\n"
+      "  total                 %8.2f GiB",
+      model, GiB(budget_bytes), GiB(weight_bytes), GiB(workspace.Total()), max_batched_tokens,
+      max_num_seqs, GiB(workspace.logits),
+      GiB(workspace.residual + workspace.normed + workspace.qkv + workspace.attn_out +
+          workspace.gate_up + workspace.act),
+      GiB(reserve_bytes), GiB(kv_bytes()), num_kv_blocks, kv_block_size,
+      static_cast<double>(kv_bytes_per_token) / 1024.0, num_kv_blocks * kv_block_size,
+      static_cast<double>(num_kv_blocks) / max_blocks_per_seq, max_context, GiB(total_bytes()));
+}
+
+}  // namespace onecard::engine

@@ -1,0 +1,85 @@
+// The CUDA backend's memory plan, computed (not profiled) before anything is
+// allocated: BF16 weights + the step workspace + a fixed reserve for the CUDA
+// context, cuBLAS and graphs + KV blocks, inside --gpu-memory-budget. When
+// not even one full-context sequence fits, PlanMemory refuses with
+// ResourceExhausted "<model> needs X GiB, budget Y GiB (...)".
+// The runner allocates exactly the workspace buffers listed here.
+// Plain C++ (no CUDA). Tested by tests/gpu/memory_plan_test.cc (label unit).
+#ifndef ONECARD_ENGINE_RUNTIME_CUDA_MEMORY_PLAN_H_
+#define ONECARD_ENGINE_RUNTIME_CUDA_MEMORY_PLAN_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "engine/model/model_config.h"
+#include "engine/runtime/cuda/step_layout.h"
+
+namespace onecard::engine {
+
+inline constexpr int64_t kGiB = 1LL << 30;
+inline constexpr int64_t kMiB = 1LL << 20;
+
+struct MemoryPlanInput {
+  ModelConfig config;
+  int64_t budget_bytes = 0;         // all the device memory the backend may use
+  int32_t max_context = 0;          // tokens a sequence may reach; 0 = the model's
+  int32_t max_num_seqs = 128;       // sequences (and logit rows) in a step
+  int32_t max_batched_tokens = 2048;  // tokens in a step
+  int32_t kv_block_size = 16;
+  int64_t num_kv_blocks = 0;        // 0 = as many as fit
+  int32_t num_sms = 132;            // sizes the attention split-K partials
+  int64_t reserve_bytes = 768 * kMiB;  // CUDA context, cuBLAS, graphs
+  int64_t cublas_workspace_bytes = 32 * kMiB;
+};
+
+// Workspace buffers (bytes); activations are BF16 [max_batched_tokens, ...].
+struct WorkspaceSizes {
+  int64_t residual = 0;    // [tokens, hidden]
+  int64_t normed = 0;      // [tokens, hidden]
+  int64_t qkv = 0;         // [tokens, (heads + 2 kv_heads) head_dim]
+  int64_t attn_out = 0;    // [tokens, heads head_dim]
+  int64_t gate_up = 0;     // [tokens, 2 intermediate]
+  int64_t act = 0;         // [tokens, intermediate]
+  int64_t rows = 0;        // [seqs, hidden]: gathered logit rows
+  int64_t logits = 0;      // fp32 [seqs, vocab]
+  int64_t attn_split = 0;  // split-K partials of a decode step
+  int64_t sample = 0;      // sampling scratch (SampleWorkspaceBytes)
+  int64_t out_tokens = 0;  // int32 [seqs]
+  int64_t meta = 0;        // StepLayout::size_bytes
+  int64_t rope = 0;        // fp32 [head_dim / 2] inverse frequencies
+  int64_t cublas = 0;
+  int64_t Total() const;
+};
+
+struct MemoryPlan {
+  std::string model;
+  int64_t budget_bytes = 0;
+  int64_t weight_bytes = 0;
+  WorkspaceSizes workspace;
+  int64_t reserve_bytes = 0;
+  int64_t kv_bytes_per_token = 0;  // all layers, K and V
+  int64_t kv_block_bytes = 0;      // all layers, K and V
+  int64_t num_kv_blocks = 0;
+  int32_t kv_block_size = 0;
+  int32_t max_context = 0;
+  int32_t max_blocks_per_seq = 0;
+  int32_t max_num_seqs = 0;
+  int32_t max_batched_tokens = 0;
+  StepLayout step_layout;
+
+  int64_t kv_bytes() const { return num_kv_blocks * kv_block_bytes; }
+  int64_t total_bytes() const;
+  // Multi-line, human-readable: what each part takes and what is left.
+  std::string ToString() const;
+};
+
+// Bytes of the BF16 weights as the runner lays them out (fused qkv and
+// gate_up, 256-byte aligned tensors; tied embeddings stored once).
+int64_t Bf16WeightBytes(const ModelConfig& config);
+
+absl::StatusOr<MemoryPlan> PlanMemory(const MemoryPlanInput& input);
+
+}  // namespace onecard::engine
+
+#endif  // ONECARD_ENGINE_RUNTIME_CUDA_MEMORY_PLAN_H_

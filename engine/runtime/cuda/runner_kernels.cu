@@ -1,0 +1,30 @@
+// GatherRowsBf16 (see runner_kernels.h): one block per row, 16 bytes a thread.
+// Tested through tests/gpu/cuda_model_runner_test.cc.
+#include "engine/runtime/cuda/runner_kernels.h"
+#include "engine/runtime/cuda_check.h"
+
+namespace onecard::engine {
+namespace {
+
+__global__ void GatherRowsKernel(const uint4* __restrict__ src, const int32_t* __restrict__ rows,
+                                 uint4* __restrict__ dst, int64_t vecs) {
+  const int64_t r = blockIdx.x;
+  const uint4* s = src + static_cast<int64_t>(rows[r]) * vecs;
+  for (int64_t i = threadIdx.x; i < vecs; i += blockDim.x) dst[r * vecs + i] = s[i];
+}
+
+}  // namespace
+
+absl::Status GatherRowsBf16(const void* src, const int32_t* rows, void* dst, int32_t num_rows,
+                            int64_t hidden, cudaStream_t stream) {
+  if (num_rows <= 0) return absl::OkStatus();
+  if (hidden % 8 != 0) {
+    return absl::UnimplementedError("GatherRowsBf16: hidden must be a multiple of 8");
+  }
+  GatherRowsKernel<<<num_rows, 128, 0, stream>>>(static_cast<const uint4*>(src), rows,
+                                                 static_cast<uint4*>(dst), hidden / 8);
+  CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  return absl::OkStatus();
+}
+
+}  // namespace onecard::engine

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Builds the CUDA test and bench binaries for sm_90a (Release, build-device/)
+# and collects them with the non-system shared libraries they need into
+# .device/ (git-ignored; under 64 MiB so it can be carried to the GPU machine):
+#   .device/bin/   gpu_kernels_test gpu_cuda_model_runner_test
+#                  cuda_memory_plan_test onecard-bench-cuda
+#   .device/lib/   absl and any other library ldd finds outside the system set
+#                  (CUDA's own libcublas/libcudart come from the GPU machine)
+#   .device/COMMIT the commit the binaries were built from (+ "-dirty")
+# Usage: scripts/device/pack.sh   (then the `run` call in docs/cuda.md)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+build=${BUILD_DIR:-$root/build-device}
+jobs=${ONECARD_JOBS:-2}
+targets=(gpu_kernels_test gpu_cuda_model_runner_test cuda_memory_plan_test onecard-bench-cuda)
+
+cmake -S "$root" -B "$build" -G Ninja -DONECARD_CUDA=ON -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$build" -j "$jobs" --target "${targets[@]}"
+
+out="$root/.device"
+rm -rf "$out"
+mkdir -p "$out/bin" "$out/lib"
+for t in "${targets[@]}"; do
+  src=$(find "$build" -type f -name "$t" -perm -u+x | head -1)
+  [[ -n "$src" ]] || { echo "pack: $t was not built" >&2; exit 1; }
+  cp "$src" "$out/bin/$t"
+  strip --strip-unneeded "$out/bin/$t"
+done
+
+# Libraries to take: everything ldd resolves except glibc, the C++ runtime
+# and CUDA's (the GPU machine has its own, matching its driver).
+system='/(ld-linux|libc|libm|libdl|libpthread|librt|libgcc_s|libstdc\+\+|libcuda|libcudart|libcublas|libcublasLt|libnvidia)[.-]'
+for b in "$out"/bin/*; do
+  ldd "$b" | awk '/=> \//{print $3}'
+done | sort -u | while read -r lib; do
+  if [[ ! "$lib" =~ $system ]]; then cp -L "$lib" "$out/lib/"; fi
+done
+
+commit=$(git -C "$root" rev-parse --short HEAD)
+if ! git -C "$root" diff --quiet HEAD -- engine tests/gpu tools/bench/cuda 2>/dev/null; then
+  commit="$commit-dirty"
+fi
+echo "$commit" >"$out/COMMIT"
+size=$(du -sm "$out" | cut -f1)
+echo "pack: .device/ holds $size MiB ($(ls "$out/bin" | wc -l) binaries, $(ls "$out/lib" | wc -l) libraries), commit $commit"
+if ((size >= 63)); then
+  echo "pack: .device/ is over the 64 MiB a run may carry" >&2
+  exit 1
+fi

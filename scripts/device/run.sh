@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine, from the repository root, what scripts/device/pack.sh
+# carried in .device/: the machine check, every gpu-labelled test and the
+# CUDA benchmarks, with logs under $OUT:
+#   machine.txt   nvidia-smi, nvcc --version, ldd of the binaries
+#   tests.log     the gtest binaries (the gpu label's suites)
+#   bench.log     onecard-bench-cuda tables and messages
+#   results.jsonl the benchmark records (bench/results format)
+# Usage (see docs/cuda.md): scripts/device/run.sh [tests|bench|all] [scenario...]
+# Exit status: non-zero when a test or a benchmark failed.
+set -uo pipefail
+what=${1:-all}
+shift || true
+scenarios=("$@")
+((${#scenarios[@]})) || scenarios=(ceilings decode-8b-bf16 prefill budget-8b-bf16 kernels-8b)
+OUT=${OUT:-/tmp/onecard-out}
+mkdir -p "$OUT"
+bin=.device/bin
+
+# CUDA libraries of the machine: the toolkit's, else the ones pip installed.
+cuda_libs=/usr/local/cuda/lib64
+if [[ ! -e $cuda_libs/libcublasLt.so.13 ]]; then
+  found=$(find / -name 'libcublasLt.so.13*' -not -path '*/proc/*' 2>/dev/null | head -1)
+  [[ -n "$found" ]] && cuda_libs=$(dirname "$found")
+fi
+export LD_LIBRARY_PATH="$PWD/.device/lib:$cuda_libs:${LD_LIBRARY_PATH:-}"
+export ONECARD_COMMIT=$(cat .device/COMMIT 2>/dev/null || echo unknown)
+
+{
+  echo "== commit $ONECARD_COMMIT"; date -u
+  nvidia-smi; nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem,driver_version --format=csv
+  nvcc --version 2>/dev/null || /usr/local/cuda/bin/nvcc --version
+  uname -a; nproc; free -g
+  echo "== cuda libs from $cuda_libs"
+  for b in "$bin"/*; do echo "== ldd $b"; ldd "$b"; done
+} >"$OUT/machine.txt" 2>&1
+
+status=0
+if [[ $what == all || $what == tests ]]; then
+  for t in cuda_memory_plan_test gpu_kernels_test gpu_cuda_model_runner_test; do
+    echo "===== $t" | tee -a "$OUT/tests.log"
+    timeout 900 "$bin/$t" --gtest_color=no >>"$OUT/tests.log" 2>&1 || status=1
+    grep -E '^\[  (PASSED|FAILED) |^\[==========\] [0-9]+ tests' "$OUT/tests.log" | tail -3
+  done
+  grep -E '^\[  FAILED  \]' "$OUT/tests.log" | sort -u | head -40
+fi
+if [[ $what == all || $what == bench ]]; then
+  for s in "${scenarios[@]}"; do
+    echo "===== onecard-bench-cuda $s" | tee -a "$OUT/bench.log"
+    timeout 600 "$bin/onecard-bench-cuda" "$s" --results "$OUT/results.jsonl" \
+      >>"$OUT/bench.log" 2>&1 || { status=1; echo "FAILED: $s"; }
+  done
+  grep -vE '^ *$' "$OUT/bench.log" | grep -E 'GB/s|tok/s|TFLOP|ms |us |GiB|bytes|bool|FAILED|error|needs' | cut -c1-110
+fi
+exit $status

@@ -1,0 +1,145 @@
+// MatchesReference for PagedAttention / PagedAttentionSplit: decode batches of
+// 1 / 7 / 33 sequences and prefill / chunked-prefill / mixed batches; head_dim
+// 16 / 24 / 64 / 128; GQA groups 1 to 12; contexts ending mid-block; block
+// tables drawn from a shuffled pool (non-contiguous); split-K 1 to 8; the
+// flash kernel and the general kernel on the same prefill shapes.
+// Tolerance: the output is BF16 (2^-9 relative rounding) and the flash kernel
+// rounds P to BF16 before P V (each weight off by <= 2^-9 relative), so the
+// error is a few 1e-3 of max|V| = 1 at worst: atol 3e-3, rtol 2e-2, NMSE 1e-4.
+#include <algorithm>
+#include <numeric>
+#include <string>
+#include <utility>
+
+#include "engine/kernels/paged_attention.h"
+#include "engine/kernels/paged_attention_split.h"
+#include "tests/gpu/gpu_test_util.h"
+#include "tests/testing/all_close.h"
+
+namespace onecard::testing {
+namespace {
+
+using engine::AttentionKernel;
+using engine::DType;
+
+struct AttnCase {
+  std::string name;
+  int32_t head_dim;
+  int32_t heads;
+  int32_t kv_heads;
+  std::vector<std::pair<int32_t, int32_t>> chunks;  // (start_pos, length)
+  int32_t splits;
+  AttentionKernel kernel;
+};
+
+std::vector<std::pair<int32_t, int32_t>> DecodeChunks(int32_t n, int32_t max_ctx, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<std::pair<int32_t, int32_t>> out;
+  for (int32_t i = 0; i < n; ++i) out.push_back({static_cast<int32_t>(rng() % max_ctx), 1});
+  return out;
+}
+
+std::vector<AttnCase> Cases() {
+  const auto kAuto = AttentionKernel::kAuto;
+  const auto kGeneral = AttentionKernel::kGeneral;
+  return {
+      {"decode_b1_d128_g4", 128, 32, 8, {{389, 1}}, 1, kAuto},
+      {"decode_b1_d128_g4_split8", 128, 32, 8, {{4000, 1}}, 8, kAuto},
+      {"decode_b7_d128_g4_split4", 128, 32, 8,
+       {{5, 1}, {17, 1}, {100, 1}, {1023, 1}, {0, 1}, {64, 1}, {2047, 1}}, 4, kAuto},
+      {"decode_b33_d64_g3", 64, 9, 3, DecodeChunks(33, 700, 1), 1, kAuto},
+      {"decode_b33_d64_g3_split3", 64, 9, 3, DecodeChunks(33, 700, 2), 3, kAuto},
+      {"decode_b7_d16_g2_split3", 16, 4, 2, DecodeChunks(7, 300, 3), 3, kAuto},
+      {"decode_b7_d24_g4", 24, 4, 1, DecodeChunks(7, 300, 4), 1, kAuto},
+      {"decode_b7_d128_g8_split2", 128, 64, 8, DecodeChunks(7, 1500, 5), 2, kAuto},
+      {"decode_b7_d128_g12", 128, 96, 8, DecodeChunks(7, 600, 6), 1, kAuto},
+      {"decode_b7_d128_g1", 128, 8, 8, DecodeChunks(7, 600, 7), 1, kAuto},
+      {"prefill_d128_g4_flash", 128, 32, 8, {{0, 200}}, 1, kAuto},
+      {"prefill_d128_g4_general", 128, 32, 8, {{0, 200}}, 1, kGeneral},
+      {"chunked_d64_g3_flash", 64, 9, 3, {{300, 77}, {0, 1}, {31, 130}}, 1, kAuto},
+      {"chunked_d64_g3_general", 64, 9, 3, {{300, 77}, {0, 1}, {31, 130}}, 1, kGeneral},
+      {"mixed_d128_g4_flash", 128, 32, 8, {{57, 1}, {0, 33}, {700, 1}, {129, 64}}, 1, kAuto},
+      {"prefill_d24_g4", 24, 4, 1, {{0, 45}, {13, 20}}, 1, kAuto},
+      {"prefill_d16_g2", 16, 4, 2, {{7, 33}, {0, 7}}, 1, kAuto},
+      {"prefill_d128_g8_long", 128, 64, 8, {{0, 1100}}, 1, kAuto},
+  };
+}
+
+class PagedAttentionTest : public ::testing::TestWithParam<AttnCase> {};
+
+TEST_P(PagedAttentionTest, MatchesReference) {
+  const AttnCase& c = GetParam();
+  std::mt19937 rng = SeededRng(std::hash<std::string>()(c.name) & 0xffff, 21);
+  const int32_t block_size = 16;
+  const int32_t num_seqs = static_cast<int32_t>(c.chunks.size());
+  std::vector<int32_t> cu{0}, start;
+  int32_t max_blocks = 0, total_blocks = 0;
+  for (const auto& [s, n] : c.chunks) {
+    cu.push_back(cu.back() + n);
+    start.push_back(s);
+    const int32_t blocks = (s + n + block_size - 1) / block_size;
+    max_blocks = std::max(max_blocks, blocks);
+    total_blocks += blocks;
+  }
+  const int32_t tokens = cu.back();
+  const engine::KvLayout layout{.num_blocks = total_blocks + 7, .block_size = block_size,
+                                .num_kv_heads = c.kv_heads, .head_dim = c.head_dim};
+  std::vector<int32_t> pool(layout.num_blocks);
+  std::iota(pool.begin(), pool.end(), 0);
+  std::shuffle(pool.begin(), pool.end(), rng);
+  std::vector<int32_t> tables(num_seqs * max_blocks, 0);
+  int32_t next = 0;
+  for (int32_t s = 0; s < num_seqs; ++s) {
+    const int32_t blocks = (start[s] + c.chunks[s].second + block_size - 1) / block_size;
+    for (int32_t b = 0; b < blocks; ++b) tables[s * max_blocks + b] = pool[next++];
+  }
+  const int64_t q_stride = (c.heads + 2 * c.kv_heads) * c.head_dim;  // q inside packed qkv
+  std::vector<uint16_t> q = RandomBf16(tokens * q_stride, rng, -4.0f, 4.0f);
+  std::vector<uint16_t> k = RandomBf16(layout.PoolElements(), rng, -1.0f, 1.0f);
+  std::vector<uint16_t> v = RandomBf16(layout.PoolElements(), rng, -1.0f, 1.0f);
+  std::vector<uint16_t> want(tokens * c.heads * c.head_dim);
+  engine::PagedAttentionParams p{.dtype = DType::kBF16, .q = q.data(), .q_token_stride = q_stride,
+                                 .k_cache = k.data(), .v_cache = v.data(), .out = want.data(),
+                                 .layout = layout, .num_heads = c.heads, .num_tokens = tokens,
+                                 .num_seqs = num_seqs, .cu_query_lens = cu.data(),
+                                 .start_pos = start.data(), .block_tables = tables.data(),
+                                 .max_blocks_per_seq = max_blocks,
+                                 .scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim))};
+  ASSERT_TRUE(engine::PagedAttentionRef(p).ok());
+  DeviceBuf<uint16_t> dq(q), dk(k), dv(v), dout(want.size());
+  DeviceBuf<int32_t> dcu(cu), dstart(start), dtables(tables);
+  const int64_t ws_bytes =
+      engine::PagedAttentionWorkspaceBytes(tokens, c.heads, c.head_dim, c.splits);
+  DeviceBuf<uint8_t> ws(ws_bytes);
+  p.q = dq.get();
+  p.k_cache = dk.get();
+  p.v_cache = dv.get();
+  p.out = dout.get();
+  p.cu_query_lens = dcu.get();
+  p.start_pos = dstart.get();
+  p.block_tables = dtables.get();
+  const absl::Status st = engine::PagedAttentionSplit(
+      p, {.num_splits = c.splits, .workspace = ws.get(), .workspace_bytes = ws_bytes,
+          .kernel = c.kernel},
+      nullptr);
+  ASSERT_TRUE(st.ok()) << st;
+  ASSERT_CUDA_OK(cudaDeviceSynchronize());
+  EXPECT_ALL_CLOSE(ToFloats(dout.Download()), ToFloats(want), (Tolerance{3e-3, 2e-2, 1e-4}));
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, PagedAttentionTest, ::testing::ValuesIn(Cases()),
+                         [](const auto& info) { return info.param.name; });
+
+TEST(PagedAttentionTest, UnsupportedHeadDimIsUnimplemented) {
+  engine::PagedAttentionParams p;
+  p.dtype = DType::kBF16;
+  p.layout = {.num_blocks = 1, .block_size = 16, .num_kv_heads = 1, .head_dim = 80};
+  p.num_heads = 1;
+  p.num_seqs = 1;
+  p.q_token_stride = 80;
+  const absl::Status st = engine::PagedAttention(p, nullptr);
+  EXPECT_EQ(st.code(), absl::StatusCode::kUnimplemented) << st;
+}
+
+}  // namespace
+}  // namespace onecard::testing

@@ -1,0 +1,84 @@
+// Shared pieces of onecard-bench's CUDA presets (tools/bench/cuda/*.cc):
+// the ceilings measured in the same run (device-to-device copy bandwidth
+// counting bytes read + written, the bf16 GEMM rate of 8192^3 through cuBLAS
+// on random data, pinned host<->device bandwidth), CUDA-event timing, the
+// floors of a decode step and of a prefill, and a driver that feeds
+// synthetic prompts to a CudaModelRunner. Not unit tested: the presets run
+// only on the GPU machine (scripts/device/run.sh); their arithmetic is
+// written out here where the note (bench/results/*.md) can quote it.
+#ifndef ONECARD_TOOLS_BENCH_CUDA_CUDA_BENCH_H_
+#define ONECARD_TOOLS_BENCH_CUDA_CUDA_BENCH_H_
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/model/model_config.h"
+#include "engine/runtime/cuda/cuda_model_runner.h"
+
+namespace onecard::bench {
+
+struct Ceilings {
+  double copy_bytes_per_s = 0;   // D2D, read + written
+  double gemm_flops_per_s = 0;   // bf16 8192^3, cuBLAS, random data
+  double h2d_bytes_per_s = 0;    // pinned
+  double d2h_bytes_per_s = 0;    // pinned
+};
+
+// Measured once per process (about a second), then cached.
+absl::StatusOr<Ceilings> MeasureCeilings();
+
+// Median of `runs` timings (ms, CUDA events on `stream`) of fn() after
+// `warmup` untimed calls.
+absl::StatusOr<double> MedianMs(cudaStream_t stream, int warmup, int runs,
+                                const std::function<absl::Status()>& fn);
+
+double Median(std::vector<double> v);
+
+// "NVIDIA H200 (132 SMs, 139.8 GiB)".
+std::string CudaDeviceDescription();
+
+// Bytes a decode step must move for batch sequences whose context (keys read,
+// the new token included) is `context`: every matrix weight once, plus K and
+// V of every context position, plus the new token's K/V written.
+double DecodeStepBytes(const engine::ModelConfig& c, int64_t batch, int64_t context);
+// FLOPs of that step: 2 per matrix weight per token, plus attention.
+double DecodeStepFlops(const engine::ModelConfig& c, int64_t batch, int64_t context);
+// FLOPs of a one-sequence prefill of `tokens` (causal attention, one logits row).
+double PrefillFlops(const engine::ModelConfig& c, int64_t tokens);
+
+// Deterministic ids spread over the vocabulary, distinct per index.
+std::vector<int32_t> SyntheticPrompt(int32_t tokens, int32_t index, int64_t vocab);
+
+// Sequences of one batch with fixed block tables (sequence s owns blocks
+// [first_block + s * blocks_each, ...)), fed through ForwardSample greedily.
+class BatchDriver {
+ public:
+  BatchDriver(engine::CudaModelRunner* runner, int32_t batch, int32_t prompt_tokens,
+              int32_t max_tokens, int32_t first_block = 0);
+  // Prefills every prompt (as many per step as the plan allows); each
+  // sequence's first token comes from its last prompt position.
+  absl::Status Prefill();
+  // One decode step for every sequence; returns the step's wall time (ms).
+  absl::StatusOr<double> DecodeStep();
+  // Moves every sequence back to `position` (re-decoding positions there).
+  void Rewind(int32_t position);
+  int32_t position() const { return position_; }
+
+ private:
+  engine::CudaModelRunner* runner_;
+  int32_t batch_;
+  int32_t prompt_tokens_;
+  int32_t position_ = 0;  // of the next token to decode
+  std::vector<std::vector<int32_t>> tables_;
+  std::vector<std::vector<int32_t>> prompts_;
+  std::vector<int32_t> last_;
+};
+
+}  // namespace onecard::bench
+
+#endif  // ONECARD_TOOLS_BENCH_CUDA_CUDA_BENCH_H_

@@ -1,0 +1,86 @@
+// Scenario "decode-8b-bf16" (../shared/benchmarks.md): llama3-8b synthetic
+// BF16, a 128-token prompt per sequence, then 256 greedy decode steps sampled
+// on the GPU, at batch 1, 8, 32 and 128; CUDA graphs on. Reports tok/s
+// against the floor of the same work computed from this run's ceilings: per
+// step the larger of (weights + KV read and written) / copy bandwidth and
+// FLOPs / GEMM rate, summed over the steps; ms per step; the achieved
+// bandwidth against the copy bandwidth. Then, at batch 1 and 32, 48 more
+// steps with graphs off and 48 with graphs on: the host's enqueue time per
+// step (pack + copy + launches, before waiting) and the step time, both ways.
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "engine/common/status_macros.h"
+#include "engine/runtime/cuda/cuda_model_runner.h"
+#include "tools/bench/bench_registry.h"
+#include "tools/bench/bench_report.h"
+#include "tools/bench/cuda/cuda_bench.h"
+
+namespace onecard::bench {
+namespace {
+
+constexpr char kScenario[] = "decode-8b-bf16";
+constexpr int32_t kPrompt = 128;
+constexpr int32_t kSteps = 256;
+constexpr int32_t kGraphSteps = 48;
+
+absl::Status MeasureBatch(engine::CudaModelRunner& runner, int32_t batch, const Ceilings& ceil,
+                          BenchReporter& reporter) {
+  const engine::ModelConfig& c = runner.config();
+  BatchDriver driver(&runner, batch, kPrompt, kPrompt + kSteps + kGraphSteps + 1);
+  RETURN_IF_ERROR(driver.Prefill());
+  double total_ms = 0, floor_s = 0, bytes = 0;
+  std::vector<double> step_ms;
+  for (int32_t i = 0; i < kSteps; ++i) {
+    const int64_t context = driver.position() + 1;
+    ASSIGN_OR_RETURN(const double ms, driver.DecodeStep());
+    if (i >= 2) {  // the first steps of a bucket run eagerly, then capture
+      total_ms += ms;
+      step_ms.push_back(ms);
+      bytes += DecodeStepBytes(c, batch, context);
+      floor_s += std::max(DecodeStepBytes(c, batch, context) / ceil.copy_bytes_per_s,
+                          DecodeStepFlops(c, batch, context) / ceil.gemm_flops_per_s);
+    }
+  }
+  const double steps = static_cast<double>(step_ms.size());
+  const std::string name = absl::StrCat("batch", batch);
+  reporter.Add({kScenario, name, "decode_tok_per_s", batch * steps / (total_ms * 1e-3), "tok/s",
+                batch * steps / floor_s});
+  reporter.Add({kScenario, name, "ms_per_step", Median(step_ms), "ms", {}});
+  reporter.Add({kScenario, name, "achieved_bandwidth", bytes / (total_ms * 1e-3) / 1e9, "GB/s",
+                ceil.copy_bytes_per_s / 1e9});
+  if (batch != 1 && batch != 32) return absl::OkStatus();
+  for (bool graphs : {false, true}) {
+    runner.set_use_cuda_graphs(graphs);
+    driver.Rewind(kPrompt + kSteps);
+    std::vector<double> host_us, wall_ms;
+    for (int32_t i = 0; i < kGraphSteps; ++i) {
+      ASSIGN_OR_RETURN(const double ms, driver.DecodeStep());
+      host_us.push_back(runner.last_step_timing().enqueue_us);
+      wall_ms.push_back(ms);
+    }
+    const char* mode = graphs ? "graphs_on" : "graphs_off";
+    reporter.Add({kScenario, name, absl::StrCat(mode, "_host_us"), Median(host_us), "us", {}});
+    reporter.Add({kScenario, name, absl::StrCat(mode, "_step_ms"), Median(wall_ms), "ms", {}});
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RunDecode(const BenchOptions&, BenchReporter& reporter) {
+  ASSIGN_OR_RETURN(const Ceilings ceil, MeasureCeilings());
+  engine::CudaRunnerOptions o;
+  o.max_num_seqs = 128;
+  o.max_batched_tokens = 4096;
+  ASSIGN_OR_RETURN(auto runner, engine::CreateSyntheticCudaModelRunner("llama3-8b", o));
+  for (int32_t batch : {1, 8, 32, 128}) {
+    RETURN_IF_ERROR(MeasureBatch(*runner, batch, ceil, reporter));
+  }
+  return absl::OkStatus();
+}
+
+const bool kRegistered = RegisterScenario(
+    {kScenario, "CUDA: llama3-8b bf16 decode at batch 1/8/32/128 vs the HBM/compute floor",
+     &RunDecode});
+
+}  // namespace
+}  // namespace onecard::bench

@@ -1,0 +1,214 @@
+// Scenario "kernels-8b": where a llama3-8b step's time goes, kernel by
+// kernel, against this run's ceilings (the evidence behind the decode and
+// prefill notes). Weights rotate over copies totalling >= 1.5 GB so that L2
+// (50 MB) never holds them; 20 back-to-back launches per timing, median of 5.
+// - Gemv (ours, fused prologue/epilogue) and cuBLAS (m = 1) on the five
+//   decode projections: achieved GB/s of weight bytes vs the copy bandwidth.
+// - Paged attention decode (general kernel, split-K as the runner picks):
+//   batch 1/32/128 at 384 and 4096 keys: GB/s of K/V bytes.
+// - Flash attention prefill of 2048 and 8192 tokens (one layer, causal):
+//   TFLOP/s vs the GEMM rate; cuBLAS at m = 2048 on the four projections.
+#include <algorithm>
+#include <numeric>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "engine/common/status_macros.h"
+#include "engine/kernels/blas_gemm.h"
+#include "engine/kernels/gemv.h"
+#include "engine/kernels/paged_attention_split.h"
+#include "engine/runtime/cuda/cuda_weights.h"
+#include "engine/runtime/cuda/synthetic_shapes.h"
+#include "engine/runtime/cuda_check.h"
+#include "tools/bench/bench_registry.h"
+#include "tools/bench/bench_report.h"
+#include "tools/bench/cuda/cuda_bench.h"
+
+namespace onecard::bench {
+namespace {
+
+constexpr char kScenario[] = "kernels-8b";
+constexpr int kLaunches = 20;
+
+class DeviceMem {
+ public:
+  static absl::StatusOr<DeviceMem> Random(int64_t bytes, uint64_t seed, cudaStream_t stream) {
+    DeviceMem m;
+    CUDA_RETURN_IF_ERROR(cudaMalloc(&m.p_, bytes));
+    RETURN_IF_ERROR(engine::FillUniformBf16(m.p_, bytes / 2, seed, 0.0f, 0.05f, stream));
+    return m;
+  }
+  DeviceMem() = default;
+  DeviceMem(DeviceMem&& o) noexcept : p_(o.p_) { o.p_ = nullptr; }
+  ~DeviceMem() {
+    if (p_ != nullptr) cudaFree(p_);
+  }
+  char* get() const { return static_cast<char*>(p_); }
+
+ private:
+  void* p_ = nullptr;
+};
+
+struct Proj {
+  const char* name;
+  int64_t n, k;
+  engine::GemvPrologue prologue;
+  bool f32;
+  bool add;
+};
+
+absl::Status GemvCases(const Ceilings& ceil, cudaStream_t stream, cublasHandle_t blas,
+                       BenchReporter& reporter) {
+  const engine::ModelConfig c = *engine::SyntheticModelConfig("llama3-8b");
+  const Proj projs[] = {
+      {"qkv", 6144, 4096, engine::GemvPrologue::kRmsNorm, false, false},
+      {"o", 4096, 4096, engine::GemvPrologue::kNone, false, true},
+      {"gate_up", 28672, 4096, engine::GemvPrologue::kRmsNorm, false, false},
+      {"down", 4096, 14336, engine::GemvPrologue::kSiluMul, false, true},
+      {"lm_head", c.vocab_size, 4096, engine::GemvPrologue::kRmsNorm, true, false}};
+  ASSIGN_OR_RETURN(DeviceMem x, DeviceMem::Random(4 * 2 * 14336 * 2, 3, stream));
+  ASSIGN_OR_RETURN(DeviceMem norm, DeviceMem::Random(14336 * 2, 4, stream));
+  ASSIGN_OR_RETURN(DeviceMem y, DeviceMem::Random(4LL * c.vocab_size * 4, 5, stream));
+  for (const Proj& p : projs) {
+    const int64_t bytes = p.n * p.k * 2;
+    const int copies = static_cast<int>(std::max<int64_t>(2, (1536LL << 20) / bytes + 1));
+    ASSIGN_OR_RETURN(DeviceMem w, DeviceMem::Random(bytes * copies, 6, stream));
+    int next = 0;
+    const int64_t x_stride = p.prologue == engine::GemvPrologue::kSiluMul ? 2 * p.k : p.k;
+    ASSIGN_OR_RETURN(const double ours_ms, MedianMs(stream, 1, 5, [&]() -> absl::Status {
+      for (int i = 0; i < kLaunches; ++i) {
+        RETURN_IF_ERROR(engine::Gemv(
+            {.prologue = p.prologue, .x = x.get(), .x_row_stride = x_stride,
+             .norm_weight = norm.get(), .w = w.get() + (next++ % copies) * bytes, .y = y.get(),
+             .y_dtype = p.f32 ? engine::DType::kF32 : engine::DType::kBF16, .add_to_y = p.add,
+             .num_rows = 1, .n = p.n, .k = p.k},
+            stream));
+      }
+      return absl::OkStatus();
+    }));
+    ASSIGN_OR_RETURN(const double blas_ms, MedianMs(stream, 1, 5, [&]() -> absl::Status {
+      for (int i = 0; i < kLaunches; ++i) {
+        RETURN_IF_ERROR(engine::BlasGemm(
+            blas, {.y_dtype = p.f32 ? engine::DType::kF32 : engine::DType::kBF16, .x = x.get(),
+                   .w = w.get() + (next++ % copies) * bytes, .y = y.get(), .m = 1, .n = p.n,
+                   .k = p.k, .beta = p.add ? 1.0f : 0.0f},
+            stream));
+      }
+      return absl::OkStatus();
+    }));
+    const double floor = ceil.copy_bytes_per_s / 1e9;
+    reporter.Add({kScenario, absl::StrCat("gemv_", p.name), "ours_bandwidth",
+                  bytes / (ours_ms / kLaunches * 1e-3) / 1e9, "GB/s", floor});
+    reporter.Add({kScenario, absl::StrCat("gemv_", p.name), "cublas_bandwidth",
+                  bytes / (blas_ms / kLaunches * 1e-3) / 1e9, "GB/s", floor});
+    reporter.Add({kScenario, absl::StrCat("gemv_", p.name), "ours_us", ours_ms / kLaunches * 1e3,
+                  "us", {}});
+  }
+  return absl::OkStatus();
+}
+
+// One layer's paged attention: `seqs` chunks of `len` query tokens each at
+// the end of `context` keys, contiguous block tables.
+absl::StatusOr<double> TimeAttention(cudaStream_t stream, int32_t seqs, int32_t context,
+                                     int32_t len, int32_t splits) {
+  const engine::ModelConfig c = *engine::SyntheticModelConfig("llama3-8b");
+  const int32_t bs = 16, blocks_each = (context + bs - 1) / bs;
+  const engine::KvLayout layout{.num_blocks = seqs * blocks_each, .block_size = bs,
+                                .num_kv_heads = 8, .head_dim = 128};
+  const int64_t q_width = (c.num_heads + 2 * c.num_kv_heads) * c.head_dim;
+  ASSIGN_OR_RETURN(DeviceMem kv, DeviceMem::Random(layout.PoolElements() * 4, 9, stream));
+  ASSIGN_OR_RETURN(DeviceMem q, DeviceMem::Random(int64_t{seqs} * len * q_width * 2, 10, stream));
+  ASSIGN_OR_RETURN(DeviceMem out, DeviceMem::Random(int64_t{seqs} * len * 4096 * 2, 11, stream));
+  std::vector<int32_t> meta;  // cu | start | tables
+  for (int32_t s = 0; s <= seqs; ++s) meta.push_back(s * len);
+  for (int32_t s = 0; s < seqs; ++s) meta.push_back(context - len);
+  for (int32_t b = 0; b < seqs * blocks_each; ++b) meta.push_back(b);
+  int32_t* d_meta = nullptr;
+  CUDA_RETURN_IF_ERROR(cudaMalloc(&d_meta, meta.size() * 4));
+  CUDA_RETURN_IF_ERROR(cudaMemcpy(d_meta, meta.data(), meta.size() * 4, cudaMemcpyHostToDevice));
+  const int64_t ws_bytes = engine::PagedAttentionWorkspaceBytes(seqs * len, 32, 128, splits);
+  ASSIGN_OR_RETURN(DeviceMem ws, DeviceMem::Random(std::max<int64_t>(ws_bytes, 256), 12, stream));
+  engine::PagedAttentionParams p{
+      .dtype = engine::DType::kBF16, .q = q.get(), .q_token_stride = q_width,
+      .k_cache = kv.get(), .v_cache = kv.get() + layout.PoolElements() * 2, .out = out.get(),
+      .layout = layout, .num_heads = 32, .num_tokens = seqs * len, .num_seqs = seqs,
+      .cu_query_lens = d_meta, .start_pos = d_meta + seqs + 1,
+      .block_tables = d_meta + 2 * seqs + 1, .max_blocks_per_seq = blocks_each,
+      .scale = 0.0884f};
+  auto ms = MedianMs(stream, 1, 5, [&]() -> absl::Status {
+    for (int i = 0; i < kLaunches; ++i) {
+      RETURN_IF_ERROR(engine::PagedAttentionSplit(
+          p, {.num_splits = splits, .workspace = ws.get(), .workspace_bytes = ws_bytes}, stream));
+    }
+    return absl::OkStatus();
+  });
+  cudaFree(d_meta);
+  RETURN_IF_ERROR(ms.status());
+  return *ms / kLaunches;
+}
+
+absl::Status AttentionCases(const Ceilings& ceil, cudaStream_t stream, int num_sms,
+                            BenchReporter& reporter) {
+  for (auto [seqs, context] : {std::pair{1, 384}, {1, 4096}, {32, 384}, {128, 384}, {32, 4096}}) {
+    const int32_t splits = engine::PagedAttentionDecodeSplits(seqs, 8, 8192, num_sms);
+    ASSIGN_OR_RETURN(const double ms, TimeAttention(stream, seqs, context, 1, splits));
+    const double bytes = double(seqs) * context * 8 * 128 * 2 * 2;
+    reporter.Add({kScenario, absl::StrCat("attn_decode_b", seqs, "_ctx", context), "bandwidth",
+                  bytes / (ms * 1e-3) / 1e9, "GB/s", ceil.copy_bytes_per_s / 1e9});
+    reporter.Add({kScenario, absl::StrCat("attn_decode_b", seqs, "_ctx", context), "time",
+                  ms * 1e3, "us", {}});
+  }
+  for (int32_t tokens : {2048, 8192}) {
+    ASSIGN_OR_RETURN(const double ms, TimeAttention(stream, 1, tokens, tokens, 1));
+    const double flops = 2.0 * tokens * (tokens + 1.0) * 128 * 32;
+    reporter.Add({kScenario, absl::StrCat("attn_flash_prefill", tokens), "rate",
+                  flops / (ms * 1e-3) / 1e12, "TFLOP/s", ceil.gemm_flops_per_s / 1e12});
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GemmCases(const Ceilings& ceil, cudaStream_t stream, cublasHandle_t blas,
+                       BenchReporter& reporter) {
+  const int64_t m = 2048;
+  ASSIGN_OR_RETURN(DeviceMem x, DeviceMem::Random(m * 14336 * 2, 13, stream));
+  ASSIGN_OR_RETURN(DeviceMem y, DeviceMem::Random(m * 28672 * 2, 14, stream));
+  for (auto [name, n, k] : {std::tuple{"qkv", 6144, 4096}, {"o", 4096, 4096},
+                            {"gate_up", 28672, 4096}, {"down", 4096, 14336}}) {
+    ASSIGN_OR_RETURN(DeviceMem w, DeviceMem::Random(int64_t{n} * k * 2, 15, stream));
+    ASSIGN_OR_RETURN(const double ms, MedianMs(stream, 2, 5, [&]() -> absl::Status {
+      for (int i = 0; i < kLaunches; ++i) {
+        RETURN_IF_ERROR(engine::BlasGemm(
+            blas, {.x = x.get(), .w = w.get(), .y = y.get(), .m = m, .n = n, .k = k}, stream));
+      }
+      return absl::OkStatus();
+    }));
+    reporter.Add({kScenario, absl::StrCat("gemm_m2048_", name), "rate",
+                  2.0 * m * n * k / (ms / kLaunches * 1e-3) / 1e12, "TFLOP/s",
+                  ceil.gemm_flops_per_s / 1e12});
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RunKernels(const BenchOptions&, BenchReporter& reporter) {
+  ASSIGN_OR_RETURN(const Ceilings ceil, MeasureCeilings());
+  cudaStream_t stream;
+  CUDA_RETURN_IF_ERROR(cudaStreamCreate(&stream));
+  cublasHandle_t blas;
+  CUDA_RETURN_IF_ERROR(cublasCreate(&blas));
+  int device = 0, sms = 0;
+  CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
+  CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  absl::Status st = GemvCases(ceil, stream, blas, reporter);
+  if (st.ok()) st = AttentionCases(ceil, stream, sms, reporter);
+  if (st.ok()) st = GemmCases(ceil, stream, blas, reporter);
+  cublasDestroy(blas);
+  cudaStreamDestroy(stream);
+  return st;
+}
+
+const bool kRegistered = RegisterScenario(
+    {kScenario, "CUDA: llama3-8b kernels alone (GEMV vs cuBLAS, attention, GEMM) vs the ceilings",
+     &RunKernels});
+
+}  // namespace
+}  // namespace onecard::bench

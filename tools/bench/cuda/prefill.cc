@@ -1,0 +1,69 @@
+// Scenario "prefill" (../shared/benchmarks.md): time to first token of one
+// 512, 2048 and 8192-token prompt on llama3-8b synthetic BF16, as one chunk
+// (the whole prompt in one step, first token sampled on the GPU). Median of
+// 3 runs after one warm-up. Reports TTFT, prefill tok/s against the floor
+// (FLOPs / this run's bf16 GEMM rate; FLOPs = 2 per matrix weight per token,
+// causal attention 2 T (T + 1) head_dim heads layers, one LM-head row), and
+// the achieved rate in TFLOP/s against the GEMM rate.
+#include <chrono>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "engine/common/status_macros.h"
+#include "engine/runtime/cuda/cuda_model_runner.h"
+#include "tools/bench/bench_registry.h"
+#include "tools/bench/bench_report.h"
+#include "tools/bench/cuda/cuda_bench.h"
+
+namespace onecard::bench {
+namespace {
+
+constexpr char kScenario[] = "prefill";
+
+absl::StatusOr<double> TimePrefillMs(engine::CudaModelRunner& runner,
+                                     const std::vector<int32_t>& prompt,
+                                     const std::vector<int32_t>& table) {
+  engine::BatchInput in;
+  in.chunks.push_back({.seq_id = 0, .token_ids = prompt, .block_table = table});
+  const std::vector<engine::SampleRowParams> rows(1);
+  std::vector<int32_t> tokens;
+  const auto t0 = std::chrono::steady_clock::now();
+  RETURN_IF_ERROR(runner.ForwardSample(in, rows, {}, &tokens));
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+absl::Status RunPrefill(const BenchOptions&, BenchReporter& reporter) {
+  ASSIGN_OR_RETURN(const Ceilings ceil, MeasureCeilings());
+  engine::CudaRunnerOptions o;
+  o.max_num_seqs = 4;
+  o.max_batched_tokens = 8192;
+  ASSIGN_OR_RETURN(auto runner, engine::CreateSyntheticCudaModelRunner("llama3-8b", o));
+  const engine::ModelConfig& c = runner->config();
+  for (int32_t tokens : {512, 2048, 8192}) {
+    const std::vector<int32_t> prompt = SyntheticPrompt(tokens, tokens, c.vocab_size);
+    std::vector<int32_t> table((tokens + 15) / 16);
+    for (size_t b = 0; b < table.size(); ++b) table[b] = static_cast<int32_t>(b);
+    std::vector<double> ms;
+    for (int run = 0; run < 4; ++run) {
+      ASSIGN_OR_RETURN(const double t, TimePrefillMs(*runner, prompt, table));
+      if (run > 0) ms.push_back(t);
+    }
+    const double ttft_s = Median(ms) * 1e-3;
+    const double flops = PrefillFlops(c, tokens);
+    const double floor_s = flops / ceil.gemm_flops_per_s;
+    const std::string name = absl::StrCat("prompt", tokens);
+    reporter.Add({kScenario, name, "ttft", ttft_s, "s", {}});
+    reporter.Add({kScenario, name, "prefill_tok_per_s", tokens / ttft_s, "tok/s",
+                  tokens / floor_s});
+    reporter.Add({kScenario, name, "matrix_rate", flops / ttft_s / 1e12, "TFLOP/s",
+                  ceil.gemm_flops_per_s / 1e12});
+  }
+  return absl::OkStatus();
+}
+
+const bool kRegistered = RegisterScenario(
+    {kScenario, "CUDA: llama3-8b bf16 TTFT of 512/2048/8192-token prompts vs the matrix rate",
+     &RunPrefill});
+
+}  // namespace
+}  // namespace onecard::bench
