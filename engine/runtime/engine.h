@@ -126,7 +126,8 @@ struct EngineOptions {
   int32_t num_threads = 0;     // cpu backend; 0 = hardware concurrency
   int32_t kv_block_size = 16;
   int64_t num_kv_blocks = 0;   // 0 = from kv_cache_bytes
-  int64_t kv_cache_bytes = 256ll << 20;
+  int64_t kv_cache_bytes = 256ll << 20;  // cpu backend
+  int64_t gpu_memory_budget = 0;         // cuda backend: bytes; 0 = the card's free memory
   int32_t max_num_seqs = 64;           // running sequences per step
   int32_t max_batched_tokens = 512;    // token budget per step (chunked prefill)
   int32_t max_context = 0;             // 0 = the model's max_position_embeddings

@@ -31,8 +31,12 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> CreateRunner(const Checkpoint& chec
   if (options.backend == "cuda") {
 #if defined(ONECARD_HAVE_CUDA)
     CudaRunnerOptions cuda;
+    cuda.gpu_memory_budget = options.gpu_memory_budget;
     cuda.kv_block_size = options.kv_block_size;
     cuda.num_kv_blocks = options.num_kv_blocks;
+    cuda.max_context = options.max_context;
+    cuda.max_num_seqs = options.max_num_seqs;
+    cuda.max_batched_tokens = options.max_batched_tokens;
     return CreateCudaModelRunner(checkpoint, cuda);
 #else
     return absl::UnimplementedError(
