@@ -146,13 +146,28 @@ void AddedTokens::SplitPass(const Pass& pass, std::string_view text, size_t offs
   if (done < text.size()) out->push_back(TextSegment{offset + done, offset + text.size(), -1});
 }
 
-std::vector<TextSegment> AddedTokens::Split(std::string_view text) const {
-  std::vector<TextSegment> first;
+std::vector<TextSegment> AddedTokens::SplitRaw(std::string_view text) const {
+  std::vector<TextSegment> out;
   if (raw_pass_.empty) {
-    if (!text.empty()) first.push_back(TextSegment{0, text.size(), -1});
+    if (!text.empty()) out.push_back(TextSegment{0, text.size(), -1});
   } else {
-    SplitPass(raw_pass_, text, 0, &first);
+    SplitPass(raw_pass_, text, 0, &out);
   }
+  return out;
+}
+
+std::vector<TextSegment> AddedTokens::SplitNormalized(std::string_view text) const {
+  std::vector<TextSegment> out;
+  if (normalized_pass_.empty) {
+    if (!text.empty()) out.push_back(TextSegment{0, text.size(), -1});
+  } else {
+    SplitPass(normalized_pass_, text, 0, &out);
+  }
+  return out;
+}
+
+std::vector<TextSegment> AddedTokens::Split(std::string_view text) const {
+  std::vector<TextSegment> first = SplitRaw(text);
   if (normalized_pass_.empty) return first;
   std::vector<TextSegment> out;
   for (const TextSegment& s : first) {

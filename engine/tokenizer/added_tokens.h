@@ -41,8 +41,12 @@ class AddedTokens {
   explicit AddedTokens(std::vector<AddedToken> tokens);
 
   // Splits `text` into segments that cover it in order; text segments are
-  // never empty.
+  // never empty. Both passes, for tokenizers without a normalizer.
   std::vector<TextSegment> Split(std::string_view text) const;
+  // The first pass alone (tokens with normalized == false) ...
+  std::vector<TextSegment> SplitRaw(std::string_view text) const;
+  // ... and the second (normalized == true), run on each normalized text segment.
+  std::vector<TextSegment> SplitNormalized(std::string_view text) const;
 
   const AddedToken* FindById(int32_t id) const;
   const AddedToken* FindByContent(std::string_view content) const;

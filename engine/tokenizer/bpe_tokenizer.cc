@@ -53,6 +53,7 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> CreateBpeTokenizer(BpeTokenizerSpec s
                    BpeModel::Create(std::move(spec.tokens), spec.merges, spec.ignore_merges,
                                     absl::StrCat(spec.source, ": ", spec.merges_field)));
   ASSIGN_OR_RETURN(tok->pre_, PreTokenizer::Create(spec.pre_tokenizer));
+  tok->normalizer_ = spec.normalizer;
   tok->added_ = AddedTokens(std::move(spec.added_tokens));
   tok->bos_id_ = spec.bos_id;
   tok->eos_id_ = spec.eos_id;
@@ -81,15 +82,30 @@ void BpeTokenizer::EncodeText(std::string_view text, std::vector<int32_t>* ids) 
   for (const std::string_view word : words) model_->EncodeWord(word, ids);
 }
 
+void BpeTokenizer::EncodeSegment(std::string_view text, std::vector<int32_t>* ids) const {
+  std::string normalized;
+  if (normalizer_ != NormalizerKind::kNone) {
+    normalized = Normalize(normalizer_, text);
+    text = normalized;
+  }
+  for (const TextSegment& s : added_.SplitNormalized(text)) {
+    if (s.id >= 0) {
+      ids->push_back(s.id);
+    } else {
+      EncodeText(text.substr(s.begin, s.end - s.begin), ids);
+    }
+  }
+}
+
 std::vector<int32_t> BpeTokenizer::Encode(std::string_view text, bool add_special_tokens) const {
   std::vector<int32_t> ids;
   ids.reserve(text.size() / 3 + 2);
   if (add_special_tokens && add_bos_) ids.push_back(bos_id_);
-  for (const TextSegment& s : added_.Split(text)) {
+  for (const TextSegment& s : added_.SplitRaw(text)) {
     if (s.id >= 0) {
       ids.push_back(s.id);
     } else {
-      EncodeText(text.substr(s.begin, s.end - s.begin), &ids);
+      EncodeSegment(text.substr(s.begin, s.end - s.begin), &ids);
     }
   }
   if (add_special_tokens && add_eos_) ids.push_back(eos_id_);

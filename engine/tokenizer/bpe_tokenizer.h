@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "engine/tokenizer/added_tokens.h"
 #include "engine/tokenizer/bpe_model.h"
+#include "engine/tokenizer/normalizer.h"
 #include "engine/tokenizer/pre_tokenizer.h"
 #include "engine/tokenizer/tokenizer.h"
 
@@ -28,6 +29,7 @@ struct BpeTokenizerSpec {
   std::vector<std::string> tokens;  // byte-level strings by id ("" for holes)
   std::vector<std::pair<std::string, std::string>> merges;  // best first
   std::vector<AddedToken> added_tokens;
+  NormalizerKind normalizer = NormalizerKind::kNone;  // applied to text outside added tokens
   PreTokenizerKind pre_tokenizer = PreTokenizerKind::kGpt2;
   bool ignore_merges = false;
   int32_t bos_id = -1;
@@ -64,9 +66,12 @@ class BpeTokenizer : public Tokenizer {
   friend absl::StatusOr<std::unique_ptr<Tokenizer>> CreateBpeTokenizer(BpeTokenizerSpec spec);
   BpeTokenizer() = default;
   void EncodeText(std::string_view text, std::vector<int32_t>* ids) const;
+  // Normalizes a text segment, then matches normalized added tokens in it.
+  void EncodeSegment(std::string_view text, std::vector<int32_t>* ids) const;
 
   std::unique_ptr<BpeModel> model_;
   std::unique_ptr<PreTokenizer> pre_;
+  NormalizerKind normalizer_ = NormalizerKind::kNone;
   AddedTokens added_;
   std::vector<std::string> token_bytes_;  // raw bytes of every id
   int32_t vocab_size_ = 0;

@@ -152,13 +152,23 @@ absl::Status ReadAddedTokens(const std::string& path, const json& doc, BpeTokeni
   return absl::OkStatus();
 }
 
-absl::Status CheckNormalizerAndDecoder(const std::string& path, const json& doc) {
+// normalizer: null or NFC (Qwen2); decoder: null or ByteLevel.
+absl::Status ReadNormalizerAndDecoder(const std::string& path, const json& doc,
+                                      BpeTokenizerSpec* spec) {
   const auto norm = doc.find("normalizer");
   if (norm != doc.end() && !norm->is_null()) {
-    const auto type = norm->find("type");
-    return FieldError(path, "normalizer",
-                      absl::StrCat("type ", type == norm->end() ? "?" : type->dump(),
-                                   " is not supported (supported: null)"));
+    const auto type = norm->is_object() ? norm->find("type") : norm->end();
+    const bool nfc = type != norm->end() && *type == "NFC";
+    if (!nfc) {
+      return FieldError(path, "normalizer",
+                        absl::StrCat("type ", type == norm->end() ? "?" : type->dump(),
+                                     " is not supported (supported: null, \"NFC\")"));
+    }
+    if (!NormalizerAvailable(NormalizerKind::kNfc)) {
+      return FieldError(path, "normalizer",
+                        "NFC needs ICU, which this build lacks (install libicu-dev, rebuild)");
+    }
+    spec->normalizer = NormalizerKind::kNfc;
   }
   const auto dec = doc.find("decoder");
   if (dec != doc.end() && !dec->is_null()) {
@@ -189,7 +199,7 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromHfJson(
   RETURN_IF_ERROR(ReadVocab(path, *model, &spec));
   RETURN_IF_ERROR(ReadMerges(path, *model, &spec));
   RETURN_IF_ERROR(ReadAddedTokens(path, doc, &spec));
-  RETURN_IF_ERROR(CheckNormalizerAndDecoder(path, doc));
+  RETURN_IF_ERROR(ReadNormalizerAndDecoder(path, doc, &spec));
   ASSIGN_OR_RETURN(spec.pre_tokenizer, PreTokenizerKindFromHfJson(path, doc));
   RETURN_IF_ERROR(ReadPostProcessor(path, doc, &spec));
   if (!tokenizer_config_path.empty()) {

@@ -13,6 +13,7 @@ Writes:
   tiny_qwen2/{...}                                 the same with Qwen2's regex and specials
   tiny_added/{...}                                 tiny_qwen2 plus added tokens with
                                                    lstrip/rstrip/single_word/normalized set
+  tiny_nfc/{...}                                   tiny_qwen2 with Qwen2's NFC normalizer
   <name>/golden.json   for each: the stress strings with ids (without and with special
                        tokens), HF decodes of those ids, and chat-templated conversations
                        (apply_chat_template tokenize=False and tokenize=True).
@@ -22,7 +23,8 @@ import json
 import os
 import sys
 
-from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers
+from tokenizers import pre_tokenizers
 from tokenizers import trainers
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
@@ -139,6 +141,7 @@ STRESS = [
     " " * 100 + "x" + "\n" * 40,
     "tab\t\t\t then 's and 'Ll",
     "\u200d\ufeff\U0001F9D1\u200d\U0001F4BB",
+    "Cafe\u0301 cre\u0300me A\u030A \u212B \u1100\u1161\u11A8 \ufb01 \u2126",
     "\u00ff\u0100\ufffd",
     "https://example.com/path?query=1&other=two#frag",
     "{\"key\": [1, 2, 3], \"nested\": {\"a\": true}}",
@@ -266,6 +269,15 @@ def make_tiny_qwen2():
     return save_tiny("tiny_qwen2", tok, config)
 
 
+def make_tiny_nfc(qwen_dir):
+    """tiny_qwen2 with the NFC normalizer of the real Qwen2 tokenizer.json files."""
+    tok = Tokenizer.from_file(os.path.join(qwen_dir, "tokenizer.json"))
+    tok.normalizer = normalizers.NFC()
+    config = {"bos_token": None, "eos_token": "<|im_end|>", "pad_token": "<|endoftext|>",
+              "chat_template": QWEN2_TEMPLATE}
+    return save_tiny("tiny_nfc", tok, config)
+
+
 def make_tiny_added(qwen_dir):
     """tiny_qwen2 plus added tokens using HF's lstrip/rstrip/single_word/normalized."""
     tok = Tokenizer.from_file(os.path.join(qwen_dir, "tokenizer.json"))
@@ -333,8 +345,9 @@ def main():
     llama_dir = make_tiny_llama3()
     qwen_dir = make_tiny_qwen2()
     added_dir = make_tiny_added(qwen_dir)
+    nfc_dir = make_tiny_nfc(qwen_dir)
     for name, d, extra in (("tiny_llama3", llama_dir, []), ("tiny_qwen2", qwen_dir, []),
-                           ("tiny_added", added_dir, ADDED_STRESS)):
+                           ("tiny_added", added_dir, ADDED_STRESS), ("tiny_nfc", nfc_dir, [])):
         make_golden(name, Tokenizer.from_file(os.path.join(d, "tokenizer.json")),
                     PreTrainedTokenizerFast.from_pretrained(d), strings + extra)
     if "--no-smollm2" not in sys.argv:
