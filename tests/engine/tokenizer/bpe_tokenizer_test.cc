@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "engine/tokenizer/utf8.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/engine/tokenizer/golden_reader.h"
@@ -150,6 +151,28 @@ TEST(BpeTokenizerTest, LongTextEncodesFastAndMatchesPiecewise) {
   EXPECT_GT(ids.size(), 10000u);
   // Reported, not asserted (no wall-clock assertions in unit tests).
   std::printf("encoded %zu tokens in %.1f ms\n", ids.size(), seconds * 1e3);
+}
+
+// 10k+ tokens of mostly distinct words (a cold cache): round-trips; the time
+// is printed for the record.
+TEST(BpeTokenizerTest, DistinctWordsRoundTripAndReportTime) {
+  auto tok = LoadGoldenTokenizer("smollm2");
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  std::string text;
+  uint32_t state = 12345;
+  const std::string letters = "abcdefghijklmnopqrstuvwxyzéü科创😀 ,.\n";
+  while (text.size() < 60000) {
+    state = state * 1664525u + 1013904223u;  // a fixed LCG: the same text every run
+    text += letters[(state >> 16) % letters.size()];
+  }
+  text = std::string(Utf8Lossy(text));  // the byte-wise pick can split characters
+  const auto start = std::chrono::steady_clock::now();
+  const std::vector<int32_t> ids = (*tok)->Encode(text, false);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_GT(ids.size(), 10000u);
+  EXPECT_EQ((*tok)->Decode(ids, false), text);
+  std::printf("encoded %zu tokens of distinct words in %.1f ms\n", ids.size(), seconds * 1e3);
 }
 
 // Very long runs (one huge word, long whitespace the lookahead backtracks
