@@ -81,7 +81,7 @@ class EngineImpl : public Engine {
   void SampleAndEmit(const SchedulerOutput& plan, const std::vector<float>& logits);
   void FailBatch(const SchedulerOutput& plan, const absl::Status& status);
   // Ends a request: removes it everywhere, then delivers its final output.
-  void FinishRequest(uint64_t id, StreamOutput final_output);
+  void FinishRequest(uint64_t id, const StreamOutput& final_output);
   void CancelEverything();  // at destruction
   void PublishStats(int64_t generated_tokens);
   bool StepUntilIdle(absl::Duration timeout);

@@ -144,7 +144,7 @@ void EngineImpl::SampleAndEmit(const SchedulerOutput& plan, const std::vector<fl
     ++generation_tokens_total_;
     StreamOutput out = state.OnToken(sample, seq.num_tokens(), max_context_, now);
     if (out.finished) {
-      FinishRequest(state.id(), std::move(out));
+      FinishRequest(state.id(), out);
     } else {
       Deliver(state, out);
     }
@@ -161,7 +161,7 @@ void EngineImpl::FailBatch(const SchedulerOutput& plan, const absl::Status& stat
   }
 }
 
-void EngineImpl::FinishRequest(uint64_t id, StreamOutput final_output) {
+void EngineImpl::FinishRequest(uint64_t id, const StreamOutput& final_output) {
   auto it = requests_.find(id);
   std::unique_ptr<RequestState> state = std::move(it->second);
   requests_.erase(it);

@@ -138,7 +138,6 @@ int32_t Sampler::Draw(const SamplingParams& params, double u) {
   }
   if (params.top_p < 1.0f) {
     if (!sorted) std::sort(order_.begin(), order_.end(), MoreLikely);
-    sorted = true;
     double mass = 0;
     for (size_t i = 0; i < keep; ++i) mass += order_[i].first;
     double cum = 0;
