@@ -11,7 +11,9 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <string>
+#include <utility>
 #include <string_view>
 
 #include "absl/status/status.h"
@@ -96,6 +98,35 @@ std::string Cat(const Args&... args) {
   std::string out;
   (absl::StrAppend(&out, CatPiece(args)), ...);
   return out;
+}
+
+// Whether kernels launch with programmatic dependent launch (default on;
+// ONECARD_PDL=0 turns it off, for comparisons).
+inline bool ProgrammaticLaunchEnabled() {
+  static const bool enabled = [] {
+    const char* v = std::getenv("ONECARD_PDL");
+    return v == nullptr || std::string_view(v) != "0";
+  }();
+  return enabled;
+}
+
+// Launches kernel<<<grid, block, smem, stream>>>(args...) with the
+// programmatic-stream-serialization attribute (see cuda_ptx.cuh), so the
+// kernel's launch and its constant-data prologue overlap the previous kernel.
+template <typename... KernelArgs, typename... Args>
+cudaError_t LaunchPdl(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem,
+                      cudaStream_t stream, Args&&... args) {
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = ProgrammaticLaunchEnabled() ? 1 : 0;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  config.attrs = attr;
+  config.numAttrs = 1;
+  return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
 }
 
 inline int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }

@@ -63,6 +63,21 @@ __device__ __forceinline__ uint4 LoadStreaming(const uint4* p) {
   return v;
 }
 
+// Programmatic dependent launch (sm_90). A kernel launched with LaunchPdl
+// (cuda_common.cuh) may start while the previous kernel of the stream still
+// runs: it must call GridDependencyWait() before it reads anything that
+// kernel writes (weights and other constants may be read before). Both are
+// no-ops for a kernel launched without the attribute.
+__device__ __forceinline__ void GridDependencyWait() {
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+}
+
+// Lets the next kernel of the stream launch (it still waits for this one to
+// finish in its own GridDependencyWait).
+__device__ __forceinline__ void LaunchDependents() {
+  asm volatile("griddepcontrol.launch_dependents;\n" :::);
+}
+
 }  // namespace onecard::engine::cuda
 
 #endif  // ONECARD_ENGINE_KERNELS_CUDA_PTX_CUH_

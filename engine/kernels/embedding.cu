@@ -2,6 +2,7 @@
 // copies its table row, 16 bytes a thread when rows are 16-byte multiples.
 // Tested by tests/gpu/elementwise_test.cc against EmbeddingRef.
 #include "engine/kernels/cuda_common.cuh"
+#include "engine/kernels/cuda_ptx.cuh"
 #include "engine/kernels/embedding.h"
 #include "engine/runtime/cuda_check.h"
 
@@ -12,6 +13,8 @@ template <typename V>
 __global__ void EmbeddingKernel(const int32_t* __restrict__ token_ids,
                                 const V* __restrict__ table, V* __restrict__ out,
                                 int64_t vocab_size, int64_t row_vectors) {
+  cuda::GridDependencyWait();
+  cuda::LaunchDependents();
   const int64_t t = blockIdx.x;
   const int32_t id = token_ids[t];
   if (id < 0 || id >= vocab_size) return;  // the runner validates ids first
@@ -21,10 +24,10 @@ __global__ void EmbeddingKernel(const int32_t* __restrict__ token_ids,
 }
 
 template <typename V>
-void Launch(const EmbeddingParams& p, int64_t row_vectors, cudaStream_t stream) {
-  EmbeddingKernel<V><<<p.num_tokens, 256, 0, stream>>>(
-      p.token_ids, static_cast<const V*>(p.table), static_cast<V*>(p.out), p.vocab_size,
-      row_vectors);
+cudaError_t Launch(const EmbeddingParams& p, int64_t row_vectors, cudaStream_t stream) {
+  return cuda::LaunchPdl(EmbeddingKernel<V>, dim3(p.num_tokens), dim3(256), 0, stream,
+                         p.token_ids, static_cast<const V*>(p.table), static_cast<V*>(p.out),
+                         p.vocab_size, row_vectors);
 }
 
 }  // namespace
@@ -40,11 +43,10 @@ absl::Status Embedding(const EmbeddingParams& p, cudaStream_t stream) {
   return cuda::DispatchFloatDType(kOp, p.dtype, [&]<typename T>() -> absl::Status {
     const int64_t row_bytes = p.hidden * static_cast<int64_t>(sizeof(T));
     if (row_bytes % 16 == 0) {
-      Launch<uint4>(p, row_bytes / 16, stream);
+      CUDA_RETURN_IF_ERROR(Launch<uint4>(p, row_bytes / 16, stream));
     } else {
-      Launch<T>(p, p.hidden, stream);
+      CUDA_RETURN_IF_ERROR(Launch<T>(p, p.hidden, stream));
     }
-    CUDA_RETURN_IF_ERROR(cudaGetLastError());
     return absl::OkStatus();
   });
 }

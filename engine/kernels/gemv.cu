@@ -5,7 +5,9 @@
 //   no L1 allocation), and the next row's loads are issued before the
 //   current row's warp reduction;
 // - the first row's loads are issued before x' is staged in shared memory,
-//   so the prologue (norm / SiLU) hides under the first HBM round trip.
+//   so the prologue (norm / SiLU) hides under the first HBM round trip;
+// - launched with programmatic dependent launch: those first weight loads are
+//   issued before griddepcontrol.wait, while the previous kernel finishes.
 // Accumulation is fp32; see gemv.h for the rounding points.
 // Tested by tests/gpu/gemv_test.cc against GemvRef.
 #include <algorithm>
@@ -134,7 +136,9 @@ __global__ void __launch_bounds__(kThreads, 2) GemvKernel(GemvArgs a) {
   int64_t row = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
   int base = 0;
   uint4 wv[kUnroll];
-  if (row < a.n) LoadRow(wv, a.w + row * a.kvec, 0, a.kvec, lane);
+  if (row < a.n) LoadRow(wv, a.w + row * a.kvec, 0, a.kvec, lane);  // weights: before the wait
+  cuda::GridDependencyWait();  // x and y come from the previous kernel
+  cuda::LaunchDependents();
   StageX<M, P>(a, xs, scratch);
   __syncthreads();
   float acc[M];
@@ -179,8 +183,8 @@ absl::Status Launch(const GemvArgs& a, cudaStream_t stream) {
   const int per_sm = std::clamp((227 * 1024) / (smem + 2048), 1, 2);
   const int64_t blocks = std::min<int64_t>(cuda::CeilDiv(a.n, kWarps),
                                            static_cast<int64_t>(NumSms()) * per_sm);
-  GemvKernel<M, P, kOut><<<static_cast<int>(blocks), kThreads, smem, stream>>>(a);
-  CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  CUDA_RETURN_IF_ERROR(cuda::LaunchPdl(GemvKernel<M, P, kOut>, dim3(static_cast<int>(blocks)),
+                                       dim3(kThreads), smem, stream, a));
   return absl::OkStatus();
 }
 

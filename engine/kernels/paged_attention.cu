@@ -1,84 +1,26 @@
-// PagedAttention on CUDA (see paged_attention.h and paged_attention_split.h).
+// PagedAttention on CUDA (see paged_attention.h and paged_attention_split.h):
+// the dispatch, the general kernel and the split combine. The tensor-core
+// kernels (flash prefill, flash decode) are in paged_attention_flash.cu.
 //
-// General kernel (decode and any shape): block (kv_head, token, split), 4
-// warps. K/V tiles of 64 keys stream into shared memory with cp.async (two
-// buffers); each warp takes 16 keys of a tile, eight at a time: the lanes
-// split head_dim, the scores of all the group's query heads come from warp
-// sums, and an online softmax (base 2, fp32) updates per-warp running
-// max / sum / output. The warps are merged through shared memory at the end,
-// and split partials by AttnCombineKernel.
-//
-// Flash kernel (prefill chunks, head_dim 64 / 128): block (64-query tile of
-// one chunk, query head), 4 warps of 16 rows. S = Q K^T and O += P V with
-// mma.sync m16n8k16 (K via ldmatrix, V via ldmatrix.trans from padded rows,
-// so no bank conflicts), causal mask by position, online softmax in
-// registers, P rounded to bf16 for the second product (as FlashAttention 2).
+// General kernel (head_dims without a tensor-core kernel, and kGeneral):
+// block (kv_head, token, split), 4 warps. K/V tiles of 64 keys stream into
+// shared memory with cp.async (two buffers); each warp takes 16 keys of a
+// tile, a few at a time: the lanes split head_dim, the scores of all the
+// group's query heads come from warp sums, and an online softmax (base 2,
+// fp32) updates per-warp running max / sum / output, merged at the end.
 //
 // Tested by tests/gpu/paged_attention_test.cc against PagedAttentionRef.
 #include <algorithm>
 #include <cmath>
 
-#include "engine/kernels/cuda_common.cuh"
 #include "engine/kernels/cuda_ptx.cuh"
 #include "engine/kernels/paged_attention.h"
+#include "engine/kernels/paged_attention_internal.cuh"
 #include "engine/kernels/paged_attention_split.h"
-#include "engine/runtime/cuda_check.h"
 
 namespace onecard::engine {
+namespace attention {
 namespace {
-
-using cuda::bf16;
-
-constexpr int kTileKeys = 64;
-constexpr int kWarps = 4;
-constexpr int kThreads = 128;
-constexpr float kLog2e = 1.4426950408889634f;
-constexpr int kMaxGroup = 16;
-
-struct AttnArgs {
-  const bf16* q;
-  int64_t q_stride;
-  const bf16* k_cache;
-  const bf16* v_cache;
-  bf16* out;
-  float* o_part;    // [num_tokens, num_heads, num_splits, head_dim]
-  float2* ml_part;  // [num_tokens, num_heads, num_splits]: (max, sum), base 2
-  int32_t block_size;
-  int32_t num_kv_heads;
-  int32_t num_heads;
-  int32_t group;  // num_heads / num_kv_heads
-  int32_t num_seqs;
-  const int32_t* cu_query_lens;
-  const int32_t* start_pos;
-  const int32_t* block_tables;
-  int32_t max_blocks_per_seq;
-  float scale_log2;  // scale * log2(e)
-  int32_t num_splits;
-};
-
-// The chunk holding token t: the largest s with cu[s] <= t.
-__device__ __forceinline__ int FindSeq(const int32_t* cu, int num_seqs, int t) {
-  int lo = 0, hi = num_seqs - 1;
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) >> 1;
-    if (cu[mid] <= t) {
-      lo = mid;
-    } else {
-      hi = mid - 1;
-    }
-  }
-  return lo;
-}
-
-// Element offset of (position p, kv head, dim 0) in a layer's pool.
-__device__ __forceinline__ int64_t KvOffset(const AttnArgs& a, const int32_t* table, int p,
-                                            int kvh, int head_dim) {
-  const int64_t slot = static_cast<int64_t>(table[p / a.block_size]) * a.block_size +
-                       p % a.block_size;
-  return (slot * a.num_kv_heads + kvh) * head_dim;
-}
-
-// ---------------------------------------------------------------- general
 
 // Loads keys [k_begin, k_begin + n) (n <= kTileKeys) of one kv head into
 // ks/vs ([kTileKeys][D], unpadded).
@@ -169,7 +111,7 @@ __device__ __forceinline__ void ProcessKeys(WarpState<D, G>& st, const bf16* ks,
   }
 }
 
-// Merges the warps' states and writes the output or the split's partial.
+// Stores the warps' states in shared memory and merges them.
 template <int D, int G>
 __device__ void FinishGeneral(const AttnArgs& a, const WarpState<D, G>& st, float* red, int t,
                               int kvh, int split) {
@@ -191,28 +133,7 @@ __device__ void FinishGeneral(const AttnArgs& a, const WarpState<D, G>& st, floa
     }
   }
   __syncthreads();
-  for (int i = threadIdx.x; i < a.group * D; i += kThreads) {
-    const int g = i / D;
-    const int d = i - g * D;
-    float mx = -INFINITY;
-    for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, red_m[w * G + g]);
-    float num = 0.0f, den = 0.0f;
-    if (mx != -INFINITY) {
-      for (int w = 0; w < kWarps; ++w) {
-        const float scale = exp2f(red_m[w * G + g] - mx);
-        num += red[(w * G + g) * D + d] * scale;
-        den += red_l[w * G + g] * scale;
-      }
-    }
-    const int h = kvh * a.group + g;
-    if (a.num_splits == 1) {
-      a.out[(static_cast<int64_t>(t) * a.num_heads + h) * D + d] = __float2bfloat16_rn(num / den);
-    } else {
-      const int64_t idx = (static_cast<int64_t>(t) * a.num_heads + h) * a.num_splits + split;
-      a.o_part[idx * D + d] = den > 0.0f ? num / den : 0.0f;
-      if (d == 0) a.ml_part[idx] = make_float2(mx, den);
-    }
-  }
+  MergeWarpsAndStore<D>(a, red, red_m, red_l, G, t, kvh, split);
 }
 
 template <int D, int G>
@@ -226,6 +147,8 @@ __global__ void __launch_bounds__(kThreads) AttnGeneralKernel(AttnArgs a) {
   const int split = blockIdx.z;
   const int warp = threadIdx.x >> 5;
   const int lane = threadIdx.x & 31;
+  cuda::GridDependencyWait();
+  cuda::LaunchDependents();
   const int s = FindSeq(a.cu_query_lens, a.num_seqs, t);
   const int len = a.start_pos[s] + (t - a.cu_query_lens[s]) + 1;  // keys 0 .. pos
   const int per_split = (len + a.num_splits - 1) / a.num_splits;
@@ -277,245 +200,49 @@ __global__ void __launch_bounds__(kThreads) AttnGeneralKernel(AttnArgs a) {
   FinishGeneral<D, G>(a, st, reinterpret_cast<float*>(smem_raw), t, kvh, split);
 }
 
-__global__ void AttnCombineKernel(const float* __restrict__ o_part,
-                                  const float2* __restrict__ ml_part, bf16* __restrict__ out,
-                                  int num_heads, int num_splits, int head_dim) {
+// Merges a query's split partials: warp 0 turns the (max, sum) pairs into
+// weights (all splits read at once), then every thread sums its dims over the
+// splits with independent loads.
+__global__ void __launch_bounds__(128) AttnCombineKernel(const float* __restrict__ o_part,
+                                                         const float2* __restrict__ ml_part,
+                                                         bf16* __restrict__ out, int num_heads,
+                                                         int num_splits, int head_dim) {
+  __shared__ float weight[kMaxSplits];
+  __shared__ float inv_den;
+  cuda::GridDependencyWait();
+  cuda::LaunchDependents();
   const int t = blockIdx.x;
   const int h = blockIdx.y;
   const int64_t base = (static_cast<int64_t>(t) * num_heads + h) * num_splits;
-  float mx = -INFINITY;
-  for (int i = 0; i < num_splits; ++i) {
-    const float2 ml = ml_part[base + i];
-    if (ml.y > 0.0f) mx = fmaxf(mx, ml.x);
+  if (threadIdx.x < 32) {
+    const int lane = threadIdx.x;
+    float2 ml[2];
+    float mx = -INFINITY;
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {
+      const int i = lane + 32 * k;
+      ml[k] = i < num_splits ? ml_part[base + i] : make_float2(-INFINITY, 0.0f);
+      if (ml[k].y > 0.0f) mx = fmaxf(mx, ml[k].x);
+    }
+    mx = cuda::WarpMax(mx);
+    float den = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {
+      const int i = lane + 32 * k;
+      const float w = ml[k].y > 0.0f ? ml[k].y * exp2f(ml[k].x - mx) : 0.0f;
+      if (i < num_splits) weight[i] = w;
+      den += w;
+    }
+    den = cuda::WarpSum(den);
+    if (lane == 0) inv_den = 1.0f / den;
   }
+  __syncthreads();
   for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
-    float num = 0.0f, den = 0.0f;
-    for (int i = 0; i < num_splits; ++i) {
-      const float2 ml = ml_part[base + i];
-      if (ml.y > 0.0f) {
-        const float w = ml.y * exp2f(ml.x - mx);
-        num += w * o_part[(base + i) * head_dim + d];
-        den += w;
-      }
-    }
-    out[(static_cast<int64_t>(t) * num_heads + h) * head_dim + d] = __float2bfloat16_rn(num / den);
+    float num = 0.0f;
+#pragma unroll 8
+    for (int i = 0; i < num_splits; ++i) num += weight[i] * o_part[(base + i) * head_dim + d];
+    out[(static_cast<int64_t>(t) * num_heads + h) * head_dim + d] = __float2bfloat16_rn(num * inv_den);
   }
-}
-
-// ------------------------------------------------------------------ flash
-
-template <int D>
-struct FlashShape {
-  static constexpr int kRow = D + 8;  // padded smem row (elements): no bank conflicts
-  static constexpr int kSteps = D / 16;  // k-steps of Q K^T
-  static constexpr int kDimTiles = D / 8;  // n-tiles of P V
-  static constexpr int kSmemBytes = 2 * 2 * kTileKeys * kRow * 2;
-};
-
-// Keys [k_begin, k_begin + kTileKeys) of one kv head; keys >= kv_len are zeros.
-template <int D>
-__device__ __forceinline__ void LoadTileFlash(const AttnArgs& a, const int32_t* table, int kvh,
-                                              int k_begin, int kv_len, bf16* ks, bf16* vs) {
-  constexpr int kChunks = D / 8;
-  constexpr int kRow = FlashShape<D>::kRow;
-  for (int i = threadIdx.x; i < kTileKeys * kChunks; i += kThreads) {
-    const int j = i / kChunks;
-    const int c = i - j * kChunks;
-    const int p = k_begin + j;
-    const bool valid = p < kv_len;
-    const int64_t off = valid ? KvOffset(a, table, p, kvh, D) + c * 8 : 0;
-    cuda::CpAsync16(ks + j * kRow + c * 8, a.k_cache + off, valid);
-    cuda::CpAsync16(vs + j * kRow + c * 8, a.v_cache + off, valid);
-  }
-}
-
-template <int D>
-struct FlashRows {
-  float o[FlashShape<D>::kDimTiles][4];
-  float m0, m1, l0, l1;  // rows g and g + 8 of the warp's 16
-};
-
-// One 64-key tile: scores, mask, online softmax, and O += P V.
-template <int D>
-__device__ __forceinline__ void FlashTile(FlashRows<D>& r, const uint32_t (*qa)[4],
-                                          const bf16* kb, const bf16* vb, int key_base, int qpos0,
-                                          int qpos1, float scale_log2, int lane) {
-  using S = FlashShape<D>;
-  const int tq = lane & 3;
-  float sacc[8][4];
-#pragma unroll
-  for (int nt = 0; nt < 8; ++nt) {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) sacc[nt][e] = 0.0f;
-#pragma unroll
-    for (int kk = 0; kk < S::kSteps; kk += 2) {
-      uint32_t b[4];
-      cuda::LdMatrixX4(b, kb + (nt * 8 + (lane & 7)) * S::kRow + kk * 16 + (lane >> 3) * 8);
-      cuda::MmaBf16(sacc[nt], qa[kk], b[0], b[1]);
-      cuda::MmaBf16(sacc[nt], qa[kk + 1], b[2], b[3]);
-    }
-  }
-  float mx0 = r.m0, mx1 = r.m1;
-#pragma unroll
-  for (int nt = 0; nt < 8; ++nt) {
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const int kpos = key_base + nt * 8 + 2 * tq + e;
-      sacc[nt][e] = kpos <= qpos0 ? sacc[nt][e] * scale_log2 : -INFINITY;
-      sacc[nt][2 + e] = kpos <= qpos1 ? sacc[nt][2 + e] * scale_log2 : -INFINITY;
-      mx0 = fmaxf(mx0, sacc[nt][e]);
-      mx1 = fmaxf(mx1, sacc[nt][2 + e]);
-    }
-  }
-  mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-  mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-  mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-  mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-  // Every row sees key 0 in the first tile, so mx0 / mx1 are finite here.
-  const float al0 = exp2f(r.m0 - mx0);
-  const float al1 = exp2f(r.m1 - mx1);
-  r.m0 = mx0;
-  r.m1 = mx1;
-  float rs0 = 0.0f, rs1 = 0.0f;
-#pragma unroll
-  for (int nt = 0; nt < 8; ++nt) {
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      sacc[nt][e] = exp2f(sacc[nt][e] - mx0);
-      sacc[nt][2 + e] = exp2f(sacc[nt][2 + e] - mx1);
-      rs0 += sacc[nt][e];
-      rs1 += sacc[nt][2 + e];
-    }
-  }
-  r.l0 = r.l0 * al0 + rs0;
-  r.l1 = r.l1 * al1 + rs1;
-#pragma unroll
-  for (int dn = 0; dn < S::kDimTiles; ++dn) {
-    r.o[dn][0] *= al0;
-    r.o[dn][1] *= al0;
-    r.o[dn][2] *= al1;
-    r.o[dn][3] *= al1;
-  }
-#pragma unroll
-  for (int ks = 0; ks < 4; ++ks) {
-    const uint32_t pa[4] = {cuda::PackBf16x2(sacc[2 * ks][0], sacc[2 * ks][1]),
-                            cuda::PackBf16x2(sacc[2 * ks][2], sacc[2 * ks][3]),
-                            cuda::PackBf16x2(sacc[2 * ks + 1][0], sacc[2 * ks + 1][1]),
-                            cuda::PackBf16x2(sacc[2 * ks + 1][2], sacc[2 * ks + 1][3])};
-#pragma unroll
-    for (int dn = 0; dn < S::kDimTiles; dn += 2) {
-      uint32_t b[4];
-      const int key = ks * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
-      cuda::LdMatrixX4Trans(b, vb + key * S::kRow + dn * 8 + (lane >> 4) * 8);
-      cuda::MmaBf16(r.o[dn], pa, b[0], b[1]);
-      cuda::MmaBf16(r.o[dn + 1], pa, b[2], b[3]);
-    }
-  }
-}
-
-// Writes one row's output (o values c0,c1 or c2,c3 of every dim tile) / l.
-template <int D>
-__device__ __forceinline__ void StoreFlashRow(bf16* out_row, const float (*o)[4], int half,
-                                              float l, int tq) {
-  const float inv = 1.0f / l;
-#pragma unroll
-  for (int dn = 0; dn < FlashShape<D>::kDimTiles; ++dn) {
-    *reinterpret_cast<uint32_t*>(out_row + dn * 8 + 2 * tq) =
-        cuda::PackBf16x2(o[dn][2 * half] * inv, o[dn][2 * half + 1] * inv);
-  }
-}
-
-template <int D>
-__global__ void __launch_bounds__(kThreads) AttnFlashKernel(AttnArgs a) {
-  using S = FlashShape<D>;
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  bf16* ks = reinterpret_cast<bf16*>(smem_raw);  // [2][kTileKeys][kRow]
-  bf16* vs = ks + 2 * kTileKeys * S::kRow;        // [2][kTileKeys][kRow]
-  const int h = blockIdx.y;
-  const int kvh = h / a.group;
-  int b = blockIdx.x;
-  int s = -1;
-  for (int i = 0; i < a.num_seqs; ++i) {
-    const int tiles = (a.cu_query_lens[i + 1] - a.cu_query_lens[i] + 63) / 64;
-    if (b < tiles) {
-      s = i;
-      break;
-    }
-    b -= tiles;
-  }
-  if (s < 0) return;
-  const int q_begin = a.cu_query_lens[s] + b * 64;
-  const int q_end = min(a.cu_query_lens[s + 1], q_begin + 64);
-  const int pos0 = a.start_pos[s] + (q_begin - a.cu_query_lens[s]);
-  const int last_pos = pos0 + (q_end - q_begin) - 1;
-  const int kv_len = last_pos + 1;
-  const int num_tiles = (kv_len + kTileKeys - 1) / kTileKeys;
-  const int32_t* table = a.block_tables + static_cast<int64_t>(s) * a.max_blocks_per_seq;
-  const int warp = threadIdx.x >> 5;
-  const int lane = threadIdx.x & 31;
-  const int g = lane >> 2;
-  const int tq = lane & 3;
-  const int r0 = warp * 16 + g;
-  const int r1 = r0 + 8;
-  const int qpos0 = min(pos0 + r0, last_pos);  // rows past the chunk copy its last row
-  const int qpos1 = min(pos0 + r1, last_pos);
-  const bf16* q0 = a.q + min(q_begin + r0, q_end - 1) * a.q_stride + static_cast<int64_t>(h) * D;
-  const bf16* q1 = a.q + min(q_begin + r1, q_end - 1) * a.q_stride + static_cast<int64_t>(h) * D;
-  uint32_t qa[S::kSteps][4];
-#pragma unroll
-  for (int kk = 0; kk < S::kSteps; ++kk) {
-    qa[kk][0] = *reinterpret_cast<const uint32_t*>(q0 + kk * 16 + 2 * tq);
-    qa[kk][1] = *reinterpret_cast<const uint32_t*>(q1 + kk * 16 + 2 * tq);
-    qa[kk][2] = *reinterpret_cast<const uint32_t*>(q0 + kk * 16 + 8 + 2 * tq);
-    qa[kk][3] = *reinterpret_cast<const uint32_t*>(q1 + kk * 16 + 8 + 2 * tq);
-  }
-  FlashRows<D> r;
-  r.m0 = r.m1 = -INFINITY;
-  r.l0 = r.l1 = 0.0f;
-#pragma unroll
-  for (int dn = 0; dn < S::kDimTiles; ++dn) {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) r.o[dn][e] = 0.0f;
-  }
-  LoadTileFlash<D>(a, table, kvh, 0, kv_len, ks, vs);
-  cuda::CpAsyncCommit();
-  for (int tile = 0; tile < num_tiles; ++tile) {
-    const int buf = tile & 1;
-    if (tile + 1 < num_tiles) {
-      LoadTileFlash<D>(a, table, kvh, (tile + 1) * kTileKeys, kv_len,
-                       ks + (buf ^ 1) * kTileKeys * S::kRow, vs + (buf ^ 1) * kTileKeys * S::kRow);
-    }
-    cuda::CpAsyncCommit();
-    cuda::CpAsyncWait<1>();
-    __syncthreads();
-    FlashTile<D>(r, qa, ks + buf * kTileKeys * S::kRow, vs + buf * kTileKeys * S::kRow,
-                 tile * kTileKeys, qpos0, qpos1, a.scale_log2, lane);
-    __syncthreads();
-  }
-  cuda::CpAsyncWait<0>();
-  r.l0 += __shfl_xor_sync(0xffffffffu, r.l0, 1);
-  r.l0 += __shfl_xor_sync(0xffffffffu, r.l0, 2);
-  r.l1 += __shfl_xor_sync(0xffffffffu, r.l1, 1);
-  r.l1 += __shfl_xor_sync(0xffffffffu, r.l1, 2);
-  if (q_begin + r0 < q_end) {
-    StoreFlashRow<D>(a.out + (static_cast<int64_t>(q_begin + r0) * a.num_heads + h) * D, r.o, 0,
-                     r.l0, tq);
-  }
-  if (q_begin + r1 < q_end) {
-    StoreFlashRow<D>(a.out + (static_cast<int64_t>(q_begin + r1) * a.num_heads + h) * D, r.o, 1,
-                     r.l1, tq);
-  }
-}
-
-// --------------------------------------------------------------- dispatch
-
-// Raises a kernel's dynamic shared-memory limit (once per kernel).
-template <typename Kernel>
-absl::Status AllowSmem(Kernel kernel, int bytes) {
-  if (bytes <= 48 * 1024) return absl::OkStatus();
-  CUDA_RETURN_IF_ERROR(
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-  return absl::OkStatus();
 }
 
 template <int D, int G>
@@ -526,8 +253,8 @@ absl::Status LaunchGeneralG(const AttnArgs& a, int num_tokens, cudaStream_t stre
   static const absl::Status allowed = AllowSmem(AttnGeneralKernel<D, G>, smem);
   RETURN_IF_ERROR(allowed);
   const dim3 grid(a.num_kv_heads, num_tokens, a.num_splits);
-  AttnGeneralKernel<D, G><<<grid, kThreads, smem, stream>>>(a);
-  CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  CUDA_RETURN_IF_ERROR(cuda::LaunchPdl(AttnGeneralKernel<D, G>, grid, dim3(kThreads), smem,
+                                       stream, a));
   return absl::OkStatus();
 }
 
@@ -536,19 +263,6 @@ absl::Status LaunchGeneral(const AttnArgs& a, int num_tokens, cudaStream_t strea
   if (a.group <= 4) return LaunchGeneralG<D, 4>(a, num_tokens, stream);
   if (a.group <= 8) return LaunchGeneralG<D, 8>(a, num_tokens, stream);
   return LaunchGeneralG<D, 16>(a, num_tokens, stream);
-}
-
-template <int D>
-absl::Status LaunchFlash(const AttnArgs& a, int num_tokens, cudaStream_t stream) {
-  constexpr int kSmem = FlashShape<D>::kSmemBytes;
-  static const absl::Status allowed = AllowSmem(AttnFlashKernel<D>, kSmem);
-  RETURN_IF_ERROR(allowed);
-  // Tiles never cross chunks: at most ceil(T / 64) + num_seqs of them.
-  const dim3 grid(static_cast<unsigned>(cuda::CeilDiv(num_tokens, 64) + a.num_seqs),
-                  a.num_heads);
-  AttnFlashKernel<D><<<grid, kThreads, kSmem, stream>>>(a);
-  CUDA_RETURN_IF_ERROR(cudaGetLastError());
-  return absl::OkStatus();
 }
 
 absl::Status LaunchGeneralForDim(const AttnArgs& a, int head_dim, int num_tokens,
@@ -578,6 +292,7 @@ absl::Status Validate(const PagedAttentionParams& p, const PagedAttentionSplitOp
                                                  " must be a group of at most ", kMaxGroup));
   }
   if (p.num_tokens < 0 || p.num_seqs <= 0 || p.layout.block_size <= 0 || o.num_splits < 1 ||
+      o.num_splits > kMaxSplits ||
       p.q_token_stride < static_cast<int64_t>(p.num_heads) * d) {
     return absl::InvalidArgumentError(cuda::Cat(
         kOp, ": bad sizes num_tokens=", p.num_tokens, " num_seqs=", p.num_seqs,
@@ -600,8 +315,8 @@ absl::Status Validate(const PagedAttentionParams& p, const PagedAttentionSplitOp
 
 }  // namespace
 
-absl::Status PagedAttentionSplit(const PagedAttentionParams& p,
-                                 const PagedAttentionSplitOptions& o, cudaStream_t stream) {
+absl::Status Run(const PagedAttentionParams& p, const PagedAttentionSplitOptions& o,
+                 cudaStream_t stream) {
   RETURN_IF_ERROR(Validate(p, o));
   if (p.num_tokens == 0) return absl::OkStatus();
   const int d = p.layout.head_dim;
@@ -621,30 +336,39 @@ absl::Status PagedAttentionSplit(const PagedAttentionParams& p,
   a.block_tables = p.block_tables;
   a.max_blocks_per_seq = p.max_blocks_per_seq;
   a.scale_log2 = p.scale * kLog2e;
-  const bool flash = (d == 64 || d == 128) &&
-                     (o.kernel == AttentionKernel::kFlash ||
-                      (o.kernel == AttentionKernel::kAuto && p.num_tokens > p.num_seqs));
-  if (flash) {
+  const bool tensor_cores = (d == 64 || d == 128) && o.kernel != AttentionKernel::kGeneral;
+  const bool decode = p.num_tokens == p.num_seqs;
+  if (tensor_cores && !decode) {
     a.num_splits = 1;
-    return d == 64 ? LaunchFlash<64>(a, p.num_tokens, stream)
-                   : LaunchFlash<128>(a, p.num_tokens, stream);
+    return LaunchFlashPrefill(a, d, p.num_tokens, stream);
   }
   a.num_splits = o.num_splits;
   const int64_t parts = static_cast<int64_t>(p.num_tokens) * p.num_heads * o.num_splits;
   a.o_part = static_cast<float*>(o.workspace);
   a.ml_part = reinterpret_cast<float2*>(static_cast<char*>(o.workspace) +
                                         parts * d * static_cast<int64_t>(sizeof(float)));
-  RETURN_IF_ERROR(LaunchGeneralForDim(a, d, p.num_tokens, stream));
+  if (tensor_cores) {
+    RETURN_IF_ERROR(LaunchFlashDecode(a, d, p.num_tokens, stream));
+  } else {
+    RETURN_IF_ERROR(LaunchGeneralForDim(a, d, p.num_tokens, stream));
+  }
   if (o.num_splits > 1) {
-    AttnCombineKernel<<<dim3(p.num_tokens, p.num_heads), 128, 0, stream>>>(
-        a.o_part, a.ml_part, a.out, p.num_heads, o.num_splits, d);
-    CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    CUDA_RETURN_IF_ERROR(cuda::LaunchPdl(AttnCombineKernel, dim3(p.num_tokens, p.num_heads),
+                                         dim3(128), 0, stream, a.o_part, a.ml_part, a.out,
+                                         p.num_heads, o.num_splits, d));
   }
   return absl::OkStatus();
 }
 
+}  // namespace attention
+
+absl::Status PagedAttentionSplit(const PagedAttentionParams& params,
+                                 const PagedAttentionSplitOptions& options, cudaStream_t stream) {
+  return attention::Run(params, options, stream);
+}
+
 absl::Status PagedAttention(const PagedAttentionParams& params, cudaStream_t stream) {
-  return PagedAttentionSplit(params, PagedAttentionSplitOptions{}, stream);
+  return attention::Run(params, PagedAttentionSplitOptions{}, stream);
 }
 
 }  // namespace onecard::engine

@@ -3,18 +3,20 @@
 // can be captured in a CUDA graph. Same math and contract as PagedAttention;
 // its reference is PagedAttentionRef.
 //
-// Kernels (engine/kernels/paged_attention.cu):
-// - "general": one block per (kv head, query token, split); the block reads
-//   its KV head's K/V once for the whole query group (GQA) and keeps an online
-//   softmax in fp32. Used for decode (every chunk one token) and for any shape
-//   the flash kernel does not take.
-// - "flash": tensor-core (mma.sync bf16) flash attention for prefill chunks,
+// Kernels (engine/kernels/paged_attention.cu, paged_attention_flash.cu):
+// - flash decode (every chunk one token; head_dim 64 / 128): tensor cores
+//   (mma.sync bf16) with the 16 mma rows holding a kv head's query group, so
+//   each kv head's K/V are read once for the whole group (GQA); each split
+//   covers at least 64 keys (short contexts leave the last splits empty).
+// - flash prefill (any chunk longer than one token; head_dim 64 / 128):
 //   64 queries x one head a block, 64-key tiles streamed with cp.async.
+// - general (the other head_dims, or kGeneral): one block per (kv head,
+//   query token, split) on CUDA cores, the group's K/V read once too.
 // A split's partial (normalized output, running max and sum) goes to the
 // workspace and a combine kernel merges the splits; num_splits == 1 writes
 // the output directly and needs no workspace.
 // Supported: BF16; head_dim 16, 24, 32, 64, 96, 128 (flash: 64, 128);
-// num_heads / num_kv_heads <= 16.
+// num_heads / num_kv_heads <= 16; 1 <= num_splits <= 64.
 // Tested by tests/gpu/paged_attention_test.cc against PagedAttentionRef.
 #ifndef ONECARD_ENGINE_KERNELS_PAGED_ATTENTION_SPLIT_H_
 #define ONECARD_ENGINE_KERNELS_PAGED_ATTENTION_SPLIT_H_
@@ -34,8 +36,8 @@ struct PagedAttentionSplitOptions {
   int32_t num_splits = 1;       // splits of each query's key range (general kernel)
   void* workspace = nullptr;    // PagedAttentionWorkspaceBytes(...) bytes, device
   int64_t workspace_bytes = 0;
-  // kAuto: flash when some chunk is longer than one token and the head_dim
-  // is supported there; general otherwise.
+  // kAuto / kFlash: the flash kernels where the head_dim has them (decode
+  // when every chunk is one token, prefill otherwise); kGeneral: general.
   AttentionKernel kernel = AttentionKernel::kAuto;
 };
 
@@ -50,12 +52,12 @@ inline int64_t PagedAttentionWorkspaceBytes(int32_t num_tokens, int32_t num_head
 
 // A split count that fills the card (two blocks per SM) for a decode batch of
 // num_seqs sequences whose contexts reach up to max_context tokens, keeping
-// at least 32 keys a split; 1 when the batch alone fills the card; at most 64.
+// at least 64 keys a split; 1 when the batch alone fills the card; at most 64.
 inline int32_t PagedAttentionDecodeSplits(int32_t num_seqs, int32_t num_kv_heads,
                                           int32_t max_context, int32_t num_sms) {
   const int64_t blocks = std::max<int64_t>(1, static_cast<int64_t>(num_seqs) * num_kv_heads);
   const int64_t want = (2LL * num_sms + blocks - 1) / blocks;
-  const int64_t by_keys = (std::max<int64_t>(max_context, 1) + 31) / 32;
+  const int64_t by_keys = (std::max<int64_t>(max_context, 1) + 63) / 64;
   return static_cast<int32_t>(std::clamp<int64_t>(std::min(want, by_keys), 1, 64));
 }
 

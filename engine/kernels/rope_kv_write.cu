@@ -4,6 +4,7 @@
 // as in the composed reference.
 // Tested by tests/gpu/rope_kv_test.cc against RopeKvWriteRef.
 #include "engine/kernels/cuda_common.cuh"
+#include "engine/kernels/cuda_ptx.cuh"
 #include "engine/kernels/rope_kv_write.h"
 #include "engine/runtime/cuda_check.h"
 
@@ -18,6 +19,8 @@ __device__ __forceinline__ float LoadBiased(const T* x, const T* bias, int64_t i
 
 template <typename T>
 __global__ void RopeKvWriteKernel(RopeKvWriteParams p) {
+  cuda::GridDependencyWait();
+  cuda::LaunchDependents();
   const int64_t t = blockIdx.x;
   const int32_t d = p.layout.head_dim;
   const int32_t half = d / 2;
@@ -69,8 +72,8 @@ absl::Status RopeKvWrite(const RopeKvWriteParams& p, cudaStream_t stream) {
   }
   if (p.num_tokens == 0) return absl::OkStatus();
   return cuda::DispatchFloatDType(kOp, p.dtype, [&]<typename T>() -> absl::Status {
-    RopeKvWriteKernel<T><<<p.num_tokens, 256, 0, stream>>>(p);
-    CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    CUDA_RETURN_IF_ERROR(
+        cuda::LaunchPdl(RopeKvWriteKernel<T>, dim3(p.num_tokens), dim3(256), 0, stream, p));
     return absl::OkStatus();
   });
 }

@@ -3,13 +3,14 @@
 // apply once per distinct token (atomicExch hands each token to one thread
 // and zeroes the counter again). Top-k and top-p thresholds are found without
 // sorting, by bisection over the bit patterns of non-negative floats (which
-// order like integers): about 31 block-wide counts / sums each. The draw scans
-// vocabulary-ordered chunks: chunk sums, a block prefix sum, then one thread
-// walks the chunk that holds the target.
+// order like integers): about 31 block-wide counts / sums each. Masses are
+// summed in double (as SampleRef does), so the GPU and the reference agree
+// on the drawn token unless the draw falls within ~1e-12 of a boundary.
 // Tested by tests/gpu/sample_test.cc against SampleRef.
 #include <cfloat>
 
 #include "engine/kernels/cuda_common.cuh"
+#include "engine/kernels/cuda_ptx.cuh"
 #include "engine/kernels/sample.h"
 #include "engine/runtime/cuda_check.h"
 
@@ -92,20 +93,37 @@ __device__ void ApplyPenalties(const SampleParams& a, int r, const SampleRowPara
   __syncthreads();
 }
 
-// Sum over the row of (p >= thr ? (mass ? p : 1) : 0).
-__device__ float KeptSum(const RowView& v, float thr, bool mass, float* scratch) {
-  float s = 0.0f;
+__device__ double WarpSumD(double v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// Sum over the block in double; every thread gets it. scratch: 32 doubles.
+__device__ double BlockSumD(double v, double* scratch) {
+  v = WarpSumD(v);
+  __syncthreads();
+  if ((threadIdx.x & 31) == 0) scratch[threadIdx.x >> 5] = v;
+  __syncthreads();
+  v = (threadIdx.x & 31) < (blockDim.x >> 5) ? scratch[threadIdx.x & 31] : 0.0;
+  return WarpSumD(v);
+}
+
+// Sum over the row of (p >= thr ? (mass ? p : 1) : 0), in double (sums over
+// 1e5 terms in float would move draws by whole tokens).
+__device__ double KeptSum(const RowView& v, float thr, bool mass, double* scratch) {
+  double s = 0.0;
   for (int32_t i = threadIdx.x; i < v.vocab; i += kThreads) {
     const float p = v.ws[i];
-    if (p >= thr) s += mass ? p : 1.0f;
+    if (p >= thr) s += mass ? static_cast<double>(p) : 1.0;
   }
-  return cuda::BlockSum(s, scratch);
+  return BlockSumD(s, scratch);
 }
 
 // The largest t in [lo, 1] with KeptSum(max(t, floor)) >= need (KeptSum at lo
 // must reach need).
-__device__ float Bisect(const RowView& v, float lo_value, float floor, bool mass, float need,
-                        float* scratch) {
+__device__ float Bisect(const RowView& v, float lo_value, float floor, bool mass, double need,
+                        double* scratch) {
   int32_t lo = __float_as_int(lo_value);
   int32_t hi = __float_as_int(1.0f);
   while (lo < hi) {
@@ -120,12 +138,14 @@ __device__ float Bisect(const RowView& v, float lo_value, float floor, bool mass
   return __int_as_float(lo);
 }
 
-// Step 7 of sample.h: the kept index where the running mass passes target.
-__device__ int32_t Draw(const RowView& v, float thr, float target, float* fs, int32_t* is) {
+// Step 7 of sample.h: the kept index where the running mass passes target
+// (sums in double, in vocabulary order: chunk sums, a block prefix sum, then
+// one thread walks the chunk that holds the target).
+__device__ int32_t Draw(const RowView& v, float thr, double target, double* ds, int32_t* is) {
   const int32_t chunk = (v.vocab + kThreads - 1) / kThreads;
   const int32_t begin = min(v.vocab, static_cast<int32_t>(threadIdx.x) * chunk);
   const int32_t end = min(v.vocab, begin + chunk);
-  float local = 0.0f;
+  double local = 0.0;
   int32_t last = -1;
   for (int32_t i = begin; i < end; ++i) {
     const float p = v.ws[i];
@@ -134,24 +154,23 @@ __device__ int32_t Draw(const RowView& v, float thr, float target, float* fs, in
       last = i;
     }
   }
-  // Exclusive prefix sum of `local` across the block.
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  float incl = local;
+  double incl = local;
   for (int o = 1; o < 32; o <<= 1) {
-    const float n = __shfl_up_sync(0xffffffffu, incl, o);
+    const double n = __shfl_up_sync(0xffffffffu, incl, o);
     if (lane >= o) incl += n;
   }
   __syncthreads();
-  if (lane == 31) fs[warp] = incl;
+  if (lane == 31) ds[warp] = incl;
   if (threadIdx.x == 0) is[0] = INT32_MAX;
   __syncthreads();
-  float warp_base = 0.0f;
-  for (int w = 0; w < warp; ++w) warp_base += fs[w];
-  const float prefix = warp_base + incl - local;
+  double warp_base = 0.0;
+  for (int w = 0; w < warp; ++w) warp_base += ds[w];
+  const double prefix = warp_base + incl - local;
   int32_t last_any = last;
   for (int o = 16; o > 0; o >>= 1) last_any = max(last_any, __shfl_xor_sync(0xffffffffu, last_any, o));
   if (last >= 0 && prefix <= target && target < prefix + local) {
-    float cum = prefix;
+    double cum = prefix;
     int32_t pick = last;
     for (int32_t i = begin; i < end; ++i) {
       const float p = v.ws[i];
@@ -173,7 +192,10 @@ __device__ int32_t Draw(const RowView& v, float thr, float target, float* fs, in
 __global__ void __launch_bounds__(kThreads) SampleKernel(SampleParams a, float* ws_all,
                                                          int32_t* counts_all) {
   __shared__ float fs[32];
+  __shared__ double ds[32];
   __shared__ int32_t is[32];
+  cuda::GridDependencyWait();
+  cuda::LaunchDependents();
   const int r = blockIdx.x;
   const SampleRowParams sp = a.rows[r];
   const RowView v{ws_all + static_cast<int64_t>(r) * a.vocab_size,
@@ -199,15 +221,15 @@ __global__ void __launch_bounds__(kThreads) SampleKernel(SampleParams a, float* 
   __syncthreads();
   float thr = 0.0f;
   if (sp.top_k > 0 && sp.top_k < v.vocab) {
-    thr = Bisect(v, 0.0f, 0.0f, false, static_cast<float>(sp.top_k), fs);
+    thr = Bisect(v, 0.0f, 0.0f, false, static_cast<double>(sp.top_k), ds);
   }
   if (sp.top_p < 1.0f) {
-    const float mass = KeptSum(v, thr, true, fs);
-    thr = Bisect(v, thr, thr, true, sp.top_p * mass, fs);
+    const double mass = KeptSum(v, thr, true, ds);
+    thr = Bisect(v, thr, thr, true, static_cast<double>(sp.top_p) * mass, ds);
   }
   if (sp.min_p > 0.0f) thr = fmaxf(thr, sp.min_p);
-  const float mass = KeptSum(v, thr, true, fs);
-  const int32_t t = Draw(v, thr, sp.uniform * mass, fs, is);
+  const double mass = KeptSum(v, thr, true, ds);
+  const int32_t t = Draw(v, thr, static_cast<double>(sp.uniform) * mass, ds, is);
   if (threadIdx.x == 0) a.out_tokens[r] = t;
 }
 
@@ -225,8 +247,8 @@ absl::Status Sample(const SampleParams& p, cudaStream_t stream) {
   }
   float* ws = static_cast<float*>(p.workspace);
   int32_t* counts = reinterpret_cast<int32_t*>(ws + static_cast<int64_t>(p.num_rows) * p.vocab_size);
-  SampleKernel<<<p.num_rows, kThreads, 0, stream>>>(p, ws, counts);
-  CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  CUDA_RETURN_IF_ERROR(cuda::LaunchPdl(SampleKernel, dim3(p.num_rows), dim3(kThreads), 0, stream,
+                                       p, ws, counts));
   return absl::OkStatus();
 }
 

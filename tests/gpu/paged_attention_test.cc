@@ -1,8 +1,9 @@
 // MatchesReference for PagedAttention / PagedAttentionSplit: decode batches of
 // 1 / 7 / 33 sequences and prefill / chunked-prefill / mixed batches; head_dim
 // 16 / 24 / 64 / 128; GQA groups 1 to 12; contexts ending mid-block; block
-// tables drawn from a shuffled pool (non-contiguous); split-K 1 to 8; the
-// flash kernel and the general kernel on the same prefill shapes.
+// tables drawn from a shuffled pool (non-contiguous); split-K 1 to 8 (with
+// splits left empty by short contexts); the flash kernels (decode and
+// prefill) and the general kernel on the same shapes.
 // Tolerance: the output is BF16 (2^-9 relative rounding) and the flash kernel
 // rounds P to BF16 before P V (each weight off by <= 2^-9 relative), so the
 // error is a few 1e-3 of max|V| = 1 at worst: atol 3e-3, rtol 2e-2, NMSE 1e-4.
@@ -54,6 +55,9 @@ std::vector<AttnCase> Cases() {
       {"decode_b7_d128_g8_split2", 128, 64, 8, DecodeChunks(7, 1500, 5), 2, kAuto},
       {"decode_b7_d128_g12", 128, 96, 8, DecodeChunks(7, 600, 6), 1, kAuto},
       {"decode_b7_d128_g1", 128, 8, 8, DecodeChunks(7, 600, 7), 1, kAuto},
+      {"decode_b7_d128_g4_split8_short", 128, 32, 8, DecodeChunks(7, 100, 8), 8, kAuto},
+      {"decode_b33_d128_g4_split2_general", 128, 32, 8, DecodeChunks(33, 900, 9), 2, kGeneral},
+      {"decode_b7_d64_g3_general", 64, 9, 3, DecodeChunks(7, 700, 10), 1, kGeneral},
       {"prefill_d128_g4_flash", 128, 32, 8, {{0, 200}}, 1, kAuto},
       {"prefill_d128_g4_general", 128, 32, 8, {{0, 200}}, 1, kGeneral},
       {"chunked_d64_g3_flash", 64, 9, 3, {{300, 77}, {0, 1}, {31, 130}}, 1, kAuto},

@@ -1,6 +1,9 @@
 // GatherRowsBf16 (see runner_kernels.h): one block per row, 16 bytes a thread.
 // Tested through tests/gpu/cuda_model_runner_test.cc.
 #include "engine/runtime/cuda/runner_kernels.h"
+
+#include "engine/kernels/cuda_common.cuh"
+#include "engine/kernels/cuda_ptx.cuh"
 #include "engine/runtime/cuda_check.h"
 
 namespace onecard::engine {
@@ -8,6 +11,8 @@ namespace {
 
 __global__ void GatherRowsKernel(const uint4* __restrict__ src, const int32_t* __restrict__ rows,
                                  uint4* __restrict__ dst, int64_t vecs) {
+  cuda::GridDependencyWait();
+  cuda::LaunchDependents();
   const int64_t r = blockIdx.x;
   const uint4* s = src + static_cast<int64_t>(rows[r]) * vecs;
   for (int64_t i = threadIdx.x; i < vecs; i += blockDim.x) dst[r * vecs + i] = s[i];
@@ -21,9 +26,9 @@ absl::Status GatherRowsBf16(const void* src, const int32_t* rows, void* dst, int
   if (hidden % 8 != 0) {
     return absl::UnimplementedError("GatherRowsBf16: hidden must be a multiple of 8");
   }
-  GatherRowsKernel<<<num_rows, 128, 0, stream>>>(static_cast<const uint4*>(src), rows,
-                                                 static_cast<uint4*>(dst), hidden / 8);
-  CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  CUDA_RETURN_IF_ERROR(cuda::LaunchPdl(GatherRowsKernel, dim3(num_rows), dim3(128), 0, stream,
+                                       static_cast<const uint4*>(src), rows,
+                                       static_cast<uint4*>(dst), hidden / 8));
   return absl::OkStatus();
 }
 

@@ -23,6 +23,9 @@ ABSL_FLAG(std::string, results, "bench/results/results.jsonl",
 ABSL_FLAG(std::string, commit, "", "commit to record; default $ONECARD_COMMIT or git");
 
 int main(int argc, char** argv) {
+  // Load every kernel at CUDA initialization, so that device memory measured
+  // between requests (budget-8b-bf16) does not move with lazy module loads.
+  setenv("CUDA_MODULE_LOADING", "EAGER", /*overwrite=*/0);
   absl::SetProgramUsageMessage("onecard-bench-cuda SCENARIO [flags]; onecard-bench-cuda list");
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   const std::string name = args.size() >= 2 ? args[1] : "";

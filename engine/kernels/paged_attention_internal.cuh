@@ -1,0 +1,123 @@
+// Internal to engine/kernels/paged_attention*.cu: the argument block of the
+// attention kernels, the paged-KV index math they share, and the launchers of
+// the tensor-core kernels (paged_attention_flash.cu) that the dispatch in
+// paged_attention.cu calls. Tested through tests/gpu/paged_attention_test.cc.
+#ifndef ONECARD_ENGINE_KERNELS_PAGED_ATTENTION_INTERNAL_CUH_
+#define ONECARD_ENGINE_KERNELS_PAGED_ATTENTION_INTERNAL_CUH_
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "engine/kernels/cuda_common.cuh"
+#include "engine/runtime/cuda_check.h"
+
+namespace onecard::engine::attention {
+
+using cuda::bf16;
+
+
+constexpr int kTileKeys = 64;
+constexpr int kWarps = 4;
+constexpr int kThreads = 128;
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr int kMaxGroup = 16;
+constexpr int kMaxSplits = 64;
+
+struct AttnArgs {
+  const bf16* q;
+  int64_t q_stride;
+  const bf16* k_cache;
+  const bf16* v_cache;
+  bf16* out;
+  float* o_part;    // [num_tokens, num_heads, num_splits, head_dim]
+  float2* ml_part;  // [num_tokens, num_heads, num_splits]: (max, sum), base 2
+  int32_t block_size;
+  int32_t num_kv_heads;
+  int32_t num_heads;
+  int32_t group;  // num_heads / num_kv_heads
+  int32_t num_seqs;
+  const int32_t* cu_query_lens;
+  const int32_t* start_pos;
+  const int32_t* block_tables;
+  int32_t max_blocks_per_seq;
+  float scale_log2;  // scale * log2(e)
+  int32_t num_splits;
+};
+
+// The chunk holding token t: the largest s with cu[s] <= t.
+__device__ __forceinline__ int FindSeq(const int32_t* cu, int num_seqs, int t) {
+  int lo = 0, hi = num_seqs - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) >> 1;
+    if (cu[mid] <= t) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  return lo;
+}
+
+// Element offset of (position p, kv head, dim 0) in a layer's pool.
+__device__ __forceinline__ int64_t KvOffset(const AttnArgs& a, const int32_t* table, int p,
+                                            int kvh, int head_dim) {
+  const int64_t slot = static_cast<int64_t>(table[p / a.block_size]) * a.block_size +
+                       p % a.block_size;
+  return (slot * a.num_kv_heads + kvh) * head_dim;
+}
+
+// Raises a kernel's dynamic shared-memory limit (once per kernel).
+template <typename Kernel>
+absl::Status AllowSmem(Kernel kernel, int bytes) {
+  if (bytes <= 48 * 1024) return absl::OkStatus();
+  CUDA_RETURN_IF_ERROR(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  return absl::OkStatus();
+}
+
+// Merges the kWarps warps' online-softmax states of the group's heads (row
+// r < a.group): red_o[(w * rows + r) * D + d] unnormalized outputs,
+// red_m / red_l[w * rows + r] running max (base 2) and sum. Writes the
+// output (one split) or the split's partial: normalized output and
+// (max, sum), sum 0 for an empty split.
+template <int D>
+__device__ void MergeWarpsAndStore(const AttnArgs& a, const float* red_o, const float* red_m,
+                                   const float* red_l, int rows, int t, int kvh, int split) {
+  for (int i = threadIdx.x; i < a.group * D; i += kThreads) {
+    const int r = i / D;
+    const int d = i - r * D;
+    float mx = -INFINITY;
+    for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, red_m[w * rows + r]);
+    float num = 0.0f, den = 0.0f;
+    if (mx != -INFINITY) {
+      for (int w = 0; w < kWarps; ++w) {
+        const float scale = exp2f(red_m[w * rows + r] - mx);
+        num += red_o[(w * rows + r) * D + d] * scale;
+        den += red_l[w * rows + r] * scale;
+      }
+    }
+    const int h = kvh * a.group + r;
+    if (a.num_splits == 1) {
+      a.out[(static_cast<int64_t>(t) * a.num_heads + h) * D + d] = __float2bfloat16_rn(num / den);
+    } else {
+      const int64_t idx = (static_cast<int64_t>(t) * a.num_heads + h) * a.num_splits + split;
+      a.o_part[idx * D + d] = den > 0.0f ? num / den : 0.0f;
+      if (d == 0) a.ml_part[idx] = make_float2(mx, den);
+    }
+  }
+}
+
+// Flash prefill: every chunk, causal, head_dim 64 or 128 (splits ignored).
+absl::Status LaunchFlashPrefill(const AttnArgs& a, int head_dim, int num_tokens,
+                                cudaStream_t stream);
+// Flash decode: every chunk one token; head_dim 64 or 128, group <= 16; writes
+// the output (num_splits == 1) or the split partials for the combine kernel.
+absl::Status LaunchFlashDecode(const AttnArgs& a, int head_dim, int num_tokens,
+                               cudaStream_t stream);
+
+}  // namespace onecard::engine::attention
+
+#endif  // ONECARD_ENGINE_KERNELS_PAGED_ATTENTION_INTERNAL_CUH_
