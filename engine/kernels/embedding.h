@@ -16,7 +16,7 @@
 namespace onecard::engine {
 
 struct EmbeddingParams {
-  DType dtype = DType::kF32;         // of table and out
+  DType dtype = DType::kF32;           // of table and out
   const int32_t* token_ids = nullptr;  // [num_tokens]
   const void* table = nullptr;         // [vocab_size, hidden]
   void* out = nullptr;                 // [num_tokens, hidden]

@@ -21,13 +21,13 @@
 namespace onecard::engine {
 
 struct KvCacheWriteParams {
-  DType dtype = DType::kF32;          // of k, v and the pools
-  const void* k = nullptr;            // [num_tokens, num_kv_heads, head_dim]
-  const void* v = nullptr;            // [num_tokens, num_kv_heads, head_dim]
-  int64_t k_token_stride = 0;         // elements between tokens; >= num_kv_heads * head_dim
+  DType dtype = DType::kF32;   // of k, v and the pools
+  const void* k = nullptr;     // [num_tokens, num_kv_heads, head_dim]
+  const void* v = nullptr;     // [num_tokens, num_kv_heads, head_dim]
+  int64_t k_token_stride = 0;  // elements between tokens; >= num_kv_heads * head_dim
   int64_t v_token_stride = 0;
-  void* k_cache = nullptr;            // [num_blocks, block_size, num_kv_heads, head_dim]
-  void* v_cache = nullptr;            // [num_blocks, block_size, num_kv_heads, head_dim]
+  void* k_cache = nullptr;  // [num_blocks, block_size, num_kv_heads, head_dim]
+  void* v_cache = nullptr;  // [num_blocks, block_size, num_kv_heads, head_dim]
   KvLayout layout;
   const int32_t* slot_mapping = nullptr;  // [num_tokens]; < 0 skips the token
   int32_t num_tokens = 0;

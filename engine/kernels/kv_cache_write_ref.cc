@@ -22,12 +22,14 @@ absl::Status Validate(const KvCacheWriteParams& p) {
   if (p.num_tokens == 0) return absl::OkStatus();
   const int64_t token_elems = static_cast<int64_t>(l.num_kv_heads) * l.head_dim;
   if (p.k_token_stride < token_elems || p.v_token_stride < token_elems) {
-    return ref::ArgError(kOp, absl::StrCat("token strides k ", p.k_token_stride, ", v ",
-                                           p.v_token_stride, " are shorter than a token (",
-                                           token_elems, ")"));
+    return ref::ArgError(
+        kOp, absl::StrCat("token strides k ", p.k_token_stride, ", v ", p.v_token_stride,
+                          " are shorter than a token (", token_elems, ")"));
   }
-  for (auto [name, ptr] : {std::pair<const char*, const void*>{"k", p.k}, {"v", p.v},
-                           {"k_cache", p.k_cache}, {"v_cache", p.v_cache},
+  for (auto [name, ptr] : {std::pair<const char*, const void*>{"k", p.k},
+                           {"v", p.v},
+                           {"k_cache", p.k_cache},
+                           {"v_cache", p.v_cache},
                            {"slot_mapping", p.slot_mapping}}) {
     RETURN_IF_ERROR(ref::CheckNotNull(kOp, name, ptr));
   }

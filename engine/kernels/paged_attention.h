@@ -27,22 +27,28 @@
 namespace onecard::engine {
 
 struct PagedAttentionParams {
-  DType dtype = DType::kF32;        // of q, the pools and out
-  const void* q = nullptr;          // [num_tokens, num_heads, head_dim]
-  int64_t q_token_stride = 0;       // elements between tokens; >= num_heads * head_dim
-  const void* k_cache = nullptr;    // [num_blocks, block_size, num_kv_heads, head_dim]
-  const void* v_cache = nullptr;    // [num_blocks, block_size, num_kv_heads, head_dim]
-  void* out = nullptr;              // [num_tokens, num_heads, head_dim], contiguous
-  KvLayout layout;                  // num_kv_heads and head_dim of the model
-  int32_t num_heads = 0;            // query heads; a multiple of layout.num_kv_heads
-  int32_t num_tokens = 0;           // == cu_query_lens[num_seqs]
+  DType dtype = DType::kF32;      // of q, the pools and out
+  const void* q = nullptr;        // [num_tokens, num_heads, head_dim]
+  int64_t q_token_stride = 0;     // elements between tokens; >= num_heads * head_dim
+  const void* k_cache = nullptr;  // [num_blocks, block_size, num_kv_heads, head_dim]
+  const void* v_cache = nullptr;  // [num_blocks, block_size, num_kv_heads, head_dim]
+  void* out = nullptr;            // [num_tokens, num_heads, head_dim], contiguous
+  KvLayout layout;                // num_kv_heads and head_dim of the model
+  int32_t num_heads = 0;          // query heads; a multiple of layout.num_kv_heads
+  int32_t num_tokens = 0;         // == cu_query_lens[num_seqs]
   int32_t num_seqs = 0;
   const int32_t* cu_query_lens = nullptr;  // [num_seqs + 1], cu_query_lens[0] == 0
   const int32_t* start_pos = nullptr;      // [num_seqs]: cached tokens before the chunk
   const int32_t* block_tables = nullptr;   // [num_seqs, max_blocks_per_seq]
   int32_t max_blocks_per_seq = 0;
-  float scale = 0.0f;               // usually 1 / sqrt(head_dim)
+  float scale = 0.0f;  // usually 1 / sqrt(head_dim)
 };
+
+// The argument checks of the reference, for host-side callers of any
+// implementation: shapes, cu_query_lens from 0 to num_tokens, every chunk's
+// positions inside its block-table row and every block it reads inside the
+// pool. InvalidArgument names the field (e.g. "block_tables[2][5] = 99 ...").
+absl::Status ValidatePagedAttention(const PagedAttentionParams& params);
 
 absl::Status PagedAttentionRef(const PagedAttentionParams& params);
 absl::Status PagedAttention(const PagedAttentionParams& params, cudaStream_t stream);

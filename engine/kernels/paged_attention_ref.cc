@@ -16,7 +16,7 @@
 namespace onecard::engine {
 namespace {
 
-constexpr char kOp[] = "PagedAttentionRef";
+constexpr char kOp[] = "PagedAttention";
 
 absl::Status ValidateShapes(const PagedAttentionParams& p) {
   const KvLayout& l = p.layout;
@@ -33,13 +33,15 @@ absl::Status ValidateShapes(const PagedAttentionParams& p) {
     return ref::ArgError(kOp, "num_seqs or num_tokens is negative");
   }
   if (p.q_token_stride < static_cast<int64_t>(p.num_heads) * l.head_dim) {
-    return ref::ArgError(kOp, absl::StrCat("q_token_stride ", p.q_token_stride,
-                                           " is shorter than a token"));
+    return ref::ArgError(
+        kOp, absl::StrCat("q_token_stride ", p.q_token_stride, " is shorter than a token"));
   }
   if (p.num_seqs == 0) return absl::OkStatus();
   for (auto [name, ptr] : {std::pair<const char*, const void*>{"k_cache", p.k_cache},
-                           {"v_cache", p.v_cache}, {"cu_query_lens", p.cu_query_lens},
-                           {"start_pos", p.start_pos}, {"block_tables", p.block_tables}}) {
+                           {"v_cache", p.v_cache},
+                           {"cu_query_lens", p.cu_query_lens},
+                           {"start_pos", p.start_pos},
+                           {"block_tables", p.block_tables}}) {
     RETURN_IF_ERROR(ref::CheckNotNull(kOp, name, ptr));
   }
   if (p.num_tokens > 0) {
@@ -60,9 +62,9 @@ absl::Status ValidateSeq(const PagedAttentionParams& p, int32_t s) {
   const int64_t context = static_cast<int64_t>(p.start_pos[s]) + len;
   const int64_t blocks = (context + p.layout.block_size - 1) / p.layout.block_size;
   if (blocks > p.max_blocks_per_seq) {
-    return ref::ArgError(kOp, absl::StrCat("sequence ", s, " needs ", blocks,
-                                           " blocks; max_blocks_per_seq is ",
-                                           p.max_blocks_per_seq));
+    return ref::ArgError(
+        kOp, absl::StrCat("sequence ", s, " needs ", blocks, " blocks; max_blocks_per_seq is ",
+                          p.max_blocks_per_seq));
   }
   const int32_t* table = p.block_tables + static_cast<int64_t>(s) * p.max_blocks_per_seq;
   for (int64_t b = 0; b < blocks; ++b) {
@@ -74,26 +76,30 @@ absl::Status ValidateSeq(const PagedAttentionParams& p, int32_t s) {
   return absl::OkStatus();
 }
 
-absl::Status Validate(const PagedAttentionParams& p) {
+}  // namespace
+
+absl::Status ValidatePagedAttention(const PagedAttentionParams& p) {
   RETURN_IF_ERROR(ValidateShapes(p));
   if (p.num_seqs == 0) {
     if (p.num_tokens == 0) return absl::OkStatus();
     return ref::ArgError(kOp, "num_tokens > 0 with no sequences");
   }
   if (p.cu_query_lens[0] != 0 || p.cu_query_lens[p.num_seqs] != p.num_tokens) {
-    return ref::ArgError(kOp, absl::StrCat("cu_query_lens must run from 0 to num_tokens ",
-                                           p.num_tokens, "; got ", p.cu_query_lens[0], " .. ",
-                                           p.cu_query_lens[p.num_seqs]));
+    return ref::ArgError(
+        kOp, absl::StrCat("cu_query_lens must run from 0 to num_tokens ", p.num_tokens, "; got ",
+                          p.cu_query_lens[0], " .. ", p.cu_query_lens[p.num_seqs]));
   }
   for (int32_t s = 0; s < p.num_seqs; ++s) RETURN_IF_ERROR(ValidateSeq(p, s));
   return absl::OkStatus();
 }
 
+namespace {
+
 // One query head at `position` of a sequence with block table `table`:
 // out = sum_j softmax_j(scale * q . K[j]) V[j] over j = 0..position.
 template <typename T>
-void AttendOne(const PagedAttentionParams& p, const int32_t* table, int32_t position,
-               const T* q, int32_t kv_head, T* out) {
+void AttendOne(const PagedAttentionParams& p, const int32_t* table, int32_t position, const T* q,
+               int32_t kv_head, T* out) {
   const KvLayout& l = p.layout;
   const T* k_cache = static_cast<const T*>(p.k_cache);
   const T* v_cache = static_cast<const T*>(p.v_cache);
@@ -123,10 +129,10 @@ void AttendOne(const PagedAttentionParams& p, const int32_t* table, int32_t posi
 }  // namespace
 
 absl::Status PagedAttentionRef(const PagedAttentionParams& p) {
-  RETURN_IF_ERROR(Validate(p));
+  RETURN_IF_ERROR(ValidatePagedAttention(p));
   const int32_t group = p.num_heads / p.layout.num_kv_heads;
   const int32_t head_dim = p.layout.head_dim;
-  return ref::DispatchDType(kOp, p.dtype, [&]<typename T>() {
+  return ref::DispatchDType("PagedAttentionRef", p.dtype, [&]<typename T>() {
     for (int32_t s = 0; s < p.num_seqs; ++s) {
       const int32_t* table = p.block_tables + static_cast<int64_t>(s) * p.max_blocks_per_seq;
       for (int32_t t = p.cu_query_lens[s]; t < p.cu_query_lens[s + 1]; ++t) {

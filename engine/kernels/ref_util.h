@@ -28,9 +28,13 @@ inline float Load(Bf16 x) { return Bf16ToFloat(x.bits); }
 template <typename T>
 T Store(float x);
 template <>
-inline float Store<float>(float x) { return x; }
+inline float Store<float>(float x) {
+  return x;
+}
 template <>
-inline Bf16 Store<Bf16>(float x) { return Bf16{FloatToBf16(x)}; }
+inline Bf16 Store<Bf16>(float x) {
+  return Bf16{FloatToBf16(x)};
+}
 
 // The supported set, listed once: F32 and BF16.
 inline absl::Status UnsupportedDType(const char* op, DType dtype) {

@@ -20,23 +20,23 @@
 namespace onecard::engine {
 
 struct RmsNormParams {
-  DType dtype = DType::kF32;      // of x, weight and out
-  const void* x = nullptr;        // [num_tokens, hidden]
-  const void* weight = nullptr;   // [hidden]
-  void* out = nullptr;            // [num_tokens, hidden]; may alias x
+  DType dtype = DType::kF32;     // of x, weight and out
+  const void* x = nullptr;       // [num_tokens, hidden]
+  const void* weight = nullptr;  // [hidden]
+  void* out = nullptr;           // [num_tokens, hidden]; may alias x
   int32_t num_tokens = 0;
   int64_t hidden = 0;
   float eps = 1e-5f;
 };
 
 struct FusedAddRmsNormParams {
-  DType dtype = DType::kF32;      // of every tensor
-  const void* x = nullptr;        // [num_tokens, hidden]: the sublayer output
-  void* residual = nullptr;       // [num_tokens, hidden]: in: the residual
-                                  // stream; out: x + residual
-  const void* weight = nullptr;   // [hidden]
-  void* out = nullptr;            // [num_tokens, hidden]: RmsNorm(x + residual);
-                                  // may alias x, not residual
+  DType dtype = DType::kF32;     // of every tensor
+  const void* x = nullptr;       // [num_tokens, hidden]: the sublayer output
+  void* residual = nullptr;      // [num_tokens, hidden]: in: the residual
+                                 // stream; out: x + residual
+  const void* weight = nullptr;  // [hidden]
+  void* out = nullptr;           // [num_tokens, hidden]: RmsNorm(x + residual);
+                                 // may alias x, not residual
   int32_t num_tokens = 0;
   int64_t hidden = 0;
   float eps = 1e-5f;

@@ -9,8 +9,8 @@
 namespace onecard::engine {
 namespace {
 
-absl::Status Validate(const char* op, int32_t num_tokens, int64_t hidden,
-                      const void* x, const void* weight, const void* out) {
+absl::Status Validate(const char* op, int32_t num_tokens, int64_t hidden, const void* x,
+                      const void* weight, const void* out) {
   RETURN_IF_ERROR(ref::CheckPositive(op, "hidden", hidden));
   if (num_tokens < 0) return ref::ArgError(op, "num_tokens is negative");
   if (num_tokens == 0) return absl::OkStatus();

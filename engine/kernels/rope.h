@@ -25,17 +25,17 @@
 namespace onecard::engine {
 
 struct RopeParams {
-  DType dtype = DType::kF32;          // of q and k
-  void* q = nullptr;                  // [num_tokens, num_heads, head_dim], in place
-  void* k = nullptr;                  // [num_tokens, num_kv_heads, head_dim], in place
-  int64_t q_token_stride = 0;         // elements between tokens; >= num_heads * head_dim
-  int64_t k_token_stride = 0;         // elements between tokens; >= num_kv_heads * head_dim
+  DType dtype = DType::kF32;           // of q and k
+  void* q = nullptr;                   // [num_tokens, num_heads, head_dim], in place
+  void* k = nullptr;                   // [num_tokens, num_kv_heads, head_dim], in place
+  int64_t q_token_stride = 0;          // elements between tokens; >= num_heads * head_dim
+  int64_t k_token_stride = 0;          // elements between tokens; >= num_kv_heads * head_dim
   const int32_t* positions = nullptr;  // [num_tokens], >= 0
   const float* inv_freq = nullptr;     // [head_dim / 2], from RopeInvFreq
   int32_t num_tokens = 0;
   int32_t num_heads = 0;
   int32_t num_kv_heads = 0;
-  int32_t head_dim = 0;               // even
+  int32_t head_dim = 0;  // even
 };
 
 // inv_freq[i] = 1 / theta^(2i / head_dim), i < head_dim / 2, in fp32 as HF

@@ -19,7 +19,7 @@ float Llama3Scale(float inv_freq, const RopeScaling& s) {
   const float low_freq_wavelen = old_context / s.low_freq_factor;
   const float high_freq_wavelen = old_context / s.high_freq_factor;
   const float wavelen = 2.0f * std::numbers::pi_v<float> / inv_freq;
-  if (wavelen < high_freq_wavelen) return inv_freq;           // high frequency: kept
+  if (wavelen < high_freq_wavelen) return inv_freq;            // high frequency: kept
   if (wavelen > low_freq_wavelen) return inv_freq / s.factor;  // low frequency: scaled
   const float smooth =
       (old_context / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
@@ -28,7 +28,8 @@ float Llama3Scale(float inv_freq, const RopeScaling& s) {
 
 absl::Status Validate(const RopeParams& p) {
   RETURN_IF_ERROR(ref::CheckPositive(kOp, "head_dim", p.head_dim));
-  if (p.head_dim % 2 != 0) return ref::ArgError(kOp, absl::StrCat("head_dim ", p.head_dim, " is odd"));
+  if (p.head_dim % 2 != 0)
+    return ref::ArgError(kOp, absl::StrCat("head_dim ", p.head_dim, " is odd"));
   RETURN_IF_ERROR(ref::CheckPositive(kOp, "num_heads", p.num_heads));
   RETURN_IF_ERROR(ref::CheckPositive(kOp, "num_kv_heads", p.num_kv_heads));
   if (p.num_tokens < 0) return ref::ArgError(kOp, "num_tokens is negative");

@@ -20,7 +20,7 @@ struct SiluMulParams {
   const void* gate_up = nullptr;  // [num_tokens, 2 * inter]
   void* out = nullptr;            // [num_tokens, inter]
   int32_t num_tokens = 0;
-  int64_t inter = 0;              // intermediate size
+  int64_t inter = 0;  // intermediate size
 };
 
 absl::Status SiluMulRef(const SiluMulParams& params);

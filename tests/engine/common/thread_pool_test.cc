@@ -103,8 +103,7 @@ TEST(ThreadPoolTest, ManyCallsInARow) {
 
 TEST(ThreadPoolTest, ZeroMeansHardwareConcurrency) {
   ThreadPool pool(0);
-  EXPECT_EQ(pool.num_threads(),
-            std::max(1, static_cast<int>(std::thread::hardware_concurrency())));
+  EXPECT_EQ(pool.num_threads(), std::max(1, static_cast<int>(std::thread::hardware_concurrency())));
 }
 
 }  // namespace

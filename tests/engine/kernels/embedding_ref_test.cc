@@ -1,11 +1,10 @@
 // Tests of EmbeddingRef (engine/kernels/embedding_ref.cc): the gathered rows
 // against direct indexing of the table, over awkward batch sizes and widths,
 // in F32 and BF16; out-of-range ids and unsupported dtypes are errors.
-#include "engine/kernels/embedding.h"
-
 #include <cstring>
 #include <tuple>
 
+#include "engine/kernels/embedding.h"
 #include "gtest/gtest.h"
 #include "tests/engine/kernels/kernel_test_util.h"
 

@@ -3,12 +3,11 @@
 // layout says (offsets computed here by hand from kv_layout.h's formula), the
 // rest of the poisoned pools stays untouched, padding slots are skipped, and
 // slots past the pool are errors.
-#include "engine/kernels/kv_cache_write.h"
-
 #include <cmath>
 #include <cstring>
 #include <tuple>
 
+#include "engine/kernels/kv_cache_write.h"
 #include "gtest/gtest.h"
 #include "tests/engine/kernels/kernel_test_util.h"
 
@@ -20,7 +19,8 @@ using testing::RandomFloats;
 using testing::RandomInts;
 
 // (num_tokens, head_dim, block_size)
-class KvCacheWriteRefTest : public ::testing::TestWithParam<std::tuple<int32_t, int32_t, int32_t>> {};
+class KvCacheWriteRefTest : public ::testing::TestWithParam<std::tuple<int32_t, int32_t, int32_t>> {
+};
 
 TEST_P(KvCacheWriteRefTest, WritesEachTokenToItsSlot) {
   const auto [num_tokens, head_dim, block_size] = GetParam();
@@ -37,15 +37,16 @@ TEST_P(KvCacheWriteRefTest, WritesEachTokenToItsSlot) {
     slots[t] = KvSlot(layout, table, t);
     EXPECT_EQ(slots[t], table[t / block_size] * block_size + t % block_size);
   }
-  slots[num_tokens / 2] = -1;  // padding: skipped
+  slots[num_tokens / 2] = -1;                          // padding: skipped
   const int64_t stride = 5 * num_kv_heads * head_dim;  // k and v inside a wider row
   const std::vector<float> act = RandomFloats(num_tokens * stride, 53);
   std::vector<float> k_cache = Poisoned(layout.PoolElements());
   std::vector<float> v_cache = Poisoned(layout.PoolElements());
   const float* k = act.data() + num_kv_heads * head_dim;
   const float* v = act.data() + 3 * num_kv_heads * head_dim;
-  KvCacheWriteParams p{DType::kF32, k, v, stride, stride, k_cache.data(), v_cache.data(),
-                       layout, slots.data(), num_tokens};
+  KvCacheWriteParams p{
+      DType::kF32,  k,         v, stride, stride, k_cache.data(), v_cache.data(), layout,
+      slots.data(), num_tokens};
   ASSERT_TRUE(KvCacheWriteRef(p).ok());
 
   std::vector<bool> written(layout.PoolElements(), false);
@@ -73,8 +74,8 @@ TEST_P(KvCacheWriteRefTest, Bf16CopiesBits) {
   const std::vector<uint16_t> k = testing::ToBf16(RandomFloats(num_tokens * token, 55));
   const std::vector<uint16_t> v = testing::ToBf16(RandomFloats(num_tokens * token, 56));
   std::vector<uint16_t> k_cache(layout.PoolElements()), v_cache(layout.PoolElements());
-  KvCacheWriteParams p{DType::kBF16, k.data(), v.data(), token, token, k_cache.data(),
-                       v_cache.data(), layout, slots.data(), num_tokens};
+  KvCacheWriteParams p{DType::kBF16,   k.data(),       v.data(), token,        token,
+                       k_cache.data(), v_cache.data(), layout,   slots.data(), num_tokens};
   ASSERT_TRUE(KvCacheWriteRef(p).ok());
   for (int32_t t = 0; t < num_tokens; ++t) {
     EXPECT_EQ(std::memcmp(&k_cache[slots[t] * token], &k[t * token], token * 2), 0) << t;
@@ -83,15 +84,15 @@ TEST_P(KvCacheWriteRefTest, Bf16CopiesBits) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, KvCacheWriteRefTest,
-                         ::testing::Combine(::testing::Values(1, 7, 33),
-                                            ::testing::Values(64, 128), ::testing::Values(16, 5)));
+                         ::testing::Combine(::testing::Values(1, 7, 33), ::testing::Values(64, 128),
+                                            ::testing::Values(16, 5)));
 
 TEST(KvCacheWriteRefErrorsTest, SlotPastThePoolNamesTheToken) {
   const KvLayout layout{4, 16, 1, 8};
   std::vector<float> kv(16), k_cache(layout.PoolElements()), v_cache(layout.PoolElements());
   const std::vector<int32_t> slots = {3, 64};
-  KvCacheWriteParams p{DType::kF32, kv.data(), kv.data(), 8, 8, k_cache.data(), v_cache.data(),
-                       layout, slots.data(), 2};
+  KvCacheWriteParams p{DType::kF32,    kv.data(), kv.data(),    8, 8, k_cache.data(),
+                       v_cache.data(), layout,    slots.data(), 2};
   const absl::Status status = KvCacheWriteRef(p);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(status.message().find("slot_mapping[1]"), std::string::npos) << status;

@@ -1,10 +1,9 @@
 // Tests of LinearRef (engine/kernels/linear_ref.cc): y = x W^T + b against
 // the sum in double, with and without bias, over awkward row counts and
 // widths; BF16 against F32 on the same rounded operands.
-#include "engine/kernels/linear.h"
-
 #include <tuple>
 
+#include "engine/kernels/linear.h"
 #include "gtest/gtest.h"
 #include "tests/engine/kernels/kernel_test_util.h"
 #include "tests/testing/all_close.h"
@@ -30,8 +29,8 @@ std::vector<float> LinearInDouble(const std::vector<float>& x, const std::vector
 }
 
 // (rows, in, out, with bias)
-class LinearRefTest
-    : public ::testing::TestWithParam<std::tuple<int32_t, int64_t, int64_t, bool>> {};
+class LinearRefTest : public ::testing::TestWithParam<std::tuple<int32_t, int64_t, int64_t, bool>> {
+};
 
 TEST_P(LinearRefTest, MatchesSum) {
   const auto [rows, in, out, with_bias] = GetParam();
@@ -55,7 +54,7 @@ TEST_P(LinearRefTest, Bf16MatchesF32) {
                               b16 = testing::ToBf16(b);
   std::vector<uint16_t> y16(rows * out, 0xffff);
   LinearParams p{DType::kBF16, x16.data(), w16.data(), with_bias ? b16.data() : nullptr,
-                 y16.data(), rows, in, out};
+                 y16.data(),   rows,       in,         out};
   ASSERT_TRUE(LinearRef(p).ok());
   EXPECT_ALL_CLOSE(testing::FromBf16(y16),
                    LinearInDouble(x, w, with_bias ? b.data() : nullptr, rows, in, out),
@@ -63,9 +62,8 @@ TEST_P(LinearRefTest, Bf16MatchesF32) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, LinearRefTest,
-                         ::testing::Combine(::testing::Values(1, 7, 33),
-                                            ::testing::Values(64, 111), ::testing::Values(33, 96),
-                                            ::testing::Bool()));
+                         ::testing::Combine(::testing::Values(1, 7, 33), ::testing::Values(64, 111),
+                                            ::testing::Values(33, 96), ::testing::Bool()));
 
 TEST(LinearRefErrorsTest, BadArguments) {
   std::vector<float> x(4), w(8), y(2);

@@ -2,11 +2,10 @@
 // the plain norm against the formula in double precision; the fused form
 // against the add followed by the plain norm (bitwise: it is defined as that
 // composition); BF16 against F32 on the same rounded inputs.
-#include "engine/kernels/rms_norm.h"
-
 #include <cmath>
 #include <tuple>
 
+#include "engine/kernels/rms_norm.h"
 #include "gtest/gtest.h"
 #include "tests/engine/kernels/kernel_test_util.h"
 #include "tests/testing/all_close.h"
@@ -24,7 +23,8 @@ std::vector<float> NormInDouble(const std::vector<float>& x, const std::vector<f
   std::vector<float> out(x.size());
   for (size_t row = 0; row < x.size() / hidden; ++row) {
     double sum_sq = 0;
-    for (int64_t i = 0; i < hidden; ++i) sum_sq += double(x[row * hidden + i]) * x[row * hidden + i];
+    for (int64_t i = 0; i < hidden; ++i)
+      sum_sq += double(x[row * hidden + i]) * x[row * hidden + i];
     const double inv_rms = 1.0 / std::sqrt(sum_sq / hidden + eps);
     for (int64_t i = 0; i < hidden; ++i) {
       out[row * hidden + i] = static_cast<float>(x[row * hidden + i] * inv_rms * w[i]);
@@ -59,8 +59,8 @@ TEST_P(RmsNormRefTest, FusedIsAddThenNorm) {
 
   std::vector<float> residual = residual_in;
   std::vector<float> out = Poisoned(x.size());
-  FusedAddRmsNormParams p{DType::kF32, x.data(), residual.data(), w.data(), out.data(),
-                          num_tokens,  hidden,   1e-6f};
+  FusedAddRmsNormParams p{DType::kF32, x.data(),   residual.data(), w.data(),
+                          out.data(),  num_tokens, hidden,          1e-6f};
   ASSERT_TRUE(FusedAddRmsNormRef(p).ok());
   EXPECT_EQ(residual, sum);
   EXPECT_EQ(out, want);
@@ -89,13 +89,15 @@ TEST_P(RmsNormRefTest, Bf16MatchesF32OnRoundedInputs) {
   const std::vector<uint16_t> x16 = testing::ToBf16(x), w16 = testing::ToBf16(w);
   std::vector<uint16_t> residual16 = testing::ToBf16(residual);
   std::vector<uint16_t> out16(x.size(), 0xffff);
-  FusedAddRmsNormParams p{DType::kBF16, x16.data(), residual16.data(), w16.data(),
-                          out16.data(), num_tokens, hidden, 1e-5f};
+  FusedAddRmsNormParams p{DType::kBF16, x16.data(),   residual16.data(),
+                          w16.data(),   out16.data(), num_tokens,
+                          hidden,       1e-5f};
   ASSERT_TRUE(FusedAddRmsNormRef(p).ok());
   std::vector<float> sum(x.size());
   for (size_t i = 0; i < x.size(); ++i) sum[i] = x[i] + residual[i];
   EXPECT_ALL_CLOSE(testing::FromBf16(residual16), sum, Tolerance::For(DType::kBF16));
-  EXPECT_ALL_CLOSE(testing::FromBf16(out16), NormInDouble(testing::RoundToBf16(sum), w, hidden, 1e-5f),
+  EXPECT_ALL_CLOSE(testing::FromBf16(out16),
+                   NormInDouble(testing::RoundToBf16(sum), w, hidden, 1e-5f),
                    Tolerance::For(DType::kBF16));
 }
 

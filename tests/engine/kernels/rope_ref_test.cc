@@ -3,13 +3,12 @@
 // q and k viewed inside a packed qkv buffer (v must stay untouched); the
 // frequency table against theta^(-2i/d) and the llama3 scaling written in its
 // frequency form; BF16 against F32.
-#include "engine/kernels/rope.h"
-
 #include <cmath>
 #include <complex>
 #include <numbers>
 #include <tuple>
 
+#include "engine/kernels/rope.h"
 #include "gtest/gtest.h"
 #include "tests/engine/kernels/kernel_test_util.h"
 #include "tests/testing/all_close.h"
@@ -59,8 +58,8 @@ TEST_P(RopeRefTest, MatchesComplexRotation) {
   const std::vector<float> inv_freq = RopeInvFreq(head_dim, 10000.0f, RopeScaling{});
   std::vector<float> qkv = in.qkv;
   float* k = qkv.data() + int64_t(num_heads) * head_dim;
-  RopeParams p{DType::kF32, qkv.data(), k, stride, stride, positions.data(), inv_freq.data(),
-               num_tokens, num_heads, num_kv_heads, head_dim};
+  RopeParams p{DType::kF32,     qkv.data(), k,         stride,       stride,  positions.data(),
+               inv_freq.data(), num_tokens, num_heads, num_kv_heads, head_dim};
   ASSERT_TRUE(RopeRef(p).ok());
   // q and k heads are adjacent in the packed row: rotate them all; v stays.
   const std::vector<float> want =
@@ -84,9 +83,17 @@ TEST_P(RopeRefTest, Bf16MatchesF32) {
   std::vector<uint16_t> q16 = testing::ToBf16(q), k16 = testing::ToBf16(k);
   const std::vector<int32_t> positions = RandomInts(num_tokens, 25, 0, 300);
   const std::vector<float> inv_freq = RopeInvFreq(head_dim, 500000.0f, RopeScaling{});
-  RopeParams p{DType::kF32, q.data(), k.data(), int64_t(num_heads) * head_dim,
-               int64_t(num_kv_heads) * head_dim, positions.data(), inv_freq.data(),
-               num_tokens, num_heads, num_kv_heads, head_dim};
+  RopeParams p{DType::kF32,
+               q.data(),
+               k.data(),
+               int64_t(num_heads) * head_dim,
+               int64_t(num_kv_heads) * head_dim,
+               positions.data(),
+               inv_freq.data(),
+               num_tokens,
+               num_heads,
+               num_kv_heads,
+               head_dim};
   ASSERT_TRUE(RopeRef(p).ok());
   p.dtype = DType::kBF16;
   p.q = q16.data();
@@ -96,10 +103,10 @@ TEST_P(RopeRefTest, Bf16MatchesF32) {
   EXPECT_ALL_CLOSE(testing::FromBf16(k16), k, Tolerance::For(DType::kBF16));
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, RopeRefTest,
-    ::testing::Combine(::testing::Values(1, 7, 33), ::testing::Values(64, 128),
-                       ::testing::Values(std::pair{9, 3}, std::pair{8, 8}, std::pair{4, 1})));
+INSTANTIATE_TEST_SUITE_P(Shapes, RopeRefTest,
+                         ::testing::Combine(::testing::Values(1, 7, 33), ::testing::Values(64, 128),
+                                            ::testing::Values(std::pair{9, 3}, std::pair{8, 8},
+                                                              std::pair{4, 1})));
 
 TEST(RopeInvFreqTest, UnscaledIsThetaPower) {
   for (int head_dim : {64, 128}) {
@@ -147,8 +154,8 @@ TEST(RopeRefErrorsTest, BadArguments) {
   std::vector<float> q(64), k(64);
   const std::vector<float> inv_freq = RopeInvFreq(64, 10000.0f, RopeScaling{});
   std::vector<int32_t> positions = {-3};
-  RopeParams p{DType::kF32, q.data(), k.data(), 64, 64, positions.data(), inv_freq.data(),
-               1, 1, 1, 64};
+  RopeParams p{DType::kF32,     q.data(), k.data(), 64, 64, positions.data(),
+               inv_freq.data(), 1,        1,        1,  64};
   const absl::Status status = RopeRef(p);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(status.message().find("positions[0]"), std::string::npos) << status;

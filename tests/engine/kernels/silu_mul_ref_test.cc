@@ -1,11 +1,10 @@
 // Tests of SiluMulRef (engine/kernels/silu_mul_ref.cc): silu(gate) * up from
 // the packed gate_up rows against the formula in double, including large
 // |gate| where exp over/underflows; BF16 against F32.
-#include "engine/kernels/silu_mul.h"
-
 #include <cmath>
 #include <tuple>
 
+#include "engine/kernels/silu_mul.h"
 #include "gtest/gtest.h"
 #include "tests/engine/kernels/kernel_test_util.h"
 #include "tests/testing/all_close.h"
