@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/model/checkpoint.h"
+#include "engine/model/model_weights.h"
 #include "engine/runtime/model_runner.h"
 
 namespace onecard::engine {
@@ -25,6 +26,15 @@ struct CpuRunnerOptions {
 
 absl::StatusOr<std::unique_ptr<ModelRunner>> CreateCpuModelRunner(
     const Checkpoint& checkpoint, const CpuRunnerOptions& options);
+
+// The same from weights already in memory (synthetic models, tests). The
+// config's shapes are checked (InvalidArgument naming the field), then every
+// weight's size against them (naming the layer and part). The KV pool gets
+// options.num_kv_blocks blocks, or as many as fit in options.kv_cache_bytes
+// (K and V of every layer); fewer than one block is an InvalidArgument.
+// Forward is serialized: concurrent calls take turns.
+absl::StatusOr<std::unique_ptr<ModelRunner>> CreateCpuModelRunnerFromWeights(
+    const ModelConfig& config, ModelWeightsF32 weights, const CpuRunnerOptions& options);
 
 }  // namespace onecard::engine
 

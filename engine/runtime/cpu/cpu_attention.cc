@@ -1,0 +1,101 @@
+// PagedAttentionCpu (see cpu_attention.h): one work item per (query token,
+// kv head). An item scores its query group against every visible position
+// (each K row read once for the group), takes a max-subtracted softmax per
+// head, and sums the V rows weighted by the probabilities (each V row read
+// once for the group). Tested by tests/engine/runtime/cpu/cpu_attention_test.cc.
+#include "engine/runtime/cpu/cpu_attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "engine/common/status_macros.h"
+#include "engine/runtime/cpu/cpu_dot.h"
+
+namespace onecard::engine {
+namespace {
+
+// Where one query token sits: its chunk and its position.
+struct TokenPlace {
+  const int32_t* block_table;  // its chunk's row of block_tables
+  int32_t position;
+};
+
+std::vector<TokenPlace> PlaceTokens(const PagedAttentionParams& p) {
+  std::vector<TokenPlace> places(p.num_tokens);
+  for (int32_t s = 0; s < p.num_seqs; ++s) {
+    const int32_t* table = p.block_tables + static_cast<int64_t>(s) * p.max_blocks_per_seq;
+    for (int32_t t = p.cu_query_lens[s]; t < p.cu_query_lens[s + 1]; ++t) {
+      places[t] = {table, p.start_pos[s] + (t - p.cu_query_lens[s])};
+    }
+  }
+  return places;
+}
+
+// probs[j] <- softmax(probs)[j], max-subtracted, over one head's scores.
+void Softmax(float* probs, int32_t n) {
+  const float max_score = *std::max_element(probs, probs + n);
+  float sum = 0.0f;
+  for (int32_t j = 0; j < n; ++j) {
+    probs[j] = std::exp(probs[j] - max_score);
+    sum += probs[j];
+  }
+  for (int32_t j = 0; j < n; ++j) probs[j] /= sum;
+}
+
+// The outputs of query token t for the heads of kv head kv_head.
+// scratch: [group * (position + 1)] scores, then probabilities.
+void AttendGroup(const PagedAttentionParams& p, const TokenPlace& place, int32_t t, int32_t kv_head,
+                 std::vector<float>& scratch) {
+  const KvLayout& l = p.layout;
+  const int32_t group = p.num_heads / l.num_kv_heads;
+  const int32_t context = place.position + 1;
+  const float* q = static_cast<const float*>(p.q) + t * p.q_token_stride +
+                   static_cast<int64_t>(kv_head) * group * l.head_dim;
+  float* out = static_cast<float*>(p.out) +
+               (static_cast<int64_t>(t) * p.num_heads + kv_head * group) * l.head_dim;
+  scratch.resize(static_cast<size_t>(group) * context);
+  for (int32_t j = 0; j < context; ++j) {
+    const int64_t at = l.Offset(place.block_table[j / l.block_size], j % l.block_size, kv_head);
+    const float* k = static_cast<const float*>(p.k_cache) + at;
+    for (int32_t h = 0; h < group; ++h) {
+      scratch[h * context + j] = cpu::Dot(q + h * l.head_dim, k, l.head_dim) * p.scale;
+    }
+  }
+  for (int32_t h = 0; h < group; ++h) Softmax(&scratch[h * context], context);
+  std::fill(out, out + static_cast<int64_t>(group) * l.head_dim, 0.0f);
+  for (int32_t j = 0; j < context; ++j) {
+    const int64_t at = l.Offset(place.block_table[j / l.block_size], j % l.block_size, kv_head);
+    const float* v = static_cast<const float*>(p.v_cache) + at;
+    for (int32_t h = 0; h < group; ++h) {
+      const float prob = scratch[h * context + j];
+      float* out_h = out + h * l.head_dim;
+      for (int32_t d = 0; d < l.head_dim; ++d) out_h[d] += prob * v[d];
+    }
+  }
+}
+
+}  // namespace
+
+absl::Status PagedAttentionCpu(ThreadPool& pool, const PagedAttentionParams& p) {
+  RETURN_IF_ERROR(ValidatePagedAttention(p));
+  if (p.dtype != DType::kF32) {
+    return absl::UnimplementedError(absl::StrCat("PagedAttentionCpu: dtype ",
+                                                 std::string(DTypeName(p.dtype)),
+                                                 " is not supported; supported: F32"));
+  }
+  const std::vector<TokenPlace> places = PlaceTokens(p);
+  const int32_t num_kv_heads = p.layout.num_kv_heads;
+  pool.ParallelFor(
+      static_cast<int64_t>(p.num_tokens) * num_kv_heads, [&](int64_t begin, int64_t end) {
+        std::vector<float> scratch;
+        for (int64_t item = begin; item < end; ++item) {
+          const int32_t t = static_cast<int32_t>(item / num_kv_heads);
+          AttendGroup(p, places[t], t, static_cast<int32_t>(item % num_kv_heads), scratch);
+        }
+      });
+  return absl::OkStatus();
+}
+
+}  // namespace onecard::engine

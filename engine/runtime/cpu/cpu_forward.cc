@@ -1,0 +1,173 @@
+// CpuForward (see cpu_forward.h): the decoder step by step.
+// Tested through tests/engine/runtime/cpu/cpu_model_runner_test.cc and the
+// golden test.
+#include "engine/runtime/cpu/cpu_forward.h"
+
+#include <cmath>
+#include <mutex>
+
+#include "engine/common/status_macros.h"
+#include "engine/kernels/embedding.h"
+#include "engine/kernels/kv_cache_write.h"
+#include "engine/kernels/rms_norm.h"
+#include "engine/kernels/rope.h"
+#include "engine/kernels/silu_mul.h"
+#include "engine/runtime/cpu/cpu_attention.h"
+#include "engine/runtime/cpu/cpu_matmul.h"
+
+namespace onecard::engine {
+
+CpuForward::CpuForward(const ModelConfig& config, CpuWeights weights, const KvLayout& layout,
+                       int num_threads)
+    : config_(config),
+      weights_(std::move(weights)),
+      layout_(layout),
+      q_dim_(config.num_heads * config.head_dim),
+      kv_dim_(config.num_kv_heads * config.head_dim),
+      qkv_dim_(q_dim_ + 2 * kv_dim_),
+      inv_freq_(RopeInvFreq(static_cast<int32_t>(config.head_dim), config.rope_theta,
+                            config.rope_scaling)),
+      k_pools_(config.num_layers, std::vector<float>(layout.PoolElements())),
+      v_pools_(config.num_layers, std::vector<float>(layout.PoolElements())),
+      pool_(num_threads) {}
+
+void CpuForward::Resize(int32_t n) {
+  act_.residual.resize(n * config_.hidden_size);
+  act_.normed.resize(n * config_.hidden_size);
+  act_.qkv.resize(n * qkv_dim_);
+  act_.attn.resize(n * q_dim_);
+  act_.proj.resize(n * config_.hidden_size);
+  act_.gate_up.resize(n * 2 * config_.intermediate_size);
+  act_.act.resize(n * config_.intermediate_size);
+}
+
+absl::Status CpuForward::Run(const FlatBatch& flat, std::vector<float>* logits) {
+  logits->clear();
+  if (flat.num_tokens == 0) return absl::OkStatus();
+  Resize(flat.num_tokens);
+  RETURN_IF_ERROR(Embed(flat));
+  for (int64_t layer = 0; layer < config_.num_layers; ++layer) {
+    RETURN_IF_ERROR(AddAndNorm(layer > 0, weights_.layers[layer].attn_norm, flat.num_tokens));
+    RETURN_IF_ERROR(AttentionBlock(layer, flat));
+    RETURN_IF_ERROR(AddAndNorm(true, weights_.layers[layer].ffn_norm, flat.num_tokens));
+    RETURN_IF_ERROR(MlpBlock(layer, flat.num_tokens));
+  }
+  RETURN_IF_ERROR(AddAndNorm(true, weights_.final_norm, flat.num_tokens));
+  return Logits(flat, logits);
+}
+
+absl::Status CpuForward::Embed(const FlatBatch& flat) {
+  EmbeddingParams p;
+  p.dtype = DType::kF32;
+  p.token_ids = flat.token_ids.data();
+  p.table = weights_.embedding.data();
+  p.out = act_.residual.data();
+  p.num_tokens = flat.num_tokens;
+  p.vocab_size = config_.vocab_size;
+  p.hidden = config_.hidden_size;
+  return EmbeddingRef(p);
+}
+
+absl::Status CpuForward::AddAndNorm(bool add_proj, const std::vector<float>& weight,
+                                    int32_t num_tokens) {
+  const int64_t hidden = config_.hidden_size;
+  return ForTokenRanges(num_tokens, [&](int32_t begin, int32_t end) {
+    if (!add_proj) {
+      return RmsNormRef({DType::kF32, act_.residual.data() + begin * hidden, weight.data(),
+                         act_.normed.data() + begin * hidden, end - begin, hidden,
+                         config_.rms_norm_eps});
+    }
+    return FusedAddRmsNormRef({DType::kF32, act_.proj.data() + begin * hidden,
+                               act_.residual.data() + begin * hidden, weight.data(),
+                               act_.normed.data() + begin * hidden, end - begin, hidden,
+                               config_.rms_norm_eps});
+  });
+}
+
+absl::Status CpuForward::AttentionBlock(int64_t layer, const FlatBatch& flat) {
+  const CpuLayerWeights& w = weights_.layers[layer];
+  const int32_t n = flat.num_tokens;
+  MatMul(pool_, {act_.normed.data(), w.wqkv.data(), w.bqkv.empty() ? nullptr : w.bqkv.data(),
+                 act_.qkv.data(), n, config_.hidden_size, qkv_dim_});
+  // q, k and v are views into each token's qkv row: [q heads | k heads | v heads].
+  float* q = act_.qkv.data();
+  float* k = q + q_dim_;
+  const float* v = k + kv_dim_;
+  RETURN_IF_ERROR(ForTokenRanges(n, [&](int32_t begin, int32_t end) {
+    return RopeRef({DType::kF32, q + begin * qkv_dim_, k + begin * qkv_dim_, qkv_dim_, qkv_dim_,
+                    flat.positions.data() + begin, inv_freq_.data(), end - begin,
+                    static_cast<int32_t>(config_.num_heads),
+                    static_cast<int32_t>(config_.num_kv_heads),
+                    static_cast<int32_t>(config_.head_dim)});
+  }));
+  RETURN_IF_ERROR(KvCacheWriteRef({DType::kF32, k, v, qkv_dim_, qkv_dim_, k_pools_[layer].data(),
+                                   v_pools_[layer].data(), layout_, flat.slot_mapping.data(), n}));
+  PagedAttentionParams attn;
+  attn.dtype = DType::kF32;
+  attn.q = q;
+  attn.q_token_stride = qkv_dim_;
+  attn.k_cache = k_pools_[layer].data();
+  attn.v_cache = v_pools_[layer].data();
+  attn.out = act_.attn.data();
+  attn.layout = layout_;
+  attn.num_heads = static_cast<int32_t>(config_.num_heads);
+  attn.num_tokens = n;
+  attn.num_seqs = flat.num_seqs;
+  attn.cu_query_lens = flat.cu_query_lens.data();
+  attn.start_pos = flat.start_pos.data();
+  attn.block_tables = flat.block_tables.data();
+  attn.max_blocks_per_seq = flat.max_blocks_per_seq;
+  attn.scale = 1.0f / std::sqrt(static_cast<float>(config_.head_dim));
+  RETURN_IF_ERROR(PagedAttentionCpu(pool_, attn));
+  MatMul(pool_, {act_.attn.data(), w.wo.data(), nullptr, act_.proj.data(), n, q_dim_,
+                 config_.hidden_size});
+  return absl::OkStatus();
+}
+
+absl::Status CpuForward::MlpBlock(int64_t layer, int32_t n) {
+  const CpuLayerWeights& w = weights_.layers[layer];
+  const int64_t inter = config_.intermediate_size;
+  MatMul(pool_, {act_.normed.data(), w.w_gate_up.data(), nullptr, act_.gate_up.data(), n,
+                 config_.hidden_size, 2 * inter});
+  RETURN_IF_ERROR(ForTokenRanges(n, [&](int32_t begin, int32_t end) {
+    return SiluMulRef({DType::kF32, act_.gate_up.data() + begin * 2 * inter,
+                       act_.act.data() + begin * inter, end - begin, inter});
+  }));
+  MatMul(pool_, {act_.act.data(), w.w_down.data(), nullptr, act_.proj.data(), n, inter,
+                 config_.hidden_size});
+  return absl::OkStatus();
+}
+
+absl::Status CpuForward::Logits(const FlatBatch& flat, std::vector<float>* logits) {
+  const int64_t hidden = config_.hidden_size;
+  const int64_t rows = static_cast<int64_t>(flat.logit_rows.size());
+  if (rows == 0) return absl::OkStatus();
+  // The wanted rows of the final norm's output, side by side ([rows, hidden]).
+  std::vector<float> picked(rows * hidden);
+  for (int64_t r = 0; r < rows; ++r) {
+    std::copy_n(act_.normed.data() + flat.logit_rows[r] * hidden, hidden, &picked[r * hidden]);
+  }
+  logits->resize(rows * config_.vocab_size);
+  MatMul(pool_, {picked.data(), weights_.output_weight().data(), nullptr, logits->data(), rows,
+                 hidden, config_.vocab_size});
+  return absl::OkStatus();
+}
+
+absl::Status CpuForward::ForTokenRanges(int32_t num_tokens,
+                                        const std::function<absl::Status(int32_t, int32_t)>& fn) {
+  std::mutex mu;
+  absl::Status first_error;  // the error of the lowest failing range
+  int64_t first_error_begin = num_tokens;
+  pool_.ParallelFor(num_tokens, [&](int64_t begin, int64_t end) {
+    absl::Status status = fn(static_cast<int32_t>(begin), static_cast<int32_t>(end));
+    if (status.ok()) return;
+    std::lock_guard<std::mutex> lock(mu);
+    if (begin < first_error_begin) {
+      first_error = std::move(status);
+      first_error_begin = begin;
+    }
+  });
+  return first_error;
+}
+
+}  // namespace onecard::engine

@@ -1,0 +1,83 @@
+// CpuForward: the decoder's forward pass on the cpu backend, over a checked
+// FlatBatch (cpu_batch.h), all chunks' tokens together:
+//   embedding -> per layer [rmsnorm, qkv linear (+bias), rope, kv write,
+//   paged attention, o linear, residual add + rmsnorm, gate_up linear,
+//   silu*mul, down linear] -> residual add + final rmsnorm -> lm_head on the
+//   rows whose logits are wanted.
+// Norms, rope, silu*mul, the embedding and the kv write are the kernels'
+// references (engine/kernels/*_ref.cc), run over token ranges in parallel;
+// the linears are MatMul (cpu_matmul.h) and attention PagedAttentionCpu
+// (cpu_attention.h). Every step computes a token's values from that token's
+// inputs alone in a fixed order, so logits are batch-invariant.
+// Owns the weights, the per-layer paged K/V pools and the activations.
+// Not thread-safe: one Run at a time. Tested through cpu_model_runner_test.cc.
+#ifndef ONECARD_ENGINE_RUNTIME_CPU_CPU_FORWARD_H_
+#define ONECARD_ENGINE_RUNTIME_CPU_CPU_FORWARD_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "engine/common/thread_pool.h"
+#include "engine/kv_cache/kv_layout.h"
+#include "engine/model/model_config.h"
+#include "engine/runtime/cpu/cpu_batch.h"
+#include "engine/runtime/cpu/cpu_weights.h"
+
+namespace onecard::engine {
+
+class CpuForward {
+ public:
+  // config must have passed CheckCpuConfig; weights come from PackCpuWeights;
+  // layout.num_blocks > 0.
+  CpuForward(const ModelConfig& config, CpuWeights weights, const KvLayout& layout,
+             int num_threads);
+
+  // Writes the batch's K/V into the pools and sets *logits to
+  // [flat.logit_rows.size(), vocab_size].
+  absl::Status Run(const FlatBatch& flat, std::vector<float>* logits);
+
+  int num_threads() const { return pool_.num_threads(); }
+
+ private:
+  // Activations of one Run, [num_tokens, ...] each; reused between runs.
+  struct Activations {
+    std::vector<float> residual;  // [n, hidden]: the residual stream
+    std::vector<float> normed;    // [n, hidden]: the current norm's output
+    std::vector<float> qkv;       // [n, (num_heads + 2 * num_kv_heads) * head_dim]
+    std::vector<float> attn;      // [n, num_heads * head_dim]
+    std::vector<float> proj;      // [n, hidden]: o or down projection, to add
+    std::vector<float> gate_up;   // [n, 2 * intermediate]
+    std::vector<float> act;       // [n, intermediate]
+  };
+
+  void Resize(int32_t num_tokens);
+  absl::Status Embed(const FlatBatch& flat);
+  absl::Status AttentionBlock(int64_t layer, const FlatBatch& flat);
+  absl::Status MlpBlock(int64_t layer, int32_t num_tokens);
+  absl::Status Logits(const FlatBatch& flat, std::vector<float>* logits);
+  // normed = RmsNorm(residual) for the first layer, else residual += proj and
+  // normed = RmsNorm(residual).
+  absl::Status AddAndNorm(bool add_proj, const std::vector<float>& weight, int32_t num_tokens);
+  // Runs fn over [0, num_tokens) split across the pool; returns the error of
+  // the lowest failing range, if any.
+  absl::Status ForTokenRanges(int32_t num_tokens,
+                              const std::function<absl::Status(int32_t, int32_t)>& fn);
+
+  const ModelConfig config_;
+  const CpuWeights weights_;
+  const KvLayout layout_;
+  const int64_t q_dim_, kv_dim_, qkv_dim_;
+  const std::vector<float> inv_freq_;  // [head_dim / 2]
+  std::vector<std::vector<float>>
+      k_pools_;  // per layer: [num_blocks, block_size, kv_heads, head_dim]
+  std::vector<std::vector<float>> v_pools_;  // per layer, the same
+  Activations act_;
+  ThreadPool pool_;
+};
+
+}  // namespace onecard::engine
+
+#endif  // ONECARD_ENGINE_RUNTIME_CPU_CPU_FORWARD_H_

@@ -1,0 +1,85 @@
+// CpuModelRunner, the cpu backend's ModelRunner, and
+// CreateCpuModelRunnerFromWeights (see cpu_model_runner.h): sizes the KV
+// pool, then each Forward checks and flattens the batch (cpu_batch.h) and
+// runs the decoder (cpu_forward.h).
+// Tested by tests/engine/runtime/cpu/cpu_model_runner_test.cc.
+#include <limits>
+#include <mutex>
+
+#include "absl/strings/str_cat.h"
+#include "engine/common/log.h"
+#include "engine/common/status_macros.h"
+#include "engine/runtime/cpu/cpu_batch.h"
+#include "engine/runtime/cpu/cpu_forward.h"
+#include "engine/runtime/cpu/cpu_model_runner.h"
+#include "engine/runtime/cpu/cpu_weights.h"
+
+namespace onecard::engine {
+namespace {
+
+class CpuModelRunner : public ModelRunner {
+ public:
+  CpuModelRunner(const ModelConfig& config, CpuWeights weights, const KvLayout& layout,
+                 int num_threads)
+      : config_(config),
+        layout_(layout),
+        forward_(config, std::move(weights), layout, num_threads) {
+    limits_.vocab_size = config.vocab_size;
+    limits_.max_context = config.max_position_embeddings;
+    limits_.layout = layout;
+  }
+
+  const ModelConfig& config() const override { return config_; }
+  const KvLayout& kv_layout() const override { return layout_; }
+  std::string name() const override { return "cpu"; }
+  int num_threads() const { return forward_.num_threads(); }
+
+  absl::Status Forward(const BatchInput& batch, std::vector<float>* logits) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    ASSIGN_OR_RETURN(const FlatBatch flat, FlattenBatch(batch, limits_));
+    return forward_.Run(flat, logits);
+  }
+
+ private:
+  const ModelConfig config_;
+  const KvLayout layout_;
+  BatchLimits limits_;
+  std::mutex mu_;  // one Forward at a time
+  CpuForward forward_;
+};
+
+absl::StatusOr<KvLayout> PlanKvLayout(const ModelConfig& config, const CpuRunnerOptions& o) {
+  if (o.kv_block_size <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("kv_block_size = ", o.kv_block_size, " <= 0"));
+  }
+  KvLayout layout;
+  layout.block_size = o.kv_block_size;
+  layout.num_kv_heads = static_cast<int32_t>(config.num_kv_heads);
+  layout.head_dim = static_cast<int32_t>(config.head_dim);
+  const int64_t block_bytes =
+      2 * config.num_layers * layout.BlockStride() * static_cast<int64_t>(sizeof(float));
+  const int64_t num_blocks = o.num_kv_blocks > 0 ? o.num_kv_blocks : o.kv_cache_bytes / block_bytes;
+  if (num_blocks < 1 || num_blocks > std::numeric_limits<int32_t>::max()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the KV pool would have ", num_blocks, " blocks (num_kv_blocks ", o.num_kv_blocks,
+        ", kv_cache_bytes ", o.kv_cache_bytes, ", ", block_bytes, " bytes a block)"));
+  }
+  layout.num_blocks = static_cast<int32_t>(num_blocks);
+  return layout;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ModelRunner>> CreateCpuModelRunnerFromWeights(
+    const ModelConfig& config, ModelWeightsF32 weights, const CpuRunnerOptions& options) {
+  RETURN_IF_ERROR(CheckCpuConfig(config));
+  ASSIGN_OR_RETURN(const KvLayout layout, PlanKvLayout(config, options));
+  ASSIGN_OR_RETURN(CpuWeights packed, PackCpuWeights(config, std::move(weights)));
+  auto runner =
+      std::make_unique<CpuModelRunner>(config, std::move(packed), layout, options.num_threads);
+  Log(LogLevel::kInfo, "cpu", "model %s: %d layers, %d KV blocks of %d tokens, %d threads",
+      config.name, config.num_layers, layout.num_blocks, layout.block_size, runner->num_threads());
+  return runner;
+}
+
+}  // namespace onecard::engine
