@@ -3,7 +3,8 @@
 //   onecard-metrics [--config cluster.yaml] [--listen HOST:PORT]
 //                   [--metrics_listen HOST:PORT]
 // --config reads an onecard.v1.OnecardConfig (YAML or JSON) and uses its
-// `metrics` section; the flags override single fields. Prints
+// `metrics` section, or a bare MetricsServiceConfig; the flags override
+// single fields. Prints
 // "LISTENING grpc|metrics HOST:PORT" once serving; SIGTERM/SIGINT stop it.
 // Tested end to end by tests/integration/ops_*_test.cc.
 #include <cstdio>
@@ -12,6 +13,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/match.h"
 #include "engine/common/log.h"
 #include "engine/common/status_macros.h"
 #include "onecard/v1/config.pb.h"
@@ -27,18 +29,27 @@ ABSL_FLAG(std::string, metrics_listen, "",
 namespace onecard::services::metrics {
 namespace {
 
+// An OnecardConfig with a `metrics:` section, or a bare MetricsServiceConfig.
+absl::StatusOr<v1::MetricsServiceConfig> LoadFileConfig(const std::string &path) {
+  v1::MetricsServiceConfig config;
+  if (path.empty()) return config;
+  v1::OnecardConfig whole;
+  const absl::Status as_whole = LoadConfigFile(path, &whole);
+  if (as_whole.ok() && whole.has_metrics()) return whole.metrics();
+  const absl::Status as_metrics = LoadConfigFile(path, &config);
+  if (as_metrics.ok()) return config;
+  return absl::StrContains(as_metrics.message(), ": metrics: ") ? as_whole : as_metrics;
+}
+
 absl::StatusOr<MetricsServiceOptions> OptionsFromFlags() {
-  v1::OnecardConfig config;
-  const std::string path = absl::GetFlag(FLAGS_config);
-  if (!path.empty()) RETURN_IF_ERROR(LoadConfigFile(path, &config));
-  v1::MetricsServiceConfig *metrics = config.mutable_metrics();
+  ASSIGN_OR_RETURN(v1::MetricsServiceConfig config, LoadFileConfig(absl::GetFlag(FLAGS_config)));
   if (!absl::GetFlag(FLAGS_listen).empty()) {
-    metrics->set_listen_address(absl::GetFlag(FLAGS_listen));
+    config.set_listen_address(absl::GetFlag(FLAGS_listen));
   }
   if (!absl::GetFlag(FLAGS_metrics_listen).empty()) {
-    metrics->set_metrics_listen_address(absl::GetFlag(FLAGS_metrics_listen));
+    config.set_metrics_listen_address(absl::GetFlag(FLAGS_metrics_listen));
   }
-  return ResolveOptions(*metrics);
+  return ResolveOptions(config);
 }
 
 int Run(ShutdownSignals &signals) {

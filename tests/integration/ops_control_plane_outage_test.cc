@@ -1,0 +1,95 @@
+// The control plane is never on the token path: with the real processes on
+// loopback, stopping the metrics service (SIGTERM, then SIGKILL in a second
+// case) interrupts neither a stream in flight through the router nor new
+// requests; the router keeps the worker it learned from the watch, and the
+// worker keeps serving. When the metrics service comes back on its port, the
+// worker and router register again and its gauges see the worker.
+#include <signal.h>
+
+#include <atomic>
+#include <filesystem>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "tests/integration/ops_cluster.h"
+
+namespace onecard::testing {
+namespace {
+
+constexpr int kLongStreamTokens = 48;
+
+class OpsControlPlaneOutageTest : public ::testing::TestWithParam<int> {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("ops-outage-" + std::to_string(getpid()) + "-" + std::to_string(GetParam()));
+    std::filesystem::create_directories(dir_);
+    absl::StatusOr<std::unique_ptr<LocalCluster>> cluster =
+        LocalCluster::Start({.work_dir = dir_.string()});
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    cluster_ = std::move(*cluster);
+  }
+  void TearDown() override {
+    cluster_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  std::filesystem::path dir_;
+  std::unique_ptr<LocalCluster> cluster_;
+};
+
+TEST_P(OpsControlPlaneOutageTest, StreamsAndNewRequestsOutliveTheMetricsService) {
+  const int signal = GetParam();
+  auto stub = cluster_->RouterStub();
+  // The metrics service stops after the stream's first chunk has arrived.
+  std::atomic<bool> stopped{false};
+  int exit_code = -1;
+  const GenerateResult in_flight = Generate(
+      *stub, kOpsApiKey, "Tell me a long story about the sea.", kLongStreamTokens,
+      v1::PRIORITY_STANDARD, [&](int chunk) {
+        if (chunk != 0 || stopped.exchange(true)) return;
+        cluster_->metrics_process().Signal(signal);
+        absl::StatusOr<int> code = cluster_->metrics_process().WaitForExit(absl::Seconds(30));
+        exit_code = code.ok() ? *code : -1;
+      });
+  ASSERT_TRUE(stopped.load());
+  EXPECT_EQ(exit_code, signal == SIGTERM ? 0 : 128 + SIGKILL);
+  EXPECT_TRUE(in_flight.status.ok()) << in_flight.status.error_message();
+  EXPECT_EQ(in_flight.finish_reason, v1::FINISH_REASON_LENGTH);
+  EXPECT_EQ(in_flight.token_ids.size(), static_cast<size_t>(kLongStreamTokens));
+
+  // New requests, with the control plane gone.
+  for (int i = 0; i < 3; ++i) {
+    const GenerateResult after =
+        Generate(*stub, kOpsApiKey, "What is 2 + 2?", 4, v1::PRIORITY_INTERACTIVE);
+    EXPECT_TRUE(after.status.ok()) << after.status.error_message();
+    EXPECT_EQ(after.token_ids.size(), 4u);
+  }
+  absl::StatusOr<PromText> router = Scrape(cluster_->router().metrics);
+  ASSERT_TRUE(router.ok()) << router.status();
+  EXPECT_EQ(router->Value("onecard_router_workers", {{"state", "healthy"}}), 1.0);
+  EXPECT_TRUE(cluster_->worker_process().running());
+  EXPECT_TRUE(cluster_->router_process().running());
+
+  // Back on its port: the worker and the router find it again by themselves.
+  ASSERT_TRUE(cluster_->RestartMetrics().ok());
+  EXPECT_TRUE(WaitForMetric(
+                  cluster_->metrics().metrics, "onecard_cluster_workers", {{"state", "healthy"}},
+                  [](double v) { return v == 1; }, absl::Seconds(60))
+                  .ok());
+  EXPECT_TRUE(WaitForMetric(
+                  cluster_->metrics().metrics, "onecard_cluster_routers", {},
+                  [](double v) { return v == 1; }, absl::Seconds(60))
+                  .ok());
+  const GenerateResult later = Generate(*stub, kOpsApiKey, "Say hi.", 2, v1::PRIORITY_BATCH);
+  EXPECT_TRUE(later.status.ok()) << later.status.error_message();
+}
+
+INSTANTIATE_TEST_SUITE_P(Signals, OpsControlPlaneOutageTest, ::testing::Values(SIGTERM, SIGKILL),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return info.param == SIGTERM ? std::string("Sigterm")
+                                                        : std::string("Sigkill");
+                         });
+
+}  // namespace
+}  // namespace onecard::testing
