@@ -100,7 +100,7 @@ absl::StatusOr<const Tenant*> ApiKeys::Authenticate(std::string_view authorizati
   if (key.empty()) return absl::UnauthenticatedError("authorization: empty api key");
   const Sha256Digest digest = Sha256(std::string_view(key.data(), key.size()));
   size_t match = tenants_.size();  // none
-  for (const Key& k : keys_) {  // every key, whatever matched before
+  for (const Key& k : keys_) {     // every key, whatever matched before
     bool equal = CRYPTO_memcmp(k.digest.data(), digest.data(), digest.size()) == 0;
     match = equal ? k.tenant : match;
   }

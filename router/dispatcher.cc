@@ -108,13 +108,13 @@ void Dispatcher::Pump(Ready& ready) {
 void Dispatcher::ExpireQueued(Ready& ready) {
   const absl::Time now = clock_->Now();
   for (QueueEntry& e : queue_.Expire(now)) {
-    bool own_deadline = e.deadline <= now && e.deadline <= e.enqueued + queue_.options().queue_timeout;
+    bool own_deadline =
+        e.deadline <= now && e.deadline <= e.enqueued + queue_.options().queue_timeout;
     End(e.id,
         absl::DeadlineExceededError(
             own_deadline ? "deadline passed while queued in the router"
                          : absl::StrCat("waited in the router queue past the queue timeout (",
-                                        absl::FormatDuration(queue_.options().queue_timeout),
-                                        ")")),
+                                        absl::FormatDuration(queue_.options().queue_timeout), ")")),
         ready);
   }
 }

@@ -113,8 +113,8 @@ std::optional<GenerateCall::Refusal> GenerateCall::Admit() {
   absl::StatusOr<PreparedRequest> prepared = core_->preparer().Prepare(*request_, *tenant_);
   if (!prepared.ok()) {
     bool denied = prepared.status().code() == absl::StatusCode::kPermissionDenied;
-    return Refusal{prepared.status(), denied ? RejectReason::kPermissionDenied
-                                             : RejectReason::kInvalidArgument};
+    return Refusal{prepared.status(),
+                   denied ? RejectReason::kPermissionDenied : RejectReason::kInvalidArgument};
   }
   prepared_ = std::move(*prepared);
   if (prepared_.worker_request.request_id().empty()) {
@@ -134,12 +134,14 @@ std::optional<GenerateCall::Refusal> GenerateCall::Admit() {
     queued_ = true;
     ++refs_;  // the dispatch callback's
   }
-  DispatchRequest r{id_, prepared_.priority, prepared_.cost_tokens(),
-                    PrefixAffinityHash(
-                        {prepared_.worker_request.prompt_token_ids().begin(),
-                         prepared_.worker_request.prompt_token_ids().end()},
-                        core_->options().config.dispatch().affinity_prefix_tokens()),
-                    deadline_, [this](absl::StatusOr<Assignment> a) { OnDispatched(std::move(a)); }};
+  DispatchRequest r{id_,
+                    prepared_.priority,
+                    prepared_.cost_tokens(),
+                    PrefixAffinityHash({prepared_.worker_request.prompt_token_ids().begin(),
+                                        prepared_.worker_request.prompt_token_ids().end()},
+                                       core_->options().config.dispatch().affinity_prefix_tokens()),
+                    deadline_,
+                    [this](absl::StatusOr<Assignment> a) { OnDispatched(std::move(a)); }};
   absl::Status submitted = core_->dispatcher().Submit(std::move(r));
   if (!submitted.ok()) {
     absl::MutexLock lock(&mu_);
@@ -300,8 +302,10 @@ void GenerateCall::OnAttemptDone(Attempt* attempt, const grpc::Status& status) {
     End(absl::UnavailableError(absl::StrCat("worker ", worker, " failed after the first token (",
                                             tokens, " sent): ", Describe(status))));
   } else if (tokens == 0 && Classify(status) == CallOutcome::kFailure) {
-    End(absl::UnavailableError(absl::StrCat("worker ", worker, " failed before the first token "
-                                            "on the retry: ", Describe(status))));
+    End(absl::UnavailableError(absl::StrCat("worker ", worker,
+                                            " failed before the first token "
+                                            "on the retry: ",
+                                            Describe(status))));
   } else {
     absl::Status s = services::FromGrpcStatus(status);
     if (std::optional<absl::Duration> hint = services::RetryAfterFromTrailers(attempt->context)) {
@@ -319,7 +323,11 @@ void GenerateCall::Retry(const Attempt& failed, const grpc::Status& status) {
     ++refs_;  // the dispatch callback's
   }
   core_->metrics().Retried();
-  DispatchRequest r{id_, prepared_.priority, prepared_.cost_tokens(), 0, deadline_,
+  DispatchRequest r{id_,
+                    prepared_.priority,
+                    prepared_.cost_tokens(),
+                    0,
+                    deadline_,
                     [this](absl::StatusOr<Assignment> a) { OnDispatched(std::move(a)); }};
   absl::Status s =
       core_->dispatcher().Resubmit(std::move(r), arrived_, {failed.assignment.worker_id});

@@ -14,8 +14,8 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
-#include "absl/strings/str_split.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
 #include "engine/common/log.h"
 #include "engine/common/status_macros.h"
 #include "onecard/v1/config.pb.h"
@@ -23,6 +23,7 @@
 #include "services/common/config.h"
 #include "services/common/proto_time.h"
 #include "services/common/server_main.h"
+#include "tools/onecard/flag_names.h"
 
 ABSL_FLAG(std::string, config, "", "Config file (YAML or JSON)");
 ABSL_FLAG(std::string, model, "", "Model whose tokenizer and chat template the router uses");
@@ -34,7 +35,8 @@ ABSL_FLAG(std::string, advertise, "", "Address peers dial (default: host:bound p
 ABSL_FLAG(std::string, router_id, "", "Router id (default: the advertised address)");
 ABSL_FLAG(std::string, static_workers, "", "Comma-separated worker host:port list (fallback)");
 ABSL_FLAG(std::string, dns_workers, "", "host:port resolved to every worker address");
-ABSL_FLAG(int32_t, max_in_flight_per_worker, -1, "Requests in flight per worker (0 = its max_num_seqs)");
+ABSL_FLAG(int32_t, max_in_flight_per_worker, -1,
+          "Requests in flight per worker (0 = its max_num_seqs)");
 ABSL_FLAG(int32_t, queue_max_depth, -1, "Router queue bound, all classes");
 ABSL_FLAG(std::string, queue_timeout, "", "Longest wait in the router queue, e.g. 30s");
 ABSL_FLAG(std::string, fifo, "", "true: arrival order only (benchmark baseline)");
@@ -43,19 +45,6 @@ ABSL_FLAG(std::string, grace_period, "", "Drain time on SIGTERM, e.g. 30s");
 
 namespace onecard::router {
 namespace {
-
-// --metrics-listen=x -> --metrics_listen=x (absl flag names are identifiers).
-std::vector<std::string> NormalizeFlagNames(int argc, char** argv) {
-  std::vector<std::string> args(argv, argv + argc);
-  for (size_t i = 1; i < args.size() && args[i] != "--"; ++i) {
-    std::string& a = args[i];
-    if (a.rfind("--", 0) != 0) continue;
-    for (size_t j = 2; j < std::min(a.find('='), a.size()); ++j) {
-      if (a[j] == '-') a[j] = '_';
-    }
-  }
-  return args;
-}
 
 // An OnecardConfig with a `router:` section, or a bare RouterConfig.
 absl::StatusOr<onecard::v1::RouterConfig> LoadFileConfig(const std::string& path) {
@@ -74,7 +63,8 @@ absl::Status OverrideDuration(const std::string& flag, const char* name,
   if (flag.empty()) return absl::OkStatus();
   absl::Duration d;
   if (!absl::ParseDuration(flag, &d) || d < absl::ZeroDuration() || d == absl::InfiniteDuration()) {
-    return absl::InvalidArgumentError(absl::StrCat("--", name, ": expected a duration such as 30s"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", name, ": expected a duration such as 30s"));
   }
   services::ToProtoDuration(d, out);
   return absl::OkStatus();
@@ -92,14 +82,15 @@ absl::Status Override(onecard::v1::RouterConfig* c) {
   set(absl::GetFlag(FLAGS_advertise), c->mutable_advertise_address());
   set(absl::GetFlag(FLAGS_router_id), c->mutable_router_id());
   set(absl::GetFlag(FLAGS_dns_workers), c->mutable_dispatch()->mutable_dns_workers());
-  for (absl::string_view w : absl::StrSplit(absl::GetFlag(FLAGS_static_workers), ',',
-                                            absl::SkipWhitespace())) {
+  for (absl::string_view w :
+       absl::StrSplit(absl::GetFlag(FLAGS_static_workers), ',', absl::SkipWhitespace())) {
     c->mutable_dispatch()->add_static_workers(std::string(w));
   }
   if (int32_t v = absl::GetFlag(FLAGS_max_in_flight_per_worker); v >= 0) {
     c->mutable_dispatch()->set_max_in_flight_per_worker(v);
   }
-  if (int32_t v = absl::GetFlag(FLAGS_queue_max_depth); v >= 0) c->mutable_queue()->set_max_depth(v);
+  if (int32_t v = absl::GetFlag(FLAGS_queue_max_depth); v >= 0)
+    c->mutable_queue()->set_max_depth(v);
   if (int32_t v = absl::GetFlag(FLAGS_default_max_tokens); v >= 0) c->set_default_max_tokens(v);
   const std::string fifo = absl::GetFlag(FLAGS_fifo);
   if (fifo == "true" || fifo == "false") {
@@ -149,7 +140,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   absl::SetProgramUsageMessage("onecard-router --model PATH [--static-workers H:P,...] [flags]");
-  std::vector<std::string> args = onecard::router::NormalizeFlagNames(argc, argv);
+  std::vector<std::string> args = onecard::tools::NormalizeFlagNames(argc, argv);
   std::vector<char*> arg_ptrs;
   for (std::string& a : args) arg_ptrs.push_back(a.data());
   absl::ParseCommandLine(static_cast<int>(arg_ptrs.size()), arg_ptrs.data());

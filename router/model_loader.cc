@@ -38,8 +38,8 @@ absl::StatusOr<RoutingModel> LoadRoutingModel(const std::string& path, const std
   spec.architecture = engine::ArchitectureName(config.architecture);
   spec.context_length = static_cast<int32_t>(config.max_position_embeddings);
   // The embedding's rows: ids the model accepts (the tokenizer may know fewer).
-  spec.vocab_size = static_cast<int32_t>(config.vocab_size > 0 ? config.vocab_size
-                                                               : tokenizer->vocab_size());
+  spec.vocab_size =
+      static_cast<int32_t>(config.vocab_size > 0 ? config.vocab_size : tokenizer->vocab_size());
   spec.eos_token_id = tokenizer->eos_id();
   return RoutingModel{std::move(tokenizer), std::move(chat_template), std::move(spec)};
 }

@@ -54,8 +54,8 @@ absl::Status ValidateSampling(const GenerateRequest& request) {
     return Invalid("sampling.top_p", "must be in (0, 1]");
   }
   if (!InRange(s.min_p(), 0, 1)) return Invalid("sampling.min_p", "must be in [0, 1]");
-  if (s.has_repetition_penalty() && !(InRange(s.repetition_penalty(), 0, 1e6) &&
-                                      s.repetition_penalty() > 0)) {
+  if (s.has_repetition_penalty() &&
+      !(InRange(s.repetition_penalty(), 0, 1e6) && s.repetition_penalty() > 0)) {
     return Invalid("sampling.repetition_penalty", "must be > 0");
   }
   if (!InRange(s.presence_penalty(), -2, 2)) {
@@ -83,8 +83,8 @@ RequestPreparer::RequestPreparer(const engine::Tokenizer* tokenizer,
 
 absl::Status RequestPreparer::CheckModel(const std::string& model) const {
   if (model.empty() || model == model_.name) return absl::OkStatus();
-  return Invalid("model", absl::StrCat("unknown model '", model, "' (served: '", model_.name,
-                                       "')"));
+  return Invalid("model",
+                 absl::StrCat("unknown model '", model, "' (served: '", model_.name, "')"));
 }
 
 absl::StatusOr<std::vector<int32_t>> RequestPreparer::ChatTokens(
@@ -110,9 +110,9 @@ absl::StatusOr<std::vector<int32_t>> RequestPreparer::PromptTokens(
       if (ids.empty()) return Invalid("token_ids.ids", "empty");
       for (int i = 0; i < ids.size(); ++i) {
         if (ids[i] < 0 || ids[i] >= model_.vocab_size) {
-          return Invalid(absl::StrCat("token_ids.ids[", i, "]"),
-                         absl::StrCat("id ", ids[i], " outside the vocabulary [0, ",
-                                      model_.vocab_size, ")"));
+          return Invalid(
+              absl::StrCat("token_ids.ids[", i, "]"),
+              absl::StrCat("id ", ids[i], " outside the vocabulary [0, ", model_.vocab_size, ")"));
         }
       }
       return std::vector<int32_t>(ids.begin(), ids.end());
@@ -127,18 +127,20 @@ absl::StatusOr<int32_t> RequestPreparer::MaxTokens(const onecard::v1::StoppingCr
                                                    int64_t prompt_tokens) const {
   const int64_t room = model_.context_length - prompt_tokens;
   if (room < 1) {
-    return Invalid("prompt", absl::StrCat(prompt_tokens, " tokens leave no room in the model's "
-                                          "context of ", model_.context_length, " tokens"));
+    return Invalid("prompt", absl::StrCat(prompt_tokens,
+                                          " tokens leave no room in the model's "
+                                          "context of ",
+                                          model_.context_length, " tokens"));
   }
   if (!stopping.has_max_tokens()) {
     return static_cast<int32_t>(std::min<int64_t>(options_.default_max_tokens, room));
   }
   if (stopping.max_tokens() < 1) return Invalid("stopping.max_tokens", "must be >= 1");
   if (stopping.max_tokens() > room) {
-    return Invalid("stopping.max_tokens",
-                   absl::StrCat(stopping.max_tokens(), " after a prompt of ", prompt_tokens,
-                                " tokens exceeds the model's context of ",
-                                model_.context_length, " tokens"));
+    return Invalid(
+        "stopping.max_tokens",
+        absl::StrCat(stopping.max_tokens(), " after a prompt of ", prompt_tokens,
+                     " tokens exceeds the model's context of ", model_.context_length, " tokens"));
   }
   return stopping.max_tokens();
 }
@@ -152,9 +154,9 @@ absl::Status RequestPreparer::CheckStopping(const onecard::v1::StoppingCriteria&
   for (int i = 0; i < stopping.stop_token_ids_size(); ++i) {
     int32_t id = stopping.stop_token_ids(i);
     if (id < 0 || id >= model_.vocab_size) {
-      return Invalid(absl::StrCat("stopping.stop_token_ids[", i, "]"),
-                     absl::StrCat("id ", id, " outside the vocabulary [0, ", model_.vocab_size,
-                                  ")"));
+      return Invalid(
+          absl::StrCat("stopping.stop_token_ids[", i, "]"),
+          absl::StrCat("id ", id, " outside the vocabulary [0, ", model_.vocab_size, ")"));
     }
   }
   return absl::OkStatus();
@@ -172,10 +174,10 @@ absl::StatusOr<PreparedRequest> RequestPreparer::Prepare(const GenerateRequest& 
   if (request.priority() == onecard::v1::PRIORITY_UNSPECIFIED) {
     out.priority = std::max(out.priority, tenant.max_priority);  // larger = less urgent
   } else if (out.priority < tenant.max_priority) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        "priority: ", onecard::v1::Priority_Name(request.priority()), " is above tenant '",
-        tenant.name, "''s maximum ",
-        onecard::v1::Priority_Name(ToProtoPriority(tenant.max_priority))));
+    return absl::PermissionDeniedError(
+        absl::StrCat("priority: ", onecard::v1::Priority_Name(request.priority()),
+                     " is above tenant '", tenant.name, "''s maximum ",
+                     onecard::v1::Priority_Name(ToProtoPriority(tenant.max_priority))));
   }
   RETURN_IF_ERROR(ValidateSampling(request));
   RETURN_IF_ERROR(CheckStopping(request.stopping()));

@@ -32,7 +32,7 @@ struct ModelSpec {
 };
 
 struct PrepOptions {
-  int32_t default_max_tokens = 256;    // when the request sets none
+  int32_t default_max_tokens = 256;  // when the request sets none
   int64_t max_request_bytes = 4 << 20;
 };
 
@@ -65,8 +65,7 @@ class RequestPreparer {
   absl::Status CheckModel(const std::string& model) const;
   absl::StatusOr<std::vector<int32_t>> PromptTokens(
       const onecard::v1::GenerateRequest& request) const;
-  absl::StatusOr<std::vector<int32_t>> ChatTokens(
-      const onecard::v1::ChatMessages& messages) const;
+  absl::StatusOr<std::vector<int32_t>> ChatTokens(const onecard::v1::ChatMessages& messages) const;
   absl::StatusOr<int32_t> MaxTokens(const onecard::v1::StoppingCriteria& stopping,
                                     int64_t prompt_tokens) const;
   absl::Status CheckStopping(const onecard::v1::StoppingCriteria& stopping) const;

@@ -25,8 +25,7 @@ absl::Time RequestQueue::RankFor(PriorityClass priority, int64_t cost_tokens,
                                  absl::Time enqueued) const {
   if (options_.fifo) return enqueued;
   absl::Duration cost_term =
-      std::min(options_.cost_per_token * std::max<int64_t>(cost_tokens, 0),
-               options_.max_cost_term);
+      std::min(options_.cost_per_token * std::max<int64_t>(cost_tokens, 0), options_.max_cost_term);
   return enqueued + options_.class_offset[static_cast<int>(priority)] + cost_term;
 }
 
@@ -97,8 +96,8 @@ absl::Time RequestQueue::NextExpiry() const {
 
 std::string RequestQueue::CheckInvariants() const {
   if (by_rank_.size() != entries_.size() || by_expiry_.size() != entries_.size()) {
-    return absl::StrCat("index sizes ", by_rank_.size(), "/", by_expiry_.size(),
-                        " != entries ", entries_.size());
+    return absl::StrCat("index sizes ", by_rank_.size(), "/", by_expiry_.size(), " != entries ",
+                        entries_.size());
   }
   std::array<int64_t, kNumPriorityClasses> counts = {0, 0, 0};
   for (const auto& [key, id] : by_rank_) {

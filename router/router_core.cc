@@ -9,9 +9,8 @@
 
 namespace onecard::router {
 
-RouterCore::RouterCore(const RouterOptions& options, ApiKeys keys,
-                       const RequestPreparer* preparer, RouterMetrics* metrics,
-                       const Clock* clock)
+RouterCore::RouterCore(const RouterOptions& options, ApiKeys keys, const RequestPreparer* preparer,
+                       RouterMetrics* metrics, const Clock* clock)
     : options_(options),
       clock_(clock),
       keys_(std::move(keys)),
@@ -33,8 +32,7 @@ onecard::v1::Worker::Stub* RouterCore::Stub(const std::string& address) {
     // Reconnect quickly after a worker restarts; ejection limits the retries.
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
-    auto channel =
-        grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+    auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
     it = stubs_.emplace(address, onecard::v1::Worker::NewStub(channel)).first;
   }
   return it->second.get();

@@ -19,19 +19,30 @@ const prometheus::Histogram::BucketBoundaries& LatencyBuckets() {
 }
 
 const char* CodeName(int code) {
-  static constexpr const char* kNames[] = {
-      "OK",      "CANCELLED",          "UNKNOWN",           "INVALID_ARGUMENT",
-      "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS",    "PERMISSION_DENIED",
-      "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",
-      "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED"};
+  static constexpr const char* kNames[] = {"OK",
+                                           "CANCELLED",
+                                           "UNKNOWN",
+                                           "INVALID_ARGUMENT",
+                                           "DEADLINE_EXCEEDED",
+                                           "NOT_FOUND",
+                                           "ALREADY_EXISTS",
+                                           "PERMISSION_DENIED",
+                                           "RESOURCE_EXHAUSTED",
+                                           "FAILED_PRECONDITION",
+                                           "ABORTED",
+                                           "OUT_OF_RANGE",
+                                           "UNIMPLEMENTED",
+                                           "INTERNAL",
+                                           "UNAVAILABLE",
+                                           "DATA_LOSS",
+                                           "UNAUTHENTICATED"};
   return code >= 0 && code <= 16 ? kNames[code] : "UNKNOWN";
 }
 
 template <typename T>
-std::array<T*, kNumPriorityClasses> PerClass(prometheus::Family<T>& family,
-                                             const std::function<T&(prometheus::Family<T>&,
-                                                                    const prometheus::Labels&)>&
-                                                 add) {
+std::array<T*, kNumPriorityClasses> PerClass(
+    prometheus::Family<T>& family,
+    const std::function<T&(prometheus::Family<T>&, const prometheus::Labels&)>& add) {
   std::array<T*, kNumPriorityClasses> out{};
   for (int c = 0; c < kNumPriorityClasses; ++c) {
     out[c] = &add(family, {{"priority", PriorityClassName(static_cast<PriorityClass>(c))}});
@@ -39,12 +50,15 @@ std::array<T*, kNumPriorityClasses> PerClass(prometheus::Family<T>& family,
   return out;
 }
 
-std::array<prometheus::Histogram*, kNumPriorityClasses> Histograms(
-    prometheus::Registry& r, const std::string& name, const std::string& help) {
+std::array<prometheus::Histogram*, kNumPriorityClasses> Histograms(prometheus::Registry& r,
+                                                                   const std::string& name,
+                                                                   const std::string& help) {
   auto& family = prometheus::BuildHistogram().Name(name).Help(help).Register(r);
-  return PerClass<prometheus::Histogram>(
-      family, [](prometheus::Family<prometheus::Histogram>& f, const prometheus::Labels& l)
-                  -> prometheus::Histogram& { return f.Add(l, LatencyBuckets()); });
+  return PerClass<prometheus::Histogram>(family,
+                                         [](prometheus::Family<prometheus::Histogram>& f,
+                                            const prometheus::Labels& l) -> prometheus::Histogram& {
+                                           return f.Add(l, LatencyBuckets());
+                                         });
 }
 
 prometheus::ClientMetric Gauge(double value, prometheus::Labels labels) {
@@ -154,12 +168,14 @@ RouterMetrics::RouterMetrics(prometheus::Registry& r)
                        .Help("Requests admitted into the router's queue, by priority.")
                        .Register(r);
   admitted_ = PerClass<prometheus::Counter>(
-      admitted, [](prometheus::Family<prometheus::Counter>& f, const prometheus::Labels& l)
-                    -> prometheus::Counter& { return f.Add(l); });
+      admitted,
+      [](prometheus::Family<prometheus::Counter>& f,
+         const prometheus::Labels& l) -> prometheus::Counter& { return f.Add(l); });
   auto& rejected = prometheus::BuildCounter()
                        .Name("onecard_router_requests_rejected_total")
-                       .Help("Requests refused or ended by the router without a worker's "
-                             "answer, by reason.")
+                       .Help(
+                           "Requests refused or ended by the router without a worker's "
+                           "answer, by reason.")
                        .Register(r);
   for (int i = 0; i < kNumRejectReasons; ++i) {
     rejected_[i] = &rejected.Add({{"reason", RejectReasonLabel(static_cast<RejectReason>(i))}});

@@ -46,7 +46,7 @@ absl::Status RouterServer::Init(const onecard::v1::RouterConfig& config) {
   metrics_address_ = metrics_->address();
   gauges_ = RouterMetrics::GaugeCollectable([core = core_.get()] { return core->Gauges(); });
   metrics_->Add(gauges_);  // the exposer holds it weakly
-  RefreshStaticTable();  // serve with the fallback table from the first request
+  RefreshStaticTable();    // serve with the fallback table from the first request
   RETURN_IF_ERROR(StartGrpc());
   ticker_ = std::thread([this] { TickLoop(); });
   table_thread_ = std::thread([this] { TableLoop(); });

@@ -73,8 +73,7 @@ RateLimiter::Decision RateLimiter::Admit(const std::string& tenant, int64_t cost
   return Decision{true, "", absl::ZeroDuration()};
 }
 
-void RateLimiter::Finish(const std::string& tenant, int64_t reserved_tokens,
-                         int64_t used_tokens) {
+void RateLimiter::Finish(const std::string& tenant, int64_t reserved_tokens, int64_t used_tokens) {
   if (reserved_tokens <= used_tokens) return;
   absl::MutexLock lock(&mu_);
   auto it = tenants_.find(tenant);

@@ -68,7 +68,7 @@ class RateLimiter {
 
   struct Decision {
     bool admitted = false;
-    const char* limit = "";  // "requests" or "tokens" when refused
+    const char* limit = "";      // "requests" or "tokens" when refused
     absl::Duration retry_after;  // when refused: the wait until it would pass
   };
   // Admits one request costing `cost_tokens` when both buckets allow it, and

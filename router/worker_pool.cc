@@ -41,9 +41,8 @@ void WorkerPool::SetWorkers(const std::vector<WorkerDesc>& workers) {
     auto old = workers_.find(desc.id);
     State state;
     if (old != workers_.end()) state = std::move(old->second);
-    bool new_report = desc.load.has_value() &&
-                      (!state.desc.load.has_value() ||
-                       state.desc.load->sequence != desc.load->sequence);
+    bool new_report = desc.load.has_value() && (!state.desc.load.has_value() ||
+                                                state.desc.load->sequence != desc.load->sequence);
     if (new_report) state.in_flight_at_report = state.in_flight;
     state.desc = desc;
     state.departed = false;
@@ -76,8 +75,7 @@ bool WorkerPool::Eligible(const State& s, absl::Time now) const {
 
 bool WorkerPool::HasRoom(const State& s) const {
   if (EstimatedLoad(s) >= Capacity(s)) return false;
-  if (options_.kv_watermark > 0 && s.desc.load.has_value() &&
-      s.desc.load->kv_blocks_total > 0) {
+  if (options_.kv_watermark > 0 && s.desc.load.has_value() && s.desc.load->kv_blocks_total > 0) {
     double usage = static_cast<double>(s.desc.load->kv_blocks_used) /
                    static_cast<double>(s.desc.load->kv_blocks_total);
     if (usage >= options_.kv_watermark) return false;
@@ -85,8 +83,8 @@ bool WorkerPool::HasRoom(const State& s) const {
   return true;
 }
 
-std::optional<WorkerPool::Picked> WorkerPool::Pick(uint64_t affinity_hash,
-                                            const absl::flat_hash_set<std::string>& exclude) {
+std::optional<WorkerPool::Picked> WorkerPool::Pick(
+    uint64_t affinity_hash, const absl::flat_hash_set<std::string>& exclude) {
   const absl::Time now = clock_->Now();
   State* best = nullptr;
   int64_t best_load = 0;
@@ -95,8 +93,7 @@ std::optional<WorkerPool::Picked> WorkerPool::Pick(uint64_t affinity_hash,
     if (exclude.contains(id) || !Eligible(s, now) || !HasRoom(s)) continue;
     int64_t load = EstimatedLoad(s);
     uint64_t affinity = Mix64(affinity_hash ^ Fnv1a(id.data(), id.size()));
-    if (best == nullptr || load < best_load ||
-        (load == best_load && affinity > best_affinity)) {
+    if (best == nullptr || load < best_load || (load == best_load && affinity > best_affinity)) {
       best = &s;
       best_load = load;
       best_affinity = affinity;
@@ -166,8 +163,8 @@ std::vector<WorkerSnapshot> WorkerPool::Snapshot() const {
   const absl::Time now = clock_->Now();
   std::vector<WorkerSnapshot> out;
   for (const auto& [id, s] : workers_) {
-    out.push_back(WorkerSnapshot{id, s.desc.address, s.in_flight, EstimatedLoad(s),
-                                 s.desc.healthy, now < s.ejected_until, s.probing});
+    out.push_back(WorkerSnapshot{id, s.desc.address, s.in_flight, EstimatedLoad(s), s.desc.healthy,
+                                 now < s.ejected_until, s.probing});
   }
   return out;
 }

@@ -53,7 +53,7 @@ struct WorkerDesc {
   std::string id;
   std::string address;
   bool healthy = true;
-  int64_t capacity = 0;  // max requests in flight from this router; 0 = default
+  int64_t capacity = 0;            // max requests in flight from this router; 0 = default
   std::optional<WorkerLoad> load;  // the latest report, when there is one
 };
 
@@ -66,9 +66,9 @@ struct WorkerPoolOptions {
 };
 
 enum class CallOutcome {
-  kSuccess,       // the worker served the call (any normal end, or a client cancel)
-  kFailure,       // the worker failed it: unreachable, crashed, internal error
-  kNeutral,       // says nothing about health (e.g. worker RESOURCE_EXHAUSTED)
+  kSuccess,  // the worker served the call (any normal end, or a client cancel)
+  kFailure,  // the worker failed it: unreachable, crashed, internal error
+  kNeutral,  // says nothing about health (e.g. worker RESOURCE_EXHAUSTED)
 };
 
 struct WorkerSnapshot {
@@ -98,7 +98,7 @@ class WorkerPool {
     std::string address;
   };
   std::optional<Picked> Pick(uint64_t affinity_hash,
-                                  const absl::flat_hash_set<std::string>& exclude);
+                             const absl::flat_hash_set<std::string>& exclude);
   // A call to `worker_id` ended. Unknown ids are ignored.
   void Finish(const std::string& worker_id, CallOutcome outcome);
 
@@ -119,10 +119,10 @@ class WorkerPool {
     int64_t in_flight = 0;
     int64_t in_flight_at_report = 0;
     int32_t consecutive_failures = 0;
-    int32_t ejections = 0;             // in a row, for the backoff
+    int32_t ejections = 0;  // in a row, for the backoff
     absl::Time ejected_until = absl::InfinitePast();
-    bool probing = false;              // back from ejection, on trial
-    bool departed = false;             // left the table; calls still in flight
+    bool probing = false;   // back from ejection, on trial
+    bool departed = false;  // left the table; calls still in flight
   };
   int64_t Capacity(const State& s) const;
   int64_t EstimatedLoad(const State& s) const;

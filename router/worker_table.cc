@@ -39,7 +39,7 @@ std::vector<WorkerDesc> FromWorkerTable(const onecard::v1::WorkerTable& table,
     d.capacity = CapacityFor(max_in_flight_per_worker, e.has_info() ? &e.info() : nullptr);
     if (e.has_load()) {
       const onecard::v1::WorkerLoadReport& r = e.load();
-      d.load = WorkerLoad{r.waiting(),        r.running(),  r.kv_blocks_used(),
+      d.load = WorkerLoad{r.waiting(),         r.running(),  r.kv_blocks_used(),
                           r.kv_blocks_total(), r.draining(), r.sequence()};
     }
     out.push_back(std::move(d));
@@ -74,8 +74,7 @@ absl::StatusOr<std::vector<std::string>> ResolveAll(const std::string& host_port
   addrinfo* result = nullptr;
   int rc = getaddrinfo(hp->host.c_str(), nullptr, &hints, &result);
   if (rc != 0) {
-    return absl::UnavailableError(
-        absl::StrCat("dns_workers ", host_port, ": ", gai_strerror(rc)));
+    return absl::UnavailableError(absl::StrCat("dns_workers ", host_port, ": ", gai_strerror(rc)));
   }
   std::set<std::string> out;
   for (addrinfo* a = result; a != nullptr; a = a->ai_next) {
@@ -84,8 +83,7 @@ absl::StatusOr<std::vector<std::string>> ResolveAll(const std::string& host_port
       inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ai_addr)->sin_addr, ip, sizeof(ip));
       out.insert(absl::StrCat(ip, ":", hp->port));
     } else if (a->ai_family == AF_INET6) {
-      inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(a->ai_addr)->sin6_addr, ip,
-                sizeof(ip));
+      inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(a->ai_addr)->sin6_addr, ip, sizeof(ip));
       out.insert(absl::StrCat("[", ip, "]:", hp->port));
     }
   }

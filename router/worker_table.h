@@ -23,8 +23,7 @@ namespace onecard::router {
 
 // Workers of `table` serving `model` (empty: any), as the pool sees them.
 std::vector<WorkerDesc> FromWorkerTable(const onecard::v1::WorkerTable& table,
-                                        const std::string& model,
-                                        int32_t max_in_flight_per_worker);
+                                        const std::string& model, int32_t max_in_flight_per_worker);
 
 // Static endpoints: id = address, healthy, capacity from `infos` (GetInfo
 // answers by address) unless max_in_flight_per_worker is set.

@@ -9,8 +9,7 @@ namespace onecard::router {
 namespace {
 
 TEST(Sha256Test, NistVectors) {
-  EXPECT_EQ(Sha256Hex("abc"),
-            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(Sha256Hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
   EXPECT_EQ(Sha256Hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
   EXPECT_EQ(Sha256Hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
             "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
@@ -56,8 +55,7 @@ TEST(ApiKeysTest, BadConfigurationNamesTheField) {
   specs = TwoTenants();
   specs[1].api_key_sha256.push_back(Sha256Hex("key-a2"));
   s = ApiKeys::Create(specs).status();
-  EXPECT_NE(s.message().find("tenants[1].api_key_sha256[1]: the same key"), std::string::npos)
-      << s;
+  EXPECT_NE(s.message().find("tenants[1].api_key_sha256[1]: the same key"), std::string::npos) << s;
 
   specs = TwoTenants();
   specs[1].tenant.name = "acme";

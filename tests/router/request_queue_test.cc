@@ -135,8 +135,8 @@ TEST(RequestQueueTest, BatchRequestLeavesWithinAgingBoundUnderInteractiveFlood) 
   options.queue_timeout = absl::Hours(1);
   RequestQueue q(options);
   const absl::Duration interval = absl::Milliseconds(100);
-  const absl::Duration bound = options.class_offset[2] + options.max_cost_term +
-                               options.max_depth * interval;
+  const absl::Duration bound =
+      options.class_offset[2] + options.max_cost_term + options.max_depth * interval;
   absl::Time now = kT0;
   uint64_t next_id = 1;
   const uint64_t kBatchId = 1'000'000;

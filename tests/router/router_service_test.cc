@@ -24,9 +24,9 @@
 namespace onecard::router {
 namespace {
 
+using ::onecard::router::testing::FakeWorker;
 using onecard::v1::GenerateRequest;
 using onecard::v1::GenerateResponse;
-using ::onecard::router::testing::FakeWorker;
 
 constexpr char kKey[] = "test-key-standard";
 constexpr char kVipKey[] = "test-key-vip";
@@ -150,10 +150,9 @@ TEST_F(RouterServiceTest, RetriesOnAnotherWorkerBeforeTheFirstToken) {
   auto down = FakeWorker::Start();
   auto up = FakeWorker::Start();
   down->set_fail_all(true);
-  StartRouter({down.get(), up.get()}, /*max_in_flight=*/4,
-              [](onecard::v1::RouterConfig& c) {
-                c.mutable_dispatch()->set_eject_after_failures(100);  // keep it in the table
-              });
+  StartRouter({down.get(), up.get()}, /*max_in_flight=*/4, [](onecard::v1::RouterConfig& c) {
+    c.mutable_dispatch()->set_eject_after_failures(100);  // keep it in the table
+  });
   // Different prefixes land on either worker; every request must succeed,
   // and each one that went to the dead worker first was retried.
   for (int i = 0; i < 16 && down->calls() == 0; ++i) {
@@ -236,9 +235,8 @@ TEST_F(RouterServiceTest, RateLimitedTenantGetsRetryAfter) {
 
 TEST_F(RouterServiceTest, FullQueueIsResourceExhaustedAndPriorityOrdersTheQueue) {
   auto worker = FakeWorker::Start();
-  StartRouter({worker.get()}, /*max_in_flight=*/1, [](onecard::v1::RouterConfig& c) {
-    c.mutable_queue()->set_max_depth(2);
-  });
+  StartRouter({worker.get()}, /*max_in_flight=*/1,
+              [](onecard::v1::RouterConfig& c) { c.mutable_queue()->set_max_depth(2); });
   Result held;
   grpc::ClientContext held_context;
   std::thread holder = Occupy(worker.get(), 2006, &held, &held_context);
@@ -374,8 +372,7 @@ TEST_F(RouterServiceTest, QueueTimeoutEndsAWaitingRequest) {
   EXPECT_NE(r.status.error_message().find("queue timeout"), std::string::npos);
   worker->Release();
   holder.join();
-  EXPECT_EQ(Scrape().Value("onecard_router_requests_rejected_total",
-                           {{"reason", "queue_timeout"}}),
+  EXPECT_EQ(Scrape().Value("onecard_router_requests_rejected_total", {{"reason", "queue_timeout"}}),
             1);
 }
 

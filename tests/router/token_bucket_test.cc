@@ -38,7 +38,7 @@ TEST(TokenBucketTest, NeverFillsPastBurst) {
 TEST(TokenBucketTest, CostAboveBurstNeedsFullBucketAndLeavesDebt) {
   FakeClock clock;
   TokenBucket bucket(/*rate_per_second=*/10, /*burst=*/20, &clock);
-  bucket.Take(5);                                    // level 15
+  bucket.Take(5);                                          // level 15
   EXPECT_EQ(bucket.WaitFor(50), absl::Milliseconds(500));  // back to 20 first
   clock.Advance(absl::Milliseconds(500));
   ASSERT_EQ(bucket.WaitFor(50), absl::ZeroDuration());

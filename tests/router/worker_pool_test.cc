@@ -56,7 +56,7 @@ TEST(WorkerPoolTest, ReportCorrectedByOwnInFlight) {
   pool.SetWorkers({WithLoad(Worker("a", 10), 1, 2, 1), Worker("b", 10)});
   EXPECT_EQ(PickId(pool), "b");
   EXPECT_EQ(PickId(pool), "b");
-  EXPECT_EQ(PickId(pool), "b");  // b: 3 of ours vs a: 3 reported
+  EXPECT_EQ(PickId(pool), "b");         // b: 3 of ours vs a: 3 reported
   std::string first = PickId(pool, 0);  // a tie at 3: affinity decides
   std::string second = PickId(pool, 0);
   EXPECT_NE(first, second);  // then the other one is less loaded
@@ -181,7 +181,7 @@ TEST(WorkerPoolTest, DepartedWorkerKeepsCountUntilItsCallsEnd) {
   pool.SetWorkers({Worker("a", 2), Worker("b", 2)});
   ASSERT_EQ(PickId(pool, 1, {"b"}), "a");
   pool.SetWorkers({Worker("b", 2)});
-  EXPECT_EQ(PickId(pool, 0, {"b"}), "");  // a left: not pickable
+  EXPECT_EQ(PickId(pool, 0, {"b"}), "");              // a left: not pickable
   pool.SetWorkers({Worker("a", 2), Worker("b", 2)});  // a is back
   EXPECT_EQ(pool.in_flight("a"), 1);
   pool.SetWorkers({Worker("b", 2)});

@@ -1,0 +1,35 @@
+// router-overhead on loopback: the same small requests straight to an
+// onecard-worker and through an onecard-router, alternating. Checks that
+// every request completes and the figures are consistent; no wall-clock
+// thresholds (the committed figures come from `onecard-bench router-overhead`).
+#include <cmath>
+#include <iostream>
+
+#include "gtest/gtest.h"
+#include "tests/integration/router_testing.h"
+#include "tools/bench/serve/experiments.h"
+
+namespace onecard::router::testing {
+namespace {
+
+TEST(RouterOverheadTest, SameRequestsDirectAndThroughTheRouter) {
+  bench::serve::RouterOverheadOptions o;
+  o.cluster.worker_bin = ONECARD_WORKER_BIN;
+  o.cluster.router_bin = ONECARD_ROUTER_BIN;
+  o.cluster.log_dir = LogDir();
+  o.pairs = 20;
+  o.max_tokens = 2;
+  absl::StatusOr<bench::serve::RouterOverhead> r = bench::serve::RunRouterOverhead(o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->failed, 0);
+  EXPECT_EQ(r->direct_ttft.count, 20);
+  EXPECT_EQ(r->router_ttft.count, 20);
+  EXPECT_LE(r->router_ttft.p50, r->router_e2e.p50);
+  EXPECT_DOUBLE_EQ(r->added_ttft_p50_s, r->router_ttft.p50 - r->direct_ttft.p50);
+  EXPECT_TRUE(std::isfinite(r->added_e2e_p99_s));
+  std::cout << "added TTFT p50 " << r->added_ttft_p50_s * 1000 << " ms, p99 "
+            << r->added_ttft_p99_s * 1000 << " ms\n";
+}
+
+}  // namespace
+}  // namespace onecard::router::testing

@@ -1,0 +1,97 @@
+// Tests router/router_config.h: defaults of config.proto, the queue order
+// derived from aging_step, tenants, and errors naming the field.
+#include "router/router_config.h"
+
+#include "gtest/gtest.h"
+#include "router/api_keys.h"
+#include "services/common/config.h"
+#include "services/common/proto_time.h"
+
+namespace onecard::router {
+namespace {
+
+onecard::v1::RouterConfig Minimal() {
+  onecard::v1::RouterConfig c;
+  c.set_model_path("models/m.gguf");
+  return c;
+}
+
+TEST(RouterConfigTest, Defaults) {
+  absl::StatusOr<RouterOptions> o = ResolveRouterOptions(Minimal());
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->config.listen_address(), "0.0.0.0:50050");
+  EXPECT_EQ(o->config.metrics_listen_address(), "0.0.0.0:9401");
+  EXPECT_EQ(o->queue.max_depth, 1024);
+  EXPECT_EQ(o->queue.max_depth_per_class[2], 1024);
+  EXPECT_EQ(o->queue.queue_timeout, absl::Seconds(30));
+  EXPECT_EQ(o->queue.class_offset[1], absl::Seconds(5));
+  EXPECT_EQ(o->queue.class_offset[2], absl::Seconds(10));
+  EXPECT_EQ(o->queue.cost_per_token, absl::Milliseconds(1));
+  EXPECT_EQ(o->queue.max_cost_term, absl::Milliseconds(2500));
+  EXPECT_FALSE(o->queue.fifo);
+  EXPECT_EQ(o->pool.eject_after_failures, 3);
+  EXPECT_EQ(o->pool.eject_base, absl::Seconds(5));
+  EXPECT_EQ(o->default_deadline, absl::Minutes(10));
+  EXPECT_EQ(o->max_deadline, absl::Hours(1));
+  EXPECT_EQ(o->grace_period, absl::Seconds(30));
+  EXPECT_EQ(o->config.default_max_tokens(), 256);
+  EXPECT_EQ(o->config.dispatch().affinity_prefix_tokens(), 64);
+  EXPECT_TRUE(o->tenants.empty());
+}
+
+TEST(RouterConfigTest, FromYamlWithTenants) {
+  onecard::v1::RouterConfig c;
+  std::string yaml =
+      "model_path: models/m.gguf\n"
+      "queue: {aging_step: 2s, fifo: true, max_depth: 10}\n"
+      "tenants:\n"
+      "  - name: acme\n"
+      "    api_key_sha256: [" +
+      Sha256Hex("k") +
+      "]\n"
+      "    requests_per_second: 5\n"
+      "    tokens_per_second: 1000\n"
+      "    max_priority: interactive\n";
+  ASSERT_TRUE(services::ParseConfigText(yaml, "router.yaml", &c).ok());
+  absl::StatusOr<RouterOptions> o = ResolveRouterOptions(c);
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_TRUE(o->queue.fifo);
+  EXPECT_EQ(o->queue.max_depth, 10);
+  EXPECT_EQ(o->queue.class_offset[2], absl::Seconds(4));
+  EXPECT_EQ(o->queue.max_cost_term, absl::Seconds(1));
+  ASSERT_EQ(o->tenants.size(), 1u);
+  EXPECT_EQ(o->tenants[0].tenant.name, "acme");
+  EXPECT_EQ(o->tenants[0].tenant.max_priority, PriorityClass::kInteractive);
+  EXPECT_DOUBLE_EQ(o->tenants[0].tenant.limits.requests_per_second, 5);
+  ApplyTokenBurstDefaults(8192, &o->tenants);
+  EXPECT_DOUBLE_EQ(o->tenants[0].tenant.limits.token_burst, 8192);  // max(context, tps)
+}
+
+TEST(RouterConfigTest, ErrorsNameTheField) {
+  struct Case {
+    std::function<void(onecard::v1::RouterConfig&)> set;
+    std::string field;
+  };
+  std::vector<Case> cases = {
+      {[](auto& c) { c.clear_model_path(); }, "model_path"},
+      {[](auto& c) { c.mutable_queue()->set_max_depth(-1); }, "queue.max_depth"},
+      {[](auto& c) {
+         services::ToProtoDuration(absl::Seconds(-1), c.mutable_queue()->mutable_aging_step());
+       },
+       "queue.aging_step"},
+      {[](auto& c) { c.mutable_dispatch()->set_max_in_flight_per_worker(-2); },
+       "dispatch.max_in_flight_per_worker"},
+      {[](auto& c) { c.add_tenants()->set_tokens_per_second(-5); }, "tenants[0].tokens_per_second"},
+      {[](auto& c) { c.set_default_max_tokens(-1); }, "default_max_tokens"},
+  };
+  for (const Case& k : cases) {
+    onecard::v1::RouterConfig c = Minimal();
+    k.set(c);
+    absl::Status s = ResolveRouterOptions(c).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << k.field;
+    EXPECT_EQ(s.message().substr(0, k.field.size() + 1), k.field + ":") << s;
+  }
+}
+
+}  // namespace
+}  // namespace onecard::router

@@ -1,0 +1,164 @@
+// serve-priority and router-overhead on a local cluster (see experiments.h).
+// Tested by tests/integration/router_priority_test.cc and
+// router_overhead_test.cc.
+#include "tools/bench/serve/experiments.h"
+
+#include <limits>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "engine/common/status_macros.h"
+#include "grpcpp/client_context.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "onecard/v1/generation.grpc.pb.h"
+#include "tools/bench/serve/load_runner.h"
+#include "tools/bench/serve/local_cluster.h"
+
+namespace onecard::bench::serve {
+namespace {
+
+absl::StatusOr<std::unique_ptr<ChildProcess>> StartWorker(const ClusterOptions& c,
+                                                          const std::string& name) {
+  std::vector<std::string> args = {"--model",     c.model_path,       "--listen",
+                                   "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"};
+  args.insert(args.end(), c.worker_args.begin(), c.worker_args.end());
+  return ChildProcess::Start(c.worker_bin, args, absl::StrCat(c.log_dir, "/", name, ".log"));
+}
+
+absl::StatusOr<std::unique_ptr<ChildProcess>> StartRouter(const ClusterOptions& c,
+                                                          const std::string& name,
+                                                          const std::string& workers,
+                                                          std::vector<std::string> extra) {
+  std::vector<std::string> args = {
+      "--model",          c.model_path,  "--listen",         "127.0.0.1:0",
+      "--metrics-listen", "127.0.0.1:0", "--static-workers", workers};
+  args.insert(args.end(), c.router_args.begin(), c.router_args.end());
+  args.insert(args.end(), extra.begin(), extra.end());
+  return ChildProcess::Start(c.router_bin, args, absl::StrCat(c.log_dir, "/", name, ".log"));
+}
+
+const ClassStats* FindClass(const LoadResult& r, const std::string& name) {
+  for (const ClassStats& c : r.classes) {
+    if (c.name == name) return &c;
+  }
+  return nullptr;
+}
+
+struct Timed {
+  bool ok = false;
+  double ttft_s = 0;
+  double e2e_s = 0;
+};
+
+Timed TimeOne(onecard::v1::Generation::Stub* stub, const onecard::v1::GenerateRequest& request) {
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Minutes(2)));
+  Timed t;
+  const absl::Time start = absl::Now();
+  auto reader = stub->Generate(&context, request);
+  onecard::v1::GenerateResponse chunk;
+  bool first = true;
+  while (reader->Read(&chunk)) {
+    if (first && chunk.token_ids_size() > 0) {
+      t.ttft_s = absl::ToDoubleSeconds(absl::Now() - start);
+      first = false;
+    }
+  }
+  t.ok = reader->Finish().ok();
+  t.e2e_s = absl::ToDoubleSeconds(absl::Now() - start);
+  return t;
+}
+
+std::unique_ptr<onecard::v1::Generation::Stub> Connect(const std::string& target) {
+  return onecard::v1::Generation::NewStub(
+      grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
+}
+
+}  // namespace
+
+ClusterOptions WithDefaultBinaries(ClusterOptions options) {
+  if (options.worker_bin.empty()) options.worker_bin = FindBinary("services/worker/onecard-worker");
+  if (options.router_bin.empty()) options.router_bin = FindBinary("router/onecard-router");
+  return options;
+}
+
+absl::StatusOr<PriorityComparison> RunPriorityComparison(const PriorityComparisonOptions& o) {
+  const ClusterOptions c = WithDefaultBinaries(o.cluster);
+  ASSIGN_OR_RETURN(auto worker, StartWorker(c, "serve-priority-worker"));
+  const std::string in_flight = absl::StrCat(o.max_in_flight_per_worker);
+  PriorityComparison out;
+  for (bool fifo : {true, false}) {
+    ASSIGN_OR_RETURN(
+        auto router,
+        StartRouter(c, fifo ? "serve-priority-router-fifo" : "serve-priority-router",
+                    worker->grpc_address(),
+                    {"--fifo", fifo ? "true" : "false", "--max-in-flight-per-worker", in_flight,
+                     "--queue-max-depth", "100000", "--queue-timeout", "1h"}));
+    LoadSpec load = o.load;
+    load.target = router->grpc_address();
+    ASSIGN_OR_RETURN(LoadRun run, RunLoad(load));
+    (fifo ? out.fifo : out.priority) = std::move(run.result);
+    router->Terminate(absl::Seconds(30));
+  }
+  const ClassStats* fifo_short = FindClass(out.fifo, o.short_class);
+  const ClassStats* prio_short = FindClass(out.priority, o.short_class);
+  if (fifo_short == nullptr || prio_short == nullptr || fifo_short->ttft.count == 0 ||
+      prio_short->ttft.count == 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("no completed '", o.short_class, "' requests to compare"));
+  }
+  out.short_p95_ttft_fifo_s = fifo_short->ttft.p95;
+  out.short_p95_ttft_priority_s = prio_short->ttft.p95;
+  out.ratio = out.short_p95_ttft_fifo_s / out.short_p95_ttft_priority_s;
+  worker->Terminate(absl::Seconds(30));
+  return out;
+}
+
+absl::StatusOr<RouterOverhead> RunRouterOverhead(const RouterOverheadOptions& o) {
+  const ClusterOptions c = WithDefaultBinaries(o.cluster);
+  ASSIGN_OR_RETURN(auto worker, StartWorker(c, "router-overhead-worker"));
+  ASSIGN_OR_RETURN(auto router,
+                   StartRouter(c, "router-overhead-router", worker->grpc_address(), {}));
+  auto direct = Connect(worker->grpc_address());
+  auto routed = Connect(router->grpc_address());
+  std::vector<double> d_ttft, r_ttft, d_e2e, r_e2e;
+  RouterOverhead out;
+  for (int32_t i = -2; i < o.pairs; ++i) {  // two warm-up pairs
+    onecard::v1::GenerateRequest request;
+    request.mutable_stopping()->set_max_tokens(o.max_tokens);
+    request.mutable_stopping()->set_ignore_eos(true);
+    request.mutable_sampling()->set_temperature(0);
+    Timed a, b;
+    for (int side = 0; side < 2; ++side) {
+      bool via_router = (side == 0) == (i % 2 == 0);
+      std::vector<int32_t> ids =
+          SyntheticPrompt(o.seed, 2 * (i + 2) + side, o.prompt_tokens, 49152);
+      request.mutable_token_ids()->mutable_ids()->Assign(ids.begin(), ids.end());
+      (via_router ? b : a) = TimeOne(via_router ? routed.get() : direct.get(), request);
+    }
+    if (i < 0) continue;
+    if (!a.ok || !b.ok) {
+      ++out.failed;
+      continue;
+    }
+    d_ttft.push_back(a.ttft_s);
+    r_ttft.push_back(b.ttft_s);
+    d_e2e.push_back(a.e2e_s);
+    r_e2e.push_back(b.e2e_s);
+  }
+  out.direct_ttft = Summarize(d_ttft);
+  out.router_ttft = Summarize(r_ttft);
+  out.direct_e2e = Summarize(d_e2e);
+  out.router_e2e = Summarize(r_e2e);
+  out.added_ttft_p50_s = out.router_ttft.p50 - out.direct_ttft.p50;
+  out.added_ttft_p99_s = out.router_ttft.p99 - out.direct_ttft.p99;
+  out.added_e2e_p50_s = out.router_e2e.p50 - out.direct_e2e.p50;
+  out.added_e2e_p99_s = out.router_e2e.p99 - out.direct_e2e.p99;
+  router->Terminate(absl::Seconds(30));
+  worker->Terminate(absl::Seconds(30));
+  return out;
+}
+
+}  // namespace onecard::bench::serve

@@ -1,0 +1,164 @@
+// onecard-bench scenarios of the serving path (../shared/benchmarks.md):
+//   serve            load against --target (a router or a worker): --mix
+//                    (serve-mix = the four request classes), closed-loop
+//                    --users or Poisson --rate, --requests / --duration,
+//                    --warmup; per-class P50/P95/P99 TTFT, TPOT, e2e and
+//                    throughput (scenario "serve-mix" for the preset mix,
+//                    else "serve"); --json PATH writes the full result.
+//   serve-priority   FIFO vs priority routers in front of one local worker,
+//                    90 % short / 10 % long by default; case
+//                    short-p95-ttft-ratio = FIFO P95 / priority P95.
+//   router-overhead  the same requests straight to a local worker and
+//                    through a local router; added P50/P99 latency.
+// The local scenarios start onecard-worker and onecard-router from the build
+// tree (--worker-bin / --router-bin override) with logs in --log-dir.
+// Run by hand; the library under it is tested by tests/tools/bench/serve/
+// and tests/integration/router_*_test.cc.
+#include <fstream>
+#include <iostream>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "engine/common/status_macros.h"
+#include "tools/bench/bench_registry.h"
+#include "tools/bench/bench_report.h"
+#include "tools/bench/serve/experiments.h"
+#include "tools/bench/serve/load_runner.h"
+
+ABSL_FLAG(std::string, target, "", "serve: host:port of a router or worker");
+ABSL_FLAG(std::string, api_key, "", "serve: API key (authorization: Bearer)");
+ABSL_FLAG(std::string, mix, "",
+          "request classes: serve-mix, a class of it, or NAME=W:PROMPT/NEW[xTURNS][@PRIORITY],...");
+ABSL_FLAG(int32_t, users, 0, "closed loop: concurrent users (0 = the scenario's default)");
+ABSL_FLAG(double, rate, 0, "Poisson arrivals per second (0 = closed loop / scenario default)");
+ABSL_FLAG(int64_t, requests, 0, "requests (conversations) to send (0 = the scenario's default)");
+ABSL_FLAG(std::string, duration, "", "run this long instead of --requests, e.g. 60s");
+ABSL_FLAG(int64_t, warmup, -1, "warm-up requests, not counted (-1 = the scenario's default)");
+ABSL_FLAG(uint64_t, seed, 1, "seed of class choice, arrival gaps and prompts");
+ABSL_FLAG(std::string, json, "", "write the full result as JSON to this path");
+ABSL_FLAG(int32_t, max_in_flight, 4096, "Poisson: most open requests");
+ABSL_FLAG(std::string, log_dir, "/tmp", "local scenarios: process logs");
+ABSL_FLAG(std::string, worker_bin, "", "local scenarios: onecard-worker (default: build tree)");
+ABSL_FLAG(std::string, router_bin, "", "local scenarios: onecard-router (default: build tree)");
+ABSL_FLAG(int32_t, pairs, 200, "router-overhead: request pairs");
+ABSL_FLAG(int32_t, router_max_in_flight, 1, "serve-priority: requests in flight per worker");
+
+namespace onecard::bench::serve {
+namespace {
+
+absl::StatusOr<LoadSpec> SpecFromFlags(const BenchOptions& options, const std::string& mix,
+                                       int32_t users, int64_t requests, int64_t warmup) {
+  LoadSpec s;
+  s.target = absl::GetFlag(FLAGS_target);
+  s.api_key = absl::GetFlag(FLAGS_api_key);
+  ASSIGN_OR_RETURN(s.mix,
+                   ParseMix(absl::GetFlag(FLAGS_mix).empty() ? mix : absl::GetFlag(FLAGS_mix)));
+  s.users = absl::GetFlag(FLAGS_users) > 0 ? absl::GetFlag(FLAGS_users) : users;
+  if (absl::GetFlag(FLAGS_rate) > 0) {
+    s.mode = ArrivalMode::kPoisson;
+    s.rate_per_second = absl::GetFlag(FLAGS_rate);
+  }
+  s.max_in_flight = absl::GetFlag(FLAGS_max_in_flight);
+  s.num_requests = absl::GetFlag(FLAGS_requests) > 0 ? absl::GetFlag(FLAGS_requests) : requests;
+  if (!absl::GetFlag(FLAGS_duration).empty()) {
+    if (!absl::ParseDuration(absl::GetFlag(FLAGS_duration), &s.duration)) {
+      return absl::InvalidArgumentError("--duration: expected a duration such as 60s");
+    }
+    s.num_requests = 0;
+  }
+  s.warmup_requests = absl::GetFlag(FLAGS_warmup) >= 0 ? absl::GetFlag(FLAGS_warmup) : warmup;
+  s.seed = absl::GetFlag(FLAGS_seed);
+  (void)options;
+  return s;
+}
+
+absl::Status WriteJson(const nlohmann::json& json) {
+  const std::string path = absl::GetFlag(FLAGS_json);
+  if (path.empty()) return absl::OkStatus();
+  std::ofstream out(path);
+  out << json.dump(2) << "\n";
+  if (!out) return absl::UnavailableError(absl::StrCat("--json: cannot write ", path));
+  std::cout << "wrote " << path << "\n";
+  return absl::OkStatus();
+}
+
+ClusterOptions Cluster(const BenchOptions& options) {
+  ClusterOptions c;
+  c.model_path = options.model_path;
+  c.log_dir = absl::GetFlag(FLAGS_log_dir);
+  c.worker_bin = absl::GetFlag(FLAGS_worker_bin);
+  c.router_bin = absl::GetFlag(FLAGS_router_bin);
+  if (options.num_threads > 0) c.worker_args = {"--threads", absl::StrCat(options.num_threads)};
+  return c;
+}
+
+absl::Status RunServe(const BenchOptions& options, BenchReporter& reporter) {
+  ASSIGN_OR_RETURN(LoadSpec spec, SpecFromFlags(options, "serve-mix", 1, 10, 1));
+  ASSIGN_OR_RETURN(LoadRun run, RunLoad(spec));
+  const bool preset = absl::GetFlag(FLAGS_mix).empty() || absl::GetFlag(FLAGS_mix) == "serve-mix";
+  for (BenchRecord& r : ToBenchRecords(run.result, preset ? "serve-mix" : "serve")) {
+    reporter.Add(std::move(r));
+  }
+  return WriteJson(ToJson(run.result));
+}
+
+absl::Status RunServePriority(const BenchOptions& options, BenchReporter& reporter) {
+  PriorityComparisonOptions o;
+  o.cluster = Cluster(options);
+  o.max_in_flight_per_worker = absl::GetFlag(FLAGS_router_max_in_flight);
+  ASSIGN_OR_RETURN(
+      o.load, SpecFromFlags(options, "short=0.9:32/4@interactive,long=0.1:512/4@batch", 1, 200, 0));
+  if (absl::GetFlag(FLAGS_rate) <= 0 && absl::GetFlag(FLAGS_users) <= 0) {
+    o.load.mode = ArrivalMode::kPoisson;
+    o.load.rate_per_second = 2.0;
+  }
+  ASSIGN_OR_RETURN(PriorityComparison c, RunPriorityComparison(o));
+  for (auto [name, result] : {std::pair{"fifo", &c.fifo}, std::pair{"priority", &c.priority}}) {
+    for (BenchRecord r : ToBenchRecords(*result, "serve-priority")) {
+      r.case_name = absl::StrCat(name, "-", r.case_name);
+      reporter.Add(std::move(r));
+    }
+  }
+  reporter.Add({"serve-priority", "short-p95-ttft-ratio", "short_p95_ttft_fifo_over_priority",
+                c.ratio, "x", std::nullopt});
+  return WriteJson({{"fifo", ToJson(c.fifo)},
+                    {"priority", ToJson(c.priority)},
+                    {"short_p95_ttft_fifo_s", c.short_p95_ttft_fifo_s},
+                    {"short_p95_ttft_priority_s", c.short_p95_ttft_priority_s},
+                    {"ratio", c.ratio}});
+}
+
+absl::Status RunRouterOverheadScenario(const BenchOptions& options, BenchReporter& reporter) {
+  RouterOverheadOptions o;
+  o.cluster = Cluster(options);
+  o.pairs = absl::GetFlag(FLAGS_pairs);
+  o.prompt_tokens = options.prompt_tokens;
+  o.max_tokens = options.new_tokens;
+  o.seed = absl::GetFlag(FLAGS_seed);
+  ASSIGN_OR_RETURN(RouterOverhead r, RunRouterOverhead(o));
+  const std::string c = absl::StrCat("prompt", o.prompt_tokens, "-new", o.max_tokens);
+  auto add = [&](const char* metric, double seconds) {
+    reporter.Add({"router-overhead", c, metric, seconds * 1000, "ms", std::nullopt});
+  };
+  add("added_ttft_p50", r.added_ttft_p50_s);
+  add("added_ttft_p99", r.added_ttft_p99_s);
+  add("added_e2e_p50", r.added_e2e_p50_s);
+  add("added_e2e_p99", r.added_e2e_p99_s);
+  add("direct_ttft_p50", r.direct_ttft.p50);
+  add("router_ttft_p50", r.router_ttft.p50);
+  add("direct_e2e_p99", r.direct_e2e.p99);
+  add("router_e2e_p99", r.router_e2e.p99);
+  reporter.Add({"router-overhead", c, "pairs", static_cast<double>(r.direct_e2e.count), "pairs",
+                std::nullopt});
+  return absl::OkStatus();
+}
+
+const bool kRegistered =
+    RegisterScenario({"serve", "gRPC load on --target: request classes, P50/P95/P99", &RunServe}) &&
+    RegisterScenario(
+        {"serve-priority", "short-request P95 TTFT, FIFO vs priority router", &RunServePriority}) &&
+    RegisterScenario({"router-overhead", "latency added by the router over a direct worker",
+                      &RunRouterOverheadScenario});
+
+}  // namespace
+}  // namespace onecard::bench::serve
