@@ -260,7 +260,8 @@ TEST_F(OpsPrometheusTest, DashboardQueriesReturnPlausibleSeries) {
     ASSERT_FALSE(samples->empty()) << "no series";
     for (const Sample& s : *samples) {
       EXPECT_TRUE(std::isfinite(s.value) && s.value >= 0)
-          << s.value << " " << ::testing::PrintToString(s.labels);
+          << s.value << " " << ::testing::PrintToString(s.labels)
+          << (std::isnan(s.value) ? " (NaN: the histogram saw no observation under load)" : "");
     }
     const size_t colon = q.source.find(": ");
     const size_t bracket = q.source.rfind(" [");
