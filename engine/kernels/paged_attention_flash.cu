@@ -29,19 +29,22 @@ struct FlashShape {
 };
 
 // Keys [k_begin, k_begin + kTileKeys) of one kv head; keys >= kv_len are zeros.
+// Two threads a key (one block-table lookup each), taking alternate 16-byte
+// chunks, so that each cp.async instruction covers whole 32-byte sectors.
 template <int D>
 __device__ __forceinline__ void LoadTileFlash(const AttnArgs& a, const int32_t* table, int kvh,
                                               int k_begin, int kv_len, bf16* ks, bf16* vs) {
+  static_assert(kThreads == 2 * kTileKeys, "two threads a key");
   constexpr int kChunks = D / 8;
   constexpr int kRow = FlashShape<D>::kRow;
-  for (int i = threadIdx.x; i < kTileKeys * kChunks; i += kThreads) {
-    const int j = i / kChunks;
-    const int c = i - j * kChunks;
-    const int p = k_begin + j;
-    const bool valid = p < kv_len;
-    const int64_t off = valid ? KvOffset(a, table, p, kvh, D) + c * 8 : 0;
-    cuda::CpAsync16(ks + j * kRow + c * 8, a.k_cache + off, valid);
-    cuda::CpAsync16(vs + j * kRow + c * 8, a.v_cache + off, valid);
+  const int j = threadIdx.x >> 1;
+  const int p = k_begin + j;
+  const bool valid = p < kv_len;
+  const int64_t off = valid ? KvOffset(a, table, p, kvh, D) : 0;
+#pragma unroll
+  for (int c = threadIdx.x & 1; c < kChunks; c += 2) {
+    cuda::CpAsync16(ks + j * kRow + c * 8, a.k_cache + off + c * 8, valid);
+    cuda::CpAsync16(vs + j * kRow + c * 8, a.v_cache + off + c * 8, valid);
   }
 }
 

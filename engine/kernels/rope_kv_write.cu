@@ -1,8 +1,10 @@
-// RopeKvWrite on CUDA (see rope_kv_write.h): one block per token adds the
+// RopeKvWrite on CUDA (see rope_kv_write.h): a few blocks per token add the
 // bias, rotates the q and k pairs (sincosf, as Rope does) and writes k and v
 // to the token's slot; the bias-added, rounded values are what RoPE reads,
 // as in the composed reference.
 // Tested by tests/gpu/rope_kv_test.cc against RopeKvWriteRef.
+#include <algorithm>
+
 #include "engine/kernels/cuda_common.cuh"
 #include "engine/kernels/cuda_ptx.cuh"
 #include "engine/kernels/rope_kv_write.h"
@@ -35,7 +37,9 @@ __global__ void RopeKvWriteKernel(RopeKvWriteParams p) {
   T* v_dst = static_cast<T*>(p.v_cache) + static_cast<int64_t>(slot) * kv_elems;
   const float position = static_cast<float>(p.positions[t]);
   const int32_t pairs = (p.num_heads + nkv) * half;
-  for (int32_t idx = threadIdx.x; idx < pairs; idx += blockDim.x) {
+  const int32_t first = blockIdx.y * blockDim.x + threadIdx.x;
+  const int32_t stride = gridDim.y * blockDim.x;
+  for (int32_t idx = first; idx < pairs; idx += stride) {
     const int32_t head = idx / half;
     const int32_t i = idx - head * half;
     const int64_t a = static_cast<int64_t>(head) * d + i;  // q heads then k heads
@@ -52,7 +56,7 @@ __global__ void RopeKvWriteKernel(RopeKvWriteParams p) {
       k_dst[a - q_elems + half] = y2;
     }
   }
-  for (int64_t i = threadIdx.x; i < kv_elems; i += blockDim.x) {
+  for (int64_t i = first; i < kv_elems; i += stride) {
     const int64_t a = q_elems + kv_elems + i;
     const T v = cuda::FromFloat<T>(LoadBiased(x, bias, a));
     x[a] = v;
@@ -72,8 +76,12 @@ absl::Status RopeKvWrite(const RopeKvWriteParams& p, cudaStream_t stream) {
   }
   if (p.num_tokens == 0) return absl::OkStatus();
   return cuda::DispatchFloatDType(kOp, p.dtype, [&]<typename T>() -> absl::Status {
-    CUDA_RETURN_IF_ERROR(
-        cuda::LaunchPdl(RopeKvWriteKernel<T>, dim3(p.num_tokens), dim3(256), 0, stream, p));
+    // Several blocks a token (a decode step has few tokens): one pair a thread.
+    const int64_t pairs = static_cast<int64_t>(p.num_heads + p.layout.num_kv_heads) *
+                          (p.layout.head_dim / 2);
+    const unsigned per_token = static_cast<unsigned>(std::min<int64_t>(cuda::CeilDiv(pairs, 128), 16));
+    CUDA_RETURN_IF_ERROR(cuda::LaunchPdl(RopeKvWriteKernel<T>, dim3(p.num_tokens, per_token),
+                                         dim3(128), 0, stream, p));
     return absl::OkStatus();
   });
 }

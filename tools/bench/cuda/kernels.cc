@@ -7,9 +7,12 @@
 // - Paged attention decode (general kernel, split-K as the runner picks):
 //   batch 1/32/128 at 384 and 4096 keys: GB/s of K/V bytes.
 // - Flash attention prefill of 2048 and 8192 tokens (one layer, causal):
-//   TFLOP/s vs the GEMM rate; cuBLAS at m = 2048 on the four projections.
+//   TFLOP/s vs the GEMM rate; cuBLAS on the four projections at m = 8, 32,
+//   128 (weight GB/s: batched decode) and 2048 (TFLOP/s: prefill).
 #include <algorithm>
 #include <numeric>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -167,25 +170,41 @@ absl::Status AttentionCases(const Ceilings& ceil, cudaStream_t stream, int num_s
   return absl::OkStatus();
 }
 
-absl::Status GemmCases(const Ceilings& ceil, cudaStream_t stream, cublasHandle_t blas,
+// cuBLAS on the four projections at m tokens: TFLOP/s against the GEMM
+// rate (prefill, m = 2048) or weight GB/s against the copy bandwidth
+// (batched decode, m <= 128; weights rotate out of L2).
+absl::Status GemmCases(const Ceilings& ceil, cudaStream_t stream, cublasHandle_t blas, int64_t m,
                        BenchReporter& reporter) {
-  const int64_t m = 2048;
   ASSIGN_OR_RETURN(DeviceMem x, DeviceMem::Random(m * 14336 * 2, 13, stream));
   ASSIGN_OR_RETURN(DeviceMem y, DeviceMem::Random(m * 28672 * 2, 14, stream));
+  double layer_us = 0;
   for (auto [name, n, k] : {std::tuple{"qkv", 6144, 4096}, {"o", 4096, 4096},
                             {"gate_up", 28672, 4096}, {"down", 4096, 14336}}) {
-    ASSIGN_OR_RETURN(DeviceMem w, DeviceMem::Random(int64_t{n} * k * 2, 15, stream));
+    const int64_t bytes = int64_t{n} * k * 2;
+    const int copies = m >= 2048 ? 1 : static_cast<int>((1536LL << 20) / bytes + 2);
+    ASSIGN_OR_RETURN(DeviceMem w, DeviceMem::Random(bytes * copies, 15, stream));
+    int next = 0;
     ASSIGN_OR_RETURN(const double ms, MedianMs(stream, 2, 5, [&]() -> absl::Status {
       for (int i = 0; i < kLaunches; ++i) {
-        RETURN_IF_ERROR(engine::BlasGemm(
-            blas, {.x = x.get(), .w = w.get(), .y = y.get(), .m = m, .n = n, .k = k}, stream));
+        RETURN_IF_ERROR(engine::BlasGemm(blas,
+                                         {.x = x.get(), .w = w.get() + (next++ % copies) * bytes,
+                                          .y = y.get(), .m = m, .n = n, .k = k},
+                                         stream));
       }
       return absl::OkStatus();
     }));
-    reporter.Add({kScenario, absl::StrCat("gemm_m2048_", name), "rate",
-                  2.0 * m * n * k / (ms / kLaunches * 1e-3) / 1e12, "TFLOP/s",
-                  ceil.gemm_flops_per_s / 1e12});
+    const double s = ms / kLaunches * 1e-3;
+    layer_us += s * 1e6;
+    const std::string name_m = absl::StrCat("gemm_m", m, "_", name);
+    if (m >= 2048) {
+      reporter.Add({kScenario, name_m, "rate", 2.0 * m * n * k / s / 1e12, "TFLOP/s",
+                    ceil.gemm_flops_per_s / 1e12});
+    } else {
+      reporter.Add({kScenario, name_m, "weight_bandwidth", bytes / s / 1e9, "GB/s",
+                    ceil.copy_bytes_per_s / 1e9});
+    }
   }
+  reporter.Add({kScenario, absl::StrCat("gemm_m", m, "_layer"), "time", layer_us, "us", {}});
   return absl::OkStatus();
 }
 
@@ -200,7 +219,9 @@ absl::Status RunKernels(const BenchOptions&, BenchReporter& reporter) {
   CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   absl::Status st = GemvCases(ceil, stream, blas, reporter);
   if (st.ok()) st = AttentionCases(ceil, stream, sms, reporter);
-  if (st.ok()) st = GemmCases(ceil, stream, blas, reporter);
+  for (int64_t m : {8, 32, 128, 2048}) {
+    if (st.ok()) st = GemmCases(ceil, stream, blas, m, reporter);
+  }
   cublasDestroy(blas);
   cudaStreamDestroy(stream);
   return st;
