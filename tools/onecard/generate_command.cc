@@ -102,9 +102,8 @@ absl::Status RunGenerate(engine::Engine& engine, const GenerateOptions& options,
   return absl::OkStatus();
 }
 
-absl::Status RunChat(engine::Engine& engine, const GenerateOptions& options, std::istream& in,
-                     std::ostream& out, std::ostream& err) {
-  ASSIGN_OR_RETURN(ChatTemplate chat_template, ChatTemplate::ForTokenizer(engine.tokenizer()));
+absl::Status RunChatLoop(const GenerateOptions& options, std::istream& in, std::ostream& err,
+                         const ChatAnswerFn& answer) {
   std::vector<ChatMessage> history;
   if (!options.system.empty()) history.push_back({"system", options.system});
   const bool interactive = options.prompt.empty();
@@ -118,20 +117,31 @@ absl::Status RunChat(engine::Engine& engine, const GenerateOptions& options, std
       line = options.prompt;
     }
     history.push_back({"user", line});
-    ASSIGN_OR_RETURN(std::string rendered, chat_template.Render(history, true));
-    std::vector<int32_t> ids = engine.tokenizer().Encode(rendered, /*add_special_tokens=*/false);
-    absl::StatusOr<Completion> c =
-        Complete(engine, std::move(ids), options, options.json ? nullptr : &out);
-    if (!c.ok() && !interactive) return c.status();
-    if (!c.ok()) {
-      err << "error: " << c.status() << "\n";  // e.g. the conversation outgrew the context
+    absl::StatusOr<std::string> reply = answer(history);
+    if (!reply.ok() && !interactive) return reply.status();
+    if (!reply.ok()) {
+      err << "error: " << reply.status() << "\n";  // e.g. the conversation outgrew the context
       history.pop_back();
       continue;
     }
-    Report(*c, options, out, err);
-    history.push_back({"assistant", c->text});
+    history.push_back({"assistant", *reply});
     if (!interactive) return absl::OkStatus();
   }
+}
+
+absl::Status RunChat(engine::Engine& engine, const GenerateOptions& options, std::istream& in,
+                     std::ostream& out, std::ostream& err) {
+  ASSIGN_OR_RETURN(ChatTemplate chat_template, ChatTemplate::ForTokenizer(engine.tokenizer()));
+  return RunChatLoop(options, in, err,
+                     [&](const std::vector<ChatMessage>& history) -> absl::StatusOr<std::string> {
+                       ASSIGN_OR_RETURN(std::string rendered, chat_template.Render(history, true));
+                       std::vector<int32_t> ids =
+                           engine.tokenizer().Encode(rendered, /*add_special_tokens=*/false);
+                       ASSIGN_OR_RETURN(Completion c, Complete(engine, std::move(ids), options,
+                                                               options.json ? nullptr : &out));
+                       Report(c, options, out, err);
+                       return c.text;
+                     });
 }
 
 }  // namespace onecard::tools

@@ -8,6 +8,7 @@
 #define ONECARD_TOOLS_ONECARD_GENERATE_COMMAND_H_
 
 #include <cstdint>
+#include <functional>
 #include <iosfwd>
 #include <string>
 #include <vector>
@@ -46,6 +47,15 @@ double DecodeTokensPerSecond(const Completion& completion);
 // generate: completes options.prompt (tokenized with special tokens added).
 absl::Status RunGenerate(engine::Engine& engine, const GenerateOptions& options, std::ostream& out,
                          std::ostream& err);
+
+// The conversation loop of chat (local and remote). answer(history) streams
+// and reports one assistant reply and returns its text. With options.prompt,
+// one turn; otherwise one user message per line of `in` until end of input
+// or "/exit" (a failed turn is reported on err and dropped).
+using ChatAnswerFn =
+    std::function<absl::StatusOr<std::string>(const std::vector<engine::ChatMessage>& history)>;
+absl::Status RunChatLoop(const GenerateOptions& options, std::istream& in, std::ostream& err,
+                         const ChatAnswerFn& answer);
 
 // chat: renders the conversation with the model's chat template. With a
 // prompt, answers it once; otherwise reads one user message per line from

@@ -2,10 +2,13 @@
 //   onecard generate --model PATH --prompt TEXT [--max-tokens N] [--temperature T]
 //                    [--top-p P] [--top-k K] [--seed S] [--threads N] [--json]
 //   onecard chat --model PATH [--prompt TEXT] [--system TEXT] [same sampling flags]
+//   onecard generate|chat --target HOST:PORT [--api-key KEY] [--priority CLASS] ...
+//                    (a worker or router over gRPC instead of a local engine)
 //   onecard inspect MODEL
 // Flags are absl flags, parsed here only; "--max-tokens" and "--max_tokens"
 // are the same flag. The subcommands live in generate_command.cc and
-// inspect_command.cc. Tested through tests/tools/onecard/ (the subcommands).
+// inspect_command.cc; --target goes through remote_command.cc. Tested
+// through tests/tools/onecard/ (the subcommands).
 #include <cstdint>
 #include <iostream>
 #include <random>
@@ -19,6 +22,7 @@
 #include "tools/onecard/flag_names.h"
 #include "tools/onecard/generate_command.h"
 #include "tools/onecard/inspect_command.h"
+#include "tools/onecard/remote_command.h"
 
 ABSL_FLAG(std::string, model, "", "model: a .gguf file or an HF checkpoint directory");
 ABSL_FLAG(std::string, prompt, "", "the prompt (chat: the user's message; empty = interactive)");
@@ -33,12 +37,16 @@ ABSL_FLAG(int64_t, seed, -1, "sampling seed; -1 = random");
 ABSL_FLAG(int32_t, threads, 0, "cpu backend threads; 0 = all cores");
 ABSL_FLAG(std::string, backend, "cpu", "cpu or cuda");
 ABSL_FLAG(int32_t, max_context, 0, "context length served; 0 = the model's");
+ABSL_FLAG(std::string, target, "", "host:port of a worker or router; empty = a local engine");
+ABSL_FLAG(std::string, api_key, "", "--target: the API key (router)");
+ABSL_FLAG(std::string, priority, "", "--target: interactive, standard or batch");
 ABSL_FLAG(bool, json, false, "print one JSON object (text, tokens, usage, timings)");
 
 namespace {
 
 constexpr char kUsage[] =
     "onecard generate|chat --model PATH [--prompt TEXT] [flags]\n"
+    "onecard generate|chat --target HOST:PORT [--api-key KEY] [--prompt TEXT] [flags]\n"
     "onecard inspect MODEL";
 
 onecard::tools::GenerateOptions GenerateOptionsFromFlags() {
@@ -62,7 +70,21 @@ int Fail(const absl::Status& status) {
   return 1;
 }
 
+int RunRemoteCommand(const std::string& command) {
+  const onecard::tools::RemoteTarget target{.address = absl::GetFlag(FLAGS_target),
+                                            .api_key = absl::GetFlag(FLAGS_api_key),
+                                            .priority = absl::GetFlag(FLAGS_priority),
+                                            .random_seed = absl::GetFlag(FLAGS_seed) < 0};
+  const onecard::tools::GenerateOptions generate = GenerateOptionsFromFlags();
+  const absl::Status status =
+      command == "generate"
+          ? onecard::tools::RunRemoteGenerate(target, generate, std::cout, std::cerr)
+          : onecard::tools::RunRemoteChat(target, generate, std::cin, std::cout, std::cerr);
+  return status.ok() ? 0 : Fail(status);
+}
+
 int RunEngineCommand(const std::string& command) {
+  if (!absl::GetFlag(FLAGS_target).empty()) return RunRemoteCommand(command);
   onecard::engine::EngineOptions options;
   options.model_path = absl::GetFlag(FLAGS_model);
   options.backend = absl::GetFlag(FLAGS_backend);
