@@ -165,8 +165,8 @@ fi
 
 echo "run.sh: streaming a chat answer through the router"
 echo "> $PROMPT"
-"$CLI_BIN" generate --target="$ROUTER_GRPC" --api_key="$API_KEY" --prompt="$PROMPT" \
-  --max_tokens="$MAX_TOKENS" --temperature=0
+"$CLI_BIN" chat --target="$ROUTER_GRPC" --api_key="$API_KEY" --prompt="$PROMPT" \
+  --max_tokens="$MAX_TOKENS" --temperature=0 </dev/null
 echo
 
 cat <<EOF
@@ -175,7 +175,7 @@ onecard is serving on 127.0.0.1 ($BACKEND backend):
   worker                          grpc $WORKER_GRPC   /metrics http://$WORKER_HTTP/metrics
   metrics service (control plane) grpc $METRICS_GRPC   /metrics http://$METRICS_HTTP/metrics
   API key: $API_KEY (tenant "local")
-  try: $CLI_BIN generate --target=$ROUTER_GRPC --api_key=$API_KEY --prompt="Hello"
+  try: $CLI_BIN chat --target=$ROUTER_GRPC --api_key=$API_KEY --prompt="Hello"
   logs and config: $RUN_DIR
 EOF
 if ((PROMETHEUS)); then echo "  Prometheus: http://127.0.0.1:9090"; fi
