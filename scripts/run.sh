@@ -10,7 +10,7 @@
 # prints the endpoints. Then it keeps serving until Ctrl-C; --once stops
 # after the answer. --prometheus also runs Prometheus (deploy/prometheus)
 # scraping the three. Logs and the cluster config go to a temp directory.
-# Tested by tests/integration/ops_run_script_test.cc (--once, skip-build mode).
+# Tested by tests/integration/ops_run_script_test.cc (--once).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -74,30 +74,10 @@ stop_all() {
 trap 'stop_all; exit 130' INT TERM
 trap stop_all EXIT
 
-# --- the cluster config (onecard.v1.OnecardConfig) -------------------------
+# --- the cluster config (deploy/local/cluster.yaml, filled in) -------------
 KEY_SHA256=$(printf '%s' "$API_KEY" | sha256sum | cut -d' ' -f1)
-cat > "$RUN_DIR/cluster.yaml" <<EOF
-# Written by scripts/run.sh: the local cluster on 127.0.0.1.
-metrics:
-  listen_address: 127.0.0.1:0
-  metrics_listen_address: 127.0.0.1:0
-worker:
-  model_path: $PWD/$MODEL
-  backend: $BACKEND
-  listen_address: 127.0.0.1:0
-  metrics_listen_address: 127.0.0.1:0
-  worker_id: worker-0
-  grace_period: 10s
-router:
-  model_path: $PWD/$MODEL
-  listen_address: 127.0.0.1:0
-  metrics_listen_address: 127.0.0.1:0
-  router_id: router-0
-  tenants:
-    - name: local
-      api_key_sha256: ["$KEY_SHA256"]
-      max_priority: interactive
-EOF
+sed -e "s|@MODEL_PATH@|$PWD/$MODEL|g" -e "s|@BACKEND@|$BACKEND|g" \
+  -e "s|@API_KEY_SHA256@|$KEY_SHA256|g" deploy/local/cluster.yaml > "$RUN_DIR/cluster.yaml"
 
 # start NAME BINARY ARGS...: runs it in the background, stdout and stderr in
 # RUN_DIR/NAME.out and NAME.log.

@@ -15,6 +15,8 @@
 #include "absl/strings/str_replace.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "onecard/v1/config.pb.h"
+#include "services/common/config.h"
 #include "tests/deploy/deploy_testing.h"
 
 namespace onecard::testing {
@@ -113,6 +115,22 @@ TEST(DeployFilesTest, AdapterRulesAreComplete) {
   }
   EXPECT_TRUE(per_worker_queue);
   EXPECT_TRUE(per_worker_kv);
+}
+
+// scripts/run.sh fills in the placeholders of deploy/local/cluster.yaml; the
+// result is a valid typed config with every section.
+TEST(DeployFilesTest, LocalClusterConfigIsTypedConfig) {
+  absl::StatusOr<std::string> text = ReadTextFile("deploy/local/cluster.yaml");
+  ASSERT_TRUE(text.ok()) << text.status();
+  const std::string filled = absl::StrReplaceAll(
+      *text, {{"@MODEL_PATH@", "/m.gguf"}, {"@BACKEND@", "cpu"}, {"@API_KEY_SHA256@", "ab12"}});
+  v1::OnecardConfig config;
+  const absl::Status status = services::ParseConfigText(filled, "cluster.yaml", &config);
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_EQ(config.worker().model_path(), "/m.gguf");
+  EXPECT_EQ(config.router().model_path(), "/m.gguf");
+  EXPECT_EQ(config.router().tenants(0).api_key_sha256(0), "ab12");
+  EXPECT_EQ(config.metrics().listen_address(), "127.0.0.1:0");
 }
 
 TEST(DeployFilesTest, MetricNameExtraction) {
