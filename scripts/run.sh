@@ -132,7 +132,8 @@ done
 if ((PROMETHEUS)); then
   mkdir -p "$RUN_DIR/prometheus/targets"
   cp -r deploy/prometheus/rules "$RUN_DIR/prometheus/"
-  sed -e 's/scrape_interval: 15s/scrape_interval: 2s/' -e 's/evaluation_interval: 15s/evaluation_interval: 2s/' \
+  sed -e 's/scrape_interval: 15s/scrape_interval: 2s/' -e 's/scrape_timeout: 10s/scrape_timeout: 2s/' \
+    -e 's/evaluation_interval: 15s/evaluation_interval: 2s/' \
     deploy/prometheus/prometheus.yml > "$RUN_DIR/prometheus/prometheus.yml"
   for c in router:$ROUTER_HTTP worker:$WORKER_HTTP metrics:$METRICS_HTTP; do
     printf '[{"targets": ["%s"], "labels": {"namespace": "local", "pod": "%s-0", "service": "onecard-%s"}}]\n' \
