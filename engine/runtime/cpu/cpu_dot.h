@@ -32,12 +32,19 @@ inline float ReduceLanes(const Quad& lo, const Quad& hi) {
   return ((lo[0] + lo[1]) + (lo[2] + lo[3])) + ((hi[0] + hi[1]) + (hi[2] + hi[3]));
 }
 
-// out[j] = x . w[j] over n elements, for j < kRows.
+// out[j] = x . w[j] over n elements, for j < kRows. With prefetch_ahead > 0,
+// each w[j] + prefetch_ahead is prefetched as w[j] is read, one cache line
+// at a time (MatMul uses it to fetch the next tile's rows: the hardware
+// prefetcher alone stalls on many short row streams).
 template <int kRows>
-inline void DotRows(const float* x, const float* const* w, int64_t n, float* out) {
+inline void DotRows(const float* x, const float* const* w, int64_t n, float* out,
+                    int64_t prefetch_ahead = 0) {
   Quad lo[kRows] = {}, hi[kRows] = {};
   const int64_t n_main = n - n % kLanes;
   for (int64_t k = 0; k < n_main; k += kLanes) {
+    if (prefetch_ahead > 0 && k % 16 == 0) {  // 16 floats: one 64-byte line
+      for (int j = 0; j < kRows; ++j) __builtin_prefetch(w[j] + k + prefetch_ahead);
+    }
     const Quad x_lo = LoadQuad(x + k), x_hi = LoadQuad(x + k + 4);
     for (int j = 0; j < kRows; ++j) {
       lo[j] += x_lo * LoadQuad(w[j] + k);
