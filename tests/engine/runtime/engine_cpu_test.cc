@@ -6,6 +6,7 @@
 // parameters and seeds all complete, each equal to the same request run
 // alone; prompts longer than the context are refused; Engine::Create names
 // bad paths and backends.
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -68,6 +69,29 @@ class EngineCpuTest : public ::testing::Test {
 
 Engine* EngineCpuTest::engine_ = nullptr;
 
+// HF's greedy run starts from the prompt's last logits row, so its first
+// step's top-2 logits must equal that row's top-2 (same ids, within 1e-3).
+// A golden prompt where they differ was generated from other input than its
+// input_ids; its greedy ids cannot be compared, and the test fails naming the
+// golden. (Seen on "chat" in the first goldens, 32.775 vs 31.975:
+// make_goldens.py calls generate() with pad_token_id = eos and no
+// attention_mask, so the prompt's own <|im_end|> tokens were masked out.)
+bool GoldenIsSelfConsistent(const nlohmann::json& prompt) {
+  const auto last_ids = prompt["top5_ids"].back().get<std::vector<int32_t>>();
+  const auto last_logits = prompt["top5_logits"].back().get<std::vector<float>>();
+  const auto step0_ids = prompt["greedy_top2_ids"][0].get<std::vector<int32_t>>();
+  const auto step0_logits = prompt["greedy_top2_logits"][0].get<std::vector<float>>();
+  for (size_t k = 0; k < 2; ++k) {
+    if (last_ids[k] != step0_ids[k] || std::abs(last_logits[k] - step0_logits[k]) > 1e-3f) {
+      ADD_FAILURE() << "golden prompt " << prompt["name"] << ": greedy step 0 logit "
+                    << step0_logits[k] << " != the prefill's last-row logit " << last_logits[k]
+                    << "; regenerate tests/golden/smollm2 (its greedy ids are not compared)";
+      return false;
+    }
+  }
+  return true;
+}
+
 TEST_F(EngineCpuTest, GreedyContinuationsEqualTheHuggingFaceGoldens) {
   std::ifstream file(kGoldens);
   std::stringstream text;
@@ -85,12 +109,16 @@ TEST_F(EngineCpuTest, GreedyContinuationsEqualTheHuggingFaceGoldens) {
   }
   Recorder rec;
   const std::vector<std::vector<int32_t>> got = RunTogether(requests, rec);
+  int compared = 0;
   for (size_t i = 0; i < requests.size(); ++i) {
     const nlohmann::json& prompt = goldens["prompts"][i];
+    EXPECT_EQ(rec.Final(absl::StrCat(i)).finish_reason, FinishReason::kLength);
+    if (!GoldenIsSelfConsistent(prompt)) continue;
+    ++compared;
     const auto want = prompt["greedy_ids"].get<std::vector<int32_t>>();
     EXPECT_EQ(got[i], want) << prompt["name"] << ": the greedy continuation differs from HF";
-    EXPECT_EQ(rec.Final(absl::StrCat(i)).finish_reason, FinishReason::kLength);
   }
+  EXPECT_GE(compared, 4) << "too few self-consistent golden prompts";
 }
 
 // Request i's sampling: six mixes of temperature, truncation and penalties.
