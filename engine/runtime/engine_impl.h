@@ -12,9 +12,11 @@
 // run on the step loop without any lock held, so they may call Cancel or
 // Submit. A runner error ends the requests of that batch with kError; the
 // engine keeps serving. Destroying the engine cancels what is left (each
-// request still gets its one final output). Drain's timeout is measured with
-// the injected clock when the caller drives Step(), and in real time (a
-// condition wait) when the engine runs its own thread.
+// request still gets its one final output). Drain returns OK when everything
+// finished in time, else DeadlineExceeded after cancelling the rest (each
+// cancelled request's final output is delivered before Drain returns). Its
+// timeout is measured with the injected clock when the caller drives Step(),
+// and in real time (a condition wait) when the engine runs its own thread.
 // Tested by tests/engine/runtime/engine_impl_test.cc with a fake runner and
 // tokenizer, and by engine_cpu_test.cc on SmolLM2.
 #ifndef ONECARD_ENGINE_RUNTIME_ENGINE_IMPL_H_
