@@ -11,17 +11,18 @@
 //
 // Tolerance. The CUDA runner stores weights and activations in BF16 (8-bit
 // mantissa, relative rounding u = 2^-9) and accumulates in fp32; the CPU runs
-// fp32 throughout. Every projection input, projection output and residual
-// update is rounded once, each a relative error ~u, independent; a few dozen
-// such roundings over 2-3 layers (plus tiny_qwen2's fp32 weights rounded to
-// BF16) give logits whose error is ~1% of their RMS: an NMSE near 1e-4, as
-// measured (tiny_llama 0.7-1.0e-4, tiny_qwen2 1.8-2.8e-4 on the H200,
-// bench/results/2026-11-29-h200.md). The test asks NMSE <= 1e-3 (error RMS
-// <= 3.2% of the logits' RMS) and, per element, <= 15% of the RMS: 4.7
-// standard deviations at that NMSE, where the largest of ~3e4 Gaussian
-// errors lands (~4.5 sigma); measured maxima were 3.6-8% of the RMS.
-// A greedy token may differ only where the CPU's top two logits are closer
-// than twice the largest error measured on that prompt's prefill.
+// fp32 throughout. Every layer rounds its projection inputs and outputs and
+// the residual stream, each a relative error ~u, independent, so the error
+// energy of the logits grows with the depth: measured on the H200 (notes in
+// bench/results/), NMSE 0.7-1.0e-4 on tiny_llama (2 layers, BF16 weights),
+// 1.8-2.8e-4 on tiny_qwen2 (3 layers, fp32 weights rounded to BF16),
+// 1.9-9.3e-4 on SmolLM2 (30 layers): at most ~1e-4 a layer. The test allows
+// NMSE <= 2e-4 per layer (at least 4 layers' worth) and, per element, 5
+// standard deviations at that NMSE (the largest of 1e4-1e6 Gaussian errors
+// lies at 4-5 sigma; SmolLM2's first positions carry large activations whose
+// BF16 rounding gives its largest errors, 18.6% of the RMS on "chat").
+// A greedy token may differ only where the CPU's logits of the two tokens
+// are closer than twice the largest error measured on that prompt's prefill.
 #include <cmath>
 #include <fstream>
 #include <sstream>
@@ -43,8 +44,8 @@ namespace {
 using onecard::testing::SourcePath;
 using onecard::testing::Tolerance;
 
-constexpr double kRelAtol = 0.15;  // of the logits' RMS
-constexpr double kMaxNmse = 1e-3;
+constexpr double kNmsePerLayer = 2e-4;
+constexpr double kSigmas = 5.0;
 constexpr int kGreedySteps = 16;
 
 struct Prompt {
@@ -129,7 +130,8 @@ void CompareOnCheckpoint(const std::string& path, const std::string& golden_dir)
     auto got = gpu_seq.Run(p.ids, true);
     ASSERT_TRUE(want.ok() && got.ok()) << want.status() << got.status();
     const double rms = Rms(*want);
-    const Tolerance tol{kRelAtol * rms, 0.0, kMaxNmse};
+    const double max_nmse = kNmsePerLayer * std::max<int64_t>(ckpt->config.num_layers, 4);
+    const Tolerance tol{kSigmas * std::sqrt(max_nmse) * rms, 0.0, max_nmse};
     const auto report = onecard::testing::CompareAll(*got, *want, tol);
     std::printf("[%s/%s] %zu tokens: logit rms %.3f, max abs err %.4f (%.2f%% of rms), NMSE %.2e\n",
                 golden_dir.c_str(), p.name.c_str(), p.ids.size(), rms, report.max_abs_err,
