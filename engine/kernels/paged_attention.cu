@@ -1,6 +1,5 @@
 // PagedAttention on CUDA (see paged_attention.h and paged_attention_split.h):
-// the dispatch and the general kernel (splits merged by their last block,
-// CombineIfLast in paged_attention_internal.cuh). The tensor-core
+// the dispatch, the general kernel and the split combine. The tensor-core
 // kernels (flash prefill, flash decode) are in paged_attention_flash.cu.
 //
 // General kernel (head_dims without a tensor-core kernel, and kGeneral):
@@ -135,7 +134,6 @@ __device__ void FinishGeneral(const AttnArgs& a, const WarpState<D, G>& st, floa
   }
   __syncthreads();
   MergeWarpsAndStore<D>(a, red, red_m, red_l, G, t, kvh, split);
-  if (a.num_splits > 1) CombineIfLast<D>(a, t, kvh, red);
 }
 
 template <int D, int G>
@@ -202,12 +200,56 @@ __global__ void __launch_bounds__(kThreads) AttnGeneralKernel(AttnArgs a) {
   FinishGeneral<D, G>(a, st, reinterpret_cast<float*>(smem_raw), t, kvh, split);
 }
 
+// Merges a query's split partials: warp 0 turns the (max, sum) pairs into
+// weights (all splits read at once), then every thread sums its dims over the
+// splits with independent loads.
+__global__ void __launch_bounds__(128) AttnCombineKernel(const float* __restrict__ o_part,
+                                                         const float2* __restrict__ ml_part,
+                                                         bf16* __restrict__ out, int num_heads,
+                                                         int num_splits, int head_dim) {
+  __shared__ float weight[kMaxSplits];
+  __shared__ float inv_den;
+  cuda::GridDependencyWait();
+  cuda::LaunchDependents();
+  const int t = blockIdx.x;
+  const int h = blockIdx.y;
+  const int64_t base = (static_cast<int64_t>(t) * num_heads + h) * num_splits;
+  if (threadIdx.x < 32) {
+    const int lane = threadIdx.x;
+    float2 ml[2];
+    float mx = -INFINITY;
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {
+      const int i = lane + 32 * k;
+      ml[k] = i < num_splits ? ml_part[base + i] : make_float2(-INFINITY, 0.0f);
+      if (ml[k].y > 0.0f) mx = fmaxf(mx, ml[k].x);
+    }
+    mx = cuda::WarpMax(mx);
+    float den = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {
+      const int i = lane + 32 * k;
+      const float w = ml[k].y > 0.0f ? ml[k].y * exp2f(ml[k].x - mx) : 0.0f;
+      if (i < num_splits) weight[i] = w;
+      den += w;
+    }
+    den = cuda::WarpSum(den);
+    if (lane == 0) inv_den = 1.0f / den;
+  }
+  __syncthreads();
+  for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
+    float num = 0.0f;
+#pragma unroll 8
+    for (int i = 0; i < num_splits; ++i) num += weight[i] * o_part[(base + i) * head_dim + d];
+    out[(static_cast<int64_t>(t) * num_heads + h) * head_dim + d] = __float2bfloat16_rn(num * inv_den);
+  }
+}
+
 template <int D, int G>
 absl::Status LaunchGeneralG(const AttnArgs& a, int num_tokens, cudaStream_t stream) {
   const int tiles = 2 * 2 * kTileKeys * D * static_cast<int>(sizeof(bf16));
   const int reduce = (kWarps * G * D + 2 * kWarps * G) * static_cast<int>(sizeof(float));
-  const int combine = (2 * G * kMaxSplits + G) * static_cast<int>(sizeof(float));
-  const int smem = std::max({tiles, reduce, combine});
+  const int smem = std::max(tiles, reduce);
   static const absl::Status allowed = AllowSmem(AttnGeneralKernel<D, G>, smem);
   RETURN_IF_ERROR(allowed);
   const dim3 grid(a.num_kv_heads, num_tokens, a.num_splits);
@@ -305,11 +347,15 @@ absl::Status Run(const PagedAttentionParams& p, const PagedAttentionSplitOptions
   a.o_part = static_cast<float*>(o.workspace);
   a.ml_part = reinterpret_cast<float2*>(static_cast<char*>(o.workspace) +
                                         parts * d * static_cast<int64_t>(sizeof(float)));
-  a.counters = reinterpret_cast<int32_t*>(a.ml_part + parts);
   if (tensor_cores) {
     RETURN_IF_ERROR(LaunchFlashDecode(a, d, p.num_tokens, stream));
   } else {
     RETURN_IF_ERROR(LaunchGeneralForDim(a, d, p.num_tokens, stream));
+  }
+  if (o.num_splits > 1) {
+    CUDA_RETURN_IF_ERROR(cuda::LaunchPdl(AttnCombineKernel, dim3(p.num_tokens, p.num_heads),
+                                         dim3(128), 0, stream, a.o_part, a.ml_part, a.out,
+                                         p.num_heads, o.num_splits, d));
   }
   return absl::OkStatus();
 }

@@ -11,7 +11,7 @@
 // Decode (AttnFlashDecodeKernel): the 16 mma rows are the query heads of
 // one kv head (GQA), so its K/V are read once for the whole group; splits of
 // the key range in rounds of 64 keys; the warps of a block merge through
-// shared memory; with several splits the last block to finish merges them.
+// shared memory; split partials go to the combine kernel (paged_attention.cu).
 //
 // Tested by tests/gpu/paged_attention_test.cc against PagedAttentionRef.
 #include "engine/kernels/cuda_ptx.cuh"
@@ -29,9 +29,6 @@ struct FlashShape {
 };
 
 // Keys [k_begin, k_begin + kTileKeys) of one kv head; keys >= kv_len are zeros.
-// A warp covers two whole key rows per instruction (coalesced 256-byte rows;
-// measured faster than two threads a key, which halves the block-table
-// lookups but scatters each instruction over 16 rows).
 template <int D>
 __device__ __forceinline__ void LoadTileFlash(const AttnArgs& a, const int32_t* table, int kvh,
                                               int k_begin, int kv_len, bf16* ks, bf16* vs) {
@@ -399,7 +396,6 @@ __global__ void __launch_bounds__(kThreads) AttnFlashDecodeKernel(AttnArgs a) {
   }
   __syncthreads();
   MergeWarpsAndStore<D>(a, red, red_m, red_l, 16, t, kvh, split);
-  if (a.num_splits > 1) CombineIfLast<D>(a, t, kvh, red);
 }
 
 // --------------------------------------------------------------- launchers

@@ -45,8 +45,6 @@ struct AttnArgs {
   int32_t max_blocks_per_seq;
   float scale_log2;  // scale * log2(e)
   int32_t num_splits;
-  int32_t* counters;  // [num_tokens, num_heads]: splits done per (token, kv head);
-                      // zero between launches
 };
 
 // The chunk holding token t: the largest s with cu[s] <= t.
@@ -112,70 +110,11 @@ __device__ void MergeWarpsAndStore(const AttnArgs& a, const float* red_o, const 
   }
 }
 
-// After a split's partial is stored (several splits): the last block of
-// (token t, kv head) to finish merges every split of the group's heads into
-// the output and re-arms the counter (zero for the next launch, so graphs
-// replay). The writers' __threadfence before the atomic makes their partials
-// visible to the last block, which reads them past L1 (__ldcg).
-// scratch: shared memory for 2 * group * num_splits + group floats.
-template <int D>
-__device__ void CombineIfLast(const AttnArgs& a, int t, int kvh, float* scratch) {
-  __shared__ int is_last;
-  __threadfence();
-  __syncthreads();  // every partial of this block is stored and fenced
-  if (threadIdx.x == 0) {
-    int* counter = a.counters + static_cast<int64_t>(t) * a.num_kv_heads + kvh;
-    is_last = atomicAdd(counter, 1) == a.num_splits - 1;
-    if (is_last) *counter = 0;
-  }
-  __syncthreads();
-  if (!is_last) return;
-  __threadfence();
-  const int splits = a.num_splits, group = a.group;
-  const int64_t base = (static_cast<int64_t>(t) * a.num_heads + kvh * group) * splits;
-  float* weight = scratch;                      // [group][splits]: max, then weight
-  float* sum = weight + group * splits;         // [group][splits]
-  float* inv_den = sum + group * splits;        // [group]
-  for (int i = threadIdx.x; i < group * splits; i += kThreads) {
-    const float2 ml = __ldcg(a.ml_part + base + i);
-    weight[i] = ml.x;
-    sum[i] = ml.y;
-  }
-  __syncthreads();
-  if (threadIdx.x < group) {
-    float* w = weight + threadIdx.x * splits;
-    const float* l = sum + threadIdx.x * splits;
-    float mx = -INFINITY;
-    for (int s = 0; s < splits; ++s) {
-      if (l[s] > 0.0f) mx = fmaxf(mx, w[s]);
-    }
-    float den = 0.0f;
-    for (int s = 0; s < splits; ++s) {
-      w[s] = l[s] > 0.0f ? l[s] * exp2f(w[s] - mx) : 0.0f;
-      den += w[s];
-    }
-    inv_den[threadIdx.x] = 1.0f / den;
-  }
-  __syncthreads();
-  for (int i = threadIdx.x; i < group * D; i += kThreads) {
-    const int g = i / D;
-    const int d = i - g * D;
-    const float* w = weight + g * splits;
-    const float* o = a.o_part + (base + static_cast<int64_t>(g) * splits) * D + d;
-    float num = 0.0f;
-#pragma unroll 4
-    for (int s = 0; s < splits; ++s) num += w[s] * __ldcg(o + static_cast<int64_t>(s) * D);
-    const int h = kvh * group + g;
-    a.out[(static_cast<int64_t>(t) * a.num_heads + h) * D + d] =
-        __float2bfloat16_rn(num * inv_den[g]);
-  }
-}
-
 // Flash prefill: every chunk, causal, head_dim 64 or 128 (splits ignored).
 absl::Status LaunchFlashPrefill(const AttnArgs& a, int head_dim, int num_tokens,
                                 cudaStream_t stream);
 // Flash decode: every chunk one token; head_dim 64 or 128, group <= 16; writes
-// the output (one split) or the split partials, merged by the last block.
+// the output (num_splits == 1) or the split partials for the combine kernel.
 absl::Status LaunchFlashDecode(const AttnArgs& a, int head_dim, int num_tokens,
                                cudaStream_t stream);
 

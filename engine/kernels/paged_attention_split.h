@@ -13,11 +13,8 @@
 // - general (the other head_dims, or kGeneral): one block per (kv head,
 //   query token, split) on CUDA cores, the group's K/V read once too.
 // A split's partial (normalized output, running max and sum) goes to the
-// workspace and the last block of a (token, kv head) to finish merges the
-// splits (counted with an atomic in the workspace); num_splits == 1 writes
-// the output directly and needs no workspace. The workspace's counters must
-// be zero before the first call (cudaMemset the whole workspace once); every
-// call leaves them zero again.
+// workspace and a combine kernel merges the splits; num_splits == 1 writes
+// the output directly and needs no workspace.
 // Supported: BF16; head_dim 16, 24, 32, 64, 96, 128 (flash: 64, 128);
 // num_heads / num_kv_heads <= 16; 1 <= num_splits <= 64.
 // Tested by tests/gpu/paged_attention_test.cc against PagedAttentionRef.
@@ -45,13 +42,12 @@ struct PagedAttentionSplitOptions {
 };
 
 // Workspace for num_splits > 1: [num_tokens, num_heads, num_splits] partials
-// (head_dim floats of output, then a (max, sum) pair of floats), then
-// [num_tokens, num_heads] int32 counters.
+// (head_dim floats of output, then a (max, sum) pair of floats).
 inline int64_t PagedAttentionWorkspaceBytes(int32_t num_tokens, int32_t num_heads,
                                             int32_t head_dim, int32_t num_splits) {
   if (num_splits <= 1) return 0;
   const int64_t parts = static_cast<int64_t>(num_tokens) * num_heads * num_splits;
-  return parts * head_dim * 4 + parts * 8 + static_cast<int64_t>(num_tokens) * num_heads * 4;
+  return parts * head_dim * 4 + parts * 8;
 }
 
 // A split count that fills the card (two blocks per SM) for a decode batch of

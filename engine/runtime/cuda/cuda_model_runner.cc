@@ -98,13 +98,13 @@ absl::Status CudaRunnerImpl::Allocate() {
     v_cache_.push_back(v);
   }
   cudaStream_t stream = ctx_->stream();
-  // Finite KV everywhere (padded graph rows read block 0); zero counters
-  // (sampling, attention splits).
+  // Finite KV everywhere (padded graph rows read block 0); zero sampling
+  // counters; a defined attention workspace.
   if (plan_.kv_bytes() > 0) {
     CUDA_RETURN_IF_ERROR(cudaMemsetAsync(k_cache_[0], 0, kv_arena_->used_bytes(), stream));
   }
   CUDA_RETURN_IF_ERROR(cudaMemsetAsync(buf_.sample, 0, w.sample, stream));
-  CUDA_RETURN_IF_ERROR(cudaMemsetAsync(buf_.attn_split, 0, w.attn_split, stream));  // counters
+  CUDA_RETURN_IF_ERROR(cudaMemsetAsync(buf_.attn_split, 0, w.attn_split, stream));
   const std::vector<float> inv_freq = RopeInvFreq(
       static_cast<int32_t>(config_.head_dim), config_.rope_theta, config_.rope_scaling);
   CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(buf_.inv_freq, inv_freq.data(), inv_freq.size() * 4,

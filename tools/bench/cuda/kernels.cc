@@ -131,7 +131,6 @@ absl::StatusOr<double> TimeAttention(cudaStream_t stream, int32_t seqs, int32_t 
   CUDA_RETURN_IF_ERROR(cudaMemcpy(d_meta, meta.data(), meta.size() * 4, cudaMemcpyHostToDevice));
   const int64_t ws_bytes = engine::PagedAttentionWorkspaceBytes(seqs * len, 32, 128, splits);
   ASSIGN_OR_RETURN(DeviceMem ws, DeviceMem::Random(std::max<int64_t>(ws_bytes, 256), 12, stream));
-  CUDA_RETURN_IF_ERROR(cudaMemsetAsync(ws.get(), 0, std::max<int64_t>(ws_bytes, 256), stream));
   engine::PagedAttentionParams p{
       .dtype = engine::DType::kBF16, .q = q.get(), .q_token_stride = q_width,
       .k_cache = kv.get(), .v_cache = kv.get() + layout.PoolElements() * 2, .out = out.get(),
