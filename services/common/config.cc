@@ -22,8 +22,7 @@ absl::StatusOr<YAML::Node> ParseYaml(absl::string_view text, absl::string_view s
     return absl::InvalidArgumentError(
         absl::StrCat(source, line, ": not valid YAML or JSON: ", e.msg));
   } catch (const std::exception& e) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(source, ": not valid YAML or JSON: ", e.what()));
+    return absl::InvalidArgumentError(absl::StrCat(source, ": not valid YAML or JSON: ", e.what()));
   }
 }
 

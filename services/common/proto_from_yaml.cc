@@ -39,10 +39,14 @@ std::string EnumValuePrefix(const EnumDescriptor& type) {
 
 std::string Describe(const YAML::Node& node) {
   switch (node.Type()) {
-    case YAML::NodeType::Map: return "a mapping";
-    case YAML::NodeType::Sequence: return "a list";
-    case YAML::NodeType::Null: return "nothing";
-    default: return absl::StrCat("\"", node.Scalar(), "\"");
+    case YAML::NodeType::Map:
+      return "a mapping";
+    case YAML::NodeType::Sequence:
+      return "a list";
+    case YAML::NodeType::Null:
+      return "nothing";
+    default:
+      return absl::StrCat("\"", node.Scalar(), "\"");
   }
 }
 
@@ -57,8 +61,8 @@ class Walker {
                      absl::string_view problem) const {
     const YAML::Mark mark = node.Mark();
     const std::string line = mark.is_null() ? "" : absl::StrCat(":", mark.line + 1);
-    return absl::InvalidArgumentError(absl::StrCat(
-        source_, line, ": ", path.empty() ? "(top level)" : path, ": ", problem));
+    return absl::InvalidArgumentError(
+        absl::StrCat(source_, line, ": ", path.empty() ? "(top level)" : path, ": ", problem));
   }
   absl::Status Expected(const YAML::Node& node, const std::string& path,
                         absl::string_view what) const {
@@ -89,8 +93,7 @@ const FieldDescriptor* Walker::FindField(const Descriptor& type, const std::stri
   return type.FindFieldByCamelcaseName(key);
 }
 
-absl::Status Walker::FillMessage(const YAML::Node& node, const std::string& path,
-                                 Message* msg) {
+absl::Status Walker::FillMessage(const YAML::Node& node, const std::string& path, Message* msg) {
   if (node.IsNull()) return absl::OkStatus();
   if (!node.IsMap()) return Expected(node, path, "a mapping");
   const Descriptor& type = *msg->GetDescriptor();
@@ -103,13 +106,14 @@ absl::Status Walker::FillMessage(const YAML::Node& node, const std::string& path
     if (field == nullptr) {
       std::vector<std::string> known;
       for (int i = 0; i < type.field_count(); ++i) known.push_back(type.field(i)->name());
-      return Error(key, child, absl::StrCat("unknown field (known: ", absl::StrJoin(known, ", "),
-                                            ")"));
+      return Error(key, child,
+                   absl::StrCat("unknown field (known: ", absl::StrJoin(known, ", "), ")"));
     }
     if (!seen.insert(field->number()).second) return Error(key, child, "set twice");
     const auto* oneof = field->real_containing_oneof();
     if (oneof != nullptr && msg->GetReflection()->HasOneof(*msg, oneof) && !entry.second.IsNull()) {
-      return Error(key, child, absl::StrCat("only one field of \"", oneof->name(), "\" may be set"));
+      return Error(key, child,
+                   absl::StrCat("only one field of \"", oneof->name(), "\" may be set"));
     }
     RETURN_IF_ERROR(FillField(entry.second, child, field, msg));
   }
@@ -166,8 +170,7 @@ absl::Status Walker::FillMap(const YAML::Node& node, const std::string& path,
   return absl::OkStatus();
 }
 
-absl::Status Walker::FillDuration(const YAML::Node& node, const std::string& path,
-                                  Message* msg) {
+absl::Status Walker::FillDuration(const YAML::Node& node, const std::string& path, Message* msg) {
   constexpr char kWhat[] = "a duration (\"250ms\", \"1m30s\" or seconds)";
   if (!node.IsScalar()) return Expected(node, path, kWhat);
   absl::Duration value;
@@ -187,16 +190,17 @@ absl::Status Walker::FillDuration(const YAML::Node& node, const std::string& pat
   return absl::OkStatus();
 }
 
-absl::StatusOr<const EnumValueDescriptor*> Walker::ParseEnum(
-    const YAML::Node& node, const std::string& path, const EnumDescriptor& type) const {
+absl::StatusOr<const EnumValueDescriptor*> Walker::ParseEnum(const YAML::Node& node,
+                                                             const std::string& path,
+                                                             const EnumDescriptor& type) const {
   const std::string& text = node.Scalar();
   if (const EnumValueDescriptor* v = type.FindValueByName(text)) return v;
   const std::string prefix = EnumValuePrefix(type);
   std::vector<std::string> names;
   for (int i = 0; i < type.value_count(); ++i) {
     const std::string& full = type.value(i)->name();
-    std::string short_name = absl::AsciiStrToLower(
-        full.rfind(prefix, 0) == 0 ? full.substr(prefix.size()) : full);
+    std::string short_name =
+        absl::AsciiStrToLower(full.rfind(prefix, 0) == 0 ? full.substr(prefix.size()) : full);
     if (short_name == absl::AsciiStrToLower(text)) return type.value(i);
     names.push_back(std::move(short_name));
   }

@@ -32,7 +32,8 @@ absl::Time FromProtoTimestamp(const google::protobuf::Timestamp& t) {
 void ToProtoTimestamp(absl::Time t, google::protobuf::Timestamp* out) {
   const int64_t seconds = absl::ToUnixSeconds(t);  // floors
   out->set_seconds(seconds);
-  out->set_nanos(static_cast<int32_t>(absl::ToInt64Nanoseconds(t - absl::FromUnixSeconds(seconds))));
+  out->set_nanos(
+      static_cast<int32_t>(absl::ToInt64Nanoseconds(t - absl::FromUnixSeconds(seconds))));
 }
 
 }  // namespace onecard::services

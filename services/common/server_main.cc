@@ -65,9 +65,8 @@ void ShutdownSignals::Trigger() {
 absl::StatusOr<HostPort> ParseHostPort(absl::string_view address) {
   const size_t colon = address.rfind(':');
   HostPort out;
-  if (colon == absl::string_view::npos ||
-      !absl::SimpleAtoi(address.substr(colon + 1), &out.port) || out.port < 0 ||
-      out.port > 65535) {
+  if (colon == absl::string_view::npos || !absl::SimpleAtoi(address.substr(colon + 1), &out.port) ||
+      out.port < 0 || out.port > 65535) {
     return absl::InvalidArgumentError(
         absl::StrCat("address \"", address, "\": expected host:port"));
   }

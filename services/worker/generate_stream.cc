@@ -19,9 +19,9 @@ GenerateStream::GenerateStream(grpc::CallbackServerContext* context, engine::Eng
       arrival_(arrival),
       deadline_(DeadlineFromChrono(context->deadline())) {}
 
-GenerateStream* GenerateStream::Start(grpc::CallbackServerContext* context,
-                                      engine::Engine* engine, engine::GenerationRequest request,
-                                      Hooks hooks, absl::Time arrival) {
+GenerateStream* GenerateStream::Start(grpc::CallbackServerContext* context, engine::Engine* engine,
+                                      engine::GenerationRequest request, Hooks hooks,
+                                      absl::Time arrival) {
   auto* stream = new GenerateStream(context, engine, std::move(hooks), arrival);
   stream->request_id_ = request.request_id;
   request.deadline = stream->deadline_;
@@ -164,6 +164,8 @@ void GenerateStream::OnDone() {
     record = record_;
   }
   if (hooks_.metrics != nullptr) hooks_.metrics->ObserveRequest(record);
+  Log(LogLevel::kDebug, "worker", "request=%s outcome=%s e2e_ms=%d", request_id_, record.outcome,
+      absl::ToInt64Milliseconds(record.e2e_latency));
   if (hooks_.on_done) hooks_.on_done();
   delete this;
 }

@@ -40,9 +40,9 @@ namespace onecard::services {
 class GenerateStream : public grpc::ServerWriteReactor<v1::GenerateResponse> {
  public:
   struct Hooks {
-    WorkerMetrics* metrics = nullptr;   // optional
-    std::function<void()> on_change;    // load changed (request ended); optional
-    std::function<void()> on_done;      // the stream is gone; optional
+    WorkerMetrics* metrics = nullptr;                      // optional
+    std::function<void()> on_change;                       // load changed (request ended); optional
+    std::function<void()> on_done;                         // the stream is gone; optional
     absl::Duration retry_after = absl::Milliseconds(100);  // hint on RESOURCE_EXHAUSTED
   };
 
@@ -50,8 +50,7 @@ class GenerateStream : public grpc::ServerWriteReactor<v1::GenerateResponse> {
   // its outputs. A refused submission ends the stream with the engine's
   // status. `arrival` starts the worker-side TTFT and latency clocks.
   static GenerateStream* Start(grpc::CallbackServerContext* context, engine::Engine* engine,
-                               engine::GenerationRequest request, Hooks hooks,
-                               absl::Time arrival);
+                               engine::GenerationRequest request, Hooks hooks, absl::Time arrival);
   // Ends a stream at once with `status` (validation or admission refusal).
   static GenerateStream* Reject(grpc::CallbackServerContext* context, absl::Status status,
                                 Hooks hooks, absl::Time arrival);

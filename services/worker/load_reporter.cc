@@ -195,9 +195,7 @@ v1::WorkerLoadReport LoadReporter::MakeReport(const WorkerSnapshot& snapshot) {
 
 void LoadReporter::WaitForWork(absl::Duration timeout) {
   absl::MutexLock lock(&mu_);
-  const auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return notified_ || stopping_;
-  };
+  const auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return notified_ || stopping_; };
   mu_.AwaitWithTimeout(absl::Condition(&woken), std::max(timeout, absl::ZeroDuration()));
   notified_ = false;
 }

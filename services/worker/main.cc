@@ -19,8 +19,8 @@
 #include "absl/strings/str_cat.h"
 #include "engine/common/log.h"
 #include "services/common/config.h"
-#include "services/common/server_main.h"
 #include "services/common/proto_time.h"
+#include "services/common/server_main.h"
 #include "services/worker/worker_config.h"
 #include "services/worker/worker_server.h"
 #include "tools/onecard/flag_names.h"
@@ -60,7 +60,8 @@ absl::StatusOr<v1::WorkerConfig> LoadFileConfig(const std::string& path) {
   if (as_whole.ok() && whole.has_worker()) return whole.worker();
   const absl::Status as_worker = LoadConfigFile(path, &config);
   if (as_worker.ok()) return config;
-  const bool sectioned = !as_whole.ok() && absl::StrContains(as_worker.message(), "unknown field") &&
+  const bool sectioned = !as_whole.ok() &&
+                         absl::StrContains(as_worker.message(), "unknown field") &&
                          (absl::StrContains(as_worker.message(), ": worker: ") ||
                           absl::StrContains(as_worker.message(), ": router: ") ||
                           absl::StrContains(as_worker.message(), ": metrics: "));
@@ -83,18 +84,23 @@ void OverrideStrings(v1::WorkerConfig* c) {
 
 absl::Status OverrideNumbers(v1::WorkerConfig* c) {
   if (int32_t v = absl::GetFlag(FLAGS_threads); v >= 0) c->set_num_threads(v);
-  if (int32_t v = absl::GetFlag(FLAGS_kv_block_size); v >= 0) c->mutable_kv_cache()->set_block_size(v);
+  if (int32_t v = absl::GetFlag(FLAGS_kv_block_size); v >= 0)
+    c->mutable_kv_cache()->set_block_size(v);
   if (int64_t v = absl::GetFlag(FLAGS_kv_blocks); v >= 0) c->mutable_kv_cache()->set_num_blocks(v);
   if (int64_t v = absl::GetFlag(FLAGS_kv_cache_mib); v >= 0) {
     c->mutable_kv_cache()->set_cache_bytes(v << 20);
   }
-  if (int32_t v = absl::GetFlag(FLAGS_max_num_seqs); v >= 0) c->mutable_scheduler()->set_max_num_seqs(v);
+  if (int32_t v = absl::GetFlag(FLAGS_max_num_seqs); v >= 0)
+    c->mutable_scheduler()->set_max_num_seqs(v);
   if (int32_t v = absl::GetFlag(FLAGS_max_batched_tokens); v >= 0) {
     c->mutable_scheduler()->set_max_batched_tokens(v);
   }
-  if (int32_t v = absl::GetFlag(FLAGS_max_context); v >= 0) c->mutable_scheduler()->set_max_context(v);
-  if (int32_t v = absl::GetFlag(FLAGS_max_waiting); v >= 0) c->mutable_admission()->set_max_waiting(v);
-  if (double v = absl::GetFlag(FLAGS_kv_watermark); v >= 0) c->mutable_admission()->set_kv_watermark(v);
+  if (int32_t v = absl::GetFlag(FLAGS_max_context); v >= 0)
+    c->mutable_scheduler()->set_max_context(v);
+  if (int32_t v = absl::GetFlag(FLAGS_max_waiting); v >= 0)
+    c->mutable_admission()->set_max_waiting(v);
+  if (double v = absl::GetFlag(FLAGS_kv_watermark); v >= 0)
+    c->mutable_admission()->set_kv_watermark(v);
   if (int32_t v = absl::GetFlag(FLAGS_default_max_tokens); v >= 0) c->set_default_max_tokens(v);
   return absl::OkStatus();
 }
@@ -109,7 +115,8 @@ absl::Status OverrideOthers(v1::WorkerConfig* c) {
   const std::string grace = absl::GetFlag(FLAGS_grace_period);
   absl::Duration d;
   if (!grace.empty()) {
-    if (!absl::ParseDuration(grace, &d) || d < absl::ZeroDuration() || d == absl::InfiniteDuration()) {
+    if (!absl::ParseDuration(grace, &d) || d < absl::ZeroDuration() ||
+        d == absl::InfiniteDuration()) {
       return absl::InvalidArgumentError("--grace-period: expected a duration such as 30s");
     }
     ToProtoDuration(d, c->mutable_grace_period());

@@ -58,7 +58,8 @@ absl::Status ConvertSampling(const v1::SamplingParams& p, engine::SamplingParams
   constexpr float kMax = 3.4e38f;
   out->temperature = p.has_temperature() ? p.temperature() : 1.0f;
   RETURN_IF_ERROR(CheckRange("sampling.temperature", out->temperature, 0, kMax, "[0, inf)"));
-  if (p.top_k() < 0) return Invalid("sampling.top_k", absl::StrCat("must be >= 0, got ", p.top_k()));
+  if (p.top_k() < 0)
+    return Invalid("sampling.top_k", absl::StrCat("must be >= 0, got ", p.top_k()));
   out->top_k = p.top_k();
   out->top_p = p.has_top_p() ? p.top_p() : 1.0f;
   if (!(out->top_p > 0 && out->top_p <= 1)) {
@@ -125,7 +126,8 @@ absl::Status ConvertStopping(const v1::StoppingCriteria& s, int32_t prompt_token
     out->max_tokens = std::min(limits.default_max_tokens, room);
   }
   for (int i = 0; i < s.stop_strings_size(); ++i) {
-    if (s.stop_strings(i).empty()) return Invalid(absl::StrCat("stopping.stop_strings[", i, "]"), "empty");
+    if (s.stop_strings(i).empty())
+      return Invalid(absl::StrCat("stopping.stop_strings[", i, "]"), "empty");
   }
   RETURN_IF_ERROR(CheckTokenIds(s.stop_token_ids(), "stopping.stop_token_ids", limits.vocab_size));
   out->stop_strings.assign(s.stop_strings().begin(), s.stop_strings().end());
@@ -176,10 +178,10 @@ absl::StatusOr<PromptIds> EncodeInput(const v1::GenerateRequest& r, const Reques
 }
 
 absl::Status FinishPrompt(PromptIds prompt, const v1::StoppingCriteria& stopping,
-                    const RequestLimits& limits, engine::GenerationRequest* out) {
+                          const RequestLimits& limits, engine::GenerationRequest* out) {
   RETURN_IF_ERROR(CheckPrompt(prompt.ids, prompt.field, limits));
-  RETURN_IF_ERROR(ConvertStopping(stopping, static_cast<int32_t>(prompt.ids.size()), limits,
-                                  &out->stopping));
+  RETURN_IF_ERROR(
+      ConvertStopping(stopping, static_cast<int32_t>(prompt.ids.size()), limits, &out->stopping));
   out->prompt_token_ids = std::move(prompt.ids);
   return absl::OkStatus();
 }
@@ -205,9 +207,12 @@ int64_t FieldSize(const google::protobuf::Message& m, const FieldDescriptor* f) 
 
 int32_t EnginePriority(v1::Priority priority) {
   switch (priority) {
-    case v1::PRIORITY_INTERACTIVE: return 2;
-    case v1::PRIORITY_BATCH: return 0;
-    default: return 1;
+    case v1::PRIORITY_INTERACTIVE:
+      return 2;
+    case v1::PRIORITY_BATCH:
+      return 0;
+    default:
+      return 1;
   }
 }
 

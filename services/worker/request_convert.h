@@ -34,8 +34,8 @@ struct RequestLimits {
 int32_t EnginePriority(v1::Priority priority);
 
 // Router -> worker requests (token ids already made by the router).
-absl::StatusOr<engine::GenerationRequest> FromWorkerRequest(const v1::WorkerGenerateRequest& request,
-                                                            const RequestLimits& limits);
+absl::StatusOr<engine::GenerationRequest> FromWorkerRequest(
+    const v1::WorkerGenerateRequest& request, const RequestLimits& limits);
 
 // Public requests: a prompt is encoded with the model's special tokens,
 // messages are rendered with its chat template, ids are taken as they are.

@@ -34,15 +34,24 @@ void AppendOutput(const engine::StreamOutput& output, absl::Duration total,
 
 v1::FinishReason ToProtoFinishReason(engine::FinishReason reason) {
   switch (reason) {
-    case engine::FinishReason::kNone: return v1::FINISH_REASON_UNSPECIFIED;
-    case engine::FinishReason::kStop: return v1::FINISH_REASON_STOP;
-    case engine::FinishReason::kLength: return v1::FINISH_REASON_LENGTH;
-    case engine::FinishReason::kEos: return v1::FINISH_REASON_EOS;
-    case engine::FinishReason::kStopString: return v1::FINISH_REASON_STOP_STRING;
-    case engine::FinishReason::kCancelled: return v1::FINISH_REASON_CANCELLED;
-    case engine::FinishReason::kDeadline: return v1::FINISH_REASON_DEADLINE;
-    case engine::FinishReason::kPreempted: return v1::FINISH_REASON_PREEMPTED;
-    case engine::FinishReason::kError: return v1::FINISH_REASON_ERROR;
+    case engine::FinishReason::kNone:
+      return v1::FINISH_REASON_UNSPECIFIED;
+    case engine::FinishReason::kStop:
+      return v1::FINISH_REASON_STOP;
+    case engine::FinishReason::kLength:
+      return v1::FINISH_REASON_LENGTH;
+    case engine::FinishReason::kEos:
+      return v1::FINISH_REASON_EOS;
+    case engine::FinishReason::kStopString:
+      return v1::FINISH_REASON_STOP_STRING;
+    case engine::FinishReason::kCancelled:
+      return v1::FINISH_REASON_CANCELLED;
+    case engine::FinishReason::kDeadline:
+      return v1::FINISH_REASON_DEADLINE;
+    case engine::FinishReason::kPreempted:
+      return v1::FINISH_REASON_PREEMPTED;
+    case engine::FinishReason::kError:
+      return v1::FINISH_REASON_ERROR;
   }
   return v1::FINISH_REASON_ERROR;
 }
@@ -57,8 +66,8 @@ absl::Status TerminalStatus(const engine::StreamOutput& final_output, bool cance
       return absl::OkStatus();
     case engine::FinishReason::kCancelled:
       if (cancelled_by_client) return absl::CancelledError("cancelled by the client");
-      return absl::UnavailableError(
-          absl::StrCat("the worker stopped before the request finished (", tokens, " tokens sent)"));
+      return absl::UnavailableError(absl::StrCat("the worker stopped before the request finished (",
+                                                 tokens, " tokens sent)"));
     case engine::FinishReason::kDeadline:
       return absl::DeadlineExceededError(
           absl::StrCat("the deadline passed after ", tokens, " tokens"));
@@ -75,25 +84,37 @@ absl::Status TerminalStatus(const engine::StreamOutput& final_output, bool cance
 
 std::string OutcomeLabel(engine::FinishReason reason) {
   switch (reason) {
-    case engine::FinishReason::kStop: return "stop";
-    case engine::FinishReason::kLength: return "length";
-    case engine::FinishReason::kEos: return "eos";
-    case engine::FinishReason::kStopString: return "stop_string";
-    case engine::FinishReason::kCancelled: return "cancelled";
-    case engine::FinishReason::kDeadline: return "deadline";
-    case engine::FinishReason::kPreempted: return "preempted";
+    case engine::FinishReason::kStop:
+      return "stop";
+    case engine::FinishReason::kLength:
+      return "length";
+    case engine::FinishReason::kEos:
+      return "eos";
+    case engine::FinishReason::kStopString:
+      return "stop_string";
+    case engine::FinishReason::kCancelled:
+      return "cancelled";
+    case engine::FinishReason::kDeadline:
+      return "deadline";
+    case engine::FinishReason::kPreempted:
+      return "preempted";
     case engine::FinishReason::kError:
-    case engine::FinishReason::kNone: break;
+    case engine::FinishReason::kNone:
+      break;
   }
   return "error";
 }
 
 std::string RejectionLabel(absl::StatusCode code) {
   switch (code) {
-    case absl::StatusCode::kInvalidArgument: return "invalid_argument";
-    case absl::StatusCode::kResourceExhausted: return "resource_exhausted";
-    case absl::StatusCode::kUnavailable: return "unavailable";
-    default: return "error";
+    case absl::StatusCode::kInvalidArgument:
+      return "invalid_argument";
+    case absl::StatusCode::kResourceExhausted:
+      return "resource_exhausted";
+    case absl::StatusCode::kUnavailable:
+      return "unavailable";
+    default:
+      return "error";
   }
 }
 

@@ -62,7 +62,8 @@ absl::Status ValidateWorkerConfig(const v1::WorkerConfig& c) {
   if (FromProtoDuration(c.load_report_interval()) <= absl::ZeroDuration()) {
     return Bad("load_report_interval", "must be > 0");
   }
-  if (FromProtoDuration(c.reconnect().max_backoff()) < FromProtoDuration(c.reconnect().initial_backoff())) {
+  if (FromProtoDuration(c.reconnect().max_backoff()) <
+      FromProtoDuration(c.reconnect().initial_backoff())) {
     return Bad("reconnect.max_backoff", "must be >= reconnect.initial_backoff");
   }
   return absl::OkStatus();

@@ -8,8 +8,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "engine/model/model_config.h"
-#include "services/common/status.h"
 #include "services/common/proto_time.h"
+#include "services/common/status.h"
 #include "services/worker/worker_config.h"
 
 namespace onecard::services {
@@ -94,11 +94,12 @@ WorkerCore::Reactor* WorkerCore::Generate(grpc::CallbackServerContext* context,
   if (absl::Status admit = Admit(engine); !admit.ok()) {
     return GenerateStream::Reject(context, std::move(admit), MakeHooks(), arrival);
   }
-  return StartOrReject(context, engine,
-                       FromGenerateRequest(request, limits_, engine->tokenizer()), arrival);
+  return StartOrReject(context, engine, FromGenerateRequest(request, limits_, engine->tokenizer()),
+                       arrival);
 }
 
-absl::StatusOr<v1::TokenizeResponse> WorkerCore::Tokenize(const v1::TokenizeRequest& request) const {
+absl::StatusOr<v1::TokenizeResponse> WorkerCore::Tokenize(
+    const v1::TokenizeRequest& request) const {
   const engine::Engine* engine = engine_.load(std::memory_order_acquire);
   if (engine == nullptr) return absl::UnavailableError("the worker is still loading its model");
   absl::StatusOr<std::vector<int32_t>> ids = TokenizeInput(request, limits_, engine->tokenizer());

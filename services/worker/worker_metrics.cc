@@ -14,9 +14,10 @@ using prometheus::Histogram;
 using prometheus::MetricFamily;
 using prometheus::MetricType;
 
-const char* const kOutcomes[] = {"stop",      "length",    "eos",   "stop_string",
-                                 "cancelled", "deadline",  "preempted", "error",
-                                 "invalid_argument", "resource_exhausted", "unavailable"};
+const char* const kOutcomes[] = {
+    "stop",       "length",    "eos",   "stop_string",      "cancelled",
+    "deadline",   "preempted", "error", "invalid_argument", "resource_exhausted",
+    "unavailable"};
 
 Histogram& AddHistogram(prometheus::Registry& registry, const std::string& name,
                         const std::string& help, Histogram::BucketBoundaries buckets) {
@@ -24,8 +25,7 @@ Histogram& AddHistogram(prometheus::Registry& registry, const std::string& name,
       {}, std::move(buckets));
 }
 
-MetricFamily One(const std::string& name, const std::string& help, MetricType type,
-                 double value) {
+MetricFamily One(const std::string& name, const std::string& help, MetricType type, double value) {
   MetricFamily family{name, help, type, {}};
   prometheus::ClientMetric metric;
   if (type == MetricType::Counter) {
@@ -45,9 +45,8 @@ class EngineStatsCollectable : public prometheus::Collectable {
   std::vector<MetricFamily> Collect() const override {
     const WorkerSnapshot s = source_();
     const engine::EngineStats& e = s.stats;
-    const double usage = e.kv_blocks_total > 0
-                             ? static_cast<double>(e.kv_blocks_used) / e.kv_blocks_total
-                             : 0.0;
+    const double usage =
+        e.kv_blocks_total > 0 ? static_cast<double>(e.kv_blocks_used) / e.kv_blocks_total : 0.0;
     constexpr MetricType kGauge = MetricType::Gauge;
     constexpr MetricType kCounter = MetricType::Counter;
     return {
@@ -62,10 +61,8 @@ class EngineStatsCollectable : public prometheus::Collectable {
         One("onecard_worker_kv_cache_usage_ratio", "Used share of the KV-cache blocks.", kGauge,
             usage),
         One("onecard_worker_generation_tokens_per_second",
-            "Tokens generated per second over the last few seconds.", kGauge,
-            e.tokens_per_second),
-        One("onecard_worker_streams_active", "Open Generate streams.", kGauge,
-            s.active_streams),
+            "Tokens generated per second over the last few seconds.", kGauge, e.tokens_per_second),
+        One("onecard_worker_streams_active", "Open Generate streams.", kGauge, s.active_streams),
         One("onecard_worker_ready", "1 when the model is loaded and the worker admits requests.",
             kGauge, s.ready ? 1 : 0),
         One("onecard_worker_draining", "1 while draining (refusing new requests).", kGauge,

@@ -28,7 +28,7 @@ namespace onecard::services {
 struct WorkerSnapshot {
   engine::EngineStats stats;  // zeros before the engine is loaded
   int64_t active_streams = 0;
-  bool ready = false;     // engine loaded, not draining
+  bool ready = false;  // engine loaded, not draining
   bool draining = false;
 };
 

@@ -10,8 +10,8 @@
 #include "engine/common/log.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/server_builder.h"
-#include "services/common/server_main.h"
 #include "services/common/proto_time.h"
+#include "services/common/server_main.h"
 #include "services/worker/worker_config.h"
 
 namespace onecard::services {
@@ -56,7 +56,8 @@ absl::Status WorkerServer::StartServers() {
       metrics_server_ != nullptr ? metrics_server_->registry() : unserved_registry_,
       ServedModelName(config_), config_.backend());
   core_ = std::make_unique<WorkerCore>(config_, metrics_.get());
-  engine_gauges_ = WorkerMetrics::EngineCollectable([core = core_.get()] { return core->Snapshot(); });
+  engine_gauges_ =
+      WorkerMetrics::EngineCollectable([core = core_.get()] { return core->Snapshot(); });
   if (metrics_server_ != nullptr) metrics_server_->Add(engine_gauges_);
 
   worker_service_ = std::make_unique<WorkerService>(core_.get());
@@ -151,7 +152,7 @@ void WorkerServer::Shutdown() {
     SetServing(false);
     server_->Shutdown(absl::ToChronoTime(absl::Now() + kShutdownTime));
   }
-  engine_.reset();  // cancels what is left; every request gets its final output
+  engine_.reset();          // cancels what is left; every request gets its final output
   metrics_server_.reset();  // no scrape reads the core past this point
 }
 

@@ -78,7 +78,7 @@ class WorkerServer {
   std::string worker_id_;
 
   std::unique_ptr<MetricsServer> metrics_server_;  // null when not served
-  prometheus::Registry unserved_registry_;          // the metrics then
+  prometheus::Registry unserved_registry_;         // the metrics then
   std::unique_ptr<WorkerMetrics> metrics_;
   std::unique_ptr<WorkerCore> core_;
   std::shared_ptr<prometheus::Collectable> engine_gauges_;

@@ -109,8 +109,8 @@ absl::StatusOr<RemoteCompletion> RemoteGenerate(
   const absl::Status status = services::FromGrpcStatus(reader->Finish());
   out.client_total_time = absl::Now() - start;
   if (!status.ok()) {
-    return absl::Status(status.code(), absl::StrCat(options.target, ": ", status.message(), " (after ",
-                                                    out.token_ids.size(), " tokens)"));
+    return absl::Status(status.code(), absl::StrCat(options.target, ": ", status.message(),
+                                                    " (after ", out.token_ids.size(), " tokens)"));
   }
   return out;
 }

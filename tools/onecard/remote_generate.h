@@ -26,9 +26,9 @@ struct RemoteChatMessage {
 };
 
 struct RemoteGenerateOptions {
-  std::string target;  // host:port
-  std::string model;   // empty: the server's model
-  std::string prompt;  // raw text; ignored when messages is not empty
+  std::string target;                       // host:port
+  std::string model;                        // empty: the server's model
+  std::string prompt;                       // raw text; ignored when messages is not empty
   std::vector<RemoteChatMessage> messages;  // rendered with the model's chat template
   int32_t max_tokens = 256;
   float temperature = 1.0f;  // 0 = greedy

@@ -92,8 +92,8 @@ TEST(ConfigTest, MalformedJsonIsAnError) {
 
 TEST(ConfigTest, BadFieldNamesFileLineAndPath) {
   v1::OnecardConfig c;
-  const absl::Status s = ParseConfigText(kWorkerYaml + std::string("      burst: lots\n"),
-                                         "c.yaml", &c);
+  const absl::Status s =
+      ParseConfigText(kWorkerYaml + std::string("      burst: lots\n"), "c.yaml", &c);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("c.yaml:16: router.tenants[0].burst: unknown field"));
 }

@@ -16,8 +16,8 @@ namespace {
 class FixedGauge : public prometheus::Collectable {
  public:
   std::vector<prometheus::MetricFamily> Collect() const override {
-    prometheus::MetricFamily family{"test_fixed_ratio", "A fixed value.",
-                                    prometheus::MetricType::Gauge, {}};
+    prometheus::MetricFamily family{
+        "test_fixed_ratio", "A fixed value.", prometheus::MetricType::Gauge, {}};
     prometheus::ClientMetric metric;
     metric.gauge.value = 0.75;
     family.metric.push_back(metric);
@@ -38,7 +38,8 @@ TEST(MetricsServerTest, ServesRegistryAndCollectablesOnPortZero) {
   auto fixed = std::make_shared<FixedGauge>();
   (*server)->Add(fixed);
 
-  absl::StatusOr<testing::HttpResponse> response = testing::HttpGet((*server)->address(), "/metrics");
+  absl::StatusOr<testing::HttpResponse> response =
+      testing::HttpGet((*server)->address(), "/metrics");
   ASSERT_TRUE(response.ok()) << response.status();
   EXPECT_EQ(response->status_code, 200);
   EXPECT_THAT(response->content_type, ::testing::HasSubstr("text/plain"));

@@ -31,7 +31,9 @@ kv_cache: {num_blocks: 9000000000, cache_bytes: 1024}
 admission: {kv_watermark: 0.5, retry_after: 250ms}
 grace_period: 1.5
 load_report_interval: 1m30s
-)", &c).ok());
+)",
+                   &c)
+                  .ok());
   EXPECT_EQ(c.model_name(), "smol");
   EXPECT_EQ(c.num_threads(), -2);
   EXPECT_EQ(c.kv_cache().num_blocks(), 9000000000);
@@ -63,7 +65,9 @@ TEST(ProtoFromYamlTest, RepeatedScalarsAndMessages) {
   ASSERT_TRUE(Fill(R"(
 token_ids: {ids: [1, 2, 3]}
 stopping: {stop_strings: ["a", "b"], max_tokens: 7}
-)", &r).ok());
+)",
+                   &r)
+                  .ok());
   EXPECT_THAT(r.token_ids().ids(), ::testing::ElementsAre(1, 2, 3));
   EXPECT_THAT(r.stopping().stop_strings(), ::testing::ElementsAre("a", "b"));
   EXPECT_EQ(r.stopping().max_tokens(), 7);

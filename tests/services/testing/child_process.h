@@ -19,8 +19,10 @@ namespace onecard::testing {
 
 class ChildProcess {
  public:
-  // Starts `argv[0]` with `argv`; stderr is the test's.
-  static absl::StatusOr<std::unique_ptr<ChildProcess>> Start(const std::vector<std::string>& argv);
+  // Starts `argv[0]` with `argv`. stderr is the test's, or joins stdout
+  // (and so WaitForLine) with merge_stderr.
+  static absl::StatusOr<std::unique_ptr<ChildProcess>> Start(const std::vector<std::string>& argv,
+                                                             bool merge_stderr = false);
   ~ChildProcess();
 
   // The next stdout line starting with `prefix` (earlier lines are dropped);

@@ -46,7 +46,8 @@ class FakeControlPlane : public v1::ControlPlane::Service {
   // The next report stream reads one report, then ends with NOT_FOUND.
   void RejectNextStream();
 
-  grpc::Status RegisterWorker(grpc::ServerContext* context, const v1::RegisterWorkerRequest* request,
+  grpc::Status RegisterWorker(grpc::ServerContext* context,
+                              const v1::RegisterWorkerRequest* request,
                               v1::RegisterWorkerResponse* response) override;
   grpc::Status ReportWorkerLoad(grpc::ServerContext* context,
                                 grpc::ServerReader<v1::WorkerLoadReport>* reader,

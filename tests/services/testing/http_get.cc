@@ -37,8 +37,7 @@ absl::StatusOr<sockaddr_in> ParseAddress(const std::string& host_port) {
   int port = 0;
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
-  if (colon == std::string::npos ||
-      !absl::SimpleAtoi(host_port.substr(colon + 1), &port) ||
+  if (colon == std::string::npos || !absl::SimpleAtoi(host_port.substr(colon + 1), &port) ||
       inet_pton(AF_INET, host_port.substr(0, colon).c_str(), &addr.sin_addr) != 1) {
     return absl::InvalidArgumentError(absl::StrCat("bad address ", host_port));
   }
@@ -57,8 +56,8 @@ absl::StatusOr<HttpResponse> ParseResponse(const std::string& raw) {
   }
   for (size_t i = 1; i < lines.size(); ++i) {
     if (absl::StartsWithIgnoreCase(lines[i], "content-type:")) {
-      out.content_type = std::string(
-          absl::StripAsciiWhitespace(absl::string_view(lines[i]).substr(13)));
+      out.content_type =
+          std::string(absl::StripAsciiWhitespace(absl::string_view(lines[i]).substr(13)));
     }
   }
   out.body = raw.substr(header_end + 4);

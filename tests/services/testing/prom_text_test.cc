@@ -40,14 +40,14 @@ TEST(PromTextTest, ParsesCountersGaugesHistograms) {
 
 TEST(PromTextTest, RejectsMalformedInput) {
   const char* bad[] = {
-      "x 1\n",                                          // no TYPE
-      "# TYPE x gauge\nx{a=\"1\" 1\n",                  // unclosed labels
-      "# TYPE x gauge\nx{a=1} 1\n",                     // unquoted label value
-      "# TYPE x gauge\nx one\n",                        // bad value
-      "# TYPE x gauge\nx\n",                            // no value
-      "# TYPE x gauge\n# TYPE x counter\nx 1\n",       // TYPE twice
-      "# TYPE x sometype\nx 1\n",                       // unknown type
-      "# TYPE x gauge\nx{a=\"1\",a=\"2\"} 1\n",         // duplicate label
+      "x 1\n",                                    // no TYPE
+      "# TYPE x gauge\nx{a=\"1\" 1\n",            // unclosed labels
+      "# TYPE x gauge\nx{a=1} 1\n",               // unquoted label value
+      "# TYPE x gauge\nx one\n",                  // bad value
+      "# TYPE x gauge\nx\n",                      // no value
+      "# TYPE x gauge\n# TYPE x counter\nx 1\n",  // TYPE twice
+      "# TYPE x sometype\nx 1\n",                 // unknown type
+      "# TYPE x gauge\nx{a=\"1\",a=\"2\"} 1\n",   // duplicate label
       "# TYPE h histogram\nh_bucket{le=\"1\"} 2\nh_bucket{le=\"+Inf\"} 1\nh_count 1\n",
       "# TYPE h histogram\nh_bucket{le=\"1\"} 1\nh_count 1\n",  // no +Inf
       "# TYPE h histogram\nh_bucket{le=\"+Inf\"} 2\nh_count 3\n",

@@ -58,7 +58,7 @@ class FakeEngine : public engine::Engine {
   bool WaitForSubmitted(int n, absl::Duration timeout = absl::Seconds(30));
   // Blocks until Cancel(id) was called (true) or timeout.
   bool WaitForCancel(uint64_t id, absl::Duration timeout = absl::Seconds(30));
-  std::vector<uint64_t> ids() const;  // submission order
+  std::vector<uint64_t> ids() const;                     // submission order
   engine::GenerationRequest request(uint64_t id) const;  // without its callback
   void Emit(uint64_t id, std::vector<int32_t> tokens, std::string text);
   void Finish(uint64_t id, engine::FinishReason reason);

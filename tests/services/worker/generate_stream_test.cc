@@ -178,19 +178,19 @@ TEST_P(GenerateStreamEndTest, EachEndingHasItsStatusAndFinalChunk) {
 
 INSTANTIATE_TEST_SUITE_P(
     Endings, GenerateStreamEndTest,
-    ::testing::Values(
-        EndCase{engine::FinishReason::kStop, grpc::StatusCode::OK, v1::FINISH_REASON_STOP},
-        EndCase{engine::FinishReason::kStopString, grpc::StatusCode::OK,
-                v1::FINISH_REASON_STOP_STRING},
-        // Cancelled by the worker (drain timeout), not by the client.
-        EndCase{engine::FinishReason::kCancelled, grpc::StatusCode::UNAVAILABLE,
-                v1::FINISH_REASON_CANCELLED},
-        EndCase{engine::FinishReason::kDeadline, grpc::StatusCode::DEADLINE_EXCEEDED,
-                v1::FINISH_REASON_DEADLINE},
-        EndCase{engine::FinishReason::kPreempted, grpc::StatusCode::RESOURCE_EXHAUSTED,
-                v1::FINISH_REASON_PREEMPTED},
-        EndCase{engine::FinishReason::kError, grpc::StatusCode::INTERNAL,
-                v1::FINISH_REASON_ERROR}));
+    ::testing::Values(EndCase{engine::FinishReason::kStop, grpc::StatusCode::OK,
+                              v1::FINISH_REASON_STOP},
+                      EndCase{engine::FinishReason::kStopString, grpc::StatusCode::OK,
+                              v1::FINISH_REASON_STOP_STRING},
+                      // Cancelled by the worker (drain timeout), not by the client.
+                      EndCase{engine::FinishReason::kCancelled, grpc::StatusCode::UNAVAILABLE,
+                              v1::FINISH_REASON_CANCELLED},
+                      EndCase{engine::FinishReason::kDeadline, grpc::StatusCode::DEADLINE_EXCEEDED,
+                              v1::FINISH_REASON_DEADLINE},
+                      EndCase{engine::FinishReason::kPreempted,
+                              grpc::StatusCode::RESOURCE_EXHAUSTED, v1::FINISH_REASON_PREEMPTED},
+                      EndCase{engine::FinishReason::kError, grpc::StatusCode::INTERNAL,
+                              v1::FINISH_REASON_ERROR}));
 
 TEST(GenerateStreamTest, RefusedRequestsNeverReachTheEngine) {
   FakeWorker w;

@@ -68,8 +68,8 @@ TEST(LoadReporterTest, RegistersAndReportsTheLoad) {
   EXPECT_EQ(reg.address(), "10.0.0.1:50051");
   EXPECT_EQ(reg.metrics_address(), "10.0.0.1:9400");
   EXPECT_EQ(reg.info().model().id(), "smol");
-  std::optional<v1::WorkerLoadReport> first = plane->WaitForReport(
-      [](const v1::WorkerLoadReport& r) { return r.kv_blocks_used() == 30; });
+  std::optional<v1::WorkerLoadReport> first =
+      plane->WaitForReport([](const v1::WorkerLoadReport& r) { return r.kv_blocks_used() == 30; });
   ASSERT_TRUE(first.has_value());
   EXPECT_EQ(first->worker_id(), "w-1");
   EXPECT_EQ(first->address(), "10.0.0.1:50051");
@@ -80,14 +80,17 @@ TEST(LoadReporterTest, RegistersAndReportsTheLoad) {
   EXPECT_GT(first->timestamp().seconds(), 0);
   load.Set(0, 1, 7);
   reporter.Notify();
-  ASSERT_TRUE(plane->WaitForReport([](const v1::WorkerLoadReport& r) {
-                return r.kv_blocks_used() == 7 && r.running() == 1;
-              }).has_value());
+  ASSERT_TRUE(plane
+                  ->WaitForReport([](const v1::WorkerLoadReport& r) {
+                    return r.kv_blocks_used() == 7 && r.running() == 1;
+                  })
+                  .has_value());
   // Unchanged load is still reported every interval: three more reports.
   const int64_t seen = first->sequence();
-  ASSERT_TRUE(plane->WaitForReport([seen](const v1::WorkerLoadReport& r) {
-                return r.sequence() >= seen + 4;
-              }).has_value());
+  ASSERT_TRUE(plane
+                  ->WaitForReport(
+                      [seen](const v1::WorkerLoadReport& r) { return r.sequence() >= seen + 4; })
+                  .has_value());
   const std::vector<v1::WorkerLoadReport> reports = plane->reports();
   for (size_t i = 1; i < reports.size(); ++i) {
     EXPECT_EQ(reports[i].sequence(), reports[i - 1].sequence() + 1);
@@ -98,13 +101,14 @@ TEST(LoadReporterTest, ConnectsWhenTheControlPlaneStartsLate) {
   const int port = FreePort();
   Load load;
   load.Set(0, 0, 5);
-  LoadReporter reporter(Options("127.0.0.1:" + std::to_string(port)), [&load] { return load.Get(); });
+  LoadReporter reporter(Options("127.0.0.1:" + std::to_string(port)),
+                        [&load] { return load.Get(); });
   reporter.Start();
   std::unique_ptr<FakeControlPlane> plane = FakeControlPlane::Start(port);
   ASSERT_NE(plane, nullptr);
-  EXPECT_TRUE(plane->WaitForReport([](const v1::WorkerLoadReport& r) {
-                return r.kv_blocks_used() == 5;
-              }).has_value());
+  EXPECT_TRUE(
+      plane->WaitForReport([](const v1::WorkerLoadReport& r) { return r.kv_blocks_used() == 5; })
+          .has_value());
 }
 
 TEST(LoadReporterTest, ReconnectsAfterARestart) {
@@ -121,9 +125,10 @@ TEST(LoadReporterTest, ReconnectsAfterARestart) {
   std::unique_ptr<FakeControlPlane> restarted = FakeControlPlane::Start(port);
   ASSERT_NE(restarted, nullptr);
   ASSERT_TRUE(restarted->WaitForRegistrations(1));
-  EXPECT_TRUE(restarted->WaitForReport([](const v1::WorkerLoadReport& r) {
-                return r.kv_blocks_used() == 2;
-              }).has_value());
+  EXPECT_TRUE(
+      restarted
+          ->WaitForReport([](const v1::WorkerLoadReport& r) { return r.kv_blocks_used() == 2; })
+          .has_value());
   EXPECT_GE(reporter.sessions_started(), 2);
 }
 

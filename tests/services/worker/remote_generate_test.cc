@@ -74,7 +74,8 @@ TEST_F(RemoteGenerateTest, ChatMessagesUseTheChatTemplate) {
   options.seed = 7;
   absl::StatusOr<RemoteCompletion> got = RemoteGenerate(options, nullptr);
   ASSERT_TRUE(got.ok()) << got.status();
-  absl::StatusOr<engine::ChatTemplate> tmpl = engine::ChatTemplate::ForTokenizer(Engine().tokenizer());
+  absl::StatusOr<engine::ChatTemplate> tmpl =
+      engine::ChatTemplate::ForTokenizer(Engine().tokenizer());
   ASSERT_TRUE(tmpl.ok());
   absl::StatusOr<std::string> text = tmpl->Render({{"system", "Be brief."}, {"user", "Hi!"}}, true);
   ASSERT_TRUE(text.ok());

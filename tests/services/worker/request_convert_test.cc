@@ -110,8 +110,9 @@ TEST(RequestConvertTest, PublicPromptMessagesAndIds) {
   got = FromGenerateRequest(r, Limits(), tok);
   ASSERT_TRUE(got.ok()) << got.status();
   // ChatML: <|im_start|>user\nyo<|im_end|>\n<|im_start|>assistant\n
-  std::vector<int32_t> expected = {FakeTokenizer::kImStart, 'u', 's', 'e', 'r', '\n', 'y', 'o',
-                                   FakeTokenizer::kImEnd, '\n', FakeTokenizer::kImStart};
+  std::vector<int32_t> expected = {
+      FakeTokenizer::kImStart, 'u', 's', 'e', 'r', '\n', 'y', 'o', FakeTokenizer::kImEnd, '\n',
+      FakeTokenizer::kImStart};
   for (char c : std::string("assistant\n")) expected.push_back(c);
   EXPECT_EQ(got->prompt_token_ids, expected);
 
@@ -148,10 +149,14 @@ INSTANTIATE_TEST_SUITE_P(
     Cases, RequestConvertBadTest,
     ::testing::Values(
         BadCase{"EmptyPrompt", [](auto* r) { r->clear_prompt_token_ids(); }, "prompt_token_ids"},
-        BadCase{"IdPastVocab", [](auto* r) { r->add_prompt_token_ids(300); }, "prompt_token_ids[2]"},
-        BadCase{"NegativeId", [](auto* r) { r->set_prompt_token_ids(0, -1); }, "prompt_token_ids[0]"},
+        BadCase{"IdPastVocab", [](auto* r) { r->add_prompt_token_ids(300); },
+                "prompt_token_ids[2]"},
+        BadCase{"NegativeId", [](auto* r) { r->set_prompt_token_ids(0, -1); },
+                "prompt_token_ids[0]"},
         BadCase{"PromptFillsContext",
-                [](auto* r) { for (int i = 0; i < 30; ++i) r->add_prompt_token_ids(1); },
+                [](auto* r) {
+                  for (int i = 0; i < 30; ++i) r->add_prompt_token_ids(1);
+                },
                 "prompt_token_ids"},
         BadCase{"ZeroMaxTokens", [](auto* r) { r->mutable_stopping()->set_max_tokens(0); },
                 "stopping.max_tokens"},
@@ -159,7 +164,8 @@ INSTANTIATE_TEST_SUITE_P(
                 "stopping.max_tokens"},
         BadCase{"MaxTokensPastContext", [](auto* r) { r->mutable_stopping()->set_max_tokens(31); },
                 "stopping.max_tokens"},
-        BadCase{"NegativeTemperature", [](auto* r) { r->mutable_sampling()->set_temperature(-0.1f); },
+        BadCase{"NegativeTemperature",
+                [](auto* r) { r->mutable_sampling()->set_temperature(-0.1f); },
                 "sampling.temperature"},
         BadCase{"NanTemperature", [](auto* r) { r->mutable_sampling()->set_temperature(NAN); },
                 "sampling.temperature"},
@@ -168,13 +174,15 @@ INSTANTIATE_TEST_SUITE_P(
                 "sampling.top_p"},
         BadCase{"NegativeTopK", [](auto* r) { r->mutable_sampling()->set_top_k(-1); },
                 "sampling.top_k"},
-        BadCase{"MinPOverOne", [](auto* r) { r->mutable_sampling()->set_min_p(2); }, "sampling.min_p"},
+        BadCase{"MinPOverOne", [](auto* r) { r->mutable_sampling()->set_min_p(2); },
+                "sampling.min_p"},
         BadCase{"ZeroRepetitionPenalty",
                 [](auto* r) { r->mutable_sampling()->set_repetition_penalty(0); },
                 "sampling.repetition_penalty"},
         BadCase{"PresencePenalty", [](auto* r) { r->mutable_sampling()->set_presence_penalty(3); },
                 "sampling.presence_penalty"},
-        BadCase{"FrequencyPenalty", [](auto* r) { r->mutable_sampling()->set_frequency_penalty(-3); },
+        BadCase{"FrequencyPenalty",
+                [](auto* r) { r->mutable_sampling()->set_frequency_penalty(-3); },
                 "sampling.frequency_penalty"},
         BadCase{"UnknownModel", [](auto* r) { r->set_model("llama"); }, "model"},
         BadCase{"EmptyStopString", [](auto* r) { r->mutable_stopping()->add_stop_strings(""); },
@@ -192,7 +200,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"TopLogprobsWithoutLogprobs", [](auto* r) { r->set_top_logprobs(2); },
                 "top_logprobs"},
         BadCase{"Oversized",
-                [](auto* r) { for (int i = 0; i < 1100; ++i) r->add_prompt_token_ids(1); },
+                [](auto* r) {
+                  for (int i = 0; i < 1100; ++i) r->add_prompt_token_ids(1);
+                },
                 "prompt_token_ids"}),
     [](const auto& info) { return info.param.name; });
 

@@ -10,8 +10,8 @@
 namespace onecard::services {
 namespace {
 
-using ::testing::ElementsAre;
 using engine::FinishReason;
+using ::testing::ElementsAre;
 
 TEST(ResponseConvertTest, CoalescesOutputsInOrder) {
   engine::StreamOutput a;
@@ -81,7 +81,8 @@ INSTANTIATE_TEST_SUITE_P(
     Reasons, ResponseConvertReasonTest,
     ::testing::Values(
         ReasonCase{FinishReason::kStop, v1::FINISH_REASON_STOP, absl::StatusCode::kOk, "stop"},
-        ReasonCase{FinishReason::kLength, v1::FINISH_REASON_LENGTH, absl::StatusCode::kOk, "length"},
+        ReasonCase{FinishReason::kLength, v1::FINISH_REASON_LENGTH, absl::StatusCode::kOk,
+                   "length"},
         ReasonCase{FinishReason::kEos, v1::FINISH_REASON_EOS, absl::StatusCode::kOk, "eos"},
         ReasonCase{FinishReason::kStopString, v1::FINISH_REASON_STOP_STRING, absl::StatusCode::kOk,
                    "stop_string"},
@@ -98,8 +99,7 @@ TEST(ResponseConvertTest, ClientCancelIsCancelled) {
   engine::StreamOutput out;
   out.finished = true;
   out.finish_reason = FinishReason::kCancelled;
-  EXPECT_EQ(TerminalStatus(out, /*cancelled_by_client=*/true).code(),
-            absl::StatusCode::kCancelled);
+  EXPECT_EQ(TerminalStatus(out, /*cancelled_by_client=*/true).code(), absl::StatusCode::kCancelled);
 }
 
 TEST(ResponseConvertTest, ErrorWithoutStatusIsInternal) {

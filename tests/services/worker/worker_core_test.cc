@@ -61,8 +61,7 @@ TEST(WorkerCoreTest, DrainingAnswersUnavailable) {
 }
 
 TEST(WorkerCoreTest, KvWatermarkRefusesWithARetryHint) {
-  FakeWorker w({.kv_blocks_total = 100,
-                .edit_config = [](v1::WorkerConfig* c) {
+  FakeWorker w({.kv_blocks_total = 100, .edit_config = [](v1::WorkerConfig* c) {
                   c->mutable_admission()->set_kv_watermark(0.5);
                 }});
   w.engine().SetKvBlocksUsed(50);

@@ -30,7 +30,7 @@ using ::testing::StartsWith;
 
 struct Stream {
   std::vector<int32_t> tokens;
-  int finals = 0;         // chunks with a finish reason
+  int finals = 0;          // chunks with a finish reason
   bool final_last = true;  // ... and it was the last chunk
   v1::FinishReason reason = v1::FINISH_REASON_UNSPECIFIED;
   grpc::Status status;
@@ -71,7 +71,8 @@ class WorkerIntegrationTest : public ::testing::Test {
     delete plane_;
   }
   void SetUp() override {
-    if (server_ == nullptr) GTEST_SKIP() << testing::kSmolModel << " is missing: scripts/fetch-model.sh";
+    if (server_ == nullptr)
+      GTEST_SKIP() << testing::kSmolModel << " is missing: scripts/fetch-model.sh";
     // The previous test's streams are counted in the metrics once done.
     ASSERT_TRUE(server_->core().WaitForStreams(absl::Seconds(60)));
   }
@@ -99,7 +100,8 @@ class WorkerIntegrationTest : public ::testing::Test {
     return r.value_or(v1::WorkerLoadReport());
   }
   static testing::PromText Scrape() {
-    absl::StatusOr<testing::HttpResponse> http = testing::HttpGet(server_->metrics_address(), "/metrics");
+    absl::StatusOr<testing::HttpResponse> http =
+        testing::HttpGet(server_->metrics_address(), "/metrics");
     EXPECT_TRUE(http.ok()) << http.status();
     if (!http.ok()) return {};
     EXPECT_EQ(http->status_code, 200);
@@ -156,9 +158,8 @@ TEST_F(WorkerIntegrationTest, SixtyFourConcurrentStreamsEachEndOnce) {
   std::vector<Stream> results(kStreams);
   std::vector<std::thread> threads;
   for (int i = 0; i < kStreams; ++i) {
-    threads.emplace_back([i, &results] {
-      results[i] = Run(Request("Count to " + std::to_string(i) + ":", 4));
-    });
+    threads.emplace_back(
+        [i, &results] { results[i] = Run(Request("Count to " + std::to_string(i) + ":", 4)); });
   }
   for (std::thread& t : threads) t.join();
   for (int i = 0; i < kStreams; ++i) {
@@ -180,9 +181,11 @@ TEST_F(WorkerIntegrationTest, CancelMidStreamFreesTheKvBlocks) {
   auto reader = worker_->Generate(&context, Request("Tell me a long story.", 1000));
   v1::GenerateResponse chunk;
   ASSERT_TRUE(reader->Read(&chunk));
-  ASSERT_TRUE(plane_->WaitForNextReport([&](const v1::WorkerLoadReport& r) {
-                return r.running() == 1 && r.kv_blocks_used() > idle_used;
-              }).has_value());
+  ASSERT_TRUE(plane_
+                  ->WaitForNextReport([&](const v1::WorkerLoadReport& r) {
+                    return r.running() == 1 && r.kv_blocks_used() > idle_used;
+                  })
+                  .has_value());
   context.TryCancel();
   EXPECT_EQ(Drain(reader.get()).status.error_code(), grpc::StatusCode::CANCELLED);
   const v1::WorkerLoadReport after = IdleReport();
@@ -222,9 +225,11 @@ TEST_F(WorkerIntegrationTest, InvalidRequestsNameTheFieldWhileValidStreamsRunOn)
   const int32_t context = server_->engine()->max_context();
   const std::vector<Invalid> invalid = {
       {"empty input", [](auto* r) { r->clear_prompt_token_ids(); }, "prompt_token_ids"},
-      {"max_tokens 0", [](auto* r) { r->mutable_stopping()->set_max_tokens(0); }, "stopping.max_tokens"},
+      {"max_tokens 0", [](auto* r) { r->mutable_stopping()->set_max_tokens(0); },
+       "stopping.max_tokens"},
       {"max_tokens past the context",
-       [context](auto* r) { r->mutable_stopping()->set_max_tokens(context); }, "stopping.max_tokens"},
+       [context](auto* r) { r->mutable_stopping()->set_max_tokens(context); },
+       "stopping.max_tokens"},
       {"negative temperature", [](auto* r) { r->mutable_sampling()->set_temperature(-1); },
        "sampling.temperature"},
       {"top_p 0", [](auto* r) { r->mutable_sampling()->set_top_p(0); }, "sampling.top_p"},

@@ -5,7 +5,9 @@
 // engine (CPU backend, SmolLM2), loopback ports picked by the OS.
 #include <signal.h>
 
+#include <fstream>
 #include <thread>
+#include <utility>
 
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/blocking_counter.h"
@@ -23,12 +25,14 @@ namespace onecard::services {
 namespace {
 
 using ::onecard::testing::ChildProcess;
+using ::testing::HasSubstr;
 
-std::unique_ptr<ChildProcess> StartWorker(std::vector<std::string> extra) {
+std::unique_ptr<ChildProcess> StartWorker(std::vector<std::string> extra,
+                                          bool merge_stderr = false) {
   std::vector<std::string> argv = {ONECARD_WORKER_BINARY, "--listen=127.0.0.1:0",
                                    "--metrics-listen=127.0.0.1:0", "--threads=2"};
   argv.insert(argv.end(), extra.begin(), extra.end());
-  absl::StatusOr<std::unique_ptr<ChildProcess>> child = ChildProcess::Start(argv);
+  absl::StatusOr<std::unique_ptr<ChildProcess>> child = ChildProcess::Start(argv, merge_stderr);
   EXPECT_TRUE(child.ok()) << child.status();
   return child.ok() ? *std::move(child) : nullptr;
 }
@@ -107,18 +111,57 @@ TEST(WorkerMainTest, SigtermFinishesEightStreamsRefusesNewOnesAndExitsZero) {
   EXPECT_EQ(*code, 0);
 }
 
-TEST(WorkerMainTest, BadConfigExitsTwo) {
-  std::unique_ptr<ChildProcess> worker = StartWorker({"--model=m.gguf", "--kv-watermark=3"});
+TEST(WorkerMainTest, BadFlagExitsTwoNamingTheField) {
+  std::unique_ptr<ChildProcess> worker =
+      StartWorker({"--model=m.gguf", "--kv-watermark=3"}, /*merge_stderr=*/true);
   ASSERT_NE(worker, nullptr);
+  absl::StatusOr<std::string> error = worker->WaitForLine("onecard-worker: ");
+  ASSERT_TRUE(error.ok()) << error.status();
+  EXPECT_THAT(*error, HasSubstr("admission.kv_watermark"));
   absl::StatusOr<int> code = worker->Wait();
   ASSERT_TRUE(code.ok());
   EXPECT_EQ(*code, 2);
 }
 
-TEST(WorkerMainTest, MissingModelExitsOne) {
-  std::unique_ptr<ChildProcess> worker = StartWorker({"--model=models/does-not-exist.gguf"});
+std::string WriteFile(const std::string& name, const std::string& text) {
+  const std::string path = ::testing::TempDir() + "/" + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(WorkerMainTest, ConfigFileErrorsNameFileLineAndField) {
+  // A whole-cluster file with a `worker:` section, and a bare WorkerConfig.
+  const std::string sectioned =
+      WriteFile("worker_main_sectioned.yaml", "worker:\n  kv_cache:\n    block_sise: 16\n");
+  const std::string bare = WriteFile("worker_main_bare.yaml", "model_path: m.gguf\nbackend: tpu\n");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {sectioned, sectioned + ":3: worker.kv_cache.block_sise: unknown field"},
+      {bare, "backend: \"tpu\" is not one of cpu, cuda"},
+  };
+  for (const auto& [path, message] : cases) {
+    std::unique_ptr<ChildProcess> worker = StartWorker({"--config=" + path}, true);
+    ASSERT_NE(worker, nullptr);
+    absl::StatusOr<std::string> error = worker->WaitForLine("onecard-worker: ");
+    ASSERT_TRUE(error.ok()) << error.status();
+    EXPECT_THAT(*error, HasSubstr(message));
+    absl::StatusOr<int> code = worker->Wait();
+    ASSERT_TRUE(code.ok());
+    EXPECT_EQ(*code, 2);
+  }
+}
+
+TEST(WorkerMainTest, FlagsOverrideTheConfigFile) {
+  // The file's listen address would fail to bind; the flag's wins. The
+  // missing model then ends the process with exit code 1.
+  const std::string path = WriteFile(
+      "worker_main_good.yaml",
+      "worker:\n  model_path: models/does-not-exist.gguf\n  listen_address: 192.0.2.1:1\n");
+  std::unique_ptr<ChildProcess> worker = StartWorker({"--config=" + path}, true);
   ASSERT_NE(worker, nullptr);
-  ASSERT_TRUE(worker->WaitForLine("LISTENING grpc ").ok());
+  absl::StatusOr<std::string> listening = worker->WaitForLine("LISTENING grpc 127.0.0.1:");
+  ASSERT_TRUE(listening.ok()) << listening.status();
+  absl::StatusOr<std::string> error = worker->WaitForLine("onecard-worker: cannot load the model");
+  EXPECT_TRUE(error.ok()) << error.status();
   absl::StatusOr<int> code = worker->Wait();
   ASSERT_TRUE(code.ok());
   EXPECT_EQ(*code, 1);

@@ -59,8 +59,8 @@ TEST(WorkerMetricsTest, EveryFamilyHasItsType) {
 TEST(WorkerMetricsTest, RequestsAndSteps) {
   prometheus::Registry registry;
   WorkerMetrics metrics(registry, "smol", "cpu");
-  metrics.ObserveRequest({"length", absl::Milliseconds(30), absl::Milliseconds(15),
-                          absl::Milliseconds(400)});
+  metrics.ObserveRequest(
+      {"length", absl::Milliseconds(30), absl::Milliseconds(15), absl::Milliseconds(400)});
   metrics.ObserveRequest({"length", std::nullopt, std::nullopt, absl::Seconds(2)});
   metrics.ObserveRequest({"invalid_argument", std::nullopt, std::nullopt, absl::ZeroDuration()});
   metrics.ObserveRequest({"something new", std::nullopt, std::nullopt, absl::ZeroDuration()});

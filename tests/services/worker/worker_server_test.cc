@@ -86,20 +86,20 @@ TEST(WorkerServerTest, ReportsLoadToTheControlPlane) {
   EXPECT_EQ(reg.info().model().id(), "fake");
   EXPECT_EQ(reg.info().kv_blocks_total(), 100);
   w.engine().SetKvBlocksUsed(42);
-  EXPECT_TRUE(plane->WaitForReport([](const v1::WorkerLoadReport& r) {
-                return r.kv_blocks_used() == 42 && r.kv_blocks_total() == 100 &&
-                       r.worker_id() == "worker-a";
-              }).has_value());
+  EXPECT_TRUE(plane
+                  ->WaitForReport([](const v1::WorkerLoadReport& r) {
+                    return r.kv_blocks_used() == 42 && r.kv_blocks_total() == 100 &&
+                           r.worker_id() == "worker-a";
+                  })
+                  .has_value());
   grpc::ClientContext context;
   auto open = w.worker().Generate(&context, SmallWorkerRequest());
   ASSERT_TRUE(w.engine().WaitForSubmitted(1));
-  EXPECT_TRUE(plane->WaitForReport([](const v1::WorkerLoadReport& r) {
-                return r.waiting() == 1;
-              }).has_value());
+  EXPECT_TRUE(plane->WaitForReport([](const v1::WorkerLoadReport& r) { return r.waiting() == 1; })
+                  .has_value());
   std::thread drain([&] { w.server().Drain(absl::Seconds(60)).IgnoreError(); });
-  EXPECT_TRUE(plane->WaitForReport([](const v1::WorkerLoadReport& r) {
-                return r.draining();
-              }).has_value());
+  EXPECT_TRUE(
+      plane->WaitForReport([](const v1::WorkerLoadReport& r) { return r.draining(); }).has_value());
   w.engine().Finish(w.engine().ids()[0], engine::FinishReason::kStop);
   EXPECT_TRUE(Drink(open.get()).ok());
   drain.join();
@@ -114,7 +114,8 @@ TEST(WorkerServerTest, ServesMetrics) {
   w.engine().Finish(w.engine().ids()[0], engine::FinishReason::kStop);
   ASSERT_TRUE(Drink(open.get()).ok());
   ASSERT_TRUE(w.server().core().WaitForStreams(absl::Seconds(30)));  // OnDone counted it
-  absl::StatusOr<testing::HttpResponse> http = testing::HttpGet(w.server().metrics_address(), "/metrics");
+  absl::StatusOr<testing::HttpResponse> http =
+      testing::HttpGet(w.server().metrics_address(), "/metrics");
   ASSERT_TRUE(http.ok()) << http.status();
   ASSERT_EQ(http->status_code, 200);
   absl::StatusOr<testing::PromText> text = testing::ParsePromText(http->body);
@@ -130,8 +131,8 @@ TEST(WorkerServerTest, FailedLoadKeepsNotServing) {
   options.config.set_model_path("missing.gguf");
   options.config.set_listen_address("127.0.0.1:0");
   options.config.set_metrics_listen_address("none");
-  options.engine_factory = [](const engine::EngineOptions&)
-      -> absl::StatusOr<std::unique_ptr<engine::Engine>> {
+  options.engine_factory =
+      [](const engine::EngineOptions&) -> absl::StatusOr<std::unique_ptr<engine::Engine>> {
     return absl::NotFoundError("missing.gguf: no such file");
   };
   absl::StatusOr<std::unique_ptr<WorkerServer>> server = WorkerServer::Create(std::move(options));
