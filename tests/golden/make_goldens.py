@@ -82,7 +82,10 @@ def logits_record(model, name, input_ids, sample_ids, out_dir, extra):
     ids = torch.tensor([input_ids], dtype=torch.long)
     with torch.no_grad():
         logits = model(ids).logits[0].float()  # [seq, vocab]
-        gen = model.generate(ids, max_new_tokens=NUM_GREEDY, do_sample=False,
+        # An explicit mask: the pad id equals EOS, and without it generate would
+        # mask the prompt's own <|im_end|> tokens.
+        gen = model.generate(ids, attention_mask=torch.ones_like(ids),
+                             max_new_tokens=NUM_GREEDY, do_sample=False,
                              output_logits=True, return_dict_in_generate=True,
                              pad_token_id=model.config.eos_token_id, eos_token_id=None)
     greedy = gen.sequences[0, len(input_ids):].tolist()
@@ -144,8 +147,6 @@ def make_smollm2():
         print(f"smollm2 {name}: {len(ids)} tokens", flush=True)
         records.append(logits_record(model, name, ids, sample_ids, out_dir,
                                      {"text": text, "chat": is_chat}))
-    if is_chat:
-        pass
     source = (f"{versions()}; model {gguf} sha256 {sha256(os.path.join(model_dir, gguf))}; "
               "weights dequantized by transformers' GGUF loader")
     write_logits_json(out_dir, source, sample_ids, records)

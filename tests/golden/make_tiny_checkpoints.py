@@ -12,7 +12,7 @@ import shutil
 
 import numpy as np
 import torch
-from transformers import (AutoTokenizer, LlamaConfig, LlamaForCausalLM, Qwen2Config,
+from transformers import (AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM, Qwen2Config,
                           Qwen2ForCausalLM)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -71,8 +71,9 @@ def make_one(kind, tok_dir, seed, logits_record, write_logits_json, versions, nu
     tok.save_pretrained(out_dir)
     for f in ("tokenizer.json", "tokenizer_config.json"):
         shutil.copy(os.path.join(tok_dir, f), os.path.join(out_dir, f))
-    # The reference runs in fp32 on the stored (possibly bf16) values.
-    model = model.float().eval()
+    # The reference runs in fp32 on the stored (possibly bf16) values, reloaded
+    # from disk: model.float() would keep the bf16-rounded rotary frequencies.
+    model = AutoModelForCausalLM.from_pretrained(out_dir, dtype=torch.float32).eval()
     rng = np.random.default_rng(seed)
     sample_ids = sorted(rng.choice(model.config.vocab_size, num_sample, replace=False).tolist())
     records = []
