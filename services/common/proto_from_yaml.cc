@@ -80,6 +80,8 @@ class Walker {
                            const FieldDescriptor* field, Message* msg);
   absl::Status StoreNumber(const YAML::Node& node, const std::string& path,
                            const FieldDescriptor* field, Message* msg);
+  absl::Status StoreReal(const YAML::Node& node, const std::string& path,
+                         const FieldDescriptor* field, Message* msg);
   absl::StatusOr<const EnumValueDescriptor*> ParseEnum(const YAML::Node& node,
                                                        const std::string& path,
                                                        const EnumDescriptor& type) const;
@@ -269,22 +271,28 @@ absl::Status Walker::StoreNumber(const YAML::Node& node, const std::string& path
       rep ? r.AddUInt64(msg, field, v) : r.SetUInt64(msg, field, v);
       return absl::OkStatus();
     }
-    default: {  // double, float
-      double v = 0;
-      const bool is_float = field->cpp_type() == FieldDescriptor::CPPTYPE_FLOAT;
-      if (!absl::SimpleAtod(text, &v) || !std::isfinite(v) ||
-          (is_float && std::abs(v) > std::numeric_limits<float>::max())) {
-        return Expected(node, path, "a finite number");
-      }
-      if (is_float) {
-        rep ? r.AddFloat(msg, field, static_cast<float>(v))
-            : r.SetFloat(msg, field, static_cast<float>(v));
-      } else {
-        rep ? r.AddDouble(msg, field, v) : r.SetDouble(msg, field, v);
-      }
-      return absl::OkStatus();
-    }
+    default:
+      return StoreReal(node, path, field, msg);
   }
+}
+
+absl::Status Walker::StoreReal(const YAML::Node& node, const std::string& path,
+                               const FieldDescriptor* field, Message* msg) {
+  const Reflection& r = *msg->GetReflection();
+  const bool rep = field->is_repeated();
+  double v = 0;
+  const bool is_float = field->cpp_type() == FieldDescriptor::CPPTYPE_FLOAT;
+  if (!absl::SimpleAtod(node.Scalar(), &v) || !std::isfinite(v) ||
+      (is_float && std::abs(v) > std::numeric_limits<float>::max())) {
+    return Expected(node, path, "a finite number");
+  }
+  if (is_float) {
+    rep ? r.AddFloat(msg, field, static_cast<float>(v))
+        : r.SetFloat(msg, field, static_cast<float>(v));
+  } else {
+    rep ? r.AddDouble(msg, field, v) : r.SetDouble(msg, field, v);
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace

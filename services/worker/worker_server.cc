@@ -97,7 +97,9 @@ absl::Status WorkerServer::LoadEngine() {
   if (!engine.ok()) return engine.status();
   engine_ = *std::move(engine);
   core_->SetEngine(engine_.get(), worker_id_, [this] {
-    if (reporter_ != nullptr) reporter_->Notify();
+    if (LoadReporter* reporter = reporter_ready_.load(std::memory_order_acquire)) {
+      reporter->Notify();
+    }
   });
   Log(LogLevel::kInfo, "worker", "loaded %s (%s backend, context %d) in %.2f s",
       config_.model_path(), config_.backend(), engine_->max_context(),
@@ -124,6 +126,7 @@ void WorkerServer::StartReporter() {
   reporter_ = std::make_unique<LoadReporter>(std::move(options),
                                              [core = core_.get()] { return core->Snapshot(); });
   reporter_->Start();
+  reporter_ready_.store(reporter_.get(), std::memory_order_release);
 }
 
 absl::Status WorkerServer::Drain(absl::Duration grace_period) {

@@ -16,6 +16,7 @@
 #ifndef ONECARD_SERVICES_WORKER_WORKER_SERVER_H_
 #define ONECARD_SERVICES_WORKER_WORKER_SERVER_H_
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
@@ -87,6 +88,8 @@ class WorkerServer {
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<engine::Engine> engine_;
   std::unique_ptr<LoadReporter> reporter_;
+  // reporter_ once started, for streams ending on other threads.
+  std::atomic<LoadReporter*> reporter_ready_{nullptr};
   bool shut_down_ = false;
 };
 

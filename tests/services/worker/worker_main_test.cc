@@ -54,6 +54,42 @@ bool WaitUntilNotServing(grpc::health::v1::Health::Stub& health) {
   return status.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED;
 }
 
+// `n` copies of one request streamed on their own threads.
+class ParallelStreams {
+ public:
+  ParallelStreams(v1::Worker::Stub* stub, const v1::WorkerGenerateRequest& request, int n)
+      : started_(n), statuses_(n), tokens_(n, 0) {
+    for (int i = 0; i < n; ++i) threads_.emplace_back([=, this] { Run(stub, request, i); });
+  }
+  // Returns once every stream has its first chunk (or has ended).
+  void WaitUntilStreaming() { started_.Wait(); }
+  void Join() {
+    for (std::thread& t : threads_) t.join();
+  }
+  const std::vector<grpc::Status>& statuses() const { return statuses_; }
+  const std::vector<int>& tokens() const { return tokens_; }
+
+ private:
+  void Run(v1::Worker::Stub* stub, const v1::WorkerGenerateRequest& request, int i) {
+    grpc::ClientContext context;
+    auto reader = stub->Generate(&context, request);
+    v1::GenerateResponse chunk;
+    bool first = true;
+    while (reader->Read(&chunk)) {
+      tokens_[i] += chunk.token_ids_size();
+      if (first) started_.DecrementCount();
+      first = false;
+    }
+    if (first) started_.DecrementCount();
+    statuses_[i] = reader->Finish();
+  }
+
+  absl::BlockingCounter started_;
+  std::vector<grpc::Status> statuses_;
+  std::vector<int> tokens_;
+  std::vector<std::thread> threads_;
+};
+
 TEST(WorkerMainTest, SigtermFinishesEightStreamsRefusesNewOnesAndExitsZero) {
   if (!testing::SmolModelPresent()) GTEST_SKIP() << testing::kSmolModel << " is missing";
   std::unique_ptr<ChildProcess> worker =
@@ -72,27 +108,8 @@ TEST(WorkerMainTest, SigtermFinishesEightStreamsRefusesNewOnesAndExitsZero) {
   request.mutable_sampling()->set_temperature(0);
   request.mutable_stopping()->set_max_tokens(24);
   request.mutable_stopping()->set_ignore_eos(true);
-  constexpr int kStreams = 8;
-  absl::BlockingCounter started(kStreams);
-  std::vector<grpc::Status> statuses(kStreams);
-  std::vector<int> tokens(kStreams, 0);
-  std::vector<std::thread> threads;
-  for (int i = 0; i < kStreams; ++i) {
-    threads.emplace_back([&, i] {
-      grpc::ClientContext context;
-      auto reader = stub->Generate(&context, request);
-      v1::GenerateResponse chunk;
-      bool first = true;
-      while (reader->Read(&chunk)) {
-        tokens[i] += chunk.token_ids_size();
-        if (first) started.DecrementCount();
-        first = false;
-      }
-      if (first) started.DecrementCount();
-      statuses[i] = reader->Finish();
-    });
-  }
-  started.Wait();  // all 8 are streaming
+  ParallelStreams streams(stub.get(), request, 8);
+  streams.WaitUntilStreaming();
   worker->Signal(SIGTERM);
   ASSERT_TRUE(WaitUntilNotServing(*health));
   grpc::ClientContext late;
@@ -101,10 +118,10 @@ TEST(WorkerMainTest, SigtermFinishesEightStreamsRefusesNewOnesAndExitsZero) {
   EXPECT_FALSE(refused->Read(&chunk));
   EXPECT_EQ(refused->Finish().error_code(), grpc::StatusCode::UNAVAILABLE);
 
-  for (std::thread& t : threads) t.join();
-  for (int i = 0; i < kStreams; ++i) {
-    EXPECT_TRUE(statuses[i].ok()) << i << ": " << statuses[i].error_message();
-    EXPECT_EQ(tokens[i], 24) << i;
+  streams.Join();
+  for (int i = 0; i < 8; ++i) {
+    EXPECT_TRUE(streams.statuses()[i].ok()) << i << ": " << streams.statuses()[i].error_message();
+    EXPECT_EQ(streams.tokens()[i], 24) << i;
   }
   absl::StatusOr<int> code = worker->Wait();
   ASSERT_TRUE(code.ok()) << code.status();

@@ -105,6 +105,25 @@ TEST(WorkerServerTest, ReportsLoadToTheControlPlane) {
   drain.join();
 }
 
+TEST(WorkerServerTest, ServesWhileTheControlPlaneIsAway) {
+  std::string nobody;
+  {
+    std::unique_ptr<FakeControlPlane> probe = FakeControlPlane::Start();
+    nobody = probe->address();  // bound, then closed: nothing listens there
+  }
+  FakeWorker w({.edit_config = [&](v1::WorkerConfig* c) { c->set_control_plane_address(nobody); }});
+  EXPECT_EQ(w.Health(), HealthCheckResponse::SERVING);
+  grpc::ClientContext context;
+  auto open = w.worker().Generate(&context, SmallWorkerRequest());
+  ASSERT_TRUE(w.engine().WaitForSubmitted(1));
+  w.engine().Emit(w.engine().ids()[0], {'a'}, "a");
+  w.engine().Finish(w.engine().ids()[0], engine::FinishReason::kStop);
+  int tokens = 0;
+  EXPECT_TRUE(Drink(open.get(), &tokens).ok());
+  EXPECT_EQ(tokens, 1);
+  EXPECT_EQ(w.server().reporter()->reports_sent(), 0);
+}
+
 TEST(WorkerServerTest, ServesMetrics) {
   FakeWorker w({.kv_blocks_total = 100, .serve_metrics = true});
   grpc::ClientContext context;
