@@ -21,6 +21,7 @@ void Deliver(const RequestState& state, const StreamOutput& output) {
 
 bool EngineImpl::RunStep() {
   absl::MutexLock step_lock(&step_mu_);
+  const absl::Time step_start = clock_->Now();
   bool progressed = AdmitIncoming();
   progressed |= EndCancelledAndExpired();
   const SchedulerOutput plan = scheduler_.Schedule();
@@ -40,6 +41,11 @@ bool EngineImpl::RunStep() {
   }
   ++steps_total_;
   PublishStats(generation_tokens_total_ - generated_before);
+  if (options_.on_step) {
+    options_.on_step(StepInfo{.duration = clock_->Now() - step_start,
+                              .num_seqs = static_cast<int32_t>(plan.chunks.size()),
+                              .num_tokens = plan.num_batched_tokens});
+  }
   return true;
 }
 

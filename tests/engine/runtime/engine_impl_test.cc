@@ -311,6 +311,27 @@ TEST(EngineImplTest, QueueTimeTtftAndTokensPerSecondFollowTheClock) {
   EXPECT_EQ(t->engine->Stats().steps_total, 4);
 }
 
+TEST(EngineImplTest, OnStepReportsEveryBatchWithItsDuration) {
+  TestEngine* raw = nullptr;
+  std::vector<StepInfo> steps;
+  EngineOptions options;
+  options.on_step = [&](const StepInfo& step) { steps.push_back(step); };
+  auto t = MakeTestEngine(
+      {.on_forward = [&](const BatchInput&) { raw->clock.Advance(absl::Milliseconds(20)); }},
+      options);
+  raw = t.get();
+  Recorder rec;
+  GenerationRequest r = Request({1, 2, 3}, 2);
+  r.stopping.ignore_eos = true;
+  ASSERT_TRUE(Submit(*t, rec, "r", r).ok());
+  RunUntilIdle(*t->engine);
+  ASSERT_EQ(steps.size(), 2u);  // the prefill step and one decode step
+  EXPECT_EQ(steps[0].num_seqs, 1);
+  EXPECT_EQ(steps[0].num_tokens, 3);
+  EXPECT_EQ(steps[1].num_tokens, 1);
+  EXPECT_EQ(steps[0].duration, absl::Milliseconds(20));
+}
+
 TEST(EngineImplTest, DrainFinishesWorkThenRefusesNewRequests) {
   auto t = MakeTestEngine({});
   Recorder rec;
