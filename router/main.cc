@@ -39,6 +39,7 @@ ABSL_FLAG(int32_t, max_in_flight_per_worker, -1,
           "Requests in flight per worker (0 = its max_num_seqs)");
 ABSL_FLAG(int32_t, queue_max_depth, -1, "Router queue bound, all classes");
 ABSL_FLAG(std::string, queue_timeout, "", "Longest wait in the router queue, e.g. 30s");
+ABSL_FLAG(std::string, aging_step, "", "Queue aging: one class up per this much waiting, e.g. 5s");
 ABSL_FLAG(std::string, fifo, "", "true: arrival order only (benchmark baseline)");
 ABSL_FLAG(int32_t, default_max_tokens, -1, "max_tokens of requests that set none");
 ABSL_FLAG(std::string, grace_period, "", "Drain time on SIGTERM, e.g. 30s");
@@ -100,6 +101,8 @@ absl::Status Override(onecard::v1::RouterConfig* c) {
   }
   RETURN_IF_ERROR(OverrideDuration(absl::GetFlag(FLAGS_queue_timeout), "queue-timeout",
                                    c->mutable_queue()->mutable_queue_timeout()));
+  RETURN_IF_ERROR(OverrideDuration(absl::GetFlag(FLAGS_aging_step), "aging-step",
+                                   c->mutable_queue()->mutable_aging_step()));
   return OverrideDuration(absl::GetFlag(FLAGS_grace_period), "grace-period",
                           c->mutable_timeouts()->mutable_grace_period());
 }

@@ -76,6 +76,27 @@ std::unique_ptr<onecard::v1::Generation::Stub> Connect(const std::string& target
       grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
 }
 
+// Requests per second one worker completes for `mix`, measured one request
+// at a time through `target` (prompts of their own: seed + 1000).
+absl::StatusOr<double> Calibrate(const LoadSpec& base, int32_t requests_per_class) {
+  double seconds_per_request = 0, total_weight = 0;
+  for (const RequestClass& c : base.mix) total_weight += c.weight;
+  for (const RequestClass& c : base.mix) {
+    LoadSpec one = base;
+    one.mix = {c};
+    one.mode = ArrivalMode::kClosedLoop;
+    one.users = 1;
+    one.num_requests = requests_per_class;
+    one.duration = absl::ZeroDuration();
+    one.warmup_requests = 1;
+    one.seed = base.seed + 1000;
+    ASSIGN_OR_RETURN(LoadRun run, RunLoad(one));
+    if (run.result.total.ok == 0) return absl::UnavailableError("calibration requests failed");
+    seconds_per_request += c.weight / total_weight * run.result.total.e2e.mean;
+  }
+  return 1.0 / seconds_per_request;
+}
+
 }  // namespace
 
 ClusterOptions WithDefaultBinaries(ClusterOptions options) {
@@ -86,21 +107,34 @@ ClusterOptions WithDefaultBinaries(ClusterOptions options) {
 
 absl::StatusOr<PriorityComparison> RunPriorityComparison(const PriorityComparisonOptions& o) {
   const ClusterOptions c = WithDefaultBinaries(o.cluster);
-  ASSIGN_OR_RETURN(auto worker, StartWorker(c, "serve-priority-worker"));
   const std::string in_flight = absl::StrCat(o.max_in_flight_per_worker);
   PriorityComparison out;
   for (bool fifo : {true, false}) {
-    ASSIGN_OR_RETURN(
-        auto router,
-        StartRouter(c, fifo ? "serve-priority-router-fifo" : "serve-priority-router",
-                    worker->grpc_address(),
-                    {"--fifo", fifo ? "true" : "false", "--max-in-flight-per-worker", in_flight,
-                     "--queue-max-depth", "100000", "--queue-timeout", "1h"}));
+    // A fresh worker per policy: no prefix cache carried from one run to the other.
+    const std::string name = fifo ? "serve-priority-fifo" : "serve-priority";
+    ASSIGN_OR_RETURN(auto worker, StartWorker(c, name + "-worker"));
+    ASSIGN_OR_RETURN(auto router,
+                     StartRouter(c, name + "-router", worker->grpc_address(),
+                                 {"--fifo", fifo ? "true" : "false", "--max-in-flight-per-worker",
+                                  in_flight, "--queue-max-depth", "100000", "--queue-timeout", "1h",
+                                  "--aging-step", absl::FormatDuration(o.aging_step)}));
     LoadSpec load = o.load;
     load.target = router->grpc_address();
+    if (fifo && o.target_load > 0) {
+      ASSIGN_OR_RETURN(out.capacity_per_second, Calibrate(load, o.calibration_requests));
+      out.rate_per_second = o.target_load * out.capacity_per_second;
+    }
+    if (out.rate_per_second > 0) {
+      load.mode = ArrivalMode::kPoisson;
+      load.rate_per_second = out.rate_per_second;
+    }
+    if (fifo && out.rate_per_second == 0 && load.mode == ArrivalMode::kPoisson) {
+      out.rate_per_second = load.rate_per_second;
+    }
     ASSIGN_OR_RETURN(LoadRun run, RunLoad(load));
     (fifo ? out.fifo : out.priority) = std::move(run.result);
     router->Terminate(absl::Seconds(30));
+    worker->Terminate(absl::Seconds(30));
   }
   const ClassStats* fifo_short = FindClass(out.fifo, o.short_class);
   const ClassStats* prio_short = FindClass(out.priority, o.short_class);
@@ -112,7 +146,6 @@ absl::StatusOr<PriorityComparison> RunPriorityComparison(const PriorityCompariso
   out.short_p95_ttft_fifo_s = fifo_short->ttft.p95;
   out.short_p95_ttft_priority_s = prio_short->ttft.p95;
   out.ratio = out.short_p95_ttft_fifo_s / out.short_p95_ttft_priority_s;
-  worker->Terminate(absl::Seconds(30));
   return out;
 }
 

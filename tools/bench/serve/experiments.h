@@ -1,12 +1,13 @@
 // The serve experiments that need a local cluster, as functions shared by
 // onecard-bench (serve_scenarios.cc) and the integration tests:
 //
-// RunPriorityComparison (scenario serve-priority): one onecard-worker, and
-// two routers in front of it — one FIFO (queue.fifo), one with priority
-// scheduling — each dispatching at most `max_in_flight_per_worker` requests
-// to the worker so the queue stays in the router. The same seeded load (a
-// short/long mix) goes through the FIFO router, then through the priority
-// one. Result: the short class's P95 TTFT under each, and FIFO ÷ priority.
+// RunPriorityComparison (scenario serve-priority): one onecard-worker behind
+// a FIFO router (queue.fifo), then a fresh worker behind a router with
+// priority scheduling, each router dispatching at most
+// `max_in_flight_per_worker` requests to its worker so the queue stays in the
+// router. The same seeded load (a short/long mix: same classes, arrival
+// times and prompts) goes through each. Result: the short class's P95 TTFT
+// under each, and FIFO ÷ priority.
 //
 // RunRouterOverhead (scenario router-overhead): one worker and one router;
 // `pairs` pairs of requests, one straight to the worker's Generation service
@@ -41,6 +42,16 @@ struct PriorityComparisonOptions {
   LoadSpec load;  // target is filled in; mix must have a class named `short_class`
   std::string short_class = "short";
   int32_t max_in_flight_per_worker = 1;
+  // The priority router's queue.aging_step: how long a batch request may be
+  // overtaken (2 steps + the cost term) before it ranks as interactive.
+  absl::Duration aging_step = absl::Seconds(30);
+  // > 0: before the FIFO run, measure the worker's mean time per request of
+  // each class (calibration_requests of each, one at a time, prompts of their
+  // own) and set load.rate_per_second (Poisson) to target_load times the
+  // capacity that gives for the mix. The same rate then serves both runs, so
+  // the offered load follows the machine's speed.
+  double target_load = 0;
+  int32_t calibration_requests = 4;
 };
 
 struct PriorityComparison {
@@ -48,7 +59,9 @@ struct PriorityComparison {
   LoadResult priority;
   double short_p95_ttft_fifo_s = 0;
   double short_p95_ttft_priority_s = 0;
-  double ratio = 0;  // FIFO / priority
+  double ratio = 0;                // FIFO / priority
+  double rate_per_second = 0;      // the Poisson rate both runs used
+  double capacity_per_second = 0;  // calibrated (0 without calibration)
 };
 
 absl::StatusOr<PriorityComparison> RunPriorityComparison(const PriorityComparisonOptions& options);

@@ -92,9 +92,10 @@ class Phase {
 
  private:
   bool MayStart() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Counts a new conversation in and makes it; the caller starts it after
-  // releasing mu_ (gRPC may run reactions inline in StartCall).
-  Conversation* Next() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Counts the next arrival's conversations in (one, or a class's burst) and
+  // makes them; the caller starts them after releasing mu_ (gRPC may run
+  // reactions inline in StartCall).
+  std::vector<Conversation*> Next() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RunPoisson();
   void PrintProgress(bool last);
 
@@ -176,23 +177,26 @@ bool Phase::MayStart() const {
   return duration_ <= absl::ZeroDuration() || absl::Now() - start_ < duration_;
 }
 
-Conversation* Phase::Next() {
-  const int64_t index = next_index_++;
-  std::mt19937_64 rng(spec_.seed * 31 + static_cast<uint64_t>(index));
-  double total = 0;
-  for (const RequestClass& c : spec_.mix) total += c.weight;
+std::vector<Conversation*> Phase::Next() {
+  std::mt19937_64 rng(spec_.seed * 31 + static_cast<uint64_t>(next_index_));
+  double total = 0;  // weights are request shares; a burst is one arrival
+  for (const RequestClass& c : spec_.mix) total += c.weight / c.burst;
   double pick = std::uniform_real_distribution<double>(0, total)(rng);
   const RequestClass* cls = &spec_.mix.back();
   for (const RequestClass& c : spec_.mix) {
-    if (pick < c.weight) {
+    if (pick < c.weight / c.burst) {
       cls = &c;
       break;
     }
-    pick -= c.weight;
+    pick -= c.weight / c.burst;
   }
-  ++started_;
-  ++in_flight_;
-  return new Conversation(this, cls, index);
+  std::vector<Conversation*> out;
+  for (int32_t b = 0; b < cls->burst && started_ < conversations_; ++b) {
+    ++started_;
+    ++in_flight_;
+    out.push_back(new Conversation(this, cls, next_index_++));
+  }
+  return out;
 }
 
 void Phase::Record(RequestRecord record) {
@@ -208,13 +212,13 @@ void Phase::Record(RequestRecord record) {
 
 void Phase::ConversationDone(Conversation* conversation) {
   delete conversation;
-  Conversation* next = nullptr;
+  std::vector<Conversation*> next;
   {
     absl::MutexLock lock(&mu_);
     --in_flight_;
     if (spec_.mode == ArrivalMode::kClosedLoop && MayStart()) next = Next();
   }
-  if (next != nullptr) next->StartTurn();
+  for (Conversation* c : next) c->StartTurn();
 }
 
 void Phase::PrintProgress(bool last) {
@@ -240,7 +244,7 @@ void Phase::RunPoisson() {
     next += absl::Seconds(gap(rng));
     absl::Time now = absl::Now();
     if (next > now) absl::SleepFor(next - now);  // the arrival process itself
-    Conversation* next;
+    std::vector<Conversation*> next;
     {
       absl::MutexLock lock(&mu_);
       auto room = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -250,7 +254,7 @@ void Phase::RunPoisson() {
       if (!MayStart()) return;
       next = Next();
     }
-    next->StartTurn();
+    for (Conversation* c : next) c->StartTurn();
   }
 }
 
@@ -263,7 +267,9 @@ std::vector<RequestRecord> Phase::Run() {
     std::vector<Conversation*> first;
     {
       absl::MutexLock lock(&mu_);
-      for (int32_t u = 0; u < spec_.users && MayStart(); ++u) first.push_back(Next());
+      while (static_cast<int64_t>(first.size()) < spec_.users && MayStart()) {
+        for (Conversation* c : Next()) first.push_back(c);
+      }
     }
     for (Conversation* c : first) c->StartTurn();
   }

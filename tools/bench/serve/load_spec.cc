@@ -14,9 +14,13 @@ absl::Status Bad(absl::string_view item, absl::string_view problem) {
   return absl::InvalidArgumentError(absl::StrCat("--mix: '", item, "': ", problem));
 }
 
-// "PROMPT/NEW[xTURNS]"
+// "PROMPT/NEW[xTURNS][*BURST]"
 absl::Status ParseShape(absl::string_view item, absl::string_view shape, RequestClass* c) {
-  std::vector<absl::string_view> turns = absl::StrSplit(shape, 'x');
+  std::vector<absl::string_view> burst = absl::StrSplit(shape, absl::MaxSplits('*', 1));
+  if (burst.size() == 2 && (!absl::SimpleAtoi(burst[1], &c->burst) || c->burst < 1)) {
+    return Bad(item, "burst must be an integer >= 1");
+  }
+  std::vector<absl::string_view> turns = absl::StrSplit(burst[0], 'x');
   if (turns.size() > 2) return Bad(item, "expected PROMPT/NEW or PROMPT/NEWxTURNS");
   if (turns.size() == 2 && (!absl::SimpleAtoi(turns[1], &c->turns) || c->turns < 1)) {
     return Bad(item, "turns must be an integer >= 1");

@@ -2,8 +2,10 @@
 // ../shared/benchmarks.md, or a custom mix), how requests arrive (closed-loop
 // users or Poisson arrivals), how long, and where to.
 //
-// Mix syntax (--mix): comma-separated classes NAME=WEIGHT:PROMPT/NEW[xTURNS]
-// [@PRIORITY], e.g. "short=0.9:32/8@interactive,long=0.1:512/8@batch". A
+// Mix syntax (--mix): comma-separated classes
+// NAME=WEIGHT:PROMPT/NEW[xTURNS][*BURST][@PRIORITY], e.g.
+// "short=0.9:32/8@interactive,long=0.1:512/8*4@batch". WEIGHT is the class's
+// share of the requests; *BURST makes its requests arrive BURST at a time. A
 // preset name stands for its classes: "serve-mix" (short-qa 50/50,
 // long-generation 200/1000, long-context 4000/200, multi-turn 5x(100/100),
 // equal weights) or one of those class names alone.
@@ -27,6 +29,7 @@ struct RequestClass {
   int32_t prompt_tokens = 50;
   int32_t max_tokens = 50;
   int32_t turns = 1;  // > 1: a conversation; each turn's prompt holds the ones before
+  int32_t burst = 1;  // conversations that arrive together
   onecard::v1::Priority priority = onecard::v1::PRIORITY_UNSPECIFIED;
 };
 

@@ -42,6 +42,9 @@ ABSL_FLAG(std::string, worker_bin, "", "local scenarios: onecard-worker (default
 ABSL_FLAG(std::string, router_bin, "", "local scenarios: onecard-router (default: build tree)");
 ABSL_FLAG(int32_t, pairs, 200, "router-overhead: request pairs");
 ABSL_FLAG(int32_t, router_max_in_flight, 1, "serve-priority: requests in flight per worker");
+ABSL_FLAG(double, target_load, 0.8,
+          "serve-priority without --rate/--users: Poisson at this multiple of the worker's "
+          "calibrated capacity for the mix");
 
 namespace onecard::bench::serve {
 namespace {
@@ -109,8 +112,7 @@ absl::Status RunServePriority(const BenchOptions& options, BenchReporter& report
   ASSIGN_OR_RETURN(
       o.load, SpecFromFlags(options, "short=0.9:32/4@interactive,long=0.1:512/4@batch", 1, 200, 0));
   if (absl::GetFlag(FLAGS_rate) <= 0 && absl::GetFlag(FLAGS_users) <= 0) {
-    o.load.mode = ArrivalMode::kPoisson;
-    o.load.rate_per_second = 2.0;
+    o.target_load = absl::GetFlag(FLAGS_target_load);  // Poisson at a calibrated rate
   }
   ASSIGN_OR_RETURN(PriorityComparison c, RunPriorityComparison(o));
   for (auto [name, result] : {std::pair{"fifo", &c.fifo}, std::pair{"priority", &c.priority}}) {
@@ -121,11 +123,19 @@ absl::Status RunServePriority(const BenchOptions& options, BenchReporter& report
   }
   reporter.Add({"serve-priority", "short-p95-ttft-ratio", "short_p95_ttft_fifo_over_priority",
                 c.ratio, "x", std::nullopt});
+  reporter.Add(
+      {"serve-priority", "offered-load", "poisson_rate", c.rate_per_second, "req/s", std::nullopt});
+  if (c.capacity_per_second > 0) {
+    reporter.Add({"serve-priority", "offered-load", "calibrated_capacity", c.capacity_per_second,
+                  "req/s", std::nullopt});
+  }
   return WriteJson({{"fifo", ToJson(c.fifo)},
                     {"priority", ToJson(c.priority)},
                     {"short_p95_ttft_fifo_s", c.short_p95_ttft_fifo_s},
                     {"short_p95_ttft_priority_s", c.short_p95_ttft_priority_s},
-                    {"ratio", c.ratio}});
+                    {"ratio", c.ratio},
+                    {"rate_per_second", c.rate_per_second},
+                    {"capacity_per_second", c.capacity_per_second}});
 }
 
 absl::Status RunRouterOverheadScenario(const BenchOptions& options, BenchReporter& reporter) {

@@ -141,6 +141,32 @@ TEST_F(LoadRunnerTest, ClassChoiceFollowsTheSeed) {
   EXPECT_NE(classes(5), classes(6));
 }
 
+TEST_F(LoadRunnerTest, BurstsKeepTheRequestShares) {
+  LoadSpec s = Spec("a=0.5:4/1,b=0.5:8/1*5");
+  s.mode = ArrivalMode::kPoisson;
+  s.rate_per_second = 2000;
+  s.num_requests = 300;
+  absl::StatusOr<LoadRun> run = RunLoad(s);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->result.total.sent, 300);
+  const int64_t b = run->result.classes[1].sent;
+  EXPECT_GT(b, 90);  // about half of the requests, in bursts of five
+  EXPECT_LT(b, 210);
+  // Bursts start together: each b request's conversation index is followed
+  // by the rest of its burst, so the prompts (8 tokens) come in runs of 5.
+  std::vector<int> lengths = service_.prompt_lengths();
+  int run_length = 0, runs_of_five = 0;
+  for (size_t i = 0; i <= lengths.size(); ++i) {
+    if (i < lengths.size() && lengths[i] == 8) {
+      ++run_length;
+      continue;
+    }
+    runs_of_five += run_length > 0 && run_length % 5 == 0;
+    run_length = 0;
+  }
+  EXPECT_GT(runs_of_five, 0);
+}
+
 TEST_F(LoadRunnerTest, UnreachableTargetCountsFailures) {
   LoadSpec s = Spec("a=1:4/1");
   s.target = "127.0.0.1:1";

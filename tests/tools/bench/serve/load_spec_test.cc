@@ -29,7 +29,7 @@ TEST(LoadSpecTest, ServeMixIsTheFourClassesOfBenchmarksMd) {
 
 TEST(LoadSpecTest, CustomMixParses) {
   absl::StatusOr<std::vector<RequestClass>> mix =
-      ParseMix("short=0.9:32/8@interactive, long=0.1:512/16@batch,chat=2:10/5x3");
+      ParseMix("short=0.9:32/8@interactive, long=0.1:512/16*4@batch,chat=2:10/5x3");
   ASSERT_TRUE(mix.ok()) << mix.status();
   ASSERT_EQ(mix->size(), 3u);
   EXPECT_EQ((*mix)[0].name, "short");
@@ -38,13 +38,16 @@ TEST(LoadSpecTest, CustomMixParses) {
   EXPECT_EQ((*mix)[0].max_tokens, 8);
   EXPECT_EQ((*mix)[0].priority, onecard::v1::PRIORITY_INTERACTIVE);
   EXPECT_EQ((*mix)[1].priority, onecard::v1::PRIORITY_BATCH);
+  EXPECT_EQ((*mix)[1].burst, 4);
+  EXPECT_EQ((*mix)[0].burst, 1);
   EXPECT_EQ((*mix)[2].turns, 3);
   EXPECT_EQ((*mix)[2].priority, onecard::v1::PRIORITY_UNSPECIFIED);
 }
 
 TEST(LoadSpecTest, BadMixesNameThePart) {
-  for (const char* bad : {"short", "short=x:1/1", "short=0:1/1", "short=1:1", "short=1:0/1",
-                          "short=1:1/1x0", "short=1:1/1@urgent", "a=1:1/1,a=1:2/2", "=1:1/1"}) {
+  for (const char* bad :
+       {"short", "short=x:1/1", "short=0:1/1", "short=1:1", "short=1:0/1", "short=1:1/1x0",
+        "short=1:1/1*0", "short=1:1/1@urgent", "a=1:1/1,a=1:2/2", "=1:1/1"}) {
     absl::StatusOr<std::vector<RequestClass>> mix = ParseMix(bad);
     ASSERT_FALSE(mix.ok()) << bad;
     EXPECT_EQ(mix.status().code(), absl::StatusCode::kInvalidArgument);
