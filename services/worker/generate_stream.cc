@@ -104,9 +104,12 @@ void GenerateStream::RecordFinal(const engine::StreamOutput& output, absl::Time 
   engine_done_ = true;
   final_status_ = ToGrpcStatus(TerminalStatus(output, cancelled_by_client_));
   record_.outcome = OutcomeLabel(output.finish_reason);
-  // A gRPC deadline reaches us as a cancel; count it as the deadline it was.
+  // A passed gRPC deadline reaches us as a cancel, often the client's own
+  // (its deadline comes before ours by the request's transit time); count
+  // a cancel that close to the deadline as the deadline it was.
+  constexpr absl::Duration kDeadlineSlack = absl::Seconds(1);
   if (output.finish_reason == engine::FinishReason::kCancelled && cancelled_by_client_ &&
-      now >= deadline_) {
+      now >= deadline_ - kDeadlineSlack) {
     record_.outcome = OutcomeLabel(engine::FinishReason::kDeadline);
   }
   record_.e2e_latency = now - arrival_;
