@@ -10,6 +10,22 @@
 #include "services/worker/response_convert.h"
 
 namespace onecard::services {
+namespace {
+
+// Coalesced chunks stay well below gRPC's default 4 MiB receive limit.
+constexpr int64_t kMaxChunkBytes = 1 << 20;
+
+// An upper bound of the encoded size of one output in a chunk.
+int64_t EstimatedBytes(const engine::StreamOutput& output) {
+  int64_t bytes = static_cast<int64_t>(output.text_delta.size()) + 8;
+  bytes += 6 * static_cast<int64_t>(output.token_ids.size());
+  for (const engine::TokenLogprob& lp : output.logprobs) {
+    bytes += 16 + 16 * static_cast<int64_t>(lp.top.size());
+  }
+  return bytes + (output.finished ? 64 : 0);
+}
+
+}  // namespace
 
 GenerateStream::GenerateStream(grpc::CallbackServerContext* context, engine::Engine* engine,
                                Hooks hooks, absl::Time arrival)
@@ -85,10 +101,10 @@ void GenerateStream::OnEngineOutput(const engine::StreamOutput& output) {
       num_tokens_ += static_cast<int64_t>(output.token_ids.size());
     }
     if (!client_gone_) {
-      if (!first_chunk_made_ || output.finished) pending_.set_request_id(request_id_);
+      v1::GenerateResponse& chunk = ChunkForLocked(EstimatedBytes(output));
+      if (!first_chunk_made_ || output.finished) chunk.set_request_id(request_id_);
       first_chunk_made_ = true;
-      AppendOutput(output, now - arrival_, &pending_);
-      has_pending_ = true;
+      AppendOutput(output, now - arrival_, &chunk);
     }
     if (output.finished) {
       RecordFinal(output, now);
@@ -173,16 +189,21 @@ void GenerateStream::OnDone() {
   delete this;
 }
 
+v1::GenerateResponse& GenerateStream::ChunkForLocked(int64_t bytes) {
+  if (pending_.empty() || (last_chunk_bytes_ > 0 && last_chunk_bytes_ + bytes > kMaxChunkBytes)) {
+    pending_.emplace_back();
+    last_chunk_bytes_ = 0;
+  }
+  last_chunk_bytes_ += bytes;
+  return pending_.back();
+}
+
 GenerateStream::Action GenerateStream::NextActionLocked() {
   if (write_in_flight_ || finish_called_) return {};
-  if (client_gone_) {
-    pending_.Clear();
-    has_pending_ = false;
-  }
-  if (has_pending_) {
-    in_flight_.Clear();
-    in_flight_.Swap(&pending_);
-    has_pending_ = false;
+  if (client_gone_) pending_.clear();
+  if (!pending_.empty()) {
+    in_flight_ = std::move(pending_.front());
+    pending_.pop_front();
     write_in_flight_ = true;
     return {Kind::kWrite, grpc::Status::OK};
   }

@@ -5,7 +5,8 @@
 // a pending chunk under a mutex and returns at once; the reactor has at most
 // one write in flight, and when it completes the next write takes everything
 // pending, so a slow client gets coalesced chunks and never stalls the
-// engine. The last chunk carries the finish reason; then Finish(status).
+// engine (chunks are capped near 1 MiB; past that a new chunk starts). The
+// last chunk carries the finish reason; then Finish(status).
 //
 // Cancellation: OnCancel (client cancel, broken connection, or the gRPC
 // deadline passing) and failed writes call Engine::Cancel, which ends the
@@ -21,6 +22,7 @@
 #define ONECARD_SERVICES_WORKER_GENERATE_STREAM_H_
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <optional>
 #include <string>
@@ -74,6 +76,8 @@ class GenerateStream : public grpc::ServerWriteReactor<v1::GenerateResponse> {
   void RecordFinal(const engine::StreamOutput& output, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Action NextActionLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The pending chunk that takes an output of about `bytes`.
+  v1::GenerateResponse& ChunkForLocked(int64_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Starts the action's write or Finish; kNone does not touch `stream`.
   static void Perform(GenerateStream* stream, Action action);
 
@@ -86,8 +90,11 @@ class GenerateStream : public grpc::ServerWriteReactor<v1::GenerateResponse> {
 
   absl::Mutex mu_;
   std::optional<uint64_t> engine_id_ ABSL_GUARDED_BY(mu_);
-  v1::GenerateResponse pending_ ABSL_GUARDED_BY(mu_);
-  bool has_pending_ ABSL_GUARDED_BY(mu_) = false;
+  // Chunks waiting for the write in flight; outputs coalesce into the last
+  // one until it holds about kMaxChunkBytes (clients refuse messages past
+  // 4 MiB by default).
+  std::deque<v1::GenerateResponse> pending_ ABSL_GUARDED_BY(mu_);
+  int64_t last_chunk_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // estimate
   bool first_chunk_made_ ABSL_GUARDED_BY(mu_) = false;
   v1::GenerateResponse in_flight_;  // owned by the write in flight
   bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;

@@ -95,6 +95,9 @@ TEST(GenerateStreamTest, SlowClientNeverBlocksTheEngineAndGetsCoalescedChunks) {
   for (int i = 0; i < kOutputs; ++i) ASSERT_EQ(got.tokens()[i], i % 256) << i;
   EXPECT_EQ(got.text().size(), static_cast<size_t>(kOutputs) * text.size());
   EXPECT_LT(got.chunks.size(), static_cast<size_t>(kOutputs)) << "nothing was coalesced";
+  for (const v1::GenerateResponse& chunk : got.chunks) {
+    EXPECT_LE(chunk.ByteSizeLong(), 1100u * 1024) << "coalesced chunks stay near 1 MiB";
+  }
   EXPECT_EQ(got.finals(), 1);
   EXPECT_EQ(got.chunks.back().finish_reason(), v1::FINISH_REASON_EOS);
 }
