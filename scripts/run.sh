@@ -39,9 +39,13 @@ TARGETS=(onecard-metrics onecard-worker onecard-router onecard onecard-health-pr
 if [[ ${ONECARD_SKIP_BUILD:-0} != 1 ]]; then
   bash scripts/setup.sh
   bash scripts/fetch-model.sh
-  if [[ ! -f $BUILD_DIR/build.ninja ]]; then
-    cmake -S . -B "$BUILD_DIR" -G Ninja
+  # Without a GPU the services are built CPU-only: a process that loads cuBLAS
+  # cannot start prometheus-cpp's /metrics server (see docs/cuda.md, known issue).
+  CUDA_OPT=-DONECARD_CUDA=OFF
+  if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+    CUDA_OPT=-DONECARD_CUDA=ON
   fi
+  cmake -S . -B "$BUILD_DIR" -G Ninja "$CUDA_OPT" >/dev/null
   cmake --build "$BUILD_DIR" -j "${ONECARD_JOBS:-$(nproc)}" --target "${TARGETS[@]}"
 fi
 bin() { find "$BUILD_DIR" -type f -name "$1" -perm -u+x -print -quit; }
