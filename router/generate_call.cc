@@ -103,6 +103,21 @@ std::optional<GenerateCall::Refusal> GenerateCall::Admit() {
     return Refusal{absl::UnavailableError("router is draining; send new requests elsewhere"),
                    RejectReason::kDraining};
   }
+  if (std::optional<Refusal> refusal = Prepare()) return refusal;
+  RateLimiter::Decision decision = core_->limiter().Admit(tenant_->name, prepared_.cost_tokens());
+  if (!decision.admitted) {
+    core_->metrics().RateLimited(tenant_->name, decision.limit);
+    absl::Status s = absl::ResourceExhaustedError(absl::StrCat(
+        "rate limit: tenant '", tenant_->name, "' is over its ", decision.limit, "/s limit"));
+    return Refusal{services::WithRetryAfter(s, decision.retry_after), RejectReason::kRateLimited};
+  }
+  reserved_ = true;
+  if (std::optional<Refusal> refusal = Enqueue()) return refusal;
+  core_->metrics().Admitted(prepared_.priority);
+  return std::nullopt;
+}
+
+std::optional<GenerateCall::Refusal> GenerateCall::Prepare() {
   const auto& metadata = context_->client_metadata();
   auto auth = metadata.find("authorization");
   std::string_view authorization;
@@ -121,38 +136,31 @@ std::optional<GenerateCall::Refusal> GenerateCall::Admit() {
     prepared_.worker_request.set_request_id(absl::StrCat("rtr-", id_));
   }
   deadline_ = Deadline();
-  RateLimiter::Decision decision = core_->limiter().Admit(tenant_->name, prepared_.cost_tokens());
-  if (!decision.admitted) {
-    core_->metrics().RateLimited(tenant_->name, decision.limit);
-    absl::Status s = absl::ResourceExhaustedError(absl::StrCat(
-        "rate limit: tenant '", tenant_->name, "' is over its ", decision.limit, "/s limit"));
-    return Refusal{services::WithRetryAfter(s, decision.retry_after), RejectReason::kRateLimited};
-  }
-  reserved_ = true;
+  return std::nullopt;
+}
+
+std::optional<GenerateCall::Refusal> GenerateCall::Enqueue() {
   {
     absl::MutexLock lock(&mu_);
     queued_ = true;
     ++refs_;  // the dispatch callback's
   }
+  const auto& ids = prepared_.worker_request.prompt_token_ids();
   DispatchRequest r{id_,
                     prepared_.priority,
                     prepared_.cost_tokens(),
-                    PrefixAffinityHash({prepared_.worker_request.prompt_token_ids().begin(),
-                                        prepared_.worker_request.prompt_token_ids().end()},
+                    PrefixAffinityHash({ids.begin(), ids.end()},
                                        core_->options().config.dispatch().affinity_prefix_tokens()),
                     deadline_,
                     [this](absl::StatusOr<Assignment> a) { OnDispatched(std::move(a)); }};
   absl::Status submitted = core_->dispatcher().Submit(std::move(r));
-  if (!submitted.ok()) {
-    absl::MutexLock lock(&mu_);
-    queued_ = false;
-    --refs_;  // never zero here: the server reactor holds one
-    bool full = submitted.code() == absl::StatusCode::kResourceExhausted;
-    if (full) submitted = services::WithRetryAfter(submitted, absl::Milliseconds(250));
-    return Refusal{submitted, full ? RejectReason::kQueueFull : RejectReason::kNoWorker};
-  }
-  core_->metrics().Admitted(prepared_.priority);
-  return std::nullopt;
+  if (submitted.ok()) return std::nullopt;  // the callback may even have run already
+  absl::MutexLock lock(&mu_);
+  queued_ = false;
+  --refs_;  // never zero here: the server reactor holds one
+  bool full = submitted.code() == absl::StatusCode::kResourceExhausted;
+  if (full) submitted = services::WithRetryAfter(submitted, absl::Milliseconds(250));
+  return Refusal{submitted, full ? RejectReason::kQueueFull : RejectReason::kNoWorker};
 }
 
 void GenerateCall::OnDispatched(absl::StatusOr<Assignment> assignment) {

@@ -63,6 +63,8 @@ class GenerateCall : public grpc::ServerWriteReactor<onecard::v1::GenerateRespon
     RejectReason reason;
   };
   std::optional<Refusal> Admit();
+  std::optional<Refusal> Prepare();  // API key, validation, tokens, deadline
+  std::optional<Refusal> Enqueue();  // into the dispatcher's queue
   absl::Time Deadline() const;
   void OnDispatched(absl::StatusOr<Assignment> assignment);
   void StartAttempt(Attempt* attempt);

@@ -19,6 +19,7 @@ TEST(RouterOverheadTest, SameRequestsDirectAndThroughTheRouter) {
   o.cluster.log_dir = LogDir();
   o.pairs = 20;
   o.max_tokens = 2;
+  o.admission_requests = 300;
   absl::StatusOr<bench::serve::RouterOverhead> r = bench::serve::RunRouterOverhead(o);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->failed, 0);
@@ -27,8 +28,10 @@ TEST(RouterOverheadTest, SameRequestsDirectAndThroughTheRouter) {
   EXPECT_LE(r->router_ttft.p50, r->router_e2e.p50);
   EXPECT_DOUBLE_EQ(r->added_ttft_p50_s, r->router_ttft.p50 - r->direct_ttft.p50);
   EXPECT_TRUE(std::isfinite(r->added_e2e_p99_s));
+  EXPECT_GT(r->admissions_per_second, 0);
   std::cout << "added TTFT p50 " << r->added_ttft_p50_s * 1000 << " ms, p99 "
-            << r->added_ttft_p99_s * 1000 << " ms\n";
+            << r->added_ttft_p99_s * 1000 << " ms; " << r->admissions_per_second
+            << " admissions/s\n";
 }
 
 }  // namespace

@@ -3,16 +3,22 @@
 // router_overhead_test.cc.
 #include "tools/bench/serve/experiments.h"
 
+#include <signal.h>
+
 #include <limits>
 #include <memory>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "engine/common/status_macros.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "onecard/v1/generation.grpc.pb.h"
+#include "tests/services/testing/http_get.h"
 #include "tools/bench/serve/load_runner.h"
 #include "tools/bench/serve/local_cluster.h"
 
@@ -69,6 +75,57 @@ Timed TimeOne(onecard::v1::Generation::Stub* stub, const onecard::v1::GenerateRe
   t.ok = reader->Finish().ok();
   t.e2e_s = absl::ToDoubleSeconds(absl::Now() - start);
   return t;
+}
+
+// Pair `i`: one request straight to the worker, one through the router,
+// each with a prompt of its own; which goes first alternates with i.
+std::pair<Timed, Timed> TimePair(const RouterOverheadOptions& o, int32_t i,
+                                 onecard::v1::Generation::Stub* direct,
+                                 onecard::v1::Generation::Stub* routed) {
+  onecard::v1::GenerateRequest request;
+  request.mutable_stopping()->set_max_tokens(o.max_tokens);
+  request.mutable_stopping()->set_ignore_eos(true);
+  request.mutable_sampling()->set_temperature(0);
+  Timed a, b;
+  for (int side = 0; side < 2; ++side) {
+    const bool via_router = (side == 0) == (i % 2 == 0);
+    std::vector<int32_t> ids = SyntheticPrompt(o.seed, 2 * (i + 2) + side, o.prompt_tokens, 49152);
+    request.mutable_token_ids()->mutable_ids()->Assign(ids.begin(), ids.end());
+    (via_router ? b : a) = TimeOne(via_router ? routed : direct, request);
+  }
+  return {a, b};
+}
+
+absl::StatusOr<double> AdmittedTotal(const ChildProcess& router) {
+  ASSIGN_OR_RETURN(onecard::testing::HttpResponse r,
+                   onecard::testing::HttpGet(router.metrics_address(), "/metrics"));
+  double total = 0;
+  for (absl::string_view line : absl::StrSplit(r.body, '\n')) {
+    if (!absl::ConsumePrefix(&line, "onecard_router_requests_admitted_total{")) continue;
+    double v = 0;
+    if (absl::SimpleAtod(line.substr(line.rfind(' ') + 1), &v)) total += v;
+  }
+  return total;
+}
+
+// The worker paused, so that nothing is served: every request is admitted
+// and then expires in the router's queue at its 20 ms deadline.
+absl::StatusOr<double> MeasureAdmissions(const ChildProcess& router, ChildProcess& worker,
+                                         int32_t requests) {
+  LoadSpec spec;
+  spec.target = router.grpc_address();
+  spec.mix = {RequestClass{"admission", 1, 16, 4}};
+  spec.users = 64;
+  spec.num_requests = requests;
+  spec.request_timeout = absl::Milliseconds(20);
+  spec.progress = false;
+  ASSIGN_OR_RETURN(double before, AdmittedTotal(router));
+  worker.Signal(SIGSTOP);
+  absl::StatusOr<LoadRun> run = RunLoad(spec);
+  worker.Signal(SIGCONT);
+  if (!run.ok()) return run.status();
+  ASSIGN_OR_RETURN(double after, AdmittedTotal(router));
+  return (after - before) / absl::ToDoubleSeconds(run->result.wall);
 }
 
 std::unique_ptr<onecard::v1::Generation::Stub> Connect(const std::string& target) {
@@ -159,18 +216,7 @@ absl::StatusOr<RouterOverhead> RunRouterOverhead(const RouterOverheadOptions& o)
   std::vector<double> d_ttft, r_ttft, d_e2e, r_e2e;
   RouterOverhead out;
   for (int32_t i = -2; i < o.pairs; ++i) {  // two warm-up pairs
-    onecard::v1::GenerateRequest request;
-    request.mutable_stopping()->set_max_tokens(o.max_tokens);
-    request.mutable_stopping()->set_ignore_eos(true);
-    request.mutable_sampling()->set_temperature(0);
-    Timed a, b;
-    for (int side = 0; side < 2; ++side) {
-      bool via_router = (side == 0) == (i % 2 == 0);
-      std::vector<int32_t> ids =
-          SyntheticPrompt(o.seed, 2 * (i + 2) + side, o.prompt_tokens, 49152);
-      request.mutable_token_ids()->mutable_ids()->Assign(ids.begin(), ids.end());
-      (via_router ? b : a) = TimeOne(via_router ? routed.get() : direct.get(), request);
-    }
+    auto [a, b] = TimePair(o, i, direct.get(), routed.get());
     if (i < 0) continue;
     if (!a.ok || !b.ok) {
       ++out.failed;
@@ -189,6 +235,10 @@ absl::StatusOr<RouterOverhead> RunRouterOverhead(const RouterOverheadOptions& o)
   out.added_ttft_p99_s = out.router_ttft.p99 - out.direct_ttft.p99;
   out.added_e2e_p50_s = out.router_e2e.p50 - out.direct_e2e.p50;
   out.added_e2e_p99_s = out.router_e2e.p99 - out.direct_e2e.p99;
+  if (o.admission_requests > 0) {
+    ASSIGN_OR_RETURN(out.admissions_per_second,
+                     MeasureAdmissions(*router, *worker, o.admission_requests));
+  }
   router->Terminate(absl::Seconds(30));
   worker->Terminate(absl::Seconds(30));
   return out;

@@ -72,6 +72,7 @@ struct RouterOverheadOptions {
   int32_t prompt_tokens = 16;
   int32_t max_tokens = 4;
   uint64_t seed = 7;
+  int32_t admission_requests = 2000;  // 0: skip the admissions/s part
 };
 
 struct RouterOverhead {
@@ -79,6 +80,7 @@ struct RouterOverhead {
   double added_ttft_p50_s = 0, added_ttft_p99_s = 0;
   double added_e2e_p50_s = 0, added_e2e_p99_s = 0;
   int64_t failed = 0;
+  double admissions_per_second = 0;
 };
 
 absl::StatusOr<RouterOverhead> RunRouterOverhead(const RouterOverheadOptions& options);

@@ -113,6 +113,7 @@ class Phase {
   int64_t ok_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t failed_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t tokens_ ABSL_GUARDED_BY(mu_) = 0;
+  bool arrivals_done_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<RequestRecord> records_ ABSL_GUARDED_BY(mu_);
 };
 
@@ -260,9 +261,13 @@ void Phase::RunPoisson() {
 
 std::vector<RequestRecord> Phase::Run() {
   start_ = absl::Now();
+  std::thread arrivals;
   if (spec_.mode == ArrivalMode::kPoisson) {
-    std::thread arrivals([this] { RunPoisson(); });
-    arrivals.join();
+    arrivals = std::thread([this] {
+      RunPoisson();
+      absl::MutexLock lock(&mu_);
+      arrivals_done_ = true;
+    });
   } else {
     std::vector<Conversation*> first;
     {
@@ -270,6 +275,7 @@ std::vector<RequestRecord> Phase::Run() {
       while (static_cast<int64_t>(first.size()) < spec_.users && MayStart()) {
         for (Conversation* c : Next()) first.push_back(c);
       }
+      arrivals_done_ = true;  // the rest start as conversations end
     }
     for (Conversation* c : first) c->StartTurn();
   }
@@ -278,13 +284,15 @@ std::vector<RequestRecord> Phase::Run() {
     {
       absl::MutexLock lock(&mu_);
       auto finished = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return in_flight_ == 0 && (spec_.mode == ArrivalMode::kPoisson || !MayStart());
+        return arrivals_done_ && in_flight_ == 0 &&
+               (spec_.mode == ArrivalMode::kPoisson || !MayStart());
       };
       done = mu_.AwaitWithTimeout(absl::Condition(&finished), absl::Seconds(1));
     }
     if (done) break;
     PrintProgress(false);
   }
+  if (arrivals.joinable()) arrivals.join();
   PrintProgress(true);
   absl::MutexLock lock(&mu_);
   return std::move(records_);

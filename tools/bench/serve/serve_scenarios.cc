@@ -160,6 +160,8 @@ absl::Status RunRouterOverheadScenario(const BenchOptions& options, BenchReporte
   add("router_e2e_p99", r.router_e2e.p99);
   reporter.Add({"router-overhead", c, "pairs", static_cast<double>(r.direct_e2e.count), "pairs",
                 std::nullopt});
+  reporter.Add({"router-overhead", "admission", "admissions_per_second", r.admissions_per_second,
+                "req/s", std::nullopt});
   return absl::OkStatus();
 }
 
