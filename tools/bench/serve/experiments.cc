@@ -213,7 +213,7 @@ absl::StatusOr<RouterOverhead> RunRouterOverhead(const RouterOverheadOptions& o)
                    StartRouter(c, "router-overhead-router", worker->grpc_address(), {}));
   auto direct = Connect(worker->grpc_address());
   auto routed = Connect(router->grpc_address());
-  std::vector<double> d_ttft, r_ttft, d_e2e, r_e2e;
+  std::vector<double> d_ttft, r_ttft, d_e2e, r_e2e, paired;
   RouterOverhead out;
   for (int32_t i = -2; i < o.pairs; ++i) {  // two warm-up pairs
     auto [a, b] = TimePair(o, i, direct.get(), routed.get());
@@ -226,7 +226,9 @@ absl::StatusOr<RouterOverhead> RunRouterOverhead(const RouterOverheadOptions& o)
     r_ttft.push_back(b.ttft_s);
     d_e2e.push_back(a.e2e_s);
     r_e2e.push_back(b.e2e_s);
+    paired.push_back(b.ttft_s - a.ttft_s);
   }
+  out.paired_ttft_difference = Summarize(paired);
   out.direct_ttft = Summarize(d_ttft);
   out.router_ttft = Summarize(r_ttft);
   out.direct_e2e = Summarize(d_e2e);

@@ -154,6 +154,8 @@ absl::Status RunRouterOverheadScenario(const BenchOptions& options, BenchReporte
   add("added_ttft_p99", r.added_ttft_p99_s);
   add("added_e2e_p50", r.added_e2e_p50_s);
   add("added_e2e_p99", r.added_e2e_p99_s);
+  add("paired_ttft_difference_p50", r.paired_ttft_difference.p50);
+  add("paired_ttft_difference_p99", r.paired_ttft_difference.p99);
   add("direct_ttft_p50", r.direct_ttft.p50);
   add("router_ttft_p50", r.router_ttft.p50);
   add("direct_e2e_p99", r.direct_e2e.p99);
