@@ -39,13 +39,9 @@ TARGETS=(onecard-metrics onecard-worker onecard-router onecard onecard-health-pr
 if [[ ${ONECARD_SKIP_BUILD:-0} != 1 ]]; then
   bash scripts/setup.sh
   bash scripts/fetch-model.sh
-  # Without a GPU the services are built CPU-only: a process that loads cuBLAS
-  # cannot start prometheus-cpp's /metrics server (see docs/cuda.md, known issue).
-  CUDA_OPT=-DONECARD_CUDA=OFF
-  if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
-    CUDA_OPT=-DONECARD_CUDA=ON
-  fi
-  cmake -S . -B "$BUILD_DIR" -G Ninja "$CUDA_OPT" >/dev/null
+  # The CUDA backend is built wherever nvcc is (ONECARD_CUDA=AUTO); the
+  # worker uses it when a GPU is present.
+  cmake -S . -B "$BUILD_DIR" -G Ninja -DONECARD_CUDA="${ONECARD_CUDA:-AUTO}" >/dev/null
   cmake --build "$BUILD_DIR" -j "${ONECARD_JOBS:-$(nproc)}" --target "${TARGETS[@]}"
 fi
 bin() { find "$BUILD_DIR" -type f -name "$1" -perm -u+x -print -quit; }

@@ -21,6 +21,7 @@ if(NOT TARGET onecard_kernels_cuda)
   target_link_libraries(onecard_kernels_cuda_ref PUBLIC onecard_kernels_ref)
 
   add_library(onecard_kernels_cuda
+    ${_k}/cublas_loader.cc
     ${_k}/embedding.cu
     ${_k}/gemv.cu
     ${_k}/kv_cache_write.cu
@@ -37,5 +38,10 @@ if(NOT TARGET onecard_kernels_cuda)
     $<$<COMPILE_LANGUAGE:CUDA>:-lineinfo -Xptxas=-warn-spills>)
   target_link_libraries(onecard_kernels_cuda
     PUBLIC onecard_kernels_ref onecard_common absl::status absl::statusor absl::strings
-           CUDA::cudart_static CUDA::cublas)
+           CUDA::cudart_static ${CMAKE_DL_LIBS})
+  # cuBLAS is opened on first use, not linked (cublas_loader.h says why); its
+  # headers are still needed.
+  target_include_directories(onecard_kernels_cuda PUBLIC ${CUDAToolkit_INCLUDE_DIRS})
+  set_property(SOURCE ${_k}/cublas_loader.cc APPEND PROPERTY COMPILE_DEFINITIONS
+    ONECARD_CUDA_LIBRARY_DIR="${CUDAToolkit_LIBRARY_DIR}")
 endif()

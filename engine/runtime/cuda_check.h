@@ -1,5 +1,6 @@
 // CUDA_RETURN_IF_ERROR: turns a failed CUDA runtime or cuBLAS call into an
-// absl::Status naming the expression, the error, the file and the line.
+// absl::Status naming the expression, the error, the file and the line
+// (or, for cuBLAS, why libcublas could not be loaded).
 // After a kernel launch: CUDA_RETURN_IF_ERROR(cudaGetLastError()).
 // Included only by CUDA code (engine/kernels/*.cu, engine/runtime/cuda/,
 // tests/gpu/, tools/bench/cuda/). Tested through every caller (tests/gpu).
@@ -11,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "engine/kernels/cublas_loader.h"
 
 namespace onecard::engine {
 
@@ -27,6 +29,10 @@ inline absl::Status CudaCallStatus(cudaError_t err, const char* expr, const char
 inline absl::Status CudaCallStatus(cublasStatus_t err, const char* expr, const char* file,
                                    int line) {
   if (err == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
+  // cuBLAS is opened on first use (cublas_loader.h): say why it could not be.
+  if (absl::Status loaded = cuda::LoadCublas(); !loaded.ok()) {
+    return absl::Status(loaded.code(), absl::StrCat(expr, " failed: ", loaded.message()));
+  }
   const auto code = err == CUBLAS_STATUS_ALLOC_FAILED ? absl::StatusCode::kResourceExhausted
                                                       : absl::StatusCode::kInternal;
   return absl::Status(code, absl::StrCat(expr, " failed: ", cublasGetStatusName(err), " (",
