@@ -32,7 +32,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "router/clock.h"
+#include "engine/common/clock.h"
 #include "router/request_queue.h"
 #include "router/worker_pool.h"
 

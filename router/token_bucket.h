@@ -18,7 +18,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "router/clock.h"
+#include "engine/common/clock.h"
 
 namespace onecard::router {
 

@@ -33,7 +33,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/time/time.h"
-#include "router/clock.h"
+#include "engine/common/clock.h"
 
 namespace onecard::router {
 

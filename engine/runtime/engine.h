@@ -25,8 +25,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "engine/common/clock.h"
 #include "engine/model/model_config.h"
-#include "engine/runtime/clock.h"
 #include "engine/tokenizer/tokenizer.h"
 
 namespace onecard::engine {

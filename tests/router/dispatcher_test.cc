@@ -9,8 +9,8 @@
 #include <map>
 #include <random>
 
+#include "engine/common/clock.h"
 #include "gtest/gtest.h"
-#include "router/clock.h"
 
 namespace onecard::router {
 namespace {

@@ -6,8 +6,8 @@
 
 #include <random>
 
+#include "engine/common/clock.h"
 #include "gtest/gtest.h"
-#include "router/clock.h"
 
 namespace onecard::router {
 namespace {

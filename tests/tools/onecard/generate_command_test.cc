@@ -26,7 +26,7 @@ std::vector<float> AsciiLogits(std::span<const int32_t> context) {
 
 std::unique_ptr<engine::testing::TestEngine> Threaded(int32_t fail_on_token = -1) {
   return MakeTestEngine({.logits_fn = AsciiLogits, .fail_on_token = fail_on_token},
-                        {.clock = engine::RealClock::Get()}, /*threaded=*/true);
+                        {.clock = RealClock::Get()}, /*threaded=*/true);
 }
 
 GenerateOptions Options(std::string prompt, bool json = false) {
