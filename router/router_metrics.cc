@@ -6,6 +6,7 @@
 #include "grpcpp/support/status_code_enum.h"
 #include "prometheus/client_metric.h"
 #include "prometheus/metric_family.h"
+#include "services/common/status.h"
 
 namespace onecard::router {
 namespace {
@@ -16,27 +17,6 @@ const prometheus::Histogram::BucketBoundaries& LatencyBuckets() {
   static const auto* const buckets = new prometheus::Histogram::BucketBoundaries{
       0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600};
   return *buckets;
-}
-
-const char* CodeName(int code) {
-  static constexpr const char* kNames[] = {"OK",
-                                           "CANCELLED",
-                                           "UNKNOWN",
-                                           "INVALID_ARGUMENT",
-                                           "DEADLINE_EXCEEDED",
-                                           "NOT_FOUND",
-                                           "ALREADY_EXISTS",
-                                           "PERMISSION_DENIED",
-                                           "RESOURCE_EXHAUSTED",
-                                           "FAILED_PRECONDITION",
-                                           "ABORTED",
-                                           "OUT_OF_RANGE",
-                                           "UNIMPLEMENTED",
-                                           "INTERNAL",
-                                           "UNAVAILABLE",
-                                           "DATA_LOSS",
-                                           "UNAUTHENTICATED"};
-  return code >= 0 && code <= 16 ? kNames[code] : "UNKNOWN";
 }
 
 template <typename T>
@@ -180,7 +160,9 @@ RouterMetrics::RouterMetrics(prometheus::Registry& r)
   for (int i = 0; i < kNumRejectReasons; ++i) {
     rejected_[i] = &rejected.Add({{"reason", RejectReasonLabel(static_cast<RejectReason>(i))}});
   }
-  for (int code : {0, 1, 3, 4, 7, 8, 13, 14, 16}) requests_.Add({{"code", CodeName(code)}});
+  for (int code : {0, 1, 3, 4, 7, 8, 13, 14, 16}) {
+    requests_.Add({{"code", services::GrpcCodeName(code)}});
+  }
 }
 
 void RouterMetrics::Admitted(PriorityClass p) { admitted_[static_cast<int>(p)]->Increment(); }
@@ -224,7 +206,7 @@ void RouterMetrics::FirstToken(PriorityClass p, absl::Duration ttft) {
 
 void RouterMetrics::Finished(PriorityClass p, int code, absl::Duration e2e) {
   e2e_[static_cast<int>(p)]->Observe(absl::ToDoubleSeconds(e2e));
-  requests_.Add({{"code", CodeName(code)}}).Increment();
+  requests_.Add({{"code", services::GrpcCodeName(code)}}).Increment();
 }
 
 std::shared_ptr<prometheus::Collectable> RouterMetrics::GaugeCollectable(

@@ -1,4 +1,5 @@
-// absl::Status <-> grpc::Status, and the retry-after hint. See status.h.
+// absl::Status <-> grpc::Status, the retry-after hint and gRPC code names.
+// See status.h.
 #include "services/common/status.h"
 
 #include <cstdint>
@@ -53,6 +54,27 @@ std::optional<absl::Duration> RetryAfterFromTrailers(const grpc::ClientContext& 
     return std::nullopt;
   }
   return absl::Milliseconds(ms);
+}
+
+const char* GrpcCodeName(int code) {
+  static constexpr const char* kNames[] = {"OK",
+                                           "CANCELLED",
+                                           "UNKNOWN",
+                                           "INVALID_ARGUMENT",
+                                           "DEADLINE_EXCEEDED",
+                                           "NOT_FOUND",
+                                           "ALREADY_EXISTS",
+                                           "PERMISSION_DENIED",
+                                           "RESOURCE_EXHAUSTED",
+                                           "FAILED_PRECONDITION",
+                                           "ABORTED",
+                                           "OUT_OF_RANGE",
+                                           "UNIMPLEMENTED",
+                                           "INTERNAL",
+                                           "UNAVAILABLE",
+                                           "DATA_LOSS",
+                                           "UNAUTHENTICATED"};
+  return code >= 0 && code <= 16 ? kNames[code] : "UNKNOWN";
 }
 
 absl::Time DeadlineFromChrono(std::chrono::system_clock::time_point deadline) {

@@ -2,7 +2,7 @@
 // one to one (both follow the canonical code list); the message is kept.
 // A status may carry a retry hint as a payload (WithRetryAfter); servers copy
 // it into the `retry-after-ms` trailer with AddStatusTrailers, clients read it
-// back with RetryAfterFromTrailers.
+// back with RetryAfterFromTrailers. GrpcCodeName names a code for metrics.
 // Tested by tests/services/common/status_test.cc.
 #ifndef ONECARD_SERVICES_COMMON_STATUS_H_
 #define ONECARD_SERVICES_COMMON_STATUS_H_
@@ -34,6 +34,11 @@ std::optional<absl::Duration> RetryAfter(const absl::Status& status);
 void AddStatusTrailers(const absl::Status& status, grpc::ServerContextBase* context);
 // The retry hint a server sent in its trailers, if any.
 std::optional<absl::Duration> RetryAfterFromTrailers(const grpc::ClientContext& context);
+
+// The name of a grpc::StatusCode number ("OK", "RESOURCE_EXHAUSTED", ...):
+// the `code` label of request counters and the error keys of load reports.
+// Numbers outside 0..16 are "UNKNOWN".
+const char* GrpcCodeName(int code);
 
 // A gRPC deadline as an absl::Time (InfiniteFuture when none was set).
 absl::Time DeadlineFromChrono(std::chrono::system_clock::time_point deadline);

@@ -1,6 +1,7 @@
 // Tests of the absl::Status <-> grpc::Status mapping: every canonical code
 // maps to the gRPC code of the same name (gRPC's own table is the reference)
-// and back, with the message kept; the retry hint survives.
+// and back, with the message kept; the retry hint survives; code names
+// match absl's.
 #include "services/common/status.h"
 
 #include <utility>
@@ -57,6 +58,15 @@ TEST(StatusTest, RetryAfterRoundTrips) {
   EXPECT_EQ(RetryAfter(s), absl::Milliseconds(250));
   EXPECT_EQ(RetryAfter(absl::ResourceExhaustedError("no hint")), std::nullopt);
   EXPECT_TRUE(WithRetryAfter(absl::OkStatus(), absl::Seconds(1)).ok());
+}
+
+TEST(StatusTest, GrpcCodeNameIsTheCanonicalName) {
+  EXPECT_STREQ(GrpcCodeName(0), "OK");
+  for (const auto& [absl_code, grpc_code] : CodePairs()) {
+    EXPECT_EQ(GrpcCodeName(static_cast<int>(grpc_code)), absl::StatusCodeToString(absl_code));
+  }
+  EXPECT_STREQ(GrpcCodeName(-1), "UNKNOWN");
+  EXPECT_STREQ(GrpcCodeName(17), "UNKNOWN");
 }
 
 TEST(StatusTest, DeadlineFromChrono) {

@@ -6,28 +6,9 @@
 #include <cmath>
 #include <numeric>
 
-namespace onecard::bench::serve {
+#include "services/common/status.h"
 
-const char* CodeName(int code) {
-  static constexpr const char* kNames[] = {"OK",
-                                           "CANCELLED",
-                                           "UNKNOWN",
-                                           "INVALID_ARGUMENT",
-                                           "DEADLINE_EXCEEDED",
-                                           "NOT_FOUND",
-                                           "ALREADY_EXISTS",
-                                           "PERMISSION_DENIED",
-                                           "RESOURCE_EXHAUSTED",
-                                           "FAILED_PRECONDITION",
-                                           "ABORTED",
-                                           "OUT_OF_RANGE",
-                                           "UNIMPLEMENTED",
-                                           "INTERNAL",
-                                           "UNAVAILABLE",
-                                           "DATA_LOSS",
-                                           "UNAUTHENTICATED"};
-  return code >= 0 && code <= 16 ? kNames[code] : "UNKNOWN";
-}
+namespace onecard::bench::serve {
 
 Percentiles Summarize(std::vector<double> samples) {
   Percentiles p;
@@ -56,7 +37,7 @@ ClassStats Collect(const std::string& name, const std::vector<const RequestRecor
     ++s.sent;
     s.output_tokens += r->output_tokens;
     if (r->code != 0) {
-      ++s.errors[CodeName(r->code)];
+      ++s.errors[services::GrpcCodeName(r->code)];
       continue;
     }
     ++s.ok;

@@ -54,7 +54,6 @@ struct LoadResult {
 
 LoadResult Summarize(const std::vector<RequestRecord>& records,
                      const std::vector<RequestClass>& mix, absl::Duration wall);
-const char* CodeName(int code);
 nlohmann::json ToJson(const LoadResult& result);
 // Records named <class>-<metric> for `scenario` (case = the class name):
 // ttft/tpot/e2e p50/p95/p99 in seconds, throughput and error counts.
