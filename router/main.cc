@@ -21,9 +21,9 @@
 #include "onecard/v1/config.pb.h"
 #include "router/router_server.h"
 #include "services/common/config.h"
+#include "services/common/flag_names.h"
 #include "services/common/proto_time.h"
 #include "services/common/server_main.h"
-#include "tools/onecard/flag_names.h"
 
 ABSL_FLAG(std::string, config, "", "Config file (YAML or JSON)");
 ABSL_FLAG(std::string, model, "", "Model whose tokenizer and chat template the router uses");
@@ -143,7 +143,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   absl::SetProgramUsageMessage("onecard-router --model PATH [--static-workers H:P,...] [flags]");
-  std::vector<std::string> args = onecard::tools::NormalizeFlagNames(argc, argv);
+  std::vector<std::string> args = onecard::services::NormalizeFlagNames(argc, argv);
   std::vector<char*> arg_ptrs;
   for (std::string& a : args) arg_ptrs.push_back(a.data());
   absl::ParseCommandLine(static_cast<int>(arg_ptrs.size()), arg_ptrs.data());

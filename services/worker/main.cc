@@ -19,11 +19,11 @@
 #include "absl/strings/str_cat.h"
 #include "engine/common/log.h"
 #include "services/common/config.h"
+#include "services/common/flag_names.h"
 #include "services/common/proto_time.h"
 #include "services/common/server_main.h"
 #include "services/worker/worker_config.h"
 #include "services/worker/worker_server.h"
-#include "tools/onecard/flag_names.h"
 
 ABSL_FLAG(std::string, config, "", "Config file (YAML or JSON)");
 ABSL_FLAG(std::string, model, "", "Model: a .gguf file or an HF checkpoint directory");
@@ -172,7 +172,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   absl::SetProgramUsageMessage("onecard-worker --model PATH [--listen HOST:PORT] [flags]");
-  std::vector<std::string> args = onecard::tools::NormalizeFlagNames(argc, argv);
+  std::vector<std::string> args = onecard::services::NormalizeFlagNames(argc, argv);
   std::vector<char*> arg_ptrs;
   for (std::string& a : args) arg_ptrs.push_back(a.data());
   absl::ParseCommandLine(static_cast<int>(arg_ptrs.size()), arg_ptrs.data());

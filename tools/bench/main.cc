@@ -13,9 +13,9 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "services/common/flag_names.h"
 #include "tools/bench/bench_registry.h"
 #include "tools/bench/bench_report.h"
-#include "tools/onecard/flag_names.h"
 
 ABSL_FLAG(std::string, model, "models/SmolLM2-135M-Instruct.Q4_1.gguf", "model file");
 ABSL_FLAG(int32_t, threads, 0, "cpu backend threads; 0 = all cores");
@@ -36,7 +36,7 @@ void PrintScenarios(std::ostream& out) {
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("onecard-bench SCENARIO [flags]; onecard-bench list");
-  std::vector<std::string> normalized = onecard::tools::NormalizeFlagNames(argc, argv);
+  std::vector<std::string> normalized = onecard::services::NormalizeFlagNames(argc, argv);
   std::vector<char*> normalized_argv;
   for (std::string& a : normalized) normalized_argv.push_back(a.data());
   std::vector<char*> args =

@@ -19,7 +19,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "engine/runtime/engine.h"
-#include "tools/onecard/flag_names.h"
+#include "services/common/flag_names.h"
 #include "tools/onecard/generate_command.h"
 #include "tools/onecard/inspect_command.h"
 #include "tools/onecard/remote_command.h"
@@ -105,7 +105,7 @@ int RunEngineCommand(const std::string& command) {
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);
-  std::vector<std::string> normalized = onecard::tools::NormalizeFlagNames(argc, argv);
+  std::vector<std::string> normalized = onecard::services::NormalizeFlagNames(argc, argv);
   std::vector<char*> normalized_argv;
   for (std::string& a : normalized) normalized_argv.push_back(a.data());
   std::vector<char*> args =

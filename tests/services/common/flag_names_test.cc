@@ -1,10 +1,10 @@
-// Tests of NormalizeFlagNames.
-#include "tools/onecard/flag_names.h"
+// Tests of NormalizeFlagNames (services/common/flag_names.h).
+#include "services/common/flag_names.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace onecard::tools {
+namespace onecard::services {
 namespace {
 
 using ::testing::ElementsAre;
@@ -21,4 +21,4 @@ TEST(FlagNamesTest, DashesInFlagNamesBecomeUnderscores) {
 }
 
 }  // namespace
-}  // namespace onecard::tools
+}  // namespace onecard::services

@@ -1,10 +1,10 @@
 // NormalizeFlagNames (see flag_names.h).
-// Tested by tests/tools/onecard/flag_names_test.cc.
-#include "tools/onecard/flag_names.h"
+// Tested by tests/services/common/flag_names_test.cc.
+#include "services/common/flag_names.h"
 
 #include <algorithm>
 
-namespace onecard::tools {
+namespace onecard::services {
 
 std::vector<std::string> NormalizeFlagNames(int argc, char** argv) {
   std::vector<std::string> args(argv, argv + argc);
@@ -19,4 +19,4 @@ std::vector<std::string> NormalizeFlagNames(int argc, char** argv) {
   return args;
 }
 
-}  // namespace onecard::tools
+}  // namespace onecard::services
