@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -102,6 +103,9 @@ struct GenerationRequest {
 
 struct EngineStats {
   int64_t num_waiting = 0;
+  // num_waiting by GenerationRequest::priority; the counts sum to num_waiting
+  // (a priority with none waiting is absent).
+  std::map<int32_t, int64_t> num_waiting_by_priority;
   int64_t num_running = 0;
   int64_t kv_blocks_used = 0;
   int64_t kv_blocks_total = 0;

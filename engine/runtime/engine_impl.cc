@@ -122,6 +122,7 @@ EngineStats EngineImpl::Stats() const {
   absl::MutexLock lock(&mu_);
   EngineStats stats = stats_;
   stats.num_waiting += static_cast<int64_t>(incoming_.size());
+  for (const auto& state : incoming_) ++stats.num_waiting_by_priority[state->request().priority];
   stats.draining = draining_;
   return stats;
 }

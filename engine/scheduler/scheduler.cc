@@ -180,6 +180,12 @@ const Sequence* Scheduler::Find(int64_t seq_id) const {
   return it == seqs_.end() ? nullptr : it->second.get();
 }
 
+std::map<int32_t, int64_t> Scheduler::NumWaitingByPriority() const {
+  std::map<int32_t, int64_t> counts;
+  for (const RankKey& key : waiting_) ++counts[-std::get<0>(key)];  // key: -priority first
+  return counts;
+}
+
 std::span<const int32_t> Scheduler::BlockTable(int64_t seq_id, int32_t num_tokens) const {
   std::span<const int32_t> table = blocks_.BlockTable(seq_id);
   const size_t n =

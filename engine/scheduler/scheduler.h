@@ -37,6 +37,7 @@
 #define ONECARD_ENGINE_SCHEDULER_SCHEDULER_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -116,6 +117,8 @@ class Scheduler {
   const BlockManager& block_manager() const { return blocks_; }
   int32_t max_context() const { return max_context_; }
   int64_t num_waiting() const { return static_cast<int64_t>(waiting_.size()); }
+  // The waiting sequences counted by priority (absent: none waiting).
+  std::map<int32_t, int64_t> NumWaitingByPriority() const;
   int64_t num_running() const { return static_cast<int64_t>(running_.size()); }
   int64_t num_preemptions() const { return num_preemptions_; }
 

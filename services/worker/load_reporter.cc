@@ -3,6 +3,7 @@
 #include "services/worker/load_reporter.h"
 
 #include <algorithm>
+#include <array>
 #include <utility>
 
 #include "absl/random/random.h"
@@ -13,9 +14,23 @@
 #include "grpcpp/support/channel_arguments.h"
 #include "services/common/proto_time.h"
 #include "services/common/status.h"
+#include "services/worker/request_convert.h"
 
 namespace onecard::services {
 namespace {
+
+// Every class, zeros included, so the classes always sum to `waiting`.
+void AddWaitingByPriority(const engine::EngineStats& stats, v1::WorkerLoadReport* report) {
+  std::array<int64_t, 4> depth = {};  // by v1::Priority
+  for (const auto& [priority, count] : stats.num_waiting_by_priority) {
+    depth[ProtoPriority(priority)] += count;
+  }
+  for (v1::Priority p : {v1::PRIORITY_INTERACTIVE, v1::PRIORITY_STANDARD, v1::PRIORITY_BATCH}) {
+    v1::PriorityQueueDepth* part = report->add_waiting_by_priority();
+    part->set_priority(p);
+    part->set_depth(depth[p]);
+  }
+}
 
 std::shared_ptr<grpc::Channel> MakeChannel(const LoadReporterOptions& o) {
   grpc::ChannelArguments args;
@@ -181,6 +196,7 @@ v1::WorkerLoadReport LoadReporter::MakeReport(const WorkerSnapshot& snapshot) {
   report.set_address(options_.address);
   report.set_model(options_.info.model().id());
   report.set_waiting(s.num_waiting);
+  AddWaitingByPriority(s, &report);
   report.set_running(s.num_running);
   report.set_kv_blocks_used(s.kv_blocks_used);
   report.set_kv_blocks_total(s.kv_blocks_total);

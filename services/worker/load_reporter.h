@@ -5,6 +5,7 @@
 // Notify() is called. A failed call or a broken stream is retried with
 // exponential backoff (with jitter) up to max_backoff; serving never waits
 // on any of this. Stop() sends one last report (e.g. draining) and closes.
+// A report splits the waiting requests by priority class (all three).
 // Tested by tests/services/worker/load_reporter_test.cc (a fake control
 // plane in the test).
 #ifndef ONECARD_SERVICES_WORKER_LOAD_REPORTER_H_

@@ -216,6 +216,11 @@ int32_t EnginePriority(v1::Priority priority) {
   }
 }
 
+v1::Priority ProtoPriority(int32_t engine_priority) {
+  if (engine_priority >= 2) return v1::PRIORITY_INTERACTIVE;
+  return engine_priority <= 0 ? v1::PRIORITY_BATCH : v1::PRIORITY_STANDARD;
+}
+
 std::string LargestField(const google::protobuf::Message& message) {
   std::vector<const FieldDescriptor*> fields;
   message.GetReflection()->ListFields(message, &fields);

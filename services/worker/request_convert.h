@@ -32,6 +32,9 @@ struct RequestLimits {
 
 // Engine priority of a class: interactive 2, standard (and unset) 1, batch 0.
 int32_t EnginePriority(v1::Priority priority);
+// The class of an engine priority, the inverse of EnginePriority: 2 and
+// above interactive, 1 standard, 0 and below batch.
+v1::Priority ProtoPriority(int32_t engine_priority);
 
 // Router -> worker requests (token ids already made by the router).
 absl::StatusOr<engine::GenerationRequest> FromWorkerRequest(

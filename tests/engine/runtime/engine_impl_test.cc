@@ -365,6 +365,25 @@ TEST(EngineImplTest, MaxWaitingRefusesWithResourceExhausted) {
   EXPECT_TRUE(t->engine->Submit(Request({1}, 1)).ok());
 }
 
+TEST(EngineImplTest, StatsCountWaitingRequestsByPriority) {
+  auto t = MakeTestEngine({}, {.max_num_seqs = 1});
+  for (int32_t priority : {0, 2, 0, 1}) {
+    GenerationRequest r = Request({1, 2}, 4);
+    r.priority = priority;
+    ASSERT_TRUE(t->engine->Submit(std::move(r)).ok());
+  }
+  EngineStats stats = t->engine->Stats();  // all four not yet in the scheduler
+  EXPECT_EQ(stats.num_waiting, 4);
+  EXPECT_EQ(stats.num_waiting_by_priority, (std::map<int32_t, int64_t>{{0, 2}, {1, 1}, {2, 1}}));
+  ASSERT_TRUE(t->engine->Step().ok());  // the one slot goes to priority 2
+  stats = t->engine->Stats();
+  EXPECT_EQ(stats.num_running, 1);
+  EXPECT_EQ(stats.num_waiting, 3);
+  EXPECT_EQ(stats.num_waiting_by_priority, (std::map<int32_t, int64_t>{{0, 2}, {1, 1}}));
+  RunUntilIdle(*t->engine);
+  EXPECT_TRUE(t->engine->Stats().num_waiting_by_priority.empty());
+}
+
 TEST(EngineImplTest, DestroyingTheEngineCancelsWhatIsLeft) {
   Recorder rec;
   {

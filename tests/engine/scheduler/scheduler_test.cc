@@ -188,6 +188,18 @@ TEST(SchedulerTest, MaxNumSeqsLimitsRunning) {
     EXPECT_EQ(d.finished().at(id), RunAlone(Prompt(3, 10 * id), 6));
 }
 
+TEST(SchedulerTest, WaitingIsCountedByPriority) {
+  Driver d(Options(64, /*budget=*/64, /*max_seqs=*/1));
+  EXPECT_TRUE(d.scheduler().NumWaitingByPriority().empty());
+  d.Add(1, Prompt(3, 10), 0, 6);
+  d.Add(2, Prompt(3, 20), 5, 6);
+  d.Add(3, Prompt(3, 30), 0, 6);
+  EXPECT_EQ(d.scheduler().NumWaitingByPriority(), (std::map<int32_t, int64_t>{{0, 2}, {5, 1}}));
+  d.Step();  // 2 runs: the only slot goes to the highest priority
+  EXPECT_EQ(d.scheduler().NumWaitingByPriority(), (std::map<int32_t, int64_t>{{0, 2}}));
+  EXPECT_EQ(d.scheduler().num_waiting(), 2);
+}
+
 TEST(SchedulerTest, OutOfBlocksPreemptsLowestPriorityLatestArrivalByRecompute) {
   // 6 blocks of 4: three sequences of 7 prompt tokens take 2 blocks each;
   // the first decode past 8 tokens needs a seventh block.

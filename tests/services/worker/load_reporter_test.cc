@@ -7,6 +7,7 @@
 #include "services/worker/load_reporter.h"
 
 #include <atomic>
+#include <map>
 
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
@@ -31,6 +32,13 @@ class Load {
     snapshot_.stats.kv_blocks_used = used;
     snapshot_.stats.kv_blocks_total = 100;
     snapshot_.draining = draining;
+  }
+  // Waiting requests by engine priority (2 interactive, 1 standard, 0 batch).
+  void SetWaiting(const std::map<int32_t, int64_t>& by_priority) {
+    absl::MutexLock lock(&mu_);
+    snapshot_.stats.num_waiting_by_priority = by_priority;
+    snapshot_.stats.num_waiting = 0;
+    for (const auto& [priority, count] : by_priority) snapshot_.stats.num_waiting += count;
   }
 
  private:
@@ -94,6 +102,33 @@ TEST(LoadReporterTest, RegistersAndReportsTheLoad) {
   const std::vector<v1::WorkerLoadReport> reports = plane->reports();
   for (size_t i = 1; i < reports.size(); ++i) {
     EXPECT_EQ(reports[i].sequence(), reports[i - 1].sequence() + 1);
+  }
+}
+
+TEST(LoadReporterTest, ReportsTheWaitingRequestsByPriorityClass) {
+  std::unique_ptr<FakeControlPlane> plane = FakeControlPlane::Start();
+  Load load;
+  load.Set(0, 0, 4);
+  load.SetWaiting({{2, 1}, {1, 2}, {0, 3}, {-1, 1}});
+  LoadReporter reporter(Options(plane->address()), [&load] { return load.Get(); });
+  reporter.Start();
+  std::optional<v1::WorkerLoadReport> report =
+      plane->WaitForReport([](const v1::WorkerLoadReport& r) { return r.waiting() == 7; });
+  ASSERT_TRUE(report.has_value());
+  ASSERT_EQ(report->waiting_by_priority_size(), 3);
+  EXPECT_EQ(report->waiting_by_priority(0).priority(), v1::PRIORITY_INTERACTIVE);
+  EXPECT_EQ(report->waiting_by_priority(0).depth(), 1);
+  EXPECT_EQ(report->waiting_by_priority(1).priority(), v1::PRIORITY_STANDARD);
+  EXPECT_EQ(report->waiting_by_priority(1).depth(), 2);
+  EXPECT_EQ(report->waiting_by_priority(2).priority(), v1::PRIORITY_BATCH);
+  EXPECT_EQ(report->waiting_by_priority(2).depth(), 4);  // priorities 0 and -1
+  load.SetWaiting({});
+  reporter.Notify();
+  report = plane->WaitForReport([](const v1::WorkerLoadReport& r) { return r.waiting() == 0; });
+  ASSERT_TRUE(report.has_value());
+  ASSERT_EQ(report->waiting_by_priority_size(), 3);
+  for (const v1::PriorityQueueDepth& part : report->waiting_by_priority()) {
+    EXPECT_EQ(part.depth(), 0);
   }
 }
 

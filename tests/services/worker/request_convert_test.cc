@@ -255,6 +255,11 @@ TEST(RequestConvertTest, EnginePriorities) {
   EXPECT_EQ(EnginePriority(v1::PRIORITY_STANDARD), 1);
   EXPECT_EQ(EnginePriority(v1::PRIORITY_UNSPECIFIED), 1);
   EXPECT_EQ(EnginePriority(v1::PRIORITY_BATCH), 0);
+  for (v1::Priority p : {v1::PRIORITY_INTERACTIVE, v1::PRIORITY_STANDARD, v1::PRIORITY_BATCH}) {
+    EXPECT_EQ(ProtoPriority(EnginePriority(p)), p);
+  }
+  EXPECT_EQ(ProtoPriority(7), v1::PRIORITY_INTERACTIVE);
+  EXPECT_EQ(ProtoPriority(-3), v1::PRIORITY_BATCH);
 }
 
 }  // namespace
