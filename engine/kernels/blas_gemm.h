@@ -29,9 +29,13 @@ struct BlasGemmParams {
   float beta = 0.0f;             // 0: overwrite y; 1: accumulate into y
 };
 
+class BlasTuner;  // blas_tuner.h
+
 // Runs on `stream`, set on the handle only when it is on another stream
-// (setting a stream drops the handle's user workspace).
-absl::Status BlasGemm(cublasHandle_t handle, const BlasGemmParams& params, cudaStream_t stream);
+// (setting a stream drops the handle's user workspace). With a tuner that
+// has tuned this shape, runs the cuBLASLt algorithm it chose instead.
+absl::Status BlasGemm(cublasHandle_t handle, const BlasGemmParams& params, cudaStream_t stream,
+                      const BlasTuner* tuner = nullptr);
 
 }  // namespace onecard::engine
 

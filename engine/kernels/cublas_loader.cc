@@ -10,6 +10,7 @@
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
+#include "engine/common/status_macros.h"
 
 namespace onecard::engine::cuda {
 namespace {
@@ -45,15 +46,16 @@ absl::Status Resolve(void* library, const char* symbol, Fn* out) {
   void* address = dlsym(library, symbol);
   if (address == nullptr) {
     const char* error = dlerror();
-    return absl::FailedPreconditionError(absl::StrCat(
-        CublasLibraryName(), ": no symbol ", symbol, ": ", error != nullptr ? error : "null"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("cuBLAS: no symbol ", symbol, ": ", error != nullptr ? error : "null"));
   }
   *out = reinterpret_cast<Fn>(address);
   return absl::OkStatus();
 }
 
-absl::Status Open(CublasTable* table) {
-  const std::string name = CublasLibraryName();
+// dlopen of `name`, then of the toolkit's copy of it: the handle, or an
+// error naming the library.
+absl::StatusOr<void*> OpenLibrary(const std::string& name, const char* env_var) {
   void* library = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
   std::string error;
   if (library == nullptr) {
@@ -69,9 +71,22 @@ absl::Status Open(CublasTable* table) {
   }
   if (library == nullptr) {
     return absl::FailedPreconditionError(
-        absl::StrCat("cannot load cuBLAS (", name, "): ", error, "; install the CUDA ",
-                     CUBLAS_VER_MAJOR, " cuBLAS libraries or set ONECARD_CUBLAS_LIBRARY"));
+        absl::StrCat("cannot load ", name, ": ", error, "; install the CUDA ", CUBLAS_VER_MAJOR,
+                     " cuBLAS libraries or set ", env_var));
   }
+  return library;
+}
+
+std::string LibraryName(const char* env_var, const char* stem) {
+  const char* configured = std::getenv(env_var);
+  if (configured != nullptr && configured[0] != '\0') return configured;
+  return absl::StrCat(stem, ".so.", CUBLAS_VER_MAJOR);
+}
+
+absl::Status Open(CublasTable* table) {
+  absl::StatusOr<void*> opened = OpenLibrary(CublasLibraryName(), "ONECARD_CUBLAS_LIBRARY");
+  if (!opened.ok()) return opened.status();
+  void* library = *opened;
   // The library stays open for the life of the process.
   for (absl::Status s : {Resolve(library, "cublasCreate_v2", &table->create),
                          Resolve(library, "cublasDestroy_v2", &table->destroy),
@@ -103,10 +118,16 @@ absl::Status LoadCublas() {
 
 bool CublasLoaded() { return Table() != nullptr; }
 
-std::string CublasLibraryName() {
-  const char* configured = std::getenv("ONECARD_CUBLAS_LIBRARY");
-  if (configured != nullptr && configured[0] != '\0') return configured;
-  return absl::StrCat("libcublas.so.", CUBLAS_VER_MAJOR);
+std::string CublasLibraryName() { return LibraryName("ONECARD_CUBLAS_LIBRARY", "libcublas"); }
+
+absl::StatusOr<void*> CublasLtSymbol(const char* name) {
+  static const absl::StatusOr<void*>* library = new absl::StatusOr<void*>(
+      OpenLibrary(LibraryName("ONECARD_CUBLASLT_LIBRARY", "libcublasLt"),
+                  "ONECARD_CUBLASLT_LIBRARY"));
+  if (!library->ok()) return library->status();
+  void* address = nullptr;
+  RETURN_IF_ERROR(Resolve(**library, name, &address));
+  return address;
 }
 
 }  // namespace onecard::engine::cuda

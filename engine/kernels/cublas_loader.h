@@ -20,6 +20,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace onecard::engine::cuda {
 
@@ -33,6 +34,11 @@ bool CublasLoaded();
 // The file name opened: "libcublas.so.<CUBLAS_VER_MAJOR>", or the value of
 // $ONECARD_CUBLAS_LIBRARY when set (a path or a name for the loader's search).
 std::string CublasLibraryName();
+
+// The address of a cuBLASLt function (blas_tuner.cc calls cuBLASLt through
+// these), opening "libcublasLt.so.<major>" (or $ONECARD_CUBLASLT_LIBRARY) once.
+// FailedPrecondition naming the library or the symbol when it cannot.
+absl::StatusOr<void*> CublasLtSymbol(const char* name);
 
 }  // namespace onecard::engine::cuda
 

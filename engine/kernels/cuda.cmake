@@ -21,6 +21,7 @@ if(NOT TARGET onecard_kernels_cuda)
   target_link_libraries(onecard_kernels_cuda_ref PUBLIC onecard_kernels_ref)
 
   add_library(onecard_kernels_cuda
+    ${_k}/blas_tuner.cc
     ${_k}/cublas_loader.cc
     ${_k}/embedding.cu
     ${_k}/gemv.cu

@@ -5,12 +5,18 @@
 //   no L1 allocation), and the next row's loads are issued before the
 //   current row's warp reduction;
 // - the first row's loads are issued before x' is staged in shared memory,
-//   so the prologue (norm / SiLU) hides under the first HBM round trip;
+//   so the prologue (norm / SiLU) hides under the first HBM round trip; a
+//   plain x is staged with cp.async (one L2 round trip, no registers);
+// - silu_mul_y: a warp takes output j as two rows, gate j then up j, and
+//   writes silu(gate) * up, so the down projection reads a ready activation;
+// - blocks per SM: 2 by default; $ONECARD_GEMV_BLOCKS_PER_SM=1 leaves half of
+//   each SM to the next kernel, whose first weight loads then start early;
 // - launched with programmatic dependent launch: those first weight loads are
 //   issued before griddepcontrol.wait, while the previous kernel finishes.
 // Accumulation is fp32; see gemv.h for the rounding points.
 // Tested by tests/gpu/gemv_test.cc against GemvRef.
 #include <algorithm>
+#include <cstdlib>
 
 #include "engine/kernels/cuda_common.cuh"
 #include "engine/kernels/cuda_ptx.cuh"
@@ -25,7 +31,7 @@ constexpr int kWarps = kThreads / 32;
 constexpr int kUnroll = 16;  // 16-byte loads in flight per lane
 constexpr int64_t kMaxSmemBytes = 2 * kGemvMaxRows * 14336;  // num_rows * k * 2 <= this
 
-enum class Out { kBf16, kBf16Add, kF32 };
+enum class Out { kBf16, kBf16Add, kF32, kSiluMul };
 
 struct GemvArgs {
   const cuda::bf16* x;
@@ -73,8 +79,14 @@ __device__ __forceinline__ void StageX(const GemvArgs& a, uint4* xs, float* scra
         xs[m * a.kvec + i] = cuda::Pack8(g);
       }
     } else {
-      for (int i = threadIdx.x; i < a.kvec; i += kThreads) xs[m * a.kvec + i] = row[i];
+      for (int i = threadIdx.x; i < a.kvec; i += kThreads) {
+        cuda::CpAsync16(&xs[m * a.kvec + i], row + i, true);
+      }
     }
+  }
+  if constexpr (P == GemvPrologue::kNone) {
+    cuda::CpAsyncCommit();
+    cuda::CpAsyncWait<0>();
   }
 }
 
@@ -107,54 +119,84 @@ __device__ __forceinline__ void Accumulate(const uint4* wv, const uint4* xs, int
   }
 }
 
+// Ends output `j` of every row: acc holds the lanes' partial dots (of the
+// up row for kSiluMul, whose gate dots are already summed in `gate`).
 template <int M, Out kOut>
-__device__ __forceinline__ void Finish(const GemvArgs& a, float* acc, int64_t row, int lane) {
+__device__ __forceinline__ void Finish(const GemvArgs& a, float* acc, const float* gate,
+                                       int64_t j, int lane) {
 #pragma unroll
   for (int m = 0; m < M; ++m) {
     const float v = cuda::WarpSum(acc[m]);
     acc[m] = 0.0f;
     if (lane != 0) continue;
-    const int64_t o = m * a.n + row;
+    const int64_t o = m * a.n + j;
     if constexpr (kOut == Out::kF32) {
       static_cast<float*>(a.y)[o] = v;
     } else if constexpr (kOut == Out::kBf16Add) {
       cuda::bf16* y = static_cast<cuda::bf16*>(a.y);
       y[o] = __float2bfloat16_rn(cuda::RoundTo<cuda::bf16>(v) + __bfloat162float(y[o]));
+    } else if constexpr (kOut == Out::kSiluMul) {
+      const float g = cuda::RoundTo<cuda::bf16>(gate[m]);
+      static_cast<cuda::bf16*>(a.y)[o] =
+          __float2bfloat16_rn(Silu(g) * cuda::RoundTo<cuda::bf16>(v));
     } else {
       static_cast<cuda::bf16*>(a.y)[o] = __float2bfloat16_rn(v);
     }
   }
 }
 
+// Output j reads weight rows j (and, for kSiluMul, then n + j): `part`.
+template <Out kOut>
+__device__ __forceinline__ const uint4* RowOf(const GemvArgs& a, int64_t j, int part) {
+  return a.w + (j + part * a.n) * a.kvec;
+}
+
 template <int M, GemvPrologue P, Out kOut>
 __global__ void __launch_bounds__(kThreads, 2) GemvKernel(GemvArgs a) {
+  constexpr int kParts = kOut == Out::kSiluMul ? 2 : 1;
   extern __shared__ uint4 xs[];  // [M][kvec]
   __shared__ float scratch[32];
   const int warp = threadIdx.x >> 5;
   const int lane = threadIdx.x & 31;
   const int64_t total_warps = static_cast<int64_t>(gridDim.x) * kWarps;
-  int64_t row = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
+  int64_t j = static_cast<int64_t>(blockIdx.x) * kWarps + warp;  // output
+  int part = 0;
   int base = 0;
   uint4 wv[kUnroll];
-  if (row < a.n) LoadRow(wv, a.w + row * a.kvec, 0, a.kvec, lane);  // weights: before the wait
+  if (j < a.n) LoadRow(wv, RowOf<kOut>(a, j, 0), 0, a.kvec, lane);  // weights: before the wait
   cuda::GridDependencyWait();  // x and y come from the previous kernel
   cuda::LaunchDependents();
   StageX<M, P>(a, xs, scratch);
   __syncthreads();
-  float acc[M];
+  float acc[M], gate[M];
 #pragma unroll
-  for (int m = 0; m < M; ++m) acc[m] = 0.0f;
-  while (row < a.n) {
+  for (int m = 0; m < M; ++m) acc[m] = gate[m] = 0.0f;
+  while (j < a.n) {
     Accumulate<M>(wv, xs, base, a.kvec, lane, acc);
-    int64_t next_row = row;
+    int64_t next_j = j;
+    int next_part = part;
     int next_base = base + 32 * kUnroll;
     if (next_base >= a.kvec) {
       next_base = 0;
-      next_row += total_warps;
+      if (++next_part == kParts) {
+        next_part = 0;
+        next_j += total_warps;
+      }
     }
-    if (next_row < a.n) LoadRow(wv, a.w + next_row * a.kvec, next_base, a.kvec, lane);
-    if (next_row != row) Finish<M, kOut>(a, acc, row, lane);
-    row = next_row;
+    if (next_j < a.n) LoadRow(wv, RowOf<kOut>(a, next_j, next_part), next_base, a.kvec, lane);
+    if (next_base == 0) {  // a weight row is done
+      if (part + 1 < kParts) {
+#pragma unroll
+        for (int m = 0; m < M; ++m) {
+          gate[m] = cuda::WarpSum(acc[m]);
+          acc[m] = 0.0f;
+        }
+      } else {
+        Finish<M, kOut>(a, acc, gate, j, lane);
+      }
+    }
+    j = next_j;
+    part = next_part;
     base = next_base;
   }
 }
@@ -171,6 +213,15 @@ int NumSms() {
   return sms;
 }
 
+// 2, or $ONECARD_GEMV_BLOCKS_PER_SM (1 or 2), read once.
+int MaxBlocksPerSm() {
+  static const int blocks = [] {
+    const char* v = std::getenv("ONECARD_GEMV_BLOCKS_PER_SM");
+    return v != nullptr && v[0] == '1' && v[1] == '\0' ? 1 : 2;
+  }();
+  return blocks;
+}
+
 template <int M, GemvPrologue P, Out kOut>
 absl::Status Launch(const GemvArgs& a, cudaStream_t stream) {
   static const absl::Status allowed = [] {
@@ -180,7 +231,7 @@ absl::Status Launch(const GemvArgs& a, cudaStream_t stream) {
   }();
   RETURN_IF_ERROR(allowed);
   const int smem = M * a.kvec * 16;
-  const int per_sm = std::clamp((227 * 1024) / (smem + 2048), 1, 2);
+  const int per_sm = std::clamp((227 * 1024) / (smem + 2048), 1, MaxBlocksPerSm());
   const int64_t blocks = std::min<int64_t>(cuda::CeilDiv(a.n, kWarps),
                                            static_cast<int64_t>(NumSms()) * per_sm);
   CUDA_RETURN_IF_ERROR(cuda::LaunchPdl(GemvKernel<M, P, kOut>, dim3(static_cast<int>(blocks)),
@@ -191,6 +242,7 @@ absl::Status Launch(const GemvArgs& a, cudaStream_t stream) {
 template <int M, GemvPrologue P>
 absl::Status LaunchOut(const GemvParams& p, const GemvArgs& a, cudaStream_t stream) {
   if (p.y_dtype == DType::kF32) return Launch<M, P, Out::kF32>(a, stream);
+  if (p.silu_mul_y) return Launch<M, P, Out::kSiluMul>(a, stream);
   if (p.add_to_y) return Launch<M, P, Out::kBf16Add>(a, stream);
   return Launch<M, P, Out::kBf16>(a, stream);
 }
@@ -224,6 +276,10 @@ absl::Status Validate(const GemvParams& p) {
   }
   if (p.add_to_y && p.y_dtype != DType::kBF16) {
     return absl::InvalidArgumentError(cuda::Cat(kOp, ": add_to_y needs a BF16 y"));
+  }
+  if (p.silu_mul_y && (p.y_dtype != DType::kBF16 || p.add_to_y)) {
+    return absl::InvalidArgumentError(
+        cuda::Cat(kOp, ": silu_mul_y needs a BF16 y and no add_to_y"));
   }
   if (p.prologue == GemvPrologue::kRmsNorm && p.norm_weight == nullptr) {
     return absl::InvalidArgumentError(cuda::Cat(kOp, ": norm_weight is null"));

@@ -3,8 +3,12 @@
 //   prologue kRmsNorm:  x' = RmsNorm(x) * norm_weight   (rms_norm.h semantics)
 //   prologue kSiluMul:  x' = silu(gate) * up, x = [gate | up] per row (silu_mul.h)
 //   epilogue add_to_y:  y = y + x' W^T                   (the residual add)
+//   epilogue silu_mul_y: W holds 2n rows [gate | up] (the fused gate/up
+//                        weight); y = silu(x' W_gate^T) * (x' W_up^T), n wide
+//                        (silu_mul.h applied to the gate/up projection)
 // The fused forms round exactly where the unfused ops store: x' to BF16,
-// x' W^T to BF16 (or kept fp32 when y is F32), then the add to BF16.
+// x' W^T to BF16 (or kept fp32 when y is F32), then the add to BF16;
+// silu_mul_y rounds gate and up to BF16, then silu(gate) * up to BF16.
 // Reference: GemvRef (gemv_ref.cc; the composition of the unfused
 // references and a plain fp32 dot). CUDA: Gemv (gemv.cu): every warp streams
 // whole weight rows with 16-byte loads that skip L1, x' is staged once per
@@ -37,8 +41,9 @@ struct GemvParams {
   void* y = nullptr;                  // [num_rows, n] of y_dtype
   DType y_dtype = DType::kBF16;       // kBF16 or kF32
   bool add_to_y = false;              // y += x' W^T (BF16 y only)
+  bool silu_mul_y = false;            // y = SiluMul of 2n outputs (BF16 y only)
   int32_t num_rows = 0;               // 1 .. kGemvMaxRows
-  int64_t n = 0;
+  int64_t n = 0;                      // outputs per row (w rows: silu_mul_y ? 2n : n)
   int64_t k = 0;
 };
 

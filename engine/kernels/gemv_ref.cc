@@ -32,6 +32,9 @@ absl::Status Validate(const GemvParams& p) {
     return ref::UnsupportedDType(kOp, p.y_dtype);
   }
   if (p.add_to_y && p.y_dtype != DType::kBF16) return ref::ArgError(kOp, "add_to_y needs BF16 y");
+  if (p.silu_mul_y && (p.y_dtype != DType::kBF16 || p.add_to_y)) {
+    return ref::ArgError(kOp, "silu_mul_y needs BF16 y and no add_to_y");
+  }
   RETURN_IF_ERROR(ref::CheckNotNull(kOp, "x", p.x));
   RETURN_IF_ERROR(ref::CheckNotNull(kOp, "w", p.w));
   return ref::CheckNotNull(kOp, "y", p.y);
@@ -61,6 +64,17 @@ absl::StatusOr<std::vector<uint16_t>> Prologue(const GemvParams& p) {
 
 absl::Status GemvRef(const GemvParams& p) {
   RETURN_IF_ERROR(Validate(p));
+  if (p.silu_mul_y) {
+    // The gate/up projection (2n BF16 outputs a row), then SiluMulRef.
+    std::vector<uint16_t> gate_up(p.num_rows * 2 * p.n);
+    GemvParams projection = p;
+    projection.silu_mul_y = false;
+    projection.n = 2 * p.n;
+    projection.y = gate_up.data();
+    RETURN_IF_ERROR(GemvRef(projection));
+    return SiluMulRef({.dtype = DType::kBF16, .gate_up = gate_up.data(), .out = p.y,
+                       .num_tokens = p.num_rows, .inter = p.n});
+  }
   ASSIGN_OR_RETURN(std::vector<uint16_t> xs, Prologue(p));
   const uint16_t* w = static_cast<const uint16_t*>(p.w);
   for (int32_t m = 0; m < p.num_rows; ++m) {

@@ -6,6 +6,7 @@
 #include <cublas_v2.h>
 
 #include "engine/kernels/blas_gemm.h"
+#include "engine/kernels/blas_tuner.h"
 #include "engine/kernels/cuda_common.cuh"
 #include "engine/kernels/linear.h"
 #include "engine/runtime/cuda_check.h"
@@ -40,7 +41,8 @@ absl::StatusOr<cublasHandle_t> ThreadHandle() {
 
 }  // namespace
 
-absl::Status BlasGemm(cublasHandle_t handle, const BlasGemmParams& p, cudaStream_t stream) {
+absl::Status BlasGemm(cublasHandle_t handle, const BlasGemmParams& p, cudaStream_t stream,
+                      const BlasTuner* tuner) {
   const bool types_ok = (p.dtype == DType::kBF16 &&
                          (p.y_dtype == DType::kBF16 || p.y_dtype == DType::kF32)) ||
                         (p.dtype == DType::kF32 && p.y_dtype == DType::kF32);
@@ -54,6 +56,10 @@ absl::Status BlasGemm(cublasHandle_t handle, const BlasGemmParams& p, cudaStream
         cuda::Cat("BlasGemm: bad sizes m=", p.m, " n=", p.n, " k=", p.k));
   }
   if (p.m == 0) return absl::OkStatus();
+  if (tuner != nullptr) {
+    ASSIGN_OR_RETURN(const bool ran, tuner->TryRun(p, stream));
+    if (ran) return absl::OkStatus();
+  }
   // cublasSetStream drops a user workspace (cublasSetWorkspace), which graph
   // capture needs: only switch streams when the handle is on another one.
   cudaStream_t current = nullptr;

@@ -6,8 +6,9 @@
 #   tests.log     the gtest binaries (the gpu label's suites)
 #   bench.log     onecard-bench-cuda tables and messages
 #   results.jsonl the benchmark records (bench/results format)
-#   results_pdl_ab.jsonl  decode-8b-bf16 again with ONECARD_PDL=0, then =1 (a
-#                 comparison; skipped when NO_PDL_COMPARISON is set)
+#   results_ab.jsonl  decode-8b-bf16 again with $AB_ENV (default ONECARD_PDL=0,
+#                 i.e. without programmatic dependent launch), then without it:
+#                 an A/B inside one run; skipped when NO_AB_COMPARISON is set
 # Usage (see docs/cuda.md): scripts/device/run.sh [tests|bench|all] [scenario...]
 # Exit status: non-zero when a test or a benchmark failed.
 set -uo pipefail
@@ -53,12 +54,12 @@ if [[ $what == all || $what == bench ]]; then
     timeout "${BENCH_TIMEOUT:-90}" "$bin/onecard-bench-cuda" "$s" --results "$OUT/results.jsonl" \
       >>"$OUT/bench.log" 2>&1 || { status=1; echo "FAILED: $s"; }
   done
-  if [[ -z "${NO_PDL_COMPARISON:-}" ]]; then  # decode without, then again with, programmatic
-    # dependent launch: with the main run this orders them PDL, no PDL, PDL (drift shows)
-    for pdl in 0 1; do
-      echo "===== onecard-bench-cuda decode-8b-bf16 with ONECARD_PDL=$pdl" | tee -a "$OUT/bench.log"
-      ONECARD_PDL=$pdl timeout "${BENCH_TIMEOUT:-90}" "$bin/onecard-bench-cuda" decode-8b-bf16 \
-        --results "$OUT/results_pdl_ab.jsonl" >>"$OUT/bench.log" 2>&1 || echo "FAILED: PDL=$pdl decode"
+  if [[ -z "${NO_AB_COMPARISON:-}" ]]; then  # with the main run this orders them
+    # B (as committed), A ($AB_ENV), B: drift between runs shows
+    for setting in "${AB_ENV:-ONECARD_PDL=0}" ""; do
+      echo "===== onecard-bench-cuda decode-8b-bf16 with '$setting'" | tee -a "$OUT/bench.log"
+      env $setting timeout "${BENCH_TIMEOUT:-90}" "$bin/onecard-bench-cuda" decode-8b-bf16 \
+        --results "$OUT/results_ab.jsonl" >>"$OUT/bench.log" 2>&1 || echo "FAILED: '$setting' decode"
     done
   fi
   grep -vE '^ *$' "$OUT/bench.log" | grep -E 'GB/s|tok/s|TFLOP|ms |us |GiB|bytes|bool|FAILED|error|needs' | cut -c1-110

@@ -1,4 +1,5 @@
-// MatchesReference for Gemv (every prologue and epilogue; rows 1..4; the
+// MatchesReference for Gemv (every prologue and epilogue, SiLU·mul of the
+// gate/up rows included; rows 1..4; the
 // llama3-8b projection shapes, SmolLM2's 576-wide rows, tiny odd n) and for
 // Linear (cuBLAS, BF16 and F32, with and without bias, rows 1 / 7 / 33).
 // Gemv rounds where the unfused ops store, so only the fp32 summation order
@@ -25,6 +26,7 @@ struct GemvCase {
   int32_t rows;
   int64_t n;
   int64_t k;
+  bool silu = false;  // silu_mul_y: 2n weight rows, n outputs
 };
 
 std::vector<GemvCase> Cases() {
@@ -37,6 +39,11 @@ std::vector<GemvCase> Cases() {
       {"lmhead_norm_f32_r2", GemvPrologue::kRmsNorm, true, false, 2, 49152, 576},
       {"plain_r2_odd_n", GemvPrologue::kNone, false, false, 2, 37, 96},
       {"plain_f32_r4_tiny", GemvPrologue::kNone, true, false, 4, 1003, 64},
+      {"gateup_norm_silu_r1", GemvPrologue::kRmsNorm, false, false, 1, 14336, 4096, true},
+      {"gateup_norm_silu_r4", GemvPrologue::kRmsNorm, false, false, 4, 14336, 4096, true},
+      {"smol_norm_silu_r2", GemvPrologue::kRmsNorm, false, false, 2, 1536, 576, true},
+      {"plain_silu_r3_odd_n", GemvPrologue::kNone, false, false, 3, 37, 96, true},
+      {"down_plain_add_r1", GemvPrologue::kNone, false, true, 1, 4096, 14336},
   };
 }
 
@@ -50,14 +57,14 @@ TEST_P(GemvTest, MatchesReference) {
   std::vector<uint16_t> x = RandomBf16(c.rows * x_stride, rng, -2.0f, 2.0f);
   std::vector<uint16_t> norm = RandomBf16(c.k, rng, 0.5f, 1.5f);
   const float bound = std::sqrt(3.0f / static_cast<float>(c.k));
-  std::vector<uint16_t> w = RandomBf16(c.n * c.k, rng, -bound, bound);
+  std::vector<uint16_t> w = RandomBf16((c.silu ? 2 : 1) * c.n * c.k, rng, -bound, bound);
   std::vector<uint16_t> y16 = RandomBf16(c.rows * c.n, rng);  // the residual when adding
   std::vector<float> y32(c.rows * c.n, 0.0f);
   engine::GemvParams p{.prologue = c.prologue, .x = x.data(), .x_row_stride = x_stride,
                        .norm_weight = norm.data(), .eps = 1e-5f, .w = w.data(),
                        .y = c.f32_out ? static_cast<void*>(y32.data()) : y16.data(),
                        .y_dtype = c.f32_out ? DType::kF32 : DType::kBF16, .add_to_y = c.add,
-                       .num_rows = c.rows, .n = c.n, .k = c.k};
+                       .silu_mul_y = c.silu, .num_rows = c.rows, .n = c.n, .k = c.k};
   DeviceBuf<uint16_t> dx(x), dnorm(norm), dw(w), dy16(y16.size());
   if (c.add) dy16.Upload(y16);  // the residual; GemvRef updates the host copy
   ASSERT_TRUE(engine::GemvRef(p).ok());

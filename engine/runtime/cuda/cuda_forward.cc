@@ -2,7 +2,10 @@
 // here only enqueues on the runner's stream, reading the step's metadata from
 // fixed device addresses, so that a decode bucket can be captured as a graph.
 // Tested by tests/gpu/cuda_model_runner_test.cc.
+#include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <vector>
 
 #include "engine/common/status_macros.h"
 #include "engine/kernels/blas_gemm.h"
@@ -22,6 +25,51 @@ namespace {
 int32_t* MetaInts(char* meta, int64_t offset) { return reinterpret_cast<int32_t*>(meta + offset); }
 
 }  // namespace
+
+absl::Status CudaRunnerImpl::TuneGemms() {
+  if (!options_.tune_gemms) return absl::OkStatus();
+  ASSIGN_OR_RETURN(tuner_, BlasTuner::Create(buf_.cublas, plan_.workspace.cublas));
+  const int64_t h = config_.hidden_size, inter = config_.intermediate_size;
+  const int64_t q_width = config_.num_heads * config_.head_dim;
+  const int64_t qkv_width = q_width + 2 * config_.num_kv_heads * config_.head_dim;
+  std::vector<const void*> qkv, o, gate_up, down;
+  for (const CudaLayerWeights& w : weights_.layers) {
+    qkv.push_back(w.wqkv);
+    o.push_back(w.wo);
+    gate_up.push_back(w.w_gate_up);
+    down.push_back(w.w_down);
+  }
+  const void* lm_head[] = {weights_.lm_head};
+  cudaStream_t stream = ctx_->stream();
+  cublasHandle_t blas = ctx_->cublas();
+  const auto start = std::chrono::steady_clock::now();
+  // The products of EnqueueLayer / EnqueueLogits at m = bucket (inputs and
+  // outputs are the step buffers: garbage now, rewritten by every step).
+  for (const int32_t m : buckets_) {
+    if (UseGemv(m) || m > options_.max_batched_tokens) continue;
+    RETURN_IF_ERROR(tuner_->Tune(
+        blas, {.x = buf_.normed, .y = buf_.qkv, .m = m, .n = qkv_width, .k = h}, qkv, stream));
+    RETURN_IF_ERROR(tuner_->Tune(
+        blas, {.x = buf_.attn_out, .y = buf_.residual, .m = m, .n = h, .k = q_width, .beta = 1},
+        o, stream));
+    RETURN_IF_ERROR(tuner_->Tune(
+        blas, {.x = buf_.normed, .y = buf_.gate_up, .m = m, .n = 2 * inter, .k = h}, gate_up,
+        stream));
+    RETURN_IF_ERROR(tuner_->Tune(
+        blas, {.x = buf_.act, .y = buf_.residual, .m = m, .n = h, .k = inter, .beta = 1}, down,
+        stream));
+    RETURN_IF_ERROR(tuner_->Tune(blas,
+                                 {.y_dtype = DType::kF32, .x = buf_.normed, .y = buf_.logits,
+                                  .m = m, .n = config_.vocab_size, .k = h},
+                                 lm_head, stream));
+  }
+  if (options_.print_plan) {
+    std::fprintf(stderr, "cuBLAS products tuned in %.2f s:\n%s",
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+                 tuner_->Summary().c_str());
+  }
+  return absl::OkStatus();
+}
 
 bool CudaRunnerImpl::UseGemv(int32_t tokens) const {
   const int64_t limit = 57344;  // gemv.h: num_rows * k
@@ -97,7 +145,7 @@ absl::Status CudaRunnerImpl::EnqueueLogits(const StepShape& shape, const void* x
                   {.dtype = DType::kBF16, .y_dtype = DType::kF32, .x = buf_.normed,
                    .w = weights_.lm_head, .y = buf_.logits, .m = num_rows,
                    .n = config_.vocab_size, .k = h},
-                  stream);
+                  stream, tuner_.get());
 }
 
 absl::Status CudaRunnerImpl::EnqueueLayer(int layer, const StepShape& shape) {
@@ -121,7 +169,7 @@ absl::Status CudaRunnerImpl::EnqueueLayer(int layer, const StepShape& shape) {
     RETURN_IF_ERROR(RmsNorm({.dtype = DType::kBF16, .x = buf_.residual, .weight = norm,
                              .out = buf_.normed, .num_tokens = t, .hidden = h, .eps = eps},
                             stream));
-    return BlasGemm(blas, {.x = buf_.normed, .w = weight, .y = y, .m = t, .n = n, .k = h}, stream);
+    return BlasGemm(blas, {.x = buf_.normed, .w = weight, .y = y, .m = t, .n = n, .k = h}, stream, tuner_.get());
   };
   RETURN_IF_ERROR(norm_proj(w.attn_norm, w.wqkv, buf_.qkv, qkv_width));
   RopeKvWriteParams rope;
@@ -166,22 +214,26 @@ absl::Status CudaRunnerImpl::EnqueueLayer(int layer, const StepShape& shape) {
   } else {
     RETURN_IF_ERROR(BlasGemm(blas, {.x = buf_.attn_out, .w = w.wo, .y = buf_.residual, .m = t,
                                     .n = h, .k = q_width, .beta = 1.0f},
-                             stream));
+                             stream, tuner_.get()));
   }
-  RETURN_IF_ERROR(norm_proj(w.ffn_norm, w.w_gate_up, buf_.gate_up, 2 * inter));
   // SiLU(gate) * up and the down projection, added to the residual stream.
-  if (gemv) {
-    return Gemv({.prologue = GemvPrologue::kSiluMul, .x = buf_.gate_up, .x_row_stride = 2 * inter,
-                 .w = w.w_down, .y = buf_.residual, .add_to_y = true, .num_rows = t, .n = h,
-                 .k = inter},
+  if (gemv) {  // the activation straight out of the gate/up GEMV
+    RETURN_IF_ERROR(Gemv({.prologue = GemvPrologue::kRmsNorm, .x = buf_.residual,
+                          .x_row_stride = h, .norm_weight = w.ffn_norm, .eps = eps,
+                          .w = w.w_gate_up, .y = buf_.act, .silu_mul_y = true, .num_rows = t,
+                          .n = inter, .k = h},
+                         stream));
+    return Gemv({.x = buf_.act, .x_row_stride = inter, .w = w.w_down, .y = buf_.residual,
+                 .add_to_y = true, .num_rows = t, .n = h, .k = inter},
                 stream);
   }
+  RETURN_IF_ERROR(norm_proj(w.ffn_norm, w.w_gate_up, buf_.gate_up, 2 * inter));
   RETURN_IF_ERROR(SiluMul({.dtype = DType::kBF16, .gate_up = buf_.gate_up, .out = buf_.act,
                            .num_tokens = t, .inter = inter},
                           stream));
   return BlasGemm(blas, {.x = buf_.act, .w = w.w_down, .y = buf_.residual, .m = t, .n = h,
                          .k = inter, .beta = 1.0f},
-                  stream);
+                  stream, tuner_.get());
 }
 
 }  // namespace onecard::engine

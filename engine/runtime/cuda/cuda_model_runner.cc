@@ -219,6 +219,7 @@ absl::StatusOr<std::unique_ptr<CudaModelRunner>> CreateRandomCudaModelRunner(
     const ModelConfig& config, const CudaRunnerOptions& options) {
   ASSIGN_OR_RETURN(std::unique_ptr<CudaRunnerImpl> r, CudaRunnerImpl::Create(config, options));
   RETURN_IF_ERROR(r->LoadRandomWeights(options.synthetic_seed));
+  RETURN_IF_ERROR(r->TuneGemms());
   return std::unique_ptr<CudaModelRunner>(std::move(r));
 }
 
@@ -234,6 +235,7 @@ absl::StatusOr<std::unique_ptr<CudaModelRunner>> CreateCudaModelRunner(
   ASSIGN_OR_RETURN(std::unique_ptr<CudaRunnerImpl> r,
                    CudaRunnerImpl::Create(checkpoint.config, options));
   RETURN_IF_ERROR(r->LoadWeights(weights));
+  RETURN_IF_ERROR(r->TuneGemms());
   return std::unique_ptr<CudaModelRunner>(std::move(r));
 }
 

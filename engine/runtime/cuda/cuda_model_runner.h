@@ -45,6 +45,8 @@ struct CudaRunnerOptions {
   int32_t max_batched_tokens = 2048;
   bool use_cuda_graphs = true;
   bool use_gemv = true;           // Gemv for steps of <= 4 tokens
+  bool tune_gemms = true;         // time cuBLASLt algorithms for the decode buckets
+                                  // at creation (blas_tuner.h)
   uint64_t synthetic_seed = 1;    // synthetic models only
   bool print_plan = true;         // the memory plan to stderr at creation
 };

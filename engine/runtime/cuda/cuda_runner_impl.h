@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/kernels/blas_tuner.h"
 #include "engine/runtime/cuda/cuda_model_runner.h"
 #include "engine/runtime/cuda/cuda_weights.h"
 #include "engine/runtime/cuda/device_context.h"
@@ -69,6 +70,9 @@ class CudaRunnerImpl : public CudaModelRunner {
   // Fills the weights (exactly one of these, once, after Create).
   absl::Status LoadWeights(const ModelWeightsF32& weights);
   absl::Status LoadRandomWeights(uint64_t seed);
+  // After the weights: tunes the cuBLAS products of the decode buckets that
+  // do not use Gemv (options.tune_gemms; cuda_forward.cc).
+  absl::Status TuneGemms();
 
   const ModelConfig& config() const override { return config_; }
   const KvLayout& kv_layout() const override { return kv_layout_; }
@@ -125,6 +129,7 @@ class CudaRunnerImpl : public CudaModelRunner {
   std::map<std::pair<int32_t, int>, Graph> graphs_;  // (bucket, sample | history << 1)
   std::vector<int32_t> buckets_;
   CudaStepTiming timing_;
+  std::unique_ptr<BlasTuner> tuner_;  // null: cuBLAS's default everywhere
 };
 
 }  // namespace onecard::engine

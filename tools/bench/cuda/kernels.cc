@@ -2,8 +2,9 @@
 // kernel, against this run's ceilings (the evidence behind the decode and
 // prefill notes). Weights rotate over copies totalling >= 1.5 GB so that L2
 // (50 MB) never holds them; 20 back-to-back launches per timing, median of 5.
-// - Gemv (ours, fused prologue/epilogue) and cuBLAS (m = 1) on the five
-//   decode projections: achieved GB/s of weight bytes vs the copy bandwidth.
+// - Gemv (ours, fused prologue/epilogue, as the runner calls it: gate_up
+//   with the SiLU·mul epilogue, down on its output) and cuBLAS (m = 1, plain)
+//   on the five decode projections: GB/s of weight bytes vs the copy rate.
 // - Paged attention decode (general kernel, split-K as the runner picks):
 //   batch 1/32/128 at 384 and 4096 keys: GB/s of K/V bytes.
 // - Flash attention prefill of 2048 and 8192 tokens (one layer, causal):
@@ -58,17 +59,18 @@ struct Proj {
   engine::GemvPrologue prologue;
   bool f32;
   bool add;
+  bool silu;  // silu_mul_y: n / 2 outputs, silu(gate) * up (the runner's gate/up)
 };
 
 absl::Status GemvCases(const Ceilings& ceil, cudaStream_t stream, cublasHandle_t blas,
                        BenchReporter& reporter) {
   const engine::ModelConfig c = *engine::SyntheticModelConfig("llama3-8b");
   const Proj projs[] = {
-      {"qkv", 6144, 4096, engine::GemvPrologue::kRmsNorm, false, false},
-      {"o", 4096, 4096, engine::GemvPrologue::kNone, false, true},
-      {"gate_up", 28672, 4096, engine::GemvPrologue::kRmsNorm, false, false},
-      {"down", 4096, 14336, engine::GemvPrologue::kSiluMul, false, true},
-      {"lm_head", c.vocab_size, 4096, engine::GemvPrologue::kRmsNorm, true, false}};
+      {"qkv", 6144, 4096, engine::GemvPrologue::kRmsNorm, false, false, false},
+      {"o", 4096, 4096, engine::GemvPrologue::kNone, false, true, false},
+      {"gate_up", 28672, 4096, engine::GemvPrologue::kRmsNorm, false, false, true},
+      {"down", 4096, 14336, engine::GemvPrologue::kNone, false, true, false},
+      {"lm_head", c.vocab_size, 4096, engine::GemvPrologue::kRmsNorm, true, false, false}};
   ASSIGN_OR_RETURN(DeviceMem x, DeviceMem::Random(4 * 2 * 14336 * 2, 3, stream));
   ASSIGN_OR_RETURN(DeviceMem norm, DeviceMem::Random(14336 * 2, 4, stream));
   ASSIGN_OR_RETURN(DeviceMem y, DeviceMem::Random(4LL * c.vocab_size * 4, 5, stream));
@@ -84,7 +86,7 @@ absl::Status GemvCases(const Ceilings& ceil, cudaStream_t stream, cublasHandle_t
             {.prologue = p.prologue, .x = x.get(), .x_row_stride = x_stride,
              .norm_weight = norm.get(), .w = w.get() + (next++ % copies) * bytes, .y = y.get(),
              .y_dtype = p.f32 ? engine::DType::kF32 : engine::DType::kBF16, .add_to_y = p.add,
-             .num_rows = 1, .n = p.n, .k = p.k},
+             .silu_mul_y = p.silu, .num_rows = 1, .n = p.silu ? p.n / 2 : p.n, .k = p.k},
             stream));
       }
       return absl::OkStatus();

@@ -1,0 +1,76 @@
+// BlasTuner: cuBLASLt algorithms picked by timing for GEMM shapes known ahead
+// (the CUDA runner's batched decode steps, m = 8..max_num_seqs), used by
+// BlasGemm (blas_gemm.h) when given the tuner.
+//
+// Why: for the skinny products of batched decode (m <= 128 rows against
+// 4096-28672 weight rows) cuBLAS's default heuristic leaves bandwidth unused
+// (e.g. only 32 output tiles for a 4096-wide projection at m = 128 on 132
+// SMs). Tune() times cuBLAS's default and up to kCandidates algorithms the
+// cuBLASLt heuristic proposes (split-K ones included), running the product
+// once per weight in `weights` (the model's layers, so the weights stream
+// from HBM as in a step, not from L2), and keeps the fastest, or the default
+// when that is the fastest. Every candidate computes the same product in
+// fp32 accumulation; only the summation order differs.
+// Tested by tests/gpu/gemv_test.cc (BlasTunerTest) against LinearRef.
+#ifndef ONECARD_ENGINE_KERNELS_BLAS_TUNER_H_
+#define ONECARD_ENGINE_KERNELS_BLAS_TUNER_H_
+
+#include <cublas_v2.h>
+
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <tuple>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "engine/kernels/blas_gemm.h"
+
+namespace onecard::engine {
+
+class BlasTuner {
+ public:
+  static constexpr int kCandidates = 12;
+
+  // `workspace` (device, `workspace_bytes`) is what tuned algorithms may use;
+  // it must outlive the tuner and be used only on the stream the products run
+  // on (it may be the cuBLAS handle's workspace: both run in stream order).
+  static absl::StatusOr<std::unique_ptr<BlasTuner>> Create(void* workspace,
+                                                           int64_t workspace_bytes);
+  ~BlasTuner();
+  BlasTuner(const BlasTuner&) = delete;
+  BlasTuner& operator=(const BlasTuner&) = delete;
+
+  // Tunes the shape of `params` (x, y: buffers of that shape; y is
+  // overwritten, or accumulated into when beta = 1). Synchronizes `stream`;
+  // not during graph capture. BF16 x and w only (others keep the default).
+  absl::Status Tune(cublasHandle_t handle, const BlasGemmParams& params,
+                    std::span<const void* const> weights, cudaStream_t stream);
+
+  // Runs `params` with its shape's tuned algorithm: true when there is one,
+  // false (nothing enqueued) when the shape was not tuned or the default won.
+  absl::StatusOr<bool> TryRun(const BlasGemmParams& params, cudaStream_t stream) const;
+
+  // One line per tuned shape: "m x n x k: <choice> <us> us (default <us> us)".
+  std::string Summary() const;
+
+ private:
+  struct Lt;
+  struct Entry;
+  using Key = std::tuple<int64_t, int64_t, int64_t, int, int, bool>;
+  static Key KeyOf(const BlasGemmParams& p);
+
+  BlasTuner() = default;
+  absl::Status Enqueue(const Entry& e, const BlasGemmParams& p, const void* w,
+                       cudaStream_t stream) const;
+
+  std::unique_ptr<Lt> lt_;
+  void* workspace_ = nullptr;
+  int64_t workspace_bytes_ = 0;
+  std::map<Key, std::unique_ptr<Entry>> entries_;
+};
+
+}  // namespace onecard::engine
+
+#endif  // ONECARD_ENGINE_KERNELS_BLAS_TUNER_H_

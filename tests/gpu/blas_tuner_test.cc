@@ -1,0 +1,124 @@
+// BlasTuner: after tuning a shape over several weights, BlasGemm with the
+// tuner (whichever algorithm won: a cuBLASLt one or the default) still
+// matches LinearRef, for overwrite (beta 0, y poisoned with NaN first) and
+// accumulate (beta 1: y starts as the bias row, so acc + bias is rounded
+// once, as LinearRef does), BF16 and F32 outputs, aligned and odd widths.
+#include "engine/kernels/blas_tuner.h"
+
+#include <cublas_v2.h>
+
+#include <string>
+
+#include "engine/kernels/linear.h"
+#include "tests/gpu/gpu_test_util.h"
+#include "tests/testing/all_close.h"
+
+namespace onecard::testing {
+namespace {
+
+using engine::DType;
+
+struct TunerCase {
+  std::string name;
+  int32_t m;
+  int64_t n;
+  int64_t k;
+  bool accumulate;
+  bool f32_out;
+};
+
+class BlasTunerTest : public ::testing::TestWithParam<TunerCase> {};
+
+TEST_P(BlasTunerTest, TunedProductMatchesReference) {
+  const TunerCase& c = GetParam();
+  std::mt19937 rng = SeededRng(std::hash<std::string>()(c.name) & 0xffff, 33);
+  constexpr int kWeights = 3;
+  std::vector<uint16_t> x = RandomBf16(c.m * c.k, rng);
+  std::vector<std::vector<uint16_t>> w;
+  for (int i = 0; i < kWeights; ++i) w.push_back(RandomBf16(c.n * c.k, rng, -0.1f, 0.1f));
+  std::vector<uint16_t> bias = RandomBf16(c.n, rng);
+  std::vector<uint16_t> y_init(c.m * c.n);
+  for (int32_t r = 0; r < c.m; ++r) std::copy(bias.begin(), bias.end(), &y_init[r * c.n]);
+
+  // Reference: weight 1, with the bias row when accumulating.
+  std::vector<uint16_t> y16(c.m * c.n);
+  std::vector<float> y32(c.m * c.n);
+  engine::LinearParams ref{.dtype = DType::kBF16, .x = x.data(), .weight = w[1].data(),
+                           .bias = c.accumulate ? bias.data() : nullptr, .y = y16.data(),
+                           .num_rows = c.m, .in_features = c.k, .out_features = c.n};
+  if (!c.f32_out) {
+    ASSERT_TRUE(engine::LinearRef(ref).ok());
+  } else {  // F32 logits: the plain fp32 dot of the BF16 inputs
+    for (int32_t r = 0; r < c.m; ++r) {
+      for (int64_t j = 0; j < c.n; ++j) {
+        float acc = 0.0f;
+        for (int64_t i = 0; i < c.k; ++i) {
+          acc += engine::Bf16ToFloat(x[r * c.k + i]) * engine::Bf16ToFloat(w[1][j * c.k + i]);
+        }
+        y32[r * c.n + j] = acc;
+      }
+    }
+  }
+
+  DeviceBuf<uint16_t> dx(x), dy16(y_init.size());
+  DeviceBuf<float> dy32(y32.size());
+  std::vector<std::unique_ptr<DeviceBuf<uint16_t>>> dw;
+  std::vector<const void*> weights;
+  for (const auto& host : w) {
+    dw.push_back(std::make_unique<DeviceBuf<uint16_t>>(host));
+    weights.push_back(dw.back()->get());
+  }
+  DeviceBuf<uint8_t> workspace(32 << 20);
+  cublasHandle_t handle = nullptr;
+  ASSERT_EQ(cublasCreate(&handle), CUBLAS_STATUS_SUCCESS);
+  absl::StatusOr<std::unique_ptr<engine::BlasTuner>> tuner =
+      engine::BlasTuner::Create(workspace.get(), workspace.size());
+  ASSERT_TRUE(tuner.ok()) << tuner.status();
+  engine::BlasGemmParams p{.y_dtype = c.f32_out ? DType::kF32 : DType::kBF16, .x = dx.get(),
+                           .w = weights[1],
+                           .y = c.f32_out ? static_cast<void*>(dy32.get()) : dy16.get(),
+                           .m = c.m, .n = c.n, .k = c.k, .beta = c.accumulate ? 1.0f : 0.0f};
+  const absl::Status tuned = (*tuner)->Tune(handle, p, weights, nullptr);
+  ASSERT_TRUE(tuned.ok()) << tuned;
+  EXPECT_NE((*tuner)->Summary().find(std::to_string(c.m) + " x " + std::to_string(c.n)),
+            std::string::npos)
+      << (*tuner)->Summary();
+  // The checked run: y reset (tuning accumulated into it, or left it set).
+  if (c.accumulate) {
+    dy16.Upload(y_init);
+  } else {
+    dy16.Poison();
+    dy32.Poison();
+  }
+  const absl::Status ran = engine::BlasGemm(handle, p, nullptr, tuner->get());
+  ASSERT_TRUE(ran.ok()) << ran;
+  if (c.f32_out) {
+    EXPECT_ALL_CLOSE(dy32.Download(), y32, (Tolerance{1e-3, 1e-3, 1e-7}));
+  } else {
+    EXPECT_ALL_CLOSE(ToFloats(dy16.Download()), ToFloats(y16), Tolerance::For(DType::kBF16));
+  }
+  cublasDestroy(handle);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, BlasTunerTest,
+    ::testing::Values(TunerCase{"qkv_m128", 128, 6144, 4096, false, false},
+                      TunerCase{"o_m32_accumulate", 32, 4096, 4096, true, false},
+                      TunerCase{"down_m8_accumulate", 8, 4096, 14336, true, false},
+                      TunerCase{"smol_m33", 33, 1536, 576, false, false},
+                      TunerCase{"odd_n_m12", 12, 1003, 64, false, false},
+                      TunerCase{"lmhead_f32_m16", 16, 49152, 576, false, true}),
+    [](const auto& info) { return info.param.name; });
+
+TEST(BlasTunerTest, UntunedShapeRunsTheDefault) {
+  DeviceBuf<uint8_t> workspace(1 << 20);
+  absl::StatusOr<std::unique_ptr<engine::BlasTuner>> tuner =
+      engine::BlasTuner::Create(workspace.get(), workspace.size());
+  ASSERT_TRUE(tuner.ok()) << tuner.status();
+  absl::StatusOr<bool> ran = (*tuner)->TryRun({.m = 8, .n = 64, .k = 64}, nullptr);
+  ASSERT_TRUE(ran.ok()) << ran.status();
+  EXPECT_FALSE(*ran);
+}
+
+}  // namespace
+}  // namespace onecard::testing
