@@ -173,13 +173,25 @@ void RouterMetrics::Rejected(RejectReason reason) {
 
 void RouterMetrics::RateLimited(const std::string& tenant, const std::string& limit) {
   absl::MutexLock lock(&mu_);
+  RateLimitedCounter(tenant, limit).Increment();
+}
+
+void RouterMetrics::DeclareTenants(const std::vector<std::string>& tenants) {
+  absl::MutexLock lock(&mu_);
+  for (const std::string& tenant : tenants) {
+    for (const char* limit : {"requests", "tokens"}) RateLimitedCounter(tenant, limit);
+  }
+}
+
+prometheus::Counter& RouterMetrics::RateLimitedCounter(const std::string& tenant,
+                                                       const std::string& limit) {
   const std::string key = absl::StrCat(tenant, "\n", limit);
   auto it = rate_limited_by_.find(key);
   if (it == rate_limited_by_.end()) {
     it = rate_limited_by_.emplace(key, &rate_limited_.Add({{"tenant", tenant}, {"limit", limit}}))
              .first;
   }
-  it->second->Increment();
+  return *it->second;
 }
 
 int64_t RouterMetrics::admitted_total() const {

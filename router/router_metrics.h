@@ -56,6 +56,9 @@ class RouterMetrics {
   void Admitted(PriorityClass priority);
   void Rejected(RejectReason reason);
   void RateLimited(const std::string& tenant, const std::string& limit);
+  // Creates onecard_router_rate_limited_total at 0 for each tenant and both
+  // limits, so dashboards and alerts see the series before a first refusal.
+  void DeclareTenants(const std::vector<std::string>& tenants);
   void Retried();
   void QueueWait(PriorityClass priority, absl::Duration wait);
   void FirstToken(PriorityClass priority, absl::Duration ttft);
@@ -70,6 +73,9 @@ class RouterMetrics {
       std::function<RouterGauges()> source);
 
  private:
+  prometheus::Counter& RateLimitedCounter(const std::string& tenant, const std::string& limit)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   prometheus::Family<prometheus::Counter>& rate_limited_;
   std::array<prometheus::Counter*, kNumPriorityClasses> admitted_;
   std::array<prometheus::Counter*, kNumRejectReasons> rejected_;

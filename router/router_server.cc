@@ -41,6 +41,9 @@ absl::Status RouterServer::Init(const onecard::v1::RouterConfig& config) {
       PrepOptions{c.default_max_tokens(), c.max_request_bytes()});
   ASSIGN_OR_RETURN(metrics_, services::MetricsServer::Start(c.metrics_listen_address()));
   router_metrics_ = std::make_unique<RouterMetrics>(metrics_->registry());
+  std::vector<std::string> tenant_names;
+  for (const TenantSpec& spec : options_.tenants) tenant_names.push_back(spec.tenant.name);
+  router_metrics_->DeclareTenants(tenant_names);
   core_ = std::make_unique<RouterCore>(options_, std::move(keys), preparer_.get(),
                                        router_metrics_.get(), RealClock::Get());
   metrics_address_ = metrics_->address();

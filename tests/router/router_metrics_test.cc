@@ -17,6 +17,22 @@ std::string Text(prometheus::Registry& registry, prometheus::Collectable& extra)
   return prometheus::TextSerializer().Serialize(families);
 }
 
+TEST(RouterMetricsTest, DeclaredTenantsStartAtZeroRateLimited) {
+  prometheus::Registry registry;
+  RouterMetrics m(registry);
+  m.DeclareTenants({"acme", "vip"});
+  m.RateLimited("acme", "requests");
+  auto gauges = RouterMetrics::GaugeCollectable([] { return RouterGauges{}; });
+  absl::StatusOr<onecard::testing::PromText> text =
+      onecard::testing::ParsePromText(Text(registry, *gauges));
+  ASSERT_TRUE(text.ok()) << text.status();
+  const std::string name = "onecard_router_rate_limited_total";
+  EXPECT_EQ(text->Value(name, {{"tenant", "acme"}, {"limit", "requests"}}), 1);
+  EXPECT_EQ(text->Value(name, {{"tenant", "acme"}, {"limit", "tokens"}}), 0);
+  EXPECT_EQ(text->Value(name, {{"tenant", "vip"}, {"limit", "requests"}}), 0);
+  EXPECT_EQ(text->Value(name, {{"tenant", "vip"}, {"limit", "tokens"}}), 0);
+}
+
 TEST(RouterMetricsTest, ExportsWhatTheDashboardsRead) {
   prometheus::Registry registry;
   RouterMetrics m(registry);

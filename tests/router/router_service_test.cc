@@ -221,6 +221,14 @@ TEST_F(RouterServiceTest, RateLimitedTenantGetsRetryAfter) {
     c.mutable_tenants(0)->set_requests_per_second(0.5);
     c.mutable_tenants(0)->set_request_burst(1);
   });
+  // Every configured tenant's series is exported at 0 before any refusal.
+  onecard::testing::PromText before = Scrape();
+  EXPECT_EQ(before.Value("onecard_router_rate_limited_total",
+                         {{"tenant", "acme"}, {"limit", "requests"}}),
+            0);
+  EXPECT_EQ(
+      before.Value("onecard_router_rate_limited_total", {{"tenant", "vip"}, {"limit", "tokens"}}),
+      0);
   ASSERT_TRUE(Generate(Tokens({1001})).status.ok());
   Result r = Generate(Tokens({1001}));
   EXPECT_EQ(r.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
