@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
@@ -143,9 +142,6 @@ int main(int argc, char** argv) {
     return 1;
   }
   absl::SetProgramUsageMessage("onecard-router --model PATH [--static-workers H:P,...] [flags]");
-  std::vector<std::string> args = onecard::services::NormalizeFlagNames(argc, argv);
-  std::vector<char*> arg_ptrs;
-  for (std::string& a : args) arg_ptrs.push_back(a.data());
-  absl::ParseCommandLine(static_cast<int>(arg_ptrs.size()), arg_ptrs.data());
+  onecard::services::ParseFlags(argc, argv);
   return onecard::router::Run(**signals);
 }

@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "services/common/flag_names.h"
 #include "tools/bench/bench_registry.h"
@@ -36,11 +35,7 @@ void PrintScenarios(std::ostream& out) {
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("onecard-bench SCENARIO [flags]; onecard-bench list");
-  std::vector<std::string> normalized = onecard::services::NormalizeFlagNames(argc, argv);
-  std::vector<char*> normalized_argv;
-  for (std::string& a : normalized) normalized_argv.push_back(a.data());
-  std::vector<char*> args =
-      absl::ParseCommandLine(static_cast<int>(normalized_argv.size()), normalized_argv.data());
+  const std::vector<std::string> args = onecard::services::ParseFlags(argc, argv);
   const std::string name = args.size() >= 2 ? args[1] : "";
   if (name == "list") {
     PrintScenarios(std::cout);

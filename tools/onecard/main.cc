@@ -16,7 +16,6 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "engine/runtime/engine.h"
 #include "services/common/flag_names.h"
@@ -105,11 +104,7 @@ int RunEngineCommand(const std::string& command) {
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);
-  std::vector<std::string> normalized = onecard::services::NormalizeFlagNames(argc, argv);
-  std::vector<char*> normalized_argv;
-  for (std::string& a : normalized) normalized_argv.push_back(a.data());
-  std::vector<char*> args =
-      absl::ParseCommandLine(static_cast<int>(normalized_argv.size()), normalized_argv.data());
+  const std::vector<std::string> args = onecard::services::ParseFlags(argc, argv);
   const std::string command = args.size() >= 2 ? args[1] : "";
   if (command == "generate" || command == "chat") return RunEngineCommand(command);
   if (command == "inspect") {
