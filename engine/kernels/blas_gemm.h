@@ -26,7 +26,7 @@ struct BlasGemmParams {
   int64_t m = 0;
   int64_t n = 0;
   int64_t k = 0;
-  float beta = 0.0f;             // 0: overwrite y; 1: accumulate into y
+  float beta = 0.0f;  // 0: overwrite y; 1: accumulate into y
 };
 
 class BlasTuner;  // blas_tuner.h

@@ -105,8 +105,8 @@ BlasTuner::Key BlasTuner::KeyOf(const BlasGemmParams& p) {
 absl::Status BlasTuner::Enqueue(const Entry& e, const BlasGemmParams& p, const void* w,
                                 cudaStream_t stream) const {
   const float alpha = 1.0f;
-  CUDA_RETURN_IF_ERROR(lt_->matmul(lt_->handle, e.desc, &alpha, w, e.a, p.x, e.b, &p.beta, p.y,
-                                   e.c, p.y, e.c, &e.algo, workspace_, e.workspace, stream));
+  CUDA_RETURN_IF_ERROR(lt_->matmul(lt_->handle, e.desc, &alpha, w, e.a, p.x, e.b, &p.beta, p.y, e.c,
+                                   p.y, e.c, &e.algo, workspace_, e.workspace, stream));
   return absl::OkStatus();
 }
 
@@ -126,10 +126,8 @@ absl::Status BlasTuner::Tune(cublasHandle_t handle, const BlasGemmParams& p,
   // Column-major view, as BlasGemm: y^T [n, m] = op_T(W^T [k, n]) x^T [k, m].
   CUDA_RETURN_IF_ERROR(lt.desc_create(&e->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t transa = CUBLAS_OP_T, transb = CUBLAS_OP_N;
-  CUDA_RETURN_IF_ERROR(
-      lt.desc_set(e->desc, CUBLASLT_MATMUL_DESC_TRANSA, &transa, sizeof(transa)));
-  CUDA_RETURN_IF_ERROR(
-      lt.desc_set(e->desc, CUBLASLT_MATMUL_DESC_TRANSB, &transb, sizeof(transb)));
+  CUDA_RETURN_IF_ERROR(lt.desc_set(e->desc, CUBLASLT_MATMUL_DESC_TRANSA, &transa, sizeof(transa)));
+  CUDA_RETURN_IF_ERROR(lt.desc_set(e->desc, CUBLASLT_MATMUL_DESC_TRANSB, &transb, sizeof(transb)));
   CUDA_RETURN_IF_ERROR(lt.layout_create(&e->a, CUDA_R_16BF, p.k, p.n, p.k));
   CUDA_RETURN_IF_ERROR(lt.layout_create(&e->b, CUDA_R_16BF, p.k, p.m, p.k));
   CUDA_RETURN_IF_ERROR(lt.layout_create(&e->c, CudaType(p.y_dtype), p.n, p.m, p.n));

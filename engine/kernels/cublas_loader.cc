@@ -22,9 +22,9 @@ struct CublasTable {
   decltype(&::cublasGetStream_v2) get_stream = nullptr;
   decltype(&::cublasSetWorkspace_v2) set_workspace = nullptr;
   cublasStatus_t (*gemm_ex)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
-                            const void*, const void*, cudaDataType, int, const void*,
-                            cudaDataType, int, const void*, void*, cudaDataType, int,
-                            cublasComputeType_t, cublasGemmAlgo_t) = nullptr;
+                            const void*, const void*, cudaDataType, int, const void*, cudaDataType,
+                            int, const void*, void*, cudaDataType, int, cublasComputeType_t,
+                            cublasGemmAlgo_t) = nullptr;
   decltype(&::cublasGetStatusName) status_name = nullptr;
   decltype(&::cublasGetStatusString) status_string = nullptr;
 };
@@ -64,15 +64,15 @@ absl::StatusOr<void*> OpenLibrary(const std::string& name, const char* env_var) 
 #if defined(ONECARD_CUDA_LIBRARY_DIR)
     // Not on the loader's path: try the toolkit this was built against.
     if (name.find('/') == std::string::npos) {
-      library = dlopen(absl::StrCat(ONECARD_CUDA_LIBRARY_DIR, "/", name).c_str(),
-                       RTLD_NOW | RTLD_LOCAL);
+      library =
+          dlopen(absl::StrCat(ONECARD_CUDA_LIBRARY_DIR, "/", name).c_str(), RTLD_NOW | RTLD_LOCAL);
     }
 #endif
   }
   if (library == nullptr) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("cannot load ", name, ": ", error, "; install the CUDA ", CUBLAS_VER_MAJOR,
-                     " cuBLAS libraries or set ", env_var));
+    return absl::FailedPreconditionError(absl::StrCat("cannot load ", name, ": ", error,
+                                                      "; install the CUDA ", CUBLAS_VER_MAJOR,
+                                                      " cuBLAS libraries or set ", env_var));
   }
   return library;
 }
@@ -121,9 +121,8 @@ bool CublasLoaded() { return Table() != nullptr; }
 std::string CublasLibraryName() { return LibraryName("ONECARD_CUBLAS_LIBRARY", "libcublas"); }
 
 absl::StatusOr<void*> CublasLtSymbol(const char* name) {
-  static const absl::StatusOr<void*>* library = new absl::StatusOr<void*>(
-      OpenLibrary(LibraryName("ONECARD_CUBLASLT_LIBRARY", "libcublasLt"),
-                  "ONECARD_CUBLASLT_LIBRARY"));
+  static const absl::StatusOr<void*>* library = new absl::StatusOr<void*>(OpenLibrary(
+      LibraryName("ONECARD_CUBLASLT_LIBRARY", "libcublasLt"), "ONECARD_CUBLASLT_LIBRARY"));
   if (!library->ok()) return library->status();
   void* address = nullptr;
   RETURN_IF_ERROR(Resolve(**library, name, &address));
@@ -167,12 +166,11 @@ cublasStatus_t CUBLASWINAPI cublasGemmEx(cublasHandle_t handle, cublasOperation_
                                          const void* alpha, const void* a, cudaDataType a_type,
                                          int lda, const void* b, cudaDataType b_type, int ldb,
                                          const void* beta, void* c, cudaDataType c_type, int ldc,
-                                         cublasComputeType_t compute_type,
-                                         cublasGemmAlgo_t algo) {
+                                         cublasComputeType_t compute_type, cublasGemmAlgo_t algo) {
   const auto* t = Table();
   if (t == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
-  return t->gemm_ex(handle, transa, transb, m, n, k, alpha, a, a_type, lda, b, b_type, ldb, beta,
-                    c, c_type, ldc, compute_type, algo);
+  return t->gemm_ex(handle, transa, transb, m, n, k, alpha, a, a_type, lda, b, b_type, ldb, beta, c,
+                    c_type, ldc, compute_type, algo);
 }
 
 const char* CUBLASWINAPI cublasGetStatusName(cublasStatus_t status) {

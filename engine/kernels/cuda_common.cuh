@@ -13,8 +13,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <string>
-#include <utility>
 #include <string_view>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -31,13 +31,19 @@ __device__ __forceinline__ float ToFloat(bf16 x) { return __bfloat162float(x); }
 template <typename T>
 __device__ __forceinline__ T FromFloat(float x);
 template <>
-__device__ __forceinline__ float FromFloat<float>(float x) { return x; }
+__device__ __forceinline__ float FromFloat<float>(float x) {
+  return x;
+}
 template <>
-__device__ __forceinline__ bf16 FromFloat<bf16>(float x) { return __float2bfloat16_rn(x); }
+__device__ __forceinline__ bf16 FromFloat<bf16>(float x) {
+  return __float2bfloat16_rn(x);
+}
 
 // Rounds through the storage type (what a store followed by a load gives).
 template <typename T>
-__device__ __forceinline__ float RoundTo(float x) { return ToFloat(FromFloat<T>(x)); }
+__device__ __forceinline__ float RoundTo(float x) {
+  return ToFloat(FromFloat<T>(x));
+}
 
 // Eight bf16 in 16 bytes (one vector load), widened to fp32.
 __device__ __forceinline__ void Unpack8(const uint4& v, float* out) {
@@ -56,8 +62,8 @@ __device__ __forceinline__ uint32_t PackBf16x2(float lo, float hi) {
 }
 
 __device__ __forceinline__ uint4 Pack8(const float* in) {
-  return make_uint4(PackBf16x2(in[0], in[1]), PackBf16x2(in[2], in[3]),
-                    PackBf16x2(in[4], in[5]), PackBf16x2(in[6], in[7]));
+  return make_uint4(PackBf16x2(in[0], in[1]), PackBf16x2(in[2], in[3]), PackBf16x2(in[4], in[5]),
+                    PackBf16x2(in[6], in[7]));
 }
 
 __device__ __forceinline__ float WarpSum(float v) {
@@ -91,7 +97,9 @@ __device__ __forceinline__ float BlockSum(float v, float* scratch) {
 // std::string_view is not absl::string_view in Debian's Abseil, and nvcc does
 // not convert it to AlphaNum either: pass it as a std::string.
 template <typename T>
-const T& CatPiece(const T& a) { return a; }
+const T& CatPiece(const T& a) {
+  return a;
+}
 inline std::string CatPiece(std::string_view a) { return std::string(a); }
 template <typename... Args>
 std::string Cat(const Args&... args) {
@@ -132,8 +140,8 @@ cudaError_t LaunchPdl(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size
 inline int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 inline absl::Status Unsupported(std::string_view op, DType dtype, std::string_view supported) {
-  return absl::UnimplementedError(Cat(op, ": dtype ", DTypeName(dtype),
-                                               " is not supported; supported: ", supported));
+  return absl::UnimplementedError(
+      Cat(op, ": dtype ", DTypeName(dtype), " is not supported; supported: ", supported));
 }
 
 // Runs impl.template operator()<T>() with T = float or bf16, returning its

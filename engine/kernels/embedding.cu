@@ -10,9 +10,8 @@ namespace onecard::engine {
 namespace {
 
 template <typename V>
-__global__ void EmbeddingKernel(const int32_t* __restrict__ token_ids,
-                                const V* __restrict__ table, V* __restrict__ out,
-                                int64_t vocab_size, int64_t row_vectors) {
+__global__ void EmbeddingKernel(const int32_t* __restrict__ token_ids, const V* __restrict__ table,
+                                V* __restrict__ out, int64_t vocab_size, int64_t row_vectors) {
   cuda::GridDependencyWait();
   cuda::LaunchDependents();
   const int64_t t = blockIdx.x;
@@ -25,9 +24,9 @@ __global__ void EmbeddingKernel(const int32_t* __restrict__ token_ids,
 
 template <typename V>
 cudaError_t Launch(const EmbeddingParams& p, int64_t row_vectors, cudaStream_t stream) {
-  return cuda::LaunchPdl(EmbeddingKernel<V>, dim3(p.num_tokens), dim3(256), 0, stream,
-                         p.token_ids, static_cast<const V*>(p.table), static_cast<V*>(p.out),
-                         p.vocab_size, row_vectors);
+  return cuda::LaunchPdl(EmbeddingKernel<V>, dim3(p.num_tokens), dim3(256), 0, stream, p.token_ids,
+                         static_cast<const V*>(p.table), static_cast<V*>(p.out), p.vocab_size,
+                         row_vectors);
 }
 
 }  // namespace
@@ -36,8 +35,8 @@ absl::Status Embedding(const EmbeddingParams& p, cudaStream_t stream) {
   constexpr char kOp[] = "Embedding";
   if (p.num_tokens < 0 || p.hidden <= 0 || p.vocab_size <= 0) {
     return absl::InvalidArgumentError(cuda::Cat(kOp, ": bad sizes num_tokens=", p.num_tokens,
-                                                   " hidden=", p.hidden,
-                                                   " vocab_size=", p.vocab_size));
+                                                " hidden=", p.hidden,
+                                                " vocab_size=", p.vocab_size));
   }
   if (p.num_tokens == 0) return absl::OkStatus();
   return cuda::DispatchFloatDType(kOp, p.dtype, [&]<typename T>() -> absl::Status {

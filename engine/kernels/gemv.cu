@@ -28,7 +28,7 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
-constexpr int kUnroll = 16;  // 16-byte loads in flight per lane
+constexpr int kUnroll = 16;                                  // 16-byte loads in flight per lane
 constexpr int64_t kMaxSmemBytes = 2 * kGemvMaxRows * 14336;  // num_rows * k * 2 <= this
 
 enum class Out { kBf16, kBf16Add, kF32, kSiluMul };
@@ -90,8 +90,7 @@ __device__ __forceinline__ void StageX(const GemvArgs& a, uint4* xs, float* scra
   }
 }
 
-__device__ __forceinline__ void LoadRow(uint4* wv, const uint4* row, int base, int kvec,
-                                        int lane) {
+__device__ __forceinline__ void LoadRow(uint4* wv, const uint4* row, int base, int kvec, int lane) {
 #pragma unroll
   for (int u = 0; u < kUnroll; ++u) {
     const int idx = base + u * 32 + lane;
@@ -122,8 +121,8 @@ __device__ __forceinline__ void Accumulate(const uint4* wv, const uint4* xs, int
 // Ends output `j` of every row: acc holds the lanes' partial dots (of the
 // up row for kSiluMul, whose gate dots are already summed in `gate`).
 template <int M, Out kOut>
-__device__ __forceinline__ void Finish(const GemvArgs& a, float* acc, const float* gate,
-                                       int64_t j, int lane) {
+__device__ __forceinline__ void Finish(const GemvArgs& a, float* acc, const float* gate, int64_t j,
+                                       int lane) {
 #pragma unroll
   for (int m = 0; m < M; ++m) {
     const float v = cuda::WarpSum(acc[m]);
@@ -232,8 +231,8 @@ absl::Status Launch(const GemvArgs& a, cudaStream_t stream) {
   RETURN_IF_ERROR(allowed);
   const int smem = M * a.kvec * 16;
   const int per_sm = std::clamp((227 * 1024) / (smem + 2048), 1, MaxBlocksPerSm());
-  const int64_t blocks = std::min<int64_t>(cuda::CeilDiv(a.n, kWarps),
-                                           static_cast<int64_t>(NumSms()) * per_sm);
+  const int64_t blocks =
+      std::min<int64_t>(cuda::CeilDiv(a.n, kWarps), static_cast<int64_t>(NumSms()) * per_sm);
   CUDA_RETURN_IF_ERROR(cuda::LaunchPdl(GemvKernel<M, P, kOut>, dim3(static_cast<int>(blocks)),
                                        dim3(kThreads), smem, stream, a));
   return absl::OkStatus();
@@ -250,10 +249,14 @@ absl::Status LaunchOut(const GemvParams& p, const GemvArgs& a, cudaStream_t stre
 template <GemvPrologue P>
 absl::Status LaunchRows(const GemvParams& p, const GemvArgs& a, cudaStream_t stream) {
   switch (p.num_rows) {
-    case 1: return LaunchOut<1, P>(p, a, stream);
-    case 2: return LaunchOut<2, P>(p, a, stream);
-    case 3: return LaunchOut<3, P>(p, a, stream);
-    default: return LaunchOut<4, P>(p, a, stream);
+    case 1:
+      return LaunchOut<1, P>(p, a, stream);
+    case 2:
+      return LaunchOut<2, P>(p, a, stream);
+    case 3:
+      return LaunchOut<3, P>(p, a, stream);
+    default:
+      return LaunchOut<4, P>(p, a, stream);
   }
 }
 
@@ -262,8 +265,8 @@ absl::Status Validate(const GemvParams& p) {
   if (p.num_rows < 1 || p.num_rows > kGemvMaxRows || p.n <= 0 || p.k <= 0 || p.k % 8 != 0 ||
       p.x_row_stride % 8 != 0 || 2 * p.num_rows * p.k > kMaxSmemBytes) {
     return absl::UnimplementedError(cuda::Cat(
-        kOp, ": num_rows=", p.num_rows, " n=", p.n, " k=", p.k, " x_row_stride=",
-        p.x_row_stride, " not supported; supported: 1 <= num_rows <= ", kGemvMaxRows,
+        kOp, ": num_rows=", p.num_rows, " n=", p.n, " k=", p.k, " x_row_stride=", p.x_row_stride,
+        " not supported; supported: 1 <= num_rows <= ", kGemvMaxRows,
         ", k and x_row_stride multiples of 8, num_rows * k <= ", kMaxSmemBytes / 2));
   }
   const int64_t min_stride = p.prologue == GemvPrologue::kSiluMul ? 2 * p.k : p.k;
@@ -301,9 +304,12 @@ absl::Status Gemv(const GemvParams& p, cudaStream_t stream) {
   a.n = p.n;
   a.kvec = static_cast<int32_t>(p.k / 8);
   switch (p.prologue) {
-    case GemvPrologue::kRmsNorm: return LaunchRows<GemvPrologue::kRmsNorm>(p, a, stream);
-    case GemvPrologue::kSiluMul: return LaunchRows<GemvPrologue::kSiluMul>(p, a, stream);
-    default: return LaunchRows<GemvPrologue::kNone>(p, a, stream);
+    case GemvPrologue::kRmsNorm:
+      return LaunchRows<GemvPrologue::kRmsNorm>(p, a, stream);
+    case GemvPrologue::kSiluMul:
+      return LaunchRows<GemvPrologue::kSiluMul>(p, a, stream);
+    default:
+      return LaunchRows<GemvPrologue::kNone>(p, a, stream);
   }
 }
 

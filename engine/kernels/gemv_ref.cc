@@ -19,8 +19,8 @@ constexpr char kOp[] = "GemvRef";
 
 absl::Status Validate(const GemvParams& p) {
   if (p.num_rows < 1 || p.num_rows > kGemvMaxRows) {
-    return ref::ArgError(kOp, absl::StrCat("num_rows ", p.num_rows, " is outside [1, ",
-                                           kGemvMaxRows, "]"));
+    return ref::ArgError(
+        kOp, absl::StrCat("num_rows ", p.num_rows, " is outside [1, ", kGemvMaxRows, "]"));
   }
   RETURN_IF_ERROR(ref::CheckPositive(kOp, "n", p.n));
   RETURN_IF_ERROR(ref::CheckPositive(kOp, "k", p.k));
@@ -48,8 +48,13 @@ absl::StatusOr<std::vector<uint16_t>> Prologue(const GemvParams& p) {
     const uint16_t* row = x + m * p.x_row_stride;
     uint16_t* dst = xs.data() + m * p.k;
     if (p.prologue == GemvPrologue::kRmsNorm) {
-      RETURN_IF_ERROR(RmsNormRef({.dtype = DType::kBF16, .x = row, .weight = p.norm_weight,
-                                  .out = dst, .num_tokens = 1, .hidden = p.k, .eps = p.eps}));
+      RETURN_IF_ERROR(RmsNormRef({.dtype = DType::kBF16,
+                                  .x = row,
+                                  .weight = p.norm_weight,
+                                  .out = dst,
+                                  .num_tokens = 1,
+                                  .hidden = p.k,
+                                  .eps = p.eps}));
     } else if (p.prologue == GemvPrologue::kSiluMul) {
       RETURN_IF_ERROR(SiluMulRef(
           {.dtype = DType::kBF16, .gate_up = row, .out = dst, .num_tokens = 1, .inter = p.k}));
@@ -72,8 +77,11 @@ absl::Status GemvRef(const GemvParams& p) {
     projection.n = 2 * p.n;
     projection.y = gate_up.data();
     RETURN_IF_ERROR(GemvRef(projection));
-    return SiluMulRef({.dtype = DType::kBF16, .gate_up = gate_up.data(), .out = p.y,
-                       .num_tokens = p.num_rows, .inter = p.n});
+    return SiluMulRef({.dtype = DType::kBF16,
+                       .gate_up = gate_up.data(),
+                       .out = p.y,
+                       .num_tokens = p.num_rows,
+                       .inter = p.n});
   }
   ASSIGN_OR_RETURN(std::vector<uint16_t> xs, Prologue(p));
   const uint16_t* w = static_cast<const uint16_t*>(p.w);

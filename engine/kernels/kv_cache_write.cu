@@ -35,8 +35,8 @@ absl::Status KvCacheWrite(const KvCacheWriteParams& p, cudaStream_t stream) {
   const int64_t row = static_cast<int64_t>(p.layout.num_kv_heads) * p.layout.head_dim;
   if (p.num_tokens < 0 || row <= 0 || p.k_token_stride < row || p.v_token_stride < row) {
     return absl::InvalidArgumentError(cuda::Cat(kOp, ": bad sizes num_tokens=", p.num_tokens,
-                                                   " row=", row, " strides=", p.k_token_stride,
-                                                   ",", p.v_token_stride));
+                                                " row=", row, " strides=", p.k_token_stride, ",",
+                                                p.v_token_stride));
   }
   if (p.num_tokens == 0) return absl::OkStatus();
   return cuda::DispatchFloatDType(kOp, p.dtype, [&]<typename T>() -> absl::Status {
@@ -53,8 +53,8 @@ absl::Status KvCacheWrite(const KvCacheWriteParams& p, cudaStream_t stream) {
     } else {
       KvCacheWriteKernel<T><<<p.num_tokens, 128, 0, stream>>>(
           static_cast<const T*>(p.k), static_cast<const T*>(p.v), p.k_token_stride,
-          p.v_token_stride, static_cast<T*>(p.k_cache), static_cast<T*>(p.v_cache),
-          p.slot_mapping, row);
+          p.v_token_stride, static_cast<T*>(p.k_cache), static_cast<T*>(p.v_cache), p.slot_mapping,
+          row);
     }
     CUDA_RETURN_IF_ERROR(cudaGetLastError());
     return absl::OkStatus();

@@ -14,9 +14,7 @@
 namespace onecard::engine {
 namespace {
 
-cudaDataType_t CudaType(DType dtype) {
-  return dtype == DType::kF32 ? CUDA_R_32F : CUDA_R_16BF;
-}
+cudaDataType_t CudaType(DType dtype) { return dtype == DType::kF32 ? CUDA_R_32F : CUDA_R_16BF; }
 
 template <typename T>
 __global__ void BroadcastRowsKernel(const T* __restrict__ bias, T* __restrict__ y, int64_t n,
@@ -43,13 +41,13 @@ absl::StatusOr<cublasHandle_t> ThreadHandle() {
 
 absl::Status BlasGemm(cublasHandle_t handle, const BlasGemmParams& p, cudaStream_t stream,
                       const BlasTuner* tuner) {
-  const bool types_ok = (p.dtype == DType::kBF16 &&
-                         (p.y_dtype == DType::kBF16 || p.y_dtype == DType::kF32)) ||
-                        (p.dtype == DType::kF32 && p.y_dtype == DType::kF32);
+  const bool types_ok =
+      (p.dtype == DType::kBF16 && (p.y_dtype == DType::kBF16 || p.y_dtype == DType::kF32)) ||
+      (p.dtype == DType::kF32 && p.y_dtype == DType::kF32);
   if (!types_ok) {
-    return absl::UnimplementedError(cuda::Cat(
-        "BlasGemm: x/w ", DTypeName(p.dtype), " with y ", DTypeName(p.y_dtype),
-        " is not supported; supported: BF16 -> BF16 or F32, F32 -> F32"));
+    return absl::UnimplementedError(
+        cuda::Cat("BlasGemm: x/w ", DTypeName(p.dtype), " with y ", DTypeName(p.y_dtype),
+                  " is not supported; supported: BF16 -> BF16 or F32, F32 -> F32"));
   }
   if (p.m < 0 || p.n <= 0 || p.k <= 0) {
     return absl::InvalidArgumentError(
@@ -67,12 +65,11 @@ absl::Status BlasGemm(cublasHandle_t handle, const BlasGemmParams& p, cudaStream
   if (current != stream) CUDA_RETURN_IF_ERROR(cublasSetStream(handle, stream));
   const float alpha = 1.0f;
   // Column-major view: y^T [n, m] = W [n, k] (stored as W^T [k, n]) op T times x^T [k, m].
-  CUDA_RETURN_IF_ERROR(cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(p.n),
-                                    static_cast<int>(p.m), static_cast<int>(p.k), &alpha, p.w,
-                                    CudaType(p.dtype), static_cast<int>(p.k), p.x,
-                                    CudaType(p.dtype), static_cast<int>(p.k), &p.beta, p.y,
-                                    CudaType(p.y_dtype), static_cast<int>(p.n),
-                                    CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  CUDA_RETURN_IF_ERROR(
+      cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(p.n), static_cast<int>(p.m),
+                   static_cast<int>(p.k), &alpha, p.w, CudaType(p.dtype), static_cast<int>(p.k),
+                   p.x, CudaType(p.dtype), static_cast<int>(p.k), &p.beta, p.y, CudaType(p.y_dtype),
+                   static_cast<int>(p.n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   return absl::OkStatus();
 }
 
@@ -80,8 +77,8 @@ absl::Status Linear(const LinearParams& p, cudaStream_t stream) {
   constexpr char kOp[] = "Linear";
   if (p.num_rows < 0 || p.in_features <= 0 || p.out_features <= 0) {
     return absl::InvalidArgumentError(cuda::Cat(kOp, ": bad sizes num_rows=", p.num_rows,
-                                                   " in_features=", p.in_features,
-                                                   " out_features=", p.out_features));
+                                                " in_features=", p.in_features,
+                                                " out_features=", p.out_features));
   }
   if (p.num_rows == 0) return absl::OkStatus();
   ASSIGN_OR_RETURN(cublasHandle_t handle, ThreadHandle());
@@ -90,8 +87,7 @@ absl::Status Linear(const LinearParams& p, cudaStream_t stream) {
       const int64_t total = p.num_rows * p.out_features;
       const int grid = static_cast<int>(std::min<int64_t>(cuda::CeilDiv(total, 256), 4096));
       BroadcastRowsKernel<T><<<grid, 256, 0, stream>>>(static_cast<const T*>(p.bias),
-                                                      static_cast<T*>(p.y), p.out_features,
-                                                      total);
+                                                       static_cast<T*>(p.y), p.out_features, total);
       CUDA_RETURN_IF_ERROR(cudaGetLastError());
     }
     BlasGemmParams g;

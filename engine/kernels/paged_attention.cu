@@ -203,10 +203,9 @@ __global__ void __launch_bounds__(kThreads) AttnGeneralKernel(AttnArgs a) {
 // Merges a query's split partials: warp 0 turns the (max, sum) pairs into
 // weights (all splits read at once), then every thread sums its dims over the
 // splits with independent loads.
-__global__ void __launch_bounds__(128) AttnCombineKernel(const float* __restrict__ o_part,
-                                                         const float2* __restrict__ ml_part,
-                                                         bf16* __restrict__ out, int num_heads,
-                                                         int num_splits, int head_dim) {
+__global__ void __launch_bounds__(128)
+    AttnCombineKernel(const float* __restrict__ o_part, const float2* __restrict__ ml_part,
+                      bf16* __restrict__ out, int num_heads, int num_splits, int head_dim) {
   __shared__ float weight[kMaxSplits];
   __shared__ float inv_den;
   cuda::GridDependencyWait();
@@ -241,7 +240,8 @@ __global__ void __launch_bounds__(128) AttnCombineKernel(const float* __restrict
     float num = 0.0f;
 #pragma unroll 8
     for (int i = 0; i < num_splits; ++i) num += weight[i] * o_part[(base + i) * head_dim + d];
-    out[(static_cast<int64_t>(t) * num_heads + h) * head_dim + d] = __float2bfloat16_rn(num * inv_den);
+    out[(static_cast<int64_t>(t) * num_heads + h) * head_dim + d] =
+        __float2bfloat16_rn(num * inv_den);
   }
 }
 
@@ -253,8 +253,8 @@ absl::Status LaunchGeneralG(const AttnArgs& a, int num_tokens, cudaStream_t stre
   static const absl::Status allowed = AllowSmem(AttnGeneralKernel<D, G>, smem);
   RETURN_IF_ERROR(allowed);
   const dim3 grid(a.num_kv_heads, num_tokens, a.num_splits);
-  CUDA_RETURN_IF_ERROR(cuda::LaunchPdl(AttnGeneralKernel<D, G>, grid, dim3(kThreads), smem,
-                                       stream, a));
+  CUDA_RETURN_IF_ERROR(
+      cuda::LaunchPdl(AttnGeneralKernel<D, G>, grid, dim3(kThreads), smem, stream, a));
   return absl::OkStatus();
 }
 
@@ -268,12 +268,18 @@ absl::Status LaunchGeneral(const AttnArgs& a, int num_tokens, cudaStream_t strea
 absl::Status LaunchGeneralForDim(const AttnArgs& a, int head_dim, int num_tokens,
                                  cudaStream_t stream) {
   switch (head_dim) {
-    case 16: return LaunchGeneral<16>(a, num_tokens, stream);
-    case 24: return LaunchGeneral<24>(a, num_tokens, stream);
-    case 32: return LaunchGeneral<32>(a, num_tokens, stream);
-    case 64: return LaunchGeneral<64>(a, num_tokens, stream);
-    case 96: return LaunchGeneral<96>(a, num_tokens, stream);
-    default: return LaunchGeneral<128>(a, num_tokens, stream);
+    case 16:
+      return LaunchGeneral<16>(a, num_tokens, stream);
+    case 24:
+      return LaunchGeneral<24>(a, num_tokens, stream);
+    case 32:
+      return LaunchGeneral<32>(a, num_tokens, stream);
+    case 64:
+      return LaunchGeneral<64>(a, num_tokens, stream);
+    case 96:
+      return LaunchGeneral<96>(a, num_tokens, stream);
+    default:
+      return LaunchGeneral<128>(a, num_tokens, stream);
   }
 }
 
@@ -282,29 +288,26 @@ absl::Status Validate(const PagedAttentionParams& p, const PagedAttentionSplitOp
   if (p.dtype != DType::kBF16) return cuda::Unsupported(kOp, p.dtype, "BF16");
   const int d = p.layout.head_dim;
   if (d != 16 && d != 24 && d != 32 && d != 64 && d != 96 && d != 128) {
-    return absl::UnimplementedError(cuda::Cat(
-        kOp, ": head_dim ", d, " is not supported; supported: 16, 24, 32, 64, 96, 128"));
+    return absl::UnimplementedError(
+        cuda::Cat(kOp, ": head_dim ", d, " is not supported; supported: 16, 24, 32, 64, 96, 128"));
   }
   if (p.layout.num_kv_heads <= 0 || p.num_heads % p.layout.num_kv_heads != 0 ||
       p.num_heads / p.layout.num_kv_heads > kMaxGroup) {
     return absl::UnimplementedError(cuda::Cat(kOp, ": num_heads ", p.num_heads,
-                                                 " over num_kv_heads ", p.layout.num_kv_heads,
-                                                 " must be a group of at most ", kMaxGroup));
+                                              " over num_kv_heads ", p.layout.num_kv_heads,
+                                              " must be a group of at most ", kMaxGroup));
   }
   if (p.num_tokens < 0 || p.num_seqs <= 0 || p.layout.block_size <= 0 || o.num_splits < 1 ||
-      o.num_splits > kMaxSplits ||
-      p.q_token_stride < static_cast<int64_t>(p.num_heads) * d) {
+      o.num_splits > kMaxSplits || p.q_token_stride < static_cast<int64_t>(p.num_heads) * d) {
     return absl::InvalidArgumentError(cuda::Cat(
-        kOp, ": bad sizes num_tokens=", p.num_tokens, " num_seqs=", p.num_seqs,
-        " block_size=", p.layout.block_size, " num_splits=", o.num_splits,
-        " q_token_stride=", p.q_token_stride));
+        kOp, ": bad sizes num_tokens=", p.num_tokens, " num_seqs=", p.num_seqs, " block_size=",
+        p.layout.block_size, " num_splits=", o.num_splits, " q_token_stride=", p.q_token_stride));
   }
-  if (o.num_splits > 1 &&
-      o.workspace_bytes < PagedAttentionWorkspaceBytes(p.num_tokens, p.num_heads, d,
-                                                       o.num_splits)) {
+  if (o.num_splits > 1 && o.workspace_bytes < PagedAttentionWorkspaceBytes(
+                                                  p.num_tokens, p.num_heads, d, o.num_splits)) {
     return absl::InvalidArgumentError(cuda::Cat(kOp, ": workspace of ", o.workspace_bytes,
-                                                   " bytes is too small for ", o.num_splits,
-                                                   " splits"));
+                                                " bytes is too small for ", o.num_splits,
+                                                " splits"));
   }
   if (o.kernel == AttentionKernel::kFlash && d != 64 && d != 128) {
     return absl::UnimplementedError(

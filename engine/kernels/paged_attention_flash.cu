@@ -13,7 +13,9 @@
 // the key range in rounds of 64 keys; the warps of a block merge through
 // shared memory; split partials go to the combine kernel (paged_attention.cu).
 //
-// Tested by tests/gpu/paged_attention_test.cc against PagedAttentionRef.
+// No x_ref.cc of its own by design: these kernels implement the PagedAttention
+// op (paged_attention.h), so its reference, PagedAttentionRef
+// (paged_attention_ref.cc), is theirs. Tested by tests/gpu/paged_attention_test.cc.
 #include "engine/kernels/cuda_ptx.cuh"
 #include "engine/kernels/paged_attention_internal.cuh"
 
@@ -22,8 +24,8 @@ namespace {
 
 template <int D>
 struct FlashShape {
-  static constexpr int kRow = D + 8;  // padded smem row (elements): no bank conflicts
-  static constexpr int kSteps = D / 16;  // k-steps of Q K^T
+  static constexpr int kRow = D + 8;       // padded smem row (elements): no bank conflicts
+  static constexpr int kSteps = D / 16;    // k-steps of Q K^T
   static constexpr int kDimTiles = D / 8;  // n-tiles of P V
   static constexpr int kSmemBytes = 2 * 2 * kTileKeys * kRow * 2;
 };
@@ -53,9 +55,9 @@ struct FlashRows {
 
 // One 64-key tile: scores, mask, online softmax, and O += P V.
 template <int D>
-__device__ __forceinline__ void FlashTile(FlashRows<D>& r, const uint32_t (*qa)[4],
-                                          const bf16* kb, const bf16* vb, int key_base, int qpos0,
-                                          int qpos1, float scale_log2, int lane) {
+__device__ __forceinline__ void FlashTile(FlashRows<D>& r, const uint32_t (*qa)[4], const bf16* kb,
+                                          const bf16* vb, int key_base, int qpos0, int qpos1,
+                                          float scale_log2, int lane) {
   using S = FlashShape<D>;
   const int tq = lane & 3;
   float sacc[8][4];
@@ -131,8 +133,8 @@ __device__ __forceinline__ void FlashTile(FlashRows<D>& r, const uint32_t (*qa)[
 
 // Writes one row's output (o values c0,c1 or c2,c3 of every dim tile) / l.
 template <int D>
-__device__ __forceinline__ void StoreFlashRow(bf16* out_row, const float (*o)[4], int half,
-                                              float l, int tq) {
+__device__ __forceinline__ void StoreFlashRow(bf16* out_row, const float (*o)[4], int half, float l,
+                                              int tq) {
   const float inv = 1.0f / l;
 #pragma unroll
   for (int dn = 0; dn < FlashShape<D>::kDimTiles; ++dn) {
@@ -146,7 +148,7 @@ __global__ void __launch_bounds__(kThreads) AttnFlashKernel(AttnArgs a) {
   using S = FlashShape<D>;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   bf16* ks = reinterpret_cast<bf16*>(smem_raw);  // [2][kTileKeys][kRow]
-  bf16* vs = ks + 2 * kTileKeys * S::kRow;        // [2][kTileKeys][kRow]
+  bf16* vs = ks + 2 * kTileKeys * S::kRow;       // [2][kTileKeys][kRow]
   const int h = blockIdx.y;
   const int kvh = h / a.group;
   cuda::GridDependencyWait();
@@ -225,15 +227,14 @@ __global__ void __launch_bounds__(kThreads) AttnFlashKernel(AttnArgs a) {
   }
 }
 
-
 // ------------------------------------------------------------------ decode
 
 // One warp's 16 keys of a decode round: rows are the group's query heads
 // (g and g + 8), keys at positions key_base .. key_base + 15, valid below k_hi.
 template <int D>
-__device__ __forceinline__ void DecodeTile(FlashRows<D>& r, const uint32_t (*qa)[4],
-                                           const bf16* kb, const bf16* vb, int key_base, int k_hi,
-                                           float scale_log2, int lane) {
+__device__ __forceinline__ void DecodeTile(FlashRows<D>& r, const uint32_t (*qa)[4], const bf16* kb,
+                                           const bf16* vb, int key_base, int k_hi, float scale_log2,
+                                           int lane) {
   using S = FlashShape<D>;
   const int tq = lane & 3;
   float sacc[2][4];
@@ -286,10 +287,9 @@ __device__ __forceinline__ void DecodeTile(FlashRows<D>& r, const uint32_t (*qa)
   }
   r.l0 = r.l0 * al0 + rs0;
   r.l1 = r.l1 * al1 + rs1;
-  const uint32_t pa[4] = {cuda::PackBf16x2(sacc[0][0], sacc[0][1]),
-                          cuda::PackBf16x2(sacc[0][2], sacc[0][3]),
-                          cuda::PackBf16x2(sacc[1][0], sacc[1][1]),
-                          cuda::PackBf16x2(sacc[1][2], sacc[1][3])};
+  const uint32_t pa[4] = {
+      cuda::PackBf16x2(sacc[0][0], sacc[0][1]), cuda::PackBf16x2(sacc[0][2], sacc[0][3]),
+      cuda::PackBf16x2(sacc[1][0], sacc[1][1]), cuda::PackBf16x2(sacc[1][2], sacc[1][3])};
   const int key = (lane & 7) + ((lane >> 3) & 1) * 8;
 #pragma unroll
   for (int dn = 0; dn < S::kDimTiles; dn += 2) {
@@ -317,7 +317,7 @@ __global__ void __launch_bounds__(kThreads) AttnFlashDecodeKernel(AttnArgs a) {
   using S = FlashShape<D>;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   bf16* ks = reinterpret_cast<bf16*>(smem_raw);  // [2][kTileKeys][kRow]
-  bf16* vs = ks + 2 * kTileKeys * S::kRow;        // [2][kTileKeys][kRow]
+  bf16* vs = ks + 2 * kTileKeys * S::kRow;       // [2][kTileKeys][kRow]
   const int kvh = blockIdx.x;
   const int t = blockIdx.y;
   const int split = blockIdx.z;
@@ -406,8 +406,7 @@ absl::Status LaunchPrefill(const AttnArgs& a, int num_tokens, cudaStream_t strea
   static const absl::Status allowed = AllowSmem(AttnFlashKernel<D>, kSmem);
   RETURN_IF_ERROR(allowed);
   // Tiles never cross chunks: at most ceil(T / 64) + num_seqs of them.
-  const dim3 grid(static_cast<unsigned>(cuda::CeilDiv(num_tokens, 64) + a.num_seqs),
-                  a.num_heads);
+  const dim3 grid(static_cast<unsigned>(cuda::CeilDiv(num_tokens, 64) + a.num_seqs), a.num_heads);
   CUDA_RETURN_IF_ERROR(cuda::LaunchPdl(AttnFlashKernel<D>, grid, dim3(kThreads), kSmem, stream, a));
   return absl::OkStatus();
 }

@@ -18,7 +18,6 @@ namespace onecard::engine::attention {
 
 using cuda::bf16;
 
-
 constexpr int kTileKeys = 64;
 constexpr int kWarps = 4;
 constexpr int kThreads = 128;
@@ -62,10 +61,10 @@ __device__ __forceinline__ int FindSeq(const int32_t* cu, int num_seqs, int t) {
 }
 
 // Element offset of (position p, kv head, dim 0) in a layer's pool.
-__device__ __forceinline__ int64_t KvOffset(const AttnArgs& a, const int32_t* table, int p,
-                                            int kvh, int head_dim) {
-  const int64_t slot = static_cast<int64_t>(table[p / a.block_size]) * a.block_size +
-                       p % a.block_size;
+__device__ __forceinline__ int64_t KvOffset(const AttnArgs& a, const int32_t* table, int p, int kvh,
+                                            int head_dim) {
+  const int64_t slot =
+      static_cast<int64_t>(table[p / a.block_size]) * a.block_size + p % a.block_size;
   return (slot * a.num_kv_heads + kvh) * head_dim;
 }
 

@@ -33,8 +33,8 @@ namespace onecard::engine {
 enum class AttentionKernel { kAuto, kGeneral, kFlash };
 
 struct PagedAttentionSplitOptions {
-  int32_t num_splits = 1;       // splits of each query's key range (general kernel)
-  void* workspace = nullptr;    // PagedAttentionWorkspaceBytes(...) bytes, device
+  int32_t num_splits = 1;     // splits of each query's key range (general kernel)
+  void* workspace = nullptr;  // PagedAttentionWorkspaceBytes(...) bytes, device
   int64_t workspace_bytes = 0;
   // kAuto / kFlash: the flash kernels where the head_dim has them (decode
   // when every chunk is one token, prefill otherwise); kGeneral: general.
@@ -43,8 +43,8 @@ struct PagedAttentionSplitOptions {
 
 // Workspace for num_splits > 1: [num_tokens, num_heads, num_splits] partials
 // (head_dim floats of output, then a (max, sum) pair of floats).
-inline int64_t PagedAttentionWorkspaceBytes(int32_t num_tokens, int32_t num_heads,
-                                            int32_t head_dim, int32_t num_splits) {
+inline int64_t PagedAttentionWorkspaceBytes(int32_t num_tokens, int32_t num_heads, int32_t head_dim,
+                                            int32_t num_splits) {
   if (num_splits <= 1) return 0;
   const int64_t parts = static_cast<int64_t>(num_tokens) * num_heads * num_splits;
   return parts * head_dim * 4 + parts * 8;
@@ -62,8 +62,7 @@ inline int32_t PagedAttentionDecodeSplits(int32_t num_seqs, int32_t num_kv_heads
 }
 
 absl::Status PagedAttentionSplit(const PagedAttentionParams& params,
-                                 const PagedAttentionSplitOptions& options,
-                                 cudaStream_t stream);
+                                 const PagedAttentionSplitOptions& options, cudaStream_t stream);
 
 }  // namespace onecard::engine
 

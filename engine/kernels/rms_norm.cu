@@ -32,8 +32,8 @@ __global__ void __launch_bounds__(kThreads)
   const float inv_rms = rsqrtf(cuda::BlockSum(sum_sq, scratch) / static_cast<float>(hidden) + eps);
   const T* src = residual != nullptr ? residual : x;
   for (int64_t i = threadIdx.x; i < hidden; i += kThreads) {
-    out[row + i] = cuda::FromFloat<T>(cuda::ToFloat(weight[i]) *
-                                      (cuda::ToFloat(src[row + i]) * inv_rms));
+    out[row + i] =
+        cuda::FromFloat<T>(cuda::ToFloat(weight[i]) * (cuda::ToFloat(src[row + i]) * inv_rms));
   }
 }
 
@@ -72,8 +72,7 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 absl::Status Run(const char* op, DType dtype, const void* x, void* residual, const void* weight,
-                 void* out, int32_t num_tokens, int64_t hidden, float eps,
-                 cudaStream_t stream) {
+                 void* out, int32_t num_tokens, int64_t hidden, float eps, cudaStream_t stream) {
   if (num_tokens < 0 || hidden <= 0) {
     return absl::InvalidArgumentError(
         cuda::Cat(op, ": bad sizes num_tokens=", num_tokens, " hidden=", hidden));
@@ -108,8 +107,8 @@ absl::Status FusedAddRmsNorm(const FusedAddRmsNormParams& p, cudaStream_t stream
   if (p.residual == nullptr && p.num_tokens > 0) {
     return absl::InvalidArgumentError("FusedAddRmsNorm: residual is null");
   }
-  return Run("FusedAddRmsNorm", p.dtype, p.x, p.residual, p.weight, p.out, p.num_tokens,
-             p.hidden, p.eps, stream);
+  return Run("FusedAddRmsNorm", p.dtype, p.x, p.residual, p.weight, p.out, p.num_tokens, p.hidden,
+             p.eps, stream);
 }
 
 }  // namespace onecard::engine

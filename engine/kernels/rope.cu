@@ -37,9 +37,9 @@ absl::Status Rope(const RopeParams& p, cudaStream_t stream) {
   constexpr char kOp[] = "Rope";
   if (p.num_tokens < 0 || p.head_dim <= 0 || p.head_dim % 2 != 0 || p.num_heads <= 0 ||
       p.num_kv_heads <= 0) {
-    return absl::InvalidArgumentError(cuda::Cat(
-        kOp, ": bad sizes num_tokens=", p.num_tokens, " head_dim=", p.head_dim,
-        " num_heads=", p.num_heads, " num_kv_heads=", p.num_kv_heads));
+    return absl::InvalidArgumentError(
+        cuda::Cat(kOp, ": bad sizes num_tokens=", p.num_tokens, " head_dim=", p.head_dim,
+                  " num_heads=", p.num_heads, " num_kv_heads=", p.num_kv_heads));
   }
   if (p.num_tokens == 0) return absl::OkStatus();
   return cuda::DispatchFloatDType(kOp, p.dtype, [&]<typename T>() -> absl::Status {

@@ -70,16 +70,17 @@ absl::Status RopeKvWrite(const RopeKvWriteParams& p, cudaStream_t stream) {
   constexpr char kOp[] = "RopeKvWrite";
   if (p.num_tokens < 0 || p.num_heads <= 0 || p.layout.num_kv_heads <= 0 ||
       p.layout.head_dim <= 0 || p.layout.head_dim % 2 != 0) {
-    return absl::InvalidArgumentError(cuda::Cat(
-        kOp, ": bad sizes num_tokens=", p.num_tokens, " num_heads=", p.num_heads,
-        " num_kv_heads=", p.layout.num_kv_heads, " head_dim=", p.layout.head_dim));
+    return absl::InvalidArgumentError(
+        cuda::Cat(kOp, ": bad sizes num_tokens=", p.num_tokens, " num_heads=", p.num_heads,
+                  " num_kv_heads=", p.layout.num_kv_heads, " head_dim=", p.layout.head_dim));
   }
   if (p.num_tokens == 0) return absl::OkStatus();
   return cuda::DispatchFloatDType(kOp, p.dtype, [&]<typename T>() -> absl::Status {
     // Several blocks a token (a decode step has few tokens): one pair a thread.
-    const int64_t pairs = static_cast<int64_t>(p.num_heads + p.layout.num_kv_heads) *
-                          (p.layout.head_dim / 2);
-    const unsigned per_token = static_cast<unsigned>(std::min<int64_t>(cuda::CeilDiv(pairs, 128), 16));
+    const int64_t pairs =
+        static_cast<int64_t>(p.num_heads + p.layout.num_kv_heads) * (p.layout.head_dim / 2);
+    const unsigned per_token =
+        static_cast<unsigned>(std::min<int64_t>(cuda::CeilDiv(pairs, 128), 16));
     CUDA_RETURN_IF_ERROR(cuda::LaunchPdl(RopeKvWriteKernel<T>, dim3(p.num_tokens, per_token),
                                          dim3(128), 0, stream, p));
     return absl::OkStatus();

@@ -168,7 +168,8 @@ __device__ int32_t Draw(const RowView& v, float thr, double target, double* ds, 
   for (int w = 0; w < warp; ++w) warp_base += ds[w];
   const double prefix = warp_base + incl - local;
   int32_t last_any = last;
-  for (int o = 16; o > 0; o >>= 1) last_any = max(last_any, __shfl_xor_sync(0xffffffffu, last_any, o));
+  for (int o = 16; o > 0; o >>= 1)
+    last_any = max(last_any, __shfl_xor_sync(0xffffffffu, last_any, o));
   if (last >= 0 && prefix <= target && target < prefix + local) {
     double cum = prefix;
     int32_t pick = last;
@@ -189,8 +190,8 @@ __device__ int32_t Draw(const RowView& v, float thr, double target, double* ds, 
   return is[0] == INT32_MAX ? is[1] : is[0];
 }
 
-__global__ void __launch_bounds__(kThreads) SampleKernel(SampleParams a, float* ws_all,
-                                                         int32_t* counts_all) {
+__global__ void __launch_bounds__(kThreads)
+    SampleKernel(SampleParams a, float* ws_all, int32_t* counts_all) {
   __shared__ float fs[32];
   __shared__ double ds[32];
   __shared__ int32_t is[32];
@@ -237,8 +238,8 @@ __global__ void __launch_bounds__(kThreads) SampleKernel(SampleParams a, float* 
 
 absl::Status Sample(const SampleParams& p, cudaStream_t stream) {
   if (p.num_rows < 0 || p.vocab_size <= 0) {
-    return absl::InvalidArgumentError(cuda::Cat("Sample: bad sizes num_rows=", p.num_rows,
-                                                   " vocab_size=", p.vocab_size));
+    return absl::InvalidArgumentError(
+        cuda::Cat("Sample: bad sizes num_rows=", p.num_rows, " vocab_size=", p.vocab_size));
   }
   if (p.num_rows == 0) return absl::OkStatus();
   if (p.workspace == nullptr || p.logits == nullptr || p.rows == nullptr ||
@@ -246,9 +247,10 @@ absl::Status Sample(const SampleParams& p, cudaStream_t stream) {
     return absl::InvalidArgumentError("Sample: a required pointer is null");
   }
   float* ws = static_cast<float*>(p.workspace);
-  int32_t* counts = reinterpret_cast<int32_t*>(ws + static_cast<int64_t>(p.num_rows) * p.vocab_size);
-  CUDA_RETURN_IF_ERROR(cuda::LaunchPdl(SampleKernel, dim3(p.num_rows), dim3(kThreads), 0, stream,
-                                       p, ws, counts));
+  int32_t* counts =
+      reinterpret_cast<int32_t*>(ws + static_cast<int64_t>(p.num_rows) * p.vocab_size);
+  CUDA_RETURN_IF_ERROR(
+      cuda::LaunchPdl(SampleKernel, dim3(p.num_rows), dim3(kThreads), 0, stream, p, ws, counts));
   return absl::OkStatus();
 }
 

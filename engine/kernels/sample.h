@@ -37,15 +37,15 @@ struct SampleRowParams {
   float repetition_penalty = 1.0f;
   float presence_penalty = 0.0f;
   float frequency_penalty = 0.0f;
-  float uniform = 0.0f;      // the draw, in [0, 1)
+  float uniform = 0.0f;  // the draw, in [0, 1)
 };
 
 struct SampleParams {
-  const float* logits = nullptr;         // [num_rows, vocab_size]; not modified
+  const float* logits = nullptr;          // [num_rows, vocab_size]; not modified
   const SampleRowParams* rows = nullptr;  // [num_rows]
-  const int32_t* history = nullptr;      // [cu_history[num_rows]] ids; may be null
-  const int32_t* cu_history = nullptr;   // [num_rows + 1]; null: no history
-  int32_t* out_tokens = nullptr;         // [num_rows]
+  const int32_t* history = nullptr;       // [cu_history[num_rows]] ids; may be null
+  const int32_t* cu_history = nullptr;    // [num_rows + 1]; null: no history
+  int32_t* out_tokens = nullptr;          // [num_rows]
   int32_t num_rows = 0;
   int32_t vocab_size = 0;
   // CUDA only: scratch of SampleWorkspaceBytes(num_rows, vocab_size) bytes,

@@ -42,8 +42,8 @@ float KeepThreshold(const SampleRowParams& sp, const std::vector<float>& prob) {
   int64_t kept = vocab;
   if (sp.top_k > 0 && sp.top_k < vocab) {
     thr = sorted[sp.top_k - 1];
-    kept = std::upper_bound(sorted.begin(), sorted.end(), thr, std::greater<float>()) -
-           sorted.begin();
+    kept =
+        std::upper_bound(sorted.begin(), sorted.end(), thr, std::greater<float>()) - sorted.begin();
   }
   if (sp.top_p < 1.0f) {
     const double mass = std::accumulate(sorted.begin(), sorted.begin() + kept, 0.0);
@@ -103,8 +103,8 @@ absl::Status SampleRef(const SampleParams& p) {
   for (int32_t r = 0; r < p.num_rows; ++r) {
     const SampleRowParams& sp = p.rows[r];
     if (sp.temperature < 0.0f || !(sp.top_p > 0.0f && sp.top_p <= 1.0f) || sp.min_p < 0.0f ||
-        sp.min_p > 1.0f || sp.repetition_penalty <= 0.0f || sp.top_k < 0 ||
-        sp.uniform < 0.0f || sp.uniform >= 1.0f) {
+        sp.min_p > 1.0f || sp.repetition_penalty <= 0.0f || sp.top_k < 0 || sp.uniform < 0.0f ||
+        sp.uniform >= 1.0f) {
       return ref::ArgError(kOp, absl::StrCat("rows[", r, "] has a parameter out of range"));
     }
     p.out_tokens[r] = SampleRow(p, r);

@@ -12,8 +12,8 @@ namespace {
 __device__ __forceinline__ float Silu(float g) { return g / (1.0f + expf(-g)); }
 
 template <typename T>
-__global__ void SiluMulKernel(const T* __restrict__ gate_up, T* __restrict__ out,
-                              int64_t inter, int64_t total) {
+__global__ void SiluMulKernel(const T* __restrict__ gate_up, T* __restrict__ out, int64_t inter,
+                              int64_t total) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t t = i / inter;
@@ -64,7 +64,7 @@ absl::Status SiluMul(const SiluMulParams& p, cudaStream_t stream) {
       }
     }
     SiluMulKernel<T><<<GridFor(total), 256, 0, stream>>>(static_cast<const T*>(p.gate_up),
-                                                          static_cast<T*>(p.out), p.inter, total);
+                                                         static_cast<T*>(p.out), p.inter, total);
     CUDA_RETURN_IF_ERROR(cudaGetLastError());
     return absl::OkStatus();
   });

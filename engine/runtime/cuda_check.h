@@ -17,8 +17,7 @@
 namespace onecard::engine {
 
 // OK for cudaSuccess; ResourceExhausted for out-of-memory; Internal otherwise.
-inline absl::Status CudaCallStatus(cudaError_t err, const char* expr, const char* file,
-                                   int line) {
+inline absl::Status CudaCallStatus(cudaError_t err, const char* expr, const char* file, int line) {
   if (err == cudaSuccess) return absl::OkStatus();
   const auto code = err == cudaErrorMemoryAllocation ? absl::StatusCode::kResourceExhausted
                                                      : absl::StatusCode::kInternal;
@@ -43,11 +42,11 @@ inline absl::Status CudaCallStatus(cublasStatus_t err, const char* expr, const c
 
 // Returns from the enclosing function (which returns absl::Status or
 // absl::StatusOr) when the CUDA runtime or cuBLAS call `expr` fails.
-#define CUDA_RETURN_IF_ERROR(expr)                                                       \
-  do {                                                                                   \
-    ::absl::Status onecard_cuda_status_ =                                                \
-        ::onecard::engine::CudaCallStatus((expr), #expr, __FILE__, __LINE__);            \
-    if (!onecard_cuda_status_.ok()) return onecard_cuda_status_;                         \
+#define CUDA_RETURN_IF_ERROR(expr)                                            \
+  do {                                                                        \
+    ::absl::Status onecard_cuda_status_ =                                     \
+        ::onecard::engine::CudaCallStatus((expr), #expr, __FILE__, __LINE__); \
+    if (!onecard_cuda_status_.ok()) return onecard_cuda_status_;              \
   } while (0)
 
 #endif  // ONECARD_ENGINE_RUNTIME_CUDA_CHECK_H_

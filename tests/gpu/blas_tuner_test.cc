@@ -43,9 +43,14 @@ TEST_P(BlasTunerTest, TunedProductMatchesReference) {
   // Reference: weight 1, with the bias row when accumulating.
   std::vector<uint16_t> y16(c.m * c.n);
   std::vector<float> y32(c.m * c.n);
-  engine::LinearParams ref{.dtype = DType::kBF16, .x = x.data(), .weight = w[1].data(),
-                           .bias = c.accumulate ? bias.data() : nullptr, .y = y16.data(),
-                           .num_rows = c.m, .in_features = c.k, .out_features = c.n};
+  engine::LinearParams ref{.dtype = DType::kBF16,
+                           .x = x.data(),
+                           .weight = w[1].data(),
+                           .bias = c.accumulate ? bias.data() : nullptr,
+                           .y = y16.data(),
+                           .num_rows = c.m,
+                           .in_features = c.k,
+                           .out_features = c.n};
   if (!c.f32_out) {
     ASSERT_TRUE(engine::LinearRef(ref).ok());
   } else {  // F32 logits: the plain fp32 dot of the BF16 inputs
@@ -74,10 +79,14 @@ TEST_P(BlasTunerTest, TunedProductMatchesReference) {
   absl::StatusOr<std::unique_ptr<engine::BlasTuner>> tuner =
       engine::BlasTuner::Create(workspace.get(), workspace.size());
   ASSERT_TRUE(tuner.ok()) << tuner.status();
-  engine::BlasGemmParams p{.y_dtype = c.f32_out ? DType::kF32 : DType::kBF16, .x = dx.get(),
+  engine::BlasGemmParams p{.y_dtype = c.f32_out ? DType::kF32 : DType::kBF16,
+                           .x = dx.get(),
                            .w = weights[1],
                            .y = c.f32_out ? static_cast<void*>(dy32.get()) : dy16.get(),
-                           .m = c.m, .n = c.n, .k = c.k, .beta = c.accumulate ? 1.0f : 0.0f};
+                           .m = c.m,
+                           .n = c.n,
+                           .k = c.k,
+                           .beta = c.accumulate ? 1.0f : 0.0f};
   const absl::Status tuned = (*tuner)->Tune(handle, p, weights, nullptr);
   ASSERT_TRUE(tuned.ok()) << tuned;
   EXPECT_NE((*tuner)->Summary().find(std::to_string(c.m) + " x " + std::to_string(c.n)),

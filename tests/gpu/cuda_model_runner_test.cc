@@ -5,9 +5,9 @@
 // position of a one-chunk prefill within kLogitTolerance, and 16 greedy
 // tokens through the paged cache identical; where the tokens part, the test
 // shows that the CPU's logits of the two tokens were closer than twice the
-// largest logit error measured on the prompt (a near tie) and stops there. Also: graphs and eager steps agree, a bad
-// batch is refused with the field named, and a budget too small for one
-// sequence is refused before any allocation.
+// largest logit error measured on the prompt (a near tie) and stops there. Also: graphs and eager
+// steps agree, a bad batch is refused with the field named, and a budget too small for one sequence
+// is refused before any allocation.
 //
 // Tolerance. The CUDA runner stores weights and activations in BF16 (8-bit
 // mantissa, relative rounding u = 2^-9) and accumulates in fp32; the CPU runs
@@ -23,6 +23,8 @@
 // BF16 rounding gives its largest errors, 18.6% of the RMS on "chat").
 // A greedy token may differ only where the CPU's logits of the two tokens
 // are closer than twice the largest error measured on that prompt's prefill.
+#include "engine/runtime/cuda/cuda_model_runner.h"
+
 #include <cmath>
 #include <fstream>
 #include <sstream>
@@ -32,7 +34,6 @@
 #include "engine/common/status_macros.h"
 #include "engine/model/checkpoint.h"
 #include "engine/runtime/cpu/cpu_model_runner.h"
-#include "engine/runtime/cuda/cuda_model_runner.h"
 #include "engine/runtime/cuda/synthetic_shapes.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -80,7 +81,8 @@ class OneSequence {
     }
     BatchInput batch;
     batch.all_logits = all_logits;
-    batch.chunks.push_back({.seq_id = 0, .token_ids = ids, .start_pos = pos_, .block_table = table_});
+    batch.chunks.push_back(
+        {.seq_id = 0, .token_ids = ids, .start_pos = pos_, .block_table = table_});
     std::vector<float> logits;
     RETURN_IF_ERROR(runner_->Forward(batch, &logits));
     pos_ = end;
@@ -170,8 +172,9 @@ TEST(CudaModelRunnerTest, MatchesCpuOnTinyQwen2) {
 TEST(CudaModelRunnerTest, MatchesCpuOnSmolLm2) {
   const std::string model = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
   if (!std::ifstream(SourcePath(model)).good()) {
-    GTEST_SKIP() << model << " is not here (scripts/fetch-model.sh; carried to the GPU machine "
-                             "in two chunks)";
+    GTEST_SKIP() << model
+                 << " is not here (scripts/fetch-model.sh; carried to the GPU machine "
+                    "in two chunks)";
   }
   CompareOnCheckpoint(model, "tests/golden/smollm2");
 }
@@ -201,7 +204,8 @@ TEST(CudaModelRunnerTest, GraphsMatchEagerSteps) {
       BatchInput decode;
       for (int32_t s = 0; s < batch_size; ++s) {
         next[s] = {(s * 13 + 5) % 1000};
-        decode.chunks.push_back({.seq_id = s, .token_ids = next[s],
+        decode.chunks.push_back({.seq_id = s,
+                                 .token_ids = next[s],
                                  .start_pos = static_cast<int32_t>(ids[s].size()),
                                  .block_table = tables[s]});
       }

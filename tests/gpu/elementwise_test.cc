@@ -27,9 +27,8 @@ std::string Name(const ::testing::TestParamInfo<Shape>& info) {
          std::to_string(info.param.tokens) + "_w" + std::to_string(info.param.width);
 }
 
-const Shape kShapes[] = {{DType::kBF16, 1, 4096}, {DType::kBF16, 7, 576},
-                         {DType::kBF16, 33, 96},  {DType::kBF16, 7, 100},
-                         {DType::kF32, 1, 64},    {DType::kF32, 33, 4100},
+const Shape kShapes[] = {{DType::kBF16, 1, 4096},  {DType::kBF16, 7, 576}, {DType::kBF16, 33, 96},
+                         {DType::kBF16, 7, 100},   {DType::kF32, 1, 64},   {DType::kF32, 33, 4100},
                          {DType::kBF16, 33, 14336}};
 
 // Random host values of `dtype` as raw bytes, and the same as floats.
@@ -55,8 +54,8 @@ struct DevTensor {
   DType dtype;
   explicit DevTensor(const HostTensor& h, bool copy = true) : buf(h.bytes()), dtype(h.dtype) {
     if (copy) {
-      cudaMemcpy(buf.get(), h.dtype == DType::kBF16 ? static_cast<const void*>(h.bf16.data())
-                                                    : h.f32.data(),
+      cudaMemcpy(buf.get(),
+                 h.dtype == DType::kBF16 ? static_cast<const void*>(h.bf16.data()) : h.f32.data(),
                  h.bytes(), cudaMemcpyHostToDevice);
     }
   }
@@ -85,8 +84,12 @@ TEST_P(ElementwiseTest, EmbeddingMatchesReference) {
   std::vector<int32_t> ids(s.tokens);
   for (auto& id : ids) id = static_cast<int32_t>(rng() % vocab);
   HostTensor want(s.dtype, s.tokens * s.width, rng);
-  engine::EmbeddingParams p{.dtype = s.dtype, .token_ids = ids.data(), .table = table.data(),
-                            .out = want.data(), .num_tokens = s.tokens, .vocab_size = vocab,
+  engine::EmbeddingParams p{.dtype = s.dtype,
+                            .token_ids = ids.data(),
+                            .table = table.data(),
+                            .out = want.data(),
+                            .num_tokens = s.tokens,
+                            .vocab_size = vocab,
                             .hidden = s.width};
   ASSERT_TRUE(engine::EmbeddingRef(p).ok());
   DevTensor d_table(table), d_out(want, false);
@@ -103,8 +106,12 @@ TEST_P(ElementwiseTest, RmsNormMatchesReference) {
   std::mt19937 rng = SeededRng(s.tokens * 131 + s.width, 2);
   HostTensor x(s.dtype, s.tokens * s.width, rng), w(s.dtype, s.width, rng, 0.5f, 1.5f);
   HostTensor want(s.dtype, s.tokens * s.width, rng);
-  engine::RmsNormParams p{.dtype = s.dtype, .x = x.data(), .weight = w.data(),
-                          .out = want.data(), .num_tokens = s.tokens, .hidden = s.width,
+  engine::RmsNormParams p{.dtype = s.dtype,
+                          .x = x.data(),
+                          .weight = w.data(),
+                          .out = want.data(),
+                          .num_tokens = s.tokens,
+                          .hidden = s.width,
                           .eps = 1e-5f};
   ASSERT_TRUE(engine::RmsNormRef(p).ok());
   DevTensor dx(x), dw(w), dout(want, false);
@@ -121,9 +128,14 @@ TEST_P(ElementwiseTest, FusedAddRmsNormMatchesReference) {
   HostTensor x(s.dtype, s.tokens * s.width, rng), res(s.dtype, s.tokens * s.width, rng);
   HostTensor w(s.dtype, s.width, rng, 0.5f, 1.5f), want(s.dtype, s.tokens * s.width, rng);
   DevTensor dx(x), dres(res), dw(w), dout(want, false);
-  engine::FusedAddRmsNormParams p{.dtype = s.dtype, .x = x.data(), .residual = res.data(),
-                                  .weight = w.data(), .out = want.data(),
-                                  .num_tokens = s.tokens, .hidden = s.width, .eps = 1e-6f};
+  engine::FusedAddRmsNormParams p{.dtype = s.dtype,
+                                  .x = x.data(),
+                                  .residual = res.data(),
+                                  .weight = w.data(),
+                                  .out = want.data(),
+                                  .num_tokens = s.tokens,
+                                  .hidden = s.width,
+                                  .eps = 1e-6f};
   ASSERT_TRUE(engine::FusedAddRmsNormRef(p).ok());
   p.x = dx.buf.get();
   p.residual = dres.buf.get();
@@ -139,8 +151,11 @@ TEST_P(ElementwiseTest, SiluMulMatchesReference) {
   std::mt19937 rng = SeededRng(s.tokens * 131 + s.width, 4);
   HostTensor gu(s.dtype, s.tokens * 2 * s.width, rng, -6.0f, 6.0f);
   HostTensor want(s.dtype, s.tokens * s.width, rng);
-  engine::SiluMulParams p{.dtype = s.dtype, .gate_up = gu.data(), .out = want.data(),
-                          .num_tokens = s.tokens, .inter = s.width};
+  engine::SiluMulParams p{.dtype = s.dtype,
+                          .gate_up = gu.data(),
+                          .out = want.data(),
+                          .num_tokens = s.tokens,
+                          .inter = s.width};
   ASSERT_TRUE(engine::SiluMulRef(p).ok());
   DevTensor dgu(gu), dout(want, false);
   p.gate_up = dgu.buf.get();

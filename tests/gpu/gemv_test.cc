@@ -5,9 +5,10 @@
 // Gemv rounds where the unfused ops store, so only the fp32 summation order
 // differs: BF16 outputs within 1-2 BF16 ulp (Tolerance::For(BF16)); F32
 // outputs (logits) within 1e-3 relative of sums over k <= 14336 terms.
+#include "engine/kernels/gemv.h"
+
 #include <string>
 
-#include "engine/kernels/gemv.h"
 #include "engine/kernels/linear.h"
 #include "tests/gpu/gpu_test_util.h"
 #include "tests/testing/all_close.h"
@@ -60,11 +61,19 @@ TEST_P(GemvTest, MatchesReference) {
   std::vector<uint16_t> w = RandomBf16((c.silu ? 2 : 1) * c.n * c.k, rng, -bound, bound);
   std::vector<uint16_t> y16 = RandomBf16(c.rows * c.n, rng);  // the residual when adding
   std::vector<float> y32(c.rows * c.n, 0.0f);
-  engine::GemvParams p{.prologue = c.prologue, .x = x.data(), .x_row_stride = x_stride,
-                       .norm_weight = norm.data(), .eps = 1e-5f, .w = w.data(),
+  engine::GemvParams p{.prologue = c.prologue,
+                       .x = x.data(),
+                       .x_row_stride = x_stride,
+                       .norm_weight = norm.data(),
+                       .eps = 1e-5f,
+                       .w = w.data(),
                        .y = c.f32_out ? static_cast<void*>(y32.data()) : y16.data(),
-                       .y_dtype = c.f32_out ? DType::kF32 : DType::kBF16, .add_to_y = c.add,
-                       .silu_mul_y = c.silu, .num_rows = c.rows, .n = c.n, .k = c.k};
+                       .y_dtype = c.f32_out ? DType::kF32 : DType::kBF16,
+                       .add_to_y = c.add,
+                       .silu_mul_y = c.silu,
+                       .num_rows = c.rows,
+                       .n = c.n,
+                       .k = c.k};
   DeviceBuf<uint16_t> dx(x), dnorm(norm), dw(w), dy16(y16.size());
   if (c.add) dy16.Upload(y16);  // the residual; GemvRef updates the host copy
   ASSERT_TRUE(engine::GemvRef(p).ok());
@@ -113,9 +122,14 @@ TEST_P(LinearTest, MatchesReference) {
   auto ptr = [&](std::vector<uint16_t>& a, std::vector<float>& b) -> void* {
     return bf ? static_cast<void*>(a.data()) : b.data();
   };
-  engine::LinearParams p{.dtype = c.dtype, .x = ptr(xb, xf), .weight = ptr(wb, wf),
-                         .bias = c.bias ? ptr(bb, bfv) : nullptr, .y = ptr(yb, yf),
-                         .num_rows = c.rows, .in_features = c.in, .out_features = c.out};
+  engine::LinearParams p{.dtype = c.dtype,
+                         .x = ptr(xb, xf),
+                         .weight = ptr(wb, wf),
+                         .bias = c.bias ? ptr(bb, bfv) : nullptr,
+                         .y = ptr(yb, yf),
+                         .num_rows = c.rows,
+                         .in_features = c.in,
+                         .out_features = c.out};
   ASSERT_TRUE(engine::LinearRef(p).ok());
   DeviceBuf<uint16_t> dxb(xb), dwb(wb), dbb(bb), dyb(yb.size());
   DeviceBuf<float> dxf(xf), dwf(wf), dbf(bfv), dyf(yf.size());

@@ -17,7 +17,8 @@
 
 namespace onecard::testing {
 
-#define ASSERT_CUDA_OK(expr) ASSERT_EQ((expr), cudaSuccess) << cudaGetErrorString(cudaGetLastError())
+#define ASSERT_CUDA_OK(expr) \
+  ASSERT_EQ((expr), cudaSuccess) << cudaGetErrorString(cudaGetLastError())
 
 template <typename T>
 class DeviceBuf {

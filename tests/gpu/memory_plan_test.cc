@@ -3,9 +3,10 @@
 // expected KV, is refused at 14 GiB with "needs X GiB, budget Y GiB", the
 // weight bytes match the published parameter count, explicit block counts
 // are honoured or refused, and the step layout never overlaps.
+#include "engine/runtime/cuda/memory_plan.h"
+
 #include <string>
 
-#include "engine/runtime/cuda/memory_plan.h"
 #include "engine/runtime/cuda/synthetic_shapes.h"
 #include "gtest/gtest.h"
 
@@ -78,11 +79,11 @@ TEST(MemoryPlanTest, BadInputIsInvalidArgument) {
 
 TEST(StepLayoutTest, RegionsAreOrderedAlignedAndDisjoint) {
   const StepLayout l = MakeStepLayout(33, 7, 7, 512, 1000);
-  const int64_t offsets[] = {l.token_ids, l.positions,  l.slots,        l.logit_rows,
+  const int64_t offsets[] = {l.token_ids,     l.positions, l.slots,       l.logit_rows,
                              l.cu_query_lens, l.start_pos, l.sample_rows, l.cu_history,
-                             l.block_tables, l.history};
-  const int64_t sizes[] = {33 * 4, 33 * 4, 33 * 4, 7 * 4, 8 * 4, 7 * 4, 7 * 32, 8 * 4,
-                           7 * 512 * 4, 1000 * 4};
+                             l.block_tables,  l.history};
+  const int64_t sizes[] = {33 * 4, 33 * 4, 33 * 4, 7 * 4,       8 * 4,
+                           7 * 4,  7 * 32, 8 * 4,  7 * 512 * 4, 1000 * 4};
   for (int i = 0; i < 10; ++i) {
     EXPECT_EQ(offsets[i] % 16, 0) << i;
     const int64_t end = offsets[i] + sizes[i];

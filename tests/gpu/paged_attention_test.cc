@@ -7,12 +7,13 @@
 // Tolerance: the output is BF16 (2^-9 relative rounding) and the flash kernel
 // rounds P to BF16 before P V (each weight off by <= 2^-9 relative), so the
 // error is a few 1e-3 of max|V| = 1 at worst: atol 3e-3, rtol 2e-2, NMSE 1e-4.
+#include "engine/kernels/paged_attention.h"
+
 #include <algorithm>
 #include <numeric>
 #include <string>
 #include <utility>
 
-#include "engine/kernels/paged_attention.h"
 #include "engine/kernels/paged_attention_split.h"
 #include "tests/gpu/gpu_test_util.h"
 #include "tests/testing/all_close.h"
@@ -46,8 +47,13 @@ std::vector<AttnCase> Cases() {
   return {
       {"decode_b1_d128_g4", 128, 32, 8, {{389, 1}}, 1, kAuto},
       {"decode_b1_d128_g4_split8", 128, 32, 8, {{4000, 1}}, 8, kAuto},
-      {"decode_b7_d128_g4_split4", 128, 32, 8,
-       {{5, 1}, {17, 1}, {100, 1}, {1023, 1}, {0, 1}, {64, 1}, {2047, 1}}, 4, kAuto},
+      {"decode_b7_d128_g4_split4",
+       128,
+       32,
+       8,
+       {{5, 1}, {17, 1}, {100, 1}, {1023, 1}, {0, 1}, {64, 1}, {2047, 1}},
+       4,
+       kAuto},
       {"decode_b33_d64_g3", 64, 9, 3, DecodeChunks(33, 700, 1), 1, kAuto},
       {"decode_b33_d64_g3_split3", 64, 9, 3, DecodeChunks(33, 700, 2), 3, kAuto},
       {"decode_b7_d16_g2_split3", 16, 4, 2, DecodeChunks(7, 300, 3), 3, kAuto},
@@ -86,8 +92,10 @@ TEST_P(PagedAttentionTest, MatchesReference) {
     total_blocks += blocks;
   }
   const int32_t tokens = cu.back();
-  const engine::KvLayout layout{.num_blocks = total_blocks + 7, .block_size = block_size,
-                                .num_kv_heads = c.kv_heads, .head_dim = c.head_dim};
+  const engine::KvLayout layout{.num_blocks = total_blocks + 7,
+                                .block_size = block_size,
+                                .num_kv_heads = c.kv_heads,
+                                .head_dim = c.head_dim};
   std::vector<int32_t> pool(layout.num_blocks);
   std::iota(pool.begin(), pool.end(), 0);
   std::shuffle(pool.begin(), pool.end(), rng);
@@ -102,11 +110,19 @@ TEST_P(PagedAttentionTest, MatchesReference) {
   std::vector<uint16_t> k = RandomBf16(layout.PoolElements(), rng, -1.0f, 1.0f);
   std::vector<uint16_t> v = RandomBf16(layout.PoolElements(), rng, -1.0f, 1.0f);
   std::vector<uint16_t> want(tokens * c.heads * c.head_dim);
-  engine::PagedAttentionParams p{.dtype = DType::kBF16, .q = q.data(), .q_token_stride = q_stride,
-                                 .k_cache = k.data(), .v_cache = v.data(), .out = want.data(),
-                                 .layout = layout, .num_heads = c.heads, .num_tokens = tokens,
-                                 .num_seqs = num_seqs, .cu_query_lens = cu.data(),
-                                 .start_pos = start.data(), .block_tables = tables.data(),
+  engine::PagedAttentionParams p{.dtype = DType::kBF16,
+                                 .q = q.data(),
+                                 .q_token_stride = q_stride,
+                                 .k_cache = k.data(),
+                                 .v_cache = v.data(),
+                                 .out = want.data(),
+                                 .layout = layout,
+                                 .num_heads = c.heads,
+                                 .num_tokens = tokens,
+                                 .num_seqs = num_seqs,
+                                 .cu_query_lens = cu.data(),
+                                 .start_pos = start.data(),
+                                 .block_tables = tables.data(),
                                  .max_blocks_per_seq = max_blocks,
                                  .scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim))};
   ASSERT_TRUE(engine::PagedAttentionRef(p).ok());
@@ -124,10 +140,12 @@ TEST_P(PagedAttentionTest, MatchesReference) {
   p.block_tables = dtables.get();
   for (int run = 0; run < 2; ++run) {  // twice on one workspace: no state carries over
     dout.Poison();
-    const absl::Status st = engine::PagedAttentionSplit(
-        p, {.num_splits = c.splits, .workspace = ws.get(), .workspace_bytes = ws_bytes,
-            .kernel = c.kernel},
-        nullptr);
+    const absl::Status st = engine::PagedAttentionSplit(p,
+                                                        {.num_splits = c.splits,
+                                                         .workspace = ws.get(),
+                                                         .workspace_bytes = ws_bytes,
+                                                         .kernel = c.kernel},
+                                                        nullptr);
     ASSERT_TRUE(st.ok()) << st;
     ASSERT_CUDA_OK(cudaDeviceSynchronize());
     EXPECT_ALL_CLOSE(ToFloats(dout.Download()), ToFloats(want), (Tolerance{3e-3, 2e-2, 1e-4}))

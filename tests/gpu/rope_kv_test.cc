@@ -33,13 +33,18 @@ std::string Name(const ::testing::TestParamInfo<Shape>& info) {
          (s.llama3 ? "_llama3" : "") + (s.bias ? "_bias" : "");
 }
 
-const Shape kShapes[] = {{1, 32, 8, 128, true, false}, {7, 9, 3, 64, false, true},
-                         {33, 4, 1, 24, false, true},  {7, 4, 2, 16, true, false},
+const Shape kShapes[] = {{1, 32, 8, 128, true, false},
+                         {7, 9, 3, 64, false, true},
+                         {33, 4, 1, 24, false, true},
+                         {7, 4, 2, 16, true, false},
                          {33, 64, 8, 128, true, true}};
 
 engine::RopeScaling Scaling(bool llama3) {
   if (!llama3) return {};
-  return {.enabled = true, .factor = 8.0f, .low_freq_factor = 1.0f, .high_freq_factor = 4.0f,
+  return {.enabled = true,
+          .factor = 8.0f,
+          .low_freq_factor = 1.0f,
+          .high_freq_factor = 4.0f,
           .original_max_position_embeddings = 8192};
 }
 
@@ -71,11 +76,17 @@ TEST_P(RopeKvTest, RopeMatchesReferenceBf16) {
   DeviceBuf<uint16_t> d_qkv(qkv);
   DeviceBuf<int32_t> d_pos(pos);
   DeviceBuf<float> d_freq(inv_freq);
-  engine::RopeParams p{.dtype = DType::kBF16, .q = qkv.data(),
-                       .k = qkv.data() + s.heads * s.head_dim, .q_token_stride = stride,
-                       .k_token_stride = stride, .positions = pos.data(),
-                       .inv_freq = inv_freq.data(), .num_tokens = s.tokens,
-                       .num_heads = s.heads, .num_kv_heads = s.kv_heads, .head_dim = s.head_dim};
+  engine::RopeParams p{.dtype = DType::kBF16,
+                       .q = qkv.data(),
+                       .k = qkv.data() + s.heads * s.head_dim,
+                       .q_token_stride = stride,
+                       .k_token_stride = stride,
+                       .positions = pos.data(),
+                       .inv_freq = inv_freq.data(),
+                       .num_tokens = s.tokens,
+                       .num_heads = s.heads,
+                       .num_kv_heads = s.kv_heads,
+                       .head_dim = s.head_dim};
   ASSERT_TRUE(engine::RopeRef(p).ok());
   p.q = d_qkv.get();
   p.k = d_qkv.get() + s.heads * s.head_dim;
@@ -89,15 +100,22 @@ TEST_P(RopeKvTest, RopeMatchesReferenceF32) {
   const Shape s = GetParam();
   std::mt19937 rng = SeededRng(s.tokens * 7 + s.head_dim, 12);
   const int64_t q_stride = s.heads * s.head_dim + 8, k_stride = s.kv_heads * s.head_dim;
-  std::vector<float> q = RandomF32(s.tokens * q_stride, rng), k = RandomF32(s.tokens * k_stride, rng);
+  std::vector<float> q = RandomF32(s.tokens * q_stride, rng),
+                     k = RandomF32(s.tokens * k_stride, rng);
   const std::vector<int32_t> pos = Positions(s.tokens, rng);
   const std::vector<float> inv_freq = engine::RopeInvFreq(s.head_dim, 10000.0f, Scaling(s.llama3));
   DeviceBuf<float> dq(q), dk(k), d_freq(inv_freq);
   DeviceBuf<int32_t> d_pos(pos);
-  engine::RopeParams p{.dtype = DType::kF32, .q = q.data(), .k = k.data(),
-                       .q_token_stride = q_stride, .k_token_stride = k_stride,
-                       .positions = pos.data(), .inv_freq = inv_freq.data(),
-                       .num_tokens = s.tokens, .num_heads = s.heads, .num_kv_heads = s.kv_heads,
+  engine::RopeParams p{.dtype = DType::kF32,
+                       .q = q.data(),
+                       .k = k.data(),
+                       .q_token_stride = q_stride,
+                       .k_token_stride = k_stride,
+                       .positions = pos.data(),
+                       .inv_freq = inv_freq.data(),
+                       .num_tokens = s.tokens,
+                       .num_heads = s.heads,
+                       .num_kv_heads = s.kv_heads,
                        .head_dim = s.head_dim};
   ASSERT_TRUE(engine::RopeRef(p).ok());
   p.q = dq.get();
@@ -114,8 +132,8 @@ TEST_P(RopeKvTest, RopeMatchesReferenceF32) {
 TEST_P(RopeKvTest, KvCacheWriteMatchesReference) {
   const Shape s = GetParam();
   std::mt19937 rng = SeededRng(s.tokens * 7 + s.head_dim, 13);
-  const engine::KvLayout layout{.num_blocks = 11, .block_size = 16, .num_kv_heads = s.kv_heads,
-                                .head_dim = s.head_dim};
+  const engine::KvLayout layout{
+      .num_blocks = 11, .block_size = 16, .num_kv_heads = s.kv_heads, .head_dim = s.head_dim};
   const int64_t stride = (s.heads + 2 * s.kv_heads) * s.head_dim;
   std::vector<uint16_t> qkv = RandomBf16(s.tokens * stride, rng);
   std::vector<uint16_t> k_cache = RandomBf16(layout.PoolElements(), rng);
@@ -124,11 +142,16 @@ TEST_P(RopeKvTest, KvCacheWriteMatchesReference) {
   DeviceBuf<uint16_t> d_qkv(qkv), dk(k_cache), dv(v_cache);
   DeviceBuf<int32_t> d_slots(slots);
   const int64_t k_off = s.heads * s.head_dim, v_off = k_off + s.kv_heads * s.head_dim;
-  engine::KvCacheWriteParams p{.dtype = DType::kBF16, .k = qkv.data() + k_off,
-                               .v = qkv.data() + v_off, .k_token_stride = stride,
-                               .v_token_stride = stride, .k_cache = k_cache.data(),
-                               .v_cache = v_cache.data(), .layout = layout,
-                               .slot_mapping = slots.data(), .num_tokens = s.tokens};
+  engine::KvCacheWriteParams p{.dtype = DType::kBF16,
+                               .k = qkv.data() + k_off,
+                               .v = qkv.data() + v_off,
+                               .k_token_stride = stride,
+                               .v_token_stride = stride,
+                               .k_cache = k_cache.data(),
+                               .v_cache = v_cache.data(),
+                               .layout = layout,
+                               .slot_mapping = slots.data(),
+                               .num_tokens = s.tokens};
   ASSERT_TRUE(engine::KvCacheWriteRef(p).ok());
   p.k = d_qkv.get() + k_off;
   p.v = d_qkv.get() + v_off;
@@ -143,8 +166,8 @@ TEST_P(RopeKvTest, KvCacheWriteMatchesReference) {
 TEST_P(RopeKvTest, RopeKvWriteMatchesReference) {
   const Shape s = GetParam();
   std::mt19937 rng = SeededRng(s.tokens * 7 + s.head_dim, 14);
-  const engine::KvLayout layout{.num_blocks = 13, .block_size = 16, .num_kv_heads = s.kv_heads,
-                                .head_dim = s.head_dim};
+  const engine::KvLayout layout{
+      .num_blocks = 13, .block_size = 16, .num_kv_heads = s.kv_heads, .head_dim = s.head_dim};
   const int64_t stride = (s.heads + 2 * s.kv_heads) * s.head_dim;
   std::vector<uint16_t> qkv = RandomBf16(s.tokens * stride, rng, -3.0f, 3.0f);
   std::vector<uint16_t> bias = RandomBf16(stride, rng, -0.5f, 0.5f);
@@ -156,11 +179,17 @@ TEST_P(RopeKvTest, RopeKvWriteMatchesReference) {
   DeviceBuf<uint16_t> d_qkv(qkv), d_bias(bias), dk(k_cache), dv(v_cache);
   DeviceBuf<int32_t> d_pos(pos), d_slots(slots);
   DeviceBuf<float> d_freq(inv_freq);
-  engine::RopeKvWriteParams p{.dtype = DType::kBF16, .qkv = qkv.data(),
-                              .bias = s.bias ? bias.data() : nullptr, .k_cache = k_cache.data(),
-                              .v_cache = v_cache.data(), .layout = layout, .num_heads = s.heads,
-                              .positions = pos.data(), .slot_mapping = slots.data(),
-                              .inv_freq = inv_freq.data(), .num_tokens = s.tokens};
+  engine::RopeKvWriteParams p{.dtype = DType::kBF16,
+                              .qkv = qkv.data(),
+                              .bias = s.bias ? bias.data() : nullptr,
+                              .k_cache = k_cache.data(),
+                              .v_cache = v_cache.data(),
+                              .layout = layout,
+                              .num_heads = s.heads,
+                              .positions = pos.data(),
+                              .slot_mapping = slots.data(),
+                              .inv_freq = inv_freq.data(),
+                              .num_tokens = s.tokens};
   ASSERT_TRUE(engine::RopeKvWriteRef(p).ok());
   p.qkv = d_qkv.get();
   p.bias = s.bias ? d_bias.get() : nullptr;

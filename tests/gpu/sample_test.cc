@@ -5,9 +5,10 @@
 // sampled token may differ only where the GPU's float sums put the draw on
 // the other side of a boundary; that needs the draw within rounding of it,
 // so at most 1 row in 64 may differ.
+#include "engine/kernels/sample.h"
+
 #include <string>
 
-#include "engine/kernels/sample.h"
 #include "tests/gpu/gpu_test_util.h"
 
 namespace onecard::testing {
@@ -30,10 +31,12 @@ std::vector<SampleCase> Cases() {
   SampleRowParams topp{.temperature = 0.9f, .top_p = 0.8f};
   SampleRowParams minp{.temperature = 1.2f, .min_p = 0.05f};
   SampleRowParams all{.temperature = 0.8f, .top_k = 100, .top_p = 0.9f, .min_p = 0.02f};
-  SampleRowParams pen{.temperature = 0.0f, .repetition_penalty = 1.3f, .presence_penalty = 0.5f,
+  SampleRowParams pen{.temperature = 0.0f,
+                      .repetition_penalty = 1.3f,
+                      .presence_penalty = 0.5f,
                       .frequency_penalty = 0.4f};
-  SampleRowParams pen_sample{.temperature = 1.0f, .top_p = 0.95f, .repetition_penalty = 1.1f,
-                             .frequency_penalty = 0.2f};
+  SampleRowParams pen_sample{
+      .temperature = 1.0f, .top_p = 0.95f, .repetition_penalty = 1.1f, .frequency_penalty = 0.2f};
   return {{"greedy_r33_v128256", 33, 128256, greedy, 0},
           {"greedy_r1_v1003", 1, 1003, greedy, 0},
           {"temp_r33_v49152", 33, 49152, temp, 0},
@@ -65,10 +68,13 @@ TEST_P(SampleTest, MatchesReference) {
   }
   const bool with_history = c.history > 0;
   std::vector<int32_t> want(c.rows, -1);
-  engine::SampleParams p{.logits = logits.data(), .rows = rows.data(),
+  engine::SampleParams p{.logits = logits.data(),
+                         .rows = rows.data(),
                          .history = with_history ? history.data() : nullptr,
                          .cu_history = with_history ? cu.data() : nullptr,
-                         .out_tokens = want.data(), .num_rows = c.rows, .vocab_size = c.vocab};
+                         .out_tokens = want.data(),
+                         .num_rows = c.rows,
+                         .vocab_size = c.vocab};
   ASSERT_TRUE(engine::SampleRef(p).ok());
   DeviceBuf<float> dlogits(logits);
   DeviceBuf<SampleRowParams> drows(rows);

@@ -50,17 +50,21 @@ absl::Status CudaRunnerImpl::TuneGemms() {
     RETURN_IF_ERROR(tuner_->Tune(
         blas, {.x = buf_.normed, .y = buf_.qkv, .m = m, .n = qkv_width, .k = h}, qkv, stream));
     RETURN_IF_ERROR(tuner_->Tune(
-        blas, {.x = buf_.attn_out, .y = buf_.residual, .m = m, .n = h, .k = q_width, .beta = 1},
-        o, stream));
-    RETURN_IF_ERROR(tuner_->Tune(
-        blas, {.x = buf_.normed, .y = buf_.gate_up, .m = m, .n = 2 * inter, .k = h}, gate_up,
+        blas, {.x = buf_.attn_out, .y = buf_.residual, .m = m, .n = h, .k = q_width, .beta = 1}, o,
         stream));
+    RETURN_IF_ERROR(
+        tuner_->Tune(blas, {.x = buf_.normed, .y = buf_.gate_up, .m = m, .n = 2 * inter, .k = h},
+                     gate_up, stream));
     RETURN_IF_ERROR(tuner_->Tune(
         blas, {.x = buf_.act, .y = buf_.residual, .m = m, .n = h, .k = inter, .beta = 1}, down,
         stream));
     RETURN_IF_ERROR(tuner_->Tune(blas,
-                                 {.y_dtype = DType::kF32, .x = buf_.normed, .y = buf_.logits,
-                                  .m = m, .n = config_.vocab_size, .k = h},
+                                 {.y_dtype = DType::kF32,
+                                  .x = buf_.normed,
+                                  .y = buf_.logits,
+                                  .m = m,
+                                  .n = config_.vocab_size,
+                                  .k = h},
                                  lm_head, stream));
   }
   if (options_.print_plan) {
@@ -73,8 +77,8 @@ absl::Status CudaRunnerImpl::TuneGemms() {
 
 bool CudaRunnerImpl::UseGemv(int32_t tokens) const {
   const int64_t limit = 57344;  // gemv.h: num_rows * k
-  const int64_t widest = std::max({config_.hidden_size, config_.intermediate_size,
-                                   config_.num_heads * config_.head_dim});
+  const int64_t widest = std::max(
+      {config_.hidden_size, config_.intermediate_size, config_.num_heads * config_.head_dim});
   return options_.use_gemv && tokens <= kGemvMaxRows && tokens * widest <= limit;
 }
 
@@ -137,14 +141,23 @@ absl::Status CudaRunnerImpl::EnqueueLogits(const StepShape& shape, const void* x
     g.k = h;
     return Gemv(g, stream);
   }
-  RETURN_IF_ERROR(RmsNorm({.dtype = DType::kBF16, .x = x, .weight = weights_.final_norm,
-                           .out = buf_.normed, .num_tokens = num_rows, .hidden = h,
+  RETURN_IF_ERROR(RmsNorm({.dtype = DType::kBF16,
+                           .x = x,
+                           .weight = weights_.final_norm,
+                           .out = buf_.normed,
+                           .num_tokens = num_rows,
+                           .hidden = h,
                            .eps = config_.rms_norm_eps},
                           stream));
   return BlasGemm(ctx_->cublas(),
-                  {.dtype = DType::kBF16, .y_dtype = DType::kF32, .x = buf_.normed,
-                   .w = weights_.lm_head, .y = buf_.logits, .m = num_rows,
-                   .n = config_.vocab_size, .k = h},
+                  {.dtype = DType::kBF16,
+                   .y_dtype = DType::kF32,
+                   .x = buf_.normed,
+                   .w = weights_.lm_head,
+                   .y = buf_.logits,
+                   .m = num_rows,
+                   .n = config_.vocab_size,
+                   .k = h},
                   stream, tuner_.get());
 }
 
@@ -161,15 +174,28 @@ absl::Status CudaRunnerImpl::EnqueueLayer(int layer, const StepShape& shape) {
   // Projection of RmsNorm(residual) by `weight` into `y` (n outputs).
   auto norm_proj = [&](const void* norm, const void* weight, void* y, int64_t n) -> absl::Status {
     if (gemv) {
-      return Gemv({.prologue = GemvPrologue::kRmsNorm, .x = buf_.residual, .x_row_stride = h,
-                   .norm_weight = norm, .eps = eps, .w = weight, .y = y, .num_rows = t, .n = n,
+      return Gemv({.prologue = GemvPrologue::kRmsNorm,
+                   .x = buf_.residual,
+                   .x_row_stride = h,
+                   .norm_weight = norm,
+                   .eps = eps,
+                   .w = weight,
+                   .y = y,
+                   .num_rows = t,
+                   .n = n,
                    .k = h},
                   stream);
     }
-    RETURN_IF_ERROR(RmsNorm({.dtype = DType::kBF16, .x = buf_.residual, .weight = norm,
-                             .out = buf_.normed, .num_tokens = t, .hidden = h, .eps = eps},
+    RETURN_IF_ERROR(RmsNorm({.dtype = DType::kBF16,
+                             .x = buf_.residual,
+                             .weight = norm,
+                             .out = buf_.normed,
+                             .num_tokens = t,
+                             .hidden = h,
+                             .eps = eps},
                             stream));
-    return BlasGemm(blas, {.x = buf_.normed, .w = weight, .y = y, .m = t, .n = n, .k = h}, stream, tuner_.get());
+    return BlasGemm(blas, {.x = buf_.normed, .w = weight, .y = y, .m = t, .n = n, .k = h}, stream,
+                    tuner_.get());
   };
   RETURN_IF_ERROR(norm_proj(w.attn_norm, w.wqkv, buf_.qkv, qkv_width));
   RopeKvWriteParams rope;
@@ -207,33 +233,61 @@ absl::Status CudaRunnerImpl::EnqueueLayer(int layer, const StepShape& shape) {
                                       stream));
   // O projection, added to the residual stream.
   if (gemv) {
-    RETURN_IF_ERROR(Gemv({.x = buf_.attn_out, .x_row_stride = q_width, .w = w.wo,
-                          .y = buf_.residual, .add_to_y = true, .num_rows = t, .n = h,
+    RETURN_IF_ERROR(Gemv({.x = buf_.attn_out,
+                          .x_row_stride = q_width,
+                          .w = w.wo,
+                          .y = buf_.residual,
+                          .add_to_y = true,
+                          .num_rows = t,
+                          .n = h,
                           .k = q_width},
                          stream));
   } else {
-    RETURN_IF_ERROR(BlasGemm(blas, {.x = buf_.attn_out, .w = w.wo, .y = buf_.residual, .m = t,
-                                    .n = h, .k = q_width, .beta = 1.0f},
+    RETURN_IF_ERROR(BlasGemm(blas,
+                             {.x = buf_.attn_out,
+                              .w = w.wo,
+                              .y = buf_.residual,
+                              .m = t,
+                              .n = h,
+                              .k = q_width,
+                              .beta = 1.0f},
                              stream, tuner_.get()));
   }
   // SiLU(gate) * up and the down projection, added to the residual stream.
   if (gemv) {  // the activation straight out of the gate/up GEMV
-    RETURN_IF_ERROR(Gemv({.prologue = GemvPrologue::kRmsNorm, .x = buf_.residual,
-                          .x_row_stride = h, .norm_weight = w.ffn_norm, .eps = eps,
-                          .w = w.w_gate_up, .y = buf_.act, .silu_mul_y = true, .num_rows = t,
-                          .n = inter, .k = h},
+    RETURN_IF_ERROR(Gemv({.prologue = GemvPrologue::kRmsNorm,
+                          .x = buf_.residual,
+                          .x_row_stride = h,
+                          .norm_weight = w.ffn_norm,
+                          .eps = eps,
+                          .w = w.w_gate_up,
+                          .y = buf_.act,
+                          .silu_mul_y = true,
+                          .num_rows = t,
+                          .n = inter,
+                          .k = h},
                          stream));
-    return Gemv({.x = buf_.act, .x_row_stride = inter, .w = w.w_down, .y = buf_.residual,
-                 .add_to_y = true, .num_rows = t, .n = h, .k = inter},
+    return Gemv({.x = buf_.act,
+                 .x_row_stride = inter,
+                 .w = w.w_down,
+                 .y = buf_.residual,
+                 .add_to_y = true,
+                 .num_rows = t,
+                 .n = h,
+                 .k = inter},
                 stream);
   }
   RETURN_IF_ERROR(norm_proj(w.ffn_norm, w.w_gate_up, buf_.gate_up, 2 * inter));
-  RETURN_IF_ERROR(SiluMul({.dtype = DType::kBF16, .gate_up = buf_.gate_up, .out = buf_.act,
-                           .num_tokens = t, .inter = inter},
+  RETURN_IF_ERROR(SiluMul({.dtype = DType::kBF16,
+                           .gate_up = buf_.gate_up,
+                           .out = buf_.act,
+                           .num_tokens = t,
+                           .inter = inter},
                           stream));
-  return BlasGemm(blas, {.x = buf_.act, .w = w.w_down, .y = buf_.residual, .m = t, .n = h,
-                         .k = inter, .beta = 1.0f},
-                  stream, tuner_.get());
+  return BlasGemm(
+      blas,
+      {.x = buf_.act, .w = w.w_down, .y = buf_.residual, .m = t, .n = h, .k = inter, .beta = 1.0f},
+      stream, tuner_.get());
 }
 
 }  // namespace onecard::engine

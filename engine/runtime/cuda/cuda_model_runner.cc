@@ -105,8 +105,8 @@ absl::Status CudaRunnerImpl::Allocate() {
   }
   CUDA_RETURN_IF_ERROR(cudaMemsetAsync(buf_.sample, 0, w.sample, stream));
   CUDA_RETURN_IF_ERROR(cudaMemsetAsync(buf_.attn_split, 0, w.attn_split, stream));
-  const std::vector<float> inv_freq = RopeInvFreq(
-      static_cast<int32_t>(config_.head_dim), config_.rope_theta, config_.rope_scaling);
+  const std::vector<float> inv_freq =
+      RopeInvFreq(static_cast<int32_t>(config_.head_dim), config_.rope_theta, config_.rope_scaling);
   CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(buf_.inv_freq, inv_freq.data(), inv_freq.size() * 4,
                                        cudaMemcpyHostToDevice, stream));
   ASSIGN_OR_RETURN(meta_host_, PinnedBuffer::Create(plan_.step_layout.size_bytes));

@@ -39,16 +39,16 @@ struct CudaRunnerOptions {
   int32_t device = 0;
   int64_t gpu_memory_budget = 0;  // bytes; 0 = the card's free memory
   int32_t kv_block_size = 16;
-  int64_t num_kv_blocks = 0;      // 0 = every block the budget holds
-  int32_t max_context = 0;        // 0 = the model's max_position_embeddings
-  int32_t max_num_seqs = 128;     // chunks (and logit rows) in a step
+  int64_t num_kv_blocks = 0;   // 0 = every block the budget holds
+  int32_t max_context = 0;     // 0 = the model's max_position_embeddings
+  int32_t max_num_seqs = 128;  // chunks (and logit rows) in a step
   int32_t max_batched_tokens = 2048;
   bool use_cuda_graphs = true;
-  bool use_gemv = true;           // Gemv for steps of <= 4 tokens
-  bool tune_gemms = true;         // time cuBLASLt algorithms for the decode buckets
-                                  // at creation (blas_tuner.h)
-  uint64_t synthetic_seed = 1;    // synthetic models only
-  bool print_plan = true;         // the memory plan to stderr at creation
+  bool use_gemv = true;         // Gemv for steps of <= 4 tokens
+  bool tune_gemms = true;       // time cuBLASLt algorithms for the decode buckets
+                                // at creation (blas_tuner.h)
+  uint64_t synthetic_seed = 1;  // synthetic models only
+  bool print_plan = true;       // the memory plan to stderr at creation
 };
 
 // Host-side time of the last step (what the CPU spent before waiting).
@@ -62,8 +62,7 @@ class CudaModelRunner : public ModelRunner {
  public:
   // Forward, then one token per logits row sampled on the GPU: rows[i] and
   // histories[i] (penalty history; may be empty) for the i-th row.
-  virtual absl::Status ForwardSample(const BatchInput& batch,
-                                     std::span<const SampleRowParams> rows,
+  virtual absl::Status ForwardSample(const BatchInput& batch, std::span<const SampleRowParams> rows,
                                      std::span<const std::span<const int32_t>> histories,
                                      std::vector<int32_t>* tokens) = 0;
   virtual const MemoryPlan& memory_plan() const = 0;

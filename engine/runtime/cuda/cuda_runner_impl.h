@@ -26,15 +26,15 @@ namespace onecard::engine {
 // What one step runs: sizes (padded for graphs), where its metadata is, and
 // which outputs it makes.
 struct StepShape {
-  int32_t tokens = 0;  // T
-  int32_t seqs = 0;    // S
-  int32_t rows = 0;    // logit rows R (<= max_num_seqs), or all tokens in chunks
+  int32_t tokens = 0;            // T
+  int32_t seqs = 0;              // S
+  int32_t rows = 0;              // logit rows R (<= max_num_seqs), or all tokens in chunks
   bool rows_are_tokens = false;  // row r is token r: no gather
   bool all_logits = false;       // every token's logits, in chunks of max_num_seqs
   int32_t splits = 1;            // attention split-K (decode steps)
   bool sample = false;
   bool has_history = false;
-  bool graph = false;            // a decode bucket run through a CUDA graph
+  bool graph = false;  // a decode bucket run through a CUDA graph
   StepLayout layout;
 };
 
@@ -64,7 +64,7 @@ struct SampleInputs {
 class CudaRunnerImpl : public CudaModelRunner {
  public:
   static absl::StatusOr<std::unique_ptr<CudaRunnerImpl>> Create(const ModelConfig& config,
-                                                                 const CudaRunnerOptions& options);
+                                                                const CudaRunnerOptions& options);
   ~CudaRunnerImpl() override;
 
   // Fills the weights (exactly one of these, once, after Create).
@@ -95,8 +95,8 @@ class CudaRunnerImpl : public CudaModelRunner {
 
   CudaRunnerImpl() = default;
   absl::Status Allocate();
-  absl::Status Run(const BatchInput& batch, const SampleInputs* sample,
-                   std::vector<float>* logits, std::vector<int32_t>* tokens);
+  absl::Status Run(const BatchInput& batch, const SampleInputs* sample, std::vector<float>* logits,
+                   std::vector<int32_t>* tokens);
   absl::Status RunAllLogits(const StepShape& shape, std::vector<float>* logits);
   absl::Status Launch(const StepShape& shape);
 

@@ -44,13 +44,13 @@ absl::StatusOr<CudaWeights> Carve(const ModelConfig& c, DeviceArena* arena) {
 absl::Status Put(void* dst, int64_t offset, const std::vector<float>& src, int64_t expected,
                  const char* name) {
   if (static_cast<int64_t>(src.size()) != expected) {
-    return absl::InvalidArgumentError(absl::StrCat("weight ", name, " has ", src.size(),
-                                                   " values, expected ", expected));
+    return absl::InvalidArgumentError(
+        absl::StrCat("weight ", name, " has ", src.size(), " values, expected ", expected));
   }
   std::vector<uint16_t> bf(src.size());
   for (size_t i = 0; i < src.size(); ++i) bf[i] = FloatToBf16(src[i]);
-  CUDA_RETURN_IF_ERROR(cudaMemcpy(static_cast<uint16_t*>(dst) + offset, bf.data(),
-                                  bf.size() * 2, cudaMemcpyHostToDevice));
+  CUDA_RETURN_IF_ERROR(cudaMemcpy(static_cast<uint16_t*>(dst) + offset, bf.data(), bf.size() * 2,
+                                  cudaMemcpyHostToDevice));
   return absl::OkStatus();
 }
 
@@ -79,20 +79,22 @@ absl::Status PutLayer(const ModelConfig& c, const LayerWeightsF32& s, CudaLayerW
 absl::StatusOr<CudaWeights> UploadWeights(const ModelConfig& c, const ModelWeightsF32& src,
                                           DeviceArena* arena) {
   if (static_cast<int64_t>(src.layers.size()) != c.num_layers) {
-    return absl::InvalidArgumentError(absl::StrCat("weights have ", src.layers.size(),
-                                                   " layers, config ", c.num_layers));
+    return absl::InvalidArgumentError(
+        absl::StrCat("weights have ", src.layers.size(), " layers, config ", c.num_layers));
   }
   ASSIGN_OR_RETURN(CudaWeights w, Carve(c, arena));
-  for (int64_t i = 0; i < c.num_layers; ++i) RETURN_IF_ERROR(PutLayer(c, src.layers[i], w.layers[i]));
+  for (int64_t i = 0; i < c.num_layers; ++i)
+    RETURN_IF_ERROR(PutLayer(c, src.layers[i], w.layers[i]));
   const int64_t vh = c.vocab_size * c.hidden_size;
   RETURN_IF_ERROR(Put(w.embedding, 0, src.embedding, vh, "embedding"));
   RETURN_IF_ERROR(Put(w.final_norm, 0, src.final_norm, c.hidden_size, "final_norm"));
-  if (!c.tie_word_embeddings) RETURN_IF_ERROR(Put(w.lm_head, 0, src.output_weight(), vh, "lm_head"));
+  if (!c.tie_word_embeddings)
+    RETURN_IF_ERROR(Put(w.lm_head, 0, src.output_weight(), vh, "lm_head"));
   return w;
 }
 
-absl::StatusOr<CudaWeights> RandomWeights(const ModelConfig& c, uint64_t seed,
-                                          DeviceArena* arena, cudaStream_t stream) {
+absl::StatusOr<CudaWeights> RandomWeights(const ModelConfig& c, uint64_t seed, DeviceArena* arena,
+                                          cudaStream_t stream) {
   ASSIGN_OR_RETURN(CudaWeights w, Carve(c, arena));
   uint64_t tensor = 0;
   auto fill = [&](void* p, int64_t n, float center, float half_width) {

@@ -39,8 +39,8 @@ struct CudaWeights {
   std::vector<CudaLayerWeights> layers;
 };
 
-absl::StatusOr<CudaWeights> UploadWeights(const ModelConfig& config,
-                                          const ModelWeightsF32& weights, DeviceArena* arena);
+absl::StatusOr<CudaWeights> UploadWeights(const ModelConfig& config, const ModelWeightsF32& weights,
+                                          DeviceArena* arena);
 
 absl::StatusOr<CudaWeights> RandomWeights(const ModelConfig& config, uint64_t seed,
                                           DeviceArena* arena, cudaStream_t stream);
@@ -48,8 +48,8 @@ absl::StatusOr<CudaWeights> RandomWeights(const ModelConfig& config, uint64_t se
 // Device kernel (synthetic_weights.cu): n BF16 values center + half_width * u,
 // u uniform in [-1, 1) from a counter-based hash of (seed, index); a value
 // that rounds to zero becomes center + half_width.
-absl::Status FillUniformBf16(void* data, int64_t n, uint64_t seed, float center,
-                             float half_width, cudaStream_t stream);
+absl::Status FillUniformBf16(void* data, int64_t n, uint64_t seed, float center, float half_width,
+                             cudaStream_t stream);
 
 }  // namespace onecard::engine
 

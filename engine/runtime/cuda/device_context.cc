@@ -41,8 +41,7 @@ absl::Status DeviceContext::SetCublasWorkspace(void* workspace, int64_t bytes) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<DeviceArena>> DeviceArena::Create(int64_t bytes,
-                                                                 const char* what) {
+absl::StatusOr<std::unique_ptr<DeviceArena>> DeviceArena::Create(int64_t bytes, const char* what) {
   std::unique_ptr<DeviceArena> arena(new DeviceArena());
   arena->what_ = what;
   arena->size_ = bytes;
@@ -50,9 +49,8 @@ absl::StatusOr<std::unique_ptr<DeviceArena>> DeviceArena::Create(int64_t bytes,
     const cudaError_t err = cudaMalloc(&arena->base_, static_cast<size_t>(bytes));
     if (err != cudaSuccess) {
       cudaGetLastError();  // clear the sticky-free allocation error
-      return absl::ResourceExhaustedError(absl::StrCat("cudaMalloc of ", bytes, " bytes for ",
-                                                       what, " failed: ",
-                                                       cudaGetErrorString(err)));
+      return absl::ResourceExhaustedError(absl::StrCat("cudaMalloc of ", bytes, " bytes for ", what,
+                                                       " failed: ", cudaGetErrorString(err)));
     }
   }
   return arena;

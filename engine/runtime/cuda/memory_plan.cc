@@ -17,8 +17,7 @@ int64_t Align(int64_t bytes, int64_t to) { return (bytes + to - 1) / to * to; }
 
 double GiB(int64_t bytes) { return static_cast<double>(bytes) / static_cast<double>(kGiB); }
 
-WorkspaceSizes Workspace(const MemoryPlanInput& in, int32_t max_context,
-                         const StepLayout& layout) {
+WorkspaceSizes Workspace(const MemoryPlanInput& in, int32_t max_context, const StepLayout& layout) {
   const ModelConfig& c = in.config;
   const int64_t t = in.max_batched_tokens;
   const int64_t s = in.max_num_seqs;
@@ -34,13 +33,13 @@ WorkspaceSizes Workspace(const MemoryPlanInput& in, int32_t max_context,
   for (int32_t b = 1; b <= s; ++b) {  // every decode batch size the runner may see
     const int32_t splits = PagedAttentionDecodeSplits(b, static_cast<int32_t>(c.num_kv_heads),
                                                       max_context, in.num_sms);
-    w.attn_split = std::max(
-        w.attn_split, PagedAttentionWorkspaceBytes(b, static_cast<int32_t>(c.num_heads),
-                                                   static_cast<int32_t>(c.head_dim), splits));
+    w.attn_split = std::max(w.attn_split,
+                            PagedAttentionWorkspaceBytes(b, static_cast<int32_t>(c.num_heads),
+                                                         static_cast<int32_t>(c.head_dim), splits));
   }
   w.attn_split = Align(w.attn_split, 256);
-  w.sample = Align(SampleWorkspaceBytes(static_cast<int32_t>(s),
-                                        static_cast<int32_t>(c.vocab_size)), 256);
+  w.sample =
+      Align(SampleWorkspaceBytes(static_cast<int32_t>(s), static_cast<int32_t>(c.vocab_size)), 256);
   w.out_tokens = Align(s * 4, 256);
   w.meta = Align(layout.size_bytes, 256);
   w.rope = Align(c.head_dim / 2 * 4, 256);
@@ -54,10 +53,9 @@ absl::Status CheckInput(const MemoryPlanInput& in) {
       in.budget_bytes <= 0 || in.max_context < 0 || in.num_kv_blocks < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "memory plan: need max_num_seqs >= 1 (", in.max_num_seqs,
-        "), max_batched_tokens >= max_num_seqs (", in.max_batched_tokens,
-        "), kv_block_size >= 1 (", in.kv_block_size, "), a positive budget (", in.budget_bytes,
-        "), max_context >= 0 (", in.max_context, "), num_kv_blocks >= 0 (", in.num_kv_blocks,
-        ")"));
+        "), max_batched_tokens >= max_num_seqs (", in.max_batched_tokens, "), kv_block_size >= 1 (",
+        in.kv_block_size, "), a positive budget (", in.budget_bytes, "), max_context >= 0 (",
+        in.max_context, "), num_kv_blocks >= 0 (", in.num_kv_blocks, ")"));
   }
   return absl::OkStatus();
 }
@@ -93,8 +91,8 @@ StepLayout MakeStepLayout(int32_t max_tokens, int32_t max_seqs, int32_t max_rows
 }
 
 int64_t WorkspaceSizes::Total() const {
-  return residual + normed + qkv + attn_out + gate_up + act + rows + logits + attn_split +
-         sample + out_tokens + meta + rope + cublas;
+  return residual + normed + qkv + attn_out + gate_up + act + rows + logits + attn_split + sample +
+         out_tokens + meta + rope + cublas;
 }
 
 int64_t MemoryPlan::total_bytes() const {
@@ -120,15 +118,15 @@ absl::StatusOr<MemoryPlan> PlanMemory(const MemoryPlanInput& in) {
   MemoryPlan p;
   p.model = c.name;
   p.budget_bytes = in.budget_bytes;
-  p.max_context = in.max_context > 0 ? in.max_context
-                                     : static_cast<int32_t>(c.max_position_embeddings);
+  p.max_context =
+      in.max_context > 0 ? in.max_context : static_cast<int32_t>(c.max_position_embeddings);
   p.kv_block_size = in.kv_block_size;
   p.max_blocks_per_seq = (p.max_context + in.kv_block_size - 1) / in.kv_block_size;
   p.max_num_seqs = in.max_num_seqs;
   p.max_batched_tokens = in.max_batched_tokens;
-  p.step_layout = MakeStepLayout(in.max_batched_tokens, in.max_num_seqs,
-                                 std::max(in.max_num_seqs, 1), p.max_blocks_per_seq,
-                                 static_cast<int64_t>(in.max_num_seqs) * p.max_context);
+  p.step_layout =
+      MakeStepLayout(in.max_batched_tokens, in.max_num_seqs, std::max(in.max_num_seqs, 1),
+                     p.max_blocks_per_seq, static_cast<int64_t>(in.max_num_seqs) * p.max_context);
   p.weight_bytes = Bf16WeightBytes(c);
   p.workspace = Workspace(in, p.max_context, p.step_layout);
   p.reserve_bytes = in.reserve_bytes;
@@ -147,8 +145,8 @@ absl::StatusOr<MemoryPlan> PlanMemory(const MemoryPlanInput& in) {
   p.num_kv_blocks = in.num_kv_blocks > 0 ? in.num_kv_blocks : fit;
   if (p.num_kv_blocks > fit || p.num_kv_blocks < p.max_blocks_per_seq) {
     return absl::ResourceExhaustedError(absl::StrFormat(
-        "%s: %d KV blocks asked; the budget of %.2f GiB holds %d, one sequence needs %d",
-        c.name, in.num_kv_blocks, GiB(in.budget_bytes), fit, p.max_blocks_per_seq));
+        "%s: %d KV blocks asked; the budget of %.2f GiB holds %d, one sequence needs %d", c.name,
+        in.num_kv_blocks, GiB(in.budget_bytes), fit, p.max_blocks_per_seq));
   }
   return p;
 }

@@ -22,13 +22,13 @@ inline constexpr int64_t kMiB = 1LL << 20;
 
 struct MemoryPlanInput {
   ModelConfig config;
-  int64_t budget_bytes = 0;         // all the device memory the backend may use
-  int32_t max_context = 0;          // tokens a sequence may reach; 0 = the model's
-  int32_t max_num_seqs = 128;       // sequences (and logit rows) in a step
+  int64_t budget_bytes = 0;           // all the device memory the backend may use
+  int32_t max_context = 0;            // tokens a sequence may reach; 0 = the model's
+  int32_t max_num_seqs = 128;         // sequences (and logit rows) in a step
   int32_t max_batched_tokens = 2048;  // tokens in a step
   int32_t kv_block_size = 16;
-  int64_t num_kv_blocks = 0;        // 0 = as many as fit
-  int32_t num_sms = 132;            // sizes the attention split-K partials
+  int64_t num_kv_blocks = 0;           // 0 = as many as fit
+  int32_t num_sms = 132;               // sizes the attention split-K partials
   int64_t reserve_bytes = 768 * kMiB;  // CUDA context, cuBLAS, graphs
   int64_t cublas_workspace_bytes = 32 * kMiB;
 };

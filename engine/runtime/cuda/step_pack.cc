@@ -29,21 +29,20 @@ absl::Status CheckChunk(const SequenceChunk& c, int32_t index, const MemoryPlan&
   if (static_cast<int64_t>(c.block_table.size()) < blocks ||
       static_cast<int64_t>(c.block_table.size()) > plan.max_blocks_per_seq) {
     return absl::InvalidArgumentError(absl::StrCat(where, ": block_table has ",
-                                                   c.block_table.size(), " blocks; needs ",
-                                                   blocks, " to ", plan.max_blocks_per_seq));
+                                                   c.block_table.size(), " blocks; needs ", blocks,
+                                                   " to ", plan.max_blocks_per_seq));
   }
   for (size_t b = 0; b < c.block_table.size(); ++b) {
     if (c.block_table[b] < 0 || c.block_table[b] >= kv.num_blocks) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ": block_table[", b, "] = ",
-                                                     c.block_table[b], " is outside [0, ",
+      return absl::InvalidArgumentError(absl::StrCat(where, ": block_table[", b,
+                                                     "] = ", c.block_table[b], " is outside [0, ",
                                                      kv.num_blocks, ")"));
     }
   }
   for (int64_t i = 0; i < n; ++i) {
     if (c.token_ids[i] < 0 || c.token_ids[i] >= vocab) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ": token_ids[", i, "] = ",
-                                                     c.token_ids[i], " is outside [0, ", vocab,
-                                                     ")"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, ": token_ids[", i, "] = ", c.token_ids[i], " is outside [0, ", vocab, ")"));
     }
   }
   return absl::OkStatus();
@@ -60,8 +59,7 @@ absl::Status CheckSampleRows(const SampleInputs& s, int64_t rows, int32_t max_co
     if (static_cast<int64_t>(s.histories[r].size()) > max_context) {
       return absl::InvalidArgumentError(absl::StrCat("cuda runner: history ", r, " has ",
                                                      s.histories[r].size(),
-                                                     " ids, more than the context ",
-                                                     max_context));
+                                                     " ids, more than the context ", max_context));
     }
   }
   for (size_t r = 0; r < s.rows.size(); ++r) {
@@ -83,12 +81,11 @@ int64_t RowsWantingLogits(const BatchInput& batch) {
 
 }  // namespace
 
-absl::Status CudaRunnerImpl::CheckBatch(const BatchInput& batch,
-                                        const SampleInputs* sample) const {
+absl::Status CudaRunnerImpl::CheckBatch(const BatchInput& batch, const SampleInputs* sample) const {
   const int64_t s = static_cast<int64_t>(batch.chunks.size());
   if (s == 0 || s > plan_.max_num_seqs) {
-    return absl::InvalidArgumentError(absl::StrCat("cuda runner: ", s, " chunks; the plan takes 1 to ",
-                                                   plan_.max_num_seqs));
+    return absl::InvalidArgumentError(
+        absl::StrCat("cuda runner: ", s, " chunks; the plan takes 1 to ", plan_.max_num_seqs));
   }
   int64_t tokens = 0;
   for (int32_t i = 0; i < s; ++i) {
@@ -96,9 +93,8 @@ absl::Status CudaRunnerImpl::CheckBatch(const BatchInput& batch,
     tokens += static_cast<int64_t>(batch.chunks[i].token_ids.size());
   }
   if (tokens > plan_.max_batched_tokens) {
-    return absl::InvalidArgumentError(absl::StrCat("cuda runner: ", tokens,
-                                                   " tokens in a step; the plan takes ",
-                                                   plan_.max_batched_tokens));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cuda runner: ", tokens, " tokens in a step; the plan takes ", plan_.max_batched_tokens));
   }
   if (sample != nullptr) {
     if (batch.all_logits) {
@@ -133,10 +129,10 @@ StepShape CudaRunnerImpl::ShapeStep(const BatchInput& batch, const SampleInputs*
     shape.tokens = shape.seqs = shape.rows = bucket;
     history = static_cast<int64_t>(bucket) * plan_.max_context;  // fixed layout per bucket
   }
-  shape.splits = decode ? PagedAttentionDecodeSplits(shape.seqs,
-                                                     static_cast<int32_t>(config_.num_kv_heads),
-                                                     plan_.max_context, ctx_->num_sms())
-                        : 1;
+  shape.splits =
+      decode ? PagedAttentionDecodeSplits(shape.seqs, static_cast<int32_t>(config_.num_kv_heads),
+                                          plan_.max_context, ctx_->num_sms())
+             : 1;
   shape.layout = MakeStepLayout(shape.tokens, shape.seqs, std::max(shape.rows, 1),
                                 plan_.max_blocks_per_seq, history);
   return shape;

@@ -8,8 +8,7 @@
 namespace onecard::engine {
 namespace {
 
-ModelConfig Llama3(std::string name, int64_t hidden, int64_t inter, int64_t layers,
-                   int64_t heads) {
+ModelConfig Llama3(std::string name, int64_t hidden, int64_t inter, int64_t layers, int64_t heads) {
   ModelConfig c;
   c.architecture = Architecture::kLlama;
   c.name = std::move(name);
@@ -82,8 +81,9 @@ absl::StatusOr<ModelConfig> SyntheticModelConfig(std::string_view name) {
   if (name == "llama3-70b") return Llama3("llama3-70b", 8192, 28672, 80, 64);
   if (name == "qwen2-72b") return Qwen2_72b();
   if (name == "mistral-large-123b") return MistralLarge();
-  return absl::NotFoundError(absl::StrCat("unknown synthetic model '", std::string(name),
-                                          "'; known: ", absl::StrJoin(SyntheticModelNames(), ", ")));
+  return absl::NotFoundError(
+      absl::StrCat("unknown synthetic model '", std::string(name),
+                   "'; known: ", absl::StrJoin(SyntheticModelNames(), ", ")));
 }
 
 int64_t MatmulParameters(const ModelConfig& c) {

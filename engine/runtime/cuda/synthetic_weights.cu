@@ -30,12 +30,12 @@ __global__ void FillUniformKernel(__nv_bfloat16* out, int64_t n, uint64_t seed, 
 
 }  // namespace
 
-absl::Status FillUniformBf16(void* data, int64_t n, uint64_t seed, float center,
-                             float half_width, cudaStream_t stream) {
+absl::Status FillUniformBf16(void* data, int64_t n, uint64_t seed, float center, float half_width,
+                             cudaStream_t stream) {
   if (n <= 0) return absl::OkStatus();
   const int64_t blocks = std::min<int64_t>((n + 255) / 256, 132 * 32);
-  FillUniformKernel<<<static_cast<int>(blocks), 256, 0, stream>>>(
-      static_cast<__nv_bfloat16*>(data), n, seed, center, half_width);
+  FillUniformKernel<<<static_cast<int>(blocks), 256, 0, stream>>>(static_cast<__nv_bfloat16*>(data),
+                                                                  n, seed, center, half_width);
   CUDA_RETURN_IF_ERROR(cudaGetLastError());
   return absl::OkStatus();
 }

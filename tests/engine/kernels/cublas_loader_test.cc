@@ -25,8 +25,8 @@ bool Mapped(const std::string& fragment) {
   dl_iterate_phdr(
       [](dl_phdr_info* info, size_t, void* data) {
         auto* q = static_cast<Query*>(data);
-        if (info->dlpi_name != nullptr && std::string(info->dlpi_name).find(*q->fragment) !=
-                                              std::string::npos) {
+        if (info->dlpi_name != nullptr &&
+            std::string(info->dlpi_name).find(*q->fragment) != std::string::npos) {
           q->found = true;
         }
         return 0;

@@ -42,7 +42,8 @@ absl::Status RunGroup(engine::CudaModelRunner& runner, int32_t batch, std::mt199
     const int32_t prompt = 16 + static_cast<int32_t>(rng() % 235);  // 8 fit 2048
     remaining[s] = 1 + static_cast<int32_t>(rng() % 16);
     ids[s] = SyntheticPrompt(prompt, static_cast<int32_t>(rng() % 100000), vocab);
-    for (int32_t b = 0; b < (prompt + remaining[s] + bs - 1) / bs; ++b) tables[s].push_back(next_block++);
+    for (int32_t b = 0; b < (prompt + remaining[s] + bs - 1) / bs; ++b)
+      tables[s].push_back(next_block++);
     if (s % 2 == 1) rows[s] = {.temperature = 0.8f, .top_p = 0.9f, .repetition_penalty = 1.1f};
   }
   std::vector<int32_t> pos(batch, 0);
@@ -61,8 +62,8 @@ absl::Status RunGroup(engine::CudaModelRunner& runner, int32_t batch, std::mt199
     if (who.empty()) break;
     for (size_t i = 0; i < who.size(); ++i) {
       const int32_t s = who[i];
-      in.chunks.push_back({.seq_id = s, .token_ids = step_ids[i], .start_pos = pos[s],
-                           .block_table = tables[s]});
+      in.chunks.push_back(
+          {.seq_id = s, .token_ids = step_ids[i], .start_pos = pos[s], .block_table = tables[s]});
       rows[s].uniform = u(rng);
       step_rows.push_back(rows[s]);
       histories.push_back(ids[s]);
@@ -89,10 +90,14 @@ absl::Status RunBudget(const BenchOptions&, BenchReporter& reporter) {
   {
     ASSIGN_OR_RETURN(auto runner, engine::CreateSyntheticCudaModelRunner("llama3-8b", o));
     const engine::MemoryPlan& plan = runner->memory_plan();
-    reporter.Add({kScenario, "budget24", "plan_total", plan.total_bytes() / double(1LL << 30),
-                  "GiB", 24.0});
-    reporter.Add({kScenario, "budget24", "kv_tokens", double(plan.num_kv_blocks * plan.kv_block_size),
-                  "tokens", {}});
+    reporter.Add(
+        {kScenario, "budget24", "plan_total", plan.total_bytes() / double(1LL << 30), "GiB", 24.0});
+    reporter.Add({kScenario,
+                  "budget24",
+                  "kv_tokens",
+                  double(plan.num_kv_blocks * plan.kv_block_size),
+                  "tokens",
+                  {}});
     BatchDriver driver(runner.get(), 1, 128, 128 + 65);
     RETURN_IF_ERROR(driver.Prefill());
     double ms = 0, floor_s = 0;
@@ -104,8 +109,8 @@ absl::Status RunBudget(const BenchOptions&, BenchReporter& reporter) {
         floor_s += DecodeStepBytes(runner->config(), 1, context) / ceil.copy_bytes_per_s;
       }
     }
-    reporter.Add({kScenario, "budget24", "decode_tok_per_s", 62 / (ms * 1e-3), "tok/s",
-                  62 / floor_s});
+    reporter.Add(
+        {kScenario, "budget24", "decode_tok_per_s", 62 / (ms * 1e-3), "tok/s", 62 / floor_s});
     // Warm-up: every decode bucket runs eagerly once and is captured as a
     // graph on its second use (each graph's instantiation takes device
     // memory once); 100 requests reach every bucket at least twice.
@@ -130,18 +135,27 @@ absl::Status RunBudget(const BenchOptions&, BenchReporter& reporter) {
       ASSIGN_OR_RETURN(const int64_t now, FreeBytes());
       free_bytes.push_back(now);
       std::printf("free device memory after %d requests: %lld bytes (%+lld since the start)\n",
-                  500 * (i + 1), static_cast<long long>(now),
-                  static_cast<long long>(now - before));
+                  500 * (i + 1), static_cast<long long>(now), static_cast<long long>(now - before));
     }
-    reporter.Add({kScenario, "requests1000", "device_free_bytes_change",
-                  double(free_bytes[2] - free_bytes[0]), "bytes", {}});
-    reporter.Add({kScenario, "requests1000_to_3000", "device_free_bytes_change",
-                  double(free_bytes[6] - free_bytes[2]), "bytes", {}});
+    reporter.Add({kScenario,
+                  "requests1000",
+                  "device_free_bytes_change",
+                  double(free_bytes[2] - free_bytes[0]),
+                  "bytes",
+                  {}});
+    reporter.Add({kScenario,
+                  "requests1000_to_3000",
+                  "device_free_bytes_change",
+                  double(free_bytes[6] - free_bytes[2]),
+                  "bytes",
+                  {}});
   }
   o.gpu_memory_budget = 14LL << 30;
   auto refused = engine::CreateSyntheticCudaModelRunner("llama3-8b", o);
-  std::printf("budget 14GiB: %s\n", refused.ok() ? "accepted" : refused.status().ToString().c_str());
-  const bool ok_refusal = !refused.ok() && refused.status().code() == absl::StatusCode::kResourceExhausted;
+  std::printf("budget 14GiB: %s\n",
+              refused.ok() ? "accepted" : refused.status().ToString().c_str());
+  const bool ok_refusal =
+      !refused.ok() && refused.status().code() == absl::StatusCode::kResourceExhausted;
   reporter.Add({kScenario, "budget14", "refused", ok_refusal ? 1.0 : 0.0, "bool", {}});
   return absl::OkStatus();
 }

@@ -40,9 +40,10 @@ absl::StatusOr<Ceilings> Measure() {
   CUDA_RETURN_IF_ERROR(cudaMalloc(&b.p, copy_bytes));
   RETURN_IF_ERROR(engine::FillUniformBf16(a.p, copy_bytes / 2, 7, 0.0f, 1.0f, stream));
   ASSIGN_OR_RETURN(const double copy_ms, MedianMs(stream, 3, 20, [&]() -> absl::Status {
-    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(b.p, a.p, copy_bytes, cudaMemcpyDeviceToDevice, stream));
-    return absl::OkStatus();
-  }));
+                     CUDA_RETURN_IF_ERROR(
+                         cudaMemcpyAsync(b.p, a.p, copy_bytes, cudaMemcpyDeviceToDevice, stream));
+                     return absl::OkStatus();
+                   }));
   c.copy_bytes_per_s = 2.0 * copy_bytes / (copy_ms * 1e-3);
   // bf16 GEMM 8192^3 on random data (a.p holds x, b.p the weight, y after).
   const int64_t n = 8192;
@@ -51,22 +52,25 @@ absl::StatusOr<Ceilings> Measure() {
   CUDA_RETURN_IF_ERROR(cublasCreate(&blas));
   char* y = static_cast<char*>(b.p) + n * n * 2;
   ASSIGN_OR_RETURN(const double gemm_ms, MedianMs(stream, 3, 10, [&]() {
-    return engine::BlasGemm(blas, {.x = a.p, .w = b.p, .y = y, .m = n, .n = n, .k = n}, stream);
-  }));
+                     return engine::BlasGemm(
+                         blas, {.x = a.p, .w = b.p, .y = y, .m = n, .n = n, .k = n}, stream);
+                   }));
   cublasDestroy(blas);
   c.gemm_flops_per_s = 2.0 * n * n * n / (gemm_ms * 1e-3);
   const int64_t host_bytes = 1LL << 30;
   HostPinned h;
   CUDA_RETURN_IF_ERROR(cudaMallocHost(&h.p, host_bytes));
   std::memset(h.p, 1, host_bytes);
-  ASSIGN_OR_RETURN(const double h2d_ms, MedianMs(stream, 2, 10, [&]() -> absl::Status {
-    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(a.p, h.p, host_bytes, cudaMemcpyHostToDevice, stream));
-    return absl::OkStatus();
-  }));
-  ASSIGN_OR_RETURN(const double d2h_ms, MedianMs(stream, 2, 10, [&]() -> absl::Status {
-    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(h.p, a.p, host_bytes, cudaMemcpyDeviceToHost, stream));
-    return absl::OkStatus();
-  }));
+  ASSIGN_OR_RETURN(
+      const double h2d_ms, MedianMs(stream, 2, 10, [&]() -> absl::Status {
+        CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(a.p, h.p, host_bytes, cudaMemcpyHostToDevice, stream));
+        return absl::OkStatus();
+      }));
+  ASSIGN_OR_RETURN(
+      const double d2h_ms, MedianMs(stream, 2, 10, [&]() -> absl::Status {
+        CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(h.p, a.p, host_bytes, cudaMemcpyDeviceToHost, stream));
+        return absl::OkStatus();
+      }));
   c.h2d_bytes_per_s = host_bytes / (h2d_ms * 1e-3);
   c.d2h_bytes_per_s = host_bytes / (d2h_ms * 1e-3);
   CUDA_RETURN_IF_ERROR(cudaStreamDestroy(stream));
@@ -110,7 +114,8 @@ absl::StatusOr<Ceilings> MeasureCeilings() {
 std::string CudaDeviceDescription() {
   int device = 0;
   cudaDeviceProp prop;
-  if (cudaGetDevice(&device) != cudaSuccess || cudaGetDeviceProperties(&prop, device) != cudaSuccess) {
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaGetDeviceProperties(&prop, device) != cudaSuccess) {
     return "unknown CUDA device";
   }
   return absl::StrFormat("%s (%d SMs, %.1f GiB)", prop.name, prop.multiProcessorCount,
@@ -119,7 +124,8 @@ std::string CudaDeviceDescription() {
 
 double DecodeStepBytes(const engine::ModelConfig& c, int64_t batch, int64_t context) {
   const double kv_token = 2.0 * c.num_layers * c.num_kv_heads * c.head_dim * 2;
-  const double weights = 2.0 * engine::MatmulParameters(c) + 2.0 * (2 * c.num_layers + 1) * c.hidden_size;
+  const double weights =
+      2.0 * engine::MatmulParameters(c) + 2.0 * (2 * c.num_layers + 1) * c.hidden_size;
   return weights + batch * (context + 1) * kv_token + batch * c.hidden_size * 2.0;
 }
 
@@ -162,8 +168,8 @@ BatchDriver::BatchDriver(engine::CudaModelRunner* runner, int32_t batch, int32_t
 
 absl::Status BatchDriver::Prefill() {
   const engine::MemoryPlan& plan = runner_->memory_plan();
-  const int32_t per_step = std::max(1, std::min(plan.max_num_seqs,
-                                                plan.max_batched_tokens / prompt_tokens_));
+  const int32_t per_step =
+      std::max(1, std::min(plan.max_num_seqs, plan.max_batched_tokens / prompt_tokens_));
   for (int32_t s0 = 0; s0 < batch_; s0 += per_step) {
     const int32_t n = std::min(per_step, batch_ - s0);
     engine::BatchInput in;
@@ -185,8 +191,8 @@ absl::StatusOr<double> BatchDriver::DecodeStep() {
   std::vector<std::vector<int32_t>> ids(batch_);
   for (int32_t s = 0; s < batch_; ++s) {
     ids[s] = {last_[s]};
-    in.chunks.push_back({.seq_id = s, .token_ids = ids[s], .start_pos = position_,
-                         .block_table = tables_[s]});
+    in.chunks.push_back(
+        {.seq_id = s, .token_ids = ids[s], .start_pos = position_, .block_table = tables_[s]});
   }
   const std::vector<engine::SampleRowParams> rows(batch_);
   std::vector<int32_t> tokens;

@@ -23,10 +23,10 @@
 namespace onecard::bench {
 
 struct Ceilings {
-  double copy_bytes_per_s = 0;   // D2D, read + written
-  double gemm_flops_per_s = 0;   // bf16 8192^3, cuBLAS, random data
-  double h2d_bytes_per_s = 0;    // pinned
-  double d2h_bytes_per_s = 0;    // pinned
+  double copy_bytes_per_s = 0;  // D2D, read + written
+  double gemm_flops_per_s = 0;  // bf16 8192^3, cuBLAS, random data
+  double h2d_bytes_per_s = 0;   // pinned
+  double d2h_bytes_per_s = 0;   // pinned
 };
 
 // Measured once per process (about a second), then cached.

@@ -81,33 +81,47 @@ absl::Status GemvCases(const Ceilings& ceil, cudaStream_t stream, cublasHandle_t
     int next = 0;
     const int64_t x_stride = p.prologue == engine::GemvPrologue::kSiluMul ? 2 * p.k : p.k;
     ASSIGN_OR_RETURN(const double ours_ms, MedianMs(stream, 1, 5, [&]() -> absl::Status {
-      for (int i = 0; i < kLaunches; ++i) {
-        RETURN_IF_ERROR(engine::Gemv(
-            {.prologue = p.prologue, .x = x.get(), .x_row_stride = x_stride,
-             .norm_weight = norm.get(), .w = w.get() + (next++ % copies) * bytes, .y = y.get(),
-             .y_dtype = p.f32 ? engine::DType::kF32 : engine::DType::kBF16, .add_to_y = p.add,
-             .silu_mul_y = p.silu, .num_rows = 1, .n = p.silu ? p.n / 2 : p.n, .k = p.k},
-            stream));
-      }
-      return absl::OkStatus();
-    }));
+                       for (int i = 0; i < kLaunches; ++i) {
+                         RETURN_IF_ERROR(engine::Gemv(
+                             {.prologue = p.prologue,
+                              .x = x.get(),
+                              .x_row_stride = x_stride,
+                              .norm_weight = norm.get(),
+                              .w = w.get() + (next++ % copies) * bytes,
+                              .y = y.get(),
+                              .y_dtype = p.f32 ? engine::DType::kF32 : engine::DType::kBF16,
+                              .add_to_y = p.add,
+                              .silu_mul_y = p.silu,
+                              .num_rows = 1,
+                              .n = p.silu ? p.n / 2 : p.n,
+                              .k = p.k},
+                             stream));
+                       }
+                       return absl::OkStatus();
+                     }));
     ASSIGN_OR_RETURN(const double blas_ms, MedianMs(stream, 1, 5, [&]() -> absl::Status {
-      for (int i = 0; i < kLaunches; ++i) {
-        RETURN_IF_ERROR(engine::BlasGemm(
-            blas, {.y_dtype = p.f32 ? engine::DType::kF32 : engine::DType::kBF16, .x = x.get(),
-                   .w = w.get() + (next++ % copies) * bytes, .y = y.get(), .m = 1, .n = p.n,
-                   .k = p.k, .beta = p.add ? 1.0f : 0.0f},
-            stream));
-      }
-      return absl::OkStatus();
-    }));
+                       for (int i = 0; i < kLaunches; ++i) {
+                         RETURN_IF_ERROR(engine::BlasGemm(
+                             blas,
+                             {.y_dtype = p.f32 ? engine::DType::kF32 : engine::DType::kBF16,
+                              .x = x.get(),
+                              .w = w.get() + (next++ % copies) * bytes,
+                              .y = y.get(),
+                              .m = 1,
+                              .n = p.n,
+                              .k = p.k,
+                              .beta = p.add ? 1.0f : 0.0f},
+                             stream));
+                       }
+                       return absl::OkStatus();
+                     }));
     const double floor = ceil.copy_bytes_per_s / 1e9;
     reporter.Add({kScenario, absl::StrCat("gemv_", p.name), "ours_bandwidth",
                   bytes / (ours_ms / kLaunches * 1e-3) / 1e9, "GB/s", floor});
     reporter.Add({kScenario, absl::StrCat("gemv_", p.name), "cublas_bandwidth",
                   bytes / (blas_ms / kLaunches * 1e-3) / 1e9, "GB/s", floor});
-    reporter.Add({kScenario, absl::StrCat("gemv_", p.name), "ours_us", ours_ms / kLaunches * 1e3,
-                  "us", {}});
+    reporter.Add(
+        {kScenario, absl::StrCat("gemv_", p.name), "ours_us", ours_ms / kLaunches * 1e3, "us", {}});
   }
   return absl::OkStatus();
 }
@@ -118,8 +132,8 @@ absl::StatusOr<double> TimeAttention(cudaStream_t stream, int32_t seqs, int32_t 
                                      int32_t len, int32_t splits) {
   const engine::ModelConfig c = *engine::SyntheticModelConfig("llama3-8b");
   const int32_t bs = 16, blocks_each = (context + bs - 1) / bs;
-  const engine::KvLayout layout{.num_blocks = seqs * blocks_each, .block_size = bs,
-                                .num_kv_heads = 8, .head_dim = 128};
+  const engine::KvLayout layout{
+      .num_blocks = seqs * blocks_each, .block_size = bs, .num_kv_heads = 8, .head_dim = 128};
   const int64_t q_width = (c.num_heads + 2 * c.num_kv_heads) * c.head_dim;
   ASSIGN_OR_RETURN(DeviceMem kv, DeviceMem::Random(layout.PoolElements() * 4, 9, stream));
   ASSIGN_OR_RETURN(DeviceMem q, DeviceMem::Random(int64_t{seqs} * len * q_width * 2, 10, stream));
@@ -133,13 +147,21 @@ absl::StatusOr<double> TimeAttention(cudaStream_t stream, int32_t seqs, int32_t 
   CUDA_RETURN_IF_ERROR(cudaMemcpy(d_meta, meta.data(), meta.size() * 4, cudaMemcpyHostToDevice));
   const int64_t ws_bytes = engine::PagedAttentionWorkspaceBytes(seqs * len, 32, 128, splits);
   ASSIGN_OR_RETURN(DeviceMem ws, DeviceMem::Random(std::max<int64_t>(ws_bytes, 256), 12, stream));
-  engine::PagedAttentionParams p{
-      .dtype = engine::DType::kBF16, .q = q.get(), .q_token_stride = q_width,
-      .k_cache = kv.get(), .v_cache = kv.get() + layout.PoolElements() * 2, .out = out.get(),
-      .layout = layout, .num_heads = 32, .num_tokens = seqs * len, .num_seqs = seqs,
-      .cu_query_lens = d_meta, .start_pos = d_meta + seqs + 1,
-      .block_tables = d_meta + 2 * seqs + 1, .max_blocks_per_seq = blocks_each,
-      .scale = 0.0884f};
+  engine::PagedAttentionParams p{.dtype = engine::DType::kBF16,
+                                 .q = q.get(),
+                                 .q_token_stride = q_width,
+                                 .k_cache = kv.get(),
+                                 .v_cache = kv.get() + layout.PoolElements() * 2,
+                                 .out = out.get(),
+                                 .layout = layout,
+                                 .num_heads = 32,
+                                 .num_tokens = seqs * len,
+                                 .num_seqs = seqs,
+                                 .cu_query_lens = d_meta,
+                                 .start_pos = d_meta + seqs + 1,
+                                 .block_tables = d_meta + 2 * seqs + 1,
+                                 .max_blocks_per_seq = blocks_each,
+                                 .scale = 0.0884f};
   auto ms = MedianMs(stream, 1, 5, [&]() -> absl::Status {
     for (int i = 0; i < kLaunches; ++i) {
       RETURN_IF_ERROR(engine::PagedAttentionSplit(
@@ -160,8 +182,12 @@ absl::Status AttentionCases(const Ceilings& ceil, cudaStream_t stream, int num_s
     const double bytes = double(seqs) * context * 8 * 128 * 2 * 2;
     reporter.Add({kScenario, absl::StrCat("attn_decode_b", seqs, "_ctx", context), "bandwidth",
                   bytes / (ms * 1e-3) / 1e9, "GB/s", ceil.copy_bytes_per_s / 1e9});
-    reporter.Add({kScenario, absl::StrCat("attn_decode_b", seqs, "_ctx", context), "time",
-                  ms * 1e3, "us", {}});
+    reporter.Add({kScenario,
+                  absl::StrCat("attn_decode_b", seqs, "_ctx", context),
+                  "time",
+                  ms * 1e3,
+                  "us",
+                  {}});
   }
   for (int32_t tokens : {2048, 8192}) {
     ASSIGN_OR_RETURN(const double ms, TimeAttention(stream, 1, tokens, tokens, 1));
@@ -180,21 +206,27 @@ absl::Status GemmCases(const Ceilings& ceil, cudaStream_t stream, cublasHandle_t
   ASSIGN_OR_RETURN(DeviceMem x, DeviceMem::Random(m * 14336 * 2, 13, stream));
   ASSIGN_OR_RETURN(DeviceMem y, DeviceMem::Random(m * 28672 * 2, 14, stream));
   double layer_us = 0;
-  for (auto [name, n, k] : {std::tuple{"qkv", 6144, 4096}, {"o", 4096, 4096},
-                            {"gate_up", 28672, 4096}, {"down", 4096, 14336}}) {
+  for (auto [name, n, k] : {std::tuple{"qkv", 6144, 4096},
+                            {"o", 4096, 4096},
+                            {"gate_up", 28672, 4096},
+                            {"down", 4096, 14336}}) {
     const int64_t bytes = int64_t{n} * k * 2;
     const int copies = m >= 2048 ? 1 : static_cast<int>((1536LL << 20) / bytes + 2);
     ASSIGN_OR_RETURN(DeviceMem w, DeviceMem::Random(bytes * copies, 15, stream));
     int next = 0;
     ASSIGN_OR_RETURN(const double ms, MedianMs(stream, 2, 5, [&]() -> absl::Status {
-      for (int i = 0; i < kLaunches; ++i) {
-        RETURN_IF_ERROR(engine::BlasGemm(blas,
-                                         {.x = x.get(), .w = w.get() + (next++ % copies) * bytes,
-                                          .y = y.get(), .m = m, .n = n, .k = k},
-                                         stream));
-      }
-      return absl::OkStatus();
-    }));
+                       for (int i = 0; i < kLaunches; ++i) {
+                         RETURN_IF_ERROR(engine::BlasGemm(blas,
+                                                          {.x = x.get(),
+                                                           .w = w.get() + (next++ % copies) * bytes,
+                                                           .y = y.get(),
+                                                           .m = m,
+                                                           .n = n,
+                                                           .k = k},
+                                                          stream));
+                       }
+                       return absl::OkStatus();
+                     }));
     const double s = ms / kLaunches * 1e-3;
     layer_us += s * 1e6;
     const std::string name_m = absl::StrCat("gemm_m", m, "_", name);

@@ -53,8 +53,8 @@ absl::Status RunPrefill(const BenchOptions&, BenchReporter& reporter) {
     const double floor_s = flops / ceil.gemm_flops_per_s;
     const std::string name = absl::StrCat("prompt", tokens);
     reporter.Add({kScenario, name, "ttft", ttft_s, "s", {}});
-    reporter.Add({kScenario, name, "prefill_tok_per_s", tokens / ttft_s, "tok/s",
-                  tokens / floor_s});
+    reporter.Add(
+        {kScenario, name, "prefill_tok_per_s", tokens / ttft_s, "tok/s", tokens / floor_s});
     reporter.Add({kScenario, name, "matrix_rate", flops / ttft_s / 1e12, "TFLOP/s",
                   ceil.gemm_flops_per_s / 1e12});
   }
