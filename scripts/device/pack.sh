@@ -7,12 +7,17 @@
 #   .device/lib/   absl and any other library ldd finds outside the system set
 #                  (CUDA's own libcublas/libcudart come from the GPU machine)
 #   .device/COMMIT the commit the binaries were built from (+ "-dirty")
-# Usage: scripts/device/pack.sh   (then the `run` call in docs/cuda.md)
+# Usage: scripts/device/pack.sh            (then the `run` call in docs/cuda.md)
+#        scripts/device/pack.sh services   onecard-worker and onecard instead (for
+#                                          scripts/device/worker-smoke.sh)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${BUILD_DIR:-$root/build-device}
 jobs=${ONECARD_JOBS:-2}
 targets=(gpu_kernels_test gpu_cuda_model_runner_test cuda_memory_plan_test onecard-bench-cuda)
+if [[ ${1:-} == services ]]; then
+  targets=(onecard-worker onecard)
+fi
 
 cmake -S "$root" -B "$build" -G Ninja -DONECARD_CUDA=ON -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$build" -j "$jobs" --target "${targets[@]}"
