@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # On the GPU machine: the worker on the CUDA backend, end to end, from the
-# binaries scripts/device/pack.sh --services carried in .device/ and SmolLM2
-# under models/. Logs under $OUT:
+# binaries `scripts/device/pack.sh services` put in .device/ and SmolLM2 under
+# models/ (docs/cuda.md: carry .device/lib, the model halves, then .device/bin
+# and run this with DEVICE_LIB). Logs under $OUT:
 #   worker.log      onecard-worker --backend cuda (plan, load, drain)
 #   generate.json   `onecard generate --target` against it (greedy, 32 tokens)
 #   local_cpu.json  the same request on an in-process CPU engine
@@ -14,7 +15,9 @@ OUT=${OUT:-/tmp/onecard-out}
 mkdir -p "$OUT"
 bin=.device/bin
 cuda_libs=/usr/local/cuda/lib64
-export LD_LIBRARY_PATH="$PWD/.device/lib:$cuda_libs:${LD_LIBRARY_PATH:-}"
+# The services' libraries (gRPC, protobuf, ICU, ...) with the binaries are more
+# than one call may carry: $DEVICE_LIB names where an earlier call left them.
+export LD_LIBRARY_PATH="${DEVICE_LIB:-$PWD/.device/lib}:$cuda_libs:${LD_LIBRARY_PATH:-}"
 model=models/SmolLM2-135M-Instruct.Q4_1.gguf
 prompt="The capital of France is"
 status=0
