@@ -19,7 +19,6 @@ namespace onecard::engine {
 namespace {
 
 constexpr int kTimedPasses = 3;  // over all weights, after one warm-up pass
-constexpr int kSplitKBases = 3;  // heuristic results also tried with K split 2..8 ways
 
 template <typename Fn>
 absl::Status Symbol(const char* name, Fn* out) {
@@ -46,9 +45,6 @@ struct BlasTuner::Lt {
   decltype(&::cublasLtMatmulPreferenceSetAttribute) pref_set = nullptr;
   decltype(&::cublasLtMatmulAlgoGetHeuristic) heuristic = nullptr;
   decltype(&::cublasLtMatmul) matmul = nullptr;
-  decltype(&::cublasLtMatmulAlgoCheck) algo_check = nullptr;
-  decltype(&::cublasLtMatmulAlgoCapGetAttribute) algo_cap = nullptr;
-  decltype(&::cublasLtMatmulAlgoConfigSetAttribute) algo_set = nullptr;
 
   absl::Status Load() {
     RETURN_IF_ERROR(Symbol("cublasLtCreate", &create));
@@ -63,9 +59,6 @@ struct BlasTuner::Lt {
     RETURN_IF_ERROR(Symbol("cublasLtMatmulPreferenceSetAttribute", &pref_set));
     RETURN_IF_ERROR(Symbol("cublasLtMatmulAlgoGetHeuristic", &heuristic));
     RETURN_IF_ERROR(Symbol("cublasLtMatmul", &matmul));
-    RETURN_IF_ERROR(Symbol("cublasLtMatmulAlgoCheck", &algo_check));
-    RETURN_IF_ERROR(Symbol("cublasLtMatmulAlgoCapGetAttribute", &algo_cap));
-    RETURN_IF_ERROR(Symbol("cublasLtMatmulAlgoConfigSetAttribute", &algo_set));
     CUDA_RETURN_IF_ERROR(create(&handle));
     return absl::OkStatus();
   }
@@ -81,7 +74,7 @@ struct BlasTuner::Entry {
   cublasLtMatmulAlgo_t algo{};
   size_t workspace = 0;
   bool use_lt = false;
-  std::string choice = "default";
+  int candidate = -1;  // index in the heuristic's list, -1: the default
   int candidates = 0;
   double default_us = 0.0;
   double best_us = 0.0;
@@ -150,11 +143,7 @@ absl::Status BlasTuner::Tune(cublasHandle_t handle, const BlasGemmParams& p,
                       &found);
   }
   lt.pref_destroy(pref);
-  if (st == CUBLAS_STATUS_NOT_SUPPORTED) {
-    found = 0;  // no cuBLASLt algorithm for this shape: the default stays
-  } else {
-    CUDA_RETURN_IF_ERROR(st);
-  }
+  CUDA_RETURN_IF_ERROR(st);
 
   cudaEvent_t start = nullptr, stop = nullptr;
   CUDA_RETURN_IF_ERROR(cudaEventCreate(&start));
@@ -173,59 +162,6 @@ absl::Status BlasTuner::Tune(cublasHandle_t handle, const BlasGemmParams& p,
     CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, start, stop));
     return 1e3 * ms / (kTimedPasses * static_cast<double>(weights.size()));
   };
-  // The heuristic's algorithms, then split-K forms of its first few: for
-  // skinny products (few output tiles) splitting K puts every SM to work.
-  struct Candidate {
-    cublasLtMatmulAlgo_t algo;
-    size_t workspace;
-    std::string label;
-  };
-  std::vector<Candidate> candidates;
-  for (int i = 0; i < found; ++i) {
-    if (results[i].state != CUBLAS_STATUS_SUCCESS ||
-        results[i].workspaceSize > static_cast<size_t>(workspace_bytes_)) {
-      continue;
-    }
-    candidates.push_back({results[i].algo, results[i].workspaceSize, absl::StrCat("#", i)});
-    if (i >= kSplitKBases) continue;
-    int32_t splitk_support = 0;
-    uint32_t schemes = 0;
-    size_t written = 0;
-    if (lt.algo_cap(&results[i].algo, CUBLASLT_ALGO_CAP_SPLITK_SUPPORT, &splitk_support,
-                    sizeof(splitk_support), &written) != CUBLAS_STATUS_SUCCESS ||
-        splitk_support == 0 ||
-        lt.algo_cap(&results[i].algo, CUBLASLT_ALGO_CAP_REDUCTION_SCHEME_MASK, &schemes,
-                    sizeof(schemes), &written) != CUBLAS_STATUS_SUCCESS) {
-      continue;
-    }
-    uint32_t scheme = CUBLASLT_REDUCTION_SCHEME_NONE;
-    for (const uint32_t preferred : {static_cast<uint32_t>(CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE),
-                                     static_cast<uint32_t>(CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE),
-                                     static_cast<uint32_t>(CUBLASLT_REDUCTION_SCHEME_INPLACE)}) {
-      if ((schemes & preferred) != 0) {
-        scheme = preferred;
-        break;
-      }
-    }
-    if (scheme == CUBLASLT_REDUCTION_SCHEME_NONE) continue;
-    for (const int32_t splits : {2, 3, 4, 6, 8}) {
-      if (p.k / splits < 256) break;
-      cublasLtMatmulAlgo_t algo = results[i].algo;
-      cublasLtMatmulHeuristicResult_t checked = {};
-      if (lt.algo_set(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits, sizeof(splits)) !=
-              CUBLAS_STATUS_SUCCESS ||
-          lt.algo_set(&algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme, sizeof(scheme)) !=
-              CUBLAS_STATUS_SUCCESS ||
-          lt.algo_check(lt.handle, e->desc, e->a, e->b, e->c, e->c, &algo, &checked) !=
-              CUBLAS_STATUS_SUCCESS ||
-          checked.workspaceSize > static_cast<size_t>(workspace_bytes_)) {
-        continue;
-      }
-      candidates.push_back(
-          {algo, checked.workspaceSize, absl::StrCat("#", i, " split-K ", splits)});
-    }
-  }
-
   absl::Status status = [&]() -> absl::Status {
     BlasGemmParams q = p;
     ASSIGN_OR_RETURN(e->default_us, time([&](const void* w) {
@@ -233,32 +169,34 @@ absl::Status BlasTuner::Tune(cublasHandle_t handle, const BlasGemmParams& p,
                        return BlasGemm(handle, q, stream);
                      }));
     e->best_us = e->default_us;
-    e->candidates = static_cast<int>(candidates.size());
-    int best = -1;
-    for (size_t i = 0; i < candidates.size(); ++i) {
-      e->algo = candidates[i].algo;
-      e->workspace = candidates[i].workspace;
+    e->candidates = found;
+    for (int i = 0; i < found; ++i) {
+      if (results[i].state != CUBLAS_STATUS_SUCCESS ||
+          results[i].workspaceSize > static_cast<size_t>(workspace_bytes_)) {
+        continue;
+      }
+      e->algo = results[i].algo;
+      e->workspace = results[i].workspaceSize;
       absl::StatusOr<double> us = time([&](const void* w) { return Enqueue(*e, p, w, stream); });
       if (!us.ok()) {
         CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
-        continue;  // not applicable after all: the next one
+        continue;  // not applicable after all: the heuristic's next one
       }
       if (*us < e->best_us) {
         e->best_us = *us;
-        best = static_cast<int>(i);
+        e->candidate = i;
       }
-    }
-    e->use_lt = best >= 0;
-    if (e->use_lt) {
-      e->algo = candidates[best].algo;
-      e->workspace = candidates[best].workspace;
-      e->choice = absl::StrCat("cublasLt ", candidates[best].label);
     }
     return absl::OkStatus();
   }();
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
   RETURN_IF_ERROR(status);
+  e->use_lt = e->candidate >= 0;
+  if (e->use_lt) {
+    e->algo = results[e->candidate].algo;
+    e->workspace = results[e->candidate].workspaceSize;
+  }
   entries_[KeyOf(p)] = std::move(e);
   return absl::OkStatus();
 }
@@ -269,8 +207,10 @@ std::string BlasTuner::Summary() const {
     const auto& [m, n, k, dtype, y_dtype, accumulate] = key;
     absl::StrAppend(&out, absl::StrFormat("%d x %d x %d%s: %s %.1f us (default %.1f us, %d "
                                           "candidates)\n",
-                                          m, n, k, accumulate ? " +=" : "", e->choice, e->best_us,
-                                          e->default_us, e->candidates));
+                                          m, n, k, accumulate ? " +=" : "",
+                                          e->use_lt ? absl::StrCat("cublasLt #", e->candidate)
+                                                    : std::string("default"),
+                                          e->best_us, e->default_us, e->candidates));
   }
   return out;
 }

@@ -5,9 +5,8 @@
 // Why: for the skinny products of batched decode (m <= 128 rows against
 // 4096-28672 weight rows) cuBLAS's default heuristic leaves bandwidth unused
 // (e.g. only 32 output tiles for a 4096-wide projection at m = 128 on 132
-// SMs). Tune() times cuBLAS's default, up to kCandidates algorithms the
-// cuBLASLt heuristic proposes, and split-K forms (K in 2-8 parts, reduced in
-// fp32 where the algorithm allows) of its first three, running the product
+// SMs). Tune() times cuBLAS's default and up to kCandidates algorithms the
+// cuBLASLt heuristic proposes (split-K ones included), running the product
 // once per weight in `weights` (the model's layers, so the weights stream
 // from HBM as in a step, not from L2), and keeps the fastest, or the default
 // when that is the fastest. Every candidate computes the same product in
