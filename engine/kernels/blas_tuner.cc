@@ -143,7 +143,11 @@ absl::Status BlasTuner::Tune(cublasHandle_t handle, const BlasGemmParams& p,
                       &found);
   }
   lt.pref_destroy(pref);
-  CUDA_RETURN_IF_ERROR(st);
+  if (st == CUBLAS_STATUS_NOT_SUPPORTED) {
+    found = 0;  // no cuBLASLt algorithm for this shape: the default stays
+  } else {
+    CUDA_RETURN_IF_ERROR(st);
+  }
 
   cudaEvent_t start = nullptr, stop = nullptr;
   CUDA_RETURN_IF_ERROR(cudaEventCreate(&start));
