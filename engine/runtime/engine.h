@@ -139,6 +139,13 @@ struct EngineOptions {
   int32_t max_waiting = 0;             // 0 = unbounded; else Submit refuses past it
   bool start_thread = true;            // false: the caller drives Step() (tests)
   Clock* clock = nullptr;              // nullptr = RealClock (tests inject a FakeClock)
+  // With a runner that samples on the device (cuda), steps whose rows need
+  // no logprobs (and not both the repetition and the presence/frequency
+  // penalties) take token ids from the device (engine/kernels/sample.h)
+  // instead of copying logits to the host sampler. Greedy tokens are the
+  // same either way; a seeded draw picks by the device's rules, so the same
+  // seed gives the same tokens on the same backend. false: always the host.
+  bool device_sampling = true;
   // Optional observer, called on the engine thread after every step that ran
   // a batch (the worker's step-duration histogram); must not block.
   std::function<void(const StepInfo&)> on_step;

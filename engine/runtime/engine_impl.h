@@ -79,8 +79,16 @@ class EngineImpl : public Engine {
   bool AdmitIncoming();
   bool EndCancelledAndExpired();
   void OnScheduled(const SchedulerOutput& plan);
+  BatchInput BuildBatch(const SchedulerOutput& plan, size_t* rows) const;
   absl::Status RunForward(const SchedulerOutput& plan, std::vector<float>* logits);
   void SampleAndEmit(const SchedulerOutput& plan, const std::vector<float>& logits);
+  // Device sampling (EngineOptions::device_sampling): whether every row of
+  // the plan can take its token from the runner, then the step doing so.
+  bool CanSampleOnDevice(const SchedulerOutput& plan) const;
+  absl::Status RunForwardSample(const SchedulerOutput& plan, std::vector<int32_t>* tokens);
+  void EmitTokens(const SchedulerOutput& plan, const std::vector<int32_t>& tokens);
+  // Appends a sampled token to its sequence and streams it (or finishes).
+  void EmitToken(const ScheduledChunk& chunk, const SampleResult& sample, absl::Time now);
   void FailBatch(const SchedulerOutput& plan, const absl::Status& status);
   // Ends a request: removes it everywhere, then delivers its final output.
   void FinishRequest(uint64_t id, const StreamOutput& final_output);

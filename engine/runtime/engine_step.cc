@@ -2,6 +2,8 @@
 // batch, sample, stream. Contract in engine_impl.h.
 // Tested by tests/engine/runtime/engine_impl_test.cc.
 #include <algorithm>
+#include <cmath>
+#include <span>
 
 #include "absl/strings/str_cat.h"
 #include "engine/common/log.h"
@@ -30,12 +32,19 @@ bool EngineImpl::RunStep() {
     return progressed;
   }
   OnScheduled(plan);
-  std::vector<float> logits;  // [rows, vocab]
-  const absl::Status status = RunForward(plan, &logits);
+  std::vector<float> logits;    // [rows, vocab]: host sampling
+  std::vector<int32_t> tokens;  // [rows]: device sampling
+  const bool on_device = CanSampleOnDevice(plan);
+  const absl::Status status =
+      on_device ? RunForwardSample(plan, &tokens) : RunForward(plan, &logits);
   const int64_t generated_before = generation_tokens_total_;
   if (status.ok()) {
     scheduler_.OnStepComputed(plan);
-    SampleAndEmit(plan, logits);
+    if (on_device) {
+      EmitTokens(plan, tokens);
+    } else {
+      SampleAndEmit(plan, logits);
+    }
   } else {
     FailBatch(plan, status);
   }
@@ -105,9 +114,9 @@ void EngineImpl::OnScheduled(const SchedulerOutput& plan) {
   }
 }
 
-absl::Status EngineImpl::RunForward(const SchedulerOutput& plan, std::vector<float>* logits) {
+BatchInput EngineImpl::BuildBatch(const SchedulerOutput& plan, size_t* rows) const {
   BatchInput batch;
-  size_t rows = 0;
+  *rows = 0;
   for (const ScheduledChunk& chunk : plan.chunks) {
     const Sequence& seq = *scheduler_.Find(chunk.seq_id);
     const int32_t end = chunk.start_pos + chunk.num_tokens;
@@ -118,8 +127,14 @@ absl::Status EngineImpl::RunForward(const SchedulerOutput& plan, std::vector<flo
          .start_pos = chunk.start_pos,
          .block_table = scheduler_.BlockTable(chunk.seq_id, end),
          .want_logits = chunk.want_logits});
-    if (chunk.want_logits) ++rows;
+    if (chunk.want_logits) ++*rows;
   }
+  return batch;
+}
+
+absl::Status EngineImpl::RunForward(const SchedulerOutput& plan, std::vector<float>* logits) {
+  size_t rows = 0;
+  const BatchInput batch = BuildBatch(plan, &rows);
   absl::Status status = parts_.runner->Forward(batch, logits);
   if (status.ok() && logits->size() != rows * static_cast<size_t>(vocab_size_)) {
     status = absl::InternalError(absl::StrCat("runner ", parts_.runner->name(), " returned ",
@@ -135,25 +150,100 @@ void EngineImpl::SampleAndEmit(const SchedulerOutput& plan, const std::vector<fl
   for (const ScheduledChunk& chunk : plan.chunks) {
     if (!chunk.want_logits) continue;
     std::span<const float> row_logits(logits.data() + row++ * vocab_size_, vocab_size_);
-    RequestState& state = *requests_.at(static_cast<uint64_t>(chunk.seq_id));
+    const RequestState& state = *requests_.at(static_cast<uint64_t>(chunk.seq_id));
     const Sequence& seq = *scheduler_.Find(chunk.seq_id);
     const std::span<const int32_t> tokens(seq.token_ids);
     const GenerationRequest& request = state.request();
-    const SampleResult sample =
-        sampler_.Sample({.logits = row_logits,
-                         .params = &request.sampling,
-                         .prompt_token_ids = tokens.first(seq.num_prompt_tokens),
-                         .output_token_ids = tokens.subspan(seq.num_prompt_tokens),
-                         .want_logprobs = request.logprobs,
-                         .num_top_logprobs = request.top_logprobs});
-    scheduler_.AppendToken(seq.id, sample.token_id);
-    ++generation_tokens_total_;
-    StreamOutput out = state.OnToken(sample, seq.num_tokens(), max_context_, now);
-    if (out.finished) {
-      FinishRequest(state.id(), out);
+    EmitToken(chunk,
+              sampler_.Sample({.logits = row_logits,
+                               .params = &request.sampling,
+                               .prompt_token_ids = tokens.first(seq.num_prompt_tokens),
+                               .output_token_ids = tokens.subspan(seq.num_prompt_tokens),
+                               .want_logprobs = request.logprobs,
+                               .num_top_logprobs = request.top_logprobs}),
+              now);
+  }
+}
+
+bool EngineImpl::CanSampleOnDevice(const SchedulerOutput& plan) const {
+  if (!options_.device_sampling || !parts_.runner->SamplesOnDevice()) return false;
+  bool any_row = false;
+  for (const ScheduledChunk& chunk : plan.chunks) {
+    if (!chunk.want_logits) continue;
+    any_row = true;
+    const GenerationRequest& request = requests_.at(static_cast<uint64_t>(chunk.seq_id))->request();
+    const SamplingParams& p = request.sampling;
+    // The device applies every penalty over one history; the host applies
+    // the repetition penalty over prompt + output and the others over the
+    // output only, so a row wanting both kinds stays on the host.
+    const bool repetition = p.repetition_penalty != 1.0f;
+    const bool presence_frequency = p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
+    if (request.logprobs || (repetition && presence_frequency)) return false;
+  }
+  return any_row;
+}
+
+absl::Status EngineImpl::RunForwardSample(const SchedulerOutput& plan,
+                                          std::vector<int32_t>* tokens) {
+  size_t rows = 0;
+  const BatchInput batch = BuildBatch(plan, &rows);
+  std::vector<SampleRowParams> params;
+  std::vector<std::span<const int32_t>> histories;
+  bool any_history = false;
+  for (const ScheduledChunk& chunk : plan.chunks) {
+    if (!chunk.want_logits) continue;
+    const SamplingParams& p = requests_.at(static_cast<uint64_t>(chunk.seq_id))->request().sampling;
+    const Sequence& seq = *scheduler_.Find(chunk.seq_id);
+    const std::span<const int32_t> all(seq.token_ids);
+    const std::span<const int32_t> output = all.subspan(seq.num_prompt_tokens);
+    // The host sampler's draw for this position (sampler.h: determinism).
+    params.push_back({.temperature = p.temperature,
+                      .top_k = p.top_k,
+                      .top_p = p.top_p,
+                      .min_p = p.min_p,
+                      .repetition_penalty = p.repetition_penalty,
+                      .presence_penalty = p.presence_penalty,
+                      .frequency_penalty = p.frequency_penalty,
+                      .uniform = std::min(static_cast<float>(UniformDraw(p.seed, output.size())),
+                                          std::nextafter(1.0f, 0.0f))});
+    if (p.repetition_penalty != 1.0f) {
+      histories.push_back(all);
+    } else if (p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f) {
+      histories.push_back(output);
     } else {
-      Deliver(state, out);
+      histories.emplace_back();
     }
+    any_history |= !histories.back().empty();
+  }
+  if (!any_history) histories.clear();
+  const absl::Status status = parts_.runner->ForwardSample(batch, params, histories, tokens);
+  if (status.ok() && tokens->size() != rows) {
+    return absl::InternalError(absl::StrCat("runner ", parts_.runner->name(), " returned ",
+                                            tokens->size(), " tokens for ", rows, " rows"));
+  }
+  return status;
+}
+
+void EngineImpl::EmitTokens(const SchedulerOutput& plan, const std::vector<int32_t>& tokens) {
+  const absl::Time now = clock_->Now();
+  size_t row = 0;
+  for (const ScheduledChunk& chunk : plan.chunks) {
+    if (!chunk.want_logits) continue;
+    EmitToken(chunk, SampleResult{.token_id = tokens[row++]}, now);
+  }
+}
+
+void EngineImpl::EmitToken(const ScheduledChunk& chunk, const SampleResult& sample,
+                           absl::Time now) {
+  RequestState& state = *requests_.at(static_cast<uint64_t>(chunk.seq_id));
+  const Sequence& seq = *scheduler_.Find(chunk.seq_id);
+  scheduler_.AppendToken(seq.id, sample.token_id);
+  ++generation_tokens_total_;
+  StreamOutput out = state.OnToken(sample, seq.num_tokens(), max_context_, now);
+  if (out.finished) {
+    FinishRequest(state.id(), out);
+  } else {
+    Deliver(state, out);
   }
 }
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "engine/kernels/sample.h"
 #include "engine/kv_cache/kv_layout.h"
 #include "engine/model/model_config.h"
 
@@ -43,6 +44,19 @@ class ModelRunner {
   // [num_rows, vocab_size] row-major in *logits (resized).
   virtual absl::Status Forward(const BatchInput& batch, std::vector<float>* logits) = 0;
   virtual std::string name() const = 0;  // "cpu", "cuda"
+
+  // Runners that sample on the device (the CUDA runner) return true and
+  // implement ForwardSample: Forward, then one token per logits row, chosen
+  // by the rules of engine/kernels/sample.h with rows[i] and the penalty
+  // history histories[i] (histories empty: no penalties), so that a step
+  // moves token ids instead of [rows, vocab] logits to the host.
+  virtual bool SamplesOnDevice() const { return false; }
+  virtual absl::Status ForwardSample(const BatchInput& batch, std::span<const SampleRowParams> rows,
+                                     std::span<const std::span<const int32_t>> histories,
+                                     std::vector<int32_t>* tokens) {
+    (void)batch, (void)rows, (void)histories, (void)tokens;
+    return absl::UnimplementedError(name() + " runner does not sample on the device");
+  }
 };
 
 }  // namespace onecard::engine

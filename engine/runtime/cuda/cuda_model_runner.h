@@ -60,11 +60,7 @@ struct CudaStepTiming {
 
 class CudaModelRunner : public ModelRunner {
  public:
-  // Forward, then one token per logits row sampled on the GPU: rows[i] and
-  // histories[i] (penalty history; may be empty) for the i-th row.
-  virtual absl::Status ForwardSample(const BatchInput& batch, std::span<const SampleRowParams> rows,
-                                     std::span<const std::span<const int32_t>> histories,
-                                     std::vector<int32_t>* tokens) = 0;
+  // ForwardSample (model_runner.h) samples on the GPU (engine/kernels/sample.h).
   virtual const MemoryPlan& memory_plan() const = 0;
   virtual void set_use_cuda_graphs(bool on) = 0;
   virtual CudaStepTiming last_step_timing() const = 0;

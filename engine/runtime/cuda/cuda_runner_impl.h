@@ -78,6 +78,7 @@ class CudaRunnerImpl : public CudaModelRunner {
   const KvLayout& kv_layout() const override { return kv_layout_; }
   absl::Status Forward(const BatchInput& batch, std::vector<float>* logits) override;
   std::string name() const override { return "cuda"; }
+  bool SamplesOnDevice() const override { return true; }
   absl::Status ForwardSample(const BatchInput& batch, std::span<const SampleRowParams> rows,
                              std::span<const std::span<const int32_t>> histories,
                              std::vector<int32_t>* tokens) override;

@@ -95,4 +95,27 @@ absl::Status FakeModelRunner::Forward(const BatchInput& batch, std::vector<float
   return absl::OkStatus();
 }
 
+absl::Status FakeModelRunner::ForwardSample(const BatchInput& batch,
+                                            std::span<const SampleRowParams> rows,
+                                            std::span<const std::span<const int32_t>> histories,
+                                            std::vector<int32_t>* tokens) {
+  if (!options_.device_sampling) return ModelRunner::ForwardSample(batch, rows, histories, tokens);
+  ++num_forward_sample_calls_;
+  if (options_.on_forward_sample) options_.on_forward_sample(rows, histories);
+  std::vector<float> logits;
+  RETURN_IF_ERROR(Forward(batch, &logits));
+  --num_forward_calls_;  // counted as a ForwardSample call
+  const size_t vocab = static_cast<size_t>(options_.vocab_size);
+  if (logits.size() != rows.size() * vocab) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(rows.size(), " sample rows for ", logits.size() / vocab, " logits rows"));
+  }
+  tokens->clear();
+  for (size_t r = 0; r < rows.size(); ++r) {
+    const auto begin = logits.begin() + static_cast<std::ptrdiff_t>(r * vocab);
+    tokens->push_back(static_cast<int32_t>(std::max_element(begin, begin + vocab) - begin));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace onecard::engine::testing

@@ -28,6 +28,11 @@ struct FakeRunnerOptions {
   LogitsFn logits_fn;          // empty: HashedLogits
   int32_t fail_on_token = -1;  // a chunk holding this token fails the whole Forward
   std::function<void(const BatchInput&)> on_forward;  // called first in Forward
+  // SamplesOnDevice(): ForwardSample answers the greedy token of each row
+  // (whatever the params) and shows the params and histories it was given.
+  bool device_sampling = false;
+  std::function<void(std::span<const SampleRowParams>, std::span<const std::span<const int32_t>>)>
+      on_forward_sample;
 };
 
 class FakeModelRunner : public ModelRunner {
@@ -37,8 +42,13 @@ class FakeModelRunner : public ModelRunner {
   const KvLayout& kv_layout() const override { return layout_; }
   absl::Status Forward(const BatchInput& batch, std::vector<float>* logits) override;
   std::string name() const override { return "fake"; }
+  bool SamplesOnDevice() const override { return options_.device_sampling; }
+  absl::Status ForwardSample(const BatchInput& batch, std::span<const SampleRowParams> rows,
+                             std::span<const std::span<const int32_t>> histories,
+                             std::vector<int32_t>* tokens) override;
 
   int64_t num_forward_calls() const { return num_forward_calls_; }
+  int64_t num_forward_sample_calls() const { return num_forward_sample_calls_; }
   int64_t num_tokens_computed() const { return num_tokens_computed_; }
   size_t max_chunks_in_a_batch() const { return max_chunks_; }
 
@@ -51,6 +61,7 @@ class FakeModelRunner : public ModelRunner {
   KvLayout layout_;
   std::vector<int32_t> pool_;  // [num_blocks * block_size] token per slot, -1 unwritten
   int64_t num_forward_calls_ = 0;
+  int64_t num_forward_sample_calls_ = 0;
   int64_t num_tokens_computed_ = 0;
   size_t max_chunks_ = 0;
 };
