@@ -45,7 +45,7 @@ std::unique_ptr<Engine> MakeEngine(bool device_sampling) {
   return engine.ok() ? *std::move(engine) : nullptr;
 }
 
-std::vector<std::vector<int32_t>> Run(Engine& engine, std::vector<GenerationRequest> requests) {
+std::vector<std::vector<int32_t>> RunAll(Engine& engine, std::vector<GenerationRequest> requests) {
   Recorder rec;
   for (size_t i = 0; i < requests.size(); ++i) {
     requests[i].on_output = rec.Callback(absl::StrCat(i));
@@ -86,7 +86,7 @@ TEST_F(EngineCudaTest, GreedyTokensMatchHuggingFaceAndTheHostSampler) {
   for (const auto& prompt : goldens_["prompts"]) {
     requests.push_back(Greedy(prompt["input_ids"].get<std::vector<int32_t>>(), 16));
   }
-  const std::vector<std::vector<int32_t>> got = Run(*device, requests);
+  const std::vector<std::vector<int32_t>> got = RunAll(*device, requests);
   for (size_t p = 0; p < got.size(); ++p) {
     const auto& prompt = goldens_["prompts"][p];
     const auto want = prompt["greedy_ids"].get<std::vector<int32_t>>();
@@ -106,7 +106,7 @@ TEST_F(EngineCudaTest, GreedyTokensMatchHuggingFaceAndTheHostSampler) {
   device.reset();  // one engine on the card at a time
   std::unique_ptr<Engine> host = MakeEngine(false);
   ASSERT_NE(host, nullptr);
-  EXPECT_EQ(Run(*host, requests), got) << "device and host sampling differ on greedy";
+  EXPECT_EQ(RunAll(*host, requests), got) << "device and host sampling differ on greedy";
 }
 
 TEST_F(EngineCudaTest, SeededSamplingIsReproducibleAndBatchInvariant) {
@@ -128,12 +128,12 @@ TEST_F(EngineCudaTest, SeededSamplingIsReproducibleAndBatchInvariant) {
       sampled(7, 1.0f, 0.0f), sampled(7, 1.3f, 0.0f), sampled(7, 1.0f, 0.6f),
       sampled(11, 1.0f, 0.0f),
       Greedy(goldens_["prompts"][1]["input_ids"].get<std::vector<int32_t>>(), 24)};
-  const std::vector<std::vector<int32_t>> together = Run(*engine, batch);
+  const std::vector<std::vector<int32_t>> together = RunAll(*engine, batch);
   for (size_t i = 0; i < 4; ++i) {
-    EXPECT_EQ(Run(*engine, {batch[i]})[0], together[i]) << "request " << i << " alone";
+    EXPECT_EQ(RunAll(*engine, {batch[i]})[0], together[i]) << "request " << i << " alone";
     EXPECT_EQ(together[i].size(), 24u);
   }
-  EXPECT_EQ(Run(*engine, batch), together) << "the same batch again";
+  EXPECT_EQ(RunAll(*engine, batch), together) << "the same batch again";
   EXPECT_NE(together[0], together[3]) << "seeds 7 and 11 drew the same 24 tokens";
 }
 
