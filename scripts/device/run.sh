@@ -26,7 +26,9 @@ if [[ ! -e $cuda_libs/libcublasLt.so.13 ]]; then
   found=$(find / -name 'libcublasLt.so.13*' -not -path '*/proc/*' 2>/dev/null | head -1)
   [[ -n "$found" ]] && cuda_libs=$(dirname "$found")
 fi
-export LD_LIBRARY_PATH="$PWD/.device/lib:$cuda_libs:${LD_LIBRARY_PATH:-}"
+# $DEVICE_LIB: where an earlier call left .device/lib when the bundle was
+# more than one call may carry (ICU alone is 30 MiB; docs/cuda.md).
+export LD_LIBRARY_PATH="${DEVICE_LIB:-$PWD/.device/lib}:$cuda_libs:${LD_LIBRARY_PATH:-}"
 export ONECARD_COMMIT=$(cat .device/COMMIT 2>/dev/null || echo unknown)
 
 {
