@@ -40,7 +40,10 @@ struct SamplingParams {
   float repetition_penalty = 1.0f;  // > 0; 1 = off (HF semantics)
   float presence_penalty = 0.0f;    // OpenAI semantics, [-2, 2]
   float frequency_penalty = 0.0f;   // OpenAI semantics, [-2, 2]
-  uint64_t seed = 0;         // same seed, same prompt => same tokens
+  // Same seed, same prompt => same tokens. On the cpu backend whatever the
+  // batch; on cuda for the same batch (its logits depend on the batch size
+  // through BF16 rounding, so a draw near a boundary may differ otherwise).
+  uint64_t seed = 0;
 };
 
 struct StoppingCriteria {
