@@ -9,7 +9,9 @@
 // step (pack + copy + launches, before waiting) and the step time, both ways.
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "engine/common/status_macros.h"
 #include "engine/runtime/cuda/cuda_model_runner.h"
 #include "tools/bench/bench_registry.h"
@@ -72,7 +74,20 @@ absl::Status RunDecode(const BenchOptions&, BenchReporter& reporter) {
   o.max_num_seqs = 128;
   o.max_batched_tokens = 4096;
   ASSIGN_OR_RETURN(auto runner, engine::CreateSyntheticCudaModelRunner("llama3-8b", o));
-  for (int32_t batch : {1, 8, 32, 128}) {
+  std::vector<int32_t> batches = {1, 8, 32, 128};
+  if (const char* only = std::getenv("ONECARD_DECODE_BATCHES"); only != nullptr && *only) {
+    batches.clear();
+    for (absl::string_view piece : absl::StrSplit(only, ',')) {
+      int32_t batch = 0;
+      if (!absl::SimpleAtoi(piece, &batch) || batch < 1 || batch > o.max_num_seqs) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "ONECARD_DECODE_BATCHES: \"", piece, "\" is not a batch size in [1, ",
+            o.max_num_seqs, "]"));
+      }
+      batches.push_back(batch);
+    }
+  }
+  for (int32_t batch : batches) {
     RETURN_IF_ERROR(MeasureBatch(*runner, batch, ceil, reporter));
   }
   return absl::OkStatus();
