@@ -6,8 +6,11 @@
 // order like integers): about 31 block-wide counts / sums each. Masses are
 // summed in double (as SampleRef does), so the GPU and the reference agree
 // on the drawn token unless the draw falls within ~1e-12 of a boundary.
-// Tested by tests/gpu/sample_test.cc against SampleRef.
+// Greedy rows without penalties take the argmax straight from the logits (one
+// read of the row, 16-byte loads). Tested by tests/gpu/sample_test.cc against
+// SampleRef.
 #include <cfloat>
+#include <cstdint>
 
 #include "engine/kernels/cuda_common.cuh"
 #include "engine/kernels/cuda_ptx.cuh"
@@ -38,13 +41,29 @@ __device__ float BlockMax(float v, float* scratch) {
 __device__ int32_t BlockArgmax(const float* ws, int32_t vocab, float* fs, int32_t* is) {
   float best = -INFINITY;
   int32_t idx = INT32_MAX;
-  for (int32_t i = threadIdx.x; i < vocab; i += kThreads) {
-    const float v = ws[i];
+  auto consider = [&](float v, int32_t i) {
     if (v > best || (idx == INT32_MAX && !isnan(v))) {
       best = v;
       idx = i;
     }
+  };
+  // 16-byte loads where the row is aligned (each thread still sees its
+  // indices in increasing order, so its first maximum wins), then the tail.
+  int32_t head = 0;
+  if (reinterpret_cast<uintptr_t>(ws) % 16 == 0) {
+    const int32_t n4 = vocab / 4;
+    const float4* w4 = reinterpret_cast<const float4*>(ws);
+#pragma unroll 4
+    for (int32_t i = threadIdx.x; i < n4; i += kThreads) {
+      const float4 q = w4[i];
+      consider(q.x, 4 * i);
+      consider(q.y, 4 * i + 1);
+      consider(q.z, 4 * i + 2);
+      consider(q.w, 4 * i + 3);
+    }
+    head = 4 * n4;
   }
+  for (int32_t i = head + threadIdx.x; i < vocab; i += kThreads) consider(ws[i], i);
   for (int o = 16; o > 0; o >>= 1) {
     const float ob = __shfl_xor_sync(0xffffffffu, best, o);
     const int32_t oi = __shfl_xor_sync(0xffffffffu, idx, o);
@@ -202,6 +221,14 @@ __global__ void __launch_bounds__(kThreads)
   const RowView v{ws_all + static_cast<int64_t>(r) * a.vocab_size,
                   counts_all + static_cast<int64_t>(r) * a.vocab_size, a.vocab_size};
   const float* logits = a.logits + static_cast<int64_t>(r) * a.vocab_size;
+  const bool penalized = a.cu_history != nullptr && a.cu_history[r + 1] > a.cu_history[r] &&
+                         (sp.repetition_penalty != 1.0f || sp.presence_penalty != 0.0f ||
+                          sp.frequency_penalty != 0.0f);
+  if (sp.temperature <= 0.0f && !penalized) {  // greedy: one pass over the logits
+    const int32_t t = BlockArgmax(logits, v.vocab, fs, is);
+    if (threadIdx.x == 0) a.out_tokens[r] = t;
+    return;
+  }
   for (int32_t i = threadIdx.x; i < v.vocab; i += kThreads) v.ws[i] = logits[i];
   if (threadIdx.x == 0) is[1] = 0;
   __syncthreads();

@@ -39,6 +39,8 @@ std::vector<SampleCase> Cases() {
       .temperature = 1.0f, .top_p = 0.95f, .repetition_penalty = 1.1f, .frequency_penalty = 0.2f};
   return {{"greedy_r33_v128256", 33, 128256, greedy, 0},
           {"greedy_r1_v1003", 1, 1003, greedy, 0},
+          {"greedy_r7_v1003_unaligned_rows", 7, 1003, greedy, 0},
+          {"greedy_neutral_history_r7_v1003", 7, 1003, greedy, 300},
           {"temp_r33_v49152", 33, 49152, temp, 0},
           {"topk_r7_v128256", 7, 128256, topk, 0},
           {"topp_r33_v128256", 33, 128256, topp, 0},
