@@ -53,7 +53,7 @@ __device__ int32_t BlockArgmax(const float* ws, int32_t vocab, float* fs, int32_
   if (reinterpret_cast<uintptr_t>(ws) % 16 == 0) {
     const int32_t n4 = vocab / 4;
     const float4* w4 = reinterpret_cast<const float4*>(ws);
-#pragma unroll 4
+#pragma unroll 2
     for (int32_t i = threadIdx.x; i < n4; i += kThreads) {
       const float4 q = w4[i];
       consider(q.x, 4 * i);
