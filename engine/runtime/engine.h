@@ -33,10 +33,10 @@
 namespace onecard::engine {
 
 struct SamplingParams {
-  float temperature = 1.0f;  // 0 = greedy
-  int32_t top_k = 0;         // 0 = off
-  float top_p = 1.0f;        // (0, 1]
-  float min_p = 0.0f;        // [0, 1]
+  float temperature = 1.0f;         // 0 = greedy
+  int32_t top_k = 0;                // 0 = off
+  float top_p = 1.0f;               // (0, 1]
+  float min_p = 0.0f;               // [0, 1]
   float repetition_penalty = 1.0f;  // > 0; 1 = off (HF semantics)
   float presence_penalty = 0.0f;    // OpenAI semantics, [-2, 2]
   float frequency_penalty = 0.0f;   // OpenAI semantics, [-2, 2]
@@ -79,8 +79,8 @@ struct Usage {
 };
 
 struct StreamOutput {
-  std::vector<int32_t> token_ids;  // new tokens since the last output
-  std::string text_delta;          // new complete UTF-8 text
+  std::vector<int32_t> token_ids;      // new tokens since the last output
+  std::string text_delta;              // new complete UTF-8 text
   std::vector<TokenLogprob> logprobs;  // one per token, when asked
   bool finished = false;
   FinishReason finish_reason = FinishReason::kNone;
@@ -128,20 +128,20 @@ struct StepInfo {
 };
 
 struct EngineOptions {
-  std::string model_path;      // .gguf file or HF checkpoint directory
-  std::string backend = "cpu"; // "cpu" or "cuda"
-  int32_t num_threads = 0;     // cpu backend; 0 = hardware concurrency
+  std::string model_path;       // .gguf file or HF checkpoint directory
+  std::string backend = "cpu";  // "cpu" or "cuda"
+  int32_t num_threads = 0;      // cpu backend; 0 = hardware concurrency
   int32_t kv_block_size = 16;
-  int64_t num_kv_blocks = 0;   // 0 = from kv_cache_bytes
+  int64_t num_kv_blocks = 0;             // 0 = from kv_cache_bytes
   int64_t kv_cache_bytes = 256ll << 20;  // cpu backend
   int64_t gpu_memory_budget = 0;         // cuda backend: bytes; 0 = the card's free memory
-  int32_t max_num_seqs = 64;           // running sequences per step
-  int32_t max_batched_tokens = 512;    // token budget per step (chunked prefill)
-  int32_t max_context = 0;             // 0 = the model's max_position_embeddings
+  int32_t max_num_seqs = 64;             // running sequences per step
+  int32_t max_batched_tokens = 512;      // token budget per step (chunked prefill)
+  int32_t max_context = 0;               // 0 = the model's max_position_embeddings
   bool enable_prefix_caching = true;
-  int32_t max_waiting = 0;             // 0 = unbounded; else Submit refuses past it
-  bool start_thread = true;            // false: the caller drives Step() (tests)
-  Clock* clock = nullptr;              // nullptr = RealClock (tests inject a FakeClock)
+  int32_t max_waiting = 0;   // 0 = unbounded; else Submit refuses past it
+  bool start_thread = true;  // false: the caller drives Step() (tests)
+  Clock* clock = nullptr;    // nullptr = RealClock (tests inject a FakeClock)
   // With a runner that samples on the device (cuda), steps whose rows need
   // no logprobs (and not both the repetition and the presence/frequency
   // penalties) take token ids from the device (engine/kernels/sample.h)

@@ -34,8 +34,7 @@ class Tokenizer {
   // From an HF tokenizer.json (model.type == "BPE", byte-level); the optional
   // tokenizer_config.json supplies bos/eos and the chat template.
   static absl::StatusOr<std::unique_ptr<Tokenizer>> FromHfJson(
-      const std::string& tokenizer_json_path,
-      const std::string& tokenizer_config_path = "");
+      const std::string& tokenizer_json_path, const std::string& tokenizer_config_path = "");
 
   // Encodes text. Special/added tokens written in the text are matched as
   // whole tokens (HF behaviour). add_bos prepends bos when the model has one

@@ -24,8 +24,8 @@ struct CpuRunnerOptions {
   int64_t kv_cache_bytes = 256ll << 20;
 };
 
-absl::StatusOr<std::unique_ptr<ModelRunner>> CreateCpuModelRunner(
-    const Checkpoint& checkpoint, const CpuRunnerOptions& options);
+absl::StatusOr<std::unique_ptr<ModelRunner>> CreateCpuModelRunner(const Checkpoint& checkpoint,
+                                                                  const CpuRunnerOptions& options);
 
 // The same from weights already in memory (synthetic models, tests). The
 // config's shapes are checked (InvalidArgument naming the field), then every

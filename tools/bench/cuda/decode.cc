@@ -80,9 +80,9 @@ absl::Status RunDecode(const BenchOptions&, BenchReporter& reporter) {
     for (absl::string_view piece : absl::StrSplit(only, ',')) {
       int32_t batch = 0;
       if (!absl::SimpleAtoi(piece, &batch) || batch < 1 || batch > o.max_num_seqs) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "ONECARD_DECODE_BATCHES: \"", piece, "\" is not a batch size in [1, ",
-            o.max_num_seqs, "]"));
+        return absl::InvalidArgumentError(absl::StrCat("ONECARD_DECODE_BATCHES: \"", piece,
+                                                       "\" is not a batch size in [1, ",
+                                                       o.max_num_seqs, "]"));
       }
       batches.push_back(batch);
     }
