@@ -277,10 +277,9 @@ void EngineImpl::PublishStats(int64_t generated_tokens) {
   for (const auto& [time, tokens] : recent_tokens_) window_tokens += tokens;
   const double window_s = absl::ToDoubleSeconds(std::min(kRateWindow, now - start_time_));
   const BlockManager& blocks = scheduler_.block_manager();
-  std::map<int32_t, int64_t> waiting_by_priority = scheduler_.NumWaitingByPriority();
   absl::MutexLock lock(&mu_);
   stats_.num_waiting = scheduler_.num_waiting();
-  stats_.num_waiting_by_priority = std::move(waiting_by_priority);
+  stats_.num_waiting_by_priority = scheduler_.NumWaitingByPriority();
   stats_.num_running = scheduler_.num_running();
   stats_.kv_blocks_used = blocks.num_used_blocks();
   stats_.kv_blocks_total = blocks.num_blocks();

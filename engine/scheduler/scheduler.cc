@@ -35,7 +35,7 @@ absl::Status Scheduler::Add(int64_t seq_id, std::vector<int32_t> prompt, int32_t
   seq->arrival = next_arrival_++;
   seq->num_prompt_tokens = static_cast<int32_t>(prompt.size());
   seq->token_ids = std::move(prompt);
-  waiting_.insert(Rank(*seq));
+  AddWaiting(*seq);
   seqs_[seq_id] = std::move(seq);
   return absl::OkStatus();
 }
@@ -90,7 +90,7 @@ void Scheduler::ScheduleWaiting(int32_t* budget, SchedulerOutput* out) {
     Sequence& seq = *seqs_.at(std::get<2>(*waiting_.begin()));
     std::optional<int32_t> cached = blocks_.Allocate(seq.id, seq.token_ids);
     if (!cached.has_value()) return;  // the head waits; nobody overtakes it
-    waiting_.erase(waiting_.begin());
+    RemoveWaiting(seq);
     running_.insert(Rank(seq));
     seq.status = SequenceStatus::kRunning;
     seq.num_computed_tokens = *cached;
@@ -121,7 +121,7 @@ void Scheduler::Preempt(Sequence& seq, SchedulerOutput* out) {
   assert(seq.status == SequenceStatus::kRunning && "only running sequences are preempted");
   blocks_.Free(seq.id);
   running_.erase(Rank(seq));
-  waiting_.insert(Rank(seq));
+  AddWaiting(seq);
   seq.status = SequenceStatus::kWaiting;
   seq.num_computed_tokens = 0;
   ++seq.num_preemptions;
@@ -169,7 +169,7 @@ void Scheduler::Remove(int64_t seq_id) {
     running_.erase(Rank(seq));
     blocks_.Free(seq_id);
   } else {
-    waiting_.erase(Rank(seq));
+    RemoveWaiting(seq);
   }
   scheduled_.erase(seq_id);
   seqs_.erase(it);
@@ -180,10 +180,15 @@ const Sequence* Scheduler::Find(int64_t seq_id) const {
   return it == seqs_.end() ? nullptr : it->second.get();
 }
 
-std::map<int32_t, int64_t> Scheduler::NumWaitingByPriority() const {
-  std::map<int32_t, int64_t> counts;
-  for (const RankKey& key : waiting_) ++counts[-std::get<0>(key)];  // key: -priority first
-  return counts;
+void Scheduler::AddWaiting(const Sequence& seq) {
+  waiting_.insert(Rank(seq));
+  ++waiting_by_priority_[seq.priority];
+}
+
+void Scheduler::RemoveWaiting(const Sequence& seq) {
+  if (waiting_.erase(Rank(seq)) == 0) return;
+  auto it = waiting_by_priority_.find(seq.priority);
+  if (--it->second == 0) waiting_by_priority_.erase(it);
 }
 
 std::span<const int32_t> Scheduler::BlockTable(int64_t seq_id, int32_t num_tokens) const {
@@ -197,6 +202,11 @@ absl::Status Scheduler::CheckInvariants() const {
   RETURN_IF_ERROR(blocks_.CheckInvariants());
   if (waiting_.size() + running_.size() != seqs_.size()) {
     return absl::InternalError("a sequence is in no queue or in both");
+  }
+  std::map<int32_t, int64_t> by_priority;
+  for (const RankKey& key : waiting_) ++by_priority[-std::get<0>(key)];
+  if (by_priority != waiting_by_priority_) {
+    return absl::InternalError("the waiting counts by priority disagree with the queue");
   }
   if (static_cast<int32_t>(running_.size()) > options_.max_num_seqs) {
     return absl::InternalError("more running sequences than max_num_seqs");

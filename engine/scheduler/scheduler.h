@@ -117,8 +117,9 @@ class Scheduler {
   const BlockManager& block_manager() const { return blocks_; }
   int32_t max_context() const { return max_context_; }
   int64_t num_waiting() const { return static_cast<int64_t>(waiting_.size()); }
-  // The waiting sequences counted by priority (absent: none waiting).
-  std::map<int32_t, int64_t> NumWaitingByPriority() const;
+  // The waiting sequences counted by priority (absent: none waiting); kept
+  // up to date as sequences enter and leave the waiting queue.
+  const std::map<int32_t, int64_t>& NumWaitingByPriority() const { return waiting_by_priority_; }
   int64_t num_running() const { return static_cast<int64_t>(running_.size()); }
   int64_t num_preemptions() const { return num_preemptions_; }
 
@@ -144,12 +145,16 @@ class Scheduler {
   void Preempt(Sequence& seq, SchedulerOutput* out);
   void AddChunk(Sequence& seq, int32_t num_tokens, int32_t* budget, SchedulerOutput* out);
   bool HeadFits() const;  // the best waiting sequence could start now
+  // Every change to waiting_ goes through these (they keep the counts).
+  void AddWaiting(const Sequence& seq);
+  void RemoveWaiting(const Sequence& seq);
 
   SchedulerOptions options_;
   int32_t max_context_;
   BlockManager blocks_;
   std::unordered_map<int64_t, std::unique_ptr<Sequence>> seqs_;
   std::set<RankKey> waiting_;
+  std::map<int32_t, int64_t> waiting_by_priority_;  // waiting_ counted by priority
   std::set<RankKey> running_;
   std::unordered_set<int64_t> scheduled_;  // this step's chunks
   int64_t next_arrival_ = 0;
