@@ -71,8 +71,12 @@ absl::Status FakeModelRunner::ReadContext(const SequenceChunk& chunk,
 }
 
 absl::Status FakeModelRunner::Forward(const BatchInput& batch, std::vector<float>* logits) {
-  if (options_.on_forward) options_.on_forward(batch);
   ++num_forward_calls_;
+  return ComputeLogits(batch, logits);
+}
+
+absl::Status FakeModelRunner::ComputeLogits(const BatchInput& batch, std::vector<float>* logits) {
+  if (options_.on_forward) options_.on_forward(batch);
   max_chunks_ = std::max(max_chunks_, batch.chunks.size());
   for (const SequenceChunk& chunk : batch.chunks) {
     for (int32_t t : chunk.token_ids) {
@@ -103,8 +107,7 @@ absl::Status FakeModelRunner::ForwardSample(const BatchInput& batch,
   ++num_forward_sample_calls_;
   if (options_.on_forward_sample) options_.on_forward_sample(rows, histories);
   std::vector<float> logits;
-  RETURN_IF_ERROR(Forward(batch, &logits));
-  --num_forward_calls_;  // counted as a ForwardSample call
+  RETURN_IF_ERROR(ComputeLogits(batch, &logits));
   const size_t vocab = static_cast<size_t>(options_.vocab_size);
   if (logits.size() != rows.size() * vocab) {
     return absl::InvalidArgumentError(

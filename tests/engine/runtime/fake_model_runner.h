@@ -53,6 +53,8 @@ class FakeModelRunner : public ModelRunner {
   size_t max_chunks_in_a_batch() const { return max_chunks_; }
 
  private:
+  // Forward's work (on_forward, KV writes, logits), shared with ForwardSample.
+  absl::Status ComputeLogits(const BatchInput& batch, std::vector<float>* logits);
   absl::Status WriteChunk(const SequenceChunk& chunk);
   absl::Status ReadContext(const SequenceChunk& chunk, std::vector<int32_t>* context) const;
 
