@@ -145,7 +145,6 @@ __device__ __forceinline__ void Finish(const GemvArgs& a, float* acc, const floa
 }
 
 // Output j reads weight rows j (and, for kSiluMul, then n + j): `part`.
-template <Out kOut>
 __device__ __forceinline__ const uint4* RowOf(const GemvArgs& a, int64_t j, int part) {
   return a.w + (j + part * a.n) * a.kvec;
 }
@@ -162,7 +161,7 @@ __global__ void __launch_bounds__(kThreads, 2) GemvKernel(GemvArgs a) {
   int part = 0;
   int base = 0;
   uint4 wv[kUnroll];
-  if (j < a.n) LoadRow(wv, RowOf<kOut>(a, j, 0), 0, a.kvec, lane);  // weights: before the wait
+  if (j < a.n) LoadRow(wv, RowOf(a, j, 0), 0, a.kvec, lane);  // weights: before the wait
   cuda::GridDependencyWait();  // x and y come from the previous kernel
   cuda::LaunchDependents();
   StageX<M, P>(a, xs, scratch);
@@ -182,7 +181,7 @@ __global__ void __launch_bounds__(kThreads, 2) GemvKernel(GemvArgs a) {
         next_j += total_warps;
       }
     }
-    if (next_j < a.n) LoadRow(wv, RowOf<kOut>(a, next_j, next_part), next_base, a.kvec, lane);
+    if (next_j < a.n) LoadRow(wv, RowOf(a, next_j, next_part), next_base, a.kvec, lane);
     if (next_base == 0) {  // a weight row is done
       if (part + 1 < kParts) {
 #pragma unroll
