@@ -29,9 +29,6 @@ int32_t* MetaInts(char* meta, int64_t offset) { return reinterpret_cast<int32_t*
 absl::Status CudaRunnerImpl::TuneGemms() {
   if (!options_.tune_gemms) return absl::OkStatus();
   ASSIGN_OR_RETURN(tuner_, BlasTuner::Create(buf_.cublas, plan_.workspace.cublas));
-  const int64_t h = config_.hidden_size, inter = config_.intermediate_size;
-  const int64_t q_width = config_.num_heads * config_.head_dim;
-  const int64_t qkv_width = q_width + 2 * config_.num_kv_heads * config_.head_dim;
   std::vector<const void*> qkv, o, gate_up, down;
   for (const CudaLayerWeights& w : weights_.layers) {
     qkv.push_back(w.wqkv);
@@ -39,33 +36,23 @@ absl::Status CudaRunnerImpl::TuneGemms() {
     gate_up.push_back(w.w_gate_up);
     down.push_back(w.w_down);
   }
-  const void* lm_head[] = {weights_.lm_head};
-  cudaStream_t stream = ctx_->stream();
-  cublasHandle_t blas = ctx_->cublas();
+  const std::vector<const void*> lm_head = {weights_.lm_head};
+  const std::pair<Product, const std::vector<const void*>*> products[] = {
+      {Product::kQkv, &qkv},
+      {Product::kO, &o},
+      {Product::kGateUp, &gate_up},
+      {Product::kDown, &down},
+      {Product::kLmHead, &lm_head}};
   const auto start = std::chrono::steady_clock::now();
-  // The products of EnqueueLayer / EnqueueLogits at m = bucket (inputs and
-  // outputs are the step buffers: garbage now, rewritten by every step).
+  // The products of the decode buckets that EnqueueLayer / EnqueueLogits run
+  // through cuBLAS (inputs and outputs are the step buffers: garbage now,
+  // rewritten by every step).
   for (const int32_t m : buckets_) {
     if (UseGemv(m) || m > options_.max_batched_tokens) continue;
-    RETURN_IF_ERROR(tuner_->Tune(
-        blas, {.x = buf_.normed, .y = buf_.qkv, .m = m, .n = qkv_width, .k = h}, qkv, stream));
-    RETURN_IF_ERROR(tuner_->Tune(
-        blas, {.x = buf_.attn_out, .y = buf_.residual, .m = m, .n = h, .k = q_width, .beta = 1}, o,
-        stream));
-    RETURN_IF_ERROR(
-        tuner_->Tune(blas, {.x = buf_.normed, .y = buf_.gate_up, .m = m, .n = 2 * inter, .k = h},
-                     gate_up, stream));
-    RETURN_IF_ERROR(tuner_->Tune(
-        blas, {.x = buf_.act, .y = buf_.residual, .m = m, .n = h, .k = inter, .beta = 1}, down,
-        stream));
-    RETURN_IF_ERROR(tuner_->Tune(blas,
-                                 {.y_dtype = DType::kF32,
-                                  .x = buf_.normed,
-                                  .y = buf_.logits,
-                                  .m = m,
-                                  .n = config_.vocab_size,
-                                  .k = h},
-                                 lm_head, stream));
+    for (const auto& [product, weights] : products) {
+      RETURN_IF_ERROR(
+          tuner_->Tune(ctx_->cublas(), ProductParams(product, m), *weights, ctx_->stream()));
+    }
   }
   if (options_.print_plan) {
     std::fprintf(stderr, "cuBLAS products tuned in %.2f s:\n%s",
@@ -73,6 +60,30 @@ absl::Status CudaRunnerImpl::TuneGemms() {
                  tuner_->Summary().c_str());
   }
   return absl::OkStatus();
+}
+
+BlasGemmParams CudaRunnerImpl::ProductParams(Product product, int32_t rows) const {
+  const int64_t h = config_.hidden_size, inter = config_.intermediate_size;
+  const int64_t q_width = config_.num_heads * config_.head_dim;
+  const int64_t qkv_width = q_width + 2 * config_.num_kv_heads * config_.head_dim;
+  switch (product) {
+    case Product::kQkv:
+      return {.x = buf_.normed, .y = buf_.qkv, .m = rows, .n = qkv_width, .k = h};
+    case Product::kO:  // added to the residual stream
+      return {.x = buf_.attn_out, .y = buf_.residual, .m = rows, .n = h, .k = q_width, .beta = 1};
+    case Product::kGateUp:
+      return {.x = buf_.normed, .y = buf_.gate_up, .m = rows, .n = 2 * inter, .k = h};
+    case Product::kDown:  // added to the residual stream
+      return {.x = buf_.act, .y = buf_.residual, .m = rows, .n = h, .k = inter, .beta = 1};
+    case Product::kLmHead:
+      return {.y_dtype = DType::kF32,
+              .x = buf_.normed,
+              .y = buf_.logits,
+              .m = rows,
+              .n = config_.vocab_size,
+              .k = h};
+  }
+  return {};
 }
 
 bool CudaRunnerImpl::UseGemv(int32_t tokens) const {
@@ -149,16 +160,9 @@ absl::Status CudaRunnerImpl::EnqueueLogits(const StepShape& shape, const void* x
                            .hidden = h,
                            .eps = config_.rms_norm_eps},
                           stream));
-  return BlasGemm(ctx_->cublas(),
-                  {.dtype = DType::kBF16,
-                   .y_dtype = DType::kF32,
-                   .x = buf_.normed,
-                   .w = weights_.lm_head,
-                   .y = buf_.logits,
-                   .m = num_rows,
-                   .n = config_.vocab_size,
-                   .k = h},
-                  stream, tuner_.get());
+  BlasGemmParams logits = ProductParams(Product::kLmHead, num_rows);
+  logits.w = weights_.lm_head;
+  return BlasGemm(ctx_->cublas(), logits, stream, tuner_.get());
 }
 
 absl::Status CudaRunnerImpl::EnqueueLayer(int layer, const StepShape& shape) {
@@ -171,8 +175,9 @@ absl::Status CudaRunnerImpl::EnqueueLayer(int layer, const StepShape& shape) {
   const float eps = config_.rms_norm_eps;
   const bool gemv = UseGemv(t);
   cublasHandle_t blas = ctx_->cublas();
-  // Projection of RmsNorm(residual) by `weight` into `y` (n outputs).
-  auto norm_proj = [&](const void* norm, const void* weight, void* y, int64_t n) -> absl::Status {
+  // Projection of RmsNorm(residual) by `weight`: `product`'s output and width.
+  auto norm_proj = [&](const void* norm, const void* weight, Product product) -> absl::Status {
+    BlasGemmParams g = ProductParams(product, t);
     if (gemv) {
       return Gemv({.prologue = GemvPrologue::kRmsNorm,
                    .x = buf_.residual,
@@ -180,9 +185,9 @@ absl::Status CudaRunnerImpl::EnqueueLayer(int layer, const StepShape& shape) {
                    .norm_weight = norm,
                    .eps = eps,
                    .w = weight,
-                   .y = y,
+                   .y = g.y,
                    .num_rows = t,
-                   .n = n,
+                   .n = g.n,
                    .k = h},
                   stream);
     }
@@ -194,10 +199,10 @@ absl::Status CudaRunnerImpl::EnqueueLayer(int layer, const StepShape& shape) {
                              .hidden = h,
                              .eps = eps},
                             stream));
-    return BlasGemm(blas, {.x = buf_.normed, .w = weight, .y = y, .m = t, .n = n, .k = h}, stream,
-                    tuner_.get());
+    g.w = weight;
+    return BlasGemm(blas, g, stream, tuner_.get());
   };
-  RETURN_IF_ERROR(norm_proj(w.attn_norm, w.wqkv, buf_.qkv, qkv_width));
+  RETURN_IF_ERROR(norm_proj(w.attn_norm, w.wqkv, Product::kQkv));
   RopeKvWriteParams rope;
   rope.qkv = buf_.qkv;
   rope.bias = w.bqkv;
@@ -243,15 +248,9 @@ absl::Status CudaRunnerImpl::EnqueueLayer(int layer, const StepShape& shape) {
                           .k = q_width},
                          stream));
   } else {
-    RETURN_IF_ERROR(BlasGemm(blas,
-                             {.x = buf_.attn_out,
-                              .w = w.wo,
-                              .y = buf_.residual,
-                              .m = t,
-                              .n = h,
-                              .k = q_width,
-                              .beta = 1.0f},
-                             stream, tuner_.get()));
+    BlasGemmParams o = ProductParams(Product::kO, t);
+    o.w = w.wo;
+    RETURN_IF_ERROR(BlasGemm(blas, o, stream, tuner_.get()));
   }
   // SiLU(gate) * up and the down projection, added to the residual stream.
   if (gemv) {  // the activation straight out of the gate/up GEMV
@@ -277,17 +276,16 @@ absl::Status CudaRunnerImpl::EnqueueLayer(int layer, const StepShape& shape) {
                  .k = inter},
                 stream);
   }
-  RETURN_IF_ERROR(norm_proj(w.ffn_norm, w.w_gate_up, buf_.gate_up, 2 * inter));
+  RETURN_IF_ERROR(norm_proj(w.ffn_norm, w.w_gate_up, Product::kGateUp));
   RETURN_IF_ERROR(SiluMul({.dtype = DType::kBF16,
                            .gate_up = buf_.gate_up,
                            .out = buf_.act,
                            .num_tokens = t,
                            .inter = inter},
                           stream));
-  return BlasGemm(
-      blas,
-      {.x = buf_.act, .w = w.w_down, .y = buf_.residual, .m = t, .n = h, .k = inter, .beta = 1.0f},
-      stream, tuner_.get());
+  BlasGemmParams down = ProductParams(Product::kDown, t);
+  down.w = w.w_down;
+  return BlasGemm(blas, down, stream, tuner_.get());
 }
 
 }  // namespace onecard::engine

@@ -112,6 +112,11 @@ class CudaRunnerImpl : public CudaModelRunner {
   absl::Status EnqueueLayer(int layer, const StepShape& shape);
   absl::Status EnqueueLogits(const StepShape& shape, const void* x, int32_t num_rows);
   bool UseGemv(int32_t tokens) const;
+  // The cuBLAS products of a step of `rows` rows: input and output buffers,
+  // shape and beta. The weight (.w) is the caller's: one layer's when a step
+  // runs, every layer's when TuneGemms times them.
+  enum class Product { kQkv, kO, kGateUp, kDown, kLmHead };
+  BlasGemmParams ProductParams(Product product, int32_t rows) const;
 
   ModelConfig config_;
   CudaRunnerOptions options_;
