@@ -21,7 +21,7 @@ export LD_LIBRARY_PATH="${DEVICE_LIB:-$PWD/.device/lib}:$cuda_libs:${LD_LIBRARY_
 model=models/SmolLM2-135M-Instruct.Q4_1.gguf
 prompt="The capital of France is"
 status=0
-say() { echo "$*" | tee -a "$OUT/summary.txt"; }
+say() { echo "$*" >>"$OUT/summary.txt"; }  # printed once, at the end
 
 "$bin/onecard-worker" --model "$model" --backend cuda --listen 127.0.0.1:50151 \
   --metrics-listen 127.0.0.1:9451 --max-context 4096 >"$OUT/worker.log" 2>&1 &
@@ -45,9 +45,9 @@ names = [l.split("{")[0].split(" ")[0] for l in body.splitlines() if l and not l
 wanted = ["onecard_worker_kv_cache_blocks_total", "onecard_worker_requests_total",
           "onecard_worker_generation_tokens_total"]
 missing = [w for w in wanted if not any(n.startswith(w) for n in names)]
-print(f"/metrics: {len(body)} bytes, {len(set(names))} series names; missing: {missing or 'none'}")
 with open(f"{out}/summary.txt", "a") as f:
-    f.write(f"/metrics served by the CUDA worker: {len(body)} bytes, missing {missing or 'none'}\n")
+    f.write(f"/metrics served by the CUDA worker: {len(body)} bytes, "
+            f"{len(set(names))} series names, missing {missing or 'none'}\n")
 sys.exit(1 if missing else 0)
 PY
 kill -TERM "$pid"
