@@ -1,10 +1,7 @@
 // Tests of the main() helpers: address parsing, a gRPC server on port 0
-// reporting its bound port, a bind failure as UNAVAILABLE, and SIGTERM
-// delivered to the sigwait thread.
+// reporting its bound port, a bind failure as UNAVAILABLE. ShutdownSignals
+// has its own binary (shutdown_signals_test.cc).
 #include "services/common/server_main.h"
-
-#include <signal.h>
-#include <unistd.h>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -55,20 +52,6 @@ TEST(ServerMainTest, BindFailureIsUnavailable) {
   const absl::Status s = StartGrpcServer(&builder, "192.0.2.1:0").status();
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(s.message(), ::testing::HasSubstr("192.0.2.1:0"));
-}
-
-TEST(ServerMainTest, SigtermReachesWait) {
-  absl::StatusOr<std::unique_ptr<ShutdownSignals>> signals = ShutdownSignals::Install();
-  ASSERT_TRUE(signals.ok());
-  ASSERT_EQ(kill(getpid(), SIGTERM), 0);
-  EXPECT_EQ((*signals)->Wait(), SIGTERM);
-}
-
-TEST(ServerMainTest, TriggerReachesWait) {
-  absl::StatusOr<std::unique_ptr<ShutdownSignals>> signals = ShutdownSignals::Install();
-  ASSERT_TRUE(signals.ok());
-  (*signals)->Trigger();
-  EXPECT_EQ((*signals)->Wait(), 0);
 }
 
 }  // namespace
