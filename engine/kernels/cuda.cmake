@@ -28,6 +28,7 @@ if(NOT TARGET onecard_kernels_cuda)
     ${_k}/kv_cache_write.cu
     ${_k}/linear.cu
     ${_k}/paged_attention.cu
+    ${_k}/paged_attention_decode.cu
     ${_k}/paged_attention_flash.cu
     ${_k}/rms_norm.cu
     ${_k}/rope.cu

@@ -1,6 +1,7 @@
 // PagedAttention on CUDA (see paged_attention.h and paged_attention_split.h):
 // the dispatch, the general kernel and the split combine. The tensor-core
-// kernels (flash prefill, flash decode) are in paged_attention_flash.cu.
+// kernels are in paged_attention_flash.cu (prefill) and
+// paged_attention_decode.cu (decode).
 //
 // General kernel (head_dims without a tensor-core kernel, and kGeneral):
 // block (kv_head, token, split), 4 warps. K/V tiles of 64 keys stream into
@@ -330,6 +331,9 @@ absl::Status Run(const PagedAttentionParams& p, const PagedAttentionSplitOptions
   a.v_cache = static_cast<const bf16*>(p.v_cache);
   a.out = static_cast<bf16*>(p.out);
   a.block_size = p.layout.block_size;
+  a.block_shift = (p.layout.block_size & (p.layout.block_size - 1)) == 0
+                      ? __builtin_ctz(static_cast<unsigned>(p.layout.block_size))
+                      : -1;
   a.num_kv_heads = p.layout.num_kv_heads;
   a.num_heads = p.num_heads;
   a.group = p.num_heads / p.layout.num_kv_heads;

@@ -1,5 +1,6 @@
-// The tensor-core (mma.sync m16n8k16 bf16, fp32 accumulators) attention
-// kernels of PagedAttention (see paged_attention_split.h):
+// The tensor-core (mma.sync m16n8k16 bf16, fp32 accumulators) prefill kernel
+// of PagedAttention (see paged_attention_split.h; decode is in
+// paged_attention_decode.cu):
 //
 // Prefill (AttnFlashKernel): block (64-query tile of one chunk, query head),
 // 4 warps of 16 rows. S = Q K^T and O += P V with K via ldmatrix and V via
@@ -8,14 +9,9 @@
 // for the second product (as FlashAttention 2). 64-key tiles stream in with
 // cp.async, two buffers.
 //
-// Decode (AttnFlashDecodeKernel): the 16 mma rows are the query heads of
-// one kv head (GQA), so its K/V are read once for the whole group; splits of
-// the key range in rounds of 64 keys; the warps of a block merge through
-// shared memory; split partials go to the combine kernel (paged_attention.cu).
-//
-// No x_ref.cc of its own by design: these kernels implement the PagedAttention
+// No x_ref.cc of its own by design: this kernel implements the PagedAttention
 // op (paged_attention.h), so its reference, PagedAttentionRef
-// (paged_attention_ref.cc), is theirs. Tested by tests/gpu/paged_attention_test.cc.
+// (paged_attention_ref.cc), is its reference. Tested by tests/gpu/paged_attention_test.cc.
 #include "engine/kernels/cuda_ptx.cuh"
 #include "engine/kernels/paged_attention_internal.cuh"
 
@@ -227,177 +223,6 @@ __global__ void __launch_bounds__(kThreads) AttnFlashKernel(AttnArgs a) {
   }
 }
 
-// ------------------------------------------------------------------ decode
-
-// One warp's 16 keys of a decode round: rows are the group's query heads
-// (g and g + 8), keys at positions key_base .. key_base + 15, valid below k_hi.
-template <int D>
-__device__ __forceinline__ void DecodeTile(FlashRows<D>& r, const uint32_t (*qa)[4], const bf16* kb,
-                                           const bf16* vb, int key_base, int k_hi, float scale_log2,
-                                           int lane) {
-  using S = FlashShape<D>;
-  const int tq = lane & 3;
-  float sacc[2][4];
-#pragma unroll
-  for (int nt = 0; nt < 2; ++nt) {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) sacc[nt][e] = 0.0f;
-#pragma unroll
-    for (int kk = 0; kk < S::kSteps; kk += 2) {
-      uint32_t b[4];
-      cuda::LdMatrixX4(b, kb + (nt * 8 + (lane & 7)) * S::kRow + kk * 16 + (lane >> 3) * 8);
-      cuda::MmaBf16(sacc[nt], qa[kk], b[0], b[1]);
-      cuda::MmaBf16(sacc[nt], qa[kk + 1], b[2], b[3]);
-    }
-  }
-  float mx0 = r.m0, mx1 = r.m1;
-#pragma unroll
-  for (int nt = 0; nt < 2; ++nt) {
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const bool valid = key_base + nt * 8 + 2 * tq + e < k_hi;
-      sacc[nt][e] = valid ? sacc[nt][e] * scale_log2 : -INFINITY;
-      sacc[nt][2 + e] = valid ? sacc[nt][2 + e] * scale_log2 : -INFINITY;
-      mx0 = fmaxf(mx0, sacc[nt][e]);
-      mx1 = fmaxf(mx1, sacc[nt][2 + e]);
-    }
-  }
-  mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-  mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-  mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-  mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-  // A warp may see no valid key yet (-inf max): subtract 0 instead, so that
-  // every weight is exp2(-inf) = 0 and nothing becomes NaN.
-  const float use0 = mx0 == -INFINITY ? 0.0f : mx0;
-  const float use1 = mx1 == -INFINITY ? 0.0f : mx1;
-  const float al0 = exp2f(r.m0 - use0);
-  const float al1 = exp2f(r.m1 - use1);
-  r.m0 = mx0;
-  r.m1 = mx1;
-  float rs0 = 0.0f, rs1 = 0.0f;
-#pragma unroll
-  for (int nt = 0; nt < 2; ++nt) {
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      sacc[nt][e] = exp2f(sacc[nt][e] - use0);
-      sacc[nt][2 + e] = exp2f(sacc[nt][2 + e] - use1);
-      rs0 += sacc[nt][e];
-      rs1 += sacc[nt][2 + e];
-    }
-  }
-  r.l0 = r.l0 * al0 + rs0;
-  r.l1 = r.l1 * al1 + rs1;
-  const uint32_t pa[4] = {
-      cuda::PackBf16x2(sacc[0][0], sacc[0][1]), cuda::PackBf16x2(sacc[0][2], sacc[0][3]),
-      cuda::PackBf16x2(sacc[1][0], sacc[1][1]), cuda::PackBf16x2(sacc[1][2], sacc[1][3])};
-  const int key = (lane & 7) + ((lane >> 3) & 1) * 8;
-#pragma unroll
-  for (int dn = 0; dn < S::kDimTiles; dn += 2) {
-    r.o[dn][0] *= al0;
-    r.o[dn][1] *= al0;
-    r.o[dn][2] *= al1;
-    r.o[dn][3] *= al1;
-    r.o[dn + 1][0] *= al0;
-    r.o[dn + 1][1] *= al0;
-    r.o[dn + 1][2] *= al1;
-    r.o[dn + 1][3] *= al1;
-    uint32_t b[4];
-    cuda::LdMatrixX4Trans(b, vb + key * S::kRow + dn * 8 + (lane >> 4) * 8);
-    cuda::MmaBf16(r.o[dn], pa, b[0], b[1]);
-    cuda::MmaBf16(r.o[dn + 1], pa, b[2], b[3]);
-  }
-}
-
-// Decode (every chunk one token), block (kv head, token, split), 4 warps:
-// the 16 mma rows are the group's query heads, so a kv head's K/V stream
-// through shared memory once for its whole group; rounds of 64 keys, warp w
-// taking keys 16 w .. 16 w + 15 of each; the warps merge at the end.
-template <int D>
-__global__ void __launch_bounds__(kThreads) AttnFlashDecodeKernel(AttnArgs a) {
-  using S = FlashShape<D>;
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  bf16* ks = reinterpret_cast<bf16*>(smem_raw);  // [2][kTileKeys][kRow]
-  bf16* vs = ks + 2 * kTileKeys * S::kRow;       // [2][kTileKeys][kRow]
-  const int kvh = blockIdx.x;
-  const int t = blockIdx.y;
-  const int split = blockIdx.z;
-  const int warp = threadIdx.x >> 5;
-  const int lane = threadIdx.x & 31;
-  const int g = lane >> 2;
-  const int tq = lane & 3;
-  cuda::GridDependencyWait();
-  cuda::LaunchDependents();
-  const int s = FindSeq(a.cu_query_lens, a.num_seqs, t);
-  const int len = a.start_pos[s] + (t - a.cu_query_lens[s]) + 1;
-  // At least one round a split: short contexts use fewer splits (the rest are empty).
-  const int per_split = max(kTileKeys, (len + a.num_splits - 1) / a.num_splits);
-  const int k_lo = split * per_split;
-  const int k_hi = min(len, k_lo + per_split);
-  const int32_t* table = a.block_tables + static_cast<int64_t>(s) * a.max_blocks_per_seq;
-  const bf16* q0 = a.q + t * a.q_stride + static_cast<int64_t>(kvh * a.group + g) * D;
-  const bf16* q1 = q0 + 8 * D;
-  const bool row0 = g < a.group, row1 = g + 8 < a.group;
-  uint32_t qa[S::kSteps][4];
-#pragma unroll
-  for (int kk = 0; kk < S::kSteps; ++kk) {
-    const int d0 = kk * 16 + 2 * tq;
-    qa[kk][0] = row0 ? *reinterpret_cast<const uint32_t*>(q0 + d0) : 0u;
-    qa[kk][1] = row1 ? *reinterpret_cast<const uint32_t*>(q1 + d0) : 0u;
-    qa[kk][2] = row0 ? *reinterpret_cast<const uint32_t*>(q0 + d0 + 8) : 0u;
-    qa[kk][3] = row1 ? *reinterpret_cast<const uint32_t*>(q1 + d0 + 8) : 0u;
-  }
-  FlashRows<D> r;
-  r.m0 = r.m1 = -INFINITY;
-  r.l0 = r.l1 = 0.0f;
-#pragma unroll
-  for (int dn = 0; dn < S::kDimTiles; ++dn) {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) r.o[dn][e] = 0.0f;
-  }
-  const int rounds = k_hi > k_lo ? (k_hi - k_lo + kTileKeys - 1) / kTileKeys : 0;
-  if (rounds > 0) LoadTileFlash<D>(a, table, kvh, k_lo, k_hi, ks, vs);
-  cuda::CpAsyncCommit();
-  for (int round = 0; round < rounds; ++round) {
-    const int buf = round & 1;
-    if (round + 1 < rounds) {
-      LoadTileFlash<D>(a, table, kvh, k_lo + (round + 1) * kTileKeys, k_hi,
-                       ks + (buf ^ 1) * kTileKeys * S::kRow, vs + (buf ^ 1) * kTileKeys * S::kRow);
-    }
-    cuda::CpAsyncCommit();
-    cuda::CpAsyncWait<1>();
-    __syncthreads();
-    const int offset = buf * kTileKeys * S::kRow + warp * 16 * S::kRow;
-    DecodeTile<D>(r, qa, ks + offset, vs + offset, k_lo + round * kTileKeys + warp * 16, k_hi,
-                  a.scale_log2, lane);
-    __syncthreads();
-  }
-  cuda::CpAsyncWait<0>();
-  __syncthreads();
-  r.l0 += __shfl_xor_sync(0xffffffffu, r.l0, 1);
-  r.l0 += __shfl_xor_sync(0xffffffffu, r.l0, 2);
-  r.l1 += __shfl_xor_sync(0xffffffffu, r.l1, 1);
-  r.l1 += __shfl_xor_sync(0xffffffffu, r.l1, 2);
-  float* red = reinterpret_cast<float*>(smem_raw);  // [kWarps][16][D]
-  float* red_m = red + kWarps * 16 * D;             // [kWarps][16]
-  float* red_l = red_m + kWarps * 16;               // [kWarps][16]
-#pragma unroll
-  for (int dn = 0; dn < S::kDimTiles; ++dn) {
-    const int d = dn * 8 + 2 * tq;
-    red[(warp * 16 + g) * D + d] = r.o[dn][0];
-    red[(warp * 16 + g) * D + d + 1] = r.o[dn][1];
-    red[(warp * 16 + g + 8) * D + d] = r.o[dn][2];
-    red[(warp * 16 + g + 8) * D + d + 1] = r.o[dn][3];
-  }
-  if (tq == 0) {
-    red_m[warp * 16 + g] = r.m0;
-    red_m[warp * 16 + g + 8] = r.m1;
-    red_l[warp * 16 + g] = r.l0;
-    red_l[warp * 16 + g + 8] = r.l1;
-  }
-  __syncthreads();
-  MergeWarpsAndStore<D>(a, red, red_m, red_l, 16, t, kvh, split);
-}
-
 // --------------------------------------------------------------- launchers
 
 template <int D>
@@ -411,29 +236,12 @@ absl::Status LaunchPrefill(const AttnArgs& a, int num_tokens, cudaStream_t strea
   return absl::OkStatus();
 }
 
-template <int D>
-absl::Status LaunchDecode(const AttnArgs& a, int num_tokens, cudaStream_t stream) {
-  constexpr int kSmem = FlashShape<D>::kSmemBytes;
-  static const absl::Status allowed = AllowSmem(AttnFlashDecodeKernel<D>, kSmem);
-  RETURN_IF_ERROR(allowed);
-  const dim3 grid(a.num_kv_heads, num_tokens, a.num_splits);
-  CUDA_RETURN_IF_ERROR(
-      cuda::LaunchPdl(AttnFlashDecodeKernel<D>, grid, dim3(kThreads), kSmem, stream, a));
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 absl::Status LaunchFlashPrefill(const AttnArgs& a, int head_dim, int num_tokens,
                                 cudaStream_t stream) {
   return head_dim == 64 ? LaunchPrefill<64>(a, num_tokens, stream)
                         : LaunchPrefill<128>(a, num_tokens, stream);
-}
-
-absl::Status LaunchFlashDecode(const AttnArgs& a, int head_dim, int num_tokens,
-                               cudaStream_t stream) {
-  return head_dim == 64 ? LaunchDecode<64>(a, num_tokens, stream)
-                        : LaunchDecode<128>(a, num_tokens, stream);
 }
 
 }  // namespace onecard::engine::attention

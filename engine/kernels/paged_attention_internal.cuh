@@ -34,6 +34,7 @@ struct AttnArgs {
   float* o_part;    // [num_tokens, num_heads, num_splits, head_dim]
   float2* ml_part;  // [num_tokens, num_heads, num_splits]: (max, sum), base 2
   int32_t block_size;
+  int32_t block_shift;  // log2(block_size) when a power of two, else -1
   int32_t num_kv_heads;
   int32_t num_heads;
   int32_t group;  // num_heads / num_kv_heads
@@ -78,11 +79,12 @@ absl::Status AllowSmem(Kernel kernel, int bytes) {
 }
 
 // Merges the kWarps warps' online-softmax states of the group's heads (row
-// r < a.group): red_o[(w * rows + r) * D + d] unnormalized outputs,
+// r < a.group): red_o[(w * rows + r) * kStride + d] unnormalized outputs,
 // red_m / red_l[w * rows + r] running max (base 2) and sum. Writes the
 // output (one split) or the split's partial: normalized output and
 // (max, sum), sum 0 for an empty split.
-template <int D>
+// kStride: the floats between two rows of red_o (D, or more when padded).
+template <int D, int kStride = D>
 __device__ void MergeWarpsAndStore(const AttnArgs& a, const float* red_o, const float* red_m,
                                    const float* red_l, int rows, int t, int kvh, int split) {
   for (int i = threadIdx.x; i < a.group * D; i += kThreads) {
@@ -94,7 +96,7 @@ __device__ void MergeWarpsAndStore(const AttnArgs& a, const float* red_o, const 
     if (mx != -INFINITY) {
       for (int w = 0; w < kWarps; ++w) {
         const float scale = exp2f(red_m[w * rows + r] - mx);
-        num += red_o[(w * rows + r) * D + d] * scale;
+        num += red_o[(w * rows + r) * kStride + d] * scale;
         den += red_l[w * rows + r] * scale;
       }
     }

@@ -3,11 +3,12 @@
 // can be captured in a CUDA graph. Same math and contract as PagedAttention;
 // its reference is PagedAttentionRef.
 //
-// Kernels (engine/kernels/paged_attention.cu, paged_attention_flash.cu):
+// Kernels (engine/kernels/paged_attention.cu, paged_attention_flash.cu,
+// paged_attention_decode.cu):
 // - flash decode (every chunk one token; head_dim 64 / 128): tensor cores
 //   (mma.sync bf16) with the 16 mma rows holding a kv head's query group, so
 //   each kv head's K/V are read once for the whole group (GQA); each split
-//   covers at least 64 keys (short contexts leave the last splits empty).
+//   covers a multiple of 64 keys (short contexts leave the last splits empty).
 // - flash prefill (any chunk longer than one token; head_dim 64 / 128):
 //   64 queries x one head a block, 64-key tiles streamed with cp.async.
 // - general (the other head_dims, or kGeneral): one block per (kv head,
@@ -50,13 +51,19 @@ inline int64_t PagedAttentionWorkspaceBytes(int32_t num_tokens, int32_t num_head
   return parts * head_dim * 4 + parts * 8;
 }
 
-// A split count that fills the card (two blocks per SM) for a decode batch of
-// num_seqs sequences whose contexts reach up to max_context tokens, keeping
-// at least 64 keys a split; 1 when the batch alone fills the card; at most 64.
+// Blocks of the flash decode kernel resident on one SM (its shared memory and
+// registers are sized for it; paged_attention_decode.cu).
+inline constexpr int32_t kPagedAttentionDecodeBlocksPerSm = 4;
+
+// A split count for a decode batch of num_seqs sequences whose contexts reach
+// up to max_context tokens: the most splits whose blocks (kv heads x seqs x
+// splits) still fit the card's resident block slots at once, so that no
+// partial second wave of blocks runs alone; 1 when the batch alone fills
+// them; at most one split per 64 keys and at most 64.
 inline int32_t PagedAttentionDecodeSplits(int32_t num_seqs, int32_t num_kv_heads,
                                           int32_t max_context, int32_t num_sms) {
   const int64_t blocks = std::max<int64_t>(1, static_cast<int64_t>(num_seqs) * num_kv_heads);
-  const int64_t want = (2LL * num_sms + blocks - 1) / blocks;
+  const int64_t want = int64_t{kPagedAttentionDecodeBlocksPerSm} * num_sms / blocks;
   const int64_t by_keys = (std::max<int64_t>(max_context, 1) + 63) / 64;
   return static_cast<int32_t>(std::clamp<int64_t>(std::min(want, by_keys), 1, 64));
 }

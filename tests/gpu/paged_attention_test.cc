@@ -1,6 +1,7 @@
 // MatchesReference for PagedAttention / PagedAttentionSplit: decode batches of
-// 1 / 7 / 33 sequences and prefill / chunked-prefill / mixed batches; head_dim
-// 16 / 24 / 64 / 128; GQA groups 1 to 12; contexts ending mid-block; block
+// 1 / 7 / 33 / 200 sequences and prefill / chunked-prefill / mixed batches; head_dim
+// 16 / 24 / 64 / 128; GQA groups 1 to 16; contexts ending mid-block; KV
+// blocks of 16, 24, 5 and 4 tokens; a zero-length chunk; block
 // tables drawn from a shuffled pool (non-contiguous); split-K 1 to 8 (with
 // splits left empty by short contexts); the flash kernels (decode and
 // prefill) and the general kernel on the same shapes.
@@ -32,6 +33,7 @@ struct AttnCase {
   std::vector<std::pair<int32_t, int32_t>> chunks;  // (start_pos, length)
   int32_t splits;
   AttentionKernel kernel;
+  int32_t block_size = 16;  // tokens per KV block
 };
 
 std::vector<std::pair<int32_t, int32_t>> DecodeChunks(int32_t n, int32_t max_ctx, uint32_t seed) {
@@ -62,6 +64,24 @@ std::vector<AttnCase> Cases() {
       {"decode_b7_d128_g12", 128, 96, 8, DecodeChunks(7, 600, 6), 1, kAuto},
       {"decode_b7_d128_g1", 128, 8, 8, DecodeChunks(7, 600, 7), 1, kAuto},
       {"decode_b7_d128_g4_split8_short", 128, 32, 8, DecodeChunks(7, 100, 8), 8, kAuto},
+      // Block sizes that are not a power of two (the decode kernel divides),
+      // and smaller than the 8 or 16 keys one pass of its loads covers.
+      {"decode_b33_d128_g4_bs24", 128, 32, 8, DecodeChunks(33, 900, 11), 1, kAuto, 24},
+      {"decode_b7_d64_g3_bs5_split3", 64, 9, 3, DecodeChunks(7, 400, 12), 3, kAuto, 5},
+      {"decode_b7_d128_g4_bs4_split2", 128, 32, 8, DecodeChunks(7, 300, 13), 2, kAuto, 4},
+      // The largest group (16 query heads a kv head): every mma row is live.
+      {"decode_b7_d64_g16_split2", 64, 32, 2, DecodeChunks(7, 500, 14), 2, kAuto},
+      // As many tokens as chunks but not one each: the decode kernel's
+      // token -> sequence shortcut must not apply.
+      {"decode_zero_length_chunk_d128_g4",
+       128,
+       32,
+       8,
+       {{5, 1}, {9, 0}, {17, 2}, {30, 1}},
+       2,
+       kAuto},
+      // A batch that fills more than one wave of resident blocks.
+      {"decode_b200_d128_g4", 128, 32, 8, DecodeChunks(200, 450, 15), 1, kAuto},
       {"decode_b33_d128_g4_split2_general", 128, 32, 8, DecodeChunks(33, 900, 9), 2, kGeneral},
       {"decode_b7_d64_g3_general", 64, 9, 3, DecodeChunks(7, 700, 10), 1, kGeneral},
       {"prefill_d128_g4_flash", 128, 32, 8, {{0, 200}}, 1, kAuto},
@@ -80,7 +100,7 @@ class PagedAttentionTest : public ::testing::TestWithParam<AttnCase> {};
 TEST_P(PagedAttentionTest, MatchesReference) {
   const AttnCase& c = GetParam();
   std::mt19937 rng = SeededRng(std::hash<std::string>()(c.name) & 0xffff, 21);
-  const int32_t block_size = 16;
+  const int32_t block_size = c.block_size;
   const int32_t num_seqs = static_cast<int32_t>(c.chunks.size());
   std::vector<int32_t> cu{0}, start;
   int32_t max_blocks = 0, total_blocks = 0;

@@ -7,10 +7,14 @@
 //   on the five decode projections: GB/s of weight bytes vs the copy rate.
 // - Paged attention decode (general kernel, split-K as the runner picks):
 //   batch 1/32/128 at 384 and 4096 keys: GB/s of K/V bytes.
+// - The small kernels of a batch-128 layer (RmsNorm, SiLU·mul, RoPE + KV
+//   write): time and GB/s of the bytes they must move.
 // - Flash attention prefill of 2048 and 8192 tokens (one layer, causal):
 //   TFLOP/s vs the GEMM rate; cuBLAS on the four projections at m = 8, 32,
 //   128 (weight GB/s: batched decode) and 2048 (TFLOP/s: prefill).
 #include <algorithm>
+#include <cmath>
+#include <functional>
 #include <numeric>
 #include <string>
 #include <tuple>
@@ -21,6 +25,9 @@
 #include "engine/kernels/blas_gemm.h"
 #include "engine/kernels/gemv.h"
 #include "engine/kernels/paged_attention_split.h"
+#include "engine/kernels/rms_norm.h"
+#include "engine/kernels/rope_kv_write.h"
+#include "engine/kernels/silu_mul.h"
 #include "engine/runtime/cuda/cuda_weights.h"
 #include "engine/runtime/cuda/synthetic_shapes.h"
 #include "engine/runtime/cuda_check.h"
@@ -242,6 +249,97 @@ absl::Status GemmCases(const Ceilings& ceil, cudaStream_t stream, cublasHandle_t
   return absl::OkStatus();
 }
 
+// The small kernels of a batch-128 decode layer, back to back as in the
+// step's graph: RmsNorm (128 x 4096), SiluMul (128 x 14336, after the cuBLAS
+// gate/up product), RopeKvWrite (128 tokens of llama3-8b's qkv): time and
+// the bytes each must move against the copy bandwidth.
+absl::Status SmallKernelCases(const Ceilings& ceil, cudaStream_t stream, BenchReporter& reporter) {
+  constexpr int32_t kRows = 128;
+  const engine::ModelConfig c = *engine::SyntheticModelConfig("llama3-8b");
+  const int64_t hidden = c.hidden_size, inter = c.intermediate_size;
+  const int64_t qkv_width = (c.num_heads + 2 * c.num_kv_heads) * c.head_dim;
+  ASSIGN_OR_RETURN(DeviceMem x, DeviceMem::Random(kRows * 2 * inter * 2, 16, stream));
+  ASSIGN_OR_RETURN(DeviceMem y, DeviceMem::Random(kRows * inter * 2, 17, stream));
+  ASSIGN_OR_RETURN(DeviceMem w, DeviceMem::Random(hidden * 2, 18, stream));
+  const engine::KvLayout layout{.num_blocks = kRows,
+                                .block_size = 16,
+                                .num_kv_heads = static_cast<int32_t>(c.num_kv_heads),
+                                .head_dim = static_cast<int32_t>(c.head_dim)};
+  ASSIGN_OR_RETURN(DeviceMem kv, DeviceMem::Random(layout.PoolElements() * 4, 19, stream));
+  std::vector<int32_t> meta;  // positions | slots
+  for (int32_t t = 0; t < kRows; ++t) meta.push_back(383);
+  for (int32_t t = 0; t < kRows; ++t) meta.push_back(t * 16 + 15);
+  std::vector<float> inv_freq(c.head_dim / 2);
+  for (size_t i = 0; i < inv_freq.size(); ++i) {
+    inv_freq[i] = std::pow(500000.0f, -2.0f * i / static_cast<float>(c.head_dim));
+  }
+  int32_t* d_meta = nullptr;
+  float* d_freq = nullptr;
+  CUDA_RETURN_IF_ERROR(cudaMalloc(&d_meta, meta.size() * 4));
+  CUDA_RETURN_IF_ERROR(cudaMalloc(&d_freq, inv_freq.size() * 4));
+  CUDA_RETURN_IF_ERROR(cudaMemcpy(d_meta, meta.data(), meta.size() * 4, cudaMemcpyHostToDevice));
+  CUDA_RETURN_IF_ERROR(
+      cudaMemcpy(d_freq, inv_freq.data(), inv_freq.size() * 4, cudaMemcpyHostToDevice));
+  struct Case {
+    const char* name;
+    double bytes;
+    std::function<absl::Status()> launch;
+  };
+  const std::vector<Case> cases = {
+      {"rms_norm_b128", 3.0 * kRows * hidden * 2,
+       [&] {
+         return engine::RmsNorm({.dtype = engine::DType::kBF16,
+                                 .x = x.get(),
+                                 .weight = w.get(),
+                                 .out = y.get(),
+                                 .num_tokens = kRows,
+                                 .hidden = hidden},
+                                stream);
+       }},
+      {"silu_mul_b128", 3.0 * kRows * inter * 2,
+       [&] {
+         return engine::SiluMul({.dtype = engine::DType::kBF16,
+                                 .gate_up = x.get(),
+                                 .out = y.get(),
+                                 .num_tokens = kRows,
+                                 .inter = inter},
+                                stream);
+       }},
+      {"rope_kv_write_b128", 2.0 * kRows * qkv_width * 2,
+       [&] {
+         return engine::RopeKvWrite({.dtype = engine::DType::kBF16,
+                                     .qkv = y.get(),
+                                     .k_cache = kv.get(),
+                                     .v_cache = kv.get() + layout.PoolElements() * 2,
+                                     .layout = layout,
+                                     .num_heads = static_cast<int32_t>(c.num_heads),
+                                     .positions = d_meta,
+                                     .slot_mapping = d_meta + kRows,
+                                     .inv_freq = d_freq,
+                                     .num_tokens = kRows},
+                                    stream);
+       }},
+  };
+  absl::Status st;
+  for (const Case& k : cases) {
+    auto ms = MedianMs(stream, 1, 5, [&]() -> absl::Status {
+      for (int i = 0; i < kLaunches; ++i) RETURN_IF_ERROR(k.launch());
+      return absl::OkStatus();
+    });
+    if (!ms.ok()) {
+      st = ms.status();
+      break;
+    }
+    const double s = *ms / kLaunches * 1e-3;
+    reporter.Add({kScenario, k.name, "time", s * 1e6, "us", {}});
+    reporter.Add(
+        {kScenario, k.name, "bandwidth", k.bytes / s / 1e9, "GB/s", ceil.copy_bytes_per_s / 1e9});
+  }
+  cudaFree(d_meta);
+  cudaFree(d_freq);
+  return st;
+}
+
 absl::Status RunKernels(const BenchOptions&, BenchReporter& reporter) {
   ASSIGN_OR_RETURN(const Ceilings ceil, MeasureCeilings());
   cudaStream_t stream;
@@ -253,6 +351,7 @@ absl::Status RunKernels(const BenchOptions&, BenchReporter& reporter) {
   CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   absl::Status st = GemvCases(ceil, stream, blas, reporter);
   if (st.ok()) st = AttentionCases(ceil, stream, sms, reporter);
+  if (st.ok()) st = SmallKernelCases(ceil, stream, reporter);
   for (int64_t m : {8, 32, 128, 2048}) {
     if (st.ok()) st = GemmCases(ceil, stream, blas, m, reporter);
   }

@@ -1,0 +1,307 @@
+// The tensor-core decode kernel of PagedAttention (see paged_attention_split.h):
+// every chunk one query token, head_dim 64 or 128.
+//
+// Block (kv head, token, split), 4 warps. The 16 mma rows (m16n8k16 bf16,
+// fp32 accumulators) are the query heads of one kv head (GQA; rows past the
+// group are zeros), so its K/V are read once for the whole group. The
+// split's keys go in rounds of 64, warp w taking keys 16 w .. 16 w + 15 of
+// each. K and V of a round are separate loads through a ring of three padded
+// shared-memory slots (K0 V0 K1 V1 ... in turn, cp.async): while the warps
+// score round r, V(r) and K(r + 1) are in flight; while they apply round r's
+// weights, K(r + 1) and V(r + 1). The query tile sits in shared memory too
+// (ldmatrix per use), which keeps a thread under 128 registers: with 56.6 KB
+// of shared memory, 4 blocks fit an SM (PagedAttentionDecodeSplits sizes the
+// grid to those slots).
+//
+// Before waiting on the previous kernel (programmatic dependent launch) a
+// block reads what the step's metadata copy wrote: its sequence (token t is
+// sequence t when every chunk is one token; else a binary search) and its
+// context length. A thread finds its keys' cache slots with one division a
+// round. The warps merge through padded fp32 rows (no bank conflicts),
+// keeping only the group's rows; split partials go to the combine kernel
+// (paged_attention.cu).
+//
+// Its reference is PagedAttentionRef (paged_attention_ref.cc), as for every
+// PagedAttention kernel. Tested by tests/gpu/paged_attention_test.cc.
+#include "engine/kernels/cuda_ptx.cuh"
+#include "engine/kernels/paged_attention_internal.cuh"
+#include "engine/kernels/paged_attention_split.h"
+
+namespace onecard::engine::attention {
+namespace {
+
+template <int D>
+struct DecodeShape {
+  static constexpr int kRow = D + 8;                       // padded smem row (elements)
+  static constexpr int kSteps = D / 16;                    // k-steps of Q K^T
+  static constexpr int kDimTiles = D / 8;                  // n-tiles of P V
+  static constexpr int kChunks = D / 8;                    // 16-byte chunks of a key row
+  static constexpr int kKeysPerPass = kThreads / kChunks;  // key rows one pass of the block loads
+  static constexpr int kLoads = kTileKeys / kKeysPerPass;  // chunks a thread loads a K or V tile
+  static constexpr int kSlotElems = kTileKeys * kRow;
+  static constexpr int kSlots = 3;
+  static constexpr int kRingBytes = kSlots * kSlotElems * 2;
+  static constexpr int kSmemBytes = kRingBytes + 16 * kRow * 2;  // + the query tile
+  static constexpr int kRedRow = D + 8;  // padded fp32 merge row: rows 32 bytes apart in banks
+  static constexpr int kRedBytes = (kWarps * 16 * kRedRow + 2 * kWarps * 16) * 4;
+  static_assert(kRedBytes <= kRingBytes, "the merge reuses the K/V slots");
+};
+
+constexpr int kDecodeBlocksPerSm = kPagedAttentionDecodeBlocksPerSm;
+
+// The cache slots of the thread's keys of a round (positions p0 + i *
+// kKeysPerPass): one division a round, then steps; -1 past the split (the
+// key is zero-filled).
+template <int D>
+__device__ __forceinline__ void KeySlots(const AttnArgs& a, const int32_t* table, int p0, int k_hi,
+                                         int32_t* slot) {
+  using S = DecodeShape<D>;
+  int blk = a.block_shift >= 0 ? p0 >> a.block_shift : p0 / a.block_size;
+  int in = p0 - blk * a.block_size;
+#pragma unroll
+  for (int i = 0; i < S::kLoads; ++i) {
+    const int p = p0 + i * S::kKeysPerPass;
+    slot[i] = p < k_hi ? table[blk] * a.block_size + in : -1;
+    in += S::kKeysPerPass;
+    while (in >= a.block_size) {
+      in -= a.block_size;
+      ++blk;
+    }
+  }
+}
+
+// One K or V tile: the thread's kLoads chunks (rows key0 + i * kKeysPerPass).
+template <int D>
+__device__ __forceinline__ void IssueTile(const bf16* cache, const AttnArgs& a, const int32_t* slot,
+                                          int kvh, int key0, int chunk, bf16* dst) {
+  using S = DecodeShape<D>;
+#pragma unroll
+  for (int i = 0; i < S::kLoads; ++i) {
+    const int64_t off = (static_cast<int64_t>(max(slot[i], 0)) * a.num_kv_heads + kvh) * D;
+    cuda::CpAsync16(dst + (key0 + i * S::kKeysPerPass) * S::kRow + chunk * 8,
+                    cache + off + chunk * 8, slot[i] >= 0);
+  }
+}
+
+// Online-softmax state of the thread's rows g and g + 8.
+template <int D>
+struct DecodeRows {
+  float o[DecodeShape<D>::kDimTiles][4];
+  float m[2];
+  float l[2];
+};
+
+// Scores of the warp's 16 keys (kb: their first row) against the query tile
+// qs, masked at k_hi, and the running max / sum update; returns the weights
+// packed as the A operand of P V and rescales o.
+template <int D>
+__device__ __forceinline__ void ScoreKeys(DecodeRows<D>& r, const bf16* qs, const bf16* kb,
+                                          int key_base, int k_hi, float scale_log2, int lane,
+                                          uint32_t* pa) {
+  using S = DecodeShape<D>;
+  const int tq = lane & 3;
+  float sc[2][4] = {};
+#pragma unroll
+  for (int kk = 0; kk < S::kSteps; kk += 2) {
+    uint32_t qa0[4], qa1[4];
+    cuda::LdMatrixX4(qa0, qs + (lane & 15) * S::kRow + kk * 16 + (lane >> 4) * 8);
+    cuda::LdMatrixX4(qa1, qs + (lane & 15) * S::kRow + kk * 16 + 16 + (lane >> 4) * 8);
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+      uint32_t b[4];
+      cuda::LdMatrixX4(b, kb + (nt * 8 + (lane & 7)) * S::kRow + kk * 16 + (lane >> 3) * 8);
+      cuda::MmaBf16(sc[nt], qa0, b[0], b[1]);
+      cuda::MmaBf16(sc[nt], qa1, b[2], b[3]);
+    }
+  }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {  // row g + 8 h: accumulator entries 2 h, 2 h + 1
+    float mx = r.m[h];
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const bool valid = key_base + nt * 8 + 2 * tq + e < k_hi;
+        sc[nt][2 * h + e] = valid ? sc[nt][2 * h + e] * scale_log2 : -INFINITY;
+        mx = fmaxf(mx, sc[nt][2 * h + e]);
+      }
+    }
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    // No valid key seen yet (-inf): subtract 0, so every weight is 0, not NaN.
+    const float use = mx == -INFINITY ? 0.0f : mx;
+    const float alpha = exp2f(r.m[h] - use);
+    r.m[h] = mx;
+    float sum = 0.0f;
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        sc[nt][2 * h + e] = exp2f(sc[nt][2 * h + e] - use);
+        sum += sc[nt][2 * h + e];
+      }
+    }
+    r.l[h] = r.l[h] * alpha + sum;
+#pragma unroll
+    for (int dn = 0; dn < S::kDimTiles; ++dn) {
+      r.o[dn][2 * h] *= alpha;
+      r.o[dn][2 * h + 1] *= alpha;
+    }
+  }
+  // A fragment (PTX ISA): (g, keys 2t..), (g + 8, 2t..), (g, 2t + 8..), (g + 8, 2t + 8..).
+  pa[0] = cuda::PackBf16x2(sc[0][0], sc[0][1]);
+  pa[1] = cuda::PackBf16x2(sc[0][2], sc[0][3]);
+  pa[2] = cuda::PackBf16x2(sc[1][0], sc[1][1]);
+  pa[3] = cuda::PackBf16x2(sc[1][2], sc[1][3]);
+}
+
+// o += P V over the warp's 16 keys (vb: their first row).
+template <int D>
+__device__ __forceinline__ void ApplyWeights(DecodeRows<D>& r, const uint32_t* pa, const bf16* vb,
+                                             int lane) {
+  using S = DecodeShape<D>;
+  const int key = (lane & 7) + ((lane >> 3) & 1) * 8;
+#pragma unroll
+  for (int dn = 0; dn < S::kDimTiles; dn += 2) {
+    uint32_t b[4];
+    cuda::LdMatrixX4Trans(b, vb + key * S::kRow + dn * 8 + (lane >> 4) * 8);
+    cuda::MmaBf16(r.o[dn], pa, b[0], b[1]);
+    cuda::MmaBf16(r.o[dn + 1], pa, b[2], b[3]);
+  }
+}
+
+template <int D>
+__global__ void __launch_bounds__(kThreads, kDecodeBlocksPerSm) AttnDecodeKernel(AttnArgs a) {
+  using S = DecodeShape<D>;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  bf16* ring = reinterpret_cast<bf16*>(smem_raw);  // [kSlots][kTileKeys][kRow]
+  bf16* qs = ring + S::kSlots * S::kSlotElems;     // [16][kRow]: the group's query heads
+  const int kvh = blockIdx.x;
+  const int t = blockIdx.y;
+  const int split = blockIdx.z;
+  const int warp = threadIdx.x >> 5;
+  const int lane = threadIdx.x & 31;
+  const int g = lane >> 2;
+  const int tq = lane & 3;
+
+  // Metadata (copied before the step's kernels ran): safe before the wait.
+  int s = t;
+  int pos = a.start_pos[t];
+  if (a.cu_query_lens[t] != t || a.cu_query_lens[t + 1] != t + 1) {
+    s = FindSeq(a.cu_query_lens, a.num_seqs, t);
+    pos = a.start_pos[s] + (t - a.cu_query_lens[s]);
+  }
+  const int len = pos + 1;
+  const int per_split =
+      (((len + a.num_splits - 1) / a.num_splits) + kTileKeys - 1) / kTileKeys * kTileKeys;
+  const int k_lo = split * per_split;
+  const int k_hi = min(len, k_lo + per_split);
+  const int rounds = k_hi > k_lo ? (k_hi - k_lo + kTileKeys - 1) / kTileKeys : 0;
+  const int32_t* table = a.block_tables + static_cast<int64_t>(s) * a.max_blocks_per_seq;
+  const int key0 = threadIdx.x / S::kChunks;
+  const int chunk = threadIdx.x % S::kChunks;
+  int32_t slot[S::kLoads];  // cache slots of the round being issued
+
+  cuda::GridDependencyWait();  // q and the newest key come from the previous kernel
+  cuda::LaunchDependents();
+  DecodeRows<D> r;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    r.m[h] = -INFINITY;
+    r.l[h] = 0.0f;
+  }
+#pragma unroll
+  for (int dn = 0; dn < S::kDimTiles; ++dn) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) r.o[dn][e] = 0.0f;
+  }
+
+  // The query tile joins K(0)'s copy group; rows past the group are zeros.
+  const bf16* q = a.q + t * a.q_stride + static_cast<int64_t>(kvh * a.group) * D;
+  for (int i = threadIdx.x; i < 16 * S::kChunks; i += kThreads) {
+    const int row = i / S::kChunks;
+    const int c = i - row * S::kChunks;
+    const bool in_group = row < a.group;
+    cuda::CpAsync16(qs + row * S::kRow + c * 8, q + (in_group ? row : 0) * D + c * 8, in_group);
+  }
+  // Load i of the ring (K(r) = 2 r, V(r) = 2 r + 1) goes to slot i % 3.
+  if (rounds > 0) {
+    KeySlots<D>(a, table, k_lo + key0, k_hi, slot);
+    IssueTile<D>(a.k_cache, a, slot, kvh, key0, chunk, ring);
+  }
+  cuda::CpAsyncCommit();
+  if (rounds > 0) IssueTile<D>(a.v_cache, a, slot, kvh, key0, chunk, ring + S::kSlotElems);
+  cuda::CpAsyncCommit();
+  for (int round = 0; round < rounds; ++round) {
+    const bool more = round + 1 < rounds;
+    cuda::CpAsyncWait<1>();  // K(round) is in
+    __syncthreads();         // ... for every warp; V(round - 1)'s slot is free
+    if (more) {
+      KeySlots<D>(a, table, k_lo + (round + 1) * kTileKeys + key0, k_hi, slot);
+      IssueTile<D>(a.k_cache, a, slot, kvh, key0, chunk,
+                   ring + ((2 * round + 2) % S::kSlots) * S::kSlotElems);
+    }
+    cuda::CpAsyncCommit();
+    const int warp_row = warp * 16 * S::kRow;
+    uint32_t pa[4];
+    ScoreKeys<D>(r, qs, ring + ((2 * round) % S::kSlots) * S::kSlotElems + warp_row,
+                 k_lo + round * kTileKeys + warp * 16, k_hi, a.scale_log2, lane, pa);
+    cuda::CpAsyncWait<1>();  // V(round) is in
+    __syncthreads();         // ... for every warp; K(round)'s slot is free
+    if (more) {
+      IssueTile<D>(a.v_cache, a, slot, kvh, key0, chunk,
+                   ring + ((2 * round + 3) % S::kSlots) * S::kSlotElems);
+    }
+    cuda::CpAsyncCommit();
+    ApplyWeights<D>(r, pa, ring + ((2 * round + 1) % S::kSlots) * S::kSlotElems + warp_row, lane);
+  }
+  cuda::CpAsyncWait<0>();
+  __syncthreads();  // the ring becomes the merge buffer
+
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    r.l[h] += __shfl_xor_sync(0xffffffffu, r.l[h], 1);
+    r.l[h] += __shfl_xor_sync(0xffffffffu, r.l[h], 2);
+  }
+  float* red = reinterpret_cast<float*>(smem_raw);  // [kWarps][16][kRedRow]
+  float* red_m = red + kWarps * 16 * S::kRedRow;    // [kWarps][16]
+  float* red_l = red_m + kWarps * 16;               // [kWarps][16]
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int row = g + 8 * h;
+    if (row < a.group) {
+      float* dst = red + (warp * 16 + row) * S::kRedRow + 2 * tq;
+#pragma unroll
+      for (int dn = 0; dn < S::kDimTiles; ++dn) {
+        *reinterpret_cast<float2*>(dst + dn * 8) = make_float2(r.o[dn][2 * h], r.o[dn][2 * h + 1]);
+      }
+      if (tq == 0) {
+        red_m[warp * 16 + row] = r.m[h];
+        red_l[warp * 16 + row] = r.l[h];
+      }
+    }
+  }
+  __syncthreads();
+  MergeWarpsAndStore<D, S::kRedRow>(a, red, red_m, red_l, 16, t, kvh, split);
+}
+
+template <int D>
+absl::Status LaunchDecode(const AttnArgs& a, int num_tokens, cudaStream_t stream) {
+  constexpr int kSmem = DecodeShape<D>::kSmemBytes;
+  static const absl::Status allowed = AllowSmem(AttnDecodeKernel<D>, kSmem);
+  RETURN_IF_ERROR(allowed);
+  const dim3 grid(a.num_kv_heads, num_tokens, a.num_splits);
+  CUDA_RETURN_IF_ERROR(
+      cuda::LaunchPdl(AttnDecodeKernel<D>, grid, dim3(kThreads), kSmem, stream, a));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status LaunchFlashDecode(const AttnArgs& a, int head_dim, int num_tokens,
+                               cudaStream_t stream) {
+  return head_dim == 64 ? LaunchDecode<64>(a, num_tokens, stream)
+                        : LaunchDecode<128>(a, num_tokens, stream);
+}
+
+}  // namespace onecard::engine::attention
