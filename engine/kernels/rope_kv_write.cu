@@ -1,7 +1,8 @@
 // RopeKvWrite on CUDA (see rope_kv_write.h): a few blocks per token add the
 // bias, rotates the q and k pairs (sincosf, as Rope does) and writes k and v
 // to the token's slot; the bias-added, rounded values are what RoPE reads,
-// as in the composed reference.
+// as in the composed reference. BF16 with head_dim % 8 == 0 (head_dim / 4
+// dividing 256) takes a vectorized kernel, one pass a thread.
 // Tested by tests/gpu/rope_kv_test.cc against RopeKvWriteRef.
 #include <algorithm>
 
@@ -64,6 +65,78 @@ __global__ void RopeKvWriteKernel(RopeKvWriteParams p) {
   }
 }
 
+// BF16, head_dim % 8 == 0 and (head_dim / 4) dividing the block: block
+// (token, y) takes 256 / (head_dim / 4) heads, thread j of each group of
+// head_dim / 4 threads the pairs (2j, 2j + 1) of a head (4-byte loads), so a
+// thread computes its two angles once; v moves 16 bytes a thread, spread
+// over the token's blocks.
+constexpr int kTokenThreads = 256;
+
+__device__ __forceinline__ float2 LoadBiased2(const cuda::bf16* x, const cuda::bf16* bias,
+                                              int64_t i) {
+  const float2 v = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(x + i));
+  if (bias == nullptr) return v;
+  const float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(bias + i));
+  return make_float2(cuda::RoundTo<cuda::bf16>(v.x + b.x), cuda::RoundTo<cuda::bf16>(v.y + b.y));
+}
+
+__device__ __forceinline__ void Store2(cuda::bf16* p, float a, float b) {
+  *reinterpret_cast<__nv_bfloat162*>(p) = __floats2bfloat162_rn(a, b);
+}
+
+__global__ void __launch_bounds__(kTokenThreads) RopeKvWriteBf16Kernel(RopeKvWriteParams p) {
+  using cuda::bf16;
+  cuda::GridDependencyWait();
+  cuda::LaunchDependents();
+  const int64_t t = blockIdx.x;
+  const int32_t d = p.layout.head_dim;
+  const int32_t half = d / 2;
+  const int32_t group = half / 2;  // threads a head
+  const int32_t heads_per_block = kTokenThreads / group;
+  const int32_t nkv = p.layout.num_kv_heads;
+  const int64_t q_elems = static_cast<int64_t>(p.num_heads) * d;
+  const int64_t kv_elems = static_cast<int64_t>(nkv) * d;
+  bf16* x = static_cast<bf16*>(p.qkv) + t * (q_elems + 2 * kv_elems);
+  const bf16* bias = static_cast<const bf16*>(p.bias);
+  const int32_t slot = p.slot_mapping[t];
+  bf16* k_dst = static_cast<bf16*>(p.k_cache) + static_cast<int64_t>(slot) * kv_elems;
+  bf16* v_dst = static_cast<bf16*>(p.v_cache) + static_cast<int64_t>(slot) * kv_elems;
+  const float position = static_cast<float>(p.positions[t]);
+  const int32_t i0 = 2 * (threadIdx.x % group);
+  float s0, c0, s1, c1;
+  sincosf(position * p.inv_freq[i0], &s0, &c0);
+  sincosf(position * p.inv_freq[i0 + 1], &s1, &c1);
+  for (int32_t head = blockIdx.y * heads_per_block + threadIdx.x / group;
+       head < min(p.num_heads + nkv, (blockIdx.y + 1) * heads_per_block); head += heads_per_block) {
+    const int64_t a = static_cast<int64_t>(head) * d + i0;  // q heads then k heads
+    const float2 x1 = LoadBiased2(x, bias, a);
+    const float2 x2 = LoadBiased2(x, bias, a + half);
+    const float y1a = x1.x * c0 - x2.x * s0, y1b = x1.y * c1 - x2.y * s1;
+    const float y2a = x2.x * c0 + x1.x * s0, y2b = x2.y * c1 + x1.y * s1;
+    Store2(x + a, y1a, y1b);
+    Store2(x + a + half, y2a, y2b);
+    if (head >= p.num_heads && slot >= 0) {
+      Store2(k_dst + a - q_elems, y1a, y1b);
+      Store2(k_dst + a - q_elems + half, y2a, y2b);
+    }
+  }
+  for (int64_t i = blockIdx.y * kTokenThreads + threadIdx.x; i < kv_elems / 8;
+       i += static_cast<int64_t>(gridDim.y) * kTokenThreads) {
+    const int64_t a = q_elems + kv_elems + 8 * i;
+    float v[8];
+    cuda::Unpack8(*reinterpret_cast<const uint4*>(x + a), v);
+    if (bias != nullptr) {
+      float b[8];
+      cuda::Unpack8(*reinterpret_cast<const uint4*>(bias + a), b);
+#pragma unroll
+      for (int k = 0; k < 8; ++k) v[k] += b[k];
+    }
+    const uint4 packed = cuda::Pack8(v);
+    *reinterpret_cast<uint4*>(x + a) = packed;
+    if (slot >= 0) *reinterpret_cast<uint4*>(v_dst + 8 * i) = packed;
+  }
+}
+
 }  // namespace
 
 absl::Status RopeKvWrite(const RopeKvWriteParams& p, cudaStream_t stream) {
@@ -75,6 +148,15 @@ absl::Status RopeKvWrite(const RopeKvWriteParams& p, cudaStream_t stream) {
                   " num_kv_heads=", p.layout.num_kv_heads, " head_dim=", p.layout.head_dim));
   }
   if (p.num_tokens == 0) return absl::OkStatus();
+  const int32_t d = p.layout.head_dim;
+  if (p.dtype == DType::kBF16 && d % 8 == 0 && kTokenThreads % (d / 4) == 0) {
+    const int32_t heads_per_block = kTokenThreads / (d / 4);
+    const unsigned blocks =
+        static_cast<unsigned>(cuda::CeilDiv(p.num_heads + p.layout.num_kv_heads, heads_per_block));
+    CUDA_RETURN_IF_ERROR(cuda::LaunchPdl(RopeKvWriteBf16Kernel, dim3(p.num_tokens, blocks),
+                                         dim3(kTokenThreads), 0, stream, p));
+    return absl::OkStatus();
+  }
   return cuda::DispatchFloatDType(kOp, p.dtype, [&]<typename T>() -> absl::Status {
     // Several blocks a token (a decode step has few tokens): one pair a thread.
     const int64_t pairs =

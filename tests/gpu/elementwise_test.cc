@@ -27,9 +27,11 @@ std::string Name(const ::testing::TestParamInfo<Shape>& info) {
          std::to_string(info.param.tokens) + "_w" + std::to_string(info.param.width);
 }
 
-const Shape kShapes[] = {{DType::kBF16, 1, 4096},  {DType::kBF16, 7, 576}, {DType::kBF16, 33, 96},
-                         {DType::kBF16, 7, 100},   {DType::kF32, 1, 64},   {DType::kF32, 33, 4100},
-                         {DType::kBF16, 33, 14336}};
+const Shape kShapes[] = {{DType::kBF16, 1, 4096},   {DType::kBF16, 7, 576},
+                         {DType::kBF16, 33, 96},    {DType::kBF16, 7, 100},
+                         {DType::kF32, 1, 64},      {DType::kF32, 33, 4100},
+                         {DType::kBF16, 33, 14336}, {DType::kBF16, 128, 8192},
+                         {DType::kBF16, 3, 16392}};  // RmsNorm: rows in registers up to 16384
 
 // Random host values of `dtype` as raw bytes, and the same as floats.
 struct HostTensor {

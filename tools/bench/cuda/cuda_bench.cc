@@ -106,6 +106,28 @@ absl::StatusOr<double> MedianMs(cudaStream_t stream, int warmup, int runs,
   return Median(ms);
 }
 
+absl::StatusOr<double> GraphMedianMs(cudaStream_t stream, int warmup, int runs,
+                                     const std::function<absl::Status()>& fn) {
+  RETURN_IF_ERROR(fn());  // first calls outside the capture (lazy setup, smem limits)
+  CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+  CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  const absl::Status captured = fn();
+  cudaGraph_t graph = nullptr;
+  const cudaError_t ended = cudaStreamEndCapture(stream, &graph);
+  RETURN_IF_ERROR(captured);
+  CUDA_RETURN_IF_ERROR(ended);
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  CUDA_RETURN_IF_ERROR(made);
+  absl::StatusOr<double> ms = MedianMs(stream, warmup, runs, [&]() -> absl::Status {
+    CUDA_RETURN_IF_ERROR(cudaGraphLaunch(exec, stream));
+    return absl::OkStatus();
+  });
+  cudaGraphExecDestroy(exec);
+  return ms;
+}
+
 absl::StatusOr<Ceilings> MeasureCeilings() {
   static absl::StatusOr<Ceilings>* cached = new absl::StatusOr<Ceilings>(Measure());
   return *cached;

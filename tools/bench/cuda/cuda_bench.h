@@ -37,6 +37,12 @@ absl::StatusOr<Ceilings> MeasureCeilings();
 absl::StatusOr<double> MedianMs(cudaStream_t stream, int warmup, int runs,
                                 const std::function<absl::Status()>& fn);
 
+// The same for work captured once into a CUDA graph (fn's launches, which
+// must be capturable) and replayed: the GPU's time, not the host's launch
+// rate, for kernels of a few microseconds (the decode step runs as a graph).
+absl::StatusOr<double> GraphMedianMs(cudaStream_t stream, int warmup, int runs,
+                                     const std::function<absl::Status()>& fn);
+
 double Median(std::vector<double> v);
 
 // "NVIDIA H200 (132 SMs, 139.8 GiB)".
