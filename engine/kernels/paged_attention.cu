@@ -203,7 +203,7 @@ __global__ void __launch_bounds__(kThreads) AttnGeneralKernel(AttnArgs a) {
 
 // Merges a query's split partials: warp 0 turns the (max, sum) pairs into
 // weights (all splits read at once), then every thread sums its dims over the
-// splits with independent loads.
+// non-empty splits with independent loads.
 __global__ void __launch_bounds__(128)
     AttnCombineKernel(const float* __restrict__ o_part, const float2* __restrict__ ml_part,
                       bf16* __restrict__ out, int num_heads, int num_splits, int head_dim) {
@@ -240,7 +240,10 @@ __global__ void __launch_bounds__(128)
   for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
     float num = 0.0f;
 #pragma unroll 8
-    for (int i = 0; i < num_splits; ++i) num += weight[i] * o_part[(base + i) * head_dim + d];
+    for (int i = 0; i < num_splits; ++i) {
+      const float w = weight[i];  // 0 for an empty split, whose output was never written
+      if (w != 0.0f) num += w * o_part[(base + i) * head_dim + d];
+    }
     out[(static_cast<int64_t>(t) * num_heads + h) * head_dim + d] =
         __float2bfloat16_rn(num * inv_den);
   }

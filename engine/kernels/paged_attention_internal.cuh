@@ -82,7 +82,7 @@ absl::Status AllowSmem(Kernel kernel, int bytes) {
 // r < a.group): red_o[(w * rows + r) * kStride + d] unnormalized outputs,
 // red_m / red_l[w * rows + r] running max (base 2) and sum. Writes the
 // output (one split) or the split's partial: normalized output and
-// (max, sum), sum 0 for an empty split.
+// (max, sum); an empty split writes only (max, 0), and no output.
 // kStride: the floats between two rows of red_o (D, or more when padded).
 template <int D, int kStride = D>
 __device__ void MergeWarpsAndStore(const AttnArgs& a, const float* red_o, const float* red_m,
@@ -105,7 +105,7 @@ __device__ void MergeWarpsAndStore(const AttnArgs& a, const float* red_o, const 
       a.out[(static_cast<int64_t>(t) * a.num_heads + h) * D + d] = __float2bfloat16_rn(num / den);
     } else {
       const int64_t idx = (static_cast<int64_t>(t) * a.num_heads + h) * a.num_splits + split;
-      a.o_part[idx * D + d] = den > 0.0f ? num / den : 0.0f;
+      if (den > 0.0f) a.o_part[idx * D + d] = num / den;  // the combine skips empty splits
       if (d == 0) a.ml_part[idx] = make_float2(mx, den);
     }
   }
