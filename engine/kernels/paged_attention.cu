@@ -203,12 +203,14 @@ __global__ void __launch_bounds__(kThreads) AttnGeneralKernel(AttnArgs a) {
 
 // Merges a query's split partials: warp 0 turns the (max, sum) pairs into
 // weights (all splits read at once), then every thread sums its dims over the
-// non-empty splits with independent loads.
+// non-empty splits (a prefix: empty ones wrote no output) with independent
+// loads.
 __global__ void __launch_bounds__(128)
     AttnCombineKernel(const float* __restrict__ o_part, const float2* __restrict__ ml_part,
                       bf16* __restrict__ out, int num_heads, int num_splits, int head_dim) {
   __shared__ float weight[kMaxSplits];
   __shared__ float inv_den;
+  __shared__ int used;  // the non-empty splits: a prefix (splits cover the keys in order)
   cuda::GridDependencyWait();
   cuda::LaunchDependents();
   const int t = blockIdx.x;
@@ -234,16 +236,18 @@ __global__ void __launch_bounds__(128)
       den += w;
     }
     den = cuda::WarpSum(den);
-    if (lane == 0) inv_den = 1.0f / den;
+    const int nonempty = __popc(__ballot_sync(0xffffffffu, ml[0].y > 0.0f)) +
+                         __popc(__ballot_sync(0xffffffffu, ml[1].y > 0.0f));
+    if (lane == 0) {
+      inv_den = 1.0f / den;
+      used = nonempty;
+    }
   }
   __syncthreads();
   for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
     float num = 0.0f;
 #pragma unroll 8
-    for (int i = 0; i < num_splits; ++i) {
-      const float w = weight[i];  // 0 for an empty split, whose output was never written
-      if (w != 0.0f) num += w * o_part[(base + i) * head_dim + d];
-    }
+    for (int i = 0; i < used; ++i) num += weight[i] * o_part[(base + i) * head_dim + d];
     out[(static_cast<int64_t>(t) * num_heads + h) * head_dim + d] =
         __float2bfloat16_rn(num * inv_den);
   }
