@@ -282,6 +282,19 @@ absl::Status SmallKernelCases(const Ceilings& ceil, cudaStream_t stream, BenchRe
   CUDA_RETURN_IF_ERROR(cudaMemcpy(d_meta, meta.data(), meta.size() * 4, cudaMemcpyHostToDevice));
   CUDA_RETURN_IF_ERROR(
       cudaMemcpy(d_freq, inv_freq.data(), inv_freq.size() * 4, cudaMemcpyHostToDevice));
+  auto rope = [&](int32_t tokens) {
+    return engine::RopeKvWrite({.dtype = engine::DType::kBF16,
+                                .qkv = y.get(),
+                                .k_cache = kv.get(),
+                                .v_cache = kv.get() + layout.PoolElements() * 2,
+                                .layout = layout,
+                                .num_heads = static_cast<int32_t>(c.num_heads),
+                                .positions = d_meta,
+                                .slot_mapping = d_meta + kRows,
+                                .inv_freq = d_freq,
+                                .num_tokens = tokens},
+                               stream);
+  };
   struct Case {
     const char* name;
     double bytes;
@@ -307,34 +320,8 @@ absl::Status SmallKernelCases(const Ceilings& ceil, cudaStream_t stream, BenchRe
                                  .inter = inter},
                                 stream);
        }},
-      {"rope_kv_write_b128", 2.0 * kRows * qkv_width * 2,
-       [&] {
-         return engine::RopeKvWrite({.dtype = engine::DType::kBF16,
-                                     .qkv = y.get(),
-                                     .k_cache = kv.get(),
-                                     .v_cache = kv.get() + layout.PoolElements() * 2,
-                                     .layout = layout,
-                                     .num_heads = static_cast<int32_t>(c.num_heads),
-                                     .positions = d_meta,
-                                     .slot_mapping = d_meta + kRows,
-                                     .inv_freq = d_freq,
-                                     .num_tokens = kRows},
-                                    stream);
-       }},
-      {"rope_kv_write_b1", 2.0 * qkv_width * 2,
-       [&] {
-         return engine::RopeKvWrite({.dtype = engine::DType::kBF16,
-                                     .qkv = y.get(),
-                                     .k_cache = kv.get(),
-                                     .v_cache = kv.get() + layout.PoolElements() * 2,
-                                     .layout = layout,
-                                     .num_heads = static_cast<int32_t>(c.num_heads),
-                                     .positions = d_meta,
-                                     .slot_mapping = d_meta + kRows,
-                                     .inv_freq = d_freq,
-                                     .num_tokens = 1},
-                                    stream);
-       }},
+      {"rope_kv_write_b128", 2.0 * kRows * qkv_width * 2, [&] { return rope(kRows); }},
+      {"rope_kv_write_b1", 2.0 * qkv_width * 2, [&] { return rope(1); }},
   };
   absl::Status st;
   for (const Case& k : cases) {
