@@ -257,13 +257,8 @@ template <int D, int G>
 absl::Status LaunchGeneralG(const AttnArgs& a, int num_tokens, cudaStream_t stream) {
   const int tiles = 2 * 2 * kTileKeys * D * static_cast<int>(sizeof(bf16));
   const int reduce = (kWarps * G * D + 2 * kWarps * G) * static_cast<int>(sizeof(float));
-  const int smem = std::max(tiles, reduce);
-  static const absl::Status allowed = AllowSmem(AttnGeneralKernel<D, G>, smem);
-  RETURN_IF_ERROR(allowed);
-  const dim3 grid(a.num_kv_heads, num_tokens, a.num_splits);
-  CUDA_RETURN_IF_ERROR(
-      cuda::LaunchPdl(AttnGeneralKernel<D, G>, grid, dim3(kThreads), smem, stream, a));
-  return absl::OkStatus();
+  return LaunchAttention<AttnGeneralKernel<D, G>>(
+      std::max(tiles, reduce), dim3(a.num_kv_heads, num_tokens, a.num_splits), stream, a);
 }
 
 template <int D>

@@ -287,13 +287,8 @@ __global__ void __launch_bounds__(kThreads, kDecodeBlocksPerSm) AttnDecodeKernel
 
 template <int D>
 absl::Status LaunchDecode(const AttnArgs& a, int num_tokens, cudaStream_t stream) {
-  constexpr int kSmem = DecodeShape<D>::kSmemBytes;
-  static const absl::Status allowed = AllowSmem(AttnDecodeKernel<D>, kSmem);
-  RETURN_IF_ERROR(allowed);
-  const dim3 grid(a.num_kv_heads, num_tokens, a.num_splits);
-  CUDA_RETURN_IF_ERROR(
-      cuda::LaunchPdl(AttnDecodeKernel<D>, grid, dim3(kThreads), kSmem, stream, a));
-  return absl::OkStatus();
+  return LaunchAttention<AttnDecodeKernel<D>>(
+      DecodeShape<D>::kSmemBytes, dim3(a.num_kv_heads, num_tokens, a.num_splits), stream, a);
 }
 
 }  // namespace

@@ -227,13 +227,9 @@ __global__ void __launch_bounds__(kThreads) AttnFlashKernel(AttnArgs a) {
 
 template <int D>
 absl::Status LaunchPrefill(const AttnArgs& a, int num_tokens, cudaStream_t stream) {
-  constexpr int kSmem = FlashShape<D>::kSmemBytes;
-  static const absl::Status allowed = AllowSmem(AttnFlashKernel<D>, kSmem);
-  RETURN_IF_ERROR(allowed);
   // Tiles never cross chunks: at most ceil(T / 64) + num_seqs of them.
   const dim3 grid(static_cast<unsigned>(cuda::CeilDiv(num_tokens, 64) + a.num_seqs), a.num_heads);
-  CUDA_RETURN_IF_ERROR(cuda::LaunchPdl(AttnFlashKernel<D>, grid, dim3(kThreads), kSmem, stream, a));
-  return absl::OkStatus();
+  return LaunchAttention<AttnFlashKernel<D>>(FlashShape<D>::kSmemBytes, grid, stream, a);
 }
 
 }  // namespace

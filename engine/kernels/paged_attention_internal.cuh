@@ -69,12 +69,17 @@ __device__ __forceinline__ int64_t KvOffset(const AttnArgs& a, const int32_t* ta
   return (slot * a.num_kv_heads + kvh) * head_dim;
 }
 
-// Raises a kernel's dynamic shared-memory limit (once per kernel).
-template <typename Kernel>
-absl::Status AllowSmem(Kernel kernel, int bytes) {
-  if (bytes <= 48 * 1024) return absl::OkStatus();
-  CUDA_RETURN_IF_ERROR(
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+// Launches attention kernel `Kernel` with `smem` bytes of dynamic shared
+// memory (its limit raised on the first launch) over `grid` blocks of
+// kThreads, as a programmatic dependent launch.
+template <auto Kernel>
+absl::Status LaunchAttention(int smem, dim3 grid, cudaStream_t stream, const AttnArgs& a) {
+  static const cudaError_t allowed =
+      smem <= 48 * 1024
+          ? cudaSuccess
+          : cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  CUDA_RETURN_IF_ERROR(allowed);
+  CUDA_RETURN_IF_ERROR(cuda::LaunchPdl(Kernel, grid, dim3(kThreads), smem, stream, a));
   return absl::OkStatus();
 }
 

@@ -19,6 +19,13 @@ void Deliver(const RequestState& state, const StreamOutput& output) {
   if (state.request().on_output) state.request().on_output(output);
 }
 
+// The penalty kinds, whose histories differ (sampler.h): prompt + output for
+// the repetition penalty, the output alone for presence and frequency.
+bool RepetitionPenalized(const SamplingParams& p) { return p.repetition_penalty != 1.0f; }
+bool PresenceOrFrequencyPenalized(const SamplingParams& p) {
+  return p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
+}
+
 }  // namespace
 
 bool EngineImpl::RunStep() {
@@ -176,9 +183,9 @@ bool EngineImpl::CanSampleOnDevice(const SchedulerOutput& plan) const {
     // The device applies every penalty over one history; the host applies
     // the repetition penalty over prompt + output and the others over the
     // output only, so a row wanting both kinds stays on the host.
-    const bool repetition = p.repetition_penalty != 1.0f;
-    const bool presence_frequency = p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
-    if (request.logprobs || (repetition && presence_frequency)) return false;
+    if (request.logprobs || (RepetitionPenalized(p) && PresenceOrFrequencyPenalized(p))) {
+      return false;
+    }
   }
   return any_row;
 }
@@ -206,9 +213,9 @@ absl::Status EngineImpl::RunForwardSample(const SchedulerOutput& plan,
                       .frequency_penalty = p.frequency_penalty,
                       .uniform = std::min(static_cast<float>(UniformDraw(p.seed, output.size())),
                                           std::nextafter(1.0f, 0.0f))});
-    if (p.repetition_penalty != 1.0f) {
+    if (RepetitionPenalized(p)) {
       histories.push_back(all);
-    } else if (p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f) {
+    } else if (PresenceOrFrequencyPenalized(p)) {
       histories.push_back(output);
     } else {
       histories.emplace_back();
