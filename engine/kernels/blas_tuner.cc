@@ -7,6 +7,8 @@
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <chrono>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -18,7 +20,13 @@
 namespace onecard::engine {
 namespace {
 
-constexpr int kTimedPasses = 3;  // over all weights, after one warm-up pass
+constexpr int kTimedPasses = 3;         // over all weights, after one warm-up pass
+constexpr int kDescentStarts = 2;       // the heuristic's fastest, searched around
+constexpr int kMaxSearched = 600;       // configurations timed by the search, a shape
+constexpr double kSampleBytes = 256e6;  // weight bytes a quick timing streams (5x L2)
+constexpr double kBetter = 0.99;        // a neighbour this much faster replaces the current
+constexpr int kMaxCustomOption = 7;
+constexpr uint32_t kMaxClusterShape = 20;  // CUBLASLT_CLUSTER_SHAPE_* ids tried
 
 template <typename Fn>
 absl::Status Symbol(const char* name, Fn* out) {
@@ -45,6 +53,10 @@ struct BlasTuner::Lt {
   decltype(&::cublasLtMatmulPreferenceSetAttribute) pref_set = nullptr;
   decltype(&::cublasLtMatmulAlgoGetHeuristic) heuristic = nullptr;
   decltype(&::cublasLtMatmul) matmul = nullptr;
+  decltype(&::cublasLtMatmulAlgoCheck) check = nullptr;
+  decltype(&::cublasLtMatmulAlgoCapGetAttribute) cap_get = nullptr;
+  decltype(&::cublasLtMatmulAlgoConfigGetAttribute) config_get = nullptr;
+  decltype(&::cublasLtMatmulAlgoConfigSetAttribute) config_set = nullptr;
 
   absl::Status Load() {
     RETURN_IF_ERROR(Symbol("cublasLtCreate", &create));
@@ -59,6 +71,10 @@ struct BlasTuner::Lt {
     RETURN_IF_ERROR(Symbol("cublasLtMatmulPreferenceSetAttribute", &pref_set));
     RETURN_IF_ERROR(Symbol("cublasLtMatmulAlgoGetHeuristic", &heuristic));
     RETURN_IF_ERROR(Symbol("cublasLtMatmul", &matmul));
+    RETURN_IF_ERROR(Symbol("cublasLtMatmulAlgoCheck", &check));
+    RETURN_IF_ERROR(Symbol("cublasLtMatmulAlgoCapGetAttribute", &cap_get));
+    RETURN_IF_ERROR(Symbol("cublasLtMatmulAlgoConfigGetAttribute", &config_get));
+    RETURN_IF_ERROR(Symbol("cublasLtMatmulAlgoConfigSetAttribute", &config_set));
     CUDA_RETURN_IF_ERROR(create(&handle));
     return absl::OkStatus();
   }
@@ -74,8 +90,10 @@ struct BlasTuner::Entry {
   cublasLtMatmulAlgo_t algo{};
   size_t workspace = 0;
   bool use_lt = false;
-  int candidate = -1;  // index in the heuristic's list, -1: the default
-  int candidates = 0;
+  int candidate = -1;  // heuristic index it was searched from, -1: the default
+  int candidates = 0;  // heuristic algorithms that ran
+  int searched = 0;    // configurations the search timed
+  double tune_ms = 0.0;
   double default_us = 0.0;
   double best_us = 0.0;
   ~Entry() {
@@ -102,24 +120,68 @@ BlasTuner::Key BlasTuner::KeyOf(const BlasGemmParams& p) {
   return {p.m, p.n, p.k, static_cast<int>(p.dtype), static_cast<int>(p.y_dtype), p.beta != 0.0f};
 }
 
-absl::Status BlasTuner::Enqueue(const Entry& e, const BlasGemmParams& p, const void* w,
-                                cudaStream_t stream) const {
+absl::Status BlasTuner::Enqueue(const Entry& e, const cublasLtMatmulAlgo_t& algo, size_t workspace,
+                                const BlasGemmParams& p, const void* w, cudaStream_t stream) const {
   const float alpha = 1.0f;
   CUDA_RETURN_IF_ERROR(lt_->matmul(lt_->handle, e.desc, &alpha, w, e.a, p.x, e.b, &p.beta, p.y, e.c,
-                                   p.y, e.c, &e.algo, workspace_, e.workspace, stream));
+                                   p.y, e.c, &algo, workspace_, workspace, stream));
   return absl::OkStatus();
 }
 
 absl::StatusOr<bool> BlasTuner::TryRun(const BlasGemmParams& p, cudaStream_t stream) const {
   const auto it = entries_.find(KeyOf(p));
   if (it == entries_.end() || !it->second->use_lt) return false;
-  RETURN_IF_ERROR(Enqueue(*it->second, p, p.w, stream));
+  const Entry& e = *it->second;
+  RETURN_IF_ERROR(Enqueue(e, e.algo, e.workspace, p, p.w, stream));
   return true;
+}
+
+// The values a search tries for one configuration attribute of `algo`.
+std::vector<uint32_t> BlasTuner::SearchValues(const cublasLtMatmulAlgo_t& algo,
+                                              int attribute) const {
+  auto cap_list = [&](cublasLtMatmulAlgoCapAttributes_t cap) {
+    size_t bytes = 0;
+    std::vector<uint32_t> out;
+    if (lt_->cap_get(&algo, cap, nullptr, 0, &bytes) != CUBLAS_STATUS_SUCCESS) return out;
+    out.resize(bytes / sizeof(uint32_t));
+    if (!out.empty() && lt_->cap_get(&algo, cap, out.data(), out.size() * sizeof(uint32_t),
+                                     &bytes) != CUBLAS_STATUS_SUCCESS) {
+      out.clear();
+    }
+    return out;
+  };
+  auto range = [](uint32_t last) {
+    std::vector<uint32_t> out;
+    for (uint32_t v = 0; v <= last; ++v) out.push_back(v);
+    return out;
+  };
+  switch (attribute) {
+    case CUBLASLT_ALGO_CONFIG_TILE_ID:
+      return cap_list(CUBLASLT_ALGO_CAP_TILE_IDS);
+    case CUBLASLT_ALGO_CONFIG_SPLITK_NUM:
+      return {1, 2, 3, 4, 6, 8};
+    case CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME:
+      return {CUBLASLT_REDUCTION_SCHEME_NONE, CUBLASLT_REDUCTION_SCHEME_INPLACE,
+              CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE, CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE};
+    case CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING:
+      return {0, 1};
+    case CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION: {
+      int32_t last = 0;
+      size_t bytes = 0;
+      lt_->cap_get(&algo, CUBLASLT_ALGO_CAP_CUSTOM_OPTION_MAX, &last, sizeof(last), &bytes);
+      return range(static_cast<uint32_t>(std::clamp(last, 0, kMaxCustomOption)));
+    }
+    case CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID:
+      return range(kMaxClusterShape);
+    default:
+      return {};
+  }
 }
 
 absl::Status BlasTuner::Tune(cublasHandle_t handle, const BlasGemmParams& p,
                              std::span<const void* const> weights, cudaStream_t stream) {
   if (p.dtype != DType::kBF16 || weights.empty() || p.m <= 0) return absl::OkStatus();
+  const auto began = std::chrono::steady_clock::now();
   const Lt& lt = *lt_;
   auto e = std::make_unique<Entry>();
   e->lt = lt_.get();
@@ -152,43 +214,123 @@ absl::Status BlasTuner::Tune(cublasHandle_t handle, const BlasGemmParams& p,
   cudaEvent_t start = nullptr, stop = nullptr;
   CUDA_RETURN_IF_ERROR(cudaEventCreate(&start));
   CUDA_RETURN_IF_ERROR(cudaEventCreate(&stop));
-  // Microseconds a product, over every weight; an error from `run` (an
-  // algorithm that turns out not to apply) is returned as is.
-  auto time = [&](auto&& run) -> absl::StatusOr<double> {
-    for (const void* w : weights) RETURN_IF_ERROR(run(w));
+  // Microseconds a product over `over` (after one warm-up pass); an error
+  // from `run` (an algorithm that turns out not to apply) is returned as is.
+  auto time = [&](std::span<const void* const> over, int passes,
+                  auto&& run) -> absl::StatusOr<double> {
+    for (const void* w : over) RETURN_IF_ERROR(run(w));
     CUDA_RETURN_IF_ERROR(cudaEventRecord(start, stream));
-    for (int pass = 0; pass < kTimedPasses; ++pass) {
-      for (const void* w : weights) RETURN_IF_ERROR(run(w));
+    for (int pass = 0; pass < passes; ++pass) {
+      for (const void* w : over) RETURN_IF_ERROR(run(w));
     }
     CUDA_RETURN_IF_ERROR(cudaEventRecord(stop, stream));
     CUDA_RETURN_IF_ERROR(cudaEventSynchronize(stop));
     float ms = 0.0f;
     CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, start, stop));
-    return 1e3 * ms / (kTimedPasses * static_cast<double>(weights.size()));
+    return 1e3 * ms / (passes * static_cast<double>(over.size()));
+  };
+  // The search times each configuration once over enough weights to stream
+  // kSampleBytes from HBM; the finalists are timed over all of them.
+  const double weight_bytes = 2.0 * static_cast<double>(p.n) * static_cast<double>(p.k);
+  const size_t sample_count = std::min(
+      weights.size(), std::max<size_t>(2, static_cast<size_t>(kSampleBytes / weight_bytes) + 1));
+  const std::span<const void* const> sample = weights.first(sample_count);
+  struct Candidate {
+    cublasLtMatmulAlgo_t algo;
+    size_t workspace;
+    double us;
+    int origin;  // the heuristic's index it came from
+  };
+  // Quick time of one configuration; nullopt-like -1 when it does not run.
+  auto quick = [&](const cublasLtMatmulAlgo_t& algo, size_t workspace) -> absl::StatusOr<double> {
+    absl::StatusOr<double> us =
+        time(sample, 1, [&](const void* w) { return Enqueue(*e, algo, workspace, p, w, stream); });
+    if (us.ok()) return *us;
+    CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+    (void)cudaGetLastError();
+    return -1.0;
   };
   absl::Status status = [&]() -> absl::Status {
-    BlasGemmParams q = p;
-    ASSIGN_OR_RETURN(e->default_us, time([&](const void* w) {
-                       q.w = w;
-                       return BlasGemm(handle, q, stream);
-                     }));
-    e->best_us = e->default_us;
-    e->candidates = found;
+    std::vector<Candidate> pool;
     for (int i = 0; i < found; ++i) {
       if (results[i].state != CUBLAS_STATUS_SUCCESS ||
           results[i].workspaceSize > static_cast<size_t>(workspace_bytes_)) {
         continue;
       }
-      e->algo = results[i].algo;
-      e->workspace = results[i].workspaceSize;
-      absl::StatusOr<double> us = time([&](const void* w) { return Enqueue(*e, p, w, stream); });
+      ASSIGN_OR_RETURN(const double us, quick(results[i].algo, results[i].workspaceSize));
+      if (us > 0) pool.push_back({results[i].algo, results[i].workspaceSize, us, i});
+    }
+    e->candidates = static_cast<int>(pool.size());
+    std::sort(pool.begin(), pool.end(),
+              [](const Candidate& x, const Candidate& y) { return x.us < y.us; });
+    // Coordinate descent around the fastest few: one attribute at a time
+    // over the values the algorithm allows, a change kept when it is
+    // kBetter faster; cublasLtMatmulAlgoCheck screens out what cannot run.
+    std::vector<Candidate> finalists;
+    static constexpr cublasLtMatmulAlgoConfigAttributes_t kAttributes[] = {
+        CUBLASLT_ALGO_CONFIG_TILE_ID,          CUBLASLT_ALGO_CONFIG_SPLITK_NUM,
+        CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID,
+        CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION,    CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING};
+    // A product run once a step (one weight: the LM head) keeps the
+    // heuristic's choice: its search would cost more than it saves.
+    const size_t starts = weights.size() > 1 ? kDescentStarts : 0;
+    for (size_t s = 0; s < pool.size() && s < std::max<size_t>(starts, 1); ++s) {
+      Candidate cur = pool[s];
+      for (const cublasLtMatmulAlgoConfigAttributes_t attribute : kAttributes) {
+        if (s >= starts) break;
+        // The cluster shape is a uint16_t, the others uint32_t.
+        const size_t width = attribute == CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID ? sizeof(uint16_t)
+                                                                                : sizeof(uint32_t);
+        uint32_t now = 0;
+        size_t written = 0;
+        if (lt.config_get(&cur.algo, attribute, &now, width, &written) != CUBLAS_STATUS_SUCCESS) {
+          continue;
+        }
+        for (const uint32_t value : SearchValues(cur.algo, attribute)) {
+          if (value == now || e->searched >= kMaxSearched) continue;
+          cublasLtMatmulAlgo_t next = cur.algo;
+          const uint16_t value16 = static_cast<uint16_t>(value);
+          const void* field = width == sizeof(uint16_t) ? static_cast<const void*>(&value16)
+                                                        : static_cast<const void*>(&value);
+          cublasLtMatmulHeuristicResult_t checked{};
+          if (lt.config_set(&next, attribute, field, width) != CUBLAS_STATUS_SUCCESS ||
+              lt.check(lt.handle, e->desc, e->a, e->b, e->c, e->c, &next, &checked) !=
+                  CUBLAS_STATUS_SUCCESS ||
+              checked.workspaceSize > static_cast<size_t>(workspace_bytes_)) {
+            continue;
+          }
+          ++e->searched;
+          ASSIGN_OR_RETURN(const double us, quick(next, checked.workspaceSize));
+          if (us > 0 && us < kBetter * cur.us) {
+            cur = {next, checked.workspaceSize, us, cur.origin};
+            now = value;
+          }
+        }
+      }
+      finalists.push_back(cur);
+    }
+    // The finalists and cuBLAS's default, each over every weight.
+    BlasGemmParams q = p;
+    ASSIGN_OR_RETURN(e->default_us, time(weights, kTimedPasses, [&](const void* w) {
+                       q.w = w;
+                       return BlasGemm(handle, q, stream);
+                     }));
+    e->best_us = e->default_us;
+    for (const Candidate& c : finalists) {
+      absl::StatusOr<double> us = time(weights, kTimedPasses, [&](const void* w) {
+        return Enqueue(*e, c.algo, c.workspace, p, w, stream);
+      });
       if (!us.ok()) {
         CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
-        continue;  // not applicable after all: the heuristic's next one
+        (void)cudaGetLastError();
+        continue;
       }
       if (*us < e->best_us) {
         e->best_us = *us;
-        e->candidate = i;
+        e->candidate = c.origin;
+        e->algo = c.algo;
+        e->workspace = c.workspace;
+        e->use_lt = true;
       }
     }
     return absl::OkStatus();
@@ -196,11 +338,8 @@ absl::Status BlasTuner::Tune(cublasHandle_t handle, const BlasGemmParams& p,
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
   RETURN_IF_ERROR(status);
-  e->use_lt = e->candidate >= 0;
-  if (e->use_lt) {
-    e->algo = results[e->candidate].algo;
-    e->workspace = results[e->candidate].workspaceSize;
-  }
+  e->tune_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - began).count();
   entries_[KeyOf(p)] = std::move(e);
   return absl::OkStatus();
 }
@@ -209,12 +348,13 @@ std::string BlasTuner::Summary() const {
   std::string out;
   for (const auto& [key, e] : entries_) {
     const auto& [m, n, k, dtype, y_dtype, accumulate] = key;
-    absl::StrAppend(&out, absl::StrFormat("%d x %d x %d%s: %s %.1f us (default %.1f us, %d "
-                                          "candidates)\n",
-                                          m, n, k, accumulate ? " +=" : "",
-                                          e->use_lt ? absl::StrCat("cublasLt #", e->candidate)
-                                                    : std::string("default"),
-                                          e->best_us, e->default_us, e->candidates));
+    absl::StrAppend(
+        &out, absl::StrFormat("%d x %d x %d%s: %s %.1f us (default %.1f us, %d "
+                              "candidates, %d searched, %.0f ms)\n",
+                              m, n, k, accumulate ? " +=" : "",
+                              e->use_lt ? absl::StrCat("cublasLt from #", e->candidate)
+                                        : std::string("default"),
+                              e->best_us, e->default_us, e->candidates, e->searched, e->tune_ms));
   }
   return out;
 }
