@@ -3,9 +3,12 @@
 // BF16 rows that are multiples of 8 are read 16 bytes a thread, and held in
 // registers between the passes up to 16384 wide. The fused
 // form rounds x + residual to the storage type before both the store and the
-// norm, as the composed references do.
+// norm, as the composed references do. Launched with programmatic dependent
+// launch: the block waits for the previous kernel before reading x (the
+// register form loads its weights first).
 // Tested by tests/gpu/elementwise_test.cc against RmsNormRef / FusedAddRmsNormRef.
 #include "engine/kernels/cuda_common.cuh"
+#include "engine/kernels/cuda_ptx.cuh"
 #include "engine/kernels/rms_norm.h"
 #include "engine/runtime/cuda_check.h"
 
@@ -20,6 +23,8 @@ __global__ void __launch_bounds__(kThreads)
     RmsNormKernel(const T* x, T* residual, const T* __restrict__ weight, T* out, int64_t hidden,
                   float eps) {
   __shared__ float scratch[32];
+  cuda::GridDependencyWait();  // x and residual come from the previous kernel
+  cuda::LaunchDependents();
   const int64_t row = blockIdx.x * hidden;
   float sum_sq = 0.0f;
   for (int64_t i = threadIdx.x; i < hidden; i += kThreads) {
@@ -43,6 +48,8 @@ __global__ void __launch_bounds__(kThreads)
     RmsNormBf16x8Kernel(const uint4* x, uint4* residual, const uint4* __restrict__ weight,
                         uint4* out, int64_t vecs, float eps, int64_t hidden) {
   __shared__ float scratch[32];
+  cuda::GridDependencyWait();
+  cuda::LaunchDependents();
   const int64_t row = blockIdx.x * vecs;
   float sum_sq = 0.0f;
   for (int64_t i = threadIdx.x; i < vecs; i += kThreads) {
@@ -85,8 +92,14 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
   for (int k = 0; k < kVecs; ++k) {
     const int64_t i = threadIdx.x + k * kThreads;
+    if (i < vecs) w[k] = weight[i];  // a constant: read while the previous kernel ends
+  }
+  cuda::GridDependencyWait();
+  cuda::LaunchDependents();
+#pragma unroll
+  for (int k = 0; k < kVecs; ++k) {
+    const int64_t i = threadIdx.x + k * kThreads;
     if (i < vecs) {
-      w[k] = weight[i];
       xv[k] = x[row + i];
       if (residual != nullptr) rv[k] = residual[row + i];
     }
@@ -141,17 +154,17 @@ absl::Status Run(const char* op, DType dtype, const void* x, void* residual, con
                        : vecs <= 4 * kThreads ? &RmsNormBf16RegsKernel<4>
                        : vecs <= 8 * kThreads ? &RmsNormBf16RegsKernel<8>
                                               : &RmsNormBf16x8Kernel;
-        kernel<<<num_tokens, kThreads, 0, stream>>>(
-            static_cast<const uint4*>(x), static_cast<uint4*>(residual),
-            static_cast<const uint4*>(weight), static_cast<uint4*>(out), vecs, eps, hidden);
-        CUDA_RETURN_IF_ERROR(cudaGetLastError());
+        CUDA_RETURN_IF_ERROR(cuda::LaunchPdl(
+            kernel, dim3(num_tokens), dim3(kThreads), 0, stream, static_cast<const uint4*>(x),
+            static_cast<uint4*>(residual), static_cast<const uint4*>(weight),
+            static_cast<uint4*>(out), vecs, eps, hidden));
         return absl::OkStatus();
       }
     }
-    RmsNormKernel<T><<<num_tokens, kThreads, 0, stream>>>(
-        static_cast<const T*>(x), static_cast<T*>(residual), static_cast<const T*>(weight),
-        static_cast<T*>(out), hidden, eps);
-    CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    CUDA_RETURN_IF_ERROR(cuda::LaunchPdl(&RmsNormKernel<T>, dim3(num_tokens), dim3(kThreads), 0,
+                                         stream, static_cast<const T*>(x),
+                                         static_cast<T*>(residual), static_cast<const T*>(weight),
+                                         static_cast<T*>(out), hidden, eps));
     return absl::OkStatus();
   });
 }

@@ -1,8 +1,10 @@
 // SiluMul: the CUDA SiLU-and-multiply (see silu_mul.h). A grid-stride loop
 // over [num_tokens, inter]; BF16 rows that are multiples of 8 go 16 bytes a
 // thread. Same math as SiluMulRef (expf, fp32, one rounding on store).
+// Launched with programmatic dependent launch (waits before reading gate_up).
 // Tested by tests/gpu/elementwise_test.cc against SiluMulRef.
 #include "engine/kernels/cuda_common.cuh"
+#include "engine/kernels/cuda_ptx.cuh"
 #include "engine/kernels/silu_mul.h"
 #include "engine/runtime/cuda_check.h"
 
@@ -14,6 +16,8 @@ __device__ __forceinline__ float Silu(float g) { return g / (1.0f + expf(-g)); }
 template <typename T>
 __global__ void SiluMulKernel(const T* __restrict__ gate_up, T* __restrict__ out, int64_t inter,
                               int64_t total) {
+  cuda::GridDependencyWait();  // gate_up comes from the previous kernel
+  cuda::LaunchDependents();
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t t = i / inter;
@@ -26,6 +30,8 @@ __global__ void SiluMulKernel(const T* __restrict__ gate_up, T* __restrict__ out
 // BF16, inter % 8 == 0: one 16-byte vector of gate and of up per thread.
 __global__ void SiluMulBf16x8Kernel(const uint4* __restrict__ gate_up, uint4* __restrict__ out,
                                     int64_t inter_vecs, int64_t total_vecs) {
+  cuda::GridDependencyWait();
+  cuda::LaunchDependents();
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total_vecs;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t t = i / inter_vecs;
@@ -56,16 +62,16 @@ absl::Status SiluMul(const SiluMulParams& p, cudaStream_t stream) {
     const int64_t total = p.num_tokens * p.inter;
     if constexpr (std::is_same_v<T, cuda::bf16>) {
       if (p.inter % 8 == 0) {
-        SiluMulBf16x8Kernel<<<GridFor(total / 8), 256, 0, stream>>>(
-            static_cast<const uint4*>(p.gate_up), static_cast<uint4*>(p.out), p.inter / 8,
-            total / 8);
-        CUDA_RETURN_IF_ERROR(cudaGetLastError());
+        CUDA_RETURN_IF_ERROR(cuda::LaunchPdl(SiluMulBf16x8Kernel, dim3(GridFor(total / 8)),
+                                             dim3(256), 0, stream,
+                                             static_cast<const uint4*>(p.gate_up),
+                                             static_cast<uint4*>(p.out), p.inter / 8, total / 8));
         return absl::OkStatus();
       }
     }
-    SiluMulKernel<T><<<GridFor(total), 256, 0, stream>>>(static_cast<const T*>(p.gate_up),
-                                                         static_cast<T*>(p.out), p.inter, total);
-    CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    CUDA_RETURN_IF_ERROR(cuda::LaunchPdl(&SiluMulKernel<T>, dim3(GridFor(total)), dim3(256), 0,
+                                         stream, static_cast<const T*>(p.gate_up),
+                                         static_cast<T*>(p.out), p.inter, total));
     return absl::OkStatus();
   });
 }
