@@ -56,6 +56,8 @@ absl::StatusOr<std::unique_ptr<CudaRunnerImpl>> CudaRunnerImpl::Create(
 }
 
 CudaRunnerImpl::~CudaRunnerImpl() {
+  if (step_start_ != nullptr) cudaEventDestroy(step_start_);
+  if (step_end_ != nullptr) cudaEventDestroy(step_end_);
   for (auto& [key, graph] : graphs_) {
     if (graph.exec != nullptr) cudaGraphExecDestroy(graph.exec);
   }
@@ -109,6 +111,8 @@ absl::Status CudaRunnerImpl::Allocate() {
       RopeInvFreq(static_cast<int32_t>(config_.head_dim), config_.rope_theta, config_.rope_scaling);
   CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(buf_.inv_freq, inv_freq.data(), inv_freq.size() * 4,
                                        cudaMemcpyHostToDevice, stream));
+  CUDA_RETURN_IF_ERROR(cudaEventCreate(&step_start_));
+  CUDA_RETURN_IF_ERROR(cudaEventCreate(&step_end_));
   ASSIGN_OR_RETURN(meta_host_, PinnedBuffer::Create(plan_.step_layout.size_bytes));
   ASSIGN_OR_RETURN(out_host_, PinnedBuffer::Create(w.logits));
   CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
@@ -170,6 +174,7 @@ absl::Status CudaRunnerImpl::Run(const BatchInput& batch, const SampleInputs* sa
   const StepShape shape = ShapeStep(batch, sample);
   const int64_t bytes = PackStep(batch, sample, shape);
   cudaStream_t stream = ctx_->stream();
+  CUDA_RETURN_IF_ERROR(cudaEventRecord(step_start_, stream));
   CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(buf_.meta, meta_host_->data(), bytes, cudaMemcpyHostToDevice, stream));
   timing_ = CudaStepTiming{.graph = shape.graph};
@@ -185,8 +190,12 @@ absl::Status CudaRunnerImpl::Run(const BatchInput& batch, const SampleInputs* sa
   const void* src = sample != nullptr ? static_cast<const void*>(buf_.out_tokens) : buf_.logits;
   CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(out_host_->data(), src, out_bytes, cudaMemcpyDeviceToHost, stream));
+  CUDA_RETURN_IF_ERROR(cudaEventRecord(step_end_, stream));
   timing_.enqueue_us = MicrosSince(t0);
   CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+  float gpu_ms = 0.0f;
+  CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&gpu_ms, step_start_, step_end_));
+  timing_.gpu_us = 1e3 * gpu_ms;
   if (sample != nullptr) {
     const int32_t* t = reinterpret_cast<const int32_t*>(out_host_->data());
     tokens->assign(t, t + rows);

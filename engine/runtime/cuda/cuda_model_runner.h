@@ -55,6 +55,7 @@ struct CudaRunnerOptions {
 struct CudaStepTiming {
   double enqueue_us = 0;  // packing metadata + copies + launches (or graph launch)
   double total_us = 0;    // until the outputs were on the host
+  double gpu_us = 0;      // on the device: the metadata copy in to the outputs' copy out
   bool graph = false;     // ran as a CUDA graph replay
 };
 

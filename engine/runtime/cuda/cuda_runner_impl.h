@@ -135,6 +135,8 @@ class CudaRunnerImpl : public CudaModelRunner {
   std::map<std::pair<int32_t, int>, Graph> graphs_;  // (bucket, sample | history << 1)
   std::vector<int32_t> buckets_;
   CudaStepTiming timing_;
+  cudaEvent_t step_start_ = nullptr;  // around a step's device work (CudaStepTiming::gpu_us)
+  cudaEvent_t step_end_ = nullptr;
   std::unique_ptr<BlasTuner> tuner_;  // null: cuBLAS's default everywhere
 };
 
