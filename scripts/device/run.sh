@@ -53,14 +53,14 @@ fi
 if [[ $what == all || $what == bench ]]; then
   for s in "${scenarios[@]}"; do
     echo "===== onecard-bench-cuda $s" | tee -a "$OUT/bench.log"
-    timeout "${BENCH_TIMEOUT:-90}" "$bin/onecard-bench-cuda" "$s" --results "$OUT/results.jsonl" \
+    timeout "${BENCH_TIMEOUT:-150}" "$bin/onecard-bench-cuda" "$s" --results "$OUT/results.jsonl" \
       >>"$OUT/bench.log" 2>&1 || { status=1; echo "FAILED: $s"; }
   done
   if [[ -z "${NO_AB_COMPARISON:-}" ]]; then  # with the main run this orders them
     # B (as committed), A ($AB_ENV), B: drift between runs shows
     for setting in "${AB_ENV:-ONECARD_PDL=0}" ""; do
       echo "===== onecard-bench-cuda decode-8b-bf16 with '$setting'" | tee -a "$OUT/bench.log"
-      env $setting timeout "${BENCH_TIMEOUT:-90}" "$bin/onecard-bench-cuda" decode-8b-bf16 \
+      env $setting timeout "${BENCH_TIMEOUT:-150}" "$bin/onecard-bench-cuda" decode-8b-bf16 \
         --results "$OUT/results_ab.jsonl" >>"$OUT/bench.log" 2>&1 || echo "FAILED: '$setting' decode"
     done
   fi

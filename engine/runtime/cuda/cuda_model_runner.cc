@@ -5,6 +5,9 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "engine/common/status_macros.h"
@@ -28,6 +31,47 @@ std::vector<int32_t> Buckets(int32_t max_num_seqs) {
   }
   out.push_back(max_num_seqs);
   return out;
+}
+
+// What a captured step runs, for the plan printout: "<n> kernels (<n> from
+// libraries), <n> memsets, <n> other nodes; <n> of <n> edges programmatic".
+// A library kernel (cuBLAS) is one whose name the runtime does not resolve
+// or that is not in namespace onecard.
+std::string DescribeGraph(cudaGraph_t graph) {
+  size_t count = 0, edges = 0;
+  if (cudaGraphGetNodes(graph, nullptr, &count) != cudaSuccess ||
+      cudaGraphGetEdges(graph, nullptr, nullptr, nullptr, &edges) != cudaSuccess) {
+    return "(not described)";
+  }
+  std::vector<cudaGraphNode_t> nodes(count), from(edges), to(edges);
+  std::vector<cudaGraphEdgeData> data(edges);
+  if (cudaGraphGetNodes(graph, nodes.data(), &count) != cudaSuccess ||
+      cudaGraphGetEdges(graph, from.data(), to.data(), data.data(), &edges) != cudaSuccess) {
+    return "(not described)";
+  }
+  int kernels = 0, library = 0, memsets = 0, other = 0, programmatic = 0;
+  for (cudaGraphNode_t node : nodes) {
+    cudaGraphNodeType type = cudaGraphNodeTypeEmpty;
+    cudaGraphNodeGetType(node, &type);
+    if (type != cudaGraphNodeTypeKernel) {
+      ++(type == cudaGraphNodeTypeMemset ? memsets : other);
+      continue;
+    }
+    ++kernels;
+    cudaKernelNodeParams params{};
+    const char* name = nullptr;
+    if (cudaGraphKernelNodeGetParams(node, &params) != cudaSuccess ||
+        cudaFuncGetName(&name, params.func) != cudaSuccess || name == nullptr ||
+        std::string_view(name).find("7onecard") == std::string_view::npos) {
+      (void)cudaGetLastError();
+      ++library;
+    }
+  }
+  for (const cudaGraphEdgeData& e : data) {
+    programmatic += e.type == cudaGraphDependencyTypeProgrammatic ? 1 : 0;
+  }
+  return absl::StrCat(kernels, " kernels (", library, " from libraries), ", memsets, " memsets, ",
+                      other, " other nodes; ", programmatic, " of ", edges, " edges programmatic");
 }
 
 }  // namespace
@@ -159,6 +203,10 @@ absl::Status CudaRunnerImpl::Launch(const StepShape& shape) {
       return enqueued;
     }
     CUDA_RETURN_IF_ERROR(ended);
+    if (options_.print_plan) {
+      std::fprintf(stderr, "CUDA graph of a %d-sequence step: %s\n", shape.seqs,
+                   DescribeGraph(graph).c_str());
+    }
     const cudaError_t made = cudaGraphInstantiate(&g.exec, graph, 0);
     cudaGraphDestroy(graph);
     CUDA_RETURN_IF_ERROR(made);
