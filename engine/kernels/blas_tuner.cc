@@ -9,6 +9,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <string_view>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -33,6 +35,15 @@ absl::Status Symbol(const char* name, Fn* out) {
   ASSIGN_OR_RETURN(void* address, cuda::CublasLtSymbol(name));
   *out = reinterpret_cast<Fn>(address);
   return absl::OkStatus();
+}
+
+// ONECARD_TUNER_SEARCH=0 keeps the heuristic's candidates only (comparisons).
+bool SearchEnabled() {
+  static const bool enabled = [] {
+    const char* v = std::getenv("ONECARD_TUNER_SEARCH");
+    return v == nullptr || std::string_view(v) != "0";
+  }();
+  return enabled;
 }
 
 cudaDataType_t CudaType(DType dtype) { return dtype == DType::kF32 ? CUDA_R_32F : CUDA_R_16BF; }
@@ -273,7 +284,7 @@ absl::Status BlasTuner::Tune(cublasHandle_t handle, const BlasGemmParams& p,
         CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION,    CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING};
     // A product run once a step (one weight: the LM head) keeps the
     // heuristic's choice: its search would cost more than it saves.
-    const size_t starts = weights.size() > 1 ? kDescentStarts : 0;
+    const size_t starts = weights.size() > 1 && SearchEnabled() ? kDescentStarts : 0;
     for (size_t s = 0; s < pool.size() && s < std::max<size_t>(starts, 1); ++s) {
       Candidate cur = pool[s];
       for (const cublasLtMatmulAlgoConfigAttributes_t attribute : kAttributes) {

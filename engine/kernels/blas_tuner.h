@@ -16,7 +16,8 @@
 // model's layers, so the weights stream from HBM as in a step, not from L2);
 // the fastest is kept, or the default when that is the fastest. Every
 // configuration computes the same product in fp32 accumulation; only the
-// summation order differs.
+// summation order differs. ONECARD_TUNER_SEARCH=0 skips the search (the
+// heuristic's candidates and the default only), for comparisons.
 // Tested by tests/gpu/gemv_test.cc (BlasTunerTest) against LinearRef.
 #ifndef ONECARD_ENGINE_KERNELS_BLAS_TUNER_H_
 #define ONECARD_ENGINE_KERNELS_BLAS_TUNER_H_
