@@ -56,6 +56,7 @@ struct CudaStepTiming {
   double enqueue_us = 0;  // packing metadata + copies + launches (or graph launch)
   double total_us = 0;    // until the outputs were on the host
   double gpu_us = 0;      // on the device: the metadata copy in to the outputs' copy out
+                          // (0 for steps that return every token's logits)
   bool graph = false;     // ran as a CUDA graph replay
 };
 
