@@ -23,7 +23,7 @@ namespace onecard::engine {
 namespace {
 
 constexpr int kTimedPasses = 3;         // over all weights, after one warm-up pass
-constexpr int kDescentStarts = 2;       // the heuristic's fastest, searched around
+constexpr size_t kDescentStarts = 2;    // the heuristic's fastest, searched around
 constexpr int kMaxSearched = 600;       // configurations timed by the search, a shape
 constexpr double kSampleBytes = 256e6;  // weight bytes a quick timing streams (5x L2)
 constexpr double kBetter = 0.99;        // a neighbour this much faster replaces the current
@@ -274,21 +274,15 @@ absl::Status BlasTuner::Tune(cublasHandle_t handle, const BlasGemmParams& p,
     e->candidates = static_cast<int>(pool.size());
     std::sort(pool.begin(), pool.end(),
               [](const Candidate& x, const Candidate& y) { return x.us < y.us; });
-    // Coordinate descent around the fastest few: one attribute at a time
-    // over the values the algorithm allows, a change kept when it is
-    // kBetter faster; cublasLtMatmulAlgoCheck screens out what cannot run.
-    std::vector<Candidate> finalists;
+    // Coordinate descent from one configuration: one attribute at a time over
+    // the values the algorithm allows, a change kept when it is kBetter
+    // faster; cublasLtMatmulAlgoCheck screens out what cannot run.
     static constexpr cublasLtMatmulAlgoConfigAttributes_t kAttributes[] = {
         CUBLASLT_ALGO_CONFIG_TILE_ID,          CUBLASLT_ALGO_CONFIG_SPLITK_NUM,
         CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID,
         CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION,    CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING};
-    // A product run once a step (one weight: the LM head) keeps the
-    // heuristic's choice: its search would cost more than it saves.
-    const size_t starts = weights.size() > 1 && SearchEnabled() ? kDescentStarts : 0;
-    for (size_t s = 0; s < pool.size() && s < std::max<size_t>(starts, 1); ++s) {
-      Candidate cur = pool[s];
+    auto descend = [&](Candidate cur) -> absl::StatusOr<Candidate> {
       for (const cublasLtMatmulAlgoConfigAttributes_t attribute : kAttributes) {
-        if (s >= starts) break;
         // The cluster shape is a uint16_t, the others uint32_t.
         const size_t width = attribute == CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID ? sizeof(uint16_t)
                                                                                 : sizeof(uint32_t);
@@ -298,7 +292,8 @@ absl::Status BlasTuner::Tune(cublasHandle_t handle, const BlasGemmParams& p,
           continue;
         }
         for (const uint32_t value : SearchValues(cur.algo, attribute)) {
-          if (value == now || e->searched >= kMaxSearched) continue;
+          if (e->searched >= kMaxSearched) return cur;
+          if (value == now) continue;
           cublasLtMatmulAlgo_t next = cur.algo;
           const uint16_t value16 = static_cast<uint16_t>(value);
           const void* field = width == sizeof(uint16_t) ? static_cast<const void*>(&value16)
@@ -318,7 +313,18 @@ absl::Status BlasTuner::Tune(cublasHandle_t handle, const BlasGemmParams& p,
           }
         }
       }
-      finalists.push_back(cur);
+      return cur;
+    };
+    // Finalists: the heuristic's fastest, each after a descent from it (the
+    // kDescentStarts fastest), or as it is for a product run once a step
+    // (one weight: the LM head), whose search would cost more than it saves.
+    const bool search = weights.size() > 1 && SearchEnabled();
+    std::vector<Candidate> finalists;
+    for (size_t s = 0; s < pool.size() && s < (search ? kDescentStarts : 1); ++s) {
+      if (search) {
+        ASSIGN_OR_RETURN(pool[s], descend(pool[s]));
+      }
+      finalists.push_back(pool[s]);
     }
     // The finalists and cuBLAS's default, each over every weight.
     BlasGemmParams q = p;

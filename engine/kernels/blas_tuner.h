@@ -18,7 +18,7 @@
 // configuration computes the same product in fp32 accumulation; only the
 // summation order differs. ONECARD_TUNER_SEARCH=0 skips the search (the
 // heuristic's candidates and the default only), for comparisons.
-// Tested by tests/gpu/gemv_test.cc (BlasTunerTest) against LinearRef.
+// Tested by tests/gpu/blas_tuner_test.cc against LinearRef.
 #ifndef ONECARD_ENGINE_KERNELS_BLAS_TUNER_H_
 #define ONECARD_ENGINE_KERNELS_BLAS_TUNER_H_
 
