@@ -222,7 +222,7 @@ absl::Status CudaRunnerImpl::Run(const BatchInput& batch, const SampleInputs* sa
   const StepShape shape = ShapeStep(batch, sample);
   const int64_t bytes = PackStep(batch, sample, shape);
   cudaStream_t stream = ctx_->stream();
-  CUDA_RETURN_IF_ERROR(cudaEventRecord(step_start_, stream));
+  if (options_.time_steps) CUDA_RETURN_IF_ERROR(cudaEventRecord(step_start_, stream));
   CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(buf_.meta, meta_host_->data(), bytes, cudaMemcpyHostToDevice, stream));
   timing_ = CudaStepTiming{.graph = shape.graph};
@@ -238,12 +238,14 @@ absl::Status CudaRunnerImpl::Run(const BatchInput& batch, const SampleInputs* sa
   const void* src = sample != nullptr ? static_cast<const void*>(buf_.out_tokens) : buf_.logits;
   CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(out_host_->data(), src, out_bytes, cudaMemcpyDeviceToHost, stream));
-  CUDA_RETURN_IF_ERROR(cudaEventRecord(step_end_, stream));
+  if (options_.time_steps) CUDA_RETURN_IF_ERROR(cudaEventRecord(step_end_, stream));
   timing_.enqueue_us = MicrosSince(t0);
   CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
-  float gpu_ms = 0.0f;
-  CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&gpu_ms, step_start_, step_end_));
-  timing_.gpu_us = 1e3 * gpu_ms;
+  if (options_.time_steps) {
+    float gpu_ms = 0.0f;
+    CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&gpu_ms, step_start_, step_end_));
+    timing_.gpu_us = 1e3 * gpu_ms;
+  }
   if (sample != nullptr) {
     const int32_t* t = reinterpret_cast<const int32_t*>(out_host_->data());
     tokens->assign(t, t + rows);

@@ -47,6 +47,7 @@ struct CudaRunnerOptions {
   bool use_gemv = true;         // Gemv for steps of <= 4 tokens
   bool tune_gemms = true;       // time cuBLASLt algorithms for the decode buckets
                                 // at creation (blas_tuner.h)
+  bool time_steps = false;      // CudaStepTiming::gpu_us (two events a step; benchmarks)
   uint64_t synthetic_seed = 1;  // synthetic models only
   bool print_plan = true;       // the memory plan to stderr at creation
 };
@@ -56,7 +57,7 @@ struct CudaStepTiming {
   double enqueue_us = 0;  // packing metadata + copies + launches (or graph launch)
   double total_us = 0;    // until the outputs were on the host
   double gpu_us = 0;      // on the device: the metadata copy in to the outputs' copy out
-                          // (0 for steps that return every token's logits)
+                          // (options.time_steps; 0 for steps returning every token's logits)
   bool graph = false;     // ran as a CUDA graph replay
 };
 

@@ -76,6 +76,7 @@ absl::Status RunDecode(const BenchOptions&, BenchReporter& reporter) {
   engine::CudaRunnerOptions o;
   o.max_num_seqs = 128;
   o.max_batched_tokens = 4096;
+  o.time_steps = true;
   ASSIGN_OR_RETURN(auto runner, engine::CreateSyntheticCudaModelRunner("llama3-8b", o));
   std::vector<int32_t> batches = {1, 8, 32, 128};
   if (const char* only = std::getenv("ONECARD_DECODE_BATCHES"); only != nullptr && *only) {
