@@ -15,7 +15,6 @@
 //   TFLOP/s vs the GEMM rate; cuBLAS on the four projections at m = 8, 32,
 //   128 (weight GB/s: batched decode) and 2048 (TFLOP/s: prefill).
 #include <algorithm>
-#include <cmath>
 #include <functional>
 #include <numeric>
 #include <string>
@@ -28,6 +27,7 @@
 #include "engine/kernels/gemv.h"
 #include "engine/kernels/paged_attention_split.h"
 #include "engine/kernels/rms_norm.h"
+#include "engine/kernels/rope.h"
 #include "engine/kernels/rope_kv_write.h"
 #include "engine/kernels/silu_mul.h"
 #include "engine/runtime/cuda/cuda_weights.h"
@@ -271,10 +271,8 @@ absl::Status SmallKernelCases(const Ceilings& ceil, cudaStream_t stream, BenchRe
   std::vector<int32_t> meta;  // positions | slots
   for (int32_t t = 0; t < kRows; ++t) meta.push_back(383);
   for (int32_t t = 0; t < kRows; ++t) meta.push_back(t * 16 + 15);
-  std::vector<float> inv_freq(c.head_dim / 2);
-  for (size_t i = 0; i < inv_freq.size(); ++i) {
-    inv_freq[i] = std::pow(500000.0f, -2.0f * i / static_cast<float>(c.head_dim));
-  }
+  const std::vector<float> inv_freq =
+      engine::RopeInvFreq(static_cast<int32_t>(c.head_dim), c.rope_theta, c.rope_scaling);
   int32_t* d_meta = nullptr;
   float* d_freq = nullptr;
   CUDA_RETURN_IF_ERROR(cudaMalloc(&d_meta, meta.size() * 4));
