@@ -81,6 +81,14 @@ TEST_P(OpsControlPlaneOutageTest, StreamsAndNewRequestsOutliveTheMetricsService)
                   cluster_->metrics().metrics, "onecard_cluster_routers", {},
                   [](double v) { return v == 1; }, absl::Seconds(60))
                   .ok());
+  // The control plane pushes the worker's new registration to the router:
+  // the router's own table, not the control plane's count, says it arrived
+  // (under load the push trails the count; a full run once sent the request
+  // in between and got "no healthy worker").
+  EXPECT_TRUE(WaitForMetric(
+                  cluster_->router().metrics, "onecard_router_workers", {{"state", "healthy"}},
+                  [](double v) { return v == 1; }, absl::Seconds(60))
+                  .ok());
   const GenerateResult later = Generate(*stub, kOpsApiKey, "Say hi.", 2, v1::PRIORITY_BATCH);
   EXPECT_TRUE(later.status.ok()) << later.status.error_message();
 }
