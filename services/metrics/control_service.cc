@@ -93,6 +93,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WorkerTable> {
     if (finished_ || writing_) return;
     if (registry_->version() == sent_version_) return;
     const absl::Time now = registry_->Now();
+    if (now < registry_->published_from()) return;  // warming up: a later Tick sends
     if (sent_version_ >= 0 && now - last_write_ < min_interval_) return;  // next Tick
     table_ = registry_->WorkerTable(model_);
     sent_version_ = table_.version();

@@ -9,7 +9,10 @@
 // - WatchWorkers: the whole table at once, then the table again after each
 //   change, at most one per `watch_min_interval` (a change inside the
 //   interval is sent on the next Tick()); writes never queue up: a slow
-//   router gets the newest table when its previous write completes.
+//   router gets the newest table when its previous write completes. Nothing
+//   is sent before the registry's published_from() (the table warm-up after
+//   a start): a router watching a restarted control plane keeps its last
+//   table until the workers that outlived the restart have registered again.
 // Tick() must be called periodically (MetricsService does, every
 // watch_min_interval) to flush rate-limited watch streams.
 // Tested by tests/services/metrics/control_service_test.cc (in-process

@@ -50,6 +50,8 @@ absl::StatusOr<MetricsServiceOptions> ResolveOptions(const v1::MetricsServiceCon
   ASSIGN_OR_RETURN(
       options.watch_min_interval,
       DurationOr(config.watch_min_interval(), "watch_min_interval", absl::Milliseconds(100)));
+  ASSIGN_OR_RETURN(options.registry.table_warmup,
+                   DurationOr(config.table_warmup(), "table_warmup", absl::Seconds(6)));
   return options;
 }
 

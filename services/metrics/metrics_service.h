@@ -10,7 +10,8 @@
 // Config (onecard.v1.MetricsServiceConfig; zero fields take the defaults):
 //   listen_address "0.0.0.0:50060", metrics_listen_address "0.0.0.0:9402",
 //   worker_expiry 2s, router_expiry 2s, report_interval 250ms,
-//   watch_min_interval 100ms. Negative durations are InvalidArgument naming
+//   watch_min_interval 100ms, table_warmup 6s (no worker table is sent for
+//   that long after a start). Negative durations are InvalidArgument naming
 //   the field.
 // Tested by tests/services/metrics/metrics_service_test.cc.
 #ifndef ONECARD_SERVICES_METRICS_METRICS_SERVICE_H_

@@ -26,7 +26,7 @@ google::protobuf::Timestamp ToTimestamp(absl::Time t) {
 }  // namespace
 
 Registry::Registry(RegistryOptions options, NowFunction now)
-    : options_(options), now_(std::move(now)) {}
+    : options_(options), now_(std::move(now)), created_(now_()) {}
 
 absl::Status Registry::RegisterWorker(const v1::RegisterWorkerRequest &request) {
   if (request.worker_id().empty()) {

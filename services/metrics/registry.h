@@ -40,6 +40,9 @@ struct RegistryOptions {
   // aggregates; after twice as long it is dropped from the tables.
   absl::Duration worker_expiry = absl::Seconds(2);
   absl::Duration router_expiry = absl::Seconds(2);
+  // How long after the registry's creation its worker table is held back
+  // from WatchWorkers (see published_from()); MetricsService sets 6s.
+  absl::Duration table_warmup = absl::ZeroDuration();
 };
 
 // A worker as the aggregates see it: the latest report, when it came, and
@@ -83,6 +86,10 @@ class Registry {
   RegistrySnapshot Snapshot() const;
   int64_t version() const;
   absl::Time Now() const { return now_(); }
+  // The time from which the worker table may be sent: creation plus
+  // table_warmup. Before it the table may still miss live workers that have
+  // not registered again since a restart of the control plane.
+  absl::Time published_from() const { return created_ + options_.table_warmup; }
   const RegistryOptions &options() const { return options_; }
 
   // `listener` runs after every change, on the thread that made it, outside
@@ -109,6 +116,7 @@ class Registry {
 
   const RegistryOptions options_;
   const NowFunction now_;
+  const absl::Time created_;
 
   mutable absl::Mutex mu_;
   std::map<std::string, WorkerState> workers_ ABSL_GUARDED_BY(mu_);

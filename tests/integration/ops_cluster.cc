@@ -30,6 +30,7 @@ metrics:
   router_expiry: 3s
   report_interval: 100ms
   watch_min_interval: 50ms
+  table_warmup: 1s
 worker:
   model_path: )",
                       model, R"(

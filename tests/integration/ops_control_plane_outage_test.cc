@@ -3,7 +3,8 @@
 // case) interrupts neither a stream in flight through the router nor new
 // requests; the router keeps the worker it learned from the watch, and the
 // worker keeps serving. When the metrics service comes back on its port, the
-// worker and router register again and its gauges see the worker.
+// router keeps serving through the table warm-up, the worker and router
+// register again and its gauges see the worker.
 #include <signal.h>
 
 #include <atomic>
@@ -72,7 +73,16 @@ TEST_P(OpsControlPlaneOutageTest, StreamsAndNewRequestsOutliveTheMetricsService)
   EXPECT_TRUE(cluster_->router_process().running());
 
   // Back on its port: the worker and the router find it again by themselves.
+  // Meanwhile the restarted control plane holds its table back for the
+  // warm-up (1 s here), so the router keeps the worker it had rather than
+  // applying the new process's empty table: requests sent right after the
+  // restart are served.
   ASSERT_TRUE(cluster_->RestartMetrics().ok());
+  for (int i = 0; i < 5; ++i) {
+    const GenerateResult during =
+        Generate(*stub, kOpsApiKey, "What is 3 + 3?", 2, v1::PRIORITY_INTERACTIVE);
+    EXPECT_TRUE(during.status.ok()) << "request " << i << ": " << during.status.error_message();
+  }
   EXPECT_TRUE(WaitForMetric(
                   cluster_->metrics().metrics, "onecard_cluster_workers", {{"state", "healthy"}},
                   [](double v) { return v == 1; }, absl::Seconds(60))

@@ -20,8 +20,8 @@ using ::testing::HasSubstr;
 
 class ControlServiceTest : public ::testing::Test {
  protected:
-  ControlServiceTest()
-      : registry_(RegistryOptions{}, [this] { return absl::FromUnixNanos(now_nanos_.load()); }),
+  explicit ControlServiceTest(RegistryOptions options = {})
+      : registry_(options, [this] { return absl::FromUnixNanos(now_nanos_.load()); }),
         metrics_(&registry_),
         service_(&registry_, &metrics_, absl::Milliseconds(100)) {
     grpc::ServerBuilder builder;
@@ -171,6 +171,46 @@ TEST_F(ControlServiceTest, WatchSendsTableThenChangesAfterTheInterval) {
   while (reader->Read(&table)) {
   }
   EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+}
+
+// A control plane that has just (re)started holds the table back for the
+// warm-up: a router watching it keeps its last table until the workers that
+// outlived the restart have registered again, instead of applying the empty
+// table the new process starts with.
+class ControlServiceWarmupTest : public ControlServiceTest {
+ protected:
+  static RegistryOptions WarmupOptions() {
+    RegistryOptions options;
+    options.table_warmup = absl::Seconds(2);
+    return options;
+  }
+  ControlServiceWarmupTest() : ControlServiceTest(WarmupOptions()) {}
+};
+
+TEST_F(ControlServiceWarmupTest, FirstTableWaitsForTheWarmup) {
+  grpc::ClientContext context;
+  SafetyDeadline(&context);
+  v1::WatchWorkersRequest request;
+  request.set_router_id("r1");
+  auto reader = stub_->WatchWorkers(&context, request);  // opened with no worker known
+  Advance(absl::Milliseconds(500));
+  ASSERT_TRUE(Register("w1").ok());
+  service_.Tick();
+  Advance(absl::Seconds(1));
+  ASSERT_TRUE(Register("w2").ok());
+  service_.Tick();
+  Advance(absl::Milliseconds(500));  // the warm-up is over
+  service_.Tick();
+  // The first table the router sees already holds both workers.
+  v1::WorkerTable table;
+  ASSERT_TRUE(reader->Read(&table));
+  ASSERT_EQ(table.workers_size(), 2);
+  EXPECT_EQ(table.workers(0).worker_id(), "w1");
+  EXPECT_EQ(table.workers(1).worker_id(), "w2");
+  context.TryCancel();
+  while (reader->Read(&table)) {
+  }
+  reader->Finish();
 }
 
 TEST_F(ControlServiceTest, WatchFiltersByModel) {

@@ -32,12 +32,15 @@ TEST(ResolveOptionsTest, DefaultsAndOverrides) {
   EXPECT_EQ(options->registry.worker_expiry, absl::Seconds(2));
   EXPECT_EQ(options->registry.report_interval, absl::Milliseconds(250));
   EXPECT_EQ(options->watch_min_interval, absl::Milliseconds(100));
+  EXPECT_EQ(options->registry.table_warmup, absl::Seconds(6));
 
   config.mutable_worker_expiry()->set_seconds(5);
+  config.mutable_table_warmup()->set_nanos(300'000'000);
   config.set_listen_address("127.0.0.1:7000");
   options = ResolveOptions(config);
   ASSERT_TRUE(options.ok());
   EXPECT_EQ(options->registry.worker_expiry, absl::Seconds(5));
+  EXPECT_EQ(options->registry.table_warmup, absl::Milliseconds(300));
   EXPECT_EQ(options->listen_address, "127.0.0.1:7000");
 }
 
