@@ -4,6 +4,9 @@
 // a residual add (one rounding of acc + y). x and W: BF16 or F32 (the same);
 // y: the same dtype, or F32 for BF16 inputs (logits). The caller owns the
 // handle (and its workspace, for graph capture).
+// Split-K partials (splits > 1): y is F32 [splits, m, n], slice s the product
+// of the s-th k / splits wide slice of x and W (one strided-batched GEMM, no
+// reduction): the consumer sums them, e.g. FusedAddRmsNorm's partials.
 // Used by Linear (linear.cu) and the runner; tested by tests/gpu/gemv_test.cc (LinearTest).
 #ifndef ONECARD_ENGINE_KERNELS_BLAS_GEMM_H_
 #define ONECARD_ENGINE_KERNELS_BLAS_GEMM_H_
@@ -27,7 +30,13 @@ struct BlasGemmParams {
   int64_t n = 0;
   int64_t k = 0;
   float beta = 0.0f;  // 0: overwrite y; 1: accumulate into y
+  // > 1: y holds split-K partials (above); needs BF16 x/w, F32 y, beta 0,
+  // k % splits == 0 and (k / splits) % 8 == 0.
+  int32_t splits = 1;
 };
+
+// Whether `splits` partials of a k-deep product are possible (above).
+bool BlasGemmSplitsFit(int64_t k, int32_t splits);
 
 class BlasTuner;  // blas_tuner.h
 

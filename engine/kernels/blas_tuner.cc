@@ -59,6 +59,7 @@ struct BlasTuner::Lt {
   decltype(&::cublasLtMatmulDescSetAttribute) desc_set = nullptr;
   decltype(&::cublasLtMatrixLayoutCreate) layout_create = nullptr;
   decltype(&::cublasLtMatrixLayoutDestroy) layout_destroy = nullptr;
+  decltype(&::cublasLtMatrixLayoutSetAttribute) layout_set = nullptr;
   decltype(&::cublasLtMatmulPreferenceCreate) pref_create = nullptr;
   decltype(&::cublasLtMatmulPreferenceDestroy) pref_destroy = nullptr;
   decltype(&::cublasLtMatmulPreferenceSetAttribute) pref_set = nullptr;
@@ -77,6 +78,7 @@ struct BlasTuner::Lt {
     RETURN_IF_ERROR(Symbol("cublasLtMatmulDescSetAttribute", &desc_set));
     RETURN_IF_ERROR(Symbol("cublasLtMatrixLayoutCreate", &layout_create));
     RETURN_IF_ERROR(Symbol("cublasLtMatrixLayoutDestroy", &layout_destroy));
+    RETURN_IF_ERROR(Symbol("cublasLtMatrixLayoutSetAttribute", &layout_set));
     RETURN_IF_ERROR(Symbol("cublasLtMatmulPreferenceCreate", &pref_create));
     RETURN_IF_ERROR(Symbol("cublasLtMatmulPreferenceDestroy", &pref_destroy));
     RETURN_IF_ERROR(Symbol("cublasLtMatmulPreferenceSetAttribute", &pref_set));
@@ -128,7 +130,8 @@ absl::StatusOr<std::unique_ptr<BlasTuner>> BlasTuner::Create(void* workspace,
 BlasTuner::~BlasTuner() { entries_.clear(); }
 
 BlasTuner::Key BlasTuner::KeyOf(const BlasGemmParams& p) {
-  return {p.m, p.n, p.k, static_cast<int>(p.dtype), static_cast<int>(p.y_dtype), p.beta != 0.0f};
+  return {p.m,         p.n, p.k, static_cast<int>(p.dtype), static_cast<int>(p.y_dtype),
+          p.beta != 0.0f, p.splits};
 }
 
 absl::Status BlasTuner::Enqueue(const Entry& e, const cublasLtMatmulAlgo_t& algo, size_t workspace,
@@ -191,6 +194,10 @@ std::vector<uint32_t> BlasTuner::SearchValues(const cublasLtMatmulAlgo_t& algo,
 
 absl::Status BlasTuner::Tune(cublasHandle_t handle, const BlasGemmParams& p,
                              std::span<const void* const> weights, cudaStream_t stream) {
+  if (p.splits != 1 && !BlasGemmSplitsFit(p.k, p.splits)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("BlasTuner: k = ", p.k, " cannot be split ", p.splits, " ways"));
+  }
   if (p.dtype != DType::kBF16 || weights.empty() || p.m <= 0) return absl::OkStatus();
   const auto began = std::chrono::steady_clock::now();
   const Lt& lt = *lt_;
@@ -201,9 +208,23 @@ absl::Status BlasTuner::Tune(cublasHandle_t handle, const BlasGemmParams& p,
   const cublasOperation_t transa = CUBLAS_OP_T, transb = CUBLAS_OP_N;
   CUDA_RETURN_IF_ERROR(lt.desc_set(e->desc, CUBLASLT_MATMUL_DESC_TRANSA, &transa, sizeof(transa)));
   CUDA_RETURN_IF_ERROR(lt.desc_set(e->desc, CUBLASLT_MATMUL_DESC_TRANSB, &transb, sizeof(transb)));
-  CUDA_RETURN_IF_ERROR(lt.layout_create(&e->a, CUDA_R_16BF, p.k, p.n, p.k));
-  CUDA_RETURN_IF_ERROR(lt.layout_create(&e->b, CUDA_R_16BF, p.k, p.m, p.k));
+  // Split-K partials: batch s multiplies the s-th k-slice of W and x (strided
+  // by the slice within each row) into the s-th [n, m] slice of y.
+  const int64_t depth = p.k / std::max(p.splits, 1);
+  CUDA_RETURN_IF_ERROR(lt.layout_create(&e->a, CUDA_R_16BF, depth, p.n, p.k));
+  CUDA_RETURN_IF_ERROR(lt.layout_create(&e->b, CUDA_R_16BF, depth, p.m, p.k));
   CUDA_RETURN_IF_ERROR(lt.layout_create(&e->c, CudaType(p.y_dtype), p.n, p.m, p.n));
+  if (p.splits > 1) {
+    const int32_t count = p.splits;
+    const int64_t c_stride = p.m * p.n;
+    for (cublasLtMatrixLayout_t layout : {e->a, e->b, e->c}) {
+      const int64_t stride = layout == e->c ? c_stride : depth;
+      CUDA_RETURN_IF_ERROR(
+          lt.layout_set(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
+      CUDA_RETURN_IF_ERROR(lt.layout_set(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                         &stride, sizeof(stride)));
+    }
+  }
   cublasLtMatmulPreference_t pref = nullptr;
   CUDA_RETURN_IF_ERROR(lt.pref_create(&pref));
   const uint64_t max_workspace = static_cast<uint64_t>(workspace_bytes_);
@@ -364,11 +385,12 @@ absl::Status BlasTuner::Tune(cublasHandle_t handle, const BlasGemmParams& p,
 std::string BlasTuner::Summary() const {
   std::string out;
   for (const auto& [key, e] : entries_) {
-    const auto& [m, n, k, dtype, y_dtype, accumulate] = key;
+    const auto& [m, n, k, dtype, y_dtype, accumulate, splits] = key;
     absl::StrAppend(
-        &out, absl::StrFormat("%d x %d x %d%s: %s %.1f us (default %.1f us, %d "
+        &out, absl::StrFormat("%d x %d x %d%s%s: %s %.1f us (default %.1f us, %d "
                               "candidates, %d searched, %.0f ms)\n",
                               m, n, k, accumulate ? " +=" : "",
+                              splits > 1 ? absl::StrCat(" /", splits) : std::string(),
                               e->use_lt ? absl::StrCat("cublasLt from #", e->candidate)
                                         : std::string("default"),
                               e->best_us, e->default_us, e->candidates, e->searched, e->tune_ms));

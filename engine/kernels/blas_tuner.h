@@ -52,8 +52,9 @@ class BlasTuner {
   BlasTuner& operator=(const BlasTuner&) = delete;
 
   // Tunes the shape of `params` (x, y: buffers of that shape; y is
-  // overwritten, or accumulated into when beta = 1). Synchronizes `stream`;
-  // not during graph capture. BF16 x and w only (others keep the default).
+  // overwritten, or accumulated into when beta = 1; split-K partials when
+  // params.splits > 1, a shape of its own). Synchronizes `stream`; not during
+  // graph capture. BF16 x and w only (others keep the default).
   absl::Status Tune(cublasHandle_t handle, const BlasGemmParams& params,
                     std::span<const void* const> weights, cudaStream_t stream);
 
@@ -61,14 +62,14 @@ class BlasTuner {
   // false (nothing enqueued) when the shape was not tuned or the default won.
   absl::StatusOr<bool> TryRun(const BlasGemmParams& params, cudaStream_t stream) const;
 
-  // One line per tuned shape: "m x n x k: <choice> <us> us (default <us> us,
+  // One line per tuned shape: "m x n x k[ +=][ /splits]: <choice> <us> us (default <us> us,
   // <n> candidates, <n> searched, <ms tuning took> ms)".
   std::string Summary() const;
 
  private:
   struct Lt;
   struct Entry;
-  using Key = std::tuple<int64_t, int64_t, int64_t, int, int, bool>;
+  using Key = std::tuple<int64_t, int64_t, int64_t, int, int, bool, int32_t>;
   static Key KeyOf(const BlasGemmParams& p);
 
   BlasTuner() = default;

@@ -25,6 +25,12 @@ struct CublasTable {
                             const void*, const void*, cudaDataType, int, const void*, cudaDataType,
                             int, const void*, void*, cudaDataType, int, cublasComputeType_t,
                             cublasGemmAlgo_t) = nullptr;
+  cublasStatus_t (*gemm_strided_batched_ex)(cublasHandle_t, cublasOperation_t, cublasOperation_t,
+                                            int, int, int, const void*, const void*, cudaDataType,
+                                            int, long long, const void*, cudaDataType, int,
+                                            long long, const void*, void*, cudaDataType, int,
+                                            long long, int, cublasComputeType_t,
+                                            cublasGemmAlgo_t) = nullptr;
   decltype(&::cublasGetStatusName) status_name = nullptr;
   decltype(&::cublasGetStatusString) status_string = nullptr;
 };
@@ -94,6 +100,8 @@ absl::Status Open(CublasTable* table) {
                          Resolve(library, "cublasGetStream_v2", &table->get_stream),
                          Resolve(library, "cublasSetWorkspace_v2", &table->set_workspace),
                          Resolve(library, "cublasGemmEx", &table->gemm_ex),
+                         Resolve(library, "cublasGemmStridedBatchedEx",
+                                 &table->gemm_strided_batched_ex),
                          Resolve(library, "cublasGetStatusName", &table->status_name),
                          Resolve(library, "cublasGetStatusString", &table->status_string)}) {
     if (!s.ok()) return s;
@@ -171,6 +179,19 @@ cublasStatus_t CUBLASWINAPI cublasGemmEx(cublasHandle_t handle, cublasOperation_
   if (t == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
   return t->gemm_ex(handle, transa, transb, m, n, k, alpha, a, a_type, lda, b, b_type, ldb, beta, c,
                     c_type, ldc, compute_type, algo);
+}
+
+cublasStatus_t CUBLASWINAPI cublasGemmStridedBatchedEx(
+    cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k,
+    const void* alpha, const void* a, cudaDataType a_type, int lda, long long stride_a,
+    const void* b, cudaDataType b_type, int ldb, long long stride_b, const void* beta, void* c,
+    cudaDataType c_type, int ldc, long long stride_c, int batch_count,
+    cublasComputeType_t compute_type, cublasGemmAlgo_t algo) {
+  const auto* t = Table();
+  if (t == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
+  return t->gemm_strided_batched_ex(handle, transa, transb, m, n, k, alpha, a, a_type, lda,
+                                    stride_a, b, b_type, ldb, stride_b, beta, c, c_type, ldc,
+                                    stride_c, batch_count, compute_type, algo);
 }
 
 const char* CUBLASWINAPI cublasGetStatusName(cublasStatus_t status) {

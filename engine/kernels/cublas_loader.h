@@ -9,7 +9,7 @@
 //
 // So onecard_kernels_cuda does not link libcublas. cublas_loader.cc defines
 // the few cuBLAS entry points onecard calls (cublasCreate_v2, cublasGemmEx,
-// ...); the first call opens libcublas.so.<major> (then the toolkit's library
+// cublasGemmStridedBatchedEx, ...); the first call opens libcublas.so.<major> (then the toolkit's library
 // directory), resolves the real functions and each forwards to its own. HTTP
 // servers started before or after that both work.
 //

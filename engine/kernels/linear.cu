@@ -39,6 +39,10 @@ absl::StatusOr<cublasHandle_t> ThreadHandle() {
 
 }  // namespace
 
+bool BlasGemmSplitsFit(int64_t k, int32_t splits) {
+  return splits >= 1 && k % splits == 0 && (k / splits) % 8 == 0;
+}
+
 absl::Status BlasGemm(cublasHandle_t handle, const BlasGemmParams& p, cudaStream_t stream,
                       const BlasTuner* tuner) {
   const bool types_ok =
@@ -53,6 +57,14 @@ absl::Status BlasGemm(cublasHandle_t handle, const BlasGemmParams& p, cudaStream
     return absl::InvalidArgumentError(
         cuda::Cat("BlasGemm: bad sizes m=", p.m, " n=", p.n, " k=", p.k));
   }
+  if (p.splits != 1) {
+    if (p.splits < 1 || p.dtype != DType::kBF16 || p.y_dtype != DType::kF32 || p.beta != 0.0f ||
+        !BlasGemmSplitsFit(p.k, p.splits)) {
+      return absl::InvalidArgumentError(
+          cuda::Cat("BlasGemm: splits=", p.splits, " needs BF16 x/w, F32 y, beta 0 and k (", p.k,
+                    ") a multiple of 8 * splits"));
+    }
+  }
   if (p.m == 0) return absl::OkStatus();
   if (tuner != nullptr) {
     ASSIGN_OR_RETURN(const bool ran, tuner->TryRun(p, stream));
@@ -65,6 +77,15 @@ absl::Status BlasGemm(cublasHandle_t handle, const BlasGemmParams& p, cudaStream
   if (current != stream) CUDA_RETURN_IF_ERROR(cublasSetStream(handle, stream));
   const float alpha = 1.0f;
   // Column-major view: y^T [n, m] = W [n, k] (stored as W^T [k, n]) op T times x^T [k, m].
+  if (p.splits > 1) {  // batch s: the k-slice [s k / splits, (s + 1) k / splits)
+    const int64_t slice = p.k / p.splits;
+    CUDA_RETURN_IF_ERROR(cublasGemmStridedBatchedEx(
+        handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(p.n), static_cast<int>(p.m),
+        static_cast<int>(slice), &alpha, p.w, CUDA_R_16BF, static_cast<int>(p.k), slice, p.x,
+        CUDA_R_16BF, static_cast<int>(p.k), slice, &p.beta, p.y, CUDA_R_32F, static_cast<int>(p.n),
+        p.m * p.n, p.splits, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    return absl::OkStatus();
+  }
   CUDA_RETURN_IF_ERROR(
       cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(p.n), static_cast<int>(p.m),
                    static_cast<int>(p.k), &alpha, p.w, CudaType(p.dtype), static_cast<int>(p.k),

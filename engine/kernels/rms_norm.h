@@ -3,7 +3,10 @@
 //   FusedAddRmsNorm: residual = x + residual;  out = RmsNorm(residual)
 // The fused form is the decoder's "add the sublayer output to the residual
 // stream, then normalize for the next sublayer" in one pass; its reference is
-// the composition of the add and RmsNormRef. Math is fp32 (mean of squares
+// the composition of the add and RmsNormRef. The sublayer output may instead
+// come as fp32 split-K partial products (BlasGemmParams::splits): summed in
+// slice order, added to the residual in fp32 and rounded once, as a GEMM
+// that accumulates into the residual (beta = 1) rounds it. Math is fp32 (mean of squares
 // summed in order over the row); BF16 storage is rounded once on store.
 // References: RmsNormRef, FusedAddRmsNormRef (rms_norm_ref.cc, F32 and BF16).
 // CUDA: RmsNorm, FusedAddRmsNorm (rms_norm.cu).
@@ -32,6 +35,7 @@ struct RmsNormParams {
 struct FusedAddRmsNormParams {
   DType dtype = DType::kF32;     // of every tensor
   const void* x = nullptr;       // [num_tokens, hidden]: the sublayer output
+                                 // (null when it comes as `partials`)
   void* residual = nullptr;      // [num_tokens, hidden]: in: the residual
                                  // stream; out: x + residual
   const void* weight = nullptr;  // [hidden]
@@ -40,6 +44,10 @@ struct FusedAddRmsNormParams {
   int32_t num_tokens = 0;
   int64_t hidden = 0;
   float eps = 1e-5f;
+  // With x null: the sublayer output is partials[0] + ... +
+  // partials[num_partials - 1], fp32 [num_partials, num_tokens, hidden].
+  const float* partials = nullptr;
+  int32_t num_partials = 0;
 };
 
 absl::Status RmsNormRef(const RmsNormParams& params);

@@ -49,15 +49,28 @@ absl::Status RmsNormRef(const RmsNormParams& p) {
 
 absl::Status FusedAddRmsNormRef(const FusedAddRmsNormParams& p) {
   constexpr char kOp[] = "FusedAddRmsNormRef";
-  RETURN_IF_ERROR(Validate(kOp, p.num_tokens, p.hidden, p.x, p.weight, p.out));
+  const bool from_partials = p.x == nullptr && p.partials != nullptr;
+  if (from_partials && p.num_partials < 1) {
+    return ref::ArgError(kOp, "partials given with num_partials < 1");
+  }
+  RETURN_IF_ERROR(Validate(kOp, p.num_tokens, p.hidden, from_partials ? p.partials : p.x, p.weight,
+                           p.out));
   if (p.num_tokens > 0) RETURN_IF_ERROR(ref::CheckNotNull(kOp, "residual", p.residual));
-  // The add: residual = x + residual, rounded to the storage type.
+  // The add: residual = x + residual, rounded to the storage type; x is the
+  // sum of the partials (in slice order) when they are given.
   RETURN_IF_ERROR(ref::DispatchDType(kOp, p.dtype, [&]<typename T>() {
     const T* x = static_cast<const T*>(p.x);
     T* residual = static_cast<T*>(p.residual);
     const int64_t n = static_cast<int64_t>(p.num_tokens) * p.hidden;
     for (int64_t i = 0; i < n; ++i) {
-      residual[i] = ref::Store<T>(ref::Load(x[i]) + ref::Load(residual[i]));
+      float v = 0.0f;
+      if (from_partials) {
+        v = p.partials[i];
+        for (int32_t s = 1; s < p.num_partials; ++s) v += p.partials[s * n + i];
+      } else {
+        v = ref::Load(x[i]);
+      }
+      residual[i] = ref::Store<T>(v + ref::Load(residual[i]));
     }
   }));
   // The norm of the updated residual stream.

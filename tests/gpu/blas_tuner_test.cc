@@ -3,7 +3,9 @@
 // matches LinearRef, for overwrite (beta 0, y poisoned with NaN first) and
 // accumulate (beta 1: y starts as the bias row, so acc + bias is rounded
 // once, as LinearRef does), BF16 and F32 outputs, aligned and odd widths;
-// the configuration search around the heuristic's choices ran.
+// the configuration search around the heuristic's choices ran. Split-K
+// partials (BlasGemmParams::splits), untuned and tuned: the slices sum to the
+// plain fp32 product.
 #include "engine/kernels/blas_tuner.h"
 
 #include <cublas_v2.h>
@@ -18,6 +20,22 @@ namespace onecard::testing {
 namespace {
 
 using engine::DType;
+
+// x W^T as plain fp32 dots of the BF16 inputs (x [m, k], W [n, k]).
+std::vector<float> Fp32Product(const std::vector<uint16_t>& x, const std::vector<uint16_t>& w,
+                               int32_t m, int64_t n, int64_t k) {
+  std::vector<float> y(m * n);
+  for (int32_t r = 0; r < m; ++r) {
+    for (int64_t j = 0; j < n; ++j) {
+      float acc = 0.0f;
+      for (int64_t i = 0; i < k; ++i) {
+        acc += engine::Bf16ToFloat(x[r * k + i]) * engine::Bf16ToFloat(w[j * k + i]);
+      }
+      y[r * n + j] = acc;
+    }
+  }
+  return y;
+}
 
 struct TunerCase {
   std::string name;
@@ -55,15 +73,7 @@ TEST_P(BlasTunerTest, TunedProductMatchesReference) {
   if (!c.f32_out) {
     ASSERT_TRUE(engine::LinearRef(ref).ok());
   } else {  // F32 logits: the plain fp32 dot of the BF16 inputs
-    for (int32_t r = 0; r < c.m; ++r) {
-      for (int64_t j = 0; j < c.n; ++j) {
-        float acc = 0.0f;
-        for (int64_t i = 0; i < c.k; ++i) {
-          acc += engine::Bf16ToFloat(x[r * c.k + i]) * engine::Bf16ToFloat(w[1][j * c.k + i]);
-        }
-        y32[r * c.n + j] = acc;
-      }
-    }
+    y32 = Fp32Product(x, w[1], c.m, c.n, c.k);
   }
 
   DeviceBuf<uint16_t> dx(x), dy16(y_init.size());
@@ -122,6 +132,87 @@ INSTANTIATE_TEST_SUITE_P(
                       TunerCase{"odd_n_m12", 12, 1003, 64, false, false},
                       TunerCase{"lmhead_f32_m16", 16, 49152, 576, false, true}),
     [](const auto& info) { return info.param.name; });
+
+struct SplitCase {
+  std::string name;
+  int32_t m;
+  int64_t n;
+  int64_t k;
+  int32_t splits;
+};
+
+class BlasSplitTest : public ::testing::TestWithParam<SplitCase> {};
+
+TEST_P(BlasSplitTest, PartialsSumToTheProduct) {
+  const SplitCase& c = GetParam();
+  std::mt19937 rng = SeededRng(std::hash<std::string>()(c.name) & 0xffff, 34);
+  std::vector<uint16_t> x = RandomBf16(c.m * c.k, rng);
+  std::vector<std::vector<uint16_t>> w;
+  for (int i = 0; i < 2; ++i) w.push_back(RandomBf16(c.n * c.k, rng, -0.1f, 0.1f));
+  const std::vector<float> want = Fp32Product(x, w[0], c.m, c.n, c.k);
+  DeviceBuf<uint16_t> dx(x), dw0(w[0]), dw1(w[1]);
+  DeviceBuf<float> dy(static_cast<size_t>(c.splits) * c.m * c.n);
+  const std::vector<const void*> weights = {dw0.get(), dw1.get()};
+  DeviceBuf<uint8_t> workspace(32 << 20);
+  cublasHandle_t handle = nullptr;
+  ASSERT_EQ(cublasCreate(&handle), CUBLAS_STATUS_SUCCESS);
+  absl::StatusOr<std::unique_ptr<engine::BlasTuner>> tuner =
+      engine::BlasTuner::Create(workspace.get(), workspace.size());
+  ASSERT_TRUE(tuner.ok()) << tuner.status();
+  const engine::BlasGemmParams p{.y_dtype = DType::kF32,
+                                 .x = dx.get(),
+                                 .w = dw0.get(),
+                                 .y = dy.get(),
+                                 .m = c.m,
+                                 .n = c.n,
+                                 .k = c.k,
+                                 .splits = c.splits};
+  auto check = [&](const engine::BlasTuner* with) {
+    dy.Poison();
+    const absl::Status ran = engine::BlasGemm(handle, p, nullptr, with);
+    ASSERT_TRUE(ran.ok()) << ran;
+    const std::vector<float> slices = dy.Download();
+    std::vector<float> sum(want.size(), 0.0f);
+    for (int32_t s = 0; s < c.splits; ++s) {
+      for (size_t i = 0; i < sum.size(); ++i) sum[i] += slices[s * sum.size() + i];
+    }
+    EXPECT_ALL_CLOSE(sum, want, (Tolerance{1e-3, 1e-3, 1e-7}));
+  };
+  check(nullptr);  // cuBLAS's strided-batched default
+  const absl::Status tuned = (*tuner)->Tune(handle, p, weights, nullptr);
+  ASSERT_TRUE(tuned.ok()) << tuned;
+  EXPECT_NE((*tuner)->Summary().find(" /" + std::to_string(c.splits) + ":"), std::string::npos)
+      << (*tuner)->Summary();
+  check(tuner->get());
+  cublasDestroy(handle);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, BlasSplitTest,
+                         ::testing::Values(SplitCase{"o_m64_s2", 64, 4096, 4096, 2},
+                                           SplitCase{"down_m8_s2", 8, 4096, 14336, 2},
+                                           SplitCase{"smol_m33_s3", 33, 576, 1536, 3},
+                                           SplitCase{"odd_n_m7_s4", 7, 1003, 256, 4}),
+                         [](const auto& info) { return info.param.name; });
+
+TEST(BlasSplitTest, SplitsThatDoNotDivideKAreRefused) {
+  cublasHandle_t handle = nullptr;
+  ASSERT_EQ(cublasCreate(&handle), CUBLAS_STATUS_SUCCESS);
+  DeviceBuf<float> y(8 * 64 * 3);
+  DeviceBuf<uint16_t> x(8 * 4096), w(64 * 4096);
+  const absl::Status status = engine::BlasGemm(handle,
+                                               {.y_dtype = DType::kF32,
+                                                .x = x.get(),
+                                                .w = w.get(),
+                                                .y = y.get(),
+                                                .m = 8,
+                                                .n = 64,
+                                                .k = 4096,
+                                                .splits = 3},
+                                               nullptr);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("splits=3"), std::string::npos) << status;
+  cublasDestroy(handle);
+}
 
 TEST(BlasTunerTest, UntunedShapeRunsTheDefault) {
   DeviceBuf<uint8_t> workspace(1 << 20);

@@ -148,6 +148,36 @@ TEST_P(ElementwiseTest, FusedAddRmsNormMatchesReference) {
   EXPECT_ALL_CLOSE(dout.Floats(), want.Floats(), Tolerance::For(s.dtype));
 }
 
+// The sublayer output as split-K partials (2 or 3 fp32 slices, the form a
+// split o / down product leaves): folded into the residual, then the norm.
+TEST_P(ElementwiseTest, FusedAddRmsNormFromPartialsMatchesReference) {
+  const Shape s = GetParam();
+  const int32_t slices = 2 + s.tokens % 2;
+  std::mt19937 rng = SeededRng(s.tokens * 131 + s.width, 7);
+  const size_t n = static_cast<size_t>(s.tokens) * s.width;
+  std::vector<float> partials = RandomF32(slices * n, rng, -1.0f, 1.0f);
+  HostTensor res(s.dtype, n, rng), w(s.dtype, s.width, rng, 0.5f, 1.5f), want(s.dtype, n, rng);
+  DevTensor dres(res), dw(w), dout(want, false);
+  DeviceBuf<float> dpartials(partials);
+  engine::FusedAddRmsNormParams p{.dtype = s.dtype,
+                                  .residual = res.data(),
+                                  .weight = w.data(),
+                                  .out = want.data(),
+                                  .num_tokens = s.tokens,
+                                  .hidden = s.width,
+                                  .eps = 1e-6f,
+                                  .partials = partials.data(),
+                                  .num_partials = slices};
+  ASSERT_TRUE(engine::FusedAddRmsNormRef(p).ok());
+  p.residual = dres.buf.get();
+  p.weight = dw.buf.get();
+  p.out = dout.buf.get();
+  p.partials = dpartials.get();
+  ASSERT_TRUE(engine::FusedAddRmsNorm(p, nullptr).ok());
+  EXPECT_ALL_CLOSE(dres.Floats(), res.Floats(), Tolerance::For(s.dtype));
+  EXPECT_ALL_CLOSE(dout.Floats(), want.Floats(), Tolerance::For(s.dtype));
+}
+
 TEST_P(ElementwiseTest, SiluMulMatchesReference) {
   const Shape s = GetParam();
   std::mt19937 rng = SeededRng(s.tokens * 131 + s.width, 4);

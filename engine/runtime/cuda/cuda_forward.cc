@@ -5,8 +5,12 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <string_view>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "engine/common/status_macros.h"
 #include "engine/kernels/blas_gemm.h"
 #include "engine/kernels/embedding.h"
@@ -18,11 +22,18 @@
 #include "engine/kernels/silu_mul.h"
 #include "engine/runtime/cuda/cuda_runner_impl.h"
 #include "engine/runtime/cuda/runner_kernels.h"
+#include "engine/runtime/cuda_check.h"
 
 namespace onecard::engine {
 namespace {
 
 int32_t* MetaInts(char* meta, int64_t offset) { return reinterpret_cast<int32_t*>(meta + offset); }
+
+// ONECARD_GEMM_SPLITS=0 keeps every o / down product whole (comparisons).
+bool GemmSplitsEnabled() {
+  const char* v = std::getenv("ONECARD_GEMM_SPLITS");
+  return v == nullptr || std::string_view(v) != "0";
+}
 
 }  // namespace
 
@@ -47,19 +58,117 @@ absl::Status CudaRunnerImpl::TuneGemms() {
   // The products of the decode buckets that EnqueueLayer / EnqueueLogits run
   // through cuBLAS (inputs and outputs are the step buffers: garbage now,
   // rewritten by every step).
+  std::string split_summary;
   for (const int32_t m : buckets_) {
     if (UseGemv(m) || m > options_.max_batched_tokens) continue;
     for (const auto& [product, weights] : products) {
       RETURN_IF_ERROR(
           tuner_->Tune(ctx_->cublas(), ProductParams(product, m), *weights, ctx_->stream()));
     }
+    // The residual-stream products may instead write split-K partials that
+    // the next RmsNorm folds in (more blocks for 4096-wide outputs, and no
+    // reduction kernel): kept where the pair, timed over every layer, wins.
+    if (!GemmSplitsEnabled() || m > options_.max_num_seqs) continue;
+    for (const auto& [product, weights] : {products[1], products[3]}) {
+      ASSIGN_OR_RETURN(double best_us, TimeResidualProduct(product, m, 1, *weights));
+      const double whole_us = best_us;
+      int32_t best = 1;
+      for (int32_t splits = 2; splits <= kMaxGemmSplits; ++splits) {
+        if (!BlasGemmSplitsFit(ProductParams(product, m).k, splits)) continue;
+        RETURN_IF_ERROR(tuner_->Tune(ctx_->cublas(), ResidualProductParams(product, m, splits),
+                                     *weights, ctx_->stream()));
+        ASSIGN_OR_RETURN(const double us, TimeResidualProduct(product, m, splits, *weights));
+        if (us < best_us) best_us = us, best = splits;
+      }
+      if (best > 1) gemm_splits_[{product, m}] = best;
+      absl::StrAppend(&split_summary, absl::StrFormat(
+                                          "  %s m=%d: %s (%.1f us with its norm; whole %.1f us)\n",
+                                          product == Product::kO ? "o" : "down", m,
+                                          best > 1 ? absl::StrCat(best, " partials") : "whole",
+                                          best_us, whole_us));
+    }
   }
   if (options_.print_plan) {
-    std::fprintf(stderr, "cuBLAS products tuned in %.2f s:\n%s",
+    std::fprintf(stderr, "cuBLAS products tuned in %.2f s:\n%s%s%s",
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
-                 tuner_->Summary().c_str());
+                 tuner_->Summary().c_str(),
+                 split_summary.empty() ? "" : "o / down as split-K partials folded by the norm:\n",
+                 split_summary.c_str());
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<double> CudaRunnerImpl::TimeResidualProduct(Product product, int32_t m,
+                                                           int32_t splits,
+                                                           std::span<const void* const> weights) {
+  cudaStream_t stream = ctx_->stream();
+  auto pass = [&]() -> absl::Status {
+    for (size_t i = 0; i < weights.size(); ++i) {
+      BlasGemmParams p = ResidualProductParams(product, m, splits);
+      p.w = weights[i];
+      RETURN_IF_ERROR(BlasGemm(ctx_->cublas(), p, stream, tuner_.get()));
+      RETURN_IF_ERROR(NormResidual(weights_.layers[i % weights_.layers.size()].ffn_norm, m,
+                                   splits));
+    }
+    return absl::OkStatus();
+  };
+  constexpr int kPasses = 3;
+  cudaEvent_t start = nullptr, stop = nullptr;
+  CUDA_RETURN_IF_ERROR(cudaEventCreate(&start));
+  CUDA_RETURN_IF_ERROR(cudaEventCreate(&stop));
+  absl::StatusOr<double> us = [&]() -> absl::StatusOr<double> {
+    RETURN_IF_ERROR(pass());  // warm-up
+    CUDA_RETURN_IF_ERROR(cudaEventRecord(start, stream));
+    for (int i = 0; i < kPasses; ++i) RETURN_IF_ERROR(pass());
+    CUDA_RETURN_IF_ERROR(cudaEventRecord(stop, stream));
+    CUDA_RETURN_IF_ERROR(cudaEventSynchronize(stop));
+    float ms = 0.0f;
+    CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, start, stop));
+    return 1e3 * ms / (kPasses * static_cast<double>(weights.size()));
+  }();
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return us;
+}
+
+int32_t CudaRunnerImpl::GemmSplits(Product product, int32_t rows) const {
+  const auto it = gemm_splits_.find({product, rows});
+  return it == gemm_splits_.end() ? 1 : it->second;
+}
+
+BlasGemmParams CudaRunnerImpl::ResidualProductParams(Product product, int32_t rows,
+                                                     int32_t splits) const {
+  BlasGemmParams p = ProductParams(product, rows);
+  if (splits > 1) {
+    p.y = buf_.gemm_partials;
+    p.y_dtype = DType::kF32;
+    p.beta = 0.0f;
+    p.splits = splits;
+  }
+  return p;
+}
+
+absl::Status CudaRunnerImpl::NormResidual(const void* weight, int32_t tokens, int32_t partials) {
+  if (partials > 1) {
+    return FusedAddRmsNorm({.dtype = DType::kBF16,
+                            .residual = buf_.residual,
+                            .weight = weight,
+                            .out = buf_.normed,
+                            .num_tokens = tokens,
+                            .hidden = config_.hidden_size,
+                            .eps = config_.rms_norm_eps,
+                            .partials = buf_.gemm_partials,
+                            .num_partials = partials},
+                           ctx_->stream());
+  }
+  return RmsNorm({.dtype = DType::kBF16,
+                  .x = buf_.residual,
+                  .weight = weight,
+                  .out = buf_.normed,
+                  .num_tokens = tokens,
+                  .hidden = config_.hidden_size,
+                  .eps = config_.rms_norm_eps},
+                 ctx_->stream());
 }
 
 BlasGemmParams CudaRunnerImpl::ProductParams(Product product, int32_t rows) const {
@@ -104,6 +213,7 @@ absl::Status CudaRunnerImpl::EnqueueStep(const StepShape& shape) {
   embed.vocab_size = config_.vocab_size;
   embed.hidden = config_.hidden_size;
   RETURN_IF_ERROR(Embedding(embed, stream));
+  pending_partials_ = 0;
   for (int layer = 0; layer < config_.num_layers; ++layer) {
     RETURN_IF_ERROR(EnqueueLayer(layer, shape));
   }
@@ -175,8 +285,11 @@ absl::Status CudaRunnerImpl::EnqueueLayer(int layer, const StepShape& shape) {
   const float eps = config_.rms_norm_eps;
   const bool gemv = UseGemv(t);
   cublasHandle_t blas = ctx_->cublas();
-  // Projection of RmsNorm(residual) by `weight`: `product`'s output and width.
-  auto norm_proj = [&](const void* norm, const void* weight, Product product) -> absl::Status {
+  // Projection of RmsNorm(residual) by `weight`: `product`'s output and width;
+  // `partials` (> 1) split-K partials of the previous product are first
+  // added to the residual stream.
+  auto norm_proj = [&](const void* norm, const void* weight, Product product,
+                       int32_t partials) -> absl::Status {
     BlasGemmParams g = ProductParams(product, t);
     if (gemv) {
       return Gemv({.prologue = GemvPrologue::kRmsNorm,
@@ -191,18 +304,12 @@ absl::Status CudaRunnerImpl::EnqueueLayer(int layer, const StepShape& shape) {
                    .k = h},
                   stream);
     }
-    RETURN_IF_ERROR(RmsNorm({.dtype = DType::kBF16,
-                             .x = buf_.residual,
-                             .weight = norm,
-                             .out = buf_.normed,
-                             .num_tokens = t,
-                             .hidden = h,
-                             .eps = eps},
-                            stream));
+    RETURN_IF_ERROR(NormResidual(norm, t, partials));
     g.w = weight;
     return BlasGemm(blas, g, stream, tuner_.get());
   };
-  RETURN_IF_ERROR(norm_proj(w.attn_norm, w.wqkv, Product::kQkv));
+  RETURN_IF_ERROR(norm_proj(w.attn_norm, w.wqkv, Product::kQkv, pending_partials_));
+  pending_partials_ = 0;
   RopeKvWriteParams rope;
   rope.qkv = buf_.qkv;
   rope.bias = w.bqkv;
@@ -237,6 +344,7 @@ absl::Status CudaRunnerImpl::EnqueueLayer(int layer, const StepShape& shape) {
                                        .workspace_bytes = plan_.workspace.attn_split},
                                       stream));
   // O projection, added to the residual stream.
+  const int32_t o_partials = gemv ? 1 : GemmSplits(Product::kO, t);
   if (gemv) {
     RETURN_IF_ERROR(Gemv({.x = buf_.attn_out,
                           .x_row_stride = q_width,
@@ -248,7 +356,7 @@ absl::Status CudaRunnerImpl::EnqueueLayer(int layer, const StepShape& shape) {
                           .k = q_width},
                          stream));
   } else {
-    BlasGemmParams o = ProductParams(Product::kO, t);
+    BlasGemmParams o = ResidualProductParams(Product::kO, t, o_partials);
     o.w = w.wo;
     RETURN_IF_ERROR(BlasGemm(blas, o, stream, tuner_.get()));
   }
@@ -276,16 +384,22 @@ absl::Status CudaRunnerImpl::EnqueueLayer(int layer, const StepShape& shape) {
                  .k = inter},
                 stream);
   }
-  RETURN_IF_ERROR(norm_proj(w.ffn_norm, w.w_gate_up, Product::kGateUp));
+  RETURN_IF_ERROR(norm_proj(w.ffn_norm, w.w_gate_up, Product::kGateUp, o_partials));
   RETURN_IF_ERROR(SiluMul({.dtype = DType::kBF16,
                            .gate_up = buf_.gate_up,
                            .out = buf_.act,
                            .num_tokens = t,
                            .inter = inter},
                           stream));
-  BlasGemmParams down = ProductParams(Product::kDown, t);
+  // The last layer's down product stays whole: the logits read the residual
+  // stream as it is (gathered rows, or the final norm).
+  const int32_t down_partials =
+      layer + 1 < config_.num_layers ? GemmSplits(Product::kDown, t) : 1;
+  BlasGemmParams down = ResidualProductParams(Product::kDown, t, down_partials);
   down.w = w.w_down;
-  return BlasGemm(blas, down, stream, tuner_.get());
+  RETURN_IF_ERROR(BlasGemm(blas, down, stream, tuner_.get()));
+  pending_partials_ = down_partials;
+  return absl::OkStatus();
 }
 
 }  // namespace onecard::engine

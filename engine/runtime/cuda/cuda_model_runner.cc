@@ -123,6 +123,8 @@ absl::Status CudaRunnerImpl::Allocate() {
   ASSIGN_OR_RETURN(void* logits, a.Take(w.logits));
   buf_.logits = static_cast<float*>(logits);
   ASSIGN_OR_RETURN(buf_.attn_split, a.Take(w.attn_split));
+  ASSIGN_OR_RETURN(void* partials, a.Take(w.gemm_partials));
+  buf_.gemm_partials = static_cast<float*>(partials);
   ASSIGN_OR_RETURN(buf_.sample, a.Take(w.sample));
   ASSIGN_OR_RETURN(void* out_tokens, a.Take(w.out_tokens));
   buf_.out_tokens = static_cast<int32_t*>(out_tokens);

@@ -49,6 +49,7 @@ struct StepBuffers {
   void* rows = nullptr;
   float* logits = nullptr;
   void* attn_split = nullptr;
+  float* gemm_partials = nullptr;
   void* sample = nullptr;
   int32_t* out_tokens = nullptr;
   char* meta = nullptr;  // device mirror of the pinned metadata
@@ -117,6 +118,21 @@ class CudaRunnerImpl : public CudaModelRunner {
   // runs, every layer's when TuneGemms times them.
   enum class Product { kQkv, kO, kGateUp, kDown, kLmHead };
   BlasGemmParams ProductParams(Product product, int32_t rows) const;
+  // How many split-K partials the o or down product of a `rows`-row step
+  // writes (1: the product adds into the residual stream itself); chosen by
+  // TuneGemms when the partials and the FusedAddRmsNorm that folds them run
+  // faster than the whole product and a plain RmsNorm.
+  int32_t GemmSplits(Product product, int32_t rows) const;
+  // The residual-stream product `product` as `splits` partials into
+  // buf_.gemm_partials (splits > 1), else as ProductParams.
+  BlasGemmParams ResidualProductParams(Product product, int32_t rows, int32_t splits) const;
+  // Times the o or down product of `m` rows with `splits` partials (1: whole)
+  // together with the norm after it, over every layer's weight (us a layer).
+  absl::StatusOr<double> TimeResidualProduct(Product product, int32_t m, int32_t splits,
+                                             std::span<const void* const> weights);
+  // RmsNorm of the residual stream (`partials` splits > 1: folded into it
+  // first) into buf_.normed.
+  absl::Status NormResidual(const void* weight, int32_t tokens, int32_t partials);
 
   ModelConfig config_;
   CudaRunnerOptions options_;
@@ -138,6 +154,8 @@ class CudaRunnerImpl : public CudaModelRunner {
   cudaEvent_t step_start_ = nullptr;  // around a step's device work (CudaStepTiming::gpu_us)
   cudaEvent_t step_end_ = nullptr;
   std::unique_ptr<BlasTuner> tuner_;  // null: cuBLAS's default everywhere
+  std::map<std::pair<Product, int32_t>, int32_t> gemm_splits_;  // (product, rows) -> splits
+  int32_t pending_partials_ = 0;  // partials of the last down product, not yet folded
 };
 
 }  // namespace onecard::engine

@@ -38,6 +38,7 @@ WorkspaceSizes Workspace(const MemoryPlanInput& in, int32_t max_context, const S
                                                          static_cast<int32_t>(c.head_dim), splits));
   }
   w.attn_split = Align(w.attn_split, 256);
+  w.gemm_partials = Align(kMaxGemmSplits * s * c.hidden_size * 4, 256);
   w.sample =
       Align(SampleWorkspaceBytes(static_cast<int32_t>(s), static_cast<int32_t>(c.vocab_size)), 256);
   w.out_tokens = Align(s * 4, 256);
@@ -91,8 +92,8 @@ StepLayout MakeStepLayout(int32_t max_tokens, int32_t max_seqs, int32_t max_rows
 }
 
 int64_t WorkspaceSizes::Total() const {
-  return residual + normed + qkv + attn_out + gate_up + act + rows + logits + attn_split + sample +
-         out_tokens + meta + rope + cublas;
+  return residual + normed + qkv + attn_out + gate_up + act + rows + logits + attn_split +
+         gemm_partials + sample + out_tokens + meta + rope + cublas;
 }
 
 int64_t MemoryPlan::total_bytes() const {

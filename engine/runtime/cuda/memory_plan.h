@@ -33,6 +33,10 @@ struct MemoryPlanInput {
   int64_t cublas_workspace_bytes = 32 * kMiB;
 };
 
+// The most split-K partials a decode step's o / down product writes
+// (BlasGemmParams::splits; folded by the next FusedAddRmsNorm).
+inline constexpr int32_t kMaxGemmSplits = 4;
+
 // Workspace buffers (bytes); activations are BF16 [max_batched_tokens, ...].
 struct WorkspaceSizes {
   int64_t residual = 0;    // [tokens, hidden]
@@ -44,6 +48,8 @@ struct WorkspaceSizes {
   int64_t rows = 0;        // [seqs, hidden]: gathered logit rows
   int64_t logits = 0;      // fp32 [seqs, vocab]
   int64_t attn_split = 0;  // split-K partials of a decode step
+  int64_t gemm_partials = 0;  // fp32 [kMaxGemmSplits, seqs, hidden]: split-K
+                              // partials of the o / down products (decode)
   int64_t sample = 0;      // sampling scratch (SampleWorkspaceBytes)
   int64_t out_tokens = 0;  // int32 [seqs]
   int64_t meta = 0;        // StepLayout::size_bytes

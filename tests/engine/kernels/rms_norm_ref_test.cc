@@ -67,6 +67,50 @@ TEST_P(RmsNormRefTest, FusedIsAddThenNorm) {
   EXPECT_ALL_CLOSE(out, NormInDouble(sum, w, hidden, 1e-6f), Tolerance::For(DType::kF32));
 }
 
+// Split-K partials in place of x: their fp32 sum in slice order is the x
+// that is added (no rounding of the sum on the way).
+TEST_P(RmsNormRefTest, PartialsAreSummedInSliceOrderThenAdded) {
+  const auto [num_tokens, hidden] = GetParam();
+  const size_t n = static_cast<size_t>(num_tokens) * hidden;
+  const std::vector<float> partials = RandomFloats(3 * n, 21, -1.0f, 1.0f);
+  const std::vector<float> residual_in = RandomFloats(n, 22, -2.0f, 2.0f);
+  const std::vector<float> w = RandomFloats(hidden, 23, 0.5f, 1.5f);
+  std::vector<float> x(n);
+  for (size_t i = 0; i < n; ++i) x[i] = (partials[i] + partials[n + i]) + partials[2 * n + i];
+  std::vector<float> want_residual = residual_in, want = Poisoned(n);
+  FusedAddRmsNormParams whole{DType::kF32, x.data(),   want_residual.data(), w.data(),
+                              want.data(), num_tokens, hidden,               1e-6f};
+  ASSERT_TRUE(FusedAddRmsNormRef(whole).ok());
+
+  std::vector<float> residual = residual_in, out = Poisoned(n);
+  FusedAddRmsNormParams p{.dtype = DType::kF32,
+                          .residual = residual.data(),
+                          .weight = w.data(),
+                          .out = out.data(),
+                          .num_tokens = num_tokens,
+                          .hidden = hidden,
+                          .eps = 1e-6f,
+                          .partials = partials.data(),
+                          .num_partials = 3};
+  ASSERT_TRUE(FusedAddRmsNormRef(p).ok());
+  EXPECT_EQ(residual, want_residual);
+  EXPECT_EQ(out, want);
+
+  // BF16 storage: the fp32 sum plus the residual, rounded once.
+  const std::vector<float> residual_bf = testing::RoundToBf16(residual_in);
+  std::vector<uint16_t> residual16 = testing::ToBf16(residual_bf);
+  const std::vector<uint16_t> w16 = testing::ToBf16(testing::RoundToBf16(w));
+  std::vector<uint16_t> out16(n, 0xffff);
+  p.dtype = DType::kBF16;
+  p.residual = residual16.data();
+  p.weight = w16.data();
+  p.out = out16.data();
+  ASSERT_TRUE(FusedAddRmsNormRef(p).ok());
+  std::vector<float> sum(n);
+  for (size_t i = 0; i < n; ++i) sum[i] = x[i] + residual_bf[i];
+  EXPECT_EQ(testing::FromBf16(residual16), testing::RoundToBf16(sum));
+}
+
 TEST_P(RmsNormRefTest, OutMayAliasX) {
   const auto [num_tokens, hidden] = GetParam();
   const std::vector<float> x = RandomFloats(num_tokens * hidden, 16);
@@ -119,6 +163,13 @@ TEST(RmsNormRefErrorsTest, BadArguments) {
   EXPECT_EQ(RmsNormRef(p).code(), absl::StatusCode::kUnimplemented);
   FusedAddRmsNormParams f{DType::kF32, x.data(), nullptr, w.data(), out.data(), 2, 4};
   EXPECT_EQ(FusedAddRmsNormRef(f).code(), absl::StatusCode::kInvalidArgument);  // residual
+  std::vector<float> residual(8);
+  f.residual = residual.data();
+  f.x = nullptr;
+  f.partials = x.data();  // with no count
+  const absl::Status no_count = FusedAddRmsNormRef(f);
+  EXPECT_EQ(no_count.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(no_count.message().find("num_partials"), std::string::npos) << no_count;
 }
 
 }  // namespace
