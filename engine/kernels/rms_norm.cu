@@ -4,7 +4,8 @@
 // registers between the passes up to 16384 wide. The fused
 // form rounds x + residual to the storage type before both the store and the
 // norm, as the composed references do; with split-K partials instead of x
-// (kPartials kernels) their fp32 sum takes x's place. Launched with programmatic dependent
+// (kPartials kernels) their fp32 sum, rounded to the storage type, takes x's
+// place. Launched with programmatic dependent
 // launch: the block waits for the previous kernel before reading x (the
 // register form loads its weights first).
 // Tested by tests/gpu/elementwise_test.cc against RmsNormRef / FusedAddRmsNormRef.
@@ -55,7 +56,7 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t slice = static_cast<int64_t>(gridDim.x) * hidden;
   float sum_sq = 0.0f;
   for (int64_t i = threadIdx.x; i < hidden; i += kThreads) {
-    float v = kPartials ? SumPartials(partials, num_partials, slice, row + i)
+    float v = kPartials ? cuda::RoundTo<T>(SumPartials(partials, num_partials, slice, row + i))
                         : cuda::ToFloat(x[row + i]);
     if (residual != nullptr) {
       v = cuda::RoundTo<T>(v + cuda::ToFloat(residual[row + i]));
@@ -87,6 +88,8 @@ __global__ void __launch_bounds__(kThreads)
     float v[8];
     if constexpr (kPartials) {
       SumPartials8(partials, num_partials, slice4, row + i, v);
+#pragma unroll
+      for (int k = 0; k < 8; ++k) v[k] = cuda::RoundTo<cuda::bf16>(v[k]);
     } else {
       cuda::Unpack8(x[row + i], v);
     }
@@ -154,7 +157,7 @@ __global__ void __launch_bounds__(kThreads)
       float v[8];
       if constexpr (kPartials) {
 #pragma unroll
-        for (int j = 0; j < 8; ++j) v[j] = pv[k][j];
+        for (int j = 0; j < 8; ++j) v[j] = cuda::RoundTo<cuda::bf16>(pv[k][j]);
       } else {
         cuda::Unpack8(xv[k], v);
       }

@@ -5,8 +5,9 @@
 // stream, then normalize for the next sublayer" in one pass; its reference is
 // the composition of the add and RmsNormRef. The sublayer output may instead
 // come as fp32 split-K partial products (BlasGemmParams::splits): summed in
-// slice order, added to the residual in fp32 and rounded once, as a GEMM
-// that accumulates into the residual (beta = 1) rounds it. Math is fp32 (mean of squares
+// slice order and rounded to the storage type (the product a whole GEMM
+// would have stored), then added as x is: two roundings, as in a
+// transformers layer and in Gemv's add_to_y. Math is fp32 (mean of squares
 // summed in order over the row); BF16 storage is rounded once on store.
 // References: RmsNormRef, FusedAddRmsNormRef (rms_norm_ref.cc, F32 and BF16).
 // CUDA: RmsNorm, FusedAddRmsNorm (rms_norm.cu).
@@ -45,7 +46,8 @@ struct FusedAddRmsNormParams {
   int64_t hidden = 0;
   float eps = 1e-5f;
   // With x null: the sublayer output is partials[0] + ... +
-  // partials[num_partials - 1], fp32 [num_partials, num_tokens, hidden].
+  // partials[num_partials - 1] (fp32 [num_partials, num_tokens, hidden]),
+  // rounded to dtype.
   const float* partials = nullptr;
   int32_t num_partials = 0;
 };

@@ -57,7 +57,8 @@ absl::Status FusedAddRmsNormRef(const FusedAddRmsNormParams& p) {
                            p.out));
   if (p.num_tokens > 0) RETURN_IF_ERROR(ref::CheckNotNull(kOp, "residual", p.residual));
   // The add: residual = x + residual, rounded to the storage type; x is the
-  // sum of the partials (in slice order) when they are given.
+  // sum of the partials (in slice order, rounded to the storage type) when
+  // they are given.
   RETURN_IF_ERROR(ref::DispatchDType(kOp, p.dtype, [&]<typename T>() {
     const T* x = static_cast<const T*>(p.x);
     T* residual = static_cast<T*>(p.residual);
@@ -67,6 +68,7 @@ absl::Status FusedAddRmsNormRef(const FusedAddRmsNormParams& p) {
       if (from_partials) {
         v = p.partials[i];
         for (int32_t s = 1; s < p.num_partials; ++s) v += p.partials[s * n + i];
+        v = ref::Load(ref::Store<T>(v));
       } else {
         v = ref::Load(x[i]);
       }

@@ -218,6 +218,58 @@ TEST(CudaModelRunnerTest, GraphsMatchEagerSteps) {
   }
 }
 
+// A decode step of 8 sequences (a tuned bucket) with the o / down products
+// as split-K partials folded by the next norm (forced, 2 and 4 partials)
+// and whole, eagerly and through its graph, against the CPU runner: within
+// the tolerance of the golden comparisons.
+TEST(CudaModelRunnerTest, SplitProductDecodeMatchesCpu) {
+  for (const char* path : {"tests/golden/tiny_llama", "tests/golden/tiny_qwen2"}) {
+    absl::StatusOr<Checkpoint> ckpt = OpenCheckpoint(SourcePath(path));
+    ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+    auto cpu = CreateCpuModelRunner(*ckpt, CpuRunnerOptions{});
+    ASSERT_TRUE(cpu.ok()) << cpu.status();
+    constexpr int32_t kSeqs = 8;
+    std::vector<std::vector<int32_t>> tables(kSeqs), ids(kSeqs), next(kSeqs);
+    BatchInput prefill, decode;
+    for (int32_t s = 0; s < kSeqs; ++s) {
+      for (int32_t b = 0; b < 4; ++b) tables[s].push_back(s * 4 + b);
+      for (int32_t i = 0; i < 17 + 5 * s; ++i) ids[s].push_back((s * 37 + i * 11) % 1000);
+      prefill.chunks.push_back({.seq_id = s, .token_ids = ids[s], .block_table = tables[s]});
+    }
+    for (int32_t s = 0; s < kSeqs; ++s) {
+      next[s] = {(s * 13 + 5) % 1000};
+      decode.chunks.push_back({.seq_id = s,
+                               .token_ids = next[s],
+                               .start_pos = static_cast<int32_t>(ids[s].size()),
+                               .block_table = tables[s]});
+    }
+    std::vector<float> want;
+    ASSERT_TRUE((*cpu)->Forward(prefill, &want).ok());
+    ASSERT_TRUE((*cpu)->Forward(decode, &want).ok());
+    const double rms = Rms(want);
+    const double max_nmse = kNmsePerLayer * std::max<int64_t>(ckpt->config.num_layers, 4);
+    const Tolerance tol{kSigmas * std::sqrt(max_nmse) * rms, 0.0, max_nmse};
+    for (const int32_t splits : {1, 2, 4}) {
+      CudaRunnerOptions options = TestOptions();
+      options.gemm_splits = splits;
+      auto gpu = CreateCudaModelRunner(*ckpt, options);
+      ASSERT_TRUE(gpu.ok()) << gpu.status();
+      std::vector<float> got;
+      ASSERT_TRUE((*gpu)->Forward(prefill, &got).ok());
+      for (const bool graphs : {false, true}) {
+        (*gpu)->set_use_cuda_graphs(graphs);
+        ASSERT_TRUE((*gpu)->Forward(decode, &got).ok());
+        const auto report = onecard::testing::CompareAll(got, want, tol);
+        std::printf("[%s] decode of %d, %d partials, graphs %d: max abs err %.4f (%.2f%% of rms "
+                    "%.3f), NMSE %.2e\n",
+                    path, kSeqs, splits, graphs, report.max_abs_err,
+                    100.0 * report.max_abs_err / rms, rms, report.nmse);
+        EXPECT_ALL_CLOSE(got, want, tol) << path << ", " << splits << " partials";
+      }
+    }
+  }
+}
+
 TEST(CudaModelRunnerTest, RefusesBadBatches) {
   absl::StatusOr<Checkpoint> ckpt = OpenCheckpoint(SourcePath("tests/golden/tiny_qwen2"));
   ASSERT_TRUE(ckpt.ok()) << ckpt.status();

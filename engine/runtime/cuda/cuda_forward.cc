@@ -68,17 +68,19 @@ absl::Status CudaRunnerImpl::TuneGemms() {
     // The residual-stream products may instead write split-K partials that
     // the next RmsNorm folds in (more blocks for 4096-wide outputs, and no
     // reduction kernel): kept where the pair, timed over every layer, wins.
-    if (!GemmSplitsEnabled() || m > options_.max_num_seqs) continue;
+    const int32_t forced = options_.gemm_splits;
+    if (!GemmSplitsEnabled() || forced == 1 || m > options_.max_num_seqs) continue;
     for (const auto& [product, weights] : {products[1], products[3]}) {
       ASSIGN_OR_RETURN(double best_us, TimeResidualProduct(product, m, 1, *weights));
       const double whole_us = best_us;
       int32_t best = 1;
       for (int32_t splits = 2; splits <= kMaxGemmSplits; ++splits) {
         if (!BlasGemmSplitsFit(ProductParams(product, m).k, splits)) continue;
+        if (forced > 1 && splits != forced) continue;
         RETURN_IF_ERROR(tuner_->Tune(ctx_->cublas(), ResidualProductParams(product, m, splits),
                                      *weights, ctx_->stream()));
         ASSIGN_OR_RETURN(const double us, TimeResidualProduct(product, m, splits, *weights));
-        if (us < best_us) best_us = us, best = splits;
+        if (us < best_us || forced > 1) best_us = us, best = splits;
       }
       if (best > 1) gemm_splits_[{product, m}] = best;
       absl::StrAppend(&split_summary, absl::StrFormat(

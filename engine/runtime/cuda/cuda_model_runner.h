@@ -47,6 +47,11 @@ struct CudaRunnerOptions {
   bool use_gemv = true;         // Gemv for steps of <= 4 tokens
   bool tune_gemms = true;       // time cuBLASLt algorithms for the decode buckets
                                 // at creation (blas_tuner.h)
+  // The o / down products of the tuned decode buckets: 0 = whole or as
+  // split-K partials folded by the next norm, whichever TuneGemms times
+  // faster; 1 = always whole; N > 1 = N partials wherever k allows (tests).
+  // ONECARD_GEMM_SPLITS=0 in the environment means 1 (comparisons).
+  int32_t gemm_splits = 0;
   bool time_steps = false;      // CudaStepTiming::gpu_us (two events a step; benchmarks)
   uint64_t synthetic_seed = 1;  // synthetic models only
   bool print_plan = true;       // the memory plan to stderr at creation

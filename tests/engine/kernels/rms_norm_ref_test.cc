@@ -67,8 +67,8 @@ TEST_P(RmsNormRefTest, FusedIsAddThenNorm) {
   EXPECT_ALL_CLOSE(out, NormInDouble(sum, w, hidden, 1e-6f), Tolerance::For(DType::kF32));
 }
 
-// Split-K partials in place of x: their fp32 sum in slice order is the x
-// that is added (no rounding of the sum on the way).
+// Split-K partials in place of x: their fp32 sum in slice order, rounded to
+// the storage type, is the x that is added.
 TEST_P(RmsNormRefTest, PartialsAreSummedInSliceOrderThenAdded) {
   const auto [num_tokens, hidden] = GetParam();
   const size_t n = static_cast<size_t>(num_tokens) * hidden;
@@ -96,7 +96,7 @@ TEST_P(RmsNormRefTest, PartialsAreSummedInSliceOrderThenAdded) {
   EXPECT_EQ(residual, want_residual);
   EXPECT_EQ(out, want);
 
-  // BF16 storage: the fp32 sum plus the residual, rounded once.
+  // BF16 storage: the sum rounded to BF16, plus the residual, rounded again.
   const std::vector<float> residual_bf = testing::RoundToBf16(residual_in);
   std::vector<uint16_t> residual16 = testing::ToBf16(residual_bf);
   const std::vector<uint16_t> w16 = testing::ToBf16(testing::RoundToBf16(w));
@@ -107,7 +107,8 @@ TEST_P(RmsNormRefTest, PartialsAreSummedInSliceOrderThenAdded) {
   p.out = out16.data();
   ASSERT_TRUE(FusedAddRmsNormRef(p).ok());
   std::vector<float> sum(n);
-  for (size_t i = 0; i < n; ++i) sum[i] = x[i] + residual_bf[i];
+  const std::vector<float> x_bf = testing::RoundToBf16(x);
+  for (size_t i = 0; i < n; ++i) sum[i] = x_bf[i] + residual_bf[i];
   EXPECT_EQ(testing::FromBf16(residual16), testing::RoundToBf16(sum));
 }
 
