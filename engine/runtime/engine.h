@@ -135,6 +135,11 @@ struct EngineOptions {
   int64_t num_kv_blocks = 0;             // 0 = from kv_cache_bytes
   int64_t kv_cache_bytes = 256ll << 20;  // cpu backend
   int64_t gpu_memory_budget = 0;         // cuda backend: bytes; 0 = the card's free memory
+  // cuda backend: time the decode buckets' GEMM forms at startup and keep
+  // the fastest (docs/cuda.md). The choice is by timing, so two engines may
+  // differ in summation order (a near-tie greedy token can differ between
+  // them); false: cuBLAS's default everywhere, the same in every process.
+  bool tune_gemms = true;
   int32_t max_num_seqs = 64;             // running sequences per step
   int32_t max_batched_tokens = 512;      // token budget per step (chunked prefill)
   int32_t max_context = 0;               // 0 = the model's max_position_embeddings
