@@ -80,7 +80,8 @@ absl::Status CudaRunnerImpl::TuneGemms() {
         RETURN_IF_ERROR(tuner_->Tune(ctx_->cublas(), ResidualProductParams(product, m, splits),
                                      *weights, ctx_->stream()));
         ASSIGN_OR_RETURN(const double us, TimeResidualProduct(product, m, splits, *weights));
-        if (us < best_us || forced > 1) best_us = us, best = splits;
+        if (us >= best_us && forced == 0) break;  // more partials will not turn it round
+        best_us = us, best = splits;
       }
       if (best > 1) gemm_splits_[{product, m}] = best;
       absl::StrAppend(&split_summary, absl::StrFormat(
