@@ -1,11 +1,16 @@
 // Config files (YAML or JSON) into typed protobuf messages. See config.h.
 #include "services/common/config.h"
 
+#include <algorithm>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <string>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "services/common/proto_from_yaml.h"
 #include "yaml-cpp/yaml.h"
 
@@ -43,6 +48,34 @@ absl::Status LoadConfigFile(const std::string& path, google::protobuf::Message* 
   contents << file.rdbuf();
   if (file.bad()) return absl::DataLossError(absl::StrCat(path, ": read error"));
   return ParseConfigText(contents.str(), path, out);
+}
+
+absl::StatusOr<int64_t> ParseByteSize(absl::string_view text) {
+  const absl::string_view trimmed = absl::StripAsciiWhitespace(text);
+  size_t split = 0;
+  while (split < trimmed.size() &&
+         (absl::ascii_isdigit(trimmed[split]) || trimmed[split] == '.')) {
+    ++split;
+  }
+  const absl::string_view number = trimmed.substr(0, split);
+  const absl::string_view unit = absl::StripLeadingAsciiWhitespace(trimmed.substr(split));
+  static constexpr struct {
+    const char* name;
+    double scale;
+  } kUnits[] = {{"", 1.0},         {"B", 1.0},         {"KiB", 1024.0},
+                {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0}};
+  double value = 0.0;
+  const auto* found = std::find_if(std::begin(kUnits), std::end(kUnits),
+                                   [&](const auto& u) { return unit == u.name; });
+  if (number.empty() || !absl::SimpleAtod(number, &value) || found == std::end(kUnits)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "\"", text, "\" is not a size: expected a number with B, KiB, MiB, GiB or TiB"));
+  }
+  const double bytes = value * found->scale;
+  if (bytes >= 9.2e18) {
+    return absl::InvalidArgumentError(absl::StrCat("\"", text, "\" is too large"));
+  }
+  return static_cast<int64_t>(bytes);
 }
 
 }  // namespace onecard::services

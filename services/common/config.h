@@ -12,6 +12,7 @@
 #ifndef ONECARD_SERVICES_COMMON_CONFIG_H_
 #define ONECARD_SERVICES_COMMON_CONFIG_H_
 
+#include <cstdint>
 #include <string>
 
 #include "absl/status/status.h"
@@ -28,6 +29,12 @@ absl::Status ParseConfigText(absl::string_view text, absl::string_view source,
 
 // Reads the file at `path` and parses it as above. NotFound when missing.
 absl::Status LoadConfigFile(const std::string& path, google::protobuf::Message* out);
+
+// A size in bytes: a number with an optional binary unit, "24GiB",
+// "512MiB", "1.5TiB", "4096KiB", "123B" or "123" (bytes); whole bytes after
+// the unit is applied. InvalidArgument quoting the text otherwise
+// (negative, no number, another unit, above 2^63 bytes).
+absl::StatusOr<int64_t> ParseByteSize(absl::string_view text);
 
 template <typename T>
 absl::StatusOr<T> LoadConfig(const std::string& path) {

@@ -45,6 +45,9 @@ ABSL_FLAG(int32_t, max_waiting, -1, "Waiting requests before RESOURCE_EXHAUSTED 
 ABSL_FLAG(double, kv_watermark, -1, "KV usage ratio that refuses new requests (0 = off)");
 ABSL_FLAG(int32_t, default_max_tokens, -1, "max_tokens of requests that set none");
 ABSL_FLAG(std::string, grace_period, "", "Drain time on SIGTERM, e.g. 30s");
+ABSL_FLAG(std::string, gpu_memory_budget, "",
+          "CUDA backend: device memory to plan within, e.g. 24GiB (default: the card's free memory)");
+ABSL_FLAG(std::string, tune_gemms, "", "CUDA backend: true or false (default true)");
 
 namespace onecard::services {
 namespace {
@@ -110,6 +113,15 @@ absl::Status OverrideOthers(v1::WorkerConfig* c) {
     c->mutable_kv_cache()->set_enable_prefix_caching(prefix == "true");
   } else if (!prefix.empty()) {
     return absl::InvalidArgumentError("--prefix-caching: expected true or false");
+  }
+  const std::string tune = absl::GetFlag(FLAGS_tune_gemms);
+  if (tune == "true" || tune == "false") {
+    c->mutable_cuda()->set_tune_gemms(tune == "true");
+  } else if (!tune.empty()) {
+    return absl::InvalidArgumentError("--tune-gemms: expected true or false");
+  }
+  if (const std::string budget = absl::GetFlag(FLAGS_gpu_memory_budget); !budget.empty()) {
+    c->mutable_cuda()->set_memory_budget(budget);  // checked with the rest of the config
   }
   const std::string grace = absl::GetFlag(FLAGS_grace_period);
   absl::Duration d;

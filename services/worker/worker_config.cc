@@ -2,6 +2,7 @@
 #include "services/worker/worker_config.h"
 
 #include "absl/strings/str_cat.h"
+#include "services/common/config.h"
 #include "services/common/proto_time.h"
 
 namespace onecard::services {
@@ -36,6 +37,7 @@ void ApplyWorkerDefaults(v1::WorkerConfig* c) {
   SetDurationIfUnset(c->mutable_reconnect()->mutable_max_backoff(), absl::Seconds(5));
   if (c->max_request_bytes() == 0) c->set_max_request_bytes(4 << 20);
   if (c->default_max_tokens() == 0) c->set_default_max_tokens(256);
+  if (!c->cuda().has_tune_gemms()) c->mutable_cuda()->set_tune_gemms(true);
 }
 
 absl::Status ValidateWorkerConfig(const v1::WorkerConfig& c) {
@@ -66,6 +68,10 @@ absl::Status ValidateWorkerConfig(const v1::WorkerConfig& c) {
       FromProtoDuration(c.reconnect().initial_backoff())) {
     return Bad("reconnect.max_backoff", "must be >= reconnect.initial_backoff");
   }
+  if (!c.cuda().memory_budget().empty()) {
+    absl::StatusOr<int64_t> budget = ParseByteSize(c.cuda().memory_budget());
+    if (!budget.ok()) return Bad("cuda.memory_budget", budget.status().message());
+  }
   return absl::OkStatus();
 }
 
@@ -82,6 +88,9 @@ engine::EngineOptions EngineOptionsFromConfig(const v1::WorkerConfig& c) {
   o.max_batched_tokens = c.scheduler().max_batched_tokens();
   o.max_context = c.scheduler().max_context();
   o.max_waiting = c.admission().max_waiting();
+  // Validated by ValidateWorkerConfig; empty (or unparsable): the card's memory.
+  o.gpu_memory_budget = ParseByteSize(c.cuda().memory_budget()).value_or(0);
+  o.tune_gemms = !c.cuda().has_tune_gemms() || c.cuda().tune_gemms();
   return o;
 }
 

@@ -113,5 +113,25 @@ TEST(ConfigTest, LoadsFilesAndReportsMissingOnes) {
   EXPECT_THAT(missing.message(), HasSubstr(path));
 }
 
+TEST(ParseByteSizeTest, NumbersWithBinaryUnits) {
+  EXPECT_EQ(*ParseByteSize("24GiB"), 24ll << 30);
+  EXPECT_EQ(*ParseByteSize("81920MiB"), 80ll << 30);
+  EXPECT_EQ(*ParseByteSize("1.5TiB"), 3ll << 39);
+  EXPECT_EQ(*ParseByteSize("4096KiB"), 4ll << 20);
+  EXPECT_EQ(*ParseByteSize(" 512 MiB "), 512ll << 20);
+  EXPECT_EQ(*ParseByteSize("123B"), 123);
+  EXPECT_EQ(*ParseByteSize("123"), 123);
+  EXPECT_EQ(*ParseByteSize("0"), 0);
+}
+
+TEST(ParseByteSizeTest, RefusesWhatIsNotASize) {
+  for (const char* bad : {"", "GiB", "-1GiB", "24GB", "24gib", "1..5GiB", "9000000TiB", "x"}) {
+    const absl::StatusOr<int64_t> size = ParseByteSize(bad);
+    EXPECT_EQ(size.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(size.status().message(), ::testing::HasSubstr(std::string("\"") + bad + "\""))
+        << bad;
+  }
+}
+
 }  // namespace
 }  // namespace onecard::services

@@ -36,6 +36,8 @@ TEST(WorkerConfigTest, DefaultsFromTheProto) {
   EXPECT_EQ(FromProtoDuration(c.reconnect().max_backoff()), absl::Seconds(5));
   EXPECT_EQ(c.max_request_bytes(), 4 << 20);
   EXPECT_EQ(c.default_max_tokens(), 256);
+  EXPECT_TRUE(c.cuda().tune_gemms());
+  EXPECT_EQ(c.cuda().memory_budget(), "");
   EXPECT_TRUE(ValidateWorkerConfig(c).ok());
 }
 
@@ -84,7 +86,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{[](auto* c) { c->set_max_request_bytes(-1); }, "max_request_bytes"},
         BadCase{[](auto* c) { c->set_default_max_tokens(-5); }, "default_max_tokens"},
         BadCase{[](auto* c) { c->mutable_reconnect()->mutable_max_backoff()->set_seconds(0); },
-                "reconnect.max_backoff"}));
+                "reconnect.max_backoff"},
+        BadCase{[](auto* c) { c->mutable_cuda()->set_memory_budget("24GB"); },
+                "cuda.memory_budget"}));
 
 TEST(WorkerConfigTest, EngineOptions) {
   v1::WorkerConfig c = Defaults();
@@ -104,6 +108,14 @@ TEST(WorkerConfigTest, EngineOptions) {
   EXPECT_EQ(o.max_batched_tokens, 512);
   EXPECT_EQ(o.max_context, 1024);
   EXPECT_EQ(o.max_waiting, 9);
+  EXPECT_EQ(o.gpu_memory_budget, 0);  // the card's free memory
+  EXPECT_TRUE(o.tune_gemms);
+
+  c.mutable_cuda()->set_memory_budget("24GiB");
+  c.mutable_cuda()->set_tune_gemms(false);
+  const engine::EngineOptions cuda = EngineOptionsFromConfig(c);
+  EXPECT_EQ(cuda.gpu_memory_budget, 24ll << 30);
+  EXPECT_FALSE(cuda.tune_gemms);
 }
 
 TEST(WorkerConfigTest, ServedModelName) {

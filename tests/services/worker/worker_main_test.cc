@@ -140,6 +140,19 @@ TEST(WorkerMainTest, BadFlagExitsTwoNamingTheField) {
   EXPECT_EQ(*code, 2);
 }
 
+TEST(WorkerMainTest, BadGpuMemoryBudgetExitsTwoNamingTheField) {
+  std::unique_ptr<ChildProcess> worker = StartWorker(
+      {"--model=m.gguf", "--backend=cuda", "--gpu-memory-budget=24GB"}, /*merge_stderr=*/true);
+  ASSERT_NE(worker, nullptr);
+  absl::StatusOr<std::string> error = worker->WaitForLine("onecard-worker: ");
+  ASSERT_TRUE(error.ok()) << error.status();
+  EXPECT_THAT(*error, HasSubstr("cuda.memory_budget"));
+  EXPECT_THAT(*error, HasSubstr("\"24GB\""));
+  absl::StatusOr<int> code = worker->Wait();
+  ASSERT_TRUE(code.ok());
+  EXPECT_EQ(*code, 2);
+}
+
 std::string WriteFile(const std::string& name, const std::string& text) {
   const std::string path = ::testing::TempDir() + "/" + name;
   std::ofstream(path) << text;
