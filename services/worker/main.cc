@@ -48,7 +48,6 @@ ABSL_FLAG(std::string, grace_period, "", "Drain time on SIGTERM, e.g. 30s");
 ABSL_FLAG(std::string, gpu_memory_budget, "",
           "CUDA backend: device memory to plan within, e.g. 24GiB (default: the card's free memory)");
 ABSL_FLAG(std::string, tune_gemms, "", "CUDA backend: true or false (default true)");
-ABSL_FLAG(std::string, tuning_cache, "", "CUDA backend: file keeping tuned GEMM choices");
 
 namespace onecard::services {
 namespace {
@@ -83,7 +82,6 @@ void OverrideStrings(v1::WorkerConfig* c) {
   set(absl::GetFlag(FLAGS_control_plane), c->mutable_control_plane_address());
   set(absl::GetFlag(FLAGS_advertise), c->mutable_advertise_address());
   set(absl::GetFlag(FLAGS_worker_id), c->mutable_worker_id());
-  set(absl::GetFlag(FLAGS_tuning_cache), c->mutable_cuda()->mutable_tuning_cache());
 }
 
 absl::Status OverrideNumbers(v1::WorkerConfig* c) {
