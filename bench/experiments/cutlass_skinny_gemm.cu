@@ -35,8 +35,7 @@ struct Cfg {
   using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Tile, Cluster,
       cutlass::epilogue::collective::EpilogueTileAuto, float, float, Bf,
-      cutlass::layout::ColumnMajor, 8, Bf, cutlass::layout::ColumnMajor, 8,
-      ESched>::CollectiveOp;
+      cutlass::layout::ColumnMajor, 8, Bf, cutlass::layout::ColumnMajor, 8, ESched>::CollectiveOp;
   using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Bf, cutlass::layout::RowMajor, 8, Bf,
       cutlass::layout::ColumnMajor, 8, float, Tile, Cluster,
@@ -93,7 +92,8 @@ float MaxDiff(void* a, void* b, size_t n) {
   return m;
 }
 
-using Mode = cutlass::gemm::kernel::detail::PersistentTileSchedulerSm90StreamKParams::DecompositionMode;
+using Mode =
+    cutlass::gemm::kernel::detail::PersistentTileSchedulerSm90StreamKParams::DecompositionMode;
 
 template <class G, bool kStreamK>
 void RunCfg(const char* cname, const Problem& p, int m, Bufs& b, cudaStream_t s, int splits,
@@ -171,12 +171,13 @@ void RunCfg(const char* cname, const Problem& p, int m, Bufs& b, cudaStream_t s,
   CK(cudaGraphInstantiate(&exec, graph, 0));
   double us = TimeGraph(exec, s);
   double gbs = 2.0 * p.n * p.k / us / 1e3;
-  printf("%-28s %-8s m=%3d splits=%d mode=%d pdl=%d: %7.2f us  %6.0f GB/s  ws %zu\n", cname,
-         p.name, m, splits, int(mode), int(pdl), us, gbs, ws_total);
+  printf("%-28s %-8s m=%3d splits=%d mode=%d pdl=%d: %7.2f us  %6.0f GB/s  ws %zu\n", cname, p.name,
+         m, splits, int(mode), int(pdl), us, gbs, ws_total);
   CK(cudaGraphExecDestroy(exec));
   CK(cudaGraphDestroy(graph));
   CK(cudaDeviceSynchronize());
-  for (void* w : wss) if (w) CK(cudaFree(w));
+  for (void* w : wss)
+    if (w) CK(cudaFree(w));
 }
 
 using Coop = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
@@ -266,13 +267,15 @@ int main() {
         const bool pdl = false;
         RunCfg<C1, true>("coop128x128x64", p, m, b, s, 1, Mode::Heuristic, pdl);
         RunCfg<C1, true>("coop128x128x64", p, m, b, s, 1, Mode::StreamK, pdl);
-        for (int sp : {2, 3, 4}) RunCfg<C1, true>("coop128x128x64", p, m, b, s, sp, Mode::SplitK, pdl);
+        for (int sp : {2, 3, 4})
+          RunCfg<C1, true>("coop128x128x64", p, m, b, s, sp, Mode::SplitK, pdl);
         RunCfg<C2, true>("coop128x128x64 c2", p, m, b, s, 1, Mode::Heuristic, pdl);
         RunCfg<C3, true>("coop256x128x64", p, m, b, s, 1, Mode::Heuristic, pdl);
         RunCfg<C3, true>("coop256x128x64", p, m, b, s, 1, Mode::StreamK, pdl);
         if (m == 32) {
           RunCfg<C5, true>("coop128x32x128", p, m, b, s, 1, Mode::Heuristic, pdl);
-          for (int sp : {2, 4}) RunCfg<C5, true>("coop128x32x128", p, m, b, s, sp, Mode::SplitK, pdl);
+          for (int sp : {2, 4})
+            RunCfg<C5, true>("coop128x32x128", p, m, b, s, sp, Mode::SplitK, pdl);
         }
       }
 #else

@@ -1,5 +1,5 @@
-// Experiment (bench/experiments/README.md): L2 bulk prefetch of the next product's weights, issued by a
-// small kernel ahead of it, during a bandwidth-bound kernel or a GEMM.
+// Experiment (bench/experiments/README.md): L2 bulk prefetch of the next product's weights, issued
+// by a small kernel ahead of it, during a bandwidth-bound kernel or a GEMM.
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -173,10 +173,17 @@ int main() {
     }
   }
   // Reference: each GEMM alone.
-  printf("o alone %.2f, gate_up %.2f, down %.2f, qkv %.2f us\n",
-         time_graph([&] { for (int i = 0; i < L; ++i) gemm(wo[i], 4096, 4096, true); }),
-         time_graph([&] { for (int i = 0; i < L; ++i) gemm(wgu[i], 28672, 4096, false); }),
-         time_graph([&] { for (int i = 0; i < L; ++i) gemm(wd[i], 4096, 14336, true); }),
-         time_graph([&] { for (int i = 0; i < L; ++i) gemm(wqkv[i], 6144, 4096, false); }));
+  printf("o alone %.2f, gate_up %.2f, down %.2f, qkv %.2f us\n", time_graph([&] {
+           for (int i = 0; i < L; ++i) gemm(wo[i], 4096, 4096, true);
+         }),
+         time_graph([&] {
+           for (int i = 0; i < L; ++i) gemm(wgu[i], 28672, 4096, false);
+         }),
+         time_graph([&] {
+           for (int i = 0; i < L; ++i) gemm(wd[i], 4096, 14336, true);
+         }),
+         time_graph([&] {
+           for (int i = 0; i < L; ++i) gemm(wqkv[i], 6144, 4096, false);
+         }));
   return 0;
 }

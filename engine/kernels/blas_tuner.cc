@@ -130,8 +130,8 @@ absl::StatusOr<std::unique_ptr<BlasTuner>> BlasTuner::Create(void* workspace,
 BlasTuner::~BlasTuner() { entries_.clear(); }
 
 BlasTuner::Key BlasTuner::KeyOf(const BlasGemmParams& p) {
-  return {p.m,         p.n, p.k, static_cast<int>(p.dtype), static_cast<int>(p.y_dtype),
-          p.beta != 0.0f, p.splits};
+  return {p.m,     p.n, p.k, static_cast<int>(p.dtype), static_cast<int>(p.y_dtype), p.beta != 0.0f,
+          p.splits};
 }
 
 absl::Status BlasTuner::Enqueue(const Entry& e, const cublasLtMatmulAlgo_t& algo, size_t workspace,

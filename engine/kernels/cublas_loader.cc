@@ -94,16 +94,16 @@ absl::Status Open(CublasTable* table) {
   if (!opened.ok()) return opened.status();
   void* library = *opened;
   // The library stays open for the life of the process.
-  for (absl::Status s : {Resolve(library, "cublasCreate_v2", &table->create),
-                         Resolve(library, "cublasDestroy_v2", &table->destroy),
-                         Resolve(library, "cublasSetStream_v2", &table->set_stream),
-                         Resolve(library, "cublasGetStream_v2", &table->get_stream),
-                         Resolve(library, "cublasSetWorkspace_v2", &table->set_workspace),
-                         Resolve(library, "cublasGemmEx", &table->gemm_ex),
-                         Resolve(library, "cublasGemmStridedBatchedEx",
-                                 &table->gemm_strided_batched_ex),
-                         Resolve(library, "cublasGetStatusName", &table->status_name),
-                         Resolve(library, "cublasGetStatusString", &table->status_string)}) {
+  for (absl::Status s :
+       {Resolve(library, "cublasCreate_v2", &table->create),
+        Resolve(library, "cublasDestroy_v2", &table->destroy),
+        Resolve(library, "cublasSetStream_v2", &table->set_stream),
+        Resolve(library, "cublasGetStream_v2", &table->get_stream),
+        Resolve(library, "cublasSetWorkspace_v2", &table->set_workspace),
+        Resolve(library, "cublasGemmEx", &table->gemm_ex),
+        Resolve(library, "cublasGemmStridedBatchedEx", &table->gemm_strided_batched_ex),
+        Resolve(library, "cublasGetStatusName", &table->status_name),
+        Resolve(library, "cublasGetStatusString", &table->status_string)}) {
     if (!s.ok()) return s;
   }
   return absl::OkStatus();

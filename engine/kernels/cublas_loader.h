@@ -9,9 +9,9 @@
 //
 // So onecard_kernels_cuda does not link libcublas. cublas_loader.cc defines
 // the few cuBLAS entry points onecard calls (cublasCreate_v2, cublasGemmEx,
-// cublasGemmStridedBatchedEx, ...); the first call opens libcublas.so.<major> (then the toolkit's library
-// directory), resolves the real functions and each forwards to its own. HTTP
-// servers started before or after that both work.
+// cublasGemmStridedBatchedEx, ...); the first call opens libcublas.so.<major> (then the toolkit's
+// library directory), resolves the real functions and each forwards to its own. HTTP servers
+// started before or after that both work.
 //
 // Tested by tests/engine/kernels/cublas_loader_test.cc (runs without a GPU).
 #ifndef ONECARD_ENGINE_KERNELS_CUBLAS_LOADER_H_

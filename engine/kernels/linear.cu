@@ -60,9 +60,9 @@ absl::Status BlasGemm(cublasHandle_t handle, const BlasGemmParams& p, cudaStream
   if (p.splits != 1) {
     if (p.splits < 1 || p.dtype != DType::kBF16 || p.y_dtype != DType::kF32 || p.beta != 0.0f ||
         !BlasGemmSplitsFit(p.k, p.splits)) {
-      return absl::InvalidArgumentError(
-          cuda::Cat("BlasGemm: splits=", p.splits, " needs BF16 x/w, F32 y, beta 0 and k (", p.k,
-                    ") a multiple of 8 * splits"));
+      return absl::InvalidArgumentError(cuda::Cat("BlasGemm: splits=", p.splits,
+                                                  " needs BF16 x/w, F32 y, beta 0 and k (", p.k,
+                                                  ") a multiple of 8 * splits"));
     }
   }
   if (p.m == 0) return absl::OkStatus();

@@ -75,9 +75,9 @@ __global__ void __launch_bounds__(kThreads)
 // BF16, hidden % 8 == 0: 16-byte vectors.
 template <bool kPartials>
 __global__ void __launch_bounds__(kThreads)
-    RmsNormBf16x8Kernel(const uint4* x, const float4* partials, int num_partials,
-                        uint4* residual, const uint4* __restrict__ weight, uint4* out,
-                        int64_t vecs, float eps, int64_t hidden) {
+    RmsNormBf16x8Kernel(const uint4* x, const float4* partials, int num_partials, uint4* residual,
+                        const uint4* __restrict__ weight, uint4* out, int64_t vecs, float eps,
+                        int64_t hidden) {
   __shared__ float scratch[32];
   cuda::GridDependencyWait();
   cuda::LaunchDependents();
@@ -122,9 +122,9 @@ __global__ void __launch_bounds__(kThreads)
 // with the row's (one memory round trip before the reduction, not three).
 template <int kVecs, bool kPartials>
 __global__ void __launch_bounds__(kThreads)
-    RmsNormBf16RegsKernel(const uint4* x, const float4* partials, int num_partials,
-                          uint4* residual, const uint4* __restrict__ weight, uint4* out,
-                          int64_t vecs, float eps, int64_t hidden) {
+    RmsNormBf16RegsKernel(const uint4* x, const float4* partials, int num_partials, uint4* residual,
+                          const uint4* __restrict__ weight, uint4* out, int64_t vecs, float eps,
+                          int64_t hidden) {
   __shared__ float scratch[32];
   const int64_t row = blockIdx.x * vecs;
   const int64_t slice4 = static_cast<int64_t>(gridDim.x) * vecs * 2;
@@ -203,16 +203,15 @@ absl::Status Launch(DType dtype, const void* x, const float* partials, int num_p
                                               : &RmsNormBf16x8Kernel<kPartials>;
         CUDA_RETURN_IF_ERROR(cuda::LaunchPdl(
             kernel, dim3(num_tokens), dim3(kThreads), 0, stream, static_cast<const uint4*>(x),
-            reinterpret_cast<const float4*>(partials), num_partials,
-            static_cast<uint4*>(residual), static_cast<const uint4*>(weight),
-            static_cast<uint4*>(out), vecs, eps, hidden));
+            reinterpret_cast<const float4*>(partials), num_partials, static_cast<uint4*>(residual),
+            static_cast<const uint4*>(weight), static_cast<uint4*>(out), vecs, eps, hidden));
         return absl::OkStatus();
       }
     }
-    CUDA_RETURN_IF_ERROR(cuda::LaunchPdl(
-        &RmsNormKernel<T, kPartials>, dim3(num_tokens), dim3(kThreads), 0, stream,
-        static_cast<const T*>(x), partials, num_partials, static_cast<T*>(residual),
-        static_cast<const T*>(weight), static_cast<T*>(out), hidden, eps));
+    CUDA_RETURN_IF_ERROR(
+        cuda::LaunchPdl(&RmsNormKernel<T, kPartials>, dim3(num_tokens), dim3(kThreads), 0, stream,
+                        static_cast<const T*>(x), partials, num_partials, static_cast<T*>(residual),
+                        static_cast<const T*>(weight), static_cast<T*>(out), hidden, eps));
     return absl::OkStatus();
   });
 }
@@ -227,25 +226,25 @@ absl::Status Run(const char* op, DType dtype, const void* x, const float* partia
   }
   if (num_tokens == 0) return absl::OkStatus();
   if (partials != nullptr) {
-    if (num_partials < 1 || residual == nullptr) {
-      return absl::InvalidArgumentError(cuda::Cat(op, ": partials need num_partials >= 1 (",
-                                                  num_partials, ") and a residual"));
+    if (num_partials < 1) {  // (FusedAddRmsNorm, the only caller with partials, checks residual)
+      return absl::InvalidArgumentError(
+          cuda::Cat(op, ": partials need num_partials >= 1, got ", num_partials));
     }
     if (reinterpret_cast<uintptr_t>(partials) % 16 != 0) {
       return absl::InvalidArgumentError(cuda::Cat(op, ": partials are not 16-byte aligned"));
     }
-    return Launch<true>(dtype, nullptr, partials, num_partials, residual, weight, out,
-                        num_tokens, hidden, eps, stream, op);
+    return Launch<true>(dtype, nullptr, partials, num_partials, residual, weight, out, num_tokens,
+                        hidden, eps, stream, op);
   }
-  return Launch<false>(dtype, x, nullptr, 0, residual, weight, out, num_tokens, hidden, eps,
-                       stream, op);
+  return Launch<false>(dtype, x, nullptr, 0, residual, weight, out, num_tokens, hidden, eps, stream,
+                       op);
 }
 
 }  // namespace
 
 absl::Status RmsNorm(const RmsNormParams& p, cudaStream_t stream) {
-  return Run("RmsNorm", p.dtype, p.x, nullptr, 0, nullptr, p.weight, p.out, p.num_tokens,
-             p.hidden, p.eps, stream);
+  return Run("RmsNorm", p.dtype, p.x, nullptr, 0, nullptr, p.weight, p.out, p.num_tokens, p.hidden,
+             p.eps, stream);
 }
 
 absl::Status FusedAddRmsNorm(const FusedAddRmsNormParams& p, cudaStream_t stream) {
@@ -253,8 +252,8 @@ absl::Status FusedAddRmsNorm(const FusedAddRmsNormParams& p, cudaStream_t stream
     return absl::InvalidArgumentError("FusedAddRmsNorm: residual is null");
   }
   const bool from_partials = p.x == nullptr && p.partials != nullptr;
-  return Run("FusedAddRmsNorm", p.dtype, p.x, from_partials ? p.partials : nullptr,
-             p.num_partials, p.residual, p.weight, p.out, p.num_tokens, p.hidden, p.eps, stream);
+  return Run("FusedAddRmsNorm", p.dtype, p.x, from_partials ? p.partials : nullptr, p.num_partials,
+             p.residual, p.weight, p.out, p.num_tokens, p.hidden, p.eps, stream);
 }
 
 }  // namespace onecard::engine

@@ -53,8 +53,8 @@ absl::Status FusedAddRmsNormRef(const FusedAddRmsNormParams& p) {
   if (from_partials && p.num_partials < 1) {
     return ref::ArgError(kOp, "partials given with num_partials < 1");
   }
-  RETURN_IF_ERROR(Validate(kOp, p.num_tokens, p.hidden, from_partials ? p.partials : p.x, p.weight,
-                           p.out));
+  RETURN_IF_ERROR(
+      Validate(kOp, p.num_tokens, p.hidden, from_partials ? p.partials : p.x, p.weight, p.out));
   if (p.num_tokens > 0) RETURN_IF_ERROR(ref::CheckNotNull(kOp, "residual", p.residual));
   // The add: residual = x + residual, rounded to the storage type; x is the
   // sum of the partials (in slice order, rounded to the storage type) when

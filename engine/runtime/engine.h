@@ -140,9 +140,9 @@ struct EngineOptions {
   // differ in summation order (a near-tie greedy token can differ between
   // them); false: cuBLAS's default everywhere, the same in every process.
   bool tune_gemms = true;
-  int32_t max_num_seqs = 64;             // running sequences per step
-  int32_t max_batched_tokens = 512;      // token budget per step (chunked prefill)
-  int32_t max_context = 0;               // 0 = the model's max_position_embeddings
+  int32_t max_num_seqs = 64;         // running sequences per step
+  int32_t max_batched_tokens = 512;  // token budget per step (chunked prefill)
+  int32_t max_context = 0;           // 0 = the model's max_position_embeddings
   bool enable_prefix_caching = true;
   int32_t max_waiting = 0;   // 0 = unbounded; else Submit refuses past it
   bool start_thread = true;  // false: the caller drives Step() (tests)

@@ -53,8 +53,7 @@ absl::Status LoadConfigFile(const std::string& path, google::protobuf::Message* 
 absl::StatusOr<int64_t> ParseByteSize(absl::string_view text) {
   const absl::string_view trimmed = absl::StripAsciiWhitespace(text);
   size_t split = 0;
-  while (split < trimmed.size() &&
-         (absl::ascii_isdigit(trimmed[split]) || trimmed[split] == '.')) {
+  while (split < trimmed.size() && (absl::ascii_isdigit(trimmed[split]) || trimmed[split] == '.')) {
     ++split;
   }
   const absl::string_view number = trimmed.substr(0, split);
@@ -62,8 +61,12 @@ absl::StatusOr<int64_t> ParseByteSize(absl::string_view text) {
   static constexpr struct {
     const char* name;
     double scale;
-  } kUnits[] = {{"", 1.0},         {"B", 1.0},         {"KiB", 1024.0},
-                {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0}};
+  } kUnits[] = {{"", 1.0},
+                {"B", 1.0},
+                {"KiB", 1024.0},
+                {"MiB", 1048576.0},
+                {"GiB", 1073741824.0},
+                {"TiB", 1099511627776.0}};
   double value = 0.0;
   const auto* found = std::find_if(std::begin(kUnits), std::end(kUnits),
                                    [&](const auto& u) { return unit == u.name; });

@@ -17,6 +17,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "engine/common/log.h"
+#include "engine/common/status_macros.h"
 #include "services/common/config.h"
 #include "services/common/flag_names.h"
 #include "services/common/proto_time.h"
@@ -45,8 +46,9 @@ ABSL_FLAG(int32_t, max_waiting, -1, "Waiting requests before RESOURCE_EXHAUSTED 
 ABSL_FLAG(double, kv_watermark, -1, "KV usage ratio that refuses new requests (0 = off)");
 ABSL_FLAG(int32_t, default_max_tokens, -1, "max_tokens of requests that set none");
 ABSL_FLAG(std::string, grace_period, "", "Drain time on SIGTERM, e.g. 30s");
-ABSL_FLAG(std::string, gpu_memory_budget, "",
-          "CUDA backend: device memory to plan within, e.g. 24GiB (default: the card's free memory)");
+ABSL_FLAG(
+    std::string, gpu_memory_budget, "",
+    "CUDA backend: device memory to plan within, e.g. 24GiB (default: the card's free memory)");
 ABSL_FLAG(std::string, tune_gemms, "", "CUDA backend: true or false (default true)");
 
 namespace onecard::services {
@@ -82,6 +84,8 @@ void OverrideStrings(v1::WorkerConfig* c) {
   set(absl::GetFlag(FLAGS_control_plane), c->mutable_control_plane_address());
   set(absl::GetFlag(FLAGS_advertise), c->mutable_advertise_address());
   set(absl::GetFlag(FLAGS_worker_id), c->mutable_worker_id());
+  // Checked (ParseByteSize) with the rest of the config.
+  set(absl::GetFlag(FLAGS_gpu_memory_budget), c->mutable_cuda()->mutable_memory_budget());
 }
 
 absl::Status OverrideNumbers(v1::WorkerConfig* c) {
@@ -107,22 +111,24 @@ absl::Status OverrideNumbers(v1::WorkerConfig* c) {
   return absl::OkStatus();
 }
 
+// A true/false flag: `set` called when given, an error naming `flag` when
+// it is something else.
+template <typename Set>
+absl::Status OverrideBool(const char* flag, const std::string& value, Set set) {
+  if (value == "true" || value == "false") {
+    set(value == "true");
+  } else if (!value.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("--", flag, ": expected true or false"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status OverrideOthers(v1::WorkerConfig* c) {
-  const std::string prefix = absl::GetFlag(FLAGS_prefix_caching);
-  if (prefix == "true" || prefix == "false") {
-    c->mutable_kv_cache()->set_enable_prefix_caching(prefix == "true");
-  } else if (!prefix.empty()) {
-    return absl::InvalidArgumentError("--prefix-caching: expected true or false");
-  }
-  const std::string tune = absl::GetFlag(FLAGS_tune_gemms);
-  if (tune == "true" || tune == "false") {
-    c->mutable_cuda()->set_tune_gemms(tune == "true");
-  } else if (!tune.empty()) {
-    return absl::InvalidArgumentError("--tune-gemms: expected true or false");
-  }
-  if (const std::string budget = absl::GetFlag(FLAGS_gpu_memory_budget); !budget.empty()) {
-    c->mutable_cuda()->set_memory_budget(budget);  // checked with the rest of the config
-  }
+  RETURN_IF_ERROR(OverrideBool("prefix-caching", absl::GetFlag(FLAGS_prefix_caching), [c](bool v) {
+    c->mutable_kv_cache()->set_enable_prefix_caching(v);
+  }));
+  RETURN_IF_ERROR(OverrideBool("tune-gemms", absl::GetFlag(FLAGS_tune_gemms),
+                               [c](bool v) { c->mutable_cuda()->set_tune_gemms(v); }));
   const std::string grace = absl::GetFlag(FLAGS_grace_period);
   absl::Duration d;
   if (!grace.empty()) {

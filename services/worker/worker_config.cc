@@ -90,7 +90,7 @@ engine::EngineOptions EngineOptionsFromConfig(const v1::WorkerConfig& c) {
   o.max_waiting = c.admission().max_waiting();
   // Validated by ValidateWorkerConfig; empty (or unparsable): the card's memory.
   o.gpu_memory_budget = ParseByteSize(c.cuda().memory_budget()).value_or(0);
-  o.tune_gemms = !c.cuda().has_tune_gemms() || c.cuda().tune_gemms();
+  o.tune_gemms = c.cuda().tune_gemms();  // ApplyWorkerDefaults sets it
   return o;
 }
 

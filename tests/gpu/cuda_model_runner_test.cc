@@ -260,10 +260,11 @@ TEST(CudaModelRunnerTest, SplitProductDecodeMatchesCpu) {
         (*gpu)->set_use_cuda_graphs(graphs);
         ASSERT_TRUE((*gpu)->Forward(decode, &got).ok());
         const auto report = onecard::testing::CompareAll(got, want, tol);
-        std::printf("[%s] decode of %d, %d partials, graphs %d: max abs err %.4f (%.2f%% of rms "
-                    "%.3f), NMSE %.2e\n",
-                    path, kSeqs, splits, graphs, report.max_abs_err,
-                    100.0 * report.max_abs_err / rms, rms, report.nmse);
+        std::printf(
+            "[%s] decode of %d, %d partials, graphs %d: max abs err %.4f (%.2f%% of rms "
+            "%.3f), NMSE %.2e\n",
+            path, kSeqs, splits, graphs, report.max_abs_err, 100.0 * report.max_abs_err / rms, rms,
+            report.nmse);
         EXPECT_ALL_CLOSE(got, want, tol) << path << ", " << splits << " partials";
       }
     }

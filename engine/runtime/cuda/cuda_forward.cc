@@ -84,11 +84,11 @@ absl::Status CudaRunnerImpl::TuneGemms() {
         best_us = us, best = splits;
       }
       if (best > 1) gemm_splits_[{product, m}] = best;
-      absl::StrAppend(&split_summary, absl::StrFormat(
-                                          "  %s m=%d: %s (%.1f us with its norm; whole %.1f us)\n",
-                                          product == Product::kO ? "o" : "down", m,
-                                          best > 1 ? absl::StrCat(best, " partials") : "whole",
-                                          best_us, whole_us));
+      absl::StrAppend(
+          &split_summary,
+          absl::StrFormat("  %s m=%d: %s (%.1f us with its norm; whole %.1f us)\n",
+                          product == Product::kO ? "o" : "down", m,
+                          best > 1 ? absl::StrCat(best, " partials") : "whole", best_us, whole_us));
     }
   }
   if (options_.print_plan) {
@@ -110,8 +110,8 @@ absl::StatusOr<double> CudaRunnerImpl::TimeResidualProduct(Product product, int3
       BlasGemmParams p = ResidualProductParams(product, m, splits);
       p.w = weights[i];
       RETURN_IF_ERROR(BlasGemm(ctx_->cublas(), p, stream, tuner_.get()));
-      RETURN_IF_ERROR(NormResidual(weights_.layers[i % weights_.layers.size()].ffn_norm, m,
-                                   splits));
+      RETURN_IF_ERROR(
+          NormResidual(weights_.layers[i % weights_.layers.size()].ffn_norm, m, splits));
     }
     return absl::OkStatus();
   };
@@ -216,7 +216,6 @@ absl::Status CudaRunnerImpl::EnqueueStep(const StepShape& shape) {
   embed.vocab_size = config_.vocab_size;
   embed.hidden = config_.hidden_size;
   RETURN_IF_ERROR(Embedding(embed, stream));
-  pending_partials_ = 0;
   for (int layer = 0; layer < config_.num_layers; ++layer) {
     RETURN_IF_ERROR(EnqueueLayer(layer, shape));
   }
@@ -288,6 +287,12 @@ absl::Status CudaRunnerImpl::EnqueueLayer(int layer, const StepShape& shape) {
   const float eps = config_.rms_norm_eps;
   const bool gemv = UseGemv(t);
   cublasHandle_t blas = ctx_->cublas();
+  // Split-K partials of layer l's down product, folded by the next layer's
+  // first norm. The last layer's stays whole: the logits read the residual
+  // stream as it is (gathered rows, or the final norm).
+  auto down_partials = [&](int l) {
+    return gemv || l + 1 >= config_.num_layers ? 1 : GemmSplits(Product::kDown, t);
+  };
   // Projection of RmsNorm(residual) by `weight`: `product`'s output and width;
   // `partials` (> 1) split-K partials of the previous product are first
   // added to the residual stream.
@@ -311,8 +316,8 @@ absl::Status CudaRunnerImpl::EnqueueLayer(int layer, const StepShape& shape) {
     g.w = weight;
     return BlasGemm(blas, g, stream, tuner_.get());
   };
-  RETURN_IF_ERROR(norm_proj(w.attn_norm, w.wqkv, Product::kQkv, pending_partials_));
-  pending_partials_ = 0;
+  RETURN_IF_ERROR(
+      norm_proj(w.attn_norm, w.wqkv, Product::kQkv, layer > 0 ? down_partials(layer - 1) : 1));
   RopeKvWriteParams rope;
   rope.qkv = buf_.qkv;
   rope.bias = w.bqkv;
@@ -394,15 +399,9 @@ absl::Status CudaRunnerImpl::EnqueueLayer(int layer, const StepShape& shape) {
                            .num_tokens = t,
                            .inter = inter},
                           stream));
-  // The last layer's down product stays whole: the logits read the residual
-  // stream as it is (gathered rows, or the final norm).
-  const int32_t down_partials =
-      layer + 1 < config_.num_layers ? GemmSplits(Product::kDown, t) : 1;
-  BlasGemmParams down = ResidualProductParams(Product::kDown, t, down_partials);
+  BlasGemmParams down = ResidualProductParams(Product::kDown, t, down_partials(layer));
   down.w = w.w_down;
-  RETURN_IF_ERROR(BlasGemm(blas, down, stream, tuner_.get()));
-  pending_partials_ = down_partials;
-  return absl::OkStatus();
+  return BlasGemm(blas, down, stream, tuner_.get());
 }
 
 }  // namespace onecard::engine

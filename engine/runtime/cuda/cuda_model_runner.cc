@@ -79,9 +79,9 @@ std::string DescribeGraph(cudaGraph_t graph) {
 absl::StatusOr<std::unique_ptr<CudaRunnerImpl>> CudaRunnerImpl::Create(
     const ModelConfig& config, const CudaRunnerOptions& options) {
   if (options.gemm_splits < 0 || options.gemm_splits > kMaxGemmSplits) {
-    return absl::InvalidArgumentError(absl::StrCat("CudaRunnerOptions.gemm_splits = ",
-                                                   options.gemm_splits, ": must be 0 to ",
-                                                   kMaxGemmSplits));
+    return absl::InvalidArgumentError(
+        absl::StrCat("CudaRunnerOptions.gemm_splits = ", options.gemm_splits, ": must be 0 to ",
+                     kMaxGemmSplits));
   }
   std::unique_ptr<CudaRunnerImpl> r(new CudaRunnerImpl());
   r->config_ = config;

@@ -44,9 +44,9 @@ struct CudaRunnerOptions {
   int32_t max_num_seqs = 128;  // chunks (and logit rows) in a step
   int32_t max_batched_tokens = 2048;
   bool use_cuda_graphs = true;
-  bool use_gemv = true;         // Gemv for steps of <= 4 tokens
-  bool tune_gemms = true;       // time cuBLASLt algorithms for the decode buckets
-                                // at creation (blas_tuner.h)
+  bool use_gemv = true;    // Gemv for steps of <= 4 tokens
+  bool tune_gemms = true;  // time cuBLASLt algorithms for the decode buckets
+                           // at creation (blas_tuner.h)
   // The o / down products of the tuned decode buckets: 0 = whole or as
   // split-K partials folded by the next norm, whichever TuneGemms times
   // faster; 1 = always whole; N > 1 = N partials wherever k allows (tests).

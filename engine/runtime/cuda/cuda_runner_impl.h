@@ -153,9 +153,8 @@ class CudaRunnerImpl : public CudaModelRunner {
   CudaStepTiming timing_;
   cudaEvent_t step_start_ = nullptr;  // around a step's device work (CudaStepTiming::gpu_us)
   cudaEvent_t step_end_ = nullptr;
-  std::unique_ptr<BlasTuner> tuner_;  // null: cuBLAS's default everywhere
+  std::unique_ptr<BlasTuner> tuner_;                            // null: cuBLAS's default everywhere
   std::map<std::pair<Product, int32_t>, int32_t> gemm_splits_;  // (product, rows) -> splits
-  int32_t pending_partials_ = 0;  // partials of the last down product, not yet folded
 };
 
 }  // namespace onecard::engine

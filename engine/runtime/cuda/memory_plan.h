@@ -39,21 +39,21 @@ inline constexpr int32_t kMaxGemmSplits = 4;
 
 // Workspace buffers (bytes); activations are BF16 [max_batched_tokens, ...].
 struct WorkspaceSizes {
-  int64_t residual = 0;    // [tokens, hidden]
-  int64_t normed = 0;      // [tokens, hidden]
-  int64_t qkv = 0;         // [tokens, (heads + 2 kv_heads) head_dim]
-  int64_t attn_out = 0;    // [tokens, heads head_dim]
-  int64_t gate_up = 0;     // [tokens, 2 intermediate]
-  int64_t act = 0;         // [tokens, intermediate]
-  int64_t rows = 0;        // [seqs, hidden]: gathered logit rows
-  int64_t logits = 0;      // fp32 [seqs, vocab]
-  int64_t attn_split = 0;  // split-K partials of a decode step
+  int64_t residual = 0;       // [tokens, hidden]
+  int64_t normed = 0;         // [tokens, hidden]
+  int64_t qkv = 0;            // [tokens, (heads + 2 kv_heads) head_dim]
+  int64_t attn_out = 0;       // [tokens, heads head_dim]
+  int64_t gate_up = 0;        // [tokens, 2 intermediate]
+  int64_t act = 0;            // [tokens, intermediate]
+  int64_t rows = 0;           // [seqs, hidden]: gathered logit rows
+  int64_t logits = 0;         // fp32 [seqs, vocab]
+  int64_t attn_split = 0;     // split-K partials of a decode step
   int64_t gemm_partials = 0;  // fp32 [kMaxGemmSplits, seqs, hidden]: split-K
                               // partials of the o / down products (decode)
-  int64_t sample = 0;      // sampling scratch (SampleWorkspaceBytes)
-  int64_t out_tokens = 0;  // int32 [seqs]
-  int64_t meta = 0;        // StepLayout::size_bytes
-  int64_t rope = 0;        // fp32 [head_dim / 2] inverse frequencies
+  int64_t sample = 0;         // sampling scratch (SampleWorkspaceBytes)
+  int64_t out_tokens = 0;     // int32 [seqs]
+  int64_t meta = 0;           // StepLayout::size_bytes
+  int64_t rope = 0;           // fp32 [head_dim / 2] inverse frequencies
   int64_t cublas = 0;
   int64_t Total() const;
 };

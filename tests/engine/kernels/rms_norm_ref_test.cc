@@ -78,8 +78,9 @@ TEST_P(RmsNormRefTest, PartialsAreSummedInSliceOrderThenAdded) {
   std::vector<float> x(n);
   for (size_t i = 0; i < n; ++i) x[i] = (partials[i] + partials[n + i]) + partials[2 * n + i];
   std::vector<float> want_residual = residual_in, want = Poisoned(n);
-  FusedAddRmsNormParams whole{DType::kF32, x.data(),   want_residual.data(), w.data(),
-                              want.data(), num_tokens, hidden,               1e-6f};
+  FusedAddRmsNormParams whole{DType::kF32, x.data(),    want_residual.data(),
+                              w.data(),    want.data(), num_tokens,
+                              hidden,      1e-6f};
   ASSERT_TRUE(FusedAddRmsNormRef(whole).ok());
 
   std::vector<float> residual = residual_in, out = Poisoned(n);
