@@ -18,23 +18,24 @@ namespace {
 absl::Status CheckChunk(const SequenceChunk& c, int32_t index, const MemoryPlan& plan,
                         const KvLayout& kv, int64_t vocab) {
   const int64_t n = static_cast<int64_t>(c.token_ids.size());
-  const std::string where = absl::StrCat("cuda runner: chunk ", index, " (seq ", c.seq_id, ")");
-  if (n == 0) return absl::InvalidArgumentError(absl::StrCat(where, " has no tokens"));
+  // Built only for an error: a 128-sequence step checks 128 chunks.
+  auto where = [&] { return absl::StrCat("cuda runner: chunk ", index, " (seq ", c.seq_id, ")"); };
+  if (n == 0) return absl::InvalidArgumentError(absl::StrCat(where(), " has no tokens"));
   if (c.start_pos < 0 || c.start_pos + n > plan.max_context) {
-    return absl::InvalidArgumentError(absl::StrCat(where, ": positions ", c.start_pos, "..",
+    return absl::InvalidArgumentError(absl::StrCat(where(), ": positions ", c.start_pos, "..",
                                                    c.start_pos + n - 1, " are outside the ",
                                                    plan.max_context, "-token context"));
   }
   const int64_t blocks = (c.start_pos + n + kv.block_size - 1) / kv.block_size;
   if (static_cast<int64_t>(c.block_table.size()) < blocks ||
       static_cast<int64_t>(c.block_table.size()) > plan.max_blocks_per_seq) {
-    return absl::InvalidArgumentError(absl::StrCat(where, ": block_table has ",
+    return absl::InvalidArgumentError(absl::StrCat(where(), ": block_table has ",
                                                    c.block_table.size(), " blocks; needs ", blocks,
                                                    " to ", plan.max_blocks_per_seq));
   }
   for (size_t b = 0; b < c.block_table.size(); ++b) {
     if (c.block_table[b] < 0 || c.block_table[b] >= kv.num_blocks) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ": block_table[", b,
+      return absl::InvalidArgumentError(absl::StrCat(where(), ": block_table[", b,
                                                      "] = ", c.block_table[b], " is outside [0, ",
                                                      kv.num_blocks, ")"));
     }
@@ -42,7 +43,7 @@ absl::Status CheckChunk(const SequenceChunk& c, int32_t index, const MemoryPlan&
   for (int64_t i = 0; i < n; ++i) {
     if (c.token_ids[i] < 0 || c.token_ids[i] >= vocab) {
       return absl::InvalidArgumentError(absl::StrCat(
-          where, ": token_ids[", i, "] = ", c.token_ids[i], " is outside [0, ", vocab, ")"));
+          where(), ": token_ids[", i, "] = ", c.token_ids[i], " is outside [0, ", vocab, ")"));
     }
   }
   return absl::OkStatus();
