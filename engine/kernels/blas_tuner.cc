@@ -10,14 +10,17 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <iterator>
 #include <string_view>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "engine/common/status_macros.h"
 #include "engine/kernels/cublas_loader.h"
 #include "engine/runtime/cuda_check.h"
+#include "nlohmann/json.hpp"
 
 namespace onecard::engine {
 namespace {
@@ -69,6 +72,7 @@ struct BlasTuner::Lt {
   decltype(&::cublasLtMatmulAlgoCapGetAttribute) cap_get = nullptr;
   decltype(&::cublasLtMatmulAlgoConfigGetAttribute) config_get = nullptr;
   decltype(&::cublasLtMatmulAlgoConfigSetAttribute) config_set = nullptr;
+  decltype(&::cublasLtGetVersion) version = nullptr;
 
   absl::Status Load() {
     RETURN_IF_ERROR(Symbol("cublasLtCreate", &create));
@@ -88,6 +92,7 @@ struct BlasTuner::Lt {
     RETURN_IF_ERROR(Symbol("cublasLtMatmulAlgoCapGetAttribute", &cap_get));
     RETURN_IF_ERROR(Symbol("cublasLtMatmulAlgoConfigGetAttribute", &config_get));
     RETURN_IF_ERROR(Symbol("cublasLtMatmulAlgoConfigSetAttribute", &config_set));
+    RETURN_IF_ERROR(Symbol("cublasLtGetVersion", &version));
     CUDA_RETURN_IF_ERROR(create(&handle));
     return absl::OkStatus();
   }
@@ -103,9 +108,10 @@ struct BlasTuner::Entry {
   cublasLtMatmulAlgo_t algo{};
   size_t workspace = 0;
   bool use_lt = false;
-  int candidate = -1;  // heuristic index it was searched from, -1: the default
-  int candidates = 0;  // heuristic algorithms that ran
-  int searched = 0;    // configurations the search timed
+  bool cached = false;  // loaded by Deserialize, not timed in this process
+  int candidate = -1;   // heuristic index it was searched from, -1: the default
+  int candidates = 0;   // heuristic algorithms that ran
+  int searched = 0;     // configurations the search timed
   double tune_ms = 0.0;
   double default_us = 0.0;
   double best_us = 0.0;
@@ -192,14 +198,8 @@ std::vector<uint32_t> BlasTuner::SearchValues(const cublasLtMatmulAlgo_t& algo,
   }
 }
 
-absl::Status BlasTuner::Tune(cublasHandle_t handle, const BlasGemmParams& p,
-                             std::span<const void* const> weights, cudaStream_t stream) {
-  if (p.splits != 1 && !BlasGemmSplitsFit(p.k, p.splits)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("BlasTuner: k = ", p.k, " cannot be split ", p.splits, " ways"));
-  }
-  if (p.dtype != DType::kBF16 || weights.empty() || p.m <= 0) return absl::OkStatus();
-  const auto began = std::chrono::steady_clock::now();
+absl::StatusOr<std::unique_ptr<BlasTuner::Entry>> BlasTuner::NewEntry(
+    const BlasGemmParams& p) const {
   const Lt& lt = *lt_;
   auto e = std::make_unique<Entry>();
   e->lt = lt_.get();
@@ -225,6 +225,20 @@ absl::Status BlasTuner::Tune(cublasHandle_t handle, const BlasGemmParams& p,
                                          &stride, sizeof(stride)));
     }
   }
+  return e;
+}
+
+absl::Status BlasTuner::Tune(cublasHandle_t handle, const BlasGemmParams& p,
+                             std::span<const void* const> weights, cudaStream_t stream) {
+  if (p.splits != 1 && !BlasGemmSplitsFit(p.k, p.splits)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("BlasTuner: k = ", p.k, " cannot be split ", p.splits, " ways"));
+  }
+  if (p.dtype != DType::kBF16 || weights.empty() || p.m <= 0) return absl::OkStatus();
+  if (Tuned(p)) return absl::OkStatus();
+  const auto began = std::chrono::steady_clock::now();
+  const Lt& lt = *lt_;
+  ASSIGN_OR_RETURN(std::unique_ptr<Entry> e, NewEntry(p));
   cublasLtMatmulPreference_t pref = nullptr;
   CUDA_RETURN_IF_ERROR(lt.pref_create(&pref));
   const uint64_t max_workspace = static_cast<uint64_t>(workspace_bytes_);
@@ -382,6 +396,156 @@ absl::Status BlasTuner::Tune(cublasHandle_t handle, const BlasGemmParams& p,
   return absl::OkStatus();
 }
 
+bool BlasTuner::Tuned(const BlasGemmParams& p) const { return entries_.contains(KeyOf(p)); }
+
+void BlasTuner::SetNote(const BlasGemmParams& p, int32_t value) { notes_[KeyOf(p)] = value; }
+
+std::optional<int32_t> BlasTuner::Note(const BlasGemmParams& p) const {
+  const auto it = notes_.find(KeyOf(p));
+  if (it == notes_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::string BlasTuner::Context() const {
+  int device = 0;
+  cudaDeviceProp prop{};
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaGetDeviceProperties(&prop, device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return absl::StrCat("cuBLASLt ", lt_->version(), " on an unknown device");
+  }
+  return absl::StrCat("cuBLASLt ", lt_->version(), " on ", prop.name, " (",
+                      prop.multiProcessorCount, " SMs, sm_", prop.major, prop.minor, ")");
+}
+
+namespace {
+
+constexpr int kFormat = 1;  // of Serialize()'s text
+
+nlohmann::json KeyJson(int64_t m, int64_t n, int64_t k, int dtype, int y_dtype, bool accumulate,
+                       int32_t splits) {
+  return {{"m", m},
+          {"n", n},
+          {"k", k},
+          {"dtype", dtype},
+          {"y_dtype", y_dtype},
+          {"accumulate", accumulate},
+          {"splits", splits}};
+}
+
+}  // namespace
+
+std::string BlasTuner::Serialize() const {
+  nlohmann::json products = nlohmann::json::array();
+  for (const auto& [key, e] : entries_) {
+    const auto& [m, n, k, dtype, y_dtype, accumulate, splits] = key;
+    nlohmann::json j = KeyJson(m, n, k, dtype, y_dtype, accumulate, splits);
+    j["use_lt"] = e->use_lt;
+    j["candidate"] = e->candidate;
+    j["default_us"] = e->default_us;
+    j["best_us"] = e->best_us;
+    if (e->use_lt) {
+      nlohmann::json algo = nlohmann::json::array();
+      for (uint64_t word : e->algo.data) algo.push_back(absl::StrFormat("%016x", word));
+      j["algo"] = algo;
+      j["workspace"] = e->workspace;
+    }
+    products.push_back(j);
+  }
+  nlohmann::json notes = nlohmann::json::array();
+  for (const auto& [key, value] : notes_) {
+    const auto& [m, n, k, dtype, y_dtype, accumulate, splits] = key;
+    nlohmann::json j = KeyJson(m, n, k, dtype, y_dtype, accumulate, splits);
+    j["value"] = value;
+    notes.push_back(j);
+  }
+  return nlohmann::json{
+      {"format", kFormat}, {"context", Context()}, {"products", products}, {"notes", notes}}
+      .dump(1);
+}
+
+absl::StatusOr<int> BlasTuner::Deserialize(std::string_view text) {
+  const nlohmann::json root = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (root.is_discarded() || !root.is_object()) {
+    return absl::InvalidArgumentError("BlasTuner: not JSON, or not an object");
+  }
+  if (root.value("format", 0) != kFormat) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("BlasTuner: format ", root.value("format", 0), ", expected ", kFormat));
+  }
+  const std::string context = root.value("context", "");
+  if (context != Context()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("BlasTuner: tuned for \"", context, "\", this is \"", Context(), "\""));
+  }
+  const nlohmann::json& products = root.contains("products") ? root["products"] : root;
+  const nlohmann::json& notes = root.contains("notes") ? root["notes"] : root;
+  if (!products.is_array() || !notes.is_array()) {
+    return absl::InvalidArgumentError("BlasTuner: \"products\" and \"notes\" must be arrays");
+  }
+  // The shape of one record; false when a field is missing or mistyped.
+  auto shape = [](const nlohmann::json& j, BlasGemmParams* p) {
+    for (const char* field : {"m", "n", "k", "dtype", "y_dtype", "splits"}) {
+      if (!j.contains(field) || !j[field].is_number_integer()) return false;
+    }
+    if (!j.contains("accumulate") || !j["accumulate"].is_boolean()) return false;
+    p->m = j["m"].get<int64_t>();
+    p->n = j["n"].get<int64_t>();
+    p->k = j["k"].get<int64_t>();
+    p->dtype = static_cast<DType>(j["dtype"].get<int>());
+    p->y_dtype = static_cast<DType>(j["y_dtype"].get<int>());
+    p->beta = j["accumulate"].get<bool>() ? 1.0f : 0.0f;
+    p->splits = j["splits"].get<int32_t>();
+    return p->m > 0 && p->n > 0 && p->k > 0 && p->splits >= 1 && BlasGemmSplitsFit(p->k, p->splits);
+  };
+  int loaded = 0;
+  for (size_t i = 0; i < products.size(); ++i) {
+    const nlohmann::json& j = products[i];
+    BlasGemmParams p;
+    if (!j.is_object() || !shape(j, &p) || j.value("use_lt", false) != j.contains("algo")) {
+      return absl::InvalidArgumentError(absl::StrCat("BlasTuner: products[", i, "] is malformed"));
+    }
+    ASSIGN_OR_RETURN(std::unique_ptr<Entry> e, NewEntry(p));
+    e->cached = true;
+    e->use_lt = j.value("use_lt", false);
+    e->candidate = j.value("candidate", -1);
+    e->default_us = j.value("default_us", 0.0);
+    e->best_us = j.value("best_us", 0.0);
+    if (e->use_lt) {
+      const nlohmann::json& algo = j["algo"];
+      bool ok = algo.is_array() && algo.size() == std::size(e->algo.data);
+      for (size_t w = 0; ok && w < algo.size(); ++w) {
+        ok = algo[w].is_string() &&
+             absl::SimpleHexAtoi(algo[w].get<std::string>(), &e->algo.data[w]);
+      }
+      if (!ok) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("BlasTuner: products[", i, "].algo is not 8 hex words"));
+      }
+      // Still a configuration this cuBLASLt runs for the shape, within our
+      // workspace? Otherwise leave it out: Tune times the shape again.
+      cublasLtMatmulHeuristicResult_t checked{};
+      if (lt_->check(lt_->handle, e->desc, e->a, e->b, e->c, e->c, &e->algo, &checked) !=
+              CUBLAS_STATUS_SUCCESS ||
+          checked.workspaceSize > static_cast<size_t>(workspace_bytes_)) {
+        continue;
+      }
+      e->workspace = checked.workspaceSize;
+    }
+    entries_[KeyOf(p)] = std::move(e);
+    ++loaded;
+  }
+  for (size_t i = 0; i < notes.size(); ++i) {
+    BlasGemmParams p;
+    if (!notes[i].is_object() || !shape(notes[i], &p) || !notes[i].contains("value") ||
+        !notes[i]["value"].is_number_integer()) {
+      return absl::InvalidArgumentError(absl::StrCat("BlasTuner: notes[", i, "] is malformed"));
+    }
+    notes_[KeyOf(p)] = notes[i]["value"].get<int32_t>();
+  }
+  return loaded;
+}
+
 std::string BlasTuner::Summary() const {
   std::string out;
   for (const auto& [key, e] : entries_) {
@@ -391,8 +555,9 @@ std::string BlasTuner::Summary() const {
                               "candidates, %d searched, %.0f ms)\n",
                               m, n, k, accumulate ? " +=" : "",
                               splits > 1 ? absl::StrCat(" /", splits) : std::string(),
-                              e->use_lt ? absl::StrCat("cublasLt from #", e->candidate)
-                                        : std::string("default"),
+                              absl::StrCat(e->use_lt ? absl::StrCat("cublasLt from #", e->candidate)
+                                                     : std::string("default"),
+                                           e->cached ? " (cached)" : ""),
                               e->best_us, e->default_us, e->candidates, e->searched, e->tune_ms));
   }
   return out;

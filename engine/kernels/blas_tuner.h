@@ -18,6 +18,11 @@
 // configuration computes the same product in fp32 accumulation; only the
 // summation order differs. ONECARD_TUNER_SEARCH=0 skips the search (the
 // heuristic's candidates and the default only), for comparisons.
+// The choices can be saved and loaded (Serialize / Deserialize: JSON, for a
+// tuning cache file), so that a process on the same card and cuBLASLt
+// version starts without timing them again; a loaded configuration is
+// checked by cublasLtMatmulAlgoCheck, and one that no longer applies is left
+// out (Tune then times it afresh).
 // Tested by tests/gpu/blas_tuner_test.cc against LinearRef.
 #ifndef ONECARD_ENGINE_KERNELS_BLAS_TUNER_H_
 #define ONECARD_ENGINE_KERNELS_BLAS_TUNER_H_
@@ -27,8 +32,10 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <vector>
 
@@ -57,6 +64,24 @@ class BlasTuner {
   // graph capture. BF16 x and w only (others keep the default).
   absl::Status Tune(cublasHandle_t handle, const BlasGemmParams& params,
                     std::span<const void* const> weights, cudaStream_t stream);
+  // Whether the shape of `params` has a choice (tuned or loaded); Tune does
+  // nothing for such a shape.
+  bool Tuned(const BlasGemmParams& params) const;
+
+  // A caller's own decision about a shape (the runner's split-K partial
+  // count for a residual product), saved and loaded with the choices.
+  void SetNote(const BlasGemmParams& params, int32_t value);
+  std::optional<int32_t> Note(const BlasGemmParams& params) const;
+
+  // What the choices hold for: the cuBLASLt version and the device (name,
+  // SMs). A saved set loads only into the same context.
+  std::string Context() const;
+  // The choices and notes as JSON text (with the context).
+  std::string Serialize() const;
+  // Adds the choices of Serialize()'s text: the count loaded.
+  // InvalidArgument for text that is not such JSON (naming what is wrong),
+  // FailedPrecondition when it was made in another Context().
+  absl::StatusOr<int> Deserialize(std::string_view text);
 
   // Runs `params` with its shape's tuned algorithm: true when there is one,
   // false (nothing enqueued) when the shape was not tuned or the default won.
@@ -64,7 +89,7 @@ class BlasTuner {
 
   // One line per tuned shape: "m x n x k[ +=][ /splits]: <choice> <us> us (default <us> us,
   // <n> candidates, <n> searched, <ms tuning took> ms)".
-  std::string Summary() const;
+  std::string Summary() const;  // loaded choices say "cached"
 
  private:
   struct Lt;
@@ -75,12 +100,15 @@ class BlasTuner {
   BlasTuner() = default;
   absl::Status Enqueue(const Entry& e, const cublasLtMatmulAlgo_t& algo, size_t workspace,
                        const BlasGemmParams& p, const void* w, cudaStream_t stream) const;
+  // An entry with the descriptor and layouts of p's shape, nothing chosen.
+  absl::StatusOr<std::unique_ptr<Entry>> NewEntry(const BlasGemmParams& p) const;
   std::vector<uint32_t> SearchValues(const cublasLtMatmulAlgo_t& algo, int attribute) const;
 
   std::unique_ptr<Lt> lt_;
   void* workspace_ = nullptr;
   int64_t workspace_bytes_ = 0;
   std::map<Key, std::unique_ptr<Entry>> entries_;
+  std::map<Key, int32_t> notes_;
 };
 
 }  // namespace onecard::engine

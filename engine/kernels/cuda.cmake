@@ -40,7 +40,8 @@ if(NOT TARGET onecard_kernels_cuda)
     $<$<COMPILE_LANGUAGE:CUDA>:-lineinfo -Xptxas=-warn-spills>)
   target_link_libraries(onecard_kernels_cuda
     PUBLIC onecard_kernels_ref onecard_common absl::status absl::statusor absl::strings
-           CUDA::cudart_static ${CMAKE_DL_LIBS})
+           CUDA::cudart_static ${CMAKE_DL_LIBS}
+    PRIVATE nlohmann_json::nlohmann_json)
   # cuBLAS is opened on first use, not linked (cublas_loader.h says why); its
   # headers are still needed.
   target_include_directories(onecard_kernels_cuda PUBLIC ${CUDAToolkit_INCLUDE_DIRS})

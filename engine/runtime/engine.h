@@ -140,6 +140,9 @@ struct EngineOptions {
   // differ in summation order (a near-tie greedy token can differ between
   // them); false: cuBLAS's default everywhere, the same in every process.
   bool tune_gemms = true;
+  // cuda backend: a file that keeps the tuned choices between starts (only
+  // shapes it lacks are timed; CudaRunnerOptions::tuning_cache). Empty: none.
+  std::string tuning_cache;
   int32_t max_num_seqs = 64;         // running sequences per step
   int32_t max_batched_tokens = 512;  // token budget per step (chunked prefill)
   int32_t max_context = 0;           // 0 = the model's max_position_embeddings

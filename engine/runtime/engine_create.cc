@@ -38,6 +38,7 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> CreateRunner(const Checkpoint& chec
     cuda.max_num_seqs = options.max_num_seqs;
     cuda.max_batched_tokens = options.max_batched_tokens;
     cuda.tune_gemms = options.tune_gemms;
+    cuda.tuning_cache = options.tuning_cache;
     return CreateCudaModelRunner(checkpoint, cuda);
 #else
     return absl::UnimplementedError(

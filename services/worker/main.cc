@@ -50,6 +50,7 @@ ABSL_FLAG(
     std::string, gpu_memory_budget, "",
     "CUDA backend: device memory to plan within, e.g. 24GiB (default: the card's free memory)");
 ABSL_FLAG(std::string, tune_gemms, "", "CUDA backend: true or false (default true)");
+ABSL_FLAG(std::string, tuning_cache, "", "CUDA backend: file keeping tuned GEMM choices");
 
 namespace onecard::services {
 namespace {
@@ -86,6 +87,7 @@ void OverrideStrings(v1::WorkerConfig* c) {
   set(absl::GetFlag(FLAGS_worker_id), c->mutable_worker_id());
   // Checked (ParseByteSize) with the rest of the config.
   set(absl::GetFlag(FLAGS_gpu_memory_budget), c->mutable_cuda()->mutable_memory_budget());
+  set(absl::GetFlag(FLAGS_tuning_cache), c->mutable_cuda()->mutable_tuning_cache());
 }
 
 absl::Status OverrideNumbers(v1::WorkerConfig* c) {

@@ -91,6 +91,7 @@ engine::EngineOptions EngineOptionsFromConfig(const v1::WorkerConfig& c) {
   // Validated by ValidateWorkerConfig; empty (or unparsable): the card's memory.
   o.gpu_memory_budget = ParseByteSize(c.cuda().memory_budget()).value_or(0);
   o.tune_gemms = c.cuda().tune_gemms();  // ApplyWorkerDefaults sets it
+  o.tuning_cache = c.cuda().tuning_cache();
   return o;
 }
 

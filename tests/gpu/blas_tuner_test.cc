@@ -10,6 +10,7 @@
 
 #include <cublas_v2.h>
 
+#include <optional>
 #include <string>
 
 #include "engine/kernels/linear.h"
@@ -211,6 +212,69 @@ TEST(BlasSplitTest, SplitsThatDoNotDivideKAreRefused) {
                                                nullptr);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(status.message().find("splits=3"), std::string::npos) << status;
+  cublasDestroy(handle);
+}
+
+// Choices (and a note) saved with Serialize load into another tuner, which
+// then runs the same products without timing them; text from another
+// context or that is not the tuner's JSON is refused, naming why.
+TEST(BlasTunerCacheTest, ChoicesSurviveSerializeAndDeserialize) {
+  constexpr int32_t kM = 32;
+  constexpr int64_t kN = 4096, kK = 4096;
+  std::mt19937 rng = SeededRng(35, 36);
+  std::vector<uint16_t> x = RandomBf16(kM * kK, rng);
+  std::vector<std::vector<uint16_t>> w;
+  for (int i = 0; i < 3; ++i) w.push_back(RandomBf16(kN * kK, rng, -0.1f, 0.1f));
+  std::vector<uint16_t> want(kM * kN);
+  ASSERT_TRUE(engine::LinearRef({.dtype = DType::kBF16,
+                                 .x = x.data(),
+                                 .weight = w[2].data(),
+                                 .y = want.data(),
+                                 .num_rows = kM,
+                                 .in_features = kK,
+                                 .out_features = kN})
+                  .ok());
+  DeviceBuf<uint16_t> dx(x), dy(want.size());
+  std::vector<std::unique_ptr<DeviceBuf<uint16_t>>> dw;
+  std::vector<const void*> weights;
+  for (const auto& host : w) {
+    dw.push_back(std::make_unique<DeviceBuf<uint16_t>>(host));
+    weights.push_back(dw.back()->get());
+  }
+  DeviceBuf<uint8_t> workspace(32 << 20);
+  cublasHandle_t handle = nullptr;
+  ASSERT_EQ(cublasCreate(&handle), CUBLAS_STATUS_SUCCESS);
+  const engine::BlasGemmParams p{
+      .x = dx.get(), .w = weights[2], .y = dy.get(), .m = kM, .n = kN, .k = kK};
+  std::string text;
+  {
+    auto tuner = engine::BlasTuner::Create(workspace.get(), workspace.size());
+    ASSERT_TRUE(tuner.ok()) << tuner.status();
+    ASSERT_TRUE((*tuner)->Tune(handle, p, weights, nullptr).ok());
+    (*tuner)->SetNote(p, 3);
+    text = (*tuner)->Serialize();
+    EXPECT_EQ((*tuner)->Summary().find("(cached)"), std::string::npos);
+  }
+  auto loaded = engine::BlasTuner::Create(workspace.get(), workspace.size());
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  absl::StatusOr<int> count = (*loaded)->Deserialize(text);
+  ASSERT_TRUE(count.ok()) << count.status();
+  EXPECT_EQ(*count, 1);
+  EXPECT_TRUE((*loaded)->Tuned(p));
+  EXPECT_EQ((*loaded)->Note(p), std::optional<int32_t>(3));
+  EXPECT_NE((*loaded)->Summary().find("(cached)"), std::string::npos) << (*loaded)->Summary();
+  dy.Poison();
+  const absl::Status ran = engine::BlasGemm(handle, p, nullptr, loaded->get());
+  ASSERT_TRUE(ran.ok()) << ran;
+  EXPECT_ALL_CLOSE(ToFloats(dy.Download()), ToFloats(want), Tolerance::For(DType::kBF16));
+
+  std::string elsewhere = text;
+  const std::string context = (*loaded)->Context();
+  elsewhere.replace(elsewhere.find(context), context.size(), "cuBLASLt 1 on another card");
+  EXPECT_EQ((*loaded)->Deserialize(elsewhere).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ((*loaded)->Deserialize("{ not json").status().code(),
+            absl::StatusCode::kInvalidArgument);
   cublasDestroy(handle);
 }
 

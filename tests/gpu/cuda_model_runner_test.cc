@@ -26,6 +26,7 @@
 #include "engine/runtime/cuda/cuda_model_runner.h"
 
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -269,6 +270,60 @@ TEST(CudaModelRunnerTest, SplitProductDecodeMatchesCpu) {
       }
     }
   }
+}
+
+// A tuning cache: the first runner writes it; a second runner loads every
+// choice from it ("(cached)") and computes the same logits; a file that is
+// not a cache is reported, tuned over and rewritten.
+TEST(CudaModelRunnerTest, TuningCacheIsWrittenThenLoaded) {
+  absl::StatusOr<Checkpoint> ckpt = OpenCheckpoint(SourcePath("tests/golden/tiny_llama"));
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  const std::string path = ::testing::TempDir() + "/onecard-tuning-cache.json";
+  std::remove(path.c_str());
+  CudaRunnerOptions options = TestOptions();
+  options.tuning_cache = path;
+  constexpr int32_t kSeqs = 8;
+  std::vector<std::vector<int32_t>> tables(kSeqs), ids(kSeqs), next(kSeqs);
+  BatchInput prefill, decode;  // the decode step is a tuned bucket (8 rows)
+  for (int32_t s = 0; s < kSeqs; ++s) {
+    for (int32_t b = 0; b < 2; ++b) tables[s].push_back(s * 2 + b);
+    for (int32_t i = 0; i < 9 + s; ++i) ids[s].push_back((s * 17 + i * 5) % 1000);
+    prefill.chunks.push_back({.seq_id = s, .token_ids = ids[s], .block_table = tables[s]});
+    next[s] = {(s * 7 + 3) % 1000};
+    decode.chunks.push_back({.seq_id = s,
+                             .token_ids = next[s],
+                             .start_pos = static_cast<int32_t>(ids[s].size()),
+                             .block_table = tables[s]});
+  }
+  std::vector<std::vector<float>> logits;
+  std::vector<std::string> summaries;
+  for (int run = 0; run < 2; ++run) {
+    auto gpu = CreateCudaModelRunner(*ckpt, options);
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    summaries.push_back((*gpu)->tuning_summary());
+    std::vector<float> out;
+    ASSERT_TRUE((*gpu)->Forward(prefill, &out).ok());
+    ASSERT_TRUE((*gpu)->Forward(decode, &out).ok());
+    logits.push_back(out);
+  }
+  EXPECT_FALSE(summaries[0].empty());
+  EXPECT_EQ(summaries[0].find("(cached)"), std::string::npos) << summaries[0];
+  std::istringstream lines(summaries[1]);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find(" x ") != std::string::npos || line.find(" m=") != std::string::npos) {
+      EXPECT_NE(line.find("(cached)"), std::string::npos) << line;
+    }
+  }
+  EXPECT_EQ(logits[1], logits[0]);
+
+  std::ofstream(path, std::ios::trunc) << "{ not a tuning cache";
+  auto again = CreateCudaModelRunner(*ckpt, options);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ((*again)->tuning_summary().find("(cached)"), std::string::npos);
+  std::ifstream rewritten(path);
+  std::string first_line;
+  std::getline(rewritten, first_line);
+  EXPECT_EQ(first_line, "{");
 }
 
 TEST(CudaModelRunnerTest, RefusesBadBatches) {

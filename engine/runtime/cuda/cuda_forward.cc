@@ -2,15 +2,21 @@
 // here only enqueues on the runner's stream, reading the step's metadata from
 // fixed device addresses, so that a decode bucket can be captured as a graph.
 // Tested by tests/gpu/cuda_model_runner_test.cc.
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <optional>
+#include <sstream>
 #include <string_view>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "engine/common/log.h"
 #include "engine/common/status_macros.h"
 #include "engine/kernels/blas_gemm.h"
 #include "engine/kernels/embedding.h"
@@ -40,6 +46,7 @@ bool GemmSplitsEnabled() {
 absl::Status CudaRunnerImpl::TuneGemms() {
   if (!options_.tune_gemms) return absl::OkStatus();
   ASSIGN_OR_RETURN(tuner_, BlasTuner::Create(buf_.cublas, plan_.workspace.cublas));
+  const int loaded = LoadTuningCache();
   std::vector<const void*> qkv, o, gate_up, down;
   for (const CudaLayerWeights& w : weights_.layers) {
     qkv.push_back(w.wqkv);
@@ -71,6 +78,21 @@ absl::Status CudaRunnerImpl::TuneGemms() {
     const int32_t forced = options_.gemm_splits;
     if (!GemmSplitsEnabled() || forced == 1 || m > options_.max_num_seqs) continue;
     for (const auto& [product, weights] : {products[1], products[3]}) {
+      const std::optional<int32_t> cached =
+          forced == 0 ? tuner_->Note(ProductParams(product, m)) : std::nullopt;
+      if (cached.has_value() && *cached >= 1 && *cached <= kMaxGemmSplits &&
+          BlasGemmSplitsFit(ProductParams(product, m).k, *cached)) {
+        if (*cached > 1) {
+          RETURN_IF_ERROR(tuner_->Tune(ctx_->cublas(), ResidualProductParams(product, m, *cached),
+                                       *weights, ctx_->stream()));
+          gemm_splits_[{product, m}] = *cached;
+        }
+        absl::StrAppend(
+            &split_summary,
+            absl::StrFormat("  %s m=%d: %s (cached)\n", product == Product::kO ? "o" : "down", m,
+                            *cached > 1 ? absl::StrCat(*cached, " partials") : "whole"));
+        continue;
+      }
       ASSIGN_OR_RETURN(double best_us, TimeResidualProduct(product, m, 1, *weights));
       const double whole_us = best_us;
       int32_t best = 1;
@@ -84,6 +106,7 @@ absl::Status CudaRunnerImpl::TuneGemms() {
         best_us = us, best = splits;
       }
       if (best > 1) gemm_splits_[{product, m}] = best;
+      if (forced == 0) tuner_->SetNote(ProductParams(product, m), best);
       absl::StrAppend(
           &split_summary,
           absl::StrFormat("  %s m=%d: %s (%.1f us with its norm; whole %.1f us)\n",
@@ -91,14 +114,56 @@ absl::Status CudaRunnerImpl::TuneGemms() {
                           best > 1 ? absl::StrCat(best, " partials") : "whole", best_us, whole_us));
     }
   }
+  SaveTuningCache();
+  tuning_summary_ = absl::StrCat(
+      tuner_->Summary(),
+      split_summary.empty() ? "" : "o / down as split-K partials folded by the norm:\n",
+      split_summary);
   if (options_.print_plan) {
-    std::fprintf(stderr, "cuBLAS products tuned in %.2f s:\n%s%s%s",
+    if (loaded > 0) {
+      std::fprintf(stderr, "%d tuned products loaded from %s\n", loaded,
+                   options_.tuning_cache.c_str());
+    }
+    std::fprintf(stderr, "cuBLAS products tuned in %.2f s:\n%s",
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
-                 tuner_->Summary().c_str(),
-                 split_summary.empty() ? "" : "o / down as split-K partials folded by the norm:\n",
-                 split_summary.c_str());
+                 tuning_summary_.c_str());
   }
   return absl::OkStatus();
+}
+
+int CudaRunnerImpl::LoadTuningCache() {
+  const std::string& path = options_.tuning_cache;
+  if (path.empty()) return 0;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return 0;  // not made yet: written after tuning
+  std::stringstream text;
+  text << in.rdbuf();
+  absl::StatusOr<int> loaded = tuner_->Deserialize(text.str());
+  if (!loaded.ok()) {
+    Log(LogLevel::kWarn, "cuda", "tuning cache %s: %s; tuning afresh", path,
+        loaded.status().message());
+    return 0;
+  }
+  return *loaded;
+}
+
+void CudaRunnerImpl::SaveTuningCache() const {
+  const std::string& path = options_.tuning_cache;
+  if (path.empty()) return;
+  // Written beside, then renamed over: a reader never sees half a file.
+  const std::string partial = path + ".partial";
+  {
+    std::ofstream out(partial, std::ios::binary | std::ios::trunc);
+    out << tuner_->Serialize();
+    if (!out.good()) {
+      Log(LogLevel::kWarn, "cuda", "tuning cache %s: cannot write %s", path, partial);
+      return;
+    }
+  }
+  if (std::rename(partial.c_str(), path.c_str()) != 0) {
+    Log(LogLevel::kWarn, "cuda", "tuning cache %s: cannot rename %s over it: %s", path, partial,
+        std::strerror(errno));
+  }
 }
 
 absl::StatusOr<double> CudaRunnerImpl::TimeResidualProduct(Product product, int32_t m,

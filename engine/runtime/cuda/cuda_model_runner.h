@@ -52,6 +52,12 @@ struct CudaRunnerOptions {
   // faster; 1 = always whole; N > 1 = N partials wherever k allows (tests).
   // ONECARD_GEMM_SPLITS=0 in the environment means 1 (comparisons).
   int32_t gemm_splits = 0;
+  // A file of tuned choices (BlasTuner::Serialize plus the split counts):
+  // loaded at creation when it exists and was made on the same card and
+  // cuBLASLt, so only missing shapes are timed; rewritten after tuning. A
+  // file that cannot be read or parsed is reported and tuned over. Empty:
+  // no file.
+  std::string tuning_cache;
   bool time_steps = false;      // CudaStepTiming::gpu_us (two events a step; benchmarks)
   uint64_t synthetic_seed = 1;  // synthetic models only
   bool print_plan = true;       // the memory plan to stderr at creation
@@ -74,6 +80,9 @@ class CudaModelRunner : public ModelRunner {
   virtual CudaStepTiming last_step_timing() const = 0;
   virtual int num_sms() const = 0;
   virtual std::string device_name() const = 0;
+  // The tuned GEMM choices, a line each ("(cached)" where the tuning cache
+  // gave them); empty without tuning.
+  virtual std::string tuning_summary() const = 0;
 };
 
 absl::StatusOr<std::unique_ptr<CudaModelRunner>> CreateCudaModelRunner(

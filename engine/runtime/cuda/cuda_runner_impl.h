@@ -88,6 +88,7 @@ class CudaRunnerImpl : public CudaModelRunner {
   CudaStepTiming last_step_timing() const override { return timing_; }
   int num_sms() const override { return ctx_->num_sms(); }
   std::string device_name() const override { return ctx_->device_name(); }
+  std::string tuning_summary() const override { return tuning_summary_; }
 
  private:
   struct Graph {
@@ -133,6 +134,10 @@ class CudaRunnerImpl : public CudaModelRunner {
   // RmsNorm of the residual stream (`partials` splits > 1: folded into it
   // first) into buf_.normed.
   absl::Status NormResidual(const void* weight, int32_t tokens, int32_t partials);
+  // options_.tuning_cache: the choices loaded into tuner_ (0 without a file,
+  // or with one that does not load, which is logged), and written back.
+  int LoadTuningCache();
+  void SaveTuningCache() const;
 
   ModelConfig config_;
   CudaRunnerOptions options_;
@@ -155,6 +160,7 @@ class CudaRunnerImpl : public CudaModelRunner {
   cudaEvent_t step_end_ = nullptr;
   std::unique_ptr<BlasTuner> tuner_;                            // null: cuBLAS's default everywhere
   std::map<std::pair<Product, int32_t>, int32_t> gemm_splits_;  // (product, rows) -> splits
+  std::string tuning_summary_;
 };
 
 }  // namespace onecard::engine

@@ -113,9 +113,11 @@ TEST(WorkerConfigTest, EngineOptions) {
 
   c.mutable_cuda()->set_memory_budget("24GiB");
   c.mutable_cuda()->set_tune_gemms(false);
+  c.mutable_cuda()->set_tuning_cache("/var/cache/onecard/h200.json");
   const engine::EngineOptions cuda = EngineOptionsFromConfig(c);
   EXPECT_EQ(cuda.gpu_memory_budget, 24ll << 30);
   EXPECT_FALSE(cuda.tune_gemms);
+  EXPECT_EQ(cuda.tuning_cache, "/var/cache/onecard/h200.json");
 }
 
 TEST(WorkerConfigTest, ServedModelName) {

@@ -8,6 +8,10 @@
 // bandwidth against the copy bandwidth. Then, at batch 1 and 32, 48 more
 // steps with graphs off and 48 with graphs on: the host's enqueue time per
 // step (pack + copy + launches, before waiting) and the step time, both ways.
+// Also the runner's creation time (startup/runner_create_s: weights made on
+// the device, buffers, GEMM tuning); $ONECARD_TUNING_CACHE names a tuning
+// cache file (CudaRunnerOptions::tuning_cache) to load and write.
+#include <chrono>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -84,7 +88,15 @@ absl::Status RunDecode(const BenchOptions&, BenchReporter& reporter) {
   o.max_num_seqs = 128;
   o.max_batched_tokens = 4096;
   o.time_steps = true;
+  if (const char* cache = std::getenv("ONECARD_TUNING_CACHE"); cache != nullptr) {
+    o.tuning_cache = cache;
+  }
+  const auto created = std::chrono::steady_clock::now();
   ASSIGN_OR_RETURN(auto runner, engine::CreateSyntheticCudaModelRunner("llama3-8b", o));
+  // Weights generated on the device, buffers, cuBLAS tuning (or its cache).
+  const double create_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - created).count();
+  reporter.Add({kScenario, "startup", "runner_create_s", create_s, "s", {}});
   std::vector<int32_t> batches = {1, 8, 32, 128};
   if (const char* only = std::getenv("ONECARD_DECODE_BATCHES"); only != nullptr && *only) {
     batches.clear();
