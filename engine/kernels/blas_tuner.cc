@@ -10,20 +10,26 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
-#include <iterator>
+#include <limits>
+#include <span>
 #include <string_view>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "engine/common/status_macros.h"
+#include "engine/kernels/blas_tuner_internal.h"
 #include "engine/kernels/cublas_loader.h"
 #include "engine/runtime/cuda_check.h"
-#include "nlohmann/json.hpp"
 
 namespace onecard::engine {
 namespace {
+
+using blas_tuner_internal::ConfigField;
+using blas_tuner_internal::GetConfig;
+using blas_tuner_internal::kConfigFields;
+using blas_tuner_internal::kSearchedFields;
+using blas_tuner_internal::SetConfig;
 
 constexpr int kTimedPasses = 3;         // over all weights, after one warm-up pass
 constexpr size_t kDescentStarts = 2;    // the heuristic's fastest, searched around
@@ -53,75 +59,56 @@ cudaDataType_t CudaType(DType dtype) { return dtype == DType::kF32 ? CUDA_R_32F 
 
 }  // namespace
 
-struct BlasTuner::Lt {
-  cublasLtHandle_t handle = nullptr;
-  decltype(&::cublasLtCreate) create = nullptr;
-  decltype(&::cublasLtDestroy) destroy = nullptr;
-  decltype(&::cublasLtMatmulDescCreate) desc_create = nullptr;
-  decltype(&::cublasLtMatmulDescDestroy) desc_destroy = nullptr;
-  decltype(&::cublasLtMatmulDescSetAttribute) desc_set = nullptr;
-  decltype(&::cublasLtMatrixLayoutCreate) layout_create = nullptr;
-  decltype(&::cublasLtMatrixLayoutDestroy) layout_destroy = nullptr;
-  decltype(&::cublasLtMatrixLayoutSetAttribute) layout_set = nullptr;
-  decltype(&::cublasLtMatmulPreferenceCreate) pref_create = nullptr;
-  decltype(&::cublasLtMatmulPreferenceDestroy) pref_destroy = nullptr;
-  decltype(&::cublasLtMatmulPreferenceSetAttribute) pref_set = nullptr;
-  decltype(&::cublasLtMatmulAlgoGetHeuristic) heuristic = nullptr;
-  decltype(&::cublasLtMatmul) matmul = nullptr;
-  decltype(&::cublasLtMatmulAlgoCheck) check = nullptr;
-  decltype(&::cublasLtMatmulAlgoCapGetAttribute) cap_get = nullptr;
-  decltype(&::cublasLtMatmulAlgoConfigGetAttribute) config_get = nullptr;
-  decltype(&::cublasLtMatmulAlgoConfigSetAttribute) config_set = nullptr;
-  decltype(&::cublasLtGetVersion) version = nullptr;
+namespace blas_tuner_internal {
 
-  absl::Status Load() {
-    RETURN_IF_ERROR(Symbol("cublasLtCreate", &create));
-    RETURN_IF_ERROR(Symbol("cublasLtDestroy", &destroy));
-    RETURN_IF_ERROR(Symbol("cublasLtMatmulDescCreate", &desc_create));
-    RETURN_IF_ERROR(Symbol("cublasLtMatmulDescDestroy", &desc_destroy));
-    RETURN_IF_ERROR(Symbol("cublasLtMatmulDescSetAttribute", &desc_set));
-    RETURN_IF_ERROR(Symbol("cublasLtMatrixLayoutCreate", &layout_create));
-    RETURN_IF_ERROR(Symbol("cublasLtMatrixLayoutDestroy", &layout_destroy));
-    RETURN_IF_ERROR(Symbol("cublasLtMatrixLayoutSetAttribute", &layout_set));
-    RETURN_IF_ERROR(Symbol("cublasLtMatmulPreferenceCreate", &pref_create));
-    RETURN_IF_ERROR(Symbol("cublasLtMatmulPreferenceDestroy", &pref_destroy));
-    RETURN_IF_ERROR(Symbol("cublasLtMatmulPreferenceSetAttribute", &pref_set));
-    RETURN_IF_ERROR(Symbol("cublasLtMatmulAlgoGetHeuristic", &heuristic));
-    RETURN_IF_ERROR(Symbol("cublasLtMatmul", &matmul));
-    RETURN_IF_ERROR(Symbol("cublasLtMatmulAlgoCheck", &check));
-    RETURN_IF_ERROR(Symbol("cublasLtMatmulAlgoCapGetAttribute", &cap_get));
-    RETURN_IF_ERROR(Symbol("cublasLtMatmulAlgoConfigGetAttribute", &config_get));
-    RETURN_IF_ERROR(Symbol("cublasLtMatmulAlgoConfigSetAttribute", &config_set));
-    RETURN_IF_ERROR(Symbol("cublasLtGetVersion", &version));
-    CUDA_RETURN_IF_ERROR(create(&handle));
-    return absl::OkStatus();
+bool GetConfig(ConfigGet get, const cublasLtMatmulAlgo_t& algo, const ConfigField& field,
+               uint32_t* value) {
+  size_t written = 0;
+  if (field.narrow) {
+    uint16_t narrow = 0;
+    if (get(&algo, field.attribute, &narrow, sizeof(narrow), &written) != CUBLAS_STATUS_SUCCESS) {
+      return false;
+    }
+    *value = narrow;
+    return true;
   }
-  ~Lt() {
-    if (handle != nullptr) destroy(handle);
-  }
-};
+  return get(&algo, field.attribute, value, sizeof(*value), &written) == CUBLAS_STATUS_SUCCESS;
+}
 
-struct BlasTuner::Entry {
-  const Lt* lt = nullptr;
-  cublasLtMatmulDesc_t desc = nullptr;
-  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
-  cublasLtMatmulAlgo_t algo{};
-  size_t workspace = 0;
-  bool use_lt = false;
-  bool cached = false;  // loaded by Deserialize, not timed in this process
-  int candidate = -1;   // heuristic index it was searched from, -1: the default
-  int candidates = 0;   // heuristic algorithms that ran
-  int searched = 0;     // configurations the search timed
-  double tune_ms = 0.0;
-  double default_us = 0.0;
-  double best_us = 0.0;
-  ~Entry() {
-    if (a != nullptr) lt->layout_destroy(a);
-    if (b != nullptr) lt->layout_destroy(b);
-    if (c != nullptr) lt->layout_destroy(c);
-    if (desc != nullptr) lt->desc_destroy(desc);
+bool SetConfig(ConfigSet set, cublasLtMatmulAlgo_t* algo, const ConfigField& field,
+               uint32_t value) {
+  if (field.narrow) {
+    if (value > std::numeric_limits<uint16_t>::max()) return false;
+    const uint16_t narrow = static_cast<uint16_t>(value);
+    return set(algo, field.attribute, &narrow, sizeof(narrow)) == CUBLAS_STATUS_SUCCESS;
   }
-};
+  return set(algo, field.attribute, &value, sizeof(value)) == CUBLAS_STATUS_SUCCESS;
+}
+
+}  // namespace blas_tuner_internal
+
+absl::Status BlasTuner::Lt::Load() {
+  RETURN_IF_ERROR(Symbol("cublasLtCreate", &create));
+  RETURN_IF_ERROR(Symbol("cublasLtDestroy", &destroy));
+  RETURN_IF_ERROR(Symbol("cublasLtMatmulDescCreate", &desc_create));
+  RETURN_IF_ERROR(Symbol("cublasLtMatmulDescDestroy", &desc_destroy));
+  RETURN_IF_ERROR(Symbol("cublasLtMatmulDescSetAttribute", &desc_set));
+  RETURN_IF_ERROR(Symbol("cublasLtMatrixLayoutCreate", &layout_create));
+  RETURN_IF_ERROR(Symbol("cublasLtMatrixLayoutDestroy", &layout_destroy));
+  RETURN_IF_ERROR(Symbol("cublasLtMatrixLayoutSetAttribute", &layout_set));
+  RETURN_IF_ERROR(Symbol("cublasLtMatmulPreferenceCreate", &pref_create));
+  RETURN_IF_ERROR(Symbol("cublasLtMatmulPreferenceDestroy", &pref_destroy));
+  RETURN_IF_ERROR(Symbol("cublasLtMatmulPreferenceSetAttribute", &pref_set));
+  RETURN_IF_ERROR(Symbol("cublasLtMatmulAlgoGetHeuristic", &heuristic));
+  RETURN_IF_ERROR(Symbol("cublasLtMatmul", &matmul));
+  RETURN_IF_ERROR(Symbol("cublasLtMatmulAlgoCheck", &check));
+  RETURN_IF_ERROR(Symbol("cublasLtMatmulAlgoCapGetAttribute", &cap_get));
+  RETURN_IF_ERROR(Symbol("cublasLtMatmulAlgoConfigGetAttribute", &config_get));
+  RETURN_IF_ERROR(Symbol("cublasLtMatmulAlgoConfigSetAttribute", &config_set));
+  RETURN_IF_ERROR(Symbol("cublasLtGetVersion", &version));
+  CUDA_RETURN_IF_ERROR(create(&handle));
+  return absl::OkStatus();
+}
 
 absl::StatusOr<std::unique_ptr<BlasTuner>> BlasTuner::Create(void* workspace,
                                                              int64_t workspace_bytes) {
@@ -228,6 +215,24 @@ absl::StatusOr<std::unique_ptr<BlasTuner::Entry>> BlasTuner::NewEntry(
   return e;
 }
 
+absl::StatusOr<int> BlasTuner::Heuristic(const Entry& e,
+                                         cublasLtMatmulHeuristicResult_t* results) const {
+  const Lt& lt = *lt_;
+  cublasLtMatmulPreference_t pref = nullptr;
+  CUDA_RETURN_IF_ERROR(lt.pref_create(&pref));
+  const uint64_t max_workspace = static_cast<uint64_t>(workspace_bytes_);
+  int found = 0;
+  cublasStatus_t st = lt.pref_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &max_workspace,
+                                  sizeof(max_workspace));
+  if (st == CUBLAS_STATUS_SUCCESS) {
+    st = lt.heuristic(lt.handle, e.desc, e.a, e.b, e.c, e.c, pref, kCandidates, results, &found);
+  }
+  lt.pref_destroy(pref);
+  if (st == CUBLAS_STATUS_NOT_SUPPORTED) return 0;  // none for this shape: the default stays
+  CUDA_RETURN_IF_ERROR(st);
+  return found;
+}
+
 absl::Status BlasTuner::Tune(cublasHandle_t handle, const BlasGemmParams& p,
                              std::span<const void* const> weights, cudaStream_t stream) {
   if (p.splits != 1 && !BlasGemmSplitsFit(p.k, p.splits)) {
@@ -239,23 +244,8 @@ absl::Status BlasTuner::Tune(cublasHandle_t handle, const BlasGemmParams& p,
   const auto began = std::chrono::steady_clock::now();
   const Lt& lt = *lt_;
   ASSIGN_OR_RETURN(std::unique_ptr<Entry> e, NewEntry(p));
-  cublasLtMatmulPreference_t pref = nullptr;
-  CUDA_RETURN_IF_ERROR(lt.pref_create(&pref));
-  const uint64_t max_workspace = static_cast<uint64_t>(workspace_bytes_);
   cublasLtMatmulHeuristicResult_t results[kCandidates] = {};
-  int found = 0;
-  cublasStatus_t st = lt.pref_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &max_workspace,
-                                  sizeof(max_workspace));
-  if (st == CUBLAS_STATUS_SUCCESS) {
-    st = lt.heuristic(lt.handle, e->desc, e->a, e->b, e->c, e->c, pref, kCandidates, results,
-                      &found);
-  }
-  lt.pref_destroy(pref);
-  if (st == CUBLAS_STATUS_NOT_SUPPORTED) {
-    found = 0;  // no cuBLASLt algorithm for this shape: the default stays
-  } else {
-    CUDA_RETURN_IF_ERROR(st);
-  }
+  ASSIGN_OR_RETURN(const int found, Heuristic(*e, results));
 
   cudaEvent_t start = nullptr, stop = nullptr;
   CUDA_RETURN_IF_ERROR(cudaEventCreate(&start));
@@ -312,29 +302,16 @@ absl::Status BlasTuner::Tune(cublasHandle_t handle, const BlasGemmParams& p,
     // Coordinate descent from one configuration: one attribute at a time over
     // the values the algorithm allows, a change kept when it is kBetter
     // faster; cublasLtMatmulAlgoCheck screens out what cannot run.
-    static constexpr cublasLtMatmulAlgoConfigAttributes_t kAttributes[] = {
-        CUBLASLT_ALGO_CONFIG_TILE_ID,          CUBLASLT_ALGO_CONFIG_SPLITK_NUM,
-        CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID,
-        CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION,    CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING};
     auto descend = [&](Candidate cur) -> absl::StatusOr<Candidate> {
-      for (const cublasLtMatmulAlgoConfigAttributes_t attribute : kAttributes) {
-        // The cluster shape is a uint16_t, the others uint32_t.
-        const size_t width = attribute == CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID ? sizeof(uint16_t)
-                                                                                : sizeof(uint32_t);
+      for (const ConfigField& field : std::span(kConfigFields).first<kSearchedFields>()) {
         uint32_t now = 0;
-        size_t written = 0;
-        if (lt.config_get(&cur.algo, attribute, &now, width, &written) != CUBLAS_STATUS_SUCCESS) {
-          continue;
-        }
-        for (const uint32_t value : SearchValues(cur.algo, attribute)) {
+        if (!GetConfig(lt.config_get, cur.algo, field, &now)) continue;
+        for (const uint32_t value : SearchValues(cur.algo, field.attribute)) {
           if (e->searched >= kMaxSearched) return cur;
           if (value == now) continue;
           cublasLtMatmulAlgo_t next = cur.algo;
-          const uint16_t value16 = static_cast<uint16_t>(value);
-          const void* field = width == sizeof(uint16_t) ? static_cast<const void*>(&value16)
-                                                        : static_cast<const void*>(&value);
           cublasLtMatmulHeuristicResult_t checked{};
-          if (lt.config_set(&next, attribute, field, width) != CUBLAS_STATUS_SUCCESS ||
+          if (!SetConfig(lt.config_set, &next, field, value) ||
               lt.check(lt.handle, e->desc, e->a, e->b, e->c, e->c, &next, &checked) !=
                   CUBLAS_STATUS_SUCCESS ||
               checked.workspaceSize > static_cast<size_t>(workspace_bytes_)) {
@@ -404,146 +381,6 @@ std::optional<int32_t> BlasTuner::Note(const BlasGemmParams& p) const {
   const auto it = notes_.find(KeyOf(p));
   if (it == notes_.end()) return std::nullopt;
   return it->second;
-}
-
-std::string BlasTuner::Context() const {
-  int device = 0;
-  cudaDeviceProp prop{};
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaGetDeviceProperties(&prop, device) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return absl::StrCat("cuBLASLt ", lt_->version(), " on an unknown device");
-  }
-  return absl::StrCat("cuBLASLt ", lt_->version(), " on ", prop.name, " (",
-                      prop.multiProcessorCount, " SMs, sm_", prop.major, prop.minor, ")");
-}
-
-namespace {
-
-constexpr int kFormat = 1;  // of Serialize()'s text
-
-nlohmann::json KeyJson(int64_t m, int64_t n, int64_t k, int dtype, int y_dtype, bool accumulate,
-                       int32_t splits) {
-  return {{"m", m},
-          {"n", n},
-          {"k", k},
-          {"dtype", dtype},
-          {"y_dtype", y_dtype},
-          {"accumulate", accumulate},
-          {"splits", splits}};
-}
-
-}  // namespace
-
-std::string BlasTuner::Serialize() const {
-  nlohmann::json products = nlohmann::json::array();
-  for (const auto& [key, e] : entries_) {
-    const auto& [m, n, k, dtype, y_dtype, accumulate, splits] = key;
-    nlohmann::json j = KeyJson(m, n, k, dtype, y_dtype, accumulate, splits);
-    j["use_lt"] = e->use_lt;
-    j["candidate"] = e->candidate;
-    j["default_us"] = e->default_us;
-    j["best_us"] = e->best_us;
-    if (e->use_lt) {
-      nlohmann::json algo = nlohmann::json::array();
-      for (uint64_t word : e->algo.data) algo.push_back(absl::StrFormat("%016x", word));
-      j["algo"] = algo;
-      j["workspace"] = e->workspace;
-    }
-    products.push_back(j);
-  }
-  nlohmann::json notes = nlohmann::json::array();
-  for (const auto& [key, value] : notes_) {
-    const auto& [m, n, k, dtype, y_dtype, accumulate, splits] = key;
-    nlohmann::json j = KeyJson(m, n, k, dtype, y_dtype, accumulate, splits);
-    j["value"] = value;
-    notes.push_back(j);
-  }
-  return nlohmann::json{
-      {"format", kFormat}, {"context", Context()}, {"products", products}, {"notes", notes}}
-      .dump(1);
-}
-
-absl::StatusOr<int> BlasTuner::Deserialize(std::string_view text) {
-  const nlohmann::json root = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (root.is_discarded() || !root.is_object()) {
-    return absl::InvalidArgumentError("BlasTuner: not JSON, or not an object");
-  }
-  if (root.value("format", 0) != kFormat) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("BlasTuner: format ", root.value("format", 0), ", expected ", kFormat));
-  }
-  const std::string context = root.value("context", "");
-  if (context != Context()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("BlasTuner: tuned for \"", context, "\", this is \"", Context(), "\""));
-  }
-  const nlohmann::json& products = root.contains("products") ? root["products"] : root;
-  const nlohmann::json& notes = root.contains("notes") ? root["notes"] : root;
-  if (!products.is_array() || !notes.is_array()) {
-    return absl::InvalidArgumentError("BlasTuner: \"products\" and \"notes\" must be arrays");
-  }
-  // The shape of one record; false when a field is missing or mistyped.
-  auto shape = [](const nlohmann::json& j, BlasGemmParams* p) {
-    for (const char* field : {"m", "n", "k", "dtype", "y_dtype", "splits"}) {
-      if (!j.contains(field) || !j[field].is_number_integer()) return false;
-    }
-    if (!j.contains("accumulate") || !j["accumulate"].is_boolean()) return false;
-    p->m = j["m"].get<int64_t>();
-    p->n = j["n"].get<int64_t>();
-    p->k = j["k"].get<int64_t>();
-    p->dtype = static_cast<DType>(j["dtype"].get<int>());
-    p->y_dtype = static_cast<DType>(j["y_dtype"].get<int>());
-    p->beta = j["accumulate"].get<bool>() ? 1.0f : 0.0f;
-    p->splits = j["splits"].get<int32_t>();
-    return p->m > 0 && p->n > 0 && p->k > 0 && p->splits >= 1 && BlasGemmSplitsFit(p->k, p->splits);
-  };
-  int loaded = 0;
-  for (size_t i = 0; i < products.size(); ++i) {
-    const nlohmann::json& j = products[i];
-    BlasGemmParams p;
-    if (!j.is_object() || !shape(j, &p) || j.value("use_lt", false) != j.contains("algo")) {
-      return absl::InvalidArgumentError(absl::StrCat("BlasTuner: products[", i, "] is malformed"));
-    }
-    ASSIGN_OR_RETURN(std::unique_ptr<Entry> e, NewEntry(p));
-    e->cached = true;
-    e->use_lt = j.value("use_lt", false);
-    e->candidate = j.value("candidate", -1);
-    e->default_us = j.value("default_us", 0.0);
-    e->best_us = j.value("best_us", 0.0);
-    if (e->use_lt) {
-      const nlohmann::json& algo = j["algo"];
-      bool ok = algo.is_array() && algo.size() == std::size(e->algo.data);
-      for (size_t w = 0; ok && w < algo.size(); ++w) {
-        ok = algo[w].is_string() &&
-             absl::SimpleHexAtoi(algo[w].get<std::string>(), &e->algo.data[w]);
-      }
-      if (!ok) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("BlasTuner: products[", i, "].algo is not 8 hex words"));
-      }
-      // Still a configuration this cuBLASLt runs for the shape, within our
-      // workspace? Otherwise leave it out: Tune times the shape again.
-      cublasLtMatmulHeuristicResult_t checked{};
-      if (lt_->check(lt_->handle, e->desc, e->a, e->b, e->c, e->c, &e->algo, &checked) !=
-              CUBLAS_STATUS_SUCCESS ||
-          checked.workspaceSize > static_cast<size_t>(workspace_bytes_)) {
-        continue;
-      }
-      e->workspace = checked.workspaceSize;
-    }
-    entries_[KeyOf(p)] = std::move(e);
-    ++loaded;
-  }
-  for (size_t i = 0; i < notes.size(); ++i) {
-    BlasGemmParams p;
-    if (!notes[i].is_object() || !shape(notes[i], &p) || !notes[i].contains("value") ||
-        !notes[i]["value"].is_number_integer()) {
-      return absl::InvalidArgumentError(absl::StrCat("BlasTuner: notes[", i, "] is malformed"));
-    }
-    notes_[KeyOf(p)] = notes[i]["value"].get<int32_t>();
-  }
-  return loaded;
 }
 
 std::string BlasTuner::Summary() const {

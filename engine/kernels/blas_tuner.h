@@ -20,10 +20,24 @@
 // heuristic's candidates and the default only), for comparisons.
 // The choices can be saved and loaded (Serialize / Deserialize: JSON, for a
 // tuning cache file), so that a process on the same card and cuBLASLt
-// version starts without timing them again; a loaded configuration is
-// checked by cublasLtMatmulAlgoCheck, and one that no longer applies is left
-// out (Tune then times it afresh).
-// Tested by tests/gpu/blas_tuner_test.cc against LinearRef.
+// version starts without timing them again (blas_tuner_cache.cc). A
+// cuBLASLt choice is saved as what rebuilds it, not as its
+// cublasLtMatmulAlgo_t: with the raw struct (format 1), a second runner
+// (another cuBLASLt handle) passed cublasLtMatmulAlgoCheck and then gave
+// all-zero logits on the H200. Saved: the index of the heuristic's algorithm
+// the choice was searched from (and that algorithm's id), and the final
+// value of every configuration attribute the search changes (tile, split-K
+// and reduction, cluster shape, custom option, swizzle) plus stages and
+// inner shape, which it leaves as the heuristic gave them; the struct's 8
+// words too, only to count how many rebuilt structs equal them. Deserialize
+// asks the heuristic again for the shape (same descriptor, preference,
+// workspace limit and kCandidates), takes that algorithm, sets the saved
+// values that differ, and checks it (cublasLtMatmulAlgoCheck, the workspace
+// limit); a choice that fails any step is left out, and Tune times its shape
+// afresh. The same algorithm and configuration should run the same kernel,
+// so the same products, bit for bit, as in the process that tuned it.
+// Tested by tests/gpu/blas_tuner_test.cc against LinearRef, and a second
+// tuner's loaded products against the tuning one's, bit for bit.
 #ifndef ONECARD_ENGINE_KERNELS_BLAS_TUNER_H_
 #define ONECARD_ENGINE_KERNELS_BLAS_TUNER_H_
 
@@ -76,12 +90,29 @@ class BlasTuner {
   // What the choices hold for: the cuBLASLt version and the device (name,
   // SMs). A saved set loads only into the same context.
   std::string Context() const;
-  // The choices and notes as JSON text (with the context).
+  // The choices and notes as JSON text (with the context): {"format",
+  // "context", "products": [{m, n, k, dtype, y_dtype, accumulate, splits,
+  // use_lt, default_us, best_us, "algo" (cuBLASLt choices): {candidate, id,
+  // "config": {tile, splitk_num, reduction_scheme, cluster_shape,
+  // custom_option, cta_swizzling, stages, inner_shape}, "words": [8 hex]}}],
+  // "notes": [{m, n, ..., splits, value}]}.
   std::string Serialize() const;
-  // Adds the choices of Serialize()'s text: the count loaded.
-  // InvalidArgument for text that is not such JSON (naming what is wrong),
-  // FailedPrecondition when it was made in another Context().
-  absl::StatusOr<int> Deserialize(std::string_view text);
+  // What Deserialize added.
+  struct Loaded {
+    int products = 0;  // shapes that now have a choice (the default or a cuBLASLt one)
+    int rebuilt = 0;   // of those, cuBLASLt configurations rebuilt from the heuristic
+    // Of those, the ones whose struct came out word for word as saved.
+    // Information only: a rebuilt configuration is used either way.
+    int rebuilt_identical = 0;
+    // The cuBLASLt choices that could not be rebuilt, each with why
+    // ("products[3] (8 x 4096 x 14336): ..."); Tune times them.
+    std::vector<std::string> left_out;
+  };
+  // Adds the choices and notes of Serialize()'s text (nothing when it fails).
+  // InvalidArgument for text that is not such JSON (naming the field, e.g.
+  // "BlasTuner: products[3].algo.candidate is missing"), or of another
+  // format; FailedPrecondition when it was made in another Context().
+  absl::StatusOr<Loaded> Deserialize(std::string_view text);
 
   // Runs `params` with its shape's tuned algorithm: true when there is one,
   // false (nothing enqueued) when the shape was not tuned or the default won.
@@ -92,8 +123,10 @@ class BlasTuner {
   std::string Summary() const;  // loaded choices say "cached"
 
  private:
+  // blas_tuner_internal.h; SavedAlgo: blas_tuner_cache.cc.
   struct Lt;
   struct Entry;
+  struct SavedAlgo;
   using Key = std::tuple<int64_t, int64_t, int64_t, int, int, bool, int32_t>;
   static Key KeyOf(const BlasGemmParams& p);
 
@@ -103,6 +136,12 @@ class BlasTuner {
   // An entry with the descriptor and layouts of p's shape, nothing chosen.
   absl::StatusOr<std::unique_ptr<Entry>> NewEntry(const BlasGemmParams& p) const;
   std::vector<uint32_t> SearchValues(const cublasLtMatmulAlgo_t& algo, int attribute) const;
+  // cublasLtMatmulAlgoGetHeuristic for e's shape, within the workspace: the
+  // count written to `results` (kCandidates of them), 0 when none applies.
+  absl::StatusOr<int> Heuristic(const Entry& e, cublasLtMatmulHeuristicResult_t* results) const;
+  // Sets e's algorithm and workspace from a saved choice (the header
+  // comment); an error says why it cannot be.
+  absl::Status Rebuild(const SavedAlgo& saved, Entry* e) const;
 
   std::unique_ptr<Lt> lt_;
   void* workspace_ = nullptr;

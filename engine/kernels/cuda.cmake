@@ -22,6 +22,7 @@ if(NOT TARGET onecard_kernels_cuda)
 
   add_library(onecard_kernels_cuda
     ${_k}/blas_tuner.cc
+    ${_k}/blas_tuner_cache.cc
     ${_k}/cublas_loader.cc
     ${_k}/embedding.cu
     ${_k}/gemv.cu

@@ -5,15 +5,22 @@
 // once, as LinearRef does), BF16 and F32 outputs, aligned and odd widths;
 // the configuration search around the heuristic's choices ran. Split-K
 // partials (BlasGemmParams::splits), untuned and tuned: the slices sum to the
-// plain fp32 product.
+// plain fp32 product. The tuning cache (BlasTunerCacheTest): choices saved
+// by one tuner and loaded into a second give its products bit for bit.
 #include "engine/kernels/blas_tuner.h"
 
 #include <cublas_v2.h>
 
+#include <cstdio>
+#include <cstring>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "engine/kernels/linear.h"
+#include "nlohmann/json.hpp"
 #include "tests/gpu/gpu_test_util.h"
 #include "tests/testing/all_close.h"
 
@@ -215,64 +222,201 @@ TEST(BlasSplitTest, SplitsThatDoNotDivideKAreRefused) {
   cublasDestroy(handle);
 }
 
-// Choices (and a note) saved with Serialize load into another tuner, which
-// then runs the same products without timing them; text from another
-// context or that is not the tuner's JSON is refused, naming why.
-TEST(BlasTunerCacheTest, ChoicesSurviveSerializeAndDeserialize) {
-  constexpr int32_t kM = 32;
-  constexpr int64_t kN = 4096, kK = 4096;
-  std::mt19937 rng = SeededRng(35, 36);
-  std::vector<uint16_t> x = RandomBf16(kM * kK, rng);
-  std::vector<std::vector<uint16_t>> w;
-  for (int i = 0; i < 3; ++i) w.push_back(RandomBf16(kN * kK, rng, -0.1f, 0.1f));
-  std::vector<uint16_t> want(kM * kN);
-  ASSERT_TRUE(engine::LinearRef({.dtype = DType::kBF16,
-                                 .x = x.data(),
-                                 .weight = w[2].data(),
-                                 .y = want.data(),
-                                 .num_rows = kM,
-                                 .in_features = kK,
-                                 .out_features = kN})
-                  .ok());
-  DeviceBuf<uint16_t> dx(x), dy(want.size());
-  std::vector<std::unique_ptr<DeviceBuf<uint16_t>>> dw;
+// One product of the cache test: inputs, weights and output on the device.
+struct CachedCase {
+  std::string name;
+  engine::BlasGemmParams params;  // x, y set; w: weights[0]
+  std::unique_ptr<DeviceBuf<uint16_t>> x;
+  std::vector<std::unique_ptr<DeviceBuf<uint16_t>>> w;
   std::vector<const void*> weights;
-  for (const auto& host : w) {
-    dw.push_back(std::make_unique<DeviceBuf<uint16_t>>(host));
-    weights.push_back(dw.back()->get());
+  std::vector<uint8_t> y_init;  // NaN bytes, or the bias rows when accumulating
+  std::unique_ptr<DeviceBuf<uint8_t>> y;
+};
+
+CachedCase MakeCachedCase(std::string name, int32_t m, int64_t n, int64_t k, bool accumulate,
+                          bool f32_out, int32_t splits, int num_weights, std::mt19937& rng) {
+  CachedCase c;
+  c.name = std::move(name);
+  c.x = std::make_unique<DeviceBuf<uint16_t>>(RandomBf16(m * k, rng));
+  for (int i = 0; i < num_weights; ++i) {
+    c.w.push_back(std::make_unique<DeviceBuf<uint16_t>>(RandomBf16(n * k, rng, -0.1f, 0.1f)));
+    c.weights.push_back(c.w.back()->get());
   }
+  const bool f32 = f32_out || splits > 1;
+  const size_t bytes = static_cast<size_t>(splits) * m * n * (f32 ? 4 : 2);
+  c.y_init.assign(bytes, 0xFF);
+  if (accumulate) {  // BF16 bias rows
+    const std::vector<uint16_t> bias = RandomBf16(n, rng);
+    for (int32_t r = 0; r < m; ++r) std::memcpy(&c.y_init[r * n * 2], bias.data(), n * 2);
+  }
+  c.y = std::make_unique<DeviceBuf<uint8_t>>(bytes);
+  c.params = {.y_dtype = f32 ? DType::kF32 : DType::kBF16,
+              .x = c.x->get(),
+              .w = c.weights[0],
+              .y = c.y->get(),
+              .m = m,
+              .n = n,
+              .k = k,
+              .beta = accumulate ? 1.0f : 0.0f,
+              .splits = splits};
+  return c;
+}
+
+// y reset, then the product with `tuner` (null: cuBLAS's default): y's bytes.
+std::vector<uint8_t> RunCachedCase(cublasHandle_t handle, CachedCase& c,
+                                   const engine::BlasTuner* tuner) {
+  c.y->Upload(c.y_init);
+  const absl::Status ran = engine::BlasGemm(handle, c.params, nullptr, tuner);
+  EXPECT_TRUE(ran.ok()) << c.name << ": " << ran;
+  return c.y->Download();
+}
+
+std::vector<float> OutputFloats(const CachedCase& c, const std::vector<uint8_t>& bytes) {
+  if (c.params.y_dtype == DType::kF32) {
+    std::vector<float> out(bytes.size() / 4);
+    std::memcpy(out.data(), bytes.data(), bytes.size());
+    return out;
+  }
+  std::vector<uint16_t> bf16(bytes.size() / 2);
+  std::memcpy(bf16.data(), bytes.data(), bytes.size());
+  return ToFloats(bf16);
+}
+
+// Where two outputs differ bit for bit ("" where they do not).
+std::string ByteDifference(const std::vector<uint8_t>& got, const std::vector<uint8_t>& want) {
+  if (got.size() != want.size()) return "sizes differ";
+  size_t differ = 0, first = 0;
+  bool all_zero = true;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (got[i] != want[i] && differ++ == 0) first = i;
+    all_zero = all_zero && got[i] == 0;
+  }
+  if (differ == 0) return "";
+  return absl::StrFormat("%d of %d bytes differ, the first at %d%s", differ, got.size(), first,
+                         all_zero ? "; the output is all zero" : "");
+}
+
+// Choices (and a note) saved with Serialize load into a second tuner with its
+// own cuBLASLt handle (the first one still alive), which rebuilds every
+// cuBLASLt configuration from the heuristic and runs each product bit for
+// bit as the tuning tuner does (the same kernel and configuration sum in the
+// same order), without timing; the tuned products themselves match cuBLAS's
+// default within rounding. The count of rebuilt structs that equal the
+// saved words is printed (information only). A choice whose algorithm the
+// heuristic no longer gives is left out (and timed again by Tune); text from
+// another context or format, or that is not the tuner's JSON, is refused,
+// naming the field.
+TEST(BlasTunerCacheTest, LoadedChoicesRunBitForBitAsTuned) {
+  std::mt19937 rng = SeededRng(35, 36);
+  std::vector<CachedCase> cases;
+  cases.push_back(MakeCachedCase("qkv_m32", 32, 6144, 4096, false, false, 1, 3, rng));
+  cases.push_back(MakeCachedCase("o_m32_accumulate", 32, 4096, 4096, true, false, 1, 3, rng));
+  cases.push_back(MakeCachedCase("down_m8_accumulate", 8, 4096, 14336, true, false, 1, 3, rng));
+  cases.push_back(MakeCachedCase("o_m64_s2", 64, 4096, 4096, false, false, 2, 3, rng));
+  cases.push_back(MakeCachedCase("lmhead_f32_m16", 16, 49152, 576, false, true, 1, 1, rng));
   DeviceBuf<uint8_t> workspace(32 << 20);
   cublasHandle_t handle = nullptr;
   ASSERT_EQ(cublasCreate(&handle), CUBLAS_STATUS_SUCCESS);
-  const engine::BlasGemmParams p{
-      .x = dx.get(), .w = weights[2], .y = dy.get(), .m = kM, .n = kN, .k = kK};
-  std::string text;
-  {
-    auto tuner = engine::BlasTuner::Create(workspace.get(), workspace.size());
-    ASSERT_TRUE(tuner.ok()) << tuner.status();
-    ASSERT_TRUE((*tuner)->Tune(handle, p, weights, nullptr).ok());
-    (*tuner)->SetNote(p, 3);
-    text = (*tuner)->Serialize();
-    EXPECT_EQ((*tuner)->Summary().find("(cached)"), std::string::npos);
+
+  auto tuner = engine::BlasTuner::Create(workspace.get(), workspace.size());
+  ASSERT_TRUE(tuner.ok()) << tuner.status();
+  for (CachedCase& c : cases) {
+    const absl::Status tuned = (*tuner)->Tune(handle, c.params, c.weights, nullptr);
+    ASSERT_TRUE(tuned.ok()) << c.name << ": " << tuned;
   }
+  (*tuner)->SetNote(cases[0].params, 3);
+  const std::string text = (*tuner)->Serialize();
+  const std::string summary = (*tuner)->Summary();
+  EXPECT_EQ(summary.find("(cached)"), std::string::npos) << summary;
+  int lt_choices = 0;
+  for (size_t at = summary.find("cublasLt from"); at != std::string::npos;
+       at = summary.find("cublasLt from", at + 1)) {
+    ++lt_choices;
+  }
+  // At least one cuBLASLt configuration to rebuild, or the test shows nothing.
+  EXPECT_GT(lt_choices, 0) << summary;
+
+  std::vector<std::vector<uint8_t>> tuned;
+  for (CachedCase& c : cases) {
+    tuned.push_back(RunCachedCase(handle, c, tuner->get()));
+    // The comparison below needs the tuned product to be reproducible, and
+    // the product (not zeros): the default's, up to the summation order.
+    EXPECT_EQ(ByteDifference(RunCachedCase(handle, c, tuner->get()), tuned.back()), "")
+        << c.name << ": the tuned product differs between two runs";
+    const std::vector<float> got = OutputFloats(c, tuned.back());
+    const std::vector<float> want = OutputFloats(c, RunCachedCase(handle, c, nullptr));
+    if (c.params.y_dtype == DType::kF32) {
+      EXPECT_ALL_CLOSE(got, want, (Tolerance{1e-3, 1e-3, 1e-7})) << c.name;
+    } else {
+      EXPECT_ALL_CLOSE(got, want, Tolerance::For(DType::kBF16)) << c.name;
+    }
+  }
+
   auto loaded = engine::BlasTuner::Create(workspace.get(), workspace.size());
   ASSERT_TRUE(loaded.ok()) << loaded.status();
-  absl::StatusOr<int> count = (*loaded)->Deserialize(text);
+  absl::StatusOr<engine::BlasTuner::Loaded> count = (*loaded)->Deserialize(text);
   ASSERT_TRUE(count.ok()) << count.status();
-  EXPECT_EQ(*count, 1);
-  EXPECT_TRUE((*loaded)->Tuned(p));
-  EXPECT_EQ((*loaded)->Note(p), std::optional<int32_t>(3));
+  std::printf(
+      "[cache] %zu products, %d chose cuBLASLt; loaded %d, rebuilt %d, of which %d word for word "
+      "as saved; %zu left out\n",
+      cases.size(), lt_choices, count->products, count->rebuilt, count->rebuilt_identical,
+      count->left_out.size());
+  for (const std::string& why : count->left_out) ADD_FAILURE() << "left out: " << why;
+  EXPECT_EQ(count->products, static_cast<int>(cases.size()));
+  EXPECT_EQ(count->rebuilt, lt_choices);
+  EXPECT_EQ((*loaded)->Note(cases[0].params), std::optional<int32_t>(3));
   EXPECT_NE((*loaded)->Summary().find("(cached)"), std::string::npos) << (*loaded)->Summary();
-  dy.Poison();
-  const absl::Status ran = engine::BlasGemm(handle, p, nullptr, loaded->get());
-  ASSERT_TRUE(ran.ok()) << ran;
-  EXPECT_ALL_CLOSE(ToFloats(dy.Download()), ToFloats(want), Tolerance::For(DType::kBF16));
+  for (size_t i = 0; i < cases.size(); ++i) {
+    EXPECT_TRUE((*loaded)->Tuned(cases[i].params)) << cases[i].name;
+    const std::vector<uint8_t> got = RunCachedCase(handle, cases[i], loaded->get());
+    EXPECT_EQ(ByteDifference(got, tuned[i]), "")
+        << cases[i].name << ": the loaded tuner's product is not the tuning tuner's\n"
+        << "tuned:\n"
+        << summary << "loaded:\n"
+        << (*loaded)->Summary();
+  }
+
+  // A choice whose algorithm the heuristic does not give at its index (here:
+  // another id) is left out, and only it.
+  nlohmann::json edited = nlohmann::json::parse(text, nullptr, false);
+  ASSERT_FALSE(edited.is_discarded());
+  size_t first_lt = 0;
+  while (first_lt < edited["products"].size() && !edited["products"][first_lt].contains("algo")) {
+    ++first_lt;
+  }
+  if (first_lt < edited["products"].size() && edited["products"][first_lt]["algo"].contains("id")) {
+    nlohmann::json& algo = edited["products"][first_lt]["algo"];
+    algo["id"] = algo["id"].get<int32_t>() + 100000;
+    auto third = engine::BlasTuner::Create(workspace.get(), workspace.size());
+    ASSERT_TRUE(third.ok()) << third.status();
+    absl::StatusOr<engine::BlasTuner::Loaded> partial = (*third)->Deserialize(edited.dump());
+    ASSERT_TRUE(partial.ok()) << partial.status();
+    EXPECT_EQ(partial->products, static_cast<int>(cases.size()) - 1);
+    ASSERT_EQ(partial->left_out.size(), 1u);
+    EXPECT_NE(partial->left_out[0].find(absl::StrCat("products[", first_lt, "]")),
+              std::string::npos)
+        << partial->left_out[0];
+
+    // A missing field is named.
+    algo.erase("candidate");
+    const absl::Status missing = (*third)->Deserialize(edited.dump()).status();
+    EXPECT_EQ(missing.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(
+        missing.message().find(absl::StrCat("products[", first_lt, "].algo.candidate is missing")),
+        std::string::npos)
+        << missing;
+  }
 
   std::string elsewhere = text;
   const std::string context = (*loaded)->Context();
   elsewhere.replace(elsewhere.find(context), context.size(), "cuBLASLt 1 on another card");
   EXPECT_EQ((*loaded)->Deserialize(elsewhere).status().code(),
             absl::StatusCode::kFailedPrecondition);
+  nlohmann::json old_format = nlohmann::json::parse(text, nullptr, false);
+  old_format["format"] = 1;  // the raw structs: no longer loaded
+  const absl::Status old = (*loaded)->Deserialize(old_format.dump()).status();
+  EXPECT_EQ(old.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(old.message().find("format 1"), std::string::npos) << old;
   EXPECT_EQ((*loaded)->Deserialize("{ not json").status().code(),
             absl::StatusCode::kInvalidArgument);
   cublasDestroy(handle);

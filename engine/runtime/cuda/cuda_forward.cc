@@ -46,7 +46,7 @@ bool GemmSplitsEnabled() {
 absl::Status CudaRunnerImpl::TuneGemms() {
   if (!options_.tune_gemms) return absl::OkStatus();
   ASSIGN_OR_RETURN(tuner_, BlasTuner::Create(buf_.cublas, plan_.workspace.cublas));
-  const int loaded = LoadTuningCache();
+  const std::string loaded = LoadTuningCache();
   std::vector<const void*> qkv, o, gate_up, down;
   for (const CudaLayerWeights& w : weights_.layers) {
     qkv.push_back(w.wqkv);
@@ -116,14 +116,10 @@ absl::Status CudaRunnerImpl::TuneGemms() {
   }
   SaveTuningCache();
   tuning_summary_ = absl::StrCat(
-      tuner_->Summary(),
+      loaded, tuner_->Summary(),
       split_summary.empty() ? "" : "o / down as split-K partials folded by the norm:\n",
       split_summary);
   if (options_.print_plan) {
-    if (loaded > 0) {
-      std::fprintf(stderr, "%d tuned products loaded from %s\n", loaded,
-                   options_.tuning_cache.c_str());
-    }
     std::fprintf(stderr, "cuBLAS products tuned in %.2f s:\n%s",
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
                  tuning_summary_.c_str());
@@ -131,20 +127,26 @@ absl::Status CudaRunnerImpl::TuneGemms() {
   return absl::OkStatus();
 }
 
-int CudaRunnerImpl::LoadTuningCache() {
+std::string CudaRunnerImpl::LoadTuningCache() {
   const std::string& path = options_.tuning_cache;
-  if (path.empty()) return 0;
+  if (path.empty()) return "";
   std::ifstream in(path, std::ios::binary);
-  if (!in) return 0;  // not made yet: written after tuning
+  if (!in) return "";  // not made yet: written after tuning
   std::stringstream text;
   text << in.rdbuf();
-  absl::StatusOr<int> loaded = tuner_->Deserialize(text.str());
+  absl::StatusOr<BlasTuner::Loaded> loaded = tuner_->Deserialize(text.str());
   if (!loaded.ok()) {
     Log(LogLevel::kWarn, "cuda", "tuning cache %s: %s; tuning afresh", path,
         loaded.status().message());
-    return 0;
+    return "";
   }
-  return *loaded;
+  for (const std::string& why : loaded->left_out) {
+    Log(LogLevel::kWarn, "cuda", "tuning cache %s: %s; timing it afresh", path, why);
+  }
+  return absl::StrFormat(
+      "tuning cache %s: %d products loaded, %d cuBLASLt configurations rebuilt (%d word for "
+      "word as saved), %d left to time\n",
+      path, loaded->products, loaded->rebuilt, loaded->rebuilt_identical, loaded->left_out.size());
 }
 
 void CudaRunnerImpl::SaveTuningCache() const {

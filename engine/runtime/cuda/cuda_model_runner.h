@@ -54,8 +54,9 @@ struct CudaRunnerOptions {
   int32_t gemm_splits = 0;
   // A file of tuned choices (BlasTuner::Serialize plus the split counts):
   // loaded at creation when it exists and was made on the same card and
-  // cuBLASLt, so only missing shapes are timed; rewritten after tuning. A
-  // file that cannot be read or parsed is reported and tuned over. Empty:
+  // cuBLASLt, so only missing shapes are timed (and those whose cuBLASLt
+  // configuration cannot be rebuilt: blas_tuner.h); rewritten after tuning.
+  // A file that cannot be read or parsed is reported and tuned over. Empty:
   // no file.
   std::string tuning_cache;
   bool time_steps = false;      // CudaStepTiming::gpu_us (two events a step; benchmarks)
@@ -81,7 +82,8 @@ class CudaModelRunner : public ModelRunner {
   virtual int num_sms() const = 0;
   virtual std::string device_name() const = 0;
   // The tuned GEMM choices, a line each ("(cached)" where the tuning cache
-  // gave them); empty without tuning.
+  // gave them), after a line on what the tuning cache held when one was
+  // loaded; empty without tuning.
   virtual std::string tuning_summary() const = 0;
 };
 

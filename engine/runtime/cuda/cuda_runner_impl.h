@@ -134,9 +134,10 @@ class CudaRunnerImpl : public CudaModelRunner {
   // RmsNorm of the residual stream (`partials` splits > 1: folded into it
   // first) into buf_.normed.
   absl::Status NormResidual(const void* weight, int32_t tokens, int32_t partials);
-  // options_.tuning_cache: the choices loaded into tuner_ (0 without a file,
-  // or with one that does not load, which is logged), and written back.
-  int LoadTuningCache();
+  // options_.tuning_cache: the choices loaded into tuner_, and a line saying
+  // how many ("" without a file, or with one that does not load, which is
+  // logged, as are choices that cannot be rebuilt); written back.
+  std::string LoadTuningCache();
   void SaveTuningCache() const;
 
   ModelConfig config_;
