@@ -3,8 +3,10 @@
 // manifests: the objects the issue asks for, gRPC probes on the right ports,
 // termination grace covering preStop + drain, GPU requests and scheduling,
 // the HPA (targets, metrics, behavior), ServiceMonitors, the config files
-// parsed by the services' own typed loader, and API keys stored as hashes.
+// parsed by the services' own typed loader, API keys stored as hashes, and
+// the tuning cache file's volume.
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -247,6 +249,55 @@ TEST(HelmChartTest, CpuWorkersRequestNoGpu) {
   const v1::OnecardConfig cluster =
       ParseConfig(FindObject(docs, "ConfigMap", "-config"), "onecard.yaml");
   EXPECT_EQ(cluster.worker().backend(), "cpu");
+}
+
+// The worker's volume and mount named `name` (null when absent).
+std::pair<json, json> WorkerVolume(const json& worker, const std::string& name) {
+  std::pair<json, json> found;
+  for (const json& v : PodSpec(worker).at("volumes")) {
+    if (v.value("name", "") == name) found.first = v;
+  }
+  for (const json& m : Container(worker, "worker").at("volumeMounts")) {
+    if (m.value("name", "") == name) found.second = m;
+  }
+  return found;
+}
+
+TEST(HelmChartTest, TuningCacheFileLivesOnItsOwnVolume) {
+  {  // default: an emptyDir (outlives container restarts), the config points into it
+    const std::vector<json> docs = Render({});
+    const auto [volume, mount] =
+        WorkerVolume(FindObject(docs, "StatefulSet", "-worker"), "tuning-cache");
+    ASSERT_FALSE(volume.is_null());
+    EXPECT_TRUE(volume.contains("emptyDir")) << volume;
+    ASSERT_FALSE(mount.is_null());
+    EXPECT_EQ(mount.at("mountPath"), "/var/cache/onecard");
+    EXPECT_FALSE(mount.value("readOnly", false));
+    const v1::OnecardConfig cluster =
+        ParseConfig(FindObject(docs, "ConfigMap", "-config"), "onecard.yaml");
+    EXPECT_EQ(cluster.worker().cuda().tuning_cache(), "/var/cache/onecard/gemm-tuning.json");
+    EXPECT_TRUE(cluster.worker().cuda().tune_gemms());  // values.yaml's cuda block is kept
+  }
+  {  // full values: the volume source given (a claim shared by the workers)
+    const auto [volume, mount] =
+        WorkerVolume(FindObject(Render({kFullValues}), "StatefulSet", "-worker"), "tuning-cache");
+    ASSERT_FALSE(volume.is_null());
+    EXPECT_EQ(volume.at("persistentVolumeClaim").at("claimName"), "onecard-gemm-tuning");
+    EXPECT_FALSE(volume.contains("emptyDir"));
+  }
+  // Off, or a CPU worker: no volume and no file.
+  for (const std::vector<std::string>& sets :
+       {std::vector<std::string>{"worker.tuningCache.enabled=false"},
+        std::vector<std::string>{"worker.gpu.enabled=false", "worker.backend=cpu"}}) {
+    const std::vector<json> docs = Render({}, sets);
+    const auto [volume, mount] =
+        WorkerVolume(FindObject(docs, "StatefulSet", "-worker"), "tuning-cache");
+    EXPECT_TRUE(volume.is_null()) << sets.back();
+    EXPECT_TRUE(mount.is_null()) << sets.back();
+    const v1::OnecardConfig cluster =
+        ParseConfig(FindObject(docs, "ConfigMap", "-config"), "onecard.yaml");
+    EXPECT_EQ(cluster.worker().cuda().tuning_cache(), "") << sets.back();
+  }
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 // here only enqueues on the runner's stream, reading the step's metadata from
 // fixed device addresses, so that a decode bucket can be captured as a graph.
 // Tested by tests/gpu/cuda_model_runner_test.cc.
+#include <unistd.h>
+
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -152,8 +154,10 @@ std::string CudaRunnerImpl::LoadTuningCache() {
 void CudaRunnerImpl::SaveTuningCache() const {
   const std::string& path = options_.tuning_cache;
   if (path.empty()) return;
-  // Written beside, then renamed over: a reader never sees half a file.
-  const std::string partial = path + ".partial";
+  // Written beside, then renamed over: a reader never sees half a file, and
+  // workers sharing the file (one volume for several pods) never write into
+  // the same partial file.
+  const std::string partial = absl::StrCat(path, ".partial.", getpid());
   {
     std::ofstream out(partial, std::ios::binary | std::ios::trunc);
     out << tuner_->Serialize();
