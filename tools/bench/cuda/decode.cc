@@ -12,6 +12,8 @@
 // the device, buffers, GEMM tuning); $ONECARD_TUNING_CACHE names a tuning
 // cache file (CudaRunnerOptions::tuning_cache) to load and write.
 #include <chrono>
+#include <cstdio>
+#include <memory>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -22,6 +24,7 @@
 #include "tools/bench/bench_registry.h"
 #include "tools/bench/bench_report.h"
 #include "tools/bench/cuda/cuda_bench.h"
+#include "tools/bench/cuda/power_monitor.h"
 
 namespace onecard::bench {
 namespace {
@@ -32,12 +35,13 @@ constexpr int32_t kSteps = 256;
 constexpr int32_t kGraphSteps = 48;
 
 absl::Status MeasureBatch(engine::CudaModelRunner& runner, int32_t batch, const Ceilings& ceil,
-                          BenchReporter& reporter) {
+                          PowerMonitor* power, BenchReporter& reporter) {
   const engine::ModelConfig& c = runner.config();
   BatchDriver driver(&runner, batch, kPrompt, kPrompt + kSteps + kGraphSteps + 1);
   RETURN_IF_ERROR(driver.Prefill());
   double total_ms = 0, floor_s = 0, bytes = 0;
   std::vector<double> step_ms, gpu_ms, runner_ms, enqueue_us;
+  if (power != nullptr) power->Start();
   for (int32_t i = 0; i < kSteps; ++i) {
     const int64_t context = driver.position() + 1;
     ASSIGN_OR_RETURN(const double ms, driver.DecodeStep());
@@ -52,6 +56,7 @@ absl::Status MeasureBatch(engine::CudaModelRunner& runner, int32_t batch, const 
                           DecodeStepFlops(c, batch, context) / ceil.gemm_flops_per_s);
     }
   }
+  const PowerMonitor::Summary board = power != nullptr ? power->Stop() : PowerMonitor::Summary{};
   const double steps = static_cast<double>(step_ms.size());
   const std::string name = absl::StrCat("batch", batch);
   reporter.Add({kScenario, name, "decode_tok_per_s", batch * steps / (total_ms * 1e-3), "tok/s",
@@ -65,6 +70,17 @@ absl::Status MeasureBatch(engine::CudaModelRunner& runner, int32_t batch, const 
   reporter.Add({kScenario, name, "enqueue_us_per_step", Median(enqueue_us), "us", {}});
   reporter.Add({kScenario, name, "achieved_bandwidth", bytes / (total_ms * 1e-3) / 1e9, "GB/s",
                 ceil.copy_bytes_per_s / 1e9});
+  if (board.samples > 0) {  // the board over the kSteps steps (NVML)
+    reporter.Add({kScenario, name, "board_power", board.mean_watts, "W", {}});
+    reporter.Add({kScenario, name, "sm_clock", board.mean_sm_mhz, "MHz", {}});
+    reporter.Add({kScenario, name, "sm_clock_min", board.min_sm_mhz, "MHz", {}});
+    reporter.Add(
+        {kScenario, name, "clock_limited_fraction", board.limited_fraction, "fraction", {}});
+    if (board.joules > 0) {
+      reporter.Add(
+          {kScenario, name, "joules_per_token", board.joules / (batch * double{kSteps}), "J", {}});
+    }
+  }
   if (batch != 1 && batch != 32) return absl::OkStatus();
   for (bool graphs : {false, true}) {
     runner.set_use_cuda_graphs(graphs);
@@ -110,8 +126,17 @@ absl::Status RunDecode(const BenchOptions&, BenchReporter& reporter) {
       batches.push_back(batch);
     }
   }
+  // Board power, clock and energy next to each batch's figures, where the
+  // driver's NVML is there.
+  int device = 0;
+  cudaGetDevice(&device);
+  absl::StatusOr<std::unique_ptr<PowerMonitor>> power =
+      PowerMonitor::Create(device, absl::Milliseconds(50));
+  if (!power.ok())
+    std::fprintf(stderr, "decode: no board readings: %s\n", power.status().ToString().c_str());
   for (int32_t batch : batches) {
-    RETURN_IF_ERROR(MeasureBatch(*runner, batch, ceil, reporter));
+    RETURN_IF_ERROR(
+        MeasureBatch(*runner, batch, ceil, power.ok() ? power->get() : nullptr, reporter));
   }
   return absl::OkStatus();
 }
