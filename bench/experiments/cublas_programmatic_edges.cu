@@ -26,14 +26,8 @@
 #include <string>
 #include <vector>
 
-#define CK(x)                                                                   \
-  do {                                                                          \
-    auto e_ = (x);                                                              \
-    if (e_ != cudaSuccess) {                                                    \
-      printf("CUDA %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); \
-      exit(1);                                                                  \
-    }                                                                           \
-  } while (0)
+#include "experiment_check.cuh"
+
 #define LK(x)                                                        \
   do {                                                               \
     auto e_ = (x);                                                   \

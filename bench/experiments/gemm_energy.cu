@@ -15,14 +15,7 @@
 #include <cstdlib>
 #include <vector>
 
-#define CK(x)                                                                   \
-  do {                                                                          \
-    auto e_ = (x);                                                              \
-    if (e_ != cudaSuccess) {                                                    \
-      printf("CUDA %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); \
-      exit(1);                                                                  \
-    }                                                                           \
-  } while (0)
+#include "experiment_check.cuh"
 
 // The few NVML calls used, from the driver's libnvidia-ml.so.1 (no NVML
 // header or stub on the build machine).

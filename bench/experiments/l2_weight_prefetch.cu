@@ -8,14 +8,7 @@
 #include <cstdlib>
 #include <vector>
 
-#define CK(x)                                                                   \
-  do {                                                                          \
-    auto e_ = (x);                                                              \
-    if (e_ != cudaSuccess) {                                                    \
-      printf("CUDA %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); \
-      exit(1);                                                                  \
-    }                                                                           \
-  } while (0)
+#include "experiment_check.cuh"
 
 __device__ __forceinline__ uint64_t Policy(int kind) {
   uint64_t p;
