@@ -79,6 +79,15 @@ TEST(RouterKillWorkerTest, NoTokenRequestsAreRetriedStartedOnesEndUnavailable) {
   }
   EXPECT_EQ(total.ok + failed, total.sent);
   EXPECT_GE(failed, 1) << "no request was streaming on the killed worker";
+  // The router counts a call closed when gRPC is done with it, which can be a
+  // moment after the client has its status: wait for the gauges to settle.
+  EXPECT_TRUE(AwaitMetrics(
+      metrics,
+      [&](const onecard::testing::PromText& t) {
+        return t.Value("onecard_router_open_streams") == 0 &&
+               t.Value("onecard_router_requests_total", {{"code", "UNAVAILABLE"}}) == failed;
+      },
+      absl::Seconds(10)));
   absl::StatusOr<onecard::testing::PromText> text = Scrape(metrics);
   ASSERT_TRUE(text.ok());
   EXPECT_GE(text->Value("onecard_router_retries_total").value_or(0), 1);
