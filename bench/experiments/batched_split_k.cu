@@ -7,14 +7,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
-#define CK(x)                                      \
-  do {                                             \
-    auto e_ = (x);                                 \
-    if (e_ != 0) {                                 \
-      printf("err %d at %d\n", int(e_), __LINE__); \
-      exit(1);                                     \
-    }                                              \
-  } while (0)
+
+#include "experiment_common.cuh"
+
 __global__ void Reduce(const float4* p, int S, size_t n4, float4* out_f, uint2* out_bf) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n4;
        i += size_t(gridDim.x) * blockDim.x) {
@@ -63,35 +58,23 @@ int main() {
         for (int with_reduce : {0, 1}) {
           if (S == 1 && with_reduce) continue;
           const float one = 1.f, zero = 0.f;
-          cudaGraph_t g;
-          CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-          for (int i = 0; i < L; ++i) {
-            CK(cublasGemmStridedBatchedEx(h, CUBLAS_OP_T, CUBLAS_OP_N, p.n, m, ks, &one, w[i],
-                                          CUDA_R_16BF, p.k, ks, x, CUDA_R_16BF, p.k, ks, &zero, y,
-                                          CUDA_R_32F, p.n, size_t(p.n) * m, S, CUBLAS_COMPUTE_32F,
-                                          CUBLAS_GEMM_DEFAULT));
-            if (with_reduce)
-              Reduce<<<264, 512, 0, s>>>((const float4*)y, S, size_t(p.n) * m / 4, (float4*)y2,
-                                         nullptr);
-          }
-          CK(cudaStreamEndCapture(s, &g));
-          cudaGraphExec_t e;
-          CK(cudaGraphInstantiate(&e, g, 0));
-          cudaEvent_t a, b;
-          cudaEventCreate(&a);
-          cudaEventCreate(&b);
-          CK(cudaGraphLaunch(e, s));
-          CK(cudaEventRecord(a, s));
-          for (int r = 0; r < 5; ++r) CK(cudaGraphLaunch(e, s));
-          CK(cudaEventRecord(b, s));
-          CK(cudaEventSynchronize(b));
-          float ms;
-          cudaEventElapsedTime(&ms, a, b);
-          double us = 1e3 * ms / 5 / L;
+          const double us =
+              CaptureReplayUs(
+                  s, 5,
+                  [&] {
+                    for (int i = 0; i < L; ++i) {
+                      CK(cublasGemmStridedBatchedEx(h, CUBLAS_OP_T, CUBLAS_OP_N, p.n, m, ks, &one,
+                                                    w[i], CUDA_R_16BF, p.k, ks, x, CUDA_R_16BF, p.k,
+                                                    ks, &zero, y, CUDA_R_32F, p.n, size_t(p.n) * m,
+                                                    S, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+                      if (with_reduce)
+                        Reduce<<<264, 512, 0, s>>>((const float4*)y, S, size_t(p.n) * m / 4,
+                                                   (float4*)y2, nullptr);
+                    }
+                  }) /
+              L;
           printf("m=%3d %-8s S=%d reduce=%d: %7.2f us  %5.0f GB/s\n", m, p.name, S, with_reduce, us,
                  2.0 * p.n * p.k / us / 1e3);
-          cudaGraphExecDestroy(e);
-          cudaGraphDestroy(g);
         }
       }
       for (auto wi : w) cudaFree(wi);

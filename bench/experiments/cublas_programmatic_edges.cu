@@ -26,16 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "experiment_check.cuh"
-
-#define LK(x)                                                        \
-  do {                                                               \
-    auto e_ = (x);                                                   \
-    if (e_ != CUBLAS_STATUS_SUCCESS) {                               \
-      printf("cuBLASLt %d at %s:%d\n", int(e_), __FILE__, __LINE__); \
-      exit(1);                                                       \
-    }                                                                \
-  } while (0)
+#include "experiment_common.cuh"
 
 constexpr int kDelayUs = 60;
 
@@ -134,25 +125,25 @@ Matmul MakeMatmul(int n, int m, int k) {
   mm.n = n;
   mm.m = m;
   mm.k = k;
-  LK(cublasLtMatmulDescCreate(&mm.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  CK(cublasLtMatmulDescCreate(&mm.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   cublasOperation_t t = CUBLAS_OP_T, nn = CUBLAS_OP_N;
-  LK(cublasLtMatmulDescSetAttribute(mm.desc, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof(t)));
-  LK(cublasLtMatmulDescSetAttribute(mm.desc, CUBLASLT_MATMUL_DESC_TRANSB, &nn, sizeof(nn)));
-  LK(cublasLtMatrixLayoutCreate(&mm.a, CUDA_R_16BF, k, n, k));
-  LK(cublasLtMatrixLayoutCreate(&mm.b, CUDA_R_16BF, k, m, k));
-  LK(cublasLtMatrixLayoutCreate(&mm.d, CUDA_R_16BF, n, m, n));
+  CK(cublasLtMatmulDescSetAttribute(mm.desc, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof(t)));
+  CK(cublasLtMatmulDescSetAttribute(mm.desc, CUBLASLT_MATMUL_DESC_TRANSB, &nn, sizeof(nn)));
+  CK(cublasLtMatrixLayoutCreate(&mm.a, CUDA_R_16BF, k, n, k));
+  CK(cublasLtMatrixLayoutCreate(&mm.b, CUDA_R_16BF, k, m, k));
+  CK(cublasLtMatrixLayoutCreate(&mm.d, CUDA_R_16BF, n, m, n));
   return mm;
 }
 
 std::vector<cublasLtMatmulHeuristicResult_t> Algos(cublasLtHandle_t lt, const Matmul& mm, size_t ws,
                                                    int count) {
   cublasLtMatmulPreference_t pref;
-  LK(cublasLtMatmulPreferenceCreate(&pref));
-  LK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+  CK(cublasLtMatmulPreferenceCreate(&pref));
+  CK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
                                           sizeof(ws)));
   std::vector<cublasLtMatmulHeuristicResult_t> r(count);
   int got = 0;
-  LK(cublasLtMatmulAlgoGetHeuristic(lt, mm.desc, mm.a, mm.b, mm.d, mm.d, pref, count, r.data(),
+  CK(cublasLtMatmulAlgoGetHeuristic(lt, mm.desc, mm.a, mm.b, mm.d, mm.d, pref, count, r.data(),
                                     &got));
   r.resize(got);
   cublasLtMatmulPreferenceDestroy(pref);
@@ -162,7 +153,7 @@ std::vector<cublasLtMatmulHeuristicResult_t> Algos(cublasLtHandle_t lt, const Ma
 void Run(cublasLtHandle_t lt, const Matmul& mm, const cublasLtMatmulAlgo_t* algo, const void* w,
          const void* x, void* y, void* ws, size_t ws_size, cudaStream_t s) {
   const float one = 1.0f, zero = 0.0f;
-  LK(cublasLtMatmul(lt, mm.desc, &one, w, mm.a, x, mm.b, &zero, y, mm.d, y, mm.d, algo, ws, ws_size,
+  CK(cublasLtMatmul(lt, mm.desc, &one, w, mm.a, x, mm.b, &zero, y, mm.d, y, mm.d, algo, ws, ws_size,
                     s));
 }
 
@@ -183,25 +174,11 @@ float MaxDiff(const void* a, const void* b, size_t n) {
   return d;
 }
 
-float TimeExec(cudaGraphExec_t e, cudaStream_t s, int reps) {
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&b));
-  CK(cudaGraphLaunch(e, s));
-  CK(cudaEventRecord(a, s));
-  for (int r = 0; r < reps; ++r) CK(cudaGraphLaunch(e, s));
-  CK(cudaEventRecord(b, s));
-  CK(cudaEventSynchronize(b));
-  float ms;
-  CK(cudaEventElapsedTime(&ms, a, b));
-  return 1e3f * ms / reps;
-}
-
 int main() {
   cudaStream_t s;
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   cublasLtHandle_t lt;
-  LK(cublasLtCreate(&lt));
+  CK(cublasLtCreate(&lt));
   const size_t ws_size = 32 << 20;
   void* ws;
   CK(cudaMalloc(&ws, ws_size));
@@ -227,7 +204,7 @@ int main() {
       Fill(w, size_t(sh.n) * sh.k, rng);
       Fill(src, size_t(m) * sh.k, rng);
       for (const auto& h : Algos(lt, mm, ws_size, 8)) {
-        float t[2];
+        double t[2];
         float diff = 0;
         std::vector<std::string> names;
         int kernels = 0;
@@ -250,7 +227,7 @@ int main() {
           CK(cudaStreamSynchronize(s));
           if (prog) diff = MaxDiff(y, yref, size_t(m) * sh.n);
           // Timing: x is already written, so a wrong order cannot show here.
-          t[prog] = TimeExec(e, s, 20);
+          t[prog] = ReplayUs(e, s, 20);
           CK(cudaGraphExecDestroy(e));
           CK(cudaGraphDestroy(g));
         }
@@ -308,16 +285,16 @@ int main() {
       return g;
     };
     for (int rep = 0; rep < 2; ++rep) {
-      float t_plain, t_prog, t_gemm, t_small;
+      double t_plain, t_prog, t_gemm, t_small;
       {
         cudaGraph_t g = capture(true, true);
         cudaGraphExec_t e;
         CK(cudaGraphInstantiate(&e, g, 0));
-        t_plain = TimeExec(e, s, 10);
+        t_plain = ReplayUs(e, s, 10);
         cudaGraphExecDestroy(e);
         int c = ConvertEdges(g, nullptr);
         CK(cudaGraphInstantiate(&e, g, 0));
-        t_prog = TimeExec(e, s, 10);
+        t_prog = ReplayUs(e, s, 10);
         printf("chain m=%3d: %d edges made programmatic\n", m, c);
         cudaGraphExecDestroy(e);
         cudaGraphDestroy(g);
@@ -326,12 +303,12 @@ int main() {
         cudaGraph_t g = capture(true, false);
         cudaGraphExec_t e;
         CK(cudaGraphInstantiate(&e, g, 0));
-        t_gemm = TimeExec(e, s, 10);
+        t_gemm = ReplayUs(e, s, 10);
         cudaGraphExecDestroy(e);
         cudaGraphDestroy(g);
         g = capture(false, true);
         CK(cudaGraphInstantiate(&e, g, 0));
-        t_small = TimeExec(e, s, 10);
+        t_small = ReplayUs(e, s, 10);
         cudaGraphExecDestroy(e);
         cudaGraphDestroy(g);
       }

@@ -16,17 +16,9 @@
 #include "cutlass/gemm/device/gemm_universal_adapter.h"
 #include "cutlass/gemm/kernel/gemm_universal.hpp"
 #include "cutlass/util/packed_stride.hpp"
+#include "experiment_common.cuh"
 
 using namespace cute;
-
-#define CK(x)                                                                   \
-  do {                                                                          \
-    auto e_ = (x);                                                              \
-    if (e_ != cudaSuccess) {                                                    \
-      printf("CUDA %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); \
-      exit(1);                                                                  \
-    }                                                                           \
-  } while (0)
 
 using Bf = cutlass::bfloat16_t;
 
@@ -62,20 +54,6 @@ struct Bufs {
 
 constexpr int kWeights = 24;
 constexpr int kReps = 5;
-
-double TimeGraph(cudaGraphExec_t exec, cudaStream_t s) {
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&b));
-  CK(cudaGraphLaunch(exec, s));
-  CK(cudaEventRecord(a, s));
-  for (int r = 0; r < kReps; ++r) CK(cudaGraphLaunch(exec, s));
-  CK(cudaEventRecord(b, s));
-  CK(cudaEventSynchronize(b));
-  float ms;
-  CK(cudaEventElapsedTime(&ms, a, b));
-  return 1e3 * ms / (kReps * kWeights);
-}
 
 float MaxDiff(void* a, void* b, size_t n) {
   std::vector<uint16_t> ha(n), hb(n);
@@ -169,7 +147,7 @@ void RunCfg(const char* cname, const Problem& p, int m, Bufs& b, cudaStream_t s,
   CK(cudaStreamEndCapture(s, &graph));
   cudaGraphExec_t exec;
   CK(cudaGraphInstantiate(&exec, graph, 0));
-  double us = TimeGraph(exec, s);
+  double us = ReplayUs(exec, s, kReps) / kWeights;
   double gbs = 2.0 * p.n * p.k / us / 1e3;
   printf("%-28s %-8s m=%3d splits=%d mode=%d pdl=%d: %7.2f us  %6.0f GB/s  ws %zu\n", cname, p.name,
          m, splits, int(mode), int(pdl), us, gbs, ws_total);
@@ -256,7 +234,7 @@ int main() {
         CK(cudaStreamEndCapture(s, &graph));
         cudaGraphExec_t exec;
         CK(cudaGraphInstantiate(&exec, graph, 0));
-        double us = TimeGraph(exec, s);
+        double us = ReplayUs(exec, s, kReps) / kWeights;
         printf("%-28s %-8s m=%3d: %7.2f us  %6.0f GB/s\n", "cublas-default", p.name, m, us,
                2.0 * p.n * p.k / us / 1e3);
         cudaGraphExecDestroy(exec);

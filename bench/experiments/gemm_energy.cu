@@ -15,7 +15,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "experiment_check.cuh"
+#include "experiment_common.cuh"
 
 // The few NVML calls used, from the driver's libnvidia-ml.so.1 (no NVML
 // header or stub on the build machine).

@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "experiment_check.cuh"
+#include "experiment_common.cuh"
 
 __device__ __forceinline__ uint64_t Policy(int kind) {
   uint64_t p;
@@ -98,27 +98,7 @@ int main() {
     cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &one, w, CUDA_R_16BF, k, x, CUDA_R_16BF, k,
                  acc ? &one : &zero, y, CUDA_R_16BF, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
   };
-  auto time_graph = [&](auto&& body) {
-    cudaGraph_t g;
-    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-    body();
-    CK(cudaStreamEndCapture(s, &g));
-    cudaGraphExec_t e;
-    CK(cudaGraphInstantiate(&e, g, 0));
-    cudaEvent_t a, b;
-    cudaEventCreate(&a);
-    cudaEventCreate(&b);
-    CK(cudaGraphLaunch(e, s));
-    CK(cudaEventRecord(a, s));
-    for (int r = 0; r < 5; ++r) CK(cudaGraphLaunch(e, s));
-    CK(cudaEventRecord(b, s));
-    CK(cudaEventSynchronize(b));
-    float ms;
-    cudaEventElapsedTime(&ms, a, b);
-    cudaGraphExecDestroy(e);
-    cudaGraphDestroy(g);
-    return 1e3 * ms / 5 / L;
-  };
+  auto time_graph = [&](auto&& body) { return CaptureReplayUs(s, 5, body) / L; };
   // Scenario 1: attention stand-in then the o product.
   const int read_blocks = 132 * 8;
   for (int pf_policy : {1, 0}) {
