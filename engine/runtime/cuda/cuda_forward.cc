@@ -80,40 +80,38 @@ absl::Status CudaRunnerImpl::TuneGemms() {
     const int32_t forced = options_.gemm_splits;
     if (!GemmSplitsEnabled() || forced == 1 || m > options_.max_num_seqs) continue;
     for (const auto& [product, weights] : {products[1], products[3]}) {
-      const std::optional<int32_t> cached =
-          forced == 0 ? tuner_->Note(ProductParams(product, m)) : std::nullopt;
-      if (cached.has_value() && *cached >= 1 && *cached <= kMaxGemmSplits &&
-          BlasGemmSplitsFit(ProductParams(product, m).k, *cached)) {
-        if (*cached > 1) {
-          RETURN_IF_ERROR(tuner_->Tune(ctx_->cublas(), ResidualProductParams(product, m, *cached),
-                                       *weights, ctx_->stream()));
-          gemm_splits_[{product, m}] = *cached;
-        }
-        absl::StrAppend(
-            &split_summary,
-            absl::StrFormat("  %s m=%d: %s (cached)\n", product == Product::kO ? "o" : "down", m,
-                            *cached > 1 ? absl::StrCat(*cached, " partials") : "whole"));
-        continue;
-      }
-      ASSIGN_OR_RETURN(double best_us, TimeResidualProduct(product, m, 1, *weights));
-      const double whole_us = best_us;
+      const BlasGemmParams whole = ProductParams(product, m);
+      const std::optional<int32_t> cached = forced == 0 ? tuner_->Note(whole) : std::nullopt;
       int32_t best = 1;
-      for (int32_t splits = 2; splits <= kMaxGemmSplits; ++splits) {
-        if (!BlasGemmSplitsFit(ProductParams(product, m).k, splits)) continue;
-        if (forced > 1 && splits != forced) continue;
-        RETURN_IF_ERROR(tuner_->Tune(ctx_->cublas(), ResidualProductParams(product, m, splits),
-                                     *weights, ctx_->stream()));
-        ASSIGN_OR_RETURN(const double us, TimeResidualProduct(product, m, splits, *weights));
-        if (us >= best_us && forced == 0) break;  // more partials will not turn it round
-        best_us = us, best = splits;
+      std::string how;  // the summary's account of the choice
+      if (cached.has_value() && *cached >= 1 && *cached <= kMaxGemmSplits &&
+          BlasGemmSplitsFit(whole.k, *cached)) {
+        best = *cached;
+        how = "cached";
+      } else {
+        ASSIGN_OR_RETURN(double best_us, TimeResidualProduct(product, m, 1, *weights));
+        const double whole_us = best_us;
+        for (int32_t splits = 2; splits <= kMaxGemmSplits; ++splits) {
+          if (!BlasGemmSplitsFit(whole.k, splits)) continue;
+          if (forced > 1 && splits != forced) continue;
+          RETURN_IF_ERROR(tuner_->Tune(ctx_->cublas(), ResidualProductParams(product, m, splits),
+                                       *weights, ctx_->stream()));
+          ASSIGN_OR_RETURN(const double us, TimeResidualProduct(product, m, splits, *weights));
+          if (us >= best_us && forced == 0) break;  // more partials will not turn it round
+          best_us = us, best = splits;
+        }
+        if (forced == 0) tuner_->SetNote(whole, best);
+        how = absl::StrFormat("%.1f us with its norm; whole %.1f us", best_us, whole_us);
       }
-      if (best > 1) gemm_splits_[{product, m}] = best;
-      if (forced == 0) tuner_->SetNote(ProductParams(product, m), best);
+      if (best > 1) {  // Tune does nothing for a form timed above or loaded from the cache
+        RETURN_IF_ERROR(tuner_->Tune(ctx_->cublas(), ResidualProductParams(product, m, best),
+                                     *weights, ctx_->stream()));
+        gemm_splits_[{product, m}] = best;
+      }
       absl::StrAppend(
           &split_summary,
-          absl::StrFormat("  %s m=%d: %s (%.1f us with its norm; whole %.1f us)\n",
-                          product == Product::kO ? "o" : "down", m,
-                          best > 1 ? absl::StrCat(best, " partials") : "whole", best_us, whole_us));
+          absl::StrFormat("  %s m=%d: %s (%s)\n", product == Product::kO ? "o" : "down", m,
+                          best > 1 ? absl::StrCat(best, " partials") : "whole", how));
     }
   }
   SaveTuningCache();
