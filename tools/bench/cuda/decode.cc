@@ -48,11 +48,13 @@ absl::Status MeasureBatch(engine::CudaModelRunner& runner, int32_t batch, const 
     if (i >= 2) {  // the first steps of a bucket run eagerly, then capture
       total_ms += ms;
       step_ms.push_back(ms);
-      gpu_ms.push_back(runner.last_step_timing().gpu_us * 1e-3);
-      runner_ms.push_back(runner.last_step_timing().total_us * 1e-3);
-      enqueue_us.push_back(runner.last_step_timing().enqueue_us);
-      bytes += DecodeStepBytes(c, batch, context);
-      floor_s += std::max(DecodeStepBytes(c, batch, context) / ceil.copy_bytes_per_s,
+      const engine::CudaStepTiming timing = runner.last_step_timing();
+      gpu_ms.push_back(timing.gpu_us * 1e-3);
+      runner_ms.push_back(timing.total_us * 1e-3);
+      enqueue_us.push_back(timing.enqueue_us);
+      const double step_bytes = DecodeStepBytes(c, batch, context);
+      bytes += step_bytes;
+      floor_s += std::max(step_bytes / ceil.copy_bytes_per_s,
                           DecodeStepFlops(c, batch, context) / ceil.gemm_flops_per_s);
     }
   }
@@ -132,8 +134,9 @@ absl::Status RunDecode(const BenchOptions&, BenchReporter& reporter) {
   cudaGetDevice(&device);
   absl::StatusOr<std::unique_ptr<PowerMonitor>> power =
       PowerMonitor::Create(device, absl::Milliseconds(50));
-  if (!power.ok())
+  if (!power.ok()) {
     std::fprintf(stderr, "decode: no board readings: %s\n", power.status().ToString().c_str());
+  }
   for (int32_t batch : batches) {
     RETURN_IF_ERROR(
         MeasureBatch(*runner, batch, ceil, power.ok() ? power->get() : nullptr, reporter));
