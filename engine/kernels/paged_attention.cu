@@ -316,6 +316,27 @@ absl::Status Validate(const PagedAttentionParams& p, const PagedAttentionSplitOp
     return absl::UnimplementedError(
         cuda::Cat(kOp, ": the flash kernel takes head_dim 64 or 128, not ", d));
   }
+  if (o.rope != nullptr) {
+    const RopeKvWriteParams& r = *o.rope;
+    const int64_t row = static_cast<int64_t>(p.num_heads + 2 * p.layout.num_kv_heads) * d;
+    const char* bad = r.qkv != p.q                                     ? "rope.qkv (must be q)"
+                      : r.dtype != p.dtype                             ? "rope.dtype (must be q's)"
+                      : r.num_heads != p.num_heads                     ? "rope.num_heads"
+                      : r.num_tokens != p.num_tokens                   ? "rope.num_tokens"
+                      : r.layout.num_kv_heads != p.layout.num_kv_heads ? "rope.layout.num_kv_heads"
+                      : r.layout.head_dim != d                         ? "rope.layout.head_dim"
+                      : r.k_cache != p.k_cache     ? "rope.k_cache (must be k_cache)"
+                      : r.v_cache != p.v_cache     ? "rope.v_cache (must be v_cache)"
+                      : p.q_token_stride != row    ? "q_token_stride (must be a packed qkv row)"
+                      : p.num_tokens != p.num_seqs ? "num_tokens (one a chunk with rope)"
+                      : r.positions == nullptr     ? "rope.positions"
+                      : r.slot_mapping == nullptr  ? "rope.slot_mapping"
+                      : r.inv_freq == nullptr      ? "rope.inv_freq"
+                                                   : nullptr;
+    if (bad != nullptr) {
+      return absl::InvalidArgumentError(cuda::Cat(kOp, ": bad fused RoPE: ", bad));
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -326,7 +347,7 @@ absl::Status Run(const PagedAttentionParams& p, const PagedAttentionSplitOptions
   RETURN_IF_ERROR(Validate(p, o));
   if (p.num_tokens == 0) return absl::OkStatus();
   const int d = p.layout.head_dim;
-  AttnArgs a;
+  AttnArgs a{};
   a.q = static_cast<const bf16*>(p.q);
   a.q_stride = p.q_token_stride;
   a.k_cache = static_cast<const bf16*>(p.k_cache);
@@ -356,8 +377,19 @@ absl::Status Run(const PagedAttentionParams& p, const PagedAttentionSplitOptions
   a.o_part = static_cast<float*>(o.workspace);
   a.ml_part = reinterpret_cast<float2*>(static_cast<char*>(o.workspace) +
                                         parts * d * static_cast<int64_t>(sizeof(float)));
+  // The step's RoPE and cache write: inside the flash decode kernel, or first.
+  const bool fuse_rope = o.rope != nullptr && tensor_cores;
+  if (o.rope != nullptr && !fuse_rope) RETURN_IF_ERROR(RopeKvWrite(*o.rope, stream));
+  if (fuse_rope) {
+    a.qkv_bias = static_cast<const bf16*>(o.rope->bias);
+    a.inv_freq = o.rope->inv_freq;
+    a.positions = o.rope->positions;
+    a.slot_mapping = o.rope->slot_mapping;
+    a.k_write = static_cast<bf16*>(o.rope->k_cache);
+    a.v_write = static_cast<bf16*>(o.rope->v_cache);
+  }
   if (tensor_cores) {
-    RETURN_IF_ERROR(LaunchFlashDecode(a, d, p.num_tokens, stream));
+    RETURN_IF_ERROR(LaunchFlashDecode(a, d, p.num_tokens, fuse_rope, stream));
   } else {
     RETURN_IF_ERROR(LaunchGeneralForDim(a, d, p.num_tokens, stream));
   }

@@ -21,11 +21,20 @@
 // keeping only the group's rows; split partials go to the combine kernel
 // (paged_attention.cu).
 //
+// With `rope` (PagedAttentionSplitOptions::rope, a decode step) the kernel
+// also does the step's RopeKvWrite: q is the projection's raw output, each
+// block rotates its group's query heads into the query tile while K(0) and
+// V(0) load, and the block holding the token's own position rotates that
+// key, writes it and its value to the pools and to its ring rows (RopeStage).
+// One launch and one pass over qkv fewer a layer than RopeKvWrite + attention.
+//
 // Its reference is PagedAttentionRef (paged_attention_ref.cc), as for every
-// PagedAttention kernel. Tested by tests/gpu/paged_attention_test.cc.
+// PagedAttention kernel (after RopeKvWriteRef when fused). Tested by
+// tests/gpu/paged_attention_test.cc.
 #include "engine/kernels/cuda_ptx.cuh"
 #include "engine/kernels/paged_attention_internal.cuh"
 #include "engine/kernels/paged_attention_split.h"
+#include "engine/kernels/rope_internal.cuh"
 
 namespace onecard::engine::attention {
 namespace {
@@ -70,13 +79,15 @@ __device__ __forceinline__ void KeySlots(const AttnArgs& a, const int32_t* table
   }
 }
 
-// One K or V tile: the thread's kLoads chunks (rows key0 + i * kKeysPerPass).
+// One K or V tile: the thread's kLoads chunks (rows key0 + i * kKeysPerPass),
+// except row `skip` (-1: none), which the fused RoPE writes itself.
 template <int D>
 __device__ __forceinline__ void IssueTile(const bf16* cache, const AttnArgs& a, const int32_t* slot,
-                                          int kvh, int key0, int chunk, bf16* dst) {
+                                          int kvh, int key0, int chunk, bf16* dst, int skip = -1) {
   using S = DecodeShape<D>;
 #pragma unroll
   for (int i = 0; i < S::kLoads; ++i) {
+    if (key0 + i * S::kKeysPerPass == skip) continue;
     const int64_t off = (static_cast<int64_t>(max(slot[i], 0)) * a.num_kv_heads + kvh) * D;
     cuda::CpAsync16(dst + (key0 + i * S::kKeysPerPass) * S::kRow + chunk * 8,
                     cache + off + chunk * 8, slot[i] >= 0);
@@ -170,7 +181,62 @@ __device__ __forceinline__ void ApplyWeights(DecodeRows<D>& r, const uint32_t* p
   }
 }
 
+// The step's RopeKvWrite for this block's kv head (the fused form, a.q the
+// raw packed qkv rows): the group's query heads rotated into the query tile
+// qs (rows past the group zeros). In the block whose split holds the token's
+// own position (new_row >= 0: its row from the split's first key; the key
+// has a slot), that
+// key's K (rotated) and V go to the pools and, when the key falls in the
+// first round (whose loads skipped its row), into the ring's K(0) and V(0)
+// rows; a later round loads it from the pool, after the barriers that order
+// these writes first. Same arithmetic as RopeKvWrite (rope_internal.cuh).
 template <int D>
+__device__ __forceinline__ void RopeStage(const AttnArgs& a, int t, int kvh, int new_row, bf16* qs,
+                                          bf16* ring) {
+  using S = DecodeShape<D>;
+  constexpr int kHalf = D / 2;
+  constexpr int kQuads = D / 4;  // (i0, i0 + 1) pairs of pairs a head
+  const bf16* x = a.q + t * a.q_stride;
+  const float position = static_cast<float>(a.positions[t]);
+  for (int i = threadIdx.x; i < 16 * kQuads; i += kThreads) {
+    const int row = i / kQuads;
+    const int i0 = 2 * (i - row * kQuads);
+    __nv_bfloat162 lo = __floats2bfloat162_rn(0.0f, 0.0f), hi = lo;
+    if (row < a.group) {
+      rope::Rotate2(x, a.qkv_bias, static_cast<int64_t>(kvh * a.group + row) * D + i0, kHalf,
+                    rope::AnglesAt(position, a.inv_freq, i0), &lo, &hi);
+    }
+    *reinterpret_cast<__nv_bfloat162*>(qs + row * S::kRow + i0) = lo;
+    *reinterpret_cast<__nv_bfloat162*>(qs + row * S::kRow + i0 + kHalf) = hi;
+  }
+  if (new_row < 0) return;
+  const int64_t pool = (static_cast<int64_t>(a.slot_mapping[t]) * a.num_kv_heads + kvh) * D;
+  const int64_t k_col = static_cast<int64_t>(a.num_heads + kvh) * D;
+  const int64_t v_col = static_cast<int64_t>(a.num_heads + a.num_kv_heads + kvh) * D;
+  const bool in_ring = new_row < kTileKeys;
+  for (int i = threadIdx.x; i < kQuads + D / 8; i += kThreads) {
+    if (i < kQuads) {
+      const int i0 = 2 * i;
+      __nv_bfloat162 lo, hi;
+      rope::Rotate2(x, a.qkv_bias, k_col + i0, kHalf, rope::AnglesAt(position, a.inv_freq, i0), &lo,
+                    &hi);
+      if (in_ring) {
+        *reinterpret_cast<__nv_bfloat162*>(ring + new_row * S::kRow + i0) = lo;
+        *reinterpret_cast<__nv_bfloat162*>(ring + new_row * S::kRow + i0 + kHalf) = hi;
+      }
+      *reinterpret_cast<__nv_bfloat162*>(a.k_write + pool + i0) = lo;
+      *reinterpret_cast<__nv_bfloat162*>(a.k_write + pool + i0 + kHalf) = hi;
+    } else {
+      const int c = 8 * (i - kQuads);
+      const uint4 v = rope::LoadBiased8(x, a.qkv_bias, v_col + c);
+      if (in_ring) *reinterpret_cast<uint4*>(ring + S::kSlotElems + new_row * S::kRow + c) = v;
+      *reinterpret_cast<uint4*>(a.v_write + pool + c) = v;
+    }
+  }
+}
+
+// kRope: with the step's RopeKvWrite fused in (RopeStage).
+template <int D, bool kRope>
 __global__ void __launch_bounds__(kThreads, kDecodeBlocksPerSm) AttnDecodeKernel(AttnArgs a) {
   using S = DecodeShape<D>;
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -197,6 +263,11 @@ __global__ void __launch_bounds__(kThreads, kDecodeBlocksPerSm) AttnDecodeKernel
   const int k_lo = split * per_split;
   const int k_hi = min(len, k_lo + per_split);
   const int rounds = k_hi > k_lo ? (k_hi - k_lo + kTileKeys - 1) / kTileKeys : 0;
+  // The token's own key (fused RoPE): its row from k_lo in the split that
+  // holds it. A token whose key is not written (slot < 0) reads the pool's,
+  // as after RopeKvWrite.
+  const int new_row =
+      kRope && pos >= k_lo && pos < k_hi && a.slot_mapping[t] >= 0 ? pos - k_lo : -1;
   const int32_t* table = a.block_tables + static_cast<int64_t>(s) * a.max_blocks_per_seq;
   const int key0 = threadIdx.x / S::kChunks;
   const int chunk = threadIdx.x % S::kChunks;
@@ -216,22 +287,30 @@ __global__ void __launch_bounds__(kThreads, kDecodeBlocksPerSm) AttnDecodeKernel
     for (int e = 0; e < 4; ++e) r.o[dn][e] = 0.0f;
   }
 
-  // The query tile joins K(0)'s copy group; rows past the group are zeros.
-  const bf16* q = a.q + t * a.q_stride + static_cast<int64_t>(kvh * a.group) * D;
-  for (int i = threadIdx.x; i < 16 * S::kChunks; i += kThreads) {
-    const int row = i / S::kChunks;
-    const int c = i - row * S::kChunks;
-    const bool in_group = row < a.group;
-    cuda::CpAsync16(qs + row * S::kRow + c * 8, q + (in_group ? row : 0) * D + c * 8, in_group);
+  if constexpr (!kRope) {
+    // The query tile joins K(0)'s copy group; rows past the group are zeros.
+    const bf16* q = a.q + t * a.q_stride + static_cast<int64_t>(kvh * a.group) * D;
+    for (int i = threadIdx.x; i < 16 * S::kChunks; i += kThreads) {
+      const int row = i / S::kChunks;
+      const int c = i - row * S::kChunks;
+      const bool in_group = row < a.group;
+      cuda::CpAsync16(qs + row * S::kRow + c * 8, q + (in_group ? row : 0) * D + c * 8, in_group);
+    }
   }
   // Load i of the ring (K(r) = 2 r, V(r) = 2 r + 1) goes to slot i % 3.
+  const int skip = new_row < kTileKeys ? new_row : -1;
   if (rounds > 0) {
     KeySlots<D>(a, table, k_lo + key0, k_hi, slot);
-    IssueTile<D>(a.k_cache, a, slot, kvh, key0, chunk, ring);
+    IssueTile<D>(a.k_cache, a, slot, kvh, key0, chunk, ring, skip);
   }
   cuda::CpAsyncCommit();
-  if (rounds > 0) IssueTile<D>(a.v_cache, a, slot, kvh, key0, chunk, ring + S::kSlotElems);
+  if (rounds > 0) IssueTile<D>(a.v_cache, a, slot, kvh, key0, chunk, ring + S::kSlotElems, skip);
   cuda::CpAsyncCommit();
+  // Fused RoPE: the query tile (and the new key) while K(0) and V(0) load;
+  // the first round's barrier publishes them.
+  if constexpr (kRope) {
+    if (rounds > 0) RopeStage<D>(a, t, kvh, new_row, qs, ring);
+  }
   for (int round = 0; round < rounds; ++round) {
     const bool more = round + 1 < rounds;
     cuda::CpAsyncWait<1>();  // K(round) is in
@@ -285,18 +364,22 @@ __global__ void __launch_bounds__(kThreads, kDecodeBlocksPerSm) AttnDecodeKernel
   MergeWarpsAndStore<D, S::kRedRow>(a, red, red_m, red_l, 16, t, kvh, split);
 }
 
-template <int D>
+template <int D, bool kRope>
 absl::Status LaunchDecode(const AttnArgs& a, int num_tokens, cudaStream_t stream) {
-  return LaunchAttention<AttnDecodeKernel<D>>(
+  return LaunchAttention<AttnDecodeKernel<D, kRope>>(
       DecodeShape<D>::kSmemBytes, dim3(a.num_kv_heads, num_tokens, a.num_splits), stream, a);
 }
 
 }  // namespace
 
-absl::Status LaunchFlashDecode(const AttnArgs& a, int head_dim, int num_tokens,
+absl::Status LaunchFlashDecode(const AttnArgs& a, int head_dim, int num_tokens, bool rope,
                                cudaStream_t stream) {
-  return head_dim == 64 ? LaunchDecode<64>(a, num_tokens, stream)
-                        : LaunchDecode<128>(a, num_tokens, stream);
+  if (rope) {
+    return head_dim == 64 ? LaunchDecode<64, true>(a, num_tokens, stream)
+                          : LaunchDecode<128, true>(a, num_tokens, stream);
+  }
+  return head_dim == 64 ? LaunchDecode<64, false>(a, num_tokens, stream)
+                        : LaunchDecode<128, false>(a, num_tokens, stream);
 }
 
 }  // namespace onecard::engine::attention

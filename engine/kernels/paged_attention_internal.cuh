@@ -45,6 +45,15 @@ struct AttnArgs {
   int32_t max_blocks_per_seq;
   float scale_log2;  // scale * log2(e)
   int32_t num_splits;
+  // The flash decode kernel with the step's RopeKvWrite fused in
+  // (LaunchFlashDecode's `rope`): q is the projection's raw packed qkv rows;
+  // null otherwise.
+  const bf16* qkv_bias;         // [(num_heads + 2 num_kv_heads) * head_dim] or null
+  const float* inv_freq;        // [head_dim / 2]
+  const int32_t* positions;     // [num_tokens]
+  const int32_t* slot_mapping;  // [num_tokens]; < 0: not written
+  bf16* k_write;                // the pools k_cache / v_cache point at
+  bf16* v_write;
 };
 
 // The chunk holding token t: the largest s with cu[s] <= t.
@@ -121,7 +130,9 @@ absl::Status LaunchFlashPrefill(const AttnArgs& a, int head_dim, int num_tokens,
                                 cudaStream_t stream);
 // Flash decode: every chunk one token; head_dim 64 or 128, group <= 16; writes
 // the output (num_splits == 1) or the split partials for the combine kernel.
-absl::Status LaunchFlashDecode(const AttnArgs& a, int head_dim, int num_tokens,
+// `rope` (a.qkv_bias .. a.v_write set; every chunk exactly one token): the
+// kernel also does the step's RopeKvWrite (rope_kv_write.h) for its kv head.
+absl::Status LaunchFlashDecode(const AttnArgs& a, int head_dim, int num_tokens, bool rope,
                                cudaStream_t stream);
 
 }  // namespace onecard::engine::attention

@@ -27,6 +27,7 @@
 
 #include "absl/status/status.h"
 #include "engine/kernels/paged_attention.h"
+#include "engine/kernels/rope_kv_write.h"
 #include "engine/kernels/stream.h"
 
 namespace onecard::engine {
@@ -40,6 +41,17 @@ struct PagedAttentionSplitOptions {
   // kAuto / kFlash: the flash kernels where the head_dim has them (decode
   // when every chunk is one token, prefill otherwise); kGeneral: general.
   AttentionKernel kernel = AttentionKernel::kAuto;
+  // The step's RopeKvWrite (rope_kv_write.h), for a decode batch whose
+  // every chunk is exactly one token at start_pos (the caller's promise;
+  // positions[t] == start_pos[t]): rope->qkv must be q, the packed qkv rows
+  // (q_token_stride = (num_heads + 2 num_kv_heads) * head_dim), BF16, same
+  // heads, layout and num_tokens. The flash decode kernel does it itself
+  // (each block rotates its query group; the block holding the token's own
+  // position rotates and writes that key and value, and uses them), which
+  // saves RopeKvWrite's launch and pass; other kernels run RopeKvWrite first.
+  // Same results either way; only q's contents afterwards differ (left as
+  // the projection wrote them when fused, rotated in place when not).
+  const RopeKvWriteParams* rope = nullptr;
 };
 
 // Workspace for num_splits > 1: [num_tokens, num_heads, num_splits] partials

@@ -8,6 +8,7 @@
 
 #include "engine/kernels/cuda_common.cuh"
 #include "engine/kernels/cuda_ptx.cuh"
+#include "engine/kernels/rope_internal.cuh"
 #include "engine/kernels/rope_kv_write.h"
 #include "engine/runtime/cuda_check.h"
 
@@ -72,18 +73,6 @@ __global__ void RopeKvWriteKernel(RopeKvWriteParams p) {
 // over the token's blocks.
 constexpr int kTokenThreads = 256;
 
-__device__ __forceinline__ float2 LoadBiased2(const cuda::bf16* x, const cuda::bf16* bias,
-                                              int64_t i) {
-  const float2 v = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(x + i));
-  if (bias == nullptr) return v;
-  const float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(bias + i));
-  return make_float2(cuda::RoundTo<cuda::bf16>(v.x + b.x), cuda::RoundTo<cuda::bf16>(v.y + b.y));
-}
-
-__device__ __forceinline__ void Store2(cuda::bf16* p, float a, float b) {
-  *reinterpret_cast<__nv_bfloat162*>(p) = __floats2bfloat162_rn(a, b);
-}
-
 __global__ void __launch_bounds__(kTokenThreads) RopeKvWriteBf16Kernel(RopeKvWriteParams p) {
   using cuda::bf16;
   cuda::GridDependencyWait();
@@ -103,35 +92,23 @@ __global__ void __launch_bounds__(kTokenThreads) RopeKvWriteBf16Kernel(RopeKvWri
   bf16* v_dst = static_cast<bf16*>(p.v_cache) + static_cast<int64_t>(slot) * kv_elems;
   const float position = static_cast<float>(p.positions[t]);
   const int32_t i0 = 2 * (threadIdx.x % group);
-  float s0, c0, s1, c1;
-  sincosf(position * p.inv_freq[i0], &s0, &c0);
-  sincosf(position * p.inv_freq[i0 + 1], &s1, &c1);
+  const rope::Angles2 angles = rope::AnglesAt(position, p.inv_freq, i0);
   for (int32_t head = blockIdx.y * heads_per_block + threadIdx.x / group;
        head < min(p.num_heads + nkv, (blockIdx.y + 1) * heads_per_block); head += heads_per_block) {
     const int64_t a = static_cast<int64_t>(head) * d + i0;  // q heads then k heads
-    const float2 x1 = LoadBiased2(x, bias, a);
-    const float2 x2 = LoadBiased2(x, bias, a + half);
-    const float y1a = x1.x * c0 - x2.x * s0, y1b = x1.y * c1 - x2.y * s1;
-    const float y2a = x2.x * c0 + x1.x * s0, y2b = x2.y * c1 + x1.y * s1;
-    Store2(x + a, y1a, y1b);
-    Store2(x + a + half, y2a, y2b);
+    __nv_bfloat162 lo, hi;
+    rope::Rotate2(x, bias, a, half, angles, &lo, &hi);
+    *reinterpret_cast<__nv_bfloat162*>(x + a) = lo;
+    *reinterpret_cast<__nv_bfloat162*>(x + a + half) = hi;
     if (head >= p.num_heads && slot >= 0) {
-      Store2(k_dst + a - q_elems, y1a, y1b);
-      Store2(k_dst + a - q_elems + half, y2a, y2b);
+      *reinterpret_cast<__nv_bfloat162*>(k_dst + a - q_elems) = lo;
+      *reinterpret_cast<__nv_bfloat162*>(k_dst + a - q_elems + half) = hi;
     }
   }
   for (int64_t i = blockIdx.y * kTokenThreads + threadIdx.x; i < kv_elems / 8;
        i += static_cast<int64_t>(gridDim.y) * kTokenThreads) {
     const int64_t a = q_elems + kv_elems + 8 * i;
-    float v[8];
-    cuda::Unpack8(*reinterpret_cast<const uint4*>(x + a), v);
-    if (bias != nullptr) {
-      float b[8];
-      cuda::Unpack8(*reinterpret_cast<const uint4*>(bias + a), b);
-#pragma unroll
-      for (int k = 0; k < 8; ++k) v[k] += b[k];
-    }
-    const uint4 packed = cuda::Pack8(v);
+    const uint4 packed = rope::LoadBiased8(x, bias, a);
     *reinterpret_cast<uint4*>(x + a) = packed;
     if (slot >= 0) *reinterpret_cast<uint4*>(v_dst + 8 * i) = packed;
   }

@@ -4,7 +4,8 @@
 // blocks of 16, 24, 5 and 4 tokens; a zero-length chunk; block
 // tables drawn from a shuffled pool (non-contiguous); split-K 1 to 8 (with
 // splits left empty by short contexts); the flash kernels (decode and
-// prefill) and the general kernel on the same shapes.
+// prefill) and the general kernel on the same shapes; and the decode batches
+// again with the step's RoPE and cache write fused in (FusedRopeMatchesReference).
 // Tolerance: the output is BF16 (2^-9 relative rounding) and the flash kernel
 // rounds P to BF16 before P V (each weight off by <= 2^-9 relative), so the
 // error is a few 1e-3 of max|V| = 1 at worst: atol 3e-3, rtol 2e-2, NMSE 1e-4.
@@ -13,9 +14,12 @@
 #include <algorithm>
 #include <numeric>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "engine/kernels/paged_attention_split.h"
+#include "engine/kernels/rope.h"
+#include "engine/kernels/rope_kv_write.h"
 #include "tests/gpu/gpu_test_util.h"
 #include "tests/testing/all_close.h"
 
@@ -95,61 +99,79 @@ std::vector<AttnCase> Cases() {
   };
 }
 
+// A case's batch on the host: chunk bounds, block tables drawn from a
+// shuffled pool, random q (inside packed qkv rows) and pools.
+struct Batch {
+  engine::KvLayout layout;
+  std::vector<int32_t> cu{0}, start, tables;
+  int32_t num_seqs = 0, tokens = 0, max_blocks = 0;
+  int64_t q_stride = 0;
+  std::vector<uint16_t> qkv, k, v;
+
+  Batch(const AttnCase& c, std::mt19937& rng) {
+    const int32_t block_size = c.block_size;
+    num_seqs = static_cast<int32_t>(c.chunks.size());
+    int32_t total_blocks = 0;
+    for (const auto& [s, n] : c.chunks) {
+      cu.push_back(cu.back() + n);
+      start.push_back(s);
+      const int32_t blocks = (s + n + block_size - 1) / block_size;
+      max_blocks = std::max(max_blocks, blocks);
+      total_blocks += blocks;
+    }
+    tokens = cu.back();
+    layout = {.num_blocks = total_blocks + 7,
+              .block_size = block_size,
+              .num_kv_heads = c.kv_heads,
+              .head_dim = c.head_dim};
+    std::vector<int32_t> pool(layout.num_blocks);
+    std::iota(pool.begin(), pool.end(), 0);
+    std::shuffle(pool.begin(), pool.end(), rng);
+    tables.assign(num_seqs * max_blocks, 0);
+    int32_t next = 0;
+    for (int32_t s = 0; s < num_seqs; ++s) {
+      const int32_t blocks = (start[s] + c.chunks[s].second + block_size - 1) / block_size;
+      for (int32_t b = 0; b < blocks; ++b) tables[s * max_blocks + b] = pool[next++];
+    }
+    q_stride = (c.heads + 2 * c.kv_heads) * c.head_dim;
+    qkv = RandomBf16(tokens * q_stride, rng, -4.0f, 4.0f);
+    k = RandomBf16(layout.PoolElements(), rng, -1.0f, 1.0f);
+    v = RandomBf16(layout.PoolElements(), rng, -1.0f, 1.0f);
+  }
+
+  // Attention over host buffers (pointers swapped for device ones to run).
+  engine::PagedAttentionParams Params(const AttnCase& c, uint16_t* out) {
+    return {.dtype = DType::kBF16,
+            .q = qkv.data(),
+            .q_token_stride = q_stride,
+            .k_cache = k.data(),
+            .v_cache = v.data(),
+            .out = out,
+            .layout = layout,
+            .num_heads = c.heads,
+            .num_tokens = tokens,
+            .num_seqs = num_seqs,
+            .cu_query_lens = cu.data(),
+            .start_pos = start.data(),
+            .block_tables = tables.data(),
+            .max_blocks_per_seq = max_blocks,
+            .scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim))};
+  }
+};
+
 class PagedAttentionTest : public ::testing::TestWithParam<AttnCase> {};
 
 TEST_P(PagedAttentionTest, MatchesReference) {
   const AttnCase& c = GetParam();
   std::mt19937 rng = SeededRng(std::hash<std::string>()(c.name) & 0xffff, 21);
-  const int32_t block_size = c.block_size;
-  const int32_t num_seqs = static_cast<int32_t>(c.chunks.size());
-  std::vector<int32_t> cu{0}, start;
-  int32_t max_blocks = 0, total_blocks = 0;
-  for (const auto& [s, n] : c.chunks) {
-    cu.push_back(cu.back() + n);
-    start.push_back(s);
-    const int32_t blocks = (s + n + block_size - 1) / block_size;
-    max_blocks = std::max(max_blocks, blocks);
-    total_blocks += blocks;
-  }
-  const int32_t tokens = cu.back();
-  const engine::KvLayout layout{.num_blocks = total_blocks + 7,
-                                .block_size = block_size,
-                                .num_kv_heads = c.kv_heads,
-                                .head_dim = c.head_dim};
-  std::vector<int32_t> pool(layout.num_blocks);
-  std::iota(pool.begin(), pool.end(), 0);
-  std::shuffle(pool.begin(), pool.end(), rng);
-  std::vector<int32_t> tables(num_seqs * max_blocks, 0);
-  int32_t next = 0;
-  for (int32_t s = 0; s < num_seqs; ++s) {
-    const int32_t blocks = (start[s] + c.chunks[s].second + block_size - 1) / block_size;
-    for (int32_t b = 0; b < blocks; ++b) tables[s * max_blocks + b] = pool[next++];
-  }
-  const int64_t q_stride = (c.heads + 2 * c.kv_heads) * c.head_dim;  // q inside packed qkv
-  std::vector<uint16_t> q = RandomBf16(tokens * q_stride, rng, -4.0f, 4.0f);
-  std::vector<uint16_t> k = RandomBf16(layout.PoolElements(), rng, -1.0f, 1.0f);
-  std::vector<uint16_t> v = RandomBf16(layout.PoolElements(), rng, -1.0f, 1.0f);
-  std::vector<uint16_t> want(tokens * c.heads * c.head_dim);
-  engine::PagedAttentionParams p{.dtype = DType::kBF16,
-                                 .q = q.data(),
-                                 .q_token_stride = q_stride,
-                                 .k_cache = k.data(),
-                                 .v_cache = v.data(),
-                                 .out = want.data(),
-                                 .layout = layout,
-                                 .num_heads = c.heads,
-                                 .num_tokens = tokens,
-                                 .num_seqs = num_seqs,
-                                 .cu_query_lens = cu.data(),
-                                 .start_pos = start.data(),
-                                 .block_tables = tables.data(),
-                                 .max_blocks_per_seq = max_blocks,
-                                 .scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim))};
+  Batch b(c, rng);
+  std::vector<uint16_t> want(b.tokens * c.heads * c.head_dim);
+  engine::PagedAttentionParams p = b.Params(c, want.data());
   ASSERT_TRUE(engine::PagedAttentionRef(p).ok());
-  DeviceBuf<uint16_t> dq(q), dk(k), dv(v), dout(want.size());
-  DeviceBuf<int32_t> dcu(cu), dstart(start), dtables(tables);
+  DeviceBuf<uint16_t> dq(b.qkv), dk(b.k), dv(b.v), dout(want.size());
+  DeviceBuf<int32_t> dcu(b.cu), dstart(b.start), dtables(b.tables);
   const int64_t ws_bytes =
-      engine::PagedAttentionWorkspaceBytes(tokens, c.heads, c.head_dim, c.splits);
+      engine::PagedAttentionWorkspaceBytes(b.tokens, c.heads, c.head_dim, c.splits);
   DeviceBuf<uint8_t> ws(ws_bytes);
   p.q = dq.get();
   p.k_cache = dk.get();
@@ -171,6 +193,114 @@ TEST_P(PagedAttentionTest, MatchesReference) {
     EXPECT_ALL_CLOSE(ToFloats(dout.Download()), ToFloats(want), (Tolerance{3e-3, 2e-2, 1e-4}))
         << "run " << run;
   }
+}
+
+// The step's RoPE and cache write fused into decode attention
+// (PagedAttentionSplitOptions::rope) against RopeKvWriteRef then
+// PagedAttentionRef: the output and both pools. Raw q/k/v with a bias on
+// every other case and llama3 scaling on the others; one token's slot is -1
+// (its key not written: it reads what the pool holds, as after
+// RopeKvWrite). The flash decode cases take the fused kernel; the general
+// kernel and the other head_dims run RopeKvWrite first.
+TEST_P(PagedAttentionTest, FusedRopeMatchesReference) {
+  const AttnCase& c = GetParam();
+  const bool one_token_chunks = std::all_of(c.chunks.begin(), c.chunks.end(),
+                                            [](const auto& chunk) { return chunk.second == 1; });
+  if (!one_token_chunks) GTEST_SKIP() << "RoPE fuses into decode batches of one-token chunks";
+  const uint32_t seed = std::hash<std::string>()(c.name) & 0xffff;
+  std::mt19937 rng = SeededRng(seed, 22);
+  Batch b(c, rng);
+  const bool bias = seed % 2 == 0;
+  const std::vector<uint16_t> bias_host =
+      bias ? RandomBf16(b.q_stride, rng, -0.5f, 0.5f) : std::vector<uint16_t>{};
+  std::vector<int32_t> slots(b.tokens);
+  for (int32_t t = 0; t < b.tokens; ++t) {
+    const int32_t pos = b.start[t];
+    slots[t] = b.tables[t * b.max_blocks + pos / c.block_size] * c.block_size + pos % c.block_size;
+  }
+  if (b.tokens > 2) slots[b.tokens / 2] = -1;
+  const engine::RopeScaling scaling =
+      bias ? engine::RopeScaling{}
+           : engine::RopeScaling{.enabled = true,
+                                 .factor = 8.0f,
+                                 .low_freq_factor = 1.0f,
+                                 .high_freq_factor = 4.0f,
+                                 .original_max_position_embeddings = 8192};
+  const std::vector<float> inv_freq = engine::RopeInvFreq(c.head_dim, 500000.0f, scaling);
+  std::vector<uint16_t> qkv = b.qkv, k = b.k, v = b.v;  // the reference's, rotated / written
+  engine::RopeKvWriteParams rope{.dtype = DType::kBF16,
+                                 .qkv = qkv.data(),
+                                 .bias = bias ? bias_host.data() : nullptr,
+                                 .k_cache = k.data(),
+                                 .v_cache = v.data(),
+                                 .layout = b.layout,
+                                 .num_heads = c.heads,
+                                 .positions = b.start.data(),
+                                 .slot_mapping = slots.data(),
+                                 .inv_freq = inv_freq.data(),
+                                 .num_tokens = b.tokens};
+  ASSERT_TRUE(engine::RopeKvWriteRef(rope).ok());
+  std::vector<uint16_t> want(b.tokens * c.heads * c.head_dim);
+  engine::PagedAttentionParams p = b.Params(c, want.data());
+  p.q = qkv.data();
+  p.k_cache = k.data();
+  p.v_cache = v.data();
+  ASSERT_TRUE(engine::PagedAttentionRef(p).ok());
+
+  DeviceBuf<uint16_t> dqkv(b.qkv), dk(b.k), dv(b.v), dout(want.size());
+  DeviceBuf<uint16_t> dbias(bias ? bias_host : std::vector<uint16_t>(1));
+  DeviceBuf<int32_t> dcu(b.cu), dstart(b.start), dtables(b.tables), dslots(slots);
+  DeviceBuf<float> dfreq(inv_freq);
+  const int64_t ws_bytes =
+      engine::PagedAttentionWorkspaceBytes(b.tokens, c.heads, c.head_dim, c.splits);
+  DeviceBuf<uint8_t> ws(ws_bytes);
+  p.q = dqkv.get();
+  p.k_cache = dk.get();
+  p.v_cache = dv.get();
+  p.out = dout.get();
+  p.cu_query_lens = dcu.get();
+  p.start_pos = dstart.get();
+  p.block_tables = dtables.get();
+  rope.qkv = dqkv.get();
+  rope.bias = bias ? dbias.get() : nullptr;
+  rope.k_cache = dk.get();
+  rope.v_cache = dv.get();
+  rope.positions = dstart.get();
+  rope.slot_mapping = dslots.get();
+  rope.inv_freq = dfreq.get();
+  dout.Poison();
+  const absl::Status st = engine::PagedAttentionSplit(p,
+                                                      {.num_splits = c.splits,
+                                                       .workspace = ws.get(),
+                                                       .workspace_bytes = ws_bytes,
+                                                       .kernel = c.kernel,
+                                                       .rope = &rope},
+                                                      nullptr);
+  ASSERT_TRUE(st.ok()) << st;
+  ASSERT_CUDA_OK(cudaDeviceSynchronize());
+  EXPECT_ALL_CLOSE(ToFloats(dout.Download()), ToFloats(want), (Tolerance{3e-3, 2e-2, 1e-4}));
+  const Tolerance pool_tol = Tolerance::For(DType::kBF16);
+  EXPECT_ALL_CLOSE(ToFloats(dk.Download()), ToFloats(k), pool_tol) << "k pool";
+  EXPECT_ALL_CLOSE(ToFloats(dv.Download()), ToFloats(v), pool_tol) << "v pool";
+}
+
+TEST(PagedAttentionTest, FusedRopeNamesTheMismatchedField) {
+  std::vector<uint16_t> buf(64);
+  engine::PagedAttentionParams p;
+  p.dtype = DType::kBF16;
+  p.q = buf.data();
+  p.layout = {.num_blocks = 1, .block_size = 16, .num_kv_heads = 1, .head_dim = 64};
+  p.num_heads = 1;
+  p.num_seqs = 1;
+  p.num_tokens = 1;
+  p.q_token_stride = 3 * 64;
+  engine::RopeKvWriteParams rope{.dtype = DType::kBF16, .qkv = buf.data() + 1};
+  rope.layout = p.layout;
+  rope.num_heads = 1;
+  rope.num_tokens = 1;
+  const absl::Status st = engine::PagedAttentionSplit(p, {.rope = &rope}, nullptr);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  EXPECT_NE(st.message().find("rope.qkv (must be q)"), std::string_view::npos) << st;
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, PagedAttentionTest, ::testing::ValuesIn(Cases()),

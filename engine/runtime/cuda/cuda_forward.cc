@@ -398,7 +398,8 @@ absl::Status CudaRunnerImpl::EnqueueLayer(int layer, const StepShape& shape) {
   rope.slot_mapping = MetaInts(buf_.meta, shape.layout.slots);
   rope.inv_freq = buf_.inv_freq;
   rope.num_tokens = t;
-  RETURN_IF_ERROR(RopeKvWrite(rope, stream));
+  // A decode step's RoPE and cache write run inside the attention kernel.
+  if (!shape.decode) RETURN_IF_ERROR(RopeKvWrite(rope, stream));
   PagedAttentionParams attn;
   attn.dtype = DType::kBF16;
   attn.q = buf_.qkv;
@@ -418,7 +419,8 @@ absl::Status CudaRunnerImpl::EnqueueLayer(int layer, const StepShape& shape) {
   RETURN_IF_ERROR(PagedAttentionSplit(attn,
                                       {.num_splits = shape.splits,
                                        .workspace = buf_.attn_split,
-                                       .workspace_bytes = plan_.workspace.attn_split},
+                                       .workspace_bytes = plan_.workspace.attn_split,
+                                       .rope = shape.decode ? &rope : nullptr},
                                       stream));
   // O projection, added to the residual stream.
   const int32_t o_partials = gemv ? 1 : GemmSplits(Product::kO, t);

@@ -114,6 +114,7 @@ StepShape CudaRunnerImpl::ShapeStep(const BatchInput& batch, const SampleInputs*
     shape.tokens += static_cast<int32_t>(c.token_ids.size());
     decode = decode && c.token_ids.size() == 1;
   }
+  shape.decode = decode;
   shape.all_logits = batch.all_logits;
   shape.rows = batch.all_logits ? 0 : static_cast<int32_t>(RowsWantingLogits(batch));
   shape.rows_are_tokens = batch.all_logits || (decode && shape.rows == shape.seqs);

@@ -136,9 +136,10 @@ absl::Status GemvCases(const Ceilings& ceil, cudaStream_t stream, cublasHandle_t
 }
 
 // One layer's paged attention: `seqs` chunks of `len` query tokens each at
-// the end of `context` keys, contiguous block tables.
+// the end of `context` keys, contiguous block tables; `rope` (decode): with
+// the step's RopeKvWrite fused in (PagedAttentionSplitOptions::rope).
 absl::StatusOr<double> TimeAttention(cudaStream_t stream, int32_t seqs, int32_t context,
-                                     int32_t len, int32_t splits) {
+                                     int32_t len, int32_t splits, bool rope = false) {
   const engine::ModelConfig c = *engine::SyntheticModelConfig("llama3-8b");
   const int32_t bs = 16, blocks_each = (context + bs - 1) / bs;
   const engine::KvLayout layout{
@@ -147,10 +148,16 @@ absl::StatusOr<double> TimeAttention(cudaStream_t stream, int32_t seqs, int32_t 
   ASSIGN_OR_RETURN(DeviceMem kv, DeviceMem::Random(layout.PoolElements() * 4, 9, stream));
   ASSIGN_OR_RETURN(DeviceMem q, DeviceMem::Random(int64_t{seqs} * len * q_width * 2, 10, stream));
   ASSIGN_OR_RETURN(DeviceMem out, DeviceMem::Random(int64_t{seqs} * len * 4096 * 2, 11, stream));
-  std::vector<int32_t> meta;  // cu | start | tables
+  std::vector<int32_t> meta;  // cu | start | tables | slots (rope)
   for (int32_t s = 0; s <= seqs; ++s) meta.push_back(s * len);
   for (int32_t s = 0; s < seqs; ++s) meta.push_back(context - len);
   for (int32_t b = 0; b < seqs * blocks_each; ++b) meta.push_back(b);
+  for (int32_t s = 0; s < seqs; ++s) meta.push_back(s * blocks_each * bs + context - 1);
+  const std::vector<float> inv_freq =
+      engine::RopeInvFreq(static_cast<int32_t>(c.head_dim), c.rope_theta, c.rope_scaling);
+  ASSIGN_OR_RETURN(DeviceMem freq, DeviceMem::Random(int64_t{4} * inv_freq.size(), 14, stream));
+  CUDA_RETURN_IF_ERROR(
+      cudaMemcpy(freq.get(), inv_freq.data(), inv_freq.size() * 4, cudaMemcpyHostToDevice));
   int32_t* d_meta = nullptr;
   CUDA_RETURN_IF_ERROR(cudaMalloc(&d_meta, meta.size() * 4));
   CUDA_RETURN_IF_ERROR(cudaMemcpy(d_meta, meta.data(), meta.size() * 4, cudaMemcpyHostToDevice));
@@ -171,10 +178,24 @@ absl::StatusOr<double> TimeAttention(cudaStream_t stream, int32_t seqs, int32_t 
                                  .block_tables = d_meta + 2 * seqs + 1,
                                  .max_blocks_per_seq = blocks_each,
                                  .scale = 0.0884f};
+  const engine::RopeKvWriteParams fused{.dtype = engine::DType::kBF16,
+                                        .qkv = q.get(),
+                                        .k_cache = kv.get(),
+                                        .v_cache = kv.get() + layout.PoolElements() * 2,
+                                        .layout = layout,
+                                        .num_heads = 32,
+                                        .positions = d_meta + seqs + 1,
+                                        .slot_mapping = d_meta + 2 * seqs + 1 + seqs * blocks_each,
+                                        .inv_freq = reinterpret_cast<const float*>(freq.get()),
+                                        .num_tokens = seqs * len};
   auto ms = GraphMedianMs(stream, 1, 5, [&]() -> absl::Status {
     for (int i = 0; i < kLaunches; ++i) {
-      RETURN_IF_ERROR(engine::PagedAttentionSplit(
-          p, {.num_splits = splits, .workspace = ws.get(), .workspace_bytes = ws_bytes}, stream));
+      RETURN_IF_ERROR(engine::PagedAttentionSplit(p,
+                                                  {.num_splits = splits,
+                                                   .workspace = ws.get(),
+                                                   .workspace_bytes = ws_bytes,
+                                                   .rope = rope ? &fused : nullptr},
+                                                  stream));
     }
     return absl::OkStatus();
   });
@@ -193,6 +214,18 @@ absl::Status AttentionCases(const Ceilings& ceil, cudaStream_t stream, int num_s
                   bytes / (ms * 1e-3) / 1e9, "GB/s", ceil.copy_bytes_per_s / 1e9});
     reporter.Add({kScenario,
                   absl::StrCat("attn_decode_b", seqs, "_ctx", context),
+                  "time",
+                  ms * 1e3,
+                  "us",
+                  {}});
+  }
+  // With the step's RoPE and cache write fused in: against rope_kv_write_b*
+  // plus attn_decode_b*_ctx384 (SmallKernelCases).
+  for (int32_t seqs : {1, 128}) {
+    const int32_t splits = engine::PagedAttentionDecodeSplits(seqs, 8, 8192, num_sms);
+    ASSIGN_OR_RETURN(const double ms, TimeAttention(stream, seqs, 384, 1, splits, true));
+    reporter.Add({kScenario,
+                  absl::StrCat("attn_decode_rope_b", seqs, "_ctx384"),
                   "time",
                   ms * 1e3,
                   "us",
