@@ -22,11 +22,13 @@
 // (paged_attention.cu).
 //
 // With `rope` (PagedAttentionSplitOptions::rope, a decode step) the kernel
-// also does the step's RopeKvWrite: q is the projection's raw output, each
-// block rotates its group's query heads into the query tile while K(0) and
-// V(0) load, and the block holding the token's own position rotates that
-// key, writes it and its value to the pools and to its ring rows (RopeStage).
-// One launch and one pass over qkv fewer a layer than RopeKvWrite + attention.
+// also does the step's RopeKvWrite: q is the projection's raw output, copied
+// into the query tile in a copy group ahead of K(0) and rotated there while
+// K(0) and V(0) are in flight; the block holding the token's own position
+// also copies that key's raw K and V (0.5 KB more shared memory, still 4
+// blocks an SM), rotates the key, and writes both to the pools and to its
+// ring rows (RopeLoad, RopeRotate). One launch and one pass over qkv fewer a
+// layer than RopeKvWrite + attention.
 //
 // Its reference is PagedAttentionRef (paged_attention_ref.cc), as for every
 // PagedAttention kernel (after RopeKvWriteRef when fused). Tested by
@@ -51,6 +53,7 @@ struct DecodeShape {
   static constexpr int kSlots = 3;
   static constexpr int kRingBytes = kSlots * kSlotElems * 2;
   static constexpr int kSmemBytes = kRingBytes + 16 * kRow * 2;  // + the query tile
+  static constexpr int kStageBytes = 2 * D * 2;  // fused RoPE: the new key's raw K and V
   static constexpr int kRedRow = D + 8;  // padded fp32 merge row: rows 32 bytes apart in banks
   static constexpr int kRedBytes = (kWarps * 16 * kRedRow + 2 * kWarps * 16) * 4;
   static_assert(kRedBytes <= kRingBytes, "the merge reuses the K/V slots");
@@ -181,61 +184,85 @@ __device__ __forceinline__ void ApplyWeights(DecodeRows<D>& r, const uint32_t* p
   }
 }
 
-// The step's RopeKvWrite for this block's kv head (the fused form, a.q the
-// raw packed qkv rows): the group's query heads rotated into the query tile
-// qs (rows past the group zeros). In the block whose split holds the token's
-// own position (new_row >= 0: its row from the split's first key; the key
-// has a slot), that
-// key's K (rotated) and V go to the pools and, when the key falls in the
-// first round (whose loads skipped its row), into the ring's K(0) and V(0)
-// rows; a later round loads it from the pool, after the barriers that order
-// these writes first. Same arithmetic as RopeKvWrite (rope_internal.cuh).
+// The fused RoPE (kRope; a.q the raw packed qkv rows). Before the block's
+// first K/V loads, in a copy group of their own: the group's raw query heads
+// into the query tile (rows past the group zeros) and, in the block whose
+// split holds the token's own position (new_row >= 0: its row from the
+// split's first key; the key has a slot), that key's raw K and V into
+// `stage` ([2][D]).
 template <int D>
-__device__ __forceinline__ void RopeStage(const AttnArgs& a, int t, int kvh, int new_row, bf16* qs,
-                                          bf16* ring) {
+__device__ __forceinline__ void RopeLoad(const AttnArgs& a, int t, int kvh, int new_row, bf16* qs,
+                                         bf16* stage) {
   using S = DecodeShape<D>;
-  constexpr int kHalf = D / 2;
-  constexpr int kQuads = D / 4;  // (i0, i0 + 1) pairs of pairs a head
   const bf16* x = a.q + t * a.q_stride;
-  const float position = static_cast<float>(a.positions[t]);
-  for (int i = threadIdx.x; i < 16 * kQuads; i += kThreads) {
-    const int row = i / kQuads;
-    const int i0 = 2 * (i - row * kQuads);
-    __nv_bfloat162 lo = __floats2bfloat162_rn(0.0f, 0.0f), hi = lo;
-    if (row < a.group) {
-      rope::Rotate2(x, a.qkv_bias, static_cast<int64_t>(kvh * a.group + row) * D + i0, kHalf,
-                    rope::AnglesAt(position, a.inv_freq, i0), &lo, &hi);
-    }
-    *reinterpret_cast<__nv_bfloat162*>(qs + row * S::kRow + i0) = lo;
-    *reinterpret_cast<__nv_bfloat162*>(qs + row * S::kRow + i0 + kHalf) = hi;
+  const bf16* q = x + static_cast<int64_t>(kvh * a.group) * D;
+  for (int i = threadIdx.x; i < 16 * S::kChunks; i += kThreads) {
+    const int row = i / S::kChunks;
+    const int c = i - row * S::kChunks;
+    const bool in_group = row < a.group;
+    cuda::CpAsync16(qs + row * S::kRow + c * 8, q + (in_group ? row : 0) * D + c * 8, in_group);
   }
-  if (new_row < 0) return;
-  const int64_t pool = (static_cast<int64_t>(a.slot_mapping[t]) * a.num_kv_heads + kvh) * D;
-  const int64_t k_col = static_cast<int64_t>(a.num_heads + kvh) * D;
-  const int64_t v_col = static_cast<int64_t>(a.num_heads + a.num_kv_heads + kvh) * D;
-  const bool in_ring = new_row < kTileKeys;
-  for (int i = threadIdx.x; i < kQuads + D / 8; i += kThreads) {
-    if (i < kQuads) {
-      const int i0 = 2 * i;
-      __nv_bfloat162 lo, hi;
-      rope::Rotate2(x, a.qkv_bias, k_col + i0, kHalf, rope::AnglesAt(position, a.inv_freq, i0), &lo,
-                    &hi);
-      if (in_ring) {
-        *reinterpret_cast<__nv_bfloat162*>(ring + new_row * S::kRow + i0) = lo;
-        *reinterpret_cast<__nv_bfloat162*>(ring + new_row * S::kRow + i0 + kHalf) = hi;
-      }
-      *reinterpret_cast<__nv_bfloat162*>(a.k_write + pool + i0) = lo;
-      *reinterpret_cast<__nv_bfloat162*>(a.k_write + pool + i0 + kHalf) = hi;
-    } else {
-      const int c = 8 * (i - kQuads);
-      const uint4 v = rope::LoadBiased8(x, a.qkv_bias, v_col + c);
-      if (in_ring) *reinterpret_cast<uint4*>(ring + S::kSlotElems + new_row * S::kRow + c) = v;
-      *reinterpret_cast<uint4*>(a.v_write + pool + c) = v;
-    }
+  if (new_row >= 0 && threadIdx.x < 2 * S::kChunks) {
+    const int64_t k_col = static_cast<int64_t>(a.num_heads + kvh) * D;
+    const int64_t v_col = static_cast<int64_t>(a.num_heads + a.num_kv_heads + kvh) * D;
+    const int j = threadIdx.x;
+    const int64_t src = j < S::kChunks ? k_col + j * 8 : v_col + (j - S::kChunks) * 8;
+    cuda::CpAsync16(stage + j * 8, x + src, true);
   }
 }
 
-// kRope: with the step's RopeKvWrite fused in (RopeStage).
+// Once RopeLoad's group has landed (for every thread): the query tile rotated
+// in place (bias added first); the new key's K rotated and V biased, written
+// to the pools and, when the key falls in the first round (whose loads
+// skipped its row), into the ring's K(0) and V(0) rows. A later round loads
+// it from the pool, after the loop's barriers that order these writes first.
+// Same arithmetic as RopeKvWrite (rope_internal.cuh). A thread's dims are the
+// same in every head (kThreads is a multiple of D / 4): one pair of angles.
+template <int D>
+__device__ __forceinline__ void RopeRotate(const AttnArgs& a, int t, int kvh, int new_row, bf16* qs,
+                                           const bf16* stage, bf16* ring) {
+  using S = DecodeShape<D>;
+  constexpr int kHalf = D / 2;
+  constexpr int kQuads = D / 4;  // (i0, i0 + 1) pairs of pairs a head
+  static_assert(kThreads % kQuads == 0, "a thread's dims are fixed");
+  const int i0 = 2 * (threadIdx.x % kQuads);
+  const rope::Angles2 an = rope::AnglesAt(static_cast<float>(a.positions[t]), a.inv_freq, i0);
+  const bf16* bias = a.qkv_bias;
+  for (int i = threadIdx.x; i < a.group * kQuads; i += kThreads) {
+    const int row = i / kQuads;
+    bf16* x = qs + row * S::kRow;
+    const bf16* b =
+        bias == nullptr ? nullptr : bias + static_cast<int64_t>(kvh * a.group + row) * D;
+    __nv_bfloat162 lo, hi;
+    rope::Rotate2(x, b, i0, kHalf, an, &lo, &hi);
+    *reinterpret_cast<__nv_bfloat162*>(x + i0) = lo;
+    *reinterpret_cast<__nv_bfloat162*>(x + i0 + kHalf) = hi;
+  }
+  if (new_row < 0) return;
+  const int64_t pool = (static_cast<int64_t>(a.slot_mapping[t]) * a.num_kv_heads + kvh) * D;
+  const bool in_ring = new_row < kTileKeys;
+  if (threadIdx.x < kQuads) {
+    const bf16* b = bias == nullptr ? nullptr : bias + static_cast<int64_t>(a.num_heads + kvh) * D;
+    __nv_bfloat162 lo, hi;
+    rope::Rotate2(stage, b, i0, kHalf, an, &lo, &hi);
+    if (in_ring) {
+      *reinterpret_cast<__nv_bfloat162*>(ring + new_row * S::kRow + i0) = lo;
+      *reinterpret_cast<__nv_bfloat162*>(ring + new_row * S::kRow + i0 + kHalf) = hi;
+    }
+    *reinterpret_cast<__nv_bfloat162*>(a.k_write + pool + i0) = lo;
+    *reinterpret_cast<__nv_bfloat162*>(a.k_write + pool + i0 + kHalf) = hi;
+  } else if (threadIdx.x < kQuads + S::kChunks) {
+    const int c = 8 * (threadIdx.x - kQuads);
+    const bf16* b = bias == nullptr
+                        ? nullptr
+                        : bias + static_cast<int64_t>(a.num_heads + a.num_kv_heads + kvh) * D;
+    const uint4 v = rope::LoadBiased8(stage + D, b, c);
+    if (in_ring) *reinterpret_cast<uint4*>(ring + S::kSlotElems + new_row * S::kRow + c) = v;
+    *reinterpret_cast<uint4*>(a.v_write + pool + c) = v;
+  }
+}
+
+// kRope: with the step's RopeKvWrite fused in (RopeLoad, RopeRotate).
 template <int D, bool kRope>
 __global__ void __launch_bounds__(kThreads, kDecodeBlocksPerSm) AttnDecodeKernel(AttnArgs a) {
   using S = DecodeShape<D>;
@@ -287,7 +314,11 @@ __global__ void __launch_bounds__(kThreads, kDecodeBlocksPerSm) AttnDecodeKernel
     for (int e = 0; e < 4; ++e) r.o[dn][e] = 0.0f;
   }
 
-  if constexpr (!kRope) {
+  bf16* stage = qs + 16 * S::kRow;  // kRope: the new key's raw K and V
+  if constexpr (kRope) {
+    if (rounds > 0) RopeLoad<D>(a, t, kvh, new_row, qs, stage);
+    cuda::CpAsyncCommit();
+  } else {
     // The query tile joins K(0)'s copy group; rows past the group are zeros.
     const bf16* q = a.q + t * a.q_stride + static_cast<int64_t>(kvh * a.group) * D;
     for (int i = threadIdx.x; i < 16 * S::kChunks; i += kThreads) {
@@ -306,10 +337,14 @@ __global__ void __launch_bounds__(kThreads, kDecodeBlocksPerSm) AttnDecodeKernel
   cuda::CpAsyncCommit();
   if (rounds > 0) IssueTile<D>(a.v_cache, a, slot, kvh, key0, chunk, ring + S::kSlotElems, skip);
   cuda::CpAsyncCommit();
-  // Fused RoPE: the query tile (and the new key) while K(0) and V(0) load;
-  // the first round's barrier publishes them.
+  // Fused RoPE: rotate while K(0) and V(0) are in flight; the first
+  // round's barrier publishes the results.
   if constexpr (kRope) {
-    if (rounds > 0) RopeStage<D>(a, t, kvh, new_row, qs, ring);
+    if (rounds > 0) {
+      cuda::CpAsyncWait<2>();  // RopeLoad's group is in
+      __syncthreads();         // ... for every thread
+      RopeRotate<D>(a, t, kvh, new_row, qs, stage, ring);
+    }
   }
   for (int round = 0; round < rounds; ++round) {
     const bool more = round + 1 < rounds;
@@ -366,8 +401,10 @@ __global__ void __launch_bounds__(kThreads, kDecodeBlocksPerSm) AttnDecodeKernel
 
 template <int D, bool kRope>
 absl::Status LaunchDecode(const AttnArgs& a, int num_tokens, cudaStream_t stream) {
+  using S = DecodeShape<D>;
   return LaunchAttention<AttnDecodeKernel<D, kRope>>(
-      DecodeShape<D>::kSmemBytes, dim3(a.num_kv_heads, num_tokens, a.num_splits), stream, a);
+      kRope ? S::kSmemBytes + S::kStageBytes : S::kSmemBytes,
+      dim3(a.num_kv_heads, num_tokens, a.num_splits), stream, a);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine, from the repository root, what scripts/device/pack.sh
-# carried in .device/: the machine check, every gpu-labelled test and the
+# carried in .device/ (bundle.tgz, unpacked under $TMPDIR, or bin/ and lib/):
+# the machine check, every gpu-labelled test and the
 # CUDA benchmarks, with logs under $OUT:
 #   machine.txt   nvidia-smi, nvcc --version, ldd of the binaries
 #   tests.log     the gtest binaries (the gpu label's suites)
@@ -19,6 +20,16 @@ scenarios=("$@")
 OUT=${OUT:-/tmp/onecard-out}
 mkdir -p "$OUT"
 bin=.device/bin
+commit_file=.device/COMMIT
+# What pack.sh bundled, when the call carried .device/bundle.tgz (alone, or
+# newer than a .device/bin an earlier call left on this machine).
+if [[ -f .device/bundle.tgz && (! -d $bin || .device/bundle.tgz -nt $bin) ]]; then
+  unpacked=${TMPDIR:-/tmp}/onecard-device
+  rm -rf "$unpacked" && mkdir -p "$unpacked" && tar -C "$unpacked" -xzf .device/bundle.tgz
+  bin=$unpacked/bin
+  commit_file=$unpacked/COMMIT
+  DEVICE_LIB=${DEVICE_LIB:-$unpacked/lib}
+fi
 
 # CUDA libraries of the machine: the toolkit's, else the ones pip installed.
 cuda_libs=/usr/local/cuda/lib64
@@ -29,7 +40,7 @@ fi
 # $DEVICE_LIB: where an earlier call left .device/lib when the bundle was
 # more than one call may carry (ICU alone is 30 MiB; docs/cuda.md).
 export LD_LIBRARY_PATH="${DEVICE_LIB:-$PWD/.device/lib}:$cuda_libs:${LD_LIBRARY_PATH:-}"
-export ONECARD_COMMIT=$(cat .device/COMMIT 2>/dev/null || echo unknown)
+export ONECARD_COMMIT=$(cat "$commit_file" 2>/dev/null || echo unknown)
 
 {
   echo "== commit $ONECARD_COMMIT"; date -u

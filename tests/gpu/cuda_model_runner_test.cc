@@ -274,6 +274,62 @@ TEST(CudaModelRunnerTest, SplitProductDecodeMatchesCpu) {
   }
 }
 
+// Eight sequences (more than the GEMV takes: the cuBLAS path, whose decode
+// attention does the step's RoPE and KV write itself) decoding five steps
+// from prompts of 60-67 tokens, so that keys written by one step's fused
+// kernel are read by the next, across the 64-key rounds; each step's logits
+// against the CPU runner's, fed the same tokens.
+TEST(CudaModelRunnerTest, DecodeStepsMatchCpu) {
+  for (const char* path : {"tests/golden/tiny_llama", "tests/golden/tiny_qwen2"}) {
+    absl::StatusOr<Checkpoint> ckpt = OpenCheckpoint(SourcePath(path));
+    ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+    auto cpu = CreateCpuModelRunner(*ckpt, CpuRunnerOptions{});
+    ASSERT_TRUE(cpu.ok()) << cpu.status();
+    auto gpu = CreateCudaModelRunner(*ckpt, TestOptions());
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    constexpr int32_t kSeqs = 8, kSteps = 5;
+    const int32_t block_size = (*gpu)->kv_layout().block_size;
+    ASSERT_EQ(block_size, (*cpu)->kv_layout().block_size);
+    const int32_t blocks = (60 + kSeqs + kSteps + block_size - 1) / block_size;  // a sequence
+    ASSERT_GE((*cpu)->kv_layout().num_blocks, kSeqs * blocks);
+    ASSERT_GE((*gpu)->kv_layout().num_blocks, kSeqs * blocks);
+    // The chunks' spans point into these.
+    std::vector<std::vector<int32_t>> tables(kSeqs), ids(kSeqs), next(kSeqs, {0});
+    std::vector<int32_t> length(kSeqs);
+    auto table = [&](int32_t s, int32_t tokens) {
+      return std::span<const int32_t>(tables[s]).first((tokens + block_size - 1) / block_size);
+    };
+    BatchInput prefill;
+    for (int32_t s = 0; s < kSeqs; ++s) {
+      for (int32_t b = 0; b < blocks; ++b) tables[s].push_back(s * blocks + b);
+      for (int32_t i = 0; i < 60 + s; ++i) ids[s].push_back((s * 29 + i * 7) % 1000);
+      length[s] = static_cast<int32_t>(ids[s].size());
+      prefill.chunks.push_back(
+          {.seq_id = s, .token_ids = ids[s], .block_table = table(s, length[s])});
+    }
+    std::vector<float> want, got;
+    ASSERT_TRUE((*cpu)->Forward(prefill, &want).ok());
+    ASSERT_TRUE((*gpu)->Forward(prefill, &got).ok());
+    const double max_nmse = kNmsePerLayer * std::max<int64_t>(ckpt->config.num_layers, 4);
+    for (int32_t step = 0; step < kSteps; ++step) {
+      BatchInput decode;
+      for (int32_t s = 0; s < kSeqs; ++s) {
+        next[s][0] = (s * 13 + step * 101 + 5) % 1000;
+        decode.chunks.push_back({.seq_id = s,
+                                 .token_ids = next[s],
+                                 .start_pos = length[s],
+                                 .block_table = table(s, length[s] + 1)});
+        ++length[s];
+      }
+      ASSERT_TRUE((*cpu)->Forward(decode, &want).ok());
+      ASSERT_TRUE((*gpu)->Forward(decode, &got).ok());
+      const double rms = Rms(want);
+      const Tolerance tol{kSigmas * std::sqrt(max_nmse) * rms, 0.0, max_nmse};
+      EXPECT_ALL_CLOSE(got, want, tol) << path << ", step " << step;
+    }
+  }
+}
+
 // Where two runs' logits differ bit for bit ("" where they do not): how
 // many, the first, and whether `got` is all zero.
 std::string BitDifference(const std::vector<float>& got, const std::vector<float>& want) {

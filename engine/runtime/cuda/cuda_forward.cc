@@ -43,6 +43,20 @@ bool GemmSplitsEnabled() {
   return v == nullptr || std::string_view(v) != "0";
 }
 
+// Where a decode step's RoPE and cache write run inside the attention
+// kernel: after a cuBLAS projection (the default), also after the GEMV one
+// (ONECARD_FUSED_ROPE=all), or nowhere (=0); for comparisons.
+enum class FusedRope { kOff, kAfterCublas, kAll };
+FusedRope FusedRopeMode() {
+  static const FusedRope mode = [] {
+    const char* v = std::getenv("ONECARD_FUSED_ROPE");
+    if (v == nullptr) return FusedRope::kAfterCublas;
+    const std::string_view s(v);
+    return s == "0" ? FusedRope::kOff : s == "all" ? FusedRope::kAll : FusedRope::kAfterCublas;
+  }();
+  return mode;
+}
+
 }  // namespace
 
 absl::Status CudaRunnerImpl::TuneGemms() {
@@ -399,7 +413,10 @@ absl::Status CudaRunnerImpl::EnqueueLayer(int layer, const StepShape& shape) {
   rope.inv_freq = buf_.inv_freq;
   rope.num_tokens = t;
   // A decode step's RoPE and cache write run inside the attention kernel.
-  if (!shape.decode) RETURN_IF_ERROR(RopeKvWrite(rope, stream));
+  const FusedRope mode = FusedRopeMode();
+  const bool fuse_rope =
+      shape.decode && (mode == FusedRope::kAll || (mode == FusedRope::kAfterCublas && !gemv));
+  if (!fuse_rope) RETURN_IF_ERROR(RopeKvWrite(rope, stream));
   PagedAttentionParams attn;
   attn.dtype = DType::kBF16;
   attn.q = buf_.qkv;
@@ -420,7 +437,7 @@ absl::Status CudaRunnerImpl::EnqueueLayer(int layer, const StepShape& shape) {
                                       {.num_splits = shape.splits,
                                        .workspace = buf_.attn_split,
                                        .workspace_bytes = plan_.workspace.attn_split,
-                                       .rope = shape.decode ? &rope : nullptr},
+                                       .rope = fuse_rope ? &rope : nullptr},
                                       stream));
   // O projection, added to the residual stream.
   const int32_t o_partials = gemv ? 1 : GemmSplits(Product::kO, t);
