@@ -118,18 +118,33 @@ CudaRunnerOptions TestOptions() {
   return o;
 }
 
+// A golden checkpoint and its CPU runner, the reference (the checkpoint on
+// the heap: the runner may keep pointers into it).
+struct Reference {
+  std::unique_ptr<Checkpoint> ckpt;
+  std::unique_ptr<ModelRunner> cpu;
+};
+
+absl::StatusOr<Reference> OpenReference(const std::string& path) {
+  Reference r;
+  ASSIGN_OR_RETURN(Checkpoint ckpt, OpenCheckpoint(SourcePath(path)));
+  r.ckpt = std::make_unique<Checkpoint>(std::move(ckpt));
+  ASSIGN_OR_RETURN(r.cpu, CreateCpuModelRunner(*r.ckpt, CpuRunnerOptions{}));
+  return r;
+}
+
 void CompareOnCheckpoint(const std::string& path, const std::string& golden_dir) {
-  absl::StatusOr<Checkpoint> ckpt = OpenCheckpoint(SourcePath(path));
-  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
-  auto cpu = CreateCpuModelRunner(*ckpt, CpuRunnerOptions{});
-  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  absl::StatusOr<Reference> ref = OpenReference(path);
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  const std::unique_ptr<Checkpoint>& ckpt = ref->ckpt;
+  std::unique_ptr<ModelRunner>& cpu = ref->cpu;
   auto gpu = CreateCudaModelRunner(*ckpt, TestOptions());
   ASSERT_TRUE(gpu.ok()) << gpu.status();
   const int64_t vocab = ckpt->config.vocab_size;
   const std::vector<Prompt> prompts = GoldenPrompts(golden_dir);
   ASSERT_FALSE(prompts.empty()) << golden_dir;
   for (const Prompt& p : prompts) {
-    OneSequence cpu_seq(cpu->get(), (*cpu)->kv_layout().block_size);
+    OneSequence cpu_seq(cpu.get(), cpu->kv_layout().block_size);
     OneSequence gpu_seq(gpu->get(), (*gpu)->kv_layout().block_size);
     auto want = cpu_seq.Run(p.ids, true);
     auto got = gpu_seq.Run(p.ids, true);
@@ -227,10 +242,10 @@ TEST(CudaModelRunnerTest, GraphsMatchEagerSteps) {
 // the tolerance of the golden comparisons.
 TEST(CudaModelRunnerTest, SplitProductDecodeMatchesCpu) {
   for (const char* path : {"tests/golden/tiny_llama", "tests/golden/tiny_qwen2"}) {
-    absl::StatusOr<Checkpoint> ckpt = OpenCheckpoint(SourcePath(path));
-    ASSERT_TRUE(ckpt.ok()) << ckpt.status();
-    auto cpu = CreateCpuModelRunner(*ckpt, CpuRunnerOptions{});
-    ASSERT_TRUE(cpu.ok()) << cpu.status();
+    absl::StatusOr<Reference> ref = OpenReference(path);
+    ASSERT_TRUE(ref.ok()) << ref.status();
+    const std::unique_ptr<Checkpoint>& ckpt = ref->ckpt;
+    std::unique_ptr<ModelRunner>& cpu = ref->cpu;
     constexpr int32_t kSeqs = 8;
     std::vector<std::vector<int32_t>> tables(kSeqs), ids(kSeqs), next(kSeqs);
     BatchInput prefill, decode;
@@ -247,8 +262,8 @@ TEST(CudaModelRunnerTest, SplitProductDecodeMatchesCpu) {
                                .block_table = tables[s]});
     }
     std::vector<float> want;
-    ASSERT_TRUE((*cpu)->Forward(prefill, &want).ok());
-    ASSERT_TRUE((*cpu)->Forward(decode, &want).ok());
+    ASSERT_TRUE(cpu->Forward(prefill, &want).ok());
+    ASSERT_TRUE(cpu->Forward(decode, &want).ok());
     const double rms = Rms(want);
     const double max_nmse = kNmsePerLayer * std::max<int64_t>(ckpt->config.num_layers, 4);
     const Tolerance tol{kSigmas * std::sqrt(max_nmse) * rms, 0.0, max_nmse};
@@ -281,17 +296,17 @@ TEST(CudaModelRunnerTest, SplitProductDecodeMatchesCpu) {
 // against the CPU runner's, fed the same tokens.
 TEST(CudaModelRunnerTest, DecodeStepsMatchCpu) {
   for (const char* path : {"tests/golden/tiny_llama", "tests/golden/tiny_qwen2"}) {
-    absl::StatusOr<Checkpoint> ckpt = OpenCheckpoint(SourcePath(path));
-    ASSERT_TRUE(ckpt.ok()) << ckpt.status();
-    auto cpu = CreateCpuModelRunner(*ckpt, CpuRunnerOptions{});
-    ASSERT_TRUE(cpu.ok()) << cpu.status();
+    absl::StatusOr<Reference> ref = OpenReference(path);
+    ASSERT_TRUE(ref.ok()) << ref.status();
+    const std::unique_ptr<Checkpoint>& ckpt = ref->ckpt;
+    std::unique_ptr<ModelRunner>& cpu = ref->cpu;
     auto gpu = CreateCudaModelRunner(*ckpt, TestOptions());
     ASSERT_TRUE(gpu.ok()) << gpu.status();
     constexpr int32_t kSeqs = 8, kSteps = 5;
     const int32_t block_size = (*gpu)->kv_layout().block_size;
-    ASSERT_EQ(block_size, (*cpu)->kv_layout().block_size);
+    ASSERT_EQ(block_size, cpu->kv_layout().block_size);
     const int32_t blocks = (60 + kSeqs + kSteps + block_size - 1) / block_size;  // a sequence
-    ASSERT_GE((*cpu)->kv_layout().num_blocks, kSeqs * blocks);
+    ASSERT_GE(cpu->kv_layout().num_blocks, kSeqs * blocks);
     ASSERT_GE((*gpu)->kv_layout().num_blocks, kSeqs * blocks);
     // The chunks' spans point into these.
     std::vector<std::vector<int32_t>> tables(kSeqs), ids(kSeqs), next(kSeqs, {0});
@@ -308,7 +323,7 @@ TEST(CudaModelRunnerTest, DecodeStepsMatchCpu) {
           {.seq_id = s, .token_ids = ids[s], .block_table = table(s, length[s])});
     }
     std::vector<float> want, got;
-    ASSERT_TRUE((*cpu)->Forward(prefill, &want).ok());
+    ASSERT_TRUE(cpu->Forward(prefill, &want).ok());
     ASSERT_TRUE((*gpu)->Forward(prefill, &got).ok());
     const double max_nmse = kNmsePerLayer * std::max<int64_t>(ckpt->config.num_layers, 4);
     for (int32_t step = 0; step < kSteps; ++step) {
@@ -321,7 +336,7 @@ TEST(CudaModelRunnerTest, DecodeStepsMatchCpu) {
                                  .block_table = table(s, length[s] + 1)});
         ++length[s];
       }
-      ASSERT_TRUE((*cpu)->Forward(decode, &want).ok());
+      ASSERT_TRUE(cpu->Forward(decode, &want).ok());
       ASSERT_TRUE((*gpu)->Forward(decode, &got).ok());
       const double rms = Rms(want);
       const Tolerance tol{kSigmas * std::sqrt(max_nmse) * rms, 0.0, max_nmse};

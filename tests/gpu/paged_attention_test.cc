@@ -159,6 +159,37 @@ struct Batch {
   }
 };
 
+// A batch's buffers on the device (out poisoned per run), and a workspace for
+// the case's splits.
+struct DeviceBatch {
+  DeviceBuf<uint16_t> qkv, k, v, out;
+  DeviceBuf<int32_t> cu, start, tables;
+  int64_t ws_bytes;
+  DeviceBuf<uint8_t> ws;
+
+  DeviceBatch(const Batch& b, const AttnCase& c)
+      : qkv(b.qkv),
+        k(b.k),
+        v(b.v),
+        out(static_cast<size_t>(b.tokens) * c.heads * c.head_dim),
+        cu(b.cu),
+        start(b.start),
+        tables(b.tables),
+        ws_bytes(engine::PagedAttentionWorkspaceBytes(b.tokens, c.heads, c.head_dim, c.splits)),
+        ws(ws_bytes) {}
+
+  // Points `p` (from Batch::Params) at these buffers.
+  void Point(engine::PagedAttentionParams* p) {
+    p->q = qkv.get();
+    p->k_cache = k.get();
+    p->v_cache = v.get();
+    p->out = out.get();
+    p->cu_query_lens = cu.get();
+    p->start_pos = start.get();
+    p->block_tables = tables.get();
+  }
+};
+
 class PagedAttentionTest : public ::testing::TestWithParam<AttnCase> {};
 
 TEST_P(PagedAttentionTest, MatchesReference) {
@@ -168,29 +199,19 @@ TEST_P(PagedAttentionTest, MatchesReference) {
   std::vector<uint16_t> want(b.tokens * c.heads * c.head_dim);
   engine::PagedAttentionParams p = b.Params(c, want.data());
   ASSERT_TRUE(engine::PagedAttentionRef(p).ok());
-  DeviceBuf<uint16_t> dq(b.qkv), dk(b.k), dv(b.v), dout(want.size());
-  DeviceBuf<int32_t> dcu(b.cu), dstart(b.start), dtables(b.tables);
-  const int64_t ws_bytes =
-      engine::PagedAttentionWorkspaceBytes(b.tokens, c.heads, c.head_dim, c.splits);
-  DeviceBuf<uint8_t> ws(ws_bytes);
-  p.q = dq.get();
-  p.k_cache = dk.get();
-  p.v_cache = dv.get();
-  p.out = dout.get();
-  p.cu_query_lens = dcu.get();
-  p.start_pos = dstart.get();
-  p.block_tables = dtables.get();
+  DeviceBatch d(b, c);
+  d.Point(&p);
   for (int run = 0; run < 2; ++run) {  // twice on one workspace: no state carries over
-    dout.Poison();
+    d.out.Poison();
     const absl::Status st = engine::PagedAttentionSplit(p,
                                                         {.num_splits = c.splits,
-                                                         .workspace = ws.get(),
-                                                         .workspace_bytes = ws_bytes,
+                                                         .workspace = d.ws.get(),
+                                                         .workspace_bytes = d.ws_bytes,
                                                          .kernel = c.kernel},
                                                         nullptr);
     ASSERT_TRUE(st.ok()) << st;
     ASSERT_CUDA_OK(cudaDeviceSynchronize());
-    EXPECT_ALL_CLOSE(ToFloats(dout.Download()), ToFloats(want), (Tolerance{3e-3, 2e-2, 1e-4}))
+    EXPECT_ALL_CLOSE(ToFloats(d.out.Download()), ToFloats(want), (Tolerance{3e-3, 2e-2, 1e-4}))
         << "run " << run;
   }
 }
@@ -247,41 +268,32 @@ TEST_P(PagedAttentionTest, FusedRopeMatchesReference) {
   p.v_cache = v.data();
   ASSERT_TRUE(engine::PagedAttentionRef(p).ok());
 
-  DeviceBuf<uint16_t> dqkv(b.qkv), dk(b.k), dv(b.v), dout(want.size());
+  DeviceBatch d(b, c);
+  d.Point(&p);
   DeviceBuf<uint16_t> dbias(bias ? bias_host : std::vector<uint16_t>(1));
-  DeviceBuf<int32_t> dcu(b.cu), dstart(b.start), dtables(b.tables), dslots(slots);
+  DeviceBuf<int32_t> dslots(slots);
   DeviceBuf<float> dfreq(inv_freq);
-  const int64_t ws_bytes =
-      engine::PagedAttentionWorkspaceBytes(b.tokens, c.heads, c.head_dim, c.splits);
-  DeviceBuf<uint8_t> ws(ws_bytes);
-  p.q = dqkv.get();
-  p.k_cache = dk.get();
-  p.v_cache = dv.get();
-  p.out = dout.get();
-  p.cu_query_lens = dcu.get();
-  p.start_pos = dstart.get();
-  p.block_tables = dtables.get();
-  rope.qkv = dqkv.get();
+  rope.qkv = d.qkv.get();
   rope.bias = bias ? dbias.get() : nullptr;
-  rope.k_cache = dk.get();
-  rope.v_cache = dv.get();
-  rope.positions = dstart.get();
+  rope.k_cache = d.k.get();
+  rope.v_cache = d.v.get();
+  rope.positions = d.start.get();
   rope.slot_mapping = dslots.get();
   rope.inv_freq = dfreq.get();
-  dout.Poison();
+  d.out.Poison();
   const absl::Status st = engine::PagedAttentionSplit(p,
                                                       {.num_splits = c.splits,
-                                                       .workspace = ws.get(),
-                                                       .workspace_bytes = ws_bytes,
+                                                       .workspace = d.ws.get(),
+                                                       .workspace_bytes = d.ws_bytes,
                                                        .kernel = c.kernel,
                                                        .rope = &rope},
                                                       nullptr);
   ASSERT_TRUE(st.ok()) << st;
   ASSERT_CUDA_OK(cudaDeviceSynchronize());
-  EXPECT_ALL_CLOSE(ToFloats(dout.Download()), ToFloats(want), (Tolerance{3e-3, 2e-2, 1e-4}));
+  EXPECT_ALL_CLOSE(ToFloats(d.out.Download()), ToFloats(want), (Tolerance{3e-3, 2e-2, 1e-4}));
   const Tolerance pool_tol = Tolerance::For(DType::kBF16);
-  EXPECT_ALL_CLOSE(ToFloats(dk.Download()), ToFloats(k), pool_tol) << "k pool";
-  EXPECT_ALL_CLOSE(ToFloats(dv.Download()), ToFloats(v), pool_tol) << "v pool";
+  EXPECT_ALL_CLOSE(ToFloats(d.k.Download()), ToFloats(k), pool_tol) << "k pool";
+  EXPECT_ALL_CLOSE(ToFloats(d.v.Download()), ToFloats(v), pool_tol) << "v pool";
 }
 
 TEST(PagedAttentionTest, FusedRopeNamesTheMismatchedField) {
