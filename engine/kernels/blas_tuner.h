@@ -14,7 +14,15 @@
 // algorithm reports, screened by cublasLtMatmulAlgoCheck), and times the
 // finalists and cuBLAS's default over every weight in `weights` (the
 // model's layers, so the weights stream from HBM as in a step, not from L2);
-// the fastest is kept, or the default when that is the fastest. Every
+// the fastest is kept, or the default when that is the fastest. Shapes of
+// 128 rows or more (ONECARD_TUNER_AT_CAP=<rows> moves the line, 0: none)
+// rank their finalists, three more of the heuristic's undescended
+// candidates and the default at the board's power limit instead: each runs
+// back to back over every weight for 300 ms, then is timed for 200 ms. On
+// the H200, batch-128 decode steps run at the 700 W limit, where a
+// product's time is its energy over 700 W, not its burst time (bench/results,
+// sessions 6-7: +0.5 points of the floor at batch 128, 3 of 3 pairs; tuning
+// ~3 s a shape). Every
 // configuration computes the same product in fp32 accumulation; only the
 // summation order differs. ONECARD_TUNER_SEARCH=0 skips the search (the
 // heuristic's candidates and the default only), for comparisons.
@@ -120,7 +128,7 @@ class BlasTuner {
 
   // One line per tuned shape: "m x n x k[ +=][ /splits]: <choice> <us> us (default <us> us,
   // <n> candidates, <n> searched, <ms tuning took> ms)".
-  std::string Summary() const;  // loaded choices say "cached"
+  std::string Summary() const;  // loaded choices say "cached", ranked at the cap "at the cap"
 
  private:
   // blas_tuner_internal.h; SavedAlgo: blas_tuner_cache.cc.

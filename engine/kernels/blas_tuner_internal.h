@@ -84,6 +84,7 @@ struct BlasTuner::Entry {
   size_t workspace = 0;
   bool use_lt = false;
   bool cached = false;  // loaded by Deserialize, not timed in this process
+  bool at_cap = false;  // the finalists were ranked at the power cap (times: at the cap)
   int candidate = -1;   // heuristic index it was searched from, -1: the default
   int candidates = 0;   // heuristic algorithms that ran
   int searched = 0;     // configurations the search timed
