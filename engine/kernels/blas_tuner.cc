@@ -55,17 +55,16 @@ bool SearchEnabled() {
   return enabled;
 }
 
-// Shapes of at least this many rows rank their finalists at the power cap
-// (blas_tuner.h); ONECARD_TUNER_AT_CAP=<rows> moves the line, 0 turns it off.
-constexpr int64_t kAtCapRows = 128;
 constexpr double kHeatMs = 300;    // back to back before the timing: the board reaches its limit
 constexpr double kAtCapMs = 200;   // then timed
 constexpr size_t kAtCapExtra = 3;  // undescended candidates added to the finalists
 
+// ONECARD_TUNER_AT_CAP=<rows>: shapes of at least that many rows rank their
+// finalists at the power cap (blas_tuner.h); unset or 0: none.
 int64_t AtCapRows() {
   static const int64_t rows = [] {
     const char* v = std::getenv("ONECARD_TUNER_AT_CAP");
-    return v == nullptr ? kAtCapRows : std::atoll(v);
+    return v == nullptr ? int64_t{0} : static_cast<int64_t>(std::atoll(v));
   }();
   return rows;
 }

@@ -14,15 +14,15 @@
 // algorithm reports, screened by cublasLtMatmulAlgoCheck), and times the
 // finalists and cuBLAS's default over every weight in `weights` (the
 // model's layers, so the weights stream from HBM as in a step, not from L2);
-// the fastest is kept, or the default when that is the fastest. Shapes of
-// 128 rows or more (ONECARD_TUNER_AT_CAP=<rows> moves the line, 0: none)
-// rank their finalists, three more of the heuristic's undescended
-// candidates and the default at the board's power limit instead: each runs
-// back to back over every weight for 300 ms, then is timed for 200 ms. On
-// the H200, batch-128 decode steps run at the 700 W limit, where a
-// product's time is its energy over 700 W, not its burst time (bench/results,
-// sessions 6-7: +0.5 points of the floor at batch 128, 3 of 3 pairs; tuning
-// ~3 s a shape). Every
+// the fastest is kept, or the default when that is the fastest. With
+// ONECARD_TUNER_AT_CAP=<rows>, shapes of that many rows or more rank their
+// finalists, three more of the heuristic's undescended candidates and the
+// default at the board's power limit instead: each runs back to back over
+// every weight for 300 ms, then is timed for 200 ms (batch-128 decode steps
+// run at the H200's 700 W limit, where a product's time is its energy over
+// 700 W, not its burst time). Measured with 128 (bench/results, session 7):
+// batch 128 +0.6 % on one card (3 of 3 pairs), nothing on another, for ~3 s
+// of tuning a shape; so it is off unless asked for. Every
 // configuration computes the same product in fp32 accumulation; only the
 // summation order differs. ONECARD_TUNER_SEARCH=0 skips the search (the
 // heuristic's candidates and the default only), for comparisons.
