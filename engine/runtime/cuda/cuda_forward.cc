@@ -412,7 +412,8 @@ absl::Status CudaRunnerImpl::EnqueueLayer(int layer, const StepShape& shape) {
   rope.slot_mapping = MetaInts(buf_.meta, shape.layout.slots);
   rope.inv_freq = buf_.inv_freq;
   rope.num_tokens = t;
-  // A decode step's RoPE and cache write run inside the attention kernel.
+  // A decode step's RoPE and cache write run inside the attention kernel
+  // after a cuBLAS projection (not after the GEMV: docs/cuda.md).
   const FusedRope mode = FusedRopeMode();
   const bool fuse_rope =
       shape.decode && (mode == FusedRope::kAll || (mode == FusedRope::kAfterCublas && !gemv));

@@ -31,7 +31,7 @@ struct StepShape {
   int32_t rows = 0;              // logit rows R (<= max_num_seqs), or all tokens in chunks
   bool rows_are_tokens = false;  // row r is token r: no gather
   bool all_logits = false;       // every token's logits, in chunks of max_num_seqs
-  bool decode = false;           // every chunk one token (attention does the RoPE)
+  bool decode = false;           // every chunk one token (attention may do the RoPE)
   int32_t splits = 1;            // attention split-K (decode steps)
   bool sample = false;
   bool has_history = false;

@@ -7,8 +7,10 @@
 // - Gemv (ours, fused prologue/epilogue, as the runner calls it: gate_up
 //   with the SiLU·mul epilogue, down on its output) and cuBLAS (m = 1, plain)
 //   on the five decode projections: GB/s of weight bytes vs the copy rate.
-// - Paged attention decode (general kernel, split-K as the runner picks):
-//   batch 1/32/128 at 384 and 4096 keys: GB/s of K/V bytes.
+// - Paged attention decode (split-K as the runner picks): batch 1/32/128 at
+//   384 and 4096 keys: GB/s of K/V bytes; and at batch 1 and 128, 384 keys,
+//   with the step's RoPE + KV write fused in (time, against RoPE + KV write
+//   and attention apart).
 // - The small kernels of a batch-128 layer (RmsNorm, SiLU·mul, RoPE + KV
 //   write): time and GB/s of the bytes they must move.
 // - Flash attention prefill of 2048 and 8192 tokens (one layer, causal):
