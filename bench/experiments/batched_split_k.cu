@@ -25,14 +25,7 @@ __global__ void Reduce(const float4* p, int S, size_t n4, float4* out_f, uint2* 
   }
 }
 int main() {
-  cudaStream_t s;
-  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  cublasHandle_t h;
-  cublasCreate(&h);
-  void* ws;
-  CK(cudaMalloc(&ws, 64 << 20));
-  cublasSetStream(h, s);
-  cublasSetWorkspace(h, ws, 64 << 20);
+  const auto [s, h] = BlasOnStream();
   const int L = 16;
   struct P {
     const char* name;

@@ -176,14 +176,7 @@ using D3 = Cfg<Shape<_64, _128, _128>, Shape<_1, _1, _1>, Ping, PingE, PS>;
 using D4 = Cfg<Shape<_64, _32, _128>, Shape<_1, _1, _1>, Ping, PingE, PS>;
 
 int main() {
-  cudaStream_t s;
-  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  cublasHandle_t h;
-  cublasCreate(&h);
-  void* cublas_ws;
-  CK(cudaMalloc(&cublas_ws, 64 << 20));
-  cublasSetStream(h, s);
-  cublasSetWorkspace(h, cublas_ws, 64 << 20);
+  const auto [s, h] = BlasOnStream();
   const Problem probs[] = {{"qkv", 6144, 4096, 0.0f},
                            {"o", 4096, 4096, 1.0f},
                            {"gate_up", 28672, 4096, 0.0f},

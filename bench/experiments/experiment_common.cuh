@@ -4,9 +4,12 @@
 //   runtime or cuBLAS call fails (any status whose success is 0).
 // - ReplayUs / CaptureReplayUs: the mean time of one replay of a CUDA graph
 //   after one untimed replay, over `reps` replays.
+// - BlasOnStream: a non-blocking stream and a cuBLAS handle on it with a
+//   64 MiB workspace (programs that use it link -lcublas).
 #ifndef ONECARD_BENCH_EXPERIMENTS_EXPERIMENT_COMMON_CUH_
 #define ONECARD_BENCH_EXPERIMENTS_EXPERIMENT_COMMON_CUH_
 
+#include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <cstdio>
@@ -56,6 +59,23 @@ double CaptureReplayUs(cudaStream_t s, int reps, Body&& body) {
   CK(cudaGraphExecDestroy(e));
   CK(cudaGraphDestroy(g));
   return us;
+}
+
+struct BlasStream {
+  cudaStream_t s;
+  cublasHandle_t h;
+};
+
+inline BlasStream BlasOnStream() {
+  constexpr size_t kWorkspace = 64 << 20;
+  BlasStream b;
+  CK(cudaStreamCreateWithFlags(&b.s, cudaStreamNonBlocking));
+  CK(cublasCreate(&b.h));
+  void* ws;
+  CK(cudaMalloc(&ws, kWorkspace));
+  CK(cublasSetStream(b.h, b.s));
+  CK(cublasSetWorkspace(b.h, ws, kWorkspace));
+  return b;
 }
 
 #endif  // ONECARD_BENCH_EXPERIMENTS_EXPERIMENT_COMMON_CUH_

@@ -66,14 +66,7 @@ __global__ void TinyKernel(const char* pf, size_t pf_bytes, int pf_policy, uint4
 }
 
 int main() {
-  cudaStream_t s;
-  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  cublasHandle_t h;
-  cublasCreate(&h);
-  void* ws;
-  CK(cudaMalloc(&ws, 64 << 20));
-  cublasSetStream(h, s);
-  cublasSetWorkspace(h, ws, 64 << 20);
+  const auto [s, h] = BlasOnStream();
   const int L = 16, m = 128;
   const size_t kv_bytes = 134ull << 20;
   auto alloc = [](size_t b) {
