@@ -184,6 +184,20 @@ __device__ __forceinline__ void ApplyWeights(DecodeRows<D>& r, const uint32_t* p
   }
 }
 
+// Token t's query heads of kv head kvh's group into the query tile (16 rows;
+// rows past the group zeros), as cp.async copies in the caller's group.
+template <int D>
+__device__ __forceinline__ void LoadQueryTile(const AttnArgs& a, int t, int kvh, bf16* qs) {
+  using S = DecodeShape<D>;
+  const bf16* q = a.q + t * a.q_stride + static_cast<int64_t>(kvh * a.group) * D;
+  for (int i = threadIdx.x; i < 16 * S::kChunks; i += kThreads) {
+    const int row = i / S::kChunks;
+    const int c = i - row * S::kChunks;
+    const bool in_group = row < a.group;
+    cuda::CpAsync16(qs + row * S::kRow + c * 8, q + (in_group ? row : 0) * D + c * 8, in_group);
+  }
+}
+
 // The fused RoPE (kRope; a.q the raw packed qkv rows). Before the block's
 // first K/V loads, in a copy group of their own: the group's raw query heads
 // into the query tile (rows past the group zeros) and, in the block whose
@@ -194,14 +208,8 @@ template <int D>
 __device__ __forceinline__ void RopeLoad(const AttnArgs& a, int t, int kvh, int new_row, bf16* qs,
                                          bf16* stage) {
   using S = DecodeShape<D>;
+  LoadQueryTile<D>(a, t, kvh, qs);
   const bf16* x = a.q + t * a.q_stride;
-  const bf16* q = x + static_cast<int64_t>(kvh * a.group) * D;
-  for (int i = threadIdx.x; i < 16 * S::kChunks; i += kThreads) {
-    const int row = i / S::kChunks;
-    const int c = i - row * S::kChunks;
-    const bool in_group = row < a.group;
-    cuda::CpAsync16(qs + row * S::kRow + c * 8, q + (in_group ? row : 0) * D + c * 8, in_group);
-  }
   if (new_row >= 0 && threadIdx.x < 2 * S::kChunks) {
     const int64_t k_col = static_cast<int64_t>(a.num_heads + kvh) * D;
     const int64_t v_col = static_cast<int64_t>(a.num_heads + a.num_kv_heads + kvh) * D;
@@ -319,14 +327,7 @@ __global__ void __launch_bounds__(kThreads, kDecodeBlocksPerSm) AttnDecodeKernel
     if (rounds > 0) RopeLoad<D>(a, t, kvh, new_row, qs, stage);
     cuda::CpAsyncCommit();
   } else {
-    // The query tile joins K(0)'s copy group; rows past the group are zeros.
-    const bf16* q = a.q + t * a.q_stride + static_cast<int64_t>(kvh * a.group) * D;
-    for (int i = threadIdx.x; i < 16 * S::kChunks; i += kThreads) {
-      const int row = i / S::kChunks;
-      const int c = i - row * S::kChunks;
-      const bool in_group = row < a.group;
-      cuda::CpAsync16(qs + row * S::kRow + c * 8, q + (in_group ? row : 0) * D + c * 8, in_group);
-    }
+    LoadQueryTile<D>(a, t, kvh, qs);  // joins K(0)'s copy group
   }
   // Load i of the ring (K(r) = 2 r, V(r) = 2 r + 1) goes to slot i % 3.
   const int skip = new_row < kTileKeys ? new_row : -1;
