@@ -133,25 +133,41 @@ absl::StatusOr<Reference> OpenReference(const std::string& path) {
   return r;
 }
 
+// Runs body(path, checkpoint, its CPU runner) on tiny_llama and tiny_qwen2.
+template <typename Body>
+void ForEachTinyReference(Body&& body) {
+  for (const std::string path : {"tests/golden/tiny_llama", "tests/golden/tiny_qwen2"}) {
+    absl::StatusOr<Reference> ref = OpenReference(path);
+    ASSERT_TRUE(ref.ok()) << ref.status();
+    body(path, *ref->ckpt, *ref->cpu);
+  }
+}
+
+// The logits' tolerance (the header comment) for a model of `c`'s depth
+// whose reference logits have RMS `rms`.
+Tolerance LogitTolerance(const ModelConfig& c, double rms) {
+  const double max_nmse = kNmsePerLayer * std::max<int64_t>(c.num_layers, 4);
+  return Tolerance{kSigmas * std::sqrt(max_nmse) * rms, 0.0, max_nmse};
+}
+
 void CompareOnCheckpoint(const std::string& path, const std::string& golden_dir) {
   absl::StatusOr<Reference> ref = OpenReference(path);
   ASSERT_TRUE(ref.ok()) << ref.status();
-  const std::unique_ptr<Checkpoint>& ckpt = ref->ckpt;
-  std::unique_ptr<ModelRunner>& cpu = ref->cpu;
-  auto gpu = CreateCudaModelRunner(*ckpt, TestOptions());
+  const Checkpoint& ckpt = *ref->ckpt;
+  ModelRunner& cpu = *ref->cpu;
+  auto gpu = CreateCudaModelRunner(ckpt, TestOptions());
   ASSERT_TRUE(gpu.ok()) << gpu.status();
-  const int64_t vocab = ckpt->config.vocab_size;
+  const int64_t vocab = ckpt.config.vocab_size;
   const std::vector<Prompt> prompts = GoldenPrompts(golden_dir);
   ASSERT_FALSE(prompts.empty()) << golden_dir;
   for (const Prompt& p : prompts) {
-    OneSequence cpu_seq(cpu.get(), cpu->kv_layout().block_size);
+    OneSequence cpu_seq(&cpu, cpu.kv_layout().block_size);
     OneSequence gpu_seq(gpu->get(), (*gpu)->kv_layout().block_size);
     auto want = cpu_seq.Run(p.ids, true);
     auto got = gpu_seq.Run(p.ids, true);
     ASSERT_TRUE(want.ok() && got.ok()) << want.status() << got.status();
     const double rms = Rms(*want);
-    const double max_nmse = kNmsePerLayer * std::max<int64_t>(ckpt->config.num_layers, 4);
-    const Tolerance tol{kSigmas * std::sqrt(max_nmse) * rms, 0.0, max_nmse};
+    const Tolerance tol = LogitTolerance(ckpt.config, rms);
     const auto report = onecard::testing::CompareAll(*got, *want, tol);
     std::printf("[%s/%s] %zu tokens: logit rms %.3f, max abs err %.4f (%.2f%% of rms), NMSE %.2e\n",
                 golden_dir.c_str(), p.name.c_str(), p.ids.size(), rms, report.max_abs_err,
@@ -241,11 +257,7 @@ TEST(CudaModelRunnerTest, GraphsMatchEagerSteps) {
 // and whole, eagerly and through its graph, against the CPU runner: within
 // the tolerance of the golden comparisons.
 TEST(CudaModelRunnerTest, SplitProductDecodeMatchesCpu) {
-  for (const char* path : {"tests/golden/tiny_llama", "tests/golden/tiny_qwen2"}) {
-    absl::StatusOr<Reference> ref = OpenReference(path);
-    ASSERT_TRUE(ref.ok()) << ref.status();
-    const std::unique_ptr<Checkpoint>& ckpt = ref->ckpt;
-    std::unique_ptr<ModelRunner>& cpu = ref->cpu;
+  ForEachTinyReference([](const std::string& path, const Checkpoint& ckpt, ModelRunner& cpu) {
     constexpr int32_t kSeqs = 8;
     std::vector<std::vector<int32_t>> tables(kSeqs), ids(kSeqs), next(kSeqs);
     BatchInput prefill, decode;
@@ -262,15 +274,14 @@ TEST(CudaModelRunnerTest, SplitProductDecodeMatchesCpu) {
                                .block_table = tables[s]});
     }
     std::vector<float> want;
-    ASSERT_TRUE(cpu->Forward(prefill, &want).ok());
-    ASSERT_TRUE(cpu->Forward(decode, &want).ok());
+    ASSERT_TRUE(cpu.Forward(prefill, &want).ok());
+    ASSERT_TRUE(cpu.Forward(decode, &want).ok());
     const double rms = Rms(want);
-    const double max_nmse = kNmsePerLayer * std::max<int64_t>(ckpt->config.num_layers, 4);
-    const Tolerance tol{kSigmas * std::sqrt(max_nmse) * rms, 0.0, max_nmse};
+    const Tolerance tol = LogitTolerance(ckpt.config, rms);
     for (const int32_t splits : {1, 2, 4}) {
       CudaRunnerOptions options = TestOptions();
       options.gemm_splits = splits;
-      auto gpu = CreateCudaModelRunner(*ckpt, options);
+      auto gpu = CreateCudaModelRunner(ckpt, options);
       ASSERT_TRUE(gpu.ok()) << gpu.status();
       std::vector<float> got;
       ASSERT_TRUE((*gpu)->Forward(prefill, &got).ok());
@@ -281,12 +292,12 @@ TEST(CudaModelRunnerTest, SplitProductDecodeMatchesCpu) {
         std::printf(
             "[%s] decode of %d, %d partials, graphs %d: max abs err %.4f (%.2f%% of rms "
             "%.3f), NMSE %.2e\n",
-            path, kSeqs, splits, graphs, report.max_abs_err, 100.0 * report.max_abs_err / rms, rms,
-            report.nmse);
+            path.c_str(), kSeqs, splits, graphs, report.max_abs_err,
+            100.0 * report.max_abs_err / rms, rms, report.nmse);
         EXPECT_ALL_CLOSE(got, want, tol) << path << ", " << splits << " partials";
       }
     }
-  }
+  });
 }
 
 // Eight sequences (more than the GEMV takes: the cuBLAS path, whose decode
@@ -295,18 +306,14 @@ TEST(CudaModelRunnerTest, SplitProductDecodeMatchesCpu) {
 // kernel are read by the next, across the 64-key rounds; each step's logits
 // against the CPU runner's, fed the same tokens.
 TEST(CudaModelRunnerTest, DecodeStepsMatchCpu) {
-  for (const char* path : {"tests/golden/tiny_llama", "tests/golden/tiny_qwen2"}) {
-    absl::StatusOr<Reference> ref = OpenReference(path);
-    ASSERT_TRUE(ref.ok()) << ref.status();
-    const std::unique_ptr<Checkpoint>& ckpt = ref->ckpt;
-    std::unique_ptr<ModelRunner>& cpu = ref->cpu;
-    auto gpu = CreateCudaModelRunner(*ckpt, TestOptions());
+  ForEachTinyReference([](const std::string& path, const Checkpoint& ckpt, ModelRunner& cpu) {
+    auto gpu = CreateCudaModelRunner(ckpt, TestOptions());
     ASSERT_TRUE(gpu.ok()) << gpu.status();
     constexpr int32_t kSeqs = 8, kSteps = 5;
     const int32_t block_size = (*gpu)->kv_layout().block_size;
-    ASSERT_EQ(block_size, cpu->kv_layout().block_size);
+    ASSERT_EQ(block_size, cpu.kv_layout().block_size);
     const int32_t blocks = (60 + kSeqs + kSteps + block_size - 1) / block_size;  // a sequence
-    ASSERT_GE(cpu->kv_layout().num_blocks, kSeqs * blocks);
+    ASSERT_GE(cpu.kv_layout().num_blocks, kSeqs * blocks);
     ASSERT_GE((*gpu)->kv_layout().num_blocks, kSeqs * blocks);
     // The chunks' spans point into these.
     std::vector<std::vector<int32_t>> tables(kSeqs), ids(kSeqs), next(kSeqs, {0});
@@ -323,9 +330,8 @@ TEST(CudaModelRunnerTest, DecodeStepsMatchCpu) {
           {.seq_id = s, .token_ids = ids[s], .block_table = table(s, length[s])});
     }
     std::vector<float> want, got;
-    ASSERT_TRUE(cpu->Forward(prefill, &want).ok());
+    ASSERT_TRUE(cpu.Forward(prefill, &want).ok());
     ASSERT_TRUE((*gpu)->Forward(prefill, &got).ok());
-    const double max_nmse = kNmsePerLayer * std::max<int64_t>(ckpt->config.num_layers, 4);
     for (int32_t step = 0; step < kSteps; ++step) {
       BatchInput decode;
       for (int32_t s = 0; s < kSeqs; ++s) {
@@ -336,13 +342,12 @@ TEST(CudaModelRunnerTest, DecodeStepsMatchCpu) {
                                  .block_table = table(s, length[s] + 1)});
         ++length[s];
       }
-      ASSERT_TRUE(cpu->Forward(decode, &want).ok());
+      ASSERT_TRUE(cpu.Forward(decode, &want).ok());
       ASSERT_TRUE((*gpu)->Forward(decode, &got).ok());
-      const double rms = Rms(want);
-      const Tolerance tol{kSigmas * std::sqrt(max_nmse) * rms, 0.0, max_nmse};
-      EXPECT_ALL_CLOSE(got, want, tol) << path << ", step " << step;
+      EXPECT_ALL_CLOSE(got, want, LogitTolerance(ckpt.config, Rms(want)))
+          << path << ", step " << step;
     }
-  }
+  });
 }
 
 // Where two runs' logits differ bit for bit ("" where they do not): how
