@@ -2,23 +2,16 @@
 // here only enqueues on the runner's stream, reading the step's metadata from
 // fixed device addresses, so that a decode bucket can be captured as a graph.
 // Tested by tests/gpu/cuda_model_runner_test.cc.
-#include <unistd.h>
-
-#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
-#include <fstream>
 #include <optional>
-#include <sstream>
 #include <string_view>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "engine/common/log.h"
 #include "engine/common/status_macros.h"
 #include "engine/kernels/blas_gemm.h"
 #include "engine/kernels/embedding.h"
@@ -139,49 +132,6 @@ absl::Status CudaRunnerImpl::TuneGemms() {
                  tuning_summary_.c_str());
   }
   return absl::OkStatus();
-}
-
-std::string CudaRunnerImpl::LoadTuningCache() {
-  const std::string& path = options_.tuning_cache;
-  if (path.empty()) return "";
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return "";  // not made yet: written after tuning
-  std::stringstream text;
-  text << in.rdbuf();
-  absl::StatusOr<BlasTuner::Loaded> loaded = tuner_->Deserialize(text.str());
-  if (!loaded.ok()) {
-    Log(LogLevel::kWarn, "cuda", "tuning cache %s: %s; tuning afresh", path,
-        loaded.status().message());
-    return "";
-  }
-  for (const std::string& why : loaded->left_out) {
-    Log(LogLevel::kWarn, "cuda", "tuning cache %s: %s; timing it afresh", path, why);
-  }
-  return absl::StrFormat(
-      "tuning cache %s: %d products loaded, %d cuBLASLt configurations rebuilt (%d word for "
-      "word as saved), %d left to time\n",
-      path, loaded->products, loaded->rebuilt, loaded->rebuilt_identical, loaded->left_out.size());
-}
-
-void CudaRunnerImpl::SaveTuningCache() const {
-  const std::string& path = options_.tuning_cache;
-  if (path.empty()) return;
-  // Written beside, then renamed over: a reader never sees half a file, and
-  // workers sharing the file (one volume for several pods) never write into
-  // the same partial file.
-  const std::string partial = absl::StrCat(path, ".partial.", getpid());
-  {
-    std::ofstream out(partial, std::ios::binary | std::ios::trunc);
-    out << tuner_->Serialize();
-    if (!out.good()) {
-      Log(LogLevel::kWarn, "cuda", "tuning cache %s: cannot write %s", path, partial);
-      return;
-    }
-  }
-  if (std::rename(partial.c_str(), path.c_str()) != 0) {
-    Log(LogLevel::kWarn, "cuda", "tuning cache %s: cannot rename %s over it: %s", path, partial,
-        std::strerror(errno));
-  }
 }
 
 absl::StatusOr<double> CudaRunnerImpl::TimeResidualProduct(Product product, int32_t m,

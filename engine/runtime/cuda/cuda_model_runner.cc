@@ -1,15 +1,22 @@
-// CudaRunnerImpl: creation (plan, arenas, weights), a step's host flow
+// CudaRunnerImpl: creation (plan, arenas, weights, the tuning cache file), a step's host flow
 // (check, pack, one copy in, graph or eager launch, one copy out) and the
 // CUDA graphs of decode buckets. The kernels of a step: cuda_forward.cc.
 // Tested by tests/gpu/cuda_model_runner_test.cc.
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "engine/common/log.h"
 #include "engine/common/status_macros.h"
 #include "engine/kernels/rope.h"
 #include "engine/model/model_weights.h"
@@ -279,6 +286,49 @@ absl::Status CudaRunnerImpl::RunAllLogits(const StepShape& shape, std::vector<fl
     std::memcpy(logits->data() + int64_t{r0} * vocab, out_host_->data(), int64_t{n} * vocab * 4);
   }
   return absl::OkStatus();
+}
+
+std::string CudaRunnerImpl::LoadTuningCache() {
+  const std::string& path = options_.tuning_cache;
+  if (path.empty()) return "";
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return "";  // not made yet: written after tuning
+  std::stringstream text;
+  text << in.rdbuf();
+  absl::StatusOr<BlasTuner::Loaded> loaded = tuner_->Deserialize(text.str());
+  if (!loaded.ok()) {
+    Log(LogLevel::kWarn, "cuda", "tuning cache %s: %s; tuning afresh", path,
+        loaded.status().message());
+    return "";
+  }
+  for (const std::string& why : loaded->left_out) {
+    Log(LogLevel::kWarn, "cuda", "tuning cache %s: %s; timing it afresh", path, why);
+  }
+  return absl::StrFormat(
+      "tuning cache %s: %d products loaded, %d cuBLASLt configurations rebuilt (%d word for "
+      "word as saved), %d left to time\n",
+      path, loaded->products, loaded->rebuilt, loaded->rebuilt_identical, loaded->left_out.size());
+}
+
+void CudaRunnerImpl::SaveTuningCache() const {
+  const std::string& path = options_.tuning_cache;
+  if (path.empty()) return;
+  // Written beside, then renamed over: a reader never sees half a file, and
+  // workers sharing the file (one volume for several pods) never write into
+  // the same partial file.
+  const std::string partial = absl::StrCat(path, ".partial.", getpid());
+  {
+    std::ofstream out(partial, std::ios::binary | std::ios::trunc);
+    out << tuner_->Serialize();
+    if (!out.good()) {
+      Log(LogLevel::kWarn, "cuda", "tuning cache %s: cannot write %s", path, partial);
+      return;
+    }
+  }
+  if (std::rename(partial.c_str(), path.c_str()) != 0) {
+    Log(LogLevel::kWarn, "cuda", "tuning cache %s: cannot rename %s over it: %s", path, partial,
+        std::strerror(errno));
+  }
 }
 
 absl::StatusOr<std::unique_ptr<CudaModelRunner>> CreateRandomCudaModelRunner(

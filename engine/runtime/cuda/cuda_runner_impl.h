@@ -1,5 +1,5 @@
 // CudaRunnerImpl: the CudaModelRunner of cuda_model_runner.h. Internal to
-// engine/runtime/cuda: cuda_model_runner.cc (creation, steps, graphs),
+// engine/runtime/cuda: cuda_model_runner.cc (creation, tuning cache file, steps, graphs),
 // step_pack.cc (batch checks, metadata packing), cuda_forward.cc (the kernel
 // sequence of a step). Tested by tests/gpu/cuda_model_runner_test.cc.
 #ifndef ONECARD_ENGINE_RUNTIME_CUDA_CUDA_RUNNER_IMPL_H_
@@ -135,9 +135,10 @@ class CudaRunnerImpl : public CudaModelRunner {
   // RmsNorm of the residual stream (`partials` splits > 1: folded into it
   // first) into buf_.normed.
   absl::Status NormResidual(const void* weight, int32_t tokens, int32_t partials);
-  // options_.tuning_cache: the choices loaded into tuner_, and a line saying
-  // how many ("" without a file, or with one that does not load, which is
-  // logged, as are choices that cannot be rebuilt); written back.
+  // cuda_model_runner.cc. options_.tuning_cache: the choices loaded into
+  // tuner_, and a line saying how many ("" without a file, or with one that
+  // does not load, which is logged, as are choices that cannot be rebuilt);
+  // written back by TuneGemms.
   std::string LoadTuningCache();
   void SaveTuningCache() const;
 
