@@ -1,5 +1,5 @@
 // The status macros of the house style: RETURN_IF_ERROR and ASSIGN_OR_RETURN.
-// (CUDA_RETURN_IF_ERROR lives in engine/runtime/cuda_check.h, beside CUDA.)
+// (CUDA_RETURN_IF_ERROR lives in engine/kernels/cuda_check.h, beside CUDA.)
 // Tested through every caller; no test of its own.
 #ifndef ONECARD_ENGINE_COMMON_STATUS_MACROS_H_
 #define ONECARD_ENGINE_COMMON_STATUS_MACROS_H_

@@ -20,7 +20,7 @@
 #include "engine/common/status_macros.h"
 #include "engine/kernels/blas_tuner_internal.h"
 #include "engine/kernels/cublas_loader.h"
-#include "engine/runtime/cuda_check.h"
+#include "engine/kernels/cuda_check.h"
 
 namespace onecard::engine {
 namespace {

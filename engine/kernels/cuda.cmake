@@ -26,6 +26,8 @@ if(NOT TARGET onecard_kernels_cuda)
     ${_k}/cublas_loader.cc
     ${_k}/embedding.cu
     ${_k}/gemv.cu
+    ${_k}/int4_dequant.cu
+    ${_k}/int4_gemm.cu
     ${_k}/kv_cache_write.cu
     ${_k}/linear.cu
     ${_k}/paged_attention.cu

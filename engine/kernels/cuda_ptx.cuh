@@ -1,6 +1,6 @@
 // Thin wrappers over the PTX instructions the tensor-core and streaming
 // kernels use: cp.async (16-byte global -> shared copies, zero-fill when not
-// valid), ldmatrix (x4, plain and transposed), mma.sync m16n8k16 bf16 with
+// valid; 4-byte ones), ldmatrix (x4, plain and transposed), mma.sync m16n8k16 bf16 with
 // fp32 accumulators, and a streaming 16-byte global load that skips L1.
 // Fragment layouts (PTX ISA, "mma.m16n8k16"): lane = 4 * g + t;
 //   A (16x16, row): a0 (g, 2t..2t+1), a1 (g+8, 2t..), a2 (g, 2t+8..), a3 (g+8, 2t+8..)
@@ -24,6 +24,11 @@ __device__ __forceinline__ uint32_t SmemAddr(const void* p) {
 __device__ __forceinline__ void CpAsync16(void* smem, const void* gmem, bool valid) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(SmemAddr(smem)), "l"(gmem),
                "r"(valid ? 16 : 0));
+}
+
+// Copies 4 bytes global -> shared asynchronously (through L1).
+__device__ __forceinline__ void CpAsync4(void* smem, const void* gmem) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(SmemAddr(smem)), "l"(gmem));
 }
 
 __device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }

@@ -12,7 +12,7 @@
 
 #include "absl/status/status.h"
 #include "engine/kernels/cuda_common.cuh"
-#include "engine/runtime/cuda_check.h"
+#include "engine/kernels/cuda_check.h"
 
 namespace onecard::engine::attention {
 

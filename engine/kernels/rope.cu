@@ -5,7 +5,7 @@
 // Tested by tests/gpu/rope_kv_test.cc against RopeRef.
 #include "engine/kernels/cuda_common.cuh"
 #include "engine/kernels/rope.h"
-#include "engine/runtime/cuda_check.h"
+#include "engine/kernels/cuda_check.h"
 
 namespace onecard::engine {
 namespace {

@@ -10,7 +10,7 @@
 #include "engine/kernels/cuda_ptx.cuh"
 #include "engine/kernels/rope_internal.cuh"
 #include "engine/kernels/rope_kv_write.h"
-#include "engine/runtime/cuda_check.h"
+#include "engine/kernels/cuda_check.h"
 
 namespace onecard::engine {
 namespace {

@@ -6,7 +6,7 @@
 #include "engine/kernels/cuda_common.cuh"
 #include "engine/kernels/cuda_ptx.cuh"
 #include "engine/kernels/silu_mul.h"
-#include "engine/runtime/cuda_check.h"
+#include "engine/kernels/cuda_check.h"
 
 namespace onecard::engine {
 namespace {

@@ -10,11 +10,7 @@
 
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define ONECARD_HOST_DEVICE __host__ __device__
-#else
-#define ONECARD_HOST_DEVICE
-#endif
+#include "engine/common/host_device.h"
 
 namespace onecard::engine {
 

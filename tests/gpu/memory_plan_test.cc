@@ -1,8 +1,11 @@
-// The memory planner and the synthetic shapes (plain C++; label unit, built
-// with the CUDA backend): llama3-8b BF16 fits a 24 GiB budget with the
-// expected KV, is refused at 14 GiB with "needs X GiB, budget Y GiB", the
-// weight bytes match the published parameter count, explicit block counts
-// are honoured or refused, and the step layout never overlaps.
+// The memory planner, the weight formats and the synthetic shapes (plain C++;
+// label unit, built with the CUDA backend): llama3-8b BF16 fits a 24 GiB
+// budget with the expected KV, is refused at 14 GiB with "needs X GiB, budget
+// Y GiB", the weight bytes match the published parameter count; 4-bit
+// weights are counted by format (codes n k / 2, an fp16 scale a group) so
+// llama3-70b fits 48 GiB, mistral-large-123b the card with 64k tokens of KV,
+// and a budget too small names the formats; explicit block counts are
+// honoured or refused, and the step layout never overlaps.
 #include "engine/runtime/cuda/memory_plan.h"
 
 #include <string>
@@ -75,6 +78,73 @@ TEST(MemoryPlanTest, BadInputIsInvalidArgument) {
   MemoryPlanInput in = Llama8b(24 * kGiB);
   in.max_batched_tokens = 4;  // fewer than max_num_seqs
   EXPECT_EQ(PlanMemory(in).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+MemoryPlanInput Int4(const char* model, int64_t budget) {
+  MemoryPlanInput in;
+  in.config = *SyntheticModelConfig(model);
+  in.weights = ModelWeightsSpec::Uniform(
+      in.config, {.format = WeightFormat::kInt4, .group = 128, .offsets = Int4Offsets::kSymmetric});
+  in.budget_bytes = budget;
+  return in;
+}
+
+TEST(MemoryPlanTest, Int4WeightsAreCountedByFormat) {
+  auto plan = PlanMemory(Int4("llama3-70b", 48 * kGiB));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  // Per layer 8192 x (10240 + 8192 + 57344 + 28672) weights: half a byte
+  // each, plus 2 bytes a group of 128.
+  const double weights = 80.0 * 8192 * (10240 + 8192 + 57344 + 28672);
+  EXPECT_NEAR(static_cast<double>(plan->weights.by_format.at("int4 g128")),
+              weights / 2 + weights / 128 * 2, 80 * 4 * 256.0);
+  // Embeddings and LM head (not tied) and the norms stay BF16.
+  EXPECT_NEAR(static_cast<double>(plan->weights.by_format.at("bf16")),
+              2.0 * 128256 * 8192 * 2 + (2 * 80 + 1) * 8192 * 2, 400 * 256.0);
+  EXPECT_EQ(plan->weight_bytes, plan->weights.total);
+  EXPECT_GT(plan->workspace.int4_dequant, 57344LL * 8192 * 2 - 1);  // the widest: gate_up
+  EXPECT_GT(plan->workspace.int4_gemm, 0);
+  const std::string text = plan->ToString();
+  EXPECT_NE(text.find("int4 g128"), std::string::npos) << text;
+  EXPECT_LE(plan->total_bytes(), 48 * kGiB);
+}
+
+TEST(MemoryPlanTest, Mistral123bInt4FitsTheCardWith64kTokensOfKv) {
+  auto plan = PlanMemory(Int4("mistral-large-123b", static_cast<int64_t>(139.8 * kGiB)));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_GE(plan->num_kv_blocks * plan->kv_block_size, 65536);
+}
+
+TEST(MemoryPlanTest, Int4BudgetTooSmallNamesTheFormats) {
+  auto plan = PlanMemory(Int4("llama3-70b", 30 * kGiB));
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(plan.status().code(), absl::StatusCode::kResourceExhausted);
+  const std::string msg(plan.status().message());
+  EXPECT_NE(msg.find("llama3-70b needs "), std::string::npos) << msg;
+  EXPECT_NE(msg.find("int4 g128"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("bf16"), std::string::npos) << msg;
+}
+
+TEST(WeightSpecTest, ParsesFormatsAndRefusesShapesTheKernelsDoNotTake) {
+  EXPECT_EQ(ParseProjectionSpec("bf16")->format, WeightFormat::kBf16);
+  const ProjectionSpec g64 = *ParseProjectionSpec("int4-g64-zero");
+  EXPECT_EQ(g64.format, WeightFormat::kInt4);
+  EXPECT_EQ(g64.group, 64);
+  EXPECT_EQ(g64.offsets, Int4Offsets::kZero);
+  EXPECT_EQ(g64.Name(), "int4 g64 zero");
+  EXPECT_EQ(ParseProjectionSpec("int4")->group, 128);
+  EXPECT_FALSE(ParseProjectionSpec("int4-g48").ok());
+  EXPECT_FALSE(ParseProjectionSpec("fp4").ok());
+  ModelConfig odd = *SyntheticModelConfig("llama3-8b");
+  odd.intermediate_size = 14340;  // down's k is not a multiple of 64
+  const absl::Status st = CheckInt4Shape(odd, Projection::kDown, 128);
+  EXPECT_EQ(st.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_NE(st.message().find("down"), std::string::npos) << st;
+  EXPECT_TRUE(CheckInt4Shape(odd, Projection::kQkv, 128).ok());
+  // A spec naming a shape 4-bit cannot be planned.
+  MemoryPlanInput in = Llama8b(24 * kGiB);
+  in.config = odd;
+  in.weights = ModelWeightsSpec::Uniform(odd, *ParseProjectionSpec("int4"));
+  EXPECT_EQ(PlanMemory(in).status().code(), absl::StatusCode::kUnimplemented);
 }
 
 TEST(StepLayoutTest, RegionsAreOrderedAlignedAndDisjoint) {

@@ -10,6 +10,7 @@
 #define ONECARD_TOOLS_BENCH_BENCH_REGISTRY_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -27,12 +28,13 @@ struct BenchOptions {
   int32_t new_tokens = 64;
 };
 
-using ScenarioFn = absl::Status (*)(const BenchOptions& options, BenchReporter& reporter);
+using ScenarioFn =
+    std::function<absl::Status(const BenchOptions& options, BenchReporter& reporter)>;
 
 struct Scenario {
   std::string name;
   std::string description;
-  ScenarioFn run = nullptr;
+  ScenarioFn run;
 };
 
 // Adds a scenario; returns true (for namespace-scope registration).

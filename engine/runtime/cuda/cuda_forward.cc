@@ -1,6 +1,7 @@
 // The kernel sequence of one CUDA step (see cuda_model_runner.h): everything
 // here only enqueues on the runner's stream, reading the step's metadata from
 // fixed device addresses, so that a decode bucket can be captured as a graph.
+// A layer's projections go through Project (cuda_projection.cc).
 // Tested by tests/gpu/cuda_model_runner_test.cc.
 #include <chrono>
 #include <cmath>
@@ -20,10 +21,9 @@
 #include "engine/kernels/rms_norm.h"
 #include "engine/kernels/rope_kv_write.h"
 #include "engine/kernels/sample.h"
-#include "engine/kernels/silu_mul.h"
+#include "engine/kernels/cuda_check.h"
 #include "engine/runtime/cuda/cuda_runner_impl.h"
 #include "engine/runtime/cuda/runner_kernels.h"
-#include "engine/runtime/cuda_check.h"
 
 namespace onecard::engine {
 namespace {
@@ -56,12 +56,18 @@ absl::Status CudaRunnerImpl::TuneGemms() {
   if (!options_.tune_gemms) return absl::OkStatus();
   ASSIGN_OR_RETURN(tuner_, BlasTuner::Create(buf_.cublas, plan_.workspace.cublas));
   const std::string loaded = LoadTuningCache();
+  // The BF16 weights of each product (4-bit ones run Int4Gemm at these
+  // sizes); a product with none is not tuned.
   std::vector<const void*> qkv, o, gate_up, down;
   for (const CudaLayerWeights& w : weights_.layers) {
-    qkv.push_back(w.wqkv);
-    o.push_back(w.wo);
-    gate_up.push_back(w.w_gate_up);
-    down.push_back(w.w_down);
+    const std::pair<Projection, std::vector<const void*>*> lists[] = {
+        {Projection::kQkv, &qkv},
+        {Projection::kO, &o},
+        {Projection::kGateUp, &gate_up},
+        {Projection::kDown, &down}};
+    for (const auto& [p, list] : lists) {
+      if (w[p].spec.format == WeightFormat::kBf16) list->push_back(w[p].data);
+    }
   }
   const std::vector<const void*> lm_head = {weights_.lm_head};
   const std::pair<Product, const std::vector<const void*>*> products[] = {
@@ -78,6 +84,7 @@ absl::Status CudaRunnerImpl::TuneGemms() {
   for (const int32_t m : buckets_) {
     if (UseGemv(m) || m > options_.max_batched_tokens) continue;
     for (const auto& [product, weights] : products) {
+      if (weights->empty()) continue;
       RETURN_IF_ERROR(
           tuner_->Tune(ctx_->cublas(), ProductParams(product, m), *weights, ctx_->stream()));
     }
@@ -87,6 +94,7 @@ absl::Status CudaRunnerImpl::TuneGemms() {
     const int32_t forced = options_.gemm_splits;
     if (!GemmSplitsEnabled() || forced == 1 || m > options_.max_num_seqs) continue;
     for (const auto& [product, weights] : {products[1], products[3]}) {
+      if (weights->empty()) continue;
       const BlasGemmParams whole = ProductParams(product, m);
       const std::optional<int32_t> cached = forced == 0 ? tuner_->Note(whole) : std::nullopt;
       int32_t best = 1;
@@ -249,8 +257,9 @@ absl::Status CudaRunnerImpl::EnqueueStep(const StepShape& shape) {
   embed.vocab_size = config_.vocab_size;
   embed.hidden = config_.hidden_size;
   RETURN_IF_ERROR(Embedding(embed, stream));
+  int32_t partials = 1;
   for (int layer = 0; layer < config_.num_layers; ++layer) {
-    RETURN_IF_ERROR(EnqueueLayer(layer, shape));
+    RETURN_IF_ERROR(EnqueueLayer(layer, shape, &partials));
   }
   if (shape.all_logits || shape.rows == 0) return absl::OkStatus();
   const void* x = buf_.residual;
@@ -310,47 +319,13 @@ absl::Status CudaRunnerImpl::EnqueueLogits(const StepShape& shape, const void* x
   return BlasGemm(ctx_->cublas(), logits, stream, tuner_.get());
 }
 
-absl::Status CudaRunnerImpl::EnqueueLayer(int layer, const StepShape& shape) {
+absl::Status CudaRunnerImpl::EnqueueLayer(int layer, const StepShape& shape,
+                                          int32_t* partials) {
   cudaStream_t stream = ctx_->stream();
   const CudaLayerWeights& w = weights_.layers[layer];
   const int32_t t = shape.tokens;
-  const int64_t h = config_.hidden_size, inter = config_.intermediate_size;
-  const int64_t q_width = config_.num_heads * config_.head_dim;
-  const int64_t qkv_width = q_width + 2 * config_.num_kv_heads * config_.head_dim;
-  const float eps = config_.rms_norm_eps;
-  const bool gemv = UseGemv(t);
-  cublasHandle_t blas = ctx_->cublas();
-  // Split-K partials of layer l's down product, folded by the next layer's
-  // first norm. The last layer's stays whole: the logits read the residual
-  // stream as it is (gathered rows, or the final norm).
-  auto down_partials = [&](int l) {
-    return gemv || l + 1 >= config_.num_layers ? 1 : GemmSplits(Product::kDown, t);
-  };
-  // Projection of RmsNorm(residual) by `weight`: `product`'s output and width;
-  // `partials` (> 1) split-K partials of the previous product are first
-  // added to the residual stream.
-  auto norm_proj = [&](const void* norm, const void* weight, Product product,
-                       int32_t partials) -> absl::Status {
-    BlasGemmParams g = ProductParams(product, t);
-    if (gemv) {
-      return Gemv({.prologue = GemvPrologue::kRmsNorm,
-                   .x = buf_.residual,
-                   .x_row_stride = h,
-                   .norm_weight = norm,
-                   .eps = eps,
-                   .w = weight,
-                   .y = g.y,
-                   .num_rows = t,
-                   .n = g.n,
-                   .k = h},
-                  stream);
-    }
-    RETURN_IF_ERROR(NormResidual(norm, t, partials));
-    g.w = weight;
-    return BlasGemm(blas, g, stream, tuner_.get());
-  };
-  RETURN_IF_ERROR(
-      norm_proj(w.attn_norm, w.wqkv, Product::kQkv, layer > 0 ? down_partials(layer - 1) : 1));
+  const int64_t qkv_width = ProjectionShape(config_, Projection::kQkv)[0];
+  RETURN_IF_ERROR(Project(Projection::kQkv, layer, t, *partials).status());
   RopeKvWriteParams rope;
   rope.qkv = buf_.qkv;
   rope.bias = w.bqkv;
@@ -363,10 +338,11 @@ absl::Status CudaRunnerImpl::EnqueueLayer(int layer, const StepShape& shape) {
   rope.inv_freq = buf_.inv_freq;
   rope.num_tokens = t;
   // A decode step's RoPE and cache write run inside the attention kernel
-  // after a cuBLAS projection (not after the GEMV: docs/cuda.md).
+  // after a cuBLAS projection (not after the GEMV kernels: docs/cuda.md).
   const FusedRope mode = FusedRopeMode();
+  const bool by_library = ProjectsByLibrary(Projection::kQkv, layer, t);
   const bool fuse_rope =
-      shape.decode && (mode == FusedRope::kAll || (mode == FusedRope::kAfterCublas && !gemv));
+      shape.decode && (mode == FusedRope::kAll || (mode == FusedRope::kAfterCublas && by_library));
   if (!fuse_rope) RETURN_IF_ERROR(RopeKvWrite(rope, stream));
   PagedAttentionParams attn;
   attn.dtype = DType::kBF16;
@@ -390,57 +366,10 @@ absl::Status CudaRunnerImpl::EnqueueLayer(int layer, const StepShape& shape) {
                                        .workspace_bytes = plan_.workspace.attn_split,
                                        .rope = fuse_rope ? &rope : nullptr},
                                       stream));
-  // O projection, added to the residual stream.
-  const int32_t o_partials = gemv ? 1 : GemmSplits(Product::kO, t);
-  if (gemv) {
-    RETURN_IF_ERROR(Gemv({.x = buf_.attn_out,
-                          .x_row_stride = q_width,
-                          .w = w.wo,
-                          .y = buf_.residual,
-                          .add_to_y = true,
-                          .num_rows = t,
-                          .n = h,
-                          .k = q_width},
-                         stream));
-  } else {
-    BlasGemmParams o = ResidualProductParams(Product::kO, t, o_partials);
-    o.w = w.wo;
-    RETURN_IF_ERROR(BlasGemm(blas, o, stream, tuner_.get()));
-  }
-  // SiLU(gate) * up and the down projection, added to the residual stream.
-  if (gemv) {  // the activation straight out of the gate/up GEMV
-    RETURN_IF_ERROR(Gemv({.prologue = GemvPrologue::kRmsNorm,
-                          .x = buf_.residual,
-                          .x_row_stride = h,
-                          .norm_weight = w.ffn_norm,
-                          .eps = eps,
-                          .w = w.w_gate_up,
-                          .y = buf_.act,
-                          .silu_mul_y = true,
-                          .num_rows = t,
-                          .n = inter,
-                          .k = h},
-                         stream));
-    return Gemv({.x = buf_.act,
-                 .x_row_stride = inter,
-                 .w = w.w_down,
-                 .y = buf_.residual,
-                 .add_to_y = true,
-                 .num_rows = t,
-                 .n = h,
-                 .k = inter},
-                stream);
-  }
-  RETURN_IF_ERROR(norm_proj(w.ffn_norm, w.w_gate_up, Product::kGateUp, o_partials));
-  RETURN_IF_ERROR(SiluMul({.dtype = DType::kBF16,
-                           .gate_up = buf_.gate_up,
-                           .out = buf_.act,
-                           .num_tokens = t,
-                           .inter = inter},
-                          stream));
-  BlasGemmParams down = ResidualProductParams(Product::kDown, t, down_partials(layer));
-  down.w = w.w_down;
-  return BlasGemm(blas, down, stream, tuner_.get());
+  ASSIGN_OR_RETURN(const int32_t o_partials, Project(Projection::kO, layer, t, 1));
+  RETURN_IF_ERROR(Project(Projection::kGateUp, layer, t, o_partials).status());
+  ASSIGN_OR_RETURN(*partials, Project(Projection::kDown, layer, t, 1));
+  return absl::OkStatus();
 }
 
 }  // namespace onecard::engine

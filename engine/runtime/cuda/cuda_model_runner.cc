@@ -19,10 +19,9 @@
 #include "engine/common/log.h"
 #include "engine/common/status_macros.h"
 #include "engine/kernels/rope.h"
-#include "engine/model/model_weights.h"
 #include "engine/runtime/cuda/cuda_runner_impl.h"
 #include "engine/runtime/cuda/synthetic_shapes.h"
-#include "engine/runtime/cuda_check.h"
+#include "engine/kernels/cuda_check.h"
 
 namespace onecard::engine {
 namespace {
@@ -84,7 +83,7 @@ std::string DescribeGraph(cudaGraph_t graph) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<CudaRunnerImpl>> CudaRunnerImpl::Create(
-    const ModelConfig& config, const CudaRunnerOptions& options) {
+    const ModelConfig& config, const ModelWeightsSpec& spec, const CudaRunnerOptions& options) {
   if (options.gemm_splits < 0 || options.gemm_splits > kMaxGemmSplits) {
     return absl::InvalidArgumentError(
         absl::StrCat("CudaRunnerOptions.gemm_splits = ", options.gemm_splits, ": must be 0 to ",
@@ -92,10 +91,12 @@ absl::StatusOr<std::unique_ptr<CudaRunnerImpl>> CudaRunnerImpl::Create(
   }
   std::unique_ptr<CudaRunnerImpl> r(new CudaRunnerImpl());
   r->config_ = config;
+  r->spec_ = spec;
   r->options_ = options;
   ASSIGN_OR_RETURN(r->ctx_, DeviceContext::Create(options.device));
   MemoryPlanInput in;
   in.config = config;
+  in.weights = spec;
   in.budget_bytes =
       options.gpu_memory_budget > 0 ? options.gpu_memory_budget : r->ctx_->free_bytes_at_start();
   in.max_context = options.max_context;
@@ -145,6 +146,10 @@ absl::Status CudaRunnerImpl::Allocate() {
   ASSIGN_OR_RETURN(void* rope, a.Take(w.rope));
   buf_.inv_freq = static_cast<float*>(rope);
   ASSIGN_OR_RETURN(buf_.cublas, a.Take(w.cublas));
+  if (w.int4_gemm > 0) {
+    ASSIGN_OR_RETURN(buf_.int4_gemm, a.Take(w.int4_gemm));
+    ASSIGN_OR_RETURN(buf_.int4_dequant, a.Take(w.int4_dequant));
+  }
   RETURN_IF_ERROR(ctx_->SetCublasWorkspace(buf_.cublas, w.cublas));
 
   kv_layout_ = KvLayout{.num_blocks = static_cast<int32_t>(plan_.num_kv_blocks),
@@ -165,6 +170,9 @@ absl::Status CudaRunnerImpl::Allocate() {
   }
   CUDA_RETURN_IF_ERROR(cudaMemsetAsync(buf_.sample, 0, w.sample, stream));
   CUDA_RETURN_IF_ERROR(cudaMemsetAsync(buf_.attn_split, 0, w.attn_split, stream));
+  if (buf_.int4_gemm != nullptr) {  // its arrival counters start at zero
+    CUDA_RETURN_IF_ERROR(cudaMemsetAsync(buf_.int4_gemm, 0, w.int4_gemm, stream));
+  }
   const std::vector<float> inv_freq =
       RopeInvFreq(static_cast<int32_t>(config_.head_dim), config_.rope_theta, config_.rope_scaling);
   CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(buf_.inv_freq, inv_freq.data(), inv_freq.size() * 4,
@@ -177,13 +185,14 @@ absl::Status CudaRunnerImpl::Allocate() {
   return absl::OkStatus();
 }
 
-absl::Status CudaRunnerImpl::LoadWeights(const ModelWeightsF32& weights) {
-  ASSIGN_OR_RETURN(weights_, UploadWeights(config_, weights, weight_arena_.get()));
+absl::Status CudaRunnerImpl::LoadWeights(HostTensorSource& source) {
+  ASSIGN_OR_RETURN(weights_, engine::LoadWeights(config_, spec_, source, weight_arena_.get()));
   return absl::OkStatus();
 }
 
 absl::Status CudaRunnerImpl::LoadRandomWeights(uint64_t seed) {
-  ASSIGN_OR_RETURN(weights_, RandomWeights(config_, seed, weight_arena_.get(), ctx_->stream()));
+  ASSIGN_OR_RETURN(weights_,
+                   RandomWeights(config_, spec_, seed, weight_arena_.get(), ctx_->stream()));
   return absl::OkStatus();
 }
 
@@ -333,7 +342,8 @@ void CudaRunnerImpl::SaveTuningCache() const {
 
 absl::StatusOr<std::unique_ptr<CudaModelRunner>> CreateRandomCudaModelRunner(
     const ModelConfig& config, const CudaRunnerOptions& options) {
-  ASSIGN_OR_RETURN(std::unique_ptr<CudaRunnerImpl> r, CudaRunnerImpl::Create(config, options));
+  const ModelWeightsSpec spec = ModelWeightsSpec::Uniform(config, options.synthetic_weights);
+  ASSIGN_OR_RETURN(std::unique_ptr<CudaRunnerImpl> r, CudaRunnerImpl::Create(config, spec, options));
   RETURN_IF_ERROR(r->LoadRandomWeights(options.synthetic_seed));
   RETURN_IF_ERROR(r->TuneGemms());
   return std::unique_ptr<CudaModelRunner>(std::move(r));
@@ -345,14 +355,22 @@ absl::StatusOr<std::unique_ptr<CudaModelRunner>> CreateSyntheticCudaModelRunner(
   return CreateRandomCudaModelRunner(config, options);
 }
 
-absl::StatusOr<std::unique_ptr<CudaModelRunner>> CreateCudaModelRunner(
-    const Checkpoint& checkpoint, const CudaRunnerOptions& options) {
-  ASSIGN_OR_RETURN(ModelWeightsF32 weights, LoadWeightsF32(checkpoint));
-  ASSIGN_OR_RETURN(std::unique_ptr<CudaRunnerImpl> r,
-                   CudaRunnerImpl::Create(checkpoint.config, options));
-  RETURN_IF_ERROR(r->LoadWeights(weights));
+absl::StatusOr<std::unique_ptr<CudaModelRunner>> CreateCudaModelRunnerFromSource(
+    const ModelConfig& config, const ModelWeightsSpec& spec, HostTensorSource& source,
+    const CudaRunnerOptions& options) {
+  ASSIGN_OR_RETURN(std::unique_ptr<CudaRunnerImpl> r, CudaRunnerImpl::Create(config, spec, options));
+  RETURN_IF_ERROR(r->LoadWeights(source));
   RETURN_IF_ERROR(r->TuneGemms());
   return std::unique_ptr<CudaModelRunner>(std::move(r));
+}
+
+absl::StatusOr<std::unique_ptr<CudaModelRunner>> CreateCudaModelRunner(
+    const Checkpoint& checkpoint, const CudaRunnerOptions& options) {
+  RETURN_IF_ERROR(checkpoint.config.Validate());
+  ASSIGN_OR_RETURN(const ModelWeightsSpec spec,
+                   CheckpointWeightsSpec(checkpoint, /*all_bf16=*/!options.keep_int4));
+  std::unique_ptr<HostTensorSource> source = CheckpointTensorSource(checkpoint);
+  return CreateCudaModelRunnerFromSource(checkpoint.config, spec, *source, options);
 }
 
 }  // namespace onecard::engine

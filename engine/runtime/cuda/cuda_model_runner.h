@@ -1,4 +1,6 @@
-// The cuda backend: a BF16 ModelRunner (model_runner.h) for one GPU.
+// The cuda backend: a ModelRunner (model_runner.h) for one GPU, with BF16 or
+// 4-bit projections (weight_spec.h; a checkpoint's 4-bit GGUF tensors stay
+// 4-bit, repacked without re-rounding).
 //
 // - Memory is planned up front (memory_plan.h) from options.gpu_memory_budget
 //   (default: the card's free memory) and printed; a budget that cannot hold
@@ -7,8 +9,11 @@
 //   embedding; per layer RMSNorm -> QKV -> bias + RoPE + KV write -> paged
 //   attention -> O (+ residual) -> RMSNorm -> gate_up -> SiLU*up -> down
 //   (+ residual); final norm and LM head on the rows that want logits.
-//   Up to 4 tokens use Gemv (gemv.h) with the norms, SiLU and residual adds
-//   fused; more use cuBLAS with the residual add as beta = 1.
+//   Each projection picks its kernel from its weight's format and the rows
+//   (cuda_projection.cc): BF16 up to 4 rows Gemv (gemv.h) with the norms,
+//   SiLU and residual adds fused, more cuBLAS with the residual add as
+//   beta = 1; 4-bit up to 16 rows Int4Gemm (int4_gemm.h), more dequantized
+//   to BF16 for cuBLAS.
 // - Decode steps (every chunk one token) run as CUDA graphs captured per
 //   batch bucket (1, 2, 3, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, ...),
 //   padded rows writing no KV (slot -1); the first step of a bucket runs
@@ -30,7 +35,9 @@
 #include "absl/status/statusor.h"
 #include "engine/kernels/sample.h"
 #include "engine/model/checkpoint.h"
+#include "engine/runtime/cuda/cuda_weights.h"
 #include "engine/runtime/cuda/memory_plan.h"
+#include "engine/runtime/cuda/weight_spec.h"
 #include "engine/runtime/model_runner.h"
 
 namespace onecard::engine {
@@ -61,6 +68,11 @@ struct CudaRunnerOptions {
   std::string tuning_cache;
   bool time_steps = false;      // CudaStepTiming::gpu_us (two events a step; benchmarks)
   uint64_t synthetic_seed = 1;  // synthetic models only
+  // The format of every projection of a synthetic model (BF16 by default).
+  ProjectionSpec synthetic_weights;
+  // Checkpoints: keep 4-bit GGUF projections (Q4_0 / Q4_1) 4-bit (true), or
+  // expand every projection to BF16 (false: 3-4x the memory, the BF16 kernels).
+  bool keep_int4 = true;
   bool print_plan = true;       // the memory plan to stderr at creation
 };
 
@@ -98,6 +110,12 @@ absl::StatusOr<std::unique_ptr<CudaModelRunner>> CreateSyntheticCudaModelRunner(
 // The same from an explicit config (tests use small shapes).
 absl::StatusOr<std::unique_ptr<CudaModelRunner>> CreateRandomCudaModelRunner(
     const ModelConfig& config, const CudaRunnerOptions& options);
+
+// Weights in the formats `spec` gives, read from `source` one tensor at a
+// time (tests give 4-bit weights of their own this way).
+absl::StatusOr<std::unique_ptr<CudaModelRunner>> CreateCudaModelRunnerFromSource(
+    const ModelConfig& config, const ModelWeightsSpec& spec, HostTensorSource& source,
+    const CudaRunnerOptions& options);
 
 }  // namespace onecard::engine
 

@@ -1,7 +1,8 @@
 // CudaRunnerImpl: the CudaModelRunner of cuda_model_runner.h. Internal to
 // engine/runtime/cuda: cuda_model_runner.cc (creation, tuning cache file, steps, graphs),
 // step_pack.cc (batch checks, metadata packing), cuda_forward.cc (the kernel
-// sequence of a step). Tested by tests/gpu/cuda_model_runner_test.cc.
+// sequence of a step), cuda_projection.cc (a projection: one switch on the
+// weight's format). Tested by tests/gpu/cuda_model_runner_test.cc.
 #ifndef ONECARD_ENGINE_RUNTIME_CUDA_CUDA_RUNNER_IMPL_H_
 #define ONECARD_ENGINE_RUNTIME_CUDA_CUDA_RUNNER_IMPL_H_
 
@@ -51,6 +52,8 @@ struct StepBuffers {
   float* logits = nullptr;
   void* attn_split = nullptr;
   float* gemm_partials = nullptr;
+  void* int4_gemm = nullptr;     // Int4Gemm's workspace (4-bit weights only)
+  void* int4_dequant = nullptr;  // a 4-bit weight as BF16 (steps over kInt4GemmMaxRows)
   void* sample = nullptr;
   int32_t* out_tokens = nullptr;
   char* meta = nullptr;  // device mirror of the pinned metadata
@@ -65,12 +68,17 @@ struct SampleInputs {
 
 class CudaRunnerImpl : public CudaModelRunner {
  public:
+  // A step's matrix products (Projection's four and the LM head).
+  enum class Product { kQkv, kO, kGateUp, kDown, kLmHead };
+
   static absl::StatusOr<std::unique_ptr<CudaRunnerImpl>> Create(const ModelConfig& config,
+                                                                const ModelWeightsSpec& spec,
                                                                 const CudaRunnerOptions& options);
   ~CudaRunnerImpl() override;
 
-  // Fills the weights (exactly one of these, once, after Create).
-  absl::Status LoadWeights(const ModelWeightsF32& weights);
+  // Fills the weights in the formats `spec` (the one passed to Create)
+  // gives (exactly one of these, once, after Create).
+  absl::Status LoadWeights(HostTensorSource& source);
   absl::Status LoadRandomWeights(uint64_t seed);
   // After the weights: tunes the cuBLAS products of the decode buckets that
   // do not use Gemv (options.tune_gemms; cuda_forward.cc).
@@ -112,14 +120,32 @@ class CudaRunnerImpl : public CudaModelRunner {
 
   // cuda_forward.cc
   absl::Status EnqueueStep(const StepShape& shape);
-  absl::Status EnqueueLayer(int layer, const StepShape& shape);
+  // One layer; `partials`: split-K partials its first norm folds in (the
+  // previous layer's down), then those of its own down.
+  absl::Status EnqueueLayer(int layer, const StepShape& shape, int32_t* partials);
   absl::Status EnqueueLogits(const StepShape& shape, const void* x, int32_t num_rows);
   bool UseGemv(int32_t tokens) const;
   // The cuBLAS products of a step of `rows` rows: input and output buffers,
   // shape and beta. The weight (.w) is the caller's: one layer's when a step
   // runs, every layer's when TuneGemms times them.
-  enum class Product { kQkv, kO, kGateUp, kDown, kLmHead };
   BlasGemmParams ProductParams(Product product, int32_t rows) const;
+  // cuda_projection.cc. Projection p of layer for a step of t tokens:
+  //   kQkv:    buf_.qkv = RmsNorm(residual; attn_norm) Wqkv^T
+  //   kO:      residual += attn_out Wo^T
+  //   kGateUp: buf_.act = SiluMul(RmsNorm(residual; ffn_norm) Wgate_up^T)
+  //   kDown:   residual += act Wdown^T
+  // in_partials (> 1): split-K partials of the previous product, folded into
+  // the residual stream by the norm first. Returns the partials this
+  // product left instead of adding to the stream (1: none).
+  absl::StatusOr<int32_t> Project(Projection p, int layer, int32_t t, int32_t in_partials);
+  absl::StatusOr<int32_t> ProjectBf16(Projection p, int layer, int32_t t, int32_t in_partials,
+                                      const void* weight, bool allow_splits);
+  absl::StatusOr<int32_t> ProjectInt4(Projection p, int layer, int32_t t, int32_t in_partials,
+                                      const CudaWeight& w);
+  const void* NormWeight(Projection p, int layer) const;
+  // Whether the projection runs through cuBLAS (whose kernels let the next
+  // kernel start only at their end: where attention may fuse the RoPE).
+  bool ProjectsByLibrary(Projection p, int layer, int32_t t) const;
   // How many split-K partials the o or down product of a `rows`-row step
   // writes (1: the product adds into the residual stream itself); chosen by
   // TuneGemms when the partials and the FusedAddRmsNorm that folds them run
@@ -143,6 +169,7 @@ class CudaRunnerImpl : public CudaModelRunner {
   void SaveTuningCache() const;
 
   ModelConfig config_;
+  ModelWeightsSpec spec_;
   CudaRunnerOptions options_;
   MemoryPlan plan_;
   KvLayout kv_layout_;

@@ -1,55 +1,111 @@
-// The CUDA backend's BF16 weights in device memory, with the projections
-// fused as the kernels want them: wqkv = [Wq; Wk; Wv] (and the Qwen2 biases
-// [bq; bk; bv]), w_gate_up = [Wgate; Wup]. Tensors are carved in a fixed
-// order from one arena of Bf16WeightBytes(config) bytes (memory_plan.h).
-// Two sources: a checkpoint's fp32 weights (converted on the host, round to
-// nearest even), or seeded random values generated on the device
-// (synthetic_weights.cu): uniform in +-sqrt(3 / fan_in) for projections,
-// 1 +- 0.05 for norms, +-1 for embeddings, never zero.
+// The CUDA backend's weights in device memory. A projection's weight is a
+// typed value (CudaWeight: format, shape, data, scales and offsets, where it
+// lives), fused as the kernels want it: qkv = [Wq; Wk; Wv] (and the Qwen2
+// biases [bq; bk; bv]), gate_up = [Wgate; Wup] in BF16 or, 4-bit, gate and up
+// interleaved by 8 rows (InterleavedGateUpRows), so that one 16-row tile holds
+// both halves of 8 outputs of SiLU(gate) * up. Embeddings, LM head, norms and
+// biases are BF16. Every tensor is carved from one arena in a fixed order, as
+// CountWeightBytes (weight_spec.h) counts them.
+// Sources: a checkpoint read one tensor at a time (4-bit GGUF blocks repacked
+// without re-rounding, the rest dequantized and rounded to BF16, nearest
+// even), host tensors (tests), or seeded random values generated on the
+// device (synthetic_weights.cu): BF16 uniform in +-sqrt(3 / fan_in) for
+// projections, 1 +- 0.05 for norms, +-1 for embeddings, never zero; 4-bit
+// random codes with scales sqrt(3 / fan_in) / 8 * (0.5..1.5).
 // Tested through tests/gpu/cuda_model_runner_test.cc.
 #ifndef ONECARD_ENGINE_RUNTIME_CUDA_CUDA_WEIGHTS_H_
 #define ONECARD_ENGINE_RUNTIME_CUDA_CUDA_WEIGHTS_H_
 
 #include <cuda_runtime.h>
 
+#include <array>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/kernels/int4_gemm.h"
+#include "engine/kernels/int4_matrix.h"
+#include "engine/model/layer_tensors.h"
 #include "engine/model/model_config.h"
-#include "engine/model/model_weights.h"
 #include "engine/runtime/cuda/device_context.h"
+#include "engine/runtime/cuda/weight_spec.h"
 
 namespace onecard::engine {
 
+struct CudaWeight {
+  ProjectionSpec spec;
+  int64_t n = 0;  // [n, k]
+  int64_t k = 0;
+  Residency residency = Residency::kDevice;
+  void* data = nullptr;     // BF16 [n, k], or the 4-bit codes (int4_layout.h)
+  void* scales = nullptr;   // 4-bit: uint32 [n / 16][8][k / group]
+  void* offsets = nullptr;  // 4-bit kZero / kFloat: as scales
+  Int4WeightView Int4() const {
+    return {data, scales, offsets, n, k, spec.group, spec.offsets};
+  }
+};
+
 struct CudaLayerWeights {
-  void* attn_norm = nullptr;  // [hidden]
-  void* wqkv = nullptr;       // [(heads + 2 kv_heads) head_dim, hidden]
-  void* bqkv = nullptr;       // [(heads + 2 kv_heads) head_dim] or null
-  void* wo = nullptr;         // [hidden, heads head_dim]
-  void* ffn_norm = nullptr;   // [hidden]
-  void* w_gate_up = nullptr;  // [2 intermediate, hidden]
-  void* w_down = nullptr;     // [hidden, intermediate]
+  void* attn_norm = nullptr;  // BF16 [hidden]
+  void* bqkv = nullptr;       // BF16 [(heads + 2 kv_heads) head_dim] or null
+  void* ffn_norm = nullptr;   // BF16 [hidden]
+  std::array<CudaWeight, kNumProjections> proj;  // by Projection
+  const CudaWeight& operator[](Projection p) const { return proj[static_cast<int>(p)]; }
 };
 
 struct CudaWeights {
-  void* embedding = nullptr;   // [vocab, hidden]
-  void* final_norm = nullptr;  // [hidden]
-  void* lm_head = nullptr;     // [vocab, hidden]; the embedding when tied
+  void* embedding = nullptr;   // BF16 [vocab, hidden]
+  void* final_norm = nullptr;  // BF16 [hidden]
+  void* lm_head = nullptr;     // BF16 [vocab, hidden]; the embedding when tied
   std::vector<CudaLayerWeights> layers;
 };
 
-absl::StatusOr<CudaWeights> UploadWeights(const ModelConfig& config, const ModelWeightsF32& weights,
-                                          DeviceArena* arena);
+// Host tensors, one at a time, for LoadWeights: a checkpoint's (layer_tensors.h),
+// or tests' own.
+class HostTensorSource {
+ public:
+  virtual ~HostTensorSource() = default;
+  virtual absl::StatusOr<std::vector<float>> F32(TensorPart part, int64_t layer) = 0;
+  // Asked only for the parts of projections the spec makes 4-bit.
+  virtual absl::StatusOr<Int4Matrix> Int4(TensorPart part, int64_t layer) = 0;
+};
 
-absl::StatusOr<CudaWeights> RandomWeights(const ModelConfig& config, uint64_t seed,
-                                          DeviceArena* arena, cudaStream_t stream);
+// The spec a checkpoint's tensors give: a projection is 4-bit where every part
+// of it is a 4-bit GGUF tensor (Q4_0 / Q4_1: groups of 32, offsets "min"
+// where any part is Q4_1) and its shape suits the kernels; otherwise BF16.
+// `all_bf16`: every projection BF16.
+absl::StatusOr<ModelWeightsSpec> CheckpointWeightsSpec(const Checkpoint& checkpoint,
+                                                       bool all_bf16);
 
-// Device kernel (synthetic_weights.cu): n BF16 values center + half_width * u,
-// u uniform in [-1, 1) from a counter-based hash of (seed, index); a value
-// that rounds to zero becomes center + half_width.
+// A HostTensorSource over a checkpoint's mapped tensors.
+std::unique_ptr<HostTensorSource> CheckpointTensorSource(const Checkpoint& checkpoint);
+
+// Fills the weights from `source`, layer by layer: each projection's parts are
+// fused in host memory (BF16, or packed 4-bit for a 4-bit spec) and copied to
+// the device; no more than one projection is held on the host at a time.
+absl::StatusOr<CudaWeights> LoadWeights(const ModelConfig& config, const ModelWeightsSpec& spec,
+                                        HostTensorSource& source, DeviceArena* arena);
+
+// Pointers into `arena` for every tensor (contents undefined).
+absl::StatusOr<CudaWeights> CarveWeights(const ModelConfig& config, const ModelWeightsSpec& spec,
+                                         DeviceArena* arena);
+
+absl::StatusOr<CudaWeights> RandomWeights(const ModelConfig& config, const ModelWeightsSpec& spec,
+                                          uint64_t seed, DeviceArena* arena, cudaStream_t stream);
+
+// Device kernels (synthetic_weights.cu), values from a counter-based hash of
+// (seed, index):
+// n BF16 values center + half_width * u, u uniform in [-1, 1); a value that
+// rounds to zero becomes center + half_width.
 absl::Status FillUniformBf16(void* data, int64_t n, uint64_t seed, float center, float half_width,
                              cudaStream_t stream);
+// n random 32-bit words (4-bit codes).
+absl::Status FillRandomWords(void* data, int64_t n, uint64_t seed, cudaStream_t stream);
+// n words of two fp16 scales, each scale * (1 + 0.5 u); the offsets (when not
+// null): zero points 0..15 (kZero) or mins -scale * (8 + 2 u) (kFloat).
+absl::Status FillInt4Scales(void* scales, void* offsets, int64_t n, uint64_t seed, float scale,
+                            Int4Offsets kind, cudaStream_t stream);
 
 }  // namespace onecard::engine
 

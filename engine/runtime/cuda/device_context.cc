@@ -3,7 +3,7 @@
 #include "engine/runtime/cuda/device_context.h"
 
 #include "absl/strings/str_cat.h"
-#include "engine/runtime/cuda_check.h"
+#include "engine/kernels/cuda_check.h"
 
 namespace onecard::engine {
 

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "engine/common/status_macros.h"
+#include "engine/kernels/int4_gemm.h"
 #include "engine/kernels/paged_attention_split.h"
 #include "engine/kernels/sample.h"
 
@@ -45,6 +46,19 @@ WorkspaceSizes Workspace(const MemoryPlanInput& in, int32_t max_context, const S
   w.meta = Align(layout.size_bytes, 256);
   w.rope = Align(c.head_dim / 2 * 4, 256);
   w.cublas = in.cublas_workspace_bytes;
+  int64_t widest_int4 = 0, largest_int4 = 0;
+  for (const auto& layer : in.weights.layers) {
+    for (int p = 0; p < kNumProjections; ++p) {
+      if (layer[p].format != WeightFormat::kInt4) continue;
+      const auto [n, k] = ProjectionShape(c, static_cast<Projection>(p));
+      widest_int4 = std::max(widest_int4, n);
+      largest_int4 = std::max(largest_int4, n * k);
+    }
+  }
+  if (widest_int4 > 0) {
+    w.int4_gemm = Align(Int4GemmWorkspaceBytes(widest_int4, in.num_sms), 256);
+    w.int4_dequant = Align(largest_int4 * 2, 256);
+  }
   return w;
 }
 
@@ -93,28 +107,17 @@ StepLayout MakeStepLayout(int32_t max_tokens, int32_t max_seqs, int32_t max_rows
 
 int64_t WorkspaceSizes::Total() const {
   return residual + normed + qkv + attn_out + gate_up + act + rows + logits + attn_split +
-         gemm_partials + sample + out_tokens + meta + rope + cublas;
+         gemm_partials + sample + out_tokens + meta + rope + cublas + int4_gemm + int4_dequant;
 }
 
 int64_t MemoryPlan::total_bytes() const {
   return weight_bytes + workspace.Total() + reserve_bytes + kv_bytes();
 }
 
-int64_t Bf16WeightBytes(const ModelConfig& c) {
-  const int64_t qkv_rows = (c.num_heads + 2 * c.num_kv_heads) * c.head_dim;
-  auto t = [](int64_t elements) { return Align(elements * 2, 256); };
-  int64_t layer = 2 * t(c.hidden_size) + t(qkv_rows * c.hidden_size) +
-                  t(c.hidden_size * c.num_heads * c.head_dim) +
-                  t(2 * c.intermediate_size * c.hidden_size) +
-                  t(c.hidden_size * c.intermediate_size);
-  if (c.attention_bias) layer += t(qkv_rows);
-  int64_t total = c.num_layers * layer + t(c.vocab_size * c.hidden_size) + t(c.hidden_size);
-  if (!c.tie_word_embeddings) total += t(c.vocab_size * c.hidden_size);
-  return total;
-}
-
-absl::StatusOr<MemoryPlan> PlanMemory(const MemoryPlanInput& in) {
-  RETURN_IF_ERROR(CheckInput(in));
+absl::StatusOr<MemoryPlan> PlanMemory(const MemoryPlanInput& input) {
+  RETURN_IF_ERROR(CheckInput(input));
+  MemoryPlanInput in = input;
+  if (in.weights.layers.empty()) in.weights = ModelWeightsSpec::Uniform(in.config, {});
   const ModelConfig& c = in.config;
   MemoryPlan p;
   p.model = c.name;
@@ -128,7 +131,8 @@ absl::StatusOr<MemoryPlan> PlanMemory(const MemoryPlanInput& in) {
   p.step_layout =
       MakeStepLayout(in.max_batched_tokens, in.max_num_seqs, std::max(in.max_num_seqs, 1),
                      p.max_blocks_per_seq, static_cast<int64_t>(in.max_num_seqs) * p.max_context);
-  p.weight_bytes = Bf16WeightBytes(c);
+  ASSIGN_OR_RETURN(p.weights, CountWeightBytes(c, in.weights));
+  p.weight_bytes = p.weights.total;
   p.workspace = Workspace(in, p.max_context, p.step_layout);
   p.reserve_bytes = in.reserve_bytes;
   p.kv_bytes_per_token = c.num_layers * 2 * c.num_kv_heads * c.head_dim * 2;
@@ -137,10 +141,11 @@ absl::StatusOr<MemoryPlan> PlanMemory(const MemoryPlanInput& in) {
   const int64_t one_seq = static_cast<int64_t>(p.max_blocks_per_seq) * p.kv_block_bytes;
   if (fixed + one_seq > in.budget_bytes) {
     return absl::ResourceExhaustedError(absl::StrFormat(
-        "%s needs %.2f GiB, budget %.2f GiB (weights %.2f + workspace %.2f + reserve %.2f + "
-        "KV of one %d-token sequence %.2f)",
+        "%s needs %.2f GiB, budget %.2f GiB (weights %.2f (%s) + workspace %.2f + reserve "
+        "%.2f + KV of one %d-token sequence %.2f)",
         c.name, GiB(fixed + one_seq), GiB(in.budget_bytes), GiB(p.weight_bytes),
-        GiB(p.workspace.Total()), GiB(p.reserve_bytes), p.max_context, GiB(one_seq)));
+        p.weights.ToString(), GiB(p.workspace.Total()), GiB(p.reserve_bytes), p.max_context,
+        GiB(one_seq)));
   }
   const int64_t fit = (in.budget_bytes - fixed) / p.kv_block_bytes;
   p.num_kv_blocks = in.num_kv_blocks > 0 ? in.num_kv_blocks : fit;
@@ -153,19 +158,25 @@ absl::StatusOr<MemoryPlan> PlanMemory(const MemoryPlanInput& in) {
 }
 
 std::string MemoryPlan::ToString() const {
+  std::string formats;
+  for (const auto& [format, bytes] : weights.by_format) {
+    absl::StrAppend(&formats, absl::StrFormat("    %-19s %8.2f GiB\n", format, GiB(bytes)));
+  }
   return absl::StrFormat(
       "memory plan for %s (budget %.2f GiB):\n"
-      "  weights (bf16)        %8.2f GiB\n"
+      "  weights               %8.2f GiB\n"
+      "%s"
       "  workspace             %8.2f GiB  (%d tokens a step, %d sequences; logits %.2f, "
-      "activations %.2f)\n"
+      "activations %.2f, 4-bit GEMM %.2f, 4-bit dequantized %.2f)\n"
       "  reserve               %8.2f GiB  (CUDA context, cuBLAS, graphs)\n"
       "  KV cache              %8.2f GiB  (%d blocks of %d tokens, %.1f KiB a token; "
       "%d tokens = %.1f full %d-token sequences)\n"
       "  total                 %8.2f GiB",
-      model, GiB(budget_bytes), GiB(weight_bytes), GiB(workspace.Total()), max_batched_tokens,
-      max_num_seqs, GiB(workspace.logits),
+      model, GiB(budget_bytes), GiB(weight_bytes), formats, GiB(workspace.Total()),
+      max_batched_tokens, max_num_seqs, GiB(workspace.logits),
       GiB(workspace.residual + workspace.normed + workspace.qkv + workspace.attn_out +
           workspace.gate_up + workspace.act),
+      GiB(workspace.int4_gemm), GiB(workspace.int4_dequant),
       GiB(reserve_bytes), GiB(kv_bytes()), num_kv_blocks, kv_block_size,
       static_cast<double>(kv_bytes_per_token) / 1024.0, num_kv_blocks * kv_block_size,
       static_cast<double>(num_kv_blocks) / max_blocks_per_seq, max_context, GiB(total_bytes()));

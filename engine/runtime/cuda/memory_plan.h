@@ -1,8 +1,9 @@
 // The CUDA backend's memory plan, computed (not profiled) before anything is
-// allocated: BF16 weights + the step workspace + a fixed reserve for the CUDA
-// context, cuBLAS and graphs + KV blocks, inside --gpu-memory-budget. When
-// not even one full-context sequence fits, PlanMemory refuses with
-// ResourceExhausted "<model> needs X GiB, budget Y GiB (...)".
+// allocated: the weights in their formats (weight_spec.h) + the step
+// workspace + a fixed reserve for the CUDA context, cuBLAS and graphs + KV
+// blocks, inside --gpu-memory-budget. When not even one full-context sequence
+// fits, PlanMemory refuses with ResourceExhausted "<model> needs X GiB,
+// budget Y GiB (weights X (int4 g128 A + bf16 B) + ...)".
 // The runner allocates exactly the workspace buffers listed here.
 // Plain C++ (no CUDA). Tested by tests/gpu/memory_plan_test.cc (label unit).
 #ifndef ONECARD_ENGINE_RUNTIME_CUDA_MEMORY_PLAN_H_
@@ -14,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "engine/model/model_config.h"
 #include "engine/runtime/cuda/step_layout.h"
+#include "engine/runtime/cuda/weight_spec.h"
 
 namespace onecard::engine {
 
@@ -22,6 +24,7 @@ inline constexpr int64_t kMiB = 1LL << 20;
 
 struct MemoryPlanInput {
   ModelConfig config;
+  ModelWeightsSpec weights;           // empty layers: every projection BF16
   int64_t budget_bytes = 0;           // all the device memory the backend may use
   int32_t max_context = 0;            // tokens a sequence may reach; 0 = the model's
   int32_t max_num_seqs = 128;         // sequences (and logit rows) in a step
@@ -55,6 +58,10 @@ struct WorkspaceSizes {
   int64_t meta = 0;           // StepLayout::size_bytes
   int64_t rope = 0;           // fp32 [head_dim / 2] inverse frequencies
   int64_t cublas = 0;
+  int64_t int4_gemm = 0;     // Int4Gemm's split-K workspace (4-bit weights only)
+  int64_t int4_dequant = 0;  // BF16 [n, k] of the largest 4-bit projection: steps
+                             // of more than kInt4GemmMaxRows rows dequantize
+                             // each 4-bit weight here for cuBLAS
   int64_t Total() const;
 };
 
@@ -62,6 +69,7 @@ struct MemoryPlan {
   std::string model;
   int64_t budget_bytes = 0;
   int64_t weight_bytes = 0;
+  WeightBytes weights;  // weight_bytes by format
   WorkspaceSizes workspace;
   int64_t reserve_bytes = 0;
   int64_t kv_bytes_per_token = 0;  // all layers, K and V
@@ -79,10 +87,6 @@ struct MemoryPlan {
   // Multi-line, human-readable: what each part takes and what is left.
   std::string ToString() const;
 };
-
-// Bytes of the BF16 weights as the runner lays them out (fused qkv and
-// gate_up, 256-byte aligned tensors; tied embeddings stored once).
-int64_t Bf16WeightBytes(const ModelConfig& config);
 
 absl::StatusOr<MemoryPlan> PlanMemory(const MemoryPlanInput& input);
 

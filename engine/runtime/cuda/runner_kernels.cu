@@ -3,7 +3,7 @@
 #include "engine/kernels/cuda_common.cuh"
 #include "engine/kernels/cuda_ptx.cuh"
 #include "engine/runtime/cuda/runner_kernels.h"
-#include "engine/runtime/cuda_check.h"
+#include "engine/kernels/cuda_check.h"
 
 namespace onecard::engine {
 namespace {

@@ -10,7 +10,7 @@
 #include "engine/kernels/blas_gemm.h"
 #include "engine/runtime/cuda/cuda_weights.h"
 #include "engine/runtime/cuda/synthetic_shapes.h"
-#include "engine/runtime/cuda_check.h"
+#include "engine/kernels/cuda_check.h"
 
 namespace onecard::bench {
 namespace {
@@ -144,10 +144,12 @@ std::string CudaDeviceDescription() {
                          static_cast<double>(prop.totalGlobalMem) / (1LL << 30));
 }
 
-double DecodeStepBytes(const engine::ModelConfig& c, int64_t batch, int64_t context) {
+double DecodeStepBytes(const engine::ModelConfig& c, const engine::ModelWeightsSpec& spec,
+                       int64_t batch, int64_t context) {
   const double kv_token = 2.0 * c.num_layers * c.num_kv_heads * c.head_dim * 2;
-  const double weights =
-      2.0 * engine::MatmulParameters(c) + 2.0 * (2 * c.num_layers + 1) * c.hidden_size;
+  const absl::StatusOr<engine::WeightBytes> w = engine::CountWeightBytes(c, spec);
+  const double embedding = c.tie_word_embeddings ? 0.0 : 2.0 * c.vocab_size * c.hidden_size;
+  const double weights = w.ok() ? static_cast<double>(w->total) - embedding : 0.0;
   return weights + batch * (context + 1) * kv_token + batch * c.hidden_size * 2.0;
 }
 

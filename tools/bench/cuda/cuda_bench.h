@@ -14,11 +14,15 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/common/status_macros.h"
+#include "engine/kernels/cuda_check.h"
 #include "engine/model/model_config.h"
 #include "engine/runtime/cuda/cuda_model_runner.h"
+#include "engine/runtime/cuda/cuda_weights.h"
 
 namespace onecard::bench {
 
@@ -45,13 +49,41 @@ absl::StatusOr<double> GraphMedianMs(cudaStream_t stream, int warmup, int runs,
 
 double Median(std::vector<double> v);
 
+// Device memory of seeded random BF16 values in +-0.05 (never zero), freed
+// with its owner.
+class DeviceMem {
+ public:
+  static absl::StatusOr<DeviceMem> Random(int64_t bytes, uint64_t seed, cudaStream_t stream) {
+    DeviceMem m;
+    CUDA_RETURN_IF_ERROR(cudaMalloc(&m.p_, bytes));
+    RETURN_IF_ERROR(engine::FillUniformBf16(m.p_, bytes / 2, seed, 0.0f, 0.05f, stream));
+    return m;
+  }
+  DeviceMem() = default;
+  DeviceMem(DeviceMem&& o) noexcept : p_(o.p_) { o.p_ = nullptr; }
+  DeviceMem& operator=(DeviceMem&& o) noexcept {
+    std::swap(p_, o.p_);
+    return *this;
+  }
+  ~DeviceMem() {
+    if (p_ != nullptr) cudaFree(p_);
+  }
+  char* get() const { return static_cast<char*>(p_); }
+
+ private:
+  void* p_ = nullptr;
+};
+
 // "NVIDIA H200 (132 SMs, 139.8 GiB)".
 std::string CudaDeviceDescription();
 
 // Bytes a decode step must move for batch sequences whose context (keys read,
-// the new token included) is `context`: every matrix weight once, plus K and
-// V of every context position, plus the new token's K/V written.
-double DecodeStepBytes(const engine::ModelConfig& c, int64_t batch, int64_t context);
+// the new token included) is `context`: every weight once in its format
+// (codes + scales + offsets for 4-bit projections; the LM head, norms and
+// biases BF16; the embedding table only where it is the tied LM head), plus
+// K and V of every context position, plus the new token's K/V written.
+double DecodeStepBytes(const engine::ModelConfig& c, const engine::ModelWeightsSpec& spec,
+                       int64_t batch, int64_t context);
 // FLOPs of that step: 2 per matrix weight per token, plus attention.
 double DecodeStepFlops(const engine::ModelConfig& c, int64_t batch, int64_t context);
 // FLOPs of a one-sequence prefill of `tokens` (causal attention, one logits row).

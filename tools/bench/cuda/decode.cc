@@ -1,6 +1,10 @@
-// Scenario "decode-8b-bf16" (../shared/benchmarks.md): llama3-8b synthetic
-// BF16, a 128-token prompt per sequence, then 256 greedy decode steps sampled
-// on the GPU, at batch 1, 8, 32 and 128; CUDA graphs on. Reports tok/s
+// Scenarios "decode-8b-bf16", "decode-8b-int4", "decode-70b-int4",
+// "decode-72b-int4", "decode-123b-int4" (../shared/benchmarks.md): the
+// synthetic model (llama3-8b BF16; llama3-8b / llama3-70b / qwen2-72b /
+// mistral-large-123b with 4-bit projections, groups of 128, symmetric), a
+// 128-token prompt per sequence, then 256 greedy decode steps sampled on the
+// GPU, at each preset's batches; CUDA graphs on (llama3-70b under a 48 GiB
+// budget). Reports tok/s
 // against the floor of the same work computed from this run's ceilings: per
 // step the larger of (weights + KV read and written) / copy bandwidth and
 // FLOPs / GEMM rate, summed over the steps; ms per step (wall, and on the
@@ -18,6 +22,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "engine/common/status_macros.h"
 #include "engine/runtime/cuda/cuda_model_runner.h"
@@ -29,13 +34,22 @@
 namespace onecard::bench {
 namespace {
 
-constexpr char kScenario[] = "decode-8b-bf16";
 constexpr int32_t kPrompt = 128;
 constexpr int32_t kSteps = 256;
 constexpr int32_t kGraphSteps = 48;
 
-absl::Status MeasureBatch(engine::CudaModelRunner& runner, int32_t batch, const Ceilings& ceil,
+struct Preset {
+  const char* scenario;
+  const char* model;
+  const char* weights;  // ParseProjectionSpec
+  std::vector<int32_t> batches;
+  int64_t budget_gib = 0;  // --gpu-memory-budget; 0: the card
+};
+
+absl::Status MeasureBatch(const Preset& preset, const engine::ModelWeightsSpec& spec,
+                          engine::CudaModelRunner& runner, int32_t batch, const Ceilings& ceil,
                           PowerMonitor* power, BenchReporter& reporter) {
+  const char* kScenario = preset.scenario;
   const engine::ModelConfig& c = runner.config();
   BatchDriver driver(&runner, batch, kPrompt, kPrompt + kSteps + kGraphSteps + 1);
   RETURN_IF_ERROR(driver.Prefill());
@@ -52,7 +66,7 @@ absl::Status MeasureBatch(engine::CudaModelRunner& runner, int32_t batch, const 
       gpu_ms.push_back(timing.gpu_us * 1e-3);
       runner_ms.push_back(timing.total_us * 1e-3);
       enqueue_us.push_back(timing.enqueue_us);
-      const double step_bytes = DecodeStepBytes(c, batch, context);
+      const double step_bytes = DecodeStepBytes(c, spec, batch, context);
       bytes += step_bytes;
       floor_s += std::max(step_bytes / ceil.copy_bytes_per_s,
                           DecodeStepFlops(c, batch, context) / ceil.gemm_flops_per_s);
@@ -100,9 +114,14 @@ absl::Status MeasureBatch(engine::CudaModelRunner& runner, int32_t batch, const 
   return absl::OkStatus();
 }
 
-absl::Status RunDecode(const BenchOptions&, BenchReporter& reporter) {
+absl::Status RunDecode(const Preset& preset, BenchReporter& reporter) {
+  const char* kScenario = preset.scenario;
   ASSIGN_OR_RETURN(const Ceilings ceil, MeasureCeilings());
+  ASSIGN_OR_RETURN(const engine::ProjectionSpec weights,
+                   engine::ParseProjectionSpec(preset.weights));
   engine::CudaRunnerOptions o;
+  o.synthetic_weights = weights;
+  o.gpu_memory_budget = preset.budget_gib * engine::kGiB;
   o.max_num_seqs = 128;
   o.max_batched_tokens = 4096;
   o.time_steps = true;
@@ -110,12 +129,14 @@ absl::Status RunDecode(const BenchOptions&, BenchReporter& reporter) {
     o.tuning_cache = cache;
   }
   const auto created = std::chrono::steady_clock::now();
-  ASSIGN_OR_RETURN(auto runner, engine::CreateSyntheticCudaModelRunner("llama3-8b", o));
+  ASSIGN_OR_RETURN(auto runner, engine::CreateSyntheticCudaModelRunner(preset.model, o));
+  const engine::ModelWeightsSpec spec =
+      engine::ModelWeightsSpec::Uniform(runner->config(), weights);
   // Weights generated on the device, buffers, cuBLAS tuning (or its cache).
   const double create_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - created).count();
   reporter.Add({kScenario, "startup", "runner_create_s", create_s, "s", {}});
-  std::vector<int32_t> batches = {1, 8, 32, 128};
+  std::vector<int32_t> batches = preset.batches;
   if (const char* only = std::getenv("ONECARD_DECODE_BATCHES"); only != nullptr && *only) {
     batches.clear();
     for (absl::string_view piece : absl::StrSplit(only, ',')) {
@@ -138,15 +159,33 @@ absl::Status RunDecode(const BenchOptions&, BenchReporter& reporter) {
     std::fprintf(stderr, "decode: no board readings: %s\n", power.status().ToString().c_str());
   }
   for (int32_t batch : batches) {
-    RETURN_IF_ERROR(
-        MeasureBatch(*runner, batch, ceil, power.ok() ? power->get() : nullptr, reporter));
+    RETURN_IF_ERROR(MeasureBatch(preset, spec, *runner, batch, ceil,
+                                 power.ok() ? power->get() : nullptr, reporter));
   }
   return absl::OkStatus();
 }
 
-const bool kRegistered = RegisterScenario(
-    {kScenario, "CUDA: llama3-8b bf16 decode at batch 1/8/32/128 vs the HBM/compute floor",
-     &RunDecode});
+// 4-bit steps of more than 16 rows dequantize every weight for cuBLAS
+// (cuda_projection.cc): the int4 presets stop at 16. llama3-70b runs under a
+// 48 GiB budget (the memory plan's acceptance).
+const Preset kPresets[] = {
+    {"decode-8b-bf16", "llama3-8b", "bf16", {1, 8, 32, 128}},
+    {"decode-8b-int4", "llama3-8b", "int4", {1, 8, 16}},
+    {"decode-70b-int4", "llama3-70b", "int4", {1, 8, 16}, 48},  // benchmarks.md: fits 48 GiB
+    {"decode-72b-int4", "qwen2-72b", "int4", {1, 8, 16}},
+    {"decode-123b-int4", "mistral-large-123b", "int4", {1, 8, 16}},
+};
+
+const bool kRegistered = [] {
+  for (const Preset& p : kPresets) {
+    RegisterScenario({p.scenario,
+                      absl::StrCat("CUDA: ", p.model, " ", p.weights,
+                                   " decode vs the HBM/compute floor, batch ",
+                                   absl::StrJoin(p.batches, "/")),
+                      [&p](const BenchOptions&, BenchReporter& r) { return RunDecode(p, r); }});
+  }
+  return true;
+}();
 
 }  // namespace
 }  // namespace onecard::bench

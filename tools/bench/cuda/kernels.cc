@@ -34,7 +34,7 @@
 #include "engine/kernels/silu_mul.h"
 #include "engine/runtime/cuda/cuda_weights.h"
 #include "engine/runtime/cuda/synthetic_shapes.h"
-#include "engine/runtime/cuda_check.h"
+#include "engine/kernels/cuda_check.h"
 #include "tools/bench/bench_registry.h"
 #include "tools/bench/bench_report.h"
 #include "tools/bench/cuda/cuda_bench.h"
@@ -44,25 +44,6 @@ namespace {
 
 constexpr char kScenario[] = "kernels-8b";
 constexpr int kLaunches = 20;
-
-class DeviceMem {
- public:
-  static absl::StatusOr<DeviceMem> Random(int64_t bytes, uint64_t seed, cudaStream_t stream) {
-    DeviceMem m;
-    CUDA_RETURN_IF_ERROR(cudaMalloc(&m.p_, bytes));
-    RETURN_IF_ERROR(engine::FillUniformBf16(m.p_, bytes / 2, seed, 0.0f, 0.05f, stream));
-    return m;
-  }
-  DeviceMem() = default;
-  DeviceMem(DeviceMem&& o) noexcept : p_(o.p_) { o.p_ = nullptr; }
-  ~DeviceMem() {
-    if (p_ != nullptr) cudaFree(p_);
-  }
-  char* get() const { return static_cast<char*>(p_); }
-
- private:
-  void* p_ = nullptr;
-};
 
 struct Proj {
   const char* name;

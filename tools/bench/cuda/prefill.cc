@@ -1,7 +1,9 @@
 // Scenario "prefill" (../shared/benchmarks.md): time to first token of one
-// 512, 2048 and 8192-token prompt on llama3-8b synthetic BF16, as one chunk
-// (the whole prompt in one step, first token sampled on the GPU). Median of
-// 3 runs after one warm-up. Reports TTFT, prefill tok/s against the floor
+// 512, 2048 and 8192-token prompt on llama3-8b synthetic BF16 (cases
+// prompt<N>) and on llama3-70b synthetic with 4-bit projections, groups of
+// 128 (cases 70b-int4-prompt<N>: each weight dequantized to BF16 for cuBLAS),
+// as one chunk (the whole prompt in one step, first token sampled on the
+// GPU). Median of 3 runs after one warm-up. Reports TTFT, prefill tok/s against the floor
 // (FLOPs / this run's bf16 GEMM rate; FLOPs = 2 per matrix weight per token,
 // causal attention 2 T (T + 1) head_dim heads layers, one LM-head row), and
 // the achieved rate in TFLOP/s against the GEMM rate.
@@ -32,12 +34,13 @@ absl::StatusOr<double> TimePrefillMs(engine::CudaModelRunner& runner,
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
-absl::Status RunPrefill(const BenchOptions&, BenchReporter& reporter) {
-  ASSIGN_OR_RETURN(const Ceilings ceil, MeasureCeilings());
+absl::Status RunModel(const Ceilings& ceil, const char* model, const char* weights,
+                      const char* prefix, BenchReporter& reporter) {
   engine::CudaRunnerOptions o;
   o.max_num_seqs = 4;
   o.max_batched_tokens = 8192;
-  ASSIGN_OR_RETURN(auto runner, engine::CreateSyntheticCudaModelRunner("llama3-8b", o));
+  ASSIGN_OR_RETURN(o.synthetic_weights, engine::ParseProjectionSpec(weights));
+  ASSIGN_OR_RETURN(auto runner, engine::CreateSyntheticCudaModelRunner(model, o));
   const engine::ModelConfig& c = runner->config();
   for (int32_t tokens : {512, 2048, 8192}) {
     const std::vector<int32_t> prompt = SyntheticPrompt(tokens, tokens, c.vocab_size);
@@ -51,7 +54,7 @@ absl::Status RunPrefill(const BenchOptions&, BenchReporter& reporter) {
     const double ttft_s = Median(ms) * 1e-3;
     const double flops = PrefillFlops(c, tokens);
     const double floor_s = flops / ceil.gemm_flops_per_s;
-    const std::string name = absl::StrCat("prompt", tokens);
+    const std::string name = absl::StrCat(prefix, "prompt", tokens);
     reporter.Add({kScenario, name, "ttft", ttft_s, "s", {}});
     reporter.Add(
         {kScenario, name, "prefill_tok_per_s", tokens / ttft_s, "tok/s", tokens / floor_s});
@@ -61,8 +64,15 @@ absl::Status RunPrefill(const BenchOptions&, BenchReporter& reporter) {
   return absl::OkStatus();
 }
 
+absl::Status RunPrefill(const BenchOptions&, BenchReporter& reporter) {
+  ASSIGN_OR_RETURN(const Ceilings ceil, MeasureCeilings());
+  RETURN_IF_ERROR(RunModel(ceil, "llama3-8b", "bf16", "", reporter));
+  return RunModel(ceil, "llama3-70b", "int4", "70b-int4-", reporter);
+}
+
 const bool kRegistered = RegisterScenario(
-    {kScenario, "CUDA: llama3-8b bf16 TTFT of 512/2048/8192-token prompts vs the matrix rate",
+    {kScenario, "CUDA: llama3-8b bf16 and llama3-70b int4 TTFT of 512/2048/8192-token prompts vs the matrix "
+     "rate",
      &RunPrefill});
 
 }  // namespace

@@ -4,8 +4,8 @@
 // After a kernel launch: CUDA_RETURN_IF_ERROR(cudaGetLastError()).
 // Included only by CUDA code (engine/kernels/*.cu, engine/runtime/cuda/,
 // tests/gpu/, tools/bench/cuda/). Tested through every caller (tests/gpu).
-#ifndef ONECARD_ENGINE_RUNTIME_CUDA_CHECK_H_
-#define ONECARD_ENGINE_RUNTIME_CUDA_CHECK_H_
+#ifndef ONECARD_ENGINE_KERNELS_CUDA_CHECK_H_
+#define ONECARD_ENGINE_KERNELS_CUDA_CHECK_H_
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -49,4 +49,4 @@ inline absl::Status CudaCallStatus(cublasStatus_t err, const char* expr, const c
     if (!onecard_cuda_status_.ok()) return onecard_cuda_status_;              \
   } while (0)
 
-#endif  // ONECARD_ENGINE_RUNTIME_CUDA_CHECK_H_
+#endif  // ONECARD_ENGINE_KERNELS_CUDA_CHECK_H_

@@ -1,0 +1,94 @@
+// Int4Gemm: y = x' W^T for 4-bit W (int4_layout.h) and BF16 activations
+// (W4A16), for the decode and middle steps of the CUDA runner (1..128 rows;
+// larger steps dequantize W to BF16 for cuBLAS: int4_dequant.h), with the
+// GEMV's fusions:
+//   prologue kRmsNorm: x' = RmsNorm(x) * norm_weight, rounded to BF16
+//   add_to_y:          y = bf16(bf16(x' W^T) + y)            (the residual add)
+//   silu_mul_y:        W's rows are gate and up interleaved by 8
+//                      (InterleavedGateUpRows); y [rows, n / 2] =
+//                      bf16(silu(bf16(gate)) * bf16(up))
+//   y_dtype kF32:      y = x' W^T in fp32
+// Reference: Int4GemmRef (int4_gemm_ref.cc): the prologue through RmsNormRef,
+// W's fp32 values (Int4Value), a plain fp32 dot per output, the epilogue's
+// roundings. The CUDA kernel (int4_gemm.cu) sums in fp32 in another order
+// (tensor cores over exact 128 + q codes, one scale a group after the sums),
+// so outputs agree to the BF16 rounding of y.
+// Supported: W n % 16 == 0, k % 64 == 0, groups of 32 * j dividing k (or k),
+// every Int4Offsets kind; 1 <= rows <= kInt4GemmMaxRows; x_row_stride % 8 == 0;
+// kRmsNorm only up to kInt4GemmMaxNormRows rows (more: RmsNorm first).
+// Tested by tests/gpu/int4_gemm_test.cc (MatchesReference) and, for the
+// reference, tests/engine/kernels/int4_gemm_ref_test.cc.
+#ifndef ONECARD_ENGINE_KERNELS_INT4_GEMM_H_
+#define ONECARD_ENGINE_KERNELS_INT4_GEMM_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "engine/common/dtype.h"
+#include "engine/kernels/gemv.h"
+#include "engine/kernels/int4_layout.h"
+#include "engine/kernels/stream.h"
+
+namespace onecard::engine {
+
+inline constexpr int32_t kInt4GemmMaxRows = 16;
+inline constexpr int32_t kInt4GemmMaxNormRows = 4;
+
+// A packed 4-bit weight where the kernel reads it (int4_layout.h).
+struct Int4WeightView {
+  const void* codes = nullptr;    // Int4CodeBytes(n, k)
+  const void* scales = nullptr;   // uint32 [n / 16][8][k / group]
+  const void* offsets = nullptr;  // same layout; null for kSymmetric
+  int64_t n = 0;
+  int64_t k = 0;
+  int32_t group = 0;
+  Int4Offsets offset_kind = Int4Offsets::kSymmetric;
+};
+
+struct Int4GemmParams {
+  Int4WeightView w;
+  GemvPrologue prologue = GemvPrologue::kNone;  // kNone or kRmsNorm
+  const void* x = nullptr;                      // BF16 [rows, x_row_stride], k values a row
+  int64_t x_row_stride = 0;
+  const void* norm_weight = nullptr;  // BF16 [k], kRmsNorm only
+  float eps = 1e-5f;
+  void* y = nullptr;             // [rows, n] (silu_mul_y: [rows, n / 2]) of y_dtype
+  DType y_dtype = DType::kBF16;  // kBF16 or kF32
+  bool add_to_y = false;         // BF16 y only
+  bool silu_mul_y = false;       // BF16 y only, not with add_to_y
+  int32_t rows = 0;
+  // Split-K partial sums and arrival counters (Int4GemmWorkspaceBytes; zero
+  // when first used; every launch leaves its counters zero again, the partial
+  // sums are rewritten before they are read). Not needed by the reference.
+  // One workspace serves one stream at a time.
+  void* workspace = nullptr;
+  int64_t workspace_bytes = 0;
+};
+
+// The workspace (int4_gemm.cu): an int32 arrival counter per row group (128
+// weight rows), 256-byte aligned, then one partial-sum slot of
+// kInt4GemmSlotBytes per (row group, resident block) pair, for grids of up to
+// kInt4GemmMaxBlocksPerSm blocks an SM.
+inline constexpr int kInt4GemmRowGroup = 128;
+inline constexpr int kInt4GemmMaxBlocksPerSm = 4;
+inline constexpr int64_t kInt4GemmSlotBytes = 256 * 2 * 4 * 4;  // threads x n8 tiles x floats
+struct Int4GemmWorkspaceLayout {
+  int64_t counter_bytes = 0;
+  int64_t total_bytes = 0;
+};
+Int4GemmWorkspaceLayout Int4GemmWorkspace(int64_t n, int32_t num_sms);
+// Workspace for weights of up to max_n rows on a device of num_sms SMs.
+int64_t Int4GemmWorkspaceBytes(int64_t max_n, int32_t num_sms);
+
+// The checks both implementations make: Unimplemented naming what is
+// supported for a shape or option outside the set above, InvalidArgument for
+// inconsistent parameters; `op` starts the message.
+absl::Status CheckInt4GemmParams(const Int4GemmParams& params, absl::string_view op);
+
+absl::Status Int4GemmRef(const Int4GemmParams& params);
+absl::Status Int4Gemm(const Int4GemmParams& params, cudaStream_t stream);
+
+}  // namespace onecard::engine
+
+#endif  // ONECARD_ENGINE_KERNELS_INT4_GEMM_H_

@@ -1,0 +1,153 @@
+// Int4GemmRef: the spec of Int4Gemm (see int4_gemm.h): the prologue through
+// RmsNormRef (BF16), W's fp32 values from the packed layout (Int4Value), a
+// plain fp32 dot per output, the epilogue's roundings (SiluMulRef for the
+// gate/up pairs). Also CheckInt4GemmParams and the workspace's layout,
+// shared with the CUDA kernel.
+// Tested by tests/engine/kernels/int4_gemm_ref_test.cc; the spec of
+// tests/gpu/int4_gemm_test.cc.
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "engine/common/status_macros.h"
+#include "engine/kernels/bf16.h"
+#include "engine/kernels/int4_gemm.h"
+#include "engine/kernels/int4_matrix.h"
+#include "engine/kernels/rms_norm.h"
+#include "engine/kernels/silu_mul.h"
+
+namespace onecard::engine {
+namespace {
+
+absl::Status Error(absl::string_view op, absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat(op, ": ", what));
+}
+
+// Row r of W in fp32.
+void WeightRow(const Int4WeightView& w, int64_t r, std::vector<float>* row) {
+  const auto* codes = static_cast<const uint8_t*>(w.codes);
+  const auto* scales = static_cast<const uint32_t*>(w.scales);
+  const auto* offsets = static_cast<const uint32_t*>(w.offsets);
+  const int64_t groups = w.k / w.group;
+  row->resize(w.k);
+  for (int64_t c = 0; c < w.k; ++c) {
+    const Int4CodePos code = Int4CodePosition(r, c, w.k);
+    const Int4ScalePos sp = Int4ScalePosition(r, c / w.group, groups);
+    const auto half = [&](const uint32_t* words) {
+      return words == nullptr ? uint16_t{0} : static_cast<uint16_t>(words[sp.word] >> (16 * sp.half));
+    };
+    (*row)[c] = Int4Value(w.offset_kind, (codes[code.byte] >> code.shift) & 0xF, half(scales),
+                          half(offsets));
+  }
+}
+
+}  // namespace
+
+Int4GemmWorkspaceLayout Int4GemmWorkspace(int64_t n, int32_t num_sms) {
+  const int64_t row_groups = (n + kInt4GemmRowGroup - 1) / kInt4GemmRowGroup;
+  Int4GemmWorkspaceLayout l;
+  l.counter_bytes = (row_groups * 4 + 255) / 256 * 256;
+  l.total_bytes = l.counter_bytes +
+                  (row_groups + int64_t{num_sms} * kInt4GemmMaxBlocksPerSm) * kInt4GemmSlotBytes;
+  return l;
+}
+
+int64_t Int4GemmWorkspaceBytes(int64_t max_n, int32_t num_sms) {
+  return Int4GemmWorkspace(max_n, num_sms).total_bytes;
+}
+
+absl::Status CheckInt4GemmParams(const Int4GemmParams& p, absl::string_view op) {
+  const Int4WeightView& w = p.w;
+  if (w.n <= 0 || w.n % kInt4TileRows != 0 || w.k <= 0 || w.k % kInt4TileCols != 0 ||
+      w.group < kInt4MinGroup || w.group % kInt4MinGroup != 0 || w.k % w.group != 0) {
+    return absl::UnimplementedError(absl::StrCat(
+        op, ": weight n=", w.n, " k=", w.k, " group=", w.group,
+        " is not supported; supported: n % 16 == 0, k % 64 == 0, group a multiple of 32 "
+        "dividing k"));
+  }
+  if (p.rows < 1 || p.rows > kInt4GemmMaxRows) {
+    return absl::UnimplementedError(absl::StrCat(op, ": rows=", p.rows, " is not supported; ",
+                                                 "supported: 1 to ", kInt4GemmMaxRows));
+  }
+  if (p.prologue == GemvPrologue::kSiluMul ||
+      (p.prologue == GemvPrologue::kRmsNorm && p.rows > kInt4GemmMaxNormRows)) {
+    return absl::UnimplementedError(
+        absl::StrCat(op, ": prologue is not supported for ", p.rows,
+                     " rows; supported: none, or RMSNorm up to ", kInt4GemmMaxNormRows, " rows"));
+  }
+  if (p.x_row_stride < w.k || p.x_row_stride % 8 != 0) {
+    return Error(op, absl::StrCat("x_row_stride ", p.x_row_stride,
+                                  " must be >= k and a multiple of 8"));
+  }
+  if (p.y_dtype != DType::kBF16 && p.y_dtype != DType::kF32) {
+    return absl::UnimplementedError(absl::StrCat(op, ": y dtype ", std::string(DTypeName(p.y_dtype)),
+                                                 " is not supported; supported: BF16, F32"));
+  }
+  if ((p.add_to_y || p.silu_mul_y) && p.y_dtype != DType::kBF16) {
+    return Error(op, "add_to_y and silu_mul_y need a BF16 y");
+  }
+  if (p.add_to_y && p.silu_mul_y) return Error(op, "add_to_y and silu_mul_y together");
+  if (w.codes == nullptr || w.scales == nullptr || p.x == nullptr || p.y == nullptr ||
+      (w.offset_kind != Int4Offsets::kSymmetric && w.offsets == nullptr) ||
+      (p.prologue == GemvPrologue::kRmsNorm && p.norm_weight == nullptr)) {
+    return Error(op, "a pointer it needs is null (codes, scales, offsets, x, y or norm_weight)");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Int4GemmRef(const Int4GemmParams& p) {
+  RETURN_IF_ERROR(CheckInt4GemmParams(p, "Int4GemmRef"));
+  const int64_t n = p.w.n, k = p.w.k;
+  std::vector<uint16_t> xs(p.rows * k);  // x' (BF16)
+  const auto* x = static_cast<const uint16_t*>(p.x);
+  for (int32_t m = 0; m < p.rows; ++m) {
+    if (p.prologue == GemvPrologue::kRmsNorm) {
+      RETURN_IF_ERROR(RmsNormRef({.dtype = DType::kBF16,
+                                  .x = x + m * p.x_row_stride,
+                                  .weight = p.norm_weight,
+                                  .out = xs.data() + m * k,
+                                  .num_tokens = 1,
+                                  .hidden = k,
+                                  .eps = p.eps}));
+    } else {
+      std::copy(x + m * p.x_row_stride, x + m * p.x_row_stride + k, xs.data() + m * k);
+    }
+  }
+  std::vector<float> dots(p.rows * n);  // [rows, n]
+  std::vector<float> row;
+  for (int64_t r = 0; r < n; ++r) {
+    WeightRow(p.w, r, &row);
+    for (int32_t m = 0; m < p.rows; ++m) {
+      float acc = 0.0f;
+      for (int64_t c = 0; c < k; ++c) acc += row[c] * Bf16ToFloat(xs[m * k + c]);
+      dots[m * n + r] = acc;
+    }
+  }
+  if (p.y_dtype == DType::kF32) {
+    std::copy(dots.begin(), dots.end(), static_cast<float*>(p.y));
+    return absl::OkStatus();
+  }
+  auto* y = static_cast<uint16_t*>(p.y);
+  if (p.silu_mul_y) {  // de-interleave into [gate | up] rows, then SiluMulRef
+    const int64_t inter = n / 2;
+    std::vector<uint16_t> gate_up(p.rows * n);
+    for (int32_t m = 0; m < p.rows; ++m) {
+      for (int64_t r = 0; r < n; ++r) {
+        const int64_t b = r / 16, j = r % 16;
+        const int64_t dst = j < 8 ? 8 * b + j : inter + 8 * b + j - 8;
+        gate_up[m * n + dst] = FloatToBf16(dots[m * n + r]);
+      }
+    }
+    return SiluMulRef({.dtype = DType::kBF16,
+                       .gate_up = gate_up.data(),
+                       .out = y,
+                       .num_tokens = p.rows,
+                       .inter = inter});
+  }
+  for (int64_t o = 0; o < p.rows * n; ++o) {
+    const float product = Bf16ToFloat(FloatToBf16(dots[o]));
+    y[o] = FloatToBf16(p.add_to_y ? product + Bf16ToFloat(y[o]) : product);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace onecard::engine

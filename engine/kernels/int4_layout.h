@@ -1,0 +1,102 @@
+// The device layout of 4-bit weights (W4A16), defined once for the packer
+// (int4_matrix.cc), the reference (int4_gemm_ref.cc) and the CUDA kernels
+// (int4_gemm.cu, int4_dequant.cu). Plain C++ (host and device inline).
+//
+// A weight W [n, k] (the HF layout: n outputs, k inputs) holds 4-bit codes q
+// in 0..15 with, per row r and group of g consecutive columns, an fp16 scale
+// s and an offset that makes the value
+//   kSymmetric: w = s * (q - 8)               (GPTQ sym, GGUF Q4_0)
+//   kZero:      w = s * (q - z), z an int16    (GPTQ / AWQ / compressed-tensors asym)
+//   kFloat:     w = s * q + m,   m an fp16     (GGUF Q4_1: d * q + min)
+// The three are kept apart so that no format is re-rounded on its way in.
+// n % 16 == 0, k % 64 == 0, g % 32 == 0 and k % g == 0 (g == k: one scale a row).
+//
+// Codes: one 512-byte tile per 16 rows x 64 columns, tiles row-tile-major
+// ([n / 16][k / 64][512 bytes]), so a warp streaming one row tile along k reads
+// contiguous memory. Within a tile, lane L = 4 * gr + t (gr 0..7, t 0..3) owns
+// 16 bytes = words i = 0..3; word i covers the 16 columns 16 i .. 16 i + 15 of
+// the tile and, of them, columns 16 i + 4 t + j (j = 0..3) of rows gr and gr + 8:
+//
+//     word bits   31..28  27..24  23..20  19..16  15..12  11..8   7..4    3..0
+//     nibble        7       6       5       4       3       2       1       0
+//     row         gr+8    gr      gr+8    gr      gr+8    gr      gr+8    gr
+//     column j      3       3       1       1       2       2       0       0
+//
+// so (word >> 4 m) & 0x000f000f holds, in its two 16-bit halves, exactly the
+// pair of the mma.m16n8k16 A fragment register a_m of lane L (PTX ISA:
+// a0 = row gr, k-slots 2t and 2t+1; a1 = row gr+8; a2, a3 = slots 2t+8, 2t+9)
+// when k-slots 2t, 2t+1, 2t+8, 2t+9 stand for columns 4t, 4t+1, 4t+2, 4t+3 of
+// the 16: OR-ing in 0x43004300 makes two bf16 values 128 + q, exactly. The B
+// fragment of the same lane is then x[n = gr][16 i + 4 t .. + 3], one 8-byte load.
+//
+// Scales: uint32 words [n / 16][8][k / g]: word (rt, gr, gi) = the fp16 scales
+// of rows 16 rt + gr (low half) and 16 rt + gr + 8 (high half) in group gi, so
+// a lane reads the scales of both its rows with one load, and a warp's groups
+// are contiguous. Offsets (kZero: int16 z, kFloat: fp16 m) use the same layout;
+// kSymmetric has none.
+#ifndef ONECARD_ENGINE_KERNELS_INT4_LAYOUT_H_
+#define ONECARD_ENGINE_KERNELS_INT4_LAYOUT_H_
+
+#include <cstdint>
+
+#include "engine/common/host_device.h"
+
+
+namespace onecard::engine {
+
+enum class Int4Offsets : uint8_t { kSymmetric, kZero, kFloat };
+
+inline constexpr int kInt4TileRows = 16;
+inline constexpr int kInt4TileCols = 64;
+inline constexpr int kInt4TileBytes = kInt4TileRows * kInt4TileCols / 2;  // 512
+inline constexpr int kInt4MinGroup = 32;
+static_assert(kInt4TileBytes == 32 * 16, "a tile is one 16-byte load per lane of a warp");
+
+// Where the code of W[r][c] lives: byte offset in the codes and the nibble
+// (0 low, 1 high) of that byte.
+struct Int4CodePos {
+  int64_t byte;
+  int shift;  // 0 or 4
+};
+
+ONECARD_HOST_DEVICE inline Int4CodePos Int4CodePosition(int64_t r, int64_t c, int64_t k) {
+  const int64_t rt = r / kInt4TileRows, kt = c / kInt4TileCols;
+  const int row = static_cast<int>(r % kInt4TileRows);
+  const int col = static_cast<int>(c % kInt4TileCols);
+  const int gr = row % 8, upper = row / 8;  // rows gr and gr + 8
+  const int word = col / 16, t = (col % 16) / 4, j = col % 4;
+  // nibble = 4 * (j & 1) + 2 * (j >> 1) + upper (the table above)
+  const int nibble = 4 * (j & 1) + 2 * (j >> 1) + upper;
+  const int lane = 4 * gr + t;
+  const int64_t tile = rt * (k / kInt4TileCols) + kt;
+  return {tile * kInt4TileBytes + lane * 16 + word * 4 + nibble / 2, 4 * (nibble % 2)};
+}
+
+// Index of the 32-bit scale (or offset) word holding row r, group gi, and the
+// half (0 low, 1 high) that is r's.
+struct Int4ScalePos {
+  int64_t word;
+  int half;
+};
+
+ONECARD_HOST_DEVICE inline Int4ScalePos Int4ScalePosition(int64_t r, int64_t gi,
+                                                          int64_t num_groups) {
+  const int64_t rt = r / kInt4TileRows;
+  const int row = static_cast<int>(r % kInt4TileRows);
+  return {(rt * 8 + row % 8) * num_groups + gi, row / 8};
+}
+
+ONECARD_HOST_DEVICE constexpr int64_t Int4CodeBytes(int64_t n, int64_t k) { return n * k / 2; }
+
+// Bytes of the scales, and of the offsets (0 for kSymmetric).
+ONECARD_HOST_DEVICE constexpr int64_t Int4ScaleBytes(int64_t n, int64_t k, int64_t group) {
+  return n * (k / group) * 2;
+}
+ONECARD_HOST_DEVICE constexpr int64_t Int4OffsetBytes(int64_t n, int64_t k, int64_t group,
+                                                      Int4Offsets offsets) {
+  return offsets == Int4Offsets::kSymmetric ? 0 : Int4ScaleBytes(n, k, group);
+}
+
+}  // namespace onecard::engine
+
+#endif  // ONECARD_ENGINE_KERNELS_INT4_LAYOUT_H_

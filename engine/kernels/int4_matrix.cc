@@ -1,0 +1,233 @@
+// Int4Matrix, the packer and the round-to-nearest quantizer (see
+// int4_matrix.h). Tested by tests/engine/kernels/int4_matrix_test.cc.
+#include "engine/kernels/int4_matrix.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "engine/common/fp16.h"
+
+namespace onecard::engine {
+namespace {
+
+absl::Status ShapeError(absl::string_view name, absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat("int4 weight ", name, ": ", what));
+}
+
+void SetCode(Int4Packed* p, int64_t r, int64_t c, int64_t k, uint8_t q) {
+  const Int4CodePos pos = Int4CodePosition(r, c, k);
+  uint8_t& byte = p->codes[pos.byte];
+  byte = static_cast<uint8_t>((byte & ~(0xF << pos.shift)) | ((q & 0xF) << pos.shift));
+}
+
+void SetHalf(std::vector<uint32_t>* words, const Int4ScalePos& pos, uint16_t bits) {
+  uint32_t& w = (*words)[pos.word];
+  const int shift = 16 * pos.half;
+  w = (w & ~(0xFFFFu << shift)) | (static_cast<uint32_t>(bits) << shift);
+}
+
+uint16_t GetHalf(const std::vector<uint32_t>& words, const Int4ScalePos& pos) {
+  return static_cast<uint16_t>(words[pos.word] >> (16 * pos.half));
+}
+
+}  // namespace
+
+float Int4Value(Int4Offsets offsets, uint8_t q, uint16_t scale_bits, uint16_t offset_bits) {
+  const float s = HalfToFloat(scale_bits);
+  switch (offsets) {
+    case Int4Offsets::kSymmetric:
+      return s * static_cast<float>(static_cast<int>(q) - 8);
+    case Int4Offsets::kZero:
+      return s * static_cast<float>(static_cast<int>(q) - static_cast<int16_t>(offset_bits));
+    case Int4Offsets::kFloat:
+      return s * static_cast<float>(q) + HalfToFloat(offset_bits);
+  }
+  return 0.0f;
+}
+
+absl::Status Int4Matrix::Validate(absl::string_view name) const {
+  if (n <= 0 || n % kInt4TileRows != 0) {
+    return ShapeError(name, absl::StrCat("rows (n = ", n, ") must be a positive multiple of ",
+                                         kInt4TileRows));
+  }
+  if (k <= 0 || k % kInt4TileCols != 0) {
+    return ShapeError(name, absl::StrCat("columns (k = ", k, ") must be a positive multiple of ",
+                                         kInt4TileCols));
+  }
+  if (group < kInt4MinGroup || group % kInt4MinGroup != 0 || k % group != 0) {
+    return ShapeError(name, absl::StrCat("group size ", group, " must be a multiple of ",
+                                         kInt4MinGroup, " dividing k = ", k));
+  }
+  const int64_t scales_expected = n * num_groups();
+  if (static_cast<int64_t>(q.size()) != n * k) {
+    return ShapeError(name, absl::StrCat("q has ", q.size(), " codes, expected ", n * k));
+  }
+  if (static_cast<int64_t>(scales.size()) != scales_expected) {
+    return ShapeError(name,
+                      absl::StrCat("scales has ", scales.size(), ", expected ", scales_expected));
+  }
+  const int64_t offsets_expected = offsets == Int4Offsets::kSymmetric ? 0 : scales_expected;
+  if (static_cast<int64_t>(offset.size()) != offsets_expected) {
+    return ShapeError(name, absl::StrCat("offsets has ", offset.size(), ", expected ",
+                                         offsets_expected));
+  }
+  for (size_t i = 0; i < q.size(); ++i) {
+    if (q[i] > 15) return ShapeError(name, absl::StrCat("code ", int{q[i]}, " at ", i, " > 15"));
+  }
+  return absl::OkStatus();
+}
+
+float Int4Matrix::Value(int64_t r, int64_t c) const {
+  const int64_t gi = r * num_groups() + c / group;
+  return Int4Value(offsets, q[r * k + c], scales[gi],
+                   offsets == Int4Offsets::kSymmetric ? uint16_t{0} : offset[gi]);
+}
+
+absl::Status ConvertInt4Offsets(Int4Matrix* m, Int4Offsets to, absl::string_view name) {
+  if (m->offsets == to) return absl::OkStatus();
+  const int64_t groups = static_cast<int64_t>(m->scales.size());
+  std::vector<uint16_t> offset(groups);
+  for (int64_t i = 0; i < groups; ++i) {
+    const float s = HalfToFloat(m->scales[i]);
+    const int z = m->offsets == Int4Offsets::kZero ? static_cast<int16_t>(m->offset[i]) : 8;
+    if (to == Int4Offsets::kZero && m->offsets == Int4Offsets::kSymmetric) {
+      offset[i] = 8;
+      continue;
+    }
+    if (to != Int4Offsets::kFloat || m->offsets == Int4Offsets::kFloat) {
+      return ShapeError(name, "offsets can only become zero points (from symmetric) or mins");
+    }
+    offset[i] = FloatToHalf(-static_cast<float>(z) * s);
+    if (HalfToFloat(offset[i]) != -static_cast<float>(z) * s) {
+      return ShapeError(name, absl::StrCat("group ", i, ": min -", z, " * ", s,
+                                           " is not exact in fp16; the offsets cannot be mixed"));
+    }
+  }
+  m->offset = std::move(offset);
+  m->offsets = to;
+  return absl::OkStatus();
+}
+
+Int4Packed MakeInt4Packed(int64_t n, int64_t k, int32_t group, Int4Offsets offsets) {
+  Int4Packed p;
+  p.codes.assign(Int4CodeBytes(n, k), 0);
+  p.scales.assign(Int4ScaleBytes(n, k, group) / 4, 0);
+  p.offsets.assign(Int4OffsetBytes(n, k, group, offsets) / 4, 0);
+  return p;
+}
+
+absl::Status PackInt4Rows(const Int4Matrix& src, std::span<const int64_t> dest_rows,
+                          int64_t n_dst, Int4Packed* dst) {
+  if (static_cast<int64_t>(dest_rows.size()) != src.n) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("PackInt4Rows: ", dest_rows.size(), " destination rows for ", src.n));
+  }
+  const int64_t groups = src.num_groups();
+  if (static_cast<int64_t>(dst->codes.size()) != Int4CodeBytes(n_dst, src.k) ||
+      static_cast<int64_t>(dst->scales.size()) * 4 != Int4ScaleBytes(n_dst, src.k, src.group) ||
+      static_cast<int64_t>(dst->offsets.size()) * 4 !=
+          Int4OffsetBytes(n_dst, src.k, src.group, src.offsets)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("PackInt4Rows: the destination is not ", n_dst, " x ", src.k, " group ",
+                     src.group, " with these offsets"));
+  }
+  for (int64_t r = 0; r < src.n; ++r) {
+    const int64_t d = dest_rows[r];
+    if (d < 0 || d >= n_dst) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("PackInt4Rows: row ", r, " goes to ", d, ", outside [0, ", n_dst, ")"));
+    }
+    for (int64_t c = 0; c < src.k; ++c) SetCode(dst, d, c, src.k, src.q[r * src.k + c]);
+    for (int64_t gi = 0; gi < groups; ++gi) {
+      const Int4ScalePos pos = Int4ScalePosition(d, gi, groups);
+      SetHalf(&dst->scales, pos, src.scales[r * groups + gi]);
+      if (src.offsets != Int4Offsets::kSymmetric) {
+        SetHalf(&dst->offsets, pos, src.offset[r * groups + gi]);
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+Int4Matrix UnpackInt4(const Int4Packed& p, int64_t n, int64_t k, int32_t group,
+                      Int4Offsets offsets) {
+  Int4Matrix m;
+  m.n = n;
+  m.k = k;
+  m.group = group;
+  m.offsets = offsets;
+  const int64_t groups = m.num_groups();
+  m.q.resize(n * k);
+  m.scales.resize(n * groups);
+  if (offsets != Int4Offsets::kSymmetric) m.offset.resize(n * groups);
+  for (int64_t r = 0; r < n; ++r) {
+    for (int64_t c = 0; c < k; ++c) {
+      const Int4CodePos pos = Int4CodePosition(r, c, k);
+      m.q[r * k + c] = (p.codes[pos.byte] >> pos.shift) & 0xF;
+    }
+    for (int64_t gi = 0; gi < groups; ++gi) {
+      const Int4ScalePos pos = Int4ScalePosition(r, gi, groups);
+      m.scales[r * groups + gi] = GetHalf(p.scales, pos);
+      if (offsets != Int4Offsets::kSymmetric) m.offset[r * groups + gi] = GetHalf(p.offsets, pos);
+    }
+  }
+  return m;
+}
+
+std::vector<int64_t> ConcatRows(int64_t n, int64_t offset) {
+  std::vector<int64_t> rows(n);
+  for (int64_t r = 0; r < n; ++r) rows[r] = offset + r;
+  return rows;
+}
+
+std::vector<int64_t> InterleavedGateUpRows(int64_t n, int part) {
+  std::vector<int64_t> rows(n);
+  for (int64_t r = 0; r < n; ++r) rows[r] = (r / 8) * 16 + 8 * part + r % 8;
+  return rows;
+}
+
+absl::StatusOr<Int4Matrix> QuantizeInt4Rtn(std::span<const float> w, int64_t n, int64_t k,
+                                           int32_t group, Int4Offsets offsets) {
+  if (offsets == Int4Offsets::kFloat) {
+    return absl::InvalidArgumentError("QuantizeInt4Rtn: offsets must be symmetric or zero points");
+  }
+  if (static_cast<int64_t>(w.size()) != n * k || group <= 0 || k % group != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("QuantizeInt4Rtn: ", w.size(),
+                                                   " values for ", n, " x ", k, ", group ", group));
+  }
+  Int4Matrix m;
+  m.n = n;
+  m.k = k;
+  m.group = group;
+  m.offsets = offsets;
+  const int64_t groups = k / group;
+  m.q.resize(n * k);
+  m.scales.resize(n * groups);
+  if (offsets == Int4Offsets::kZero) m.offset.resize(n * groups);
+  for (int64_t r = 0; r < n; ++r) {
+    for (int64_t gi = 0; gi < groups; ++gi) {
+      const float* v = w.data() + r * k + gi * group;
+      float lo = 0.0f, hi = 0.0f;
+      for (int32_t i = 0; i < group; ++i) lo = std::min(lo, v[i]), hi = std::max(hi, v[i]);
+      float range = offsets == Int4Offsets::kSymmetric ? 2.0f * std::max(-lo, hi) : hi - lo;
+      uint16_t s_bits = FloatToHalf(range > 0.0f ? range / 15.0f : 1.0f);
+      float s = HalfToFloat(s_bits);
+      if (s == 0.0f) s_bits = FloatToHalf(6.1035156e-05f), s = HalfToFloat(s_bits);
+      int zero = 8;
+      if (offsets == Int4Offsets::kZero) {
+        zero = std::clamp(static_cast<int>(std::nearbyint(-lo / s)), 0, 15);
+        m.offset[r * groups + gi] = static_cast<uint16_t>(zero);
+      }
+      m.scales[r * groups + gi] = s_bits;
+      for (int32_t i = 0; i < group; ++i) {
+        const int q = static_cast<int>(std::nearbyint(v[i] / s)) + zero;
+        m.q[r * k + gi * group + i] = static_cast<uint8_t>(std::clamp(q, 0, 15));
+      }
+    }
+  }
+  return m;
+}
+
+}  // namespace onecard::engine

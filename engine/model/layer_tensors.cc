@@ -1,0 +1,228 @@
+// ResolveTensor, ReadTensorF32, ReadTensorInt4 (see layer_tensors.h).
+// Tested by tests/engine/model/layer_tensors_test.cc.
+#include "engine/model/layer_tensors.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "engine/common/status_macros.h"
+#include "engine/model/dequantize.h"
+#include "engine/model/quant_blocks.h"
+
+namespace onecard::engine {
+namespace {
+
+struct PartInfo {
+  const char* gguf;  // name after "blk.N." (per layer) or whole
+  const char* hf;    // name after "model.layers.N." (per layer) or whole
+  bool per_layer;
+  bool rope_permuted;  // Q and K: permuted by llama.cpp's converter
+};
+
+PartInfo InfoOf(TensorPart part) {
+  switch (part) {
+    case TensorPart::kEmbedding:
+      return {"token_embd.weight", "model.embed_tokens.weight", false, false};
+    case TensorPart::kFinalNorm:
+      return {"output_norm.weight", "model.norm.weight", false, false};
+    case TensorPart::kLmHead:
+      return {"output.weight", "lm_head.weight", false, false};
+    case TensorPart::kAttnNorm:
+      return {"attn_norm.weight", "input_layernorm.weight", true, false};
+    case TensorPart::kQ:
+      return {"attn_q.weight", "self_attn.q_proj.weight", true, true};
+    case TensorPart::kK:
+      return {"attn_k.weight", "self_attn.k_proj.weight", true, true};
+    case TensorPart::kV:
+      return {"attn_v.weight", "self_attn.v_proj.weight", true, false};
+    case TensorPart::kO:
+      return {"attn_output.weight", "self_attn.o_proj.weight", true, false};
+    case TensorPart::kFfnNorm:
+      return {"ffn_norm.weight", "post_attention_layernorm.weight", true, false};
+    case TensorPart::kGate:
+      return {"ffn_gate.weight", "mlp.gate_proj.weight", true, false};
+    case TensorPart::kUp:
+      return {"ffn_up.weight", "mlp.up_proj.weight", true, false};
+    case TensorPart::kDown:
+      return {"ffn_down.weight", "mlp.down_proj.weight", true, false};
+    case TensorPart::kQBias:
+      return {"attn_q.bias", "self_attn.q_proj.bias", true, true};
+    case TensorPart::kKBias:
+      return {"attn_k.bias", "self_attn.k_proj.bias", true, true};
+    case TensorPart::kVBias:
+      return {"attn_v.bias", "self_attn.v_proj.bias", true, false};
+  }
+  return {"", "", false, false};
+}
+
+std::vector<int64_t> ShapeOf(TensorPart part, const ModelConfig& c) {
+  const int64_t q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
+  switch (part) {
+    case TensorPart::kEmbedding:
+    case TensorPart::kLmHead:
+      return {c.vocab_size, c.hidden_size};
+    case TensorPart::kFinalNorm:
+    case TensorPart::kAttnNorm:
+    case TensorPart::kFfnNorm:
+      return {c.hidden_size};
+    case TensorPart::kQ:
+      return {q, c.hidden_size};
+    case TensorPart::kK:
+    case TensorPart::kV:
+      return {kv, c.hidden_size};
+    case TensorPart::kO:
+      return {c.hidden_size, q};
+    case TensorPart::kGate:
+    case TensorPart::kUp:
+      return {c.intermediate_size, c.hidden_size};
+    case TensorPart::kDown:
+      return {c.hidden_size, c.intermediate_size};
+    case TensorPart::kQBias:
+      return {q};
+    case TensorPart::kKBias:
+    case TensorPart::kVBias:
+      return {kv};
+  }
+  return {};
+}
+
+std::string ShapeString(const std::vector<int64_t>& shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+}
+
+// The heads whose Q/K row permutation must be undone (0: none). transformers
+// undoes it for every GGUF of the llama architecture (also biases).
+int64_t UnpermuteHeads(const Checkpoint& ckpt, TensorPart part) {
+  const bool permuted = InfoOf(part).rope_permuted && ckpt.format == CheckpointFormat::kGguf &&
+                        ckpt.config.architecture != Architecture::kQwen2;
+  if (!permuted) return 0;
+  const bool query = part == TensorPart::kQ || part == TensorPart::kQBias;
+  return query ? ckpt.config.num_heads : ckpt.config.num_kv_heads;
+}
+
+// Codes, scale and offset of one 32-element GGUF block at `dst` row offsets.
+template <typename Block>
+void UnpackBlock(const Block& b, uint8_t* q, uint16_t* scale, uint16_t* offset) {
+  constexpr int kHalf = kQuantBlock32 / 2;
+  for (int j = 0; j < kHalf; ++j) {
+    q[j] = b.qs[j] & 0x0F;
+    q[j + kHalf] = b.qs[j] >> 4;
+  }
+  *scale = b.d;
+  if constexpr (requires { b.m; }) *offset = b.m;
+}
+
+template <typename Block>
+void ReadBlocks(const ResolvedTensor& t, const std::vector<int64_t>& sources, Int4Matrix* m) {
+  const int64_t blocks_per_row = m->k / kQuantBlock32;
+  const auto* blocks = reinterpret_cast<const Block*>(t.view->data);
+  for (int64_t r = 0; r < m->n; ++r) {
+    const Block* row = blocks + sources[r] * blocks_per_row;
+    for (int64_t b = 0; b < blocks_per_row; ++b) {
+      uint16_t unused = 0;
+      uint16_t* offset = m->offset.empty() ? &unused : &m->offset[r * blocks_per_row + b];
+      UnpackBlock(row[b], &m->q[r * m->k + b * kQuantBlock32], &m->scales[r * blocks_per_row + b],
+                  offset);
+    }
+  }
+}
+
+std::vector<int64_t> Identity(int64_t rows) {
+  std::vector<int64_t> v(rows);
+  for (int64_t r = 0; r < rows; ++r) v[r] = r;
+  return v;
+}
+
+}  // namespace
+
+std::vector<int64_t> LlamaCppRowSources(int64_t num_heads, int64_t rows) {
+  std::vector<int64_t> sources(rows);
+  const int64_t half = rows / num_heads / 2;
+  for (int64_t h = 0; h < num_heads; ++h) {
+    for (int64_t i = 0; i < half; ++i) {
+      for (int64_t j = 0; j < 2; ++j) sources[h * 2 * half + j * half + i] = h * 2 * half + i * 2 + j;
+    }
+  }
+  return sources;
+}
+
+absl::StatusOr<ResolvedTensor> ResolveTensor(const Checkpoint& ckpt, TensorPart part,
+                                             int64_t layer) {
+  if (ckpt.weights == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(ckpt.path, ": no weights opened"));
+  }
+  const PartInfo info = InfoOf(part);
+  const bool gguf = ckpt.format == CheckpointFormat::kGguf;
+  ResolvedTensor t;
+  t.name = info.per_layer ? absl::StrCat(gguf ? "blk." : "model.layers.", layer, ".",
+                                         gguf ? info.gguf : info.hf)
+                          : std::string(gguf ? info.gguf : info.hf);
+  t.shape = ShapeOf(part, ckpt.config);
+  t.unpermute_heads = UnpermuteHeads(ckpt, part);
+  t.view = ckpt.weights->Find(t.name);
+  if (t.view == nullptr) {
+    return absl::NotFoundError(absl::StrCat(ckpt.path, ": tensor '", t.name, "' not found"));
+  }
+  if (t.view->shape != t.shape) {
+    return absl::InvalidArgumentError(absl::StrCat(t.view->file_path, ": tensor '", t.name,
+                                                   "' has shape ", ShapeString(t.view->shape),
+                                                   ", expected ", ShapeString(t.shape)));
+  }
+  if (!IsDequantizable(t.view->dtype)) {
+    return absl::InvalidArgumentError(absl::StrCat(t.view->file_path, ": tensor '", t.name,
+                                                   "' has non-float dtype ",
+                                                   std::string(DTypeName(t.view->dtype))));
+  }
+  return t;
+}
+
+absl::StatusOr<std::vector<float>> ReadTensorF32(const ResolvedTensor& t) {
+  std::vector<float> out(static_cast<size_t>(t.view->NumElements()));
+  RETURN_IF_ERROR(DequantizeInto(*t.view, out.data()));
+  if (t.unpermute_heads == 0) return out;
+  const int64_t rows = t.shape[0], cols = static_cast<int64_t>(out.size()) / rows;
+  const std::vector<int64_t> sources = LlamaCppRowSources(t.unpermute_heads, rows);
+  std::vector<float> permuted(out.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    std::memcpy(permuted.data() + r * cols, out.data() + sources[r] * cols, cols * sizeof(float));
+  }
+  return permuted;
+}
+
+bool IsInt4Dtype(DType dtype) { return dtype == DType::kQ4_0 || dtype == DType::kQ4_1; }
+
+absl::StatusOr<Int4Matrix> ReadTensorInt4(const ResolvedTensor& t) {
+  const DType dtype = t.view->dtype;
+  if (!IsInt4Dtype(dtype) || t.shape.size() != 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        t.view->file_path, ": tensor '", t.name, "' (", std::string(DTypeName(dtype)),
+        ", shape ", ShapeString(t.shape), ") is not a 4-bit matrix; 4-bit: Q4_0, Q4_1"));
+  }
+  Int4Matrix m;
+  m.n = t.shape[0];
+  m.k = t.shape[1];
+  m.group = kQuantBlock32;
+  m.offsets = dtype == DType::kQ4_0 ? Int4Offsets::kSymmetric : Int4Offsets::kFloat;
+  const int64_t blocks = m.n * (m.k / kQuantBlock32);
+  if (m.k % kQuantBlock32 != 0 ||
+      t.view->size_bytes != static_cast<uint64_t>(blocks * BlockBytes(dtype))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(t.view->file_path, ": tensor '", t.name, "' at offset ", t.view->file_offset,
+                     " holds ", t.view->size_bytes, " bytes, ", ShapeString(t.shape), " in ",
+                     std::string(DTypeName(dtype)), " needs ", blocks * BlockBytes(dtype)));
+  }
+  m.q.resize(m.n * m.k);
+  m.scales.resize(blocks);
+  if (m.offsets == Int4Offsets::kFloat) m.offset.resize(blocks);
+  const std::vector<int64_t> sources =
+      t.unpermute_heads > 0 ? LlamaCppRowSources(t.unpermute_heads, m.n) : Identity(m.n);
+  if (dtype == DType::kQ4_0) {
+    ReadBlocks<BlockQ4_0>(t, sources, &m);
+  } else {
+    ReadBlocks<BlockQ4_1>(t, sources, &m);
+  }
+  return m;
+}
+
+}  // namespace onecard::engine

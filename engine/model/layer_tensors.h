@@ -1,0 +1,74 @@
+// One tensor of a decoder at a time: the checkpoint's tensor for a part of the
+// model (GGUF "blk.N.attn_q.weight" or HF "model.layers.N.self_attn.q_proj.weight"),
+// found and shape-checked against the ModelConfig, then read as fp32 or, for
+// 4-bit GGUF blocks, as an Int4Matrix without re-rounding. GGUF llama Q/K
+// rows, which llama.cpp's converter permuted for its interleaved RoPE, are
+// permuted back (as transformers' GGUF loader does), codes and scales alike.
+// Loaders that fill a device layer by layer use it (the CUDA runner), and so
+// does LoadWeightsF32 (model_weights.h).
+// Missing tensors give NotFound naming the tensor and the file; wrong shapes
+// and dtypes InvalidArgument naming the tensor, the expected and the found.
+// Tested by tests/engine/model/layer_tensors_test.cc and, through
+// LoadWeightsF32, model_weights_test.cc.
+#ifndef ONECARD_ENGINE_MODEL_LAYER_TENSORS_H_
+#define ONECARD_ENGINE_MODEL_LAYER_TENSORS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/kernels/int4_matrix.h"
+#include "engine/model/checkpoint.h"
+
+namespace onecard::engine {
+
+enum class TensorPart {
+  kEmbedding,
+  kFinalNorm,
+  kLmHead,  // absent when the embeddings are tied
+  kAttnNorm,
+  kQ,
+  kK,
+  kV,
+  kO,
+  kFfnNorm,
+  kGate,
+  kUp,
+  kDown,
+  kQBias,  // attention_bias only
+  kKBias,
+  kVBias,
+};
+
+struct ResolvedTensor {
+  std::string name;
+  const TensorView* view = nullptr;
+  std::vector<int64_t> shape;   // as the model expects it (outermost first)
+  int64_t unpermute_heads = 0;  // > 0: llama.cpp's Q/K row permutation to undo
+};
+
+// The tensor of `part` (of layer `layer` for the per-layer parts).
+absl::StatusOr<ResolvedTensor> ResolveTensor(const Checkpoint& checkpoint, TensorPart part,
+                                             int64_t layer = 0);
+
+// Its values in fp32, row-major, in the HF row order.
+absl::StatusOr<std::vector<float>> ReadTensorF32(const ResolvedTensor& tensor);
+
+// Whether ReadTensorInt4 takes a tensor of this dtype: GGUF Q4_0
+// (kSymmetric) and Q4_1 (kFloat), groups of 32.
+bool IsInt4Dtype(DType dtype);
+
+// The 4-bit codes, fp16 scales and offsets of a Q4_0 / Q4_1 tensor exactly as
+// stored (Int4Matrix::Value equals the gguf package's dequantization), in the
+// HF row order.
+absl::StatusOr<Int4Matrix> ReadTensorInt4(const ResolvedTensor& tensor);
+
+// llama.cpp stores each head's rows as [head_dim / 2, 2] pairs (row i * 2 + j);
+// HF's order is [2, head_dim / 2] (row j * head_dim / 2 + i). Returns, for
+// each HF row, the stored row it comes from.
+std::vector<int64_t> LlamaCppRowSources(int64_t num_heads, int64_t rows);
+
+}  // namespace onecard::engine
+
+#endif  // ONECARD_ENGINE_MODEL_LAYER_TENSORS_H_

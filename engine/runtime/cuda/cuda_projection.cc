@@ -1,0 +1,146 @@
+// A step's projections (see cuda_runner_impl.h, Project): one switch on the
+// weight's format, then the row count picks the kernel.
+//   BF16: up to 4 rows Gemv (norm prologue, SiLU·mul and residual epilogues
+//         fused); more rows cuBLAS (RmsNorm first, SiluMul after, the
+//         residual add as beta = 1 or split-K partials the next norm folds).
+//   int4: up to kInt4GemmMaxRows rows Int4Gemm (up to 4 rows with the norm
+//         fused, the SiLU·mul and residual epilogues always); more rows
+//         dequantize the weight to BF16 (Int4DequantizeBf16) and take the
+//         cuBLAS path.
+// Tested by tests/gpu/cuda_model_runner_test.cc.
+#include "absl/strings/str_cat.h"
+#include "engine/common/status_macros.h"
+#include "engine/kernels/gemv.h"
+#include "engine/kernels/int4_dequant.h"
+#include "engine/kernels/int4_gemm.h"
+#include "engine/kernels/silu_mul.h"
+#include "engine/runtime/cuda/cuda_runner_impl.h"
+
+namespace onecard::engine {
+namespace {
+
+CudaRunnerImpl::Product ProductOf(Projection p) {
+  switch (p) {
+    case Projection::kQkv:
+      return CudaRunnerImpl::Product::kQkv;
+    case Projection::kO:
+      return CudaRunnerImpl::Product::kO;
+    case Projection::kGateUp:
+      return CudaRunnerImpl::Product::kGateUp;
+    case Projection::kDown:
+      return CudaRunnerImpl::Product::kDown;
+  }
+  return CudaRunnerImpl::Product::kQkv;
+}
+
+bool NormedInput(Projection p) { return p == Projection::kQkv || p == Projection::kGateUp; }
+
+}  // namespace
+
+const void* CudaRunnerImpl::NormWeight(Projection p, int layer) const {
+  const CudaLayerWeights& l = weights_.layers[layer];
+  return p == Projection::kQkv ? l.attn_norm : l.ffn_norm;
+}
+
+bool CudaRunnerImpl::ProjectsByLibrary(Projection p, int layer, int32_t t) const {
+  const CudaWeight& w = weights_.layers[layer][p];
+  return w.spec.format == WeightFormat::kBf16 ? !UseGemv(t) : t > kInt4GemmMaxRows;
+}
+
+absl::StatusOr<int32_t> CudaRunnerImpl::Project(Projection p, int layer, int32_t t,
+                                                int32_t in_partials) {
+  const CudaWeight& w = weights_.layers[layer][p];
+  switch (w.spec.format) {
+    case WeightFormat::kBf16:
+      return ProjectBf16(p, layer, t, in_partials, w.data, /*allow_splits=*/true);
+    case WeightFormat::kInt4:
+      return ProjectInt4(p, layer, t, in_partials, w);
+  }
+  return absl::UnimplementedError(absl::StrCat("layer ", layer, ": weight format ",
+                                               w.spec.Name(), " has no projection kernel"));
+}
+
+absl::StatusOr<int32_t> CudaRunnerImpl::ProjectBf16(Projection p, int layer, int32_t t,
+                                                    int32_t in_partials, const void* weight,
+                                                    bool allow_splits) {
+  cudaStream_t stream = ctx_->stream();
+  const Product product = ProductOf(p);
+  const BlasGemmParams g = ProductParams(product, t);
+  if (UseGemv(t)) {
+    GemvParams v{.x = g.x, .x_row_stride = g.k, .w = weight, .y = g.y, .num_rows = t, .n = g.n,
+                 .k = g.k};
+    if (NormedInput(p)) {
+      v.prologue = GemvPrologue::kRmsNorm;
+      v.x = buf_.residual;
+      v.norm_weight = NormWeight(p, layer);
+      v.eps = config_.rms_norm_eps;
+    }
+    if (p == Projection::kGateUp) {  // the activation straight out of the GEMV
+      v.y = buf_.act;
+      v.silu_mul_y = true;
+      v.n = config_.intermediate_size;
+    }
+    v.add_to_y = p == Projection::kO || p == Projection::kDown;
+    RETURN_IF_ERROR(Gemv(v, stream));
+    return 1;
+  }
+  if (NormedInput(p)) {
+    RETURN_IF_ERROR(NormResidual(NormWeight(p, layer), t, in_partials));
+    BlasGemmParams b = g;
+    b.w = weight;
+    RETURN_IF_ERROR(BlasGemm(ctx_->cublas(), b, stream, tuner_.get()));
+    if (p == Projection::kQkv) return 1;
+    RETURN_IF_ERROR(SiluMul({.dtype = DType::kBF16,
+                             .gate_up = buf_.gate_up,
+                             .out = buf_.act,
+                             .num_tokens = t,
+                             .inter = config_.intermediate_size},
+                            stream));
+    return 1;
+  }
+  // o and down add into the residual stream, whole or as split-K partials;
+  // the last layer's down stays whole (the logits read the stream as it is).
+  const bool last_down = p == Projection::kDown && layer + 1 >= config_.num_layers;
+  const int32_t splits = allow_splits && !last_down ? GemmSplits(product, t) : 1;
+  BlasGemmParams b = ResidualProductParams(product, t, splits);
+  b.w = weight;
+  RETURN_IF_ERROR(BlasGemm(ctx_->cublas(), b, stream, tuner_.get()));
+  return splits;
+}
+
+absl::StatusOr<int32_t> CudaRunnerImpl::ProjectInt4(Projection p, int layer, int32_t t,
+                                                    int32_t in_partials, const CudaWeight& w) {
+  cudaStream_t stream = ctx_->stream();
+  if (t > kInt4GemmMaxRows) {  // prefill-sized: BF16 for cuBLAS
+    RETURN_IF_ERROR(Int4DequantizeBf16(
+        {.w = w.Int4(), .out = buf_.int4_dequant, .gate_up = p == Projection::kGateUp}, stream));
+    return ProjectBf16(p, layer, t, in_partials, buf_.int4_dequant, /*allow_splits=*/false);
+  }
+  const BlasGemmParams g = ProductParams(ProductOf(p), t);
+  Int4GemmParams q{.w = w.Int4(),
+                   .x = g.x,
+                   .x_row_stride = g.k,
+                   .y = g.y,
+                   .rows = t,
+                   .workspace = buf_.int4_gemm,
+                   .workspace_bytes = plan_.workspace.int4_gemm};
+  if (NormedInput(p)) {
+    if (t <= kInt4GemmMaxNormRows && in_partials == 1) {
+      q.prologue = GemvPrologue::kRmsNorm;
+      q.x = buf_.residual;
+      q.norm_weight = NormWeight(p, layer);
+      q.eps = config_.rms_norm_eps;
+    } else {
+      RETURN_IF_ERROR(NormResidual(NormWeight(p, layer), t, in_partials));
+    }
+  }
+  if (p == Projection::kGateUp) {
+    q.y = buf_.act;
+    q.silu_mul_y = true;
+  }
+  q.add_to_y = p == Projection::kO || p == Projection::kDown;
+  RETURN_IF_ERROR(Int4Gemm(q, stream));
+  return 1;
+}
+
+}  // namespace onecard::engine

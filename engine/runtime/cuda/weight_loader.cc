@@ -1,0 +1,192 @@
+// LoadWeights, CheckpointWeightsSpec, CheckpointTensorSource (see
+// cuda_weights.h): a layer at a time, a projection at a time, from host
+// tensors to their device format. Tested through
+// tests/gpu/cuda_model_runner_test.cc.
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "engine/common/status_macros.h"
+#include "engine/kernels/bf16.h"
+#include "engine/kernels/cuda_check.h"
+#include "engine/runtime/cuda/cuda_weights.h"
+
+namespace onecard::engine {
+namespace {
+
+constexpr int32_t kGgufInt4Group = 32;  // Q4_0 / Q4_1 blocks
+
+// The parts of each projection, in the fused order.
+std::vector<TensorPart> PartsOf(Projection p) {
+  switch (p) {
+    case Projection::kQkv:
+      return {TensorPart::kQ, TensorPart::kK, TensorPart::kV};
+    case Projection::kO:
+      return {TensorPart::kO};
+    case Projection::kGateUp:
+      return {TensorPart::kGate, TensorPart::kUp};
+    case Projection::kDown:
+      return {TensorPart::kDown};
+  }
+  return {};
+}
+
+absl::Status Upload(void* dst, const void* src, int64_t bytes) {
+  CUDA_RETURN_IF_ERROR(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+  return absl::OkStatus();
+}
+
+// fp32 values to BF16 at dst (+ offset elements), `expected` of them.
+absl::Status PutBf16(const std::vector<float>& src, int64_t expected, const std::string& what,
+                     uint16_t* dst) {
+  if (static_cast<int64_t>(src.size()) != expected) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("weight ", what, " has ", src.size(), " values, expected ", expected));
+  }
+  for (size_t i = 0; i < src.size(); ++i) dst[i] = FloatToBf16(src[i]);
+  return absl::OkStatus();
+}
+
+absl::Status UploadBf16(HostTensorSource& source, TensorPart part, int64_t layer, int64_t count,
+                        void* dst) {
+  ASSIGN_OR_RETURN(const std::vector<float> f, source.F32(part, layer));
+  std::vector<uint16_t> bf(count);
+  RETURN_IF_ERROR(PutBf16(f, count, absl::StrCat("layer ", layer), bf.data()));
+  return Upload(dst, bf.data(), count * 2);
+}
+
+std::string Where(Projection p, int64_t layer) {
+  static const char* kNames[] = {"qkv", "o", "gate_up", "down"};
+  return absl::StrCat("layer ", layer, " ", kNames[static_cast<int>(p)]);
+}
+
+// One BF16 projection: its parts one after the other ([q; k; v], [gate; up]).
+absl::Status LoadBf16Projection(HostTensorSource& source, Projection p, int64_t layer,
+                                const CudaWeight& w) {
+  std::vector<uint16_t> fused(w.n * w.k);
+  int64_t row = 0;
+  for (TensorPart part : PartsOf(p)) {
+    ASSIGN_OR_RETURN(const std::vector<float> f, source.F32(part, layer));
+    const int64_t rows = static_cast<int64_t>(f.size()) / w.k;
+    if (row + rows > w.n) {
+      return absl::InvalidArgumentError(absl::StrCat(Where(p, layer), ": parts exceed ", w.n,
+                                                     " rows"));
+    }
+    RETURN_IF_ERROR(PutBf16(f, rows * w.k, Where(p, layer), fused.data() + row * w.k));
+    row += rows;
+  }
+  if (row != w.n) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(Where(p, layer), ": parts have ", row, " rows, expected ", w.n));
+  }
+  return Upload(w.data, fused.data(), w.n * w.k * 2);
+}
+
+// One 4-bit projection: its parts packed at their rows (gate and up
+// interleaved by 8), offsets made the spec's kind exactly.
+absl::Status LoadInt4Projection(HostTensorSource& source, Projection p, int64_t layer,
+                                const CudaWeight& w) {
+  Int4Packed fused = MakeInt4Packed(w.n, w.k, w.spec.group, w.spec.offsets);
+  const std::vector<TensorPart> parts = PartsOf(p);
+  int64_t row = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    ASSIGN_OR_RETURN(Int4Matrix m, source.Int4(parts[i], layer));
+    const std::string name = absl::StrCat(Where(p, layer), " part ", i);
+    RETURN_IF_ERROR(m.Validate(name));
+    if (m.k != w.k || m.group != w.spec.group) {
+      return absl::InvalidArgumentError(absl::StrCat(name, ": ", m.n, " x ", m.k, " in groups of ",
+                                                     m.group, "; the projection is ", w.k,
+                                                     " wide in groups of ", w.spec.group));
+    }
+    RETURN_IF_ERROR(ConvertInt4Offsets(&m, w.spec.offsets, name));
+    const std::vector<int64_t> rows = p == Projection::kGateUp
+                                          ? InterleavedGateUpRows(m.n, static_cast<int>(i))
+                                          : ConcatRows(m.n, row);
+    RETURN_IF_ERROR(PackInt4Rows(m, rows, w.n, &fused));
+    row += m.n;
+  }
+  if (row != w.n) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(Where(p, layer), ": parts have ", row, " rows, expected ", w.n));
+  }
+  RETURN_IF_ERROR(Upload(w.data, fused.codes.data(), fused.codes.size()));
+  RETURN_IF_ERROR(Upload(w.scales, fused.scales.data(), fused.scales.size() * 4));
+  if (w.offsets == nullptr) return absl::OkStatus();
+  return Upload(w.offsets, fused.offsets.data(), fused.offsets.size() * 4);
+}
+
+class CheckpointSource : public HostTensorSource {
+ public:
+  explicit CheckpointSource(const Checkpoint& checkpoint) : checkpoint_(checkpoint) {}
+  absl::StatusOr<std::vector<float>> F32(TensorPart part, int64_t layer) override {
+    ASSIGN_OR_RETURN(const ResolvedTensor t, ResolveTensor(checkpoint_, part, layer));
+    return ReadTensorF32(t);
+  }
+  absl::StatusOr<Int4Matrix> Int4(TensorPart part, int64_t layer) override {
+    ASSIGN_OR_RETURN(const ResolvedTensor t, ResolveTensor(checkpoint_, part, layer));
+    return ReadTensorInt4(t);
+  }
+
+ private:
+  const Checkpoint& checkpoint_;
+};
+
+}  // namespace
+
+std::unique_ptr<HostTensorSource> CheckpointTensorSource(const Checkpoint& checkpoint) {
+  return std::make_unique<CheckpointSource>(checkpoint);
+}
+
+absl::StatusOr<ModelWeightsSpec> CheckpointWeightsSpec(const Checkpoint& checkpoint,
+                                                       bool all_bf16) {
+  const ModelConfig& c = checkpoint.config;
+  ModelWeightsSpec spec = ModelWeightsSpec::Uniform(c, {});
+  if (all_bf16) return spec;
+  for (int64_t layer = 0; layer < c.num_layers; ++layer) {
+    for (int p = 0; p < kNumProjections; ++p) {
+      bool int4 = CheckInt4Shape(c, static_cast<Projection>(p), kGgufInt4Group).ok();
+      bool any_min = false;
+      for (TensorPart part : PartsOf(static_cast<Projection>(p))) {
+        ASSIGN_OR_RETURN(const ResolvedTensor t, ResolveTensor(checkpoint, part, layer));
+        int4 = int4 && IsInt4Dtype(t.view->dtype);
+        any_min = any_min || t.view->dtype == DType::kQ4_1;
+      }
+      if (!int4) continue;
+      spec.layers[layer][p] = {.format = WeightFormat::kInt4,
+                               .group = kGgufInt4Group,
+                               .offsets = any_min ? Int4Offsets::kFloat : Int4Offsets::kSymmetric};
+    }
+  }
+  return spec;
+}
+
+absl::StatusOr<CudaWeights> LoadWeights(const ModelConfig& c, const ModelWeightsSpec& spec,
+                                        HostTensorSource& source, DeviceArena* arena) {
+  ASSIGN_OR_RETURN(CudaWeights w, CarveWeights(c, spec, arena));
+  const int64_t h = c.hidden_size;
+  for (int64_t layer = 0; layer < c.num_layers; ++layer) {
+    CudaLayerWeights& l = w.layers[layer];
+    RETURN_IF_ERROR(UploadBf16(source, TensorPart::kAttnNorm, layer, h, l.attn_norm));
+    RETURN_IF_ERROR(UploadBf16(source, TensorPart::kFfnNorm, layer, h, l.ffn_norm));
+    for (int p = 0; p < kNumProjections; ++p) {
+      const CudaWeight& cw = l.proj[p];
+      RETURN_IF_ERROR(cw.spec.format == WeightFormat::kBf16
+                          ? LoadBf16Projection(source, static_cast<Projection>(p), layer, cw)
+                          : LoadInt4Projection(source, static_cast<Projection>(p), layer, cw));
+    }
+    if (l.bqkv == nullptr) continue;
+    const int64_t q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
+    char* dst = static_cast<char*>(l.bqkv);
+    RETURN_IF_ERROR(UploadBf16(source, TensorPart::kQBias, layer, q, dst));
+    RETURN_IF_ERROR(UploadBf16(source, TensorPart::kKBias, layer, kv, dst + q * 2));
+    RETURN_IF_ERROR(UploadBf16(source, TensorPart::kVBias, layer, kv, dst + (q + kv) * 2));
+  }
+  const int64_t table = c.vocab_size * h;
+  RETURN_IF_ERROR(UploadBf16(source, TensorPart::kEmbedding, 0, table, w.embedding));
+  RETURN_IF_ERROR(UploadBf16(source, TensorPart::kFinalNorm, 0, h, w.final_norm));
+  if (w.lm_head != w.embedding) {
+    RETURN_IF_ERROR(UploadBf16(source, TensorPart::kLmHead, 0, table, w.lm_head));
+  }
+  return w;
+}
+
+}  // namespace onecard::engine

@@ -1,0 +1,114 @@
+// Int4GemmRef against an independent computation: the weight's values from
+// the logical matrix (Int4Matrix::Value, not the packed layout the reference
+// reads), a double-precision dot, and the epilogues written out here (the
+// residual add's two roundings; gate/up pairs taken from the fused rows by
+// hand). Shapes small enough for CI.
+#include <cmath>
+
+#include "engine/kernels/bf16.h"
+#include "engine/kernels/int4_gemm.h"
+#include "engine/kernels/int4_matrix.h"
+#include "gtest/gtest.h"
+#include "tests/engine/kernels/kernel_test_util.h"
+#include "tests/testing/int4_testing.h"
+
+namespace onecard::engine {
+namespace {
+
+using onecard::testing::RandomInt4Matrix;
+
+struct Fixture {
+  Int4Matrix m;
+  Int4Packed packed;
+  std::vector<uint16_t> x;  // [rows, k] BF16
+  Int4GemmParams p;
+};
+
+Fixture Make(int64_t n, int64_t k, int32_t group, Int4Offsets offsets, int32_t rows) {
+  Fixture f;
+  f.m = RandomInt4Matrix(n, k, group, offsets, static_cast<uint32_t>(n + k + rows));
+  f.packed = MakeInt4Packed(n, k, group, offsets);
+  EXPECT_TRUE(PackInt4Rows(f.m, ConcatRows(n, 0), n, &f.packed).ok());
+  f.x = testing::ToBf16(testing::RandomFloats(rows * k, 11, -2.0f, 2.0f));
+  f.p.w = {.codes = f.packed.codes.data(),
+           .scales = f.packed.scales.data(),
+           .offsets = f.packed.offsets.empty() ? nullptr : f.packed.offsets.data(),
+           .n = n,
+           .k = k,
+           .group = group,
+           .offset_kind = offsets};
+  f.p.x = f.x.data();
+  f.p.x_row_stride = k;
+  f.p.rows = rows;
+  return f;
+}
+
+double Dot(const Fixture& f, int32_t row, int64_t r) {
+  double acc = 0;
+  for (int64_t c = 0; c < f.m.k; ++c) acc += double{f.m.Value(r, c)} * Bf16ToFloat(f.x[row * f.m.k + c]);
+  return acc;
+}
+
+TEST(Int4GemmRefTest, F32OutputIsTheDot) {
+  for (const auto offsets : {Int4Offsets::kSymmetric, Int4Offsets::kZero, Int4Offsets::kFloat}) {
+    Fixture f = Make(32, 256, 64, offsets, 3);
+    std::vector<float> y(3 * 32);
+    f.p.y = y.data();
+    f.p.y_dtype = DType::kF32;
+    ASSERT_TRUE(Int4GemmRef(f.p).ok());
+    for (int32_t m = 0; m < 3; ++m) {
+      for (int64_t r = 0; r < 32; ++r) {
+        const double want = Dot(f, m, r);
+        EXPECT_NEAR(y[m * 32 + r], want, 1e-5 * (1 + std::abs(want))) << m << "," << r;
+      }
+    }
+  }
+}
+
+TEST(Int4GemmRefTest, AddRoundsTheProductThenTheSum) {
+  Fixture f = Make(16, 128, 32, Int4Offsets::kFloat, 2);
+  std::vector<uint16_t> y = testing::ToBf16(testing::RandomFloats(2 * 16, 5));
+  const std::vector<uint16_t> before = y;
+  f.p.y = y.data();
+  f.p.add_to_y = true;
+  ASSERT_TRUE(Int4GemmRef(f.p).ok());
+  for (int i = 0; i < 32; ++i) {
+    const float product = Bf16ToFloat(FloatToBf16(static_cast<float>(Dot(f, i / 16, i % 16))));
+    EXPECT_NEAR(Bf16ToFloat(y[i]), Bf16ToFloat(FloatToBf16(product + Bf16ToFloat(before[i]))),
+                1e-2 * std::abs(Bf16ToFloat(y[i])) + 1e-3)
+        << i;
+  }
+}
+
+TEST(Int4GemmRefTest, SiluMulPairsTheInterleavedRows) {
+  Fixture f = Make(32, 64, 32, Int4Offsets::kZero, 1);
+  std::vector<uint16_t> y(16);
+  f.p.y = y.data();
+  f.p.silu_mul_y = true;
+  ASSERT_TRUE(Int4GemmRef(f.p).ok());
+  for (int64_t j = 0; j < 16; ++j) {
+    const int64_t gate_row = (j / 8) * 16 + j % 8, up_row = gate_row + 8;
+    const float g = Bf16ToFloat(FloatToBf16(static_cast<float>(Dot(f, 0, gate_row))));
+    const float u = Bf16ToFloat(FloatToBf16(static_cast<float>(Dot(f, 0, up_row))));
+    const float want = g / (1.0f + std::exp(-g)) * u;
+    EXPECT_NEAR(Bf16ToFloat(y[j]), want, 1e-2 * std::abs(want) + 1e-4) << j;
+  }
+}
+
+TEST(Int4GemmRefTest, RefusesWhatTheKernelsDoNotTake) {
+  Fixture f = Make(16, 64, 32, Int4Offsets::kSymmetric, 1);
+  std::vector<float> y(16);
+  f.p.y = y.data();
+  f.p.y_dtype = DType::kF32;
+  f.p.rows = kInt4GemmMaxRows + 1;
+  EXPECT_EQ(Int4GemmRef(f.p).code(), absl::StatusCode::kUnimplemented);
+  f.p.rows = 1;
+  f.p.prologue = GemvPrologue::kSiluMul;
+  EXPECT_EQ(Int4GemmRef(f.p).code(), absl::StatusCode::kUnimplemented);
+  f.p.prologue = GemvPrologue::kNone;
+  f.p.add_to_y = true;  // F32 y
+  EXPECT_EQ(Int4GemmRef(f.p).code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace onecard::engine

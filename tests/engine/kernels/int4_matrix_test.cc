@@ -1,0 +1,142 @@
+// Tests of the 4-bit weight layout and its host side (int4_layout.h,
+// int4_matrix.h): code and scale positions against the layout's table, the
+// packer's round trip, the fused weights' row maps, the value of each offset
+// kind, the round-to-nearest quantizer against GPTQ's formulas worked by hand,
+// and the shape checks.
+#include "engine/kernels/int4_matrix.h"
+
+#include <set>
+#include <utility>
+
+#include "engine/common/fp16.h"
+#include "gtest/gtest.h"
+#include "tests/testing/int4_testing.h"
+
+namespace onecard::engine {
+namespace {
+
+using onecard::testing::RandomInt4Matrix;
+
+TEST(Int4LayoutTest, CodePositionsFollowTheTable) {
+  // Row gr = 3 of the first tile, column 16 * 2 + 4 * 1 + 2 (word 2, t = 1,
+  // j = 2): lane 4 * 3 + 1 = 13, nibble 2 (row gr, j = 2) -> byte 1 of word 2.
+  Int4CodePos p = Int4CodePosition(3, 38, 128);
+  EXPECT_EQ(p.byte, 13 * 16 + 2 * 4 + 1);
+  EXPECT_EQ(p.shift, 0);
+  // Row gr + 8 = 11, j = 3: nibble 7, the high half of byte 3.
+  p = Int4CodePosition(11, 39, 128);
+  EXPECT_EQ(p.byte, 13 * 16 + 2 * 4 + 3);
+  EXPECT_EQ(p.shift, 4);
+  // Row 8 + 0, column 1 (j = 1): nibble 5 -> byte 2, high half.
+  p = Int4CodePosition(8, 1, 128);
+  EXPECT_EQ(p.byte, 2);
+  EXPECT_EQ(p.shift, 4);
+  // The second k tile of row tile 1 of a 128-wide weight: tile 1 * 2 + 1 = 3.
+  p = Int4CodePosition(16, 64, 128);
+  EXPECT_EQ(p.byte, 3 * kInt4TileBytes);
+}
+
+TEST(Int4LayoutTest, CodePositionsAreABijection) {
+  const int64_t n = 32, k = 192;
+  std::set<std::pair<int64_t, int>> seen;
+  for (int64_t r = 0; r < n; ++r) {
+    for (int64_t c = 0; c < k; ++c) {
+      const Int4CodePos p = Int4CodePosition(r, c, k);
+      ASSERT_GE(p.byte, 0);
+      ASSERT_LT(p.byte, Int4CodeBytes(n, k));
+      EXPECT_TRUE(seen.insert({p.byte, p.shift}).second) << r << "," << c;
+    }
+  }
+  EXPECT_EQ(static_cast<int64_t>(seen.size()), n * k);
+}
+
+TEST(Int4LayoutTest, ScaleWordsPairRowsOfATile) {
+  // Row 16 + 5 and row 16 + 13 share word (1 * 8 + 5) * groups + g.
+  const Int4ScalePos a = Int4ScalePosition(21, 2, 4), b = Int4ScalePosition(29, 2, 4);
+  EXPECT_EQ(a.word, (1 * 8 + 5) * 4 + 2);
+  EXPECT_EQ(b.word, a.word);
+  EXPECT_EQ(a.half, 0);
+  EXPECT_EQ(b.half, 1);
+}
+
+TEST(Int4MatrixTest, PackUnpackRoundTrip) {
+  for (const auto offsets : {Int4Offsets::kSymmetric, Int4Offsets::kZero, Int4Offsets::kFloat}) {
+    for (const int32_t group : {32, 64, 96, 192}) {
+      const Int4Matrix m = RandomInt4Matrix(48, 192, group, offsets, 7 + group);
+      ASSERT_TRUE(m.Validate("w").ok()) << m.Validate("w");
+      Int4Packed p = MakeInt4Packed(48, 192, group, offsets);
+      ASSERT_TRUE(PackInt4Rows(m, ConcatRows(48, 0), 48, &p).ok());
+      const Int4Matrix back = UnpackInt4(p, 48, 192, group, offsets);
+      EXPECT_EQ(back.q, m.q);
+      EXPECT_EQ(back.scales, m.scales);
+      EXPECT_EQ(back.offset, m.offset);
+    }
+  }
+}
+
+TEST(Int4MatrixTest, FusedRowMaps) {
+  EXPECT_EQ(ConcatRows(3, 16), (std::vector<int64_t>{16, 17, 18}));
+  const std::vector<int64_t> gate = InterleavedGateUpRows(16, 0), up = InterleavedGateUpRows(16, 1);
+  EXPECT_EQ(gate, (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23}));
+  EXPECT_EQ(up, (std::vector<int64_t>{8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30,
+                                      31}));
+  // Packing the parts of a fused weight puts each row where the map says.
+  const Int4Matrix g = RandomInt4Matrix(16, 64, 32, Int4Offsets::kZero, 1);
+  const Int4Matrix u = RandomInt4Matrix(16, 64, 32, Int4Offsets::kZero, 2);
+  Int4Packed p = MakeInt4Packed(32, 64, 32, Int4Offsets::kZero);
+  ASSERT_TRUE(PackInt4Rows(g, gate, 32, &p).ok());
+  ASSERT_TRUE(PackInt4Rows(u, up, 32, &p).ok());
+  const Int4Matrix fused = UnpackInt4(p, 32, 64, 32, Int4Offsets::kZero);
+  for (int64_t c = 0; c < 64; ++c) {
+    EXPECT_EQ(fused.Value(17, c), g.Value(9, c));
+    EXPECT_EQ(fused.Value(26, c), u.Value(10, c));
+  }
+  EXPECT_FALSE(PackInt4Rows(g, ConcatRows(16, 20), 32, &p).ok());  // rows past the end
+}
+
+TEST(Int4MatrixTest, ValueOfEachOffsetKind) {
+  const uint16_t s = FloatToHalf(0.25f);
+  EXPECT_EQ(Int4Value(Int4Offsets::kSymmetric, 3, s, 0), 0.25f * -5.0f);
+  EXPECT_EQ(Int4Value(Int4Offsets::kZero, 3, s, 5), 0.25f * -2.0f);
+  EXPECT_EQ(Int4Value(Int4Offsets::kZero, 15, s, 16), 0.25f * -1.0f);  // GPTQ v1's z = 16
+  EXPECT_EQ(Int4Value(Int4Offsets::kFloat, 3, s, FloatToHalf(-1.5f)), 0.25f * 3.0f - 1.5f);
+}
+
+TEST(Int4MatrixTest, QuantizerFollowsGptqRoundToNearest) {
+  // One group of 32: values -1 .. 0.9375 step 1/16 (absmax 1).
+  std::vector<float> w(32);
+  for (int i = 0; i < 32; ++i) w[i] = -1.0f + i / 16.0f;
+  absl::StatusOr<Int4Matrix> sym = QuantizeInt4Rtn(w, 1, 32, 32, Int4Offsets::kSymmetric);
+  ASSERT_TRUE(sym.ok()) << sym.status();
+  // s = 2 * 1 / 15 rounded to fp16; q = clamp(round(w / s) + 8).
+  const float s = HalfToFloat(FloatToHalf(2.0f / 15.0f));
+  EXPECT_EQ(sym->scales[0], FloatToHalf(2.0f / 15.0f));
+  for (int i = 0; i < 32; ++i) {
+    const int want = std::clamp(static_cast<int>(std::nearbyint(w[i] / s)) + 8, 0, 15);
+    EXPECT_EQ(sym->q[i], want) << i;
+    EXPECT_LE(std::abs(sym->Value(0, i) - w[i]), s / 2 + 1e-6f) << i;
+  }
+  absl::StatusOr<Int4Matrix> asym = QuantizeInt4Rtn(w, 1, 32, 32, Int4Offsets::kZero);
+  ASSERT_TRUE(asym.ok());
+  const float sa = HalfToFloat(FloatToHalf(1.9375f / 15.0f));
+  EXPECT_EQ(static_cast<int16_t>(asym->offset[0]), static_cast<int>(std::nearbyint(1.0f / sa)));
+  for (int i = 0; i < 32; ++i) EXPECT_LE(std::abs(asym->Value(0, i) - w[i]), sa / 2 + 1e-6f) << i;
+  EXPECT_FALSE(QuantizeInt4Rtn(w, 1, 32, 32, Int4Offsets::kFloat).ok());
+}
+
+TEST(Int4MatrixTest, ValidateNamesTheTensorAndTheField) {
+  Int4Matrix m = RandomInt4Matrix(16, 64, 32, Int4Offsets::kZero, 3);
+  m.n = 24;
+  absl::Status st = m.Validate("blk.0.attn_q.weight");
+  EXPECT_NE(st.message().find("blk.0.attn_q.weight"), std::string::npos) << st;
+  EXPECT_NE(st.message().find("n = 24"), std::string::npos) << st;
+  m.n = 16;
+  m.group = 48;
+  EXPECT_NE(m.Validate("w").message().find("group size 48"), std::string::npos);
+  m.group = 32;
+  m.offset.pop_back();
+  EXPECT_NE(m.Validate("w").message().find("offsets"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace onecard::engine

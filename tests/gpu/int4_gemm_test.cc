@@ -1,0 +1,204 @@
+// MatchesReference for Int4Gemm (W4A16) over awkward shapes: the projection
+// widths of llama3-8b / 70b, Qwen2-72B's padded 29696 and SmolLM2's 576 and
+// 960, groups of 32 (GGUF), 64, 96 (straddling the 64-column tiles), 128 and
+// one a row, the three offset kinds, 1..16 rows, the RMSNorm prologue, the
+// residual add, the SiLU·mul of interleaved gate/up rows and fp32 outputs.
+// Each case runs twice on one workspace: the outputs must be identical bit
+// for bit (the split-K sums are ordered) and the arrival counters left zero.
+// Tolerance: the kernel rounds where the reference does (x', y), and sums in
+// fp32 in another order (tensor cores over 128 + q, the scale once a group):
+// BF16 outputs within Tolerance::For(BF16); fp32 outputs within 1e-3.
+#include "engine/kernels/int4_gemm.h"
+
+#include <algorithm>
+#include <string>
+#include <tuple>
+
+#include "engine/kernels/int4_dequant.h"
+#include "engine/kernels/int4_matrix.h"
+#include "tests/gpu/gpu_test_util.h"
+#include "tests/testing/all_close.h"
+#include "tests/testing/int4_testing.h"
+
+namespace onecard::testing {
+namespace {
+
+using engine::DType;
+using engine::GemvPrologue;
+using engine::Int4Offsets;
+
+enum class Out { kBf16, kAdd, kSilu, kF32 };
+
+struct Int4Case {
+  std::string name;
+  int64_t n;
+  int64_t k;
+  int32_t group;
+  Int4Offsets offsets;
+  int32_t rows;
+  GemvPrologue prologue;
+  Out out;
+};
+
+std::vector<Int4Case> Cases() {
+  const auto sym = Int4Offsets::kSymmetric, zero = Int4Offsets::kZero, fl = Int4Offsets::kFloat;
+  const auto none = GemvPrologue::kNone, norm = GemvPrologue::kRmsNorm;
+  return {
+      {"qkv70b_norm_r1", 10240, 8192, 128, sym, 1, norm, Out::kBf16},
+      {"o70b_add_r3", 8192, 8192, 128, zero, 3, none, Out::kAdd},
+      {"gateup8b_norm_silu_r1", 28672, 4096, 128, fl, 1, norm, Out::kSilu},
+      {"down8b_add_r16", 4096, 14336, 128, sym, 16, none, Out::kAdd},
+      {"down72b_padded_add_r2", 8192, 29696, 128, zero, 2, none, Out::kAdd},
+      {"gate72b_padded_g64_r9", 29696, 5120, 64, sym, 9, none, Out::kBf16},
+      {"per_channel_norm_r4", 4096, 4096, 4096, sym, 4, norm, Out::kBf16},
+      {"smol_qkv_g32_norm_r1", 960, 576, 32, fl, 1, norm, Out::kBf16},
+      {"smol_gateup_g32_silu_r4", 3072, 576, 32, fl, 4, norm, Out::kSilu},
+      {"tiny_f32_r1", 16, 64, 32, zero, 1, none, Out::kF32},
+      {"f32_r7", 2048, 4096, 128, fl, 7, none, Out::kF32},
+      {"down70b_add_r1", 8192, 28672, 128, sym, 1, none, Out::kAdd},
+      {"g96_straddle_zero_r5", 512, 1152, 96, zero, 5, none, Out::kBf16},
+      {"gateup_silu_zero_r16", 8192, 4096, 128, zero, 16, none, Out::kSilu},
+      {"up14336_r12", 14336, 4096, 128, sym, 12, none, Out::kBf16},
+      {"k5120_g128_norm_r2", 5120, 5120, 128, fl, 2, norm, Out::kBf16},
+  };
+}
+
+class Int4GemmTest : public ::testing::TestWithParam<Int4Case> {};
+
+TEST_P(Int4GemmTest, MatchesReference) {
+  const Int4Case& c = GetParam();
+  const uint32_t seed = std::hash<std::string>()(c.name) & 0xffff;
+  std::mt19937 rng = SeededRng(seed, 41);
+  const engine::Int4Matrix m = RandomInt4Matrix(c.n, c.k, c.group, c.offsets, seed);
+  ASSERT_TRUE(m.Validate(c.name).ok());
+  engine::Int4Packed packed = engine::MakeInt4Packed(c.n, c.k, c.group, c.offsets);
+  ASSERT_TRUE(engine::PackInt4Rows(m, engine::ConcatRows(c.n, 0), c.n, &packed).ok());
+  const int64_t x_stride = c.k + 24;  // rows not packed
+  std::vector<uint16_t> x = RandomBf16(c.rows * x_stride, rng, -2.0f, 2.0f);
+  std::vector<uint16_t> norm = RandomBf16(c.k, rng, 0.5f, 1.5f);
+  const int64_t y_cols = c.out == Out::kSilu ? c.n / 2 : c.n;
+  std::vector<uint16_t> y16 = RandomBf16(c.rows * y_cols, rng);  // the residual when adding
+  std::vector<float> y32(c.rows * y_cols, 0.0f);
+  const bool f32 = c.out == Out::kF32;
+  engine::Int4GemmParams p{
+      .w = {.codes = packed.codes.data(),
+            .scales = packed.scales.data(),
+            .offsets = packed.offsets.empty() ? nullptr : packed.offsets.data(),
+            .n = c.n,
+            .k = c.k,
+            .group = c.group,
+            .offset_kind = c.offsets},
+      .prologue = c.prologue,
+      .x = x.data(),
+      .x_row_stride = x_stride,
+      .norm_weight = norm.data(),
+      .eps = 1e-5f,
+      .y = f32 ? static_cast<void*>(y32.data()) : y16.data(),
+      .y_dtype = f32 ? DType::kF32 : DType::kBF16,
+      .add_to_y = c.out == Out::kAdd,
+      .silu_mul_y = c.out == Out::kSilu,
+      .rows = c.rows};
+  const std::vector<uint16_t> residual = y16;
+  ASSERT_TRUE(engine::Int4GemmRef(p).ok());
+
+  DeviceBuf<uint8_t> dcodes(packed.codes);
+  DeviceBuf<uint32_t> dscales(packed.scales), doffsets(std::max<size_t>(packed.offsets.size(), 1));
+  if (!packed.offsets.empty()) doffsets.Upload(packed.offsets);
+  DeviceBuf<uint16_t> dx(x), dnorm(norm), dy16(y16.size());
+  DeviceBuf<float> dy32(y32.size());
+  int device = 0, sms = 0;
+  ASSERT_CUDA_OK(cudaGetDevice(&device));
+  ASSERT_CUDA_OK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const int64_t ws_bytes = engine::Int4GemmWorkspaceBytes(c.n, sms);
+  DeviceBuf<uint8_t> ws(ws_bytes);
+  ASSERT_CUDA_OK(cudaMemset(ws.get(), 0, ws_bytes));
+  p.w.codes = dcodes.get();
+  p.w.scales = dscales.get();
+  p.w.offsets = packed.offsets.empty() ? nullptr : doffsets.get();
+  p.x = dx.get();
+  p.norm_weight = dnorm.get();
+  p.y = f32 ? static_cast<void*>(dy32.get()) : dy16.get();
+  p.workspace = ws.get();
+  p.workspace_bytes = ws_bytes;
+  std::vector<std::vector<uint8_t>> runs;
+  for (int run = 0; run < 2; ++run) {
+    if (c.out == Out::kAdd) dy16.Upload(residual);
+    const absl::Status st = engine::Int4Gemm(p, nullptr);
+    ASSERT_TRUE(st.ok()) << st;
+    ASSERT_CUDA_OK(cudaDeviceSynchronize());
+    std::vector<uint8_t> bytes(f32 ? y32.size() * 4 : y16.size() * 2);
+    ASSERT_CUDA_OK(cudaMemcpy(bytes.data(), p.y, bytes.size(), cudaMemcpyDeviceToHost));
+    runs.push_back(std::move(bytes));
+  }
+  EXPECT_EQ(runs[0], runs[1]) << "two runs differ";
+  const std::vector<uint8_t> left = ws.Download();
+  const int64_t counters = engine::Int4GemmWorkspace(c.n, sms).counter_bytes;
+  EXPECT_TRUE(std::all_of(left.begin(), left.begin() + counters, [](uint8_t b) { return b == 0; }))
+      << "arrival counters not left zero";
+  if (f32) {
+    EXPECT_ALL_CLOSE(dy32.Download(), y32, (Tolerance{1e-3, 1e-3, 1e-7}));
+  } else {
+    EXPECT_ALL_CLOSE(ToFloats(dy16.Download()), ToFloats(y16), Tolerance::For(DType::kBF16));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, Int4GemmTest, ::testing::ValuesIn(Cases()),
+                         [](const auto& info) { return info.param.name; });
+
+// Int4DequantizeBf16 against its reference: equal bit for bit (both compute
+// each value in fp32 as Int4Value does and round once).
+TEST(Int4DequantTest, MatchesReferenceExactly) {
+  const std::tuple<int64_t, int64_t, int32_t, Int4Offsets, bool> cases[] = {
+      {960, 576, 32, Int4Offsets::kFloat, false},
+      {3072, 576, 32, Int4Offsets::kFloat, true},
+      {4096, 1152, 96, Int4Offsets::kZero, false},
+      {2048, 4096, 128, Int4Offsets::kSymmetric, true},
+      {512, 4096, 4096, Int4Offsets::kZero, false}};
+  for (const auto& [n, k, group, offsets, gate_up] : cases) {
+    SCOPED_TRACE(::testing::Message() << n << "x" << k << " g" << group << " gate_up " << gate_up);
+    const engine::Int4Matrix m = RandomInt4Matrix(n, k, group, offsets, n + k);
+    engine::Int4Packed packed = engine::MakeInt4Packed(n, k, group, offsets);
+    ASSERT_TRUE(engine::PackInt4Rows(m, engine::ConcatRows(n, 0), n, &packed).ok());
+    std::vector<uint16_t> want(n * k);
+    engine::Int4DequantParams p{.w = {.codes = packed.codes.data(),
+                                      .scales = packed.scales.data(),
+                                      .offsets = packed.offsets.empty() ? nullptr
+                                                                        : packed.offsets.data(),
+                                      .n = n,
+                                      .k = k,
+                                      .group = group,
+                                      .offset_kind = offsets},
+                                .out = want.data(),
+                                .gate_up = gate_up};
+    ASSERT_TRUE(engine::Int4DequantizeBf16Ref(p).ok());
+    DeviceBuf<uint8_t> dcodes(packed.codes);
+    DeviceBuf<uint32_t> dscales(packed.scales), doffsets(std::max<size_t>(packed.offsets.size(), 1));
+    if (!packed.offsets.empty()) doffsets.Upload(packed.offsets);
+    DeviceBuf<uint16_t> dout(want.size());
+    p.w.codes = dcodes.get();
+    p.w.scales = dscales.get();
+    p.w.offsets = packed.offsets.empty() ? nullptr : doffsets.get();
+    p.out = dout.get();
+    const absl::Status st = engine::Int4DequantizeBf16(p, nullptr);
+    ASSERT_TRUE(st.ok()) << st;
+    EXPECT_EQ(dout.Download(), want);
+  }
+}
+
+TEST(Int4GemmErrorTest, NamesTheUnsupportedShape) {
+  engine::Int4GemmParams p;
+  p.w = {.codes = &p, .scales = &p, .n = 40, .k = 64, .group = 32};
+  p.x = &p;
+  p.y = &p;
+  p.x_row_stride = 64;
+  p.rows = 1;
+  const absl::Status st = engine::Int4Gemm(p, nullptr);
+  EXPECT_EQ(st.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_NE(st.message().find("n=40"), std::string::npos) << st;
+  p.w.n = 48;
+  p.rows = engine::kInt4GemmMaxRows + 1;
+  EXPECT_EQ(engine::Int4Gemm(p, nullptr).code(), absl::StatusCode::kUnimplemented);
+}
+
+}  // namespace
+}  // namespace onecard::testing

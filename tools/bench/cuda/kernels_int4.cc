@@ -1,0 +1,164 @@
+// Scenario "kernels-int4": the 4-bit projections alone (Int4Gemm, groups of
+// 128, symmetric: codes + one fp16 scale a group) on the llama3-8b,
+// llama3-70b and mistral-large-123b shapes, as the runner calls them (qkv
+// with the RMSNorm prologue at 1 row, gate_up with the SiLU·mul epilogue,
+// o and down adding to the residual), at 1, 4, 8 and 16 rows: GB/s of the
+// weight bytes against this run's copy rate, and us a call. Weights rotate
+// over copies totalling >= 1.5 GB (L2 never holds them); 20 back-to-back
+// launches per timing, median of 5. Also Int4DequantizeBf16 (the prefill
+// path): GB/s of the bytes it reads and writes.
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "engine/common/status_macros.h"
+#include "engine/kernels/int4_dequant.h"
+#include "engine/kernels/int4_gemm.h"
+#include "engine/runtime/cuda/synthetic_shapes.h"
+#include "engine/runtime/cuda/weight_spec.h"
+#include "tools/bench/bench_registry.h"
+#include "tools/bench/bench_report.h"
+#include "tools/bench/cuda/cuda_bench.h"
+
+namespace onecard::bench {
+namespace {
+
+constexpr char kScenario[] = "kernels-int4";
+constexpr int kLaunches = 20;
+constexpr int32_t kGroup = 128;
+
+struct Shape {
+  std::string name;
+  int64_t n, k;
+  engine::Projection projection;
+};
+
+// Copies of one packed weight (codes then scales, each 256-aligned) that
+// together pass 1.5 GB.
+struct Rotation {
+  DeviceMem mem;
+  int64_t stride = 0;  // bytes a copy
+  int copies = 0;
+  int64_t code_bytes = 0;
+  int64_t weight_bytes = 0;  // codes + scales: what a call must read
+  engine::Int4WeightView View(int i, int64_t n, int64_t k) const {
+    char* base = mem.get() + (i % copies) * stride;
+    return {base, base + code_bytes, nullptr, n, k, kGroup, engine::Int4Offsets::kSymmetric};
+  }
+};
+
+absl::StatusOr<Rotation> MakeRotation(int64_t n, int64_t k, cudaStream_t stream) {
+  Rotation r;
+  r.code_bytes = (engine::Int4CodeBytes(n, k) + 255) / 256 * 256;
+  const int64_t scale_bytes = engine::Int4ScaleBytes(n, k, kGroup);
+  r.weight_bytes = engine::Int4CodeBytes(n, k) + scale_bytes;
+  r.stride = r.code_bytes + (scale_bytes + 255) / 256 * 256;
+  r.copies = static_cast<int>(std::max<int64_t>(2, (1536LL << 20) / r.stride + 1));
+  ASSIGN_OR_RETURN(r.mem, DeviceMem::Random(r.stride * r.copies, 21, stream));
+  for (int i = 0; i < r.copies; ++i) {  // real scales (random codes are fine as they are)
+    char* scales = r.mem.get() + i * r.stride + r.code_bytes;
+    RETURN_IF_ERROR(engine::FillInt4Scales(scales, nullptr, scale_bytes / 4, 22 + i, 0.002f,
+                                           engine::Int4Offsets::kSymmetric, stream));
+  }
+  return r;
+}
+
+absl::Status ShapeCases(const Ceilings& ceil, const Shape& s, cudaStream_t stream, void* ws,
+                        int64_t ws_bytes, BenchReporter& reporter) {
+  ASSIGN_OR_RETURN(Rotation rot, MakeRotation(s.n, s.k, stream));
+  ASSIGN_OR_RETURN(DeviceMem x, DeviceMem::Random(16 * s.k * 2, 23, stream));
+  ASSIGN_OR_RETURN(DeviceMem norm, DeviceMem::Random(s.k * 2, 24, stream));
+  ASSIGN_OR_RETURN(DeviceMem y, DeviceMem::Random(16 * s.n * 4, 25, stream));
+  const bool silu = s.projection == engine::Projection::kGateUp;
+  const bool add = s.projection == engine::Projection::kO || s.projection == engine::Projection::kDown;
+  const bool norm_in = s.projection == engine::Projection::kQkv || silu;
+  int next = 0;
+  for (int32_t rows : {1, 4, 8, 16}) {
+    ASSIGN_OR_RETURN(const double ms, MedianMs(stream, 1, 5, [&]() -> absl::Status {
+                       for (int i = 0; i < kLaunches; ++i) {
+                         RETURN_IF_ERROR(engine::Int4Gemm(
+                             {.w = rot.View(next++, s.n, s.k),
+                              .prologue = norm_in && rows <= engine::kInt4GemmMaxNormRows
+                                              ? engine::GemvPrologue::kRmsNorm
+                                              : engine::GemvPrologue::kNone,
+                              .x = x.get(),
+                              .x_row_stride = s.k,
+                              .norm_weight = norm.get(),
+                              .y = y.get(),
+                              .add_to_y = add,
+                              .silu_mul_y = silu,
+                              .rows = rows,
+                              .workspace = ws,
+                              .workspace_bytes = ws_bytes},
+                             stream));
+                       }
+                       return absl::OkStatus();
+                     }));
+    const double s_per_call = ms / kLaunches * 1e-3;
+    const std::string name = absl::StrCat(s.name, "_r", rows);
+    reporter.Add({kScenario, name, "bandwidth", rot.weight_bytes / s_per_call / 1e9, "GB/s",
+                  ceil.copy_bytes_per_s / 1e9});
+    reporter.Add({kScenario, name, "time", s_per_call * 1e6, "us", {}});
+  }
+  // The prefill path: the whole weight to BF16 (reads the packed bytes,
+  // writes 2 bytes a weight).
+  ASSIGN_OR_RETURN(DeviceMem out, DeviceMem::Random(s.n * s.k * 2, 26, stream));
+  ASSIGN_OR_RETURN(const double ms, MedianMs(stream, 1, 5, [&]() -> absl::Status {
+                     for (int i = 0; i < kLaunches; ++i) {
+                       RETURN_IF_ERROR(engine::Int4DequantizeBf16(
+                           {.w = rot.View(next++, s.n, s.k), .out = out.get(), .gate_up = silu},
+                           stream));
+                     }
+                     return absl::OkStatus();
+                   }));
+  const double bytes = rot.weight_bytes + s.n * s.k * 2.0;
+  reporter.Add({kScenario, absl::StrCat(s.name, "_dequant"), "bandwidth",
+                bytes / (ms / kLaunches * 1e-3) / 1e9, "GB/s", ceil.copy_bytes_per_s / 1e9});
+  return absl::OkStatus();
+}
+
+absl::Status RunKernelsInt4(const BenchOptions&, BenchReporter& reporter) {
+  ASSIGN_OR_RETURN(const Ceilings ceil, MeasureCeilings());
+  cudaStream_t stream;
+  CUDA_RETURN_IF_ERROR(cudaStreamCreate(&stream));
+  int device = 0, sms = 0;
+  CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
+  CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  std::vector<Shape> shapes;
+  for (const char* model : {"llama3-8b", "llama3-70b", "mistral-large-123b"}) {
+    const engine::ModelConfig c = *engine::SyntheticModelConfig(model);
+    for (const auto& [p, name] : {std::pair{engine::Projection::kQkv, "qkv"},
+                                  std::pair{engine::Projection::kO, "o"},
+                                  std::pair{engine::Projection::kGateUp, "gate_up"},
+                                  std::pair{engine::Projection::kDown, "down"}}) {
+      const auto [n, k] = engine::ProjectionShape(c, p);
+      shapes.push_back({absl::StrCat(model, "_", name), n, k, p});
+    }
+  }
+  // $ONECARD_KERNELS_INT4_ONLY=<shape name>: that shape alone (profiling).
+  if (const char* only = std::getenv("ONECARD_KERNELS_INT4_ONLY"); only != nullptr && *only) {
+    std::erase_if(shapes, [&](const Shape& s) { return s.name != only; });
+  }
+  int64_t widest = 0;
+  for (const Shape& s : shapes) widest = std::max(widest, s.n);
+  const int64_t ws_bytes = engine::Int4GemmWorkspaceBytes(widest, sms);
+  void* ws = nullptr;
+  CUDA_RETURN_IF_ERROR(cudaMalloc(&ws, ws_bytes));
+  CUDA_RETURN_IF_ERROR(cudaMemset(ws, 0, ws_bytes));
+  absl::Status st;
+  for (const Shape& s : shapes) {
+    if (st.ok()) st = ShapeCases(ceil, s, stream, ws, ws_bytes, reporter);
+  }
+  cudaFree(ws);
+  cudaStreamDestroy(stream);
+  return st;
+}
+
+const bool kRegistered = RegisterScenario(
+    {kScenario, "CUDA: 4-bit projections (Int4Gemm, dequantization) alone vs the copy rate",
+     &RunKernelsInt4});
+
+}  // namespace
+}  // namespace onecard::bench
