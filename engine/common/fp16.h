@@ -10,7 +10,6 @@
 
 #include "engine/common/host_device.h"
 
-
 namespace onecard::engine {
 
 ONECARD_HOST_DEVICE inline float FloatFromBits(uint32_t bits) {

@@ -11,10 +11,10 @@
 #define ONECARD_CONCAT_(a, b) ONECARD_CONCAT_INNER_(a, b)
 
 // Returns the status of `expr` from the enclosing function if it is not OK.
-#define RETURN_IF_ERROR(expr)                              \
-  do {                                                     \
-    ::absl::Status onecard_status_ = (expr);               \
-    if (!onecard_status_.ok()) return onecard_status_;     \
+#define RETURN_IF_ERROR(expr)                          \
+  do {                                                 \
+    ::absl::Status onecard_status_ = (expr);           \
+    if (!onecard_status_.ok()) return onecard_status_; \
   } while (0)
 
 // ASSIGN_OR_RETURN(lhs, expr): evaluates the StatusOr `expr`; returns its

@@ -1,10 +1,10 @@
 // Embedding: the CUDA embedding gather (see embedding.h). One block per token
 // copies its table row, 16 bytes a thread when rows are 16-byte multiples.
 // Tested by tests/gpu/elementwise_test.cc against EmbeddingRef.
+#include "engine/kernels/cuda_check.h"
 #include "engine/kernels/cuda_common.cuh"
 #include "engine/kernels/cuda_ptx.cuh"
 #include "engine/kernels/embedding.h"
-#include "engine/kernels/cuda_check.h"
 
 namespace onecard::engine {
 namespace {

@@ -18,10 +18,10 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "engine/kernels/cuda_check.h"
 #include "engine/kernels/cuda_common.cuh"
 #include "engine/kernels/cuda_ptx.cuh"
 #include "engine/kernels/gemv.h"
-#include "engine/kernels/cuda_check.h"
 
 namespace onecard::engine {
 namespace {

@@ -38,15 +38,16 @@ __global__ void Int4DequantKernel(Args a) {
   const int64_t tile = blockIdx.x * 8LL + (threadIdx.x >> 5);
   if (tile >= a.tiles) return;
   const int lane = threadIdx.x & 31, gr = lane >> 2, t4 = lane & 3;
-  const int64_t k_tiles = a.k / kInt4TileCols;
-  const int64_t rt = tile / k_tiles, kt = tile % k_tiles;
-  const uint4 v = cuda::LoadStreaming(a.codes + tile * 32 + lane);
+  const int64_t k_tiles = a.k / kInt4TileCols, n_tiles = a.n / kInt4TileRows;
+  const int64_t rt = tile / k_tiles, kt = tile % k_tiles;  // `tile` counts row tile first
+  const uint4 v =
+      cuda::LoadStreaming(a.codes + Int4TileIndex(rt, kt, k_tiles, n_tiles) * 32 + lane);
   const uint32_t words[4] = {v.x, v.y, v.z, v.w};
   const int64_t rows[2] = {rt * 16 + gr, rt * 16 + gr + 8};
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     const int64_t col = kt * kInt4TileCols + 16 * i + 4 * t4;
-    const int64_t word = (rt * 8 + gr) * a.num_groups + col / a.group;
+    const int64_t word = Int4ScalePosition(rows[0], col / a.group, a.num_groups, a.n).word;
     const uint32_t sw = a.scales[word];
     const uint32_t ow = a.kind == Int4Offsets::kSymmetric ? 0u : a.offsets[word];
 #pragma unroll

@@ -1,41 +1,50 @@
 // Int4Gemm on CUDA (see int4_gemm.h and the layout in int4_layout.h). Design,
 // for the HBM floor of decode, where a step reads every weight once:
 // - Tensor cores with the weights as the A operand: a warp owns one 16-row
-//   tile and streams it along k, 16-byte loads (one 512-byte tile a warp-wide
-//   load, skipping L1); the decode rows are the mma's n (8 a tile, padded
-//   with zeros), so 1..16 rows cost the same dequantization.
+//   tile; the decode rows are the mma's n (8 a tile, padded with zeros), so
+//   1..16 rows cost the same dequantization.
 // - Dequantization in registers: (word >> 4 m) & 0x000f000f | 0x43004300 is a
-//   bf16 pair 128 + q, exact; the mma sums P = sum (128 + q) x over a group
-//   and a second mma with A = 1 sums S = sum x, so that at the group's end
-//   acc += s P + (o - 128 s) S (o = -8 s, -z s or m by the offset kind): three
-//   instructions a code pair, the scales applied once a group, in fp32.
+//   bf16 pair 128 + q, exact; minus 128 + z (136 for symmetric codes) it is
+//   the exact q - z, and the scale is applied once a group to the mma's fp32
+//   sums. For mins (kFloat) the mma sums P = sum (128 + q) x and a second mma
+//   with A = 1 sums S = sum x, and acc += s P + (m - 128 s) S.
+// - Warp-specialised pipeline: a producer warp streams each stage (up to 4
+//   k tiles of the block's 8 row tiles: codes, scales, the x columns; the
+//   layout makes the codes and the scales one contiguous copy each) into
+//   shared memory with the bulk copy engine, up to kStages stages ahead,
+//   completing on mbarriers; eight consumer warps wait on a stage, compute,
+//   and release it. No block-wide barrier in the loop. With the RMSNorm
+//   prologue the producer also normalizes a stage's x before releasing it
+//   to the consumers.
 // - Work split "stream-K": the (row group of 8 tiles) x (64-column k tile)
 //   iterations are cut into one equal contiguous share per resident block,
-//   so every SM streams to the end whatever n and k are. A row group cut
-//   between blocks is summed by the last block to finish its part, in block
+//   so every SM streams to the end whatever n and k are. A row tile cut
+//   between blocks is summed by the warp that brings its last part, in block
 //   order from partial slots (deterministic), which also writes y.
-// - A block's shares are walked in sub-chunks of up to 8 k tiles: the codes of
-//   the next sub-chunk are loaded into registers, and its x columns and the
-//   warps' scales copied (cp.async) into shared memory, while this one runs.
-// - Launched with programmatic dependent launch: the first codes and scales
-//   are requested before griddepcontrol.wait.
+// - Launched with programmatic dependent launch: the first stages' codes and
+//   scales are requested before griddepcontrol.wait.
 // Tested by tests/gpu/int4_gemm_test.cc against Int4GemmRef.
+#include <cuda_fp16.h>
+
 #include <algorithm>
 
 #include "engine/kernels/cuda_check.h"
 #include "engine/kernels/cuda_common.cuh"
+#include "engine/kernels/cuda_pipeline.cuh"
 #include "engine/kernels/cuda_ptx.cuh"
 #include "engine/kernels/int4_gemm.h"
 
 namespace onecard::engine {
 namespace {
 
-constexpr int kWarps = 8;
-constexpr int kThreads = 32 * kWarps;
-constexpr int kMaxTpu = 8;  // k tiles a sub-chunk
-constexpr int kXStride = kMaxTpu * kInt4TileCols + 16;  // bf16 a staged row (+32 bytes: no bank conflicts)
-constexpr int kMaxSpans = 8;                             // groups a sub-chunk touches
-constexpr uint32_t kOnes = 0x3F803F80u;                  // bf16 pair (1, 1)
+constexpr int kWarps = 8;                    // consumer warps: one 16-row tile each
+constexpr int kThreads = 32 * (kWarps + 1);  // + the producer warp
+constexpr int kTpu = 4;                      // k tiles a stage
+constexpr int kCols = kTpu * kInt4TileCols;  // 256 columns a stage
+constexpr int kXStride = kCols + 16;         // bf16 a staged row (+32 bytes: no bank conflicts)
+constexpr int kMaxSpans = kCols / kInt4MinGroup;  // groups a stage touches
+constexpr uint32_t kOnes = 0x3F803F80u;           // bf16 pair (1, 1)
+constexpr uint32_t kMagic136 = 0x43084308u;       // bf16 pair (136, 136): 128 + 8
 
 enum class YKind : int32_t { kBf16, kBf16Add, kF32, kSiluMul };
 
@@ -47,29 +56,43 @@ struct Args {
   int32_t k_tiles;  // k / 64
   int32_t group;
   int32_t num_groups;  // k / group
-  Int4Offsets kind;
   const cuda::bf16* x;
   int64_t x_stride;
-  const cuda::bf16* norm_w;  // null: no prologue
+  const cuda::bf16* norm_w;
   float eps;
   void* y;
   YKind y_kind;
   int64_t n;
   int32_t rows;
-  int32_t tpu;  // k tiles a sub-chunk (<= kMaxTpu, whole groups of 32 at most kMaxSpans)
   int32_t row_groups;
   int64_t iters;  // row_groups * k_tiles
   float* partials;
-  int32_t* counters;
+  int32_t* counters_end;  // one a row tile: tile t's is counters_end[-1 - t]
+};
+
+// A stage's copy of the row group's codes, scales and offsets keeps their
+// global order (int4_layout.h): tile t of warp w at codes[(t * g + w) * 32],
+// group span sp of warp w at scales[(sp * g + w) * 8], g the group's tiles.
+template <int NT>
+struct Stage {
+  uint4 codes[kTpu * kWarps * 32];
+  cuda::bf16 x[8 * NT][kXStride];
+  cuda::bf16 norm_w[kCols];
+  uint32_t scales[kMaxSpans * kWarps * 8];
+  uint32_t offsets[kMaxSpans * kWarps * 8];
 };
 
 template <int NT>
+constexpr int kStages = NT == 1 ? 4 : 3;
+
+template <int NT>
 struct Smem {
-  cuda::bf16 x[2][8 * NT][kXStride];
-  uint32_t scales[2][kWarps][8][kMaxSpans];
-  uint32_t offsets[2][kWarps][8][kMaxSpans];
+  Stage<NT> stage[kStages<NT>];
+  uint64_t full[kStages<NT>];   // the copies of a stage landed
+  uint64_t ready[kStages<NT>];  // the producer normalized its x (kRmsNorm)
+  uint64_t empty[kStages<NT>];  // the consumers are done with it
   float inv_rms[kInt4GemmMaxNormRows];
-  int32_t last;
+  float red[kWarps];
 };
 
 // First iteration of block b: b * iters / grid.
@@ -85,28 +108,176 @@ __device__ __forceinline__ int32_t BlockOf(int64_t i, const Args& a) {
   return static_cast<int32_t>(b);
 }
 
-// A sub-chunk: row group rg, k tiles [kt, kt + ntiles) of a segment (the
+// A stage's work: row group rg, k tiles [kt, kt + ntiles) of a segment (the
 // part of one row group in this block's share).
 struct Sub {
-  int64_t it;  // first iteration
   int32_t rg, kt, ntiles;
+  int32_t g;      // tiles in row group rg
   bool seg_last;  // ends its segment
   bool whole;     // its segment is the whole row group
 };
 
-__device__ __forceinline__ Sub MakeSub(int64_t it, int64_t share_begin, int64_t share_end,
-                                       const Args& a) {
-  Sub s;
-  s.it = it;
-  s.rg = static_cast<int32_t>(it / a.k_tiles);
-  s.kt = static_cast<int32_t>(it % a.k_tiles);
-  const int64_t row_begin = int64_t{s.rg} * a.k_tiles;
-  const int64_t seg_end = share_end < row_begin + a.k_tiles ? share_end : row_begin + a.k_tiles;
-  s.ntiles = static_cast<int32_t>(seg_end - it < a.tpu ? seg_end - it : a.tpu);
-  s.seg_last = it + s.ntiles == seg_end;
-  s.whole = share_begin <= row_begin && seg_end == row_begin + a.k_tiles;
-  return s;
+// Walks a block's share sub by sub (one 64-bit division at the start, none
+// after: a stage's bookkeeping must cost nothing next to its 16 slices).
+struct Walker {
+  int64_t left;     // iterations not yet walked
+  int32_t rg, kt;   // of the next sub
+  bool seg_from_0;  // the current segment started at k tile 0
+
+  __device__ __forceinline__ Walker(int64_t begin, int64_t end, const Args& a)
+      : left(end - begin),
+        rg(static_cast<int32_t>(begin / a.k_tiles)),
+        kt(static_cast<int32_t>(begin % a.k_tiles)),
+        seg_from_0(kt == 0) {}
+
+  __device__ __forceinline__ bool done() const { return left <= 0; }
+
+  __device__ __forceinline__ Sub Next(const Args& a) {
+    Sub s;
+    s.rg = rg;
+    s.kt = kt;
+    const int32_t in_row = a.k_tiles - kt;
+    const int64_t seg_left = left < in_row ? left : in_row;
+    s.ntiles = static_cast<int32_t>(seg_left < kTpu ? seg_left : kTpu);
+    s.seg_last = s.ntiles == seg_left;
+    s.whole = s.seg_last && seg_from_0 && s.ntiles == in_row;
+    s.g = static_cast<int32_t>(Int4GroupTiles(rg, a.n_tiles));
+    left -= s.ntiles;
+    kt += s.ntiles;
+    if (kt == a.k_tiles) {
+      kt = 0;
+      ++rg;
+      seg_from_0 = true;
+    }
+    return s;
+  }
+};
+
+// Groups of the stage's columns: the first, and how many.
+__device__ __forceinline__ int32_t FirstGroup(const Sub& s, const Args& a) {
+  return s.kt * kInt4TileCols / a.group;
 }
+__device__ __forceinline__ int32_t Spans(const Sub& s, const Args& a) {
+  return ((s.kt + s.ntiles) * kInt4TileCols - 1) / a.group - FirstGroup(s, a) + 1;
+}
+
+// ---------------------------------------------------------------- producer
+
+template <int NT, Int4Offsets kKind>
+__device__ __forceinline__ uint32_t ConstantBytes(const Sub& s, const Args& a) {
+  const uint32_t scale_bytes = Spans(s, a) * 32;
+  return s.g *
+         (s.ntiles * kInt4TileBytes + scale_bytes * (kKind == Int4Offsets::kSymmetric ? 1 : 2));
+}
+
+template <bool kNorm>
+__device__ __forceinline__ uint32_t XBytes(const Sub& s, const Args& a) {
+  const uint32_t row = s.ntiles * kInt4TileCols * 2;
+  return (min(a.rows, 16) * row) + (kNorm ? row : 0);
+}
+
+// The row group's codes, scales and offsets of the stage: one contiguous
+// copy each (int4_layout.h), by lanes 0, 1 and 2.
+template <int NT, Int4Offsets kKind>
+__device__ __forceinline__ void CopyConstants(Stage<NT>& st, uint64_t* bar, const Sub& s,
+                                              const Args& a, int lane) {
+  if (lane == 0) {
+    const int64_t tile = Int4TileIndex(int64_t{s.rg} * kWarps, s.kt, a.k_tiles, a.n_tiles);
+    cuda::BulkCopy(st.codes, a.codes + tile * 32, s.g * s.ntiles * kInt4TileBytes, bar);
+    return;
+  }
+  if (lane > 2 || (lane == 2 && kKind == Int4Offsets::kSymmetric)) return;
+  const int64_t word = (int64_t{s.rg} * kWarps * a.num_groups + FirstGroup(s, a) * s.g) * 8;
+  const uint32_t bytes = Spans(s, a) * s.g * 32;
+  if (lane == 1) {
+    cuda::BulkCopy(st.scales, a.scales + word, bytes, bar);
+  } else {
+    cuda::BulkCopy(st.offsets, a.offsets + word, bytes, bar);
+  }
+}
+
+// Lanes 24..31 issue the x rows (and the norm weights' columns).
+template <int NT, bool kNorm>
+__device__ __forceinline__ void CopyX(Stage<NT>& st, uint64_t* bar, const Sub& s, const Args& a,
+                                      int lane) {
+  if (lane < 24) return;
+  const int64_t col0 = int64_t{s.kt} * kInt4TileCols;
+  const uint32_t bytes = s.ntiles * kInt4TileCols * 2;
+  for (int r = lane - 24; r < min(a.rows, 8 * NT); r += 8) {
+    cuda::BulkCopy(st.x[r], a.x + r * a.x_stride + col0, bytes, bar);
+  }
+  if (kNorm && lane == 31) cuda::BulkCopy(st.norm_w, a.norm_w + col0, bytes, bar);
+}
+
+// x' = bf16(w * (x * inv_rms)) in place (rms_norm.h's rounding).
+template <int NT>
+__device__ __forceinline__ void NormalizeX(Stage<NT>& st, const Smem<NT>& sm, const Sub& s,
+                                           const Args& a, int lane) {
+  const int chunks = s.ntiles * (kInt4TileCols / 8);
+  for (int i = lane; i < a.rows * chunks; i += 32) {
+    const int row = i / chunks, c = i % chunks;
+    uint4* v = reinterpret_cast<uint4*>(&st.x[row][c * 8]);
+    float xf[8], wf[8];
+    cuda::Unpack8(*v, xf);
+    cuda::Unpack8(*reinterpret_cast<const uint4*>(&st.norm_w[c * 8]), wf);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) xf[e] = wf[e] * (xf[e] * sm.inv_rms[row]);
+    *v = cuda::Pack8(xf);
+  }
+}
+
+template <int NT, Int4Offsets kKind, bool kNorm>
+__device__ void Producer(Smem<NT>& sm, const Args& a, int64_t begin, int64_t end) {
+  constexpr int S = kStages<NT>;
+  const int lane = threadIdx.x & 31;
+  // The first stages' weights before the wait (constants), their x after.
+  Walker issue(begin, end, a);
+  Sub first[S];
+  int issued = 0;
+  for (; issued < S - 1 && !issue.done(); ++issued) {
+    first[issued] = issue.Next(a);
+    if (lane == 0)
+      cuda::MbarrierExpectTx(&sm.full[issued], ConstantBytes<NT, kKind>(first[issued], a));
+    __syncwarp();
+    CopyConstants<NT, kKind>(sm.stage[issued], &sm.full[issued], first[issued], a, lane);
+  }
+  cuda::GridDependencyWait();
+  cuda::LaunchDependents();
+  for (int j = 0; j < issued; ++j) {
+    if (lane == 0) cuda::MbarrierArriveExpectTx(&sm.full[j], XBytes<kNorm>(first[j], a));
+    __syncwarp();
+    CopyX<NT, kNorm>(sm.stage[j], &sm.full[j], first[j], a, lane);
+  }
+  __syncthreads();  // the consumers' inv_rms
+  Walker norm(begin, end, a);
+  for (int j = 0; !norm.done(); ++j) {
+    if (!issue.done()) {  // refill: stage of sub `issued`, after the consumers left it
+      const int st = issued % S;
+      cuda::MbarrierWait(&sm.empty[st], ((issued / S) & 1) ^ 1);
+      const Sub s = issue.Next(a);
+      if (lane == 0) {
+        cuda::MbarrierArriveExpectTx(&sm.full[st],
+                                     ConstantBytes<NT, kKind>(s, a) + XBytes<kNorm>(s, a));
+      }
+      __syncwarp();
+      CopyConstants<NT, kKind>(sm.stage[st], &sm.full[st], s, a, lane);
+      CopyX<NT, kNorm>(sm.stage[st], &sm.full[st], s, a, lane);
+      ++issued;
+    }
+    const Sub s = norm.Next(a);
+    if constexpr (kNorm) {
+      const int st = j % S;
+      cuda::MbarrierWait(&sm.full[st], (j / S) & 1);
+      NormalizeX<NT>(sm.stage[st], sm, s, a, lane);
+      __threadfence_block();
+      cuda::FenceProxyAsync();  // the copy engine writes this buffer again later
+      __syncwarp();
+      if (lane == 0) cuda::MbarrierArrive(&sm.ready[st]);
+    }
+  }
+}
+
+// ---------------------------------------------------------------- consumers
 
 // The bf16 pair 128 + q of nibbles m and m + 4 of a code word.
 __device__ __forceinline__ uint32_t Dequant128(uint32_t word, int m) {
@@ -117,136 +288,107 @@ __device__ __forceinline__ uint32_t Dequant128(uint32_t word, int m) {
   return out;
 }
 
-__device__ __forceinline__ void LoadCodes(uint4* buf, const Sub& s, const Args& a) {
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int32_t rt = s.rg * kWarps + warp;
-  const uint4* tile = a.codes + (int64_t{rt} * a.k_tiles + s.kt) * 32 + lane;
-#pragma unroll
-  for (int t = 0; t < kMaxTpu; ++t) {
-    if (t < s.ntiles && rt < a.n_tiles) buf[t] = cuda::LoadStreaming(tile + t * 32);
-  }
-}
-
-// This warp's scale (and offset) words of the groups sub-chunk s touches.
-template <int NT>
-__device__ __forceinline__ void CopyScales(Smem<NT>& sm, int b, const Sub& s, const Args& a) {
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int32_t rt = s.rg * kWarps + warp;
-  if (rt >= a.n_tiles) return;
-  const int32_t g0 = s.kt * kInt4TileCols / a.group;
-  const int32_t spans = ((s.kt + s.ntiles) * kInt4TileCols - 1) / a.group - g0 + 1;
-  for (int i = lane; i < 8 * spans; i += 32) {
-    const int gr = i / spans, sp = i % spans;
-    const int64_t word = (int64_t{rt} * 8 + gr) * a.num_groups + g0 + sp;
-    cuda::CpAsync4(&sm.scales[b][warp][gr][sp], a.scales + word);
-    if (a.kind != Int4Offsets::kSymmetric) {
-      cuda::CpAsync4(&sm.offsets[b][warp][gr][sp], a.offsets + word);
-    }
-  }
-}
-
-// x [rows, ntiles * 64 columns] of sub-chunk s into sm.x[b], rows past
-// a.rows zero.
-template <int NT>
-__device__ __forceinline__ void CopyX(Smem<NT>& sm, int b, const Sub& s, const Args& a) {
-  const int chunks_per_row = s.ntiles * (kInt4TileCols / 8);
-  const int64_t col0 = int64_t{s.kt} * kInt4TileCols;
-  for (int i = threadIdx.x; i < 8 * NT * chunks_per_row; i += kThreads) {
-    const int row = i / chunks_per_row, c = i % chunks_per_row;
-    const bool valid = row < a.rows;
-    const cuda::bf16* src = valid ? a.x + row * a.x_stride + col0 + c * 8 : a.x;
-    cuda::CpAsync16(&sm.x[b][row][c * 8], src, valid);
-  }
-}
-
-// kRmsNorm: x' = bf16(w * (x * inv_rms)) in place (rms_norm.h's rounding).
-template <int NT>
-__device__ __forceinline__ void NormalizeX(Smem<NT>& sm, int b, const Sub& s, const Args& a) {
-  const int chunks_per_row = s.ntiles * (kInt4TileCols / 8);
-  const int64_t col0 = int64_t{s.kt} * kInt4TileCols;
-  for (int i = threadIdx.x; i < a.rows * chunks_per_row; i += kThreads) {
-    const int row = i / chunks_per_row, c = i % chunks_per_row;
-    uint4* v = reinterpret_cast<uint4*>(&sm.x[b][row][c * 8]);
-    float xf[8], wf[8];
-    cuda::Unpack8(*v, xf);
-    cuda::Unpack8(*reinterpret_cast<const uint4*>(a.norm_w + col0 + c * 8), wf);
-#pragma unroll
-    for (int e = 0; e < 8; ++e) xf[e] = wf[e] * (xf[e] * sm.inv_rms[row]);
-    *v = cuda::Pack8(xf);
-  }
+__device__ __forceinline__ uint32_t SubBf16x2(uint32_t a, uint32_t b) {
+  uint32_t out;
+  asm("sub.rn.bf16x2 %0, %1, %2;\n" : "=r"(out) : "r"(a), "r"(b));
+  return out;
 }
 
 __device__ __forceinline__ float2 HalfPair(uint32_t w) {
   return __half22float2(*reinterpret_cast<const __half2*>(&w));
 }
 
-// acc += s P + (o - 128 s) S for the group that just ended (span sp), rows
-// gr and gr + 8 of the warp's tile; P and S start again from zero.
-template <int NT>
-__device__ __forceinline__ void Flush(const Smem<NT>& sm, int b, int sp, const Args& a,
-                                      float (&acc)[NT][4], float (&p)[NT][4], float (&s)[NT][4]) {
-  const int warp = threadIdx.x >> 5, gr = (threadIdx.x & 31) >> 2;
-  const float2 scale = HalfPair(sm.scales[b][warp][gr][sp]);
-  float2 c;  // o - 128 s
-  if (a.kind == Int4Offsets::kSymmetric) {
-    c = make_float2(-136.0f * scale.x, -136.0f * scale.y);
+// A group's constants for rows gr (.lo) and gr + 8 (.hi): the scales, and
+// the pair subtracted from 128 + q (kSymmetric, kZero) or the factor of S
+// (kFloat: m - 128 s).
+template <Int4Offsets kKind>
+struct Span {
+  float2 scale;
+  uint32_t sub_lo, sub_hi;
+  float2 c;
+};
+
+template <int NT, Int4Offsets kKind>
+__device__ __forceinline__ Span<kKind> LoadSpan(const Stage<NT>& st, int g, int warp, int sp,
+                                                int gr) {
+  const int word = (sp * g + warp) * 8 + gr;
+  Span<kKind> s;
+  s.scale = HalfPair(st.scales[word]);
+  if constexpr (kKind == Int4Offsets::kSymmetric) {
+    s.sub_lo = s.sub_hi = kMagic136;
+  } else if constexpr (kKind == Int4Offsets::kZero) {
+    const uint32_t z = st.offsets[word];  // two int16 zero points, 0..127
+    const uint32_t lo = z & 0xFFFF, hi = z >> 16;
+    s.sub_lo = 0x43004300u | lo | (lo << 16);
+    s.sub_hi = 0x43004300u | hi | (hi << 16);
   } else {
-    const uint32_t o = sm.offsets[b][warp][gr][sp];
-    if (a.kind == Int4Offsets::kZero) {
-      const float z_lo = static_cast<float>(static_cast<int16_t>(o & 0xFFFF));
-      const float z_hi = static_cast<float>(static_cast<int16_t>(o >> 16));
-      c = make_float2(-(z_lo + 128.0f) * scale.x, -(z_hi + 128.0f) * scale.y);
-    } else {
-      const float2 m = HalfPair(o);
-      c = make_float2(m.x - 128.0f * scale.x, m.y - 128.0f * scale.y);
-    }
+    const float2 m = HalfPair(st.offsets[word]);
+    s.c = make_float2(m.x - 128.0f * s.scale.x, m.y - 128.0f * s.scale.y);
   }
+  return s;
+}
+
+template <int NT, Int4Offsets kKind>
+__device__ __forceinline__ void Flush(const Span<kKind>& span, float (&acc)[NT][4],
+                                      float (&p)[NT][4], float (&sx)[NT][4]) {
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      const float sc = e < 2 ? scale.x : scale.y, cc = e < 2 ? c.x : c.y;
-      acc[nt][e] = fmaf(sc, p[nt][e], fmaf(cc, s[nt][e], acc[nt][e]));
-      p[nt][e] = s[nt][e] = 0.0f;
+      const float sc = e < 2 ? span.scale.x : span.scale.y;
+      if constexpr (kKind == Int4Offsets::kFloat) {
+        acc[nt][e] = fmaf(e < 2 ? span.c.x : span.c.y, sx[nt][e], acc[nt][e]);
+        sx[nt][e] = 0.0f;
+      }
+      acc[nt][e] = fmaf(sc, p[nt][e], acc[nt][e]);
+      p[nt][e] = 0.0f;
     }
   }
 }
 
-// The tensor-core work of sub-chunk s: codes in `buf`, x and scales in sm[b].
-template <int NT>
-__device__ __forceinline__ void Compute(const Smem<NT>& sm, int b, const uint4* buf, const Sub& s,
-                                        const Args& a, float (&acc)[NT][4]) {
-  const int lane = threadIdx.x & 31, gr = lane >> 2, t4 = lane & 3;
+// The tensor-core work of one stage for this warp's tile.
+template <int NT, Int4Offsets kKind>
+__device__ __forceinline__ void Compute(const Stage<NT>& st, const Sub& s, const Args& a,
+                                        float (&acc)[NT][4]) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gr = lane >> 2, t4 = lane & 3;
   const uint32_t ones[4] = {kOnes, kOnes, kOnes, kOnes};
-  float p[NT][4], sx[NT][4];
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt) {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) p[nt][e] = sx[nt][e] = 0.0f;
-  }
+  float p[NT][4] = {}, sx[NT][4] = {};
   const int32_t col0 = s.kt * kInt4TileCols;
-  const int32_t g0 = col0 / a.group;
-  int32_t boundary = (g0 + 1) * a.group;  // the next group's first column
+  int32_t boundary = (col0 / a.group + 1) * a.group;  // the next group's first column
   int sp = 0;
+  Span<kKind> span = LoadSpan<NT, kKind>(st, s.g, warp, 0, gr);
 #pragma unroll
-  for (int t = 0; t < kMaxTpu; ++t) {
+  for (int t = 0; t < kTpu; ++t) {
     if (t >= s.ntiles) break;
-    const uint32_t words[4] = {buf[t].x, buf[t].y, buf[t].z, buf[t].w};
+    const uint4 v = st.codes[(t * s.g + warp) * 32 + lane];
+    const uint32_t words[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      const uint32_t av[4] = {Dequant128(words[i], 0), Dequant128(words[i], 1),
-                              Dequant128(words[i], 2), Dequant128(words[i], 3)};
+      uint32_t av[4];
+#pragma unroll
+      for (int m = 0; m < 4; ++m) {
+        av[m] = Dequant128(words[i], m);
+        if constexpr (kKind != Int4Offsets::kFloat) {
+          av[m] = SubBf16x2(av[m], m % 2 == 0 ? span.sub_lo : span.sub_hi);
+        }
+      }
       const int col = t * kInt4TileCols + 16 * i + 4 * t4;
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
-        const uint2 bv = *reinterpret_cast<const uint2*>(&sm.x[b][nt * 8 + gr][col]);
+        const uint2 bv = *reinterpret_cast<const uint2*>(&st.x[nt * 8 + gr][col]);
         cuda::MmaBf16(p[nt], av, bv.x, bv.y);
-        cuda::MmaBf16(sx[nt], ones, bv.x, bv.y);
+        if constexpr (kKind == Int4Offsets::kFloat) cuda::MmaBf16(sx[nt], ones, bv.x, bv.y);
       }
+      // Groups end on 32-column boundaries (odd i) only.
+      if (i % 2 == 0) continue;
       const int32_t next_col = col0 + t * kInt4TileCols + 16 * i + 16;
-      if (next_col == boundary || (t == s.ntiles - 1 && i == 3)) {
-        Flush<NT>(sm, b, sp, a, acc, p, sx);
-        if (next_col == boundary) boundary += a.group, ++sp;
+      const bool last = t == s.ntiles - 1 && i == 3;
+      if (next_col == boundary || last) {
+        Flush<NT, kKind>(span, acc, p, sx);
+        if (next_col == boundary && !last) {
+          boundary += a.group;
+          span = LoadSpan<NT, kKind>(st, s.g, warp, ++sp, gr);
+        }
       }
     }
   }
@@ -287,121 +429,128 @@ __device__ __forceinline__ void Epilogue(const Args& a, int32_t rt, const float 
   }
 }
 
-// Ends a segment: a whole row group writes y; a part leaves its sums in its
-// slot, and the block that brings the last part sums the slots in order.
+// Ends the warp's segment of tile rt: a whole row group writes y; a part
+// leaves its sums in its slot, and the warp that brings the tile's last part
+// sums the slots in block order and writes y.
 template <int NT>
-__device__ void FinishSegment(Smem<NT>& sm, const Sub& s, const Args& a, float (&acc)[NT][4]) {
+__device__ void FinishSegment(const Sub& s, const Args& a, const float (&acc)[NT][4]) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int32_t rt = s.rg * kWarps + warp;
+  if (rt >= a.n_tiles) return;
   if (s.whole) {
-    if (rt < a.n_tiles) Epilogue<NT>(a, rt, acc);
+    Epilogue<NT>(a, rt, acc);
     return;
   }
-  constexpr int kSlotFloats = kThreads * NT * 4;
-  float4* mine = reinterpret_cast<float4*>(a.partials + (int64_t{s.rg} + blockIdx.x) * kSlotFloats) +
-                 threadIdx.x * NT;
+  constexpr int kSlotFloats = 32 * NT * 4;
+  auto slot = [&](int32_t blk) {
+    return reinterpret_cast<float4*>(a.partials +
+                                     ((int64_t{s.rg} + blk) * kWarps + warp) * kSlotFloats) +
+           lane * NT;
+  };
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt) {
-    __stcg(mine + nt, make_float4(acc[nt][0], acc[nt][1], acc[nt][2], acc[nt][3]));
+    __stcg(slot(blockIdx.x) + nt, make_float4(acc[nt][0], acc[nt][1], acc[nt][2], acc[nt][3]));
   }
   __threadfence();
-  __syncthreads();
+  __syncwarp();
   const int64_t row_begin = int64_t{s.rg} * a.k_tiles;
   const int32_t first = BlockOf(row_begin, a), last = BlockOf(row_begin + a.k_tiles - 1, a);
-  if (threadIdx.x == 0) {
-    sm.last = atomicAdd(&a.counters[s.rg], 1) == last - first;
-  }
-  __syncthreads();
-  if (!sm.last) return;
+  int is_last = 0;
+  int32_t* counter = a.counters_end - 1 - rt;
+  if (lane == 0) is_last = atomicAdd(counter, 1) == last - first;
+  if (!__shfl_sync(0xffffffffu, is_last, 0)) return;
   __threadfence();
   float sum[NT][4] = {};
   for (int32_t blk = first; blk <= last; ++blk) {
-    const float4* slot =
-        reinterpret_cast<const float4*>(a.partials + (int64_t{s.rg} + blk) * kSlotFloats) +
-        threadIdx.x * NT;
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
-      const float4 v = __ldcg(slot + nt);
+      const float4 v = __ldcg(slot(blk) + nt);
       sum[nt][0] += v.x, sum[nt][1] += v.y, sum[nt][2] += v.z, sum[nt][3] += v.w;
     }
   }
-  if (rt < a.n_tiles) Epilogue<NT>(a, rt, sum);
-  if (threadIdx.x == 0) a.counters[s.rg] = 0;
-  (void)lane;
+  Epilogue<NT>(a, rt, sum);
+  if (lane == 0) *counter = 0;
 }
 
-// inv_rms of every row (kRmsNorm), over all of k.
+// inv_rms of every row (kRmsNorm), over all of k, by the consumer warps.
 template <int NT>
-__device__ __forceinline__ void RowNorms(Smem<NT>& sm, const Args& a, float* scratch) {
+__device__ __forceinline__ void RowNorms(Smem<NT>& sm, const Args& a) {
   const int k = a.k_tiles * kInt4TileCols;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   for (int row = 0; row < a.rows; ++row) {
     const uint4* x = reinterpret_cast<const uint4*>(a.x + row * a.x_stride);
     float sum_sq = 0.0f;
-    for (int i = threadIdx.x; i < k / 8; i += kThreads) {
+    for (int i = threadIdx.x; i < k / 8; i += 32 * kWarps) {
       float v[8];
       cuda::Unpack8(x[i], v);
 #pragma unroll
       for (int e = 0; e < 8; ++e) sum_sq += v[e] * v[e];
     }
-    const float total = cuda::BlockSum(sum_sq, scratch);
-    if (threadIdx.x == 0) sm.inv_rms[row] = rsqrtf(total / static_cast<float>(k) + a.eps);
+    sum_sq = cuda::WarpSum(sum_sq);
+    if (lane == 0) sm.red[warp] = sum_sq;
+    cuda::NamedBarrier(1, 32 * kWarps);
+    if (warp == 0) {
+      float total = lane < kWarps ? sm.red[lane] : 0.0f;
+      total = cuda::WarpSum(total);
+      if (lane == 0) sm.inv_rms[row] = rsqrtf(total / static_cast<float>(k) + a.eps);
+    }
+    cuda::NamedBarrier(1, 32 * kWarps);
   }
 }
 
-// One sub-chunk with codes in `cur` while the next one's loads go to `next`.
-template <int NT, int kBuf>
-__device__ __forceinline__ Sub Step(Smem<NT>& sm, const Sub& s, int64_t share_begin,
-                                    int64_t share_end, const Args& a, uint4* cur, uint4* next,
-                                    float (&acc)[NT][4]) {
-  const int64_t after = s.it + s.ntiles;
-  Sub nx = after < share_end ? MakeSub(after, share_begin, share_end, a) : Sub{};
-  const bool more = after < share_end;
-  if (more) {
-    LoadCodes(next, nx, a);
-    CopyScales<NT>(sm, kBuf ^ 1, nx, a);
-    CopyX<NT>(sm, kBuf ^ 1, nx, a);
+template <int NT, Int4Offsets kKind, bool kNorm>
+__device__ void Consumer(Smem<NT>& sm, const Args& a, int64_t begin, int64_t end) {
+  constexpr int S = kStages<NT>;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  // x rows past a.rows stay zero (the copies never write them).
+  for (int st = 0; st < S; ++st) {
+    for (int r = a.rows; r < 8 * NT; ++r) {
+      for (int c = threadIdx.x; c < kXStride / 8; c += 32 * kWarps) {
+        reinterpret_cast<uint4*>(sm.stage[st].x[r])[c] = make_uint4(0, 0, 0, 0);
+      }
+    }
   }
-  cuda::CpAsyncCommit();
-  cuda::CpAsyncWait<1>();  // everything but the group just committed
-  __syncthreads();
-  if (a.norm_w != nullptr) {
-    NormalizeX<NT>(sm, kBuf, s, a);
-    __syncthreads();
-  }
-  if (s.rg * kWarps + (threadIdx.x >> 5) < a.n_tiles) Compute<NT>(sm, kBuf, cur, s, a, acc);
-  if (s.seg_last) {
-    FinishSegment<NT>(sm, s, a, acc);
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.0f;
-  }
-  __syncthreads();  // sm[kBuf] is free for the sub-chunk after next
-  if (!more) nx.ntiles = 0;
-  return nx;
-}
-
-template <int NT>
-__global__ void __launch_bounds__(kThreads, 2) Int4GemmKernel(Args a) {
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  Smem<NT>& sm = *reinterpret_cast<Smem<NT>*>(smem_raw);
-  __shared__ float scratch[32];
-  const int64_t share_begin = ShareStart(blockIdx.x, a);
-  const int64_t share_end = ShareStart(int64_t{blockIdx.x} + 1, a);
-  if (share_begin >= share_end) return;
-  uint4 buf0[kMaxTpu], buf1[kMaxTpu];
-  Sub s = MakeSub(share_begin, share_begin, share_end, a);
-  LoadCodes(buf0, s, a);  // constants: before the wait
-  CopyScales<NT>(sm, 0, s, a);
   cuda::GridDependencyWait();  // x and y come from the previous kernel
   cuda::LaunchDependents();
-  CopyX<NT>(sm, 0, s, a);
-  cuda::CpAsyncCommit();
-  if (a.norm_w != nullptr) RowNorms<NT>(sm, a, scratch);
+  if constexpr (kNorm) RowNorms<NT>(sm, a);
+  __syncthreads();  // inv_rms for the producer, the zero rows for every consumer
   float acc[NT][4] = {};
-  while (true) {
-    s = Step<NT, 0>(sm, s, share_begin, share_end, a, buf0, buf1, acc);
-    if (s.ntiles == 0) break;
-    s = Step<NT, 1>(sm, s, share_begin, share_end, a, buf1, buf0, acc);
-    if (s.ntiles == 0) break;
+  Walker walk(begin, end, a);
+  for (int j = 0; !walk.done(); ++j) {
+    const Sub s = walk.Next(a);
+    const int st = j % S;
+    cuda::MbarrierWait(kNorm ? &sm.ready[st] : &sm.full[st], (j / S) & 1);
+    if (s.rg * kWarps + warp < a.n_tiles) Compute<NT, kKind>(sm.stage[st], s, a, acc);
+    __syncwarp();
+    if (lane == 0) cuda::MbarrierArrive(&sm.empty[st]);
+    if (s.seg_last) {
+      FinishSegment<NT>(s, a, acc);
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.0f;
+    }
+  }
+}
+
+template <int NT, Int4Offsets kKind, bool kNorm>
+__global__ void __launch_bounds__(kThreads, 2) Int4GemmKernel(Args a) {
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  Smem<NT>& sm = *reinterpret_cast<Smem<NT>*>(smem_raw);
+  const int64_t begin = ShareStart(blockIdx.x, a);
+  const int64_t end = ShareStart(int64_t{blockIdx.x} + 1, a);
+  if (begin >= end) return;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages<NT>; ++s) {
+      cuda::MbarrierInit(&sm.full[s], 1);
+      cuda::MbarrierInit(&sm.ready[s], 1);
+      cuda::MbarrierInit(&sm.empty[s], kWarps);
+    }
+    cuda::FenceMbarrierInit();
+  }
+  __syncthreads();  // the barriers, before anyone uses them
+  if (threadIdx.x >= 32 * kWarps) {
+    Producer<NT, kKind, kNorm>(sm, a, begin, end);
+  } else {
+    Consumer<NT, kKind, kNorm>(sm, a, begin, end);
   }
 }
 
@@ -418,25 +567,34 @@ int NumSms() {
 }
 
 constexpr int kMaxNt = 2;
-static_assert(kInt4GemmSlotBytes == int64_t{kThreads} * kMaxNt * 4 * 4, "a slot holds acc");
+static_assert(kInt4GemmSlotBytes == int64_t{kWarps} * 32 * kMaxNt * 4 * 4, "a slot holds acc");
 static_assert(kInt4GemmRowGroup == kWarps * kInt4TileRows, "a row group is a block's tiles");
 
-template <int NT>
-absl::Status Launch(const Args& base, cudaStream_t stream) {
+template <int NT, Int4Offsets kKind, bool kNorm>
+absl::Status Launch(const Args& a, cudaStream_t stream) {
   static const absl::StatusOr<int> per_sm = []() -> absl::StatusOr<int> {
-    CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
-        Int4GemmKernel<NT>, cudaFuncAttributeMaxDynamicSharedMemorySize, sizeof(Smem<NT>)));
+    auto* kernel = Int4GemmKernel<NT, kKind, kNorm>;
+    CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                              sizeof(Smem<NT>)));
     int blocks = 0;
-    CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &blocks, Int4GemmKernel<NT>, kThreads, sizeof(Smem<NT>)));
+    CUDA_RETURN_IF_ERROR(
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kThreads, sizeof(Smem<NT>)));
     return std::clamp(blocks, 1, kInt4GemmMaxBlocksPerSm);
   }();
   RETURN_IF_ERROR(per_sm.status());
-  Args a = base;
   const int64_t grid = std::min<int64_t>(a.iters, int64_t{NumSms()} * *per_sm);
-  CUDA_RETURN_IF_ERROR(cuda::LaunchPdl(Int4GemmKernel<NT>, dim3(static_cast<int>(grid)),
-                                       dim3(kThreads), sizeof(Smem<NT>), stream, a));
+  CUDA_RETURN_IF_ERROR(cuda::LaunchPdl(Int4GemmKernel<NT, kKind, kNorm>,
+                                       dim3(static_cast<int>(grid)), dim3(kThreads),
+                                       sizeof(Smem<NT>), stream, a));
   return absl::OkStatus();
+}
+
+// One switch on the offset kind, then the rows (n8 tiles) and the prologue.
+template <Int4Offsets kKind>
+absl::Status LaunchKind(const Args& a, cudaStream_t stream) {
+  if (a.rows > 8) return Launch<2, kKind, false>(a, stream);
+  if (a.norm_w != nullptr) return Launch<1, kKind, true>(a, stream);
+  return Launch<1, kKind, false>(a, stream);
 }
 
 }  // namespace
@@ -451,7 +609,6 @@ absl::Status Int4Gemm(const Int4GemmParams& p, cudaStream_t stream) {
   a.k_tiles = static_cast<int32_t>(p.w.k / kInt4TileCols);
   a.group = p.w.group;
   a.num_groups = static_cast<int32_t>(p.w.k / p.w.group);
-  a.kind = p.w.offset_kind;
   a.x = static_cast<const cuda::bf16*>(p.x);
   a.x_stride = p.x_row_stride;
   a.norm_w = p.prologue == GemvPrologue::kRmsNorm ? static_cast<const cuda::bf16*>(p.norm_weight)
@@ -464,8 +621,6 @@ absl::Status Int4Gemm(const Int4GemmParams& p, cudaStream_t stream) {
                                       : YKind::kBf16;
   a.n = p.w.n;
   a.rows = p.rows;
-  // Sub-chunks of whole 64-column tiles touch at most kMaxSpans groups.
-  a.tpu = p.w.group == kInt4MinGroup ? kMaxSpans / 2 : kMaxTpu;
   a.row_groups = static_cast<int32_t>(cuda::CeilDiv(a.n_tiles, kWarps));
   a.iters = int64_t{a.row_groups} * a.k_tiles;
   const Int4GemmWorkspaceLayout ws = Int4GemmWorkspace(p.w.n, NumSms());
@@ -474,10 +629,18 @@ absl::Status Int4Gemm(const Int4GemmParams& p, cudaStream_t stream) {
                                                 " bytes; n = ", p.w.n, " needs ", ws.total_bytes,
                                                 " (Int4GemmWorkspaceBytes)"));
   }
-  a.counters = static_cast<int32_t*>(p.workspace);
-  a.partials = reinterpret_cast<float*>(static_cast<char*>(p.workspace) + ws.counter_bytes);
-  if (p.rows <= 8) return Launch<1>(a, stream);
-  return Launch<2>(a, stream);
+  a.partials = static_cast<float*>(p.workspace);
+  a.counters_end =
+      reinterpret_cast<int32_t*>(static_cast<char*>(p.workspace) + p.workspace_bytes / 4 * 4);
+  switch (p.w.offset_kind) {
+    case Int4Offsets::kSymmetric:
+      return LaunchKind<Int4Offsets::kSymmetric>(a, stream);
+    case Int4Offsets::kZero:
+      return LaunchKind<Int4Offsets::kZero>(a, stream);
+    case Int4Offsets::kFloat:
+      return LaunchKind<Int4Offsets::kFloat>(a, stream);
+  }
+  return absl::UnimplementedError("Int4Gemm: unknown offset kind");
 }
 
 }  // namespace onecard::engine

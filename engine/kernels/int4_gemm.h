@@ -66,16 +66,19 @@ struct Int4GemmParams {
   int64_t workspace_bytes = 0;
 };
 
-// The workspace (int4_gemm.cu): an int32 arrival counter per row group (128
-// weight rows), 256-byte aligned, then one partial-sum slot of
-// kInt4GemmSlotBytes per (row group, resident block) pair, for grids of up to
-// kInt4GemmMaxBlocksPerSm blocks an SM.
+// The workspace (int4_gemm.cu): partial-sum slots of kInt4GemmSlotBytes from
+// its start, one per (row group of 128 weight rows, resident block) pair for
+// grids of up to kInt4GemmMaxBlocksPerSm blocks an SM; an int32 arrival
+// counter per 16-row tile at its end, tile t's the (t + 1)-th int32 from the
+// end, so that weights of any n the workspace was sized for find their
+// counters at the same addresses and never in another launch's slots.
 inline constexpr int kInt4GemmRowGroup = 128;
 inline constexpr int kInt4GemmMaxBlocksPerSm = 4;
 inline constexpr int64_t kInt4GemmSlotBytes = 256 * 2 * 4 * 4;  // threads x n8 tiles x floats
 struct Int4GemmWorkspaceLayout {
-  int64_t counter_bytes = 0;
-  int64_t total_bytes = 0;
+  int64_t slot_bytes = 0;     // the slots of n
+  int64_t counter_bytes = 0;  // the counters of n
+  int64_t total_bytes = 0;    // both, 256-byte aligned
 };
 Int4GemmWorkspaceLayout Int4GemmWorkspace(int64_t n, int32_t num_sms);
 // Workspace for weights of up to max_n rows on a device of num_sms SMs.

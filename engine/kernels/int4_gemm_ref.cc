@@ -30,10 +30,11 @@ void WeightRow(const Int4WeightView& w, int64_t r, std::vector<float>* row) {
   const int64_t groups = w.k / w.group;
   row->resize(w.k);
   for (int64_t c = 0; c < w.k; ++c) {
-    const Int4CodePos code = Int4CodePosition(r, c, w.k);
-    const Int4ScalePos sp = Int4ScalePosition(r, c / w.group, groups);
+    const Int4CodePos code = Int4CodePosition(r, c, w.k, w.n);
+    const Int4ScalePos sp = Int4ScalePosition(r, c / w.group, groups, w.n);
     const auto half = [&](const uint32_t* words) {
-      return words == nullptr ? uint16_t{0} : static_cast<uint16_t>(words[sp.word] >> (16 * sp.half));
+      return words == nullptr ? uint16_t{0}
+                              : static_cast<uint16_t>(words[sp.word] >> (16 * sp.half));
     };
     (*row)[c] = Int4Value(w.offset_kind, (codes[code.byte] >> code.shift) & 0xF, half(scales),
                           half(offsets));
@@ -45,9 +46,9 @@ void WeightRow(const Int4WeightView& w, int64_t r, std::vector<float>* row) {
 Int4GemmWorkspaceLayout Int4GemmWorkspace(int64_t n, int32_t num_sms) {
   const int64_t row_groups = (n + kInt4GemmRowGroup - 1) / kInt4GemmRowGroup;
   Int4GemmWorkspaceLayout l;
-  l.counter_bytes = (row_groups * 4 + 255) / 256 * 256;
-  l.total_bytes = l.counter_bytes +
-                  (row_groups + int64_t{num_sms} * kInt4GemmMaxBlocksPerSm) * kInt4GemmSlotBytes;
+  l.slot_bytes = (row_groups + int64_t{num_sms} * kInt4GemmMaxBlocksPerSm) * kInt4GemmSlotBytes;
+  l.counter_bytes = (n + kInt4TileRows - 1) / kInt4TileRows * 4;  // one a row tile
+  l.total_bytes = (l.slot_bytes + l.counter_bytes + 255) / 256 * 256;
   return l;
 }
 
@@ -70,16 +71,17 @@ absl::Status CheckInt4GemmParams(const Int4GemmParams& p, absl::string_view op) 
   }
   if (p.prologue == GemvPrologue::kSiluMul ||
       (p.prologue == GemvPrologue::kRmsNorm && p.rows > kInt4GemmMaxNormRows)) {
-    return absl::UnimplementedError(
-        absl::StrCat(op, ": prologue is not supported for ", p.rows,
-                     " rows; supported: none, or RMSNorm up to ", kInt4GemmMaxNormRows, " rows"));
+    return absl::UnimplementedError(absl::StrCat(op, ": prologue is not supported for ", p.rows,
+                                                 " rows; supported: none, or RMSNorm up to ",
+                                                 kInt4GemmMaxNormRows, " rows"));
   }
   if (p.x_row_stride < w.k || p.x_row_stride % 8 != 0) {
-    return Error(op, absl::StrCat("x_row_stride ", p.x_row_stride,
-                                  " must be >= k and a multiple of 8"));
+    return Error(
+        op, absl::StrCat("x_row_stride ", p.x_row_stride, " must be >= k and a multiple of 8"));
   }
   if (p.y_dtype != DType::kBF16 && p.y_dtype != DType::kF32) {
-    return absl::UnimplementedError(absl::StrCat(op, ": y dtype ", std::string(DTypeName(p.y_dtype)),
+    return absl::UnimplementedError(absl::StrCat(op, ": y dtype ",
+                                                 std::string(DTypeName(p.y_dtype)),
                                                  " is not supported; supported: BF16, F32"));
   }
   if ((p.add_to_y || p.silu_mul_y) && p.y_dtype != DType::kBF16) {

@@ -6,14 +6,17 @@
 // in 0..15 with, per row r and group of g consecutive columns, an fp16 scale
 // s and an offset that makes the value
 //   kSymmetric: w = s * (q - 8)               (GPTQ sym, GGUF Q4_0)
-//   kZero:      w = s * (q - z), z an int16    (GPTQ / AWQ / compressed-tensors asym)
+//   kZero:      w = s * (q - z), z in 0..127   (GPTQ / AWQ / compressed-tensors asym)
 //   kFloat:     w = s * q + m,   m an fp16     (GGUF Q4_1: d * q + min)
 // The three are kept apart so that no format is re-rounded on its way in.
 // n % 16 == 0, k % 64 == 0, g % 32 == 0 and k % g == 0 (g == k: one scale a row).
 //
-// Codes: one 512-byte tile per 16 rows x 64 columns, tiles row-tile-major
-// ([n / 16][k / 64][512 bytes]), so a warp streaming one row tile along k reads
-// contiguous memory. Within a tile, lane L = 4 * gr + t (gr 0..7, t 0..3) owns
+// Codes: one 512-byte tile per 16 rows x 64 columns. Row tiles come in row
+// groups of 8 (the last may hold fewer: g = min(8, n / 16 - 8 rg)), and a
+// row group's tiles are ordered k tile first: [rg][k / 64][g][512 bytes]. So
+// the 8 tiles of one k tile, and a run of k tiles of one row group (what one
+// block of Int4Gemm reads per pipeline stage), are one contiguous stream.
+// Within a tile, lane L = 4 * gr + t (gr 0..7, t 0..3) owns
 // 16 bytes = words i = 0..3; word i covers the 16 columns 16 i .. 16 i + 15 of
 // the tile and, of them, columns 16 i + 4 t + j (j = 0..3) of rows gr and gr + 8:
 //
@@ -29,18 +32,18 @@
 // the 16: OR-ing in 0x43004300 makes two bf16 values 128 + q, exactly. The B
 // fragment of the same lane is then x[n = gr][16 i + 4 t .. + 3], one 8-byte load.
 //
-// Scales: uint32 words [n / 16][8][k / g]: word (rt, gr, gi) = the fp16 scales
-// of rows 16 rt + gr (low half) and 16 rt + gr + 8 (high half) in group gi, so
-// a lane reads the scales of both its rows with one load, and a warp's groups
-// are contiguous. Offsets (kZero: int16 z, kFloat: fp16 m) use the same layout;
-// kSymmetric has none.
+// Scales: uint32 words [rg][k / group][g][8]: word (rg, gi, tile, gr) = the
+// fp16 scales of rows 16 (8 rg + tile) + gr (low half) and + gr + 8 (high
+// half) in group gi, so a lane reads the scales of both its rows with one
+// load, and the groups a row group needs over a run of columns are one
+// contiguous, 32-byte aligned run. Offsets (kZero: int16 z, kFloat: fp16 m)
+// use the same layout; kSymmetric has none.
 #ifndef ONECARD_ENGINE_KERNELS_INT4_LAYOUT_H_
 #define ONECARD_ENGINE_KERNELS_INT4_LAYOUT_H_
 
 #include <cstdint>
 
 #include "engine/common/host_device.h"
-
 
 namespace onecard::engine {
 
@@ -59,7 +62,20 @@ struct Int4CodePos {
   int shift;  // 0 or 4
 };
 
-ONECARD_HOST_DEVICE inline Int4CodePos Int4CodePosition(int64_t r, int64_t c, int64_t k) {
+// Tiles in row group rg of a weight of n_tiles row tiles.
+ONECARD_HOST_DEVICE inline int64_t Int4GroupTiles(int64_t rg, int64_t n_tiles) {
+  return n_tiles - 8 * rg < 8 ? n_tiles - 8 * rg : 8;
+}
+
+// Index of the tile of row tile rt and k tile kt.
+ONECARD_HOST_DEVICE inline int64_t Int4TileIndex(int64_t rt, int64_t kt, int64_t k_tiles,
+                                                 int64_t n_tiles) {
+  const int64_t rg = rt / 8;
+  return rg * 8 * k_tiles + kt * Int4GroupTiles(rg, n_tiles) + rt % 8;
+}
+
+ONECARD_HOST_DEVICE inline Int4CodePos Int4CodePosition(int64_t r, int64_t c, int64_t k,
+                                                        int64_t n) {
   const int64_t rt = r / kInt4TileRows, kt = c / kInt4TileCols;
   const int row = static_cast<int>(r % kInt4TileRows);
   const int col = static_cast<int>(c % kInt4TileCols);
@@ -68,7 +84,7 @@ ONECARD_HOST_DEVICE inline Int4CodePos Int4CodePosition(int64_t r, int64_t c, in
   // nibble = 4 * (j & 1) + 2 * (j >> 1) + upper (the table above)
   const int nibble = 4 * (j & 1) + 2 * (j >> 1) + upper;
   const int lane = 4 * gr + t;
-  const int64_t tile = rt * (k / kInt4TileCols) + kt;
+  const int64_t tile = Int4TileIndex(rt, kt, k / kInt4TileCols, n / kInt4TileRows);
   return {tile * kInt4TileBytes + lane * 16 + word * 4 + nibble / 2, 4 * (nibble % 2)};
 }
 
@@ -79,11 +95,12 @@ struct Int4ScalePos {
   int half;
 };
 
-ONECARD_HOST_DEVICE inline Int4ScalePos Int4ScalePosition(int64_t r, int64_t gi,
-                                                          int64_t num_groups) {
-  const int64_t rt = r / kInt4TileRows;
+ONECARD_HOST_DEVICE inline Int4ScalePos Int4ScalePosition(int64_t r, int64_t gi, int64_t num_groups,
+                                                          int64_t n) {
+  const int64_t rt = r / kInt4TileRows, rg = rt / 8;
   const int row = static_cast<int>(r % kInt4TileRows);
-  return {(rt * 8 + row % 8) * num_groups + gi, row / 8};
+  const int64_t g = Int4GroupTiles(rg, n / kInt4TileRows);
+  return {((rg * 8 * num_groups + gi * g + rt % 8) * 8) + row % 8, row / 8};
 }
 
 ONECARD_HOST_DEVICE constexpr int64_t Int4CodeBytes(int64_t n, int64_t k) { return n * k / 2; }

@@ -16,8 +16,8 @@ absl::Status ShapeError(absl::string_view name, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat("int4 weight ", name, ": ", what));
 }
 
-void SetCode(Int4Packed* p, int64_t r, int64_t c, int64_t k, uint8_t q) {
-  const Int4CodePos pos = Int4CodePosition(r, c, k);
+void SetCode(Int4Packed* p, int64_t r, int64_t c, int64_t k, int64_t n, uint8_t q) {
+  const Int4CodePos pos = Int4CodePosition(r, c, k, n);
   uint8_t& byte = p->codes[pos.byte];
   byte = static_cast<uint8_t>((byte & ~(0xF << pos.shift)) | ((q & 0xF) << pos.shift));
 }
@@ -49,12 +49,12 @@ float Int4Value(Int4Offsets offsets, uint8_t q, uint16_t scale_bits, uint16_t of
 
 absl::Status Int4Matrix::Validate(absl::string_view name) const {
   if (n <= 0 || n % kInt4TileRows != 0) {
-    return ShapeError(name, absl::StrCat("rows (n = ", n, ") must be a positive multiple of ",
-                                         kInt4TileRows));
+    return ShapeError(
+        name, absl::StrCat("rows (n = ", n, ") must be a positive multiple of ", kInt4TileRows));
   }
   if (k <= 0 || k % kInt4TileCols != 0) {
-    return ShapeError(name, absl::StrCat("columns (k = ", k, ") must be a positive multiple of ",
-                                         kInt4TileCols));
+    return ShapeError(
+        name, absl::StrCat("columns (k = ", k, ") must be a positive multiple of ", kInt4TileCols));
   }
   if (group < kInt4MinGroup || group % kInt4MinGroup != 0 || k % group != 0) {
     return ShapeError(name, absl::StrCat("group size ", group, " must be a multiple of ",
@@ -70,11 +70,20 @@ absl::Status Int4Matrix::Validate(absl::string_view name) const {
   }
   const int64_t offsets_expected = offsets == Int4Offsets::kSymmetric ? 0 : scales_expected;
   if (static_cast<int64_t>(offset.size()) != offsets_expected) {
-    return ShapeError(name, absl::StrCat("offsets has ", offset.size(), ", expected ",
-                                         offsets_expected));
+    return ShapeError(name,
+                      absl::StrCat("offsets has ", offset.size(), ", expected ", offsets_expected));
   }
   for (size_t i = 0; i < q.size(); ++i) {
     if (q[i] > 15) return ShapeError(name, absl::StrCat("code ", int{q[i]}, " at ", i, " > 15"));
+  }
+  if (offsets == Int4Offsets::kZero) {
+    for (size_t i = 0; i < offset.size(); ++i) {
+      const int16_t z = static_cast<int16_t>(offset[i]);
+      if (z < 0 || z > 127) {
+        return ShapeError(name,
+                          absl::StrCat("zero point ", z, " of group ", i, " is outside 0..127"));
+      }
+    }
   }
   return absl::OkStatus();
 }
@@ -118,8 +127,8 @@ Int4Packed MakeInt4Packed(int64_t n, int64_t k, int32_t group, Int4Offsets offse
   return p;
 }
 
-absl::Status PackInt4Rows(const Int4Matrix& src, std::span<const int64_t> dest_rows,
-                          int64_t n_dst, Int4Packed* dst) {
+absl::Status PackInt4Rows(const Int4Matrix& src, std::span<const int64_t> dest_rows, int64_t n_dst,
+                          Int4Packed* dst) {
   if (static_cast<int64_t>(dest_rows.size()) != src.n) {
     return absl::InvalidArgumentError(
         absl::StrCat("PackInt4Rows: ", dest_rows.size(), " destination rows for ", src.n));
@@ -129,9 +138,9 @@ absl::Status PackInt4Rows(const Int4Matrix& src, std::span<const int64_t> dest_r
       static_cast<int64_t>(dst->scales.size()) * 4 != Int4ScaleBytes(n_dst, src.k, src.group) ||
       static_cast<int64_t>(dst->offsets.size()) * 4 !=
           Int4OffsetBytes(n_dst, src.k, src.group, src.offsets)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("PackInt4Rows: the destination is not ", n_dst, " x ", src.k, " group ",
-                     src.group, " with these offsets"));
+    return absl::InvalidArgumentError(absl::StrCat("PackInt4Rows: the destination is not ", n_dst,
+                                                   " x ", src.k, " group ", src.group,
+                                                   " with these offsets"));
   }
   for (int64_t r = 0; r < src.n; ++r) {
     const int64_t d = dest_rows[r];
@@ -139,9 +148,9 @@ absl::Status PackInt4Rows(const Int4Matrix& src, std::span<const int64_t> dest_r
       return absl::InvalidArgumentError(
           absl::StrCat("PackInt4Rows: row ", r, " goes to ", d, ", outside [0, ", n_dst, ")"));
     }
-    for (int64_t c = 0; c < src.k; ++c) SetCode(dst, d, c, src.k, src.q[r * src.k + c]);
+    for (int64_t c = 0; c < src.k; ++c) SetCode(dst, d, c, src.k, n_dst, src.q[r * src.k + c]);
     for (int64_t gi = 0; gi < groups; ++gi) {
-      const Int4ScalePos pos = Int4ScalePosition(d, gi, groups);
+      const Int4ScalePos pos = Int4ScalePosition(d, gi, groups, n_dst);
       SetHalf(&dst->scales, pos, src.scales[r * groups + gi]);
       if (src.offsets != Int4Offsets::kSymmetric) {
         SetHalf(&dst->offsets, pos, src.offset[r * groups + gi]);
@@ -164,11 +173,11 @@ Int4Matrix UnpackInt4(const Int4Packed& p, int64_t n, int64_t k, int32_t group,
   if (offsets != Int4Offsets::kSymmetric) m.offset.resize(n * groups);
   for (int64_t r = 0; r < n; ++r) {
     for (int64_t c = 0; c < k; ++c) {
-      const Int4CodePos pos = Int4CodePosition(r, c, k);
+      const Int4CodePos pos = Int4CodePosition(r, c, k, n);
       m.q[r * k + c] = (p.codes[pos.byte] >> pos.shift) & 0xF;
     }
     for (int64_t gi = 0; gi < groups; ++gi) {
-      const Int4ScalePos pos = Int4ScalePosition(r, gi, groups);
+      const Int4ScalePos pos = Int4ScalePosition(r, gi, groups, n);
       m.scales[r * groups + gi] = GetHalf(p.scales, pos);
       if (offsets != Int4Offsets::kSymmetric) m.offset[r * groups + gi] = GetHalf(p.offsets, pos);
     }
@@ -194,8 +203,8 @@ absl::StatusOr<Int4Matrix> QuantizeInt4Rtn(std::span<const float> w, int64_t n, 
     return absl::InvalidArgumentError("QuantizeInt4Rtn: offsets must be symmetric or zero points");
   }
   if (static_cast<int64_t>(w.size()) != n * k || group <= 0 || k % group != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("QuantizeInt4Rtn: ", w.size(),
-                                                   " values for ", n, " x ", k, ", group ", group));
+    return absl::InvalidArgumentError(absl::StrCat("QuantizeInt4Rtn: ", w.size(), " values for ", n,
+                                                   " x ", k, ", group ", group));
   }
   Int4Matrix m;
   m.n = n;

@@ -23,10 +23,10 @@ struct Int4Matrix {
   int64_t k = 0;
   int32_t group = 0;  // columns a scale covers; k for one scale a row
   Int4Offsets offsets = Int4Offsets::kSymmetric;
-  std::vector<uint8_t> q;          // [n, k] codes, 0..15
-  std::vector<uint16_t> scales;    // [n, k / group] fp16 bits
-  std::vector<uint16_t> offset;    // [n, k / group]: int16 z (kZero), fp16 m (kFloat);
-                                   // empty for kSymmetric
+  std::vector<uint8_t> q;        // [n, k] codes, 0..15
+  std::vector<uint16_t> scales;  // [n, k / group] fp16 bits
+  std::vector<uint16_t> offset;  // [n, k / group]: int16 z (kZero), fp16 m (kFloat);
+                                 // empty for kSymmetric
   int64_t num_groups() const { return group > 0 ? k / group : 0; }
   // InvalidArgument naming `name` and the field when the shape is not one
   // the kernels take (int4_layout.h) or the arrays do not match it.
@@ -46,9 +46,9 @@ absl::Status ConvertInt4Offsets(Int4Matrix* m, Int4Offsets to, absl::string_view
 
 // The device layout: codes, scale words, offset words (empty for kSymmetric).
 struct Int4Packed {
-  std::vector<uint8_t> codes;      // Int4CodeBytes(n, k)
-  std::vector<uint32_t> scales;    // Int4ScaleBytes / 4
-  std::vector<uint32_t> offsets;   // Int4OffsetBytes / 4
+  std::vector<uint8_t> codes;     // Int4CodeBytes(n, k)
+  std::vector<uint32_t> scales;   // Int4ScaleBytes / 4
+  std::vector<uint32_t> offsets;  // Int4OffsetBytes / 4
 };
 
 // An empty packed weight of n rows (codes and scales zero).
@@ -57,8 +57,8 @@ Int4Packed MakeInt4Packed(int64_t n, int64_t k, int32_t group, Int4Offsets offse
 // Writes src's row r into row dest_rows[r] of `dst` (n_dst rows, src's k,
 // group and offsets). Fused weights are packed part by part this way (QKV
 // rows one after the other; gate and up interleaved by 8 rows).
-absl::Status PackInt4Rows(const Int4Matrix& src, std::span<const int64_t> dest_rows,
-                          int64_t n_dst, Int4Packed* dst);
+absl::Status PackInt4Rows(const Int4Matrix& src, std::span<const int64_t> dest_rows, int64_t n_dst,
+                          Int4Packed* dst);
 
 // The logical form back from the device layout (for references and tests).
 Int4Matrix UnpackInt4(const Int4Packed& packed, int64_t n, int64_t k, int32_t group,

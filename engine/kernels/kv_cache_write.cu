@@ -3,9 +3,9 @@
 // pools) into slot slot_mapping[t]; a negative slot skips the token. Rows
 // whose byte size and addresses are 16-byte aligned go 16 bytes a thread.
 // Tested by tests/gpu/rope_kv_test.cc against KvCacheWriteRef.
+#include "engine/kernels/cuda_check.h"
 #include "engine/kernels/cuda_common.cuh"
 #include "engine/kernels/kv_cache_write.h"
-#include "engine/kernels/cuda_check.h"
 
 namespace onecard::engine {
 namespace {

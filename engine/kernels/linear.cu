@@ -7,9 +7,9 @@
 
 #include "engine/kernels/blas_gemm.h"
 #include "engine/kernels/blas_tuner.h"
+#include "engine/kernels/cuda_check.h"
 #include "engine/kernels/cuda_common.cuh"
 #include "engine/kernels/linear.h"
-#include "engine/kernels/cuda_check.h"
 
 namespace onecard::engine {
 namespace {

@@ -11,8 +11,8 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
-#include "engine/kernels/cuda_common.cuh"
 #include "engine/kernels/cuda_check.h"
+#include "engine/kernels/cuda_common.cuh"
 
 namespace onecard::engine::attention {
 

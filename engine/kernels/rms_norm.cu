@@ -11,10 +11,10 @@
 // Tested by tests/gpu/elementwise_test.cc against RmsNormRef / FusedAddRmsNormRef.
 #include <cstdint>
 
+#include "engine/kernels/cuda_check.h"
 #include "engine/kernels/cuda_common.cuh"
 #include "engine/kernels/cuda_ptx.cuh"
 #include "engine/kernels/rms_norm.h"
-#include "engine/kernels/cuda_check.h"
 
 namespace onecard::engine {
 namespace {

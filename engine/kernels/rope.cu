@@ -3,9 +3,9 @@
 // float(position) * inv_freq[i] (full-precision sincosf, no fast math), as
 // RopeRef does with std::cos / std::sin.
 // Tested by tests/gpu/rope_kv_test.cc against RopeRef.
+#include "engine/kernels/cuda_check.h"
 #include "engine/kernels/cuda_common.cuh"
 #include "engine/kernels/rope.h"
-#include "engine/kernels/cuda_check.h"
 
 namespace onecard::engine {
 namespace {

@@ -6,11 +6,11 @@
 // Tested by tests/gpu/rope_kv_test.cc against RopeKvWriteRef.
 #include <algorithm>
 
+#include "engine/kernels/cuda_check.h"
 #include "engine/kernels/cuda_common.cuh"
 #include "engine/kernels/cuda_ptx.cuh"
 #include "engine/kernels/rope_internal.cuh"
 #include "engine/kernels/rope_kv_write.h"
-#include "engine/kernels/cuda_check.h"
 
 namespace onecard::engine {
 namespace {

@@ -12,10 +12,10 @@
 #include <cfloat>
 #include <cstdint>
 
+#include "engine/kernels/cuda_check.h"
 #include "engine/kernels/cuda_common.cuh"
 #include "engine/kernels/cuda_ptx.cuh"
 #include "engine/kernels/sample.h"
-#include "engine/kernels/cuda_check.h"
 
 namespace onecard::engine {
 namespace {

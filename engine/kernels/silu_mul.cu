@@ -3,10 +3,10 @@
 // thread. Same math as SiluMulRef (expf, fp32, one rounding on store).
 // Launched with programmatic dependent launch (waits before reading gate_up).
 // Tested by tests/gpu/elementwise_test.cc against SiluMulRef.
+#include "engine/kernels/cuda_check.h"
 #include "engine/kernels/cuda_common.cuh"
 #include "engine/kernels/cuda_ptx.cuh"
 #include "engine/kernels/silu_mul.h"
-#include "engine/kernels/cuda_check.h"
 
 namespace onecard::engine {
 namespace {

@@ -141,7 +141,8 @@ std::vector<int64_t> LlamaCppRowSources(int64_t num_heads, int64_t rows) {
   const int64_t half = rows / num_heads / 2;
   for (int64_t h = 0; h < num_heads; ++h) {
     for (int64_t i = 0; i < half; ++i) {
-      for (int64_t j = 0; j < 2; ++j) sources[h * 2 * half + j * half + i] = h * 2 * half + i * 2 + j;
+      for (int64_t j = 0; j < 2; ++j)
+        sources[h * 2 * half + j * half + i] = h * 2 * half + i * 2 + j;
     }
   }
   return sources;
@@ -196,8 +197,8 @@ absl::StatusOr<Int4Matrix> ReadTensorInt4(const ResolvedTensor& t) {
   const DType dtype = t.view->dtype;
   if (!IsInt4Dtype(dtype) || t.shape.size() != 2) {
     return absl::InvalidArgumentError(absl::StrCat(
-        t.view->file_path, ": tensor '", t.name, "' (", std::string(DTypeName(dtype)),
-        ", shape ", ShapeString(t.shape), ") is not a 4-bit matrix; 4-bit: Q4_0, Q4_1"));
+        t.view->file_path, ": tensor '", t.name, "' (", std::string(DTypeName(dtype)), ", shape ",
+        ShapeString(t.shape), ") is not a 4-bit matrix; 4-bit: Q4_0, Q4_1"));
   }
   Int4Matrix m;
   m.n = t.shape[0];

@@ -31,10 +31,14 @@ std::vector<Job> PlanJobs(const ModelConfig& c, ModelWeightsF32* w) {
   for (int64_t layer = 0; layer < c.num_layers; ++layer) {
     LayerWeightsF32& l = w->layers[layer];
     const std::pair<TensorPart, std::vector<float>*> parts[] = {
-        {TensorPart::kAttnNorm, &l.attn_norm}, {TensorPart::kQ, &l.wq},
-        {TensorPart::kK, &l.wk},               {TensorPart::kV, &l.wv},
-        {TensorPart::kO, &l.wo},               {TensorPart::kFfnNorm, &l.ffn_norm},
-        {TensorPart::kGate, &l.w_gate},        {TensorPart::kUp, &l.w_up},
+        {TensorPart::kAttnNorm, &l.attn_norm},
+        {TensorPart::kQ, &l.wq},
+        {TensorPart::kK, &l.wk},
+        {TensorPart::kV, &l.wv},
+        {TensorPart::kO, &l.wo},
+        {TensorPart::kFfnNorm, &l.ffn_norm},
+        {TensorPart::kGate, &l.w_gate},
+        {TensorPart::kUp, &l.w_up},
         {TensorPart::kDown, &l.w_down}};
     for (const auto& [part, dest] : parts) jobs.push_back({part, layer, dest});
     if (!c.attention_bias) continue;

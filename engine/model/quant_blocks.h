@@ -14,7 +14,6 @@
 #include "engine/common/fp16.h"
 #include "engine/common/host_device.h"
 
-
 namespace onecard::engine {
 
 inline constexpr int kQuantBlock32 = 32;      // Q8_0, Q4_0, Q4_1

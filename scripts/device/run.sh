@@ -16,7 +16,8 @@ set -uo pipefail
 what=${1:-all}
 shift || true
 scenarios=("$@")
-((${#scenarios[@]})) || scenarios=(ceilings decode-8b-bf16 prefill budget-8b-bf16 kernels-8b)
+((${#scenarios[@]})) || scenarios=(ceilings decode-8b-bf16 decode-8b-int4 decode-70b-int4 decode-72b-int4
+                                    decode-123b-int4 prefill budget-8b-bf16 kernels-8b kernels-int4)
 OUT=${OUT:-/tmp/onecard-out}
 mkdir -p "$OUT"
 bin=.device/bin

@@ -11,9 +11,11 @@
 #include "engine/kernels/int4_gemm.h"
 
 #include <algorithm>
+#include <memory>
 #include <string>
 #include <tuple>
 
+#include "engine/common/status_macros.h"
 #include "engine/kernels/int4_dequant.h"
 #include "engine/kernels/int4_matrix.h"
 #include "tests/gpu/gpu_test_util.h"
@@ -60,6 +62,15 @@ std::vector<Int4Case> Cases() {
       {"gateup_silu_zero_r16", 8192, 4096, 128, zero, 16, none, Out::kSilu},
       {"up14336_r12", 14336, 4096, 128, sym, 12, none, Out::kBf16},
       {"k5120_g128_norm_r2", 5120, 5120, 128, fl, 2, norm, Out::kBf16},
+      // SmolLM2's four projections (Q4_1: groups of 32 with mins) as the
+      // runner calls them at 1 and 5 rows.
+      {"smol_qkv_r5", 960, 576, 32, fl, 5, none, Out::kBf16},
+      {"smol_o_add_r1", 576, 576, 32, fl, 1, none, Out::kAdd},
+      {"smol_o_add_r5", 576, 576, 32, fl, 5, none, Out::kAdd},
+      {"smol_gateup_silu_r1", 3072, 576, 32, fl, 1, norm, Out::kSilu},
+      {"smol_gateup_silu_r5", 3072, 576, 32, fl, 5, none, Out::kSilu},
+      {"smol_down_add_r1", 576, 1536, 32, fl, 1, none, Out::kAdd},
+      {"smol_down_add_r5", 576, 1536, 32, fl, 5, none, Out::kAdd},
   };
 }
 
@@ -133,7 +144,7 @@ TEST_P(Int4GemmTest, MatchesReference) {
   EXPECT_EQ(runs[0], runs[1]) << "two runs differ";
   const std::vector<uint8_t> left = ws.Download();
   const int64_t counters = engine::Int4GemmWorkspace(c.n, sms).counter_bytes;
-  EXPECT_TRUE(std::all_of(left.begin(), left.begin() + counters, [](uint8_t b) { return b == 0; }))
+  EXPECT_TRUE(std::all_of(left.end() - counters, left.end(), [](uint8_t b) { return b == 0; }))
       << "arrival counters not left zero";
   if (f32) {
     EXPECT_ALL_CLOSE(dy32.Download(), y32, (Tolerance{1e-3, 1e-3, 1e-7}));
@@ -160,19 +171,20 @@ TEST(Int4DequantTest, MatchesReferenceExactly) {
     engine::Int4Packed packed = engine::MakeInt4Packed(n, k, group, offsets);
     ASSERT_TRUE(engine::PackInt4Rows(m, engine::ConcatRows(n, 0), n, &packed).ok());
     std::vector<uint16_t> want(n * k);
-    engine::Int4DequantParams p{.w = {.codes = packed.codes.data(),
-                                      .scales = packed.scales.data(),
-                                      .offsets = packed.offsets.empty() ? nullptr
-                                                                        : packed.offsets.data(),
-                                      .n = n,
-                                      .k = k,
-                                      .group = group,
-                                      .offset_kind = offsets},
-                                .out = want.data(),
-                                .gate_up = gate_up};
+    engine::Int4DequantParams p{
+        .w = {.codes = packed.codes.data(),
+              .scales = packed.scales.data(),
+              .offsets = packed.offsets.empty() ? nullptr : packed.offsets.data(),
+              .n = n,
+              .k = k,
+              .group = group,
+              .offset_kind = offsets},
+        .out = want.data(),
+        .gate_up = gate_up};
     ASSERT_TRUE(engine::Int4DequantizeBf16Ref(p).ok());
     DeviceBuf<uint8_t> dcodes(packed.codes);
-    DeviceBuf<uint32_t> dscales(packed.scales), doffsets(std::max<size_t>(packed.offsets.size(), 1));
+    DeviceBuf<uint32_t> dscales(packed.scales),
+        doffsets(std::max<size_t>(packed.offsets.size(), 1));
     if (!packed.offsets.empty()) doffsets.Upload(packed.offsets);
     DeviceBuf<uint16_t> dout(want.size());
     p.w.codes = dcodes.get();
@@ -182,6 +194,129 @@ TEST(Int4DequantTest, MatchesReferenceExactly) {
     const absl::Status st = engine::Int4DequantizeBf16(p, nullptr);
     ASSERT_TRUE(st.ok()) << st;
     EXPECT_EQ(dout.Download(), want);
+  }
+}
+
+// SmolLM2's four projections (groups of 32 with mins) launched back to back
+// on one stream with programmatic dependent launch, three times over, on one
+// workspace (as a decode step runs them: the residual adds accumulate), then
+// the same captured in a CUDA graph and replayed: against the reference run
+// the same way. Catches races between launches that one launch at a time
+// cannot show.
+TEST(Int4GemmChainTest, BackToBackLaunchesMatchReference) {
+  struct Proj {
+    int64_t n, k;
+    GemvPrologue prologue;
+    Out out;
+  };
+  const Proj projs[] = {{960, 576, GemvPrologue::kRmsNorm, Out::kBf16},
+                        {576, 576, GemvPrologue::kNone, Out::kAdd},
+                        {3072, 576, GemvPrologue::kRmsNorm, Out::kSilu},
+                        {576, 1536, GemvPrologue::kNone, Out::kAdd}};
+  for (const int32_t rows : {1, 5}) {
+    SCOPED_TRACE(::testing::Message() << rows << " rows");
+    std::mt19937 rng = SeededRng(rows, 43);
+    std::vector<engine::Int4Packed> packed;
+    std::vector<engine::Int4GemmParams> host, dev;
+    std::vector<std::vector<uint16_t>> xs, ys;
+    std::vector<std::unique_ptr<DeviceBuf<uint8_t>>> dcodes;
+    std::vector<std::unique_ptr<DeviceBuf<uint32_t>>> dwords;
+    std::vector<std::unique_ptr<DeviceBuf<uint16_t>>> dbufs;
+    std::vector<uint16_t> norm = RandomBf16(1536, rng, 0.5f, 1.5f);
+    DeviceBuf<uint16_t> dnorm(norm);
+    int device = 0, sms = 0;
+    ASSERT_CUDA_OK(cudaGetDevice(&device));
+    ASSERT_CUDA_OK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    const int64_t ws_bytes = engine::Int4GemmWorkspaceBytes(3072, sms);
+    DeviceBuf<uint8_t> ws(ws_bytes);
+    ASSERT_CUDA_OK(cudaMemset(ws.get(), 0, ws_bytes));
+    packed.reserve(4);
+    xs.reserve(4);
+    ys.reserve(4);
+    for (int i = 0; i < 4; ++i) {
+      const Proj& pr = projs[i];
+      const engine::Int4Matrix m =
+          RandomInt4Matrix(pr.n, pr.k, 32, Int4Offsets::kFloat, 100 + i + rows);
+      packed.push_back(engine::MakeInt4Packed(pr.n, pr.k, 32, Int4Offsets::kFloat));
+      ASSERT_TRUE(engine::PackInt4Rows(m, engine::ConcatRows(pr.n, 0), pr.n, &packed[i]).ok());
+      xs.push_back(RandomBf16(rows * pr.k, rng, -2.0f, 2.0f));
+      ys.push_back(RandomBf16(rows * (pr.out == Out::kSilu ? pr.n / 2 : pr.n), rng));
+      engine::Int4GemmParams p{.w = {.codes = packed[i].codes.data(),
+                                     .scales = packed[i].scales.data(),
+                                     .offsets = packed[i].offsets.data(),
+                                     .n = pr.n,
+                                     .k = pr.k,
+                                     .group = 32,
+                                     .offset_kind = Int4Offsets::kFloat},
+                               .prologue = rows <= 4 ? pr.prologue : GemvPrologue::kNone,
+                               .x = xs[i].data(),
+                               .x_row_stride = pr.k,
+                               .norm_weight = norm.data(),
+                               .y = ys[i].data(),
+                               .add_to_y = pr.out == Out::kAdd,
+                               .silu_mul_y = pr.out == Out::kSilu,
+                               .rows = rows,
+                               .workspace = ws.get(),
+                               .workspace_bytes = ws_bytes};
+      host.push_back(p);
+      dcodes.push_back(std::make_unique<DeviceBuf<uint8_t>>(packed[i].codes));
+      dwords.push_back(std::make_unique<DeviceBuf<uint32_t>>(packed[i].scales));
+      dwords.push_back(std::make_unique<DeviceBuf<uint32_t>>(packed[i].offsets));
+      dbufs.push_back(std::make_unique<DeviceBuf<uint16_t>>(xs[i]));
+      dbufs.push_back(std::make_unique<DeviceBuf<uint16_t>>(ys[i]));
+      p.w.codes = dcodes.back()->get();
+      p.w.scales = dwords[2 * i]->get();
+      p.w.offsets = dwords[2 * i + 1]->get();
+      p.x = dbufs[2 * i]->get();
+      p.y = dbufs[2 * i + 1]->get();
+      p.norm_weight = dnorm.get();
+      dev.push_back(p);
+    }
+    cudaStream_t stream;
+    ASSERT_CUDA_OK(cudaStreamCreate(&stream));
+    auto launch_all = [&]() -> absl::Status {
+      for (int rep = 0; rep < 3; ++rep) {
+        for (const engine::Int4GemmParams& p : dev) RETURN_IF_ERROR(engine::Int4Gemm(p, stream));
+      }
+      return absl::OkStatus();
+    };
+    for (int rep = 0; rep < 3; ++rep) {
+      for (const engine::Int4GemmParams& p : host) ASSERT_TRUE(engine::Int4GemmRef(p).ok());
+    }
+    ASSERT_TRUE(launch_all().ok());
+    ASSERT_CUDA_OK(cudaStreamSynchronize(stream));
+    for (int i = 0; i < 4; ++i) {
+      EXPECT_ALL_CLOSE(ToFloats(dbufs[2 * i + 1]->Download()), ToFloats(ys[i]),
+                       Tolerance::For(DType::kBF16))
+          << "projection " << i << ", eager";
+    }
+    // The same as a graph: the outputs start again from the residuals.
+    std::vector<std::vector<uint16_t>> start(4);
+    for (int i = 0; i < 4; ++i) {
+      start[i] = RandomBf16(ys[i].size(), rng);
+      dbufs[2 * i + 1]->Upload(start[i]);
+      host[i].y = start[i].data();
+    }
+    for (int rep = 0; rep < 3; ++rep) {
+      for (const engine::Int4GemmParams& p : host) ASSERT_TRUE(engine::Int4GemmRef(p).ok());
+    }
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    ASSERT_CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    const absl::Status captured = launch_all();
+    ASSERT_CUDA_OK(cudaStreamEndCapture(stream, &graph));
+    ASSERT_TRUE(captured.ok()) << captured;
+    ASSERT_CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+    ASSERT_CUDA_OK(cudaGraphLaunch(exec, stream));
+    ASSERT_CUDA_OK(cudaStreamSynchronize(stream));
+    for (int i = 0; i < 4; ++i) {
+      EXPECT_ALL_CLOSE(ToFloats(dbufs[2 * i + 1]->Download()), ToFloats(start[i]),
+                       Tolerance::For(DType::kBF16))
+          << "projection " << i << ", graph";
+    }
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    cudaStreamDestroy(stream);
   }
 }
 

@@ -15,13 +15,13 @@
 #include "absl/strings/str_format.h"
 #include "engine/common/status_macros.h"
 #include "engine/kernels/blas_gemm.h"
+#include "engine/kernels/cuda_check.h"
 #include "engine/kernels/embedding.h"
 #include "engine/kernels/gemv.h"
 #include "engine/kernels/paged_attention_split.h"
 #include "engine/kernels/rms_norm.h"
 #include "engine/kernels/rope_kv_write.h"
 #include "engine/kernels/sample.h"
-#include "engine/kernels/cuda_check.h"
 #include "engine/runtime/cuda/cuda_runner_impl.h"
 #include "engine/runtime/cuda/runner_kernels.h"
 
@@ -319,8 +319,7 @@ absl::Status CudaRunnerImpl::EnqueueLogits(const StepShape& shape, const void* x
   return BlasGemm(ctx_->cublas(), logits, stream, tuner_.get());
 }
 
-absl::Status CudaRunnerImpl::EnqueueLayer(int layer, const StepShape& shape,
-                                          int32_t* partials) {
+absl::Status CudaRunnerImpl::EnqueueLayer(int layer, const StepShape& shape, int32_t* partials) {
   cudaStream_t stream = ctx_->stream();
   const CudaLayerWeights& w = weights_.layers[layer];
   const int32_t t = shape.tokens;

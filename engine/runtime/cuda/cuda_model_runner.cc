@@ -18,10 +18,10 @@
 #include "absl/strings/str_format.h"
 #include "engine/common/log.h"
 #include "engine/common/status_macros.h"
+#include "engine/kernels/cuda_check.h"
 #include "engine/kernels/rope.h"
 #include "engine/runtime/cuda/cuda_runner_impl.h"
 #include "engine/runtime/cuda/synthetic_shapes.h"
-#include "engine/kernels/cuda_check.h"
 
 namespace onecard::engine {
 namespace {
@@ -343,7 +343,8 @@ void CudaRunnerImpl::SaveTuningCache() const {
 absl::StatusOr<std::unique_ptr<CudaModelRunner>> CreateRandomCudaModelRunner(
     const ModelConfig& config, const CudaRunnerOptions& options) {
   const ModelWeightsSpec spec = ModelWeightsSpec::Uniform(config, options.synthetic_weights);
-  ASSIGN_OR_RETURN(std::unique_ptr<CudaRunnerImpl> r, CudaRunnerImpl::Create(config, spec, options));
+  ASSIGN_OR_RETURN(std::unique_ptr<CudaRunnerImpl> r,
+                   CudaRunnerImpl::Create(config, spec, options));
   RETURN_IF_ERROR(r->LoadRandomWeights(options.synthetic_seed));
   RETURN_IF_ERROR(r->TuneGemms());
   return std::unique_ptr<CudaModelRunner>(std::move(r));
@@ -358,7 +359,8 @@ absl::StatusOr<std::unique_ptr<CudaModelRunner>> CreateSyntheticCudaModelRunner(
 absl::StatusOr<std::unique_ptr<CudaModelRunner>> CreateCudaModelRunnerFromSource(
     const ModelConfig& config, const ModelWeightsSpec& spec, HostTensorSource& source,
     const CudaRunnerOptions& options) {
-  ASSIGN_OR_RETURN(std::unique_ptr<CudaRunnerImpl> r, CudaRunnerImpl::Create(config, spec, options));
+  ASSIGN_OR_RETURN(std::unique_ptr<CudaRunnerImpl> r,
+                   CudaRunnerImpl::Create(config, spec, options));
   RETURN_IF_ERROR(r->LoadWeights(source));
   RETURN_IF_ERROR(r->TuneGemms());
   return std::unique_ptr<CudaModelRunner>(std::move(r));

@@ -73,7 +73,7 @@ struct CudaRunnerOptions {
   // Checkpoints: keep 4-bit GGUF projections (Q4_0 / Q4_1) 4-bit (true), or
   // expand every projection to BF16 (false: 3-4x the memory, the BF16 kernels).
   bool keep_int4 = true;
-  bool print_plan = true;       // the memory plan to stderr at creation
+  bool print_plan = true;  // the memory plan to stderr at creation
 };
 
 // Host-side time of the last step (what the CPU spent before waiting).

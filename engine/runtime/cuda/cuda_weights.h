@@ -41,15 +41,13 @@ struct CudaWeight {
   void* data = nullptr;     // BF16 [n, k], or the 4-bit codes (int4_layout.h)
   void* scales = nullptr;   // 4-bit: uint32 [n / 16][8][k / group]
   void* offsets = nullptr;  // 4-bit kZero / kFloat: as scales
-  Int4WeightView Int4() const {
-    return {data, scales, offsets, n, k, spec.group, spec.offsets};
-  }
+  Int4WeightView Int4() const { return {data, scales, offsets, n, k, spec.group, spec.offsets}; }
 };
 
 struct CudaLayerWeights {
-  void* attn_norm = nullptr;  // BF16 [hidden]
-  void* bqkv = nullptr;       // BF16 [(heads + 2 kv_heads) head_dim] or null
-  void* ffn_norm = nullptr;   // BF16 [hidden]
+  void* attn_norm = nullptr;                     // BF16 [hidden]
+  void* bqkv = nullptr;                          // BF16 [(heads + 2 kv_heads) head_dim] or null
+  void* ffn_norm = nullptr;                      // BF16 [hidden]
   std::array<CudaWeight, kNumProjections> proj;  // by Projection
   const CudaWeight& operator[](Projection p) const { return proj[static_cast<int>(p)]; }
 };
@@ -75,8 +73,7 @@ class HostTensorSource {
 // of it is a 4-bit GGUF tensor (Q4_0 / Q4_1: groups of 32, offsets "min"
 // where any part is Q4_1) and its shape suits the kernels; otherwise BF16.
 // `all_bf16`: every projection BF16.
-absl::StatusOr<ModelWeightsSpec> CheckpointWeightsSpec(const Checkpoint& checkpoint,
-                                                       bool all_bf16);
+absl::StatusOr<ModelWeightsSpec> CheckpointWeightsSpec(const Checkpoint& checkpoint, bool all_bf16);
 
 // A HostTensorSource over a checkpoint's mapped tensors.
 std::unique_ptr<HostTensorSource> CheckpointTensorSource(const Checkpoint& checkpoint);

@@ -176,10 +176,10 @@ std::string MemoryPlan::ToString() const {
       max_batched_tokens, max_num_seqs, GiB(workspace.logits),
       GiB(workspace.residual + workspace.normed + workspace.qkv + workspace.attn_out +
           workspace.gate_up + workspace.act),
-      GiB(workspace.int4_gemm), GiB(workspace.int4_dequant),
-      GiB(reserve_bytes), GiB(kv_bytes()), num_kv_blocks, kv_block_size,
-      static_cast<double>(kv_bytes_per_token) / 1024.0, num_kv_blocks * kv_block_size,
-      static_cast<double>(num_kv_blocks) / max_blocks_per_seq, max_context, GiB(total_bytes()));
+      GiB(workspace.int4_gemm), GiB(workspace.int4_dequant), GiB(reserve_bytes), GiB(kv_bytes()),
+      num_kv_blocks, kv_block_size, static_cast<double>(kv_bytes_per_token) / 1024.0,
+      num_kv_blocks * kv_block_size, static_cast<double>(num_kv_blocks) / max_blocks_per_seq,
+      max_context, GiB(total_bytes()));
 }
 
 }  // namespace onecard::engine

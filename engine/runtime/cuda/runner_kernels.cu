@@ -1,9 +1,9 @@
 // GatherRowsBf16 (see runner_kernels.h): one block per row, 16 bytes a thread.
 // Tested through tests/gpu/cuda_model_runner_test.cc.
+#include "engine/kernels/cuda_check.h"
 #include "engine/kernels/cuda_common.cuh"
 #include "engine/kernels/cuda_ptx.cuh"
 #include "engine/runtime/cuda/runner_kernels.h"
-#include "engine/kernels/cuda_check.h"
 
 namespace onecard::engine {
 namespace {

@@ -55,9 +55,10 @@ __global__ void FillInt4ScalesKernel(uint32_t* scales, uint32_t* offsets, int64_
       const __half sh = __float2half_rn(s);
       s_word |= static_cast<uint32_t>(__half_as_ushort(sh)) << (16 * half);
       const float u = Uniform(seed, j + 1);
-      const uint32_t o = kind == Int4Offsets::kZero
-                             ? static_cast<uint32_t>(min(15, static_cast<int>(8.0f + 8.0f * u)))
-                             : __half_as_ushort(__float2half_rn(-__half2float(sh) * (8.0f + 2.0f * u)));
+      const uint32_t o =
+          kind == Int4Offsets::kZero
+              ? static_cast<uint32_t>(min(15, static_cast<int>(8.0f + 8.0f * u)))
+              : __half_as_ushort(__float2half_rn(-__half2float(sh) * (8.0f + 2.0f * u)));
       o_word |= o << (16 * half);
     }
     scales[i] = s_word;

@@ -68,8 +68,8 @@ absl::Status LoadBf16Projection(HostTensorSource& source, Projection p, int64_t 
     ASSIGN_OR_RETURN(const std::vector<float> f, source.F32(part, layer));
     const int64_t rows = static_cast<int64_t>(f.size()) / w.k;
     if (row + rows > w.n) {
-      return absl::InvalidArgumentError(absl::StrCat(Where(p, layer), ": parts exceed ", w.n,
-                                                     " rows"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(Where(p, layer), ": parts exceed ", w.n, " rows"));
     }
     RETURN_IF_ERROR(PutBf16(f, rows * w.k, Where(p, layer), fused.data() + row * w.k));
     row += rows;

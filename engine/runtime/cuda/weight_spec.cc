@@ -67,10 +67,10 @@ int64_t ProjectionBytes(const ProjectionSpec& spec, int64_t n, int64_t k) {
 absl::Status CheckInt4Shape(const ModelConfig& c, Projection projection, int32_t group) {
   const auto [n, k] = ProjectionShape(c, projection);
   // gate_up interleaves gate and up rows by 8: each must be a multiple of 8.
-  const bool rows_ok = n % kInt4TileRows == 0 &&
-                       (projection != Projection::kGateUp || c.intermediate_size % 8 == 0);
-  if (rows_ok && k % kInt4TileCols == 0 && group >= kInt4MinGroup &&
-      group % kInt4MinGroup == 0 && k % group == 0) {
+  const bool rows_ok =
+      n % kInt4TileRows == 0 && (projection != Projection::kGateUp || c.intermediate_size % 8 == 0);
+  if (rows_ok && k % kInt4TileCols == 0 && group >= kInt4MinGroup && group % kInt4MinGroup == 0 &&
+      k % group == 0) {
     return absl::OkStatus();
   }
   return absl::UnimplementedError(absl::StrCat(
@@ -82,8 +82,8 @@ absl::Status CheckInt4Shape(const ModelConfig& c, Projection projection, int32_t
 
 absl::StatusOr<WeightBytes> CountWeightBytes(const ModelConfig& c, const ModelWeightsSpec& spec) {
   if (static_cast<int64_t>(spec.layers.size()) != c.num_layers) {
-    return absl::InvalidArgumentError(absl::StrCat("weight spec has ", spec.layers.size(),
-                                                   " layers, the model ", c.num_layers));
+    return absl::InvalidArgumentError(
+        absl::StrCat("weight spec has ", spec.layers.size(), " layers, the model ", c.num_layers));
   }
   WeightBytes b;
   auto add = [&](const std::string& format, int64_t bytes) {

@@ -45,7 +45,8 @@ Fixture Make(int64_t n, int64_t k, int32_t group, Int4Offsets offsets, int32_t r
 
 double Dot(const Fixture& f, int32_t row, int64_t r) {
   double acc = 0;
-  for (int64_t c = 0; c < f.m.k; ++c) acc += double{f.m.Value(r, c)} * Bf16ToFloat(f.x[row * f.m.k + c]);
+  for (int64_t c = 0; c < f.m.k; ++c)
+    acc += double{f.m.Value(r, c)} * Bf16ToFloat(f.x[row * f.m.k + c]);
   return acc;
 }
 

@@ -20,28 +20,33 @@ using onecard::testing::RandomInt4Matrix;
 TEST(Int4LayoutTest, CodePositionsFollowTheTable) {
   // Row gr = 3 of the first tile, column 16 * 2 + 4 * 1 + 2 (word 2, t = 1,
   // j = 2): lane 4 * 3 + 1 = 13, nibble 2 (row gr, j = 2) -> byte 1 of word 2.
-  Int4CodePos p = Int4CodePosition(3, 38, 128);
+  Int4CodePos p = Int4CodePosition(3, 38, 128, 16);
   EXPECT_EQ(p.byte, 13 * 16 + 2 * 4 + 1);
   EXPECT_EQ(p.shift, 0);
   // Row gr + 8 = 11, j = 3: nibble 7, the high half of byte 3.
-  p = Int4CodePosition(11, 39, 128);
+  p = Int4CodePosition(11, 39, 128, 16);
   EXPECT_EQ(p.byte, 13 * 16 + 2 * 4 + 3);
   EXPECT_EQ(p.shift, 4);
   // Row 8 + 0, column 1 (j = 1): nibble 5 -> byte 2, high half.
-  p = Int4CodePosition(8, 1, 128);
+  p = Int4CodePosition(8, 1, 128, 16);
   EXPECT_EQ(p.byte, 2);
   EXPECT_EQ(p.shift, 4);
-  // The second k tile of row tile 1 of a 128-wide weight: tile 1 * 2 + 1 = 3.
-  p = Int4CodePosition(16, 64, 128);
+  // Row group 0 of a 2-tile, 128-wide weight: k tile 1 of row tile 1 is
+  // tile 1 * 2 + 1 = 3 (a row group's tiles come k tile first).
+  p = Int4CodePosition(16, 64, 128, 32);
   EXPECT_EQ(p.byte, 3 * kInt4TileBytes);
+  // 10 row tiles: group 1 holds tiles 8 and 9 after group 0's 8 x 2 tiles;
+  // k tile 1 of row tile 9 is tile 16 + 1 * 2 + 1 = 19.
+  p = Int4CodePosition(9 * 16, 64, 128, 160);
+  EXPECT_EQ(p.byte, 19 * kInt4TileBytes);
 }
 
 TEST(Int4LayoutTest, CodePositionsAreABijection) {
-  const int64_t n = 32, k = 192;
+  const int64_t n = 160, k = 192;  // 10 row tiles: a partial row group
   std::set<std::pair<int64_t, int>> seen;
   for (int64_t r = 0; r < n; ++r) {
     for (int64_t c = 0; c < k; ++c) {
-      const Int4CodePos p = Int4CodePosition(r, c, k);
+      const Int4CodePos p = Int4CodePosition(r, c, k, n);
       ASSERT_GE(p.byte, 0);
       ASSERT_LT(p.byte, Int4CodeBytes(n, k));
       EXPECT_TRUE(seen.insert({p.byte, p.shift}).second) << r << "," << c;
@@ -51,9 +56,10 @@ TEST(Int4LayoutTest, CodePositionsAreABijection) {
 }
 
 TEST(Int4LayoutTest, ScaleWordsPairRowsOfATile) {
-  // Row 16 + 5 and row 16 + 13 share word (1 * 8 + 5) * groups + g.
-  const Int4ScalePos a = Int4ScalePosition(21, 2, 4), b = Int4ScalePosition(29, 2, 4);
-  EXPECT_EQ(a.word, (1 * 8 + 5) * 4 + 2);
+  // A 2-tile weight, 4 groups: rows 16 + 5 and 16 + 13 share word
+  // (group 2 * 2 tiles + tile 1) * 8 + 5.
+  const Int4ScalePos a = Int4ScalePosition(21, 2, 4, 32), b = Int4ScalePosition(29, 2, 4, 32);
+  EXPECT_EQ(a.word, (2 * 2 + 1) * 8 + 5);
   EXPECT_EQ(b.word, a.word);
   EXPECT_EQ(a.half, 0);
   EXPECT_EQ(b.half, 1);
@@ -62,11 +68,12 @@ TEST(Int4LayoutTest, ScaleWordsPairRowsOfATile) {
 TEST(Int4MatrixTest, PackUnpackRoundTrip) {
   for (const auto offsets : {Int4Offsets::kSymmetric, Int4Offsets::kZero, Int4Offsets::kFloat}) {
     for (const int32_t group : {32, 64, 96, 192}) {
-      const Int4Matrix m = RandomInt4Matrix(48, 192, group, offsets, 7 + group);
+      const int64_t n = group == 96 ? 160 : 48;  // 10 tiles: a partial row group
+      const Int4Matrix m = RandomInt4Matrix(n, 192, group, offsets, 7 + group);
       ASSERT_TRUE(m.Validate("w").ok()) << m.Validate("w");
-      Int4Packed p = MakeInt4Packed(48, 192, group, offsets);
-      ASSERT_TRUE(PackInt4Rows(m, ConcatRows(48, 0), 48, &p).ok());
-      const Int4Matrix back = UnpackInt4(p, 48, 192, group, offsets);
+      Int4Packed p = MakeInt4Packed(n, 192, group, offsets);
+      ASSERT_TRUE(PackInt4Rows(m, ConcatRows(n, 0), n, &p).ok());
+      const Int4Matrix back = UnpackInt4(p, n, 192, group, offsets);
       EXPECT_EQ(back.q, m.q);
       EXPECT_EQ(back.scales, m.scales);
       EXPECT_EQ(back.offset, m.offset);
@@ -78,8 +85,8 @@ TEST(Int4MatrixTest, FusedRowMaps) {
   EXPECT_EQ(ConcatRows(3, 16), (std::vector<int64_t>{16, 17, 18}));
   const std::vector<int64_t> gate = InterleavedGateUpRows(16, 0), up = InterleavedGateUpRows(16, 1);
   EXPECT_EQ(gate, (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23}));
-  EXPECT_EQ(up, (std::vector<int64_t>{8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30,
-                                      31}));
+  EXPECT_EQ(up,
+            (std::vector<int64_t>{8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31}));
   // Packing the parts of a fused weight puts each row where the map says.
   const Int4Matrix g = RandomInt4Matrix(16, 64, 32, Int4Offsets::kZero, 1);
   const Int4Matrix u = RandomInt4Matrix(16, 64, 32, Int4Offsets::kZero, 2);

@@ -106,8 +106,7 @@ TEST(LayerTensorsTest, Q4BlocksReadExactlyWithTheirPermutation) {
   ASSERT_TRUE(q.ok());
   EXPECT_EQ(q->unpermute_heads, 2);
   EXPECT_EQ(ReadTensorInt4(*q)->offsets, Int4Offsets::kFloat);
-  EXPECT_EQ(ReadTensorInt4(*ResolveTensor(c, TensorPart::kO, 0))->offsets,
-            Int4Offsets::kSymmetric);
+  EXPECT_EQ(ReadTensorInt4(*ResolveTensor(c, TensorPart::kO, 0))->offsets, Int4Offsets::kSymmetric);
 }
 
 TEST(LayerTensorsTest, LlamaCppRowSourcesInterleavePairs) {

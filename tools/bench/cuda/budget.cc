@@ -12,8 +12,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/common/status_macros.h"
-#include "engine/runtime/cuda/cuda_model_runner.h"
 #include "engine/kernels/cuda_check.h"
+#include "engine/runtime/cuda/cuda_model_runner.h"
 #include "tools/bench/bench_registry.h"
 #include "tools/bench/bench_report.h"
 #include "tools/bench/cuda/cuda_bench.h"
@@ -106,8 +106,10 @@ absl::Status RunBudget(const BenchOptions&, BenchReporter& reporter) {
       ASSIGN_OR_RETURN(const double t, driver.DecodeStep());
       if (i >= 2) {
         ms += t;
-        floor_s += DecodeStepBytes(runner->config(), engine::ModelWeightsSpec::Uniform(runner->config(), {}), 1,
-                                   context) / ceil.copy_bytes_per_s;
+        floor_s +=
+            DecodeStepBytes(runner->config(),
+                            engine::ModelWeightsSpec::Uniform(runner->config(), {}), 1, context) /
+            ceil.copy_bytes_per_s;
       }
     }
     reporter.Add(

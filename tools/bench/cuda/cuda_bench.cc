@@ -8,9 +8,9 @@
 #include "absl/strings/str_format.h"
 #include "engine/common/status_macros.h"
 #include "engine/kernels/blas_gemm.h"
+#include "engine/kernels/cuda_check.h"
 #include "engine/runtime/cuda/cuda_weights.h"
 #include "engine/runtime/cuda/synthetic_shapes.h"
-#include "engine/kernels/cuda_check.h"
 
 namespace onecard::bench {
 namespace {

@@ -178,11 +178,11 @@ const Preset kPresets[] = {
 
 const bool kRegistered = [] {
   for (const Preset& p : kPresets) {
-    RegisterScenario({p.scenario,
-                      absl::StrCat("CUDA: ", p.model, " ", p.weights,
-                                   " decode vs the HBM/compute floor, batch ",
-                                   absl::StrJoin(p.batches, "/")),
-                      [&p](const BenchOptions&, BenchReporter& r) { return RunDecode(p, r); }});
+    RegisterScenario(
+        {p.scenario,
+         absl::StrCat("CUDA: ", p.model, " ", p.weights, " decode vs the HBM/compute floor, batch ",
+                      absl::StrJoin(p.batches, "/")),
+         [&p](const BenchOptions&, BenchReporter& r) { return RunDecode(p, r); }});
   }
   return true;
 }();

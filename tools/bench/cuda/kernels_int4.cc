@@ -72,7 +72,8 @@ absl::Status ShapeCases(const Ceilings& ceil, const Shape& s, cudaStream_t strea
   ASSIGN_OR_RETURN(DeviceMem norm, DeviceMem::Random(s.k * 2, 24, stream));
   ASSIGN_OR_RETURN(DeviceMem y, DeviceMem::Random(16 * s.n * 4, 25, stream));
   const bool silu = s.projection == engine::Projection::kGateUp;
-  const bool add = s.projection == engine::Projection::kO || s.projection == engine::Projection::kDown;
+  const bool add =
+      s.projection == engine::Projection::kO || s.projection == engine::Projection::kDown;
   const bool norm_in = s.projection == engine::Projection::kQkv || silu;
   int next = 0;
   for (int32_t rows : {1, 4, 8, 16}) {
@@ -105,14 +106,14 @@ absl::Status ShapeCases(const Ceilings& ceil, const Shape& s, cudaStream_t strea
   // The prefill path: the whole weight to BF16 (reads the packed bytes,
   // writes 2 bytes a weight).
   ASSIGN_OR_RETURN(DeviceMem out, DeviceMem::Random(s.n * s.k * 2, 26, stream));
-  ASSIGN_OR_RETURN(const double ms, MedianMs(stream, 1, 5, [&]() -> absl::Status {
-                     for (int i = 0; i < kLaunches; ++i) {
-                       RETURN_IF_ERROR(engine::Int4DequantizeBf16(
-                           {.w = rot.View(next++, s.n, s.k), .out = out.get(), .gate_up = silu},
-                           stream));
-                     }
-                     return absl::OkStatus();
-                   }));
+  ASSIGN_OR_RETURN(
+      const double ms, MedianMs(stream, 1, 5, [&]() -> absl::Status {
+        for (int i = 0; i < kLaunches; ++i) {
+          RETURN_IF_ERROR(engine::Int4DequantizeBf16(
+              {.w = rot.View(next++, s.n, s.k), .out = out.get(), .gate_up = silu}, stream));
+        }
+        return absl::OkStatus();
+      }));
   const double bytes = rot.weight_bytes + s.n * s.k * 2.0;
   reporter.Add({kScenario, absl::StrCat(s.name, "_dequant"), "bandwidth",
                 bytes / (ms / kLaunches * 1e-3) / 1e9, "GB/s", ceil.copy_bytes_per_s / 1e9});
@@ -129,10 +130,10 @@ absl::Status RunKernelsInt4(const BenchOptions&, BenchReporter& reporter) {
   std::vector<Shape> shapes;
   for (const char* model : {"llama3-8b", "llama3-70b", "mistral-large-123b"}) {
     const engine::ModelConfig c = *engine::SyntheticModelConfig(model);
-    for (const auto& [p, name] : {std::pair{engine::Projection::kQkv, "qkv"},
-                                  std::pair{engine::Projection::kO, "o"},
-                                  std::pair{engine::Projection::kGateUp, "gate_up"},
-                                  std::pair{engine::Projection::kDown, "down"}}) {
+    for (const auto& [p, name] :
+         {std::pair{engine::Projection::kQkv, "qkv"}, std::pair{engine::Projection::kO, "o"},
+          std::pair{engine::Projection::kGateUp, "gate_up"},
+          std::pair{engine::Projection::kDown, "down"}}) {
       const auto [n, k] = engine::ProjectionShape(c, p);
       shapes.push_back({absl::StrCat(model, "_", name), n, k, p});
     }

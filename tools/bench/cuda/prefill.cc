@@ -71,7 +71,8 @@ absl::Status RunPrefill(const BenchOptions&, BenchReporter& reporter) {
 }
 
 const bool kRegistered = RegisterScenario(
-    {kScenario, "CUDA: llama3-8b bf16 and llama3-70b int4 TTFT of 512/2048/8192-token prompts vs the matrix "
+    {kScenario,
+     "CUDA: llama3-8b bf16 and llama3-70b int4 TTFT of 512/2048/8192-token prompts vs the matrix "
      "rate",
      &RunPrefill});
 

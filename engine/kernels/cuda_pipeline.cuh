@@ -1,0 +1,87 @@
+// Hopper's asynchronous copy pipeline, as thin wrappers: shared-memory
+// mbarriers (init, arrive, arrive with an expected byte count, parity wait)
+// and the bulk copy engine's 1-D global -> shared copies that complete on an
+// mbarrier (cp.async.bulk; sm_90). A producer announces the bytes of a stage
+// (ArriveExpectTx), issues its BulkCopy calls, and consumers wait on the
+// stage's barrier parity; consumers release a stage with Arrive on a second
+// barrier that the producer waits on before refilling it.
+// Shared memory written with ordinary stores that the copy engine writes
+// next needs FenceProxyAsync() in the writing thread first.
+// Tested through tests/gpu/int4_gemm_test.cc.
+#ifndef ONECARD_ENGINE_KERNELS_CUDA_PIPELINE_CUH_
+#define ONECARD_ENGINE_KERNELS_CUDA_PIPELINE_CUH_
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "engine/kernels/cuda_ptx.cuh"
+
+namespace onecard::engine::cuda {
+
+__device__ __forceinline__ void MbarrierInit(uint64_t* bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(SmemAddr(bar)), "r"(count));
+}
+
+// Makes the barriers' initialization visible to the copy engine (then a
+// __syncthreads makes it visible to the block).
+__device__ __forceinline__ void FenceMbarrierInit() {
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+
+__device__ __forceinline__ void FenceProxyAsync() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+__device__ __forceinline__ void MbarrierArrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(SmemAddr(bar)) : "memory");
+}
+
+// One arrival, and `bytes` more for the copies to bring before the phase ends.
+__device__ __forceinline__ void MbarrierArriveExpectTx(uint64_t* bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(SmemAddr(bar)),
+               "r"(bytes)
+               : "memory");
+}
+
+// `bytes` more for the current phase, without an arrival.
+__device__ __forceinline__ void MbarrierExpectTx(uint64_t* bar, uint32_t bytes) {
+  asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;\n" ::"r"(SmemAddr(bar)),
+               "r"(bytes)
+               : "memory");
+}
+
+// Waits until the phase of parity `parity` has completed (a fresh barrier
+// counts its phase before the first as completed with parity 1).
+__device__ __forceinline__ void MbarrierWait(uint64_t* bar, uint32_t parity) {
+  asm volatile(
+      "{\n"
+      ".reg .pred done;\n"
+      "wait_%=:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra wait_%=;\n"
+      "}\n" ::"r"(SmemAddr(bar)),
+      "r"(parity)
+      : "memory");
+}
+
+// Copies `bytes` (a multiple of 16; both addresses 16-byte aligned) from
+// global to shared memory with the copy engine, completing on `bar`.
+__device__ __forceinline__ void BulkCopy(void* smem, const void* gmem, uint32_t bytes,
+                                         uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::
+          "r"(SmemAddr(smem)),
+      "l"(gmem), "r"(bytes), "r"(SmemAddr(bar))
+      : "memory");
+}
+
+// Synchronizes `threads` threads (a multiple of 32) of the block on named
+// barrier `id` (1..15; 0 is __syncthreads').
+__device__ __forceinline__ void NamedBarrier(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+}  // namespace onecard::engine::cuda
+
+#endif  // ONECARD_ENGINE_KERNELS_CUDA_PIPELINE_CUH_

@@ -1,0 +1,74 @@
+// Helpers of the CUDA runner tests (cuda_model_runner_test.cc,
+// cuda_model_runner_int4_test.cc): the golden prompts, one sequence driven
+// through a runner, the logit tolerance (cuda_model_runner_test.cc's header
+// says why), and the two comparisons against the CPU runner every weight
+// format goes through: the golden prompts' logits and 16 greedy tokens, and
+// eight sequences decoding five steps. Tested by its users.
+#ifndef ONECARD_TESTS_GPU_RUNNER_TEST_UTIL_H_
+#define ONECARD_TESTS_GPU_RUNNER_TEST_UTIL_H_
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/model/checkpoint.h"
+#include "engine/runtime/cuda/cuda_model_runner.h"
+#include "engine/runtime/model_runner.h"
+#include "tests/testing/all_close.h"
+
+namespace onecard::engine {
+
+struct Prompt {
+  std::string name;
+  std::vector<int32_t> ids;
+};
+
+std::vector<Prompt> GoldenPrompts(const std::string& dir);
+
+// Runs chunks of one sequence (seq 0, blocks 0..) through a runner.
+class OneSequence {
+ public:
+  OneSequence(ModelRunner* runner, int32_t block_size) : runner_(runner), bs_(block_size) {}
+  absl::StatusOr<std::vector<float>> Run(const std::vector<int32_t>& ids, bool all_logits);
+
+ private:
+  ModelRunner* runner_;
+  int32_t bs_;
+  int32_t pos_ = 0;
+  std::vector<int32_t> table_;
+};
+
+double Rms(const std::vector<float>& v);
+CudaRunnerOptions TestOptions();
+
+// A golden checkpoint and its CPU runner, the reference (the checkpoint on
+// the heap: the runner may keep pointers into it).
+struct Reference {
+  std::unique_ptr<Checkpoint> ckpt;
+  std::unique_ptr<ModelRunner> cpu;
+};
+absl::StatusOr<Reference> OpenReference(const std::string& path);
+
+// The logits' tolerance for a model of `c`'s depth whose reference logits
+// have RMS `rms`.
+onecard::testing::Tolerance LogitTolerance(const ModelConfig& c, double rms);
+
+// For every golden prompt of golden_dir: the logits of every position of a
+// one-chunk prefill within LogitTolerance, then 16 greedy tokens identical,
+// or where they part a near tie on the CPU (gap below twice the largest
+// logit error of the prefill). `label` names the case in the messages.
+void CompareRunners(ModelRunner& cpu, ModelRunner& gpu, const ModelConfig& config,
+                    const std::string& golden_dir, const std::string& label);
+
+// Eight sequences decoding five steps from prompts of 60-67 tokens (keys of
+// one step read by the next, across the 64-key rounds); each step's logits
+// against the CPU runner's, fed the same tokens.
+void DecodeStepsMatch(ModelRunner& cpu, ModelRunner& gpu, const ModelConfig& config,
+                      const std::string& label);
+
+}  // namespace onecard::engine
+
+#endif  // ONECARD_TESTS_GPU_RUNNER_TEST_UTIL_H_
