@@ -12,19 +12,6 @@
 namespace onecard::engine {
 namespace {
 
-struct Args {
-  const uint4* codes;
-  const uint32_t* scales;
-  const uint32_t* offsets;
-  int64_t n, k;
-  int32_t group;
-  int32_t num_groups;
-  Int4Offsets kind;
-  uint16_t* out;
-  bool gate_up;
-  int64_t tiles;
-};
-
 // fp32 value of code q with scale s and offset bits o (Int4Value).
 __device__ __forceinline__ float Value(Int4Offsets kind, uint32_t q, float s, uint16_t o) {
   if (kind == Int4Offsets::kSymmetric) return s * static_cast<float>(static_cast<int>(q) - 8);
@@ -34,22 +21,27 @@ __device__ __forceinline__ float Value(Int4Offsets kind, uint32_t q, float s, ui
   return __fadd_rn(__fmul_rn(s, static_cast<float>(q)), __half2float(__ushort_as_half(o)));
 }
 
-__global__ void Int4DequantKernel(Args a) {
+__global__ void Int4DequantKernel(Int4DequantParams p, int64_t tiles) {
   const int64_t tile = blockIdx.x * 8LL + (threadIdx.x >> 5);
-  if (tile >= a.tiles) return;
+  if (tile >= tiles) return;
+  const Int4WeightView& w = p.w;
+  const int32_t num_groups = static_cast<int32_t>(w.k / w.group);
+  const auto* scales = static_cast<const uint32_t*>(w.scales);
+  const auto* offsets = static_cast<const uint32_t*>(w.offsets);
+  auto* out_rows = static_cast<uint16_t*>(p.out);
   const int lane = threadIdx.x & 31, gr = lane >> 2, t4 = lane & 3;
-  const int64_t k_tiles = a.k / kInt4TileCols, n_tiles = a.n / kInt4TileRows;
+  const int64_t k_tiles = w.k / kInt4TileCols, n_tiles = w.n / kInt4TileRows;
   const int64_t rt = tile / k_tiles, kt = tile % k_tiles;  // `tile` counts row tile first
-  const uint4 v =
-      cuda::LoadStreaming(a.codes + Int4TileIndex(rt, kt, k_tiles, n_tiles) * 32 + lane);
+  const uint4 v = cuda::LoadStreaming(static_cast<const uint4*>(w.codes) +
+                                      Int4TileIndex(rt, kt, k_tiles, n_tiles) * 32 + lane);
   const uint32_t words[4] = {v.x, v.y, v.z, v.w};
   const int64_t rows[2] = {rt * 16 + gr, rt * 16 + gr + 8};
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     const int64_t col = kt * kInt4TileCols + 16 * i + 4 * t4;
-    const int64_t word = Int4ScalePosition(rows[0], col / a.group, a.num_groups, a.n).word;
-    const uint32_t sw = a.scales[word];
-    const uint32_t ow = a.kind == Int4Offsets::kSymmetric ? 0u : a.offsets[word];
+    const int64_t word = Int4ScalePosition(rows[0], col / w.group, num_groups, w.n).word;
+    const uint32_t sw = scales[word];
+    const uint32_t ow = w.offset_kind == Int4Offsets::kSymmetric ? 0u : offsets[word];
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const float s = __half2float(__ushort_as_half(static_cast<uint16_t>(sw >> (16 * half))));
@@ -59,10 +51,10 @@ __global__ void Int4DequantKernel(Args a) {
       for (int j = 0; j < 4; ++j) {
         const int nibble = 4 * (j & 1) + 2 * (j >> 1) + half;  // int4_layout.h's table
         const uint32_t q = (words[i] >> (4 * nibble)) & 0xF;
-        out[j] = __bfloat16_as_ushort(__float2bfloat16_rn(Value(a.kind, q, s, o)));
+        out[j] = __bfloat16_as_ushort(__float2bfloat16_rn(Value(w.offset_kind, q, s, o)));
       }
-      const int64_t dst = Int4DequantOutputRow(rows[half], a.n, a.gate_up);
-      *reinterpret_cast<uint2*>(a.out + dst * a.k + col) =
+      const int64_t dst = Int4DequantOutputRow(rows[half], w.n, p.gate_up);
+      *reinterpret_cast<uint2*>(out_rows + dst * w.k + col) =
           make_uint2(out[0] | (uint32_t{out[1]} << 16), out[2] | (uint32_t{out[3]} << 16));
     }
   }
@@ -72,20 +64,9 @@ __global__ void Int4DequantKernel(Args a) {
 
 absl::Status Int4DequantizeBf16(const Int4DequantParams& p, cudaStream_t stream) {
   RETURN_IF_ERROR(CheckInt4DequantParams(p, "Int4DequantizeBf16"));
-  Args a{};
-  a.codes = static_cast<const uint4*>(p.w.codes);
-  a.scales = static_cast<const uint32_t*>(p.w.scales);
-  a.offsets = static_cast<const uint32_t*>(p.w.offsets);
-  a.n = p.w.n;
-  a.k = p.w.k;
-  a.group = p.w.group;
-  a.num_groups = static_cast<int32_t>(p.w.k / p.w.group);
-  a.kind = p.w.offset_kind;
-  a.out = static_cast<uint16_t*>(p.out);
-  a.gate_up = p.gate_up;
-  a.tiles = (p.w.n / kInt4TileRows) * (p.w.k / kInt4TileCols);
-  const int64_t blocks = cuda::CeilDiv(a.tiles, 8);
-  Int4DequantKernel<<<static_cast<unsigned>(blocks), 256, 0, stream>>>(a);
+  const int64_t tiles = (p.w.n / kInt4TileRows) * (p.w.k / kInt4TileCols);
+  const int64_t blocks = cuda::CeilDiv(tiles, 8);
+  Int4DequantKernel<<<static_cast<unsigned>(blocks), 256, 0, stream>>>(p, tiles);
   CUDA_RETURN_IF_ERROR(cudaGetLastError());
   return absl::OkStatus();
 }

@@ -92,19 +92,6 @@ class QuantizedSource : public HostTensorSource {
   std::map<std::pair<TensorPart, int64_t>, Int4Matrix> int4_;
 };
 
-std::vector<TensorPart> PartsOf(Projection p) {
-  switch (p) {
-    case Projection::kQkv:
-      return {TensorPart::kQ, TensorPart::kK, TensorPart::kV};
-    case Projection::kO:
-      return {TensorPart::kO};
-    case Projection::kGateUp:
-      return {TensorPart::kGate, TensorPart::kUp};
-    default:
-      return {TensorPart::kDown};
-  }
-}
-
 struct Quantized {
   ModelConfig config;
   ModelWeightsSpec spec;
@@ -129,7 +116,7 @@ void Quantize(const std::string& path, Int4Offsets offsets, Quantized* out) {
       if (!CheckInt4Shape(c, static_cast<Projection>(p), 32).ok()) continue;
       out->spec.layers[layer][p] = {.format = WeightFormat::kInt4, .group = 32, .offsets = offsets};
       ++quantized;
-      for (TensorPart part : PartsOf(static_cast<Projection>(p))) {
+      for (TensorPart part : ProjectionParts(static_cast<Projection>(p))) {
         std::vector<float>& v = *Field(*w, part, layer);
         const int64_t k = ProjectionShape(c, static_cast<Projection>(p))[1];
         const int64_t n = static_cast<int64_t>(v.size()) / k;

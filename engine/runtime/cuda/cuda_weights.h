@@ -59,6 +59,9 @@ struct CudaWeights {
   std::vector<CudaLayerWeights> layers;
 };
 
+// A projection's parts in the fused order: [q; k; v], o, [gate; up], down.
+std::vector<TensorPart> ProjectionParts(Projection projection);
+
 // Host tensors, one at a time, for LoadWeights: a checkpoint's (layer_tensors.h),
 // or tests' own.
 class HostTensorSource {

@@ -15,21 +15,6 @@ namespace {
 
 constexpr int32_t kGgufInt4Group = 32;  // Q4_0 / Q4_1 blocks
 
-// The parts of each projection, in the fused order.
-std::vector<TensorPart> PartsOf(Projection p) {
-  switch (p) {
-    case Projection::kQkv:
-      return {TensorPart::kQ, TensorPart::kK, TensorPart::kV};
-    case Projection::kO:
-      return {TensorPart::kO};
-    case Projection::kGateUp:
-      return {TensorPart::kGate, TensorPart::kUp};
-    case Projection::kDown:
-      return {TensorPart::kDown};
-  }
-  return {};
-}
-
 absl::Status Upload(void* dst, const void* src, int64_t bytes) {
   CUDA_RETURN_IF_ERROR(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
   return absl::OkStatus();
@@ -64,7 +49,7 @@ absl::Status LoadBf16Projection(HostTensorSource& source, Projection p, int64_t 
                                 const CudaWeight& w) {
   std::vector<uint16_t> fused(w.n * w.k);
   int64_t row = 0;
-  for (TensorPart part : PartsOf(p)) {
+  for (TensorPart part : ProjectionParts(p)) {
     ASSIGN_OR_RETURN(const std::vector<float> f, source.F32(part, layer));
     const int64_t rows = static_cast<int64_t>(f.size()) / w.k;
     if (row + rows > w.n) {
@@ -86,7 +71,7 @@ absl::Status LoadBf16Projection(HostTensorSource& source, Projection p, int64_t 
 absl::Status LoadInt4Projection(HostTensorSource& source, Projection p, int64_t layer,
                                 const CudaWeight& w) {
   Int4Packed fused = MakeInt4Packed(w.n, w.k, w.spec.group, w.spec.offsets);
-  const std::vector<TensorPart> parts = PartsOf(p);
+  const std::vector<TensorPart> parts = ProjectionParts(p);
   int64_t row = 0;
   for (size_t i = 0; i < parts.size(); ++i) {
     ASSIGN_OR_RETURN(Int4Matrix m, source.Int4(parts[i], layer));
@@ -132,6 +117,20 @@ class CheckpointSource : public HostTensorSource {
 
 }  // namespace
 
+std::vector<TensorPart> ProjectionParts(Projection projection) {
+  switch (projection) {
+    case Projection::kQkv:
+      return {TensorPart::kQ, TensorPart::kK, TensorPart::kV};
+    case Projection::kO:
+      return {TensorPart::kO};
+    case Projection::kGateUp:
+      return {TensorPart::kGate, TensorPart::kUp};
+    case Projection::kDown:
+      return {TensorPart::kDown};
+  }
+  return {};
+}
+
 std::unique_ptr<HostTensorSource> CheckpointTensorSource(const Checkpoint& checkpoint) {
   return std::make_unique<CheckpointSource>(checkpoint);
 }
@@ -145,7 +144,7 @@ absl::StatusOr<ModelWeightsSpec> CheckpointWeightsSpec(const Checkpoint& checkpo
     for (int p = 0; p < kNumProjections; ++p) {
       bool int4 = CheckInt4Shape(c, static_cast<Projection>(p), kGgufInt4Group).ok();
       bool any_min = false;
-      for (TensorPart part : PartsOf(static_cast<Projection>(p))) {
+      for (TensorPart part : ProjectionParts(static_cast<Projection>(p))) {
         ASSIGN_OR_RETURN(const ResolvedTensor t, ResolveTensor(checkpoint, part, layer));
         int4 = int4 && IsInt4Dtype(t.view->dtype);
         any_min = any_min || t.view->dtype == DType::kQ4_1;

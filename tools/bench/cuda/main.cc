@@ -1,7 +1,8 @@
 // onecard-bench-cuda: onecard-bench's CLI for the CUDA presets (registered
 // from tools/bench/cuda/*.cc into the same registry, bench_registry.h):
 //   onecard-bench-cuda list
-//   onecard-bench-cuda ceilings|decode-8b-bf16|prefill|budget-8b-bf16|kernels-8b
+//   onecard-bench-cuda ceilings|decode-8b-bf16|decode-8b-int4|decode-70b-int4|
+//       decode-72b-int4|decode-123b-int4|prefill|budget-8b-bf16|kernels-8b|kernels-int4
 //       [--results PATH] [--commit HASH]
 // Differs from onecard-bench's main only in RunInfo: the device is the GPU
 // ("NVIDIA H200 (132 SMs, 139.8 GiB)") and the commit comes from --commit or
