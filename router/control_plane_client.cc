@@ -8,6 +8,7 @@
 #include "engine/common/log.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
+#include "services/common/config_bounds.h"
 #include "services/common/proto_time.h"
 
 namespace onecard::router {
@@ -114,6 +115,7 @@ bool ControlPlaneClient::ReportOnce() {
   if (reg_response.has_report_interval()) {
     absl::Duration asked = services::FromProtoDuration(reg_response.report_interval());
     if (asked > absl::ZeroDuration()) interval = std::min(interval, asked);
+    interval = std::max(interval, services::kMinConfigInterval);  // never a spin
   }
   grpc::ClientContext context;
   onecard::v1::ReportLoadResponse response;

@@ -12,6 +12,7 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
+#include "services/common/config_bounds.h"
 #include "services/common/proto_time.h"
 #include "services/common/status.h"
 #include "services/worker/request_convert.h"
@@ -134,6 +135,9 @@ absl::Status LoadReporter::Register(absl::Duration* interval) {
   if (!status.ok()) return FromGrpcStatus(status);
   const absl::Duration asked = FromProtoDuration(response.report_interval());
   *interval = asked > absl::ZeroDuration() ? std::min(asked, options_.interval) : options_.interval;
+  // A server asking for reports faster than any config may not make the
+  // worker spin.
+  *interval = std::max(*interval, kMinConfigInterval);
   return absl::OkStatus();
 }
 

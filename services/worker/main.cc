@@ -9,6 +9,7 @@
 // Exit 1 when it cannot start, 2 on a bad flag or config.
 // Tested by tests/services/worker/worker_main_test.cc (the real process).
 #include <cstdio>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -96,6 +97,10 @@ absl::Status OverrideNumbers(v1::WorkerConfig* c) {
     c->mutable_kv_cache()->set_block_size(v);
   if (int64_t v = absl::GetFlag(FLAGS_kv_blocks); v >= 0) c->mutable_kv_cache()->set_num_blocks(v);
   if (int64_t v = absl::GetFlag(FLAGS_kv_cache_mib); v >= 0) {
+    if (v > (std::numeric_limits<int64_t>::max() >> 20)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--kv-cache-mib: ", v, " MiB is more than 2^63 bytes"));
+    }
     c->mutable_kv_cache()->set_cache_bytes(v << 20);
   }
   if (int32_t v = absl::GetFlag(FLAGS_max_num_seqs); v >= 0)

@@ -51,6 +51,20 @@ TEST(ResolveOptionsTest, ErrorsNameTheField) {
   EXPECT_EQ(options.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(options.status().message(), HasSubstr("metrics.router_expiry"));
 
+  // Issue 22: report_interval 1ns made idle workers spin; the intervals of
+  // the service's own loops have the same floor.
+  config.Clear();
+  config.mutable_report_interval()->set_nanos(1);
+  options = ResolveOptions(config);
+  EXPECT_EQ(options.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(options.status().message(), "metrics.report_interval: 1ns is outside [10ms, 1m]");
+  config.Clear();
+  config.mutable_watch_min_interval()->set_nanos(1);
+  EXPECT_THAT(ResolveOptions(config).status().message(), HasSubstr("metrics.watch_min_interval"));
+  config.Clear();
+  config.mutable_worker_expiry()->set_seconds(100000);
+  EXPECT_THAT(ResolveOptions(config).status().message(), HasSubstr("metrics.worker_expiry"));
+
   config.Clear();
   config.set_listen_address("no-port-here");
   options = ResolveOptions(config);
