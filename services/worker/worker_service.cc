@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "services/common/status.h"
+#include "services/common/wire_message.h"
 
 namespace onecard::services {
 namespace {
@@ -18,11 +19,22 @@ grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* context,
   return reactor;
 }
 
+// Parses a raw Generate request and starts its stream, or refuses it.
+template <typename Request>
+WorkerCore::Reactor* StartGenerate(WorkerCore* core, grpc::CallbackServerContext* context,
+                                   const grpc::ByteBuffer& bytes) {
+  Request request;
+  if (absl::Status parsed = ParseWireMessage(bytes, &request); !parsed.ok()) {
+    return core->Reject(context, std::move(parsed));
+  }
+  return core->Generate(context, request);
+}
+
 }  // namespace
 
-grpc::ServerWriteReactor<v1::GenerateResponse>* WorkerService::Generate(
-    grpc::CallbackServerContext* context, const v1::WorkerGenerateRequest* request) {
-  return core_->Generate(context, *request);
+grpc::ServerWriteReactor<grpc::ByteBuffer>* WorkerService::Generate(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
+  return StartGenerate<v1::WorkerGenerateRequest>(core_, context, *request);
 }
 
 grpc::ServerUnaryReactor* WorkerService::GetInfo(grpc::CallbackServerContext* context,
@@ -31,15 +43,21 @@ grpc::ServerUnaryReactor* WorkerService::GetInfo(grpc::CallbackServerContext* co
   return FinishUnary(context, core_->Info(), response);
 }
 
-grpc::ServerWriteReactor<v1::GenerateResponse>* GenerationService::Generate(
-    grpc::CallbackServerContext* context, const v1::GenerateRequest* request) {
-  return core_->Generate(context, *request);
+grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::Generate(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
+  return StartGenerate<v1::GenerateRequest>(core_, context, *request);
 }
 
 grpc::ServerUnaryReactor* GenerationService::Tokenize(grpc::CallbackServerContext* context,
-                                                      const v1::TokenizeRequest* request,
-                                                      v1::TokenizeResponse* response) {
-  return FinishUnary(context, core_->Tokenize(*request), response);
+                                                      const grpc::ByteBuffer* request,
+                                                      grpc::ByteBuffer* response) {
+  v1::TokenizeRequest parsed;
+  const absl::Status parse = ParseWireMessage(*request, &parsed);
+  absl::StatusOr<v1::TokenizeResponse> result = parse.ok() ? core_->Tokenize(parsed) : parse;
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (result.ok()) *response = ToByteBuffer(*result);
+  reactor->Finish(ToGrpcStatus(result.status()));
+  return reactor;
 }
 
 grpc::ServerUnaryReactor* GenerationService::ListModels(grpc::CallbackServerContext* context,

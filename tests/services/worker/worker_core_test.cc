@@ -100,6 +100,32 @@ TEST(WorkerCoreTest, InvalidRequestsNameTheFieldAndNeverReachTheEngine) {
   EXPECT_TRUE(w.engine().ids().empty());
 }
 
+// Issue 22: invalid UTF-8 in a string field came back as UNIMPLEMENTED with
+// an empty message (gRPC's own parse failed); now INVALID_ARGUMENT naming it.
+TEST(WorkerCoreTest, InvalidUtf8IsInvalidArgumentNamingTheField) {
+  FakeWorker w;
+  v1::GenerateRequest bad_public;
+  bad_public.mutable_messages()->add_messages()->set_content("\xc3\x28");
+  grpc::Status s = Call(w.generation(), bad_public);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  EXPECT_THAT(s.error_message(), StartsWith("messages.messages[0].content: not valid UTF-8"));
+
+  v1::WorkerGenerateRequest bad_worker = SmallWorkerRequest();
+  bad_worker.set_model("\xff");
+  s = Call(w.worker(), bad_worker);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  EXPECT_THAT(s.error_message(), StartsWith("model: not valid UTF-8"));
+
+  grpc::ClientContext context;
+  v1::TokenizeRequest tokenize;
+  tokenize.set_prompt("ab\xffcd");
+  v1::TokenizeResponse tokens;
+  s = w.generation().Tokenize(&context, tokenize, &tokens);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  EXPECT_THAT(s.error_message(), StartsWith("prompt: not valid UTF-8"));
+  EXPECT_TRUE(w.engine().ids().empty());
+}
+
 TEST(WorkerCoreTest, OversizedRequests) {
   FakeWorker w({.edit_config = [](v1::WorkerConfig* c) { c->set_max_request_bytes(1000); }});
   v1::GenerateRequest request;
