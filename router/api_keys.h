@@ -4,7 +4,9 @@
 // says nothing about which hash (or how much of one) matched.
 //
 // With no tenant configured the router is open: every request belongs to the
-// tenant "default" without limits, allowed every priority (a local setup).
+// tenant "default" without limits, allowed every priority (a local setup; the
+// router config must say allow_unauthenticated: true, and the router logs a
+// warning).
 // Tested by tests/router/api_keys_test.cc (NIST sha256 vectors, lookups,
 // malformed configuration and headers).
 #ifndef ONECARD_ROUTER_API_KEYS_H_

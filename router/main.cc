@@ -41,6 +41,8 @@ ABSL_FLAG(std::string, queue_timeout, "", "Longest wait in the router queue, e.g
 ABSL_FLAG(std::string, aging_step, "", "Queue aging: one class up per this much waiting, e.g. 5s");
 ABSL_FLAG(std::string, fifo, "", "true: arrival order only (benchmark baseline)");
 ABSL_FLAG(int32_t, default_max_tokens, -1, "max_tokens of requests that set none");
+ABSL_FLAG(std::string, allow_unauthenticated, "",
+          "true: with no tenants, serve every caller without a key (local development only)");
 ABSL_FLAG(std::string, grace_period, "", "Drain time on SIGTERM, e.g. 30s");
 
 namespace onecard::router {
@@ -70,6 +72,18 @@ absl::Status OverrideDuration(const std::string& flag, const char* name,
   return absl::OkStatus();
 }
 
+// A true/false flag into `message`'s field through `set`; empty: unchanged.
+template <typename Message>
+absl::Status OverrideBool(const std::string& flag, const char* name, Message* message,
+                          void (Message::*set)(bool)) {
+  if (flag == "true" || flag == "false") {
+    (message->*set)(flag == "true");
+  } else if (!flag.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("--", name, ": expected true or false"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Override(onecard::v1::RouterConfig* c) {
   const auto set = [](const std::string& flag, std::string* field) {
     if (!flag.empty()) *field = flag;
@@ -92,12 +106,10 @@ absl::Status Override(onecard::v1::RouterConfig* c) {
   if (int32_t v = absl::GetFlag(FLAGS_queue_max_depth); v >= 0)
     c->mutable_queue()->set_max_depth(v);
   if (int32_t v = absl::GetFlag(FLAGS_default_max_tokens); v >= 0) c->set_default_max_tokens(v);
-  const std::string fifo = absl::GetFlag(FLAGS_fifo);
-  if (fifo == "true" || fifo == "false") {
-    c->mutable_queue()->set_fifo(fifo == "true");
-  } else if (!fifo.empty()) {
-    return absl::InvalidArgumentError("--fifo: expected true or false");
-  }
+  RETURN_IF_ERROR(OverrideBool(absl::GetFlag(FLAGS_fifo), "fifo", c->mutable_queue(),
+                               &onecard::v1::QueueConfig::set_fifo));
+  RETURN_IF_ERROR(OverrideBool(absl::GetFlag(FLAGS_allow_unauthenticated), "allow-unauthenticated",
+                               c, &onecard::v1::RouterConfig::set_allow_unauthenticated));
   RETURN_IF_ERROR(OverrideDuration(absl::GetFlag(FLAGS_queue_timeout), "queue-timeout",
                                    c->mutable_queue()->mutable_queue_timeout()));
   RETURN_IF_ERROR(OverrideDuration(absl::GetFlag(FLAGS_aging_step), "aging-step",

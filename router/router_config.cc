@@ -96,6 +96,11 @@ absl::Status Validate(const onecard::v1::RouterConfig& c) {
   if (c.model_path().empty()) {
     return absl::InvalidArgumentError("model_path: required (the tokenizer comes from it)");
   }
+  if (c.tenants_size() == 0 && !c.allow_unauthenticated()) {
+    return absl::InvalidArgumentError(
+        "tenants: none configured, so every caller would be served without an API key; add "
+        "tenants, or set allow_unauthenticated: true (--allow-unauthenticated) for local use");
+  }
   for (int i = 0; i < c.tenants_size(); ++i) RETURN_IF_ERROR(ValidateTenant(c.tenants(i), i));
   return absl::OkStatus();
 }

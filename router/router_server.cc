@@ -34,6 +34,11 @@ absl::Status RouterServer::Init(const onecard::v1::RouterConfig& config) {
   ASSIGN_OR_RETURN(options_, ResolveRouterOptions(config));
   const onecard::v1::RouterConfig& c = options_.config;
   ASSIGN_OR_RETURN(ApiKeys keys, ApiKeys::Create(options_.tenants));
+  if (keys.open()) {
+    Log(LogLevel::kWarn, "router",
+        "NO TENANTS (allow_unauthenticated): every caller is served without an API key, with no "
+        "rate limits and every priority; for local development only");
+  }
   ASSIGN_OR_RETURN(RoutingModel model, LoadRoutingModel(c.model_path(), c.model_name()));
   model_.emplace(std::move(model));
   preparer_ = std::make_unique<RequestPreparer>(

@@ -177,6 +177,20 @@ TEST(HelmChartTest, ApiKeysReachTheClusterOnlyAsSha256) {
             "2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae");
 }
 
+// Issue 22: a router with no tenants served everyone; the chart refuses that
+// unless router.allowUnauthenticated says so, and then tells the router.
+TEST(HelmChartTest, NoTenantsNeedAllowUnauthenticated) {
+  absl::StatusOr<std::vector<json>> refused = HelmTemplate({}, {"router.tenants=null"});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(), HasSubstr("router.tenants is empty"));
+  const std::vector<json> docs =
+      Render({}, {"router.tenants=null", "router.allowUnauthenticated=true"});
+  const v1::OnecardConfig router =
+      ParseConfig(FindObject(docs, "Secret", "-router"), "router.yaml");
+  EXPECT_EQ(router.router().tenants_size(), 0);
+  EXPECT_TRUE(router.router().allow_unauthenticated());
+}
+
 TEST(HelmChartTest, FullValuesTurnOnHpaServiceMonitorsAndGpuScheduling) {
   const std::vector<json> docs = Render({kFullValues});
   const json hpa = FindObject(docs, "HorizontalPodAutoscaler", "-worker");

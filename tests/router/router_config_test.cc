@@ -15,6 +15,7 @@ namespace {
 onecard::v1::RouterConfig Minimal() {
   onecard::v1::RouterConfig c;
   c.set_model_path("models/m.gguf");
+  c.set_allow_unauthenticated(true);
   return c;
 }
 
@@ -110,6 +111,24 @@ TEST(RouterConfigTest, ErrorsNameTheField) {
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << k.field;
     EXPECT_EQ(s.message().substr(0, k.field.size() + 1), k.field + ":") << s;
   }
+}
+
+// Issue 22: a router with no tenants served everyone without a warning; it
+// now needs allow_unauthenticated: true to start that way.
+TEST(RouterConfigTest, NoTenantsNeedsAllowUnauthenticated) {
+  onecard::v1::RouterConfig c = Minimal();
+  c.set_allow_unauthenticated(false);
+  absl::Status s = ResolveRouterOptions(c).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message().rfind("tenants: none configured", 0), 0u) << s;
+  EXPECT_NE(s.message().find("allow_unauthenticated: true"), std::string::npos) << s;
+  c.add_tenants()->set_name("acme");
+  EXPECT_TRUE(ResolveRouterOptions(c).ok());
+  onecard::v1::RouterConfig parsed;
+  ASSERT_TRUE(services::ParseConfigText("model_path: m.gguf\nallow_unauthenticated: true\n",
+                                        "r.yaml", &parsed)
+                  .ok());
+  EXPECT_TRUE(ResolveRouterOptions(parsed).ok());
 }
 
 TEST(RouterConfigTest, BoundsNameTheRange) {
