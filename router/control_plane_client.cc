@@ -16,8 +16,9 @@ namespace onecard::router {
 ControlPlaneClient::ControlPlaneClient(ControlPlaneOptions options, TableCallback on_table,
                                        LoadSource load)
     : options_(std::move(options)), on_table_(std::move(on_table)), load_(std::move(load)) {
-  stub_ = onecard::v1::ControlPlane::NewStub(
-      grpc::CreateChannel(options_.address, grpc::InsecureChannelCredentials()));
+  stub_ = onecard::v1::ControlPlane::NewStub(grpc::CreateChannel(
+      options_.address, options_.auth != nullptr ? options_.auth->ChannelCredentials()
+                                                 : grpc::InsecureChannelCredentials()));
 }
 
 ControlPlaneClient::~ControlPlaneClient() { Stop(); }
@@ -49,6 +50,10 @@ bool ControlPlaneClient::SleepFor(absl::Duration d) {
   return !mu_.AwaitWithTimeout(absl::Condition(&stopping), d);
 }
 
+void ControlPlaneClient::Attach(grpc::ClientContext* context) const {
+  if (options_.auth != nullptr) options_.auth->Attach(services::ServiceRole::kRouter, context);
+}
+
 int64_t ControlPlaneClient::tables_received() const {
   absl::MutexLock lock(&mu_);
   return tables_received_;
@@ -66,6 +71,7 @@ bool ControlPlaneClient::WatchOnce() {
     if (stopping_) return false;
     watch_context_ = &context;
   }
+  Attach(&context);
   onecard::v1::WatchWorkersRequest request;
   request.set_router_id(options_.router_id);
   request.set_model(options_.model);
@@ -110,6 +116,7 @@ bool ControlPlaneClient::ReportOnce() {
   onecard::v1::RegisterRouterResponse reg_response;
   grpc::ClientContext reg_context;
   reg_context.set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
+  Attach(&reg_context);
   if (!stub_->RegisterRouter(&reg_context, reg, &reg_response).ok()) return false;
   absl::Duration interval = options_.report_interval;
   if (reg_response.has_report_interval()) {
@@ -118,6 +125,7 @@ bool ControlPlaneClient::ReportOnce() {
     interval = std::max(interval, services::kMinConfigInterval);  // never a spin
   }
   grpc::ClientContext context;
+  Attach(&context);
   onecard::v1::ReportLoadResponse response;
   std::unique_ptr<grpc::ClientWriter<onecard::v1::RouterLoadReport>> writer =
       stub_->ReportRouterLoad(&context, &response);

@@ -22,6 +22,7 @@
 #include "absl/time/time.h"
 #include "grpcpp/client_context.h"
 #include "onecard/v1/control.grpc.pb.h"
+#include "services/common/service_auth.h"
 
 namespace onecard::router {
 
@@ -35,6 +36,8 @@ struct ControlPlaneOptions {
   absl::Duration initial_backoff = absl::Milliseconds(100);
   absl::Duration max_backoff = absl::Seconds(5);
   absl::Duration rpc_timeout = absl::Seconds(2);
+  // The router's credentials (token or certificate); null: none.
+  std::shared_ptr<const services::ServiceAuth> auth;
 };
 
 class ControlPlaneClient {
@@ -61,6 +64,7 @@ class ControlPlaneClient {
   // Waits `d` or until Stop; false when stopping.
   bool SleepFor(absl::Duration d);
   bool Stopping();
+  void Attach(grpc::ClientContext* context) const;  // the router's token
 
   ControlPlaneOptions options_;
   TableCallback on_table_;

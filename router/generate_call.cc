@@ -211,6 +211,7 @@ void GenerateCall::StartAttempt(Attempt* attempt) {
   if (deadline_ != absl::InfiniteFuture()) {
     attempt->context.set_deadline(absl::ToChronoTime(deadline_));
   }
+  core_->AttachCredentials(&attempt->context);
   onecard::v1::Worker::Stub* stub = core_->Stub(attempt->assignment.address);
   stub->async()->Generate(&attempt->context, &prepared_.worker_request, attempt);
   attempt->AddHold();  // reads are started from OnWriteDone, outside its reactions

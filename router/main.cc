@@ -23,6 +23,7 @@
 #include "services/common/flag_names.h"
 #include "services/common/proto_time.h"
 #include "services/common/server_main.h"
+#include "services/common/service_auth_flags.h"
 
 ABSL_FLAG(std::string, config, "", "Config file (YAML or JSON)");
 ABSL_FLAG(std::string, model, "", "Model whose tokenizer and chat template the router uses");
@@ -41,6 +42,8 @@ ABSL_FLAG(std::string, queue_timeout, "", "Longest wait in the router queue, e.g
 ABSL_FLAG(std::string, aging_step, "", "Queue aging: one class up per this much waiting, e.g. 5s");
 ABSL_FLAG(std::string, fifo, "", "true: arrival order only (benchmark baseline)");
 ABSL_FLAG(int32_t, default_max_tokens, -1, "max_tokens of requests that set none");
+ABSL_FLAG(std::string, public_tls_cert, "", "TLS certificate of the public port (public_tls)");
+ABSL_FLAG(std::string, public_tls_key, "", "Its private key (public_tls.key_file)");
 ABSL_FLAG(std::string, allow_unauthenticated, "",
           "true: with no tenants, serve every caller without a key (local development only)");
 ABSL_FLAG(std::string, grace_period, "", "Drain time on SIGTERM, e.g. 30s");
@@ -96,6 +99,9 @@ absl::Status Override(onecard::v1::RouterConfig* c) {
   set(absl::GetFlag(FLAGS_advertise), c->mutable_advertise_address());
   set(absl::GetFlag(FLAGS_router_id), c->mutable_router_id());
   set(absl::GetFlag(FLAGS_dns_workers), c->mutable_dispatch()->mutable_dns_workers());
+  set(absl::GetFlag(FLAGS_public_tls_cert), c->mutable_public_tls()->mutable_cert_file());
+  set(absl::GetFlag(FLAGS_public_tls_key), c->mutable_public_tls()->mutable_key_file());
+  services::OverrideServiceAuthFromFlags(c->mutable_service_auth());
   for (absl::string_view w :
        absl::StrSplit(absl::GetFlag(FLAGS_static_workers), ',', absl::SkipWhitespace())) {
     c->mutable_dispatch()->add_static_workers(std::string(w));

@@ -49,8 +49,10 @@ absl::Status RouterServer::Init(const onecard::v1::RouterConfig& config) {
   std::vector<std::string> tenant_names;
   for (const TenantSpec& spec : options_.tenants) tenant_names.push_back(spec.tenant.name);
   router_metrics_->DeclareTenants(tenant_names);
+  ASSIGN_OR_RETURN(auth_, services::ServiceAuth::Create(
+                              {c.service_auth(), "router", {services::ServiceRole::kRouter}}));
   core_ = std::make_unique<RouterCore>(options_, std::move(keys), preparer_.get(),
-                                       router_metrics_.get(), RealClock::Get());
+                                       router_metrics_.get(), RealClock::Get(), auth_);
   metrics_address_ = metrics_->address();
   gauges_ = RouterMetrics::GaugeCollectable([core = core_.get()] { return core->Gauges(); });
   metrics_->Add(gauges_);  // the exposer holds it weakly
@@ -72,8 +74,11 @@ absl::Status RouterServer::StartGrpc() {
   // Past max_request_bytes the preparer answers INVALID_ARGUMENT naming the
   // request; far past it gRPC refuses the message itself.
   builder.SetMaxReceiveMessageSize(options_.config.max_request_bytes() + (1 << 20));
+  ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
+                   services::PublicServerCredentials(options_.config.public_tls(), "public_tls"));
   ASSIGN_OR_RETURN(services::StartedServer started,
-                   services::StartGrpcServer(&builder, options_.config.listen_address()));
+                   services::StartGrpcServer(&builder, options_.config.listen_address(),
+                                             std::move(credentials)));
   server_ = std::move(started.server);
   port_ = started.port;
   address_ = started.address;
@@ -92,6 +97,7 @@ void RouterServer::StartControlPlane() {
   o.report_interval = options_.load_report_interval;
   o.initial_backoff = options_.reconnect_initial_backoff;
   o.max_backoff = options_.reconnect_max_backoff;
+  o.auth = auth_;
   control_plane_ = std::make_unique<ControlPlaneClient>(
       o, [this](const onecard::v1::WorkerTable& t) { OnControlPlaneTable(t); },
       [this] { return LoadReport(); });
@@ -136,6 +142,7 @@ void RouterServer::RefreshStaticTable() {
     }
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(absl::Now() + options_.worker_connect_timeout));
+    core_->AttachCredentials(&context);
     onecard::v1::WorkerInfo info;
     if (core_->Stub(address)->GetInfo(&context, onecard::v1::GetInfoRequest(), &info).ok()) {
       absl::MutexLock lock(&mu_);

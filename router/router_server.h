@@ -38,6 +38,7 @@
 #include "router/router_metrics.h"
 #include "router/router_service.h"
 #include "services/common/metrics_server.h"
+#include "services/common/service_auth.h"
 
 namespace onecard::router {
 
@@ -74,6 +75,7 @@ class RouterServer {
   RouterOptions options_;
   std::optional<RoutingModel> model_;
   std::unique_ptr<RequestPreparer> preparer_;
+  std::shared_ptr<const services::ServiceAuth> auth_;
   std::unique_ptr<services::MetricsServer> metrics_;
   std::unique_ptr<RouterMetrics> router_metrics_;
   std::shared_ptr<prometheus::Collectable> gauges_;

@@ -57,16 +57,21 @@ absl::StatusOr<MetricsServiceOptions> ResolveOptions(const v1::MetricsServiceCon
   ASSIGN_OR_RETURN(options.registry.table_warmup,
                    DurationOr(config.table_warmup(), "table_warmup", absl::Seconds(6),
                               absl::ZeroDuration(), absl::Minutes(10)));
+  options.service_auth = config.service_auth();
   return options;
 }
 
 absl::StatusOr<std::unique_ptr<MetricsService>> MetricsService::Start(
     const MetricsServiceOptions &options, Registry::NowFunction now) {
   std::unique_ptr<MetricsService> service(new MetricsService());
+  ASSIGN_OR_RETURN(
+      std::shared_ptr<const ServiceAuth> auth,
+      ServiceAuth::Create(
+          {options.service_auth, "metrics", {ServiceRole::kWorker, ServiceRole::kRouter}}));
   service->registry_ = std::make_unique<Registry>(options.registry, std::move(now));
   service->cluster_metrics_ = std::make_shared<ClusterMetrics>(service->registry_.get());
   service->control_ = std::make_unique<ControlService>(
-      service->registry_.get(), service->cluster_metrics_.get(), options.watch_min_interval);
+      service->registry_.get(), service->cluster_metrics_.get(), options.watch_min_interval, auth);
 
   ASSIGN_OR_RETURN(service->metrics_, MetricsServer::Start(options.metrics_listen_address));
   service->metrics_->Add(service->cluster_metrics_);
@@ -74,7 +79,8 @@ absl::StatusOr<std::unique_ptr<MetricsService>> MetricsService::Start(
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   builder.RegisterService(service->control_.get());
-  ASSIGN_OR_RETURN(StartedServer started, StartGrpcServer(&builder, options.listen_address));
+  ASSIGN_OR_RETURN(StartedServer started,
+                   StartGrpcServer(&builder, options.listen_address, auth->ServerCredentials()));
   service->server_ = std::move(started.server);
   service->grpc_address_ = started.address;
   grpc::HealthCheckServiceInterface *health = service->server_->GetHealthCheckService();

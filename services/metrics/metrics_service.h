@@ -39,6 +39,7 @@ struct MetricsServiceOptions {
   std::string metrics_listen_address;
   RegistryOptions registry;
   absl::Duration watch_min_interval;
+  v1::ServiceAuthConfig service_auth;  // who may call (ServiceAuth); empty: anyone
 };
 
 // Applies the defaults and checks the config; errors name the field.

@@ -23,6 +23,7 @@
 #include "services/common/flag_names.h"
 #include "services/common/proto_time.h"
 #include "services/common/server_main.h"
+#include "services/common/service_auth_flags.h"
 #include "services/worker/worker_config.h"
 #include "services/worker/worker_server.h"
 
@@ -89,6 +90,7 @@ void OverrideStrings(v1::WorkerConfig* c) {
   // Checked (ParseByteSize) with the rest of the config.
   set(absl::GetFlag(FLAGS_gpu_memory_budget), c->mutable_cuda()->mutable_memory_budget());
   set(absl::GetFlag(FLAGS_tuning_cache), c->mutable_cuda()->mutable_tuning_cache());
+  OverrideServiceAuthFromFlags(c->mutable_service_auth());
 }
 
 absl::Status OverrideNumbers(v1::WorkerConfig* c) {

@@ -4,14 +4,20 @@
 // logic of their own: each forwards to WorkerCore. The methods that take
 // client strings are raw (services/common/wire_message.h), so that invalid
 // UTF-8 is INVALID_ARGUMENT naming the field, not gRPC's empty UNIMPLEMENTED.
+// Every method but health needs the router role (ServiceAuth; a refusal is
+// logged): a client cannot skip the router's tenants, limits and priorities.
 // Tested through tests/services/worker/worker_core_test.cc and
 // worker_server_test.cc (over gRPC).
 #ifndef ONECARD_SERVICES_WORKER_WORKER_SERVICE_H_
 #define ONECARD_SERVICES_WORKER_WORKER_SERVICE_H_
 
+#include <memory>
+#include <utility>
+
 #include "grpcpp/support/byte_buffer.h"
 #include "onecard/v1/generation.grpc.pb.h"
 #include "onecard/v1/worker.grpc.pb.h"
+#include "services/common/service_auth.h"
 #include "services/worker/worker_core.h"
 
 namespace onecard::services {
@@ -24,7 +30,9 @@ using GenerationServiceBase =
 
 class WorkerService final : public WorkerServiceBase {
  public:
-  explicit WorkerService(WorkerCore* core) : core_(core) {}
+  // `auth` null: every caller is trusted.
+  WorkerService(WorkerCore* core, std::shared_ptr<const ServiceAuth> auth)
+      : core_(core), auth_(std::move(auth)) {}
 
   grpc::ServerWriteReactor<grpc::ByteBuffer>* Generate(grpc::CallbackServerContext* context,
                                                        const grpc::ByteBuffer* request) override;
@@ -34,11 +42,14 @@ class WorkerService final : public WorkerServiceBase {
 
  private:
   WorkerCore* const core_;
+  const std::shared_ptr<const ServiceAuth> auth_;
 };
 
 class GenerationService final : public GenerationServiceBase {
  public:
-  explicit GenerationService(WorkerCore* core) : core_(core) {}
+  // `auth` null: every caller is trusted.
+  GenerationService(WorkerCore* core, std::shared_ptr<const ServiceAuth> auth)
+      : core_(core), auth_(std::move(auth)) {}
 
   grpc::ServerWriteReactor<grpc::ByteBuffer>* Generate(grpc::CallbackServerContext* context,
                                                        const grpc::ByteBuffer* request) override;
@@ -51,6 +62,7 @@ class GenerationService final : public GenerationServiceBase {
 
  private:
   WorkerCore* const core_;
+  const std::shared_ptr<const ServiceAuth> auth_;
 };
 
 }  // namespace onecard::services
