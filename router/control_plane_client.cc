@@ -80,12 +80,12 @@ bool ControlPlaneClient::WatchOnce() {
   onecard::v1::WorkerTable table;
   bool any = false;
   while (reader->Read(&table)) {
-    any = true;
     {
       absl::MutexLock lock(&mu_);
       ++tables_received_;
     }
-    on_table_(table);
+    on_table_(table, /*first_of_stream=*/!any);
+    any = true;
   }
   grpc::Status status = reader->Finish();
   {

@@ -42,7 +42,9 @@ struct ControlPlaneOptions {
 
 class ControlPlaneClient {
  public:
-  using TableCallback = std::function<void(const onecard::v1::WorkerTable&)>;
+  // `first_of_stream`: the first table since the watch (re)connected.
+  using TableCallback =
+      std::function<void(const onecard::v1::WorkerTable& table, bool first_of_stream)>;
   using LoadSource = std::function<onecard::v1::RouterLoadReport()>;
 
   // Callbacks run on the client's threads.

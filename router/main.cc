@@ -47,6 +47,8 @@ ABSL_FLAG(std::string, public_tls_key, "", "Its private key (public_tls.key_file
 ABSL_FLAG(std::string, allow_unauthenticated, "",
           "true: with no tenants, serve every caller without a key (local development only)");
 ABSL_FLAG(std::string, grace_period, "", "Drain time on SIGTERM, e.g. 30s");
+ABSL_FLAG(std::string, stale_worker_grace, "",
+          "After a control-plane restart, keep workers it does not list yet this long, e.g. 10s");
 
 namespace onecard::router {
 namespace {
@@ -120,6 +122,8 @@ absl::Status Override(onecard::v1::RouterConfig* c) {
                                    c->mutable_queue()->mutable_queue_timeout()));
   RETURN_IF_ERROR(OverrideDuration(absl::GetFlag(FLAGS_aging_step), "aging-step",
                                    c->mutable_queue()->mutable_aging_step()));
+  RETURN_IF_ERROR(OverrideDuration(absl::GetFlag(FLAGS_stale_worker_grace), "stale-worker-grace",
+                                   c->mutable_dispatch()->mutable_stale_worker_grace()));
   return OverrideDuration(absl::GetFlag(FLAGS_grace_period), "grace-period",
                           c->mutable_timeouts()->mutable_grace_period());
 }

@@ -76,6 +76,8 @@ absl::Status ValidateDispatch(const onecard::v1::RouterConfig& c) {
                                        kMaxEjectAfterFailures));
   RETURN_IF_ERROR(Within(d.probe_interval(), "dispatch.probe_interval",
                          services::kMinConfigInterval, absl::Hours(1)));
+  RETURN_IF_ERROR(Within(d.stale_worker_grace(), "dispatch.stale_worker_grace",
+                         absl::ZeroDuration(), absl::Hours(1)));
   RETURN_IF_ERROR(services::CheckRange("dispatch.affinity_prefix_tokens",
                                        d.affinity_prefix_tokens(), 1, services::kMaxTokens));
   RETURN_IF_ERROR(services::CheckRange("max_request_bytes", c.max_request_bytes(), 1,
@@ -125,6 +127,7 @@ void ApplyRouterDefaults(onecard::v1::RouterConfig* c) {
   onecard::v1::DispatchConfig* d = c->mutable_dispatch();
   if (d->eject_after_failures() == 0) d->set_eject_after_failures(3);
   DefaultDuration(d->mutable_probe_interval(), absl::Seconds(5));
+  DefaultDuration(d->mutable_stale_worker_grace(), absl::Seconds(10));
   if (d->affinity_prefix_tokens() == 0) d->set_affinity_prefix_tokens(64);
   if (c->max_request_bytes() == 0) c->set_max_request_bytes(4 << 20);
   DefaultDuration(c->mutable_load_report_interval(), absl::Milliseconds(250));
@@ -167,6 +170,7 @@ absl::StatusOr<RouterOptions> ResolveRouterOptions(const onecard::v1::RouterConf
   o.load_report_interval = FromProtoDuration(c.load_report_interval());
   o.reconnect_initial_backoff = FromProtoDuration(c.reconnect().initial_backoff());
   o.reconnect_max_backoff = FromProtoDuration(c.reconnect().max_backoff());
+  o.stale_worker_grace = FromProtoDuration(c.dispatch().stale_worker_grace());
   return o;
 }
 

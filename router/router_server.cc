@@ -32,6 +32,10 @@ RouterServer::~RouterServer() {
 
 absl::Status RouterServer::Init(const onecard::v1::RouterConfig& config) {
   ASSIGN_OR_RETURN(options_, ResolveRouterOptions(config));
+  {
+    absl::MutexLock lock(&mu_);
+    control_plane_table_.emplace(options_.stale_worker_grace);
+  }
   const onecard::v1::RouterConfig& c = options_.config;
   ASSIGN_OR_RETURN(ApiKeys keys, ApiKeys::Create(options_.tenants));
   if (keys.open()) {
@@ -99,7 +103,7 @@ void RouterServer::StartControlPlane() {
   o.max_backoff = options_.reconnect_max_backoff;
   o.auth = auth_;
   control_plane_ = std::make_unique<ControlPlaneClient>(
-      o, [this](const onecard::v1::WorkerTable& t) { OnControlPlaneTable(t); },
+      o, [this](const onecard::v1::WorkerTable& t, bool first) { OnControlPlaneTable(t, first); },
       [this] { return LoadReport(); });
   control_plane_->Start();
 }
@@ -121,7 +125,11 @@ void RouterServer::TickLoop() {
 }
 
 void RouterServer::TableLoop() {
-  while (SleepFor(kTableRefresh)) RefreshStaticTable();
+  while (SleepFor(kTableRefresh)) {
+    RefreshStaticTable();
+    absl::MutexLock lock(&mu_);
+    if (control_plane_table_->Expire(absl::Now())) ApplyTable();
+  }
 }
 
 void RouterServer::RefreshStaticTable() {
@@ -154,17 +162,24 @@ void RouterServer::RefreshStaticTable() {
   ApplyTable();
 }
 
-void RouterServer::OnControlPlaneTable(const onecard::v1::WorkerTable& table) {
+void RouterServer::OnControlPlaneTable(const onecard::v1::WorkerTable& table,
+                                       bool first_of_stream) {
   absl::MutexLock lock(&mu_);
-  control_plane_table_ =
-      FromWorkerTable(table, "", options_.config.dispatch().max_in_flight_per_worker());
+  control_plane_table_->Apply(
+      FromWorkerTable(table, "", options_.config.dispatch().max_in_flight_per_worker()),
+      first_of_stream, absl::Now());
+  if (first_of_stream && control_plane_table_->stale() > 0) {
+    Log(LogLevel::kInfo, "router",
+        "control plane watch reconnected: keeping %d workers it does not list yet for %s",
+        control_plane_table_->stale(), absl::FormatDuration(options_.stale_worker_grace));
+  }
   ApplyTable();
 }
 
 void RouterServer::ApplyTable() {
   if (stopping_) return;
-  core_->dispatcher().SetWorkers(control_plane_table_.empty() ? static_table_
-                                                              : control_plane_table_);
+  const std::vector<WorkerDesc>& control_plane = control_plane_table_->workers();
+  core_->dispatcher().SetWorkers(control_plane.empty() ? static_table_ : control_plane);
 }
 
 onecard::v1::RouterLoadReport RouterServer::LoadReport() {

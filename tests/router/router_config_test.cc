@@ -39,6 +39,7 @@ TEST(RouterConfigTest, Defaults) {
   EXPECT_EQ(o->grace_period, absl::Seconds(30));
   EXPECT_EQ(o->config.default_max_tokens(), 256);
   EXPECT_EQ(o->config.dispatch().affinity_prefix_tokens(), 64);
+  EXPECT_EQ(o->stale_worker_grace, absl::Seconds(10));
   EXPECT_TRUE(o->tenants.empty());
 }
 
@@ -99,6 +100,8 @@ TEST(RouterConfigTest, ErrorsNameTheField) {
        "timeouts.worker_connect_timeout"},
       {[](auto& c) { c.mutable_dispatch()->set_max_in_flight_per_worker(1 << 30); },
        "dispatch.max_in_flight_per_worker"},
+      {[](auto& c) { c.mutable_dispatch()->mutable_stale_worker_grace()->set_seconds(7200); },
+       "dispatch.stale_worker_grace"},
       {[](auto& c) {
          c.add_tenants()->set_requests_per_second(std::numeric_limits<double>::infinity());
        },

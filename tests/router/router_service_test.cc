@@ -301,11 +301,18 @@ TEST_F(RouterServiceTest, InteractiveOvertakesQueuedBatch) {
   EXPECT_EQ(worker->first_tokens(), (std::vector<int32_t>{2006, 1002, 1001}));
 }
 
-TEST_F(RouterServiceTest, NoWorkerIsUnavailable) {
-  StartRouter({});
+// Issue 22: "no healthy worker" failed at once; the request waits in the
+// queue for one (up to the queue timeout), then fails UNAVAILABLE.
+TEST_F(RouterServiceTest, NoWorkerWaitsForTheQueueTimeoutThenUnavailable) {
+  StartRouter({}, 2, [](onecard::v1::RouterConfig& c) {
+    services::ToProtoDuration(absl::Milliseconds(300), c.mutable_queue()->mutable_queue_timeout());
+  });
   Result r = Generate(Tokens({1001}));
   EXPECT_EQ(r.status.error_code(), grpc::StatusCode::UNAVAILABLE);
-  EXPECT_NE(r.status.error_message().find("no healthy worker"), std::string::npos);
+  EXPECT_NE(r.status.error_message().find("no healthy worker within the queue timeout (300ms)"),
+            std::string::npos)
+      << r.status.error_message();
+  EXPECT_EQ(Scrape().Value("onecard_router_requests_rejected_total", {{"reason", "no_worker"}}), 1);
 }
 
 TEST_F(RouterServiceTest, BadInputGetsTheRightCodeNamingTheField) {
