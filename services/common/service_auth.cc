@@ -127,10 +127,14 @@ std::shared_ptr<grpc::ServerCredentials> ServiceAuth::ServerCredentials() const 
 
 std::shared_ptr<grpc::ChannelCredentials> ServiceAuth::ChannelCredentials() const {
   if (mode_ != Mode::kTls) return grpc::InsecureChannelCredentials();
+  return TlsChannelCredentials(tls_);
+}
+
+std::shared_ptr<grpc::ChannelCredentials> TlsChannelCredentials(const v1::TlsConfig& tls) {
   grpc::experimental::TlsChannelCredentialsOptions options;
-  options.set_certificate_provider(Provider(tls_));
+  options.set_certificate_provider(Provider(tls));
   options.watch_root_certs();
-  options.watch_identity_key_cert_pairs();
+  if (!tls.cert_file().empty()) options.watch_identity_key_cert_pairs();
   // The chain is verified against ca_file; host names are not, since peers
   // are dialled by pod address. Servers check the caller's role instead.
   options.set_verify_server_certs(true);

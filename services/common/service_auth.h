@@ -96,6 +96,11 @@ class ServiceAuth {
   std::string identities_[2];  // certificate names of each role
 };
 
+// TLS channel credentials trusting tls.ca_file and, when tls.cert_file is
+// set, presenting that certificate (the files watched as above). The chain is
+// verified; host names are not (peers are dialled by pod address).
+std::shared_ptr<grpc::ChannelCredentials> TlsChannelCredentials(const v1::TlsConfig& tls);
+
 // Credentials of the router's public port: TLS from `tls` (no client
 // certificates), or insecure when tls.cert_file is empty. InvalidArgument
 // naming `field` when a file is missing.

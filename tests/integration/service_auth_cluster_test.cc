@@ -8,6 +8,7 @@
 // In TLS mode the router's public port serves TLS to a client that trusts
 // the CA, and a client without a valid certificate cannot even connect to
 // the worker or the metrics service.
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <thread>
@@ -217,6 +218,20 @@ TEST_P(ServiceAuthClusterTest, DirectGenerateNeedsTheRoutersIdentity) {
   const grpc::Status routed = DirectGenerate(Who::kRouter);
   finisher.join();
   EXPECT_TRUE(routed.ok()) << routed.error_message();
+}
+
+// The health probe of the Helm chart's TLS mode: with the pod's certificate
+// it reaches the worker's mutual-TLS port; without one it cannot.
+TEST_P(ServiceAuthClusterTest, HealthProbeSpeaksMutualTls) {
+  if (GetParam() != Mode::kTls) GTEST_SKIP() << "the health service is open in token mode";
+  const std::string probe = std::string(ONECARD_PROBE_BIN) +
+                            " --target=" + worker_->server().address() +
+                            " --tls-ca=" + certs_.ca_file;
+  EXPECT_EQ(std::system((probe + " --tls-cert=" + certs_.worker.cert_file +
+                         " --tls-key=" + certs_.worker.key_file + " >/dev/null 2>&1")
+                            .c_str()),
+            0);
+  EXPECT_NE(std::system((probe + " >/dev/null 2>&1").c_str()), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, ServiceAuthClusterTest, ::testing::Values(Mode::kToken, Mode::kTls),
