@@ -3,9 +3,12 @@
 //
 // Start: draining? -> API key -> validation and tokenization -> deadline ->
 // the tenant's token buckets -> the dispatcher's queue. A refusal finishes
-// the call at once: UNAVAILABLE (draining, no healthy worker),
-// UNAUTHENTICATED, INVALID_ARGUMENT / PERMISSION_DENIED (naming the field),
-// RESOURCE_EXHAUSTED with a `retry-after-ms` trailer (rate limit, full queue).
+// the call at once: UNAVAILABLE (draining), UNAUTHENTICATED,
+// INVALID_ARGUMENT / PERMISSION_DENIED (naming the field), RESOURCE_EXHAUSTED
+// with a `retry-after-ms` trailer (rate limit, full queue). A request that
+// finds no healthy worker waits in the queue; UNAVAILABLE when none came
+// within the queue timeout. A client that leaves ends the call CANCELLED, or
+// DEADLINE_EXCEEDED when its deadline passed.
 //
 // Proxy: one worker chunk is read, written to the client, and only then is
 // the next one read, so a slow client slows its worker stream and nothing

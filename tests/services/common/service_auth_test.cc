@@ -4,15 +4,16 @@
 // token of the role passes, the other role's is PERMISSION_DENIED, none or
 // an unknown one UNAUTHENTICATED, and bad token files are refused at
 // Create naming the field. TLS mode (certificates made at test time): the
-// role comes from the client certificate; a client without a certificate,
-// or with one from another CA, cannot even connect; the public TLS port
-// serves a client that trusts the CA.
+// role comes from the client certificate; a client with a certificate from
+// another CA cannot even connect; a replaced CA bundle is reloaded.
 #include "services/common/service_auth.h"
 
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <string>
 
+#include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
@@ -137,6 +138,67 @@ TEST(ServiceAuthTest, BadTokenFilesAreRefusedNamingTheField) {
   config.clear_router_token_file();
   EXPECT_THAT(ServiceAuth::Create({config, "test", {ServiceRole::kRouter}}).status().message(),
               HasSubstr("service_auth.router_token_file: required"));
+}
+
+// A channel of its own (no connection shared with earlier channels).
+std::shared_ptr<grpc::Channel> FreshChannel(const std::string& address,
+                                            std::shared_ptr<grpc::ChannelCredentials> creds) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  return grpc::CreateCustomChannel(address, std::move(creds), args);
+}
+
+TEST(ServiceAuthTest, TlsModeTakesTheRoleFromTheCertificate) {
+  const std::string dir = testing::MakeTestDir("auth_tls_roles");
+  absl::StatusOr<TestCertificates> certs = testing::MakeTestCertificates(dir);
+  ASSERT_TRUE(certs.ok()) << certs.status();
+  std::shared_ptr<const ServiceAuth> server_auth =
+      MustCreate({testing::TlsAuth(*certs, certs->metrics), "test", {}});
+  ASSERT_NE(server_auth, nullptr);
+  EXPECT_EQ(server_auth->mode(), ServiceAuth::Mode::kTls);
+  Server server(server_auth, server_auth->ServerCredentials());
+  const auto client = [&](const testing::TestCertificate& own) {
+    return MustCreate({testing::TlsAuth(*certs, own), "test", {}})->ChannelCredentials();
+  };
+  auto worker = FreshChannel(server.address(), client(certs->worker));
+  EXPECT_TRUE(Call(worker, "worker").ok());
+  const grpc::Status crossed = Call(worker, "router");
+  EXPECT_EQ(crossed.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(crossed.error_message(), HasSubstr("CN=onecard-worker"));
+  EXPECT_EQ(Call(FreshChannel(server.address(), client(certs->stranger)), "worker").error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(Call(FreshChannel(server.address(), client(certs->rogue)), "worker").error_code(),
+            grpc::StatusCode::UNAVAILABLE);  // no handshake with another CA's certificate
+}
+
+// Certificates come from files that are watched: a server whose CA bundle is
+// replaced accepts clients of the new CA without a restart.
+TEST(ServiceAuthTest, RotatedFilesAreReloaded) {
+  const std::string dir = testing::MakeTestDir("auth_tls_reload");
+  absl::StatusOr<TestCertificates> certs = testing::MakeTestCertificates(dir);
+  ASSERT_TRUE(certs.ok()) << certs.status();
+  const std::string bundle = dir + "/server-ca.pem";
+  std::filesystem::copy_file(dir + "/rogue-ca.pem", bundle,
+                             std::filesystem::copy_options::overwrite_existing);
+  v1::ServiceAuthConfig config = testing::TlsAuth(*certs, certs->metrics);
+  config.mutable_tls()->set_ca_file(bundle);
+  config.mutable_tls()->mutable_reload_interval()->set_seconds(1);
+  std::shared_ptr<const ServiceAuth> server_auth = MustCreate({config, "test", {}});
+  Server server(server_auth, server_auth->ServerCredentials());
+  auto worker_creds =
+      MustCreate({testing::TlsAuth(*certs, certs->worker), "test", {}})->ChannelCredentials();
+  EXPECT_EQ(Call(FreshChannel(server.address(), worker_creds), "worker").error_code(),
+            grpc::StatusCode::UNAVAILABLE);  // the server trusts only the other CA
+  std::filesystem::copy_file(certs->ca_file, bundle + ".new");
+  std::filesystem::rename(bundle + ".new", bundle);
+  // The provider reads the files again each second: a state the server
+  // reaches on its own, waited for with a bound.
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  grpc::Status status;
+  do {
+    status = Call(FreshChannel(server.address(), worker_creds), "worker");
+  } while (!status.ok() && absl::Now() < deadline);
+  EXPECT_TRUE(status.ok()) << status.error_message();
 }
 
 }  // namespace
