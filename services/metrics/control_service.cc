@@ -22,8 +22,9 @@ void SetDuration(absl::Duration d, google::protobuf::Duration *out) {
 }
 
 // One client stream of load reports, applied one by one as they arrive;
-// `on_end` (optional) runs once the stream is over. Made with a refusal, it
-// ends the stream at once with that status.
+// `on_end` (optional) runs once, when the stream ends (before its status
+// goes out, so the client sees the effect when it has the status). Made
+// with a refusal, it ends the stream at once with that status.
 template <typename Report>
 class ReportReactor final : public grpc::ServerReadReactor<Report> {
  public:
@@ -37,25 +38,30 @@ class ReportReactor final : public grpc::ServerReadReactor<Report> {
 
   void OnReadDone(bool ok) override {
     if (!ok) {  // the client half-closed, or the call ended
-      this->Finish(grpc::Status::OK);
+      End(grpc::Status::OK);
       return;
     }
     const absl::Status status = apply_(report_);
     if (!status.ok()) {
-      this->Finish(ToGrpcStatus(status));
+      End(ToGrpcStatus(status));
       return;
     }
     this->StartRead(&report_);
   }
 
   void OnDone() override {
-    if (on_end_) on_end_();
+    if (on_end_) on_end_();  // not run yet: the call ended without a last read
     delete this;
   }
 
  private:
+  void End(grpc::Status status) {
+    if (on_end_) std::exchange(on_end_, nullptr)();
+    this->Finish(std::move(status));
+  }
+
   const Apply apply_;
-  const std::function<void()> on_end_;
+  std::function<void()> on_end_;
   Report report_;
 };
 
