@@ -1,10 +1,13 @@
 // ApiKeys: API key -> tenant. The configuration holds only the hex sha256 of
 // each key; a presented key is hashed and compared against every stored
-// hash with CRYPTO_memcmp, always scanning all of them, so the time taken
-// says nothing about which hash (or how much of one) matched.
+// hash in constant time (services/common/digest.h), always scanning all of
+// them, so the time taken says nothing about which hash (or how much of one)
+// matched.
 //
 // With no tenant configured the router is open: every request belongs to the
-// tenant "default" without limits, allowed every priority (a local setup).
+// tenant "default" without limits, allowed every priority (a local setup; the
+// router config must say allow_unauthenticated: true, and the router logs a
+// warning).
 // Tested by tests/router/api_keys_test.cc (NIST sha256 vectors, lookups,
 // malformed configuration and headers).
 #ifndef ONECARD_ROUTER_API_KEYS_H_
@@ -19,12 +22,13 @@
 #include "absl/status/statusor.h"
 #include "router/request_queue.h"
 #include "router/token_bucket.h"
+#include "services/common/digest.h"
 
 namespace onecard::router {
 
-using Sha256Digest = std::array<uint8_t, 32>;
-Sha256Digest Sha256(std::string_view data);
-std::string Sha256Hex(std::string_view data);  // 64 lowercase hex digits
+using services::Sha256;
+using services::Sha256Digest;
+using services::Sha256Hex;
 
 struct Tenant {
   std::string name;

@@ -8,6 +8,7 @@
 #include "engine/common/log.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
+#include "services/common/config_bounds.h"
 #include "services/common/proto_time.h"
 
 namespace onecard::router {
@@ -15,8 +16,9 @@ namespace onecard::router {
 ControlPlaneClient::ControlPlaneClient(ControlPlaneOptions options, TableCallback on_table,
                                        LoadSource load)
     : options_(std::move(options)), on_table_(std::move(on_table)), load_(std::move(load)) {
-  stub_ = onecard::v1::ControlPlane::NewStub(
-      grpc::CreateChannel(options_.address, grpc::InsecureChannelCredentials()));
+  stub_ = onecard::v1::ControlPlane::NewStub(grpc::CreateChannel(
+      options_.address, options_.auth != nullptr ? options_.auth->ChannelCredentials()
+                                                 : grpc::InsecureChannelCredentials()));
 }
 
 ControlPlaneClient::~ControlPlaneClient() { Stop(); }
@@ -48,6 +50,10 @@ bool ControlPlaneClient::SleepFor(absl::Duration d) {
   return !mu_.AwaitWithTimeout(absl::Condition(&stopping), d);
 }
 
+void ControlPlaneClient::Attach(grpc::ClientContext* context) const {
+  if (options_.auth != nullptr) options_.auth->Attach(services::ServiceRole::kRouter, context);
+}
+
 int64_t ControlPlaneClient::tables_received() const {
   absl::MutexLock lock(&mu_);
   return tables_received_;
@@ -65,6 +71,7 @@ bool ControlPlaneClient::WatchOnce() {
     if (stopping_) return false;
     watch_context_ = &context;
   }
+  Attach(&context);
   onecard::v1::WatchWorkersRequest request;
   request.set_router_id(options_.router_id);
   request.set_model(options_.model);
@@ -73,12 +80,12 @@ bool ControlPlaneClient::WatchOnce() {
   onecard::v1::WorkerTable table;
   bool any = false;
   while (reader->Read(&table)) {
-    any = true;
     {
       absl::MutexLock lock(&mu_);
       ++tables_received_;
     }
-    on_table_(table);
+    on_table_(table, /*first_of_stream=*/!any);
+    any = true;
   }
   grpc::Status status = reader->Finish();
   {
@@ -109,13 +116,16 @@ bool ControlPlaneClient::ReportOnce() {
   onecard::v1::RegisterRouterResponse reg_response;
   grpc::ClientContext reg_context;
   reg_context.set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
+  Attach(&reg_context);
   if (!stub_->RegisterRouter(&reg_context, reg, &reg_response).ok()) return false;
   absl::Duration interval = options_.report_interval;
   if (reg_response.has_report_interval()) {
     absl::Duration asked = services::FromProtoDuration(reg_response.report_interval());
     if (asked > absl::ZeroDuration()) interval = std::min(interval, asked);
+    interval = std::max(interval, services::kMinConfigInterval);  // never a spin
   }
   grpc::ClientContext context;
+  Attach(&context);
   onecard::v1::ReportLoadResponse response;
   std::unique_ptr<grpc::ClientWriter<onecard::v1::RouterLoadReport>> writer =
       stub_->ReportRouterLoad(&context, &response);

@@ -22,6 +22,7 @@
 #include "absl/time/time.h"
 #include "grpcpp/client_context.h"
 #include "onecard/v1/control.grpc.pb.h"
+#include "services/common/service_auth.h"
 
 namespace onecard::router {
 
@@ -35,11 +36,15 @@ struct ControlPlaneOptions {
   absl::Duration initial_backoff = absl::Milliseconds(100);
   absl::Duration max_backoff = absl::Seconds(5);
   absl::Duration rpc_timeout = absl::Seconds(2);
+  // The router's credentials (token or certificate); null: none.
+  std::shared_ptr<const services::ServiceAuth> auth;
 };
 
 class ControlPlaneClient {
  public:
-  using TableCallback = std::function<void(const onecard::v1::WorkerTable&)>;
+  // `first_of_stream`: the first table since the watch (re)connected.
+  using TableCallback =
+      std::function<void(const onecard::v1::WorkerTable& table, bool first_of_stream)>;
   using LoadSource = std::function<onecard::v1::RouterLoadReport()>;
 
   // Callbacks run on the client's threads.
@@ -61,6 +66,7 @@ class ControlPlaneClient {
   // Waits `d` or until Stop; false when stopping.
   bool SleepFor(absl::Duration d);
   bool Stopping();
+  void Attach(grpc::ClientContext* context) const;  // the router's token
 
   ControlPlaneOptions options_;
   TableCallback on_table_;

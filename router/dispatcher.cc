@@ -21,7 +21,9 @@ void Dispatcher::Run(Ready& ready) {
 
 absl::Status Dispatcher::Enqueue(Pending pending, bool ignore_bounds) {
   const DispatchRequest& r = pending.request;
-  if (!pool_.AnyUsable(pending.exclude)) {
+  // A first submission waits for a worker in the queue; a retry with
+  // nowhere else to go ends now.
+  if (!pending.exclude.empty() && !pool_.AnyUsable(pending.exclude)) {
     return absl::UnavailableError("no healthy worker");
   }
   QueueEntry entry{r.id, r.priority, r.cost_tokens, pending.first_enqueued, r.deadline};
@@ -88,7 +90,7 @@ void Dispatcher::Pump(Ready& ready) {
         queue_.Remove(id);
         End(id, Assignment{w->id, w->address, now - p.first_enqueued}, ready);
         progress = true;
-      } else if (!pool_.AnyUsable(p.exclude)) {
+      } else if (!p.exclude.empty() && !pool_.AnyUsable(p.exclude)) {
         queue_.Remove(id);
         End(id, absl::UnavailableError("no healthy worker left for the request"), ready);
         progress = true;
@@ -107,15 +109,18 @@ void Dispatcher::Pump(Ready& ready) {
 
 void Dispatcher::ExpireQueued(Ready& ready) {
   const absl::Time now = clock_->Now();
+  const std::string timeout = absl::FormatDuration(queue_.options().queue_timeout);
   for (QueueEntry& e : queue_.Expire(now)) {
     bool own_deadline =
         e.deadline <= now && e.deadline <= e.enqueued + queue_.options().queue_timeout;
-    End(e.id,
-        absl::DeadlineExceededError(
-            own_deadline ? "deadline passed while queued in the router"
-                         : absl::StrCat("waited in the router queue past the queue timeout (",
-                                        absl::FormatDuration(queue_.options().queue_timeout), ")")),
-        ready);
+    absl::Status status =
+        own_deadline ? absl::DeadlineExceededError("deadline passed while queued in the router")
+        : pool_.AnyUsable(pending_.at(e.id).exclude)
+            ? absl::DeadlineExceededError(
+                  absl::StrCat("waited in the router queue past the queue timeout (", timeout, ")"))
+            : absl::UnavailableError(
+                  absl::StrCat("no healthy worker within the queue timeout (", timeout, ")"));
+    End(e.id, std::move(status), ready);
   }
 }
 

@@ -5,11 +5,16 @@
 // A request is submitted once. It is then either placed on a worker (its
 // callback gets an Assignment and the caller must call Finish when the
 // worker call ends) or ended without one (the callback gets the status):
-//   DEADLINE_EXCEEDED  it waited past the queue timeout or its deadline;
-//   UNAVAILABLE        no healthy worker is left for it;
+//   DEADLINE_EXCEEDED  its deadline passed while it waited, or it waited past
+//                      the queue timeout with every worker busy;
+//   UNAVAILABLE        it waited the queue timeout and no healthy worker came
+//                      (a request finding none waits: a worker table being
+//                      rebuilt, an ejected worker's probe time), or, for a
+//                      retry, no worker it may use is left;
 //   CANCELLED          Cancel was called while it was queued.
-// Submit itself refuses with RESOURCE_EXHAUSTED (queue full) or UNAVAILABLE
-// (no healthy worker), and then no callback follows.
+// Submit itself refuses with RESOURCE_EXHAUSTED (queue full) only; Resubmit
+// also with UNAVAILABLE (no healthy worker but those it excludes); then no
+// callback follows.
 //
 // Dispatch happens on every event that can make room or add work (Submit,
 // Finish, SetWorkers, Tick); Tick also expires entries and lets probe times

@@ -8,9 +8,13 @@
 #include "absl/strings/str_cat.h"
 #include "services/common/proto_time.h"
 #include "services/common/status.h"
+#include "services/common/wire_message.h"
 
 namespace onecard::router {
 namespace {
+
+// A client's cancel this close to its deadline is the deadline passing.
+constexpr absl::Duration kDeadlineSlack = absl::Milliseconds(100);
 
 // How a worker call's end reflects on the worker's health.
 CallOutcome Classify(const grpc::Status& status) {
@@ -59,10 +63,10 @@ class GenerateCall::Attempt : public grpc::ClientReadReactor<onecard::v1::Genera
 };
 
 GenerateCall::GenerateCall(RouterCore* core, grpc::CallbackServerContext* context,
-                           const onecard::v1::GenerateRequest* request)
+                           const grpc::ByteBuffer& request)
     : core_(core),
       context_(context),
-      request_(request),
+      parsed_(services::ParseWireMessage(request, &request_)),
       arrived_(core->clock()->Now()),
       id_(core->NextId()) {
   core_->CallStarted();
@@ -125,7 +129,8 @@ std::optional<GenerateCall::Refusal> GenerateCall::Prepare() {
   absl::StatusOr<const Tenant*> tenant = core_->keys().Authenticate(authorization);
   if (!tenant.ok()) return Refusal{tenant.status(), RejectReason::kUnauthenticated};
   tenant_ = *tenant;
-  absl::StatusOr<PreparedRequest> prepared = core_->preparer().Prepare(*request_, *tenant_);
+  if (!parsed_.ok()) return Refusal{parsed_, RejectReason::kInvalidArgument};
+  absl::StatusOr<PreparedRequest> prepared = core_->preparer().Prepare(request_, *tenant_);
   if (!prepared.ok()) {
     bool denied = prepared.status().code() == absl::StatusCode::kPermissionDenied;
     return Refusal{prepared.status(),
@@ -175,7 +180,7 @@ void GenerateCall::OnDispatched(absl::StatusOr<Assignment> assignment) {
     } else if (code == absl::StatusCode::kUnavailable) {
       core_->metrics().Rejected(RejectReason::kNoWorker);
     }
-    End(assignment.status());
+    End(code == absl::StatusCode::kCancelled ? ClientGone() : assignment.status());
     Unref();
     return;
   }
@@ -194,7 +199,7 @@ void GenerateCall::OnDispatched(absl::StatusOr<Assignment> assignment) {
   }
   if (attempt == nullptr) {
     core_->dispatcher().Finish(assignment->worker_id, CallOutcome::kNeutral);
-    End(absl::CancelledError("cancelled by the client"));
+    End(ClientGone());
   } else {
     if (first) core_->metrics().QueueWait(prepared_.priority, assignment->queue_wait);
     StartAttempt(attempt);
@@ -206,6 +211,7 @@ void GenerateCall::StartAttempt(Attempt* attempt) {
   if (deadline_ != absl::InfiniteFuture()) {
     attempt->context.set_deadline(absl::ToChronoTime(deadline_));
   }
+  core_->AttachCredentials(&attempt->context);
   onecard::v1::Worker::Stub* stub = core_->Stub(attempt->assignment.address);
   stub->async()->Generate(&attempt->context, &prepared_.worker_request, attempt);
   attempt->AddHold();  // reads are started from OnWriteDone, outside its reactions
@@ -232,12 +238,13 @@ void GenerateCall::OnChunk(Attempt* attempt, bool ok) {
       }
       tokens_sent_ += out_.token_ids_size();
       if (out_.finish_reason() != onecard::v1::FINISH_REASON_UNSPECIFIED) RewriteTiming(&out_);
+      out_bytes_ = services::ToByteBuffer(out_);
       write_in_flight_ = true;
     }
   }
   if (ttft.has_value()) core_->metrics().FirstToken(prepared_.priority, *ttft);
   if (forward) {
-    StartWrite(&out_);
+    StartWrite(&out_bytes_);
   } else {
     attempt->StartRead(&attempt->chunk);  // drain the cancelled stream to its end
   }
@@ -302,7 +309,7 @@ void GenerateCall::OnAttemptDone(Attempt* attempt, const grpc::Status& status) {
   if (status.ok()) {
     End(absl::OkStatus());
   } else if (cancelled) {
-    End(absl::CancelledError("cancelled by the client"));
+    End(ClientGone());
   } else if (tokens == 0 && attempts < 2 && Retryable(status.error_code()) &&
              core_->clock()->Now() < deadline_) {
     Retry(*attempt, status);
@@ -384,6 +391,16 @@ void GenerateCall::FinishNow(const absl::Status& status) {
                             core_->clock()->Now() - arrived_);
   services::AddStatusTrailers(status, context_);
   Finish(services::ToGrpcStatus(status));
+}
+
+absl::Status GenerateCall::ClientGone() const {
+  // The deadline is the client's (a wall-clock time), not the router's clock.
+  // At its deadline the client library cancels the call itself, so the
+  // cancel may arrive a moment before the router's own deadline timer fires.
+  if (absl::Now() + kDeadlineSlack >= services::DeadlineFromChrono(context_->deadline())) {
+    return absl::DeadlineExceededError("the client's deadline passed");
+  }
+  return absl::CancelledError("cancelled by the client");
 }
 
 void GenerateCall::OnDone() { Unref(); }

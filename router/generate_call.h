@@ -3,9 +3,12 @@
 //
 // Start: draining? -> API key -> validation and tokenization -> deadline ->
 // the tenant's token buckets -> the dispatcher's queue. A refusal finishes
-// the call at once: UNAVAILABLE (draining, no healthy worker),
-// UNAUTHENTICATED, INVALID_ARGUMENT / PERMISSION_DENIED (naming the field),
-// RESOURCE_EXHAUSTED with a `retry-after-ms` trailer (rate limit, full queue).
+// the call at once: UNAVAILABLE (draining), UNAUTHENTICATED,
+// INVALID_ARGUMENT / PERMISSION_DENIED (naming the field), RESOURCE_EXHAUSTED
+// with a `retry-after-ms` trailer (rate limit, full queue). A request that
+// finds no healthy worker waits in the queue; UNAVAILABLE when none came
+// within the queue timeout. A client that leaves ends the call CANCELLED, or
+// DEADLINE_EXCEEDED when its deadline passed.
 //
 // Proxy: one worker chunk is read, written to the client, and only then is
 // the next one read, so a slow client slows its worker stream and nothing
@@ -37,6 +40,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "grpcpp/client_context.h"
+#include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/client_callback.h"
 #include "grpcpp/support/server_callback.h"
 #include "onecard/v1/generation.pb.h"
@@ -44,10 +48,13 @@
 
 namespace onecard::router {
 
-class GenerateCall : public grpc::ServerWriteReactor<onecard::v1::GenerateResponse> {
+class GenerateCall : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
+  // `request` is the call's encoded request (the method is raw: see
+  // services/common/wire_message.h); one that does not parse is refused with
+  // INVALID_ARGUMENT naming the field, once the API key has been checked.
   GenerateCall(RouterCore* core, grpc::CallbackServerContext* context,
-               const onecard::v1::GenerateRequest* request);
+               const grpc::ByteBuffer& request);
   ~GenerateCall() override;
   // Admission; the call may be finished (or streaming) when it returns.
   void Start();
@@ -73,13 +80,17 @@ class GenerateCall : public grpc::ServerWriteReactor<onecard::v1::GenerateRespon
   void Retry(const Attempt& failed, const grpc::Status& status);
   void End(absl::Status status);
   void FinishNow(const absl::Status& status);
+  // What a call the client has left ends with: DEADLINE_EXCEEDED when its
+  // deadline has passed (gRPC cancels the call then), else CANCELLED.
+  absl::Status ClientGone() const;
   void RewriteTiming(onecard::v1::GenerateResponse* chunk);
   void Ref();
   void Unref();
 
   RouterCore* const core_;
   grpc::CallbackServerContext* const context_;
-  const onecard::v1::GenerateRequest* const request_;
+  onecard::v1::GenerateRequest request_;
+  absl::Status parsed_;  // ParseWireMessage's status for request_
   const absl::Time arrived_;
   const uint64_t id_;
 
@@ -101,7 +112,8 @@ class GenerateCall : public grpc::ServerWriteReactor<onecard::v1::GenerateRespon
   absl::Duration router_queue_wait_ ABSL_GUARDED_BY(mu_);
   absl::Time first_token_at_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   int64_t tokens_sent_ ABSL_GUARDED_BY(mu_) = 0;
-  onecard::v1::GenerateResponse out_;  // owned by the one write in flight
+  onecard::v1::GenerateResponse out_;  // the chunk being forwarded
+  grpc::ByteBuffer out_bytes_;         // out_ encoded: owned by the one write in flight
 };
 
 }  // namespace onecard::router

@@ -23,6 +23,7 @@
 #include "services/common/flag_names.h"
 #include "services/common/proto_time.h"
 #include "services/common/server_main.h"
+#include "services/common/service_auth_flags.h"
 
 ABSL_FLAG(std::string, config, "", "Config file (YAML or JSON)");
 ABSL_FLAG(std::string, model, "", "Model whose tokenizer and chat template the router uses");
@@ -41,7 +42,13 @@ ABSL_FLAG(std::string, queue_timeout, "", "Longest wait in the router queue, e.g
 ABSL_FLAG(std::string, aging_step, "", "Queue aging: one class up per this much waiting, e.g. 5s");
 ABSL_FLAG(std::string, fifo, "", "true: arrival order only (benchmark baseline)");
 ABSL_FLAG(int32_t, default_max_tokens, -1, "max_tokens of requests that set none");
+ABSL_FLAG(std::string, public_tls_cert, "", "TLS certificate of the public port (public_tls)");
+ABSL_FLAG(std::string, public_tls_key, "", "Its private key (public_tls.key_file)");
+ABSL_FLAG(std::string, allow_unauthenticated, "",
+          "true: with no tenants, serve every caller without a key (local development only)");
 ABSL_FLAG(std::string, grace_period, "", "Drain time on SIGTERM, e.g. 30s");
+ABSL_FLAG(std::string, stale_worker_grace, "",
+          "After a control-plane restart, keep workers it does not list yet this long, e.g. 10s");
 
 namespace onecard::router {
 namespace {
@@ -70,6 +77,18 @@ absl::Status OverrideDuration(const std::string& flag, const char* name,
   return absl::OkStatus();
 }
 
+// A true/false flag into `message`'s field through `set`; empty: unchanged.
+template <typename Message>
+absl::Status OverrideBool(const std::string& flag, const char* name, Message* message,
+                          void (Message::*set)(bool)) {
+  if (flag == "true" || flag == "false") {
+    (message->*set)(flag == "true");
+  } else if (!flag.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("--", name, ": expected true or false"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Override(onecard::v1::RouterConfig* c) {
   const auto set = [](const std::string& flag, std::string* field) {
     if (!flag.empty()) *field = flag;
@@ -82,6 +101,9 @@ absl::Status Override(onecard::v1::RouterConfig* c) {
   set(absl::GetFlag(FLAGS_advertise), c->mutable_advertise_address());
   set(absl::GetFlag(FLAGS_router_id), c->mutable_router_id());
   set(absl::GetFlag(FLAGS_dns_workers), c->mutable_dispatch()->mutable_dns_workers());
+  set(absl::GetFlag(FLAGS_public_tls_cert), c->mutable_public_tls()->mutable_cert_file());
+  set(absl::GetFlag(FLAGS_public_tls_key), c->mutable_public_tls()->mutable_key_file());
+  services::OverrideServiceAuthFromFlags(c->mutable_service_auth());
   for (absl::string_view w :
        absl::StrSplit(absl::GetFlag(FLAGS_static_workers), ',', absl::SkipWhitespace())) {
     c->mutable_dispatch()->add_static_workers(std::string(w));
@@ -92,16 +114,16 @@ absl::Status Override(onecard::v1::RouterConfig* c) {
   if (int32_t v = absl::GetFlag(FLAGS_queue_max_depth); v >= 0)
     c->mutable_queue()->set_max_depth(v);
   if (int32_t v = absl::GetFlag(FLAGS_default_max_tokens); v >= 0) c->set_default_max_tokens(v);
-  const std::string fifo = absl::GetFlag(FLAGS_fifo);
-  if (fifo == "true" || fifo == "false") {
-    c->mutable_queue()->set_fifo(fifo == "true");
-  } else if (!fifo.empty()) {
-    return absl::InvalidArgumentError("--fifo: expected true or false");
-  }
+  RETURN_IF_ERROR(OverrideBool(absl::GetFlag(FLAGS_fifo), "fifo", c->mutable_queue(),
+                               &onecard::v1::QueueConfig::set_fifo));
+  RETURN_IF_ERROR(OverrideBool(absl::GetFlag(FLAGS_allow_unauthenticated), "allow-unauthenticated",
+                               c, &onecard::v1::RouterConfig::set_allow_unauthenticated));
   RETURN_IF_ERROR(OverrideDuration(absl::GetFlag(FLAGS_queue_timeout), "queue-timeout",
                                    c->mutable_queue()->mutable_queue_timeout()));
   RETURN_IF_ERROR(OverrideDuration(absl::GetFlag(FLAGS_aging_step), "aging-step",
                                    c->mutable_queue()->mutable_aging_step()));
+  RETURN_IF_ERROR(OverrideDuration(absl::GetFlag(FLAGS_stale_worker_grace), "stale-worker-grace",
+                                   c->mutable_dispatch()->mutable_stale_worker_grace()));
   return OverrideDuration(absl::GetFlag(FLAGS_grace_period), "grace-period",
                           c->mutable_timeouts()->mutable_grace_period());
 }

@@ -7,10 +7,16 @@
 #include "absl/strings/str_cat.h"
 #include "engine/common/status_macros.h"
 #include "router/request_prep.h"
+#include "services/common/config_bounds.h"
 #include "services/common/proto_time.h"
 
 namespace onecard::router {
 namespace {
+
+constexpr int64_t kMaxQueueDepth = 1000000;
+constexpr int64_t kMaxInFlightPerWorker = 100000;
+constexpr int64_t kMaxEjectAfterFailures = 1000000;
+constexpr double kMaxRate = 1e12;  // requests or tokens a second, and bursts
 
 using google::protobuf::Duration;
 using services::FromProtoDuration;
@@ -23,16 +29,9 @@ void DefaultString(std::string* s, const char* value) {
   if (s->empty()) *s = value;
 }
 
-absl::Status NonNegative(const Duration& d, absl::string_view field) {
-  if (FromProtoDuration(d) < absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(absl::StrCat(field, ": must not be negative"));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status Positive(int64_t v, absl::string_view field) {
-  if (v <= 0) return absl::InvalidArgumentError(absl::StrCat(field, ": must be > 0"));
-  return absl::OkStatus();
+absl::Status Within(const Duration& d, absl::string_view field, absl::Duration lo,
+                    absl::Duration hi = services::kMaxConfigDuration) {
+  return services::CheckDurationRange(field, FromProtoDuration(d), lo, hi);
 }
 
 absl::Status ValidateTenant(const onecard::v1::TenantConfig& t, int i) {
@@ -41,9 +40,7 @@ absl::Status ValidateTenant(const onecard::v1::TenantConfig& t, int i) {
                              std::pair{t.request_burst(), "request_burst"},
                              std::pair{t.tokens_per_second(), "tokens_per_second"},
                              std::pair{t.token_burst(), "token_burst"}}) {
-    if (!(value >= 0)) {
-      return absl::InvalidArgumentError(absl::StrCat(field, ".", name, ": must be >= 0"));
-    }
+    RETURN_IF_ERROR(services::CheckDoubleRange(absl::StrCat(field, ".", name), value, 0, kMaxRate));
   }
   if (!onecard::v1::Priority_IsValid(t.max_priority())) {
     return absl::InvalidArgumentError(absl::StrCat(field, ".max_priority: unknown class"));
@@ -51,25 +48,60 @@ absl::Status ValidateTenant(const onecard::v1::TenantConfig& t, int i) {
   return absl::OkStatus();
 }
 
-absl::Status Validate(const onecard::v1::RouterConfig& c) {
-  RETURN_IF_ERROR(Positive(c.queue().max_depth(), "queue.max_depth"));
-  RETURN_IF_ERROR(Positive(c.queue().max_depth_per_class(), "queue.max_depth_per_class"));
-  RETURN_IF_ERROR(NonNegative(c.queue().queue_timeout(), "queue.queue_timeout"));
-  RETURN_IF_ERROR(NonNegative(c.queue().aging_step(), "queue.aging_step"));
-  RETURN_IF_ERROR(NonNegative(c.queue().cost_per_token(), "queue.cost_per_token"));
-  RETURN_IF_ERROR(NonNegative(c.queue().max_cost_term(), "queue.max_cost_term"));
-  RETURN_IF_ERROR(NonNegative(c.timeouts().default_deadline(), "timeouts.default_deadline"));
-  RETURN_IF_ERROR(NonNegative(c.timeouts().max_deadline(), "timeouts.max_deadline"));
-  if (c.dispatch().max_in_flight_per_worker() < 0) {
-    return absl::InvalidArgumentError("dispatch.max_in_flight_per_worker: must be >= 0");
-  }
-  RETURN_IF_ERROR(Positive(c.dispatch().eject_after_failures(), "dispatch.eject_after_failures"));
+// The queue and the deadlines: sizes and waits.
+absl::Status ValidateQueue(const onecard::v1::RouterConfig& c) {
+  const onecard::v1::QueueConfig& q = c.queue();
+  RETURN_IF_ERROR(services::CheckRange("queue.max_depth", q.max_depth(), 1, kMaxQueueDepth));
+  RETURN_IF_ERROR(services::CheckRange("queue.max_depth_per_class", q.max_depth_per_class(), 1,
+                                       kMaxQueueDepth));
+  const absl::Duration zero = absl::ZeroDuration();
+  RETURN_IF_ERROR(Within(q.queue_timeout(), "queue.queue_timeout", zero));
+  RETURN_IF_ERROR(Within(q.aging_step(), "queue.aging_step", zero));
+  RETURN_IF_ERROR(Within(q.cost_per_token(), "queue.cost_per_token", zero, absl::Hours(1)));
+  RETURN_IF_ERROR(Within(q.max_cost_term(), "queue.max_cost_term", zero));
+  const onecard::v1::TimeoutConfig& t = c.timeouts();
+  RETURN_IF_ERROR(Within(t.default_deadline(), "timeouts.default_deadline", zero));
+  RETURN_IF_ERROR(Within(t.max_deadline(), "timeouts.max_deadline", zero));
+  RETURN_IF_ERROR(Within(t.worker_connect_timeout(), "timeouts.worker_connect_timeout",
+                         services::kMinConfigInterval, absl::Hours(1)));
+  return Within(t.grace_period(), "timeouts.grace_period", zero);
+}
+
+// Dispatch, message sizes and the periods of the router's own loops.
+absl::Status ValidateDispatch(const onecard::v1::RouterConfig& c) {
+  const onecard::v1::DispatchConfig& d = c.dispatch();
+  RETURN_IF_ERROR(services::CheckRange("dispatch.max_in_flight_per_worker",
+                                       d.max_in_flight_per_worker(), 0, kMaxInFlightPerWorker));
+  RETURN_IF_ERROR(services::CheckRange("dispatch.eject_after_failures", d.eject_after_failures(), 1,
+                                       kMaxEjectAfterFailures));
+  RETURN_IF_ERROR(Within(d.probe_interval(), "dispatch.probe_interval",
+                         services::kMinConfigInterval, absl::Hours(1)));
+  RETURN_IF_ERROR(Within(d.stale_worker_grace(), "dispatch.stale_worker_grace",
+                         absl::ZeroDuration(), absl::Hours(1)));
+  RETURN_IF_ERROR(services::CheckRange("dispatch.affinity_prefix_tokens",
+                                       d.affinity_prefix_tokens(), 1, services::kMaxTokens));
+  RETURN_IF_ERROR(services::CheckRange("max_request_bytes", c.max_request_bytes(), 1,
+                                       services::kMaxMessageBytes));
   RETURN_IF_ERROR(
-      Positive(c.dispatch().affinity_prefix_tokens(), "dispatch.affinity_prefix_tokens"));
-  RETURN_IF_ERROR(Positive(c.max_request_bytes(), "max_request_bytes"));
-  RETURN_IF_ERROR(Positive(c.default_max_tokens(), "default_max_tokens"));
+      services::CheckRange("default_max_tokens", c.default_max_tokens(), 1, services::kMaxTokens));
+  RETURN_IF_ERROR(Within(c.load_report_interval(), "load_report_interval",
+                         services::kMinConfigInterval, absl::Hours(1)));
+  RETURN_IF_ERROR(Within(c.reconnect().initial_backoff(), "reconnect.initial_backoff",
+                         services::kMinConfigInterval, absl::Hours(1)));
+  return Within(c.reconnect().max_backoff(), "reconnect.max_backoff",
+                FromProtoDuration(c.reconnect().initial_backoff()), absl::Hours(1));
+}
+
+absl::Status Validate(const onecard::v1::RouterConfig& c) {
+  RETURN_IF_ERROR(ValidateQueue(c));
+  RETURN_IF_ERROR(ValidateDispatch(c));
   if (c.model_path().empty()) {
     return absl::InvalidArgumentError("model_path: required (the tokenizer comes from it)");
+  }
+  if (c.tenants_size() == 0 && !c.allow_unauthenticated()) {
+    return absl::InvalidArgumentError(
+        "tenants: none configured, so every caller would be served without an API key; add "
+        "tenants, or set allow_unauthenticated: true (--allow-unauthenticated) for local use");
   }
   for (int i = 0; i < c.tenants_size(); ++i) RETURN_IF_ERROR(ValidateTenant(c.tenants(i), i));
   return absl::OkStatus();
@@ -95,6 +127,7 @@ void ApplyRouterDefaults(onecard::v1::RouterConfig* c) {
   onecard::v1::DispatchConfig* d = c->mutable_dispatch();
   if (d->eject_after_failures() == 0) d->set_eject_after_failures(3);
   DefaultDuration(d->mutable_probe_interval(), absl::Seconds(5));
+  DefaultDuration(d->mutable_stale_worker_grace(), absl::Seconds(10));
   if (d->affinity_prefix_tokens() == 0) d->set_affinity_prefix_tokens(64);
   if (c->max_request_bytes() == 0) c->set_max_request_bytes(4 << 20);
   DefaultDuration(c->mutable_load_report_interval(), absl::Milliseconds(250));
@@ -137,6 +170,7 @@ absl::StatusOr<RouterOptions> ResolveRouterOptions(const onecard::v1::RouterConf
   o.load_report_interval = FromProtoDuration(c.load_report_interval());
   o.reconnect_initial_backoff = FromProtoDuration(c.reconnect().initial_backoff());
   o.reconnect_max_backoff = FromProtoDuration(c.reconnect().max_backoff());
+  o.stale_worker_grace = FromProtoDuration(c.dispatch().stale_worker_grace());
   return o;
 }
 

@@ -33,6 +33,7 @@ struct RouterOptions {
   absl::Duration load_report_interval;
   absl::Duration reconnect_initial_backoff;
   absl::Duration reconnect_max_backoff;
+  absl::Duration stale_worker_grace;  // dispatch.stale_worker_grace
 };
 
 void ApplyRouterDefaults(onecard::v1::RouterConfig* config);

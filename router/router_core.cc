@@ -10,12 +10,14 @@
 namespace onecard::router {
 
 RouterCore::RouterCore(const RouterOptions& options, ApiKeys keys, const RequestPreparer* preparer,
-                       RouterMetrics* metrics, const Clock* clock)
+                       RouterMetrics* metrics, const Clock* clock,
+                       std::shared_ptr<const services::ServiceAuth> auth)
     : options_(options),
       clock_(clock),
       keys_(std::move(keys)),
       preparer_(preparer),
       metrics_(metrics),
+      auth_(std::move(auth)),
       limiter_(clock),
       dispatcher_(options.queue, options.pool, clock) {
   std::vector<TenantSpec> tenants = options.tenants;
@@ -32,10 +34,16 @@ onecard::v1::Worker::Stub* RouterCore::Stub(const std::string& address) {
     // Reconnect quickly after a worker restarts; ejection limits the retries.
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
-    auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+    auto channel = grpc::CreateCustomChannel(
+        address,
+        auth_ != nullptr ? auth_->ChannelCredentials() : grpc::InsecureChannelCredentials(), args);
     it = stubs_.emplace(address, onecard::v1::Worker::NewStub(channel)).first;
   }
   return it->second.get();
+}
+
+void RouterCore::AttachCredentials(grpc::ClientContext* context) const {
+  if (auth_ != nullptr) auth_->Attach(services::ServiceRole::kRouter, context);
 }
 
 void RouterCore::CallStarted() {

@@ -24,14 +24,18 @@
 #include "router/router_config.h"
 #include "router/router_metrics.h"
 #include "router/token_bucket.h"
+#include "services/common/service_auth.h"
 
 namespace onecard::router {
 
 class RouterCore {
  public:
-  // `preparer` and `metrics` must outlive the core.
+  // `preparer` and `metrics` must outlive the core. `auth` (the router's
+  // credentials towards workers; null: none) makes the worker channels and
+  // marks each worker call (AttachCredentials).
   RouterCore(const RouterOptions& options, ApiKeys keys, const RequestPreparer* preparer,
-             RouterMetrics* metrics, const Clock* clock);
+             RouterMetrics* metrics, const Clock* clock,
+             std::shared_ptr<const services::ServiceAuth> auth = nullptr);
 
   const RouterOptions& options() const { return options_; }
   const Clock* clock() const { return clock_; }
@@ -43,6 +47,8 @@ class RouterCore {
 
   // The stub for a worker address (created on first use, then shared).
   onecard::v1::Worker::Stub* Stub(const std::string& address);
+  // Adds the router's token to a call to a worker (token mode).
+  void AttachCredentials(grpc::ClientContext* context) const;
   uint64_t NextId() { return next_id_.fetch_add(1) + 1; }
 
   bool draining() const { return draining_.load(); }
@@ -59,6 +65,7 @@ class RouterCore {
   ApiKeys keys_;
   const RequestPreparer* preparer_;
   RouterMetrics* metrics_;
+  const std::shared_ptr<const services::ServiceAuth> auth_;
   RateLimiter limiter_;
   Dispatcher dispatcher_;
   std::atomic<uint64_t> next_id_{0};

@@ -32,8 +32,17 @@ RouterServer::~RouterServer() {
 
 absl::Status RouterServer::Init(const onecard::v1::RouterConfig& config) {
   ASSIGN_OR_RETURN(options_, ResolveRouterOptions(config));
+  {
+    absl::MutexLock lock(&mu_);
+    control_plane_table_.emplace(options_.stale_worker_grace);
+  }
   const onecard::v1::RouterConfig& c = options_.config;
   ASSIGN_OR_RETURN(ApiKeys keys, ApiKeys::Create(options_.tenants));
+  if (keys.open()) {
+    Log(LogLevel::kWarn, "router",
+        "NO TENANTS (allow_unauthenticated): every caller is served without an API key, with no "
+        "rate limits and every priority; for local development only");
+  }
   ASSIGN_OR_RETURN(RoutingModel model, LoadRoutingModel(c.model_path(), c.model_name()));
   model_.emplace(std::move(model));
   preparer_ = std::make_unique<RequestPreparer>(
@@ -44,8 +53,10 @@ absl::Status RouterServer::Init(const onecard::v1::RouterConfig& config) {
   std::vector<std::string> tenant_names;
   for (const TenantSpec& spec : options_.tenants) tenant_names.push_back(spec.tenant.name);
   router_metrics_->DeclareTenants(tenant_names);
+  ASSIGN_OR_RETURN(auth_, services::ServiceAuth::Create(
+                              {c.service_auth(), "router", {services::ServiceRole::kRouter}}));
   core_ = std::make_unique<RouterCore>(options_, std::move(keys), preparer_.get(),
-                                       router_metrics_.get(), RealClock::Get());
+                                       router_metrics_.get(), RealClock::Get(), auth_);
   metrics_address_ = metrics_->address();
   gauges_ = RouterMetrics::GaugeCollectable([core = core_.get()] { return core->Gauges(); });
   metrics_->Add(gauges_);  // the exposer holds it weakly
@@ -67,8 +78,11 @@ absl::Status RouterServer::StartGrpc() {
   // Past max_request_bytes the preparer answers INVALID_ARGUMENT naming the
   // request; far past it gRPC refuses the message itself.
   builder.SetMaxReceiveMessageSize(options_.config.max_request_bytes() + (1 << 20));
+  ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
+                   services::PublicServerCredentials(options_.config.public_tls(), "public_tls"));
   ASSIGN_OR_RETURN(services::StartedServer started,
-                   services::StartGrpcServer(&builder, options_.config.listen_address()));
+                   services::StartGrpcServer(&builder, options_.config.listen_address(),
+                                             std::move(credentials)));
   server_ = std::move(started.server);
   port_ = started.port;
   address_ = started.address;
@@ -87,8 +101,9 @@ void RouterServer::StartControlPlane() {
   o.report_interval = options_.load_report_interval;
   o.initial_backoff = options_.reconnect_initial_backoff;
   o.max_backoff = options_.reconnect_max_backoff;
+  o.auth = auth_;
   control_plane_ = std::make_unique<ControlPlaneClient>(
-      o, [this](const onecard::v1::WorkerTable& t) { OnControlPlaneTable(t); },
+      o, [this](const onecard::v1::WorkerTable& t, bool first) { OnControlPlaneTable(t, first); },
       [this] { return LoadReport(); });
   control_plane_->Start();
 }
@@ -110,7 +125,11 @@ void RouterServer::TickLoop() {
 }
 
 void RouterServer::TableLoop() {
-  while (SleepFor(kTableRefresh)) RefreshStaticTable();
+  while (SleepFor(kTableRefresh)) {
+    RefreshStaticTable();
+    absl::MutexLock lock(&mu_);
+    if (control_plane_table_->Expire(absl::Now())) ApplyTable();
+  }
 }
 
 void RouterServer::RefreshStaticTable() {
@@ -131,6 +150,7 @@ void RouterServer::RefreshStaticTable() {
     }
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(absl::Now() + options_.worker_connect_timeout));
+    core_->AttachCredentials(&context);
     onecard::v1::WorkerInfo info;
     if (core_->Stub(address)->GetInfo(&context, onecard::v1::GetInfoRequest(), &info).ok()) {
       absl::MutexLock lock(&mu_);
@@ -142,17 +162,24 @@ void RouterServer::RefreshStaticTable() {
   ApplyTable();
 }
 
-void RouterServer::OnControlPlaneTable(const onecard::v1::WorkerTable& table) {
+void RouterServer::OnControlPlaneTable(const onecard::v1::WorkerTable& table,
+                                       bool first_of_stream) {
   absl::MutexLock lock(&mu_);
-  control_plane_table_ =
-      FromWorkerTable(table, "", options_.config.dispatch().max_in_flight_per_worker());
+  control_plane_table_->Apply(
+      FromWorkerTable(table, "", options_.config.dispatch().max_in_flight_per_worker()),
+      first_of_stream, absl::Now());
+  if (first_of_stream && control_plane_table_->stale() > 0) {
+    Log(LogLevel::kInfo, "router",
+        "control plane watch reconnected: keeping %d workers it does not list yet for %s",
+        control_plane_table_->stale(), absl::FormatDuration(options_.stale_worker_grace));
+  }
   ApplyTable();
 }
 
 void RouterServer::ApplyTable() {
   if (stopping_) return;
-  core_->dispatcher().SetWorkers(control_plane_table_.empty() ? static_table_
-                                                              : control_plane_table_);
+  const std::vector<WorkerDesc>& control_plane = control_plane_table_->workers();
+  core_->dispatcher().SetWorkers(control_plane.empty() ? static_table_ : control_plane);
 }
 
 onecard::v1::RouterLoadReport RouterServer::LoadReport() {

@@ -6,10 +6,13 @@
 // reports to the control plane.
 //
 // Worker table: while the control plane offers at least one worker for the
-// model, its table is used (and kept while the control plane is away);
+// model, its table is used (and kept while the control plane is away; after
+// the watch reconnects, workers the restarted control plane does not list
+// yet are kept for dispatch.stale_worker_grace: WorkerTableKeeper);
 // otherwise the static/DNS endpoints, refreshed every `table_refresh`, with
 // each worker's capacity from its GetInfo (max_num_seqs) unless
-// dispatch.max_in_flight_per_worker is set.
+// dispatch.max_in_flight_per_worker is set. A request that finds no healthy
+// worker waits in the queue (Dispatcher) for the table to fill.
 //
 // Life cycle: Start binds both listeners (port 0 picks free ones) and serves
 // (health SERVING). Drain (SIGTERM): health NOT_SERVING, new requests get
@@ -37,7 +40,9 @@
 #include "router/router_core.h"
 #include "router/router_metrics.h"
 #include "router/router_service.h"
+#include "router/table_keeper.h"
 #include "services/common/metrics_server.h"
+#include "services/common/service_auth.h"
 
 namespace onecard::router {
 
@@ -66,7 +71,7 @@ class RouterServer {
   void TickLoop();
   void TableLoop();
   void RefreshStaticTable();
-  void OnControlPlaneTable(const onecard::v1::WorkerTable& table);
+  void OnControlPlaneTable(const onecard::v1::WorkerTable& table, bool first_of_stream);
   void ApplyTable() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   onecard::v1::RouterLoadReport LoadReport();
   bool SleepFor(absl::Duration d);
@@ -74,6 +79,7 @@ class RouterServer {
   RouterOptions options_;
   std::optional<RoutingModel> model_;
   std::unique_ptr<RequestPreparer> preparer_;
+  std::shared_ptr<const services::ServiceAuth> auth_;
   std::unique_ptr<services::MetricsServer> metrics_;
   std::unique_ptr<RouterMetrics> router_metrics_;
   std::shared_ptr<prometheus::Collectable> gauges_;
@@ -90,7 +96,7 @@ class RouterServer {
   absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
-  std::vector<WorkerDesc> control_plane_table_ ABSL_GUARDED_BY(mu_);
+  std::optional<WorkerTableKeeper> control_plane_table_ ABSL_GUARDED_BY(mu_);
   std::vector<WorkerDesc> static_table_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, onecard::v1::WorkerInfo> infos_ ABSL_GUARDED_BY(mu_);
   int64_t last_admitted_ ABSL_GUARDED_BY(mu_) = 0;

@@ -3,6 +3,7 @@
 
 #include "router/generate_call.h"
 #include "services/common/status.h"
+#include "services/common/wire_message.h"
 
 namespace onecard::router {
 namespace {
@@ -23,19 +24,23 @@ grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* context, const absl:
 
 }  // namespace
 
-grpc::ServerWriteReactor<onecard::v1::GenerateResponse>* RouterService::Generate(
-    grpc::CallbackServerContext* context, const onecard::v1::GenerateRequest* request) {
-  auto* call = new GenerateCall(core_, context, request);  // deletes itself
+grpc::ServerWriteReactor<grpc::ByteBuffer>* RouterService::Generate(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
+  auto* call = new GenerateCall(core_, context, *request);  // deletes itself
   call->Start();
   return call;
 }
 
 grpc::ServerUnaryReactor* RouterService::Tokenize(grpc::CallbackServerContext* context,
-                                                  const onecard::v1::TokenizeRequest* request,
-                                                  onecard::v1::TokenizeResponse* response) {
+                                                  const grpc::ByteBuffer* request,
+                                                  grpc::ByteBuffer* response) {
   if (absl::Status s = CheckKey(*core_, context); !s.ok()) return Done(context, s);
-  absl::StatusOr<onecard::v1::TokenizeResponse> r = core_->preparer().Tokenize(*request);
-  if (r.ok()) *response = std::move(*r);
+  onecard::v1::TokenizeRequest parsed;
+  if (absl::Status s = services::ParseWireMessage(*request, &parsed); !s.ok()) {
+    return Done(context, s);
+  }
+  absl::StatusOr<onecard::v1::TokenizeResponse> r = core_->preparer().Tokenize(parsed);
+  if (r.ok()) *response = services::ToByteBuffer(*r);
   return Done(context, r.status());
 }
 

@@ -1,6 +1,8 @@
 // RouterService: the router's onecard.v1.Generation service. Handlers hold
 // no logic: Generate starts a GenerateCall; Tokenize and ListModels check
-// the API key and answer from the RequestPreparer.
+// the API key and answer from the RequestPreparer. Generate and Tokenize are
+// raw methods (services/common/wire_message.h), so that invalid UTF-8 is
+// INVALID_ARGUMENT naming the field, not gRPC's empty UNIMPLEMENTED.
 // Tested by tests/router/router_service_test.cc (over gRPC, fake workers).
 #ifndef ONECARD_ROUTER_ROUTER_SERVICE_H_
 #define ONECARD_ROUTER_ROUTER_SERVICE_H_
@@ -10,15 +12,19 @@
 
 namespace onecard::router {
 
-class RouterService final : public onecard::v1::Generation::CallbackService {
+using RouterServiceBase = onecard::v1::Generation::WithRawCallbackMethod_Generate<
+    onecard::v1::Generation::WithRawCallbackMethod_Tokenize<
+        onecard::v1::Generation::WithCallbackMethod_ListModels<onecard::v1::Generation::Service>>>;
+
+class RouterService final : public RouterServiceBase {
  public:
   explicit RouterService(RouterCore* core) : core_(core) {}
 
-  grpc::ServerWriteReactor<onecard::v1::GenerateResponse>* Generate(
-      grpc::CallbackServerContext* context, const onecard::v1::GenerateRequest* request) override;
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* Generate(grpc::CallbackServerContext* context,
+                                                       const grpc::ByteBuffer* request) override;
   grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* context,
-                                     const onecard::v1::TokenizeRequest* request,
-                                     onecard::v1::TokenizeResponse* response) override;
+                                     const grpc::ByteBuffer* request,
+                                     grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* ListModels(grpc::CallbackServerContext* context,
                                        const onecard::v1::ListModelsRequest* request,
                                        onecard::v1::ListModelsResponse* response) override;

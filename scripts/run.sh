@@ -9,7 +9,8 @@
 # the worker in its table, streams one chat answer through the router, and
 # prints the endpoints. Then it keeps serving until Ctrl-C; --once stops
 # after the answer. --prometheus also runs Prometheus (deploy/prometheus)
-# scraping the three. Logs and the cluster config go to a temp directory.
+# scraping the three. Logs, the cluster config and the services' role tokens
+# (service_auth) go to a temp directory.
 # Tested by tests/integration/ops_run_script_test.cc (--once).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -76,8 +77,13 @@ trap stop_all EXIT
 
 # --- the cluster config (deploy/local/cluster.yaml, filled in) -------------
 KEY_SHA256=$(printf '%s' "$API_KEY" | sha256sum | cut -d' ' -f1)
+# One fresh token per service role, readable by this user only.
+(umask 077 && for role in worker router; do
+  od -An -tx1 -N32 /dev/urandom | tr -d ' \n' > "$RUN_DIR/$role.token"
+done)
 sed -e "s|@MODEL_PATH@|$PWD/$MODEL|g" -e "s|@BACKEND@|$BACKEND|g" \
-  -e "s|@API_KEY_SHA256@|$KEY_SHA256|g" deploy/local/cluster.yaml > "$RUN_DIR/cluster.yaml"
+  -e "s|@API_KEY_SHA256@|$KEY_SHA256|g" -e "s|@RUN_DIR@|$RUN_DIR|g" \
+  deploy/local/cluster.yaml > "$RUN_DIR/cluster.yaml"
 
 # start NAME BINARY ARGS...: runs it in the background, stdout and stderr in
 # RUN_DIR/NAME.out and NAME.log.

@@ -16,9 +16,10 @@ RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-ins
 WORKDIR /src
 COPY . .
 RUN cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=Release -DONECARD_CUDA=OFF \
-    && cmake --build /build --target onecard-metrics \
+    && cmake --build /build --target onecard-metrics onecard-health-probe \
     && install -D /build/services/metrics/onecard-metrics /out/usr/local/bin/onecard-metrics \
-    && bash deploy/docker/copy-runtime-libs.sh /out /out/usr/local/bin/onecard-metrics
+    && install -D /build/services/metrics/onecard-health-probe /out/usr/local/bin/onecard-health-probe \
+    && bash deploy/docker/copy-runtime-libs.sh /out /out/usr/local/bin/*
 
 FROM ${DEBIAN_IMAGE}-slim
 RUN groupadd --gid 10001 onecard && useradd --uid 10001 --gid onecard --no-create-home onecard

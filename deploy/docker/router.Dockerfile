@@ -20,8 +20,9 @@ RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-ins
 WORKDIR /src
 COPY . .
 RUN cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=Release -DONECARD_CUDA=OFF \
-    && cmake --build /build --target onecard-router onecard \
+    && cmake --build /build --target onecard-router onecard onecard-health-probe \
     && install -D /build/router/onecard-router /out/usr/local/bin/onecard-router \
+    && install -D /build/services/metrics/onecard-health-probe /out/usr/local/bin/onecard-health-probe \
     && install -D /build/tools/onecard/onecard /out/usr/local/bin/onecard \
     && bash deploy/docker/copy-runtime-libs.sh /out /out/usr/local/bin/*
 

@@ -23,8 +23,9 @@ WORKDIR /src
 COPY . .
 RUN cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=Release -DONECARD_CUDA=ON \
       -DONECARD_CUDA_GENCODE="${CUDA_GENCODE}" \
-    && cmake --build /build --target onecard-worker onecard \
+    && cmake --build /build --target onecard-worker onecard onecard-health-probe \
     && install -D /build/services/worker/onecard-worker /out/usr/local/bin/onecard-worker \
+    && install -D /build/services/metrics/onecard-health-probe /out/usr/local/bin/onecard-health-probe \
     && install -D /build/tools/onecard/onecard /out/usr/local/bin/onecard \
     && bash deploy/docker/copy-runtime-libs.sh /out /out/usr/local/bin/*
 

@@ -4,6 +4,9 @@
 #include "engine/common/thread_pool.h"
 
 #include <algorithm>
+#include <system_error>
+
+#include "engine/common/log.h"
 
 namespace onecard {
 namespace {
@@ -20,7 +23,15 @@ ThreadPool::ThreadPool(int num_threads) {
   }
   workers_.reserve(num_threads - 1);
   for (int w = 0; w + 1 < num_threads; ++w) {
-    workers_.emplace_back([this, w] { WorkerLoop(w); });
+    // std::thread reports a thread the system refuses (no memory for its
+    // stack, a process limit) by throwing; the pool keeps the threads it has.
+    try {
+      workers_.emplace_back([this, w] { WorkerLoop(w); });
+    } catch (const std::system_error& e) {
+      Log(LogLevel::kWarn, "thread_pool", "%d of %d threads started (%s); running with those",
+          w + 1, num_threads, e.what());
+      break;
+    }
   }
 }
 

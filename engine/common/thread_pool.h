@@ -23,7 +23,9 @@ class ThreadPool {
   using RangeFn = std::function<void(int64_t begin, int64_t end)>;
 
   // num_threads counts the calling thread: 1 runs everything inline.
-  // Values below 1 mean std::thread::hardware_concurrency().
+  // Values below 1 mean std::thread::hardware_concurrency(). When the system
+  // refuses a thread, the pool runs with the threads it could start (logged),
+  // so num_threads() may be smaller than asked.
   explicit ThreadPool(int num_threads);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;

@@ -4,11 +4,12 @@
 #include "engine/model/checkpoint.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstring>
-#include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "engine/common/regular_file.h"
 #include "engine/common/status_macros.h"
 #include "engine/model/gguf.h"
 #include "engine/model/gguf_config.h"
@@ -23,10 +24,10 @@ bool IsRegularFile(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
-bool StartsWithGgufMagic(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
+// Only ever called on a regular file (a FIFO would block the read).
+bool StartsWithGgufMagic(int fd) {
   char magic[4] = {};
-  return in.read(magic, 4) && std::memcmp(magic, "GGUF", 4) == 0;
+  return ::read(fd, magic, 4) == 4 && std::memcmp(magic, "GGUF", 4) == 0;
 }
 
 absl::StatusOr<Checkpoint> OpenGguf(const std::string& path) {
@@ -75,7 +76,11 @@ absl::StatusOr<Checkpoint> OpenCheckpoint(const std::string& path) {
     }
     return OpenHfFolder(dir);
   }
-  if (path.ends_with(".gguf") || StartsWithGgufMagic(path)) return OpenGguf(path);
+  // A FIFO, device or socket is refused here, before anything reads it.
+  ASSIGN_OR_RETURN(const int fd, OpenRegularFile(path));
+  const bool gguf = path.ends_with(".gguf") || StartsWithGgufMagic(fd);
+  ::close(fd);
+  if (gguf) return OpenGguf(path);
   return absl::InvalidArgumentError(absl::StrCat(
       path, ": not a .gguf file nor an HF checkpoint folder (config.json + safetensors)"));
 }

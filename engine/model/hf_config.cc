@@ -5,12 +5,11 @@
 #include "engine/model/hf_config.h"
 
 #include <algorithm>
-#include <fstream>
 #include <optional>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "engine/common/log.h"
+#include "engine/common/regular_file.h"
 #include "engine/common/status_macros.h"
 #include "nlohmann/json.hpp"
 
@@ -240,11 +239,9 @@ absl::StatusOr<ModelConfig> ParseHfConfig(std::string_view json_text, const std:
 }
 
 absl::StatusOr<ModelConfig> LoadHfConfig(const std::string& config_json_path) {
-  std::ifstream in(config_json_path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(config_json_path, ": cannot open"));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return ParseHfConfig(text.str(), config_json_path);
+  absl::StatusOr<std::string> text = ReadRegularFile(config_json_path);
+  if (!text.ok()) return text.status();
+  return ParseHfConfig(*text, config_json_path);
 }
 
 }  // namespace onecard::engine

@@ -3,7 +3,6 @@
 // Tested by tests/engine/model/mapped_file_test.cc.
 #include "engine/model/mapped_file.h"
 
-#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -13,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "engine/common/regular_file.h"
 
 namespace onecard::engine {
 namespace {
@@ -27,30 +27,26 @@ absl::Status ErrnoError(const std::string& path, const char* what, int err) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoError(path, "cannot open", errno);
+  absl::StatusOr<int> fd = OpenRegularFile(path);  // never blocks on a FIFO
+  if (!fd.ok()) return fd.status();
   struct stat st;
-  if (::fstat(fd, &st) != 0) {
+  if (::fstat(*fd, &st) != 0) {
     int err = errno;
-    ::close(fd);
+    ::close(*fd);
     return ErrnoError(path, "cannot stat", err);
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return absl::InvalidArgumentError(absl::StrCat(path, ": not a regular file"));
   }
   uint64_t size = static_cast<uint64_t>(st.st_size);
   const uint8_t* data = nullptr;
   if (size > 0) {
-    void* addr = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    void* addr = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, *fd, 0);
     if (addr == MAP_FAILED) {
       int err = errno;
-      ::close(fd);
+      ::close(*fd);
       return ErrnoError(path, "cannot mmap", err);
     }
     data = static_cast<const uint8_t*>(addr);
   }
-  ::close(fd);
+  ::close(*fd);
   return std::unique_ptr<MappedFile>(new MappedFile(path, data, size));
 }
 

@@ -15,8 +15,10 @@ namespace onecard::engine {
 
 class MappedFile {
  public:
-  // NotFound when the file is absent; InvalidArgument for a directory;
-  // Internal for other OS failures. An empty file maps to size() == 0.
+  // NotFound when the file is absent; InvalidArgument naming the kind for
+  // anything but a regular file (a directory, a FIFO: never waits for a
+  // writer; engine/common/regular_file.h); Internal for other OS failures.
+  // An empty file maps to size() == 0.
   static absl::StatusOr<std::unique_ptr<MappedFile>> Open(const std::string& path);
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;

@@ -9,11 +9,10 @@
 
 #include <algorithm>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "engine/common/regular_file.h"
 #include "engine/common/status_macros.h"
 #include "engine/model/mapped_file.h"
 #include "engine/model/quant_blocks.h"
@@ -56,13 +55,7 @@ bool FileExists(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
-absl::StatusOr<std::string> ReadSmallFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
+absl::StatusOr<std::string> ReadSmallFile(const std::string& path) { return ReadRegularFile(path); }
 
 // One file's header, checked, turned into views.
 class HeaderParser {

@@ -2,12 +2,11 @@
 // optional tokenizer_config.json into a BpeTokenizerSpec. nlohmann::json is
 // used without exceptions (parse(..., nullptr, false) and type checks before
 // every access). Tested by tests/engine/tokenizer/hf_json_loader_test.cc.
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "engine/common/regular_file.h"
 #include "engine/common/status_macros.h"
 #include "engine/tokenizer/bpe_tokenizer.h"
 #include "engine/tokenizer/hf_json_config.h"
@@ -19,11 +18,9 @@ namespace {
 using json = nlohmann::json;
 
 absl::StatusOr<json> ReadJson(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  json doc = json::parse(buffer.str(), nullptr, /*allow_exceptions=*/false);
+  absl::StatusOr<std::string> text = ReadRegularFile(path);
+  if (!text.ok()) return text.status();
+  json doc = json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded()) return absl::InvalidArgumentError(absl::StrCat(path, ": not valid JSON"));
   if (!doc.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": the top level is not an object"));

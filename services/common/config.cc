@@ -2,15 +2,14 @@
 #include "services/common/config.h"
 
 #include <algorithm>
-#include <fstream>
 #include <iterator>
-#include <sstream>
 #include <string>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "engine/common/regular_file.h"
 #include "services/common/proto_from_yaml.h"
 #include "yaml-cpp/yaml.h"
 
@@ -42,12 +41,12 @@ absl::Status ParseConfigText(absl::string_view text, absl::string_view source,
 }
 
 absl::Status LoadConfigFile(const std::string& path, google::protobuf::Message* out) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) return absl::NotFoundError(absl::StrCat(path, ": cannot open the config file"));
-  std::ostringstream contents;
-  contents << file.rdbuf();
-  if (file.bad()) return absl::DataLossError(absl::StrCat(path, ": read error"));
-  return ParseConfigText(contents.str(), path, out);
+  absl::StatusOr<std::string> contents = ReadRegularFile(path);  // never blocks on a FIFO
+  if (absl::IsNotFound(contents.status())) {
+    return absl::NotFoundError(absl::StrCat(path, ": cannot open the config file"));
+  }
+  if (!contents.ok()) return contents.status();
+  return ParseConfigText(*contents, path, out);
 }
 
 absl::StatusOr<int64_t> ParseByteSize(absl::string_view text) {

@@ -83,12 +83,14 @@ std::string JoinHostPort(absl::string_view host, int port) {
   return absl::StrCat(host, ":", port);
 }
 
-absl::StatusOr<StartedServer> StartGrpcServer(grpc::ServerBuilder* builder,
-                                              const std::string& listen_address) {
+absl::StatusOr<StartedServer> StartGrpcServer(
+    grpc::ServerBuilder* builder, const std::string& listen_address,
+    std::shared_ptr<grpc::ServerCredentials> credentials) {
   absl::StatusOr<HostPort> parsed = ParseHostPort(listen_address);
   if (!parsed.ok()) return parsed.status();
+  if (credentials == nullptr) credentials = grpc::InsecureServerCredentials();
   StartedServer out;
-  builder->AddListeningPort(listen_address, grpc::InsecureServerCredentials(), &out.port);
+  builder->AddListeningPort(listen_address, credentials, &out.port);
   out.server = builder->BuildAndStart();
   if (out.server == nullptr || out.port == 0) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", listen_address));

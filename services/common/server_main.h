@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
 
@@ -59,10 +60,12 @@ struct StartedServer {
   int port = 0;
   std::string address;  // listen host with the bound port
 };
-// Adds an insecure listening port for `listen_address` to *builder, builds
-// and starts the server. UNAVAILABLE naming the address when it cannot bind.
-absl::StatusOr<StartedServer> StartGrpcServer(grpc::ServerBuilder* builder,
-                                              const std::string& listen_address);
+// Adds a listening port for `listen_address` with `credentials` (null:
+// insecure) to *builder, builds and starts the server. UNAVAILABLE naming
+// the address when it cannot bind.
+absl::StatusOr<StartedServer> StartGrpcServer(
+    grpc::ServerBuilder* builder, const std::string& listen_address,
+    std::shared_ptr<grpc::ServerCredentials> credentials = nullptr);
 
 // The address peers should dial: `advertise` when set, else the bound
 // address with a wildcard host (0.0.0.0, ::) replaced by this host's name.

@@ -8,6 +8,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "engine/common/log.h"
 #include "google/protobuf/duration.pb.h"
 #include "services/common/status.h"
 
@@ -20,32 +21,62 @@ void SetDuration(absl::Duration d, google::protobuf::Duration *out) {
   out->set_nanos(static_cast<int32_t>(nanos % 1000000000));
 }
 
-// One client stream of load reports, applied one by one as they arrive.
+// One client stream of load reports, applied one by one as they arrive;
+// `on_end` (optional) runs once, when the stream ends (before its status
+// goes out, so the client sees the effect when it has the status). Made
+// with a refusal, it ends the stream at once with that status.
 template <typename Report>
 class ReportReactor final : public grpc::ServerReadReactor<Report> {
  public:
   using Apply = std::function<absl::Status(const Report &)>;
 
-  explicit ReportReactor(Apply apply) : apply_(std::move(apply)) { this->StartRead(&report_); }
+  ReportReactor(Apply apply, std::function<void()> on_end)
+      : apply_(std::move(apply)), on_end_(std::move(on_end)) {
+    this->StartRead(&report_);
+  }
+  explicit ReportReactor(const absl::Status &refusal) { this->Finish(ToGrpcStatus(refusal)); }
 
   void OnReadDone(bool ok) override {
     if (!ok) {  // the client half-closed, or the call ended
-      this->Finish(grpc::Status::OK);
+      End(grpc::Status::OK);
       return;
     }
     const absl::Status status = apply_(report_);
     if (!status.ok()) {
-      this->Finish(ToGrpcStatus(status));
+      End(ToGrpcStatus(status));
       return;
     }
     this->StartRead(&report_);
   }
 
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    if (on_end_) on_end_();  // not run yet: the call ended without a last read
+    delete this;
+  }
 
  private:
+  void End(grpc::Status status) {
+    if (on_end_) std::exchange(on_end_, nullptr)();
+    this->Finish(std::move(status));
+  }
+
   const Apply apply_;
+  std::function<void()> on_end_;
   Report report_;
+};
+
+// A WatchWorkers call refused before any table.
+class RefusedWatch final : public grpc::ServerWriteReactor<v1::WorkerTable> {
+ public:
+  explicit RefusedWatch(const absl::Status &refusal) { Finish(ToGrpcStatus(refusal)); }
+  void OnDone() override { delete this; }
+};
+
+// What a worker's report stream last applied to: the registration that
+// WorkerLeft forgets when the stream ends.
+struct ReportedRegistration {
+  std::string worker_id;
+  int64_t registration = 0;  // 0: nothing applied
 };
 
 // One WatchWorkers stream; see control_service.h for the sending rules.
@@ -125,15 +156,37 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WorkerTable> {
 }  // namespace
 
 ControlService::ControlService(Registry *registry, ClusterMetrics *metrics,
-                               absl::Duration watch_min_interval)
-    : registry_(registry), metrics_(metrics), watch_min_interval_(watch_min_interval) {}
+                               absl::Duration watch_min_interval,
+                               std::shared_ptr<const ServiceAuth> auth)
+    : registry_(registry),
+      metrics_(metrics),
+      watch_min_interval_(watch_min_interval),
+      auth_(std::move(auth)) {}
+
+absl::StatusOr<std::string> ControlService::Authorize(const grpc::CallbackServerContext &context,
+                                                      ServiceRole role, const char *method) const {
+  if (auth_ == nullptr) return std::string();
+  absl::StatusOr<ServicePeer> peer = auth_->Authorize(context, role);
+  if (peer.ok()) return peer->identity;
+  Log(LogLevel::kWarn, "metrics", "refused %s from %s: %s", method, context.peer(),
+      peer.status().ToString());
+  return peer.status();
+}
 
 void ControlService::Tick() { registry_->Sweep(); }
 
 grpc::ServerUnaryReactor *ControlService::RegisterWorker(grpc::CallbackServerContext *context,
                                                          const v1::RegisterWorkerRequest *request,
                                                          v1::RegisterWorkerResponse *response) {
-  const absl::Status status = registry_->RegisterWorker(*request);
+  absl::StatusOr<std::string> owner = Authorize(*context, ServiceRole::kWorker, "RegisterWorker");
+  absl::Status status = owner.status();
+  if (owner.ok()) {
+    status = registry_->RegisterWorker(*request, *owner);
+    if (!status.ok()) {
+      Log(LogLevel::kWarn, "metrics", "refused RegisterWorker from %s: %s", context->peer(),
+          status.ToString());
+    }
+  }
   if (status.ok()) {
     metrics_->CountRegistration(ClientKind::kWorker);
     SetDuration(registry_->options().report_interval, response->mutable_report_interval());
@@ -144,18 +197,31 @@ grpc::ServerUnaryReactor *ControlService::RegisterWorker(grpc::CallbackServerCon
 }
 
 grpc::ServerReadReactor<v1::WorkerLoadReport> *ControlService::ReportWorkerLoad(
-    grpc::CallbackServerContext * /*context*/, v1::ReportLoadResponse * /*response*/) {
-  return new ReportReactor<v1::WorkerLoadReport>([this](const v1::WorkerLoadReport &r) {
-    absl::Status status = registry_->ReportWorkerLoad(r);
-    if (status.ok()) metrics_->CountLoadReport(ClientKind::kWorker);
-    return status;
-  });
+    grpc::CallbackServerContext *context, v1::ReportLoadResponse * /*response*/) {
+  absl::StatusOr<std::string> owner = Authorize(*context, ServiceRole::kWorker, "ReportWorkerLoad");
+  if (!owner.ok()) return new ReportReactor<v1::WorkerLoadReport>(owner.status());
+  auto applied = std::make_shared<ReportedRegistration>();
+  return new ReportReactor<v1::WorkerLoadReport>(
+      [this, owner = *owner, applied](const v1::WorkerLoadReport &r) {
+        int64_t registration = 0;
+        absl::Status status = registry_->ReportWorkerLoad(r, owner, &registration);
+        if (!status.ok()) return status;
+        metrics_->CountLoadReport(ClientKind::kWorker);
+        *applied = {r.worker_id(), registration};
+        return status;
+      },
+      [this, applied] {
+        if (applied->registration != 0) {
+          registry_->WorkerLeft(applied->worker_id, applied->registration);
+        }
+      });
 }
 
 grpc::ServerUnaryReactor *ControlService::RegisterRouter(grpc::CallbackServerContext *context,
                                                          const v1::RegisterRouterRequest *request,
                                                          v1::RegisterRouterResponse *response) {
-  const absl::Status status = registry_->RegisterRouter(*request);
+  absl::StatusOr<std::string> owner = Authorize(*context, ServiceRole::kRouter, "RegisterRouter");
+  const absl::Status status = owner.ok() ? registry_->RegisterRouter(*request) : owner.status();
   if (status.ok()) {
     metrics_->CountRegistration(ClientKind::kRouter);
     SetDuration(registry_->options().report_interval, response->mutable_report_interval());
@@ -166,16 +232,22 @@ grpc::ServerUnaryReactor *ControlService::RegisterRouter(grpc::CallbackServerCon
 }
 
 grpc::ServerReadReactor<v1::RouterLoadReport> *ControlService::ReportRouterLoad(
-    grpc::CallbackServerContext * /*context*/, v1::ReportLoadResponse * /*response*/) {
-  return new ReportReactor<v1::RouterLoadReport>([this](const v1::RouterLoadReport &r) {
-    absl::Status status = registry_->ReportRouterLoad(r);
-    if (status.ok()) metrics_->CountLoadReport(ClientKind::kRouter);
-    return status;
-  });
+    grpc::CallbackServerContext *context, v1::ReportLoadResponse * /*response*/) {
+  absl::StatusOr<std::string> owner = Authorize(*context, ServiceRole::kRouter, "ReportRouterLoad");
+  if (!owner.ok()) return new ReportReactor<v1::RouterLoadReport>(owner.status());
+  return new ReportReactor<v1::RouterLoadReport>(
+      [this](const v1::RouterLoadReport &r) {
+        absl::Status status = registry_->ReportRouterLoad(r);
+        if (status.ok()) metrics_->CountLoadReport(ClientKind::kRouter);
+        return status;
+      },
+      nullptr);
 }
 
 grpc::ServerWriteReactor<v1::WorkerTable> *ControlService::WatchWorkers(
-    grpc::CallbackServerContext * /*context*/, const v1::WatchWorkersRequest *request) {
+    grpc::CallbackServerContext *context, const v1::WatchWorkersRequest *request) {
+  absl::StatusOr<std::string> owner = Authorize(*context, ServiceRole::kRouter, "WatchWorkers");
+  if (!owner.ok()) return new RefusedWatch(owner.status());
   return new WatchReactor(registry_, metrics_, request->model(), watch_min_interval_);
 }
 

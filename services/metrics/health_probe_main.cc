@@ -2,6 +2,10 @@
 // health checks (scripts/run.sh waits on it; Docker HEALTHCHECKs can call
 // it; Kubernetes uses its native gRPC probes instead).
 //   onecard-health-probe --target HOST:PORT [--service NAME] [--wait 60s]
+//                        [--tls-ca CA.pem [--tls-cert CERT.pem --tls-key KEY.pem]]
+// With --tls-ca it speaks TLS, trusting that CA (no host name check), and
+// presents the certificate when given (mutual TLS ports: the Helm chart's
+// exec probes use the pod's own certificate).
 // Asks Check until the answer is SERVING or --wait passes (0: ask once).
 // Exit 0 when SERVING, 1 otherwise (the last answer or error on stderr),
 // 2 on bad flags. Tested by tests/integration/ops_run_script_test.cc (through
@@ -12,15 +16,20 @@
 #include <thread>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
+#include "onecard/v1/config.pb.h"
+#include "services/common/flag_names.h"
+#include "services/common/service_auth.h"
 
 ABSL_FLAG(std::string, target, "", "host:port of the gRPC server");
 ABSL_FLAG(std::string, service, "", "health service name; empty = the server as a whole");
 ABSL_FLAG(absl::Duration, wait, absl::ZeroDuration(), "keep asking until SERVING or this passes");
+ABSL_FLAG(std::string, tls_ca, "", "TLS: the CA bundle the server's certificate chains to");
+ABSL_FLAG(std::string, tls_cert, "", "TLS: a client certificate to present (mutual TLS)");
+ABSL_FLAG(std::string, tls_key, "", "TLS: its private key");
 
 namespace {
 
@@ -43,14 +52,19 @@ std::string CheckOnce(grpc::health::v1::Health::Stub& stub, const std::string& s
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::ParseCommandLine(argc, argv);
+  onecard::services::ParseFlags(argc, argv);  // --a-flag or --a_flag
   const std::string target = absl::GetFlag(FLAGS_target);
   if (target.empty()) {
     std::fprintf(stderr, "onecard-health-probe: --target HOST:PORT is required\n");
     return 2;
   }
-  auto stub = grpc::health::v1::Health::NewStub(
-      grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
+  onecard::v1::TlsConfig tls;
+  tls.set_ca_file(absl::GetFlag(FLAGS_tls_ca));
+  tls.set_cert_file(absl::GetFlag(FLAGS_tls_cert));
+  tls.set_key_file(absl::GetFlag(FLAGS_tls_key));
+  auto stub = grpc::health::v1::Health::NewStub(grpc::CreateChannel(
+      target, tls.ca_file().empty() ? grpc::InsecureChannelCredentials()
+                                    : onecard::services::TlsChannelCredentials(tls)));
   const absl::Time deadline = absl::Now() + absl::GetFlag(FLAGS_wait);
   std::string answer;
   while (true) {

@@ -1,7 +1,8 @@
 // onecard-metrics: the control plane (worker/router registry, worker table
 // watch, aggregated Prometheus gauges). Usage:
 //   onecard-metrics [--config cluster.yaml] [--listen HOST:PORT]
-//                   [--metrics_listen HOST:PORT]
+//                   [--metrics_listen HOST:PORT] [service identity flags:
+//                   services/common/service_auth_flags.h]
 // --config reads an onecard.v1.OnecardConfig (YAML or JSON) and uses its
 // `metrics` section, or a bare MetricsServiceConfig; the flags override
 // single fields. Prints
@@ -11,14 +12,15 @@
 #include <string>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
 #include "engine/common/log.h"
 #include "engine/common/status_macros.h"
 #include "onecard/v1/config.pb.h"
 #include "services/common/config.h"
+#include "services/common/flag_names.h"
 #include "services/common/server_main.h"
+#include "services/common/service_auth_flags.h"
 #include "services/metrics/metrics_service.h"
 
 ABSL_FLAG(std::string, config, "", "cluster config file (YAML or JSON); its metrics section");
@@ -49,6 +51,7 @@ absl::StatusOr<MetricsServiceOptions> OptionsFromFlags() {
   if (!absl::GetFlag(FLAGS_metrics_listen).empty()) {
     config.set_metrics_listen_address(absl::GetFlag(FLAGS_metrics_listen));
   }
+  OverrideServiceAuthFromFlags(config.mutable_service_auth());
   return ResolveOptions(config);
 }
 
@@ -80,6 +83,6 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "onecard-metrics: %s\n", signals.status().ToString().c_str());
     return 1;
   }
-  absl::ParseCommandLine(argc, argv);
+  onecard::services::ParseFlags(argc, argv);  // --a-flag or --a_flag
   return onecard::services::metrics::Run(**signals);
 }

@@ -12,6 +12,7 @@
 #include "google/protobuf/duration.pb.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/server_builder.h"
+#include "services/common/config_bounds.h"
 #include "services/common/server_main.h"
 
 namespace onecard::services::metrics {
@@ -19,15 +20,15 @@ namespace {
 
 constexpr char kServiceName[] = "onecard.v1.ControlPlane";
 
-// A config duration with its default; negative is an error naming `field`.
+// A config duration with its default (when zero), in [lo, hi]; an error
+// names `field` and the range.
 absl::StatusOr<absl::Duration> DurationOr(const google::protobuf::Duration &d,
-                                          absl::string_view field, absl::Duration def) {
-  const absl::Duration value = absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos());
-  if (value < absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "metrics.", field, ": must not be negative, got ", absl::FormatDuration(value)));
-  }
-  return value == absl::ZeroDuration() ? def : value;
+                                          absl::string_view field, absl::Duration def,
+                                          absl::Duration lo, absl::Duration hi) {
+  absl::Duration value = absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos());
+  if (value == absl::ZeroDuration()) value = def;
+  RETURN_IF_ERROR(CheckDurationRange(absl::StrCat("metrics.", field), value, lo, hi));
+  return value;
 }
 
 }  // namespace
@@ -40,28 +41,37 @@ absl::StatusOr<MetricsServiceOptions> ResolveOptions(const v1::MetricsServiceCon
       config.metrics_listen_address().empty() ? "0.0.0.0:9402" : config.metrics_listen_address();
   RETURN_IF_ERROR(ParseHostPort(options.listen_address).status());
   RETURN_IF_ERROR(ParseHostPort(options.metrics_listen_address).status());
+  const absl::Duration floor = kMinConfigInterval;
   ASSIGN_OR_RETURN(options.registry.worker_expiry,
-                   DurationOr(config.worker_expiry(), "worker_expiry", absl::Seconds(2)));
+                   DurationOr(config.worker_expiry(), "worker_expiry", absl::Seconds(2),
+                              absl::Milliseconds(100), absl::Hours(1)));
   ASSIGN_OR_RETURN(options.registry.router_expiry,
-                   DurationOr(config.router_expiry(), "router_expiry", absl::Seconds(2)));
-  ASSIGN_OR_RETURN(
-      options.registry.report_interval,
-      DurationOr(config.report_interval(), "report_interval", absl::Milliseconds(250)));
-  ASSIGN_OR_RETURN(
-      options.watch_min_interval,
-      DurationOr(config.watch_min_interval(), "watch_min_interval", absl::Milliseconds(100)));
+                   DurationOr(config.router_expiry(), "router_expiry", absl::Seconds(2),
+                              absl::Milliseconds(100), absl::Hours(1)));
+  ASSIGN_OR_RETURN(options.registry.report_interval,
+                   DurationOr(config.report_interval(), "report_interval", absl::Milliseconds(250),
+                              floor, absl::Minutes(1)));
+  ASSIGN_OR_RETURN(options.watch_min_interval,
+                   DurationOr(config.watch_min_interval(), "watch_min_interval",
+                              absl::Milliseconds(100), floor, absl::Minutes(1)));
   ASSIGN_OR_RETURN(options.registry.table_warmup,
-                   DurationOr(config.table_warmup(), "table_warmup", absl::Seconds(6)));
+                   DurationOr(config.table_warmup(), "table_warmup", absl::Seconds(6),
+                              absl::ZeroDuration(), absl::Minutes(10)));
+  options.service_auth = config.service_auth();
   return options;
 }
 
 absl::StatusOr<std::unique_ptr<MetricsService>> MetricsService::Start(
     const MetricsServiceOptions &options, Registry::NowFunction now) {
   std::unique_ptr<MetricsService> service(new MetricsService());
+  ASSIGN_OR_RETURN(
+      std::shared_ptr<const ServiceAuth> auth,
+      ServiceAuth::Create(
+          {options.service_auth, "metrics", {ServiceRole::kWorker, ServiceRole::kRouter}}));
   service->registry_ = std::make_unique<Registry>(options.registry, std::move(now));
   service->cluster_metrics_ = std::make_shared<ClusterMetrics>(service->registry_.get());
   service->control_ = std::make_unique<ControlService>(
-      service->registry_.get(), service->cluster_metrics_.get(), options.watch_min_interval);
+      service->registry_.get(), service->cluster_metrics_.get(), options.watch_min_interval, auth);
 
   ASSIGN_OR_RETURN(service->metrics_, MetricsServer::Start(options.metrics_listen_address));
   service->metrics_->Add(service->cluster_metrics_);
@@ -69,7 +79,8 @@ absl::StatusOr<std::unique_ptr<MetricsService>> MetricsService::Start(
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   builder.RegisterService(service->control_.get());
-  ASSIGN_OR_RETURN(StartedServer started, StartGrpcServer(&builder, options.listen_address));
+  ASSIGN_OR_RETURN(StartedServer started,
+                   StartGrpcServer(&builder, options.listen_address, auth->ServerCredentials()));
   service->server_ = std::move(started.server);
   service->grpc_address_ = started.address;
   grpc::HealthCheckServiceInterface *health = service->server_->GetHealthCheckService();

@@ -11,8 +11,8 @@
 //   listen_address "0.0.0.0:50060", metrics_listen_address "0.0.0.0:9402",
 //   worker_expiry 2s, router_expiry 2s, report_interval 250ms,
 //   watch_min_interval 100ms, table_warmup 6s (no worker table is sent for
-//   that long after a start). Negative durations are InvalidArgument naming
-//   the field.
+//   that long after a start). A duration outside its range (config.proto:
+//   intervals at least 10ms) is InvalidArgument naming the field.
 // Tested by tests/services/metrics/metrics_service_test.cc.
 #ifndef ONECARD_SERVICES_METRICS_METRICS_SERVICE_H_
 #define ONECARD_SERVICES_METRICS_METRICS_SERVICE_H_
@@ -39,6 +39,7 @@ struct MetricsServiceOptions {
   std::string metrics_listen_address;
   RegistryOptions registry;
   absl::Duration watch_min_interval;
+  v1::ServiceAuthConfig service_auth;  // who may call (ServiceAuth); empty: anyone
 };
 
 // Applies the defaults and checks the config; errors name the field.

@@ -23,12 +23,19 @@ google::protobuf::Timestamp ToTimestamp(absl::Time t) {
   return ts;
 }
 
+// An owner in messages: open mode has none.
+std::string Describe(std::string_view owner) {
+  return owner.empty() ? std::string("an unauthenticated caller")
+                       : absl::StrCat("'", std::string(owner), "'");
+}
+
 }  // namespace
 
 Registry::Registry(RegistryOptions options, NowFunction now)
     : options_(options), now_(std::move(now)), created_(now_()) {}
 
-absl::Status Registry::RegisterWorker(const v1::RegisterWorkerRequest &request) {
+absl::Status Registry::RegisterWorker(const v1::RegisterWorkerRequest &request,
+                                      std::string_view owner) {
   if (request.worker_id().empty()) {
     return absl::InvalidArgumentError("RegisterWorkerRequest.worker_id is empty");
   }
@@ -39,7 +46,17 @@ absl::Status Registry::RegisterWorker(const v1::RegisterWorkerRequest &request) 
   {
     absl::MutexLock lock(&mu_);
     const absl::Time now = now_();
+    auto it = workers_.find(request.worker_id());
+    if (it != workers_.end() && now - it->second.last_seen <= options_.worker_expiry &&
+        (it->second.owner != owner || it->second.entry.address() != request.address())) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "worker id ", request.worker_id(), " is registered by ", Describe(it->second.owner),
+          " at ", it->second.entry.address(), "; refused for ", Describe(owner), " at ",
+          request.address(), " while that registration is live"));
+    }
     WorkerState &state = workers_[request.worker_id()];
+    state.owner = std::string(owner);
+    state.registration = ++registrations_;
     state.entry.set_worker_id(request.worker_id());
     state.entry.set_address(request.address());
     state.entry.set_metrics_address(request.metrics_address());
@@ -55,7 +72,8 @@ absl::Status Registry::RegisterWorker(const v1::RegisterWorkerRequest &request) 
   return absl::OkStatus();
 }
 
-absl::Status Registry::ReportWorkerLoad(const v1::WorkerLoadReport &report) {
+absl::Status Registry::ReportWorkerLoad(const v1::WorkerLoadReport &report, std::string_view owner,
+                                        int64_t *registration) {
   if (report.worker_id().empty()) {
     return absl::InvalidArgumentError("WorkerLoadReport.worker_id is empty");
   }
@@ -66,6 +84,13 @@ absl::Status Registry::ReportWorkerLoad(const v1::WorkerLoadReport &report) {
       return absl::NotFoundError(absl::StrCat("worker ", report.worker_id(), " is not registered"));
     }
     WorkerState &state = it->second;
+    if (state.owner != owner || state.entry.address() != report.address()) {
+      return absl::PermissionDeniedError(
+          absl::StrCat("worker ", report.worker_id(), " is registered by ", Describe(state.owner),
+                       " at ", state.entry.address(), "; a report from ", Describe(owner), " for ",
+                       report.address(), " is refused"));
+    }
+    if (registration != nullptr) *registration = state.registration;
     if (report.sequence() != 0 && report.sequence() <= state.last_sequence) {
       return absl::OkStatus();  // stale: an older stream racing a newer one
     }
@@ -79,6 +104,17 @@ absl::Status Registry::ReportWorkerLoad(const v1::WorkerLoadReport &report) {
   }
   Notify();
   return absl::OkStatus();
+}
+
+void Registry::WorkerLeft(const std::string &worker_id, int64_t registration) {
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = workers_.find(worker_id);
+    if (it == workers_.end() || it->second.registration != registration) return;
+    workers_.erase(it);
+    ++version_;
+  }
+  Notify();
 }
 
 absl::Status Registry::RegisterRouter(const v1::RegisterRouterRequest &request) {

@@ -9,9 +9,18 @@
 // - RegisterWorker/RegisterRouter need a non-empty id and address
 //   (InvalidArgument naming the field). Registering an id again replaces its
 //   address and info and restarts its sequence numbers (a restarted process).
+// - A worker id is bound to the owner (the identity the caller proved, see
+//   services/common/service_auth.h) and the address that registered it while
+//   that registration is live (reported within worker_expiry): registering
+//   it from another owner or address, or reporting for it from another
+//   owner or with another address, is PermissionDenied. So a rogue caller
+//   cannot take over a live worker's id and its traffic.
 // - Report*Load answers NotFound for an id that is not registered (the
 //   client then registers again) and ignores a report whose sequence is not
 //   above the last one applied (an older stream racing a newer one).
+// - WorkerLeft forgets a worker whose report stream ended (it stopped, or
+//   its connection broke and it will register again), so routers stop
+//   sending to it at once instead of after the expiry.
 // - Time comes only from the injected `now` function; Sweep() applies expiry.
 // Tested by tests/services/metrics/registry_test.cc (fake clock).
 #ifndef ONECARD_SERVICES_METRICS_REGISTRY_H_
@@ -71,8 +80,16 @@ class Registry {
 
   explicit Registry(RegistryOptions options, NowFunction now = absl::Now);
 
-  absl::Status RegisterWorker(const v1::RegisterWorkerRequest &request);
-  absl::Status ReportWorkerLoad(const v1::WorkerLoadReport &report);
+  // `owner` is the caller's proven identity ("" when services are open).
+  absl::Status RegisterWorker(const v1::RegisterWorkerRequest &request,
+                              std::string_view owner = "");
+  // On success *registration (optional) is the registration the report was
+  // applied to, for WorkerLeft.
+  absl::Status ReportWorkerLoad(const v1::WorkerLoadReport &report, std::string_view owner = "",
+                                int64_t *registration = nullptr);
+  // The report stream of `registration` of `worker_id` ended: the worker is
+  // removed, unless it has registered again since.
+  void WorkerLeft(const std::string &worker_id, int64_t registration);
   absl::Status RegisterRouter(const v1::RegisterRouterRequest &request);
   absl::Status ReportRouterLoad(const v1::RouterLoadReport &report);
 
@@ -101,6 +118,8 @@ class Registry {
  private:
   struct WorkerState {
     v1::WorkerEntry entry;
+    std::string owner;
+    int64_t registration = 0;  // registry-wide count of RegisterWorker calls
     absl::Time last_seen;
     int64_t last_sequence = 0;
   };
@@ -122,6 +141,7 @@ class Registry {
   std::map<std::string, WorkerState> workers_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, RouterState> routers_ ABSL_GUARDED_BY(mu_);
   int64_t version_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t registrations_ ABSL_GUARDED_BY(mu_) = 0;
 
   absl::Mutex listeners_mu_;  // held while listeners run (see Unsubscribe)
   std::map<int64_t, Listener> listeners_ ABSL_GUARDED_BY(listeners_mu_);

@@ -7,6 +7,7 @@
 #include "absl/time/clock.h"
 #include "engine/common/log.h"
 #include "services/common/status.h"
+#include "services/common/wire_message.h"
 #include "services/worker/response_convert.h"
 
 namespace onecard::services {
@@ -202,7 +203,7 @@ GenerateStream::Action GenerateStream::NextActionLocked() {
   if (write_in_flight_ || finish_called_) return {};
   if (client_gone_) pending_.clear();
   if (!pending_.empty()) {
-    in_flight_ = std::move(pending_.front());
+    in_flight_ = ToByteBuffer(pending_.front());
     pending_.pop_front();
     write_in_flight_ = true;
     return {Kind::kWrite, grpc::Status::OK};

@@ -1,5 +1,6 @@
 // GenerateStream: one Generate call (Worker or Generation service) as a gRPC
-// callback-API write reactor around one engine request.
+// callback-API write reactor around one engine request. The methods are raw
+// (services/common/wire_message.h): chunks are written encoded.
 //
 // Backpressure: the engine's callback (engine thread) appends each output to
 // a pending chunk under a mutex and returns at once; the reactor has at most
@@ -33,13 +34,14 @@
 #include "absl/time/time.h"
 #include "engine/runtime/engine.h"
 #include "grpcpp/server_context.h"
+#include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/server_callback.h"
 #include "onecard/v1/generation.pb.h"
 #include "services/worker/worker_metrics.h"
 
 namespace onecard::services {
 
-class GenerateStream : public grpc::ServerWriteReactor<v1::GenerateResponse> {
+class GenerateStream : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
   struct Hooks {
     WorkerMetrics* metrics = nullptr;                      // optional
@@ -96,7 +98,7 @@ class GenerateStream : public grpc::ServerWriteReactor<v1::GenerateResponse> {
   std::deque<v1::GenerateResponse> pending_ ABSL_GUARDED_BY(mu_);
   int64_t last_chunk_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // estimate
   bool first_chunk_made_ ABSL_GUARDED_BY(mu_) = false;
-  v1::GenerateResponse in_flight_;  // owned by the write in flight
+  grpc::ByteBuffer in_flight_;  // an encoded chunk, owned by the write in flight
   bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
   bool engine_done_ ABSL_GUARDED_BY(mu_) = false;
   bool client_gone_ ABSL_GUARDED_BY(mu_) = false;

@@ -12,6 +12,7 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
+#include "services/common/config_bounds.h"
 #include "services/common/proto_time.h"
 #include "services/common/status.h"
 #include "services/worker/request_convert.h"
@@ -42,8 +43,9 @@ std::shared_ptr<grpc::Channel> MakeChannel(const LoadReporterOptions& o) {
               static_cast<int>(absl::ToInt64Milliseconds(o.initial_backoff)));
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
               static_cast<int>(absl::ToInt64Milliseconds(o.max_backoff)));
-  return grpc::CreateCustomChannel(o.control_plane_address, grpc::InsecureChannelCredentials(),
-                                   args);
+  return grpc::CreateCustomChannel(
+      o.control_plane_address,
+      o.auth != nullptr ? o.auth->ChannelCredentials() : grpc::InsecureChannelCredentials(), args);
 }
 
 }  // namespace
@@ -130,10 +132,14 @@ absl::Status LoadReporter::Register(absl::Duration* interval) {
   v1::RegisterWorkerResponse response;
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
+  if (options_.auth != nullptr) options_.auth->Attach(ServiceRole::kWorker, &context);
   const grpc::Status status = stub_->RegisterWorker(&context, request, &response);
   if (!status.ok()) return FromGrpcStatus(status);
   const absl::Duration asked = FromProtoDuration(response.report_interval());
   *interval = asked > absl::ZeroDuration() ? std::min(asked, options_.interval) : options_.interval;
+  // A server asking for reports faster than any config may not make the
+  // worker spin.
+  *interval = std::max(*interval, kMinConfigInterval);
   return absl::OkStatus();
 }
 
@@ -143,6 +149,7 @@ absl::Status LoadReporter::Session(bool* registered) {
   if (absl::Status s = Register(&interval); !s.ok()) return s;
   *registered = true;
   grpc::ClientContext context;
+  if (options_.auth != nullptr) options_.auth->Attach(ServiceRole::kWorker, &context);
   {
     absl::MutexLock lock(&mu_);
     ++sessions_;

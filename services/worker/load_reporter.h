@@ -23,6 +23,7 @@
 #include "absl/time/time.h"
 #include "grpcpp/client_context.h"
 #include "onecard/v1/control.grpc.pb.h"
+#include "services/common/service_auth.h"
 #include "services/worker/worker_metrics.h"
 
 namespace onecard::services {
@@ -38,6 +39,8 @@ struct LoadReporterOptions {
   absl::Duration initial_backoff = absl::Milliseconds(100);
   absl::Duration max_backoff = absl::Seconds(5);
   absl::Duration rpc_timeout = absl::Seconds(2);  // RegisterWorker
+  // The worker's credentials (token or certificate); null: none.
+  std::shared_ptr<const ServiceAuth> auth;
 };
 
 class LoadReporter {

@@ -9,6 +9,7 @@
 // Exit 1 when it cannot start, 2 on a bad flag or config.
 // Tested by tests/services/worker/worker_main_test.cc (the real process).
 #include <cstdio>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,7 @@
 #include "services/common/flag_names.h"
 #include "services/common/proto_time.h"
 #include "services/common/server_main.h"
+#include "services/common/service_auth_flags.h"
 #include "services/worker/worker_config.h"
 #include "services/worker/worker_server.h"
 
@@ -88,6 +90,7 @@ void OverrideStrings(v1::WorkerConfig* c) {
   // Checked (ParseByteSize) with the rest of the config.
   set(absl::GetFlag(FLAGS_gpu_memory_budget), c->mutable_cuda()->mutable_memory_budget());
   set(absl::GetFlag(FLAGS_tuning_cache), c->mutable_cuda()->mutable_tuning_cache());
+  OverrideServiceAuthFromFlags(c->mutable_service_auth());
 }
 
 absl::Status OverrideNumbers(v1::WorkerConfig* c) {
@@ -96,6 +99,10 @@ absl::Status OverrideNumbers(v1::WorkerConfig* c) {
     c->mutable_kv_cache()->set_block_size(v);
   if (int64_t v = absl::GetFlag(FLAGS_kv_blocks); v >= 0) c->mutable_kv_cache()->set_num_blocks(v);
   if (int64_t v = absl::GetFlag(FLAGS_kv_cache_mib); v >= 0) {
+    if (v > (std::numeric_limits<int64_t>::max() >> 20)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--kv-cache-mib: ", v, " MiB is more than 2^63 bytes"));
+    }
     c->mutable_kv_cache()->set_cache_bytes(v << 20);
   }
   if (int32_t v = absl::GetFlag(FLAGS_max_num_seqs); v >= 0)

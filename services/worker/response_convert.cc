@@ -113,6 +113,10 @@ std::string RejectionLabel(absl::StatusCode code) {
       return "resource_exhausted";
     case absl::StatusCode::kUnavailable:
       return "unavailable";
+    case absl::StatusCode::kUnauthenticated:
+      return "unauthenticated";
+    case absl::StatusCode::kPermissionDenied:
+      return "permission_denied";
     default:
       return "error";
   }

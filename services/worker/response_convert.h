@@ -31,7 +31,9 @@ absl::Status TerminalStatus(const engine::StreamOutput& final_output, bool cance
 // The `outcome` label of onecard_worker_requests_total: the finish reason
 // in lower case ("stop", "length", "eos", "stop_string", "cancelled",
 // "deadline", "preempted", "error") or, for requests refused before the
-// engine saw them, "invalid_argument", "resource_exhausted", "unavailable".
+// engine saw them, "invalid_argument", "resource_exhausted", "unavailable",
+// "unauthenticated", "permission_denied" (a caller without the router's
+// identity).
 std::string OutcomeLabel(engine::FinishReason reason);
 std::string RejectionLabel(absl::StatusCode code);
 

@@ -1,12 +1,21 @@
 // Worker configuration defaults and checks. See worker_config.h.
 #include "services/worker/worker_config.h"
 
+#include <cstdint>
+#include <limits>
+
 #include "absl/strings/str_cat.h"
+#include "engine/common/status_macros.h"
 #include "services/common/config.h"
+#include "services/common/config_bounds.h"
 #include "services/common/proto_time.h"
 
 namespace onecard::services {
 namespace {
+
+constexpr int64_t kMaxKvBlockSize = 1024;  // tokens
+constexpr int64_t kMaxNumSeqs = 16384;
+constexpr int64_t kMaxWaiting = 1000000;
 
 void SetDurationIfUnset(google::protobuf::Duration* d, absl::Duration value) {
   if (d->seconds() != 0 || d->nanos() != 0) return;
@@ -15,6 +24,54 @@ void SetDurationIfUnset(google::protobuf::Duration* d, absl::Duration value) {
 
 absl::Status Bad(absl::string_view field, absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat("worker config: ", field, ": ", why));
+}
+
+absl::Status Prefixed(absl::Status status) {
+  if (status.ok()) return status;
+  return absl::Status(status.code(), absl::StrCat("worker config: ", status.message()));
+}
+
+// What sizes the engine: threads, the KV pool, the batch, the context.
+absl::Status ValidateEngineFields(const v1::WorkerConfig& c) {
+  RETURN_IF_ERROR(CheckThreads("num_threads", c.num_threads()));
+  const v1::KvCacheConfig& kv = c.kv_cache();
+  RETURN_IF_ERROR(CheckRange("kv_cache.block_size", kv.block_size(), 1, kMaxKvBlockSize));
+  RETURN_IF_ERROR(
+      CheckRange("kv_cache.num_blocks", kv.num_blocks(), 0, std::numeric_limits<int32_t>::max()));
+  if (c.backend() == "cpu") {
+    RETURN_IF_ERROR(CheckHostBytes("kv_cache.cache_bytes", kv.cache_bytes()));
+  } else {
+    RETURN_IF_ERROR(CheckRange("kv_cache.cache_bytes", kv.cache_bytes(), 0,
+                               std::numeric_limits<int64_t>::max()));
+  }
+  const v1::SchedulerConfig& s = c.scheduler();
+  RETURN_IF_ERROR(CheckRange("scheduler.max_num_seqs", s.max_num_seqs(), 1, kMaxNumSeqs));
+  RETURN_IF_ERROR(
+      CheckRange("scheduler.max_batched_tokens", s.max_batched_tokens(), 1, kMaxTokens));
+  RETURN_IF_ERROR(CheckRange("scheduler.max_context", s.max_context(), 0, kMaxTokens));
+  RETURN_IF_ERROR(CheckRange("admission.max_waiting", c.admission().max_waiting(), 0, kMaxWaiting));
+  RETURN_IF_ERROR(
+      CheckDoubleRange("admission.kv_watermark", c.admission().kv_watermark(), 0.0, 1.0));
+  RETURN_IF_ERROR(CheckRange("default_max_tokens", c.default_max_tokens(), 1, kMaxTokens));
+  return CheckRange("max_request_bytes", c.max_request_bytes(), 1, kMaxMessageBytes);
+}
+
+// Periods of the worker's own loops and waits.
+absl::Status ValidateServiceFields(const v1::WorkerConfig& c) {
+  RETURN_IF_ERROR(CheckDurationRange("load_report_interval",
+                                     FromProtoDuration(c.load_report_interval()),
+                                     kMinConfigInterval, absl::Hours(1)));
+  const absl::Duration initial = FromProtoDuration(c.reconnect().initial_backoff());
+  RETURN_IF_ERROR(
+      CheckDurationRange("reconnect.initial_backoff", initial, kMinConfigInterval, absl::Hours(1)));
+  RETURN_IF_ERROR(CheckDurationRange("reconnect.max_backoff",
+                                     FromProtoDuration(c.reconnect().max_backoff()), initial,
+                                     absl::Hours(1)));
+  RETURN_IF_ERROR(CheckDurationRange("admission.retry_after",
+                                     FromProtoDuration(c.admission().retry_after()),
+                                     absl::ZeroDuration(), absl::Hours(1)));
+  return CheckDurationRange("grace_period", FromProtoDuration(c.grace_period()),
+                            absl::ZeroDuration(), kMaxConfigDuration);
 }
 
 }  // namespace
@@ -45,29 +102,8 @@ absl::Status ValidateWorkerConfig(const v1::WorkerConfig& c) {
   if (c.backend() != "cpu" && c.backend() != "cuda") {
     return Bad("backend", absl::StrCat("\"", c.backend(), "\" is not one of cpu, cuda"));
   }
-  if (c.num_threads() < 0) return Bad("num_threads", "must be >= 0");
-  if (c.kv_cache().block_size() <= 0) return Bad("kv_cache.block_size", "must be >= 1");
-  if (c.kv_cache().num_blocks() < 0) return Bad("kv_cache.num_blocks", "must be >= 0");
-  if (c.kv_cache().cache_bytes() < 0) return Bad("kv_cache.cache_bytes", "must be >= 0");
-  if (c.scheduler().max_num_seqs() <= 0) return Bad("scheduler.max_num_seqs", "must be >= 1");
-  if (c.scheduler().max_batched_tokens() <= 0) {
-    return Bad("scheduler.max_batched_tokens", "must be >= 1");
-  }
-  if (c.scheduler().max_context() < 0) return Bad("scheduler.max_context", "must be >= 0");
-  if (c.admission().max_waiting() < 0) return Bad("admission.max_waiting", "must be >= 0");
-  const double watermark = c.admission().kv_watermark();
-  if (!(watermark >= 0 && watermark <= 1)) {
-    return Bad("admission.kv_watermark", "must be in [0, 1] (0 = off)");
-  }
-  if (c.max_request_bytes() <= 0) return Bad("max_request_bytes", "must be >= 1");
-  if (c.default_max_tokens() <= 0) return Bad("default_max_tokens", "must be >= 1");
-  if (FromProtoDuration(c.load_report_interval()) <= absl::ZeroDuration()) {
-    return Bad("load_report_interval", "must be > 0");
-  }
-  if (FromProtoDuration(c.reconnect().max_backoff()) <
-      FromProtoDuration(c.reconnect().initial_backoff())) {
-    return Bad("reconnect.max_backoff", "must be >= reconnect.initial_backoff");
-  }
+  RETURN_IF_ERROR(Prefixed(ValidateEngineFields(c)));
+  RETURN_IF_ERROR(Prefixed(ValidateServiceFields(c)));
   if (!c.cuda().memory_budget().empty()) {
     absl::StatusOr<int64_t> budget = ParseByteSize(c.cuda().memory_budget());
     if (!budget.ok()) return Bad("cuda.memory_budget", budget.status().message());

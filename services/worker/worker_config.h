@@ -16,8 +16,9 @@ namespace onecard::services {
 // Fills every unset field with the default written in config.proto.
 void ApplyWorkerDefaults(v1::WorkerConfig* config);
 
-// InvalidArgument naming the field (e.g. "admission.kv_watermark") when a
-// value is out of range or a required one is missing.
+// InvalidArgument naming the field (e.g. "admission.kv_watermark") and its
+// allowed range when a value is out of range (config_bounds.h: threads, host
+// memory, loop periods) or a required one is missing.
 absl::Status ValidateWorkerConfig(const v1::WorkerConfig& config);
 
 engine::EngineOptions EngineOptionsFromConfig(const v1::WorkerConfig& config);

@@ -98,6 +98,10 @@ WorkerCore::Reactor* WorkerCore::Generate(grpc::CallbackServerContext* context,
                        arrival);
 }
 
+WorkerCore::Reactor* WorkerCore::Reject(grpc::CallbackServerContext* context, absl::Status status) {
+  return GenerateStream::Reject(context, std::move(status), MakeHooks(), absl::Now());
+}
+
 absl::StatusOr<v1::TokenizeResponse> WorkerCore::Tokenize(
     const v1::TokenizeRequest& request) const {
   const engine::Engine* engine = engine_.load(std::memory_order_acquire);

@@ -31,7 +31,7 @@ namespace onecard::services {
 
 class WorkerCore {
  public:
-  using Reactor = grpc::ServerWriteReactor<v1::GenerateResponse>;
+  using Reactor = grpc::ServerWriteReactor<grpc::ByteBuffer>;
 
   // `config` has its defaults applied; `metrics` may be null and must
   // outlive every stream.
@@ -48,6 +48,9 @@ class WorkerCore {
 
   Reactor* Generate(grpc::CallbackServerContext* context, const v1::WorkerGenerateRequest& request);
   Reactor* Generate(grpc::CallbackServerContext* context, const v1::GenerateRequest& request);
+  // Ends a Generate call at once with `status` (a request that did not parse,
+  // a caller without the router's identity); counted as refused.
+  Reactor* Reject(grpc::CallbackServerContext* context, absl::Status status);
   absl::StatusOr<v1::TokenizeResponse> Tokenize(const v1::TokenizeRequest& request) const;
   absl::StatusOr<v1::ListModelsResponse> ListModels() const;
   absl::StatusOr<v1::WorkerInfo> Info() const;

@@ -14,10 +14,12 @@ using prometheus::Histogram;
 using prometheus::MetricFamily;
 using prometheus::MetricType;
 
+// clang-format off
 const char* const kOutcomes[] = {
-    "stop",       "length",    "eos",   "stop_string",      "cancelled",
-    "deadline",   "preempted", "error", "invalid_argument", "resource_exhausted",
-    "unavailable"};
+    "stop",  "length", "eos", "stop_string", "cancelled", "deadline", "preempted", "error",
+    "invalid_argument", "resource_exhausted", "unavailable", "unauthenticated",
+    "permission_denied"};
+// clang-format on
 
 Histogram& AddHistogram(prometheus::Registry& registry, const std::string& name,
                         const std::string& help, Histogram::BucketBoundaries buckets) {

@@ -27,6 +27,13 @@ constexpr absl::Duration kLastWriteTime = absl::Seconds(5);
 // What open calls get at Shutdown before gRPC cancels them.
 constexpr absl::Duration kShutdownTime = absl::Seconds(1);
 
+// Callers must be routers; the worker reports (when it does) as a worker.
+absl::StatusOr<std::shared_ptr<const ServiceAuth>> WorkerAuth(const v1::WorkerConfig& config) {
+  std::vector<ServiceRole> tokens = {ServiceRole::kRouter};
+  if (!config.control_plane_address().empty()) tokens.push_back(ServiceRole::kWorker);
+  return ServiceAuth::Create({config.service_auth(), "worker", tokens});
+}
+
 }  // namespace
 
 WorkerServer::WorkerServer(WorkerServerOptions options)
@@ -45,6 +52,9 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Create(WorkerServerO
 }
 
 absl::Status WorkerServer::StartServers() {
+  absl::StatusOr<std::shared_ptr<const ServiceAuth>> auth = WorkerAuth(config_);
+  if (!auth.ok()) return auth.status();
+  auth_ = *std::move(auth);
   if (config_.metrics_listen_address() != kNoMetrics) {
     absl::StatusOr<std::unique_ptr<MetricsServer>> metrics =
         MetricsServer::Start(config_.metrics_listen_address());
@@ -60,8 +70,8 @@ absl::Status WorkerServer::StartServers() {
       WorkerMetrics::EngineCollectable([core = core_.get()] { return core->Snapshot(); });
   if (metrics_server_ != nullptr) metrics_server_->Add(engine_gauges_);
 
-  worker_service_ = std::make_unique<WorkerService>(core_.get());
-  generation_service_ = std::make_unique<GenerationService>(core_.get());
+  worker_service_ = std::make_unique<WorkerService>(core_.get(), auth_);
+  generation_service_ = std::make_unique<GenerationService>(core_.get(), auth_);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   builder.RegisterService(worker_service_.get());
@@ -70,7 +80,8 @@ absl::Status WorkerServer::StartServers() {
   // field (request_convert.cc); gRPC itself refuses past twice that.
   builder.SetMaxReceiveMessageSize(
       static_cast<int>(std::min<int64_t>(2ll * config_.max_request_bytes(), INT32_MAX)));
-  absl::StatusOr<StartedServer> started = StartGrpcServer(&builder, config_.listen_address());
+  absl::StatusOr<StartedServer> started =
+      StartGrpcServer(&builder, config_.listen_address(), auth_->ServerCredentials());
   if (!started.ok()) return started.status();
   server_ = std::move(started->server);
   address_ = started->address;
@@ -123,6 +134,7 @@ void WorkerServer::StartReporter() {
   options.interval = FromProtoDuration(config_.load_report_interval());
   options.initial_backoff = FromProtoDuration(config_.reconnect().initial_backoff());
   options.max_backoff = FromProtoDuration(config_.reconnect().max_backoff());
+  options.auth = auth_;
   reporter_ = std::make_unique<LoadReporter>(std::move(options),
                                              [core = core_.get()] { return core->Snapshot(); });
   reporter_->Start();

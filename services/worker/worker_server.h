@@ -29,6 +29,7 @@
 #include "prometheus/collectable.h"
 #include "prometheus/registry.h"
 #include "services/common/metrics_server.h"
+#include "services/common/service_auth.h"
 #include "services/worker/load_reporter.h"
 #include "services/worker/worker_core.h"
 #include "services/worker/worker_metrics.h"
@@ -78,6 +79,7 @@ class WorkerServer {
   std::string metrics_address_;
   std::string worker_id_;
 
+  std::shared_ptr<const ServiceAuth> auth_;
   std::unique_ptr<MetricsServer> metrics_server_;  // null when not served
   prometheus::Registry unserved_registry_;         // the metrics then
   std::unique_ptr<WorkerMetrics> metrics_;

@@ -122,8 +122,10 @@ TEST(DeployFilesTest, AdapterRulesAreComplete) {
 TEST(DeployFilesTest, LocalClusterConfigIsTypedConfig) {
   absl::StatusOr<std::string> text = ReadTextFile("deploy/local/cluster.yaml");
   ASSERT_TRUE(text.ok()) << text.status();
-  const std::string filled = absl::StrReplaceAll(
-      *text, {{"@MODEL_PATH@", "/m.gguf"}, {"@BACKEND@", "cpu"}, {"@API_KEY_SHA256@", "ab12"}});
+  const std::string filled = absl::StrReplaceAll(*text, {{"@MODEL_PATH@", "/m.gguf"},
+                                                         {"@BACKEND@", "cpu"},
+                                                         {"@API_KEY_SHA256@", "ab12"},
+                                                         {"@RUN_DIR@", "/run"}});
   v1::OnecardConfig config;
   const absl::Status status = services::ParseConfigText(filled, "cluster.yaml", &config);
   ASSERT_TRUE(status.ok()) << status;
@@ -131,6 +133,13 @@ TEST(DeployFilesTest, LocalClusterConfigIsTypedConfig) {
   EXPECT_EQ(config.router().model_path(), "/m.gguf");
   EXPECT_EQ(config.router().tenants(0).api_key_sha256(0), "ab12");
   EXPECT_EQ(config.metrics().listen_address(), "127.0.0.1:0");
+  // Every service proves its role with the run's tokens (issue 22).
+  for (const v1::ServiceAuthConfig* auth :
+       {&config.metrics().service_auth(), &config.worker().service_auth(),
+        &config.router().service_auth()}) {
+    EXPECT_EQ(auth->worker_token_file(), "/run/worker.token");
+    EXPECT_EQ(auth->router_token_file(), "/run/router.token");
+  }
 }
 
 TEST(DeployFilesTest, MetricNameExtraction) {

@@ -33,17 +33,21 @@ struct Image {
 std::vector<Image> Images() {
   return {
       {"router",
-       {{"onecard-router", ONECARD_ROUTER_FILE}, {"onecard", ONECARD_CLI_FILE}},
+       {{"onecard-router", ONECARD_ROUTER_FILE},
+        {"onecard", ONECARD_CLI_FILE},
+        {"onecard-health-probe", ONECARD_PROBE_FILE}},
        "50050",
        "9401",
        "--config=/etc/onecard-router/router.yaml"},
       {"metrics",
-       {{"onecard-metrics", ONECARD_METRICS_FILE}},
+       {{"onecard-metrics", ONECARD_METRICS_FILE}, {"onecard-health-probe", ONECARD_PROBE_FILE}},
        "50060",
        "9402",
        "--config=/etc/onecard/onecard.yaml"},
       {"worker",
-       {{"onecard-worker", ONECARD_WORKER_FILE}, {"onecard", ONECARD_CLI_FILE}},
+       {{"onecard-worker", ONECARD_WORKER_FILE},
+        {"onecard", ONECARD_CLI_FILE},
+        {"onecard-health-probe", ONECARD_PROBE_FILE}},
        "50051",
        "9400",
        "--config=/etc/onecard/onecard.yaml"},
@@ -72,9 +76,8 @@ TEST(DockerFilesTest, EachImageBuildsAndInstallsItsTargetsFromTheirBuildPaths) {
           absl::StrCat("install -D ", InBuildStage(file), " /out/usr/local/bin/", target);
       EXPECT_THAT(*text, HasSubstr(install));
     }
-    const std::string main_target = image.targets.begin()->first == "onecard"
-                                        ? std::next(image.targets.begin())->first
-                                        : image.targets.begin()->first;
+    // Each image also carries onecard-health-probe (the chart's TLS probes).
+    const std::string main_target = "onecard-" + image.dockerfile;
     EXPECT_THAT(*text,
                 HasSubstr(absl::StrCat("ENTRYPOINT [\"/usr/local/bin/", main_target, "\"]")));
     EXPECT_THAT(*text,

@@ -177,6 +177,102 @@ TEST(HelmChartTest, ApiKeysReachTheClusterOnlyAsSha256) {
             "2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae");
 }
 
+// Issue 22: a router with no tenants served everyone; the chart refuses that
+// unless router.allowUnauthenticated says so, and then tells the router.
+TEST(HelmChartTest, NoTenantsNeedAllowUnauthenticated) {
+  absl::StatusOr<std::vector<json>> refused = HelmTemplate({}, {"router.tenants=null"});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(), HasSubstr("router.tenants is empty"));
+  const std::vector<json> docs =
+      Render({}, {"router.tenants=null", "router.allowUnauthenticated=true"});
+  const v1::OnecardConfig router =
+      ParseConfig(FindObject(docs, "Secret", "-router"), "router.yaml");
+  EXPECT_EQ(router.router().tenants_size(), 0);
+  EXPECT_TRUE(router.router().allow_unauthenticated());
+}
+
+// The volume named `name` of a workload's pod, or null.
+json Volume(const json& workload, const std::string& name) {
+  for (const json& v : PodSpec(workload).at("volumes")) {
+    if (v.value("name", "") == name) return v;
+  }
+  return json();
+}
+
+// Issue 22: anyone reaching the services could act as a worker or a router.
+// By default the chart gives the services role tokens from a Secret: workers
+// and the metrics service both, routers only theirs.
+TEST(HelmChartTest, ServicesProveTheirRolesWithTokensByDefault) {
+  const std::vector<json> docs = Render({});
+  const json tokens = FindObject(docs, "Secret", "-service-tokens");
+  ASSERT_FALSE(tokens.is_null());
+  EXPECT_TRUE(tokens.at("data").contains("worker.token"));
+  EXPECT_TRUE(tokens.at("data").contains("router.token"));
+  const v1::OnecardConfig cluster =
+      ParseConfig(FindObject(docs, "ConfigMap", "-config"), "onecard.yaml");
+  for (const v1::ServiceAuthConfig* auth :
+       {&cluster.worker().service_auth(), &cluster.metrics().service_auth()}) {
+    EXPECT_EQ(auth->worker_token_file(), "/etc/onecard-auth/tokens/worker.token");
+    EXPECT_EQ(auth->router_token_file(), "/etc/onecard-auth/tokens/router.token");
+  }
+  const v1::OnecardConfig router =
+      ParseConfig(FindObject(docs, "Secret", "-router"), "router.yaml");
+  EXPECT_EQ(router.router().service_auth().router_token_file(),
+            "/etc/onecard-auth/tokens/router.token");
+  EXPECT_EQ(router.router().service_auth().worker_token_file(), "");
+  const json router_tokens = Volume(FindObject(docs, "Deployment", "-router"), "service-tokens");
+  ASSERT_FALSE(router_tokens.is_null());
+  ASSERT_EQ(router_tokens.at("secret").at("items").size(), 1u);  // its own token only
+  EXPECT_EQ(router_tokens.at("secret").at("items")[0].at("key"), "router.token");
+  EXPECT_FALSE(Volume(FindObject(docs, "StatefulSet", "-worker"), "service-tokens").is_null());
+  EXPECT_FALSE(Volume(FindObject(docs, "Deployment", "-metrics"), "service-tokens").is_null());
+}
+
+// Mutual TLS with cert-manager: a Certificate per component, the configs
+// pointing at the mounted files, exec probes that present the pod's
+// certificate, and TLS on the router's public port.
+TEST(HelmChartTest, TlsModeMountsCertificatesAndProbesWithThem) {
+  const std::vector<std::string> sets = {"tls.enabled=true", "tls.certManager.enabled=true",
+                                         "tls.certManager.issuerRef.name=ca",
+                                         "router.publicTls.enabled=true"};
+  const std::vector<json> docs = Render({}, sets);
+  EXPECT_TRUE(FindObject(docs, "Secret", "-service-tokens").is_null());
+  for (const std::string component : {"worker", "router", "metrics"}) {
+    const json cert = FindObject(docs, "Certificate", "-" + component);
+    ASSERT_FALSE(cert.is_null()) << component;
+    EXPECT_EQ(cert.at("spec").at("commonName"), "onecard-" + component);
+    EXPECT_EQ(cert.at("spec").at("secretName"), "onecard-test-" + component + "-tls");
+    EXPECT_EQ(cert.at("spec").at("issuerRef").at("name"), "ca");
+  }
+  EXPECT_FALSE(FindObject(docs, "Certificate", "-router-public").is_null());
+  const v1::OnecardConfig cluster =
+      ParseConfig(FindObject(docs, "ConfigMap", "-config"), "onecard.yaml");
+  EXPECT_EQ(cluster.worker().service_auth().tls().cert_file(), "/etc/onecard-auth/tls/tls.crt");
+  EXPECT_EQ(cluster.metrics().service_auth().tls().ca_file(), "/etc/onecard-auth/tls/ca.crt");
+  const v1::OnecardConfig router_config =
+      ParseConfig(FindObject(docs, "Secret", "-router"), "router.yaml");
+  EXPECT_EQ(router_config.router().public_tls().cert_file(),
+            "/etc/onecard-auth/public-tls/tls.crt");
+  EXPECT_EQ(router_config.router().service_auth().tls().key_file(),
+            "/etc/onecard-auth/tls/tls.key");
+  const json worker = FindObject(docs, "StatefulSet", "-worker");
+  const json& command = Container(worker, "worker").at("readinessProbe").at("exec").at("command");
+  EXPECT_EQ(command[0], "/usr/local/bin/onecard-health-probe");
+  EXPECT_EQ(command[1], "--target=127.0.0.1:50051");
+  EXPECT_THAT(command.dump(), HasSubstr("--tls-cert=/etc/onecard-auth/tls/tls.crt"));
+  const json router = FindObject(docs, "Deployment", "-router");
+  const json& router_probe = Container(router, "router").at("livenessProbe");
+  EXPECT_THAT(router_probe.dump(), HasSubstr("--tls-ca=/etc/onecard-auth/public-tls/ca.crt"));
+  EXPECT_THAT(router_probe.dump(), Not(HasSubstr("--tls-cert")));
+  absl::StatusOr<std::string> helm = HelmPath();
+  ASSERT_TRUE(helm.ok());
+  std::string lint = absl::StrCat(*helm, " lint --strict helm/onecard");
+  for (const std::string& s : sets) absl::StrAppend(&lint, " --set ", s);
+  absl::StatusOr<CommandResult> linted = RunCommand(lint);
+  ASSERT_TRUE(linted.ok());
+  EXPECT_EQ(linted->exit_code, 0) << linted->output << linted->errors;
+}
+
 TEST(HelmChartTest, FullValuesTurnOnHpaServiceMonitorsAndGpuScheduling) {
   const std::vector<json> docs = Render({kFullValues});
   const json hpa = FindObject(docs, "HorizontalPodAutoscaler", "-worker");

@@ -42,7 +42,8 @@ worker:
     max_num_seqs: )",
                       options.max_num_seqs, R"(
   load_report_interval: 100ms
-  reconnect: {initial_backoff: 50ms, max_backoff: 300ms}
+  reconnect: {initial_backoff: 50ms, max_backoff: )",
+                      options.worker_max_backoff, R"(}
   grace_period: 20s
   default_max_tokens: 16
 router:

@@ -36,6 +36,9 @@ struct ClusterOptions {
   std::string work_dir;  // config and logs; must exist
   bool start_router = true;
   int max_num_seqs = 4;  // per worker step: a small batch makes the router queue
+  // The worker's reconnect backoff cap towards the metrics service (the
+  // product default is 5s; short keeps outage tests quick).
+  std::string worker_max_backoff = "300ms";
 };
 
 class LocalCluster {

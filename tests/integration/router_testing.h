@@ -28,7 +28,8 @@ std::string LogDir();
 
 absl::StatusOr<std::unique_ptr<ChildProcess>> StartWorker(const std::string& name,
                                                           std::vector<std::string> extra = {});
-// A router with `workers` as its static endpoints.
+// A router with `workers` as its static endpoints; with no tenants in
+// `extra`'s config it serves callers without a key (allow_unauthenticated).
 absl::StatusOr<std::unique_ptr<ChildProcess>> StartRouter(
     const std::string& name, const std::vector<const ChildProcess*>& workers,
     std::vector<std::string> extra = {});

@@ -139,7 +139,7 @@ TEST(ControlPlaneClientTest, WatchesTablesAndReportsLoad) {
   Tables tables;
   cp.service.Publish(1, "w1");
   ControlPlaneClient client(
-      Options(cp.port), [&](const auto& t) { tables.Add(t); }, Load);
+      Options(cp.port), [&](const auto& t, bool) { tables.Add(t); }, Load);
   client.Start();
   ASSERT_TRUE(tables.AwaitWorker("w1"));
   cp.service.Publish(2, "w2");
@@ -164,7 +164,7 @@ TEST(ControlPlaneClientTest, ReconnectsAfterTheControlPlaneRestarts) {
   Tables tables;
   cp->service.Publish(1, "w1");
   ControlPlaneClient client(
-      Options(port), [&](const auto& t) { tables.Add(t); }, Load);
+      Options(port), [&](const auto& t, bool) { tables.Add(t); }, Load);
   client.Start();
   ASSERT_TRUE(tables.AwaitWorker("w1"));
   cp.reset();  // the control plane goes away: no new table is handed over

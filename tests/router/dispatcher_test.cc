@@ -104,21 +104,50 @@ TEST(DispatcherTest, CancelWhileQueued) {
   EXPECT_EQ(d.CheckInvariants(), "");
 }
 
-TEST(DispatcherTest, RefusesWhenFullOrNoWorker) {
+TEST(DispatcherTest, RefusesWhenFull) {
   FakeClock clock;
   QueueOptions q;
   q.max_depth = 1;
   Dispatcher d(q, WorkerPoolOptions{}, &clock);
   Outcomes out;
-  absl::Status s = d.Submit(out.Make(1, PriorityClass::kStandard));
-  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
   d.SetWorkers({Worker("a", 1)});
   ASSERT_TRUE(d.Submit(out.Make(2, PriorityClass::kStandard)).ok());
   ASSERT_TRUE(d.Submit(out.Make(3, PriorityClass::kStandard)).ok());
-  s = d.Submit(out.Make(4, PriorityClass::kStandard));
+  absl::Status s = d.Submit(out.Make(4, PriorityClass::kStandard));
   EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_FALSE(out.by_id.contains(1));  // refused at Submit: no callback
-  EXPECT_FALSE(out.by_id.contains(4));
+  EXPECT_FALSE(out.by_id.contains(4));  // refused at Submit: no callback
+}
+
+// Issue 22: "no healthy worker" failed at once; such a request now waits in
+// the queue (a worker table being rebuilt fills again), bounded by the queue
+// timeout and its deadline, and then fails UNAVAILABLE.
+TEST(DispatcherTest, NoWorkerWaitsInTheQueueThenUnavailable) {
+  FakeClock clock;
+  QueueOptions q;
+  q.queue_timeout = absl::Seconds(5);
+  Dispatcher d(q, WorkerPoolOptions{}, &clock);
+  Outcomes out;
+  ASSERT_TRUE(d.Submit(out.Make(1, PriorityClass::kStandard)).ok());
+  ASSERT_TRUE(d.Submit(out.Make(2, PriorityClass::kStandard)).ok());
+  DispatchRequest short_deadline = out.Make(3, PriorityClass::kStandard);
+  short_deadline.deadline = clock.Now() + absl::Seconds(1);
+  ASSERT_TRUE(d.Submit(std::move(short_deadline)).ok());
+  EXPECT_TRUE(out.by_id.empty());
+  clock.Advance(absl::Seconds(1));
+  d.Tick();
+  EXPECT_EQ(out.by_id.at(3).status().code(), absl::StatusCode::kDeadlineExceeded);
+  clock.Advance(absl::Seconds(1));
+  d.SetWorkers({Worker("a", 1)});  // the table is back: the first one goes
+  ASSERT_TRUE(out.by_id.at(1).ok());
+  EXPECT_EQ(out.by_id.at(1)->queue_wait, absl::Seconds(2));
+  d.SetWorkers({});  // gone again: request 2 keeps waiting
+  EXPECT_FALSE(out.by_id.contains(2));
+  clock.Advance(absl::Seconds(3));
+  d.Tick();
+  EXPECT_EQ(out.by_id.at(2).status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(out.by_id.at(2).status().message().find("no healthy worker"), std::string::npos);
+  d.Finish("a", CallOutcome::kSuccess);
+  EXPECT_EQ(d.CheckInvariants(), "");
 }
 
 TEST(DispatcherTest, RetryAvoidsTheFailedWorker) {
@@ -152,17 +181,21 @@ TEST(DispatcherTest, RetryAvoidsTheFailedWorker) {
   EXPECT_EQ(d.CheckInvariants(), "");
 }
 
-TEST(DispatcherTest, QueuedRequestsFailWhenNoWorkerIsLeft) {
+TEST(DispatcherTest, QueuedRetriesFailWhenNoWorkerIsLeft) {
   FakeClock clock;
   Dispatcher d(QueueOptions{}, WorkerPoolOptions{}, &clock);
-  d.SetWorkers({Worker("a", 1)});
+  d.SetWorkers({Worker("a", 1), Worker("b", 1)});
   Outcomes out;
   ASSERT_TRUE(d.Submit(out.Make(1, PriorityClass::kStandard)).ok());
   ASSERT_TRUE(d.Submit(out.Make(2, PriorityClass::kStandard)).ok());
-  d.SetWorkers({});
-  EXPECT_EQ(out.by_id.at(2).status().code(), absl::StatusCode::kUnavailable);
-  d.Finish("a", CallOutcome::kSuccess);  // the departed worker's last call
-  EXPECT_TRUE(d.Workers().empty());
+  const std::string failed = out.by_id.at(1)->worker_id;
+  Outcomes retry;
+  ASSERT_TRUE(d.Resubmit(retry.Make(1, PriorityClass::kStandard), clock.Now(), {failed}).ok());
+  EXPECT_FALSE(retry.by_id.contains(1));  // the other worker is busy: it waits
+  d.SetWorkers({Worker(failed, 1)});      // only the failed worker is left
+  EXPECT_EQ(retry.by_id.at(1).status().code(), absl::StatusCode::kUnavailable);
+  d.Finish("a", CallOutcome::kSuccess);  // the calls in flight end
+  d.Finish("b", CallOutcome::kSuccess);
   EXPECT_EQ(d.CheckInvariants(), "");
 }
 

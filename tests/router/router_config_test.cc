@@ -2,6 +2,8 @@
 // derived from aging_step, tenants, and errors naming the field.
 #include "router/router_config.h"
 
+#include <limits>
+
 #include "gtest/gtest.h"
 #include "router/api_keys.h"
 #include "services/common/config.h"
@@ -13,6 +15,7 @@ namespace {
 onecard::v1::RouterConfig Minimal() {
   onecard::v1::RouterConfig c;
   c.set_model_path("models/m.gguf");
+  c.set_allow_unauthenticated(true);
   return c;
 }
 
@@ -36,6 +39,7 @@ TEST(RouterConfigTest, Defaults) {
   EXPECT_EQ(o->grace_period, absl::Seconds(30));
   EXPECT_EQ(o->config.default_max_tokens(), 256);
   EXPECT_EQ(o->config.dispatch().affinity_prefix_tokens(), 64);
+  EXPECT_EQ(o->stale_worker_grace, absl::Seconds(10));
   EXPECT_TRUE(o->tenants.empty());
 }
 
@@ -83,6 +87,25 @@ TEST(RouterConfigTest, ErrorsNameTheField) {
        "dispatch.max_in_flight_per_worker"},
       {[](auto& c) { c.add_tenants()->set_tokens_per_second(-5); }, "tenants[0].tokens_per_second"},
       {[](auto& c) { c.set_default_max_tokens(-1); }, "default_max_tokens"},
+      // Issue 22: values that would exhaust memory or spin a core.
+      {[](auto& c) { c.mutable_queue()->set_max_depth(1 << 30); }, "queue.max_depth"},
+      {[](auto& c) { c.set_max_request_bytes(2147483647); }, "max_request_bytes"},
+      {[](auto& c) { c.set_default_max_tokens(1 << 30); }, "default_max_tokens"},
+      {[](auto& c) { c.mutable_load_report_interval()->set_nanos(1); }, "load_report_interval"},
+      {[](auto& c) { c.mutable_reconnect()->mutable_initial_backoff()->set_nanos(1); },
+       "reconnect.initial_backoff"},
+      {[](auto& c) { c.mutable_dispatch()->mutable_probe_interval()->set_nanos(1); },
+       "dispatch.probe_interval"},
+      {[](auto& c) { c.mutable_timeouts()->mutable_worker_connect_timeout()->set_nanos(1); },
+       "timeouts.worker_connect_timeout"},
+      {[](auto& c) { c.mutable_dispatch()->set_max_in_flight_per_worker(1 << 30); },
+       "dispatch.max_in_flight_per_worker"},
+      {[](auto& c) { c.mutable_dispatch()->mutable_stale_worker_grace()->set_seconds(7200); },
+       "dispatch.stale_worker_grace"},
+      {[](auto& c) {
+         c.add_tenants()->set_requests_per_second(std::numeric_limits<double>::infinity());
+       },
+       "tenants[0].requests_per_second"},
   };
   for (const Case& k : cases) {
     onecard::v1::RouterConfig c = Minimal();
@@ -91,6 +114,31 @@ TEST(RouterConfigTest, ErrorsNameTheField) {
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << k.field;
     EXPECT_EQ(s.message().substr(0, k.field.size() + 1), k.field + ":") << s;
   }
+}
+
+// Issue 22: a router with no tenants served everyone without a warning; it
+// now needs allow_unauthenticated: true to start that way.
+TEST(RouterConfigTest, NoTenantsNeedsAllowUnauthenticated) {
+  onecard::v1::RouterConfig c = Minimal();
+  c.set_allow_unauthenticated(false);
+  absl::Status s = ResolveRouterOptions(c).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message().rfind("tenants: none configured", 0), 0u) << s;
+  EXPECT_NE(s.message().find("allow_unauthenticated: true"), std::string::npos) << s;
+  c.add_tenants()->set_name("acme");
+  EXPECT_TRUE(ResolveRouterOptions(c).ok());
+  onecard::v1::RouterConfig parsed;
+  ASSERT_TRUE(services::ParseConfigText("model_path: m.gguf\nallow_unauthenticated: true\n",
+                                        "r.yaml", &parsed)
+                  .ok());
+  EXPECT_TRUE(ResolveRouterOptions(parsed).ok());
+}
+
+TEST(RouterConfigTest, BoundsNameTheRange) {
+  onecard::v1::RouterConfig c = Minimal();
+  c.mutable_load_report_interval()->set_nanos(1);
+  EXPECT_EQ(ResolveRouterOptions(c).status().message(),
+            "load_report_interval: 1ns is outside [10ms, 1h]");
 }
 
 }  // namespace

@@ -301,11 +301,18 @@ TEST_F(RouterServiceTest, InteractiveOvertakesQueuedBatch) {
   EXPECT_EQ(worker->first_tokens(), (std::vector<int32_t>{2006, 1002, 1001}));
 }
 
-TEST_F(RouterServiceTest, NoWorkerIsUnavailable) {
-  StartRouter({});
+// Issue 22: "no healthy worker" failed at once; the request waits in the
+// queue for one (up to the queue timeout), then fails UNAVAILABLE.
+TEST_F(RouterServiceTest, NoWorkerWaitsForTheQueueTimeoutThenUnavailable) {
+  StartRouter({}, 2, [](onecard::v1::RouterConfig& c) {
+    services::ToProtoDuration(absl::Milliseconds(300), c.mutable_queue()->mutable_queue_timeout());
+  });
   Result r = Generate(Tokens({1001}));
   EXPECT_EQ(r.status.error_code(), grpc::StatusCode::UNAVAILABLE);
-  EXPECT_NE(r.status.error_message().find("no healthy worker"), std::string::npos);
+  EXPECT_NE(r.status.error_message().find("no healthy worker within the queue timeout (300ms)"),
+            std::string::npos)
+      << r.status.error_message();
+  EXPECT_EQ(Scrape().Value("onecard_router_requests_rejected_total", {{"reason", "no_worker"}}), 1);
 }
 
 TEST_F(RouterServiceTest, BadInputGetsTheRightCodeNamingTheField) {
@@ -346,6 +353,59 @@ TEST_F(RouterServiceTest, BadInputGetsTheRightCodeNamingTheField) {
             2);
   EXPECT_EQ(text.Value("onecard_router_requests_rejected_total", {{"reason", "invalid_argument"}}),
             2);
+}
+
+// Issue 22: invalid UTF-8 in a string field came back as UNIMPLEMENTED with
+// an empty message; now INVALID_ARGUMENT naming the field, at the router.
+TEST_F(RouterServiceTest, InvalidUtf8IsInvalidArgumentNamingTheField) {
+  auto worker = FakeWorker::Start();
+  StartRouter({worker.get()});
+  GenerateRequest prompt;
+  prompt.set_prompt("caf\xe9");  // Latin-1, not UTF-8
+  Result r = Generate(prompt);
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << r.status.error_message();
+  EXPECT_EQ(r.status.error_message().rfind("prompt: not valid UTF-8", 0), 0u)
+      << r.status.error_message();
+  GenerateRequest chat = Tokens({1001});
+  chat.mutable_stopping()->add_stop_strings("\xff");
+  r = Generate(chat);
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(r.status.error_message().rfind("stopping.stop_strings[0]: not valid UTF-8", 0), 0u)
+      << r.status.error_message();
+  // Without a key the caller learns nothing about the request.
+  r = Generate(prompt, "");
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  grpc::ClientContext context;
+  context.AddMetadata("authorization", std::string("Bearer ") + kKey);
+  onecard::v1::TokenizeRequest tokenize;
+  tokenize.mutable_messages()->add_messages()->set_content("\xc0\x80");  // overlong NUL
+  onecard::v1::TokenizeResponse tokens;
+  grpc::Status s = stub_->Tokenize(&context, tokenize, &tokens);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  EXPECT_EQ(s.error_message().rfind("messages.messages[0].content: not valid UTF-8", 0), 0u)
+      << s.error_message();
+  EXPECT_EQ(worker->calls(), 0);
+}
+
+// Issue 22: a client's deadline passing was counted as CANCELLED by the
+// router; it is DEADLINE_EXCEEDED, for a call at a worker and one queued.
+TEST_F(RouterServiceTest, ClientDeadlineIsCountedAsDeadlineExceeded) {
+  auto worker = FakeWorker::Start();
+  StartRouter({worker.get()}, 1);
+  Result at_worker = Generate(Tokens({2003}), kKey, absl::Milliseconds(300));
+  EXPECT_EQ(at_worker.status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  Result held;
+  grpc::ClientContext held_context;
+  std::thread holder = Occupy(worker.get(), 2006, &held, &held_context);
+  Result queued = Generate(Tokens({1001}), kKey, absl::Milliseconds(300));
+  EXPECT_EQ(queued.status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  worker->Release();
+  holder.join();
+  // A call is counted when gRPC is done with it: wait until none is open.
+  ASSERT_TRUE(router_->core().WaitIdle(absl::Now() + absl::Seconds(10)));
+  onecard::testing::PromText text = Scrape();
+  EXPECT_EQ(text.Value("onecard_router_requests_total", {{"code", "DEADLINE_EXCEEDED"}}), 2);
+  EXPECT_EQ(text.Value("onecard_router_requests_total", {{"code", "CANCELLED"}}), 0);
 }
 
 TEST_F(RouterServiceTest, DrainRefusesNewAndFinishesOld) {

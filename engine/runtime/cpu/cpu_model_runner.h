@@ -31,7 +31,9 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> CreateCpuModelRunner(const Checkpoi
 // config's shapes are checked (InvalidArgument naming the field), then every
 // weight's size against them (naming the layer and part). The KV pool gets
 // options.num_kv_blocks blocks, or as many as fit in options.kv_cache_bytes
-// (K and V of every layer); fewer than one block is an InvalidArgument.
+// (K and V of every layer); fewer than one block is an InvalidArgument, a
+// pool larger than the host's memory (or one whose allocation fails)
+// ResourceExhausted.
 // Forward is serialized: concurrent calls take turns.
 absl::StatusOr<std::unique_ptr<ModelRunner>> CreateCpuModelRunnerFromWeights(
     const ModelConfig& config, ModelWeightsF32 weights, const CpuRunnerOptions& options);

@@ -5,8 +5,10 @@
 // Tested by tests/engine/runtime/cpu/cpu_model_runner_test.cc.
 #include <limits>
 #include <mutex>
+#include <new>
 
 #include "absl/strings/str_cat.h"
+#include "engine/common/host_info.h"
 #include "engine/common/log.h"
 #include "engine/common/status_macros.h"
 #include "engine/runtime/cpu/cpu_batch.h"
@@ -59,6 +61,12 @@ absl::StatusOr<KvLayout> PlanKvLayout(const ModelConfig& config, const CpuRunner
   const int64_t block_bytes =
       2 * config.num_layers * layout.BlockStride() * static_cast<int64_t>(sizeof(float));
   const int64_t num_blocks = o.num_kv_blocks > 0 ? o.num_kv_blocks : o.kv_cache_bytes / block_bytes;
+  // K and V pools of num_blocks * block_bytes: never more than the host has.
+  if (num_blocks > HostMemoryBytes() / block_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the KV pool of ", num_blocks, " blocks of ", block_bytes,
+        " bytes is more than the host's memory (", HostMemoryBytes(), " bytes)"));
+  }
   if (num_blocks < 1 || num_blocks > std::numeric_limits<int32_t>::max()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the KV pool would have ", num_blocks, " blocks (num_kv_blocks ", o.num_kv_blocks,
@@ -75,8 +83,16 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> CreateCpuModelRunnerFromWeights(
   RETURN_IF_ERROR(CheckCpuConfig(config));
   ASSIGN_OR_RETURN(const KvLayout layout, PlanKvLayout(config, options));
   ASSIGN_OR_RETURN(CpuWeights packed, PackCpuWeights(config, std::move(weights)));
-  auto runner =
-      std::make_unique<CpuModelRunner>(config, std::move(packed), layout, options.num_threads);
+  std::unique_ptr<CpuModelRunner> runner;
+  // The KV pools and activations are std::vectors: a failed allocation
+  // throws, and becomes a status here.
+  try {
+    runner =
+        std::make_unique<CpuModelRunner>(config, std::move(packed), layout, options.num_threads);
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("cannot allocate the KV pool of ", layout.num_blocks, " blocks"));
+  }
   Log(LogLevel::kInfo, "cpu", "model %s: %d layers, %d KV blocks of %d tokens, %d threads",
       config.name, config.num_layers, layout.num_blocks, layout.block_size, runner->num_threads());
   return runner;

@@ -80,15 +80,90 @@ app.kubernetes.io/managed-by: {{ .root.Release.Service }}
 {{- range $kind := list "startup" "liveness" "readiness" }}
 {{- $p := index $.probes $kind }}
 {{ $kind }}Probe:
+  {{- if $.tls }}
+  exec:
+    command:
+      - /usr/local/bin/onecard-health-probe
+      - --target=127.0.0.1:{{ $.port }}
+      - --service={{ $p.service | default "" }}
+      - --tls-ca={{ $.tls }}/ca.crt
+      {{- if $.mutual }}
+      - --tls-cert={{ $.tls }}/tls.crt
+      - --tls-key={{ $.tls }}/tls.key
+      {{- end }}
+  {{- else }}
   grpc:
     port: {{ $.port }}
     service: {{ $p.service | default "" | quote }}
+  {{- end }}
   periodSeconds: {{ $p.periodSeconds }}
   timeoutSeconds: {{ $p.timeoutSeconds }}
   failureThreshold: {{ $p.failureThreshold }}
   {{- if $p.initialDelaySeconds }}
   initialDelaySeconds: {{ $p.initialDelaySeconds }}
   {{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+Who may talk to whom (values serviceAuth and tls; docs/security.md). Files
+are mounted under /etc/onecard-auth: tokens/<role>.token (token mode),
+tls/{tls.crt,tls.key,ca.crt} (mutual TLS), public-tls/ (the router's public
+port).
+*/}}
+{{- define "onecard.tokensSecret.name" -}}
+{{- default (printf "%s-service-tokens" (include "onecard.fullname" .)) .Values.serviceAuth.tokens.existingSecret }}
+{{- end }}
+{{- define "onecard.tlsSecret.name" -}}
+{{- default (printf "%s-%s-tls" (include "onecard.fullname" .root) .component) (index .root.Values.tls.secrets .component) }}
+{{- end }}
+{{- define "onecard.publicTlsSecret.name" -}}
+{{- default (printf "%s-router-public-tls" (include "onecard.fullname" .)) .Values.router.publicTls.secret }}
+{{- end }}
+
+{{/* service_auth of a component's config, YAML: (dict "root" $ "roles" (list "worker" "router")),
+the roles whose tokens it reads. */}}
+{{- define "onecard.serviceAuth" -}}
+{{- $v := .root.Values -}}
+{{- if $v.tls.enabled }}
+tls:
+  cert_file: /etc/onecard-auth/tls/tls.crt
+  key_file: /etc/onecard-auth/tls/tls.key
+  ca_file: /etc/onecard-auth/tls/ca.crt
+  reload_interval: {{ $v.tls.reloadInterval }}
+{{- else if $v.serviceAuth.tokens.enabled }}
+{{- range .roles }}
+{{ . }}_token_file: /etc/onecard-auth/tokens/{{ . }}.token
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* The identity volumes of a pod: (dict "root" $ "component" "worker" "roles" (list ...)). */}}
+{{- define "onecard.authVolumes" -}}
+{{- if .root.Values.tls.enabled }}
+- name: service-tls
+  secret:
+    secretName: {{ include "onecard.tlsSecret.name" . }}
+{{- else if .root.Values.serviceAuth.tokens.enabled }}
+- name: service-tokens
+  secret:
+    secretName: {{ include "onecard.tokensSecret.name" .root }}
+    items:
+      {{- range .roles }}
+      - {key: {{ . }}.token, path: {{ . }}.token}
+      {{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "onecard.authMounts" -}}
+{{- if .Values.tls.enabled }}
+- name: service-tls
+  mountPath: /etc/onecard-auth/tls
+  readOnly: true
+{{- else if .Values.serviceAuth.tokens.enabled }}
+- name: service-tokens
+  mountPath: /etc/onecard-auth/tokens
+  readOnly: true
 {{- end }}
 {{- end }}
 

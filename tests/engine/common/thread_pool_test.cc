@@ -9,6 +9,13 @@
 #include <thread>
 #include <vector>
 
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
 #include "gtest/gtest.h"
 
 namespace onecard {
@@ -104,6 +111,41 @@ TEST(ThreadPoolTest, ManyCallsInARow) {
 TEST(ThreadPoolTest, ZeroMeansHardwareConcurrency) {
   ThreadPool pool(0);
   EXPECT_EQ(pool.num_threads(), std::max(1, static_cast<int>(std::thread::hardware_concurrency())));
+}
+
+// The process's virtual memory size in bytes (VmSize of /proc/self/status).
+int64_t VirtualMemoryBytes() {
+  std::ifstream in("/proc/self/status");
+  std::string key;
+  int64_t kb = 0;
+  while (in >> key) {
+    if (key == "VmSize:" && in >> kb) return kb * 1024;
+  }
+  return 0;
+}
+
+// Runs a 64-thread pool with too little address space for 64 thread stacks
+// (8 MiB each) and exits 0 when the pool is smaller but computes right.
+void RunPoolWithLittleAddressSpace() {
+  const rlim_t cap = static_cast<rlim_t>(VirtualMemoryBytes() + (64ll << 20));
+  const rlimit limit = {cap, cap};
+  if (setrlimit(RLIMIT_AS, &limit) != 0) std::_Exit(3);
+  ThreadPool pool(64);
+  int64_t sum = 0;
+  std::mutex mu;
+  pool.ParallelFor(1000, [&](int64_t begin, int64_t end) {
+    std::lock_guard<std::mutex> lock(mu);
+    for (int64_t i = begin; i < end; ++i) sum += i;
+  });
+  std::_Exit(pool.num_threads() < 64 && sum == 999 * 1000 / 2 ? 0 : 1);
+}
+
+// A thread the system refuses leaves a smaller pool that still works, never
+// a std::system_error that ends the process (issue 22: num_threads: 100000
+// aborted the worker).
+TEST(ThreadPoolDeathTest, RefusedThreadsLeaveASmallerWorkingPool) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(RunPoolWithLittleAddressSpace(), ::testing::ExitedWithCode(0), "");
 }
 
 }  // namespace

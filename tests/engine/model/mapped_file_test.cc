@@ -1,6 +1,8 @@
 // MappedFile: maps the bytes of a file read-only; errors name the file.
 #include "engine/model/mapped_file.h"
 
+#include <sys/stat.h>
+
 #include <cstring>
 
 #include "gmock/gmock.h"
@@ -42,7 +44,18 @@ TEST(MappedFileTest, DirectoryIsRefused) {
   ScratchDir dir;
   auto file = MappedFile::Open(dir.path());
   EXPECT_EQ(file.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(file.status().message()), HasSubstr(dir.path() + ": not a regular"));
+  EXPECT_THAT(std::string(file.status().message()),
+              HasSubstr(dir.path() + ": a directory, not a regular file"));
+}
+
+// Issue 22: opening a FIFO for reading waited for a writer, forever.
+TEST(MappedFileTest, FifoIsRefusedWithoutBlocking) {
+  ScratchDir dir;
+  const std::string path = dir.path() + "/model.gguf";
+  ASSERT_EQ(mkfifo(path.c_str(), 0600), 0);
+  auto file = MappedFile::Open(path);
+  EXPECT_EQ(file.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(file.status().message()), HasSubstr(path + ": a FIFO"));
 }
 
 }  // namespace

@@ -4,6 +4,8 @@
 // written in the documents.
 #include "services/common/config.h"
 
+#include <sys/stat.h>
+
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -111,6 +113,20 @@ TEST(ConfigTest, LoadsFilesAndReportsMissingOnes) {
   const absl::Status missing = LoadConfigFile(path, &*c);
   EXPECT_EQ(missing.code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(missing.message(), HasSubstr(path));
+}
+
+// A config path that is a FIFO is refused at once (reading it would wait for
+// a writer) and one that is a directory is named as such.
+TEST(ConfigTest, FifoAndDirectoryAreRefusedNamingThePath) {
+  const std::string fifo = ::testing::TempDir() + "/config_test_fifo.yaml";
+  std::remove(fifo.c_str());
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  v1::OnecardConfig c;
+  const absl::Status s = LoadConfigFile(fifo, &c);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), fifo + ": a FIFO, not a regular file");
+  std::remove(fifo.c_str());
+  EXPECT_THAT(LoadConfigFile(::testing::TempDir(), &c).message(), HasSubstr("a directory"));
 }
 
 TEST(ParseByteSizeTest, NumbersWithBinaryUnits) {

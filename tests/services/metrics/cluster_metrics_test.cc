@@ -39,6 +39,7 @@ class ClusterMetricsTest : public ::testing::Test {
     ASSERT_TRUE(registry_.RegisterWorker(request).ok());
     v1::WorkerLoadReport report;
     report.set_worker_id(id);
+    report.set_address(id + ":1");
     report.set_sequence(1);
     report.set_waiting(waiting);
     report.set_running(running);

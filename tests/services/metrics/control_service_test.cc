@@ -8,10 +8,14 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "services/common/service_auth.h"
+#include "tests/services/testing/service_credentials.h"
 
 namespace onecard::services::metrics {
 namespace {
@@ -20,10 +24,11 @@ using ::testing::HasSubstr;
 
 class ControlServiceTest : public ::testing::Test {
  protected:
-  explicit ControlServiceTest(RegistryOptions options = {})
+  explicit ControlServiceTest(RegistryOptions options = {},
+                              std::shared_ptr<const ServiceAuth> auth = nullptr)
       : registry_(options, [this] { return absl::FromUnixNanos(now_nanos_.load()); }),
         metrics_(&registry_),
-        service_(&registry_, &metrics_, absl::Milliseconds(100)) {
+        service_(&registry_, &metrics_, absl::Milliseconds(100), std::move(auth)) {
     grpc::ServerBuilder builder;
     int port = 0;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
@@ -42,14 +47,16 @@ class ControlServiceTest : public ::testing::Test {
     context->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
   }
 
-  grpc::Status Register(const std::string &id, const std::string &model = "m") {
+  grpc::Status Register(const std::string &id, const std::string &model = "m",
+                        const std::string &token = "", const std::string &address = "") {
     v1::RegisterWorkerRequest request;
     request.set_worker_id(id);
-    request.set_address(id + ":50051");
+    request.set_address(address.empty() ? id + ":50051" : address);
     request.mutable_info()->mutable_model()->set_id(model);
     v1::RegisterWorkerResponse response;
     grpc::ClientContext context;
     SafetyDeadline(&context);
+    if (!token.empty()) context.AddMetadata(kServiceTokenKey, token);
     return stub_->RegisterWorker(&context, request, &response);
   }
 
@@ -69,6 +76,7 @@ class ControlServiceTest : public ::testing::Test {
   static v1::WorkerLoadReport Load(const std::string &id, int64_t seq, int64_t running) {
     v1::WorkerLoadReport report;
     report.set_worker_id(id);
+    report.set_address(id + ":50051");
     report.set_sequence(seq);
     report.set_running(running);
     return report;
@@ -102,12 +110,21 @@ TEST_F(ControlServiceTest, RegisterAnswersReportIntervalAndRejectsBadRequests) {
   EXPECT_THAT(status.error_message(), HasSubstr("address"));
 }
 
-TEST_F(ControlServiceTest, ReportStreamUpdatesTheTable) {
+// Each report updates the table as it arrives; when the stream ends the
+// worker has left and is forgotten at once (not after the expiry).
+TEST_F(ControlServiceTest, ReportStreamUpdatesTheTableUntilTheWorkerLeaves) {
   ASSERT_TRUE(Register("w1").ok());
+  std::vector<int64_t> running;  // the listener runs on the thread of each change
+  absl::Mutex mu;
+  const int64_t id = registry_.Subscribe([&] {
+    const v1::WorkerTable table = registry_.WorkerTable("");
+    absl::MutexLock lock(&mu);
+    running.push_back(table.workers_size() == 0 ? -1 : table.workers(0).load().running());
+  });
   ASSERT_TRUE(SendReports({Load("w1", 1, 2), Load("w1", 2, 5)}).ok());
-  const v1::WorkerTable table = registry_.WorkerTable("");
-  ASSERT_EQ(table.workers_size(), 1);
-  EXPECT_EQ(table.workers(0).load().running(), 5);
+  registry_.Unsubscribe(id);
+  EXPECT_EQ(running, (std::vector<int64_t>{2, 5, -1}));
+  EXPECT_EQ(registry_.WorkerTable("").workers_size(), 0);
 }
 
 TEST_F(ControlServiceTest, UnknownWorkerStreamEndsWithNotFound) {
@@ -154,7 +171,7 @@ TEST_F(ControlServiceTest, WatchSendsTableThenChangesAfterTheInterval) {
   EXPECT_FALSE(table.workers(0).has_load());
   const int64_t first_version = table.version();
 
-  ASSERT_TRUE(SendReports({Load("w1", 1, 7)}).ok());
+  ASSERT_TRUE(registry_.ReportWorkerLoad(Load("w1", 1, 7)).ok());
   Advance(absl::Milliseconds(100));  // the rate limit has passed
   service_.Tick();
   ASSERT_TRUE(reader->Read(&table));
@@ -229,6 +246,67 @@ TEST_F(ControlServiceTest, WatchFiltersByModel) {
   while (reader->Read(&table)) {
   }
   reader->Finish();
+}
+
+// Token mode: each method wants its role's token.
+class ControlServiceTokenTest : public ControlServiceTest {
+ protected:
+  ControlServiceTokenTest()
+      : ControlServiceTokenTest(testing::WriteTestTokens(testing::MakeTestDir("control"))) {}
+  explicit ControlServiceTokenTest(testing::TestTokens tokens)
+      : ControlServiceTest({}, Auth(tokens)), tokens_(std::move(tokens)) {}
+
+  static std::shared_ptr<const ServiceAuth> Auth(const testing::TestTokens &tokens) {
+    absl::StatusOr<std::shared_ptr<const ServiceAuth>> auth =
+        ServiceAuth::Create({testing::TokenAuth(tokens), "metrics", {}});
+    EXPECT_TRUE(auth.ok()) << auth.status();
+    return *auth;
+  }
+
+  // WatchWorkers with `token`: the status of a stream that is refused at once.
+  grpc::Status Watch(const std::string &token) {
+    grpc::ClientContext context;
+    SafetyDeadline(&context);
+    context.AddMetadata(kServiceTokenKey, token);
+    auto reader = stub_->WatchWorkers(&context, v1::WatchWorkersRequest());
+    v1::WorkerTable table;
+    while (reader->Read(&table)) context.TryCancel();  // a table: the watch was allowed
+    return reader->Finish();
+  }
+
+  const testing::TestTokens tokens_;
+};
+
+// Issue 22: anyone who reached the metrics service could register a worker
+// and watch the worker table.
+TEST_F(ControlServiceTokenTest, OnlyWorkersRegisterAndOnlyRoutersWatch) {
+  EXPECT_EQ(Register("w1").error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(Register("w1", "m", tokens_.router).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(Register("w1", "m", "not-a-token-of-ours").error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_TRUE(Register("w1", "m", tokens_.worker).ok());
+  EXPECT_EQ(Watch(tokens_.worker).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(Watch("").error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(Watch(tokens_.router).error_code(), grpc::StatusCode::CANCELLED);  // it got a table
+  grpc::ClientContext context;
+  SafetyDeadline(&context);
+  context.AddMetadata(kServiceTokenKey, tokens_.worker);
+  v1::RegisterRouterRequest router;
+  router.set_router_id("r1");
+  router.set_address("r1:1");
+  v1::RegisterRouterResponse response;
+  EXPECT_EQ(stub_->RegisterRouter(&context, router, &response).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+}
+
+// Issue 22: a second registration of a live id from elsewhere took over its
+// traffic; it is refused, and the table keeps the real worker.
+TEST_F(ControlServiceTokenTest, TakeoverOfALiveIdIsRefused) {
+  ASSERT_TRUE(Register("w1", "m", tokens_.worker, "10.0.0.1:50051").ok());
+  const grpc::Status takeover = Register("w1", "m", tokens_.worker, "10.6.6.6:50051");
+  EXPECT_EQ(takeover.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(takeover.error_message(), HasSubstr("registered by 'token:worker' at 10.0.0.1"));
+  EXPECT_EQ(registry_.WorkerTable("").workers(0).address(), "10.0.0.1:50051");
 }
 
 }  // namespace

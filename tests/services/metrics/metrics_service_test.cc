@@ -4,9 +4,11 @@
 #include "services/metrics/metrics_service.h"
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 
+#include "absl/synchronization/mutex.h"
 #include "gmock/gmock.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
@@ -51,6 +53,20 @@ TEST(ResolveOptionsTest, ErrorsNameTheField) {
   EXPECT_EQ(options.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(options.status().message(), HasSubstr("metrics.router_expiry"));
 
+  // Issue 22: report_interval 1ns made idle workers spin; the intervals of
+  // the service's own loops have the same floor.
+  config.Clear();
+  config.mutable_report_interval()->set_nanos(1);
+  options = ResolveOptions(config);
+  EXPECT_EQ(options.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(options.status().message(), "metrics.report_interval: 1ns is outside [10ms, 1m]");
+  config.Clear();
+  config.mutable_watch_min_interval()->set_nanos(1);
+  EXPECT_THAT(ResolveOptions(config).status().message(), HasSubstr("metrics.watch_min_interval"));
+  config.Clear();
+  config.mutable_worker_expiry()->set_seconds(100000);
+  EXPECT_THAT(ResolveOptions(config).status().message(), HasSubstr("metrics.worker_expiry"));
+
   config.Clear();
   config.set_listen_address("no-port-here");
   options = ResolveOptions(config);
@@ -85,6 +101,27 @@ class MetricsServiceTest : public ::testing::Test {
     return response.status();
   }
 
+  // Waits (listening to the registry, bounded by 60 s) until its worker
+  // table satisfies `ok`.
+  bool WaitForTable(const std::function<bool(const v1::WorkerTable &)> &ok) {
+    absl::Mutex mu;
+    bool done = false;
+    Registry &registry = service_->registry();
+    const int64_t id = registry.Subscribe([&] {
+      const bool now_ok = ok(registry.WorkerTable(""));
+      absl::MutexLock lock(&mu);
+      done = done || now_ok;
+    });
+    {
+      absl::MutexLock lock(&mu);
+      done = done || ok(registry.WorkerTable(""));
+      mu.AwaitWithTimeout(absl::Condition(&done), absl::Seconds(60));
+    }
+    registry.Unsubscribe(id);
+    absl::MutexLock lock(&mu);
+    return done;
+  }
+
   std::unique_ptr<MetricsService> service_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::ControlPlane::Stub> stub_;
@@ -109,12 +146,16 @@ TEST_F(MetricsServiceTest, ServesHealthAndRegistrationAndMetrics) {
   auto writer = stub_->ReportWorkerLoad(&stream_context, &done);
   v1::WorkerLoadReport report;
   report.set_worker_id("w1");
+  report.set_address("127.0.0.1:1");
   report.set_sequence(1);
   report.set_running(3);
   report.set_waiting(1);
   ASSERT_TRUE(writer->Write(report));
-  writer->WritesDone();
-  ASSERT_TRUE(writer->Finish().ok());
+  // The stream stays open (a worker that closes it has left the table)
+  // until the report shows in the registry.
+  ASSERT_TRUE(WaitForTable([](const v1::WorkerTable &t) {
+    return t.workers_size() == 1 && t.workers(0).load().running() == 3;
+  }));
 
   absl::StatusOr<testing::HttpResponse> http =
       testing::HttpGet(service_->metrics_address(), "/metrics");
@@ -128,6 +169,8 @@ TEST_F(MetricsServiceTest, ServesHealthAndRegistrationAndMetrics) {
   EXPECT_DOUBLE_EQ(*text->Value("onecard_cluster_saturation_ratio"),
                    0.5);  // (3 + 1) / 8
   EXPECT_EQ(text->Value("onecard_metrics_load_reports_total", {{"kind", "worker"}}), 1.0);
+  writer->WritesDone();
+  EXPECT_TRUE(writer->Finish().ok());
 }
 
 TEST_F(MetricsServiceTest, ShutdownEndsOpenStreamsAndHealth) {

@@ -36,6 +36,7 @@ class RegistryTest : public ::testing::Test {
                       bool draining = false) {
     v1::WorkerLoadReport report;
     report.set_worker_id(id);
+    report.set_address(id + ":50051");
     report.set_sequence(sequence);
     report.set_waiting(waiting);
     report.set_draining(draining);
@@ -107,6 +108,70 @@ TEST_F(RegistryTest, StaleSequenceIsIgnoredUntilReRegistration) {
   RegisterWorker("w1");  // the process restarted: sequences start again
   ASSERT_TRUE(Report("w1", 1, 1).ok());
   EXPECT_EQ(Find(registry_.WorkerTable(""), "w1")->load().waiting(), 1);
+}
+
+v1::RegisterWorkerRequest Registration(const std::string &id, const std::string &address) {
+  v1::RegisterWorkerRequest request;
+  request.set_worker_id(id);
+  request.set_address(address);
+  return request;
+}
+
+v1::WorkerLoadReport LoadOf(const std::string &id, const std::string &address, int64_t waiting) {
+  v1::WorkerLoadReport report;
+  report.set_worker_id(id);
+  report.set_address(address);
+  report.set_waiting(waiting);
+  return report;
+}
+
+// Issue 22: a rogue RegisterWorker reusing a live worker's id took its
+// traffic. A live id is bound to the identity and address that registered it.
+TEST_F(RegistryTest, LiveWorkerIdCannotBeTakenOver) {
+  ASSERT_TRUE(registry_.RegisterWorker(Registration("w1", "10.0.0.1:1"), "token:worker").ok());
+  for (const auto &[address, owner] :
+       {std::pair{"10.6.6.6:1", "token:worker"}, std::pair{"10.0.0.1:1", "x509:CN=rogue"},
+        std::pair{"10.6.6.6:1", ""}}) {
+    const absl::Status s = registry_.RegisterWorker(Registration("w1", address), owner);
+    EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << address << " " << owner;
+    EXPECT_THAT(s.message(), HasSubstr("worker id w1 is registered by 'token:worker' at "
+                                       "10.0.0.1:1"));
+  }
+  EXPECT_EQ(Find(registry_.WorkerTable(""), "w1")->address(), "10.0.0.1:1");
+  // The same identity and address again is the same process restarting.
+  EXPECT_TRUE(registry_.RegisterWorker(Registration("w1", "10.0.0.1:1"), "token:worker").ok());
+  // Once the registration is silent past the expiry, the id is free.
+  now_ += absl::Seconds(2) + absl::Milliseconds(1);
+  EXPECT_TRUE(registry_.RegisterWorker(Registration("w1", "10.0.0.2:1"), "token:worker").ok());
+  EXPECT_EQ(Find(registry_.WorkerTable(""), "w1")->address(), "10.0.0.2:1");
+}
+
+TEST_F(RegistryTest, ReportsFromAnotherIdentityOrAddressAreRefused) {
+  ASSERT_TRUE(registry_.RegisterWorker(Registration("w1", "10.0.0.1:1"), "token:worker").ok());
+  ASSERT_TRUE(registry_.ReportWorkerLoad(LoadOf("w1", "10.0.0.1:1", 3), "token:worker").ok());
+  EXPECT_EQ(registry_.ReportWorkerLoad(LoadOf("w1", "10.6.6.6:1", 9), "token:worker").code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(registry_.ReportWorkerLoad(LoadOf("w1", "10.0.0.1:1", 9), "").code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(Find(registry_.WorkerTable(""), "w1")->load().waiting(), 3);
+}
+
+// Issue 22: the registry kept a worker that had left until it expired.
+TEST_F(RegistryTest, WorkerLeftForgetsItUnlessItRegisteredAgain) {
+  RegisterWorker("w1");
+  int64_t registration = 0;
+  ASSERT_TRUE(registry_.ReportWorkerLoad(LoadOf("w1", "w1:50051", 1), "", &registration).ok());
+  EXPECT_GT(registration, 0);
+  RegisterWorker("w1");  // a new registration: the old stream's end is stale
+  const int64_t version = registry_.version();
+  registry_.WorkerLeft("w1", registration);
+  EXPECT_EQ(registry_.version(), version);
+  ASSERT_NE(Find(registry_.WorkerTable(""), "w1"), nullptr);
+  int64_t current = 0;
+  ASSERT_TRUE(registry_.ReportWorkerLoad(LoadOf("w1", "w1:50051", 1), "", &current).ok());
+  registry_.WorkerLeft("w1", current);
+  EXPECT_EQ(Find(registry_.WorkerTable(""), "w1"), nullptr);
+  EXPECT_GT(registry_.version(), version);
 }
 
 TEST_F(RegistryTest, SilentWorkerTurnsUnhealthyThenIsRemoved) {

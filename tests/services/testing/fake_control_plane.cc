@@ -33,8 +33,15 @@ grpc::Status FakeControlPlane::RegisterWorker(grpc::ServerContext* /*context*/,
                                               v1::RegisterWorkerResponse* response) {
   absl::MutexLock lock(&mu_);
   registrations_.push_back(*request);
-  response->mutable_report_interval()->set_nanos(250'000'000);
+  const int64_t nanos = absl::ToInt64Nanoseconds(report_interval_);
+  response->mutable_report_interval()->set_seconds(nanos / 1000000000);
+  response->mutable_report_interval()->set_nanos(static_cast<int32_t>(nanos % 1000000000));
   return grpc::Status::OK;
+}
+
+void FakeControlPlane::SetReportInterval(absl::Duration interval) {
+  absl::MutexLock lock(&mu_);
+  report_interval_ = interval;
 }
 
 grpc::Status FakeControlPlane::ReportWorkerLoad(grpc::ServerContext* /*context*/,

@@ -45,6 +45,8 @@ class FakeControlPlane : public v1::ControlPlane::Service {
   std::vector<v1::WorkerLoadReport> reports() const;
   // The next report stream reads one report, then ends with NOT_FOUND.
   void RejectNextStream();
+  // The report interval registrations are answered with (default 250ms).
+  void SetReportInterval(absl::Duration interval);
 
   grpc::Status RegisterWorker(grpc::ServerContext* context,
                               const v1::RegisterWorkerRequest* request,
@@ -65,6 +67,7 @@ class FakeControlPlane : public v1::ControlPlane::Service {
   std::vector<v1::RegisterWorkerRequest> registrations_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::WorkerLoadReport> reports_ ABSL_GUARDED_BY(mu_);
   bool reject_next_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Duration report_interval_ ABSL_GUARDED_BY(mu_) = absl::Milliseconds(250);
 };
 
 }  // namespace onecard::testing

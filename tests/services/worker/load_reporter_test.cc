@@ -11,6 +11,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
+#include "services/common/proto_time.h"
 #include "tests/services/testing/fake_control_plane.h"
 
 namespace onecard::services {
@@ -102,6 +103,27 @@ TEST(LoadReporterTest, RegistersAndReportsTheLoad) {
   const std::vector<v1::WorkerLoadReport> reports = plane->reports();
   for (size_t i = 1; i < reports.size(); ++i) {
     EXPECT_EQ(reports[i].sequence(), reports[i - 1].sequence() + 1);
+  }
+}
+
+// Issue 22: a control plane asking for reports every 1ns made an idle worker
+// spin; the reporter never reports an unchanged load more often than every
+// kMinConfigInterval (10ms).
+TEST(LoadReporterTest, NeverReportsFasterThanTheFloor) {
+  std::unique_ptr<FakeControlPlane> plane = FakeControlPlane::Start();
+  plane->SetReportInterval(absl::Nanoseconds(1));
+  Load load;
+  load.Set(0, 0, 0);
+  LoadReporter reporter(Options(plane->address()), [&load] { return load.Get(); });
+  reporter.Start();
+  ASSERT_TRUE(plane->WaitForReport([](const v1::WorkerLoadReport& r) { return r.sequence() >= 6; })
+                  .has_value());
+  reporter.Stop();
+  const std::vector<v1::WorkerLoadReport> reports = plane->reports();
+  for (size_t i = 1; i + 1 < reports.size(); ++i) {  // the last one is Stop's
+    const absl::Duration gap =
+        FromProtoTimestamp(reports[i].timestamp()) - FromProtoTimestamp(reports[i - 1].timestamp());
+    EXPECT_GE(gap, absl::Milliseconds(9)) << "reports " << i - 1 << " and " << i;
   }
 }
 

@@ -113,6 +113,8 @@ TEST(ResponseConvertTest, RejectionLabels) {
   EXPECT_EQ(RejectionLabel(absl::StatusCode::kInvalidArgument), "invalid_argument");
   EXPECT_EQ(RejectionLabel(absl::StatusCode::kResourceExhausted), "resource_exhausted");
   EXPECT_EQ(RejectionLabel(absl::StatusCode::kUnavailable), "unavailable");
+  EXPECT_EQ(RejectionLabel(absl::StatusCode::kUnauthenticated), "unauthenticated");
+  EXPECT_EQ(RejectionLabel(absl::StatusCode::kPermissionDenied), "permission_denied");
   EXPECT_EQ(RejectionLabel(absl::StatusCode::kInternal), "error");
 }
 

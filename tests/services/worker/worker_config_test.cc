@@ -88,7 +88,46 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{[](auto* c) { c->mutable_reconnect()->mutable_max_backoff()->set_seconds(0); },
                 "reconnect.max_backoff"},
         BadCase{[](auto* c) { c->mutable_cuda()->set_memory_budget("24GB"); },
-                "cuda.memory_budget"}));
+                "cuda.memory_budget"},
+        // Issue 22: values that exhausted memory or threads, or spun a core.
+        BadCase{[](auto* c) { c->set_num_threads(100000); }, "num_threads"},
+        BadCase{[](auto* c) { c->mutable_kv_cache()->set_cache_bytes(1000000000000000); },
+                "kv_cache.cache_bytes"},
+        BadCase{[](auto* c) { c->mutable_kv_cache()->set_block_size(1 << 20); },
+                "kv_cache.block_size"},
+        BadCase{[](auto* c) { c->mutable_kv_cache()->set_num_blocks(1ll << 40); },
+                "kv_cache.num_blocks"},
+        BadCase{[](auto* c) { c->mutable_scheduler()->set_max_num_seqs(1 << 30); },
+                "scheduler.max_num_seqs"},
+        BadCase{[](auto* c) { c->mutable_scheduler()->set_max_batched_tokens(1 << 30); },
+                "scheduler.max_batched_tokens"},
+        BadCase{[](auto* c) { c->mutable_scheduler()->set_max_context(1 << 30); },
+                "scheduler.max_context"},
+        BadCase{[](auto* c) { c->set_max_request_bytes(1 << 30); }, "max_request_bytes"},
+        BadCase{[](auto* c) { c->mutable_load_report_interval()->set_nanos(1); },
+                "load_report_interval"},
+        BadCase{[](auto* c) { c->mutable_reconnect()->mutable_initial_backoff()->set_nanos(1); },
+                "reconnect.initial_backoff"},
+        BadCase{[](auto* c) { c->mutable_grace_period()->set_seconds(-1); }, "grace_period"}));
+
+// The refusal names the allowed range too.
+TEST(WorkerConfigTest, BoundsNameTheRange) {
+  v1::WorkerConfig c = Defaults();
+  c.set_num_threads(100000);
+  EXPECT_THAT(ValidateWorkerConfig(c).message(),
+              HasSubstr("worker config: num_threads: 100000 is outside [0, "));
+  c = Defaults();
+  c.mutable_load_report_interval()->set_seconds(0);
+  c.mutable_load_report_interval()->set_nanos(1);
+  EXPECT_THAT(ValidateWorkerConfig(c).message(),
+              HasSubstr("load_report_interval: 1ns is outside [10ms, 1h]"));
+  // A CUDA worker's KV cache is planned in device memory: cache_bytes is not
+  // bounded by the host's.
+  c = Defaults();
+  c.set_backend("cuda");
+  c.mutable_kv_cache()->set_cache_bytes(1000000000000000);
+  EXPECT_TRUE(ValidateWorkerConfig(c).ok());
+}
 
 TEST(WorkerConfigTest, EngineOptions) {
   v1::WorkerConfig c = Defaults();

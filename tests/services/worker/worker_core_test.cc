@@ -10,7 +10,9 @@
 #include "gmock/gmock.h"
 #include "grpcpp/client_context.h"
 #include "gtest/gtest.h"
+#include "services/common/service_auth.h"
 #include "services/common/status.h"
+#include "tests/services/testing/service_credentials.h"
 #include "tests/services/worker/fake_worker.h"
 
 namespace onecard::services {
@@ -98,6 +100,79 @@ TEST(WorkerCoreTest, InvalidRequestsNameTheFieldAndNeverReachTheEngine) {
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(s.error_message(), StartsWith("model:"));
   EXPECT_TRUE(w.engine().ids().empty());
+}
+
+// Issue 22: invalid UTF-8 in a string field came back as UNIMPLEMENTED with
+// an empty message (gRPC's own parse failed); now INVALID_ARGUMENT naming it.
+TEST(WorkerCoreTest, InvalidUtf8IsInvalidArgumentNamingTheField) {
+  FakeWorker w;
+  v1::GenerateRequest bad_public;
+  bad_public.mutable_messages()->add_messages()->set_content("\xc3\x28");
+  grpc::Status s = Call(w.generation(), bad_public);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  EXPECT_THAT(s.error_message(), StartsWith("messages.messages[0].content: not valid UTF-8"));
+
+  v1::WorkerGenerateRequest bad_worker = SmallWorkerRequest();
+  bad_worker.set_model("\xff");
+  s = Call(w.worker(), bad_worker);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  EXPECT_THAT(s.error_message(), StartsWith("model: not valid UTF-8"));
+
+  grpc::ClientContext context;
+  v1::TokenizeRequest tokenize;
+  tokenize.set_prompt("ab\xffcd");
+  v1::TokenizeResponse tokens;
+  s = w.generation().Tokenize(&context, tokenize, &tokens);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  EXPECT_THAT(s.error_message(), StartsWith("prompt: not valid UTF-8"));
+  EXPECT_TRUE(w.engine().ids().empty());
+}
+
+// Issue 22: the worker's port served Generate with no key, so a client could
+// skip the router's tenants, rate limits and priority caps. Every method but
+// health now needs the router's identity (here: token mode).
+TEST(WorkerCoreTest, OnlyTheRouterRoleMayCallTheWorker) {
+  const testing::TestTokens tokens =
+      testing::WriteTestTokens(testing::MakeTestDir("worker_core_tokens"));
+  FakeWorker w({.edit_config = [&](v1::WorkerConfig* c) {
+    *c->mutable_service_auth() = testing::TokenAuth(tokens);
+  }});
+  const auto with = [](const std::string& token) {
+    auto context = std::make_unique<grpc::ClientContext>();
+    if (!token.empty()) context->AddMetadata(services::kServiceTokenKey, token);
+    return context;
+  };
+  EXPECT_EQ(Call(w.worker(), SmallWorkerRequest(), with("").get()).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(Call(w.worker(), SmallWorkerRequest(), with(tokens.worker).get()).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  v1::GenerateRequest prompt;
+  prompt.set_prompt("hi");
+  EXPECT_EQ(Call(w.generation(), prompt, with("").get()).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  v1::WorkerInfo info;
+  EXPECT_EQ(w.worker().GetInfo(with("").get(), {}, &info).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  v1::ListModelsResponse models;
+  EXPECT_EQ(w.generation().ListModels(with(tokens.worker).get(), {}, &models).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  v1::TokenizeRequest tokenize;
+  tokenize.set_prompt("x");
+  v1::TokenizeResponse ids;
+  EXPECT_EQ(w.generation().Tokenize(with("").get(), tokenize, &ids).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_TRUE(w.engine().ids().empty());
+  EXPECT_EQ(w.Health(), grpc::health::v1::HealthCheckResponse::SERVING);  // probes stay open
+
+  EXPECT_TRUE(w.worker().GetInfo(with(tokens.router).get(), {}, &info).ok());
+  auto routed = with(tokens.router);
+  auto reader = w.worker().Generate(routed.get(), SmallWorkerRequest());
+  ASSERT_TRUE(w.engine().WaitForSubmitted(1));
+  w.engine().Finish(w.engine().ids()[0], engine::FinishReason::kStop);
+  v1::GenerateResponse chunk;
+  while (reader->Read(&chunk)) {
+  }
+  EXPECT_TRUE(reader->Finish().ok());
 }
 
 TEST(WorkerCoreTest, OversizedRequests) {

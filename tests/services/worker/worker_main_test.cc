@@ -153,6 +153,32 @@ TEST(WorkerMainTest, BadGpuMemoryBudgetExitsTwoNamingTheField) {
   EXPECT_EQ(*code, 2);
 }
 
+// Starts onecard-worker with `args` and expects it to refuse them at start:
+// a stderr line with `message` and exit code 2.
+void ExpectRefusedAtStart(const std::vector<std::string>& args, const std::string& message) {
+  SCOPED_TRACE(message);
+  std::unique_ptr<ChildProcess> worker = StartWorker(args, /*merge_stderr=*/true);
+  ASSERT_NE(worker, nullptr);
+  absl::StatusOr<std::string> error = worker->WaitForLine("onecard-worker: ");
+  ASSERT_TRUE(error.ok()) << error.status();
+  EXPECT_THAT(*error, HasSubstr(message));
+  absl::StatusOr<int> code = worker->Wait();
+  ASSERT_TRUE(code.ok());
+  EXPECT_EQ(*code, 2);
+}
+
+// Issue 22: these values ended the process with std::bad_alloc or
+// std::system_error, or let an idle worker spin; now each exits 2 at start
+// naming the field.
+TEST(WorkerMainTest, ValuesThatWouldExhaustTheHostExitTwoNamingTheField) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--model=m.gguf", "--kv-cache-mib=100000000"}, "kv_cache.cache_bytes: "},
+      {{"--model=m.gguf", "--kv-cache-mib=9223372036854775807"}, "--kv-cache-mib: "},
+      {{"--model=m.gguf", "--threads=100000"}, "num_threads: 100000 is outside"},
+  };
+  for (const auto& [args, field] : cases) ExpectRefusedAtStart(args, field);
+}
+
 std::string WriteFile(const std::string& name, const std::string& text) {
   const std::string path = ::testing::TempDir() + "/" + name;
   std::ofstream(path) << text;
@@ -164,20 +190,18 @@ TEST(WorkerMainTest, ConfigFileErrorsNameFileLineAndField) {
   const std::string sectioned =
       WriteFile("worker_main_sectioned.yaml", "worker:\n  kv_cache:\n    block_sise: 16\n");
   const std::string bare = WriteFile("worker_main_bare.yaml", "model_path: m.gguf\nbackend: tpu\n");
+  const std::string huge_kv =
+      WriteFile("worker_main_huge_kv.yaml",
+                "model_path: m.gguf\nkv_cache: {cache_bytes: 1000000000000000}\n");
+  const std::string fast_report =
+      WriteFile("worker_main_fast_report.yaml", "model_path: m.gguf\nload_report_interval: 1ns\n");
   const std::vector<std::pair<std::string, std::string>> cases = {
       {sectioned, sectioned + ":3: worker.kv_cache.block_sise: unknown field"},
       {bare, "backend: \"tpu\" is not one of cpu, cuda"},
+      {huge_kv, "kv_cache.cache_bytes: 1000000000000000 is outside [0, "},
+      {fast_report, "load_report_interval: 1ns is outside [10ms, 1h]"},
   };
-  for (const auto& [path, message] : cases) {
-    std::unique_ptr<ChildProcess> worker = StartWorker({"--config=" + path}, true);
-    ASSERT_NE(worker, nullptr);
-    absl::StatusOr<std::string> error = worker->WaitForLine("onecard-worker: ");
-    ASSERT_TRUE(error.ok()) << error.status();
-    EXPECT_THAT(*error, HasSubstr(message));
-    absl::StatusOr<int> code = worker->Wait();
-    ASSERT_TRUE(code.ok());
-    EXPECT_EQ(*code, 2);
-  }
+  for (const auto& [path, message] : cases) ExpectRefusedAtStart({"--config=" + path}, message);
 }
 
 TEST(WorkerMainTest, FlagsOverrideTheConfigFile) {

@@ -2,6 +2,8 @@
 // tensor with dtype, shape and bytes, totals; errors of a bad path.
 #include "tools/onecard/inspect_command.h"
 
+#include <sys/stat.h>
+
 #include <sstream>
 
 #include "gmock/gmock.h"
@@ -48,6 +50,25 @@ TEST(InspectCommandTest, PrintsAnHfFolder) {
   EXPECT_THAT(out.str(), HasSubstr("format: safetensors (1 file)\narchitecture: qwen2\n"));
   EXPECT_THAT(out.str(), HasSubstr("attention_bias: true\n"));
   EXPECT_THAT(out.str(), HasSubstr("model.layers.0.self_attn.q_proj.bias"));
+}
+
+// Issue 22: `onecard inspect` on a FIFO hung; a FIFO or a device is now an
+// error naming the file, whatever its name.
+TEST(InspectCommandTest, FifoAndDeviceAreErrorsNamingTheFile) {
+  ScratchDir dir;
+  for (const std::string name : {"pipe.gguf", "pipe"}) {
+    const std::string path = dir.path() + "/" + name;
+    ASSERT_EQ(mkfifo(path.c_str(), 0600), 0);
+    std::ostringstream out;
+    absl::Status status = RunInspect(path, out);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+    EXPECT_THAT(std::string(status.message()), HasSubstr(path + ": a FIFO, not a regular file"));
+    EXPECT_TRUE(out.str().empty());
+  }
+  std::ostringstream out;
+  absl::Status status = RunInspect("/dev/zero", out);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_THAT(std::string(status.message()), HasSubstr("/dev/zero: a character device"));
 }
 
 TEST(InspectCommandTest, BadPathIsAnError) {

@@ -40,6 +40,7 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> StartRouter(const ClusterOptions& 
   std::vector<std::string> args = {
       "--model",          c.model_path,  "--listen",         "127.0.0.1:0",
       "--metrics-listen", "127.0.0.1:0", "--static-workers", workers};
+  args.push_back("--allow-unauthenticated=true");  // a local cluster; no effect with tenants
   args.insert(args.end(), c.router_args.begin(), c.router_args.end());
   args.insert(args.end(), extra.begin(), extra.end());
   return ChildProcess::Start(c.router_bin, args, absl::StrCat(c.log_dir, "/", name, ".log"));

@@ -10,6 +10,7 @@
 //   errors of bad batches, options and weights.
 #include "engine/runtime/cpu/cpu_model_runner.h"
 
+#include <limits>
 #include <numeric>
 #include <random>
 
@@ -200,6 +201,20 @@ TEST(CpuModelRunnerErrorsTest, BadOptionsConfigAndWeights) {
   runner = CreateCpuModelRunnerFromWeights(config, std::move(weights), {});
   EXPECT_EQ(runner.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(runner.status().message().find("layer 1 w_up"), std::string::npos) << runner.status();
+}
+
+// Issue 22: kv_cache.cache_bytes: 1e15 ended the worker with std::bad_alloc.
+TEST(CpuModelRunnerErrorsTest, PoolLargerThanTheHostIsRefused) {
+  const ModelConfig config = testing::TinyConfig(Architecture::kLlama);
+  CpuRunnerOptions options;
+  options.kv_cache_bytes = 1000000000000000;  // 1e15
+  auto runner = CreateCpuModelRunnerFromWeights(config, testing::RandomWeights(config, 1), options);
+  EXPECT_EQ(runner.status().code(), absl::StatusCode::kResourceExhausted) << runner.status();
+  EXPECT_NE(runner.status().message().find("host's memory"), std::string::npos) << runner.status();
+  options = CpuRunnerOptions{};
+  options.num_kv_blocks = std::numeric_limits<int32_t>::max();
+  runner = CreateCpuModelRunnerFromWeights(config, testing::RandomWeights(config, 1), options);
+  EXPECT_EQ(runner.status().code(), absl::StatusCode::kResourceExhausted) << runner.status();
 }
 
 TEST(CpuModelRunnerTest, PoolSizeFromBytes) {
