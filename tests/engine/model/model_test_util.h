@@ -59,6 +59,7 @@ enum GgmlTypeId : uint32_t {
   kGgmlF16 = 1,
   kGgmlQ4_0 = 2,
   kGgmlQ4_1 = 3,
+  kGgmlQ5_0 = 6,
   kGgmlQ8_0 = 8,
   kGgmlQ4_K = 12,
   kGgmlQ5_K = 13,
