@@ -129,6 +129,19 @@ struct F32Tensor {
 };
 std::string SafetensorsF32(const std::vector<F32Tensor>& tensors);
 
+// A tensor of any safetensors dtype ("F16", "I32", ...) as raw bytes, for
+// writing edited copies of files.
+struct RawTensor {
+  std::string name;
+  std::string dtype;
+  std::vector<int64_t> shape;
+  std::string bytes;
+};
+std::string SafetensorsRaw(const std::vector<RawTensor>& tensors);
+// The tensors of a safetensors file, sorted by name (a gtest failure and
+// none when it cannot be read).
+std::vector<RawTensor> ReadRawTensors(const std::string& path);
+
 }  // namespace onecard::testing
 
 #endif  // ONECARD_TESTS_ENGINE_MODEL_MODEL_TEST_UTIL_H_
