@@ -385,16 +385,34 @@ absl::StatusOr<bool> HfInt4ReordersColumns(const HfInt4Tensors& t) {
   return !order.empty();
 }
 
-HfQuantMethod HfInt4TensorMethod(const Checkpoint& c, const std::string& name) {
+std::optional<HfInt4Part> HfInt4PartOf(const Checkpoint& c, const std::string& name) {
   const FieldNames f = NamesOf(c.quant.method);
-  if (f.packed == nullptr || c.weights == nullptr) return HfQuantMethod::kNone;
-  const char* suffixes[] = {f.packed, f.scales, f.zeros, f.g_idx, kWeightShape};
-  for (const char* suffix : suffixes) {
-    if (suffix == nullptr || !absl::EndsWith(name, absl::StrCat(".", suffix))) continue;
-    const std::string module = name.substr(0, name.size() - std::strlen(suffix) - 1);
-    if (c.weights->Find(absl::StrCat(module, ".", f.packed)) != nullptr) return c.quant.method;
+  if (f.packed == nullptr || c.weights == nullptr) return std::nullopt;
+  const bool compressed = c.quant.method == HfQuantMethod::kCompressedTensors;
+  const char* fields[] = {f.packed, f.scales, f.zeros, f.g_idx,
+                          compressed ? kWeightShape : nullptr};
+  for (const char* field : fields) {
+    if (field == nullptr || !absl::EndsWith(name, absl::StrCat(".", field))) continue;
+    std::string module = name.substr(0, name.size() - std::strlen(field) - 1);
+    if (c.weights->Find(absl::StrCat(module, ".", f.packed)) != nullptr) {
+      return HfInt4Part{c.quant.method, std::move(module), field};
+    }
   }
-  return HfQuantMethod::kNone;
+  return std::nullopt;
+}
+
+std::string HfInt4FormatName(const HfQuantConfig& q, const std::string& module) {
+  int32_t group = q.group_size;
+  bool symmetric = q.symmetric;
+  if (q.method == HfQuantMethod::kCompressedTensors) {
+    const CompressedGroup* g = q.GroupFor(module);
+    if (g == nullptr) return "compressed-tensors int4 (no config group)";
+    group = g->group_size;
+    symmetric = g->symmetric;
+  }
+  return absl::StrCat(HfQuantMethodName(q.method), " int4 ",
+                      group > 0 ? absl::StrCat("g", group) : "channel", symmetric ? "" : " zero",
+                      q.method == HfQuantMethod::kGptq && q.desc_act ? " desc_act" : "");
 }
 
 }  // namespace onecard::engine

@@ -68,9 +68,20 @@ absl::StatusOr<Int4Matrix> ReadHfInt4(const HfInt4Tensors& tensors);
 // Whether ReadHfInt4 reorders the columns (reads g_idx only).
 absl::StatusOr<bool> HfInt4ReordersColumns(const HfInt4Tensors& tensors);
 
-// The method of which tensor `name` is a part ("...q_proj.qzeros" of a GPTQ
-// checkpoint: kGptq); kNone for a tensor that is not part of a 4-bit module.
-HfQuantMethod HfInt4TensorMethod(const Checkpoint& checkpoint, const std::string& name);
+// Where tensor `name` belongs in a 4-bit module ("...q_proj.qzeros" of a GPTQ
+// checkpoint: kGptq, module "...q_proj", field "qzeros"); nullopt for a
+// tensor that is not part of one.
+struct HfInt4Part {
+  HfQuantMethod method = HfQuantMethod::kNone;
+  std::string module;
+  std::string field;
+};
+std::optional<HfInt4Part> HfInt4PartOf(const Checkpoint& checkpoint, const std::string& name);
+
+// The format of `module`'s 4-bit tensors as the config gives it: "gptq int4
+// g128", "gptq int4 g32 zero desc_act", "awq int4 g128 zero",
+// "compressed-tensors int4 channel" (one scale a row).
+std::string HfInt4FormatName(const HfQuantConfig& config, const std::string& module);
 
 }  // namespace onecard::engine
 

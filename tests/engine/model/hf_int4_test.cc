@@ -112,13 +112,16 @@ TEST_P(HfInt4GoldenTest, FormsFollowTheConfig) {
     EXPECT_EQ((*form)->group, want.group) << t->name;
     EXPECT_EQ((*form)->offsets, want.offsets) << t->name;
     EXPECT_EQ((*form)->reordered, want.reordered) << t->name;
-    EXPECT_EQ(HfInt4TensorMethod(ckpt_, t->hf_int4->packed->name), ckpt_.quant.method);
+    const std::optional<HfInt4Part> part_of = HfInt4PartOf(ckpt_, t->hf_int4->scales->name);
+    ASSERT_TRUE(part_of.has_value()) << t->name;
+    EXPECT_EQ(part_of->method, ckpt_.quant.method);
+    EXPECT_EQ(part_of->module, t->hf_int4->module);
   }
   auto norm = ResolveTensor(ckpt_, TensorPart::kAttnNorm, 0);
   ASSERT_TRUE(norm.ok()) << norm.status();
   EXPECT_FALSE(norm->hf_int4.has_value());
   EXPECT_FALSE(Int4FormOf(*norm)->has_value());
-  EXPECT_EQ(HfInt4TensorMethod(ckpt_, norm->name), HfQuantMethod::kNone);
+  EXPECT_FALSE(HfInt4PartOf(ckpt_, norm->name).has_value());
 }
 
 INSTANTIATE_TEST_SUITE_P(Checkpoints, HfInt4GoldenTest, ::testing::ValuesIn(kVariants),
