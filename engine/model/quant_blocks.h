@@ -171,43 +171,39 @@ ONECARD_HOST_DEVICE inline void Q4KScaleMin(const uint8_t* scales, int j, uint8_
   }
 }
 
-ONECARD_HOST_DEVICE inline void DequantizeBlock(const BlockQ4_K& b, float* y) {
-  float d = HalfToFloat(b.d);
-  float dmin = HalfToFloat(b.dmin);
-  const uint8_t* q = b.qs;
+// Q4_K and Q5_K super-blocks (qh: Q5_K's fifth bits, nullptr for Q4_K), in
+// the order of ggml's dequantize_row_q4_K / dequantize_row_q5_K.
+ONECARD_HOST_DEVICE inline void DequantizeK4K5(uint16_t d_bits, uint16_t dmin_bits,
+                                               const uint8_t* scales, const uint8_t* q,
+                                               const uint8_t* qh, float* y) {
+  float d = HalfToFloat(d_bits);
+  float dmin = HalfToFloat(dmin_bits);
   for (int j = 0; j < kQuantSuperBlock / 64; ++j) {  // 64 values: two sub-blocks
     uint8_t sc, m;
-    Q4KScaleMin(b.scales, 2 * j, &sc, &m);
+    Q4KScaleMin(scales, 2 * j, &sc, &m);
     float d1 = d * static_cast<float>(sc), m1 = dmin * static_cast<float>(m);
-    Q4KScaleMin(b.scales, 2 * j + 1, &sc, &m);
+    Q4KScaleMin(scales, 2 * j + 1, &sc, &m);
     float d2 = d * static_cast<float>(sc), m2 = dmin * static_cast<float>(m);
-    for (int l = 0; l < 32; ++l) y[l] = d1 * static_cast<float>(q[l] & 0x0f) - m1;
-    for (int l = 0; l < 32; ++l) y[32 + l] = d2 * static_cast<float>(q[l] >> 4) - m2;
+    const uint8_t lo_bit = static_cast<uint8_t>(1u << (2 * j)), hi_bit = lo_bit << 1;
+    for (int l = 0; l < 32; ++l) {
+      const int high = qh != nullptr && (qh[l] & lo_bit) ? 16 : 0;
+      y[l] = d1 * static_cast<float>((q[l] & 0x0f) + high) - m1;
+    }
+    for (int l = 0; l < 32; ++l) {
+      const int high = qh != nullptr && (qh[l] & hi_bit) ? 16 : 0;
+      y[32 + l] = d2 * static_cast<float>((q[l] >> 4) + high) - m2;
+    }
     q += 32;
     y += 64;
   }
 }
 
+ONECARD_HOST_DEVICE inline void DequantizeBlock(const BlockQ4_K& b, float* y) {
+  DequantizeK4K5(b.d, b.dmin, b.scales, b.qs, nullptr, y);
+}
+
 ONECARD_HOST_DEVICE inline void DequantizeBlock(const BlockQ5_K& b, float* y) {
-  float d = HalfToFloat(b.d);
-  float dmin = HalfToFloat(b.dmin);
-  const uint8_t* q = b.qs;
-  for (int j = 0; j < kQuantSuperBlock / 64; ++j) {  // 64 values: two sub-blocks
-    uint8_t sc, m;
-    Q4KScaleMin(b.scales, 2 * j, &sc, &m);
-    float d1 = d * static_cast<float>(sc), m1 = dmin * static_cast<float>(m);
-    Q4KScaleMin(b.scales, 2 * j + 1, &sc, &m);
-    float d2 = d * static_cast<float>(sc), m2 = dmin * static_cast<float>(m);
-    const uint8_t lo_bit = static_cast<uint8_t>(1u << (2 * j)), hi_bit = lo_bit << 1;
-    for (int l = 0; l < 32; ++l) {
-      y[l] = d1 * static_cast<float>((q[l] & 0x0f) + ((b.qh[l] & lo_bit) ? 16 : 0)) - m1;
-    }
-    for (int l = 0; l < 32; ++l) {
-      y[32 + l] = d2 * static_cast<float>((q[l] >> 4) + ((b.qh[l] & hi_bit) ? 16 : 0)) - m2;
-    }
-    q += 32;
-    y += 64;
-  }
+  DequantizeK4K5(b.d, b.dmin, b.scales, b.qs, b.qh, y);
 }
 
 ONECARD_HOST_DEVICE inline void DequantizeBlock(const BlockQ6_K& b, float* y) {
