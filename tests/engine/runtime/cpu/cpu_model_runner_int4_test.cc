@@ -35,25 +35,6 @@ constexpr TensorPart kProjections[] = {TensorPart::kQ,   TensorPart::kK,    Tens
                                        TensorPart::kO,   TensorPart::kGate, TensorPart::kUp,
                                        TensorPart::kDown};
 
-std::vector<float>* Projection(LayerWeightsF32& l, TensorPart part) {
-  switch (part) {
-    case TensorPart::kQ:
-      return &l.wq;
-    case TensorPart::kK:
-      return &l.wk;
-    case TensorPart::kV:
-      return &l.wv;
-    case TensorPart::kO:
-      return &l.wo;
-    case TensorPart::kGate:
-      return &l.w_gate;
-    case TensorPart::kUp:
-      return &l.w_up;
-    default:
-      return &l.w_down;
-  }
-}
-
 // The file's weights with every projection replaced by its golden.
 ModelWeightsF32 UpstreamWeights(const Checkpoint& ckpt, const std::string& golden_path) {
   auto weights = LoadWeightsF32(ckpt);
@@ -66,7 +47,7 @@ ModelWeightsF32 UpstreamWeights(const Checkpoint& ckpt, const std::string& golde
     EXPECT_NE(g, nullptr) << t->name;
     auto values = DequantizeToF32(*g);
     EXPECT_TRUE(values.ok()) << values.status();
-    std::vector<float>* dest = Projection(weights->layers[0], part);
+    std::vector<float>* dest = PartWeights(*weights, part, 0);
     EXPECT_EQ(values->size(), dest->size()) << t->name;
     EXPECT_NE(*values, *dest) << t->name << ": the upstream rounding should show";
     *dest = std::move(*values);
