@@ -46,28 +46,11 @@ absl::Status Symbol(const char* name, Fn* out) {
   return absl::OkStatus();
 }
 
-// ONECARD_TUNER_SEARCH=0 keeps the heuristic's candidates only (comparisons).
-bool SearchEnabled() {
-  static const bool enabled = [] {
-    const char* v = std::getenv("ONECARD_TUNER_SEARCH");
-    return v == nullptr || std::string_view(v) != "0";
-  }();
-  return enabled;
-}
 
 constexpr double kHeatMs = 300;    // back to back before the timing: the board reaches its limit
 constexpr double kAtCapMs = 200;   // then timed
 constexpr size_t kAtCapExtra = 3;  // undescended candidates added to the finalists
 
-// ONECARD_TUNER_AT_CAP=<rows>: shapes of at least that many rows rank their
-// finalists at the power cap (blas_tuner.h); unset or 0: none.
-int64_t AtCapRows() {
-  static const int64_t rows = [] {
-    const char* v = std::getenv("ONECARD_TUNER_AT_CAP");
-    return v == nullptr ? int64_t{0} : static_cast<int64_t>(std::atoll(v));
-  }();
-  return rows;
-}
 
 cudaDataType_t CudaType(DType dtype) { return dtype == DType::kF32 ? CUDA_R_32F : CUDA_R_16BF; }
 
@@ -125,8 +108,14 @@ absl::Status BlasTuner::Lt::Load() {
 }
 
 absl::StatusOr<std::unique_ptr<BlasTuner>> BlasTuner::Create(void* workspace,
-                                                             int64_t workspace_bytes) {
+                                                             int64_t workspace_bytes,
+                                                             const BlasTunerOptions& options) {
+  if (options.at_cap_rows < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("BlasTunerOptions.at_cap_rows = ", options.at_cap_rows, ": must be >= 0"));
+  }
   std::unique_ptr<BlasTuner> tuner(new BlasTuner());
+  tuner->options_ = options;
   tuner->lt_ = std::make_unique<Lt>();
   RETURN_IF_ERROR(tuner->lt_->Load());
   tuner->workspace_ = workspace;
@@ -344,7 +333,7 @@ absl::Status BlasTuner::Tune(cublasHandle_t handle, const BlasGemmParams& p,
     // Finalists: the heuristic's fastest, each after a descent from it (the
     // kDescentStarts fastest), or as it is for a product run once a step
     // (one weight: the LM head), whose search would cost more than it saves.
-    const bool search = weights.size() > 1 && SearchEnabled();
+    const bool search = weights.size() > 1 && options_.search;
     std::vector<Candidate> finalists;
     for (size_t s = 0; s < pool.size() && s < (search ? kDescentStarts : 1); ++s) {
       if (search) {
@@ -352,7 +341,7 @@ absl::Status BlasTuner::Tune(cublasHandle_t handle, const BlasGemmParams& p,
       }
       finalists.push_back(pool[s]);
     }
-    const bool at_cap = AtCapRows() > 0 && p.m >= AtCapRows() && search;
+    const bool at_cap = options_.at_cap_rows > 0 && p.m >= options_.at_cap_rows && search;
     e->at_cap = at_cap;
     if (at_cap) {  // more choice for the ranking at the cap: the next undescended ones
       for (size_t s = kDescentStarts; s < pool.size() && s < kDescentStarts + kAtCapExtra; ++s) {

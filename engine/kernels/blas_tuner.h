@@ -15,7 +15,7 @@
 // finalists and cuBLAS's default over every weight in `weights` (the
 // model's layers, so the weights stream from HBM as in a step, not from L2);
 // the fastest is kept, or the default when that is the fastest. With
-// ONECARD_TUNER_AT_CAP=<rows>, shapes of that many rows or more rank their
+// BlasTunerOptions::at_cap_rows = <rows>, shapes of that many rows or more rank their
 // finalists, three more of the heuristic's undescended candidates and the
 // default at the board's power limit instead: each runs back to back over
 // every weight for 300 ms, then is timed for 200 ms (batch-128 decode steps
@@ -24,8 +24,8 @@
 // batch 128 +0.6 % on one card (3 of 3 pairs), nothing on another, for ~3 s
 // of tuning a shape; so it is off unless asked for. Every
 // configuration computes the same product in fp32 accumulation; only the
-// summation order differs. ONECARD_TUNER_SEARCH=0 skips the search (the
-// heuristic's candidates and the default only), for comparisons.
+// summation order differs. BlasTunerOptions::search = false skips the search
+// (the heuristic's candidates and the default only), for comparisons.
 // The choices can be saved and loaded (Serialize / Deserialize: JSON, for a
 // tuning cache file), so that a process on the same card and cuBLASLt
 // version starts without timing them again (blas_tuner_cache.cc). A
@@ -67,6 +67,11 @@
 
 namespace onecard::engine {
 
+struct BlasTunerOptions {
+  bool search = true;       // search around the heuristic's fastest (false: comparisons)
+  int64_t at_cap_rows = 0;  // rank shapes of >= this many rows at the power cap; 0: none
+};
+
 class BlasTuner {
  public:
   static constexpr int kCandidates = 16;
@@ -74,8 +79,8 @@ class BlasTuner {
   // `workspace` (device, `workspace_bytes`) is what tuned algorithms may use;
   // it must outlive the tuner and be used only on the stream the products run
   // on (it may be the cuBLAS handle's workspace: both run in stream order).
-  static absl::StatusOr<std::unique_ptr<BlasTuner>> Create(void* workspace,
-                                                           int64_t workspace_bytes);
+  static absl::StatusOr<std::unique_ptr<BlasTuner>> Create(
+      void* workspace, int64_t workspace_bytes, const BlasTunerOptions& options = {});
   ~BlasTuner();
   BlasTuner(const BlasTuner&) = delete;
   BlasTuner& operator=(const BlasTuner&) = delete;
@@ -154,6 +159,7 @@ class BlasTuner {
   std::unique_ptr<Lt> lt_;
   void* workspace_ = nullptr;
   int64_t workspace_bytes_ = 0;
+  BlasTunerOptions options_;
   std::map<Key, std::unique_ptr<Entry>> entries_;
   std::map<Key, int32_t> notes_;
 };

@@ -19,6 +19,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "engine/common/dtype.h"
+#include "engine/kernels/launch_settings.h"
 #include "engine/common/status_macros.h"
 
 namespace onecard::engine::cuda {
@@ -108,15 +109,9 @@ std::string Cat(const Args&... args) {
   return out;
 }
 
-// Whether kernels launch with programmatic dependent launch (default on;
-// ONECARD_PDL=0 turns it off, for comparisons).
-inline bool ProgrammaticLaunchEnabled() {
-  static const bool enabled = [] {
-    const char* v = std::getenv("ONECARD_PDL");
-    return v == nullptr || std::string_view(v) != "0";
-  }();
-  return enabled;
-}
+// Whether kernels launch with programmatic dependent launch
+// (launch_settings.h; on unless a comparison turns it off).
+inline bool ProgrammaticLaunchEnabled() { return GetLaunchSettings().programmatic_launch; }
 
 // Launches kernel<<<grid, block, smem, stream>>>(args...) with the
 // programmatic-stream-serialization attribute (see cuda_ptx.cuh), so the

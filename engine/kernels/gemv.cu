@@ -9,7 +9,7 @@
 //   plain x is staged with cp.async (one L2 round trip, no registers);
 // - silu_mul_y: a warp takes output j as two rows, gate j then up j, and
 //   writes silu(gate) * up, so the down projection reads a ready activation;
-// - blocks per SM: 2 by default; $ONECARD_GEMV_BLOCKS_PER_SM=1 leaves half of
+// - blocks per SM: 2 by default; LaunchSettings::gemv_blocks_per_sm = 1 leaves half of
 //   each SM to the next kernel, whose first weight loads then start early;
 // - launched with programmatic dependent launch: those first weight loads are
 //   issued before griddepcontrol.wait, while the previous kernel finishes.
@@ -211,14 +211,8 @@ int NumSms() {
   return sms;
 }
 
-// 2, or $ONECARD_GEMV_BLOCKS_PER_SM (1 or 2), read once.
-int MaxBlocksPerSm() {
-  static const int blocks = [] {
-    const char* v = std::getenv("ONECARD_GEMV_BLOCKS_PER_SM");
-    return v != nullptr && v[0] == '1' && v[1] == '\0' ? 1 : 2;
-  }();
-  return blocks;
-}
+// LaunchSettings::gemv_blocks_per_sm: 2, or 1 in a comparison.
+int MaxBlocksPerSm() { return GetLaunchSettings().gemv_blocks_per_sm; }
 
 template <int M, GemvPrologue P, Out kOut>
 absl::Status Launch(const GemvArgs& a, cudaStream_t stream) {

@@ -7,17 +7,19 @@
 #   tests.log     the gtest binaries (the gpu label's suites)
 #   bench.log     onecard-bench-cuda tables and messages
 #   results.jsonl the benchmark records (bench/results format)
-#   results_ab.jsonl  decode-8b-bf16 again with $AB_ENV (default ONECARD_PDL=0,
-#                 i.e. without programmatic dependent launch), then without it:
-#                 an A/B inside one run; skipped when NO_AB_COMPARISON is set
+#   results_ab.jsonl  decode-8b-bf16 again with $AB_FLAGS (onecard-bench-cuda's
+#                 comparison arms; default --pdl=false, i.e. without programmatic
+#                 dependent launch), then without them: an A/B inside one run;
+#                 skipped when NO_AB_COMPARISON is set
 # Usage (see docs/cuda.md): scripts/device/run.sh [tests|bench|all] [scenario...]
 # Exit status: non-zero when a test or a benchmark failed.
 set -uo pipefail
 what=${1:-all}
 shift || true
 scenarios=("$@")
-((${#scenarios[@]})) || scenarios=(ceilings decode-8b-bf16 decode-8b-int4 decode-70b-int4 decode-72b-int4
-                                    decode-123b-int4 prefill budget-8b-bf16 kernels-8b kernels-int4)
+((${#scenarios[@]})) || scenarios=(ceilings decode-8b-bf16 decode-8b-int4 decode-70b-int4
+                                    decode-70b-int4-48g decode-72b-int4 decode-123b-int4 prefill
+                                    budget-8b-bf16 kernels-8b kernels-int4 load)
 OUT=${OUT:-/tmp/onecard-out}
 mkdir -p "$OUT"
 bin=.device/bin
@@ -70,9 +72,10 @@ if [[ $what == all || $what == bench ]]; then
   done
   if [[ -z "${NO_AB_COMPARISON:-}" ]]; then  # with the main run this orders them
     # B (as committed), A ($AB_ENV), B: drift between runs shows
-    for setting in "${AB_ENV:-ONECARD_PDL=0}" ""; do
+    for setting in "${AB_FLAGS:---pdl=false}" ""; do
       echo "===== onecard-bench-cuda decode-8b-bf16 with '$setting'" | tee -a "$OUT/bench.log"
-      env $setting timeout "${BENCH_TIMEOUT:-150}" "$bin/onecard-bench-cuda" decode-8b-bf16 \
+      # shellcheck disable=SC2086  # the arms are separate flags
+      timeout "${BENCH_TIMEOUT:-150}" "$bin/onecard-bench-cuda" decode-8b-bf16 $setting \
         --results "$OUT/results_ab.jsonl" >>"$OUT/bench.log" 2>&1 || echo "FAILED: '$setting' decode"
     done
   fi

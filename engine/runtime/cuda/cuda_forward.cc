@@ -8,7 +8,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
-#include <string_view>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -30,31 +29,11 @@ namespace {
 
 int32_t* MetaInts(char* meta, int64_t offset) { return reinterpret_cast<int32_t*>(meta + offset); }
 
-// ONECARD_GEMM_SPLITS=0 keeps every o / down product whole (comparisons).
-bool GemmSplitsEnabled() {
-  const char* v = std::getenv("ONECARD_GEMM_SPLITS");
-  return v == nullptr || std::string_view(v) != "0";
-}
-
-// Where a decode step's RoPE and cache write run inside the attention
-// kernel: after a cuBLAS projection (the default), also after the GEMV one
-// (ONECARD_FUSED_ROPE=all), or nowhere (=0); for comparisons.
-enum class FusedRope { kOff, kAfterCublas, kAll };
-FusedRope FusedRopeMode() {
-  static const FusedRope mode = [] {
-    const char* v = std::getenv("ONECARD_FUSED_ROPE");
-    if (v == nullptr) return FusedRope::kAfterCublas;
-    const std::string_view s(v);
-    return s == "0" ? FusedRope::kOff : s == "all" ? FusedRope::kAll : FusedRope::kAfterCublas;
-  }();
-  return mode;
-}
-
 }  // namespace
 
 absl::Status CudaRunnerImpl::TuneGemms() {
   if (!options_.tune_gemms) return absl::OkStatus();
-  ASSIGN_OR_RETURN(tuner_, BlasTuner::Create(buf_.cublas, plan_.workspace.cublas));
+  ASSIGN_OR_RETURN(tuner_, BlasTuner::Create(buf_.cublas, plan_.workspace.cublas, options_.tuner));
   const std::string loaded = LoadTuningCache();
   // The BF16 weights of each product (4-bit ones run Int4Gemm at these
   // sizes); a product with none is not tuned.
@@ -92,7 +71,7 @@ absl::Status CudaRunnerImpl::TuneGemms() {
     // the next RmsNorm folds in (more blocks for 4096-wide outputs, and no
     // reduction kernel): kept where the pair, timed over every layer, wins.
     const int32_t forced = options_.gemm_splits;
-    if (!GemmSplitsEnabled() || forced == 1 || m > options_.max_num_seqs) continue;
+    if (forced == 1 || m > options_.max_num_seqs) continue;
     for (const auto& [product, weights] : {products[1], products[3]}) {
       if (weights->empty()) continue;
       const BlasGemmParams whole = ProductParams(product, m);
@@ -338,7 +317,7 @@ absl::Status CudaRunnerImpl::EnqueueLayer(int layer, const StepShape& shape, int
   rope.num_tokens = t;
   // A decode step's RoPE and cache write run inside the attention kernel
   // after a cuBLAS projection (not after the GEMV kernels: docs/cuda.md).
-  const FusedRope mode = FusedRopeMode();
+  const FusedRope mode = options_.fused_rope;
   const bool by_library = ProjectsByLibrary(Projection::kQkv, layer, t);
   const bool fuse_rope =
       shape.decode && (mode == FusedRope::kAll || (mode == FusedRope::kAfterCublas && by_library));

@@ -12,7 +12,7 @@
 //   Each projection picks its kernel from its weight's format and the rows
 //   (cuda_projection.cc): BF16 up to 4 rows Gemv (gemv.h) with the norms,
 //   SiLU and residual adds fused, more cuBLAS with the residual add as
-//   beta = 1; 4-bit up to 16 rows Int4Gemm (int4_gemm.h), more dequantized
+//   beta = 1; 4-bit up to 128 rows Int4Gemm (int4_gemm.h), more dequantized
 //   to BF16 for cuBLAS.
 // - Decode steps (every chunk one token) run as CUDA graphs captured per
 //   batch bucket (1, 2, 3, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, ...),
@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/kernels/blas_tuner.h"
 #include "engine/kernels/sample.h"
 #include "engine/model/checkpoint.h"
 #include "engine/runtime/cuda/cuda_weights.h"
@@ -41,6 +42,11 @@
 #include "engine/runtime/model_runner.h"
 
 namespace onecard::engine {
+
+// Where a decode step's RoPE and cache write run inside the attention
+// kernel: after a cuBLAS projection (what serves), also after the Gemv one,
+// or nowhere (RopeKvWrite everywhere); the last two for comparisons.
+enum class FusedRope { kAfterCublas, kAll, kOff };
 
 struct CudaRunnerOptions {
   int32_t device = 0;
@@ -57,8 +63,9 @@ struct CudaRunnerOptions {
   // The o / down products of the tuned decode buckets: 0 = whole or as
   // split-K partials folded by the next norm, whichever TuneGemms times
   // faster; 1 = always whole; N > 1 = N partials wherever k allows (tests).
-  // ONECARD_GEMM_SPLITS=0 in the environment means 1 (comparisons).
   int32_t gemm_splits = 0;
+  FusedRope fused_rope = FusedRope::kAfterCublas;
+  BlasTunerOptions tuner;  // blas_tuner.h: the search and power-cap ranking
   // A file of tuned choices (BlasTuner::Serialize plus the split counts):
   // loaded at creation when it exists and was made on the same card and
   // cuBLASLt, so only missing shapes are timed (and those whose cuBLASLt

@@ -83,7 +83,7 @@ absl::Status RunGroup(engine::CudaModelRunner& runner, int32_t batch, std::mt199
 
 absl::Status RunBudget(const BenchOptions&, BenchReporter& reporter) {
   ASSIGN_OR_RETURN(const Ceilings ceil, MeasureCeilings());
-  engine::CudaRunnerOptions o;
+  engine::CudaRunnerOptions o = BenchRunnerOptions();
   o.gpu_memory_budget = 24LL << 30;
   o.max_num_seqs = 8;
   o.max_batched_tokens = 2048;

@@ -128,6 +128,11 @@ absl::StatusOr<double> GraphMedianMs(cudaStream_t stream, int warmup, int runs,
   return ms;
 }
 
+engine::CudaRunnerOptions& BenchRunnerOptions() {
+  static engine::CudaRunnerOptions options;
+  return options;
+}
+
 absl::StatusOr<Ceilings> MeasureCeilings() {
   static absl::StatusOr<Ceilings>* cached = new absl::StatusOr<Ceilings>(Measure());
   return *cached;

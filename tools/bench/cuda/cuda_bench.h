@@ -36,6 +36,11 @@ struct Ceilings {
 // Measured once per process (about a second), then cached.
 absl::StatusOr<Ceilings> MeasureCeilings();
 
+// The runner options every preset starts from: the defaults, with the
+// comparison arms onecard-bench-cuda's flags set (main.cc: --gemm_splits,
+// --fused_rope, --tuner_search, --tuner_at_cap).
+engine::CudaRunnerOptions& BenchRunnerOptions();
+
 // Median of `runs` timings (ms, CUDA events on `stream`) of fn() after
 // `warmup` untimed calls.
 absl::StatusOr<double> MedianMs(cudaStream_t stream, int warmup, int runs,

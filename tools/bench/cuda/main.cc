@@ -2,11 +2,15 @@
 // from tools/bench/cuda/*.cc into the same registry, bench_registry.h):
 //   onecard-bench-cuda list
 //   onecard-bench-cuda ceilings|decode-8b-bf16|decode-8b-int4|decode-70b-int4|
-//       decode-72b-int4|decode-123b-int4|prefill|budget-8b-bf16|kernels-8b|kernels-int4
-//       [--results PATH] [--commit HASH]
-// Differs from onecard-bench's main only in RunInfo: the device is the GPU
+//       decode-70b-int4-48g|decode-72b-int4|decode-123b-int4|prefill|budget-8b-bf16|
+//       kernels-8b|kernels-int4|load [--model PATH]
+//       [--results PATH] [--commit HASH] [comparison arms]
+// Differs from onecard-bench's main in RunInfo: the device is the GPU
 // ("NVIDIA H200 (132 SMs, 139.8 GiB)") and the commit comes from --commit or
-// $ONECARD_COMMIT (the GPU machine has no .git), else `git rev-parse`.
+// $ONECARD_COMMIT (the GPU machine has no .git), else `git rev-parse`; and in
+// the comparison arms (--pdl, --gemv_blocks_per_sm, --gemm_splits,
+// --fused_rope, --tuner_search, --tuner_at_cap), which set the kernels'
+// launch settings and the options of every runner a preset creates.
 #include <cstdlib>
 #include <iostream>
 #include <string>
@@ -15,6 +19,9 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "engine/common/status_macros.h"
+#include "engine/kernels/launch_settings.h"
 #include "tools/bench/bench_registry.h"
 #include "tools/bench/bench_report.h"
 #include "tools/bench/cuda/cuda_bench.h"
@@ -22,6 +29,45 @@
 ABSL_FLAG(std::string, results, "bench/results/results.jsonl",
           "JSON lines file to append to; empty = do not write");
 ABSL_FLAG(std::string, commit, "", "commit to record; default $ONECARD_COMMIT or git");
+ABSL_FLAG(std::string, model, "", "checkpoint for the load scenario (default SmolLM2 Q4_1)");
+// Comparison arms: the defaults are what serves.
+ABSL_FLAG(bool, pdl, true, "launch kernels with programmatic dependent launch");
+ABSL_FLAG(int32_t, gemv_blocks_per_sm, 2, "Gemv blocks resident an SM (1 or 2)");
+ABSL_FLAG(int32_t, gemm_splits, 0,
+          "o / down products of the decode buckets: 0 = timed choice, 1 = whole, N = N partials");
+ABSL_FLAG(std::string, fused_rope, "after_cublas",
+          "RoPE and the cache write inside decode attention: after_cublas, all or off");
+ABSL_FLAG(bool, tuner_search, true, "search around cuBLASLt's heuristic when tuning");
+ABSL_FLAG(int64_t, tuner_at_cap, 0,
+          "rank tuned shapes of at least this many rows at the power cap; 0 = none");
+
+namespace {
+
+// The flags' arms into the kernels' launch settings and the presets' runner
+// options; an error names the flag.
+absl::Status ApplyComparisonArms() {
+  RETURN_IF_ERROR(onecard::engine::SetLaunchSettings(
+      {.programmatic_launch = absl::GetFlag(FLAGS_pdl),
+       .gemv_blocks_per_sm = absl::GetFlag(FLAGS_gemv_blocks_per_sm)}));
+  onecard::engine::CudaRunnerOptions& o = onecard::bench::BenchRunnerOptions();
+  o.gemm_splits = absl::GetFlag(FLAGS_gemm_splits);
+  const std::string rope = absl::GetFlag(FLAGS_fused_rope);
+  if (rope == "after_cublas") {
+    o.fused_rope = onecard::engine::FusedRope::kAfterCublas;
+  } else if (rope == "all") {
+    o.fused_rope = onecard::engine::FusedRope::kAll;
+  } else if (rope == "off") {
+    o.fused_rope = onecard::engine::FusedRope::kOff;
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--fused_rope=", rope, ": must be after_cublas, all or off"));
+  }
+  o.tuner.search = absl::GetFlag(FLAGS_tuner_search);
+  o.tuner.at_cap_rows = absl::GetFlag(FLAGS_tuner_at_cap);
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   // Load every kernel at CUDA initialization, so that device memory measured
@@ -41,6 +87,10 @@ int main(int argc, char** argv) {
     std::cerr << "usage: onecard-bench-cuda SCENARIO [flags] (onecard-bench-cuda list)\n";
     return 2;
   }
+  if (absl::Status s = ApplyComparisonArms(); !s.ok()) {
+    std::cerr << "onecard-bench-cuda: " << s.message() << "\n";
+    return 2;
+  }
   onecard::bench::RunInfo info = onecard::bench::CurrentRunInfo();
   info.device = onecard::bench::CudaDeviceDescription();
   const char* env_commit = std::getenv("ONECARD_COMMIT");
@@ -50,7 +100,9 @@ int main(int argc, char** argv) {
     info.commit = env_commit;
   }
   onecard::bench::BenchReporter reporter(info);
-  if (absl::Status s = scenario->run(onecard::bench::BenchOptions{}, reporter); !s.ok()) {
+  onecard::bench::BenchOptions options;
+  options.model_path = absl::GetFlag(FLAGS_model);
+  if (absl::Status s = scenario->run(options, reporter); !s.ok()) {
     reporter.PrintTable(std::cout);
     std::cerr << "onecard-bench-cuda " << name << ": " << s << "\n";
     return 1;

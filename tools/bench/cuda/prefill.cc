@@ -36,7 +36,7 @@ absl::StatusOr<double> TimePrefillMs(engine::CudaModelRunner& runner,
 
 absl::Status RunModel(const Ceilings& ceil, const char* model, const char* weights,
                       const char* prefix, BenchReporter& reporter) {
-  engine::CudaRunnerOptions o;
+  engine::CudaRunnerOptions o = BenchRunnerOptions();
   o.max_num_seqs = 4;
   o.max_batched_tokens = 8192;
   ASSIGN_OR_RETURN(o.synthetic_weights, engine::ParseProjectionSpec(weights));

@@ -1,0 +1,31 @@
+#include "engine/kernels/launch_settings.h"
+
+#include <atomic>
+
+#include "absl/strings/str_cat.h"
+
+namespace onecard::engine {
+namespace {
+
+std::atomic<bool> programmatic_launch{true};
+std::atomic<int32_t> gemv_blocks_per_sm{2};
+
+}  // namespace
+
+absl::Status SetLaunchSettings(const LaunchSettings& settings) {
+  if (settings.gemv_blocks_per_sm < 1 || settings.gemv_blocks_per_sm > 2) {
+    return absl::InvalidArgumentError(absl::StrCat("LaunchSettings.gemv_blocks_per_sm = ",
+                                                   settings.gemv_blocks_per_sm,
+                                                   ": must be 1 or 2"));
+  }
+  programmatic_launch.store(settings.programmatic_launch, std::memory_order_relaxed);
+  gemv_blocks_per_sm.store(settings.gemv_blocks_per_sm, std::memory_order_relaxed);
+  return absl::OkStatus();
+}
+
+LaunchSettings GetLaunchSettings() {
+  return {.programmatic_launch = programmatic_launch.load(std::memory_order_relaxed),
+          .gemv_blocks_per_sm = gemv_blocks_per_sm.load(std::memory_order_relaxed)};
+}
+
+}  // namespace onecard::engine

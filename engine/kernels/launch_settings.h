@@ -1,0 +1,29 @@
+// How the CUDA kernels launch, process-wide: the settings that are measured
+// against each other (onecard-bench-cuda's --pdl and --gemv_blocks_per_sm
+// flags) rather than chosen per call. The defaults are what serves; a
+// runner never changes them. Set them before the first launch (a kernel
+// launched meanwhile sees either the old or the new value).
+#ifndef ONECARD_ENGINE_KERNELS_LAUNCH_SETTINGS_H_
+#define ONECARD_ENGINE_KERNELS_LAUNCH_SETTINGS_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+
+namespace onecard::engine {
+
+struct LaunchSettings {
+  // Programmatic dependent launch (cuda_common.cuh LaunchPdl): a kernel's
+  // launch and constant-data prologue overlap the previous kernel.
+  bool programmatic_launch = true;
+  // Blocks of Gemv resident on an SM (1 or 2; gemv.cu).
+  int32_t gemv_blocks_per_sm = 2;
+};
+
+// InvalidArgument naming the field for a value out of range; nothing changes then.
+absl::Status SetLaunchSettings(const LaunchSettings& settings);
+LaunchSettings GetLaunchSettings();
+
+}  // namespace onecard::engine
+
+#endif  // ONECARD_ENGINE_KERNELS_LAUNCH_SETTINGS_H_

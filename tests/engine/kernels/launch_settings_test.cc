@@ -1,0 +1,37 @@
+#include "engine/kernels/launch_settings.h"
+
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace onecard::engine {
+namespace {
+
+TEST(LaunchSettingsTest, DefaultsAreWhatServes) {
+  const LaunchSettings s = GetLaunchSettings();
+  EXPECT_TRUE(s.programmatic_launch);
+  EXPECT_EQ(s.gemv_blocks_per_sm, 2);
+}
+
+TEST(LaunchSettingsTest, SetThenGetAndBack) {
+  ASSERT_TRUE(SetLaunchSettings({.programmatic_launch = false, .gemv_blocks_per_sm = 1}).ok());
+  EXPECT_FALSE(GetLaunchSettings().programmatic_launch);
+  EXPECT_EQ(GetLaunchSettings().gemv_blocks_per_sm, 1);
+  ASSERT_TRUE(SetLaunchSettings({}).ok());
+  EXPECT_TRUE(GetLaunchSettings().programmatic_launch);
+  EXPECT_EQ(GetLaunchSettings().gemv_blocks_per_sm, 2);
+}
+
+TEST(LaunchSettingsTest, OutOfRangeIsRefusedNamingTheFieldAndChangesNothing) {
+  for (int32_t blocks : {0, 3, -1}) {
+    const absl::Status st =
+        SetLaunchSettings({.programmatic_launch = false, .gemv_blocks_per_sm = blocks});
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(std::string(st.message()).find("gemv_blocks_per_sm"), std::string::npos) << st;
+    EXPECT_TRUE(GetLaunchSettings().programmatic_launch);
+    EXPECT_EQ(GetLaunchSettings().gemv_blocks_per_sm, 2);
+  }
+}
+
+}  // namespace
+}  // namespace onecard::engine
