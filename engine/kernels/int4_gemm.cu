@@ -1,14 +1,17 @@
 // Int4Gemm on CUDA (see int4_gemm.h and the layout in int4_layout.h). Design,
-// for the HBM floor of decode, where a step reads every weight once:
+// for the HBM floor of decode, where a step reads every weight once, and
+// the tensor-core rate of the middle steps (up to 128 rows):
 // - Tensor cores with the weights as the A operand: a warp owns one 16-row
-//   tile; the decode rows are the mma's n (8 a tile, padded with zeros), so
-//   1..16 rows cost the same dequantization.
+//   tile; the step's rows are the mma's n (8 a tile, padded with zeros), in
+//   tiles of 8 NT rows (NT = 1, 2, 4, 8: Cfg; over 64 rows, launches of 64),
+//   so the dequantization of a code slice serves NT mmas.
 // - Dequantization in registers: (word >> 4 m) & 0x000f000f | 0x43004300 is a
-//   bf16 pair 128 + q, exact; minus 128 + z (136 for symmetric codes) it is
-//   the exact q - z, and the scale is applied once a group to the mma's fp32
-//   sums. For mins (kFloat) the mma sums P = sum (128 + q) x and a second mma
-//   with A = 1 sums S = sum x, and acc += s P + (m - 128 s) S.
-// - Warp-specialised pipeline: a producer warp streams each stage (up to 4
+//   bf16 pair 128 + q, exact. Either, minus 128 + z (136 for symmetric
+//   codes), it is the exact q - z and the scale is applied once a group to
+//   the mma's fp32 sums; or (kSumX: one row tile, and mins) the mma sums
+//   P = sum (128 + q) x, a second mma with A = 1 sums S = sum x, and
+//   acc += s P + c S once a group.
+// - Warp-specialised pipeline: a producer warp streams each stage (4 or 2
 //   k tiles of the block's 8 row tiles: codes, scales, the x columns; the
 //   layout makes the codes and the scales one contiguous copy each) into
 //   shared memory with the bulk copy engine, up to kStages stages ahead,
@@ -39,12 +42,30 @@ namespace {
 
 constexpr int kWarps = 8;                    // consumer warps: one 16-row tile each
 constexpr int kThreads = 32 * (kWarps + 1);  // + the producer warp
-constexpr int kTpu = 4;                      // k tiles a stage
-constexpr int kCols = kTpu * kInt4TileCols;  // 256 columns a stage
-constexpr int kXStride = kCols + 16;         // bf16 a staged row (+32 bytes: no bank conflicts)
-constexpr int kMaxSpans = kCols / kInt4MinGroup;  // groups a stage touches
-constexpr uint32_t kOnes = 0x3F803F80u;           // bf16 pair (1, 1)
-constexpr uint32_t kMagic136 = 0x43084308u;       // bf16 pair (136, 136): 128 + 8
+constexpr uint32_t kOnes = 0x3F803F80u;      // bf16 pair (1, 1)
+constexpr uint32_t kMagic136 = 0x43084308u;  // bf16 pair (136, 136): 128 + 8
+
+// The shape of a launch for rows in (8 (NT / 2), 8 NT]: the k tiles a stage
+// holds, the stages, the blocks an SM (shared memory: up to 16 KB of codes
+// and 8 NT staged x rows a stage; registers: 8 NT fp32 sums a thread), and
+// whether a group's q - z is taken after the sums (kSumX: the mma sums
+// P = sum (128 + q) x, a second mma with A = 1 sums S = sum x, and
+// acc += s P + c S with c = m - 128 s, -(128 + z) s or -136 s: one mma a
+// slice instead of four bf16 subtractions, the cheaper where the A fragment
+// serves one or two mmas; kFloat always, its mins are not codes) or before
+// them (exact 128 + q - (128 + z) in bf16, then acc += s P).
+template <int NT>
+struct Cfg {
+  static constexpr int kTpu = NT <= 2 ? 4 : 2;         // k tiles a stage
+  static constexpr int kCols = kTpu * kInt4TileCols;   // columns a stage
+  static constexpr int kXStride = kCols + 16;          // bf16 a staged row (no bank conflicts)
+  static constexpr int kMaxSpans = kCols / kInt4MinGroup;  // groups a stage touches
+  static constexpr int kStages = NT == 2 ? 3 : 4;
+  static constexpr int kBlocksPerSm = NT >= 8 ? 1 : 2;
+};
+
+template <int NT, Int4Offsets kKind>
+constexpr bool kSumX = NT == 1 || kKind == Int4Offsets::kFloat;
 
 enum class YKind : int32_t { kBf16, kBf16Add, kF32, kSiluMul };
 
@@ -75,22 +96,19 @@ struct Args {
 // group span sp of warp w at scales[(sp * g + w) * 8], g the group's tiles.
 template <int NT>
 struct Stage {
-  uint4 codes[kTpu * kWarps * 32];
-  cuda::bf16 x[8 * NT][kXStride];
-  cuda::bf16 norm_w[kCols];
-  uint32_t scales[kMaxSpans * kWarps * 8];
-  uint32_t offsets[kMaxSpans * kWarps * 8];
+  uint4 codes[Cfg<NT>::kTpu * kWarps * 32];
+  cuda::bf16 x[8 * NT][Cfg<NT>::kXStride];
+  cuda::bf16 norm_w[Cfg<NT>::kCols];
+  uint32_t scales[Cfg<NT>::kMaxSpans * kWarps * 8];
+  uint32_t offsets[Cfg<NT>::kMaxSpans * kWarps * 8];
 };
 
 template <int NT>
-constexpr int kStages = NT == 1 ? 4 : 3;
-
-template <int NT>
 struct Smem {
-  Stage<NT> stage[kStages<NT>];
-  uint64_t full[kStages<NT>];   // the copies of a stage landed
-  uint64_t ready[kStages<NT>];  // the producer normalized its x (kRmsNorm)
-  uint64_t empty[kStages<NT>];  // the consumers are done with it
+  Stage<NT> stage[Cfg<NT>::kStages];
+  uint64_t full[Cfg<NT>::kStages];   // the copies of a stage landed
+  uint64_t ready[Cfg<NT>::kStages];  // the producer normalized its x (kRmsNorm)
+  uint64_t empty[Cfg<NT>::kStages];  // the consumers are done with it
   float inv_rms[kInt4GemmMaxNormRows];
   float red[kWarps];
 };
@@ -118,7 +136,8 @@ struct Sub {
 };
 
 // Walks a block's share sub by sub (one 64-bit division at the start, none
-// after: a stage's bookkeeping must cost nothing next to its 16 slices).
+// after: a stage's bookkeeping must cost nothing next to its slices).
+template <int kTpu>
 struct Walker {
   int64_t left;     // iterations not yet walked
   int32_t rg, kt;   // of the next sub
@@ -170,10 +189,10 @@ __device__ __forceinline__ uint32_t ConstantBytes(const Sub& s, const Args& a) {
          (s.ntiles * kInt4TileBytes + scale_bytes * (kKind == Int4Offsets::kSymmetric ? 1 : 2));
 }
 
-template <bool kNorm>
+template <int NT, bool kNorm>
 __device__ __forceinline__ uint32_t XBytes(const Sub& s, const Args& a) {
   const uint32_t row = s.ntiles * kInt4TileCols * 2;
-  return (min(a.rows, 16) * row) + (kNorm ? row : 0);
+  return (min(a.rows, 8 * NT) * row) + (kNorm ? row : 0);
 }
 
 // The row group's codes, scales and offsets of the stage: one contiguous
@@ -196,17 +215,17 @@ __device__ __forceinline__ void CopyConstants(Stage<NT>& st, uint64_t* bar, cons
   }
 }
 
-// Lanes 24..31 issue the x rows (and the norm weights' columns).
+// Lanes 8..31 issue the x rows, lane 3 the norm weights' columns.
 template <int NT, bool kNorm>
 __device__ __forceinline__ void CopyX(Stage<NT>& st, uint64_t* bar, const Sub& s, const Args& a,
                                       int lane) {
-  if (lane < 24) return;
   const int64_t col0 = int64_t{s.kt} * kInt4TileCols;
   const uint32_t bytes = s.ntiles * kInt4TileCols * 2;
-  for (int r = lane - 24; r < min(a.rows, 8 * NT); r += 8) {
+  if (kNorm && lane == 3) cuda::BulkCopy(st.norm_w, a.norm_w + col0, bytes, bar);
+  if (lane < 8) return;
+  for (int r = lane - 8; r < min(a.rows, 8 * NT); r += 24) {
     cuda::BulkCopy(st.x[r], a.x + r * a.x_stride + col0, bytes, bar);
   }
-  if (kNorm && lane == 31) cuda::BulkCopy(st.norm_w, a.norm_w + col0, bytes, bar);
 }
 
 // x' = bf16(w * (x * inv_rms)) in place (rms_norm.h's rounding).
@@ -228,10 +247,10 @@ __device__ __forceinline__ void NormalizeX(Stage<NT>& st, const Smem<NT>& sm, co
 
 template <int NT, Int4Offsets kKind, bool kNorm>
 __device__ void Producer(Smem<NT>& sm, const Args& a, int64_t begin, int64_t end) {
-  constexpr int S = kStages<NT>;
+  constexpr int S = Cfg<NT>::kStages;
   const int lane = threadIdx.x & 31;
   // The first stages' weights before the wait (constants), their x after.
-  Walker issue(begin, end, a);
+  Walker<Cfg<NT>::kTpu> issue(begin, end, a);
   Sub first[S];
   int issued = 0;
   for (; issued < S - 1 && !issue.done(); ++issued) {
@@ -244,12 +263,12 @@ __device__ void Producer(Smem<NT>& sm, const Args& a, int64_t begin, int64_t end
   cuda::GridDependencyWait();
   cuda::LaunchDependents();
   for (int j = 0; j < issued; ++j) {
-    if (lane == 0) cuda::MbarrierArriveExpectTx(&sm.full[j], XBytes<kNorm>(first[j], a));
+    if (lane == 0) cuda::MbarrierArriveExpectTx(&sm.full[j], XBytes<NT, kNorm>(first[j], a));
     __syncwarp();
     CopyX<NT, kNorm>(sm.stage[j], &sm.full[j], first[j], a, lane);
   }
   __syncthreads();  // the consumers' inv_rms
-  Walker norm(begin, end, a);
+  Walker<Cfg<NT>::kTpu> norm(begin, end, a);
   for (int j = 0; !norm.done(); ++j) {
     if (!issue.done()) {  // refill: stage of sub `issued`, after the consumers left it
       const int st = issued % S;
@@ -257,7 +276,7 @@ __device__ void Producer(Smem<NT>& sm, const Args& a, int64_t begin, int64_t end
       const Sub s = issue.Next(a);
       if (lane == 0) {
         cuda::MbarrierArriveExpectTx(&sm.full[st],
-                                     ConstantBytes<NT, kKind>(s, a) + XBytes<kNorm>(s, a));
+                                     ConstantBytes<NT, kKind>(s, a) + XBytes<NT, kNorm>(s, a));
       }
       __syncwarp();
       CopyConstants<NT, kKind>(sm.stage[st], &sm.full[st], s, a, lane);
@@ -299,9 +318,8 @@ __device__ __forceinline__ float2 HalfPair(uint32_t w) {
 }
 
 // A group's constants for rows gr (.lo) and gr + 8 (.hi): the scales, and
-// the pair subtracted from 128 + q (kSymmetric, kZero) or the factor of S
-// (kFloat: m - 128 s).
-template <Int4Offsets kKind>
+// either the pair subtracted from 128 + q before the sums (sub_lo, sub_hi)
+// or the factor c of S after them (kSumX).
 struct Span {
   float2 scale;
   uint32_t sub_lo, sub_hi;
@@ -309,40 +327,48 @@ struct Span {
 };
 
 template <int NT, Int4Offsets kKind>
-__device__ __forceinline__ Span<kKind> LoadSpan(const Stage<NT>& st, int g, int warp, int sp,
-                                                int gr) {
+__device__ __forceinline__ Span LoadSpan(const Stage<NT>& st, int g, int warp, int sp, int gr) {
   const int word = (sp * g + warp) * 8 + gr;
-  Span<kKind> s;
+  Span s;
   s.scale = HalfPair(st.scales[word]);
-  if constexpr (kKind == Int4Offsets::kSymmetric) {
+  if constexpr (kKind == Int4Offsets::kFloat) {
+    const float2 m = HalfPair(st.offsets[word]);
+    s.c = make_float2(m.x - 128.0f * s.scale.x, m.y - 128.0f * s.scale.y);
+  } else if constexpr (kKind == Int4Offsets::kSymmetric) {
     s.sub_lo = s.sub_hi = kMagic136;
-  } else if constexpr (kKind == Int4Offsets::kZero) {
+    s.c = make_float2(-136.0f * s.scale.x, -136.0f * s.scale.y);
+  } else {
     const uint32_t z = st.offsets[word];  // two int16 zero points, 0..127
     const uint32_t lo = z & 0xFFFF, hi = z >> 16;
     s.sub_lo = 0x43004300u | lo | (lo << 16);
     s.sub_hi = 0x43004300u | hi | (hi << 16);
-  } else {
-    const float2 m = HalfPair(st.offsets[word]);
-    s.c = make_float2(m.x - 128.0f * s.scale.x, m.y - 128.0f * s.scale.y);
+    s.c = make_float2(-(128.0f + static_cast<float>(lo)) * s.scale.x,
+                      -(128.0f + static_cast<float>(hi)) * s.scale.y);
   }
   return s;
 }
 
+// S of x rows 2 t4 and 2 t4 + 1 (the A = 1 mma's outputs 0, 1; 2, 3 repeat
+// them): kept whole where NT <= 2, else as two sums to save registers.
+template <int NT>
+constexpr int kSxWidth = NT <= 2 ? 4 : 2;
+
 template <int NT, Int4Offsets kKind>
-__device__ __forceinline__ void Flush(const Span<kKind>& span, float (&acc)[NT][4],
-                                      float (&p)[NT][4], float (&sx)[NT][4]) {
+__device__ __forceinline__ void Flush(const Span& span, float (&acc)[NT][4], float (&p)[NT][4],
+                                      float (&sx)[NT][kSxWidth<NT>]) {
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const float sc = e < 2 ? span.scale.x : span.scale.y;
-      if constexpr (kKind == Int4Offsets::kFloat) {
-        acc[nt][e] = fmaf(e < 2 ? span.c.x : span.c.y, sx[nt][e], acc[nt][e]);
-        sx[nt][e] = 0.0f;
+      if constexpr (kSumX<NT, kKind>) {
+        acc[nt][e] = fmaf(e < 2 ? span.c.x : span.c.y, sx[nt][e & 1], acc[nt][e]);
       }
       acc[nt][e] = fmaf(sc, p[nt][e], acc[nt][e]);
       p[nt][e] = 0.0f;
     }
+#pragma unroll
+    for (int e = 0; e < kSxWidth<NT>; ++e) sx[nt][e] = 0.0f;
   }
 }
 
@@ -350,15 +376,16 @@ __device__ __forceinline__ void Flush(const Span<kKind>& span, float (&acc)[NT][
 template <int NT, Int4Offsets kKind>
 __device__ __forceinline__ void Compute(const Stage<NT>& st, const Sub& s, const Args& a,
                                         float (&acc)[NT][4]) {
+  constexpr bool kSum = kSumX<NT, kKind>;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gr = lane >> 2, t4 = lane & 3;
   const uint32_t ones[4] = {kOnes, kOnes, kOnes, kOnes};
-  float p[NT][4] = {}, sx[NT][4] = {};
+  float p[NT][4] = {}, sx[NT][kSxWidth<NT>] = {};
   const int32_t col0 = s.kt * kInt4TileCols;
   int32_t boundary = (col0 / a.group + 1) * a.group;  // the next group's first column
   int sp = 0;
-  Span<kKind> span = LoadSpan<NT, kKind>(st, s.g, warp, 0, gr);
+  Span span = LoadSpan<NT, kKind>(st, s.g, warp, 0, gr);
 #pragma unroll
-  for (int t = 0; t < kTpu; ++t) {
+  for (int t = 0; t < Cfg<NT>::kTpu; ++t) {
     if (t >= s.ntiles) break;
     const uint4 v = st.codes[(t * s.g + warp) * 32 + lane];
     const uint32_t words[4] = {v.x, v.y, v.z, v.w};
@@ -368,16 +395,21 @@ __device__ __forceinline__ void Compute(const Stage<NT>& st, const Sub& s, const
 #pragma unroll
       for (int m = 0; m < 4; ++m) {
         av[m] = Dequant128(words[i], m);
-        if constexpr (kKind != Int4Offsets::kFloat) {
-          av[m] = SubBf16x2(av[m], m % 2 == 0 ? span.sub_lo : span.sub_hi);
-        }
+        if constexpr (!kSum) av[m] = SubBf16x2(av[m], m % 2 == 0 ? span.sub_lo : span.sub_hi);
       }
       const int col = t * kInt4TileCols + 16 * i + 4 * t4;
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
         const uint2 bv = *reinterpret_cast<const uint2*>(&st.x[nt * 8 + gr][col]);
         cuda::MmaBf16(p[nt], av, bv.x, bv.y);
-        if constexpr (kKind == Int4Offsets::kFloat) cuda::MmaBf16(sx[nt], ones, bv.x, bv.y);
+        if constexpr (kSum && NT <= 2) {
+          cuda::MmaBf16(sx[nt], ones, bv.x, bv.y);
+        } else if constexpr (kSum) {
+          float one_sums[4] = {};
+          cuda::MmaBf16(one_sums, ones, bv.x, bv.y);
+          sx[nt][0] += one_sums[0];
+          sx[nt][1] += one_sums[1];
+        }
       }
       // Groups end on 32-column boundaries (odd i) only.
       if (i % 2 == 0) continue;
@@ -500,12 +532,12 @@ __device__ __forceinline__ void RowNorms(Smem<NT>& sm, const Args& a) {
 
 template <int NT, Int4Offsets kKind, bool kNorm>
 __device__ void Consumer(Smem<NT>& sm, const Args& a, int64_t begin, int64_t end) {
-  constexpr int S = kStages<NT>;
+  constexpr int S = Cfg<NT>::kStages;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   // x rows past a.rows stay zero (the copies never write them).
   for (int st = 0; st < S; ++st) {
     for (int r = a.rows; r < 8 * NT; ++r) {
-      for (int c = threadIdx.x; c < kXStride / 8; c += 32 * kWarps) {
+      for (int c = threadIdx.x; c < Cfg<NT>::kXStride / 8; c += 32 * kWarps) {
         reinterpret_cast<uint4*>(sm.stage[st].x[r])[c] = make_uint4(0, 0, 0, 0);
       }
     }
@@ -515,7 +547,7 @@ __device__ void Consumer(Smem<NT>& sm, const Args& a, int64_t begin, int64_t end
   if constexpr (kNorm) RowNorms<NT>(sm, a);
   __syncthreads();  // inv_rms for the producer, the zero rows for every consumer
   float acc[NT][4] = {};
-  Walker walk(begin, end, a);
+  Walker<Cfg<NT>::kTpu> walk(begin, end, a);
   for (int j = 0; !walk.done(); ++j) {
     const Sub s = walk.Next(a);
     const int st = j % S;
@@ -532,14 +564,14 @@ __device__ void Consumer(Smem<NT>& sm, const Args& a, int64_t begin, int64_t end
 }
 
 template <int NT, Int4Offsets kKind, bool kNorm>
-__global__ void __launch_bounds__(kThreads, 2) Int4GemmKernel(Args a) {
+__global__ void __launch_bounds__(kThreads, Cfg<NT>::kBlocksPerSm) Int4GemmKernel(Args a) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
   Smem<NT>& sm = *reinterpret_cast<Smem<NT>*>(smem_raw);
   const int64_t begin = ShareStart(blockIdx.x, a);
   const int64_t end = ShareStart(int64_t{blockIdx.x} + 1, a);
   if (begin >= end) return;
   if (threadIdx.x == 0) {
-    for (int s = 0; s < kStages<NT>; ++s) {
+    for (int s = 0; s < Cfg<NT>::kStages; ++s) {
       cuda::MbarrierInit(&sm.full[s], 1);
       cuda::MbarrierInit(&sm.ready[s], 1);
       cuda::MbarrierInit(&sm.empty[s], kWarps);
@@ -566,7 +598,7 @@ int NumSms() {
   return sms;
 }
 
-constexpr int kMaxNt = 2;
+constexpr int kMaxNt = 8;  // rows a launch: 64 (more: launches of 64)
 static_assert(kInt4GemmSlotBytes == int64_t{kWarps} * 32 * kMaxNt * 4 * 4, "a slot holds acc");
 static_assert(kInt4GemmRowGroup == kWarps * kInt4TileRows, "a row group is a block's tiles");
 
@@ -592,6 +624,8 @@ absl::Status Launch(const Args& a, cudaStream_t stream) {
 // One switch on the offset kind, then the rows (n8 tiles) and the prologue.
 template <Int4Offsets kKind>
 absl::Status LaunchKind(const Args& a, cudaStream_t stream) {
+  if (a.rows > 32) return Launch<8, kKind, false>(a, stream);
+  if (a.rows > 16) return Launch<4, kKind, false>(a, stream);
   if (a.rows > 8) return Launch<2, kKind, false>(a, stream);
   if (a.norm_w != nullptr) return Launch<1, kKind, true>(a, stream);
   return Launch<1, kKind, false>(a, stream);
@@ -632,15 +666,29 @@ absl::Status Int4Gemm(const Int4GemmParams& p, cudaStream_t stream) {
   a.partials = static_cast<float*>(p.workspace);
   a.counters_end =
       reinterpret_cast<int32_t*>(static_cast<char*>(p.workspace) + p.workspace_bytes / 4 * 4);
-  switch (p.w.offset_kind) {
-    case Int4Offsets::kSymmetric:
-      return LaunchKind<Int4Offsets::kSymmetric>(a, stream);
-    case Int4Offsets::kZero:
-      return LaunchKind<Int4Offsets::kZero>(a, stream);
-    case Int4Offsets::kFloat:
-      return LaunchKind<Int4Offsets::kFloat>(a, stream);
+  // Launches of up to 8 kMaxNt rows, one after another on the stream (they
+  // share the workspace, which each leaves as it found it).
+  const int64_t y_row_bytes = p.y_dtype == DType::kF32 ? 4 * p.w.n
+                              : p.silu_mul_y           ? p.w.n
+                                                       : 2 * p.w.n;
+  for (int32_t row0 = 0; row0 < p.rows; row0 += 8 * kMaxNt) {
+    Args c = a;
+    c.rows = std::min(p.rows - row0, 8 * kMaxNt);
+    c.x = a.x + row0 * a.x_stride;
+    c.y = static_cast<char*>(p.y) + row0 * y_row_bytes;
+    switch (p.w.offset_kind) {
+      case Int4Offsets::kSymmetric:
+        RETURN_IF_ERROR(LaunchKind<Int4Offsets::kSymmetric>(c, stream));
+        break;
+      case Int4Offsets::kZero:
+        RETURN_IF_ERROR(LaunchKind<Int4Offsets::kZero>(c, stream));
+        break;
+      case Int4Offsets::kFloat:
+        RETURN_IF_ERROR(LaunchKind<Int4Offsets::kFloat>(c, stream));
+        break;
+    }
   }
-  return absl::UnimplementedError("Int4Gemm: unknown offset kind");
+  return absl::OkStatus();
 }
 
 }  // namespace onecard::engine

@@ -32,7 +32,7 @@
 
 namespace onecard::engine {
 
-inline constexpr int32_t kInt4GemmMaxRows = 16;
+inline constexpr int32_t kInt4GemmMaxRows = 128;
 inline constexpr int32_t kInt4GemmMaxNormRows = 4;
 
 // A packed 4-bit weight where the kernel reads it (int4_layout.h).
@@ -74,7 +74,7 @@ struct Int4GemmParams {
 // counters at the same addresses and never in another launch's slots.
 inline constexpr int kInt4GemmRowGroup = 128;
 inline constexpr int kInt4GemmMaxBlocksPerSm = 4;
-inline constexpr int64_t kInt4GemmSlotBytes = 256 * 2 * 4 * 4;  // threads x n8 tiles x floats
+inline constexpr int64_t kInt4GemmSlotBytes = 256 * 8 * 4 * 4;  // threads x n8 tiles x floats
 struct Int4GemmWorkspaceLayout {
   int64_t slot_bytes = 0;     // the slots of n
   int64_t counter_bytes = 0;  // the counters of n

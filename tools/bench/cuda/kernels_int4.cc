@@ -1,9 +1,9 @@
 // Scenario "kernels-int4": the 4-bit projections alone (Int4Gemm, groups of
 // 128, symmetric: codes + one fp16 scale a group) on the llama3-8b,
-// llama3-70b and mistral-large-123b shapes, as the runner calls them (qkv
-// with the RMSNorm prologue at 1 row, gate_up with the SiLU·mul epilogue,
-// o and down adding to the residual), at 1, 4, 8 and 16 rows: GB/s of the
-// weight bytes against this run's copy rate, and us a call. Weights rotate
+// llama3-70b and mistral-large-123b shapes, as the runner calls them (x
+// already normalized, gate_up with the SiLU·mul epilogue, o and down adding
+// to the residual), at 1 to 128 rows: GB/s of the weight bytes against this
+// run's copy rate, TFLOP/s against its bf16 matrix rate, and us a call. Weights rotate
 // over copies totalling >= 1.5 GB (L2 never holds them); 20 back-to-back
 // launches per timing, median of 5. Also Int4DequantizeBf16 (the prefill
 // path): GB/s of the bytes it reads and writes.
@@ -68,25 +68,20 @@ absl::StatusOr<Rotation> MakeRotation(int64_t n, int64_t k, cudaStream_t stream)
 absl::Status ShapeCases(const Ceilings& ceil, const Shape& s, cudaStream_t stream, void* ws,
                         int64_t ws_bytes, BenchReporter& reporter) {
   ASSIGN_OR_RETURN(Rotation rot, MakeRotation(s.n, s.k, stream));
-  ASSIGN_OR_RETURN(DeviceMem x, DeviceMem::Random(16 * s.k * 2, 23, stream));
-  ASSIGN_OR_RETURN(DeviceMem norm, DeviceMem::Random(s.k * 2, 24, stream));
-  ASSIGN_OR_RETURN(DeviceMem y, DeviceMem::Random(16 * s.n * 4, 25, stream));
+  constexpr int32_t kMaxRows = engine::kInt4GemmMaxRows;
+  ASSIGN_OR_RETURN(DeviceMem x, DeviceMem::Random(kMaxRows * s.k * 2, 23, stream));
+  ASSIGN_OR_RETURN(DeviceMem y, DeviceMem::Random(kMaxRows * s.n * 2, 25, stream));
   const bool silu = s.projection == engine::Projection::kGateUp;
   const bool add =
       s.projection == engine::Projection::kO || s.projection == engine::Projection::kDown;
-  const bool norm_in = s.projection == engine::Projection::kQkv || silu;
   int next = 0;
-  for (int32_t rows : {1, 4, 8, 16}) {
+  for (int32_t rows : {1, 4, 8, 16, 32, 64, 128}) {
     ASSIGN_OR_RETURN(const double ms, MedianMs(stream, 1, 5, [&]() -> absl::Status {
                        for (int i = 0; i < kLaunches; ++i) {
                          RETURN_IF_ERROR(engine::Int4Gemm(
                              {.w = rot.View(next++, s.n, s.k),
-                              .prologue = norm_in && rows <= engine::kInt4GemmMaxNormRows
-                                              ? engine::GemvPrologue::kRmsNorm
-                                              : engine::GemvPrologue::kNone,
                               .x = x.get(),
                               .x_row_stride = s.k,
-                              .norm_weight = norm.get(),
                               .y = y.get(),
                               .add_to_y = add,
                               .silu_mul_y = silu,
@@ -102,6 +97,10 @@ absl::Status ShapeCases(const Ceilings& ceil, const Shape& s, cudaStream_t strea
     reporter.Add({kScenario, name, "bandwidth", rot.weight_bytes / s_per_call / 1e9, "GB/s",
                   ceil.copy_bytes_per_s / 1e9});
     reporter.Add({kScenario, name, "time", s_per_call * 1e6, "us", {}});
+    if (rows >= 32) {
+      reporter.Add({kScenario, name, "compute", 2.0 * s.n * s.k * rows / s_per_call / 1e12,
+                    "TFLOP/s", ceil.gemm_flops_per_s / 1e12});
+    }
   }
   // The prefill path: the whole weight to BF16 (reads the packed bytes,
   // writes 2 bytes a weight).
