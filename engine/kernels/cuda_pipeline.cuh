@@ -2,7 +2,8 @@
 // mbarriers (init, arrive, arrive with an expected byte count, parity wait)
 // and the bulk copy engine's 1-D global -> shared copies that complete on an
 // mbarrier (cp.async.bulk; sm_90). A producer announces the bytes of a stage
-// (ArriveExpectTx), issues its BulkCopy calls, and consumers wait on the
+// (ArriveExpectTx), issues its BulkCopy calls (and CpAsync16 pieces, each
+// lane then CpAsyncArriveNoinc), and consumers wait on the
 // stage's barrier parity; consumers release a stage with Arrive on a second
 // barrier that the producer waits on before refilling it.
 // Shared memory written with ordinary stores that the copy engine writes
@@ -74,6 +75,21 @@ __device__ __forceinline__ void BulkCopy(void* smem, const void* gmem, uint32_t 
           "r"(SmemAddr(smem)),
       "l"(gmem), "r"(bytes), "r"(SmemAddr(bar))
       : "memory");
+}
+
+// Copies 16 bytes (both addresses 16-byte aligned) from global to shared
+// memory asynchronously (cp.async, through L2 only). For many small pieces:
+// the bulk copy engine takes ~100 cycles a copy whatever its size.
+__device__ __forceinline__ void CpAsync16(void* smem, const void* gmem) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(SmemAddr(smem)), "l"(gmem)
+               : "memory");
+}
+
+// One arrival on `bar` once every cp.async this thread issued before has
+// landed; the barrier's count must include it (.noinc).
+__device__ __forceinline__ void CpAsyncArriveNoinc(uint64_t* bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(SmemAddr(bar))
+               : "memory");
 }
 
 // Synchronizes `threads` threads (a multiple of 32) of the block on named

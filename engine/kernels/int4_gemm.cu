@@ -8,9 +8,10 @@
 // - Dequantization in registers: (word >> 4 m) & 0x000f000f | 0x43004300 is a
 //   bf16 pair 128 + q, exact. Either, minus 128 + z (136 for symmetric
 //   codes), it is the exact q - z and the scale is applied once a group to
-//   the mma's fp32 sums; or (kSumX: one row tile, and mins) the mma sums
+//   the mma's fp32 sums; or, for mins (kFloat), the mma sums
 //   P = sum (128 + q) x, a second mma with A = 1 sums S = sum x, and
-//   acc += s P + c S once a group.
+//   acc += s P + (m - 128 s) S once a group. A row's arithmetic is the same
+//   whatever the rows of the launch (batch invariance).
 // - Warp-specialised pipeline: a producer warp streams each stage (4 or 2
 //   k tiles of the block's 8 row tiles: codes, scales, the x columns; the
 //   layout makes the codes and the scales one contiguous copy each) into
@@ -46,14 +47,9 @@ constexpr uint32_t kOnes = 0x3F803F80u;      // bf16 pair (1, 1)
 constexpr uint32_t kMagic136 = 0x43084308u;  // bf16 pair (136, 136): 128 + 8
 
 // The shape of a launch for rows in (8 (NT / 2), 8 NT]: the k tiles a stage
-// holds, the stages, the blocks an SM (shared memory: up to 16 KB of codes
-// and 8 NT staged x rows a stage; registers: 8 NT fp32 sums a thread), and
-// whether a group's q - z is taken after the sums (kSumX: the mma sums
-// P = sum (128 + q) x, a second mma with A = 1 sums S = sum x, and
-// acc += s P + c S with c = m - 128 s, -(128 + z) s or -136 s: one mma a
-// slice instead of four bf16 subtractions, the cheaper where the A fragment
-// serves one or two mmas; kFloat always, its mins are not codes) or before
-// them (exact 128 + q - (128 + z) in bf16, then acc += s P).
+// holds, the stages and the blocks an SM (shared memory: up to 16 KB of
+// codes and 8 NT staged x rows a stage; registers: 8 NT fp32 sums a thread,
+// 12 NT with mins).
 template <int NT>
 struct Cfg {
   static constexpr int kTpu = NT <= 2 ? 4 : 2;         // k tiles a stage
@@ -64,8 +60,9 @@ struct Cfg {
   static constexpr int kBlocksPerSm = NT >= 8 ? 1 : 2;
 };
 
-template <int NT, Int4Offsets kKind>
-constexpr bool kSumX = NT == 1 || kKind == Int4Offsets::kFloat;
+// Whether q's offset is taken after the sums, through S = sum x (mins).
+template <Int4Offsets kKind>
+constexpr bool kSumX = kKind == Int4Offsets::kFloat;
 
 enum class YKind : int32_t { kBf16, kBf16Add, kF32, kSiluMul };
 
@@ -189,11 +186,16 @@ __device__ __forceinline__ uint32_t ConstantBytes(const Sub& s, const Args& a) {
          (s.ntiles * kInt4TileBytes + scale_bytes * (kKind == Int4Offsets::kSymmetric ? 1 : 2));
 }
 
-template <int NT, bool kNorm>
-__device__ __forceinline__ uint32_t XBytes(const Sub& s, const Args& a) {
-  const uint32_t row = s.ntiles * kInt4TileCols * 2;
-  return (min(a.rows, 8 * NT) * row) + (kNorm ? row : 0);
+// Bytes of the stage's bulk copies after the constants: the norm weights'
+// columns (the x rows come by cp.async).
+template <bool kNorm>
+__device__ __forceinline__ uint32_t NormBytes(const Sub& s) {
+  return kNorm ? s.ntiles * kInt4TileCols * 2 : 0;
 }
+
+// Arrivals a stage's full barrier takes: the producer's lane 0 (with the
+// bulk copies' bytes), and each producer lane's cp.async of x.
+constexpr uint32_t kFullArrivals = 1 + 32;
 
 // The row group's codes, scales and offsets of the stage: one contiguous
 // copy each (int4_layout.h), by lanes 0, 1 and 2.
@@ -215,17 +217,22 @@ __device__ __forceinline__ void CopyConstants(Stage<NT>& st, uint64_t* bar, cons
   }
 }
 
-// Lanes 8..31 issue the x rows, lane 3 the norm weights' columns.
+// The x rows of the stage in 16-byte cp.async pieces over the warp's lanes
+// (one bulk copy a row would queue up to 64 copies a stage on the copy
+// engine), each lane arriving on `bar` when its pieces land; lane 3 brings
+// the norm weights' columns with the copy engine.
 template <int NT, bool kNorm>
 __device__ __forceinline__ void CopyX(Stage<NT>& st, uint64_t* bar, const Sub& s, const Args& a,
                                       int lane) {
   const int64_t col0 = int64_t{s.kt} * kInt4TileCols;
-  const uint32_t bytes = s.ntiles * kInt4TileCols * 2;
-  if (kNorm && lane == 3) cuda::BulkCopy(st.norm_w, a.norm_w + col0, bytes, bar);
-  if (lane < 8) return;
-  for (int r = lane - 8; r < min(a.rows, 8 * NT); r += 24) {
-    cuda::BulkCopy(st.x[r], a.x + r * a.x_stride + col0, bytes, bar);
+  if (kNorm && lane == 3) cuda::BulkCopy(st.norm_w, a.norm_w + col0, NormBytes<kNorm>(s), bar);
+  const int pieces = s.ntiles * kInt4TileCols / 8;  // a row's
+  const int total = min(a.rows, 8 * NT) * pieces;
+  for (int i = lane; i < total; i += 32) {
+    const int r = i / pieces, c = (i - r * pieces) * 8;
+    cuda::CpAsync16(&st.x[r][c], a.x + r * a.x_stride + col0 + c);
   }
+  cuda::CpAsyncArriveNoinc(bar);
 }
 
 // x' = bf16(w * (x * inv_rms)) in place (rms_norm.h's rounding).
@@ -263,7 +270,7 @@ __device__ void Producer(Smem<NT>& sm, const Args& a, int64_t begin, int64_t end
   cuda::GridDependencyWait();
   cuda::LaunchDependents();
   for (int j = 0; j < issued; ++j) {
-    if (lane == 0) cuda::MbarrierArriveExpectTx(&sm.full[j], XBytes<NT, kNorm>(first[j], a));
+    if (lane == 0) cuda::MbarrierArriveExpectTx(&sm.full[j], NormBytes<kNorm>(first[j]));
     __syncwarp();
     CopyX<NT, kNorm>(sm.stage[j], &sm.full[j], first[j], a, lane);
   }
@@ -276,7 +283,7 @@ __device__ void Producer(Smem<NT>& sm, const Args& a, int64_t begin, int64_t end
       const Sub s = issue.Next(a);
       if (lane == 0) {
         cuda::MbarrierArriveExpectTx(&sm.full[st],
-                                     ConstantBytes<NT, kKind>(s, a) + XBytes<NT, kNorm>(s, a));
+                                     ConstantBytes<NT, kKind>(s, a) + NormBytes<kNorm>(s));
       }
       __syncwarp();
       CopyConstants<NT, kKind>(sm.stage[st], &sm.full[st], s, a, lane);
@@ -318,8 +325,8 @@ __device__ __forceinline__ float2 HalfPair(uint32_t w) {
 }
 
 // A group's constants for rows gr (.lo) and gr + 8 (.hi): the scales, and
-// either the pair subtracted from 128 + q before the sums (sub_lo, sub_hi)
-// or the factor c of S after them (kSumX).
+// the pair subtracted from 128 + q before the sums (kSymmetric, kZero) or
+// the factor c = m - 128 s of S after them (kFloat).
 struct Span {
   float2 scale;
   uint32_t sub_lo, sub_hi;
@@ -336,39 +343,31 @@ __device__ __forceinline__ Span LoadSpan(const Stage<NT>& st, int g, int warp, i
     s.c = make_float2(m.x - 128.0f * s.scale.x, m.y - 128.0f * s.scale.y);
   } else if constexpr (kKind == Int4Offsets::kSymmetric) {
     s.sub_lo = s.sub_hi = kMagic136;
-    s.c = make_float2(-136.0f * s.scale.x, -136.0f * s.scale.y);
   } else {
     const uint32_t z = st.offsets[word];  // two int16 zero points, 0..127
     const uint32_t lo = z & 0xFFFF, hi = z >> 16;
     s.sub_lo = 0x43004300u | lo | (lo << 16);
     s.sub_hi = 0x43004300u | hi | (hi << 16);
-    s.c = make_float2(-(128.0f + static_cast<float>(lo)) * s.scale.x,
-                      -(128.0f + static_cast<float>(hi)) * s.scale.y);
   }
   return s;
 }
 
-// S of x rows 2 t4 and 2 t4 + 1 (the A = 1 mma's outputs 0, 1; 2, 3 repeat
-// them): kept whole where NT <= 2, else as two sums to save registers.
-template <int NT>
-constexpr int kSxWidth = NT <= 2 ? 4 : 2;
-
 template <int NT, Int4Offsets kKind>
 __device__ __forceinline__ void Flush(const Span& span, float (&acc)[NT][4], float (&p)[NT][4],
-                                      float (&sx)[NT][kSxWidth<NT>]) {
+                                      float (&sx)[NT][4]) {
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const float sc = e < 2 ? span.scale.x : span.scale.y;
-      if constexpr (kSumX<NT, kKind>) {
+      if constexpr (kSumX<kKind>) {
         acc[nt][e] = fmaf(e < 2 ? span.c.x : span.c.y, sx[nt][e & 1], acc[nt][e]);
       }
       acc[nt][e] = fmaf(sc, p[nt][e], acc[nt][e]);
       p[nt][e] = 0.0f;
     }
 #pragma unroll
-    for (int e = 0; e < kSxWidth<NT>; ++e) sx[nt][e] = 0.0f;
+    for (int e = 0; e < 4; ++e) sx[nt][e] = 0.0f;
   }
 }
 
@@ -376,10 +375,10 @@ __device__ __forceinline__ void Flush(const Span& span, float (&acc)[NT][4], flo
 template <int NT, Int4Offsets kKind>
 __device__ __forceinline__ void Compute(const Stage<NT>& st, const Sub& s, const Args& a,
                                         float (&acc)[NT][4]) {
-  constexpr bool kSum = kSumX<NT, kKind>;
+  constexpr bool kSum = kSumX<kKind>;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gr = lane >> 2, t4 = lane & 3;
   const uint32_t ones[4] = {kOnes, kOnes, kOnes, kOnes};
-  float p[NT][4] = {}, sx[NT][kSxWidth<NT>] = {};
+  float p[NT][4] = {}, sx[NT][4] = {};
   const int32_t col0 = s.kt * kInt4TileCols;
   int32_t boundary = (col0 / a.group + 1) * a.group;  // the next group's first column
   int sp = 0;
@@ -402,14 +401,7 @@ __device__ __forceinline__ void Compute(const Stage<NT>& st, const Sub& s, const
       for (int nt = 0; nt < NT; ++nt) {
         const uint2 bv = *reinterpret_cast<const uint2*>(&st.x[nt * 8 + gr][col]);
         cuda::MmaBf16(p[nt], av, bv.x, bv.y);
-        if constexpr (kSum && NT <= 2) {
-          cuda::MmaBf16(sx[nt], ones, bv.x, bv.y);
-        } else if constexpr (kSum) {
-          float one_sums[4] = {};
-          cuda::MmaBf16(one_sums, ones, bv.x, bv.y);
-          sx[nt][0] += one_sums[0];
-          sx[nt][1] += one_sums[1];
-        }
+        if constexpr (kSum) cuda::MmaBf16(sx[nt], ones, bv.x, bv.y);
       }
       // Groups end on 32-column boundaries (odd i) only.
       if (i % 2 == 0) continue;
@@ -572,7 +564,7 @@ __global__ void __launch_bounds__(kThreads, Cfg<NT>::kBlocksPerSm) Int4GemmKerne
   if (begin >= end) return;
   if (threadIdx.x == 0) {
     for (int s = 0; s < Cfg<NT>::kStages; ++s) {
-      cuda::MbarrierInit(&sm.full[s], 1);
+      cuda::MbarrierInit(&sm.full[s], kFullArrivals);
       cuda::MbarrierInit(&sm.ready[s], 1);
       cuda::MbarrierInit(&sm.empty[s], kWarps);
     }
