@@ -1,10 +1,10 @@
 // Int4Gemm on CUDA (see int4_gemm.h and the layout in int4_layout.h). Design,
 // for the HBM floor of decode, where a step reads every weight once, and
-// the tensor-core rate of the middle steps (up to 128 rows):
+// the middle steps (up to 64 rows):
 // - Tensor cores with the weights as the A operand: a warp owns one 16-row
 //   tile; the step's rows are the mma's n (8 a tile, padded with zeros), in
-//   tiles of 8 NT rows (NT = 1, 2, 4, 8: Cfg; over 64 rows, launches of 64),
-//   so the dequantization of a code slice serves NT mmas.
+//   tiles of 8 NT rows (NT = 1, 2, 4, 8: Cfg), so the dequantization of a
+//   code slice serves NT mmas.
 // - Dequantization in registers: (word >> 4 m) & 0x000f000f | 0x43004300 is a
 //   bf16 pair 128 + q, exact. Either, minus 128 + z (136 for symmetric
 //   codes), it is the exact q - z and the scale is applied once a group to
@@ -590,7 +590,7 @@ int NumSms() {
   return sms;
 }
 
-constexpr int kMaxNt = 8;  // rows a launch: 64 (more: launches of 64)
+constexpr int kMaxNt = kInt4GemmMaxRows / 8;
 static_assert(kInt4GemmSlotBytes == int64_t{kWarps} * 32 * kMaxNt * 4 * 4, "a slot holds acc");
 static_assert(kInt4GemmRowGroup == kWarps * kInt4TileRows, "a row group is a block's tiles");
 
@@ -658,29 +658,15 @@ absl::Status Int4Gemm(const Int4GemmParams& p, cudaStream_t stream) {
   a.partials = static_cast<float*>(p.workspace);
   a.counters_end =
       reinterpret_cast<int32_t*>(static_cast<char*>(p.workspace) + p.workspace_bytes / 4 * 4);
-  // Launches of up to 8 kMaxNt rows, one after another on the stream (they
-  // share the workspace, which each leaves as it found it).
-  const int64_t y_row_bytes = p.y_dtype == DType::kF32 ? 4 * p.w.n
-                              : p.silu_mul_y           ? p.w.n
-                                                       : 2 * p.w.n;
-  for (int32_t row0 = 0; row0 < p.rows; row0 += 8 * kMaxNt) {
-    Args c = a;
-    c.rows = std::min(p.rows - row0, 8 * kMaxNt);
-    c.x = a.x + row0 * a.x_stride;
-    c.y = static_cast<char*>(p.y) + row0 * y_row_bytes;
-    switch (p.w.offset_kind) {
-      case Int4Offsets::kSymmetric:
-        RETURN_IF_ERROR(LaunchKind<Int4Offsets::kSymmetric>(c, stream));
-        break;
-      case Int4Offsets::kZero:
-        RETURN_IF_ERROR(LaunchKind<Int4Offsets::kZero>(c, stream));
-        break;
-      case Int4Offsets::kFloat:
-        RETURN_IF_ERROR(LaunchKind<Int4Offsets::kFloat>(c, stream));
-        break;
-    }
+  switch (p.w.offset_kind) {
+    case Int4Offsets::kSymmetric:
+      return LaunchKind<Int4Offsets::kSymmetric>(a, stream);
+    case Int4Offsets::kZero:
+      return LaunchKind<Int4Offsets::kZero>(a, stream);
+    case Int4Offsets::kFloat:
+      return LaunchKind<Int4Offsets::kFloat>(a, stream);
   }
-  return absl::OkStatus();
+  return absl::UnimplementedError("Int4Gemm: unknown offset kind");
 }
 
 }  // namespace onecard::engine

@@ -1,5 +1,5 @@
 // Int4Gemm: y = x' W^T for 4-bit W (int4_layout.h) and BF16 activations
-// (W4A16), for the decode and middle steps of the CUDA runner (1..128 rows;
+// (W4A16), for the decode and middle steps of the CUDA runner (1..64 rows;
 // larger steps dequantize W to BF16 for cuBLAS: int4_dequant.h), with the
 // GEMV's fusions:
 //   prologue kRmsNorm: x' = RmsNorm(x) * norm_weight, rounded to BF16
@@ -32,7 +32,9 @@
 
 namespace onecard::engine {
 
-inline constexpr int32_t kInt4GemmMaxRows = 128;
+// Past 64 rows the kernel (32-64 rows: 100-126 TFLOP/s on the H200) is no
+// faster than dequantizing to BF16 for cuBLAS (bench/results, 4-bit page).
+inline constexpr int32_t kInt4GemmMaxRows = 64;
 inline constexpr int32_t kInt4GemmMaxNormRows = 4;
 
 // A packed 4-bit weight where the kernel reads it (int4_layout.h).

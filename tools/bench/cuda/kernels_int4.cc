@@ -2,7 +2,7 @@
 // 128, symmetric: codes + one fp16 scale a group) on the llama3-8b,
 // llama3-70b and mistral-large-123b shapes, as the runner calls them (x
 // already normalized, gate_up with the SiLU·mul epilogue, o and down adding
-// to the residual), at 1 to 128 rows: GB/s of the weight bytes against this
+// to the residual), at 1 to 64 rows: GB/s of the weight bytes against this
 // run's copy rate, TFLOP/s against its bf16 matrix rate, and us a call. Weights rotate
 // over copies totalling >= 1.5 GB (L2 never holds them); 20 back-to-back
 // launches per timing, median of 5. Also Int4DequantizeBf16 (the prefill
@@ -75,7 +75,7 @@ absl::Status ShapeCases(const Ceilings& ceil, const Shape& s, cudaStream_t strea
   const bool add =
       s.projection == engine::Projection::kO || s.projection == engine::Projection::kDown;
   int next = 0;
-  for (int32_t rows : {1, 4, 8, 16, 32, 64, 128}) {
+  for (int32_t rows : {1, 4, 8, 16, 32, 64}) {
     ASSIGN_OR_RETURN(const double ms, MedianMs(stream, 1, 5, [&]() -> absl::Status {
                        for (int i = 0; i < kLaunches; ++i) {
                          RETURN_IF_ERROR(engine::Int4Gemm(
