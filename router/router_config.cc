@@ -133,7 +133,7 @@ void ApplyRouterDefaults(onecard::v1::RouterConfig* c) {
   DefaultDuration(c->mutable_load_report_interval(), absl::Milliseconds(250));
   DefaultDuration(c->mutable_reconnect()->mutable_initial_backoff(), absl::Milliseconds(100));
   DefaultDuration(c->mutable_reconnect()->mutable_max_backoff(), absl::Seconds(5));
-  if (c->default_max_tokens() == 0) c->set_default_max_tokens(256);
+  if (c->default_max_tokens() == 0) c->set_default_max_tokens(engine::kDefaultMaxTokens);
 }
 
 absl::StatusOr<RouterOptions> ResolveRouterOptions(const onecard::v1::RouterConfig& config) {

@@ -146,7 +146,7 @@ void RouterServer::RefreshStaticTable() {
   for (const std::string& address : addresses) {
     {
       absl::MutexLock lock(&mu_);
-      if (stopping_ || infos_.contains(address) || d.max_in_flight_per_worker() > 0) continue;
+      if (stopping_ || infos_.contains(address)) continue;
     }
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(absl::Now() + options_.worker_connect_timeout));
@@ -179,7 +179,9 @@ void RouterServer::OnControlPlaneTable(const onecard::v1::WorkerTable& table,
 void RouterServer::ApplyTable() {
   if (stopping_) return;
   const std::vector<WorkerDesc>& control_plane = control_plane_table_->workers();
-  core_->dispatcher().SetWorkers(control_plane.empty() ? static_table_ : control_plane);
+  const std::vector<WorkerDesc>& workers = control_plane.empty() ? static_table_ : control_plane;
+  core_->dispatcher().SetWorkers(workers);
+  preparer_->SetServedContext(ServedContext(workers));
 }
 
 onecard::v1::RouterLoadReport RouterServer::LoadReport() {

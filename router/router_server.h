@@ -11,8 +11,10 @@
 // yet are kept for dispatch.stale_worker_grace: WorkerTableKeeper);
 // otherwise the static/DNS endpoints, refreshed every `table_refresh`, with
 // each worker's capacity from its GetInfo (max_num_seqs) unless
-// dispatch.max_in_flight_per_worker is set. A request that finds no healthy
-// worker waits in the queue (Dispatcher) for the table to fill.
+// dispatch.max_in_flight_per_worker is set. The table in use also gives the
+// preparer the context the workers serve (the smallest ModelInfo
+// context_length). A request that finds no healthy worker waits in the queue
+// (Dispatcher) for the table to fill.
 //
 // Life cycle: Start binds both listeners (port 0 picks free ones) and serves
 // (health SERVING). Drain (SIGTERM): health NOT_SERVING, new requests get

@@ -337,7 +337,15 @@ TEST_F(RouterServiceTest, BadInputGetsTheRightCodeNamingTheField) {
   for (int i = 0; i < 8200; ++i) long_prompt.mutable_token_ids()->add_ids(100);
   r = Generate(long_prompt);
   EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_EQ(r.status.error_message().rfind("prompt:", 0), 0u) << r.status.error_message();
+  EXPECT_EQ(r.status.error_message().rfind("token_ids.ids:", 0), 0u) << r.status.error_message();
+  GenerateRequest unknown_model = Tokens({1001});
+  unknown_model.set_model("gpt-9");
+  EXPECT_EQ(Generate(unknown_model).status.error_code(), grpc::StatusCode::NOT_FOUND);
+  GenerateRequest unknown_priority = Tokens({1001});
+  unknown_priority.set_priority(static_cast<onecard::v1::Priority>(99));
+  r = Generate(unknown_priority);
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(r.status.error_message().rfind("priority:", 0), 0u) << r.status.error_message();
   EXPECT_EQ(worker->calls(), 0);  // nothing reached the worker
   // Tokenize and ListModels need a key too.
   grpc::ClientContext context;
@@ -351,8 +359,9 @@ TEST_F(RouterServiceTest, BadInputGetsTheRightCodeNamingTheField) {
   onecard::testing::PromText text = Scrape();
   EXPECT_EQ(text.Value("onecard_router_requests_rejected_total", {{"reason", "unauthenticated"}}),
             2);
+  // The robot, the long prompt, the unknown model and the unknown priority.
   EXPECT_EQ(text.Value("onecard_router_requests_rejected_total", {{"reason", "invalid_argument"}}),
-            2);
+            4);
 }
 
 // Issue 22: invalid UTF-8 in a string field came back as UNIMPLEMENTED with
