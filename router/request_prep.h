@@ -1,10 +1,11 @@
-// RequestPreparer: turns a public GenerateRequest into what the router queues
-// and sends to a worker: the byte limit, the model, the prompt's tokens
-// (tokenization and the chat template, done once, here), the engine request
-// with its defaults (services/common/request_convert.h), the field checks of
-// engine::ValidateRequest against the context the workers serve, the
-// tenant's priority, and the token cost reserved by the rate limiter. Every
-// error names the field.
+// RequestPreparer: turns a public GenerateRequest (from the gRPC API, or the
+// HTTP API's OpenAI request converted by router/openai_request.h) into what
+// the router queues and sends to a worker: the byte limit, the model, the
+// prompt's tokens (tokenization and the chat template, done once, here), the
+// engine request with its defaults (services/common/request_convert.h), the
+// field checks of engine::ValidateRequest against the context the workers
+// serve, the tenant's priority, and the token cost reserved by the rate
+// limiter. Every error names the field.
 //
 // Context: the workers' ModelInfo.context_length, the smallest of those the
 // router knows (SetServedContext, from the worker table), so that the router

@@ -1,11 +1,11 @@
 // The one check of a generation request's fields, with its bounds and
-// defaults. The router calls it (router/request_prep.h) before it queues a
-// request, against the context its workers serve; Engine::Submit calls it
-// for every caller (the worker's Generate, the CLI, benchmarks), and for a
-// request the router passed it cannot fail, the limits being the same. Other
-// layers convert requests (services/common/request_convert.h); they do not
-// check them. generation.proto writes these bounds beside its fields and
-// cites this file.
+// defaults. The router calls it (router/request_prep.h) for both of its APIs
+// before it queues a request, against the context its workers serve;
+// Engine::Submit calls it for every caller (the worker's Generate, the CLI,
+// benchmarks), and for a request the router passed it cannot fail, the
+// limits being the same. Other layers convert requests
+// (services/common/request_convert.h); they do not check them.
+// generation.proto writes these bounds beside its fields and cites this file.
 //
 // Every failure is InvalidArgument whose message starts with the field's path
 // in generation.proto ("sampling.top_p: ...", "stopping.max_tokens: ...");

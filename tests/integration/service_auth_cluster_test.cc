@@ -82,6 +82,7 @@ class ServiceAuthClusterTest : public ::testing::TestWithParam<Mode> {
     c.set_model_name("fake");  // the fake worker's model
     c.set_listen_address("127.0.0.1:0");
     c.set_metrics_listen_address("127.0.0.1:0");
+    c.mutable_http()->set_listen_address("127.0.0.1:0");
     c.set_control_plane_address(metrics_->grpc_address());
     v1::TenantConfig* t = c.add_tenants();
     t->set_name("acme");

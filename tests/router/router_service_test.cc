@@ -18,6 +18,7 @@
 #include "router/router_server.h"
 #include "services/common/proto_time.h"
 #include "tests/router/testing/fake_worker.h"
+#include "tests/router/testing/router_under_test.h"
 #include "tests/services/testing/http_get.h"
 #include "tests/services/testing/prom_text.h"
 
@@ -53,13 +54,7 @@ class RouterServiceTest : public ::testing::Test {
  protected:
   void StartRouter(std::vector<FakeWorker*> workers, int32_t max_in_flight = 2,
                    std::function<void(onecard::v1::RouterConfig&)> tweak = {}) {
-    onecard::v1::RouterConfig c;
-    c.set_model_path("models/SmolLM2-135M-Instruct.Q4_1.gguf");
-    c.set_model_name("smol");
-    c.set_listen_address("127.0.0.1:0");
-    c.set_metrics_listen_address("127.0.0.1:0");
-    for (FakeWorker* w : workers) c.mutable_dispatch()->add_static_workers(w->address());
-    c.mutable_dispatch()->set_max_in_flight_per_worker(max_in_flight);
+    onecard::v1::RouterConfig c = testing::ConfigForFakeWorkers(workers, max_in_flight);
     onecard::v1::TenantConfig* t = c.add_tenants();
     t->set_name("acme");
     t->add_api_key_sha256(Sha256Hex(kKey));
@@ -106,14 +101,7 @@ class RouterServiceTest : public ::testing::Test {
     return t;
   }
 
-  onecard::testing::PromText Scrape() {
-    absl::StatusOr<onecard::testing::HttpResponse> r =
-        onecard::testing::HttpGet(router_->metrics_address(), "/metrics");
-    EXPECT_TRUE(r.ok()) << r.status();
-    absl::StatusOr<onecard::testing::PromText> text = onecard::testing::ParsePromText(r->body);
-    EXPECT_TRUE(text.ok()) << text.status();
-    return *text;
-  }
+  onecard::testing::PromText Scrape() { return testing::ScrapeMetrics(router_->metrics_address()); }
 
   std::unique_ptr<RouterServer> router_;
   std::unique_ptr<onecard::v1::Generation::Stub> stub_;
@@ -413,8 +401,11 @@ TEST_F(RouterServiceTest, ClientDeadlineIsCountedAsDeadlineExceeded) {
   // A call is counted when gRPC is done with it: wait until none is open.
   ASSERT_TRUE(router_->core().WaitIdle(absl::Now() + absl::Seconds(10)));
   onecard::testing::PromText text = Scrape();
-  EXPECT_EQ(text.Value("onecard_router_requests_total", {{"code", "DEADLINE_EXCEEDED"}}), 2);
-  EXPECT_EQ(text.Value("onecard_router_requests_total", {{"code", "CANCELLED"}}), 0);
+  EXPECT_EQ(
+      text.Value("onecard_router_requests_total", {{"api", "grpc"}, {"code", "DEADLINE_EXCEEDED"}}),
+      2);
+  EXPECT_EQ(text.Value("onecard_router_requests_total", {{"api", "grpc"}, {"code", "CANCELLED"}}),
+            0);
 }
 
 TEST_F(RouterServiceTest, DrainRefusesNewAndFinishesOld) {

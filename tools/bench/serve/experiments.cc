@@ -38,8 +38,8 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> StartRouter(const ClusterOptions& 
                                                           const std::string& workers,
                                                           std::vector<std::string> extra) {
   std::vector<std::string> args = {
-      "--model",          c.model_path,  "--listen",         "127.0.0.1:0",
-      "--metrics-listen", "127.0.0.1:0", "--static-workers", workers};
+      "--model",     c.model_path,       "--listen", "127.0.0.1:0",   "--metrics-listen",
+      "127.0.0.1:0", "--static-workers", workers,    "--http-listen", "127.0.0.1:0"};
   args.push_back("--allow-unauthenticated=true");  // a local cluster; no effect with tenants
   args.insert(args.end(), c.router_args.begin(), c.router_args.end());
   args.insert(args.end(), extra.begin(), extra.end());
