@@ -16,6 +16,7 @@ enum class DType : uint8_t {
   kQ4_0,  // GGUF block of 32: fp16 scale + 16 bytes of nibbles
   kQ4_1,  // GGUF block of 32: fp16 scale, fp16 min + 16 bytes of nibbles
   kQ4_K,  // GGUF super-block of 256
+  kQ5_K,  // GGUF super-block of 256
   kQ6_K,  // GGUF super-block of 256
   kI32,
   kI64,

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/common/fp16.h"
+#include "engine/common/status_macros.h"
 
 namespace onecard::engine {
 namespace {
@@ -30,6 +31,22 @@ void SetHalf(std::vector<uint32_t>* words, const Int4ScalePos& pos, uint16_t bit
 
 uint16_t GetHalf(const std::vector<uint32_t>& words, const Int4ScalePos& pos) {
   return static_cast<uint16_t>(words[pos.word] >> (16 * pos.half));
+}
+
+// `columns` is a permutation of 0..k-1.
+absl::Status ValidateColumns(const std::vector<int32_t>& columns, int64_t k,
+                             absl::string_view name) {
+  if (static_cast<int64_t>(columns.size()) != k) {
+    return ShapeError(name, absl::StrCat("columns has ", columns.size(), ", expected ", k));
+  }
+  std::vector<bool> seen(k, false);
+  for (int32_t c : columns) {
+    if (c < 0 || c >= k || seen[c]) {
+      return ShapeError(name, absl::StrCat("columns is not a permutation of 0..", k - 1));
+    }
+    seen[c] = true;
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -76,6 +93,7 @@ absl::Status Int4Matrix::Validate(absl::string_view name) const {
   for (size_t i = 0; i < q.size(); ++i) {
     if (q[i] > 15) return ShapeError(name, absl::StrCat("code ", int{q[i]}, " at ", i, " > 15"));
   }
+  if (!columns.empty()) RETURN_IF_ERROR(ValidateColumns(columns, k, name));
   if (offsets == Int4Offsets::kZero) {
     for (size_t i = 0; i < offset.size(); ++i) {
       const int16_t z = static_cast<int16_t>(offset[i]);
@@ -92,6 +110,17 @@ float Int4Matrix::Value(int64_t r, int64_t c) const {
   const int64_t gi = r * num_groups() + c / group;
   return Int4Value(offsets, q[r * k + c], scales[gi],
                    offsets == Int4Offsets::kSymmetric ? uint16_t{0} : offset[gi]);
+}
+
+std::vector<float> DequantizeInt4(const Int4Matrix& m) {
+  std::vector<float> w(m.n * m.k);
+  for (int64_t r = 0; r < m.n; ++r) {
+    for (int64_t j = 0; j < m.k; ++j) {
+      const int64_t c = m.columns.empty() ? j : m.columns[j];
+      w[r * m.k + c] = m.Value(r, j);
+    }
+  }
+  return w;
 }
 
 absl::Status ConvertInt4Offsets(Int4Matrix* m, Int4Offsets to, absl::string_view name) {

@@ -27,13 +27,22 @@ struct Int4Matrix {
   std::vector<uint16_t> scales;  // [n, k / group] fp16 bits
   std::vector<uint16_t> offset;  // [n, k / group]: int16 z (kZero), fp16 m (kFloat);
                                  // empty for kSymmetric
+  // [k] or empty (the source's order): stored column j is the source's
+  // column columns[j] (GPTQ act order, sorted so that groups are whole). The
+  // product W x is then (stored W) x' with x'[j] = x[columns[j]].
+  std::vector<int32_t> columns;
   int64_t num_groups() const { return group > 0 ? k / group : 0; }
   // InvalidArgument naming `name` and the field when the shape is not one
   // the kernels take (int4_layout.h) or the arrays do not match it.
   absl::Status Validate(absl::string_view name) const;
-  // The fp32 value of W[r][c] (the spec: s * (q - 8), s * (q - z), s * q + m).
+  // The fp32 value of stored W[r][c] (the spec: s * (q - 8), s * (q - z),
+  // s * q + m); exact: an fp16 times a small integer fits fp32's mantissa.
   float Value(int64_t r, int64_t c) const;
 };
+
+// W [n, k] in fp32, row-major, in the source's column order (`columns`
+// undone).
+std::vector<float> DequantizeInt4(const Int4Matrix& m);
 
 // The fp32 value of code q with scale and offset bits of the given kind.
 float Int4Value(Int4Offsets offsets, uint8_t q, uint16_t scale_bits, uint16_t offset_bits);

@@ -14,6 +14,7 @@
 #include "engine/model/gguf.h"
 #include "engine/model/gguf_config.h"
 #include "engine/model/hf_config.h"
+#include "engine/model/hf_quant_config.h"
 #include "engine/model/safetensors.h"
 
 namespace onecard::engine {
@@ -45,6 +46,7 @@ absl::StatusOr<Checkpoint> OpenHfFolder(const std::string& dir) {
   checkpoint.path = dir;
   checkpoint.format = CheckpointFormat::kSafetensors;
   ASSIGN_OR_RETURN(checkpoint.config, LoadHfConfig(dir + "/config.json"));
+  ASSIGN_OR_RETURN(checkpoint.quant, LoadHfQuantConfig(dir));
   ASSIGN_OR_RETURN(checkpoint.weights, SafetensorsSource::OpenDirectory(dir));
   if (IsRegularFile(dir + "/tokenizer.json")) {
     checkpoint.tokenizer_json_path = dir + "/tokenizer.json";

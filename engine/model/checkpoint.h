@@ -1,7 +1,8 @@
 // Checkpoint: an opened model, whatever its format. OpenCheckpoint takes a
 // .gguf file or an HF directory (config.json + model.safetensors or sharded
 // model-*.safetensors with model.safetensors.index.json + tokenizer.json) and
-// yields the ModelConfig and a WeightSource over the mapped tensor bytes.
+// yields the ModelConfig, an HF folder's quantization config (hf_quant_config.h)
+// and a WeightSource over the mapped tensor bytes.
 // Tested by tests/engine/model/checkpoint_test.cc.
 #ifndef ONECARD_ENGINE_MODEL_CHECKPOINT_H_
 #define ONECARD_ENGINE_MODEL_CHECKPOINT_H_
@@ -10,6 +11,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "engine/model/hf_quant_config.h"
 #include "engine/model/model_config.h"
 #include "engine/model/weight_source.h"
 
@@ -23,6 +25,7 @@ struct Checkpoint {
   std::string path;
   CheckpointFormat format = CheckpointFormat::kGguf;
   ModelConfig config;
+  HfQuantConfig quant;                    // method kNone for GGUF and unquantized folders
   std::unique_ptr<WeightSource> weights;  // a GgufFile for kGguf
   // HF directory files (empty for GGUF).
   std::string tokenizer_json_path;

@@ -36,7 +36,7 @@ absl::Status CheckDequantizable(const TensorView& tensor, int64_t numel) {
     return absl::UnimplementedError(
         absl::StrCat(tensor.file_path, ": tensor '", tensor.name, "' has dtype ",
                      std::string(DTypeName(tensor.dtype)),
-                     "; dequantizable: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q6_K"));
+                     "; dequantizable: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K"));
   }
   int64_t block = BlockElements(tensor.dtype);
   int64_t row = tensor.shape.empty() ? 1 : tensor.shape.back();
@@ -67,6 +67,7 @@ bool IsDequantizable(DType dtype) {
     case DType::kQ4_0:
     case DType::kQ4_1:
     case DType::kQ4_K:
+    case DType::kQ5_K:
     case DType::kQ6_K:
       return true;
     default:
@@ -100,6 +101,9 @@ absl::Status DequantizeInto(const TensorView& tensor, float* out) {
       break;
     case DType::kQ4_K:
       DequantizeBlocks<BlockQ4_K>(data, blocks, out);
+      break;
+    case DType::kQ5_K:
+      DequantizeBlocks<BlockQ5_K>(data, blocks, out);
       break;
     case DType::kQ6_K:
       DequantizeBlocks<BlockQ6_K>(data, blocks, out);

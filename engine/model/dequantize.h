@@ -13,7 +13,7 @@
 namespace onecard::engine {
 
 // True for the dtypes DequantizeInto handles: F32, F16, BF16, Q8_0, Q4_0,
-// Q4_1, Q4_K, Q6_K.
+// Q4_1, Q4_K, Q5_K, Q6_K.
 bool IsDequantizable(DType dtype);
 
 // Writes tensor.NumElements() floats, row-major, to out // [numel]

@@ -65,7 +65,7 @@ constexpr GgmlType kGgmlTypes[] = {
     {10, "Q2_K", false, {}},
     {11, "Q3_K", false, {}},
     {12, "Q4_K", true, DType::kQ4_K},
-    {13, "Q5_K", false, {}},
+    {13, "Q5_K", true, DType::kQ5_K},
     {14, "Q6_K", true, DType::kQ6_K},
     {15, "Q8_K", false, {}},
     {16, "IQ2_XXS", false, {}},
@@ -89,7 +89,7 @@ constexpr GgmlType kGgmlTypes[] = {
     {40, "NVFP4", false, {}},
     {41, "Q1_0", false, {}},
 };
-constexpr char kSupportedTypes[] = "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q6_K";
+constexpr char kSupportedTypes[] = "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K";
 
 const GgmlType* FindGgmlType(uint32_t id) {
   for (const GgmlType& type : kGgmlTypes) {

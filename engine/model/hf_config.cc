@@ -11,6 +11,7 @@
 #include "engine/common/log.h"
 #include "engine/common/regular_file.h"
 #include "engine/common/status_macros.h"
+#include "engine/model/json_fields.h"
 #include "nlohmann/json.hpp"
 
 namespace onecard::engine {
@@ -20,91 +21,7 @@ using Json = nlohmann::json;
 
 constexpr char kSupportedArchitectures[] = "LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM";
 
-// Reads fields of one JSON object; errors name the source and the field.
-class Fields {
- public:
-  Fields(const Json& object, const std::string& source, std::string prefix = "")
-      : object_(object), source_(source), prefix_(std::move(prefix)) {}
-
-  const Json* Find(const char* field) const {
-    auto it = object_.find(field);
-    return it == object_.end() || it->is_null() ? nullptr : &*it;
-  }
-
-  std::string Message(const char* field, absl::string_view what) const {
-    return absl::StrCat(source_, ": field '", prefix_, field, "' ", what);
-  }
-  absl::Status Error(const char* field, absl::string_view what) const {
-    return absl::InvalidArgumentError(Message(field, what));
-  }
-  absl::Status Unsupported(const char* field, absl::string_view what) const {
-    return absl::UnimplementedError(Message(field, what));
-  }
-
-  absl::StatusOr<std::optional<int64_t>> OptionalInt(const char* field) const {
-    const Json* j = Find(field);
-    if (j == nullptr) return std::optional<int64_t>();
-    if (!j->is_number_integer())
-      return Error(field, absl::StrCat("is not an integer: ", j->dump()));
-    if (j->is_number_unsigned() && j->get<uint64_t>() > (uint64_t{1} << 62)) {
-      return Error(field, absl::StrCat("is too large: ", j->dump()));
-    }
-    return std::optional<int64_t>(j->get<int64_t>());
-  }
-
-  absl::StatusOr<int64_t> Int(const char* field, std::optional<int64_t> fallback = {}) const {
-    ASSIGN_OR_RETURN(std::optional<int64_t> v, OptionalInt(field));
-    if (v.has_value()) return *v;
-    if (fallback.has_value()) return *fallback;
-    return Error(field, "is missing");
-  }
-
-  absl::StatusOr<float> Float(const char* field, std::optional<float> fallback = {}) const {
-    const Json* j = Find(field);
-    if (j == nullptr) {
-      if (fallback.has_value()) return *fallback;
-      return Error(field, "is missing");
-    }
-    if (!j->is_number()) return Error(field, absl::StrCat("is not a number: ", j->dump()));
-    return j->get<float>();
-  }
-
-  absl::StatusOr<bool> Bool(const char* field, bool fallback) const {
-    const Json* j = Find(field);
-    if (j == nullptr) return fallback;
-    if (!j->is_boolean()) return Error(field, absl::StrCat("is not a boolean: ", j->dump()));
-    return j->get<bool>();
-  }
-
-  absl::StatusOr<std::string> String(const char* field, std::string fallback) const {
-    const Json* j = Find(field);
-    if (j == nullptr) return fallback;
-    if (!j->is_string()) return Error(field, absl::StrCat("is not a string: ", j->dump()));
-    return j->get<std::string>();
-  }
-
-  // A token id: an integer, a list of integers (its first), or absent (-1).
-  absl::StatusOr<int32_t> TokenId(const char* field) const {
-    const Json* j = Find(field);
-    if (j == nullptr) return -1;
-    const Json* id = j;
-    if (j->is_array()) {
-      if (j->empty()) return -1;
-      id = &(*j)[0];
-    }
-    if (!id->is_number_integer() || id->get<int64_t>() < 0 || id->get<int64_t>() > INT32_MAX) {
-      return Error(field, absl::StrCat("is not a token id or list of ids: ", j->dump()));
-    }
-    return static_cast<int32_t>(id->get<int64_t>());
-  }
-
- private:
-  const Json& object_;
-  const std::string& source_;
-  std::string prefix_;
-};
-
-absl::StatusOr<Architecture> ParseArchitecture(const Fields& f) {
+absl::StatusOr<Architecture> ParseArchitecture(const JsonFields& f) {
   const Json* list = f.Find("architectures");
   if (list == nullptr || !list->is_array() || list->empty()) {
     return f.Error("architectures", "must be a non-empty list of model class names");
@@ -123,7 +40,7 @@ absl::StatusOr<Architecture> ParseArchitecture(const Fields& f) {
                                     kSupportedArchitectures, ")"));
 }
 
-absl::Status ParseSizes(const Fields& f, ModelConfig* c) {
+absl::Status ParseSizes(const JsonFields& f, ModelConfig* c) {
   ASSIGN_OR_RETURN(c->vocab_size, f.Int("vocab_size"));
   ASSIGN_OR_RETURN(c->hidden_size, f.Int("hidden_size"));
   ASSIGN_OR_RETURN(c->intermediate_size, f.Int("intermediate_size"));
@@ -145,7 +62,7 @@ absl::Status ParseSizes(const Fields& f, ModelConfig* c) {
   return absl::OkStatus();
 }
 
-absl::Status ParseLlama3Scaling(const Fields& s, RopeScaling* r) {
+absl::Status ParseLlama3Scaling(const JsonFields& s, RopeScaling* r) {
   r->enabled = true;
   ASSIGN_OR_RETURN(r->factor, s.Float("factor"));
   ASSIGN_OR_RETURN(r->low_freq_factor, s.Float("low_freq_factor"));
@@ -155,7 +72,7 @@ absl::Status ParseLlama3Scaling(const Fields& s, RopeScaling* r) {
 }
 
 // rope_theta and rope_scaling, or transformers v5's rope_parameters.
-absl::Status ParseRope(const Fields& f, const std::string& source, ModelConfig* c) {
+absl::Status ParseRope(const JsonFields& f, const std::string& source, ModelConfig* c) {
   const char* scaling_field =
       f.Find("rope_scaling") != nullptr ? "rope_scaling" : "rope_parameters";
   const Json* scaling = f.Find(scaling_field);
@@ -164,7 +81,7 @@ absl::Status ParseRope(const Fields& f, const std::string& source, ModelConfig* 
   }
   float theta_default = 10000.0f;
   if (scaling != nullptr) {
-    Fields s(*scaling, source, absl::StrCat(scaling_field, "."));
+    JsonFields s(*scaling, source, absl::StrCat(scaling_field, "."));
     ASSIGN_OR_RETURN(theta_default, s.Float("rope_theta", theta_default));
     ASSIGN_OR_RETURN(std::string type, s.String("rope_type", ""));
     if (type.empty()) {
@@ -182,7 +99,7 @@ absl::Status ParseRope(const Fields& f, const std::string& source, ModelConfig* 
 }
 
 // Features the decoder does not have, and sliding windows.
-absl::Status CheckFeatures(const Fields& f, ModelConfig* c) {
+absl::Status CheckFeatures(const JsonFields& f, ModelConfig* c) {
   ASSIGN_OR_RETURN(std::string act, f.String("hidden_act", "silu"));
   if (act != "silu") {
     return f.Unsupported("hidden_act", absl::StrCat("is \"", act, "\"; supported: silu"));
@@ -221,7 +138,7 @@ absl::StatusOr<ModelConfig> ParseHfConfig(std::string_view json_text, const std:
   if (j.is_discarded() || !j.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(source, ": not a JSON object"));
   }
-  Fields f(j, source);
+  JsonFields f(j, source);
   ModelConfig c;
   ASSIGN_OR_RETURN(c.architecture, ParseArchitecture(f));
   RETURN_IF_ERROR(ParseSizes(f, &c));

@@ -162,6 +162,14 @@ absl::StatusOr<ResolvedTensor> ResolveTensor(const Checkpoint& ckpt, TensorPart 
   t.shape = ShapeOf(part, ckpt.config);
   t.unpermute_heads = UnpermuteHeads(ckpt, part);
   t.view = ckpt.weights->Find(t.name);
+  if (t.view == nullptr && !gguf && t.shape.size() == 2 && t.name.ends_with(".weight")) {
+    const std::string module = t.name.substr(0, t.name.size() - 7);
+    ASSIGN_OR_RETURN(t.hf_int4, FindHfInt4(ckpt, module, t.shape[0], t.shape[1]));
+    if (t.hf_int4.has_value()) {
+      t.view = t.hf_int4->packed;
+      return t;
+    }
+  }
   if (t.view == nullptr) {
     return absl::NotFoundError(absl::StrCat(ckpt.path, ": tensor '", t.name, "' not found"));
   }
@@ -179,6 +187,10 @@ absl::StatusOr<ResolvedTensor> ResolveTensor(const Checkpoint& ckpt, TensorPart 
 }
 
 absl::StatusOr<std::vector<float>> ReadTensorF32(const ResolvedTensor& t) {
+  if (t.hf_int4.has_value()) {
+    ASSIGN_OR_RETURN(const Int4Matrix m, ReadHfInt4(*t.hf_int4));
+    return DequantizeInt4(m);
+  }
   std::vector<float> out(static_cast<size_t>(t.view->NumElements()));
   RETURN_IF_ERROR(DequantizeInto(*t.view, out.data()));
   if (t.unpermute_heads == 0) return out;
@@ -193,12 +205,26 @@ absl::StatusOr<std::vector<float>> ReadTensorF32(const ResolvedTensor& t) {
 
 bool IsInt4Dtype(DType dtype) { return dtype == DType::kQ4_0 || dtype == DType::kQ4_1; }
 
+absl::StatusOr<std::optional<Int4Form>> Int4FormOf(const ResolvedTensor& t) {
+  if (t.hf_int4.has_value()) {
+    ASSIGN_OR_RETURN(const bool reordered, HfInt4ReordersColumns(*t.hf_int4));
+    return Int4Form{t.hf_int4->group, t.hf_int4->offsets(), reordered};
+  }
+  if (!IsInt4Dtype(t.view->dtype) || t.shape.size() != 2) return std::nullopt;
+  return Int4Form{kQuantBlock32,
+                  t.view->dtype == DType::kQ4_0 ? Int4Offsets::kSymmetric : Int4Offsets::kFloat,
+                  false};
+}
+
 absl::StatusOr<Int4Matrix> ReadTensorInt4(const ResolvedTensor& t) {
+  if (t.hf_int4.has_value()) return ReadHfInt4(*t.hf_int4);
   const DType dtype = t.view->dtype;
   if (!IsInt4Dtype(dtype) || t.shape.size() != 2) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        t.view->file_path, ": tensor '", t.name, "' (", std::string(DTypeName(dtype)), ", shape ",
-        ShapeString(t.shape), ") is not a 4-bit matrix; 4-bit: Q4_0, Q4_1"));
+    return absl::InvalidArgumentError(absl::StrCat(t.view->file_path, ": tensor '", t.name, "' (",
+                                                   std::string(DTypeName(dtype)), ", shape ",
+                                                   ShapeString(t.shape),
+                                                   ") is not a 4-bit matrix; 4-bit: Q4_0, Q4_1, "
+                                                   "GPTQ, AWQ, compressed-tensors pack-quantized"));
   }
   Int4Matrix m;
   m.n = t.shape[0];

@@ -1,7 +1,9 @@
 // One tensor of a decoder at a time: the checkpoint's tensor for a part of the
 // model (GGUF "blk.N.attn_q.weight" or HF "model.layers.N.self_attn.q_proj.weight"),
 // found and shape-checked against the ModelConfig, then read as fp32 or, for
-// 4-bit GGUF blocks, as an Int4Matrix without re-rounding. GGUF llama Q/K
+// 4-bit GGUF blocks and HF 4-bit projections (GPTQ, AWQ, compressed-tensors:
+// hf_int4.h, found where the ".weight" is absent), as an Int4Matrix without
+// re-rounding. GGUF llama Q/K
 // rows, which llama.cpp's converter permuted for its interleaved RoPE, are
 // permuted back (as transformers' GGUF loader does), codes and scales alike.
 // Loaders that fill a device layer by layer use it (the CUDA runner), and so
@@ -14,12 +16,14 @@
 #define ONECARD_ENGINE_MODEL_LAYER_TENSORS_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "engine/kernels/int4_matrix.h"
 #include "engine/model/checkpoint.h"
+#include "engine/model/hf_int4.h"
 
 namespace onecard::engine {
 
@@ -42,26 +46,40 @@ enum class TensorPart {
 };
 
 struct ResolvedTensor {
-  std::string name;
-  const TensorView* view = nullptr;
-  std::vector<int64_t> shape;   // as the model expects it (outermost first)
-  int64_t unpermute_heads = 0;  // > 0: llama.cpp's Q/K row permutation to undo
+  std::string name;                      // the model's name for it ("...q_proj.weight")
+  const TensorView* view = nullptr;      // the tensor; an HF 4-bit one's packed codes
+  std::vector<int64_t> shape;            // as the model expects it (outermost first)
+  int64_t unpermute_heads = 0;           // > 0: llama.cpp's Q/K row permutation to undo
+  std::optional<HfInt4Tensors> hf_int4;  // an HF 4-bit projection's tensors
 };
 
 // The tensor of `part` (of layer `layer` for the per-layer parts).
 absl::StatusOr<ResolvedTensor> ResolveTensor(const Checkpoint& checkpoint, TensorPart part,
                                              int64_t layer = 0);
 
-// Its values in fp32, row-major, in the HF row order.
+// Its values in fp32, row-major, in the HF row and column order (4-bit HF
+// projections dequantized: Int4Matrix::Value, columns in their own order).
 absl::StatusOr<std::vector<float>> ReadTensorF32(const ResolvedTensor& tensor);
 
-// Whether ReadTensorInt4 takes a tensor of this dtype: GGUF Q4_0
+// Whether ReadTensorInt4 takes a GGUF tensor of this dtype: Q4_0
 // (kSymmetric) and Q4_1 (kFloat), groups of 32.
 bool IsInt4Dtype(DType dtype);
 
-// The 4-bit codes, fp16 scales and offsets of a Q4_0 / Q4_1 tensor exactly as
-// stored (Int4Matrix::Value equals the gguf package's dequantization), in the
-// HF row order.
+// The 4-bit form ReadTensorInt4 gives a tensor, known before its codes are
+// read: the group size, the offset kind, and whether the columns are
+// reordered (an act-order g_idx, read here).
+struct Int4Form {
+  int32_t group = 0;
+  Int4Offsets offsets = Int4Offsets::kSymmetric;
+  bool reordered = false;
+};
+// nullopt for a tensor that is not 4-bit.
+absl::StatusOr<std::optional<Int4Form>> Int4FormOf(const ResolvedTensor& tensor);
+
+// The 4-bit codes, fp16 scales and offsets of a Q4_0 / Q4_1 tensor or an HF
+// 4-bit projection exactly as stored (Int4Matrix::Value equals the gguf
+// package's dequantization, and the upstream dequantizations of hf_int4.h
+// before their fp16 rounding), in the HF row order.
 absl::StatusOr<Int4Matrix> ReadTensorInt4(const ResolvedTensor& tensor);
 
 // llama.cpp stores each head's rows as [head_dim / 2, 2] pairs (row i * 2 + j);

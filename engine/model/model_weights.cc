@@ -28,23 +28,16 @@ std::vector<Job> PlanJobs(const ModelConfig& c, ModelWeightsF32* w) {
   std::vector<Job> jobs;
   jobs.push_back({TensorPart::kEmbedding, 0, &w->embedding});
   w->layers.resize(c.num_layers);
+  static constexpr TensorPart kLayerParts[] = {
+      TensorPart::kAttnNorm, TensorPart::kQ,       TensorPart::kK,     TensorPart::kV,
+      TensorPart::kO,        TensorPart::kFfnNorm, TensorPart::kGate,  TensorPart::kUp,
+      TensorPart::kDown,     TensorPart::kQBias,   TensorPart::kKBias, TensorPart::kVBias};
   for (int64_t layer = 0; layer < c.num_layers; ++layer) {
-    LayerWeightsF32& l = w->layers[layer];
-    const std::pair<TensorPart, std::vector<float>*> parts[] = {
-        {TensorPart::kAttnNorm, &l.attn_norm},
-        {TensorPart::kQ, &l.wq},
-        {TensorPart::kK, &l.wk},
-        {TensorPart::kV, &l.wv},
-        {TensorPart::kO, &l.wo},
-        {TensorPart::kFfnNorm, &l.ffn_norm},
-        {TensorPart::kGate, &l.w_gate},
-        {TensorPart::kUp, &l.w_up},
-        {TensorPart::kDown, &l.w_down}};
-    for (const auto& [part, dest] : parts) jobs.push_back({part, layer, dest});
-    if (!c.attention_bias) continue;
-    jobs.push_back({TensorPart::kQBias, layer, &l.bq});
-    jobs.push_back({TensorPart::kKBias, layer, &l.bk});
-    jobs.push_back({TensorPart::kVBias, layer, &l.bv});
+    for (TensorPart part : kLayerParts) {
+      const bool bias =
+          part == TensorPart::kQBias || part == TensorPart::kKBias || part == TensorPart::kVBias;
+      if (!bias || c.attention_bias) jobs.push_back({part, layer, PartWeights(*w, part, layer)});
+    }
   }
   jobs.push_back({TensorPart::kFinalNorm, 0, &w->final_norm});
   if (!c.tie_word_embeddings) jobs.push_back({TensorPart::kLmHead, 0, &w->lm_head});
@@ -73,6 +66,46 @@ absl::Status RunJobs(const std::vector<Job>& jobs) {
 }
 
 }  // namespace
+
+std::vector<float>* PartWeights(ModelWeightsF32& w, TensorPart part, int64_t layer) {
+  switch (part) {
+    case TensorPart::kEmbedding:
+      return &w.embedding;
+    case TensorPart::kFinalNorm:
+      return &w.final_norm;
+    case TensorPart::kLmHead:
+      return &w.lm_head;
+    default:
+      break;
+  }
+  LayerWeightsF32& l = w.layers[layer];
+  switch (part) {
+    case TensorPart::kAttnNorm:
+      return &l.attn_norm;
+    case TensorPart::kQ:
+      return &l.wq;
+    case TensorPart::kK:
+      return &l.wk;
+    case TensorPart::kV:
+      return &l.wv;
+    case TensorPart::kO:
+      return &l.wo;
+    case TensorPart::kFfnNorm:
+      return &l.ffn_norm;
+    case TensorPart::kGate:
+      return &l.w_gate;
+    case TensorPart::kUp:
+      return &l.w_up;
+    case TensorPart::kDown:
+      return &l.w_down;
+    case TensorPart::kQBias:
+      return &l.bq;
+    case TensorPart::kKBias:
+      return &l.bk;
+    default:
+      return &l.bv;
+  }
+}
 
 absl::StatusOr<ModelWeightsF32> LoadWeightsF32(const Checkpoint& checkpoint) {
   if (checkpoint.weights == nullptr) {

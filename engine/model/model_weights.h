@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/model/checkpoint.h"
+#include "engine/model/layer_tensors.h"
 #include "engine/model/model_config.h"
 
 namespace onecard::engine {
@@ -32,16 +33,18 @@ struct LayerWeightsF32 {
 };
 
 struct ModelWeightsF32 {
-  std::vector<float> embedding;   // [vocab, hidden]
+  std::vector<float> embedding;  // [vocab, hidden]
   std::vector<LayerWeightsF32> layers;
   std::vector<float> final_norm;  // [hidden]
   std::vector<float> lm_head;     // [vocab, hidden]; empty when tied
-  const std::vector<float>& output_weight() const {
-    return lm_head.empty() ? embedding : lm_head;
-  }
+  const std::vector<float>& output_weight() const { return lm_head.empty() ? embedding : lm_head; }
 };
 
 absl::StatusOr<ModelWeightsF32> LoadWeightsF32(const Checkpoint& checkpoint);
+
+// The vector that holds `part` (of layer `layer` for the per-layer parts;
+// w.layers must have it).
+std::vector<float>* PartWeights(ModelWeightsF32& w, TensorPart part, int64_t layer);
 
 // Dequantizes one tensor to fp32 (any supported dtype), row-major.
 absl::StatusOr<std::vector<float>> DequantizeToF32(const TensorView& tensor);

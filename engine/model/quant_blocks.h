@@ -17,7 +17,7 @@
 namespace onecard::engine {
 
 inline constexpr int kQuantBlock32 = 32;      // Q8_0, Q4_0, Q4_1
-inline constexpr int kQuantSuperBlock = 256;  // QK_K: Q4_K, Q6_K
+inline constexpr int kQuantSuperBlock = 256;  // QK_K: Q4_K, Q5_K, Q6_K
 
 // fp16 values are stored as their IEEE binary16 bits.
 struct BlockQ8_0 {
@@ -53,6 +53,19 @@ struct BlockQ4_K {
 };
 static_assert(sizeof(BlockQ4_K) == 144, "Q4_K block is 144 bytes");
 
+// Q4_K's scales and codes plus a fifth bit of each code in qh (bit 2 j of
+// qh[l] for code l of sub-block 2 j, bit 2 j + 1 for sub-block 2 j + 1);
+// y = d * sc * q - dmin * m, q in 0..31.
+struct BlockQ5_K {
+  static constexpr int kElements = kQuantSuperBlock;
+  uint16_t d;
+  uint16_t dmin;
+  uint8_t scales[12];
+  uint8_t qh[kQuantSuperBlock / 8];
+  uint8_t qs[kQuantSuperBlock / 2];
+};
+static_assert(sizeof(BlockQ5_K) == 176, "Q5_K block is 176 bytes");
+
 // 16 sub-blocks of 16 with int8 scales; 6-bit quants split in low 4 bits (ql)
 // and high 2 bits (qh); y = d * scale * (q - 32).
 struct BlockQ6_K {
@@ -72,6 +85,7 @@ ONECARD_HOST_DEVICE constexpr int64_t BlockElements(DType dtype) {
     case DType::kQ4_1:
       return kQuantBlock32;
     case DType::kQ4_K:
+    case DType::kQ5_K:
     case DType::kQ6_K:
       return kQuantSuperBlock;
     default:
@@ -96,6 +110,8 @@ ONECARD_HOST_DEVICE constexpr int64_t BlockBytes(DType dtype) {
       return sizeof(BlockQ4_1);
     case DType::kQ4_K:
       return sizeof(BlockQ4_K);
+    case DType::kQ5_K:
+      return sizeof(BlockQ5_K);
     case DType::kQ6_K:
       return sizeof(BlockQ6_K);
     case DType::kI32:
@@ -155,21 +171,39 @@ ONECARD_HOST_DEVICE inline void Q4KScaleMin(const uint8_t* scales, int j, uint8_
   }
 }
 
-ONECARD_HOST_DEVICE inline void DequantizeBlock(const BlockQ4_K& b, float* y) {
-  float d = HalfToFloat(b.d);
-  float dmin = HalfToFloat(b.dmin);
-  const uint8_t* q = b.qs;
+// Q4_K and Q5_K super-blocks (qh: Q5_K's fifth bits, nullptr for Q4_K), in
+// the order of ggml's dequantize_row_q4_K / dequantize_row_q5_K.
+ONECARD_HOST_DEVICE inline void DequantizeK4K5(uint16_t d_bits, uint16_t dmin_bits,
+                                               const uint8_t* scales, const uint8_t* q,
+                                               const uint8_t* qh, float* y) {
+  float d = HalfToFloat(d_bits);
+  float dmin = HalfToFloat(dmin_bits);
   for (int j = 0; j < kQuantSuperBlock / 64; ++j) {  // 64 values: two sub-blocks
     uint8_t sc, m;
-    Q4KScaleMin(b.scales, 2 * j, &sc, &m);
+    Q4KScaleMin(scales, 2 * j, &sc, &m);
     float d1 = d * static_cast<float>(sc), m1 = dmin * static_cast<float>(m);
-    Q4KScaleMin(b.scales, 2 * j + 1, &sc, &m);
+    Q4KScaleMin(scales, 2 * j + 1, &sc, &m);
     float d2 = d * static_cast<float>(sc), m2 = dmin * static_cast<float>(m);
-    for (int l = 0; l < 32; ++l) y[l] = d1 * static_cast<float>(q[l] & 0x0f) - m1;
-    for (int l = 0; l < 32; ++l) y[32 + l] = d2 * static_cast<float>(q[l] >> 4) - m2;
+    const uint8_t lo_bit = static_cast<uint8_t>(1u << (2 * j)), hi_bit = lo_bit << 1;
+    for (int l = 0; l < 32; ++l) {
+      const int high = qh != nullptr && (qh[l] & lo_bit) ? 16 : 0;
+      y[l] = d1 * static_cast<float>((q[l] & 0x0f) + high) - m1;
+    }
+    for (int l = 0; l < 32; ++l) {
+      const int high = qh != nullptr && (qh[l] & hi_bit) ? 16 : 0;
+      y[32 + l] = d2 * static_cast<float>((q[l] >> 4) + high) - m2;
+    }
     q += 32;
     y += 64;
   }
+}
+
+ONECARD_HOST_DEVICE inline void DequantizeBlock(const BlockQ4_K& b, float* y) {
+  DequantizeK4K5(b.d, b.dmin, b.scales, b.qs, nullptr, y);
+}
+
+ONECARD_HOST_DEVICE inline void DequantizeBlock(const BlockQ5_K& b, float* y) {
+  DequantizeK4K5(b.d, b.dmin, b.scales, b.qs, b.qh, y);
 }
 
 ONECARD_HOST_DEVICE inline void DequantizeBlock(const BlockQ6_K& b, float* y) {

@@ -10,6 +10,11 @@
 //   (DecodeStepsMatch: Int4Gemm at 8 rows);
 //   the prompts' prefill takes the dequantize-for-cuBLAS path (more than 16
 //   rows), the greedy steps RmsNorm then Int4Gemm;
+// - the HF 4-bit checkpoints of tests/golden/hf_int4/ as the files hold
+//   them (GPTQ v2 sym, AWQ, compressed-tensors: 4-bit projections with the
+//   files' codes, scales and zero points; the act-order GPTQ v1 one BF16),
+//   their formats in the memory plan, and eight sequences decoding five
+//   steps (DecodeStepsMatch);
 // - SmolLM2's own Q4_1 tensors, repacked without re-rounding, is
 //   cuda_model_runner_test.cc's MatchesCpuOnSmolLm2 (a GGUF's 4-bit tensors
 //   stay 4-bit by default); here the same file with keep_int4 = false
@@ -18,6 +23,7 @@
 // only activations round to BF16.
 #include <fstream>
 #include <map>
+#include <set>
 #include <utility>
 
 #include "engine/kernels/int4_matrix.h"
@@ -33,53 +39,13 @@ namespace {
 
 using onecard::testing::SourcePath;
 
-std::vector<float>* Field(ModelWeightsF32& w, TensorPart part, int64_t layer) {
-  switch (part) {
-    case TensorPart::kEmbedding:
-      return &w.embedding;
-    case TensorPart::kFinalNorm:
-      return &w.final_norm;
-    case TensorPart::kLmHead:
-      return &w.lm_head;
-    default:
-      break;
-  }
-  LayerWeightsF32& l = w.layers[layer];
-  switch (part) {
-    case TensorPart::kAttnNorm:
-      return &l.attn_norm;
-    case TensorPart::kQ:
-      return &l.wq;
-    case TensorPart::kK:
-      return &l.wk;
-    case TensorPart::kV:
-      return &l.wv;
-    case TensorPart::kO:
-      return &l.wo;
-    case TensorPart::kFfnNorm:
-      return &l.ffn_norm;
-    case TensorPart::kGate:
-      return &l.w_gate;
-    case TensorPart::kUp:
-      return &l.w_up;
-    case TensorPart::kDown:
-      return &l.w_down;
-    case TensorPart::kQBias:
-      return &l.bq;
-    case TensorPart::kKBias:
-      return &l.bk;
-    default:
-      return &l.bv;
-  }
-}
-
 // fp32 tensors, and the 4-bit ones where the test quantized.
 class QuantizedSource : public HostTensorSource {
  public:
   QuantizedSource(ModelWeightsF32 f32, std::map<std::pair<TensorPart, int64_t>, Int4Matrix> int4)
       : f32_(std::move(f32)), int4_(std::move(int4)) {}
   absl::StatusOr<std::vector<float>> F32(TensorPart part, int64_t layer) override {
-    return *Field(f32_, part, layer);
+    return *PartWeights(f32_, part, layer);
   }
   absl::StatusOr<Int4Matrix> Int4(TensorPart part, int64_t layer) override {
     auto it = int4_.find({part, layer});
@@ -117,7 +83,7 @@ void Quantize(const std::string& path, Int4Offsets offsets, Quantized* out) {
       out->spec.layers[layer][p] = {.format = WeightFormat::kInt4, .group = 32, .offsets = offsets};
       ++quantized;
       for (TensorPart part : ProjectionParts(static_cast<Projection>(p))) {
-        std::vector<float>& v = *Field(*w, part, layer);
+        std::vector<float>& v = *PartWeights(*w, part, layer);
         const int64_t k = ProjectionShape(c, static_cast<Projection>(p))[1];
         const int64_t n = static_cast<int64_t>(v.size()) / k;
         absl::StatusOr<Int4Matrix> m = QuantizeInt4Rtn(v, n, k, 32, offsets);
@@ -153,6 +119,26 @@ TEST(CudaModelRunnerInt4Test, QuantizedTinyCheckpointsMatchCpu) {
     const std::string label = std::string(path) + " int4";
     CompareRunners(*q.cpu, *q.gpu, q.config, path, label);
     DecodeStepsMatch(*q.cpu, *q.gpu, q.config, label);
+  }
+}
+
+TEST(CudaModelRunnerInt4Test, HfCheckpointsMatchCpu) {
+  const std::pair<const char*, std::set<std::string>> cases[] = {
+      {"gptq_v1_act", {"bf16"}},  // act order: the runner does not permute x
+      {"gptq_v2_sym", {"bf16", "int4 g64"}},
+      {"awq", {"bf16", "int4 g64 zero"}},
+      {"compressed", {"bf16", "int4 g32 zero", "int4 g64"}}};  // attention / MLP
+  for (const auto& [name, formats] : cases) {
+    const std::string path = std::string("tests/golden/hf_int4/") + name;
+    SCOPED_TRACE(path);
+    absl::StatusOr<Reference> ref = OpenReference(path);
+    ASSERT_TRUE(ref.ok()) << ref.status();
+    auto gpu = CreateCudaModelRunner(*ref->ckpt, TestOptions());
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    std::set<std::string> got;
+    for (const auto& [format, bytes] : (*gpu)->memory_plan().weights.by_format) got.insert(format);
+    EXPECT_EQ(got, formats);
+    DecodeStepsMatch(*ref->cpu, **gpu, ref->ckpt->config, path);
   }
 }
 

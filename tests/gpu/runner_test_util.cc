@@ -1,6 +1,7 @@
 // Helpers of the CUDA runner tests (see runner_test_util.h).
 #include "tests/gpu/runner_test_util.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -137,13 +138,14 @@ void DecodeStepsMatch(ModelRunner& cpu, ModelRunner& gpu, const ModelConfig& con
     // The chunks' spans point into these.
     std::vector<std::vector<int32_t>> tables(kSeqs), ids(kSeqs), next(kSeqs, {0});
     std::vector<int32_t> length(kSeqs);
+    const int32_t id_range = static_cast<int32_t>(std::min<int64_t>(1000, config.vocab_size));
     auto table = [&](int32_t s, int32_t tokens) {
       return std::span<const int32_t>(tables[s]).first((tokens + block_size - 1) / block_size);
     };
     BatchInput prefill;
     for (int32_t s = 0; s < kSeqs; ++s) {
       for (int32_t b = 0; b < blocks; ++b) tables[s].push_back(s * blocks + b);
-      for (int32_t i = 0; i < 60 + s; ++i) ids[s].push_back((s * 29 + i * 7) % 1000);
+      for (int32_t i = 0; i < 60 + s; ++i) ids[s].push_back((s * 29 + i * 7) % id_range);
       length[s] = static_cast<int32_t>(ids[s].size());
       prefill.chunks.push_back(
           {.seq_id = s, .token_ids = ids[s], .block_table = table(s, length[s])});
@@ -154,7 +156,7 @@ void DecodeStepsMatch(ModelRunner& cpu, ModelRunner& gpu, const ModelConfig& con
     for (int32_t step = 0; step < kSteps; ++step) {
       BatchInput decode;
       for (int32_t s = 0; s < kSeqs; ++s) {
-        next[s][0] = (s * 13 + step * 101 + 5) % 1000;
+        next[s][0] = (s * 13 + step * 101 + 5) % id_range;
         decode.chunks.push_back({.seq_id = s,
                                  .token_ids = next[s],
                                  .start_pos = length[s],

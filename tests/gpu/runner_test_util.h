@@ -63,8 +63,9 @@ onecard::testing::Tolerance LogitTolerance(const ModelConfig& c, double rms);
 void CompareRunners(ModelRunner& cpu, ModelRunner& gpu, const ModelConfig& config,
                     const std::string& golden_dir, const std::string& label);
 
-// Eight sequences decoding five steps from prompts of 60-67 tokens (keys of
-// one step read by the next, across the 64-key rounds); each step's logits
+// Eight sequences decoding five steps from prompts of 60-67 tokens (ids below
+// min(1000, vocab); keys of one step read by the next, across the 64-key
+// rounds); each step's logits
 // against the CPU runner's, fed the same tokens.
 void DecodeStepsMatch(ModelRunner& cpu, ModelRunner& gpu, const ModelConfig& config,
                       const std::string& label);

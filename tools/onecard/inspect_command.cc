@@ -1,4 +1,6 @@
-// RunInspect: config, tensor table and totals of a checkpoint, as plain text.
+// RunInspect: config (and an HF folder's quantization), tensor table with each
+// tensor's dtype and storage format, and totals by dtype and by format, as
+// plain text.
 // Tested by tests/tools/onecard/inspect_command_test.cc.
 #include "tools/onecard/inspect_command.h"
 
@@ -10,6 +12,7 @@
 #include "engine/common/status_macros.h"
 #include "engine/model/checkpoint.h"
 #include "engine/model/gguf.h"
+#include "engine/model/hf_int4.h"
 #include "engine/model/safetensors.h"
 
 namespace onecard::tools {
@@ -37,9 +40,27 @@ std::string RopeScalingText(const ModelConfig& c) {
       r.factor, r.low_freq_factor, r.high_freq_factor, r.original_max_position_embeddings);
 }
 
+std::string QuantizationText(const Checkpoint& ckpt) {
+  const engine::HfQuantConfig& q = ckpt.quant;
+  if (q.method == engine::HfQuantMethod::kNone) return "none";
+  std::string text = engine::HfQuantMethodName(q.method);
+  if (q.method == engine::HfQuantMethod::kGptq) {
+    absl::StrAppend(&text, q.gptq_v2 ? " v2" : " v1", " group_size=", q.group_size,
+                    " sym=", q.symmetric ? "true" : "false",
+                    " desc_act=", q.desc_act ? "true" : "false");
+  } else if (q.method == engine::HfQuantMethod::kAwq) {
+    absl::StrAppend(&text, " gemm group_size=", q.group_size);
+  } else {
+    absl::StrAppend(&text, " pack-quantized, ", q.groups.size(), " group",
+                    q.groups.size() == 1 ? "" : "s");
+  }
+  return absl::StrCat(text, " (", q.source, ")");
+}
+
 void PrintConfig(const Checkpoint& ckpt, std::ostream& out) {
   const ModelConfig& c = ckpt.config;
-  out << absl::StrFormat("model: %s\nformat: %s\n", ckpt.path, FormatName(ckpt));
+  out << absl::StrFormat("model: %s\nformat: %s\nquantization: %s\n", ckpt.path, FormatName(ckpt),
+                         QuantizationText(ckpt));
   out << absl::StrFormat("architecture: %s\nname: %s\n", engine::ArchitectureName(c.architecture),
                          c.name);
   out << absl::StrFormat(
@@ -65,35 +86,54 @@ struct Totals {
   uint64_t bytes = 0;
 };
 
-void PrintTensors(const Checkpoint& ckpt, std::ostream& out) {
-  std::vector<const TensorView*> views;
-  size_t name_width = 4, shape_width = 5;
-  for (const std::string& name : ckpt.weights->TensorNames()) {
-    const TensorView* t = ckpt.weights->Find(name);
-    views.push_back(t);
-    name_width = std::max(name_width, name.size());
-    shape_width = std::max(shape_width, ShapeText(*t).size());
-  }
-  out << absl::StrFormat("\ntensors:\n  %-*s  %-5s  %-*s  %12s\n", name_width, "name", "dtype",
-                         shape_width, "shape", "bytes");
-  Totals all;
-  std::map<std::string, Totals> by_dtype;
-  for (const TensorView* t : views) {
-    std::string dtype(engine::DTypeName(t->dtype));
-    out << absl::StrFormat("  %-*s  %-5s  %-*s  %12d\n", name_width, t->name, dtype, shape_width,
-                           ShapeText(*t), t->size_bytes);
-    for (Totals* totals : {&all, &by_dtype[dtype]}) {
-      ++totals->tensors;
-      totals->elements += t->NumElements();
-      totals->bytes += t->size_bytes;
-    }
-  }
+// A tensor's storage format: its HF 4-bit module's format, else its dtype.
+std::string TensorFormat(const Checkpoint& ckpt, const TensorView& t) {
+  const std::optional<engine::HfInt4Part> part = engine::HfInt4PartOf(ckpt, t.name);
+  if (part.has_value()) return engine::HfInt4FormatName(ckpt.quant, part->module);
+  return std::string(engine::DTypeName(t.dtype));
+}
+
+void AddTo(Totals* totals, const TensorView& t) {
+  ++totals->tensors;
+  totals->elements += t.NumElements();
+  totals->bytes += t.size_bytes;
+}
+
+void PrintTotals(const Totals& all, const std::map<std::string, Totals>& by_dtype,
+                 const std::map<std::string, Totals>& by_format, std::ostream& out) {
   out << absl::StrFormat("\ntotals: %d tensors, %d parameters, %d bytes (%.2f MiB)\n", all.tensors,
                          all.elements, all.bytes, all.bytes / 1048576.0);
   for (const auto& [dtype, t] : by_dtype) {
     out << absl::StrFormat("  %-5s  %d tensor%s, %d parameters, %d bytes\n", dtype, t.tensors,
                            t.tensors == 1 ? "" : "s", t.elements, t.bytes);
   }
+  out << "bytes by format:\n";
+  for (const auto& [format, t] : by_format) {
+    out << absl::StrFormat("  %-5s  %d tensor%s, %d bytes (%.2f MiB)\n", format, t.tensors,
+                           t.tensors == 1 ? "" : "s", t.bytes, t.bytes / 1048576.0);
+  }
+}
+
+void PrintTensors(const Checkpoint& ckpt, std::ostream& out) {
+  std::vector<std::pair<const TensorView*, std::string>> rows;  // tensor, format
+  size_t name_width = 4, shape_width = 5;
+  for (const std::string& name : ckpt.weights->TensorNames()) {
+    const TensorView* t = ckpt.weights->Find(name);
+    rows.emplace_back(t, TensorFormat(ckpt, *t));
+    name_width = std::max(name_width, name.size());
+    shape_width = std::max(shape_width, ShapeText(*t).size());
+  }
+  out << absl::StrFormat("\ntensors:\n  %-*s  %-5s  %-*s  %12s  %s\n", name_width, "name", "dtype",
+                         shape_width, "shape", "bytes", "format");
+  Totals all;
+  std::map<std::string, Totals> by_dtype, by_format;
+  for (const auto& [t, format] : rows) {
+    std::string dtype(engine::DTypeName(t->dtype));
+    out << absl::StrFormat("  %-*s  %-5s  %-*s  %12d  %s\n", name_width, t->name, dtype,
+                           shape_width, ShapeText(*t), t->size_bytes, format);
+    for (Totals* totals : {&all, &by_dtype[dtype], &by_format[format]}) AddTo(totals, *t);
+  }
+  PrintTotals(all, by_dtype, by_format, out);
 }
 
 }  // namespace

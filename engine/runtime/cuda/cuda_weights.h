@@ -6,10 +6,10 @@
 // both halves of 8 outputs of SiLU(gate) * up. Embeddings, LM head, norms and
 // biases are BF16. Every tensor is carved from one arena in a fixed order, as
 // CountWeightBytes (weight_spec.h) counts them.
-// Sources: a checkpoint read one tensor at a time (4-bit GGUF blocks repacked
-// without re-rounding, the rest dequantized and rounded to BF16, nearest
-// even), host tensors (tests), or seeded random values generated on the
-// device (synthetic_weights.cu): BF16 uniform in +-sqrt(3 / fan_in) for
+// Sources: a checkpoint read one tensor at a time (4-bit GGUF blocks and HF
+// GPTQ / AWQ / compressed-tensors projections repacked without re-rounding,
+// the rest dequantized and rounded to BF16, nearest even), host tensors (tests), or seeded random
+// values generated on the device (synthetic_weights.cu): BF16 uniform in +-sqrt(3 / fan_in) for
 // projections, 1 +- 0.05 for norms, +-1 for embeddings, never zero; 4-bit
 // random codes with scales sqrt(3 / fan_in) / 8 * (0.5..1.5).
 // Tested through tests/gpu/cuda_model_runner_test.cc.
@@ -73,8 +73,11 @@ class HostTensorSource {
 };
 
 // The spec a checkpoint's tensors give: a projection is 4-bit where every part
-// of it is a 4-bit GGUF tensor (Q4_0 / Q4_1: groups of 32, offsets "min"
-// where any part is Q4_1) and its shape suits the kernels; otherwise BF16.
+// of it is 4-bit (Int4FormOf: GGUF Q4_0 / Q4_1 in groups of 32, GPTQ, AWQ,
+// compressed-tensors) with one group size and columns in order, and its shape
+// suits the kernels; the offsets are the widest kind of its parts (mins where
+// any part is Q4_1, zero points where any has them). Otherwise BF16 (an
+// act-order GPTQ projection too: the runner does not permute activations).
 // `all_bf16`: every projection BF16.
 absl::StatusOr<ModelWeightsSpec> CheckpointWeightsSpec(const Checkpoint& checkpoint, bool all_bf16);
 

@@ -3,6 +3,7 @@
 // tensors to their device format. Tested through
 // tests/gpu/cuda_model_runner_test.cc.
 #include <cstring>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "engine/common/status_macros.h"
@@ -12,8 +13,6 @@
 
 namespace onecard::engine {
 namespace {
-
-constexpr int32_t kGgufInt4Group = 32;  // Q4_0 / Q4_1 blocks
 
 absl::Status Upload(void* dst, const void* src, int64_t bytes) {
   CUDA_RETURN_IF_ERROR(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
@@ -77,6 +76,10 @@ absl::Status LoadInt4Projection(HostTensorSource& source, Projection p, int64_t 
     ASSIGN_OR_RETURN(Int4Matrix m, source.Int4(parts[i], layer));
     const std::string name = absl::StrCat(Where(p, layer), " part ", i);
     RETURN_IF_ERROR(m.Validate(name));
+    if (!m.columns.empty()) {
+      return absl::UnimplementedError(
+          absl::StrCat(name, ": columns in act order (a GPTQ g_idx) are not supported on the GPU"));
+    }
     if (m.k != w.k || m.group != w.spec.group) {
       return absl::InvalidArgumentError(absl::StrCat(name, ": ", m.n, " x ", m.k, " in groups of ",
                                                      m.group, "; the projection is ", w.k,
@@ -115,6 +118,34 @@ class CheckpointSource : public HostTensorSource {
   const Checkpoint& checkpoint_;
 };
 
+// The widest of two offset kinds (symmetric codes become zero points or
+// mins, zero points mins, exactly or not at all: ConvertInt4Offsets).
+Int4Offsets WiderOffsets(Int4Offsets a, Int4Offsets b) {
+  if (a == Int4Offsets::kFloat || b == Int4Offsets::kFloat) return Int4Offsets::kFloat;
+  if (a == Int4Offsets::kZero || b == Int4Offsets::kZero) return Int4Offsets::kZero;
+  return Int4Offsets::kSymmetric;
+}
+
+// The 4-bit spec of a projection whose parts are all 4-bit with one group
+// size and columns in order; nullopt otherwise.
+absl::StatusOr<std::optional<ProjectionSpec>> Int4ProjectionSpec(const Checkpoint& checkpoint,
+                                                                 Projection projection,
+                                                                 int64_t layer) {
+  std::optional<ProjectionSpec> spec;
+  for (TensorPart part : ProjectionParts(projection)) {
+    ASSIGN_OR_RETURN(const ResolvedTensor t, ResolveTensor(checkpoint, part, layer));
+    ASSIGN_OR_RETURN(const std::optional<Int4Form> form, Int4FormOf(t));
+    if (!form.has_value() || form->reordered || (spec && spec->group != form->group)) {
+      return std::nullopt;
+    }
+    if (!spec) {
+      spec = ProjectionSpec{.format = WeightFormat::kInt4, .group = form->group};
+    }
+    spec->offsets = WiderOffsets(spec->offsets, form->offsets);
+  }
+  return spec;
+}
+
 }  // namespace
 
 std::vector<TensorPart> ProjectionParts(Projection projection) {
@@ -142,17 +173,12 @@ absl::StatusOr<ModelWeightsSpec> CheckpointWeightsSpec(const Checkpoint& checkpo
   if (all_bf16) return spec;
   for (int64_t layer = 0; layer < c.num_layers; ++layer) {
     for (int p = 0; p < kNumProjections; ++p) {
-      bool int4 = CheckInt4Shape(c, static_cast<Projection>(p), kGgufInt4Group).ok();
-      bool any_min = false;
-      for (TensorPart part : ProjectionParts(static_cast<Projection>(p))) {
-        ASSIGN_OR_RETURN(const ResolvedTensor t, ResolveTensor(checkpoint, part, layer));
-        int4 = int4 && IsInt4Dtype(t.view->dtype);
-        any_min = any_min || t.view->dtype == DType::kQ4_1;
+      const Projection projection = static_cast<Projection>(p);
+      ASSIGN_OR_RETURN(const std::optional<ProjectionSpec> int4,
+                       Int4ProjectionSpec(checkpoint, projection, layer));
+      if (int4.has_value() && CheckInt4Shape(c, projection, int4->group).ok()) {
+        spec.layers[layer][p] = *int4;
       }
-      if (!int4) continue;
-      spec.layers[layer][p] = {.format = WeightFormat::kInt4,
-                               .group = kGgufInt4Group,
-                               .offsets = any_min ? Int4Offsets::kFloat : Int4Offsets::kSymmetric};
     }
   }
   return spec;

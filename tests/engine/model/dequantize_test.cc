@@ -61,8 +61,8 @@ INSTANTIATE_TEST_SUITE_P(
     AllTypes, DequantizeGoldenTest,
     ::testing::Values(GoldenCase{"Q8_0", DType::kQ8_0}, GoldenCase{"Q4_0", DType::kQ4_0},
                       GoldenCase{"Q4_1", DType::kQ4_1}, GoldenCase{"Q4_K", DType::kQ4_K},
-                      GoldenCase{"Q6_K", DType::kQ6_K}, GoldenCase{"F16", DType::kF16},
-                      GoldenCase{"BF16", DType::kBF16}),
+                      GoldenCase{"Q5_K", DType::kQ5_K}, GoldenCase{"Q6_K", DType::kQ6_K},
+                      GoldenCase{"F16", DType::kF16}, GoldenCase{"BF16", DType::kBF16}),
     [](const ::testing::TestParamInfo<GoldenCase>& info) { return std::string(info.param.name); });
 
 TEST(DequantizeTest, F32IsCopied) {

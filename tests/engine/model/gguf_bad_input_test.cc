@@ -148,10 +148,10 @@ TEST_F(GgufBadInputTest, UnknownTensorType) {
 
 TEST_F(GgufBadInputTest, UnsupportedTensorTypeListsTheSupportedSet) {
   GgufTestWriter w;
-  w.AddTensor("k", kGgmlQ5_K, {256}, std::string(176, '\0'));
+  w.AddTensor("k", kGgmlQ5_0, {32}, std::string(22, '\0'));
   ExpectError(w.Build().bytes,
-              "tensor 'k' has ggml type Q5_K; supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, "
-              "Q4_K, Q6_K",
+              "tensor 'k' has ggml type Q5_0; supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, "
+              "Q4_K, Q5_K, Q6_K",
               absl::StatusCode::kUnimplemented);
 }
 

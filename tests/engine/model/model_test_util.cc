@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "engine/model/safetensors.h"
 #include "gtest/gtest.h"
 
 namespace onecard::testing {
@@ -170,6 +171,33 @@ std::string SafetensorsBytes(const std::string& header_json, const std::string& 
   std::string out;
   AppendU64(&out, header_json.size());
   return out + header_json + data;
+}
+
+std::string SafetensorsRaw(const std::vector<RawTensor>& tensors) {
+  nlohmann::json header = nlohmann::json::object();
+  std::string data;
+  for (const RawTensor& t : tensors) {
+    uint64_t begin = data.size();
+    data += t.bytes;
+    header[t.name] = {
+        {"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {begin, data.size()}}};
+  }
+  return SafetensorsBytes(header.dump(), data);
+}
+
+std::vector<RawTensor> ReadRawTensors(const std::string& path) {
+  auto source = engine::SafetensorsSource::OpenFile(path);
+  if (!source.ok()) {
+    ADD_FAILURE() << source.status();
+    return {};
+  }
+  std::vector<RawTensor> tensors;
+  for (const std::string& name : (*source)->TensorNames()) {
+    const engine::TensorView* v = (*source)->Find(name);
+    tensors.push_back({name, std::string(engine::DTypeName(v->dtype)), v->shape,
+                       std::string(reinterpret_cast<const char*>(v->data), v->size_bytes)});
+  }
+  return tensors;
 }
 
 std::string SafetensorsF32(const std::vector<F32Tensor>& tensors) {

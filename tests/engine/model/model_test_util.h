@@ -59,6 +59,7 @@ enum GgmlTypeId : uint32_t {
   kGgmlF16 = 1,
   kGgmlQ4_0 = 2,
   kGgmlQ4_1 = 3,
+  kGgmlQ5_0 = 6,
   kGgmlQ8_0 = 8,
   kGgmlQ4_K = 12,
   kGgmlQ5_K = 13,
@@ -127,6 +128,19 @@ struct F32Tensor {
   std::vector<float> values;
 };
 std::string SafetensorsF32(const std::vector<F32Tensor>& tensors);
+
+// A tensor of any safetensors dtype ("F16", "I32", ...) as raw bytes, for
+// writing edited copies of files.
+struct RawTensor {
+  std::string name;
+  std::string dtype;
+  std::vector<int64_t> shape;
+  std::string bytes;
+};
+std::string SafetensorsRaw(const std::vector<RawTensor>& tensors);
+// The tensors of a safetensors file, sorted by name (a gtest failure and
+// none when it cannot be read).
+std::vector<RawTensor> ReadRawTensors(const std::string& path);
 
 }  // namespace onecard::testing
 

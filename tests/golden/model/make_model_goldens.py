@@ -3,8 +3,10 @@
 reference implementation, never from onecard's code:
 
   (a) dequant_<TYPE>.bin / .json: seeded random raw blocks of Q8_0, Q4_0,
-      Q4_1, Q4_K, Q6_K, F16 and BF16 (finite fp16 scales) and their values as
-      dequantized by the gguf package (gguf.quants.dequantize).
+      Q4_1, Q4_K, Q6_K, F16, BF16 and Q5_K (finite fp16 scales) and their
+      values as dequantized by the gguf package (gguf.quants.dequantize).
+      Q5_K comes last so that adding it left the others' random draws as
+      they were.
   (b) smollm2_weight_slices.json: slices of SmolLM2-135M-Instruct's weights as
       loaded by transformers from the GGUF file (dequantized, with the Q/K
       permutation of llama.cpp's converter undone), plus whole-tensor sums.
@@ -18,6 +20,8 @@ reference implementation, never from onecard's code:
 Run from the repository root (needs torch, transformers, accelerate, gguf,
 safetensors, numpy):
   /tmp/goldenv/bin/python tests/golden/model/make_model_goldens.py
+Only (a), with gguf and numpy alone:
+  python3 tests/golden/model/make_model_goldens.py --dequant-only
 """
 import importlib.metadata
 import json
@@ -42,6 +46,7 @@ DEQUANT_CASES = [
     (Q.Q6_K, 3, [208]),
     (Q.F16, 64, None),
     (Q.BF16, 64, None),
+    (Q.Q5_K, 3, [0, 2]),
 ]
 
 
@@ -247,6 +252,8 @@ def make_tiny_gguf():
 def main():
     os.makedirs(OUT, exist_ok=True)
     make_dequant_goldens()
+    if "--dequant-only" in sys.argv:
+        return
     make_tiny_safetensors()
     make_tiny_gguf()
     if "--no-model" not in sys.argv:
