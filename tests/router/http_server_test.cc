@@ -4,9 +4,9 @@
 // cpp-httplib's client: completions with and without streaming (the SSE
 // framing byte for byte), a chat request tokenized at the router, the
 // models list, and every refusal as an OpenAI error body with its HTTP
-// status (401, 404, 413, 400, 429 with Retry-After, 503, 504, a worker's
-// error renamed to the client's field); a client that leaves mid-stream
-// cancels its worker call; the per-API metrics.
+// status (401, 404, 413, 400, 429 with Retry-After, 503 draining or no
+// worker, 504, a worker's error renamed to the client's field); a client
+// that leaves mid-stream cancels its worker call; the per-API metrics.
 // Integration label: it starts servers on loopback (port 0).
 #include "router/http_server.h"
 
@@ -19,6 +19,7 @@
 #include "nlohmann/json.hpp"
 #include "router/api_keys.h"
 #include "router/router_server.h"
+#include "services/common/proto_time.h"
 #include "services/common/server_main.h"
 #include "tests/router/testing/fake_worker.h"
 #include "tests/router/testing/router_under_test.h"
@@ -214,6 +215,25 @@ TEST_F(HttpServerTest, DrainingIs503AndTheDeadlineIs504) {
   EXPECT_EQ(e["code"], "timeout");
   router_->core().SetDraining();
   Error(Post("/v1/completions", R"({"prompt": [1001]})"), 503);
+}
+
+// With no worker a request waits in the queue up to its timeout, then is
+// refused 503; a streaming one too (no event was sent yet, so the status is
+// still the HTTP one).
+TEST_F(HttpServerTest, NoWorkerIs503) {
+  StartRouter({}, [](onecard::v1::RouterConfig& c) {
+    services::ToProtoDuration(absl::Milliseconds(200), c.mutable_queue()->mutable_queue_timeout());
+  });
+  json e = Error(Post("/v1/completions", R"({"prompt": [1001]})"), 503);
+  EXPECT_EQ(e["code"], "service_unavailable") << e;
+  EXPECT_THAT(e["message"].get<std::string>(), HasSubstr("no healthy worker"));
+  e = Error(Post("/v1/chat/completions",
+                 R"({"messages": [{"role": "user", "content": "Hi"}], "stream": true})"),
+            503);
+  EXPECT_THAT(e["message"].get<std::string>(), HasSubstr("no healthy worker"));
+  EXPECT_EQ(
+      Scrape().Value("onecard_router_requests_total", {{"api", "http"}, {"code", "UNAVAILABLE"}}),
+      2);
 }
 
 TEST_F(HttpServerTest, ClientLeavingMidStreamCancelsTheWorkerCall) {
