@@ -11,14 +11,19 @@
 //   naming the field, reaches no worker, and the next request is served;
 // - a client that disconnects mid-stream: the worker's open streams and KV
 //   blocks return to 0;
-// - the context the router enforces is the one the worker serves.
+// - the context the router enforces is the one the worker serves;
+// - min_tokens over both APIs holds off the end-of-sequence token, the same
+//   answer over HTTP as over gRPC;
+// - README.md's quick start (curl and Python) runs as written.
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "grpcpp/client_context.h"
@@ -90,24 +95,40 @@ class RouterHttpTest : public ::testing::Test {
 ChildProcess* RouterHttpTest::worker_ = nullptr;
 ChildProcess* RouterHttpTest::router_ = nullptr;
 
-// The greedy text of the chat the Python client sends, through the gRPC API.
-std::string GrpcChatText(const std::string& address, int max_tokens) {
+constexpr char kQuestion[] = "What is the capital of France?";  // openai_client.py's
+
+// A greedy chat answer through the gRPC API.
+struct GrpcAnswer {
+  std::string text;
+  onecard::v1::FinishReason finish_reason = onecard::v1::FINISH_REASON_UNSPECIFIED;
+  int completion_tokens = 0;
+};
+
+GrpcAnswer GrpcChat(const std::string& address, const std::string& content, int max_tokens,
+                    int min_tokens = 0) {
   auto stub = Connect(address);
   onecard::v1::GenerateRequest request;
   onecard::v1::ChatMessage* m = request.mutable_messages()->add_messages();
   m->set_role("user");
-  m->set_content("What is the capital of France?");
+  m->set_content(content);
   request.mutable_sampling()->set_temperature(0);
   request.mutable_stopping()->set_max_tokens(max_tokens);
+  request.mutable_stopping()->set_min_tokens(min_tokens);
   grpc::ClientContext context;
   context.AddMetadata("authorization", std::string("Bearer ") + kKey);
   auto reader = stub->Generate(&context, request);
-  std::string text;
+  GrpcAnswer answer;
   onecard::v1::GenerateResponse chunk;
-  while (reader->Read(&chunk)) text += chunk.text();
+  while (reader->Read(&chunk)) {
+    answer.text += chunk.text();
+    if (chunk.finish_reason() != onecard::v1::FINISH_REASON_UNSPECIFIED) {
+      answer.finish_reason = chunk.finish_reason();
+      answer.completion_tokens = chunk.usage().completion_tokens();
+    }
+  }
   const grpc::Status status = reader->Finish();
   EXPECT_TRUE(status.ok()) << status.error_message();
-  return text;
+  return answer;
 }
 
 TEST_F(RouterHttpTest, OpenAiPythonClient) {
@@ -116,7 +137,7 @@ TEST_F(RouterHttpTest, OpenAiPythonClient) {
                           router_->http_address(), " ", kKey, " ", kLimitedKey, " ", Model()));
   ASSERT_TRUE(out.ok()) << out.status() << "\n(scripts/install-openai.sh installs the client)";
   const json r = json::parse(*out);
-  const std::string grpc_text = GrpcChatText(router_->grpc_address(), 12);
+  const std::string grpc_text = GrpcChat(router_->grpc_address(), kQuestion, 12).text;
   EXPECT_THAT(grpc_text, HasSubstr("Paris"));
   EXPECT_EQ(r["chat"]["text"], grpc_text) << "the greedy text over HTTP and gRPC";
   EXPECT_EQ(r["chat_stream"]["text"], grpc_text);
@@ -136,6 +157,82 @@ TEST_F(RouterHttpTest, OpenAiPythonClient) {
   EXPECT_EQ(e["429"]["status"], 429);
   EXPECT_EQ(e["429"]["type"], "rate_limit_error");
   EXPECT_FALSE(e["429"]["retry_after"].is_null());
+}
+
+// min_tokens in both APIs: the greedy answer that ends with the
+// end-of-sequence token goes on while fewer than min_tokens exist, the tokens
+// before that point unchanged; HTTP (an extra field, as vLLM takes it) and
+// gRPC give the same answer.
+TEST_F(RouterHttpTest, MinTokensHoldsOffTheEndInBothApis) {
+  const GrpcAnswer free = GrpcChat(router_->grpc_address(), kQuestion, 64);
+  ASSERT_EQ(free.finish_reason, onecard::v1::FINISH_REASON_EOS) << free.text;
+  const int min_tokens = free.completion_tokens + 4;
+  const GrpcAnswer held = GrpcChat(router_->grpc_address(), kQuestion, min_tokens + 8, min_tokens);
+  EXPECT_GE(held.completion_tokens, min_tokens) << held.text;
+  EXPECT_TRUE(absl::StartsWith(held.text, free.text)) << held.text << "\nvs\n" << free.text;
+  EXPECT_GT(held.text.size(), free.text.size());
+
+  httplib::Client client = Client();
+  const json body = {{"messages", {{{"role", "user"}, {"content", kQuestion}}}},
+                     {"max_tokens", min_tokens + 8},
+                     {"min_tokens", min_tokens},
+                     {"temperature", 0}};
+  httplib::Result r = client.Post("/v1/chat/completions", body.dump(), "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json answer = json::parse(r->body);
+  EXPECT_EQ(answer["choices"][0]["message"]["content"], held.text);
+  EXPECT_EQ(answer["usage"]["completion_tokens"], held.completion_tokens);
+}
+
+// The fenced block of `markdown` after `heading` that opens with `fence`
+// ("```" or "```python"), or "" when there is none.
+std::string CodeBlock(const std::string& markdown, const std::string& heading,
+                      const std::string& fence) {
+  const size_t section = markdown.find(heading);
+  if (section == std::string::npos) return "";
+  const size_t open = markdown.find("\n" + fence + "\n", section);
+  if (open == std::string::npos) return "";
+  const size_t start = open + fence.size() + 2;
+  const size_t close = markdown.find("\n```\n", start);
+  if (close == std::string::npos) return "";
+  return markdown.substr(start, close + 1 - start);
+}
+
+// README.md's quick start of the HTTP API, its curl commands and its Python
+// example as written, against this cluster: only the address and the key
+// differ from scripts/run.sh's.
+TEST_F(RouterHttpTest, ReadmeQuickStartRuns) {
+  std::ifstream file("README.md");
+  ASSERT_TRUE(file.good());
+  const std::string readme((std::istreambuf_iterator<char>(file)),
+                           std::istreambuf_iterator<char>());
+  const std::string heading = "## The OpenAI-compatible API";
+  const auto local = [this](std::string code) {
+    return absl::StrReplaceAll(
+        code, {{"127.0.0.1:8000", router_->http_address()}, {"local-dev-key", kKey}});
+  };
+  const std::string curl = local(CodeBlock(readme, heading, "```"));
+  const std::string python = local(CodeBlock(readme, heading, "```python"));
+  ASSERT_THAT(curl, HasSubstr("curl ")) << "README.md has no curl block after " << heading;
+  ASSERT_THAT(python, HasSubstr("OpenAI(")) << "README.md has no Python block after " << heading;
+  const std::string script = LogDir() + "/readme_quick_start";
+  std::ofstream(script + ".sh") << "set -e\n" << curl;
+  std::ofstream(script + ".py") << python;
+
+  absl::StatusOr<std::string> out = Output(absl::StrCat("bash ", script, ".sh"));
+  ASSERT_TRUE(out.ok()) << out.status();
+  const size_t stream = out->find("data: ");
+  ASSERT_NE(stream, std::string::npos) << *out;
+  const json chat = json::parse(out->substr(0, stream), nullptr, false);
+  ASSERT_FALSE(chat.is_discarded()) << *out;
+  EXPECT_THAT(chat["choices"][0]["message"]["content"].get<std::string>(), HasSubstr("Paris"));
+  EXPECT_TRUE(absl::EndsWith(*out, "data: [DONE]\n\n")) << *out;
+
+  out = Output(absl::StrCat("PYTHONPATH=.deps/python python3 ", script, ".py"));
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_THAT(*out, HasSubstr("Paris"));
+  EXPECT_THAT(*out, HasSubstr("CompletionUsage(")) << "the usage the example prints";
 }
 
 TEST_F(RouterHttpTest, CurlSeesServerSentEvents) {
