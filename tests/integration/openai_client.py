@@ -67,12 +67,21 @@ def completions(client, model):
     check(len(lp.tokens) == r.usage.completion_tokens, lp)
     check(all(len(top) == 2 for top in lp.top_logprobs), lp)
     check(all(x <= 0 for x in lp.token_logprobs), lp)
-    streamed = ""
+    streamed, stream_usage = "", None
     for chunk in client.completions.create(model=model, prompt=prompt, max_tokens=8,
-                                           temperature=0, stream=True):
+                                           temperature=0, stream=True,
+                                           stream_options={"include_usage": True}):
+        check(chunk.object == "text_completion", chunk)
         streamed += chunk.choices[0].text if chunk.choices else ""
+        if chunk.usage is not None:
+            stream_usage = chunk.usage
+            check(chunk.choices == [], chunk)
     check(streamed == r.choices[0].text, (streamed, r.choices[0].text))
-    return {"text": r.choices[0].text, "usage": [r.usage.prompt_tokens, r.usage.completion_tokens]}
+    check(stream_usage is not None, "no usage chunk")
+    check((stream_usage.prompt_tokens, stream_usage.completion_tokens) ==
+          (r.usage.prompt_tokens, r.usage.completion_tokens), (stream_usage, r.usage))
+    return {"text": r.choices[0].text, "usage": [r.usage.prompt_tokens, r.usage.completion_tokens],
+            "stream_usage": [stream_usage.prompt_tokens, stream_usage.completion_tokens]}
 
 
 def chat_logprobs(client, model):
