@@ -5,14 +5,17 @@
 // framing byte for byte), a chat request tokenized at the router, the
 // models list, and every refusal as an OpenAI error body with its HTTP
 // status (401, 404, 413, 400, 429 with Retry-After, 503 draining or no
-// worker, 504, a worker's error renamed to the client's field); a client
-// that leaves mid-stream cancels its worker call; the per-API metrics.
+// worker, 504, a worker's error renamed to the client's field, a failure
+// after the first token as an error event); a client that leaves mid-stream
+// cancels its worker call; the per-API metrics.
 // Integration label: it starts servers on loopback (port 0).
 #include "router/http_server.h"
 
 #include <memory>
 #include <string>
 
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "httplib.h"
@@ -125,6 +128,29 @@ TEST_F(HttpServerTest, StreamIsServerSentEvents) {
   EXPECT_EQ(events[1]["choices"][0]["finish_reason"], "length");
   EXPECT_EQ(events[2]["usage"]["completion_tokens"], 2);
   EXPECT_EQ(events[3], "[DONE]");
+}
+
+// A worker that fails after the first token (not retried): a streaming
+// answer has sent its 200 and events, so the failure is an error event (as
+// vLLM sends one) before [DONE]; a non-streaming one is a 503.
+TEST_F(HttpServerTest, FailureAfterTheFirstTokenIsAnErrorEventOrA503) {
+  auto worker = FakeWorker::Start();
+  StartRouter({worker.get()});
+  httplib::Result r = Post("/v1/completions", R"({"prompt": [2001], "stream": true})");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const std::vector<std::string> events =
+      absl::StrSplit(absl::StripSuffix(r->body, "\n\n"), "\n\n");
+  ASSERT_EQ(events.size(), 3u) << r->body;
+  EXPECT_EQ(json::parse(events[0].substr(6))["choices"][0]["text"], "a") << r->body;
+  ASSERT_THAT(events[1], StartsWith("data: {\"error\""));
+  const json error = json::parse(events[1].substr(6))["error"];
+  EXPECT_EQ(error["code"], "service_unavailable") << error;
+  EXPECT_THAT(error["message"].get<std::string>(), HasSubstr("after the first token"));
+  EXPECT_EQ(events[2], "data: [DONE]");
+  const json e = Error(Post("/v1/completions", R"({"prompt": [2001]})"), 503);
+  EXPECT_THAT(e["message"].get<std::string>(), HasSubstr("after the first token"));
+  EXPECT_EQ(worker->calls(), 2) << "not retried";
 }
 
 TEST_F(HttpServerTest, ChatIsTokenizedAtTheRouterAndWorkerErrorsNameTheClientsField) {
