@@ -11,3 +11,6 @@ find_package(OpenSSL REQUIRED)  # sha256, constant-time compares (services/commo
 find_package(yaml-cpp CONFIG REQUIRED)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
+# cpp-httplib (libcpp-httplib-dev): the router's OpenAI-compatible HTTP API.
+# Its .pc file carries the defines the shared library was built with (TLS).
+pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)

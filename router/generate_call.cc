@@ -1,6 +1,7 @@
 // GenerateCall: admission, dispatch and the proxied worker stream of one
 // Generate call (see generate_call.h for the protocol and the lifetime).
-// Tested by tests/router/router_service_test.cc and the integration tests.
+// Tested by tests/router/router_service_test.cc, http_server_test.cc and the
+// integration tests.
 #include "router/generate_call.h"
 
 #include <algorithm>
@@ -8,7 +9,6 @@
 #include "absl/strings/str_cat.h"
 #include "services/common/proto_time.h"
 #include "services/common/status.h"
-#include "services/common/wire_message.h"
 
 namespace onecard::router {
 namespace {
@@ -62,11 +62,13 @@ class GenerateCall::Attempt : public grpc::ClientReadReactor<onecard::v1::Genera
   GenerateCall* const call_;
 };
 
-GenerateCall::GenerateCall(RouterCore* core, grpc::CallbackServerContext* context,
-                           const grpc::ByteBuffer& request)
+GenerateCall::GenerateCall(RouterCore* core, ClientStream* stream, ClientInfo client,
+                           onecard::v1::GenerateRequest request, absl::Status parsed)
     : core_(core),
-      context_(context),
-      parsed_(services::ParseWireMessage(request, &request_)),
+      stream_(stream),
+      client_(std::move(client)),
+      request_(std::move(request)),
+      parsed_(std::move(parsed)),
       arrived_(core->clock()->Now()),
       id_(core->NextId()) {
   core_->CallStarted();
@@ -96,7 +98,7 @@ void GenerateCall::Start() {
 }
 
 absl::Time GenerateCall::Deadline() const {
-  absl::Time deadline = services::DeadlineFromChrono(context_->deadline());
+  absl::Time deadline = client_.deadline;
   const RouterOptions& o = core_->options();
   if (deadline == absl::InfiniteFuture()) deadline = arrived_ + o.default_deadline;
   return std::min(deadline, arrived_ + o.max_deadline);
@@ -122,17 +124,13 @@ std::optional<GenerateCall::Refusal> GenerateCall::Admit() {
 }
 
 std::optional<GenerateCall::Refusal> GenerateCall::Prepare() {
-  const auto& metadata = context_->client_metadata();
-  auto auth = metadata.find("authorization");
-  std::string_view authorization;
-  if (auth != metadata.end()) authorization = {auth->second.data(), auth->second.size()};
-  absl::StatusOr<const Tenant*> tenant = core_->keys().Authenticate(authorization);
+  absl::StatusOr<const Tenant*> tenant = core_->keys().Authenticate(client_.authorization);
   if (!tenant.ok()) return Refusal{tenant.status(), RejectReason::kUnauthenticated};
   tenant_ = *tenant;
   if (!parsed_.ok()) return Refusal{parsed_, RejectReason::kInvalidArgument};
   absl::StatusOr<PreparedRequest> prepared = core_->preparer().Prepare(request_, *tenant_);
   if (!prepared.ok()) {
-    bool denied = prepared.status().code() == absl::StatusCode::kPermissionDenied;
+    const bool denied = prepared.status().code() == absl::StatusCode::kPermissionDenied;
     return Refusal{prepared.status(),
                    denied ? RejectReason::kPermissionDenied : RejectReason::kInvalidArgument};
   }
@@ -238,13 +236,12 @@ void GenerateCall::OnChunk(Attempt* attempt, bool ok) {
       }
       tokens_sent_ += out_.token_ids_size();
       if (out_.finish_reason() != onecard::v1::FINISH_REASON_UNSPECIFIED) RewriteTiming(&out_);
-      out_bytes_ = services::ToByteBuffer(out_);
       write_in_flight_ = true;
     }
   }
-  if (ttft.has_value()) core_->metrics().FirstToken(prepared_.priority, *ttft);
+  if (ttft.has_value()) core_->metrics().FirstToken(client_.door, prepared_.priority, *ttft);
   if (forward) {
-    StartWrite(&out_bytes_);
+    stream_->Send(out_);
   } else {
     attempt->StartRead(&attempt->chunk);  // drain the cancelled stream to its end
   }
@@ -280,7 +277,7 @@ void GenerateCall::OnWriteDone(bool ok) {
   attempt->StartRead(&attempt->chunk);
 }
 
-void GenerateCall::OnCancel() {
+void GenerateCall::OnClientCancel() {
   bool queued;
   Attempt* attempt;
   {
@@ -387,22 +384,19 @@ void GenerateCall::FinishNow(const absl::Status& status) {
     int64_t used = tokens > 0 ? prepared_.prompt_tokens + tokens : 0;
     core_->limiter().Finish(tenant_->name, prepared_.cost_tokens(), used);
   }
-  core_->metrics().Finished(prepared_.priority, static_cast<int>(status.code()),
+  core_->metrics().Finished(client_.door, prepared_.priority, static_cast<int>(status.code()),
                             core_->clock()->Now() - arrived_);
-  services::AddStatusTrailers(status, context_);
-  Finish(services::ToGrpcStatus(status));
+  stream_->End(status);  // the last use of `this` by this thread: the door may Release now
 }
 
 absl::Status GenerateCall::ClientGone() const {
   // The deadline is the client's (a wall-clock time), not the router's clock.
   // At its deadline the client library cancels the call itself, so the
   // cancel may arrive a moment before the router's own deadline timer fires.
-  if (absl::Now() + kDeadlineSlack >= services::DeadlineFromChrono(context_->deadline())) {
+  if (absl::Now() + kDeadlineSlack >= client_.deadline) {
     return absl::DeadlineExceededError("the client's deadline passed");
   }
   return absl::CancelledError("cancelled by the client");
 }
-
-void GenerateCall::OnDone() { Unref(); }
 
 }  // namespace onecard::router

@@ -1,19 +1,22 @@
-// GenerateCall: one public Generate call at the router, as a gRPC callback
-// write reactor, and the worker call(s) it proxies (client read reactors).
+// GenerateCall: one Generate call at the router, whichever door it came
+// through (the gRPC API: router_service.cc; the OpenAI HTTP API:
+// http_server.cc), and the worker call(s) it proxies (client read reactors).
+// The door is a ClientStream: where chunks go, how the call ends.
 //
 // Start: draining? -> API key -> validation and tokenization -> deadline ->
 // the tenant's token buckets -> the dispatcher's queue. A refusal finishes
 // the call at once: UNAVAILABLE (draining), UNAUTHENTICATED,
-// INVALID_ARGUMENT / PERMISSION_DENIED (naming the field), RESOURCE_EXHAUSTED
-// with a `retry-after-ms` trailer (rate limit, full queue). A request that
-// finds no healthy worker waits in the queue; UNAVAILABLE when none came
-// within the queue timeout. A client that leaves ends the call CANCELLED, or
-// DEADLINE_EXCEEDED when its deadline passed.
+// INVALID_ARGUMENT / NOT_FOUND / PERMISSION_DENIED (naming the field),
+// RESOURCE_EXHAUSTED with a retry-after hint (rate limit, full queue). A
+// request that finds no healthy worker waits in the queue; UNAVAILABLE when
+// none came within the queue timeout. A client that leaves ends the call
+// CANCELLED, or DEADLINE_EXCEEDED when its deadline passed.
 //
-// Proxy: one worker chunk is read, written to the client, and only then is
-// the next one read, so a slow client slows its worker stream and nothing
-// piles up in the router. The last chunk's timing is rewritten to the
-// client's view (router queue + worker queue, TTFT and total from arrival).
+// Proxy: one worker chunk is read, sent to the client, and only when the
+// stream reports it sent (OnWriteDone) is the next one read, so a slow
+// client slows its worker stream and nothing piles up in the router. The
+// last chunk's timing is rewritten to the client's view (router queue +
+// worker queue, TTFT and total from arrival).
 //
 // Failures: a worker call that fails before any token reached the client is
 // retried once on another worker; after the first token the call ends with
@@ -21,17 +24,18 @@
 // write) cancels the worker call, whose stream the worker then ends, freeing
 // the sequence's KV blocks; the deadline travels on the worker call.
 //
-// Lifetime: reference counted (the server reactor until OnDone, the pending
-// dispatch callback, each worker call until its OnDone); worker calls are
-// owned by the GenerateCall, so a pointer to one stays valid while the call
-// lives. No gRPC operation is started while mu_ is held (gRPC may run
-// reactions inline).
-// Tested by tests/router/router_service_test.cc (fake workers in process)
-// and the integration tests (real workers).
+// Lifetime: reference counted (the door until Release, the pending dispatch
+// callback, each worker call until its OnDone); worker calls are owned by
+// the GenerateCall, so a pointer to one stays valid while the call lives.
+// No stream or gRPC operation is started while mu_ is held (gRPC may run
+// reactions inline), and the stream is not used after its End.
+// Tested by tests/router/router_service_test.cc and http_server_test.cc
+// (fake workers in process) and the integration tests (real workers).
 #ifndef ONECARD_ROUTER_GENERATE_CALL_H_
 #define ONECARD_ROUTER_GENERATE_CALL_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,28 +44,47 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "grpcpp/client_context.h"
-#include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/client_callback.h"
-#include "grpcpp/support/server_callback.h"
 #include "onecard/v1/generation.pb.h"
 #include "router/router_core.h"
 
 namespace onecard::router {
 
-class GenerateCall : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
+// The client's side of a GenerateCall.
+class ClientStream {
  public:
-  // `request` is the call's encoded request (the method is raw: see
-  // services/common/wire_message.h); one that does not parse is refused with
-  // INVALID_ARGUMENT naming the field, once the API key has been checked.
-  GenerateCall(RouterCore* core, grpc::CallbackServerContext* context,
-               const grpc::ByteBuffer& request);
-  ~GenerateCall() override;
-  // Admission; the call may be finished (or streaming) when it returns.
-  void Start();
+  virtual ~ClientStream() = default;
+  // Sends one chunk; the stream then calls the call's OnWriteDone(ok) (false:
+  // the client is gone), possibly from inside Send. One send at a time.
+  virtual void Send(const onecard::v1::GenerateResponse& chunk) = 0;
+  // Ends the call with `status`; called once, with no send in flight.
+  virtual void End(const absl::Status& status) = 0;
+};
 
-  void OnWriteDone(bool ok) override;
-  void OnCancel() override;
-  void OnDone() override;
+// What the door knows about the client when the call starts.
+struct ClientInfo {
+  FrontDoor door = FrontDoor::kGrpc;
+  std::string authorization;                     // "Bearer <key>", as sent
+  absl::Time deadline = absl::InfiniteFuture();  // the client's own, if any
+};
+
+class GenerateCall {
+ public:
+  // `request` did not parse when `parsed` is an error: the call is refused
+  // with it (INVALID_ARGUMENT naming the field) once the API key has been
+  // checked. `stream` must stay valid until its End returns.
+  GenerateCall(RouterCore* core, ClientStream* stream, ClientInfo client,
+               onecard::v1::GenerateRequest request, absl::Status parsed);
+  GenerateCall(const GenerateCall&) = delete;
+  GenerateCall& operator=(const GenerateCall&) = delete;
+
+  // Admission; the call may be ended (or streaming) when it returns.
+  void Start();
+  // The door's events: the last send finished; the client left.
+  void OnWriteDone(bool ok);
+  void OnClientCancel();
+  // The door's reference, dropped once it needs the call no more.
+  void Release() { Unref(); }
 
  private:
   class Attempt;
@@ -69,6 +92,7 @@ class GenerateCall : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
     absl::Status status;
     RejectReason reason;
   };
+  ~GenerateCall();
   std::optional<Refusal> Admit();
   std::optional<Refusal> Prepare();  // API key, validation, tokens, deadline
   std::optional<Refusal> Enqueue();  // into the dispatcher's queue
@@ -81,16 +105,18 @@ class GenerateCall : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   void End(absl::Status status);
   void FinishNow(const absl::Status& status);
   // What a call the client has left ends with: DEADLINE_EXCEEDED when its
-  // deadline has passed (gRPC cancels the call then), else CANCELLED.
+  // deadline has passed (a gRPC client cancels the call then), else
+  // CANCELLED.
   absl::Status ClientGone() const;
   void RewriteTiming(onecard::v1::GenerateResponse* chunk);
   void Ref();
   void Unref();
 
   RouterCore* const core_;
-  grpc::CallbackServerContext* const context_;
+  ClientStream* const stream_;
+  const ClientInfo client_;
   onecard::v1::GenerateRequest request_;
-  absl::Status parsed_;  // ParseWireMessage's status for request_
+  const absl::Status parsed_;
   const absl::Time arrived_;
   const uint64_t id_;
 
@@ -112,8 +138,7 @@ class GenerateCall : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   absl::Duration router_queue_wait_ ABSL_GUARDED_BY(mu_);
   absl::Time first_token_at_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   int64_t tokens_sent_ ABSL_GUARDED_BY(mu_) = 0;
-  onecard::v1::GenerateResponse out_;  // the chunk being forwarded
-  grpc::ByteBuffer out_bytes_;         // out_ encoded: owned by the one write in flight
+  onecard::v1::GenerateResponse out_;  // the chunk being sent: owned by the one send in flight
 };
 
 }  // namespace onecard::router

@@ -3,7 +3,8 @@
 //       --listen 127.0.0.1:50050 --static-workers 127.0.0.1:50051
 // Configuration: --config FILE (an OnecardConfig with a `router:` section, or
 // a bare RouterConfig; YAML or JSON), then flags override single fields.
-// Prints "LISTENING grpc ADDR", "LISTENING metrics ADDR" and "READY" on
+// Prints "LISTENING grpc ADDR", "LISTENING http ADDR" (the OpenAI-compatible
+// API, unless --http-listen none), "LISTENING metrics ADDR" and "READY" on
 // stdout. SIGTERM/SIGINT: drain (refuse new requests, finish open ones
 // within the grace period), exit 0. Exit 1 when it cannot start, 2 on a bad
 // flag or config. Tested by tests/integration/router_*_test.cc.
@@ -30,6 +31,11 @@ ABSL_FLAG(std::string, model, "", "Model whose tokenizer and chat template the r
 ABSL_FLAG(std::string, model_name, "", "Name requests use for the model (default: file stem)");
 ABSL_FLAG(std::string, listen, "", "gRPC listen address (default 0.0.0.0:50050; port 0 = any)");
 ABSL_FLAG(std::string, metrics_listen, "", "/metrics listen address (default 0.0.0.0:9401)");
+ABSL_FLAG(std::string, http_listen, "",
+          "OpenAI-compatible HTTP API listen address (default 0.0.0.0:8000; none: not served)");
+ABSL_FLAG(int32_t, http_max_body_bytes, -1, "HTTP API: largest request body (default 32 MiB)");
+ABSL_FLAG(int32_t, http_max_connections, -1,
+          "HTTP API: connections served at once, a thread each (default 256)");
 ABSL_FLAG(std::string, control_plane, "", "Control plane host:port (worker table, load reports)");
 ABSL_FLAG(std::string, advertise, "", "Address peers dial (default: host:bound port)");
 ABSL_FLAG(std::string, router_id, "", "Router id (default: the advertised address)");
@@ -89,14 +95,19 @@ absl::Status OverrideBool(const std::string& flag, const char* name, Message* me
   return absl::OkStatus();
 }
 
-absl::Status Override(onecard::v1::RouterConfig* c) {
+// The string and number flags.
+void OverrideValues(onecard::v1::RouterConfig* c) {
   const auto set = [](const std::string& flag, std::string* field) {
     if (!flag.empty()) *field = flag;
+  };
+  const auto set_int = [](int32_t flag, auto* message, auto setter) {
+    if (flag >= 0) (message->*setter)(flag);
   };
   set(absl::GetFlag(FLAGS_model), c->mutable_model_path());
   set(absl::GetFlag(FLAGS_model_name), c->mutable_model_name());
   set(absl::GetFlag(FLAGS_listen), c->mutable_listen_address());
   set(absl::GetFlag(FLAGS_metrics_listen), c->mutable_metrics_listen_address());
+  set(absl::GetFlag(FLAGS_http_listen), c->mutable_http()->mutable_listen_address());
   set(absl::GetFlag(FLAGS_control_plane), c->mutable_control_plane_address());
   set(absl::GetFlag(FLAGS_advertise), c->mutable_advertise_address());
   set(absl::GetFlag(FLAGS_router_id), c->mutable_router_id());
@@ -108,12 +119,20 @@ absl::Status Override(onecard::v1::RouterConfig* c) {
        absl::StrSplit(absl::GetFlag(FLAGS_static_workers), ',', absl::SkipWhitespace())) {
     c->mutable_dispatch()->add_static_workers(std::string(w));
   }
-  if (int32_t v = absl::GetFlag(FLAGS_max_in_flight_per_worker); v >= 0) {
-    c->mutable_dispatch()->set_max_in_flight_per_worker(v);
-  }
-  if (int32_t v = absl::GetFlag(FLAGS_queue_max_depth); v >= 0)
-    c->mutable_queue()->set_max_depth(v);
-  if (int32_t v = absl::GetFlag(FLAGS_default_max_tokens); v >= 0) c->set_default_max_tokens(v);
+  set_int(absl::GetFlag(FLAGS_http_max_body_bytes), c->mutable_http(),
+          &onecard::v1::HttpConfig::set_max_body_bytes);
+  set_int(absl::GetFlag(FLAGS_http_max_connections), c->mutable_http(),
+          &onecard::v1::HttpConfig::set_max_connections);
+  set_int(absl::GetFlag(FLAGS_max_in_flight_per_worker), c->mutable_dispatch(),
+          &onecard::v1::DispatchConfig::set_max_in_flight_per_worker);
+  set_int(absl::GetFlag(FLAGS_queue_max_depth), c->mutable_queue(),
+          &onecard::v1::QueueConfig::set_max_depth);
+  set_int(absl::GetFlag(FLAGS_default_max_tokens), c,
+          &onecard::v1::RouterConfig::set_default_max_tokens);
+}
+
+absl::Status Override(onecard::v1::RouterConfig* c) {
+  OverrideValues(c);
   RETURN_IF_ERROR(OverrideBool(absl::GetFlag(FLAGS_fifo), "fifo", c->mutable_queue(),
                                &onecard::v1::QueueConfig::set_fifo));
   RETURN_IF_ERROR(OverrideBool(absl::GetFlag(FLAGS_allow_unauthenticated), "allow-unauthenticated",
@@ -143,6 +162,9 @@ int Run(services::ShutdownSignals& signals) {
     return 1;
   }
   services::AnnounceListening("grpc", (*server)->address());
+  if (!(*server)->http_address().empty()) {
+    services::AnnounceListening("http", (*server)->http_address());
+  }
   services::AnnounceListening("metrics", (*server)->metrics_address());
   std::printf("READY\n");
   std::fflush(stdout);

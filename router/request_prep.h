@@ -1,7 +1,16 @@
-// RequestPreparer: turns a public GenerateRequest into what the router queues
-// and sends to a worker: validation (every error names the field), the
-// tenant's priority, tokenization and the chat template (done once, here),
-// the max_tokens default, and the token cost reserved by the rate limiter.
+// RequestPreparer: turns a public GenerateRequest (from the gRPC API, or the
+// HTTP API's OpenAI request converted by router/openai_request.h) into what
+// the router queues and sends to a worker: the byte limit, the model, the
+// prompt's tokens (tokenization and the chat template, done once, here), the
+// engine request with its defaults (services/common/request_convert.h), the
+// field checks of engine::ValidateRequest against the context the workers
+// serve, the tenant's priority, and the token cost reserved by the rate
+// limiter. Every error names the field.
+//
+// Context: the workers' ModelInfo.context_length, the smallest of those the
+// router knows (SetServedContext, from the worker table), so that the router
+// and every worker agree on what fits; the model file's until a worker is
+// known.
 //
 // Priority: PRIORITY_UNSPECIFIED means standard, lowered to the tenant's
 // maximum when that is batch; an explicit class above the tenant's maximum is
@@ -10,11 +19,13 @@
 #ifndef ONECARD_ROUTER_REQUEST_PREP_H_
 #define ONECARD_ROUTER_REQUEST_PREP_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "engine/runtime/request_validation.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "onecard/v1/generation.pb.h"
 #include "onecard/v1/worker.pb.h"
@@ -24,15 +35,15 @@
 namespace onecard::router {
 
 struct ModelSpec {
-  std::string name;          // the name clients use in `model`
-  std::string architecture;  // "llama", "qwen2", "mistral"
-  int32_t context_length = 0;
+  std::string name;            // the name clients use in `model`
+  std::string architecture;    // "llama", "qwen2", "mistral"
+  int32_t context_length = 0;  // prompt + generated tokens
   int32_t vocab_size = 0;
   int32_t eos_token_id = -1;
 };
 
 struct PrepOptions {
-  int32_t default_max_tokens = 256;  // when the request sets none
+  int32_t default_max_tokens = engine::kDefaultMaxTokens;  // when the request sets none
   int64_t max_request_bytes = 4 << 20;
 };
 
@@ -53,31 +64,29 @@ class RequestPreparer {
   RequestPreparer(const engine::Tokenizer* tokenizer, engine::ChatTemplate chat_template,
                   ModelSpec model, PrepOptions options);
 
-  // INVALID_ARGUMENT naming the field, or PERMISSION_DENIED for `priority`.
+  // INVALID_ARGUMENT naming the field, NOT_FOUND for an unknown `model`, or
+  // PERMISSION_DENIED for `priority`. Thread-safe.
   absl::StatusOr<PreparedRequest> Prepare(const onecard::v1::GenerateRequest& request,
                                           const Tenant& tenant) const;
   absl::StatusOr<onecard::v1::TokenizeResponse> Tokenize(
       const onecard::v1::TokenizeRequest& request) const;
   onecard::v1::ListModelsResponse ListModels() const;
-  const ModelSpec& model() const { return model_; }
+  // The model, with the context the workers serve.
+  ModelSpec model() const;
+  // The context the workers serve (the smallest of their ModelInfos); 0:
+  // none is known, and the model file's applies.
+  void SetServedContext(int32_t context_length);
+  const engine::Tokenizer& tokenizer() const { return *tokenizer_; }
 
  private:
-  absl::Status CheckModel(const std::string& model) const;
-  absl::StatusOr<std::vector<int32_t>> PromptTokens(
-      const onecard::v1::GenerateRequest& request) const;
-  absl::StatusOr<std::vector<int32_t>> ChatTokens(const onecard::v1::ChatMessages& messages) const;
-  absl::StatusOr<int32_t> MaxTokens(const onecard::v1::StoppingCriteria& stopping,
-                                    int64_t prompt_tokens) const;
-  absl::Status CheckStopping(const onecard::v1::StoppingCriteria& stopping) const;
+  engine::RequestLimits Limits() const;
 
   const engine::Tokenizer* tokenizer_;
   engine::ChatTemplate chat_template_;
   ModelSpec model_;
   PrepOptions options_;
+  std::atomic<int32_t> served_context_{0};
 };
-
-// Range checks of SamplingParams and the logprob fields (shared with tests).
-absl::Status ValidateSampling(const onecard::v1::GenerateRequest& request);
 
 }  // namespace onecard::router
 

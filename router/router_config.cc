@@ -17,6 +17,7 @@ constexpr int64_t kMaxQueueDepth = 1000000;
 constexpr int64_t kMaxInFlightPerWorker = 100000;
 constexpr int64_t kMaxEjectAfterFailures = 1000000;
 constexpr double kMaxRate = 1e12;  // requests or tokens a second, and bursts
+constexpr int64_t kMaxHttpConnections = 10000;
 
 using google::protobuf::Duration;
 using services::FromProtoDuration;
@@ -92,8 +93,15 @@ absl::Status ValidateDispatch(const onecard::v1::RouterConfig& c) {
                 FromProtoDuration(c.reconnect().initial_backoff()), absl::Hours(1));
 }
 
+absl::Status ValidateHttp(const onecard::v1::HttpConfig& h) {
+  RETURN_IF_ERROR(services::CheckRange("http.max_body_bytes", h.max_body_bytes(), 1024,
+                                       services::kMaxMessageBytes));
+  return services::CheckRange("http.max_connections", h.max_connections(), 1, kMaxHttpConnections);
+}
+
 absl::Status Validate(const onecard::v1::RouterConfig& c) {
   RETURN_IF_ERROR(ValidateQueue(c));
+  RETURN_IF_ERROR(ValidateHttp(c.http()));
   RETURN_IF_ERROR(ValidateDispatch(c));
   if (c.model_path().empty()) {
     return absl::InvalidArgumentError("model_path: required (the tokenizer comes from it)");
@@ -133,7 +141,11 @@ void ApplyRouterDefaults(onecard::v1::RouterConfig* c) {
   DefaultDuration(c->mutable_load_report_interval(), absl::Milliseconds(250));
   DefaultDuration(c->mutable_reconnect()->mutable_initial_backoff(), absl::Milliseconds(100));
   DefaultDuration(c->mutable_reconnect()->mutable_max_backoff(), absl::Seconds(5));
-  if (c->default_max_tokens() == 0) c->set_default_max_tokens(256);
+  if (c->default_max_tokens() == 0) c->set_default_max_tokens(engine::kDefaultMaxTokens);
+  onecard::v1::HttpConfig* h = c->mutable_http();
+  DefaultString(h->mutable_listen_address(), "0.0.0.0:8000");
+  if (h->max_body_bytes() == 0) h->set_max_body_bytes(32 << 20);
+  if (h->max_connections() == 0) h->set_max_connections(256);
 }
 
 absl::StatusOr<RouterOptions> ResolveRouterOptions(const onecard::v1::RouterConfig& config) {

@@ -30,15 +30,40 @@ std::array<T*, kNumPriorityClasses> PerClass(
   return out;
 }
 
+// One histogram per class, each also labelled `extra` (may be empty).
+std::array<prometheus::Histogram*, kNumPriorityClasses> PerClassHistograms(
+    prometheus::Family<prometheus::Histogram>& family, const prometheus::Labels& extra) {
+  return PerClass<prometheus::Histogram>(
+      family,
+      [&extra](prometheus::Family<prometheus::Histogram>& f,
+               const prometheus::Labels& l) -> prometheus::Histogram& {
+        prometheus::Labels labels = l;
+        labels.insert(extra.begin(), extra.end());
+        return f.Add(labels, LatencyBuckets());
+      });
+}
+
+prometheus::Family<prometheus::Histogram>& HistogramFamily(prometheus::Registry& r,
+                                                           const std::string& name,
+                                                           const std::string& help) {
+  return prometheus::BuildHistogram().Name(name).Help(help).Register(r);
+}
+
 std::array<prometheus::Histogram*, kNumPriorityClasses> Histograms(prometheus::Registry& r,
                                                                    const std::string& name,
                                                                    const std::string& help) {
-  auto& family = prometheus::BuildHistogram().Name(name).Help(help).Register(r);
-  return PerClass<prometheus::Histogram>(family,
-                                         [](prometheus::Family<prometheus::Histogram>& f,
-                                            const prometheus::Labels& l) -> prometheus::Histogram& {
-                                           return f.Add(l, LatencyBuckets());
-                                         });
+  return PerClassHistograms(HistogramFamily(r, name, help), {});
+}
+
+// One histogram per door and class.
+std::array<std::array<prometheus::Histogram*, kNumPriorityClasses>, kNumFrontDoors>
+PerDoorHistograms(prometheus::Registry& r, const std::string& name, const std::string& help) {
+  auto& family = HistogramFamily(r, name, help);
+  std::array<std::array<prometheus::Histogram*, kNumPriorityClasses>, kNumFrontDoors> out;
+  for (int d = 0; d < kNumFrontDoors; ++d) {
+    out[d] = PerClassHistograms(family, {{"api", FrontDoorLabel(static_cast<FrontDoor>(d))}});
+  }
+  return out;
 }
 
 prometheus::ClientMetric Gauge(double value, prometheus::Labels labels) {
@@ -97,6 +122,8 @@ std::vector<prometheus::MetricFamily> GaugeCollector::Collect() const {
 
 }  // namespace
 
+const char* FrontDoorLabel(FrontDoor door) { return door == FrontDoor::kHttp ? "http" : "grpc"; }
+
 const char* RejectReasonLabel(RejectReason reason) {
   switch (reason) {
     case RejectReason::kUnauthenticated:
@@ -133,15 +160,16 @@ RouterMetrics::RouterMetrics(prometheus::Registry& r)
                    .Add({})),
       queue_wait_(Histograms(r, "onecard_router_queue_wait_seconds",
                              "Time from admission to dispatch to a worker, by priority.")),
-      ttft_(Histograms(r, "onecard_router_time_to_first_token_seconds",
-                       "Time from the request's arrival at the router to its first token "
-                       "sent to the client, by priority.")),
+      ttft_(PerDoorHistograms(r, "onecard_router_time_to_first_token_seconds",
+                              "Time from the request's arrival at the router to its first token "
+                              "sent to the client, by API (grpc, http) and priority.")),
       e2e_(Histograms(r, "onecard_router_request_duration_seconds",
                       "Time from the request's arrival at the router to its end (any "
                       "outcome), by priority.")),
       requests_(prometheus::BuildCounter()
                     .Name("onecard_router_requests_total")
-                    .Help("Generate calls ended, by gRPC status code.")
+                    .Help("Generate calls (gRPC) and completions (HTTP) ended, by API and "
+                          "status code.")
                     .Register(r)) {
   auto& admitted = prometheus::BuildCounter()
                        .Name("onecard_router_requests_admitted_total")
@@ -160,8 +188,11 @@ RouterMetrics::RouterMetrics(prometheus::Registry& r)
   for (int i = 0; i < kNumRejectReasons; ++i) {
     rejected_[i] = &rejected.Add({{"reason", RejectReasonLabel(static_cast<RejectReason>(i))}});
   }
-  for (int code : {0, 1, 3, 4, 7, 8, 13, 14, 16}) {
-    requests_.Add({{"code", services::GrpcCodeName(code)}});
+  for (int d = 0; d < kNumFrontDoors; ++d) {
+    for (int code : {0, 1, 3, 4, 5, 7, 8, 13, 14, 16}) {
+      requests_.Add({{"api", FrontDoorLabel(static_cast<FrontDoor>(d))},
+                     {"code", services::GrpcCodeName(code)}});
+    }
   }
 }
 
@@ -212,13 +243,14 @@ void RouterMetrics::QueueWait(PriorityClass p, absl::Duration wait) {
   queue_wait_[static_cast<int>(p)]->Observe(absl::ToDoubleSeconds(wait));
 }
 
-void RouterMetrics::FirstToken(PriorityClass p, absl::Duration ttft) {
-  ttft_[static_cast<int>(p)]->Observe(absl::ToDoubleSeconds(ttft));
+void RouterMetrics::FirstToken(FrontDoor door, PriorityClass p, absl::Duration ttft) {
+  ttft_[static_cast<int>(door)][static_cast<int>(p)]->Observe(absl::ToDoubleSeconds(ttft));
 }
 
-void RouterMetrics::Finished(PriorityClass p, int code, absl::Duration e2e) {
+void RouterMetrics::Finished(FrontDoor door, PriorityClass p, int code, absl::Duration e2e) {
   e2e_[static_cast<int>(p)]->Observe(absl::ToDoubleSeconds(e2e));
-  requests_.Add({{"code", services::GrpcCodeName(code)}}).Increment();
+  requests_.Add({{"api", FrontDoorLabel(door)}, {"code", services::GrpcCodeName(code)}})
+      .Increment();
 }
 
 std::shared_ptr<prometheus::Collectable> RouterMetrics::GaugeCollectable(

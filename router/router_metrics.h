@@ -2,7 +2,8 @@
 // "Router"). Counters and histograms are observed by the calls; the gauges
 // (queue depth by priority, in-flight per worker, worker states, open
 // streams, draining) are read from a RouterGauges source at scrape time, so
-// /metrics and the load reports read the same numbers.
+// /metrics and the load reports read the same numbers. Requests by code and
+// TTFT are also split by the door they came through (`api`: grpc, http).
 // Tested by tests/router/router_metrics_test.cc (text format parsed back).
 #ifndef ONECARD_ROUTER_ROUTER_METRICS_H_
 #define ONECARD_ROUTER_ROUTER_METRICS_H_
@@ -42,6 +43,11 @@ enum class RejectReason {
 inline constexpr int kNumRejectReasons = 8;
 const char* RejectReasonLabel(RejectReason reason);
 
+// The door a request came through; the `api` label of the per-door series.
+enum class FrontDoor { kGrpc, kHttp };
+inline constexpr int kNumFrontDoors = 2;
+const char* FrontDoorLabel(FrontDoor door);  // "grpc", "http"
+
 struct RouterGauges {
   std::array<int64_t, kNumPriorityClasses> queue_depth = {0, 0, 0};
   std::vector<WorkerSnapshot> workers;
@@ -61,9 +67,10 @@ class RouterMetrics {
   void DeclareTenants(const std::vector<std::string>& tenants);
   void Retried();
   void QueueWait(PriorityClass priority, absl::Duration wait);
-  void FirstToken(PriorityClass priority, absl::Duration ttft);
-  // The call ended with `code` (a grpc::StatusCode number) after `e2e`.
-  void Finished(PriorityClass priority, int code, absl::Duration e2e);
+  void FirstToken(FrontDoor door, PriorityClass priority, absl::Duration ttft);
+  // The call ended with `code` (an absl::StatusCode number, the same as
+  // gRPC's) after `e2e`.
+  void Finished(FrontDoor door, PriorityClass priority, int code, absl::Duration e2e);
 
   int64_t admitted_total() const;
   int64_t rejected_total() const;
@@ -81,7 +88,8 @@ class RouterMetrics {
   std::array<prometheus::Counter*, kNumRejectReasons> rejected_;
   prometheus::Counter& retries_;
   std::array<prometheus::Histogram*, kNumPriorityClasses> queue_wait_;
-  std::array<prometheus::Histogram*, kNumPriorityClasses> ttft_;
+  // [door][priority]
+  std::array<std::array<prometheus::Histogram*, kNumPriorityClasses>, kNumFrontDoors> ttft_;
   std::array<prometheus::Histogram*, kNumPriorityClasses> e2e_;
   prometheus::Family<prometheus::Counter>& requests_;
   absl::Mutex mu_;

@@ -16,6 +16,7 @@ namespace onecard::router {
 namespace {
 constexpr absl::Duration kTableRefresh = absl::Seconds(2);
 constexpr absl::Duration kMaxTick = absl::Milliseconds(20);
+constexpr char kNotServed[] = "none";  // http.listen_address
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(
@@ -48,25 +49,39 @@ absl::Status RouterServer::Init(const onecard::v1::RouterConfig& config) {
   preparer_ = std::make_unique<RequestPreparer>(
       model_->tokenizer.get(), model_->chat_template, model_->spec,
       PrepOptions{c.default_max_tokens(), c.max_request_bytes()});
-  ASSIGN_OR_RETURN(metrics_, services::MetricsServer::Start(c.metrics_listen_address()));
-  router_metrics_ = std::make_unique<RouterMetrics>(metrics_->registry());
-  std::vector<std::string> tenant_names;
-  for (const TenantSpec& spec : options_.tenants) tenant_names.push_back(spec.tenant.name);
-  router_metrics_->DeclareTenants(tenant_names);
+  RETURN_IF_ERROR(StartMetrics());
   ASSIGN_OR_RETURN(auth_, services::ServiceAuth::Create(
                               {c.service_auth(), "router", {services::ServiceRole::kRouter}}));
   core_ = std::make_unique<RouterCore>(options_, std::move(keys), preparer_.get(),
                                        router_metrics_.get(), RealClock::Get(), auth_);
-  metrics_address_ = metrics_->address();
   gauges_ = RouterMetrics::GaugeCollectable([core = core_.get()] { return core->Gauges(); });
   metrics_->Add(gauges_);  // the exposer holds it weakly
   RefreshStaticTable();    // serve with the fallback table from the first request
   RETURN_IF_ERROR(StartGrpc());
+  RETURN_IF_ERROR(StartHttp());
   ticker_ = std::thread([this] { TickLoop(); });
   table_thread_ = std::thread([this] { TableLoop(); });
   StartControlPlane();
-  Log(LogLevel::kInfo, "router", "serving %s on %s (metrics %s)", model_->spec.name, address_,
-      metrics_address_);
+  Log(LogLevel::kInfo, "router", "serving %s on %s (HTTP %s, metrics %s)", model_->spec.name,
+      address_, http_address_.empty() ? kNotServed : http_address_, metrics_address_);
+  return absl::OkStatus();
+}
+
+absl::Status RouterServer::StartMetrics() {
+  ASSIGN_OR_RETURN(metrics_,
+                   services::MetricsServer::Start(options_.config.metrics_listen_address()));
+  metrics_address_ = metrics_->address();
+  router_metrics_ = std::make_unique<RouterMetrics>(metrics_->registry());
+  std::vector<std::string> tenant_names;
+  for (const TenantSpec& spec : options_.tenants) tenant_names.push_back(spec.tenant.name);
+  router_metrics_->DeclareTenants(tenant_names);
+  return absl::OkStatus();
+}
+
+absl::Status RouterServer::StartHttp() {
+  if (options_.config.http().listen_address() == kNotServed) return absl::OkStatus();
+  ASSIGN_OR_RETURN(http_, HttpServer::Start(core_.get(), options_.config));
+  http_address_ = http_->address();
   return absl::OkStatus();
 }
 
@@ -146,7 +161,7 @@ void RouterServer::RefreshStaticTable() {
   for (const std::string& address : addresses) {
     {
       absl::MutexLock lock(&mu_);
-      if (stopping_ || infos_.contains(address) || d.max_in_flight_per_worker() > 0) continue;
+      if (stopping_ || infos_.contains(address)) continue;
     }
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(absl::Now() + options_.worker_connect_timeout));
@@ -179,7 +194,9 @@ void RouterServer::OnControlPlaneTable(const onecard::v1::WorkerTable& table,
 void RouterServer::ApplyTable() {
   if (stopping_) return;
   const std::vector<WorkerDesc>& control_plane = control_plane_table_->workers();
-  core_->dispatcher().SetWorkers(control_plane.empty() ? static_table_ : control_plane);
+  const std::vector<WorkerDesc>& workers = control_plane.empty() ? static_table_ : control_plane;
+  core_->dispatcher().SetWorkers(workers);
+  preparer_->SetServedContext(ServedContext(workers));
 }
 
 onecard::v1::RouterLoadReport RouterServer::LoadReport() {
@@ -235,6 +252,7 @@ void RouterServer::Shutdown() {
   if (control_plane_ != nullptr) control_plane_->Stop();  // a last report says draining
   if (ticker_.joinable()) ticker_.join();
   if (table_thread_.joinable()) table_thread_.join();
+  if (http_ != nullptr) http_->Stop();  // cancels what is still open
   if (server_ != nullptr) {
     server_->GetHealthCheckService()->SetServingStatus(false);
     server_->Shutdown(absl::ToChronoTime(absl::Now()));  // cancels what is still open

@@ -1,6 +1,7 @@
 // RouterServer: a whole router in one object (what main() runs and what
 // in-process tests start): the model's tokenizer (no weights), the gRPC
-// server (Generation and grpc.health.v1), /metrics, the dispatcher's ticker
+// server (Generation and grpc.health.v1), the OpenAI-compatible HTTP API
+// (http_server.h), /metrics, the dispatcher's ticker
 // (queue timeouts, probe times), the worker table (control plane watch, with
 // the static and DNS endpoints of the config as the fallback) and the load
 // reports to the control plane.
@@ -11,13 +12,15 @@
 // yet are kept for dispatch.stale_worker_grace: WorkerTableKeeper);
 // otherwise the static/DNS endpoints, refreshed every `table_refresh`, with
 // each worker's capacity from its GetInfo (max_num_seqs) unless
-// dispatch.max_in_flight_per_worker is set. A request that finds no healthy
-// worker waits in the queue (Dispatcher) for the table to fill.
+// dispatch.max_in_flight_per_worker is set. The table in use also gives the
+// preparer the context the workers serve (the smallest ModelInfo
+// context_length). A request that finds no healthy worker waits in the queue
+// (Dispatcher) for the table to fill.
 //
-// Life cycle: Start binds both listeners (port 0 picks free ones) and serves
+// Life cycle: Start binds the listeners (port 0 picks free ones) and serves
 // (health SERVING). Drain (SIGTERM): health NOT_SERVING, new requests get
-// UNAVAILABLE, open calls finish within the grace period; then Shutdown
-// (open calls are cancelled). Shutdown is idempotent.
+// UNAVAILABLE (HTTP 503), open calls of both APIs finish within the grace
+// period; then Shutdown (open calls are cancelled). Shutdown is idempotent.
 // Tested by tests/router/router_server_test.cc and the integration tests.
 #ifndef ONECARD_ROUTER_ROUTER_SERVER_H_
 #define ONECARD_ROUTER_ROUTER_SERVER_H_
@@ -36,6 +39,7 @@
 #include "grpcpp/server.h"
 #include "onecard/v1/config.pb.h"
 #include "router/control_plane_client.h"
+#include "router/http_server.h"
 #include "router/model_loader.h"
 #include "router/router_core.h"
 #include "router/router_metrics.h"
@@ -59,6 +63,8 @@ class RouterServer {
 
   const std::string& address() const { return address_; }  // host:bound port
   int port() const { return port_; }
+  // The HTTP API's host:bound port; empty when http.listen_address is "none".
+  const std::string& http_address() const { return http_address_; }
   const std::string& metrics_address() const { return metrics_address_; }
   RouterCore& core() { return *core_; }
   const RouterOptions& options() const { return options_; }
@@ -66,7 +72,9 @@ class RouterServer {
  private:
   RouterServer() = default;
   absl::Status Init(const onecard::v1::RouterConfig& config);
+  absl::Status StartMetrics();
   absl::Status StartGrpc();
+  absl::Status StartHttp();
   void StartControlPlane();
   void TickLoop();
   void TableLoop();
@@ -86,8 +94,10 @@ class RouterServer {
   std::unique_ptr<RouterCore> core_;
   std::unique_ptr<RouterService> service_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<HttpServer> http_;
   std::unique_ptr<ControlPlaneClient> control_plane_;
   std::string address_;
+  std::string http_address_;
   std::string metrics_address_;
   int port_ = 0;
   std::thread ticker_;

@@ -1,5 +1,6 @@
 // RouterService: the router's onecard.v1.Generation service. Handlers hold
-// no logic: Generate starts a GenerateCall; Tokenize and ListModels check
+// no logic: Generate starts a GenerateCall (its gRPC door writes the chunks
+// and ends the call with its status and trailers); Tokenize and ListModels check
 // the API key and answer from the RequestPreparer. Generate and Tokenize are
 // raw methods (services/common/wire_message.h), so that invalid UTF-8 is
 // INVALID_ARGUMENT naming the field, not gRPC's empty UNIMPLEMENTED.

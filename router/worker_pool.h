@@ -55,6 +55,7 @@ struct WorkerDesc {
   bool healthy = true;
   int64_t capacity = 0;            // max requests in flight from this router; 0 = default
   std::optional<WorkerLoad> load;  // the latest report, when there is one
+  int32_t context_length = 0;      // what it serves (ModelInfo); 0 = unknown
 };
 
 struct WorkerPoolOptions {

@@ -37,6 +37,7 @@ std::vector<WorkerDesc> FromWorkerTable(const onecard::v1::WorkerTable& table,
     d.address = e.address();
     d.healthy = e.healthy();
     d.capacity = CapacityFor(max_in_flight_per_worker, e.has_info() ? &e.info() : nullptr);
+    d.context_length = e.info().model().context_length();
     if (e.has_load()) {
       const onecard::v1::WorkerLoadReport& r = e.load();
       d.load = WorkerLoad{r.waiting(),         r.running(),  r.kv_blocks_used(),
@@ -60,9 +61,20 @@ std::vector<WorkerDesc> FromStaticEndpoints(
     d.id = address;
     d.address = address;
     d.capacity = CapacityFor(max_in_flight_per_worker, it == infos.end() ? nullptr : &it->second);
+    if (it != infos.end()) d.context_length = it->second.model().context_length();
     out.push_back(std::move(d));
   }
   return out;
+}
+
+int32_t ServedContext(const std::vector<WorkerDesc>& workers) {
+  int32_t served = 0;
+  for (const WorkerDesc& w : workers) {
+    if (w.context_length > 0 && (served == 0 || w.context_length < served)) {
+      served = w.context_length;
+    }
+  }
+  return served;
 }
 
 absl::StatusOr<std::vector<std::string>> ResolveAll(const std::string& host_port) {

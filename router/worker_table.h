@@ -4,7 +4,7 @@
 //   while the control plane has no worker to offer or is not configured).
 // Capacity (requests in flight from this router) is the configured
 // max_in_flight_per_worker, else the worker's max_num_seqs, else the pool's
-// default.
+// default; the served context is the worker's ModelInfo.context_length.
 // Tested by tests/router/worker_table_test.cc.
 #ifndef ONECARD_ROUTER_WORKER_TABLE_H_
 #define ONECARD_ROUTER_WORKER_TABLE_H_
@@ -31,6 +31,10 @@ std::vector<WorkerDesc> FromStaticEndpoints(
     const std::vector<std::string>& addresses,
     const absl::flat_hash_map<std::string, onecard::v1::WorkerInfo>& infos,
     int32_t max_in_flight_per_worker);
+
+// The context every worker of `workers` serves: the smallest known
+// context_length; 0 when none is known.
+int32_t ServedContext(const std::vector<WorkerDesc>& workers);
 
 // "host:port" -> every "ip:port" the name resolves to (IPv6 as [ip]:port),
 // sorted. UNAVAILABLE naming the name when it does not resolve.

@@ -6,8 +6,10 @@
 # (ports picked by the kernel) the metrics service (control plane), one
 # worker (CUDA backend when a GPU is present, CPU otherwise) and a router,
 # waits until all three answer SERVING on grpc.health.v1 and the router has
-# the worker in its table, streams one chat answer through the router, and
-# prints the endpoints. Then it keeps serving until Ctrl-C; --once stops
+# the worker in its table, streams one chat answer through the router's gRPC
+# API, asks the same through its OpenAI-compatible HTTP API (curl; on
+# 127.0.0.1:8000, or ONECARD_HTTP_PORT; 0: any free port), and prints the
+# endpoints. Then it keeps serving until Ctrl-C; --once stops
 # after the answer. --prometheus also runs Prometheus (deploy/prometheus)
 # scraping the three. Logs, the cluster config and the services' role tokens
 # (service_auth) go to a temp directory.
@@ -25,7 +27,7 @@ while (($#)); do
     --prometheus) PROMETHEUS=1 ;;
     --prompt) PROMPT=$2; shift ;;
     --max-tokens) MAX_TOKENS=$2; shift ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -33,6 +35,7 @@ done
 
 BUILD_DIR=${BUILD_DIR:-build}
 API_KEY=${ONECARD_API_KEY:-local-dev-key}
+HTTP_PORT=${ONECARD_HTTP_PORT:-8000}
 MODEL=models/SmolLM2-135M-Instruct.Q4_1.gguf
 TARGETS=(onecard-metrics onecard-worker onecard-router onecard onecard-health-probe)
 
@@ -83,6 +86,7 @@ KEY_SHA256=$(printf '%s' "$API_KEY" | sha256sum | cut -d' ' -f1)
 done)
 sed -e "s|@MODEL_PATH@|$PWD/$MODEL|g" -e "s|@BACKEND@|$BACKEND|g" \
   -e "s|@API_KEY_SHA256@|$KEY_SHA256|g" -e "s|@RUN_DIR@|$RUN_DIR|g" \
+  -e "s|@HTTP_LISTEN@|127.0.0.1:$HTTP_PORT|g" \
   deploy/local/cluster.yaml > "$RUN_DIR/cluster.yaml"
 
 # start NAME BINARY ARGS...: runs it in the background, stdout and stderr in
@@ -121,6 +125,7 @@ WORKER_GRPC=$(address worker grpc)
 WORKER_HTTP=$(address worker metrics)
 start router "$ROUTER_BIN" --config="$RUN_DIR/cluster.yaml" --control_plane="$METRICS_GRPC"
 ROUTER_GRPC=$(address router grpc)
+ROUTER_OPENAI=$(address router http)
 ROUTER_HTTP=$(address router metrics)
 
 healthy metrics "$METRICS_GRPC"
@@ -155,14 +160,23 @@ echo "> $PROMPT"
 "$CLI_BIN" chat --target="$ROUTER_GRPC" --api_key="$API_KEY" --prompt="$PROMPT" \
   --max_tokens="$MAX_TOKENS" --temperature=0 </dev/null
 echo
+echo "run.sh: the same through the OpenAI-compatible HTTP API (curl)"
+python3 -c 'import json, sys; print(json.dumps({"messages": [{"role": "user", "content": sys.argv[1]}],
+  "max_tokens": int(sys.argv[2]), "temperature": 0}))' "$PROMPT" "$MAX_TOKENS" |
+  curl -fsS "http://$ROUTER_OPENAI/v1/chat/completions" -H "Authorization: Bearer $API_KEY" \
+    -H "Content-Type: application/json" --data-binary @- |
+  python3 -c 'import json, sys; print(json.load(sys.stdin)["choices"][0]["message"]["content"])'
 
 cat <<EOF
 onecard is serving on 127.0.0.1 ($BACKEND backend):
   router  (onecard.v1.Generation) grpc $ROUTER_GRPC   /metrics http://$ROUTER_HTTP/metrics
+          (OpenAI-compatible API)  http://$ROUTER_OPENAI/v1  (/models, /completions, /chat/completions)
   worker                          grpc $WORKER_GRPC   /metrics http://$WORKER_HTTP/metrics
   metrics service (control plane) grpc $METRICS_GRPC   /metrics http://$METRICS_HTTP/metrics
   API key: $API_KEY (tenant "local")
   try: $CLI_BIN chat --target=$ROUTER_GRPC --api_key=$API_KEY --prompt="Hello"
+       curl http://$ROUTER_OPENAI/v1/chat/completions -H "Authorization: Bearer $API_KEY" \\
+         -d '{"messages": [{"role": "user", "content": "Hello"}], "max_tokens": 32}'
   logs and config: $RUN_DIR
 EOF
 if ((PROMETHEUS)); then echo "  Prometheus: http://127.0.0.1:9090"; fi

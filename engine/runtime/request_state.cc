@@ -15,6 +15,18 @@ RequestState::RequestState(uint64_t id, GenerationRequest request, const Tokeniz
       stop_matcher_(request_.stopping.stop_strings),
       submit_time_(submit_time) {
   usage_.prompt_tokens = static_cast<int32_t>(request_.prompt_token_ids.size());
+  if (request_.stopping.min_tokens > 0) {
+    min_tokens_mask_ = request_.stopping.stop_token_ids;
+    if (!request_.stopping.ignore_eos) {
+      const std::vector<int32_t>& eos = tokenizer_->stop_ids();
+      min_tokens_mask_.insert(min_tokens_mask_.end(), eos.begin(), eos.end());
+    }
+  }
+}
+
+std::span<const int32_t> RequestState::MaskedTokenIds() const {
+  if (usage_.completion_tokens >= request_.stopping.min_tokens) return {};
+  return min_tokens_mask_;
 }
 
 void RequestState::OnFirstScheduled(absl::Time now, int32_t cached_tokens) {

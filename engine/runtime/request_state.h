@@ -11,6 +11,8 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
@@ -30,6 +32,10 @@ class RequestState {
   uint64_t id() const { return id_; }
   const GenerationRequest& request() const { return request_; }
   int32_t num_generated() const { return usage_.completion_tokens; }
+  // The ids the next token may not be (logits masked to -inf): while fewer
+  // than stopping.min_tokens are generated, the stop token ids and, unless
+  // ignore_eos, the model's end-of-sequence ids; otherwise none.
+  std::span<const int32_t> MaskedTokenIds() const;
   bool finished() const { return finished_; }
 
   // The request ran for the first time (later calls are ignored).
@@ -53,6 +59,7 @@ class RequestState {
   uint64_t id_;
   GenerationRequest request_;
   const Tokenizer* tokenizer_;
+  std::vector<int32_t> min_tokens_mask_;  // what MaskedTokenIds returns early on
   IncrementalDetokenizer detokenizer_;
   StopStringMatcher stop_matcher_;
   absl::Time submit_time_;

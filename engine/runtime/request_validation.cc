@@ -1,8 +1,9 @@
-// ValidateRequest (see request_validation.h).
+// ValidateRequest and DefaultMaxTokens (see request_validation.h).
 // Tested by tests/engine/runtime/request_validation_test.cc.
 #include "engine/runtime/request_validation.h"
 
-#include <cmath>
+#include <algorithm>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "engine/common/status_macros.h"
@@ -10,92 +11,107 @@
 namespace onecard::engine {
 namespace {
 
-absl::Status Invalid(const std::string& field, const std::string& why) {
+absl::Status Invalid(absl::string_view field, absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
 }
 
-// NaN fails every range check below because comparisons with it are false.
-bool InRange(float x, float lo, float hi) { return x >= lo && x <= hi; }
+// NaN fails: comparisons with it are false.
+absl::Status CheckRange(absl::string_view field, float value, float lo, float hi,
+                        absl::string_view range) {
+  if (value >= lo && value <= hi) return absl::OkStatus();
+  return Invalid(field, absl::StrCat("must be in ", range, ", got ", value));
+}
 
-absl::Status ValidateTokens(const GenerationRequest& r, int64_t vocab_size, int32_t max_context) {
-  if (r.prompt_token_ids.empty()) return Invalid("prompt_token_ids", "empty");
-  for (size_t i = 0; i < r.prompt_token_ids.size(); ++i) {
-    const int32_t id = r.prompt_token_ids[i];
-    if (id < 0 || id >= vocab_size) {
-      return Invalid(absl::StrCat("prompt_token_ids[", i, "]"),
-                     absl::StrCat(id, " is outside the vocabulary [0, ", vocab_size, ")"));
+template <typename Ids>
+absl::Status CheckIds(const Ids& ids, absl::string_view field, int64_t vocab_size) {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= vocab_size) {
+      return Invalid(absl::StrCat(field, "[", i, "]"),
+                     absl::StrCat(ids[i], " is outside the vocabulary [0, ", vocab_size, ")"));
     }
   }
+  return absl::OkStatus();
+}
+
+absl::Status CheckLengths(const GenerationRequest& r, const RequestLimits& limits,
+                          absl::string_view prompt_field) {
   const int64_t prompt = static_cast<int64_t>(r.prompt_token_ids.size());
-  if (prompt >= max_context) {
-    return Invalid("prompt_token_ids",
-                   absl::StrCat(prompt, " tokens ", prompt > max_context ? "exceed" : "fill",
-                                " the context of ", max_context, ", leaving no room to generate"));
+  if (prompt == 0) return Invalid(prompt_field, "empty: no prompt tokens");
+  if (prompt >= limits.max_context) {
+    return Invalid(prompt_field, absl::StrCat(prompt,
+                                              " tokens leave no room to generate in the "
+                                              "model's context of ",
+                                              limits.max_context, " tokens"));
   }
-  if (r.stopping.max_tokens < 1) {
-    return Invalid("stopping.max_tokens", absl::StrCat(r.stopping.max_tokens, " < 1"));
+  const StoppingCriteria& s = r.stopping;
+  if (s.max_tokens < 1) {
+    return Invalid("stopping.max_tokens", absl::StrCat("must be >= 1, got ", s.max_tokens));
   }
-  if (prompt + r.stopping.max_tokens > max_context) {
-    return Invalid("stopping.max_tokens",
-                   absl::StrCat(prompt, " prompt tokens + max_tokens ", r.stopping.max_tokens,
-                                " exceed the context of ", max_context));
+  if (prompt + s.max_tokens > limits.max_context) {
+    return Invalid("stopping.max_tokens", absl::StrCat(s.max_tokens, " after a prompt of ", prompt,
+                                                       " tokens exceeds the model's context of ",
+                                                       limits.max_context, " tokens"));
+  }
+  if (s.min_tokens < 0 || s.min_tokens > s.max_tokens) {
+    return Invalid("stopping.min_tokens", absl::StrCat("must be in [0, max_tokens = ", s.max_tokens,
+                                                       "], got ", s.min_tokens));
   }
   return absl::OkStatus();
 }
 
-absl::Status ValidateSampling(const SamplingParams& s) {
-  if (!(s.temperature >= 0) || std::isinf(s.temperature)) {
-    return Invalid("sampling.temperature", absl::StrCat(s.temperature, " is not >= 0"));
-  }
+absl::Status CheckSampling(const SamplingParams& s) {
+  RETURN_IF_ERROR(CheckRange("sampling.temperature", s.temperature, 0, kMaxTemperature,
+                             absl::StrCat("[0, ", kMaxTemperature, "]")));
+  if (s.top_k < 0) return Invalid("sampling.top_k", absl::StrCat("must be >= 0, got ", s.top_k));
   if (!(s.top_p > 0 && s.top_p <= 1)) {
-    return Invalid("sampling.top_p", absl::StrCat(s.top_p, " is outside (0, 1]"));
+    return Invalid("sampling.top_p", absl::StrCat("must be in (0, 1], got ", s.top_p));
   }
-  if (!InRange(s.min_p, 0, 1)) {
-    return Invalid("sampling.min_p", absl::StrCat(s.min_p, " is outside [0, 1]"));
+  RETURN_IF_ERROR(CheckRange("sampling.min_p", s.min_p, 0, 1, "[0, 1]"));
+  if (!(s.repetition_penalty > 0 && s.repetition_penalty <= kMaxRepetitionPenalty)) {
+    return Invalid(
+        "sampling.repetition_penalty",
+        absl::StrCat("must be in (0, ", kMaxRepetitionPenalty, "], got ", s.repetition_penalty));
   }
-  if (s.top_k < 0) return Invalid("sampling.top_k", absl::StrCat(s.top_k, " < 0"));
-  if (!(s.repetition_penalty > 0) || std::isinf(s.repetition_penalty)) {
-    return Invalid("sampling.repetition_penalty",
-                   absl::StrCat(s.repetition_penalty, " is not > 0"));
-  }
-  if (!InRange(s.presence_penalty, -2, 2)) {
-    return Invalid("sampling.presence_penalty",
-                   absl::StrCat(s.presence_penalty, " is outside [-2, 2]"));
-  }
-  if (!InRange(s.frequency_penalty, -2, 2)) {
-    return Invalid("sampling.frequency_penalty",
-                   absl::StrCat(s.frequency_penalty, " is outside [-2, 2]"));
-  }
-  return absl::OkStatus();
+  const std::string penalty_range = absl::StrCat("[", -kMaxPenalty, ", ", kMaxPenalty, "]");
+  RETURN_IF_ERROR(CheckRange("sampling.presence_penalty", s.presence_penalty, -kMaxPenalty,
+                             kMaxPenalty, penalty_range));
+  return CheckRange("sampling.frequency_penalty", s.frequency_penalty, -kMaxPenalty, kMaxPenalty,
+                    penalty_range);
 }
 
-absl::Status ValidateStopping(const StoppingCriteria& s, int64_t vocab_size) {
+absl::Status CheckStops(const StoppingCriteria& s, int64_t vocab_size) {
   for (size_t i = 0; i < s.stop_strings.size(); ++i) {
     if (s.stop_strings[i].empty()) {
       return Invalid(absl::StrCat("stopping.stop_strings[", i, "]"), "empty");
     }
   }
-  for (size_t i = 0; i < s.stop_token_ids.size(); ++i) {
-    const int32_t id = s.stop_token_ids[i];
-    if (id < 0 || id >= vocab_size) {
-      return Invalid(absl::StrCat("stopping.stop_token_ids[", i, "]"),
-                     absl::StrCat(id, " is outside the vocabulary [0, ", vocab_size, ")"));
-    }
+  return CheckIds(s.stop_token_ids, "stopping.stop_token_ids", vocab_size);
+}
+
+absl::Status CheckLogprobs(const GenerationRequest& r) {
+  if (r.top_logprobs < 0 || r.top_logprobs > kMaxTopLogprobs) {
+    return Invalid("top_logprobs",
+                   absl::StrCat("must be in [0, ", kMaxTopLogprobs, "], got ", r.top_logprobs));
   }
+  if (r.top_logprobs > 0 && !r.logprobs) return Invalid("top_logprobs", "needs logprobs = true");
   return absl::OkStatus();
 }
 
 }  // namespace
 
-absl::Status ValidateRequest(const GenerationRequest& request, int64_t vocab_size,
-                             int32_t max_context) {
-  RETURN_IF_ERROR(ValidateTokens(request, vocab_size, max_context));
-  RETURN_IF_ERROR(ValidateSampling(request.sampling));
-  RETURN_IF_ERROR(ValidateStopping(request.stopping, vocab_size));
-  if (request.top_logprobs < 0 || request.top_logprobs > 20) {
-    return Invalid("top_logprobs", absl::StrCat(request.top_logprobs, " is outside 0..20"));
-  }
-  return absl::OkStatus();
+int32_t DefaultMaxTokens(int64_t prompt_tokens, const RequestLimits& limits) {
+  const int64_t room = static_cast<int64_t>(limits.max_context) - prompt_tokens;
+  return static_cast<int32_t>(
+      std::max<int64_t>(1, std::min<int64_t>(limits.default_max_tokens, room)));
+}
+
+absl::Status ValidateRequest(const GenerationRequest& request, const RequestLimits& limits,
+                             absl::string_view prompt_field) {
+  RETURN_IF_ERROR(CheckIds(request.prompt_token_ids, prompt_field, limits.vocab_size));
+  RETURN_IF_ERROR(CheckLengths(request, limits, prompt_field));
+  RETURN_IF_ERROR(CheckSampling(request.sampling));
+  RETURN_IF_ERROR(CheckStops(request.stopping, limits.vocab_size));
+  return CheckLogprobs(request);
 }
 
 }  // namespace onecard::engine

@@ -94,6 +94,9 @@ SampleResult Sampler::Sample(const SampleRequest& request) {
   for (float& x : logits_) {
     if (std::isnan(x)) x = kNegInf;
   }
+  for (int32_t id : request.masked_token_ids) {
+    if (id >= 0 && static_cast<size_t>(id) < logits_.size()) logits_[id] = kNegInf;
+  }
   ApplyRepetitionPenalty(logits_, request.prompt_token_ids, request.output_token_ids,
                          params.repetition_penalty);
   ApplyPresenceFrequencyPenalties(logits_, request.output_token_ids, params.presence_penalty,

@@ -3,6 +3,8 @@
 // distributions and penalties, and a seeded frequency test.
 //
 // The processing of a row, in order:
+//   0. the masked token ids (min_tokens: stop and end-of-sequence ids) get
+//      logit -infinity;
 //   1. repetition penalty (HF semantics): for every token id seen in the
 //      prompt or the output, a logit > 0 is divided by the penalty, a logit
 //      < 0 is multiplied by it (1 = off);
@@ -40,6 +42,7 @@ struct SampleRequest {
   const SamplingParams* params = nullptr;
   std::span<const int32_t> prompt_token_ids;  // for the repetition penalty
   std::span<const int32_t> output_token_ids;  // generated so far; size = step
+  std::span<const int32_t> masked_token_ids;  // may not be sampled (step 0)
   bool want_logprobs = false;
   int32_t num_top_logprobs = 0;  // 0..20
 };

@@ -14,8 +14,8 @@
 #include "grpcpp/support/channel_arguments.h"
 #include "services/common/config_bounds.h"
 #include "services/common/proto_time.h"
+#include "services/common/request_convert.h"
 #include "services/common/status.h"
-#include "services/worker/request_convert.h"
 
 namespace onecard::services {
 namespace {

@@ -7,8 +7,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "engine/common/status_macros.h"
 #include "engine/model/model_config.h"
 #include "services/common/proto_time.h"
+#include "services/common/request_convert.h"
 #include "services/common/status.h"
 #include "services/worker/worker_config.h"
 
@@ -20,11 +22,13 @@ WorkerCore::WorkerCore(v1::WorkerConfig config, WorkerMetrics* metrics)
 void WorkerCore::SetEngine(engine::Engine* engine, std::string worker_id,
                            std::function<void()> on_change) {
   worker_id_ = std::move(worker_id);
-  limits_.model_name = ServedModelName(config_);
+  model_name_ = ServedModelName(config_);
   limits_.max_context = engine->max_context();
-  limits_.vocab_size = static_cast<int32_t>(engine->config().vocab_size);
+  limits_.vocab_size = engine->config().vocab_size;
   limits_.default_max_tokens = config_.default_max_tokens();
-  limits_.max_request_bytes = config_.max_request_bytes();
+  absl::StatusOr<engine::ChatTemplate> chat =
+      engine::ChatTemplate::ForTokenizer(engine->tokenizer());
+  if (chat.ok()) chat_template_ = *std::move(chat);
   on_change_ = std::move(on_change);
   engine_.store(engine, std::memory_order_release);
 }
@@ -84,7 +88,7 @@ WorkerCore::Reactor* WorkerCore::Generate(grpc::CallbackServerContext* context,
   if (absl::Status admit = Admit(engine); !admit.ok()) {
     return GenerateStream::Reject(context, std::move(admit), MakeHooks(), arrival);
   }
-  return StartOrReject(context, engine, FromWorkerRequest(request, limits_), arrival);
+  return StartOrReject(context, engine, Convert(request), arrival);
 }
 
 WorkerCore::Reactor* WorkerCore::Generate(grpc::CallbackServerContext* context,
@@ -94,8 +98,7 @@ WorkerCore::Reactor* WorkerCore::Generate(grpc::CallbackServerContext* context,
   if (absl::Status admit = Admit(engine); !admit.ok()) {
     return GenerateStream::Reject(context, std::move(admit), MakeHooks(), arrival);
   }
-  return StartOrReject(context, engine, FromGenerateRequest(request, limits_, engine->tokenizer()),
-                       arrival);
+  return StartOrReject(context, engine, Convert(request, engine->tokenizer()), arrival);
 }
 
 WorkerCore::Reactor* WorkerCore::Reject(grpc::CallbackServerContext* context, absl::Status status) {
@@ -106,17 +109,34 @@ absl::StatusOr<v1::TokenizeResponse> WorkerCore::Tokenize(
     const v1::TokenizeRequest& request) const {
   const engine::Engine* engine = engine_.load(std::memory_order_acquire);
   if (engine == nullptr) return absl::UnavailableError("the worker is still loading its model");
-  absl::StatusOr<std::vector<int32_t>> ids = TokenizeInput(request, limits_, engine->tokenizer());
-  if (!ids.ok()) return ids.status();
+  RETURN_IF_ERROR(CheckRequestSize(request, config_.max_request_bytes()));
+  RETURN_IF_ERROR(CheckModel(request.model(), model_name_));
+  ASSIGN_OR_RETURN(PromptIds prompt,
+                   EncodeInput(request, engine->tokenizer(), ChatTemplateOrNull()));
   v1::TokenizeResponse response;
-  response.mutable_token_ids()->Add(ids->begin(), ids->end());
-  response.set_model(limits_.model_name);
+  response.mutable_token_ids()->Add(prompt.ids.begin(), prompt.ids.end());
+  response.set_model(model_name_);
   return response;
+}
+
+absl::StatusOr<engine::GenerationRequest> WorkerCore::Convert(
+    const v1::WorkerGenerateRequest& request) const {
+  RETURN_IF_ERROR(CheckRequestSize(request, config_.max_request_bytes()));
+  RETURN_IF_ERROR(CheckModel(request.model(), model_name_));
+  return ToEngineRequest(request, limits_);
+}
+
+absl::StatusOr<engine::GenerationRequest> WorkerCore::Convert(
+    const v1::GenerateRequest& request, const engine::Tokenizer& tokenizer) const {
+  RETURN_IF_ERROR(CheckRequestSize(request, config_.max_request_bytes()));
+  RETURN_IF_ERROR(CheckModel(request.model(), model_name_));
+  ASSIGN_OR_RETURN(PromptIds prompt, EncodeInput(request, tokenizer, ChatTemplateOrNull()));
+  return ToEngineRequest(request, std::move(prompt.ids), limits_);
 }
 
 v1::ModelInfo WorkerCore::ModelInfoOf(const engine::Engine& engine) const {
   v1::ModelInfo info;
-  info.set_id(limits_.model_name);
+  info.set_id(model_name_);
   info.set_architecture(engine::ArchitectureName(engine.config().architecture));
   info.set_context_length(engine.max_context());
   info.set_vocab_size(static_cast<int32_t>(engine.config().vocab_size));

@@ -2,8 +2,9 @@
 // (absent while the model loads), admits or refuses requests (loading or
 // draining: UNAVAILABLE; KV cache at the watermark or the engine's waiting
 // queue full: RESOURCE_EXHAUSTED with a retry-after-ms trailer), converts
-// and validates them (INVALID_ARGUMENT naming the field), starts their
-// streams and counts the streams still open (for the drain).
+// them to engine requests (services/common/request_convert.h; the engine's
+// Submit checks their fields: INVALID_ARGUMENT naming the field), starts
+// their streams and counts the streams still open (for the drain).
 // Tested by tests/services/worker/worker_core_test.cc (fake engine).
 #ifndef ONECARD_SERVICES_WORKER_WORKER_CORE_H_
 #define ONECARD_SERVICES_WORKER_WORKER_CORE_H_
@@ -11,6 +12,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
@@ -18,13 +20,13 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "engine/runtime/engine.h"
+#include "engine/runtime/request_validation.h"
 #include "grpcpp/server_context.h"
 #include "grpcpp/support/server_callback.h"
 #include "onecard/v1/config.pb.h"
 #include "onecard/v1/generation.pb.h"
 #include "onecard/v1/worker.pb.h"
 #include "services/worker/generate_stream.h"
-#include "services/worker/request_convert.h"
 #include "services/worker/worker_metrics.h"
 
 namespace onecard::services {
@@ -67,13 +69,21 @@ class WorkerCore {
   Reactor* StartOrReject(grpc::CallbackServerContext* context, engine::Engine* engine,
                          absl::StatusOr<engine::GenerationRequest> request, absl::Time arrival);
   v1::ModelInfo ModelInfoOf(const engine::Engine& engine) const;
+  const engine::ChatTemplate* ChatTemplateOrNull() const {
+    return chat_template_.has_value() ? &*chat_template_ : nullptr;
+  }
+  absl::StatusOr<engine::GenerationRequest> Convert(const v1::WorkerGenerateRequest& request) const;
+  absl::StatusOr<engine::GenerationRequest> Convert(const v1::GenerateRequest& request,
+                                                    const engine::Tokenizer& tokenizer) const;
 
   const v1::WorkerConfig config_;
   WorkerMetrics* const metrics_;
 
   std::atomic<engine::Engine*> engine_{nullptr};
   // Written once, before engine_ is published.
-  RequestLimits limits_;
+  std::string model_name_;
+  engine::RequestLimits limits_;
+  std::optional<engine::ChatTemplate> chat_template_;  // none: the model has none
   std::string worker_id_;
   std::function<void()> on_change_;
   std::atomic<bool> draining_{false};

@@ -77,7 +77,8 @@ absl::Status WorkerServer::StartServers() {
   builder.RegisterService(worker_service_.get());
   builder.RegisterService(generation_service_.get());
   // Requests over max_request_bytes get INVALID_ARGUMENT naming the largest
-  // field (request_convert.cc); gRPC itself refuses past twice that.
+  // field (services/common/request_convert.h); gRPC itself refuses past
+  // twice that.
   builder.SetMaxReceiveMessageSize(
       static_cast<int>(std::min<int64_t>(2ll * config_.max_request_bytes(), INT32_MAX)));
   absl::StatusOr<StartedServer> started =

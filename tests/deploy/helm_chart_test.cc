@@ -1,6 +1,7 @@
 // Tests helm/onecard: `helm lint --strict` and `helm template` with the
 // default values and with ci/values-full.yaml, then checks of the rendered
 // manifests: the objects the issue asks for, gRPC probes on the right ports,
+// the HTTP API's port on the router's Service and its optional Ingress,
 // termination grace covering preStop + drain, GPU requests and scheduling,
 // the HPA (targets, metrics, behavior), ServiceMonitors, the config files
 // parsed by the services' own typed loader, API keys stored as hashes, and
@@ -161,6 +162,38 @@ TEST(HelmChartTest, ConfigFilesParseAsTypedConfigAndPointAtTheServices) {
   EXPECT_EQ(PortNamed(Container(metrics, "metrics"), "grpc"), 50060);
   EXPECT_EQ(PortNamed(Container(metrics, "metrics"), "metrics"), 9402);
   EXPECT_EQ(cluster.worker().scheduler().max_num_seqs(), 64);  // from values.yaml's config
+}
+
+TEST(HelmChartTest, TheHttpApiHasItsPortOnTheServiceAndAnOptionalIngress) {
+  std::vector<json> docs = Render({});
+  const v1::OnecardConfig router =
+      ParseConfig(FindObject(docs, "Secret", "-router"), "router.yaml");
+  EXPECT_EQ(router.router().http().listen_address(), "0.0.0.0:8000");
+  EXPECT_EQ(PortNamed(Container(FindObject(docs, "Deployment", "-router"), "router"), "http"),
+            8000);
+  const json service = FindObject(docs, "Service", "-router");
+  bool found = false;
+  for (const json& p : service.at("spec").at("ports")) {
+    if (p.value("name", "") != "http") continue;
+    found = true;
+    EXPECT_EQ(Int(p.at("port")), 8000);
+    EXPECT_EQ(p.at("targetPort"), "http");
+  }
+  EXPECT_TRUE(found) << service.dump(2);
+  EXPECT_TRUE(FindObject(docs, "Ingress", "").is_null()) << "off by default";
+
+  docs = Render({kFullValues}, {"router.service.httpPort=8080"});
+  const json ingress = FindObject(docs, "Ingress", "-router");
+  ASSERT_FALSE(ingress.is_null());
+  const json& backend =
+      ingress.at("spec").at("rules").at(0).at("http").at("paths").at(0).at("backend");
+  EXPECT_EQ(backend.at("service").at("name"), service.at("metadata").at("name"));
+  EXPECT_EQ(backend.at("service").at("port").at("name"), "http");
+  EXPECT_EQ(ParseConfig(FindObject(docs, "Secret", "-router"), "router.yaml")
+                .router()
+                .http()
+                .listen_address(),
+            "0.0.0.0:8080");
 }
 
 TEST(HelmChartTest, ApiKeysReachTheClusterOnlyAsSha256) {

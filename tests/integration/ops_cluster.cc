@@ -51,6 +51,7 @@ router:
                       model, R"(
   listen_address: 127.0.0.1:0
   metrics_listen_address: 127.0.0.1:0
+  http: {listen_address: 127.0.0.1:0}
   load_report_interval: 100ms
   reconnect: {initial_backoff: 50ms, max_backoff: 300ms}
   default_max_tokens: 16

@@ -1,8 +1,9 @@
 // scripts/run.sh --once, the README's main command, against this build:
 // it runs the set-up steps (scripts/setup.sh and scripts/fetch-model.sh find
 // everything present), builds its targets (up to date), starts the local
-// cluster, streams a chat answer through the router, prints the endpoints
-// (the /metrics ones too) and stops every process it started.
+// cluster, streams a chat answer through the router's gRPC API, asks the same
+// through its OpenAI-compatible HTTP API with curl, prints the endpoints (the
+// /metrics ones and the HTTP API too) and stops every process it started.
 #include <filesystem>
 #include <regex>
 #include <string>
@@ -21,10 +22,10 @@ TEST(OpsRunScriptTest, OnceStreamsAnAnswerPrintsEndpointsAndStops) {
   const std::filesystem::path tmp =
       std::filesystem::temp_directory_path() / ("ops-run-" + std::to_string(getpid()));
   std::filesystem::create_directories(tmp);
-  absl::StatusOr<CommandResult> run = RunCommand(
-      absl::StrCat("TMPDIR=", tmp.string(), " BUILD_DIR=", ONECARD_BINARY_DIR, " ONECARD_JOBS=2",
-                   " timeout 900 bash scripts/run.sh --once --max-tokens 12",
-                   " --prompt 'What is the capital of France?'"));
+  absl::StatusOr<CommandResult> run = RunCommand(absl::StrCat(
+      "TMPDIR=", tmp.string(), " BUILD_DIR=", ONECARD_BINARY_DIR, " ONECARD_JOBS=2",
+      " ONECARD_HTTP_PORT=0", " timeout 900 bash scripts/run.sh --once --max-tokens 12",
+      " --prompt 'What is the capital of France?'"));
   ASSERT_TRUE(run.ok());
   ASSERT_EQ(run->exit_code, 0) << run->output << run->errors;
   const std::string& out = run->output;
@@ -34,8 +35,14 @@ TEST(OpsRunScriptTest, OnceStreamsAnAnswerPrintsEndpointsAndStops) {
   const size_t endpoints = out.find("onecard is serving on 127.0.0.1");
   ASSERT_NE(question, std::string::npos);
   ASSERT_NE(endpoints, std::string::npos);
-  const std::string answer = out.substr(question, endpoints - question);
-  EXPECT_THAT(answer, HasSubstr("Paris"));  // SmolLM2's greedy answer
+  const size_t http = out.find("the same through the OpenAI-compatible HTTP API", question);
+  ASSERT_NE(http, std::string::npos) << out;
+  EXPECT_THAT(out.substr(question, http - question),
+              HasSubstr("Paris"));  // SmolLM2's greedy answer
+  EXPECT_THAT(out.substr(http, endpoints - http), HasSubstr("Paris"));
+  EXPECT_TRUE(std::regex_search(
+      out, std::regex(R"(\(OpenAI-compatible API\) +http://127\.0\.0\.1:\d+/v1)")))
+      << out;
   std::smatch router;
   ASSERT_TRUE(std::regex_search(
       out, router,

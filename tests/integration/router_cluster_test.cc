@@ -165,7 +165,7 @@ TEST_F(RouterClusterTest, BadInputGetsTheRightCodeNamingTheField) {
   for (int i = 0; i < 9000; ++i) too_long.mutable_token_ids()->add_ids(300);
   a = Generate(stub.get(), too_long, true);
   EXPECT_EQ(a.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_EQ(a.status.error_message().rfind("prompt:", 0), 0u) << a.status.error_message();
+  EXPECT_EQ(a.status.error_message().rfind("token_ids.ids:", 0), 0u) << a.status.error_message();
   GenerateRequest bad_param = Chat("hi", 2);
   bad_param.mutable_sampling()->set_top_p(2);
   a = Generate(stub.get(), bad_param, true);

@@ -85,13 +85,16 @@ TEST(RouterKillWorkerTest, NoTokenRequestsAreRetriedStartedOnesEndUnavailable) {
       metrics,
       [&](const onecard::testing::PromText& t) {
         return t.Value("onecard_router_open_streams") == 0 &&
-               t.Value("onecard_router_requests_total", {{"code", "UNAVAILABLE"}}) == failed;
+               t.Value("onecard_router_requests_total",
+                       {{"api", "grpc"}, {"code", "UNAVAILABLE"}}) == failed;
       },
       absl::Seconds(10)));
   absl::StatusOr<onecard::testing::PromText> text = Scrape(metrics);
   ASSERT_TRUE(text.ok());
   EXPECT_GE(text->Value("onecard_router_retries_total").value_or(0), 1);
-  EXPECT_EQ(text->Value("onecard_router_requests_total", {{"code", "UNAVAILABLE"}}), failed);
+  EXPECT_EQ(
+      text->Value("onecard_router_requests_total", {{"api", "grpc"}, {"code", "UNAVAILABLE"}}),
+      failed);
   EXPECT_EQ(text->Value("onecard_router_open_streams"), 0);
   std::cout << "sent " << total.sent << ", completed " << total.ok << ", failed " << failed
             << " (after their first token), retried "

@@ -38,7 +38,8 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> StartRouter(
   for (const ChildProcess* w : workers) addresses.push_back(w->grpc_address());
   std::vector<std::string> args = {
       "--model",          kModel,        "--listen",         "127.0.0.1:0",
-      "--metrics-listen", "127.0.0.1:0", "--static-workers", absl::StrJoin(addresses, ",")};
+      "--metrics-listen", "127.0.0.1:0", "--static-workers", absl::StrJoin(addresses, ","),
+      "--http-listen",    "127.0.0.1:0"};
   args.push_back("--allow-unauthenticated=true");  // no effect when `extra` names tenants
   args.insert(args.end(), extra.begin(), extra.end());
   return ChildProcess::Start(ONECARD_ROUTER_BIN, args, absl::StrCat(LogDir(), "/", name, ".log"));

@@ -5,17 +5,21 @@
 // router streams (the router proves its role to the metrics service and to
 // the worker); a rogue registration, a takeover of the worker's id and a
 // direct Generate to the worker without the router's identity are refused.
-// In TLS mode the router's public port serves TLS to a client that trusts
-// the CA, and a client without a valid certificate cannot even connect to
-// the worker or the metrics service.
+// In TLS mode the router's public ports (gRPC and the OpenAI-compatible
+// HTTP API) serve TLS to a client that trusts the CA, and a client without a
+// valid certificate cannot even connect to the worker or the metrics
+// service.
 #include <cstdlib>
 #include <memory>
 #include <string>
 #include <thread>
 
 #include "absl/time/clock.h"
+#include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "httplib.h"
+#include "nlohmann/json.hpp"
 #include "onecard/v1/control.grpc.pb.h"
 #include "onecard/v1/generation.grpc.pb.h"
 #include "onecard/v1/worker.grpc.pb.h"
@@ -82,6 +86,7 @@ class ServiceAuthClusterTest : public ::testing::TestWithParam<Mode> {
     c.set_model_name("fake");  // the fake worker's model
     c.set_listen_address("127.0.0.1:0");
     c.set_metrics_listen_address("127.0.0.1:0");
+    c.mutable_http()->set_listen_address("127.0.0.1:0");
     c.set_control_plane_address(metrics_->grpc_address());
     v1::TenantConfig* t = c.add_tenants();
     t->set_name("acme");
@@ -185,6 +190,37 @@ TEST_P(ServiceAuthClusterTest, RequestsThroughTheRouterStream) {
   }
   const grpc::Status status = reader->Finish();
   EXPECT_TRUE(status.ok()) << status.error_message();
+}
+
+// The HTTP API takes public_tls too: in TLS mode a client that trusts the CA
+// lists the models over HTTPS, one that does not fails the handshake, and
+// plain HTTP gets no answer; in token mode it is plain HTTP.
+TEST_P(ServiceAuthClusterTest, HttpApiServesThePublicTls) {
+  const size_t colon = router_->http_address().rfind(':');
+  const int port = std::stoi(router_->http_address().substr(colon + 1));
+  const httplib::Headers key = {{"Authorization", std::string("Bearer ") + kApiKey}};
+  const auto expect_models = [](const httplib::Result& r) {
+    ASSERT_TRUE(r) << httplib::to_string(r.error());
+    EXPECT_EQ(r->status, 200) << r->body;
+    const nlohmann::json models = nlohmann::json::parse(r->body, nullptr, false);
+    EXPECT_EQ(models["data"][0]["id"], "fake") << r->body;
+  };
+  httplib::Client plain("127.0.0.1", port);
+  plain.set_connection_timeout(10, 0);
+  plain.set_read_timeout(10, 0);
+  if (GetParam() == Mode::kToken) return expect_models(plain.Get("/v1/models", key));
+
+  const httplib::Result refused = plain.Get("/v1/models", key);
+  EXPECT_FALSE(refused && refused->status == 200) << "plain HTTP answered on the TLS port";
+  httplib::SSLClient trusting("localhost", port);
+  trusting.set_ca_cert_path(certs_.ca_file.c_str());
+  trusting.enable_server_certificate_verification(true);
+  expect_models(trusting.Get("/v1/models", key));
+  httplib::SSLClient untrusting("localhost", port);  // the system's CAs only
+  untrusting.enable_server_certificate_verification(true);
+  const httplib::Result unverified = untrusting.Get("/v1/models", key);
+  EXPECT_FALSE(unverified);
+  EXPECT_EQ(unverified.error(), httplib::Error::SSLServerVerification);
 }
 
 TEST_P(ServiceAuthClusterTest, RogueRegistrationAndIdTakeoverAreRefused) {

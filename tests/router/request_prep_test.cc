@@ -1,7 +1,8 @@
 // Tests router/request_prep.h with the real SmolLM2 tokenizer: prompt and
 // chat inputs become the ids HF gives (tests/golden/tokenizer/smollm2), the
-// max_tokens default and cost, the tenant's priority, and every bad input
-// gets the right code with a message naming the field.
+// max_tokens default and cost, the tenant's priority, the workers' served
+// context as the limit, and every bad input gets the right code with a
+// message naming the field.
 #include "router/request_prep.h"
 
 #include <fstream>
@@ -134,7 +135,7 @@ TEST_F(RequestPrepTest, BadInputsNameTheField) {
   PrepareError(Prompt(""), "prompt");
   r = Prompt("x");
   r.set_model("gpt-9");
-  PrepareError(r, "model");
+  PrepareError(r, "model", absl::StatusCode::kNotFound);
   r = GenerateRequest();
   r.mutable_messages();
   PrepareError(r, "messages");
@@ -154,7 +155,14 @@ TEST_F(RequestPrepTest, BadInputsNameTheField) {
   PrepareError(r, "stopping.max_tokens");
   r = GenerateRequest();
   for (int i = 0; i < 8192; ++i) r.mutable_token_ids()->add_ids(100);
-  PrepareError(r, "prompt");
+  PrepareError(r, "token_ids.ids");
+  r = Prompt("x");
+  r.set_priority(static_cast<onecard::v1::Priority>(99));
+  PrepareError(r, "priority");
+  r = Prompt("x");
+  r.mutable_stopping()->set_max_tokens(4);
+  r.mutable_stopping()->set_min_tokens(5);
+  PrepareError(r, "stopping.min_tokens");
   r = Prompt("x");
   r.mutable_stopping()->add_stop_token_ids(-1);
   PrepareError(r, "stopping.stop_token_ids[0]");
@@ -173,6 +181,10 @@ TEST_F(RequestPrepTest, BadSamplingNamesTheField) {
        "sampling.temperature"},
       {[](GenerateRequest& r) { r.mutable_sampling()->set_temperature(NAN); },
        "sampling.temperature"},
+      {[](GenerateRequest& r) { r.mutable_sampling()->set_temperature(1e30f); },
+       "sampling.temperature"},
+      {[](GenerateRequest& r) { r.mutable_sampling()->set_repetition_penalty(INFINITY); },
+       "sampling.repetition_penalty"},
       {[](GenerateRequest& r) { r.mutable_sampling()->set_top_k(-1); }, "sampling.top_k"},
       {[](GenerateRequest& r) { r.mutable_sampling()->set_top_p(0); }, "sampling.top_p"},
       {[](GenerateRequest& r) { r.mutable_sampling()->set_top_p(1.01f); }, "sampling.top_p"},
@@ -193,9 +205,29 @@ TEST_F(RequestPrepTest, BadSamplingNamesTheField) {
   }
 }
 
-TEST_F(RequestPrepTest, OversizedRequestIsRefused) {
+TEST_F(RequestPrepTest, OversizedRequestIsRefusedNamingItsLargestField) {
   GenerateRequest r = Prompt(std::string(70000, 'a'));
-  PrepareError(r, "request");
+  PrepareError(r, "prompt");
+}
+
+TEST_F(RequestPrepTest, TheWorkersServedContextIsTheLimit) {
+  RequestPreparer preparer = Preparer();
+  preparer.SetServedContext(5824);  // a worker whose KV pool holds less than the model's 8192
+  EXPECT_EQ(preparer.ListModels().models(0).context_length(), 5824);
+  GenerateRequest r;
+  for (int i = 0; i < 6000; ++i) r.mutable_token_ids()->add_ids(100);
+  absl::StatusOr<PreparedRequest> p = preparer.Prepare(r, StandardTenant());
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(p.status().message(),
+            "token_ids.ids: 6000 tokens leave no room to generate in the model's context of 5824 "
+            "tokens");
+  r.mutable_token_ids()->mutable_ids()->Truncate(5800);
+  p = preparer.Prepare(r, StandardTenant());
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->max_tokens, 24) << "the default, capped at what the served context leaves";
+  preparer.SetServedContext(0);  // no worker known: the model file's context
+  EXPECT_EQ(preparer.ListModels().models(0).context_length(), 8192);
 }
 
 TEST_F(RequestPrepTest, TokenizeAndListModels) {
@@ -206,7 +238,7 @@ TEST_F(RequestPrepTest, TokenizeAndListModels) {
   EXPECT_EQ(std::vector<int32_t>(got->token_ids().begin(), got->token_ids().end()),
             (std::vector<int32_t>{19556, 905}));
   t.set_model("other");
-  EXPECT_EQ(Preparer().Tokenize(t).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Preparer().Tokenize(t).status().code(), absl::StatusCode::kNotFound);
   onecard::v1::ListModelsResponse models = Preparer().ListModels();
   ASSERT_EQ(models.models_size(), 1);
   EXPECT_EQ(models.models(0).id(), "smol");

@@ -38,6 +38,9 @@ TEST(RouterConfigTest, Defaults) {
   EXPECT_EQ(o->max_deadline, absl::Hours(1));
   EXPECT_EQ(o->grace_period, absl::Seconds(30));
   EXPECT_EQ(o->config.default_max_tokens(), 256);
+  EXPECT_EQ(o->config.http().listen_address(), "0.0.0.0:8000");
+  EXPECT_EQ(o->config.http().max_body_bytes(), 32 << 20);
+  EXPECT_EQ(o->config.http().max_connections(), 256);
   EXPECT_EQ(o->config.dispatch().affinity_prefix_tokens(), 64);
   EXPECT_EQ(o->stale_worker_grace, absl::Seconds(10));
   EXPECT_TRUE(o->tenants.empty());
@@ -139,6 +142,14 @@ TEST(RouterConfigTest, BoundsNameTheRange) {
   c.mutable_load_report_interval()->set_nanos(1);
   EXPECT_EQ(ResolveRouterOptions(c).status().message(),
             "load_report_interval: 1ns is outside [10ms, 1h]");
+  c = Minimal();
+  c.mutable_http()->set_max_body_bytes(100);
+  EXPECT_EQ(ResolveRouterOptions(c).status().message(),
+            "http.max_body_bytes: 100 is outside [1024, 268435456]");
+  c = Minimal();
+  c.mutable_http()->set_max_connections(20000);
+  EXPECT_EQ(ResolveRouterOptions(c).status().message(),
+            "http.max_connections: 20000 is outside [1, 10000]");
 }
 
 }  // namespace

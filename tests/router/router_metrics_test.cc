@@ -42,9 +42,11 @@ TEST(RouterMetricsTest, ExportsWhatTheDashboardsRead) {
   m.RateLimited("acme", "tokens");
   m.Retried();
   m.QueueWait(PriorityClass::kInteractive, absl::Milliseconds(30));
-  m.FirstToken(PriorityClass::kInteractive, absl::Milliseconds(200));
-  m.Finished(PriorityClass::kInteractive, 0, absl::Seconds(1));
-  m.Finished(PriorityClass::kStandard, 14, absl::Seconds(2));
+  m.FirstToken(FrontDoor::kGrpc, PriorityClass::kInteractive, absl::Milliseconds(200));
+  m.FirstToken(FrontDoor::kHttp, PriorityClass::kInteractive, absl::Milliseconds(20));
+  m.Finished(FrontDoor::kGrpc, PriorityClass::kInteractive, 0, absl::Seconds(1));
+  m.Finished(FrontDoor::kGrpc, PriorityClass::kStandard, 14, absl::Seconds(2));
+  m.Finished(FrontDoor::kHttp, PriorityClass::kStandard, 3, absl::Seconds(2));
   RouterGauges g;
   g.queue_depth = {1, 2, 3};
   g.workers.push_back(WorkerSnapshot{"w1", "a:1", 4, 4, true, false, false});
@@ -63,13 +65,17 @@ TEST(RouterMetricsTest, ExportsWhatTheDashboardsRead) {
   EXPECT_EQ(text->Value("onecard_router_retries_total"), 1);
   EXPECT_EQ(text->Value("onecard_router_queue_wait_seconds_count", {{"priority", "interactive"}}),
             1);
-  EXPECT_EQ(text->Value("onecard_router_time_to_first_token_seconds_bucket",
-                        {{"priority", "interactive"}, {"le", "0.25"}}),
-            1);
+  const std::string ttft = "onecard_router_time_to_first_token_seconds_bucket";
+  EXPECT_EQ(text->Value(ttft, {{"api", "grpc"}, {"priority", "interactive"}, {"le", "0.025"}}), 0);
+  EXPECT_EQ(text->Value(ttft, {{"api", "grpc"}, {"priority", "interactive"}, {"le", "0.25"}}), 1);
+  EXPECT_EQ(text->Value(ttft, {{"api", "http"}, {"priority", "interactive"}, {"le", "0.025"}}), 1);
   EXPECT_EQ(
-      text->Value("onecard_router_request_duration_seconds_count", {{"priority", "standard"}}), 1);
-  EXPECT_EQ(text->Value("onecard_router_requests_total", {{"code", "OK"}}), 1);
-  EXPECT_EQ(text->Value("onecard_router_requests_total", {{"code", "UNAVAILABLE"}}), 1);
+      text->Value("onecard_router_request_duration_seconds_count", {{"priority", "standard"}}), 2);
+  const std::string requests = "onecard_router_requests_total";
+  EXPECT_EQ(text->Value(requests, {{"api", "grpc"}, {"code", "OK"}}), 1);
+  EXPECT_EQ(text->Value(requests, {{"api", "grpc"}, {"code", "UNAVAILABLE"}}), 1);
+  EXPECT_EQ(text->Value(requests, {{"api", "http"}, {"code", "INVALID_ARGUMENT"}}), 1);
+  EXPECT_EQ(text->Value(requests, {{"api", "http"}, {"code", "NOT_FOUND"}}), 0) << "declared";
   EXPECT_EQ(text->Value("onecard_router_queue_depth", {{"priority", "batch"}}), 3);
   EXPECT_EQ(text->Value("onecard_router_worker_in_flight", {{"worker", "w1"}}), 4);
   EXPECT_EQ(text->Value("onecard_router_workers", {{"state", "healthy"}}), 1);

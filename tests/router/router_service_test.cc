@@ -18,6 +18,7 @@
 #include "router/router_server.h"
 #include "services/common/proto_time.h"
 #include "tests/router/testing/fake_worker.h"
+#include "tests/router/testing/router_under_test.h"
 #include "tests/services/testing/http_get.h"
 #include "tests/services/testing/prom_text.h"
 
@@ -53,13 +54,7 @@ class RouterServiceTest : public ::testing::Test {
  protected:
   void StartRouter(std::vector<FakeWorker*> workers, int32_t max_in_flight = 2,
                    std::function<void(onecard::v1::RouterConfig&)> tweak = {}) {
-    onecard::v1::RouterConfig c;
-    c.set_model_path("models/SmolLM2-135M-Instruct.Q4_1.gguf");
-    c.set_model_name("smol");
-    c.set_listen_address("127.0.0.1:0");
-    c.set_metrics_listen_address("127.0.0.1:0");
-    for (FakeWorker* w : workers) c.mutable_dispatch()->add_static_workers(w->address());
-    c.mutable_dispatch()->set_max_in_flight_per_worker(max_in_flight);
+    onecard::v1::RouterConfig c = testing::ConfigForFakeWorkers(workers, max_in_flight);
     onecard::v1::TenantConfig* t = c.add_tenants();
     t->set_name("acme");
     t->add_api_key_sha256(Sha256Hex(kKey));
@@ -106,14 +101,7 @@ class RouterServiceTest : public ::testing::Test {
     return t;
   }
 
-  onecard::testing::PromText Scrape() {
-    absl::StatusOr<onecard::testing::HttpResponse> r =
-        onecard::testing::HttpGet(router_->metrics_address(), "/metrics");
-    EXPECT_TRUE(r.ok()) << r.status();
-    absl::StatusOr<onecard::testing::PromText> text = onecard::testing::ParsePromText(r->body);
-    EXPECT_TRUE(text.ok()) << text.status();
-    return *text;
-  }
+  onecard::testing::PromText Scrape() { return testing::ScrapeMetrics(router_->metrics_address()); }
 
   std::unique_ptr<RouterServer> router_;
   std::unique_ptr<onecard::v1::Generation::Stub> stub_;
@@ -337,7 +325,15 @@ TEST_F(RouterServiceTest, BadInputGetsTheRightCodeNamingTheField) {
   for (int i = 0; i < 8200; ++i) long_prompt.mutable_token_ids()->add_ids(100);
   r = Generate(long_prompt);
   EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_EQ(r.status.error_message().rfind("prompt:", 0), 0u) << r.status.error_message();
+  EXPECT_EQ(r.status.error_message().rfind("token_ids.ids:", 0), 0u) << r.status.error_message();
+  GenerateRequest unknown_model = Tokens({1001});
+  unknown_model.set_model("gpt-9");
+  EXPECT_EQ(Generate(unknown_model).status.error_code(), grpc::StatusCode::NOT_FOUND);
+  GenerateRequest unknown_priority = Tokens({1001});
+  unknown_priority.set_priority(static_cast<onecard::v1::Priority>(99));
+  r = Generate(unknown_priority);
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(r.status.error_message().rfind("priority:", 0), 0u) << r.status.error_message();
   EXPECT_EQ(worker->calls(), 0);  // nothing reached the worker
   // Tokenize and ListModels need a key too.
   grpc::ClientContext context;
@@ -351,8 +347,9 @@ TEST_F(RouterServiceTest, BadInputGetsTheRightCodeNamingTheField) {
   onecard::testing::PromText text = Scrape();
   EXPECT_EQ(text.Value("onecard_router_requests_rejected_total", {{"reason", "unauthenticated"}}),
             2);
+  // The robot, the long prompt, the unknown model and the unknown priority.
   EXPECT_EQ(text.Value("onecard_router_requests_rejected_total", {{"reason", "invalid_argument"}}),
-            2);
+            4);
 }
 
 // Issue 22: invalid UTF-8 in a string field came back as UNIMPLEMENTED with
@@ -404,8 +401,11 @@ TEST_F(RouterServiceTest, ClientDeadlineIsCountedAsDeadlineExceeded) {
   // A call is counted when gRPC is done with it: wait until none is open.
   ASSERT_TRUE(router_->core().WaitIdle(absl::Now() + absl::Seconds(10)));
   onecard::testing::PromText text = Scrape();
-  EXPECT_EQ(text.Value("onecard_router_requests_total", {{"code", "DEADLINE_EXCEEDED"}}), 2);
-  EXPECT_EQ(text.Value("onecard_router_requests_total", {{"code", "CANCELLED"}}), 0);
+  EXPECT_EQ(
+      text.Value("onecard_router_requests_total", {{"api", "grpc"}, {"code", "DEADLINE_EXCEEDED"}}),
+      2);
+  EXPECT_EQ(text.Value("onecard_router_requests_total", {{"api", "grpc"}, {"code", "CANCELLED"}}),
+            0);
 }
 
 TEST_F(RouterServiceTest, DrainRefusesNewAndFinishesOld) {

@@ -98,6 +98,32 @@ TEST(EngineImplTest, EosStopTokenAndIgnoreEos) {
   EXPECT_EQ(rec.Text("stop"), "x");
 }
 
+TEST(EngineImplTest, MinTokensMasksEosAndStopTokensUntilThatManyExist) {
+  const std::vector<int32_t> prompt = {kA, kB};
+  // Eos is the model's favourite from the first token on; kX is second.
+  const LogitsFn eos_first = [](std::span<const int32_t>) {
+    std::vector<float> logits(FakeTokenizer::kVocabSize, 0.0f);
+    logits[FakeTokenizer::kEos] = 10.0f;
+    logits[kA] = 9.0f;  // a stop token below
+    logits[kX] = 8.0f;
+    return logits;
+  };
+  auto t = MakeTestEngine({.logits_fn = eos_first});
+  Recorder rec;
+  GenerationRequest r = Request(prompt, 10);
+  r.stopping.ignore_eos = false;
+  r.stopping.stop_token_ids = {kA};
+  r.stopping.min_tokens = 3;
+  ASSERT_TRUE(Submit(*t, rec, "min3", r).ok());
+  GenerationRequest none = r;
+  none.stopping.min_tokens = 0;
+  ASSERT_TRUE(Submit(*t, rec, "min0", none).ok());
+  RunUntilIdle(*t->engine);
+  EXPECT_THAT(rec.Tokens("min3"), ElementsAre(kX, kX, kX, FakeTokenizer::kEos));
+  EXPECT_EQ(rec.Final("min3").finish_reason, FinishReason::kEos);
+  EXPECT_THAT(rec.Tokens("min0"), ElementsAre(FakeTokenizer::kEos));
+}
+
 TEST(EngineImplTest, StopStringsSpanningTokensAreHeldAndNeverEmitted) {
   const std::vector<int32_t> prompt = {kB};
   // "x" "a" "n" "x" "a" "n" "d" "x": "an" is a false start, then "and" stops.
@@ -218,10 +244,9 @@ TEST(EngineImplTest, SubmitValidatesAndNamesTheField) {
   GenerationRequest too_long = Request(std::vector<int32_t>(70, 1), 1);
   absl::StatusOr<uint64_t> id = t->engine->Submit(too_long);
   EXPECT_EQ(id.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(id.status().message()), HasSubstr("prompt_token_ids"));
+  EXPECT_THAT(std::string(id.status().message()), HasSubstr("prompt: 70 tokens"));
   GenerationRequest oov = Request({1, FakeTokenizer::kVocabSize}, 1);
-  EXPECT_THAT(std::string(t->engine->Submit(oov).status().message()),
-              HasSubstr("prompt_token_ids[1]"));
+  EXPECT_THAT(std::string(t->engine->Submit(oov).status().message()), HasSubstr("prompt[1]"));
   GenerationRequest bad_top = Request({1}, 1);
   bad_top.top_logprobs = 21;
   EXPECT_EQ(t->engine->Submit(bad_top).status().code(), absl::StatusCode::kInvalidArgument);

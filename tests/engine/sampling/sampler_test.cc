@@ -83,6 +83,20 @@ TEST(SamplerTest, GreedyTakesTheHighestPenalizedLogitLowestIdOnTies) {
   EXPECT_EQ(SampleOnce(sampler, {0.0f, 3.0f, 1.0f}, greedy, out), 2);
 }
 
+TEST(SamplerTest, MaskedTokensAreNeverSampled) {
+  Sampler sampler;
+  const std::vector<int32_t> masked = {1, 3};
+  for (uint64_t seed = 0; seed < 50; ++seed) {
+    const std::vector<float> logits = {0.0f, 5.0f, 1.0f, 5.0f};
+    for (const SamplingParams& p :
+         {SamplingParams{.temperature = 0.0f}, SamplingParams{.temperature = 2.0f, .seed = seed}}) {
+      const int32_t id =
+          sampler.Sample({.logits = logits, .params = &p, .masked_token_ids = masked}).token_id;
+      EXPECT_TRUE(id == 0 || id == 2) << id;
+    }
+  }
+}
+
 TEST(SamplerTest, TopKOneTinyTopPAndFullMinPEqualGreedy) {
   Sampler sampler;
   for (uint64_t seed = 0; seed < 50; ++seed) {

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "engine/runtime/request_validation.h"
 
 namespace onecard::testing {
 namespace {
@@ -60,6 +61,10 @@ FakeEngine::FakeEngine(int32_t max_context, int64_t kv_blocks_total, int32_t max
 }
 
 absl::StatusOr<uint64_t> FakeEngine::Submit(engine::GenerationRequest request) {
+  // As Engine::Submit: the fields are checked by the shared function.
+  absl::Status valid = engine::ValidateRequest(
+      request, {.max_context = max_context_, .vocab_size = tokenizer_.vocab_size()});
+  if (!valid.ok()) return valid;
   absl::MutexLock lock(&mu_);
   if (draining_) return absl::UnavailableError("draining");
   if (max_waiting_ > 0 && stats_.num_waiting >= max_waiting_) {

@@ -1,6 +1,7 @@
 // Test doubles for the worker's unit tests: FakeTokenizer (byte-level: ids
 // 0..255 are bytes, 256 <|im_start|>, 257 <|im_end|> = eos) and FakeEngine,
-// an Engine the test drives by hand. Submit, Cancel and Stats are
+// an Engine the test drives by hand (Submit checks requests as the real one
+// does: engine::ValidateRequest). Submit, Cancel and Stats are
 // thread-safe (gRPC threads call them); Emit, Finish and ProcessCancels run
 // the callbacks on the calling thread, which plays the engine thread.
 // Deterministic: nothing happens unless the test makes it happen.

@@ -97,8 +97,13 @@ TEST(WorkerCoreTest, InvalidRequestsNameTheFieldAndNeverReachTheEngine) {
   bad_public.set_prompt("hi");
   bad_public.set_model("gpt-9");
   s = Call(w.generation(), bad_public);
-  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
   EXPECT_THAT(s.error_message(), StartsWith("model:"));
+  bad_worker = SmallWorkerRequest();
+  bad_worker.set_priority(static_cast<v1::Priority>(99));
+  s = Call(w.worker(), bad_worker);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), StartsWith("priority:"));
   EXPECT_TRUE(w.engine().ids().empty());
 }
 

@@ -15,7 +15,7 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
-#include "services/worker/request_convert.h"
+#include "services/common/request_convert.h"
 #include "tests/services/testing/fake_control_plane.h"
 #include "tests/services/testing/http_get.h"
 #include "tests/services/testing/prom_text.h"
@@ -129,9 +129,9 @@ TEST_F(WorkerIntegrationTest, StreamsTheEngineTokensForTheSameSeed) {
   request.mutable_sampling()->set_temperature(0.9f);
   request.mutable_sampling()->set_top_k(40);
   request.mutable_sampling()->set_seed(1234);
-  const auto vocab = static_cast<int32_t>(server_->engine()->config().vocab_size);
-  RequestLimits limits{"smol", server_->engine()->max_context(), vocab, 256, 4 << 20};
-  absl::StatusOr<engine::GenerationRequest> direct = FromWorkerRequest(request, limits);
+  const engine::RequestLimits limits{.max_context = server_->engine()->max_context(),
+                                     .vocab_size = server_->engine()->config().vocab_size};
+  absl::StatusOr<engine::GenerationRequest> direct = ToEngineRequest(request, limits);
   ASSERT_TRUE(direct.ok()) << direct.status();
   absl::StatusOr<std::vector<int32_t>> expected =
       testing::GenerateInProcess(*server_->engine(), *direct);
@@ -216,6 +216,7 @@ struct Invalid {
   std::string name;
   std::function<void(v1::WorkerGenerateRequest*)> edit;
   std::string field;
+  grpc::StatusCode code = grpc::StatusCode::INVALID_ARGUMENT;
 };
 
 TEST_F(WorkerIntegrationTest, InvalidRequestsNameTheFieldWhileValidStreamsRunOn) {
@@ -224,7 +225,7 @@ TEST_F(WorkerIntegrationTest, InvalidRequestsNameTheFieldWhileValidStreamsRunOn)
   ASSERT_TRUE(alone.status.ok());
   const int32_t context = server_->engine()->max_context();
   const std::vector<Invalid> invalid = {
-      {"empty input", [](auto* r) { r->clear_prompt_token_ids(); }, "prompt_token_ids"},
+      {"empty input", [](auto* r) { r->clear_prompt_token_ids(); }, "prompt:"},
       {"max_tokens 0", [](auto* r) { r->mutable_stopping()->set_max_tokens(0); },
        "stopping.max_tokens"},
       {"max_tokens past the context",
@@ -234,12 +235,13 @@ TEST_F(WorkerIntegrationTest, InvalidRequestsNameTheFieldWhileValidStreamsRunOn)
        "sampling.temperature"},
       {"top_p 0", [](auto* r) { r->mutable_sampling()->set_top_p(0); }, "sampling.top_p"},
       {"top_p 1.5", [](auto* r) { r->mutable_sampling()->set_top_p(1.5f); }, "sampling.top_p"},
-      {"unknown model", [](auto* r) { r->set_model("gpt-5"); }, "model"},
+      {"unknown model", [](auto* r) { r->set_model("gpt-5"); }, "model",
+       grpc::StatusCode::NOT_FOUND},
       {"token past the vocabulary",
        [vocab = static_cast<int32_t>(server_->engine()->config().vocab_size)](auto* r) {
          r->add_prompt_token_ids(vocab);
        },
-       "prompt_token_ids["},
+       "prompt["},
       {"oversized message",
        [](auto* r) { r->mutable_stopping()->add_stop_strings(std::string(5 << 20, 'x')); },
        "stopping"},
@@ -251,7 +253,7 @@ TEST_F(WorkerIntegrationTest, InvalidRequestsNameTheFieldWhileValidStreamsRunOn)
     v1::WorkerGenerateRequest bad = valid;
     c.edit(&bad);
     const Stream refused = Run(bad);
-    EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << c.name;
+    EXPECT_EQ(refused.status.error_code(), c.code) << c.name;
     EXPECT_THAT(refused.status.error_message(), StartsWith(c.field)) << c.name;
     EXPECT_TRUE(refused.tokens.empty()) << c.name;
   }

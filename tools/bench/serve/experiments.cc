@@ -5,9 +5,11 @@
 
 #include <signal.h>
 
+#include <array>
 #include <limits>
 #include <memory>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -17,7 +19,10 @@
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
+#include "httplib.h"
+#include "nlohmann/json.hpp"
 #include "onecard/v1/generation.grpc.pb.h"
+#include "services/common/server_main.h"
 #include "tests/services/testing/http_get.h"
 #include "tools/bench/serve/load_runner.h"
 #include "tools/bench/serve/local_cluster.h"
@@ -38,8 +43,8 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> StartRouter(const ClusterOptions& 
                                                           const std::string& workers,
                                                           std::vector<std::string> extra) {
   std::vector<std::string> args = {
-      "--model",          c.model_path,  "--listen",         "127.0.0.1:0",
-      "--metrics-listen", "127.0.0.1:0", "--static-workers", workers};
+      "--model",     c.model_path,       "--listen", "127.0.0.1:0",   "--metrics-listen",
+      "127.0.0.1:0", "--static-workers", workers,    "--http-listen", "127.0.0.1:0"};
   args.push_back("--allow-unauthenticated=true");  // a local cluster; no effect with tenants
   args.insert(args.end(), c.router_args.begin(), c.router_args.end());
   args.insert(args.end(), extra.begin(), extra.end());
@@ -58,6 +63,39 @@ struct Timed {
   double ttft_s = 0;
   double e2e_s = 0;
 };
+
+// The same request through the router's HTTP API, streamed: TTFT at the
+// first event with text (a token), end-to-end at the end of the stream.
+Timed TimeOneHttp(httplib::Client& client, const onecard::v1::GenerateRequest& request) {
+  const std::vector<int32_t> ids(request.token_ids().ids().begin(),
+                                 request.token_ids().ids().end());
+  const nlohmann::json body = {{"prompt", ids},
+                               {"max_tokens", request.stopping().max_tokens()},
+                               {"temperature", 0},
+                               {"ignore_eos", true},
+                               {"stream", true}};
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/completions";
+  req.headers = {{"Content-Type", "application/json"}};
+  req.body = body.dump();
+  Timed t;
+  std::string received;
+  const absl::Time start = absl::Now();
+  req.content_receiver = [&](const char* data, size_t size, uint64_t, uint64_t) {
+    received.append(data, size);
+    if (t.ttft_s == 0 && received.find("\"text\":\"") != std::string::npos) {
+      t.ttft_s = absl::ToDoubleSeconds(absl::Now() - start);
+    }
+    return true;
+  };
+  httplib::Response res;
+  httplib::Error error;
+  const bool sent = client.send(req, res, error);
+  t.e2e_s = absl::ToDoubleSeconds(absl::Now() - start);
+  t.ok = sent && res.status == 200 && absl::EndsWith(received, "data: [DONE]\n\n") && t.ttft_s > 0;
+  return t;
+}
 
 Timed TimeOne(onecard::v1::Generation::Stub* stub, const onecard::v1::GenerateRequest& request) {
   grpc::ClientContext context;
@@ -78,23 +116,29 @@ Timed TimeOne(onecard::v1::Generation::Stub* stub, const onecard::v1::GenerateRe
   return t;
 }
 
-// Pair `i`: one request straight to the worker, one through the router,
-// each with a prompt of its own; which goes first alternates with i.
-std::pair<Timed, Timed> TimePair(const RouterOverheadOptions& o, int32_t i,
-                                 onecard::v1::Generation::Stub* direct,
-                                 onecard::v1::Generation::Stub* routed) {
+// Where a round's requests go.
+struct Targets {
+  onecard::v1::Generation::Stub* direct;
+  onecard::v1::Generation::Stub* grpc;
+  httplib::Client* http;
+};
+
+// Round `i`: one request straight to the worker, one through each of the
+// router's APIs, each with a prompt of its own; the order rotates with i.
+std::array<Timed, 3> TimeRound(const RouterOverheadOptions& o, int32_t i, const Targets& to) {
   onecard::v1::GenerateRequest request;
   request.mutable_stopping()->set_max_tokens(o.max_tokens);
   request.mutable_stopping()->set_ignore_eos(true);
   request.mutable_sampling()->set_temperature(0);
-  Timed a, b;
-  for (int side = 0; side < 2; ++side) {
-    const bool via_router = (side == 0) == (i % 2 == 0);
-    std::vector<int32_t> ids = SyntheticPrompt(o.seed, 2 * (i + 2) + side, o.prompt_tokens, 49152);
+  std::array<Timed, 3> out;  // direct, gRPC, HTTP
+  for (int turn = 0; turn < 3; ++turn) {
+    const int leg = (turn + i + 3) % 3;  // i >= -2 (the warm-up rounds)
+    std::vector<int32_t> ids = SyntheticPrompt(o.seed, 3 * (i + 2) + leg, o.prompt_tokens, 49152);
     request.mutable_token_ids()->mutable_ids()->Assign(ids.begin(), ids.end());
-    (via_router ? b : a) = TimeOne(via_router ? routed : direct, request);
+    out[leg] = leg == 2 ? TimeOneHttp(*to.http, request)
+                        : TimeOne(leg == 0 ? to.direct : to.grpc, request);
   }
-  return {a, b};
+  return out;
 }
 
 absl::StatusOr<double> AdmittedTotal(const ChildProcess& router) {
@@ -214,30 +258,43 @@ absl::StatusOr<RouterOverhead> RunRouterOverhead(const RouterOverheadOptions& o)
                    StartRouter(c, "router-overhead-router", worker->grpc_address(), {}));
   auto direct = Connect(worker->grpc_address());
   auto routed = Connect(router->grpc_address());
-  std::vector<double> d_ttft, r_ttft, d_e2e, r_e2e, paired;
+  ASSIGN_OR_RETURN(services::HostPort http_address,
+                   services::ParseHostPort(router->http_address()));
+  httplib::Client http(http_address.host, http_address.port);
+  http.set_keep_alive(true);                     // as the gRPC legs keep their channels
+  std::array<std::vector<double>, 3> ttft, e2e;  // direct, gRPC, HTTP
+  std::vector<double> paired, paired_http;
   RouterOverhead out;
-  for (int32_t i = -2; i < o.pairs; ++i) {  // two warm-up pairs
-    auto [a, b] = TimePair(o, i, direct.get(), routed.get());
+  for (int32_t i = -2; i < o.pairs; ++i) {  // two warm-up rounds
+    const std::array<Timed, 3> t = TimeRound(o, i, {direct.get(), routed.get(), &http});
     if (i < 0) continue;
-    if (!a.ok || !b.ok) {
+    if (!t[0].ok || !t[1].ok || !t[2].ok) {
       ++out.failed;
       continue;
     }
-    d_ttft.push_back(a.ttft_s);
-    r_ttft.push_back(b.ttft_s);
-    d_e2e.push_back(a.e2e_s);
-    r_e2e.push_back(b.e2e_s);
-    paired.push_back(b.ttft_s - a.ttft_s);
+    for (int leg = 0; leg < 3; ++leg) {
+      ttft[leg].push_back(t[leg].ttft_s);
+      e2e[leg].push_back(t[leg].e2e_s);
+    }
+    paired.push_back(t[1].ttft_s - t[0].ttft_s);
+    paired_http.push_back(t[2].ttft_s - t[0].ttft_s);
   }
   out.paired_ttft_difference = Summarize(paired);
-  out.direct_ttft = Summarize(d_ttft);
-  out.router_ttft = Summarize(r_ttft);
-  out.direct_e2e = Summarize(d_e2e);
-  out.router_e2e = Summarize(r_e2e);
+  out.paired_http_ttft_difference = Summarize(paired_http);
+  out.direct_ttft = Summarize(ttft[0]);
+  out.router_ttft = Summarize(ttft[1]);
+  out.http_ttft = Summarize(ttft[2]);
+  out.direct_e2e = Summarize(e2e[0]);
+  out.router_e2e = Summarize(e2e[1]);
+  out.http_e2e = Summarize(e2e[2]);
   out.added_ttft_p50_s = out.router_ttft.p50 - out.direct_ttft.p50;
   out.added_ttft_p99_s = out.router_ttft.p99 - out.direct_ttft.p99;
   out.added_e2e_p50_s = out.router_e2e.p50 - out.direct_e2e.p50;
   out.added_e2e_p99_s = out.router_e2e.p99 - out.direct_e2e.p99;
+  out.added_http_ttft_p50_s = out.http_ttft.p50 - out.direct_ttft.p50;
+  out.added_http_ttft_p99_s = out.http_ttft.p99 - out.direct_ttft.p99;
+  out.added_http_e2e_p50_s = out.http_e2e.p50 - out.direct_e2e.p50;
+  out.added_http_e2e_p99_s = out.http_e2e.p99 - out.direct_e2e.p99;
   if (o.admission_requests > 0) {
     ASSIGN_OR_RETURN(out.admissions_per_second,
                      MeasureAdmissions(*router, *worker, o.admission_requests));

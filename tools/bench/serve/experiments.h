@@ -10,10 +10,13 @@
 // under each, and FIFO ÷ priority.
 //
 // RunRouterOverhead (scenario router-overhead): one worker and one router;
-// `pairs` pairs of requests, one straight to the worker's Generation service
-// and one through the router, alternating which goes first, one at a time
-// and each with a fresh prompt. Result: both latency distributions and the
-// added P50/P99 (router minus direct) of TTFT and end-to-end latency.
+// `pairs` rounds of requests, one straight to the worker's Generation
+// service, one through the router's gRPC API and one through its
+// OpenAI-compatible HTTP API (POST /v1/completions with the same token ids,
+// streamed as server-sent events over a kept-alive connection; TTFT is the
+// first event with text), rotating which goes first, one at a time and each
+// with a fresh prompt. Result: the three latency distributions and the added
+// P50/P99 (router minus direct) of TTFT and end-to-end latency for each API.
 // Tested by tests/integration/router_priority_test.cc and
 // router_overhead_test.cc.
 #ifndef ONECARD_TOOLS_BENCH_SERVE_EXPERIMENTS_H_
@@ -76,13 +79,18 @@ struct RouterOverheadOptions {
 };
 
 struct RouterOverhead {
-  Percentiles direct_ttft, router_ttft, direct_e2e, router_e2e;  // seconds
+  Percentiles direct_ttft, router_ttft, direct_e2e, router_e2e;  // seconds; router: gRPC
   double added_ttft_p50_s = 0, added_ttft_p99_s = 0;
   double added_e2e_p50_s = 0, added_e2e_p99_s = 0;
   // Per pair, router TTFT minus direct TTFT: less noisy than the difference
   // of two percentiles when the machine is shared.
   Percentiles paired_ttft_difference;
-  int64_t failed = 0;
+  // The same through the HTTP API.
+  Percentiles http_ttft, http_e2e;
+  double added_http_ttft_p50_s = 0, added_http_ttft_p99_s = 0;
+  double added_http_e2e_p50_s = 0, added_http_e2e_p99_s = 0;
+  Percentiles paired_http_ttft_difference;
+  int64_t failed = 0;  // rounds with a failed request (left out of every figure)
   double admissions_per_second = 0;
 };
 

@@ -1,7 +1,7 @@
 // Local processes for serve benchmarks and integration tests: start an
 // onecard-worker, onecard-router (or onecard-metrics) on loopback, read the
-// addresses it announces on stdout ("LISTENING grpc ADDR", "LISTENING
-// metrics ADDR") and wait for "READY"; signal it (SIGTERM, SIGSTOP, SIGKILL),
+// addresses it announces on stdout ("LISTENING grpc ADDR", "LISTENING http
+// ADDR", "LISTENING metrics ADDR") and wait for "READY"; signal it (SIGTERM, SIGSTOP, SIGKILL),
 // reap it, read its resident memory. Its stderr goes to a log file.
 // Tested through tests/integration/router_*_test.cc.
 #ifndef ONECARD_TOOLS_BENCH_SERVE_LOCAL_CLUSTER_H_
@@ -34,6 +34,7 @@ class ChildProcess {
 
   const std::string& grpc_address() const { return grpc_address_; }
   const std::string& metrics_address() const { return metrics_address_; }
+  const std::string& http_address() const { return http_address_; }  // the router's HTTP API
   pid_t pid() const { return pid_; }
   const std::string& log_path() const { return log_path_; }
 
@@ -53,6 +54,7 @@ class ChildProcess {
   std::string log_path_;
   std::string grpc_address_;
   std::string metrics_address_;
+  std::string http_address_;
   std::thread reader_;
   absl::Mutex mu_;
   bool ready_ ABSL_GUARDED_BY(mu_) = false;
