@@ -15,7 +15,8 @@
 // - Warp-specialised pipeline: a producer warp streams each stage (4 or 2
 //   k tiles of the block's 8 row tiles: codes, scales, the x columns; the
 //   layout makes the codes and the scales one contiguous copy each) into
-//   shared memory with the bulk copy engine, up to kStages stages ahead,
+//   shared memory with the bulk copy engine (x from 32 rows by cp.async:
+//   kXByCpAsync), up to kStages stages ahead,
 //   completing on mbarriers; eight consumer warps wait on a stage, compute,
 //   and release it. No block-wide barrier in the loop. With the RMSNorm
 //   prologue the producer also normalizes a stage's x before releasing it
@@ -186,19 +187,27 @@ __device__ __forceinline__ uint32_t ConstantBytes(const Sub& s, const Args& a) {
          (s.ntiles * kInt4TileBytes + scale_bytes * (kKind == Int4Offsets::kSymmetric ? 1 : 2));
 }
 
-// Bytes of the stage's bulk copies after the constants: the norm weights'
-// columns (the x rows come by cp.async).
-template <bool kNorm>
-__device__ __forceinline__ uint32_t NormBytes(const Sub& s) {
-  return kNorm ? s.ntiles * kInt4TileCols * 2 : 0;
-}
+// How a stage's x rows come: up to 16 rows one bulk copy a row (lanes
+// 8..31); from 32 rows by 16-byte cp.async pieces over the warp's lanes, each
+// lane arriving on the stage's barrier when its pieces land (the copy engine
+// takes ~100 cycles a copy whatever its size: 32-64 copies a stage held the
+// consumers up; for 16 rows the bulk copies were 12 % faster, kernels-int4).
+template <int NT>
+constexpr bool kXByCpAsync = NT >= 4;
 
 // Arrivals a stage's full barrier takes: the producer's lane 0 (with the
-// bulk copies' bytes), and each producer lane's cp.async of x.
-constexpr uint32_t kFullArrivals = 1 + 32;
+// bulk copies' bytes), and with kXByCpAsync each producer lane's.
+template <int NT>
+constexpr uint32_t kFullArrivals = kXByCpAsync<NT> ? 1 + 32 : 1;
 
-// The row group's codes, scales and offsets of the stage: one contiguous
-// copy each (int4_layout.h), by lanes 0, 1 and 2.
+// Bytes of the stage's bulk copies after the constants: the norm weights'
+// columns and the x rows that come by bulk copy.
+template <int NT, bool kNorm>
+__device__ __forceinline__ uint32_t XBytes(const Sub& s, const Args& a) {
+  const uint32_t row = s.ntiles * kInt4TileCols * 2;
+  return (kXByCpAsync<NT> ? 0 : min(a.rows, 8 * NT) * row) + (kNorm ? row : 0);
+}
+
 template <int NT, Int4Offsets kKind>
 __device__ __forceinline__ void CopyConstants(Stage<NT>& st, uint64_t* bar, const Sub& s,
                                               const Args& a, int lane) {
@@ -217,22 +226,27 @@ __device__ __forceinline__ void CopyConstants(Stage<NT>& st, uint64_t* bar, cons
   }
 }
 
-// The x rows of the stage in 16-byte cp.async pieces over the warp's lanes
-// (one bulk copy a row would queue up to 64 copies a stage on the copy
-// engine), each lane arriving on `bar` when its pieces land; lane 3 brings
-// the norm weights' columns with the copy engine.
+// The x rows of the stage (kXByCpAsync says how); lane 3 brings the norm
+// weights' columns with the copy engine.
 template <int NT, bool kNorm>
 __device__ __forceinline__ void CopyX(Stage<NT>& st, uint64_t* bar, const Sub& s, const Args& a,
                                       int lane) {
   const int64_t col0 = int64_t{s.kt} * kInt4TileCols;
-  if (kNorm && lane == 3) cuda::BulkCopy(st.norm_w, a.norm_w + col0, NormBytes<kNorm>(s), bar);
-  const int pieces = s.ntiles * kInt4TileCols / 8;  // a row's
-  const int total = min(a.rows, 8 * NT) * pieces;
-  for (int i = lane; i < total; i += 32) {
-    const int r = i / pieces, c = (i - r * pieces) * 8;
-    cuda::CpAsync16(&st.x[r][c], a.x + r * a.x_stride + col0 + c);
+  const uint32_t row_bytes = s.ntiles * kInt4TileCols * 2;
+  if (kNorm && lane == 3) cuda::BulkCopy(st.norm_w, a.norm_w + col0, row_bytes, bar);
+  const int rows = min(a.rows, 8 * NT);
+  if constexpr (kXByCpAsync<NT>) {
+    const int pieces = row_bytes / 16;  // a row's
+    for (int i = lane; i < rows * pieces; i += 32) {
+      const int r = i / pieces, c = (i - r * pieces) * 8;
+      cuda::CpAsync16(&st.x[r][c], a.x + r * a.x_stride + col0 + c);
+    }
+    cuda::CpAsyncArriveNoinc(bar);
+  } else {
+    for (int r = lane - 8; r >= 0 && r < rows; r += 24) {
+      cuda::BulkCopy(st.x[r], a.x + r * a.x_stride + col0, row_bytes, bar);
+    }
   }
-  cuda::CpAsyncArriveNoinc(bar);
 }
 
 // x' = bf16(w * (x * inv_rms)) in place (rms_norm.h's rounding).
@@ -270,7 +284,7 @@ __device__ void Producer(Smem<NT>& sm, const Args& a, int64_t begin, int64_t end
   cuda::GridDependencyWait();
   cuda::LaunchDependents();
   for (int j = 0; j < issued; ++j) {
-    if (lane == 0) cuda::MbarrierArriveExpectTx(&sm.full[j], NormBytes<kNorm>(first[j]));
+    if (lane == 0) cuda::MbarrierArriveExpectTx(&sm.full[j], XBytes<NT, kNorm>(first[j], a));
     __syncwarp();
     CopyX<NT, kNorm>(sm.stage[j], &sm.full[j], first[j], a, lane);
   }
@@ -283,7 +297,7 @@ __device__ void Producer(Smem<NT>& sm, const Args& a, int64_t begin, int64_t end
       const Sub s = issue.Next(a);
       if (lane == 0) {
         cuda::MbarrierArriveExpectTx(&sm.full[st],
-                                     ConstantBytes<NT, kKind>(s, a) + NormBytes<kNorm>(s));
+                                     ConstantBytes<NT, kKind>(s, a) + XBytes<NT, kNorm>(s, a));
       }
       __syncwarp();
       CopyConstants<NT, kKind>(sm.stage[st], &sm.full[st], s, a, lane);
@@ -564,7 +578,7 @@ __global__ void __launch_bounds__(kThreads, Cfg<NT>::kBlocksPerSm) Int4GemmKerne
   if (begin >= end) return;
   if (threadIdx.x == 0) {
     for (int s = 0; s < Cfg<NT>::kStages; ++s) {
-      cuda::MbarrierInit(&sm.full[s], kFullArrivals);
+      cuda::MbarrierInit(&sm.full[s], kFullArrivals<NT>);
       cuda::MbarrierInit(&sm.ready[s], 1);
       cuda::MbarrierInit(&sm.empty[s], kWarps);
     }
