@@ -32,7 +32,7 @@
 
 namespace onecard::engine {
 
-// Past 64 rows the kernel (32-64 rows: 100-126 TFLOP/s on the H200) is no
+// Past 64 rows the kernel (32-64 rows: 88-126 TFLOP/s on the H200) is no
 // faster than dequantizing to BF16 for cuBLAS (bench/results, 4-bit page).
 inline constexpr int32_t kInt4GemmMaxRows = 64;
 inline constexpr int32_t kInt4GemmMaxNormRows = 4;
