@@ -43,6 +43,24 @@ absl::Status ValidateTokens(const GenerationRequest& r, int64_t vocab_size, int3
   return absl::OkStatus();
 }
 
+absl::Status ValidateStopping(const StoppingCriteria& s, int64_t vocab_size) {
+  for (size_t i = 0; i < s.stop_strings.size(); ++i) {
+    if (s.stop_strings[i].empty()) {
+      return Invalid(absl::StrCat("stopping.stop_strings[", i, "]"), "empty");
+    }
+  }
+  for (size_t i = 0; i < s.stop_token_ids.size(); ++i) {
+    const int32_t id = s.stop_token_ids[i];
+    if (id < 0 || id >= vocab_size) {
+      return Invalid(absl::StrCat("stopping.stop_token_ids[", i, "]"),
+                     absl::StrCat(id, " is outside the vocabulary [0, ", vocab_size, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status ValidateSampling(const SamplingParams& s) {
   if (!(s.temperature >= 0) || std::isinf(s.temperature)) {
     return Invalid("sampling.temperature", absl::StrCat(s.temperature, " is not >= 0"));
@@ -68,24 +86,6 @@ absl::Status ValidateSampling(const SamplingParams& s) {
   }
   return absl::OkStatus();
 }
-
-absl::Status ValidateStopping(const StoppingCriteria& s, int64_t vocab_size) {
-  for (size_t i = 0; i < s.stop_strings.size(); ++i) {
-    if (s.stop_strings[i].empty()) {
-      return Invalid(absl::StrCat("stopping.stop_strings[", i, "]"), "empty");
-    }
-  }
-  for (size_t i = 0; i < s.stop_token_ids.size(); ++i) {
-    const int32_t id = s.stop_token_ids[i];
-    if (id < 0 || id >= vocab_size) {
-      return Invalid(absl::StrCat("stopping.stop_token_ids[", i, "]"),
-                     absl::StrCat(id, " is outside the vocabulary [0, ", vocab_size, ")"));
-    }
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
 
 absl::Status ValidateRequest(const GenerationRequest& request, int64_t vocab_size,
                              int32_t max_context) {

@@ -11,6 +11,10 @@
 
 namespace onecard::engine {
 
+// The sampling parameters alone (the CLI checks its flags with it before it
+// loads a model).
+absl::Status ValidateSampling(const SamplingParams& sampling);
+
 // vocab_size: the model's; max_context: the engine's (model and KV pool).
 absl::Status ValidateRequest(const GenerationRequest& request, int64_t vocab_size,
                              int32_t max_context);

@@ -19,8 +19,8 @@
 #include "tools/bench/bench_report.h"
 #include "tools/bench/cuda/cuda_bench.h"
 
-ABSL_FLAG(std::string, results, "bench/results/results.jsonl",
-          "JSON lines file to append to; empty = do not write");
+ABSL_FLAG(std::string, results, onecard::bench::kDefaultResultsPath,
+          "JSON lines file to append to (git-ignored by default); empty = do not write");
 ABSL_FLAG(std::string, commit, "", "commit to record; default $ONECARD_COMMIT or git");
 
 int main(int argc, char** argv) {
