@@ -4,8 +4,10 @@
 #include "router/generate_call.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "router/access_log.h"
 #include "services/common/proto_time.h"
 #include "services/common/status.h"
 #include "services/common/wire_message.h"
@@ -379,16 +381,30 @@ void GenerateCall::End(absl::Status status) {
 
 void GenerateCall::FinishNow(const absl::Status& status) {
   int64_t tokens;
+  absl::Time first_token_at;
   {
     absl::MutexLock lock(&mu_);
     tokens = tokens_sent_;
+    first_token_at = first_token_at_;
   }
   if (reserved_) {
     int64_t used = tokens > 0 ? prepared_.prompt_tokens + tokens : 0;
     core_->limiter().Finish(tenant_->name, prepared_.cost_tokens(), used);
   }
-  core_->metrics().Finished(prepared_.priority, static_cast<int>(status.code()),
-                            core_->clock()->Now() - arrived_);
+  const absl::Duration total = core_->clock()->Now() - arrived_;
+  core_->metrics().Finished(prepared_.priority, static_cast<int>(status.code()), total);
+  LogAccess({.request_id = prepared_.worker_request.request_id().empty()
+                               ? request_.request_id()
+                               : prepared_.worker_request.request_id(),
+             .tenant = tenant_ == nullptr ? "" : tenant_->name,
+             .priority = tenant_ == nullptr ? "" : PriorityClassName(prepared_.priority),
+             .prompt_tokens = prepared_.prompt_tokens,
+             .completion_tokens = tokens,
+             .time_to_first_token = first_token_at == absl::InfiniteFuture()
+                                        ? std::nullopt
+                                        : std::optional(first_token_at - arrived_),
+             .total_time = total,
+             .code = status.code()});
   services::AddStatusTrailers(status, context_);
   Finish(services::ToGrpcStatus(status));
 }

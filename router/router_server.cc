@@ -9,6 +9,7 @@
 #include "engine/common/status_macros.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/server_builder.h"
+#include "onecard/v1/generation.grpc.pb.h"
 #include "router/worker_table.h"
 #include "services/common/server_main.h"
 
@@ -71,7 +72,7 @@ absl::Status RouterServer::Init(const onecard::v1::RouterConfig& config) {
 }
 
 absl::Status RouterServer::StartGrpc() {
-  grpc::EnableDefaultHealthCheckService(true);
+  services::EnableStandardGrpcServices();
   grpc::ServerBuilder builder;
   service_ = std::make_unique<RouterService>(core_.get());
   builder.RegisterService(service_.get());
@@ -86,6 +87,9 @@ absl::Status RouterServer::StartGrpc() {
   server_ = std::move(started.server);
   port_ = started.port;
   address_ = started.address;
+  // The server ("") and its one service by name, for probes that ask either.
+  server_->GetHealthCheckService()->SetServingStatus(
+      onecard::v1::Generation::service_full_name(), true);
   server_->GetHealthCheckService()->SetServingStatus(true);
   return absl::OkStatus();
 }

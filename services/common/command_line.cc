@@ -112,6 +112,8 @@ FlagGroup ServiceIdentityFlagGroup() {
 
 std::string ServiceHelpEpilog() {
   return "Flags override single fields of --config (docs/config.md).\n"
+         "Environment: ONECARD_LOG_LEVEL=debug|info|warn|error, ONECARD_LOG_FORMAT=json (one\n"
+         "JSON object a log line). gRPC: grpc.health.v1 per service name, server reflection.\n"
          "Exit status: 0 after SIGTERM or Ctrl-C (the service drains first), 1 when it cannot\n"
          "start, 2 on a bad flag or config.";
 }

@@ -76,7 +76,7 @@ absl::StatusOr<std::unique_ptr<MetricsService>> MetricsService::Start(
   ASSIGN_OR_RETURN(service->metrics_, MetricsServer::Start(options.metrics_listen_address));
   service->metrics_->Add(service->cluster_metrics_);
 
-  grpc::EnableDefaultHealthCheckService(true);
+  EnableStandardGrpcServices();
   grpc::ServerBuilder builder;
   builder.RegisterService(service->control_.get());
   ASSIGN_OR_RETURN(StartedServer started,

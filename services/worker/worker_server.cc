@@ -72,7 +72,7 @@ absl::Status WorkerServer::StartServers() {
 
   worker_service_ = std::make_unique<WorkerService>(core_.get(), auth_);
   generation_service_ = std::make_unique<GenerationService>(core_.get(), auth_);
-  grpc::EnableDefaultHealthCheckService(true);
+  EnableStandardGrpcServices();
   grpc::ServerBuilder builder;
   builder.RegisterService(worker_service_.get());
   builder.RegisterService(generation_service_.get());
