@@ -49,7 +49,7 @@ absl::Status RouterServer::Init(const onecard::v1::RouterConfig& config) {
   preparer_ = std::make_unique<RequestPreparer>(
       model_->tokenizer.get(), model_->chat_template, model_->spec,
       PrepOptions{c.default_max_tokens(), c.max_request_bytes()});
-  ASSIGN_OR_RETURN(metrics_, services::MetricsServer::Start(c.metrics_listen_address()));
+  ASSIGN_OR_RETURN(metrics_, services::MetricsServer::Start(c.metrics_listen_address(), "router"));
   router_metrics_ = std::make_unique<RouterMetrics>(metrics_->registry());
   std::vector<std::string> tenant_names;
   for (const TenantSpec& spec : options_.tenants) tenant_names.push_back(spec.tenant.name);
