@@ -1,5 +1,5 @@
 // RouterServer: the router process in one object (see router_server.h).
-// Tested by tests/router/router_server_test.cc and the integration tests.
+// Tested by tests/router/router_service_test.cc and the integration tests.
 #include "router/router_server.h"
 
 #include <algorithm>
