@@ -104,8 +104,13 @@ TEST(HelmValuesTest, NetworkPoliciesLetOnlyRoutersReachWorkersAndPrometheusScrap
   const json control = RuleForPort(FindObject(docs, "NetworkPolicy", "-metrics"), 50060);
   ASSERT_FALSE(control.is_null());
   EXPECT_EQ(control.at("from").size(), 2u);
-  // The public API: open to every source unless routerIngressFrom says.
+  // The public API: open to every source unless routerIngressFrom says; a
+  // router HTTP port (router.service.httpPort) opens beside gRPC.
   EXPECT_FALSE(RuleForPort(FindObject(docs, "NetworkPolicy", "-router"), 50050).contains("from"));
+  const std::vector<json> http = Render({}, {"router.service.httpPort=8000"});
+  const json public_rule = RuleForPort(FindObject(http, "NetworkPolicy", "-router"), 8000);
+  ASSERT_FALSE(public_rule.is_null());
+  EXPECT_EQ(Int(public_rule.at("ports")[0].at("port")), 50050);
   const std::vector<json> off = Render({}, {"networkPolicy.enabled=false"});
   EXPECT_TRUE(FindObject(off, "NetworkPolicy", "").is_null());
 }
@@ -220,7 +225,7 @@ TEST(HelmValuesTest, IngressAndGrpcRouteSendToTheRoutersGrpcPort) {
       Render({}, {"ingress.enabled=true", "ingress.host=llm.example.org",
                   "ingress.tlsSecret=llm-tls", "grpcRoute.enabled=true",
                   "grpcRoute.parentRefs[0].name=gw", "grpcRoute.hostnames={llm.example.org}"});
-  const json ingress = FindObject(docs, "Ingress", "-router");
+  const json ingress = FindObject(docs, "Ingress", "-router-grpc");
   ASSERT_FALSE(ingress.is_null());
   const json& rule = ingress.at("spec").at("rules")[0];
   EXPECT_EQ(rule.at("host"), "llm.example.org");
