@@ -5,8 +5,10 @@
 #include "router/generate_call.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "router/access_log.h"
 #include "services/common/proto_time.h"
 #include "services/common/status.h"
 
@@ -376,16 +378,31 @@ void GenerateCall::End(absl::Status status) {
 
 void GenerateCall::FinishNow(const absl::Status& status) {
   int64_t tokens;
+  absl::Time first_token_at;
   {
     absl::MutexLock lock(&mu_);
     tokens = tokens_sent_;
+    first_token_at = first_token_at_;
   }
   if (reserved_) {
     int64_t used = tokens > 0 ? prepared_.prompt_tokens + tokens : 0;
     core_->limiter().Finish(tenant_->name, prepared_.cost_tokens(), used);
   }
+  const absl::Duration total = core_->clock()->Now() - arrived_;
   core_->metrics().Finished(client_.door, prepared_.priority, static_cast<int>(status.code()),
-                            core_->clock()->Now() - arrived_);
+                            total);
+  LogAccess({.request_id = prepared_.worker_request.request_id().empty()
+                               ? request_.request_id()
+                               : prepared_.worker_request.request_id(),
+             .tenant = tenant_ == nullptr ? "" : tenant_->name,
+             .priority = tenant_ == nullptr ? "" : PriorityClassName(prepared_.priority),
+             .prompt_tokens = prepared_.prompt_tokens,
+             .completion_tokens = tokens,
+             .time_to_first_token = first_token_at == absl::InfiniteFuture()
+                                        ? std::nullopt
+                                        : std::optional(first_token_at - arrived_),
+             .total_time = total,
+             .code = status.code()});
   stream_->End(status);  // the last use of `this` by this thread: the door may Release now
 }
 

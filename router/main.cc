@@ -13,7 +13,6 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/usage.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "engine/common/log.h"
@@ -21,7 +20,7 @@
 #include "onecard/v1/config.pb.h"
 #include "router/router_server.h"
 #include "services/common/config.h"
-#include "services/common/flag_names.h"
+#include "services/common/command_line.h"
 #include "services/common/proto_time.h"
 #include "services/common/server_main.h"
 #include "services/common/service_auth_flags.h"
@@ -57,19 +56,29 @@ ABSL_FLAG(std::string, stale_worker_grace, "",
           "After a control-plane restart, keep workers it does not list yet this long, e.g. 10s");
 
 namespace onecard::router {
-namespace {
 
-// An OnecardConfig with a `router:` section, or a bare RouterConfig.
-absl::StatusOr<onecard::v1::RouterConfig> LoadFileConfig(const std::string& path) {
-  onecard::v1::RouterConfig config;
-  if (path.empty()) return config;
-  onecard::v1::OnecardConfig whole;
-  const absl::Status as_whole = services::LoadConfigFile(path, &whole);
-  if (as_whole.ok() && whole.has_router()) return whole.router();
-  const absl::Status as_router = services::LoadConfigFile(path, &config);
-  if (as_router.ok()) return config;
-  return absl::StrContains(as_router.message(), ": router: ") ? as_whole : as_router;
-}
+const services::CommandLineSpec kCommandLine = {
+    .program = "onecard-router",
+    .usage = {"--model PATH --static-workers HOST:PORT[,...] [flags]",
+              "--config cluster.yaml [flags]"},
+    .description =
+        "The public onecard.v1.Generation API in front of the workers: API keys, validation,\n"
+        "tokenization, per-tenant rate limits, priority queues, dispatch to the least-loaded\n"
+        "worker. Runs in the foreground until SIGTERM or Ctrl-C, then drains. Prints\n"
+        "\"LISTENING grpc ADDR\", \"LISTENING metrics ADDR\" and \"READY\" on stdout.",
+    .groups = {{"Configuration", {"config"}},
+               {"Model", {"model", "model_name", "default_max_tokens"}},
+               {"Network", {"listen", "metrics_listen", "advertise", "router_id",
+                            "public_tls_cert", "public_tls_key"}},
+               {"Workers", {"control_plane", "static_workers", "dns_workers",
+                            "max_in_flight_per_worker", "stale_worker_grace"}},
+               {"Queue", {"queue_max_depth", "queue_timeout", "aging_step", "fifo"}},
+               {"Access", {"allow_unauthenticated"}},
+               services::ServiceIdentityFlagGroup(),
+               {"Shutdown", {"grace_period"}}},
+    .epilog = services::ServiceHelpEpilog()};
+
+namespace {
 
 absl::Status OverrideDuration(const std::string& flag, const char* name,
                               google::protobuf::Duration* out) {
@@ -148,7 +157,8 @@ absl::Status Override(onecard::v1::RouterConfig* c) {
 }
 
 int Run(services::ShutdownSignals& signals) {
-  absl::StatusOr<onecard::v1::RouterConfig> config = LoadFileConfig(absl::GetFlag(FLAGS_config));
+  absl::StatusOr<onecard::v1::RouterConfig> config =
+      services::LoadServiceConfig<onecard::v1::RouterConfig>(absl::GetFlag(FLAGS_config), "router");
   absl::Status status = config.ok() ? Override(&*config) : config.status();
   absl::StatusOr<RouterOptions> options =
       status.ok() ? ResolveRouterOptions(*config) : absl::StatusOr<RouterOptions>(status);
@@ -185,7 +195,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "onecard-router: %s\n", signals.status().ToString().c_str());
     return 1;
   }
-  absl::SetProgramUsageMessage("onecard-router --model PATH [--static-workers H:P,...] [flags]");
-  onecard::services::ParseFlags(argc, argv);
+  const onecard::services::CommandLine cli =
+      onecard::services::ParseCommandLine(onecard::router::kCommandLine, argc, argv);
+  if (cli.exit_code) return *cli.exit_code;
   return onecard::router::Run(**signals);
 }

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/common/status_macros.h"
 #include "engine/model/checkpoint.h"
+#include "engine/model/hf_config.h"
 
 namespace onecard::router {
 
@@ -17,8 +18,41 @@ std::string ModelNameFromPath(const std::string& path) {
   return p.filename().string();
 }
 
+namespace {
+
+// An HF folder holding the router's files only (config.json, tokenizer.json,
+// tokenizer_config.json; no weights), as the Helm chart's tokenizer-only
+// mount gives it: the checkpoint as OpenCheckpoint would give it, without
+// the safetensors it would open.
+absl::StatusOr<engine::Checkpoint> OpenTokenizerFolder(const std::string& dir) {
+  engine::Checkpoint checkpoint;
+  checkpoint.path = dir;
+  checkpoint.format = engine::CheckpointFormat::kSafetensors;
+  ASSIGN_OR_RETURN(checkpoint.config, engine::LoadHfConfig(dir + "/config.json"));
+  checkpoint.tokenizer_json_path = dir + "/tokenizer.json";
+  if (std::filesystem::is_regular_file(dir + "/tokenizer_config.json")) {
+    checkpoint.tokenizer_config_path = dir + "/tokenizer_config.json";
+  }
+  return checkpoint;
+}
+
+bool IsTokenizerFolder(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(path, ec) ||
+      !std::filesystem::is_regular_file(path + "/tokenizer.json", ec)) {
+    return false;
+  }
+  for (const auto& entry : std::filesystem::directory_iterator(path, ec)) {
+    if (entry.path().extension() == ".safetensors") return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 absl::StatusOr<RoutingModel> LoadRoutingModel(const std::string& path, const std::string& name) {
-  absl::StatusOr<engine::Checkpoint> checkpoint = engine::OpenCheckpoint(path);
+  absl::StatusOr<engine::Checkpoint> checkpoint =
+      IsTokenizerFolder(path) ? OpenTokenizerFolder(path) : engine::OpenCheckpoint(path);
   if (!checkpoint.ok()) {
     return absl::Status(checkpoint.status().code(),
                         absl::StrCat("model_path ", path, ": ", checkpoint.status().message()));

@@ -1,5 +1,5 @@
 // RouterServer: the router process in one object (see router_server.h).
-// Tested by tests/router/router_server_test.cc and the integration tests.
+// Tested by tests/router/router_service_test.cc and the integration tests.
 #include "router/router_server.h"
 
 #include <algorithm>
@@ -9,6 +9,7 @@
 #include "engine/common/status_macros.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/server_builder.h"
+#include "onecard/v1/generation.grpc.pb.h"
 #include "router/worker_table.h"
 #include "services/common/server_main.h"
 
@@ -68,8 +69,8 @@ absl::Status RouterServer::Init(const onecard::v1::RouterConfig& config) {
 }
 
 absl::Status RouterServer::StartMetrics() {
-  ASSIGN_OR_RETURN(metrics_,
-                   services::MetricsServer::Start(options_.config.metrics_listen_address()));
+  ASSIGN_OR_RETURN(metrics_, services::MetricsServer::Start(
+                                options_.config.metrics_listen_address(), "router"));
   metrics_address_ = metrics_->address();
   router_metrics_ = std::make_unique<RouterMetrics>(metrics_->registry());
   std::vector<std::string> tenant_names;
@@ -86,7 +87,7 @@ absl::Status RouterServer::StartHttp() {
 }
 
 absl::Status RouterServer::StartGrpc() {
-  grpc::EnableDefaultHealthCheckService(true);
+  services::EnableStandardGrpcServices();
   grpc::ServerBuilder builder;
   service_ = std::make_unique<RouterService>(core_.get());
   builder.RegisterService(service_.get());
@@ -101,6 +102,9 @@ absl::Status RouterServer::StartGrpc() {
   server_ = std::move(started.server);
   port_ = started.port;
   address_ = started.address;
+  // The server ("") and its one service by name, for probes that ask either.
+  server_->GetHealthCheckService()->SetServingStatus(
+      onecard::v1::Generation::service_full_name(), true);
   server_->GetHealthCheckService()->SetServingStatus(true);
   return absl::OkStatus();
 }

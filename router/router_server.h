@@ -21,7 +21,7 @@
 // (health SERVING). Drain (SIGTERM): health NOT_SERVING, new requests get
 // UNAVAILABLE (HTTP 503), open calls of both APIs finish within the grace
 // period; then Shutdown (open calls are cancelled). Shutdown is idempotent.
-// Tested by tests/router/router_server_test.cc and the integration tests.
+// Tested by tests/router/router_service_test.cc and the integration tests.
 #ifndef ONECARD_ROUTER_ROUTER_SERVER_H_
 #define ONECARD_ROUTER_ROUTER_SERVER_H_
 

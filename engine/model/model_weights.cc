@@ -1,7 +1,8 @@
 // LoadWeightsF32: every tensor of the decoder found and shape-checked
 // (layer_tensors.h: names, shapes, llama.cpp's Q/K permutation undone as
 // transformers' LlamaTensorProcessor._reverse_permute_weights does), then
-// dequantized in parallel (one job per tensor). Tested by
+// dequantized in parallel (one job per tensor, counted on a Progress: a bar
+// on a terminal, periodic log lines otherwise). Tested by
 // tests/engine/model/model_weights_test.cc and model_weights_smollm2_test.cc.
 #include "engine/model/model_weights.h"
 
@@ -10,6 +11,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "engine/common/progress.h"
 #include "engine/common/status_macros.h"
 #include "engine/model/layer_tensors.h"
 
@@ -49,12 +51,16 @@ absl::Status RunJob(const Job& job) {
   return absl::OkStatus();
 }
 
-// Runs the jobs on up to two threads; returns the first failure in job order.
-absl::Status RunJobs(const std::vector<Job>& jobs) {
+// Runs the jobs on up to two threads, counting them on `progress`; returns
+// the first failure in job order.
+absl::Status RunJobs(const std::vector<Job>& jobs, Progress& progress) {
   std::vector<absl::Status> statuses(jobs.size());
   std::atomic<size_t> next{0};
   auto work = [&]() {
-    for (size_t i = next++; i < jobs.size(); i = next++) statuses[i] = RunJob(jobs[i]);
+    for (size_t i = next++; i < jobs.size(); i = next++) {
+      statuses[i] = RunJob(jobs[i]);
+      progress.Add();
+    }
   };
   unsigned num_threads = std::clamp(std::thread::hardware_concurrency(), 1u, 2u);
   std::vector<std::thread> helpers;
@@ -117,7 +123,9 @@ absl::StatusOr<ModelWeightsF32> LoadWeightsF32(const Checkpoint& checkpoint) {
   for (Job& job : jobs) {  // every tensor found and checked before any work
     ASSIGN_OR_RETURN(job.tensor, ResolveTensor(checkpoint, job.part, job.layer));
   }
-  RETURN_IF_ERROR(RunJobs(jobs));
+  Progress progress(absl::StrCat("loading ", checkpoint.path), static_cast<int64_t>(jobs.size()),
+                    "tensors");
+  RETURN_IF_ERROR(RunJobs(jobs, progress));
   return weights;
 }
 

@@ -59,7 +59,9 @@ absl::Status CheckLengths(const GenerationRequest& r, const RequestLimits& limit
   return absl::OkStatus();
 }
 
-absl::Status CheckSampling(const SamplingParams& s) {
+}  // namespace
+
+absl::Status ValidateSampling(const SamplingParams& s) {
   RETURN_IF_ERROR(CheckRange("sampling.temperature", s.temperature, 0, kMaxTemperature,
                              absl::StrCat("[0, ", kMaxTemperature, "]")));
   if (s.top_k < 0) return Invalid("sampling.top_k", absl::StrCat("must be >= 0, got ", s.top_k));
@@ -78,6 +80,8 @@ absl::Status CheckSampling(const SamplingParams& s) {
   return CheckRange("sampling.frequency_penalty", s.frequency_penalty, -kMaxPenalty, kMaxPenalty,
                     penalty_range);
 }
+
+namespace {
 
 absl::Status CheckStops(const StoppingCriteria& s, int64_t vocab_size) {
   for (size_t i = 0; i < s.stop_strings.size(); ++i) {
@@ -109,7 +113,7 @@ absl::Status ValidateRequest(const GenerationRequest& request, const RequestLimi
                              absl::string_view prompt_field) {
   RETURN_IF_ERROR(CheckIds(request.prompt_token_ids, prompt_field, limits.vocab_size));
   RETURN_IF_ERROR(CheckLengths(request, limits, prompt_field));
-  RETURN_IF_ERROR(CheckSampling(request.sampling));
+  RETURN_IF_ERROR(ValidateSampling(request.sampling));
   RETURN_IF_ERROR(CheckStops(request.stopping, limits.vocab_size));
   return CheckLogprobs(request);
 }

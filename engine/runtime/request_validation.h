@@ -51,6 +51,10 @@ int32_t DefaultMaxTokens(int64_t prompt_tokens, const RequestLimits& limits);
 absl::Status ValidateRequest(const GenerationRequest& request, const RequestLimits& limits,
                              absl::string_view prompt_field = "prompt");
 
+// The sampling parameters alone, within the bounds above (the CLI checks its
+// flags with it before it loads a model).
+absl::Status ValidateSampling(const SamplingParams& sampling);
+
 }  // namespace onecard::engine
 
 #endif  // ONECARD_ENGINE_RUNTIME_REQUEST_VALIDATION_H_

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "engine/common/regular_file.h"
+#include "onecard/v1/config.pb.h"
 #include "services/common/proto_from_yaml.h"
 #include "yaml-cpp/yaml.h"
 
@@ -30,6 +31,31 @@ absl::StatusOr<YAML::Node> ParseYaml(absl::string_view text, absl::string_view s
   }
 }
 
+absl::StatusOr<YAML::Node> ReadYamlFile(const std::string& path) {
+  absl::StatusOr<std::string> contents = ReadRegularFile(path);  // never blocks on a FIFO
+  if (absl::IsNotFound(contents.status())) {
+    return absl::NotFoundError(absl::StrCat(path, ": cannot open the config file"));
+  }
+  if (!contents.ok()) return contents.status();
+  return ParseYaml(*contents, path);
+}
+
+// True when the top level of `root` is a mapping with a key naming a field
+// of OnecardConfig (proto or lowerCamelCase name): the file is a whole
+// cluster config rather than one section.
+bool IsWholeConfig(const YAML::Node& root) {
+  if (!root.IsMap()) return false;
+  const google::protobuf::Descriptor& whole = *v1::OnecardConfig::descriptor();
+  for (const auto& entry : root) {
+    if (!entry.first.IsScalar()) continue;
+    const std::string& key = entry.first.Scalar();
+    if (whole.FindFieldByName(key) != nullptr || whole.FindFieldByCamelcaseName(key) != nullptr) {
+      return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 absl::Status ParseConfigText(absl::string_view text, absl::string_view source,
@@ -41,12 +67,29 @@ absl::Status ParseConfigText(absl::string_view text, absl::string_view source,
 }
 
 absl::Status LoadConfigFile(const std::string& path, google::protobuf::Message* out) {
-  absl::StatusOr<std::string> contents = ReadRegularFile(path);  // never blocks on a FIFO
-  if (absl::IsNotFound(contents.status())) {
-    return absl::NotFoundError(absl::StrCat(path, ": cannot open the config file"));
+  out->Clear();
+  absl::StatusOr<YAML::Node> root = ReadYamlFile(path);
+  if (!root.ok()) return root.status();
+  return ProtoFromYaml(*root, path, out);
+}
+
+absl::Status LoadServiceConfig(const std::string& path, absl::string_view section,
+                               google::protobuf::Message* out) {
+  if (path.empty()) return absl::OkStatus();
+  absl::StatusOr<YAML::Node> root = ReadYamlFile(path);
+  if (!root.ok()) return root.status();
+  out->Clear();
+  if (!IsWholeConfig(*root)) return ProtoFromYaml(*root, path, out);
+  v1::OnecardConfig whole;
+  if (absl::Status s = ProtoFromYaml(*root, path, &whole); !s.ok()) return s;
+  const google::protobuf::FieldDescriptor* field =
+      whole.GetDescriptor()->FindFieldByName(std::string(section));
+  if (field == nullptr || field->message_type() != out->GetDescriptor()) {
+    return absl::InternalError(absl::StrCat("no config section \"", section, "\" of type ",
+                                            out->GetDescriptor()->full_name()));
   }
-  if (!contents.ok()) return contents.status();
-  return ParseConfigText(*contents, path, out);
+  out->CopyFrom(whole.GetReflection()->GetMessage(whole, field));
+  return absl::OkStatus();
 }
 
 absl::StatusOr<int64_t> ParseByteSize(absl::string_view text) {

@@ -30,6 +30,16 @@ absl::Status ParseConfigText(absl::string_view text, absl::string_view source,
 // Reads the file at `path` and parses it as above. NotFound when missing.
 absl::Status LoadConfigFile(const std::string& path, google::protobuf::Message* out);
 
+// A service's section: the file at `path` holds either a whole
+// OnecardConfig (top-level keys worker, router, metrics) or the bare
+// section message (*out's type). Which one is decided by the top-level
+// keys, so an error inside a section names its full path
+// (`cluster.yaml:9: router.tenants[0].max_priority: expected one of ...`).
+// A whole config without `section` leaves *out empty. An empty path leaves
+// *out as it is.
+absl::Status LoadServiceConfig(const std::string& path, absl::string_view section,
+                               google::protobuf::Message* out);
+
 // A size in bytes: a number with an optional binary unit, "24GiB",
 // "512MiB", "1.5TiB", "4096KiB", "123B" or "123" (bytes); whole bytes after
 // the unit is applied. InvalidArgument quoting the text otherwise
@@ -40,6 +50,14 @@ template <typename T>
 absl::StatusOr<T> LoadConfig(const std::string& path) {
   T config;
   absl::Status status = LoadConfigFile(path, &config);
+  if (!status.ok()) return status;
+  return config;
+}
+
+template <typename T>
+absl::StatusOr<T> LoadServiceConfig(const std::string& path, absl::string_view section) {
+  T config;
+  absl::Status status = LoadServiceConfig(path, section, &config);
   if (!status.ok()) return status;
   return config;
 }

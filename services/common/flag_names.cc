@@ -4,8 +4,6 @@
 
 #include <algorithm>
 
-#include "absl/flags/parse.h"
-
 namespace onecard::services {
 
 std::vector<std::string> NormalizeFlagNames(int argc, char** argv) {
@@ -19,15 +17,6 @@ std::vector<std::string> NormalizeFlagNames(int argc, char** argv) {
     std::replace(a.begin() + 2, a.begin() + end, '-', '_');
   }
   return args;
-}
-
-std::vector<std::string> ParseFlags(int argc, char** argv) {
-  std::vector<std::string> normalized = NormalizeFlagNames(argc, argv);
-  std::vector<char*> normalized_argv;
-  for (std::string& a : normalized) normalized_argv.push_back(a.data());
-  const std::vector<char*> positional =
-      absl::ParseCommandLine(static_cast<int>(normalized_argv.size()), normalized_argv.data());
-  return std::vector<std::string>(positional.begin(), positional.end());
 }
 
 }  // namespace onecard::services

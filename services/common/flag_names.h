@@ -1,9 +1,8 @@
 // NormalizeFlagNames: lets the services and tools take "--max-tokens" as
 // well as absl's "--max_tokens": in every "--name" or "--name=value"
 // argument, '-' inside the name becomes '_'. Values and positional
-// arguments are untouched. ParseFlags is what every main() calls: the
-// names normalized, then absl::ParseCommandLine.
-// Used by every main() (worker, router, onecard, onecard-bench).
+// arguments are untouched. Used by ParseCommandLine (command_line.h), which
+// every main() calls.
 // Tested by tests/services/common/flag_names_test.cc.
 #ifndef ONECARD_SERVICES_COMMON_FLAG_NAMES_H_
 #define ONECARD_SERVICES_COMMON_FLAG_NAMES_H_
@@ -14,11 +13,6 @@
 namespace onecard::services {
 
 std::vector<std::string> NormalizeFlagNames(int argc, char** argv);
-
-// Normalizes the flag names and parses them into the ABSL_FLAGs (exiting on
-// --help or an unknown flag, as absl does); returns the program name and
-// the positional arguments.
-std::vector<std::string> ParseFlags(int argc, char** argv);
 
 }  // namespace onecard::services
 

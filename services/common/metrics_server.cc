@@ -4,12 +4,13 @@
 #include <exception>
 
 #include "absl/strings/str_cat.h"
+#include "prometheus/gauge.h"
 #include "services/common/server_main.h"
 
 namespace onecard::services {
 
 absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
-    const std::string& listen_address) {
+    const std::string& listen_address, const std::string& component) {
   absl::StatusOr<HostPort> parsed = ParseHostPort(listen_address);
   if (!parsed.ok()) return parsed.status();
   std::unique_ptr<MetricsServer> server(new MetricsServer());
@@ -27,6 +28,14 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
   server->port_ = ports.front();
   server->address_ = JoinHostPort(parsed->host, server->port_);
   server->exposer_->RegisterCollectable(server->registry_);
+  if (!component.empty()) {
+    prometheus::BuildGauge()
+        .Name("onecard_build_info")
+        .Help("Always 1; labels name the component, the version and the git commit.")
+        .Register(*server->registry_)
+        .Add({{"component", component}, {"version", ONECARD_VERSION}, {"commit", ONECARD_GIT_COMMIT}})
+        .Set(1);
+  }
   return server;
 }
 

@@ -19,7 +19,11 @@ namespace onecard::services {
 
 class MetricsServer {
  public:
-  static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(const std::string& listen_address);
+  // With a `component` ("worker", "router", "metrics"), the registry holds
+  // onecard_build_info{component, version, commit} = 1: the project version
+  // and the git commit the build was configured at ("unknown" outside git).
+  static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(const std::string& listen_address,
+                                                              const std::string& component = "");
 
   prometheus::Registry& registry() { return *registry_; }
   // The collectable must outlive this server or be removed first.

@@ -10,6 +10,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "engine/common/log.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
 
 namespace onecard::services {
@@ -81,6 +83,11 @@ absl::StatusOr<HostPort> ParseHostPort(absl::string_view address) {
 std::string JoinHostPort(absl::string_view host, int port) {
   if (host.find(':') != absl::string_view::npos) return absl::StrCat("[", host, "]:", port);
   return absl::StrCat(host, ":", port);
+}
+
+void EnableStandardGrpcServices() {
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
 }
 
 absl::StatusOr<StartedServer> StartGrpcServer(

@@ -60,6 +60,13 @@ struct StartedServer {
   int port = 0;
   std::string address;  // listen host with the bound port
 };
+// Every server's built-in services: grpc.health.v1 (the default health
+// service; each server sets its own per-service statuses) and server
+// reflection (grpc.reflection.v1alpha, so grpcurl and similar clients need
+// no proto files). Call before constructing the grpc::ServerBuilder: the
+// builder picks its plugins up when it is made.
+void EnableStandardGrpcServices();
+
 // Adds a listening port for `listen_address` with `credentials` (null:
 // insecure) to *builder, builds and starts the server. UNAVAILABLE naming
 // the address when it cannot bind.

@@ -21,7 +21,7 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "onecard/v1/config.pb.h"
-#include "services/common/flag_names.h"
+#include "services/common/command_line.h"
 #include "services/common/service_auth.h"
 
 ABSL_FLAG(std::string, target, "", "host:port of the gRPC server");
@@ -32,6 +32,17 @@ ABSL_FLAG(std::string, tls_cert, "", "TLS: a client certificate to present (mutu
 ABSL_FLAG(std::string, tls_key, "", "TLS: its private key");
 
 namespace {
+
+const onecard::services::CommandLineSpec kCommandLine = {
+    .program = "onecard-health-probe",
+    .usage = {"--target HOST:PORT [--service NAME] [--wait 60s] [flags]"},
+    .description = "Asks a gRPC server's grpc.health.v1 service until it answers SERVING or\n"
+                   "--wait passes (0: once). For scripts and container health checks.",
+    .groups = {{"Target", {"target", "service", "wait"}},
+               {"TLS", {"tls_ca", "tls_cert", "tls_key"}}},
+    .epilog = "Services: \"\" (the server), onecard.v1.Generation, onecard.v1.Worker,\n"
+              "onecard.v1.ControlPlane (whichever the server serves).\n"
+              "Exit status: 0 SERVING, 1 not serving or unreachable, 2 bad flags."};
 
 using grpc::health::v1::HealthCheckRequest;
 using grpc::health::v1::HealthCheckResponse;
@@ -52,7 +63,9 @@ std::string CheckOnce(grpc::health::v1::Health::Stub& stub, const std::string& s
 }  // namespace
 
 int main(int argc, char** argv) {
-  onecard::services::ParseFlags(argc, argv);  // --a-flag or --a_flag
+  const onecard::services::CommandLine cli =
+      onecard::services::ParseCommandLine(kCommandLine, argc, argv);
+  if (cli.exit_code) return *cli.exit_code;
   const std::string target = absl::GetFlag(FLAGS_target);
   if (target.empty()) {
     std::fprintf(stderr, "onecard-health-probe: --target HOST:PORT is required\n");

@@ -18,7 +18,7 @@
 #include "engine/common/status_macros.h"
 #include "onecard/v1/config.pb.h"
 #include "services/common/config.h"
-#include "services/common/flag_names.h"
+#include "services/common/command_line.h"
 #include "services/common/server_main.h"
 #include "services/common/service_auth_flags.h"
 #include "services/metrics/metrics_service.h"
@@ -29,22 +29,25 @@ ABSL_FLAG(std::string, metrics_listen, "",
           "/metrics listen address (overrides metrics.metrics_listen_address)");
 
 namespace onecard::services::metrics {
+
+const CommandLineSpec kCommandLine = {
+    .program = "onecard-metrics",
+    .usage = {"[--config cluster.yaml] [--listen HOST:PORT] [flags]"},
+    .description =
+        "The control plane: the registry of workers and routers, the worker table routers\n"
+        "watch, and aggregated gauges on /metrics for Prometheus and the HPA. Runs in the\n"
+        "foreground until SIGTERM or Ctrl-C. Prints \"LISTENING grpc ADDR\" and\n"
+        "\"LISTENING metrics ADDR\" once serving.",
+    .groups = {{"Configuration", {"config"}},
+               {"Network", {"listen", "metrics_listen"}},
+               ServiceIdentityFlagGroup()},
+    .epilog = ServiceHelpEpilog()};
+
 namespace {
 
-// An OnecardConfig with a `metrics:` section, or a bare MetricsServiceConfig.
-absl::StatusOr<v1::MetricsServiceConfig> LoadFileConfig(const std::string &path) {
-  v1::MetricsServiceConfig config;
-  if (path.empty()) return config;
-  v1::OnecardConfig whole;
-  const absl::Status as_whole = LoadConfigFile(path, &whole);
-  if (as_whole.ok() && whole.has_metrics()) return whole.metrics();
-  const absl::Status as_metrics = LoadConfigFile(path, &config);
-  if (as_metrics.ok()) return config;
-  return absl::StrContains(as_metrics.message(), ": metrics: ") ? as_whole : as_metrics;
-}
-
 absl::StatusOr<MetricsServiceOptions> OptionsFromFlags() {
-  ASSIGN_OR_RETURN(v1::MetricsServiceConfig config, LoadFileConfig(absl::GetFlag(FLAGS_config)));
+  ASSIGN_OR_RETURN(v1::MetricsServiceConfig config, LoadServiceConfig<v1::MetricsServiceConfig>(
+                                                        absl::GetFlag(FLAGS_config), "metrics"));
   if (!absl::GetFlag(FLAGS_listen).empty()) {
     config.set_listen_address(absl::GetFlag(FLAGS_listen));
   }
@@ -83,6 +86,8 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "onecard-metrics: %s\n", signals.status().ToString().c_str());
     return 1;
   }
-  onecard::services::ParseFlags(argc, argv);  // --a-flag or --a_flag
+  const onecard::services::CommandLine cli =
+      onecard::services::ParseCommandLine(onecard::services::metrics::kCommandLine, argc, argv);
+  if (cli.exit_code) return *cli.exit_code;
   return onecard::services::metrics::Run(**signals);
 }

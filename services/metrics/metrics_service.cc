@@ -73,10 +73,10 @@ absl::StatusOr<std::unique_ptr<MetricsService>> MetricsService::Start(
   service->control_ = std::make_unique<ControlService>(
       service->registry_.get(), service->cluster_metrics_.get(), options.watch_min_interval, auth);
 
-  ASSIGN_OR_RETURN(service->metrics_, MetricsServer::Start(options.metrics_listen_address));
+  ASSIGN_OR_RETURN(service->metrics_, MetricsServer::Start(options.metrics_listen_address, "metrics"));
   service->metrics_->Add(service->cluster_metrics_);
 
-  grpc::EnableDefaultHealthCheckService(true);
+  EnableStandardGrpcServices();
   grpc::ServerBuilder builder;
   builder.RegisterService(service->control_.get());
   ASSIGN_OR_RETURN(StartedServer started,

@@ -130,6 +130,8 @@ void GenerateStream::RecordFinal(const engine::StreamOutput& output, absl::Time 
     record_.outcome = OutcomeLabel(engine::FinishReason::kDeadline);
   }
   record_.e2e_latency = now - arrival_;
+  record_.prompt_tokens = output.usage.prompt_tokens;
+  record_.cached_tokens = output.usage.cached_tokens;
   if (first_token_time_.has_value()) {
     record_.time_to_first_token = *first_token_time_ - arrival_;
     if (num_tokens_ >= 2) {

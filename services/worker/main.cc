@@ -14,13 +14,12 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/usage.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "engine/common/log.h"
 #include "engine/common/status_macros.h"
 #include "services/common/config.h"
-#include "services/common/flag_names.h"
+#include "services/common/command_line.h"
 #include "services/common/proto_time.h"
 #include "services/common/server_main.h"
 #include "services/common/service_auth_flags.h"
@@ -55,25 +54,27 @@ ABSL_FLAG(std::string, tune_gemms, "", "CUDA backend: true or false (default tru
 ABSL_FLAG(std::string, tuning_cache, "", "CUDA backend: file keeping tuned GEMM choices");
 
 namespace onecard::services {
-namespace {
 
-// The file holds an OnecardConfig with a `worker:` section, or a bare
-// WorkerConfig; the error shown is the one of the form the file is in.
-absl::StatusOr<v1::WorkerConfig> LoadFileConfig(const std::string& path) {
-  v1::WorkerConfig config;
-  if (path.empty()) return config;
-  v1::OnecardConfig whole;
-  const absl::Status as_whole = LoadConfigFile(path, &whole);
-  if (as_whole.ok() && whole.has_worker()) return whole.worker();
-  const absl::Status as_worker = LoadConfigFile(path, &config);
-  if (as_worker.ok()) return config;
-  const bool sectioned = !as_whole.ok() &&
-                         absl::StrContains(as_worker.message(), "unknown field") &&
-                         (absl::StrContains(as_worker.message(), ": worker: ") ||
-                          absl::StrContains(as_worker.message(), ": router: ") ||
-                          absl::StrContains(as_worker.message(), ": metrics: "));
-  return sectioned ? as_whole : as_worker;
-}
+const CommandLineSpec kCommandLine = {
+    .program = "onecard-worker",
+    .usage = {"--model PATH [--listen HOST:PORT] [flags]", "--config worker.yaml [flags]"},
+    .description =
+        "One engine (one GPU, or the CPU backend) behind streaming gRPC (onecard.v1.Worker and\n"
+        "onecard.v1.Generation). Runs in the foreground until SIGTERM or Ctrl-C, then drains.\n"
+        "Prints \"LISTENING grpc ADDR\" and \"LISTENING metrics ADDR\" once bound and \"READY\"\n"
+        "once the model is loaded.",
+    .groups = {{"Configuration", {"config"}},
+               {"Model", {"model", "model_name", "backend", "threads", "default_max_tokens"}},
+               {"Network", {"listen", "metrics_listen", "control_plane", "advertise", "worker_id"}},
+               {"KV cache", {"kv_block_size", "kv_blocks", "kv_cache_mib", "prefix_caching"}},
+               {"Scheduler and admission", {"max_num_seqs", "max_batched_tokens", "max_context",
+                                            "max_waiting", "kv_watermark"}},
+               {"CUDA backend", {"gpu_memory_budget", "tune_gemms", "tuning_cache"}},
+               ServiceIdentityFlagGroup(),
+               {"Shutdown", {"grace_period"}}},
+    .epilog = ServiceHelpEpilog()};
+
+namespace {
 
 void OverrideStrings(v1::WorkerConfig* c) {
   const auto set = [](const std::string& flag, std::string* field) {
@@ -151,7 +152,8 @@ absl::Status OverrideOthers(v1::WorkerConfig* c) {
 }
 
 absl::StatusOr<v1::WorkerConfig> BuildConfig() {
-  absl::StatusOr<v1::WorkerConfig> config = LoadFileConfig(absl::GetFlag(FLAGS_config));
+  absl::StatusOr<v1::WorkerConfig> config =
+      LoadServiceConfig<v1::WorkerConfig>(absl::GetFlag(FLAGS_config), "worker");
   if (!config.ok()) return config.status();
   OverrideStrings(&*config);
   if (absl::Status s = OverrideNumbers(&*config); !s.ok()) return s;
@@ -197,7 +199,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "onecard-worker: %s\n", signals.status().ToString().c_str());
     return 1;
   }
-  absl::SetProgramUsageMessage("onecard-worker --model PATH [--listen HOST:PORT] [flags]");
-  onecard::services::ParseFlags(argc, argv);
+  const onecard::services::CommandLine cli =
+      onecard::services::ParseCommandLine(onecard::services::kCommandLine, argc, argv);
+  if (cli.exit_code) return *cli.exit_code;
   return onecard::services::Run(**signals);
 }

@@ -91,15 +91,26 @@ WorkerMetrics::WorkerMetrics(prometheus::Registry& registry, const std::string& 
                     .Name("onecard_worker_requests_total")
                     .Help("Generate requests by how they ended.")
                     .Register(registry)),
-      ttft_(AddHistogram(registry, "onecard_time_to_first_token_seconds",
+      ttft_(AddHistogram(registry, "onecard_worker_time_to_first_token_seconds",
                          "Worker-side time from a request's arrival to its first token.",
                          {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80})),
-      tpot_(AddHistogram(registry, "onecard_time_per_output_token_seconds",
+      tpot_(AddHistogram(registry, "onecard_worker_time_per_output_token_seconds",
                          "Mean time between a request's tokens after the first.",
                          {0.005, 0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56})),
-      e2e_(AddHistogram(registry, "onecard_e2e_request_latency_seconds",
+      e2e_(AddHistogram(registry, "onecard_worker_e2e_request_latency_seconds",
                         "Worker-side time from a request's arrival to its end.",
                         {0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80, 160, 320, 640})),
+      prefix_cache_hit_tokens_(
+          prometheus::BuildCounter()
+              .Name("onecard_worker_prefix_cache_hit_tokens_total")
+              .Help("Prompt tokens served from the prefix cache (their KV blocks were reused).")
+              .Register(registry)
+              .Add({})),
+      prefix_cache_miss_tokens_(prometheus::BuildCounter()
+                                    .Name("onecard_worker_prefix_cache_miss_tokens_total")
+                                    .Help("Prompt tokens computed (not in the prefix cache).")
+                                    .Register(registry)
+                                    .Add({})),
       step_(AddHistogram(registry, "onecard_worker_step_duration_seconds",
                          "Duration of one engine step (schedule, forward, sample).",
                          {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5})) {
@@ -117,6 +128,11 @@ WorkerMetrics::WorkerMetrics(prometheus::Registry& registry, const std::string& 
 void WorkerMetrics::ObserveRequest(const RequestRecord& record) {
   const auto it = requests_by_outcome_.find(record.outcome);
   (it != requests_by_outcome_.end() ? *it->second : *requests_by_outcome_.at("error")).Increment();
+  if (record.prompt_tokens > 0) {
+    prefix_cache_hit_tokens_.Increment(static_cast<double>(record.cached_tokens));
+    prefix_cache_miss_tokens_.Increment(
+        static_cast<double>(record.prompt_tokens - record.cached_tokens));
+  }
   if (record.time_to_first_token.has_value()) {
     ttft_.Observe(absl::ToDoubleSeconds(*record.time_to_first_token));
   }

@@ -37,6 +37,10 @@ struct RequestRecord {
   std::optional<absl::Duration> time_to_first_token;
   std::optional<absl::Duration> time_per_output_token;  // needs >= 2 tokens
   absl::Duration e2e_latency;
+  // The engine's usage of a request that reached it (zeros otherwise):
+  // prompt tokens, and those of them served from the prefix cache.
+  int64_t prompt_tokens = 0;
+  int64_t cached_tokens = 0;
 };
 
 class WorkerMetrics {
@@ -58,6 +62,8 @@ class WorkerMetrics {
   prometheus::Histogram& ttft_;
   prometheus::Histogram& tpot_;
   prometheus::Histogram& e2e_;
+  prometheus::Counter& prefix_cache_hit_tokens_;
+  prometheus::Counter& prefix_cache_miss_tokens_;
   prometheus::Histogram& step_;
 };
 

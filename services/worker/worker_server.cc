@@ -57,7 +57,7 @@ absl::Status WorkerServer::StartServers() {
   auth_ = *std::move(auth);
   if (config_.metrics_listen_address() != kNoMetrics) {
     absl::StatusOr<std::unique_ptr<MetricsServer>> metrics =
-        MetricsServer::Start(config_.metrics_listen_address());
+        MetricsServer::Start(config_.metrics_listen_address(), "worker");
     if (!metrics.ok()) return metrics.status();
     metrics_server_ = *std::move(metrics);
     metrics_address_ = metrics_server_->address();
@@ -72,7 +72,7 @@ absl::Status WorkerServer::StartServers() {
 
   worker_service_ = std::make_unique<WorkerService>(core_.get(), auth_);
   generation_service_ = std::make_unique<GenerationService>(core_.get(), auth_);
-  grpc::EnableDefaultHealthCheckService(true);
+  EnableStandardGrpcServices();
   grpc::ServerBuilder builder;
   builder.RegisterService(worker_service_.get());
   builder.RegisterService(generation_service_.get());

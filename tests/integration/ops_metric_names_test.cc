@@ -1,4 +1,5 @@
-// Every metric that a deploy artifact names exists in the live /metrics of
+// Every live metric name carries its component (house rule), and every
+// metric that a deploy artifact names exists in the live /metrics of
 // the running services: the HPA (helm template with ci/values-full.yaml),
 // the prometheus-adapter rules, the recording and alerting rules, and the
 // Grafana dashboards. The services are the real onecard-metrics,
@@ -101,6 +102,26 @@ class OpsMetricNamesTest : public ::testing::Test {
 std::string* OpsMetricNamesTest::work_dir_ = nullptr;
 LocalCluster* OpsMetricNamesTest::cluster_ = nullptr;
 LiveNames* OpsMetricNamesTest::live_ = nullptr;
+
+// The house rule (docs/metrics.md): onecard_<component>_<thing>_<unit>,
+// the worker's under onecard_worker_, the router's under onecard_router_,
+// the metrics service's under onecard_metrics_ or onecard_cluster_ (its
+// aggregates); onecard_build_info is the one family every component shares.
+TEST_F(OpsMetricNamesTest, LiveNamesCarryTheirComponent) {
+  const std::map<std::string, std::vector<std::string>> prefixes = {
+      {"worker", {"onecard_worker_"}},
+      {"router", {"onecard_router_"}},
+      {"metrics", {"onecard_metrics_", "onecard_cluster_"}}};
+  for (const auto& [service, families] : live_->by_service) {
+    EXPECT_TRUE(families.count("onecard_build_info") > 0) << service;
+    for (const std::string& family : families) {
+      if (family.rfind("onecard_", 0) != 0 || family == "onecard_build_info") continue;
+      bool ok = false;
+      for (const std::string& prefix : prefixes.at(service)) ok |= family.rfind(prefix, 0) == 0;
+      EXPECT_TRUE(ok) << service << " exports " << family;
+    }
+  }
+}
 
 TEST_F(OpsMetricNamesTest, DashboardQueriesNameLiveMetrics) {
   absl::StatusOr<std::vector<DeployQuery>> queries = DashboardQueries();

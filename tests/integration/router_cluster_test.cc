@@ -132,9 +132,12 @@ TEST_F(RouterClusterTest, ClientCancelReachesTheWorkerAndFreesItsBlocks) {
   // One worker records the cancel; every worker ends with no KV block in use.
   bool one_cancelled = false;
   for (size_t i = 0; i < workers_.size(); ++i) {
+    // No stream open either: the worker counts a request's outcome when its
+    // stream closes, a moment after the engine frees the blocks.
     bool freed = AwaitMetrics(workers_[i]->metrics_address(), [](const auto& t) {
       return t.Value("onecard_worker_kv_cache_blocks_used") == 0 &&
-             t.Value("onecard_worker_requests_running") == 0;
+             t.Value("onecard_worker_requests_running") == 0 &&
+             t.Value("onecard_worker_streams_active") == 0;
     });
     EXPECT_TRUE(freed) << workers_[i]->grpc_address();
     auto text = Scrape(workers_[i]->metrics_address());

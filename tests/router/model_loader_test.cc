@@ -3,6 +3,9 @@
 // ChatML chosen, the name default, and an error naming a missing path.
 #include "router/model_loader.h"
 
+#include <filesystem>
+#include <string>
+
 #include "gtest/gtest.h"
 
 namespace onecard::router {
@@ -20,6 +23,29 @@ TEST(ModelLoaderTest, ReadsSmolLM2WithoutWeights) {
   EXPECT_EQ(m->spec.eos_token_id, 2);
   EXPECT_EQ(m->chat_template.kind(), engine::ChatTemplateKind::kChatML);
   EXPECT_EQ(LoadRoutingModel(kModel, "smol")->spec.name, "smol");
+}
+
+// A folder with only config.json and the tokenizer files of tiny_llama
+// (tests/golden/tiny_llama; its config.json says context 512, vocab 1005)
+// serves the router as the whole checkpoint does.
+TEST(ModelLoaderTest, ReadsATokenizerOnlyFolder) {
+  const std::string dir = ::testing::TempDir() + "/router_tokenizer_only";
+  std::filesystem::create_directories(dir);
+  for (const char* file : {"config.json", "tokenizer.json", "tokenizer_config.json"}) {
+    std::filesystem::copy_file(std::string("tests/golden/tiny_llama/") + file, dir + "/" + file,
+                               std::filesystem::copy_options::overwrite_existing);
+  }
+  absl::StatusOr<RoutingModel> m = LoadRoutingModel(dir, "tiny");
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->spec.context_length, 512);
+  EXPECT_EQ(m->spec.vocab_size, 1005);
+  absl::StatusOr<RoutingModel> whole = LoadRoutingModel("tests/golden/tiny_llama", "tiny");
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_EQ(m->spec.eos_token_id, whole->spec.eos_token_id);
+  EXPECT_EQ(m->chat_template.kind(), whole->chat_template.kind());
+  EXPECT_EQ(m->tokenizer->Encode("Hello world", false),
+            whole->tokenizer->Encode("Hello world", false));
+  std::filesystem::remove_all(dir);
 }
 
 TEST(ModelLoaderTest, MissingFileNamesThePath) {

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "engine/common/progress.h"
 #include "engine/common/status_macros.h"
 #include "engine/runtime/engine.h"
 #include "tools/bench/bench_registry.h"
@@ -46,6 +47,9 @@ absl::StatusOr<DecodeResult> MeasureDecode(Engine& engine, int32_t batch, int32_
   std::vector<absl::Time> last(batch, absl::InfinitePast());
   int64_t tokens = 0;
   absl::Status error;
+  // A bar on a terminal, a line every few seconds in a log (progress.h).
+  Progress progress(absl::StrCat("cpu-decode batch", batch), int64_t{batch} * new_tokens,
+                    "tokens");
   for (int32_t i = 0; i < batch; ++i) {
     engine::GenerationRequest r;
     r.prompt_token_ids = SyntheticPrompt(prompt_tokens, i, engine.config().vocab_size);
@@ -57,6 +61,7 @@ absl::StatusOr<DecodeResult> MeasureDecode(Engine& engine, int32_t batch, int32_
       if (first[i] == absl::InfinitePast()) first[i] = now;
       last[i] = now;
       tokens += static_cast<int64_t>(out.token_ids.size());
+      progress.Add(static_cast<int64_t>(out.token_ids.size()));
       if (out.finish_reason == engine::FinishReason::kError) error = out.error;
     };
     RETURN_IF_ERROR(engine.Submit(std::move(r)).status());
@@ -66,6 +71,7 @@ absl::StatusOr<DecodeResult> MeasureDecode(Engine& engine, int32_t batch, int32_
     ASSIGN_OR_RETURN(bool ran, engine.Step());
     if (!ran) break;
   }
+  progress.Done();
   RETURN_IF_ERROR(error);
   const absl::Time decode_start = *std::max_element(first.begin(), first.end());
   const absl::Time end = *std::max_element(last.begin(), last.end());

@@ -5,23 +5,30 @@
 //   onecard generate|chat --target HOST:PORT [--api-key KEY] [--priority CLASS] ...
 //                    (a worker or router over gRPC instead of a local engine)
 //   onecard inspect MODEL
-// Flags are absl flags, parsed here only; "--max-tokens" and "--max_tokens"
-// are the same flag. The subcommands live in generate_command.cc and
-// inspect_command.cc; --target goes through remote_command.cc. Tested
-// through tests/tools/onecard/ (the subcommands).
+// Flags are absl flags, parsed here only (services/common/command_line.h:
+// --help, "--max-tokens" = "--max_tokens", nearest-name hints). Arguments
+// are checked before a model loads or a connection opens; exit 2 when they
+// are wrong. The API key may come from $ONECARD_API_KEY. The subcommands
+// live in generate_command.cc and inspect_command.cc; --target goes through
+// remote_command.cc. Tested through tests/tools/onecard/ (the subcommands)
+// and tests/integration/cli_test.cc (this main: help, argument errors).
 #include <cstdint>
+#include <cstdlib>
 #include <iostream>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
 #include "engine/runtime/engine.h"
-#include "services/common/flag_names.h"
+#include "engine/runtime/request_validation.h"
+#include "services/common/command_line.h"
 #include "tools/onecard/generate_command.h"
 #include "tools/onecard/inspect_command.h"
 #include "tools/onecard/remote_command.h"
+#include "tools/onecard/remote_generate.h"
 
 ABSL_FLAG(std::string, model, "", "model: a .gguf file or an HF checkpoint directory");
 ABSL_FLAG(std::string, prompt, "", "the prompt (chat: the user's message; empty = interactive)");
@@ -37,16 +44,40 @@ ABSL_FLAG(int32_t, threads, 0, "cpu backend threads; 0 = all cores");
 ABSL_FLAG(std::string, backend, "cpu", "cpu or cuda");
 ABSL_FLAG(int32_t, max_context, 0, "context length served; 0 = the model's");
 ABSL_FLAG(std::string, target, "", "host:port of a worker or router; empty = a local engine");
-ABSL_FLAG(std::string, api_key, "", "--target: the API key (router)");
+ABSL_FLAG(std::string, api_key, "", "--target: the API key (router); default $ONECARD_API_KEY");
 ABSL_FLAG(std::string, priority, "", "--target: interactive, standard or batch");
 ABSL_FLAG(bool, json, false, "print one JSON object (text, tokens, usage, timings)");
 
 namespace {
 
-constexpr char kUsage[] =
-    "onecard generate|chat --model PATH [--prompt TEXT] [flags]\n"
-    "onecard generate|chat --target HOST:PORT [--api-key KEY] [--prompt TEXT] [flags]\n"
-    "onecard inspect MODEL";
+const onecard::services::CommandLineSpec kCommandLine = {
+    .program = "onecard",
+    .usage = {"generate --model PATH --prompt TEXT [flags]",
+              "chat --model PATH [--prompt TEXT] [--system TEXT] [flags]",
+              "generate|chat --target HOST:PORT [--api-key KEY] [flags]", "inspect MODEL",
+              "help"},
+    .description = "Runs a model on this machine (--model) or asks a running worker or router\n"
+                   "(--target) over gRPC. Text streams to stdout as it is generated.",
+    .subcommands = {{"generate", "complete --prompt as raw text and stream the completion"},
+                    {"chat", "chat with the model's template (no --prompt: one message a line)"},
+                    {"inspect", "show a model file: architecture, tensors, formats, bytes"},
+                    {"help", "print this help"}},
+    .groups = {{"Model (local engine)", {"model", "backend", "threads", "max_context"}},
+               {"Remote (a worker or router)", {"target", "api_key", "priority"}},
+               {"Prompt", {"prompt", "system"}},
+               {"Sampling",
+                {"max_tokens", "temperature", "top_p", "top_k", "min_p", "repetition_penalty",
+                 "seed"}},
+               {"Output", {"json"}}},
+    .epilog = "Environment:\n"
+              "  ONECARD_API_KEY  the API key for --target when --api-key is not given\n"
+              "\n"
+              "Examples:\n"
+              "  onecard generate --model models/SmolLM2-135M-Instruct.Q4_1.gguf \\\n"
+              "      --prompt \"The capital of France is\" --max-tokens 16\n"
+              "  onecard chat --target 127.0.0.1:50050 --prompt \"Hello\"\n"
+              "\n"
+              "Exit status: 0 done, 1 failed, 2 bad arguments."};
 
 onecard::tools::GenerateOptions GenerateOptionsFromFlags() {
   onecard::tools::GenerateOptions o;
@@ -69,9 +100,49 @@ int Fail(const absl::Status& status) {
   return 1;
 }
 
+int UsageError(const absl::Status& status) {
+  std::cerr << "onecard: " << status.message() << " (see onecard --help)\n";
+  return 2;
+}
+
+std::string ApiKey() {
+  const std::string flag = absl::GetFlag(FLAGS_api_key);
+  if (!flag.empty()) return flag;
+  const char* env = std::getenv("ONECARD_API_KEY");
+  return env == nullptr ? "" : env;
+}
+
+// What can be wrong with the flags of generate and chat, found before a
+// model loads or a connection opens.
+absl::Status CheckGenerateFlags(const std::string& command,
+                                const onecard::tools::GenerateOptions& o) {
+  const bool remote = !absl::GetFlag(FLAGS_target).empty();
+  if (!remote && absl::GetFlag(FLAGS_model).empty()) {
+    return absl::InvalidArgumentError("--model PATH or --target HOST:PORT: one is required");
+  }
+  if (command == "generate" && o.prompt.empty()) {
+    return absl::InvalidArgumentError("generate: --prompt is required");
+  }
+  if (o.max_tokens < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("--max-tokens: ", o.max_tokens, " < 1"));
+  }
+  if (absl::Status s = onecard::engine::ValidateSampling(o.sampling); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--", s.message().substr(9)));
+  }
+  const std::string backend = absl::GetFlag(FLAGS_backend);
+  if (backend != "cpu" && backend != "cuda") {
+    return absl::InvalidArgumentError(absl::StrCat("--backend: \"", backend,
+                                                   "\" is not one of cpu, cuda"));
+  }
+  if (absl::GetFlag(FLAGS_threads) < 0 || absl::GetFlag(FLAGS_max_context) < 0) {
+    return absl::InvalidArgumentError("--threads and --max-context: must not be negative");
+  }
+  return onecard::tools::CheckPriorityName(absl::GetFlag(FLAGS_priority));
+}
+
 int RunRemoteCommand(const std::string& command) {
   const onecard::tools::RemoteTarget target{.address = absl::GetFlag(FLAGS_target),
-                                            .api_key = absl::GetFlag(FLAGS_api_key),
+                                            .api_key = ApiKey(),
                                             .priority = absl::GetFlag(FLAGS_priority),
                                             .random_seed = absl::GetFlag(FLAGS_seed) < 0};
   const onecard::tools::GenerateOptions generate = GenerateOptionsFromFlags();
@@ -83,13 +154,14 @@ int RunRemoteCommand(const std::string& command) {
 }
 
 int RunEngineCommand(const std::string& command) {
+  const absl::Status flags = CheckGenerateFlags(command, GenerateOptionsFromFlags());
+  if (!flags.ok()) return UsageError(flags);
   if (!absl::GetFlag(FLAGS_target).empty()) return RunRemoteCommand(command);
   onecard::engine::EngineOptions options;
   options.model_path = absl::GetFlag(FLAGS_model);
   options.backend = absl::GetFlag(FLAGS_backend);
   options.num_threads = absl::GetFlag(FLAGS_threads);
   options.max_context = absl::GetFlag(FLAGS_max_context);
-  if (options.model_path.empty()) return Fail(absl::InvalidArgumentError("--model: required"));
   auto engine = onecard::engine::Engine::Create(options);
   if (!engine.ok()) return Fail(engine.status());
   const onecard::tools::GenerateOptions generate = GenerateOptionsFromFlags();
@@ -103,16 +175,24 @@ int RunEngineCommand(const std::string& command) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(kUsage);
-  const std::vector<std::string> args = onecard::services::ParseFlags(argc, argv);
+  const onecard::services::CommandLine cli =
+      onecard::services::ParseCommandLine(kCommandLine, argc, argv);
+  if (cli.exit_code) return *cli.exit_code;
+  const std::vector<std::string>& args = cli.args;
   const std::string command = args.size() >= 2 ? args[1] : "";
   if (command == "generate" || command == "chat") return RunEngineCommand(command);
   if (command == "inspect") {
     const std::string path = args.size() >= 3 ? args[2] : absl::GetFlag(FLAGS_model);
-    if (path.empty()) return Fail(absl::InvalidArgumentError("inspect: MODEL path required"));
+    if (path.empty()) return UsageError(absl::InvalidArgumentError("inspect: MODEL path required"));
     const absl::Status status = onecard::tools::RunInspect(path, std::cout);
     return status.ok() ? 0 : Fail(status);
   }
-  std::cerr << "usage:\n" << kUsage << "\n";
-  return 2;
+  if (command.empty()) return UsageError(absl::InvalidArgumentError("a subcommand is required"));
+  std::string message = absl::StrCat("unknown subcommand \"", command, "\"");
+  std::vector<std::string> names;
+  for (const onecard::services::Subcommand& c : kCommandLine.subcommands) names.push_back(c.name);
+  if (std::optional<std::string> near = onecard::services::NearestName(command, names)) {
+    absl::StrAppend(&message, "; did you mean ", *near, "?");
+  }
+  return UsageError(absl::InvalidArgumentError(message));
 }

@@ -79,6 +79,10 @@ void Absorb(const v1::GenerateResponse& chunk, RemoteCompletion* out) {
 
 }  // namespace
 
+absl::Status CheckPriorityName(const std::string& name) {
+  return ParsePriority(name).status();
+}
+
 absl::StatusOr<RemoteCompletion> RemoteGenerate(
     const RemoteGenerateOptions& options,
     const std::function<void(absl::string_view text)>& on_text) {

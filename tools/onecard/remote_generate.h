@@ -59,6 +59,10 @@ struct RemoteCompletion {
   int64_t chunks = 0;  // stream messages received
 };
 
+// OK when `name` is a priority RemoteGenerateOptions takes; InvalidArgument
+// listing them otherwise (the CLI checks its flag before it connects).
+absl::Status CheckPriorityName(const std::string& name);
+
 // Runs one Generate call. `on_text` (may be empty) gets each text delta.
 // A stream that ends with a non-OK status returns that status (its message
 // says how many tokens had arrived); a bad option is InvalidArgument.

@@ -189,6 +189,9 @@ lifecycle:
 - name: models
   {{- if .Values.model.volume }}
   {{- toYaml .Values.model.volume | nindent 2 }}
+  {{- else if .Values.model.persistence.create }}
+  persistentVolumeClaim:
+    claimName: {{ include "onecard.fullname" . }}-models
   {{- else }}
   emptyDir:
     sizeLimit: {{ .Values.model.emptyDirSizeLimit }}
@@ -237,18 +240,46 @@ priorityClassName: {{ . }}
 {{- end }}
 {{- end }}
 
+{{/*
+Security contexts: the top-level values with the component's merged over
+them: (dict "root" $ "c" .Values.worker).
+*/}}
 {{- define "onecard.podSecurity" -}}
 securityContext:
-  runAsNonRoot: true
-  runAsUser: 10001
-  runAsGroup: 10001
-  fsGroup: 10001
+  {{- toYaml (mergeOverwrite (deepCopy .root.Values.podSecurityContext) (.c.podSecurityContext | default dict)) | nindent 2 }}
 {{- end }}
 
 {{- define "onecard.containerSecurity" -}}
 securityContext:
-  allowPrivilegeEscalation: false
-  readOnlyRootFilesystem: true
-  capabilities:
-    drop: ["ALL"]
+  {{- toYaml (mergeOverwrite (deepCopy .root.Values.containerSecurityContext) (.c.containerSecurityContext | default dict)) | nindent 2 }}
+{{- end }}
+
+{{- define "onecard.serviceAccount.name" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "onecard.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/* Pod-level identity fields: (dict "root" $ "c" .Values.worker). */}}
+{{- define "onecard.podIdentity" -}}
+serviceAccountName: {{ include "onecard.serviceAccount.name" .root }}
+automountServiceAccountToken: {{ .root.Values.serviceAccount.automountServiceAccountToken }}
+{{- with .c.runtimeClassName }}
+runtimeClassName: {{ . }}
+{{- end }}
+{{- end }}
+
+{{/* A container's extra args, env and mounts: (dict "c" .Values.worker). */}}
+{{- define "onecard.extraArgs" -}}
+{{- range .c.extraArgs }}
+- {{ . | quote }}
+{{- end }}
+{{- end }}
+{{- define "onecard.extraEnvFrom" -}}
+{{- with .c.extraEnvFrom }}
+envFrom:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
 {{- end }}

@@ -115,6 +115,34 @@ TEST(ConfigTest, LoadsFilesAndReportsMissingOnes) {
   EXPECT_THAT(missing.message(), HasSubstr(path));
 }
 
+// LoadServiceConfig: a whole cluster file gives its section (errors inside
+// carry the full path), a bare section file gives itself, a whole file
+// without the section gives an empty message.
+TEST(ConfigTest, LoadServiceConfigReadsTheSectionOrTheBareMessage) {
+  const std::string path = ::testing::TempDir() + "/config_test_service.yaml";
+  const auto write = [&](const char* text) { std::ofstream(path) << text; };
+  write("router:\n  model_name: a\nmetrics:\n  listen_address: x:1\n");
+  absl::StatusOr<v1::RouterConfig> router = LoadServiceConfig<v1::RouterConfig>(path, "router");
+  ASSERT_TRUE(router.ok()) << router.status();
+  EXPECT_EQ(router->model_name(), "a");
+  absl::StatusOr<v1::WorkerConfig> worker = LoadServiceConfig<v1::WorkerConfig>(path, "worker");
+  ASSERT_TRUE(worker.ok()) << worker.status();
+  EXPECT_EQ(worker->ByteSizeLong(), 0u);
+  write("model_name: b\n");
+  router = LoadServiceConfig<v1::RouterConfig>(path, "router");
+  ASSERT_TRUE(router.ok()) << router.status();
+  EXPECT_EQ(router->model_name(), "b");
+  write("router:\n  tenants:\n    - max_priority: top\n");
+  EXPECT_THAT(LoadServiceConfig<v1::RouterConfig>(path, "router").status().message(),
+              HasSubstr(":3: router.tenants[0].max_priority: expected one of unspecified, "
+                        "interactive, standard, batch"));
+  v1::RouterConfig untouched;
+  untouched.set_model_name("kept");
+  ASSERT_TRUE(LoadServiceConfig("", "router", &untouched).ok());
+  EXPECT_EQ(untouched.model_name(), "kept");
+  std::remove(path.c_str());
+}
+
 // A config path that is a FIFO is refused at once (reading it would wait for
 // a writer) and one that is a directory is named as such.
 TEST(ConfigTest, FifoAndDirectoryAreRefusedNamingThePath) {

@@ -49,6 +49,30 @@ TEST(MetricsServerTest, ServesRegistryAndCollectablesOnPortZero) {
   EXPECT_EQ(text->Value("test_fixed_ratio"), 0.75);
 }
 
+TEST(MetricsServerTest, ComponentServersExportBuildInfo) {
+  absl::StatusOr<std::unique_ptr<MetricsServer>> plain = MetricsServer::Start("127.0.0.1:0");
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  absl::StatusOr<std::unique_ptr<MetricsServer>> server =
+      MetricsServer::Start("127.0.0.1:0", "router");
+  ASSERT_TRUE(server.ok()) << server.status();
+  absl::StatusOr<testing::HttpResponse> response =
+      testing::HttpGet((*server)->address(), "/metrics");
+  ASSERT_TRUE(response.ok()) << response.status();
+  absl::StatusOr<testing::PromText> text = testing::ParsePromText(response->body);
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_EQ(text->types.at("onecard_build_info"), "gauge");
+  // The version is the project's (CMakeLists.txt); the commit is a hash or
+  // "unknown", never empty.
+  EXPECT_THAT(response->body, ::testing::ContainsRegex(
+                                  "onecard_build_info\\{[^}]*component=\"router\""));
+  EXPECT_THAT(response->body, ::testing::ContainsRegex("version=\"0\\.1\\.0\""));
+  EXPECT_THAT(response->body, ::testing::ContainsRegex("commit=\"([0-9a-f]{12}|unknown)\""));
+  absl::StatusOr<testing::HttpResponse> plain_response =
+      testing::HttpGet((*plain)->address(), "/metrics");
+  ASSERT_TRUE(plain_response.ok());
+  EXPECT_THAT(plain_response->body, ::testing::Not(::testing::HasSubstr("onecard_build_info")));
+}
+
 TEST(MetricsServerTest, BindFailureIsUnavailable) {
   const absl::Status s = MetricsServer::Start("192.0.2.1:0").status();
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);

@@ -280,8 +280,8 @@ TEST_F(WorkerIntegrationTest, MetricsParseAndAgreeWithTheLoadReports) {
             report.generation_tokens_total());
   EXPECT_EQ(metrics.Value("onecard_worker_preemptions_total"), report.preemptions_total());
   EXPECT_EQ(metrics.Value("onecard_worker_draining"), report.draining() ? 1 : 0);
-  EXPECT_GE(metrics.Value("onecard_time_to_first_token_seconds_count").value_or(0), 1);
-  EXPECT_GE(metrics.Value("onecard_time_per_output_token_seconds_count").value_or(0), 1);
+  EXPECT_GE(metrics.Value("onecard_worker_time_to_first_token_seconds_count").value_or(0), 1);
+  EXPECT_GE(metrics.Value("onecard_worker_time_per_output_token_seconds_count").value_or(0), 1);
   EXPECT_GE(metrics.Value("onecard_worker_prompt_tokens_total").value_or(0), 1);
 }
 

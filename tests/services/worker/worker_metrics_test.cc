@@ -31,9 +31,9 @@ TEST(WorkerMetricsTest, EveryFamilyHasItsType) {
   const testing::PromText text = Scrape(registry, *gauges);
   const std::map<std::string, std::string> expected = {
       {"onecard_worker_requests_total", "counter"},
-      {"onecard_time_to_first_token_seconds", "histogram"},
-      {"onecard_time_per_output_token_seconds", "histogram"},
-      {"onecard_e2e_request_latency_seconds", "histogram"},
+      {"onecard_worker_time_to_first_token_seconds", "histogram"},
+      {"onecard_worker_time_per_output_token_seconds", "histogram"},
+      {"onecard_worker_e2e_request_latency_seconds", "histogram"},
       {"onecard_worker_step_duration_seconds", "histogram"},
       {"onecard_worker_info", "gauge"},
       {"onecard_worker_requests_waiting", "gauge"},
@@ -49,11 +49,27 @@ TEST(WorkerMetricsTest, EveryFamilyHasItsType) {
       {"onecard_worker_generation_tokens_total", "counter"},
       {"onecard_worker_preemptions_total", "counter"},
       {"onecard_worker_engine_steps_total", "counter"},
+      {"onecard_worker_prefix_cache_hit_tokens_total", "counter"},
+      {"onecard_worker_prefix_cache_miss_tokens_total", "counter"},
   };
   EXPECT_EQ(text.types, expected);
   EXPECT_EQ(text.Value("onecard_worker_info", {{"model", "smol"}, {"backend", "cpu"}}), 1);
   EXPECT_EQ(text.Value("onecard_worker_requests_total", {{"outcome", "deadline"}}), 0)
       << "every outcome is exported from the start";
+}
+
+// Hits are the prompt tokens served from the prefix cache, misses the rest;
+// a request refused before the engine (no usage) counts neither.
+TEST(WorkerMetricsTest, PrefixCacheHitsAndMissesCountPromptTokens) {
+  prometheus::Registry registry;
+  WorkerMetrics metrics(registry, "smol", "cpu");
+  metrics.ObserveRequest({.outcome = "stop", .prompt_tokens = 40, .cached_tokens = 32});
+  metrics.ObserveRequest({.outcome = "length", .prompt_tokens = 10, .cached_tokens = 0});
+  metrics.ObserveRequest({.outcome = "resource_exhausted"});
+  auto gauges = WorkerMetrics::EngineCollectable([] { return WorkerSnapshot(); });
+  const testing::PromText text = Scrape(registry, *gauges);
+  EXPECT_EQ(text.Value("onecard_worker_prefix_cache_hit_tokens_total"), 32);
+  EXPECT_EQ(text.Value("onecard_worker_prefix_cache_miss_tokens_total"), 8 + 10);
 }
 
 TEST(WorkerMetricsTest, RequestsAndSteps) {
@@ -71,12 +87,12 @@ TEST(WorkerMetricsTest, RequestsAndSteps) {
   EXPECT_EQ(text.Value("onecard_worker_requests_total", {{"outcome", "invalid_argument"}}), 1);
   EXPECT_EQ(text.Value("onecard_worker_requests_total", {{"outcome", "error"}}), 1)
       << "unknown outcomes count as errors";
-  EXPECT_EQ(text.Value("onecard_time_to_first_token_seconds_count"), 1);
-  EXPECT_DOUBLE_EQ(*text.Value("onecard_time_to_first_token_seconds_sum"), 0.03);
-  EXPECT_EQ(text.Value("onecard_time_to_first_token_seconds_bucket", {{"le", "0.05"}}), 1);
-  EXPECT_EQ(text.Value("onecard_time_to_first_token_seconds_bucket", {{"le", "0.025"}}), 0);
-  EXPECT_EQ(text.Value("onecard_time_per_output_token_seconds_count"), 1);
-  EXPECT_EQ(text.Value("onecard_e2e_request_latency_seconds_count"), 4);
+  EXPECT_EQ(text.Value("onecard_worker_time_to_first_token_seconds_count"), 1);
+  EXPECT_DOUBLE_EQ(*text.Value("onecard_worker_time_to_first_token_seconds_sum"), 0.03);
+  EXPECT_EQ(text.Value("onecard_worker_time_to_first_token_seconds_bucket", {{"le", "0.05"}}), 1);
+  EXPECT_EQ(text.Value("onecard_worker_time_to_first_token_seconds_bucket", {{"le", "0.025"}}), 0);
+  EXPECT_EQ(text.Value("onecard_worker_time_per_output_token_seconds_count"), 1);
+  EXPECT_EQ(text.Value("onecard_worker_e2e_request_latency_seconds_count"), 4);
   EXPECT_EQ(text.Value("onecard_worker_step_duration_seconds_count"), 1);
   EXPECT_EQ(text.Value("onecard_worker_step_duration_seconds_bucket", {{"le", "0.005"}}), 1);
 }

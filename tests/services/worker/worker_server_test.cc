@@ -142,7 +142,7 @@ TEST(WorkerServerTest, ServesMetrics) {
   EXPECT_EQ(text->Value("onecard_worker_requests_total", {{"outcome", "stop"}}), 1);
   EXPECT_EQ(text->Value("onecard_worker_kv_cache_blocks_total"), 100);
   EXPECT_EQ(text->Value("onecard_worker_ready"), 1);
-  EXPECT_EQ(text->Value("onecard_time_to_first_token_seconds_count"), 1);
+  EXPECT_EQ(text->Value("onecard_worker_time_to_first_token_seconds_count"), 1);
 }
 
 TEST(WorkerServerTest, FailedLoadKeepsNotServing) {

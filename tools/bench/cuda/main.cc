@@ -26,8 +26,8 @@
 #include "tools/bench/bench_report.h"
 #include "tools/bench/cuda/cuda_bench.h"
 
-ABSL_FLAG(std::string, results, "bench/results/results.jsonl",
-          "JSON lines file to append to; empty = do not write");
+ABSL_FLAG(std::string, results, onecard::bench::kDefaultResultsPath,
+          "JSON lines file to append to (git-ignored by default); empty = do not write");
 ABSL_FLAG(std::string, commit, "", "commit to record; default $ONECARD_COMMIT or git");
 ABSL_FLAG(std::string, model, "", "checkpoint for the load scenario (default SmolLM2 Q4_1)");
 // Comparison arms: the defaults are what serves.
