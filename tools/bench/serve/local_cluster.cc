@@ -85,7 +85,10 @@ void ChildProcess::ReadStdout(int fd) {
     absl::MutexLock lock(&mu_);
     if (absl::ConsumePrefix(&l, "LISTENING grpc ")) grpc_address_ = std::string(l);
     if (absl::ConsumePrefix(&l, "LISTENING metrics ")) metrics_address_ = std::string(l);
-    if (ready_line_.empty() ? !grpc_address_.empty() : l == ready_line_) ready_ = true;
+    if (ready_line_.empty() ? !grpc_address_.empty() && !metrics_address_.empty()
+                            : l == ready_line_) {
+      ready_ = true;
+    }
   }
   if (in != nullptr) fclose(in);
   absl::MutexLock lock(&mu_);
