@@ -2,6 +2,7 @@
 // tests/router/request_prep_test.cc.
 #include "router/request_prep.h"
 
+#include <algorithm>
 #include <cmath>
 #include <utility>
 
@@ -123,6 +124,24 @@ absl::StatusOr<std::vector<int32_t>> RequestPreparer::PromptTokens(
   return Invalid("input", "set one of prompt, messages, token_ids");
 }
 
+absl::Status RequestPreparer::CheckTenantLimits(const GenerateRequest& request,
+                                                const Tenant& tenant, int64_t prompt_tokens) const {
+  if (tenant.max_prompt_tokens > 0 && prompt_tokens > tenant.max_prompt_tokens) {
+    const char* field = request.input_case() == GenerateRequest::kMessages   ? "messages"
+                        : request.input_case() == GenerateRequest::kTokenIds ? "token_ids.ids"
+                                                                             : "prompt";
+    return Invalid(field, absl::StrCat(prompt_tokens, " tokens exceed tenant '", tenant.name,
+                                       "''s max_prompt_tokens of ", tenant.max_prompt_tokens));
+  }
+  if (tenant.max_tokens > 0 && request.stopping().has_max_tokens() &&
+      request.stopping().max_tokens() > tenant.max_tokens) {
+    return Invalid("stopping.max_tokens",
+                   absl::StrCat(request.stopping().max_tokens(), " exceeds tenant '", tenant.name,
+                                "''s max_tokens of ", tenant.max_tokens));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<int32_t> RequestPreparer::MaxTokens(const onecard::v1::StoppingCriteria& stopping,
                                                    int64_t prompt_tokens) const {
   const int64_t room = model_.context_length - prompt_tokens;
@@ -183,7 +202,9 @@ absl::StatusOr<PreparedRequest> RequestPreparer::Prepare(const GenerateRequest& 
   RETURN_IF_ERROR(CheckStopping(request.stopping()));
   ASSIGN_OR_RETURN(std::vector<int32_t> tokens, PromptTokens(request));
   if (tokens.empty()) return Invalid("input", "encodes to no tokens");
+  RETURN_IF_ERROR(CheckTenantLimits(request, tenant, static_cast<int64_t>(tokens.size())));
   ASSIGN_OR_RETURN(int32_t max_tokens, MaxTokens(request.stopping(), tokens.size()));
+  if (tenant.max_tokens > 0) max_tokens = std::min(max_tokens, tenant.max_tokens);
 
   onecard::v1::WorkerGenerateRequest& w = out.worker_request;
   w.set_request_id(request.request_id());

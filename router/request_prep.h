@@ -68,6 +68,10 @@ class RequestPreparer {
   absl::StatusOr<std::vector<int32_t>> ChatTokens(const onecard::v1::ChatMessages& messages) const;
   absl::StatusOr<int32_t> MaxTokens(const onecard::v1::StoppingCriteria& stopping,
                                     int64_t prompt_tokens) const;
+  // The tenant's max_prompt_tokens and max_tokens (INVALID_ARGUMENT naming
+  // the field; 0: no limit but the model's context).
+  absl::Status CheckTenantLimits(const onecard::v1::GenerateRequest& request, const Tenant& tenant,
+                                 int64_t prompt_tokens) const;
   absl::Status CheckStopping(const onecard::v1::StoppingCriteria& stopping) const;
 
   const engine::Tokenizer* tokenizer_;
