@@ -34,6 +34,8 @@ struct Tenant {
   std::string name;
   TenantLimits limits;
   PriorityClass max_priority = PriorityClass::kStandard;  // the most urgent allowed
+  int32_t max_prompt_tokens = 0;                          // per request; 0: the model's context
+  int32_t max_tokens = 0;                                 // per request; 0: the model's context
 };
 
 struct TenantSpec {

@@ -115,8 +115,11 @@ std::optional<GenerateCall::Refusal> GenerateCall::Admit() {
   RateLimiter::Decision decision = core_->limiter().Admit(tenant_->name, prepared_.cost_tokens());
   if (!decision.admitted) {
     core_->metrics().RateLimited(tenant_->name, decision.limit);
-    absl::Status s = absl::ResourceExhaustedError(absl::StrCat(
-        "rate limit: tenant '", tenant_->name, "' is over its ", decision.limit, "/s limit"));
+    absl::Status s = absl::ResourceExhaustedError(
+        std::string_view(decision.limit) == "streams"
+            ? absl::StrCat("tenant '", tenant_->name, "' has max_concurrent_streams open")
+            : absl::StrCat("rate limit: tenant '", tenant_->name, "' is over its ", decision.limit,
+                           "/s limit"));
     return Refusal{services::WithRetryAfter(s, decision.retry_after), RejectReason::kRateLimited};
   }
   reserved_ = true;

@@ -59,13 +59,35 @@ engine::RequestLimits RequestPreparer::Limits() const {
           .default_max_tokens = options_.default_max_tokens};
 }
 
+absl::Status RequestPreparer::CheckTenantLimits(const GenerateRequest& request,
+                                                const Tenant& tenant, int64_t prompt_tokens,
+                                                absl::string_view prompt_field) {
+  if (tenant.max_prompt_tokens > 0 && prompt_tokens > tenant.max_prompt_tokens) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(prompt_field, ": ", prompt_tokens, " tokens exceed tenant '", tenant.name,
+                     "''s max_prompt_tokens of ", tenant.max_prompt_tokens));
+  }
+  if (tenant.max_tokens > 0 && request.stopping().has_max_tokens() &&
+      request.stopping().max_tokens() > tenant.max_tokens) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("stopping.max_tokens: ", request.stopping().max_tokens(), " exceeds tenant '",
+                     tenant.name, "''s max_tokens of ", tenant.max_tokens));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<PreparedRequest> RequestPreparer::Prepare(const GenerateRequest& request,
                                                          const Tenant& tenant) const {
   RETURN_IF_ERROR(services::CheckRequestSize(request, options_.max_request_bytes));
   RETURN_IF_ERROR(services::CheckModel(request.model(), model_.name));
   ASSIGN_OR_RETURN(services::PromptIds prompt,
                    services::EncodeInput(request, *tokenizer_, &chat_template_));
-  const engine::RequestLimits limits = Limits();
+  RETURN_IF_ERROR(CheckTenantLimits(request, tenant, static_cast<int64_t>(prompt.ids.size()),
+                                    prompt.field));
+  engine::RequestLimits limits = Limits();
+  if (tenant.max_tokens > 0) {  // a request without max_tokens gets at most the tenant's
+    limits.default_max_tokens = std::min(limits.default_max_tokens, tenant.max_tokens);
+  }
   ASSIGN_OR_RETURN(engine::GenerationRequest converted,
                    services::ToEngineRequest(request, std::move(prompt.ids), limits));
   RETURN_IF_ERROR(engine::ValidateRequest(converted, limits, prompt.field));

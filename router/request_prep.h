@@ -25,6 +25,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "engine/runtime/request_validation.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "onecard/v1/generation.pb.h"
@@ -80,6 +81,12 @@ class RequestPreparer {
 
  private:
   engine::RequestLimits Limits() const;
+  // The tenant's max_prompt_tokens and max_tokens (INVALID_ARGUMENT naming
+  // the field: `prompt_field` for the prompt; 0: no limit but the model's
+  // context).
+  static absl::Status CheckTenantLimits(const onecard::v1::GenerateRequest& request,
+                                        const Tenant& tenant, int64_t prompt_tokens,
+                                        absl::string_view prompt_field);
 
   const engine::Tokenizer* tokenizer_;
   engine::ChatTemplate chat_template_;

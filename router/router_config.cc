@@ -16,6 +16,7 @@ namespace {
 constexpr int64_t kMaxQueueDepth = 1000000;
 constexpr int64_t kMaxInFlightPerWorker = 100000;
 constexpr int64_t kMaxEjectAfterFailures = 1000000;
+constexpr int64_t kMaxConcurrentStreams = 1000000;
 constexpr double kMaxRate = 1e12;  // requests or tokens a second, and bursts
 constexpr int64_t kMaxHttpConnections = 10000;
 
@@ -46,7 +47,12 @@ absl::Status ValidateTenant(const onecard::v1::TenantConfig& t, int i) {
   if (!onecard::v1::Priority_IsValid(t.max_priority())) {
     return absl::InvalidArgumentError(absl::StrCat(field, ".max_priority: unknown class"));
   }
-  return absl::OkStatus();
+  RETURN_IF_ERROR(services::CheckRange(absl::StrCat(field, ".max_concurrent_streams"),
+                                       t.max_concurrent_streams(), 0, kMaxConcurrentStreams));
+  RETURN_IF_ERROR(services::CheckRange(absl::StrCat(field, ".max_prompt_tokens"),
+                                       t.max_prompt_tokens(), 0, services::kMaxTokens));
+  return services::CheckRange(absl::StrCat(field, ".max_tokens"), t.max_tokens(), 0,
+                              services::kMaxTokens);
 }
 
 // The queue and the deadlines: sizes and waits.
@@ -169,8 +175,11 @@ absl::StatusOr<RouterOptions> ResolveRouterOptions(const onecard::v1::RouterConf
   for (const onecard::v1::TenantConfig& t : c.tenants()) {
     TenantSpec spec;
     spec.tenant.name = t.name();
-    spec.tenant.limits = TenantLimits{t.requests_per_second(), t.request_burst(),
-                                      t.tokens_per_second(), t.token_burst()};
+    spec.tenant.limits =
+        TenantLimits{t.requests_per_second(), t.request_burst(), t.tokens_per_second(),
+                     t.token_burst(), t.max_concurrent_streams()};
+    spec.tenant.max_prompt_tokens = t.max_prompt_tokens();
+    spec.tenant.max_tokens = t.max_tokens();
     spec.tenant.max_priority = FromProtoPriority(t.max_priority());
     spec.api_key_sha256.assign(t.api_key_sha256().begin(), t.api_key_sha256().end());
     o.tenants.push_back(std::move(spec));

@@ -210,7 +210,7 @@ void RouterMetrics::RateLimited(const std::string& tenant, const std::string& li
 void RouterMetrics::DeclareTenants(const std::vector<std::string>& tenants) {
   absl::MutexLock lock(&mu_);
   for (const std::string& tenant : tenants) {
-    for (const char* limit : {"requests", "tokens"}) RateLimitedCounter(tenant, limit);
+    for (const char* limit : {"requests", "tokens", "streams"}) RateLimitedCounter(tenant, limit);
   }
 }
 

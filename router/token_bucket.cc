@@ -54,7 +54,8 @@ void RateLimiter::SetTenant(const std::string& tenant, const TenantLimits& limit
   absl::MutexLock lock(&mu_);
   tenants_.insert_or_assign(
       tenant, Buckets{TokenBucket(limits.requests_per_second, limits.request_burst, clock_),
-                      TokenBucket(limits.tokens_per_second, limits.token_burst, clock_)});
+                      TokenBucket(limits.tokens_per_second, limits.token_burst, clock_),
+                      limits.max_concurrent_streams, 0});
 }
 
 RateLimiter::Decision RateLimiter::Admit(const std::string& tenant, int64_t cost_tokens) {
@@ -62,6 +63,9 @@ RateLimiter::Decision RateLimiter::Admit(const std::string& tenant, int64_t cost
   auto it = tenants_.find(tenant);
   if (it == tenants_.end()) return Decision{true, "", absl::ZeroDuration()};
   Buckets& b = it->second;
+  if (b.max_streams > 0 && b.open_streams >= b.max_streams) {
+    return Decision{false, "streams", kStreamRetryAfter};
+  }
   absl::Duration wait_requests = b.requests.WaitFor(1);
   absl::Duration wait_tokens = b.tokens.WaitFor(static_cast<double>(cost_tokens));
   if (wait_requests > absl::ZeroDuration() || wait_tokens > absl::ZeroDuration()) {
@@ -70,15 +74,24 @@ RateLimiter::Decision RateLimiter::Admit(const std::string& tenant, int64_t cost
   }
   b.requests.Take(1);
   b.tokens.Take(static_cast<double>(cost_tokens));
+  ++b.open_streams;
   return Decision{true, "", absl::ZeroDuration()};
 }
 
 void RateLimiter::Finish(const std::string& tenant, int64_t reserved_tokens, int64_t used_tokens) {
-  if (reserved_tokens <= used_tokens) return;
   absl::MutexLock lock(&mu_);
   auto it = tenants_.find(tenant);
   if (it == tenants_.end()) return;
-  it->second.tokens.Refund(static_cast<double>(reserved_tokens - used_tokens));
+  if (it->second.open_streams > 0) --it->second.open_streams;  // 0: Finish without Admit
+  if (reserved_tokens > used_tokens) {
+    it->second.tokens.Refund(static_cast<double>(reserved_tokens - used_tokens));
+  }
+}
+
+int64_t RateLimiter::OpenStreams(const std::string& tenant) {
+  absl::MutexLock lock(&mu_);
+  auto it = tenants_.find(tenant);
+  return it == tenants_.end() ? 0 : it->second.open_streams;
 }
 
 double RateLimiter::TokenLevel(const std::string& tenant) {

@@ -57,6 +57,7 @@ struct TenantLimits {
   double request_burst = 0;
   double tokens_per_second = 0;
   double token_burst = 0;
+  int64_t max_concurrent_streams = 0;  // admitted and not yet finished; <= 0: unlimited
 };
 
 class RateLimiter {
@@ -71,11 +72,20 @@ class RateLimiter {
     const char* limit = "";      // "requests" or "tokens" when refused
     absl::Duration retry_after;  // when refused: the wait until it would pass
   };
-  // Admits one request costing `cost_tokens` when both buckets allow it, and
-  // takes from both; otherwise takes nothing. Tenants without limits pass.
+  // Admits one request costing `cost_tokens` when both buckets allow it and
+  // the tenant has a stream to spare ("streams": max_concurrent_streams
+  // open; retry_after is then kStreamRetryAfter), and takes from both;
+  // otherwise takes nothing. Tenants without limits pass.
   Decision Admit(const std::string& tenant, int64_t cost_tokens);
-  // Ends a request: refunds reserved_tokens - used_tokens (when positive).
+  // Ends an admitted request: frees its stream and refunds
+  // reserved_tokens - used_tokens (when positive).
   void Finish(const std::string& tenant, int64_t reserved_tokens, int64_t used_tokens);
+  // The tenant's admitted, unfinished requests (tests); 0 when unknown.
+  int64_t OpenStreams(const std::string& tenant);
+
+  // What a client refused for its open streams is told to wait: streams end
+  // at their own pace, so this is a hint, not a promise.
+  static constexpr absl::Duration kStreamRetryAfter = absl::Seconds(1);
   // The tenant's token-bucket level (tests and metrics); 0 when unknown.
   double TokenLevel(const std::string& tenant);
 
@@ -83,6 +93,8 @@ class RateLimiter {
   struct Buckets {
     TokenBucket requests;
     TokenBucket tokens;
+    int64_t max_streams = 0;
+    int64_t open_streams = 0;
   };
   const Clock* clock_;
   absl::Mutex mu_;

@@ -10,6 +10,7 @@ PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev prometheus-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libyaml-cpp-dev libpcre2-dev libicu-dev prometheus libcpp-httplib-dev
+  clang libclang-rt-dev  # scripts/fuzz.sh (libFuzzer) and scripts/sanitize.sh
 )
 
 missing=()

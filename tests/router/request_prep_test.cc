@@ -114,6 +114,45 @@ TEST_F(RequestPrepTest, DefaultsCostAndPassThrough) {
   EXPECT_EQ(p->max_tokens, 2);
 }
 
+TEST_F(RequestPrepTest, TenantPromptAndMaxTokensLimits) {
+  Tenant capped{"capped", {}, PriorityClass::kStandard};
+  capped.max_prompt_tokens = 4;
+  capped.max_tokens = 8;
+  GenerateRequest r;
+  r.mutable_token_ids()->add_ids(100);
+  r.mutable_token_ids()->add_ids(101);
+  r.mutable_token_ids()->add_ids(102);
+  r.mutable_token_ids()->add_ids(103);
+  // At the limits: served; no max_tokens: the tenant's cap, not the default 256.
+  absl::StatusOr<PreparedRequest> p = Preparer().Prepare(r, capped);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->max_tokens, 8);
+  r.mutable_stopping()->set_max_tokens(8);
+  EXPECT_TRUE(Preparer().Prepare(r, capped).ok());
+  r.mutable_stopping()->set_max_tokens(9);
+  p = Preparer().Prepare(r, capped);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(p.status().message(),
+            "stopping.max_tokens: 9 exceeds tenant 'capped''s max_tokens of 8");
+  r.mutable_stopping()->clear_max_tokens();
+  r.mutable_token_ids()->add_ids(104);
+  p = Preparer().Prepare(r, capped);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().message(),
+            "token_ids.ids: 5 tokens exceed tenant 'capped''s max_prompt_tokens of 4");
+  // The chat template's tokens count: a one-word message is over 4.
+  GenerateRequest chat;
+  onecard::v1::ChatMessage* m = chat.mutable_messages()->add_messages();
+  m->set_role("user");
+  m->set_content("hi");
+  p = Preparer().Prepare(chat, capped);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().message().substr(0, 9), "messages:");
+  // No limits: the same request passes for a tenant without them.
+  EXPECT_TRUE(Preparer().Prepare(chat, StandardTenant()).ok());
+}
+
 TEST_F(RequestPrepTest, PriorityAgainstTheTenant) {
   GenerateRequest r = Prompt("hi");
   Tenant batch_only{"bulk", {}, PriorityClass::kBatch};

@@ -152,5 +152,38 @@ TEST(RouterConfigTest, BoundsNameTheRange) {
             "http.max_connections: 20000 is outside [1, 10000]");
 }
 
+TEST(RouterConfigTest, TenantStreamAndTokenLimits) {
+  onecard::v1::RouterConfig c = Minimal();
+  onecard::v1::TenantConfig* t = c.add_tenants();
+  t->set_name("acme");
+  t->add_api_key_sha256(std::string(64, 'a'));
+  t->set_max_concurrent_streams(8);
+  t->set_max_prompt_tokens(1000);
+  t->set_max_tokens(64);
+  absl::StatusOr<RouterOptions> o = ResolveRouterOptions(c);
+  ASSERT_TRUE(o.ok()) << o.status();
+  ASSERT_EQ(o->tenants.size(), 1u);
+  EXPECT_EQ(o->tenants[0].tenant.limits.max_concurrent_streams, 8);
+  EXPECT_EQ(o->tenants[0].tenant.max_prompt_tokens, 1000);
+  EXPECT_EQ(o->tenants[0].tenant.max_tokens, 64);
+  for (auto [set, field] :
+       {std::pair<void (*)(onecard::v1::TenantConfig*), const char*>{
+            [](onecard::v1::TenantConfig* x) { x->set_max_concurrent_streams(-1); },
+            "tenants[0].max_concurrent_streams"},
+        {[](onecard::v1::TenantConfig* x) { x->set_max_concurrent_streams(1000001); },
+         "tenants[0].max_concurrent_streams"},
+        {[](onecard::v1::TenantConfig* x) { x->set_max_prompt_tokens(1 << 21); },
+         "tenants[0].max_prompt_tokens"},
+        {[](onecard::v1::TenantConfig* x) { x->set_max_tokens(-5); }, "tenants[0].max_tokens"}}) {
+    onecard::v1::RouterConfig bad = c;
+    set(bad.mutable_tenants(0));
+    absl::StatusOr<RouterOptions> r = ResolveRouterOptions(bad);
+    ASSERT_FALSE(r.ok()) << field;
+    EXPECT_EQ(r.status().message().substr(0, std::string(field).size() + 1),
+              std::string(field) + ":")
+        << r.status();
+  }
+}
+
 }  // namespace
 }  // namespace onecard::router

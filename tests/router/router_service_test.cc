@@ -229,6 +229,30 @@ TEST_F(RouterServiceTest, RateLimitedTenantGetsRetryAfter) {
   EXPECT_TRUE(Generate(Tokens({1001}), kVipKey).status.ok());  // another tenant
 }
 
+TEST_F(RouterServiceTest, TenantConcurrentStreamsAreLimited) {
+  auto worker = FakeWorker::Start();
+  StartRouter({worker.get()}, 4, [](onecard::v1::RouterConfig& c) {
+    c.mutable_tenants(0)->set_max_concurrent_streams(1);
+  });
+  Result held;
+  grpc::ClientContext held_context;
+  std::thread holder = Occupy(worker.get(), 2006, &held, &held_context);
+  Result second = Generate(Tokens({1001}));
+  EXPECT_EQ(second.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(second.status.error_message(), "tenant 'acme' has max_concurrent_streams open");
+  ASSERT_EQ(second.trailers.count("retry-after-ms"), 1u);
+  EXPECT_EQ(second.trailers.find("retry-after-ms")->second, "1000");
+  EXPECT_TRUE(Generate(Tokens({1001}), kVipKey).status.ok());  // another tenant
+  worker->Release();
+  holder.join();
+  EXPECT_TRUE(held.status.ok()) << held.status.error_message();
+  // The finished stream is free again.
+  EXPECT_TRUE(Generate(Tokens({1001})).status.ok());
+  EXPECT_EQ(Scrape().Value("onecard_router_rate_limited_total",
+                           {{"tenant", "acme"}, {"limit", "streams"}}),
+            1);
+}
+
 TEST_F(RouterServiceTest, FullQueueIsResourceExhaustedAndPriorityOrdersTheQueue) {
   auto worker = FakeWorker::Start();
   StartRouter({worker.get()}, /*max_in_flight=*/1,

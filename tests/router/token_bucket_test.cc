@@ -97,6 +97,35 @@ TEST(RateLimiterTest, RefusesAllOrNothingAndNamesTheLimit) {
   EXPECT_EQ(d.retry_after, absl::Seconds(1));
 }
 
+TEST(RateLimiterTest, ConcurrentStreamsAreCountedUntilFinish) {
+  FakeClock clock;
+  RateLimiter limiter(&clock);
+  TenantLimits limits;
+  limits.max_concurrent_streams = 2;
+  limiter.SetTenant("t", limits);
+  limiter.SetTenant("other", TenantLimits{});
+  ASSERT_TRUE(limiter.Admit("t", 10).admitted);
+  ASSERT_TRUE(limiter.Admit("t", 10).admitted);
+  RateLimiter::Decision d = limiter.Admit("t", 10);
+  EXPECT_FALSE(d.admitted);
+  EXPECT_STREQ(d.limit, "streams");
+  EXPECT_EQ(d.retry_after, absl::Seconds(1));
+  EXPECT_EQ(limiter.OpenStreams("t"), 2);
+  // Time does not free a stream; only Finish does (whatever was used).
+  clock.Advance(absl::Hours(1));
+  EXPECT_FALSE(limiter.Admit("t", 10).admitted);
+  limiter.Finish("t", 10, 10);
+  EXPECT_EQ(limiter.OpenStreams("t"), 1);
+  EXPECT_TRUE(limiter.Admit("t", 10).admitted);
+  // Other tenants are not limited by it.
+  for (int i = 0; i < 5; ++i) EXPECT_TRUE(limiter.Admit("other", 10).admitted);
+  // A stray Finish never makes the count negative.
+  limiter.Finish("t", 10, 10);
+  limiter.Finish("t", 10, 10);
+  limiter.Finish("t", 10, 10);
+  EXPECT_EQ(limiter.OpenStreams("t"), 0);
+}
+
 TEST(RateLimiterTest, RetryAfterIsExactlyEnough) {
   FakeClock clock;
   RateLimiter limiter(&clock);

@@ -86,7 +86,10 @@ void ChildProcess::ReadStdout(int fd) {
     if (absl::ConsumePrefix(&l, "LISTENING grpc ")) grpc_address_ = std::string(l);
     if (absl::ConsumePrefix(&l, "LISTENING metrics ")) metrics_address_ = std::string(l);
     if (absl::ConsumePrefix(&l, "LISTENING http ")) http_address_ = std::string(l);
-    if (ready_line_.empty() ? !grpc_address_.empty() : l == ready_line_) ready_ = true;
+    if (ready_line_.empty() ? !grpc_address_.empty() && !metrics_address_.empty()
+                            : l == ready_line_) {
+      ready_ = true;
+    }
   }
   if (in != nullptr) fclose(in);
   absl::MutexLock lock(&mu_);

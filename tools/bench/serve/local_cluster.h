@@ -25,7 +25,8 @@ namespace onecard::bench::serve {
 class ChildProcess {
  public:
   // Starts `binary args...` and waits up to `ready_timeout` for "READY" (or,
-  // when `ready_line` is empty, for the gRPC address). UNAVAILABLE with the
+  // when `ready_line` is empty, for the gRPC and metrics addresses: the
+  // metrics service prints no READY). UNAVAILABLE with the
   // log's tail when it exits or times out first.
   static absl::StatusOr<std::unique_ptr<ChildProcess>> Start(
       const std::string& binary, const std::vector<std::string>& args, const std::string& log_path,

@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Sanitizer runs of the CPU tests (issue 22), each in a build folder of its
+# own, with clang:
+#   asan   ASan + UBSan (-fno-sanitize-recover): every ctest test but gpu
+#          (build-asan/); a crash, leak or undefined behaviour fails the test
+#   tsan   TSan: the tests of the services and the router (build-tsan/)
+#
+#   scripts/sanitize.sh [--ci] [asan] [tsan]     (default: both, in full)
+#
+# --ci: the subset scripts/test.sh runs within CI's time:
+#   asan: the parsers' unit tests (UTF-8, detokenizer, chat template, HF
+#         tokenizer, bad GGUF, safetensors, HF config, service config and
+#         its bounds, request conversion and preparation, router config,
+#         rate limits), built in build-fuzz/ beside the fuzzers (the same
+#         ASan + UBSan objects, plus libFuzzer's coverage counters);
+#   tsan: the router's concurrent core (rate limiter, queue, dispatcher,
+#         worker pool).
+# ONECARD_JOBS bounds build parallelism; extra ctest arguments go after --.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+CI=0
+MODES=()
+CTEST_ARGS=()
+while (($#)); do
+  case "$1" in
+    --ci) CI=1 ;;
+    asan|tsan) MODES+=("$1") ;;
+    --) shift; CTEST_ARGS=("$@"); break ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    *) echo "sanitize.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+((${#MODES[@]})) || MODES=(asan tsan)
+JOBS=${ONECARD_JOBS:-$(nproc)}
+
+ASAN_CI_TESTS=(
+  tokenizer_utf8_test tokenizer_incremental_detokenizer_test tokenizer_chat_template_test
+  tokenizer_hf_json_loader_test gguf_bad_input_test safetensors_test hf_config_test
+  services_config_test services_config_bounds_test services_request_convert_test
+  router_request_prep_test router_config_test router_token_bucket_test)
+TSAN_CI_TESTS=(router_token_bucket_test router_request_queue_test router_dispatcher_test
+  router_worker_pool_test)
+
+configure() {  # folder, cmake options...
+  local dir=$1
+  shift
+  if [[ ! -f $dir/CMakeCache.txt ]]; then
+    CC=clang CXX=clang++ cmake -S . -B "$dir" -G Ninja -DONECARD_CUDA=OFF \
+      -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
+  fi
+}
+
+run() {  # folder, test names (none: every test but gpu)
+  local dir=$1
+  shift
+  if (($#)); then
+    cmake --build "$dir" -j "$JOBS" --target "$@"
+    local regex
+    regex="^($(IFS='|'; echo "$*"))\$"
+    (cd "$dir" && ctest -R "$regex" -LE gpu --output-on-failure -j 2 "${CTEST_ARGS[@]}")
+  else
+    cmake --build "$dir" -j "$JOBS"
+    (cd "$dir" && ctest -LE gpu --output-on-failure -j 2 "${CTEST_ARGS[@]}")
+  fi
+}
+
+# LSan fails a test on a leak, except in Debian's uninstrumented libraries
+# (scripts/lsan.supp); TSan skips races inside them (scripts/tsan.supp).
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:strict_string_checks=1}
+export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/scripts/lsan.supp:print_suppressions=0}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/scripts/tsan.supp}
+
+status=0
+for mode in "${MODES[@]}"; do
+  echo "sanitize: $mode$( ((CI)) && echo ' (CI subset)')" >&2
+  case $mode in
+    asan)
+      if ((CI)); then
+        configure "${FUZZ_BUILD_DIR:-build-fuzz}" -DONECARD_FUZZ=ON
+        run "${FUZZ_BUILD_DIR:-build-fuzz}" "${ASAN_CI_TESTS[@]}" || status=1
+      else
+        configure build-asan -DONECARD_SANITIZE=address,undefined
+        run build-asan || status=1
+      fi ;;
+    tsan)
+      configure build-tsan -DONECARD_SANITIZE=thread
+      if ((CI)); then
+        run build-tsan "${TSAN_CI_TESTS[@]}" || status=1
+      else
+        # Every test of the services and the router (names from ctest).
+        cmake --build build-tsan -j "$JOBS" >/dev/null
+        run build-tsan $(cd build-tsan && ctest -N -LE gpu |
+          sed -n 's/^ *Test *#[0-9]*: \(\(services\|metrics\|router\|ops\|service_auth\|fault\)[a-z_]*\)$/\1/p') ||
+          status=1
+      fi ;;
+  esac
+done
+exit $status
