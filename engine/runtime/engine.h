@@ -12,7 +12,8 @@
 //   carrying its FinishReason; no callback follows it.
 // - Callbacks run on the engine thread and must not block; they may call
 //   Cancel.
-// Tested by tests/engine/runtime/engine_test.cc.
+// Tested by tests/engine/runtime/engine_impl_test.cc, engine_step_test.cc and
+// engine_cpu_test.cc.
 #ifndef ONECARD_ENGINE_RUNTIME_ENGINE_H_
 #define ONECARD_ENGINE_RUNTIME_ENGINE_H_
 

@@ -1,5 +1,5 @@
 // The synthetic shapes (see synthetic_shapes.h), from the models' published
-// config.json files. Tested by tests/gpu/synthetic_shapes_test.cc.
+// config.json files. Tested by tests/gpu/memory_plan_test.cc (SyntheticShapesTest).
 #include "engine/runtime/cuda/synthetic_shapes.h"
 
 #include "absl/strings/str_cat.h"

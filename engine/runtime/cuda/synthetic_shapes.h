@@ -3,7 +3,7 @@
 // configurations; the served context is the one the memory planner sizes).
 // The CUDA runner fills their weights with seeded random values in device
 // memory (synthetic_weights.cu). Plain C++: also built without CUDA.
-// Tested by tests/gpu/synthetic_shapes_test.cc (label unit).
+// Tested by tests/gpu/memory_plan_test.cc (SyntheticShapesTest; label unit).
 #ifndef ONECARD_ENGINE_RUNTIME_CUDA_SYNTHETIC_SHAPES_H_
 #define ONECARD_ENGINE_RUNTIME_CUDA_SYNTHETIC_SHAPES_H_
 
