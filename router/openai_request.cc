@@ -73,7 +73,9 @@ bool In(const char* const (&names)[N], const std::string& key) {
 
 absl::Status CheckKeys(const json& body, OpenAiEndpoint endpoint) {
   const bool chat = endpoint == OpenAiEndpoint::kChat;
-  for (const auto& [key, value] : body.items()) {
+  for (const auto& item : body.items()) {
+    const std::string& key = item.key();  // a named variable: lambdas capture it
+    const json& value = item.value();
     if (In(kCommonFields, key) || (chat ? In(kChatFields, key) : In(kCompletionFields, key))) {
       continue;
     }
