@@ -19,8 +19,8 @@
 #include "engine/common/status_macros.h"
 #include "onecard/v1/config.pb.h"
 #include "router/router_server.h"
-#include "services/common/config.h"
 #include "services/common/command_line.h"
+#include "services/common/config.h"
 #include "services/common/proto_time.h"
 #include "services/common/server_main.h"
 #include "services/common/service_auth_flags.h"
@@ -68,10 +68,12 @@ const services::CommandLineSpec kCommandLine = {
         "\"LISTENING grpc ADDR\", \"LISTENING metrics ADDR\" and \"READY\" on stdout.",
     .groups = {{"Configuration", {"config"}},
                {"Model", {"model", "model_name", "default_max_tokens"}},
-               {"Network", {"listen", "metrics_listen", "advertise", "router_id",
-                            "public_tls_cert", "public_tls_key"}},
-               {"Workers", {"control_plane", "static_workers", "dns_workers",
-                            "max_in_flight_per_worker", "stale_worker_grace"}},
+               {"Network",
+                {"listen", "metrics_listen", "advertise", "router_id", "public_tls_cert",
+                 "public_tls_key"}},
+               {"Workers",
+                {"control_plane", "static_workers", "dns_workers", "max_in_flight_per_worker",
+                 "stale_worker_grace"}},
                {"Queue", {"queue_max_depth", "queue_timeout", "aging_step", "fifo"}},
                {"Access", {"allow_unauthenticated"}},
                services::ServiceIdentityFlagGroup(),

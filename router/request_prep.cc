@@ -82,8 +82,8 @@ absl::StatusOr<PreparedRequest> RequestPreparer::Prepare(const GenerateRequest& 
   RETURN_IF_ERROR(services::CheckModel(request.model(), model_.name));
   ASSIGN_OR_RETURN(services::PromptIds prompt,
                    services::EncodeInput(request, *tokenizer_, &chat_template_));
-  RETURN_IF_ERROR(CheckTenantLimits(request, tenant, static_cast<int64_t>(prompt.ids.size()),
-                                    prompt.field));
+  RETURN_IF_ERROR(
+      CheckTenantLimits(request, tenant, static_cast<int64_t>(prompt.ids.size()), prompt.field));
   engine::RequestLimits limits = Limits();
   if (tenant.max_tokens > 0) {  // a request without max_tokens gets at most the tenant's
     limits.default_max_tokens = std::min(limits.default_max_tokens, tenant.max_tokens);

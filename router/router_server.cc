@@ -69,8 +69,8 @@ absl::Status RouterServer::Init(const onecard::v1::RouterConfig& config) {
 }
 
 absl::Status RouterServer::StartMetrics() {
-  ASSIGN_OR_RETURN(metrics_, services::MetricsServer::Start(
-                                options_.config.metrics_listen_address(), "router"));
+  ASSIGN_OR_RETURN(
+      metrics_, services::MetricsServer::Start(options_.config.metrics_listen_address(), "router"));
   metrics_address_ = metrics_->address();
   router_metrics_ = std::make_unique<RouterMetrics>(metrics_->registry());
   std::vector<std::string> tenant_names;
@@ -103,8 +103,8 @@ absl::Status RouterServer::StartGrpc() {
   port_ = started.port;
   address_ = started.address;
   // The server ("") and its one service by name, for probes that ask either.
-  server_->GetHealthCheckService()->SetServingStatus(
-      onecard::v1::Generation::service_full_name(), true);
+  server_->GetHealthCheckService()->SetServingStatus(onecard::v1::Generation::service_full_name(),
+                                                     true);
   server_->GetHealthCheckService()->SetServingStatus(true);
   return absl::OkStatus();
 }

@@ -23,10 +23,14 @@ LogLevel ThresholdFromEnv() {
 
 char LevelChar(LogLevel level) {
   switch (level) {
-    case LogLevel::kDebug: return 'D';
-    case LogLevel::kInfo: return 'I';
-    case LogLevel::kWarn: return 'W';
-    case LogLevel::kError: return 'E';
+    case LogLevel::kDebug:
+      return 'D';
+    case LogLevel::kInfo:
+      return 'I';
+    case LogLevel::kWarn:
+      return 'W';
+    case LogLevel::kError:
+      return 'E';
   }
   return '?';
 }
@@ -39,10 +43,14 @@ bool JsonFromEnv() {
 
 const char* LevelName(LogLevel level) {
   switch (level) {
-    case LogLevel::kDebug: return "debug";
-    case LogLevel::kInfo: return "info";
-    case LogLevel::kWarn: return "warn";
-    case LogLevel::kError: return "error";
+    case LogLevel::kDebug:
+      return "debug";
+    case LogLevel::kInfo:
+      return "info";
+    case LogLevel::kWarn:
+      return "warn";
+    case LogLevel::kError:
+      return "error";
   }
   return "?";
 }
@@ -52,10 +60,18 @@ std::string JsonEscaped(std::string_view text) {
   std::string out;
   for (const char c : text) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
           char buf[8];
@@ -81,9 +97,9 @@ void LogLine(LogLevel level, std::string_view component, std::string_view messag
   const std::string ts = absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(), absl::UTCTimeZone());
   static const bool json = JsonFromEnv();
   if (json) {
-    const std::string line =
-        "{\"ts\":\"" + ts + "\",\"level\":\"" + LevelName(level) + "\",\"component\":\"" +
-        JsonEscaped(component) + "\",\"msg\":\"" + JsonEscaped(message) + "\"}\n";
+    const std::string line = "{\"ts\":\"" + ts + "\",\"level\":\"" + LevelName(level) +
+                             "\",\"component\":\"" + JsonEscaped(component) + "\",\"msg\":\"" +
+                             JsonEscaped(message) + "\"}\n";
     std::lock_guard<std::mutex> lock(mu);
     std::fputs(line.c_str(), stderr);
     return;

@@ -46,11 +46,9 @@ absl::Status Symbol(const char* name, Fn* out) {
   return absl::OkStatus();
 }
 
-
 constexpr double kHeatMs = 300;    // back to back before the timing: the board reaches its limit
 constexpr double kAtCapMs = 200;   // then timed
 constexpr size_t kAtCapExtra = 3;  // undescended candidates added to the finalists
-
 
 cudaDataType_t CudaType(DType dtype) { return dtype == DType::kF32 ? CUDA_R_32F : CUDA_R_16BF; }
 

@@ -20,7 +20,7 @@
 // default at the board's power limit instead: each runs back to back over
 // every weight for 300 ms, then is timed for 200 ms (batch-128 decode steps
 // run at the H200's 700 W limit, where a product's time is its energy over
-// 700 W, not its burst time). Measured with 128 (bench/results, session 7):
+// 700 W, not its burst time). With 128 (bench/results/2026-11-29-h200-cuda.md):
 // batch 128 +0.6 % on one card (3 of 3 pairs), nothing on another, for ~3 s
 // of tuning a shape; so it is off unless asked for. Every
 // configuration computes the same product in fp32 accumulation; only the
@@ -79,8 +79,8 @@ class BlasTuner {
   // `workspace` (device, `workspace_bytes`) is what tuned algorithms may use;
   // it must outlive the tuner and be used only on the stream the products run
   // on (it may be the cuBLAS handle's workspace: both run in stream order).
-  static absl::StatusOr<std::unique_ptr<BlasTuner>> Create(
-      void* workspace, int64_t workspace_bytes, const BlasTunerOptions& options = {});
+  static absl::StatusOr<std::unique_ptr<BlasTuner>> Create(void* workspace, int64_t workspace_bytes,
+                                                           const BlasTunerOptions& options = {});
   ~BlasTuner();
   BlasTuner(const BlasTuner&) = delete;
   BlasTuner& operator=(const BlasTuner&) = delete;

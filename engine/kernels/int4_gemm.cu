@@ -53,9 +53,9 @@ constexpr uint32_t kMagic136 = 0x43084308u;  // bf16 pair (136, 136): 128 + 8
 // 12 NT with mins).
 template <int NT>
 struct Cfg {
-  static constexpr int kTpu = NT <= 2 ? 4 : 2;         // k tiles a stage
-  static constexpr int kCols = kTpu * kInt4TileCols;   // columns a stage
-  static constexpr int kXStride = kCols + 16;          // bf16 a staged row (no bank conflicts)
+  static constexpr int kTpu = NT <= 2 ? 4 : 2;             // k tiles a stage
+  static constexpr int kCols = kTpu * kInt4TileCols;       // columns a stage
+  static constexpr int kXStride = kCols + 16;              // bf16 a staged row (no bank conflicts)
   static constexpr int kMaxSpans = kCols / kInt4MinGroup;  // groups a stage touches
   static constexpr int kStages = NT == 2 ? 3 : 4;
   static constexpr int kBlocksPerSm = NT >= 8 ? 1 : 2;
@@ -375,7 +375,7 @@ __device__ __forceinline__ void Flush(const Span& span, float (&acc)[NT][4], flo
     for (int e = 0; e < 4; ++e) {
       const float sc = e < 2 ? span.scale.x : span.scale.y;
       if constexpr (kSumX<kKind>) {
-        acc[nt][e] = fmaf(e < 2 ? span.c.x : span.c.y, sx[nt][e & 1], acc[nt][e]);
+        acc[nt][e] = fmaf(e < 2 ? span.c.x : span.c.y, sx[nt][e], acc[nt][e]);
       }
       acc[nt][e] = fmaf(sc, p[nt][e], acc[nt][e]);
       p[nt][e] = 0.0f;

@@ -14,9 +14,8 @@ std::atomic<int32_t> gemv_blocks_per_sm{2};
 
 absl::Status SetLaunchSettings(const LaunchSettings& settings) {
   if (settings.gemv_blocks_per_sm < 1 || settings.gemv_blocks_per_sm > 2) {
-    return absl::InvalidArgumentError(absl::StrCat("LaunchSettings.gemv_blocks_per_sm = ",
-                                                   settings.gemv_blocks_per_sm,
-                                                   ": must be 1 or 2"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "LaunchSettings.gemv_blocks_per_sm = ", settings.gemv_blocks_per_sm, ": must be 1 or 2"));
   }
   programmatic_launch.store(settings.programmatic_launch, std::memory_order_relaxed);
   gemv_blocks_per_sm.store(settings.gemv_blocks_per_sm, std::memory_order_relaxed);

@@ -120,7 +120,8 @@ std::string ServiceHelpEpilog() {
 
 std::string HelpText(const CommandLineSpec& spec) {
   std::string out = absl::StrCat("Usage:\n");
-  for (const std::string& line : spec.usage) absl::StrAppend(&out, "  ", spec.program, " ", line, "\n");
+  for (const std::string& line : spec.usage)
+    absl::StrAppend(&out, "  ", spec.program, " ", line, "\n");
   if (!spec.description.empty()) absl::StrAppend(&out, "\n", spec.description, "\n");
   if (!spec.subcommands.empty()) {
     size_t width = 0;

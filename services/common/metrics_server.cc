@@ -33,7 +33,9 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
         .Name("onecard_build_info")
         .Help("Always 1; labels name the component, the version and the git commit.")
         .Register(*server->registry_)
-        .Add({{"component", component}, {"version", ONECARD_VERSION}, {"commit", ONECARD_GIT_COMMIT}})
+        .Add({{"component", component},
+              {"version", ONECARD_VERSION},
+              {"commit", ONECARD_GIT_COMMIT}})
         .Set(1);
   }
   return server;

@@ -36,13 +36,15 @@ namespace {
 const onecard::services::CommandLineSpec kCommandLine = {
     .program = "onecard-health-probe",
     .usage = {"--target HOST:PORT [--service NAME] [--wait 60s] [flags]"},
-    .description = "Asks a gRPC server's grpc.health.v1 service until it answers SERVING or\n"
-                   "--wait passes (0: once). For scripts and container health checks.",
+    .description =
+        "Asks a gRPC server's grpc.health.v1 service until it answers SERVING or\n"
+        "--wait passes (0: once). For scripts and container health checks.",
     .groups = {{"Target", {"target", "service", "wait"}},
                {"TLS", {"tls_ca", "tls_cert", "tls_key"}}},
-    .epilog = "Services: \"\" (the server), onecard.v1.Generation, onecard.v1.Worker,\n"
-              "onecard.v1.ControlPlane (whichever the server serves).\n"
-              "Exit status: 0 SERVING, 1 not serving or unreachable, 2 bad flags."};
+    .epilog =
+        "Services: \"\" (the server), onecard.v1.Generation, onecard.v1.Worker,\n"
+        "onecard.v1.ControlPlane (whichever the server serves).\n"
+        "Exit status: 0 SERVING, 1 not serving or unreachable, 2 bad flags."};
 
 using grpc::health::v1::HealthCheckRequest;
 using grpc::health::v1::HealthCheckResponse;

@@ -73,7 +73,8 @@ absl::StatusOr<std::unique_ptr<MetricsService>> MetricsService::Start(
   service->control_ = std::make_unique<ControlService>(
       service->registry_.get(), service->cluster_metrics_.get(), options.watch_min_interval, auth);
 
-  ASSIGN_OR_RETURN(service->metrics_, MetricsServer::Start(options.metrics_listen_address, "metrics"));
+  ASSIGN_OR_RETURN(service->metrics_,
+                   MetricsServer::Start(options.metrics_listen_address, "metrics"));
   service->metrics_->Add(service->cluster_metrics_);
 
   EnableStandardGrpcServices();

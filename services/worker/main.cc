@@ -18,8 +18,8 @@
 #include "absl/strings/str_cat.h"
 #include "engine/common/log.h"
 #include "engine/common/status_macros.h"
-#include "services/common/config.h"
 #include "services/common/command_line.h"
+#include "services/common/config.h"
 #include "services/common/proto_time.h"
 #include "services/common/server_main.h"
 #include "services/common/service_auth_flags.h"
@@ -67,8 +67,9 @@ const CommandLineSpec kCommandLine = {
                {"Model", {"model", "model_name", "backend", "threads", "default_max_tokens"}},
                {"Network", {"listen", "metrics_listen", "control_plane", "advertise", "worker_id"}},
                {"KV cache", {"kv_block_size", "kv_blocks", "kv_cache_mib", "prefix_caching"}},
-               {"Scheduler and admission", {"max_num_seqs", "max_batched_tokens", "max_context",
-                                            "max_waiting", "kv_watermark"}},
+               {"Scheduler and admission",
+                {"max_num_seqs", "max_batched_tokens", "max_context", "max_waiting",
+                 "kv_watermark"}},
                {"CUDA backend", {"gpu_memory_budget", "tune_gemms", "tuning_cache"}},
                ServiceIdentityFlagGroup(),
                {"Shutdown", {"grace_period"}}},

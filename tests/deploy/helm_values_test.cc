@@ -55,11 +55,11 @@ TEST(HelmValuesTest, SchemaRefusesMisspeltKeysAndWrongTypes) {
 TEST(HelmValuesTest, LintStrictPassesWithEveryOptionOn) {
   absl::StatusOr<std::string> helm = HelmPath();
   ASSERT_TRUE(helm.ok()) << helm.status();
-  absl::StatusOr<CommandResult> lint = RunCommand(absl::StrCat(
-      *helm, " lint --strict helm/onecard -f ", kFullValues,
-      " --set model.volume=null --set model.persistence.create=true"
-      " --set router.tokenizer.path=/tokenizer/t.gguf"
-      " --set router.tokenizer.volume.configMap.name=tok"));
+  absl::StatusOr<CommandResult> lint =
+      RunCommand(absl::StrCat(*helm, " lint --strict helm/onecard -f ", kFullValues,
+                              " --set model.volume=null --set model.persistence.create=true"
+                              " --set router.tokenizer.path=/tokenizer/t.gguf"
+                              " --set router.tokenizer.volume.configMap.name=tok"));
   ASSERT_TRUE(lint.ok());
   EXPECT_EQ(lint->exit_code, 0) << lint->output << lint->errors;
 }
@@ -78,25 +78,22 @@ TEST(HelmValuesTest, NetworkPoliciesLetOnlyRoutersReachWorkersAndPrometheusScrap
   const std::vector<json> docs = Render({});
   const json worker = FindObject(docs, "NetworkPolicy", "-worker");
   ASSERT_FALSE(worker.is_null());
-  EXPECT_EQ(worker.at("spec").at("podSelector").at("matchLabels").at(
-                "app.kubernetes.io/component"),
+  EXPECT_EQ(worker.at("spec").at("podSelector").at("matchLabels").at("app.kubernetes.io/component"),
             "worker");
   const json grpc = RuleForPort(worker, 50051);
   ASSERT_FALSE(grpc.is_null());
   ASSERT_EQ(grpc.at("from").size(), 1u);
-  EXPECT_EQ(grpc.at("from")[0].at("podSelector").at("matchLabels").at(
-                "app.kubernetes.io/component"),
-            "router");
-  for (const auto& [suffix, metrics_port] :
-       std::vector<std::pair<std::string, int>>{{"-worker", 9400}, {"-router", 9401},
-                                                {"-metrics", 9402}}) {
+  EXPECT_EQ(
+      grpc.at("from")[0].at("podSelector").at("matchLabels").at("app.kubernetes.io/component"),
+      "router");
+  for (const auto& [suffix, metrics_port] : std::vector<std::pair<std::string, int>>{
+           {"-worker", 9400}, {"-router", 9401}, {"-metrics", 9402}}) {
     const json policy = FindObject(docs, "NetworkPolicy", suffix);
     ASSERT_FALSE(policy.is_null()) << suffix;
     const json scrape = RuleForPort(policy, metrics_port);
     ASSERT_FALSE(scrape.is_null()) << suffix;
     ASSERT_EQ(scrape.at("from").size(), 1u) << suffix;
-    EXPECT_EQ(scrape.at("from")[0].at("podSelector").at("matchLabels").at(
-                  "app.kubernetes.io/name"),
+    EXPECT_EQ(scrape.at("from")[0].at("podSelector").at("matchLabels").at("app.kubernetes.io/name"),
               "prometheus")
         << suffix;
   }
@@ -117,9 +114,8 @@ TEST(HelmValuesTest, NetworkPoliciesLetOnlyRoutersReachWorkersAndPrometheusScrap
 
 TEST(HelmValuesTest, PlaceholderApiKeysAreRefused) {
   for (const char* key : {"change-me", "CHANGEME"}) {
-    absl::StatusOr<std::vector<json>> docs =
-        HelmTemplate({}, {absl::StrCat("router.tenants[0].name=a,router.tenants[0].api_keys[0]=",
-                                       key)});
+    absl::StatusOr<std::vector<json>> docs = HelmTemplate(
+        {}, {absl::StrCat("router.tenants[0].name=a,router.tenants[0].api_keys[0]=", key)});
     ASSERT_FALSE(docs.ok()) << key;
     EXPECT_THAT(docs.status().message(), HasSubstr("well-known placeholder")) << key;
   }
@@ -175,12 +171,12 @@ TEST(HelmValuesTest, PodsRunNonRootReadOnlyWithRuntimeDefaultSeccompAndCanOverri
 
 TEST(HelmValuesTest, ServiceAccountRuntimeClassAndExtrasReachThePods) {
   const std::vector<json> docs = Render(
-      {}, {"serviceAccount.annotations.team=ml", "worker.runtimeClassName=nvidia",
-           "worker.extraArgs={--log-format=json}", "metrics.extraEnv[0].name=A",
-           "metrics.extraEnv[0].value=b", "router.extraEnvFrom[0].secretRef.name=env",
-           "router.extraVolumes[0].name=extra", "router.extraVolumes[0].emptyDir.medium=Memory",
-           "router.extraVolumeMounts[0].name=extra",
-           "router.extraVolumeMounts[0].mountPath=/extra"});
+      {},
+      {"serviceAccount.annotations.team=ml", "worker.runtimeClassName=nvidia",
+       "worker.extraArgs={--log-format=json}", "metrics.extraEnv[0].name=A",
+       "metrics.extraEnv[0].value=b", "router.extraEnvFrom[0].secretRef.name=env",
+       "router.extraVolumes[0].name=extra", "router.extraVolumes[0].emptyDir.medium=Memory",
+       "router.extraVolumeMounts[0].name=extra", "router.extraVolumeMounts[0].mountPath=/extra"});
   const json account = FindObject(docs, "ServiceAccount", "onecard-test");
   ASSERT_FALSE(account.is_null());
   EXPECT_EQ(account.at("automountServiceAccountToken"), "false");
@@ -232,9 +228,9 @@ TEST(HelmValuesTest, IngressAndGrpcRouteSendToTheRoutersGrpcPort) {
   const json& backend = rule.at("http").at("paths")[0].at("backend").at("service");
   EXPECT_EQ(backend.at("name"), "onecard-test-router");
   EXPECT_EQ(backend.at("port").at("name"), "grpc");
-  EXPECT_EQ(ingress.at("metadata").at("annotations").at(
-                "nginx.ingress.kubernetes.io/backend-protocol"),
-            "GRPC");
+  EXPECT_EQ(
+      ingress.at("metadata").at("annotations").at("nginx.ingress.kubernetes.io/backend-protocol"),
+      "GRPC");
   EXPECT_EQ(ingress.at("spec").at("tls")[0].at("secretName"), "llm-tls");
   const json route = FindObject(docs, "GRPCRoute", "-router");
   ASSERT_FALSE(route.is_null());
@@ -249,10 +245,10 @@ TEST(HelmValuesTest, IngressAndGrpcRouteSendToTheRoutersGrpcPort) {
 
 TEST(HelmValuesTest, AutoscalingMetricsCanBeReplaced) {
   const std::vector<json> docs =
-      Render({kFullValues}, {"autoscaling.metrics[0].type=Resource",
-                             "autoscaling.metrics[0].resource.name=cpu",
-                             "autoscaling.metrics[0].resource.target.type=Utilization",
-                             "autoscaling.metrics[0].resource.target.averageUtilization=70"});
+      Render({kFullValues},
+             {"autoscaling.metrics[0].type=Resource", "autoscaling.metrics[0].resource.name=cpu",
+              "autoscaling.metrics[0].resource.target.type=Utilization",
+              "autoscaling.metrics[0].resource.target.averageUtilization=70"});
   const json hpa = FindObject(docs, "HorizontalPodAutoscaler", "-worker");
   ASSERT_FALSE(hpa.is_null());
   const json& metrics = hpa.at("spec").at("metrics");

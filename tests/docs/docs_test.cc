@@ -73,9 +73,8 @@ TEST(DocsTest, ConfigReferenceDocumentsEveryFieldOfConfigProto) {
       EXPECT_TRUE(row->second) << message.name() << "." << name << " has no meaning written";
     }
     for (const auto& [name, described] : section->second) {
-      EXPECT_TRUE(fields.count(name) > 0)
-          << "docs/config.md documents " << message.name() << "." << name
-          << ", which config.proto does not have";
+      EXPECT_TRUE(fields.count(name) > 0) << "docs/config.md documents " << message.name() << "."
+                                          << name << ", which config.proto does not have";
     }
   }
 }

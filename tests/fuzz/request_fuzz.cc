@@ -49,7 +49,8 @@ const Fixture& Get() {
 
 // The worker's path for a request it takes: convert, then the engine's check.
 absl::Status WorkerTakes(const v1::WorkerGenerateRequest& request, const Fixture& f) {
-  absl::StatusOr<engine::GenerationRequest> converted = services::ToEngineRequest(request, f.limits);
+  absl::StatusOr<engine::GenerationRequest> converted =
+      services::ToEngineRequest(request, f.limits);
   if (!converted.ok()) return converted.status();
   return engine::ValidateRequest(*converted, f.limits);
 }

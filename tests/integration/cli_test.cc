@@ -49,8 +49,7 @@ Result RunBinary(std::vector<std::string> argv) {
 }
 
 std::string WriteFile(const std::string& name, const std::string& text) {
-  const std::string path =
-      absl::StrCat(::testing::TempDir(), "/cli_test_", getpid(), "_", name);
+  const std::string path = absl::StrCat(::testing::TempDir(), "/cli_test_", getpid(), "_", name);
   std::ofstream(path) << text;
   return path;
 }
@@ -119,8 +118,8 @@ TEST(CliTest, OnecardArgumentErrorsComeBeforeTheModelLoads) {
       {"chat", "--target", "127.0.0.1:1", "--prompt=x", "--priority=urgent"},
       {"generate", "--prompt=x"},  // neither --model nor --target
   };
-  const std::vector<std::string> says = {"--prompt",     "--temperature", "top_p", "--max-tokens",
-                                         "--backend",    "urgent",        "--model"};
+  const std::vector<std::string> says = {"--prompt",  "--temperature", "top_p",  "--max-tokens",
+                                         "--backend", "urgent",        "--model"};
   for (size_t i = 0; i < bad.size(); ++i) {
     std::vector<std::string> argv = {ONECARD_CLI_BIN};
     argv.insert(argv.end(), bad[i].begin(), bad[i].end());

@@ -48,8 +48,7 @@ absl::StatusOr<DecodeResult> MeasureDecode(Engine& engine, int32_t batch, int32_
   int64_t tokens = 0;
   absl::Status error;
   // A bar on a terminal, a line every few seconds in a log (progress.h).
-  Progress progress(absl::StrCat("cpu-decode batch", batch), int64_t{batch} * new_tokens,
-                    "tokens");
+  Progress progress(absl::StrCat("cpu-decode batch", batch), int64_t{batch} * new_tokens, "tokens");
   for (int32_t i = 0; i < batch; ++i) {
     engine::GenerationRequest r;
     r.prompt_token_ids = SyntheticPrompt(prompt_tokens, i, engine.config().vocab_size);

@@ -31,17 +31,19 @@ onecard::services::CommandLineSpec CommandLine() {
   onecard::services::CommandLineSpec spec = {
       .program = "onecard-bench",
       .usage = {"SCENARIO [flags]", "list"},
-      .description = "Runs a benchmark scenario, prints its table and appends one JSON line a\n"
-                     "case to --results. Progress goes to stderr as the cases run.",
+      .description =
+          "Runs a benchmark scenario, prints its table and appends one JSON line a\n"
+          "case to --results. Progress goes to stderr as the cases run.",
       .subcommands = {{"list", "list the scenarios"}},
       .groups = {{"CPU scenarios", {"model", "threads", "prompt_tokens", "new_tokens"}},
                  {"Results", {"results"}},
                  {"Serving scenarios (serve, serve-mix, serve-priority, router-overhead)",
-                  {"target", "api_key", "mix", "users", "rate", "requests", "duration",
-                   "warmup", "seed", "json", "max_in_flight", "log_dir", "worker_bin",
-                   "router_bin", "pairs", "router_max_in_flight", "target_load"}}},
-      .epilog = "Commit figures by passing --results bench/results/results.jsonl\n"
-                "(bench/results/README.md)."};
+                  {"target", "api_key", "mix", "users", "rate", "requests", "duration", "warmup",
+                   "seed", "json", "max_in_flight", "log_dir", "worker_bin", "router_bin", "pairs",
+                   "router_max_in_flight", "target_load"}}},
+      .epilog =
+          "Commit figures by passing --results bench/results/results.jsonl\n"
+          "(bench/results/README.md)."};
   for (const onecard::bench::Scenario* s : onecard::bench::AllScenarios()) {
     spec.subcommands.push_back({s->name, s->description});
   }
@@ -68,8 +70,8 @@ int main(int argc, char** argv) {
   }
   const onecard::bench::Scenario* scenario = onecard::bench::FindScenario(name);
   if (scenario == nullptr) {
-    std::cerr << "onecard-bench: " << (name.empty() ? "a scenario is required"
-                                                   : "unknown scenario \"" + name + "\"")
+    std::cerr << "onecard-bench: "
+              << (name.empty() ? "a scenario is required" : "unknown scenario \"" + name + "\"")
               << "; scenarios:\n";
     PrintScenarios(std::cerr);
     return 2;

@@ -54,10 +54,10 @@ const onecard::services::CommandLineSpec kCommandLine = {
     .program = "onecard",
     .usage = {"generate --model PATH --prompt TEXT [flags]",
               "chat --model PATH [--prompt TEXT] [--system TEXT] [flags]",
-              "generate|chat --target HOST:PORT [--api-key KEY] [flags]", "inspect MODEL",
-              "help"},
-    .description = "Runs a model on this machine (--model) or asks a running worker or router\n"
-                   "(--target) over gRPC. Text streams to stdout as it is generated.",
+              "generate|chat --target HOST:PORT [--api-key KEY] [flags]", "inspect MODEL", "help"},
+    .description =
+        "Runs a model on this machine (--model) or asks a running worker or router\n"
+        "(--target) over gRPC. Text streams to stdout as it is generated.",
     .subcommands = {{"generate", "complete --prompt as raw text and stream the completion"},
                     {"chat", "chat with the model's template (no --prompt: one message a line)"},
                     {"inspect", "show a model file: architecture, tensors, formats, bytes"},
@@ -69,15 +69,16 @@ const onecard::services::CommandLineSpec kCommandLine = {
                 {"max_tokens", "temperature", "top_p", "top_k", "min_p", "repetition_penalty",
                  "seed"}},
                {"Output", {"json"}}},
-    .epilog = "Environment:\n"
-              "  ONECARD_API_KEY  the API key for --target when --api-key is not given\n"
-              "\n"
-              "Examples:\n"
-              "  onecard generate --model models/SmolLM2-135M-Instruct.Q4_1.gguf \\\n"
-              "      --prompt \"The capital of France is\" --max-tokens 16\n"
-              "  onecard chat --target 127.0.0.1:50050 --prompt \"Hello\"\n"
-              "\n"
-              "Exit status: 0 done, 1 failed, 2 bad arguments."};
+    .epilog =
+        "Environment:\n"
+        "  ONECARD_API_KEY  the API key for --target when --api-key is not given\n"
+        "\n"
+        "Examples:\n"
+        "  onecard generate --model models/SmolLM2-135M-Instruct.Q4_1.gguf \\\n"
+        "      --prompt \"The capital of France is\" --max-tokens 16\n"
+        "  onecard chat --target 127.0.0.1:50050 --prompt \"Hello\"\n"
+        "\n"
+        "Exit status: 0 done, 1 failed, 2 bad arguments."};
 
 onecard::tools::GenerateOptions GenerateOptionsFromFlags() {
   onecard::tools::GenerateOptions o;
@@ -131,8 +132,8 @@ absl::Status CheckGenerateFlags(const std::string& command,
   }
   const std::string backend = absl::GetFlag(FLAGS_backend);
   if (backend != "cpu" && backend != "cuda") {
-    return absl::InvalidArgumentError(absl::StrCat("--backend: \"", backend,
-                                                   "\" is not one of cpu, cuda"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--backend: \"", backend, "\" is not one of cpu, cuda"));
   }
   if (absl::GetFlag(FLAGS_threads) < 0 || absl::GetFlag(FLAGS_max_context) < 0) {
     return absl::InvalidArgumentError("--threads and --max-context: must not be negative");

@@ -79,9 +79,7 @@ void Absorb(const v1::GenerateResponse& chunk, RemoteCompletion* out) {
 
 }  // namespace
 
-absl::Status CheckPriorityName(const std::string& name) {
-  return ParsePriority(name).status();
-}
+absl::Status CheckPriorityName(const std::string& name) { return ParsePriority(name).status(); }
 
 absl::StatusOr<RemoteCompletion> RemoteGenerate(
     const RemoteGenerateOptions& options,

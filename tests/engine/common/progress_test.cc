@@ -33,17 +33,16 @@ TEST(ProgressTest, TerminalBarRedrawsWhenItMovesAndEndsTheLine) {
   Capture c;
   {
     Progress p("loading", 40, "tensors", c.Options(true));
-    p.Add();      // 1/40: 0 cells, first draw
-    p.Add();      // 2/40: 1 cell
-    p.Add();      // 3/40: still 1 cell, no redraw
+    p.Add();  // 1/40: 0 cells, first draw
+    p.Add();  // 2/40: 1 cell
+    p.Add();  // 3/40: still 1 cell, no redraw
     c.now += absl::Seconds(2);
-    p.Add(37);    // 40/40
-  }               // destructor: Done
-  EXPECT_THAT(c.drawn,
-              ElementsAre("\rloading [....................] 1/40 tensors  0.0 s",
-                          "\rloading [#...................] 2/40 tensors  0.0 s",
-                          "\rloading [####################] 40/40 tensors  2.0 s",
-                          "\rloading [####################] 40/40 tensors  2.0 s\n"));
+    p.Add(37);  // 40/40
+  }             // destructor: Done
+  EXPECT_THAT(c.drawn, ElementsAre("\rloading [....................] 1/40 tensors  0.0 s",
+                                   "\rloading [#...................] 2/40 tensors  0.0 s",
+                                   "\rloading [####################] 40/40 tensors  2.0 s",
+                                   "\rloading [####################] 40/40 tensors  2.0 s\n"));
   EXPECT_TRUE(c.logged.empty());
 }
 
@@ -59,9 +58,8 @@ TEST(ProgressTest, LogGetsALineEveryIntervalAndOneAtTheEndOfLongWork) {
   p.Add(5);  // 7 s: 1 s after the last line
   p.Done();
   p.Done();  // once
-  EXPECT_THAT(c.logged,
-              ElementsAre("converting [##########..........] 5/10 layers  6.0 s",
-                          "converting [####################] 10/10 layers  7.0 s done"));
+  EXPECT_THAT(c.logged, ElementsAre("converting [##########..........] 5/10 layers  6.0 s",
+                                    "converting [####################] 10/10 layers  7.0 s done"));
   EXPECT_TRUE(c.drawn.empty());
 }
 

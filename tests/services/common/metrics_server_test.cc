@@ -63,8 +63,8 @@ TEST(MetricsServerTest, ComponentServersExportBuildInfo) {
   EXPECT_EQ(text->types.at("onecard_build_info"), "gauge");
   // The version is the project's (CMakeLists.txt); the commit is a hash or
   // "unknown", never empty.
-  EXPECT_THAT(response->body, ::testing::ContainsRegex(
-                                  "onecard_build_info\\{[^}]*component=\"router\""));
+  EXPECT_THAT(response->body,
+              ::testing::ContainsRegex("onecard_build_info\\{[^}]*component=\"router\""));
   EXPECT_THAT(response->body, ::testing::ContainsRegex("version=\"0\\.1\\.0\""));
   EXPECT_THAT(response->body, ::testing::ContainsRegex("commit=\"([0-9a-f]{12}|unknown)\""));
   absl::StatusOr<testing::HttpResponse> plain_response =

@@ -67,8 +67,8 @@ absl::StatusOr<std::vector<std::string>> ListServicesByReflection(
   call->Finish(&status, &tags[4]);
   Await(cq, &tags[4]);
   if (!read) {
-    return absl::UnavailableError(absl::StrCat("reflection: no answer (", status.error_code(),
-                                               ": ", status.error_message(), ")"));
+    return absl::UnavailableError(absl::StrCat("reflection: no answer (", status.error_code(), ": ",
+                                               status.error_message(), ")"));
   }
   std::vector<grpc::Slice> slices;
   if (!in.Dump(&slices).ok()) return absl::InternalError("reflection: unreadable answer");

@@ -78,17 +78,16 @@ absl::Status ShapeCases(const Ceilings& ceil, const Shape& s, cudaStream_t strea
   for (int32_t rows : {1, 4, 8, 16, 32, 64}) {
     ASSIGN_OR_RETURN(const double ms, MedianMs(stream, 1, 5, [&]() -> absl::Status {
                        for (int i = 0; i < kLaunches; ++i) {
-                         RETURN_IF_ERROR(engine::Int4Gemm(
-                             {.w = rot.View(next++, s.n, s.k),
-                              .x = x.get(),
-                              .x_row_stride = s.k,
-                              .y = y.get(),
-                              .add_to_y = add,
-                              .silu_mul_y = silu,
-                              .rows = rows,
-                              .workspace = ws,
-                              .workspace_bytes = ws_bytes},
-                             stream));
+                         RETURN_IF_ERROR(engine::Int4Gemm({.w = rot.View(next++, s.n, s.k),
+                                                           .x = x.get(),
+                                                           .x_row_stride = s.k,
+                                                           .y = y.get(),
+                                                           .add_to_y = add,
+                                                           .silu_mul_y = silu,
+                                                           .rows = rows,
+                                                           .workspace = ws,
+                                                           .workspace_bytes = ws_bytes},
+                                                          stream));
                        }
                        return absl::OkStatus();
                      }));

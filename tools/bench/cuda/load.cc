@@ -60,15 +60,20 @@ absl::Status RunLoad(const BenchOptions& options, BenchReporter& reporter) {
   reporter.Add({kScenario, name, "first_token_s", SecondsSince(t), "s", {}});
   reporter.Add({kScenario, name, "peak_rss_before_load", rss_before, "MiB", {}});
   reporter.Add({kScenario, name, "peak_rss_after_load", rss_after, "MiB", {}});
-  reporter.Add({kScenario, name, "weights_device",
-                runner->memory_plan().weight_bytes / double(1 << 20), "MiB", {}});
+  reporter.Add({kScenario,
+                name,
+                "weights_device",
+                runner->memory_plan().weight_bytes / double(1 << 20),
+                "MiB",
+                {}});
   return absl::OkStatus();
 }
 
-const bool kRegistered = RegisterScenario(
-    {kScenario, "CUDA: a checkpoint (--model, default SmolLM2 Q4_1) to its first token: "
-                "open, weights to the device, peak host RSS",
-     RunLoad});
+const bool kRegistered =
+    RegisterScenario({kScenario,
+                      "CUDA: a checkpoint (--model, default SmolLM2 Q4_1) to its first token: "
+                      "open, weights to the device, peak host RSS",
+                      RunLoad});
 
 }  // namespace
 }  // namespace onecard::bench
