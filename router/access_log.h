@@ -3,8 +3,9 @@
 //   ... I access request_id=rtr-7 tenant=ops priority=interactive
 //       prompt_tokens=12 completion_tokens=16 ttft_ms=41.2 total_ms=230.5 status=OK
 // (one line; ttft_ms=- when no token was sent, tenant=- before
-// authentication). Values holding spaces, quotes or '=' are quoted. With
-// ONECARD_LOG_FORMAT=json the line is a JSON object (engine/common/log.cc).
+// authentication). Values holding spaces, quotes or '=' are quoted. With the
+// JSON log format (log.format: json, --log-format=json) the line is a JSON
+// object (engine/common/log.cc).
 // Tested by tests/router/access_log_test.cc and, in the real process, by
 // tests/integration/ops_grpc_services_test.cc.
 #ifndef ONECARD_ROUTER_ACCESS_LOG_H_

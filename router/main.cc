@@ -162,6 +162,7 @@ int Run(services::ShutdownSignals& signals) {
   absl::StatusOr<onecard::v1::RouterConfig> config =
       services::LoadServiceConfig<onecard::v1::RouterConfig>(absl::GetFlag(FLAGS_config), "router");
   absl::Status status = config.ok() ? Override(&*config) : config.status();
+  if (status.ok()) services::ApplyLogConfig(config->log());
   absl::StatusOr<RouterOptions> options =
       status.ok() ? ResolveRouterOptions(*config) : absl::StatusOr<RouterOptions>(status);
   if (!options.ok()) {

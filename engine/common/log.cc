@@ -1,25 +1,20 @@
 #include "engine/common/log.h"
 
+#include <atomic>
 #include <cstdio>
-#include <cstdlib>
 #include <mutex>
 #include <string>
 
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 
 namespace onecard {
 namespace {
 
-LogLevel ThresholdFromEnv() {
-  const char* env = std::getenv("ONECARD_LOG_LEVEL");
-  if (env == nullptr) return LogLevel::kInfo;
-  const std::string v(env);
-  if (v == "debug") return LogLevel::kDebug;
-  if (v == "warn") return LogLevel::kWarn;
-  if (v == "error") return LogLevel::kError;
-  return LogLevel::kInfo;
-}
+std::atomic<LogLevel> g_level{LogLevel::kInfo};
+std::atomic<LogFormat> g_format{LogFormat::kText};
 
 char LevelChar(LogLevel level) {
   switch (level) {
@@ -33,12 +28,6 @@ char LevelChar(LogLevel level) {
       return 'E';
   }
   return '?';
-}
-
-// ONECARD_LOG_FORMAT=json: one JSON object a line, for log collectors.
-bool JsonFromEnv() {
-  const char* env = std::getenv("ONECARD_LOG_FORMAT");
-  return env != nullptr && std::string(env) == "json";
 }
 
 const char* LevelName(LogLevel level) {
@@ -87,16 +76,33 @@ std::string JsonEscaped(std::string_view text) {
 
 }  // namespace
 
-bool LogEnabled(LogLevel level) {
-  static const LogLevel threshold = ThresholdFromEnv();
-  return level >= threshold;
+absl::StatusOr<LogLevel> ParseLogLevel(std::string_view name) {
+  for (LogLevel level : {LogLevel::kDebug, LogLevel::kInfo, LogLevel::kWarn, LogLevel::kError}) {
+    if (name == LevelName(level)) return level;
+  }
+  return absl::InvalidArgumentError(absl::StrCat("unknown log level \"",
+                                                 absl::string_view(name.data(), name.size()),
+                                                 "\" (debug, info, warn or error)"));
 }
+
+absl::StatusOr<LogFormat> ParseLogFormat(std::string_view name) {
+  if (name == "text") return LogFormat::kText;
+  if (name == "json") return LogFormat::kJson;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown log format \"", absl::string_view(name.data(), name.size()), "\" (text or json)"));
+}
+
+void SetLogLevel(LogLevel level) { g_level.store(level, std::memory_order_relaxed); }
+void SetLogFormat(LogFormat format) { g_format.store(format, std::memory_order_relaxed); }
+LogLevel GetLogLevel() { return g_level.load(std::memory_order_relaxed); }
+LogFormat GetLogFormat() { return g_format.load(std::memory_order_relaxed); }
+
+bool LogEnabled(LogLevel level) { return level >= GetLogLevel(); }
 
 void LogLine(LogLevel level, std::string_view component, std::string_view message) {
   static std::mutex mu;
   const std::string ts = absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(), absl::UTCTimeZone());
-  static const bool json = JsonFromEnv();
-  if (json) {
+  if (GetLogFormat() == LogFormat::kJson) {
     const std::string line = "{\"ts\":\"" + ts + "\",\"level\":\"" + LevelName(level) +
                              "\",\"component\":\"" + JsonEscaped(component) + "\",\"msg\":\"" +
                              JsonEscaped(message) + "\"}\n";

@@ -6,15 +6,41 @@
 #include <iostream>
 
 #include "absl/flags/commandlineflag.h"
+#include "absl/flags/flag.h"
 #include "absl/flags/reflection.h"
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "engine/common/log.h"
 #include "services/common/flag_names.h"
+
+ABSL_FLAG(std::string, log_level, "",
+          "debug, info, warn or error: log lines below it are dropped (default info; overrides "
+          "the config's log.level)");
+ABSL_FLAG(std::string, log_format, "",
+          "text or json (one JSON object a line, for log collectors; default text; overrides "
+          "the config's log.format)");
 
 namespace onecard::services {
 namespace {
+
+// Applies --log-level / --log-format; InvalidArgument naming the flag.
+absl::Status ApplyLogFlags() {
+  if (const std::string level = absl::GetFlag(FLAGS_log_level); !level.empty()) {
+    absl::StatusOr<LogLevel> parsed = ParseLogLevel(level);
+    if (!parsed.ok())
+      return absl::InvalidArgumentError(absl::StrCat("--log-level: ", parsed.status().message()));
+    SetLogLevel(*parsed);
+  }
+  if (const std::string format = absl::GetFlag(FLAGS_log_format); !format.empty()) {
+    absl::StatusOr<LogFormat> parsed = ParseLogFormat(format);
+    if (!parsed.ok())
+      return absl::InvalidArgumentError(absl::StrCat("--log-format: ", parsed.status().message()));
+    SetLogFormat(*parsed);
+  }
+  return absl::OkStatus();
+}
 
 std::string Dashed(absl::string_view name) { return absl::StrReplaceAll(name, {{"_", "-"}}); }
 
@@ -110,10 +136,14 @@ FlagGroup ServiceIdentityFlagGroup() {
           {"worker_token_file", "router_token_file", "tls_cert", "tls_key", "tls_ca"}};
 }
 
+FlagGroup LoggingFlagGroup() { return {"Logging", {"log_level", "log_format"}}; }
+
+bool LogLevelFlagGiven() { return !absl::GetFlag(FLAGS_log_level).empty(); }
+bool LogFormatFlagGiven() { return !absl::GetFlag(FLAGS_log_format).empty(); }
+
 std::string ServiceHelpEpilog() {
   return "Flags override single fields of --config (docs/config.md).\n"
-         "Environment: ONECARD_LOG_LEVEL=debug|info|warn|error, ONECARD_LOG_FORMAT=json (one\n"
-         "JSON object a log line). gRPC: grpc.health.v1 per service name, server reflection.\n"
+         "gRPC: grpc.health.v1 per service name, server reflection.\n"
          "Exit status: 0 after SIGTERM or Ctrl-C (the service drains first), 1 when it cannot\n"
          "start, 2 on a bad flag or config.";
 }
@@ -133,7 +163,9 @@ std::string HelpText(const CommandLineSpec& spec) {
     }
   }
   std::vector<std::string> listed;
-  for (const FlagGroup& group : spec.groups) {
+  std::vector<FlagGroup> groups = spec.groups;
+  groups.push_back(LoggingFlagGroup());
+  for (const FlagGroup& group : groups) {
     absl::StrAppend(&out, "\n", group.title, ":\n");
     for (const std::string& name : group.flags) AppendFlag(name, &out);
     listed.insert(listed.end(), group.flags.begin(), group.flags.end());
@@ -201,8 +233,10 @@ CommandLine ParseCommandLine(const CommandLineSpec& spec, int argc, char** argv)
     return {.args = args, .exit_code = 0};
   }
   absl::StatusOr<std::vector<std::string>> parsed = ParseFlagArgs(args);
-  if (!parsed.ok()) {
-    std::cerr << spec.program << ": " << parsed.status().message() << " (see " << spec.program
+  absl::Status status = parsed.status();
+  if (status.ok()) status = ApplyLogFlags();
+  if (!status.ok()) {
+    std::cerr << spec.program << ": " << status.message() << " (see " << spec.program
               << " --help)\n";
     return {.args = args, .exit_code = 2};
   }

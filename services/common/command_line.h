@@ -4,7 +4,9 @@
 // parsing with "--max-tokens" = "--max_tokens" (flag_names.h), and errors
 // that say what went wrong: an unknown flag names the nearest known one, a
 // bad value quotes the flag. Each main() describes itself in a
-// CommandLineSpec and calls ParseCommandLine first.
+// CommandLineSpec and calls ParseCommandLine first. Every binary also takes
+// --log-level and --log-format (engine/common/log.h), listed under
+// "Logging" in its help and applied by ParseCommandLine.
 // Tested by tests/services/common/command_line_test.cc and, binary by
 // binary, by tests/integration/cli_test.cc.
 #ifndef ONECARD_SERVICES_COMMON_COMMAND_LINE_H_
@@ -43,6 +45,13 @@ struct CommandLineSpec {
 FlagGroup ServiceIdentityFlagGroup();
 std::string ServiceHelpEpilog();
 
+// The logging flags, listed last in every help text.
+FlagGroup LoggingFlagGroup();
+// Whether --log-level / --log-format were given: a service applies its
+// config's `log` section only to what the flags left unset.
+bool LogLevelFlagGiven();
+bool LogFormatFlagGiven();
+
 // The --help text. A flag of a group that is not registered is listed as
 // "(not defined)" (command_line_test keeps the specs honest); flags the
 // binary registers outside absl and outside every group follow under
@@ -74,7 +83,8 @@ absl::StatusOr<std::vector<std::string>> ParseFlagArgs(const std::vector<std::st
 // value", "--flag"/"--noflag" for booleans, "--" ends the flags; "-h",
 // "--help", "-help" or a first positional "help" prints HelpText. An
 // unknown flag or a value its flag rejects is a usage error naming it
-// (with "did you mean --x?" when NearestName finds one).
+// (with "did you mean --x?" when NearestName finds one); so is an unknown
+// --log-level or --log-format, which are applied on success.
 CommandLine ParseCommandLine(const CommandLineSpec& spec, int argc, char** argv);
 
 }  // namespace onecard::services

@@ -9,8 +9,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "engine/common/log.h"
 #include "engine/common/regular_file.h"
 #include "onecard/v1/config.pb.h"
+#include "services/common/command_line.h"
 #include "services/common/proto_from_yaml.h"
 #include "yaml-cpp/yaml.h"
 
@@ -121,6 +123,27 @@ absl::StatusOr<int64_t> ParseByteSize(absl::string_view text) {
     return absl::InvalidArgumentError(absl::StrCat("\"", text, "\" is too large"));
   }
   return static_cast<int64_t>(bytes);
+}
+
+void ApplyLogConfig(const v1::LogConfig& config) {
+  if (!LogLevelFlagGiven()) {
+    switch (config.level()) {
+      case v1::LOG_LEVEL_DEBUG:
+        SetLogLevel(LogLevel::kDebug);
+        break;
+      case v1::LOG_LEVEL_WARN:
+        SetLogLevel(LogLevel::kWarn);
+        break;
+      case v1::LOG_LEVEL_ERROR:
+        SetLogLevel(LogLevel::kError);
+        break;
+      default:  // unspecified, info
+        SetLogLevel(LogLevel::kInfo);
+    }
+  }
+  if (!LogFormatFlagGiven()) {
+    SetLogFormat(config.format() == v1::LOG_FORMAT_JSON ? LogFormat::kJson : LogFormat::kText);
+  }
 }
 
 }  // namespace onecard::services

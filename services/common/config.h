@@ -19,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "google/protobuf/message.h"
+#include "onecard/v1/config.pb.h"
 
 namespace onecard::services {
 
@@ -45,6 +46,11 @@ absl::Status LoadServiceConfig(const std::string& path, absl::string_view sectio
 // the unit is applied. InvalidArgument quoting the text otherwise
 // (negative, no number, another unit, above 2^63 bytes).
 absl::StatusOr<int64_t> ParseByteSize(absl::string_view text);
+
+// Sets the process's log level and format (engine/common/log.h) from a
+// service's `log` section, each only where its flag (--log-level,
+// --log-format) was not given; unset fields keep the defaults.
+void ApplyLogConfig(const v1::LogConfig& config);
 
 template <typename T>
 absl::StatusOr<T> LoadConfig(const std::string& path) {

@@ -48,6 +48,7 @@ namespace {
 absl::StatusOr<MetricsServiceOptions> OptionsFromFlags() {
   ASSIGN_OR_RETURN(v1::MetricsServiceConfig config, LoadServiceConfig<v1::MetricsServiceConfig>(
                                                         absl::GetFlag(FLAGS_config), "metrics"));
+  ApplyLogConfig(config.log());
   if (!absl::GetFlag(FLAGS_listen).empty()) {
     config.set_listen_address(absl::GetFlag(FLAGS_listen));
   }

@@ -156,6 +156,7 @@ absl::StatusOr<v1::WorkerConfig> BuildConfig() {
   absl::StatusOr<v1::WorkerConfig> config =
       LoadServiceConfig<v1::WorkerConfig>(absl::GetFlag(FLAGS_config), "worker");
   if (!config.ok()) return config.status();
+  ApplyLogConfig(config->log());
   OverrideStrings(&*config);
   if (absl::Status s = OverrideNumbers(&*config); !s.ok()) return s;
   if (absl::Status s = OverrideOthers(&*config); !s.ok()) return s;

@@ -69,6 +69,8 @@ TEST_P(HelpTest, HelpPrintsGroupedFlagsAndExitsZero) {
     EXPECT_EQ(r.exit_code, 0) << r.output;
     EXPECT_THAT(r.output, HasSubstr("Usage:\n"));
     for (const std::string& text : GetParam().expected) EXPECT_THAT(r.output, HasSubstr(text));
+    EXPECT_THAT(r.output, HasSubstr("\nLogging:\n  --log-level\n"));
+    EXPECT_THAT(r.output, HasSubstr("  --log-format\n"));
     // Only the binary's own flags: none of absl's, none of another binary's.
     EXPECT_THAT(r.output, Not(HasSubstr("--flagfile")));
     EXPECT_THAT(r.output, Not(HasSubstr("No flags matched")));
@@ -106,7 +108,27 @@ INSTANTIATE_TEST_SUITE_P(
                  {"\nNetwork:\n  --listen\n", "  --metrics-listen\n", "  --tls-ca\n"}},
         HelpCase{ONECARD_PROBE_BIN,
                  {"\nTarget:\n  --target\n", "  --service\n", "  --wait=0\n",
-                  "\nTLS:\n  --tls-ca\n", "onecard.v1.Generation"}}));
+                  "\nTLS:\n  --tls-ca\n", "onecard.v1.Generation"}}
+#ifdef ONECARD_FAULT_BIN
+        ,
+        HelpCase{ONECARD_FAULT_BIN,
+                 {"\nScenarios:\n  --scenarios=all\n", "worker-sigkill",
+                  "\nSoak:\n  --soak=", "  --samples\n", "\nOutput:\n  --out\n"}}
+#endif
+        ));
+
+// A bad --log-level is a usage error naming the flag, in every binary
+// (services/common/command_line.h applies the logging flags).
+TEST(CliTest, BadLogLevelIsAUsageError) {
+  for (const char* binary :
+       {ONECARD_CLI_BIN, ONECARD_WORKER_BIN, ONECARD_ROUTER_BIN, ONECARD_METRICS_BIN}) {
+    const Result r = RunBinary({binary, "--log-level=loud"});
+    EXPECT_EQ(r.exit_code, 2) << binary << ": " << r.output;
+    EXPECT_THAT(r.output, HasSubstr("--log-level: unknown log level \"loud\" (debug, info, warn "
+                                    "or error)"))
+        << binary;
+  }
+}
 
 TEST(CliTest, OnecardArgumentErrorsComeBeforeTheModelLoads) {
   const std::vector<std::vector<std::string>> bad = {

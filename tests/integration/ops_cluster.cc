@@ -22,8 +22,10 @@ constexpr char kLimitedKeySha256[] =
 
 std::string ClusterConfig(const ClusterOptions& options) {
   const std::string model = std::filesystem::absolute(kModelPath).string();
+  const std::string log = options.json_logs ? "\n  log: {format: json}" : "";
   return absl::StrCat(R"(# Written by tests/integration/ops_cluster.cc
-metrics:
+metrics:)",
+                      log, R"(
   listen_address: 127.0.0.1:0
   metrics_listen_address: 127.0.0.1:0
   worker_expiry: 3s
@@ -31,7 +33,8 @@ metrics:
   report_interval: 100ms
   watch_min_interval: 50ms
   table_warmup: 1s
-worker:
+worker:)",
+                      log, R"(
   model_path: )",
                       model, R"(
   backend: cpu
@@ -116,9 +119,11 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const ClusterO
   }
   if (!options.start_router) return cluster;
 
+  std::vector<std::string> router_argv = {ONECARD_ROUTER_BIN, config, control,
+                                          "--router_id=router-0"};
+  if (options.json_logs) router_argv.push_back("--log-format=json");
   absl::StatusOr<Endpoint> router =
-      cluster->StartProcess({ONECARD_ROUTER_BIN, config, control, "--router_id=router-0"}, "router",
-                            true, &cluster->router_process_);
+      cluster->StartProcess(router_argv, "router", true, &cluster->router_process_);
   if (!router.ok()) return router.status();
   cluster->router_ = *router;
   if (absl::Status s = WaitForMetric(

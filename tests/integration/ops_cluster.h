@@ -39,6 +39,9 @@ struct ClusterOptions {
   // The worker's reconnect backoff cap towards the metrics service (the
   // product default is 5s; short keeps outage tests quick).
   std::string worker_max_backoff = "300ms";
+  // JSON log lines: the metrics service and the worker from their config's
+  // `log.format`, the router from its --log-format flag.
+  bool json_logs = false;
 };
 
 class LocalCluster {

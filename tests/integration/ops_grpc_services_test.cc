@@ -3,8 +3,9 @@
 // service name (and NOT_FOUND for a name the server does not serve); server
 // reflection lists each server's services to a real reflection client; the
 // router writes one access line per request (request id, tenant, tokens,
-// TTFT, status), and with ONECARD_LOG_FORMAT=json every log line is a JSON
-// object. The expected service names are the ones in proto/onecard/v1.
+// TTFT, status), and with the JSON log format (the metrics service's and the
+// worker's config `log.format`, the router's --log-format) every log line is
+// a JSON object. The expected service names are the ones in proto/onecard/v1.
 #include <unistd.h>
 
 #include <cstdlib>
@@ -37,10 +38,8 @@ class OpsGrpcServicesTest : public ::testing::Test {
         (std::filesystem::temp_directory_path() / ("ops-grpc-" + std::to_string(getpid())))
             .string());
     std::filesystem::create_directories(*work_dir_);
-    setenv("ONECARD_LOG_FORMAT", "json", 1);  // the children inherit it
     absl::StatusOr<std::unique_ptr<LocalCluster>> cluster =
-        LocalCluster::Start({.work_dir = *work_dir_});
-    unsetenv("ONECARD_LOG_FORMAT");
+        LocalCluster::Start({.work_dir = *work_dir_, .json_logs = true});
     ASSERT_TRUE(cluster.ok()) << cluster.status();
     cluster_ = cluster->release();
   }
@@ -106,6 +105,25 @@ TEST_F(OpsGrpcServicesTest, ReflectionListsEachServersServices) {
     ASSERT_TRUE(listed.ok()) << address << ": " << listed.status();
     EXPECT_THAT(*listed, IsSupersetOf(services)) << address;
     EXPECT_THAT(*listed, Contains("grpc.reflection.v1alpha.ServerReflection")) << address;
+  }
+}
+
+// The metrics service and the worker take the format from their config's
+// `log` section: every line they logged is a JSON object.
+TEST_F(OpsGrpcServicesTest, ServicesLogJsonFromTheirConfig) {
+  ASSERT_NE(cluster_, nullptr);
+  for (const std::string name : {"metrics", "worker"}) {
+    std::ifstream in(*work_dir_ + "/" + name + ".log");
+    std::stringstream text;
+    text << in.rdbuf();
+    int lines = 0;
+    for (absl::string_view line : absl::StrSplit(text.str(), '\n', absl::SkipEmpty())) {
+      ++lines;
+      const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+      ASSERT_TRUE(j.is_object()) << name << ": not a JSON line: " << line;
+      EXPECT_TRUE(j.contains("ts") && j.contains("level") && j.contains("component")) << line;
+    }
+    EXPECT_GT(lines, 0) << name << " logged nothing";
   }
 }
 

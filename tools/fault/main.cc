@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "services/common/command_line.h"
 #include "tools/fault/fault_scenarios.h"
 #include "tools/fault/soak.h"
 
@@ -27,8 +27,40 @@ ABSL_FLAG(std::string, out, "", "Also write the table to this file");
 ABSL_FLAG(absl::Duration, soak, absl::ZeroDuration(), "Run the soak (soak.h) this long instead");
 ABSL_FLAG(std::string, samples, "", "Soak: every sample as CSV to this file");
 
+namespace {
+
+onecard::services::CommandLineSpec CommandLine() {
+  return {.program = "onecard-fault",
+          .usage = {"[--scenarios=worker-sigkill,disconnect] [--work-dir=DIR] [--out=FILE]",
+                    "--soak=30m [--samples=FILE.csv] [--out=FILE]"},
+          .description =
+              "Starts a local cluster (metrics service, two CPU workers, a router) for each\n"
+              "fault scenario, injects the fault under load and checks that every request\n"
+              "ended in one stated state (lost = 0), no stream repeated a token and every\n"
+              "gauge went back to zero; prints the table (Markdown) and exits 1 when a\n"
+              "scenario fails. Scenarios: " +
+              absl::StrJoin(onecard::fault::ScenarioNames(), ", ") +
+              ".\nWith --soak: mixed load for that long, sampling each service's RSS,\n"
+              "descriptors and threads (scripts/soak.sh).",
+          .groups = {{"Scenarios", {"scenarios", "clients", "model", "work_dir"}},
+                     {"Soak", {"soak", "samples"}},
+                     {"Output", {"out"}}},
+          .epilog =
+              "The services are found beside this binary's build folder\n"
+              "(services/worker/onecard-worker, router/onecard-router, ...)."};
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  absl::ParseCommandLine(argc, argv);
+  const onecard::services::CommandLine cli =
+      onecard::services::ParseCommandLine(CommandLine(), argc, argv);
+  if (cli.exit_code) return *cli.exit_code;
+  if (cli.args.size() > 1) {
+    std::cerr << "onecard-fault: unexpected argument " << cli.args[1]
+              << " (see onecard-fault --help)\n";
+    return 2;
+  }
   using onecard::bench::serve::FindBinary;
   onecard::fault::ScenarioOptions options;
   options.cluster.work_dir = absl::GetFlag(FLAGS_work_dir);
@@ -56,7 +88,15 @@ int main(int argc, char** argv) {
   }
   std::vector<std::string> names = onecard::fault::ScenarioNames();
   if (absl::GetFlag(FLAGS_scenarios) != "all") {
+    const std::vector<std::string> known = names;
     names = absl::StrSplit(absl::GetFlag(FLAGS_scenarios), ',', absl::SkipEmpty());
+    for (const std::string& name : names) {
+      if (std::find(known.begin(), known.end(), name) == known.end()) {
+        std::cerr << "onecard-fault: --scenarios: unknown scenario " << name
+                  << " (known: " << absl::StrJoin(known, ", ") << ")\n";
+        return 2;
+      }
+    }
   }
   std::vector<onecard::fault::ScenarioResult> results;
   bool passed = true;

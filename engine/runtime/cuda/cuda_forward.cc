@@ -3,6 +3,7 @@
 // fixed device addresses, so that a decode bucket can be captured as a graph.
 // A layer's projections go through Project (cuda_projection.cc).
 // Tested by tests/gpu/cuda_model_runner_test.cc.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -10,8 +11,10 @@
 #include <optional>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "engine/common/progress.h"
 #include "engine/common/status_macros.h"
 #include "engine/kernels/blas_gemm.h"
 #include "engine/kernels/cuda_check.h"
@@ -60,8 +63,12 @@ absl::Status CudaRunnerImpl::TuneGemms() {
   // through cuBLAS (inputs and outputs are the step buffers: garbage now,
   // rewritten by every step).
   std::string split_summary;
+  const auto tuned = [&](int32_t m) { return !UseGemv(m) && m <= options_.max_batched_tokens; };
+  Progress progress("tuning cuBLAS products", std::ranges::count_if(buckets_, tuned),
+                    "batch sizes");
   for (const int32_t m : buckets_) {
-    if (UseGemv(m) || m > options_.max_batched_tokens) continue;
+    if (!tuned(m)) continue;
+    absl::Cleanup counted = [&] { progress.Add(); };
     for (const auto& [product, weights] : products) {
       if (weights->empty()) continue;
       RETURN_IF_ERROR(
@@ -108,6 +115,7 @@ absl::Status CudaRunnerImpl::TuneGemms() {
                           best > 1 ? absl::StrCat(best, " partials") : "whole", how));
     }
   }
+  progress.Done();
   SaveTuningCache();
   tuning_summary_ = absl::StrCat(
       loaded, tuner_->Summary(),

@@ -1,11 +1,13 @@
 // LoadWeights, CheckpointWeightsSpec, CheckpointTensorSource (see
 // cuda_weights.h): a layer at a time, a projection at a time, from host
-// tensors to their device format. Tested through
+// tensors to their device format, counted on a Progress (a bar on a
+// terminal, log lines otherwise). Tested through
 // tests/gpu/cuda_model_runner_test.cc.
 #include <cstring>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "engine/common/progress.h"
 #include "engine/common/status_macros.h"
 #include "engine/kernels/bf16.h"
 #include "engine/kernels/cuda_check.h"
@@ -188,7 +190,9 @@ absl::StatusOr<CudaWeights> LoadWeights(const ModelConfig& c, const ModelWeights
                                         HostTensorSource& source, DeviceArena* arena) {
   ASSIGN_OR_RETURN(CudaWeights w, CarveWeights(c, spec, arena));
   const int64_t h = c.hidden_size;
-  for (int64_t layer = 0; layer < c.num_layers; ++layer) {
+  // The layers, then the embedding, final norm and head as one more item.
+  Progress progress("loading weights onto the GPU", c.num_layers + 1, "layers");
+  for (int64_t layer = 0; layer < c.num_layers; ++layer, progress.Add()) {
     CudaLayerWeights& l = w.layers[layer];
     RETURN_IF_ERROR(UploadBf16(source, TensorPart::kAttnNorm, layer, h, l.attn_norm));
     RETURN_IF_ERROR(UploadBf16(source, TensorPart::kFfnNorm, layer, h, l.ffn_norm));
@@ -211,6 +215,8 @@ absl::StatusOr<CudaWeights> LoadWeights(const ModelConfig& c, const ModelWeights
   if (w.lm_head != w.embedding) {
     RETURN_IF_ERROR(UploadBf16(source, TensorPart::kLmHead, 0, table, w.lm_head));
   }
+  progress.Add();
+  progress.Done();
   return w;
 }
 

@@ -1,19 +1,26 @@
 // Tests of the shared command line (services/common/command_line.h): help
-// text layout, parsing of every flag form, and the usage errors.
+// text layout, parsing of every flag form, the usage errors, and the logging
+// flags with the config's `log` section under them (config.h).
 #include "services/common/command_line.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
+#include "engine/common/log.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "services/common/config.h"
 
 ABSL_FLAG(int32_t, cl_max_tokens, 7, "most tokens to generate");
 ABSL_FLAG(bool, cl_json, false, "print JSON");
 ABSL_FLAG(std::string, cl_prompt, "", "the prompt");
 ABSL_FLAG(double, cl_ungrouped, 0.5, "a flag in no group");
+ABSL_DECLARE_FLAG(std::string, log_level);
+ABSL_DECLARE_FLAG(std::string, log_format);
 
 namespace onecard::services {
 namespace {
@@ -47,6 +54,10 @@ TEST(CommandLineTest, HelpListsUsageSubcommandsAndGroupedFlagsInOrder) {
   EXPECT_THAT(help, Not(HasSubstr("--flagfile")));  // absl's own flags stay out
   EXPECT_LT(help.find("Subcommands:"), help.find("Generation:"));
   EXPECT_LT(help.find("Generation:"), help.find("Output:"));
+  EXPECT_THAT(help, HasSubstr("\nLogging:\n  --log-level\n      debug, info, warn or error"));
+  EXPECT_THAT(help, HasSubstr("  --log-format\n      text or json"));
+  EXPECT_LT(help.find("Output:"), help.find("Logging:"));
+  EXPECT_LT(help.find("Logging:"), help.find("Other flags:"));
 }
 
 TEST(CommandLineTest, WantsHelpForEveryHelpSpellingBeforeDoubleDash) {
@@ -111,6 +122,61 @@ TEST(CommandLineTest, ParseCommandLineReturnsExitCodesForHelpAndErrors) {
   EXPECT_EQ(ok.exit_code, std::nullopt);
   EXPECT_THAT(ok.args, ElementsAre("prog", "run"));
   EXPECT_EQ(absl::GetFlag(FLAGS_cl_max_tokens), 4);
+}
+
+// Runs ParseCommandLine on `in`; the exit code it asks for, if any.
+std::optional<int> Parse(std::vector<std::string> in) {
+  std::vector<char*> argv;
+  for (std::string& s : in) argv.push_back(s.data());
+  return ParseCommandLine(Spec(), static_cast<int>(argv.size()), argv.data()).exit_code;
+}
+
+class LoggingFlagsTest : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    absl::SetFlag(&FLAGS_log_level, "");
+    absl::SetFlag(&FLAGS_log_format, "");
+    SetLogLevel(LogLevel::kInfo);
+    SetLogFormat(LogFormat::kText);
+  }
+};
+
+TEST_F(LoggingFlagsTest, FlagsSetTheLevelAndFormat) {
+  EXPECT_EQ(Parse({"prog", "--log-level=warn", "--log-format", "json"}), std::nullopt);
+  EXPECT_EQ(GetLogLevel(), LogLevel::kWarn);
+  EXPECT_EQ(GetLogFormat(), LogFormat::kJson);
+  EXPECT_FALSE(LogEnabled(LogLevel::kInfo));
+  EXPECT_TRUE(LogEnabled(LogLevel::kError));
+}
+
+TEST_F(LoggingFlagsTest, UnknownValuesAreUsageErrors) {
+  EXPECT_THAT(Parse({"prog", "--log-level=loud"}), Optional(2));
+  EXPECT_EQ(GetLogLevel(), LogLevel::kInfo);
+  absl::SetFlag(&FLAGS_log_level, "");
+  EXPECT_THAT(Parse({"prog", "--log-format=xml"}), Optional(2));
+  EXPECT_EQ(GetLogFormat(), LogFormat::kText);
+  EXPECT_FALSE(ParseLogLevel("loud").ok());
+  EXPECT_THAT(std::string(ParseLogFormat("xml").status().message()),
+              HasSubstr("\"xml\" (text or json)"));
+}
+
+TEST_F(LoggingFlagsTest, ConfigAppliesWhereNoFlagWasGiven) {
+  v1::LogConfig config;
+  config.set_level(v1::LOG_LEVEL_DEBUG);
+  config.set_format(v1::LOG_FORMAT_JSON);
+  ApplyLogConfig(config);
+  EXPECT_EQ(GetLogLevel(), LogLevel::kDebug);
+  EXPECT_EQ(GetLogFormat(), LogFormat::kJson);
+
+  ASSERT_EQ(Parse({"prog", "--log-level=error"}), std::nullopt);
+  ApplyLogConfig(config);  // the flag wins over log.level; log.format applies
+  EXPECT_EQ(GetLogLevel(), LogLevel::kError);
+  EXPECT_EQ(GetLogFormat(), LogFormat::kJson);
+
+  absl::SetFlag(&FLAGS_log_level, "");
+  ApplyLogConfig(v1::LogConfig());  // unset fields: the defaults
+  EXPECT_EQ(GetLogLevel(), LogLevel::kInfo);
+  EXPECT_EQ(GetLogFormat(), LogFormat::kText);
 }
 
 }  // namespace

@@ -136,6 +136,15 @@ TEST(ConfigTest, LoadServiceConfigReadsTheSectionOrTheBareMessage) {
   EXPECT_THAT(LoadServiceConfig<v1::RouterConfig>(path, "router").status().message(),
               HasSubstr(":3: router.tenants[0].max_priority: expected one of unspecified, "
                         "interactive, standard, batch"));
+  write("worker:\n  log:\n    format: xml\n");
+  EXPECT_THAT(LoadServiceConfig<v1::WorkerConfig>(path, "worker").status().message(),
+              HasSubstr(":3: worker.log.format: expected one of unspecified, text, json"));
+  write("metrics:\n  log: {level: warn, format: json}\n");
+  absl::StatusOr<v1::MetricsServiceConfig> metrics =
+      LoadServiceConfig<v1::MetricsServiceConfig>(path, "metrics");
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  EXPECT_EQ(metrics->log().level(), v1::LOG_LEVEL_WARN);
+  EXPECT_EQ(metrics->log().format(), v1::LOG_FORMAT_JSON);
   v1::RouterConfig untouched;
   untouched.set_model_name("kept");
   ASSERT_TRUE(LoadServiceConfig("", "router", &untouched).ok());

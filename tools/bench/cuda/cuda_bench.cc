@@ -133,6 +133,11 @@ engine::CudaRunnerOptions& BenchRunnerOptions() {
   return options;
 }
 
+BenchSelection& CurrentBenchSelection() {
+  static BenchSelection selection;
+  return selection;
+}
+
 absl::StatusOr<Ceilings> MeasureCeilings() {
   static absl::StatusOr<Ceilings>* cached = new absl::StatusOr<Ceilings>(Measure());
   return *cached;

@@ -41,6 +41,14 @@ absl::StatusOr<Ceilings> MeasureCeilings();
 // --fused_rope, --tuner_search, --tuner_at_cap).
 engine::CudaRunnerOptions& BenchRunnerOptions();
 
+// What a run of onecard-bench-cuda measures of a preset (main.cc's --batches
+// and --shape): empty = all of it.
+struct BenchSelection {
+  std::vector<int32_t> batches;  // decode presets: these batch sizes only
+  std::string shape;             // kernels-int4: this shape only ("70b_down")
+};
+BenchSelection& CurrentBenchSelection();
+
 // Median of `runs` timings (ms, CUDA events on `stream`) of fn() after
 // `warmup` untimed calls.
 absl::StatusOr<double> MedianMs(cudaStream_t stream, int warmup, int runs,

@@ -14,8 +14,9 @@
 // steps with graphs off and 48 with graphs on: the host's enqueue time per
 // step (pack + copy + launches, before waiting) and the step time, both ways.
 // Also the runner's creation time (startup/runner_create_s: weights made on
-// the device, buffers, GEMM tuning); $ONECARD_TUNING_CACHE names a tuning
-// cache file (CudaRunnerOptions::tuning_cache) to load and write.
+// the device, buffers, GEMM tuning); onecard-bench-cuda's --tuning_cache
+// names a tuning cache file (CudaRunnerOptions::tuning_cache) to load and
+// write, and --batches picks batch sizes (CurrentBenchSelection).
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -126,9 +127,6 @@ absl::Status RunDecode(const Preset& preset, BenchReporter& reporter) {
   o.max_num_seqs = 128;
   o.max_batched_tokens = 4096;
   o.time_steps = true;
-  if (const char* cache = std::getenv("ONECARD_TUNING_CACHE"); cache != nullptr) {
-    o.tuning_cache = cache;
-  }
   const auto created = std::chrono::steady_clock::now();
   ASSIGN_OR_RETURN(auto runner, engine::CreateSyntheticCudaModelRunner(preset.model, o));
   const engine::ModelWeightsSpec spec =
@@ -138,17 +136,14 @@ absl::Status RunDecode(const Preset& preset, BenchReporter& reporter) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - created).count();
   reporter.Add({kScenario, "startup", "runner_create_s", create_s, "s", {}});
   std::vector<int32_t> batches = preset.batches;
-  if (const char* only = std::getenv("ONECARD_DECODE_BATCHES"); only != nullptr && *only) {
-    batches.clear();
-    for (absl::string_view piece : absl::StrSplit(only, ',')) {
-      int32_t batch = 0;
-      if (!absl::SimpleAtoi(piece, &batch) || batch < 1 || batch > o.max_num_seqs) {
-        return absl::InvalidArgumentError(absl::StrCat("ONECARD_DECODE_BATCHES: \"", piece,
-                                                       "\" is not a batch size in [1, ",
-                                                       o.max_num_seqs, "]"));
+  if (const std::vector<int32_t>& only = CurrentBenchSelection().batches; !only.empty()) {
+    for (const int32_t batch : only) {
+      if (batch > o.max_num_seqs) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--batches: ", batch, " is over the presets' ", o.max_num_seqs));
       }
-      batches.push_back(batch);
     }
+    batches = only;
   }
   // Board power, clock and energy next to each batch's figures, where the
   // driver's NVML is there.

@@ -136,9 +136,10 @@ absl::Status RunKernelsInt4(const BenchOptions&, BenchReporter& reporter) {
       shapes.push_back({absl::StrCat(model, "_", name), n, k, p});
     }
   }
-  // $ONECARD_KERNELS_INT4_ONLY=<shape name>: that shape alone (profiling).
-  if (const char* only = std::getenv("ONECARD_KERNELS_INT4_ONLY"); only != nullptr && *only) {
+  // --shape=<name>: that shape alone (profiling).
+  if (const std::string& only = CurrentBenchSelection().shape; !only.empty()) {
     std::erase_if(shapes, [&](const Shape& s) { return s.name != only; });
+    if (shapes.empty()) return absl::InvalidArgumentError(absl::StrCat("--shape: no shape ", only));
   }
   int64_t widest = 0;
   for (const Shape& s : shapes) widest = std::max(widest, s.n);

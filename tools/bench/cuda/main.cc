@@ -4,7 +4,8 @@
 //   onecard-bench-cuda ceilings|decode-8b-bf16|decode-8b-int4|decode-70b-int4|
 //       decode-70b-int4-48g|decode-72b-int4|decode-123b-int4|prefill|budget-8b-bf16|
 //       kernels-8b|kernels-int4|load [--model PATH]
-//       [--results PATH] [--commit HASH] [comparison arms]
+//       [--results PATH] [--commit HASH] [--batches 1,32] [--shape NAME]
+//       [--tuning_cache FILE] [comparison arms]
 // Differs from onecard-bench's main in RunInfo: the device is the GPU
 // ("NVIDIA H200 (132 SMs, 139.8 GiB)") and the commit comes from --commit or
 // $ONECARD_COMMIT (the GPU machine has no .git), else `git rev-parse`; and in
@@ -17,11 +18,12 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "engine/common/status_macros.h"
 #include "engine/kernels/launch_settings.h"
+#include "services/common/command_line.h"
 #include "tools/bench/bench_registry.h"
 #include "tools/bench/bench_report.h"
 #include "tools/bench/cuda/cuda_bench.h"
@@ -30,6 +32,11 @@ ABSL_FLAG(std::string, results, onecard::bench::kDefaultResultsPath,
           "JSON lines file to append to (git-ignored by default); empty = do not write");
 ABSL_FLAG(std::string, commit, "", "commit to record; default $ONECARD_COMMIT or git");
 ABSL_FLAG(std::string, model, "", "checkpoint for the load scenario (default SmolLM2 Q4_1)");
+ABSL_FLAG(std::string, batches, "",
+          "decode presets: only these batch sizes, comma-separated (e.g. 1,32); default all");
+ABSL_FLAG(std::string, shape, "", "kernels-int4: only this shape (e.g. 70b_down; for ncu)");
+ABSL_FLAG(std::string, tuning_cache, "",
+          "decode presets: GEMM tuning cache file to load, and to write when it is missing");
 // Comparison arms: the defaults are what serves.
 ABSL_FLAG(bool, pdl, true, "launch kernels with programmatic dependent launch");
 ABSL_FLAG(int32_t, gemv_blocks_per_sm, 2, "Gemv blocks resident an SM (1 or 2)");
@@ -42,6 +49,45 @@ ABSL_FLAG(int64_t, tuner_at_cap, 0,
           "rank tuned shapes of at least this many rows at the power cap; 0 = none");
 
 namespace {
+
+onecard::services::CommandLineSpec CommandLine() {
+  onecard::services::CommandLineSpec spec = {
+      .program = "onecard-bench-cuda",
+      .usage = {"SCENARIO [flags]", "list"},
+      .description =
+          "Runs a CUDA benchmark preset on the GPU, prints its table and appends one JSON\n"
+          "line a case to --results (docs/cuda.md, bench/results/README.md).",
+      .subcommands = {{"list", "list the scenarios"}},
+      .groups = {{"Run", {"model", "batches", "shape", "tuning_cache"}},
+                 {"Results", {"results", "commit"}},
+                 {"Comparison arms (the defaults are what serves)",
+                  {"pdl", "gemv_blocks_per_sm", "gemm_splits", "fused_rope", "tuner_search",
+                   "tuner_at_cap"}}},
+      .epilog =
+          "The commit defaults to $ONECARD_COMMIT (scripts/device/run.sh sets it), else git."};
+  for (const onecard::bench::Scenario* s : onecard::bench::AllScenarios()) {
+    spec.subcommands.push_back({s->name, s->description});
+  }
+  return spec;
+}
+
+// --batches and --shape into CurrentBenchSelection, --tuning_cache into the
+// runner options; an error names the flag.
+absl::Status ApplySelection() {
+  onecard::bench::BenchSelection& selection = onecard::bench::CurrentBenchSelection();
+  for (absl::string_view piece :
+       absl::StrSplit(absl::GetFlag(FLAGS_batches), ',', absl::SkipEmpty())) {
+    int32_t batch = 0;
+    if (!absl::SimpleAtoi(piece, &batch) || batch < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--batches: \"", piece, "\" is not a batch size"));
+    }
+    selection.batches.push_back(batch);
+  }
+  selection.shape = absl::GetFlag(FLAGS_shape);
+  onecard::bench::BenchRunnerOptions().tuning_cache = absl::GetFlag(FLAGS_tuning_cache);
+  return absl::OkStatus();
+}
 
 // The flags' arms into the kernels' launch settings and the presets' runner
 // options; an error names the flag.
@@ -73,8 +119,10 @@ int main(int argc, char** argv) {
   // Load every kernel at CUDA initialization, so that device memory measured
   // between requests (budget-8b-bf16) does not move with lazy module loads.
   setenv("CUDA_MODULE_LOADING", "EAGER", /*overwrite=*/0);
-  absl::SetProgramUsageMessage("onecard-bench-cuda SCENARIO [flags]; onecard-bench-cuda list");
-  std::vector<char*> args = absl::ParseCommandLine(argc, argv);
+  const onecard::services::CommandLine cli =
+      onecard::services::ParseCommandLine(CommandLine(), argc, argv);
+  if (cli.exit_code) return *cli.exit_code;
+  const std::vector<std::string>& args = cli.args;
   const std::string name = args.size() >= 2 ? args[1] : "";
   if (name == "list") {
     for (const onecard::bench::Scenario* s : onecard::bench::AllScenarios()) {
@@ -85,6 +133,10 @@ int main(int argc, char** argv) {
   const onecard::bench::Scenario* scenario = onecard::bench::FindScenario(name);
   if (scenario == nullptr) {
     std::cerr << "usage: onecard-bench-cuda SCENARIO [flags] (onecard-bench-cuda list)\n";
+    return 2;
+  }
+  if (absl::Status s = ApplySelection(); !s.ok()) {
+    std::cerr << "onecard-bench-cuda: " << s.message() << "\n";
     return 2;
   }
   if (absl::Status s = ApplyComparisonArms(); !s.ok()) {
