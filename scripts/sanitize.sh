@@ -91,7 +91,11 @@ for mode in "${MODES[@]}"; do
         run build-tsan "${TSAN_CI_TESTS[@]}" || status=1
       else
         # Every test of the services and the router (names from ctest).
-        cmake --build build-tsan -j "$JOBS" >/dev/null
+        if ! cmake --build build-tsan -j "$JOBS" >build-tsan/build.log 2>&1; then
+          grep -E 'error|FAILED' build-tsan/build.log | head -20 >&2
+          echo "sanitize: the TSan build failed (build-tsan/build.log)" >&2
+          exit 1
+        fi
         run build-tsan $(cd build-tsan && ctest -N -LE gpu |
           sed -n 's/^ *Test *#[0-9]*: \(\(services\|metrics\|router\|ops\|service_auth\|fault\)[a-z_]*\)$/\1/p') ||
           status=1

@@ -28,7 +28,9 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "engine/common/clock.h"
+#include "engine/model/checkpoint.h"
 #include "engine/model/model_config.h"
+#include "engine/runtime/model_runner.h"
 #include "engine/tokenizer/tokenizer.h"
 
 namespace onecard::engine {
@@ -188,6 +190,14 @@ class Engine {
   virtual const Tokenizer& tokenizer() const = 0;
   virtual int32_t max_context() const = 0;
 };
+
+// The parts Engine::Create builds, for tools that drive a runner themselves
+// (onecard perplexity): the checkpoint's tokenizer (GGUF metadata or the HF
+// tokenizer files), and the backend runner of options.backend with the
+// options' KV and CUDA settings.
+absl::StatusOr<std::unique_ptr<Tokenizer>> OpenTokenizer(const Checkpoint& checkpoint);
+absl::StatusOr<std::unique_ptr<ModelRunner>> CreateModelRunner(const Checkpoint& checkpoint,
+                                                               const EngineOptions& options);
 
 }  // namespace onecard::engine
 

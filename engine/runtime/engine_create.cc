@@ -1,5 +1,6 @@
 // Engine::Create: opens the checkpoint, builds its tokenizer and the backend
-// runner, then hands them to CreateEngine (engine_impl.h).
+// runner (OpenTokenizer, CreateModelRunner: engine.h), then hands them to
+// CreateEngine (engine_impl.h).
 // Tested by tests/engine/runtime/engine_cpu_test.cc (SmolLM2 on the cpu
 // backend) and engine_impl_test.cc (bad paths and backends).
 #include "absl/strings/str_cat.h"
@@ -13,15 +14,14 @@
 #endif
 
 namespace onecard::engine {
-namespace {
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> OpenTokenizer(const Checkpoint& checkpoint) {
   if (checkpoint.gguf() != nullptr) return Tokenizer::FromGguf(*checkpoint.gguf());
   return Tokenizer::FromHfJson(checkpoint.tokenizer_json_path, checkpoint.tokenizer_config_path);
 }
 
-absl::StatusOr<std::unique_ptr<ModelRunner>> CreateRunner(const Checkpoint& checkpoint,
-                                                          const EngineOptions& options) {
+absl::StatusOr<std::unique_ptr<ModelRunner>> CreateModelRunner(const Checkpoint& checkpoint,
+                                                               const EngineOptions& options) {
   if (options.backend == "cpu") {
     return CreateCpuModelRunner(checkpoint, {.num_threads = options.num_threads,
                                              .kv_block_size = options.kv_block_size,
@@ -50,15 +50,13 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> CreateRunner(const Checkpoint& chec
       "EngineOptions.backend: unknown \"", options.backend, "\"; supported backends: cpu, cuda"));
 }
 
-}  // namespace
-
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
   const absl::Time start = absl::Now();
   EngineParts parts;
   parts.checkpoint = std::make_unique<Checkpoint>();
   ASSIGN_OR_RETURN(*parts.checkpoint, OpenCheckpoint(options.model_path));
   ASSIGN_OR_RETURN(parts.tokenizer, OpenTokenizer(*parts.checkpoint));
-  ASSIGN_OR_RETURN(parts.runner, CreateRunner(*parts.checkpoint, options));
+  ASSIGN_OR_RETURN(parts.runner, CreateModelRunner(*parts.checkpoint, options));
   Log(LogLevel::kInfo, "engine", "loaded %s on %s in %.2f s (%d KV blocks of %d)",
       options.model_path, parts.runner->name(), absl::ToDoubleSeconds(absl::Now() - start),
       parts.runner->kv_layout().num_blocks, parts.runner->kv_layout().block_size);

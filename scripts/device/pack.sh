@@ -3,7 +3,8 @@
 # and collects them with the non-system shared libraries they need into
 # .device/ (git-ignored; under 64 MiB so it can be carried to the GPU machine):
 #   .device/bin/   gpu_kernels_test gpu_cuda_model_runner_test
-#                  cuda_memory_plan_test onecard-bench-cuda
+#                  cuda_memory_plan_test onecard-bench-cuda onecard (the CLI:
+#                  `onecard perplexity --backend cuda` for the accuracy table)
 #   .device/lib/   absl and any other library ldd finds outside the system set
 #                  (CUDA's own libcublas/libcudart come from the GPU machine)
 #   .device/COMMIT the commit the binaries were built from (+ "-dirty")
@@ -14,7 +15,8 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${BUILD_DIR:-$root/build-device}
 jobs=${ONECARD_JOBS:-2}
-targets=(gpu_kernels_test gpu_cuda_model_runner_test cuda_memory_plan_test onecard-bench-cuda)
+targets=(gpu_kernels_test gpu_cuda_model_runner_test cuda_memory_plan_test onecard-bench-cuda
+         onecard)
 if [[ ${1:-} == services ]]; then
   targets=(onecard-worker onecard)
 fi

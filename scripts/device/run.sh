@@ -11,7 +11,14 @@
 #                 comparison arms; default --pdl=false, i.e. without programmatic
 #                 dependent launch), then without them: an A/B inside one run;
 #                 skipped when NO_AB_COMPARISON is set
-# Usage (see docs/cuda.md): scripts/device/run.sh [tests|bench|all] [scenario...]
+#   accuracy.log, accuracy.jsonl, perplexity.json  (mode accuracy, not in
+#                 all): Hugging Face's perplexity of SmolLM2 over
+#                 tests/data/text/sqlite-docs.txt (tests/golden/
+#                 make_perplexity_golden.py on the GPU; the wheels it lacks,
+#                 such as gguf, carried in .model/wheels/), then `onecard
+#                 perplexity` on the cuda and the cpu backend with the same
+#                 windows, one JSON line each (bench/results/accuracy.md)
+# Usage (see docs/cuda.md): scripts/device/run.sh [tests|bench|all|accuracy] [scenario...]
 # Exit status: non-zero when a test or a benchmark failed.
 set -uo pipefail
 what=${1:-all}
@@ -80,5 +87,28 @@ if [[ $what == all || $what == bench ]]; then
     done
   fi
   grep -vE '^ *$' "$OUT/bench.log" | grep -E 'GB/s|tok/s|TFLOP|ms |us |GiB|bytes|bool|FAILED|error|needs' | cut -c1-110
+fi
+if [[ $what == accuracy ]]; then
+  model=models/SmolLM2-135M-Instruct.Q4_1.gguf
+  text=tests/data/text/sqlite-docs.txt
+  if compgen -G ".model/wheels/*.whl" >/dev/null; then
+    py=${TMPDIR:-/tmp}/onecard-py
+    python3 -m pip install -q --no-deps --target "$py" .model/wheels/*.whl >>"$OUT/accuracy.log" 2>&1
+    export PYTHONPATH="$py:${PYTHONPATH:-}"
+  fi
+  echo "===== Hugging Face (make_perplexity_golden.py --device cuda)" | tee -a "$OUT/accuracy.log"
+  timeout 300 python3 tests/golden/make_perplexity_golden.py --device cuda >>"$OUT/accuracy.log" 2>&1 &&
+    cp tests/golden/smollm2/perplexity.json "$OUT/perplexity.json" || { status=1; echo "FAILED: HF"; }
+  # The golden's runs: window, stride, text tokens (0 = all).
+  for run in 512:256:2048 1024:512:0 2048:1024:0; do
+    IFS=: read -r window stride tokens <<<"$run"
+    for backend in cuda cpu; do
+      echo "===== onecard perplexity $backend $run" | tee -a "$OUT/accuracy.log"
+      timeout 300 "$bin/onecard" perplexity --model "$model" --text "$text" --backend "$backend" \
+        --window "$window" --stride "$stride" --text-tokens "$tokens" --threads "$(nproc)" \
+        >>"$OUT/accuracy.jsonl" 2>>"$OUT/accuracy.log" || { status=1; echo "FAILED: $backend $run"; }
+    done
+  done
+  cat "$OUT/accuracy.jsonl"
 fi
 exit $status

@@ -5,6 +5,8 @@
 //   onecard generate|chat --target HOST:PORT [--api-key KEY] [--priority CLASS] ...
 //                    (a worker or router over gRPC instead of a local engine)
 //   onecard inspect MODEL
+//   onecard perplexity --model PATH --text FILE [--window N] [--stride N]
+//                      [--text-tokens N] [--backend cpu|cuda]
 // Flags are absl flags, parsed here only (services/common/command_line.h:
 // --help, "--max-tokens" = "--max_tokens", nearest-name hints). Arguments
 // are checked before a model loads or a connection opens; exit 2 when they
@@ -27,6 +29,7 @@
 #include "services/common/command_line.h"
 #include "tools/onecard/generate_command.h"
 #include "tools/onecard/inspect_command.h"
+#include "tools/onecard/perplexity_command.h"
 #include "tools/onecard/remote_command.h"
 #include "tools/onecard/remote_generate.h"
 
@@ -47,6 +50,11 @@ ABSL_FLAG(std::string, target, "", "host:port of a worker or router; empty = a l
 ABSL_FLAG(std::string, api_key, "", "--target: the API key (router); default $ONECARD_API_KEY");
 ABSL_FLAG(std::string, priority, "", "--target: interactive, standard or batch");
 ABSL_FLAG(bool, json, false, "print one JSON object (text, tokens, usage, timings)");
+ABSL_FLAG(std::string, text, "",
+          "perplexity: the text file (UTF-8), encoded without special tokens");
+ABSL_FLAG(int32_t, window, 1024, "perplexity: tokens a forward pass sees (HF's max_length)");
+ABSL_FLAG(int32_t, stride, 512, "perplexity: tokens the window moves, [1, --window]");
+ABSL_FLAG(int64_t, text_tokens, 0, "perplexity: score the text's first N tokens; 0 = all");
 
 namespace {
 
@@ -54,13 +62,17 @@ const onecard::services::CommandLineSpec kCommandLine = {
     .program = "onecard",
     .usage = {"generate --model PATH --prompt TEXT [flags]",
               "chat --model PATH [--prompt TEXT] [--system TEXT] [flags]",
-              "generate|chat --target HOST:PORT [--api-key KEY] [flags]", "inspect MODEL", "help"},
+              "generate|chat --target HOST:PORT [--api-key KEY] [flags]", "inspect MODEL",
+              "perplexity --model PATH --text FILE [--window N] [--stride N] [--backend cuda]",
+              "help"},
     .description =
         "Runs a model on this machine (--model) or asks a running worker or router\n"
         "(--target) over gRPC. Text streams to stdout as it is generated.",
     .subcommands = {{"generate", "complete --prompt as raw text and stream the completion"},
                     {"chat", "chat with the model's template (no --prompt: one message a line)"},
                     {"inspect", "show a model file: architecture, tensors, formats, bytes"},
+                    {"perplexity",
+                     "a model's perplexity over a text file (sliding windows); JSON summary"},
                     {"help", "print this help"}},
     .groups = {{"Model (local engine)", {"model", "backend", "threads", "max_context"}},
                {"Remote (a worker or router)", {"target", "api_key", "priority"}},
@@ -68,7 +80,8 @@ const onecard::services::CommandLineSpec kCommandLine = {
                {"Sampling",
                 {"max_tokens", "temperature", "top_p", "top_k", "min_p", "repetition_penalty",
                  "seed"}},
-               {"Output", {"json"}}},
+               {"Output", {"json"}},
+               {"Perplexity", {"text", "window", "stride", "text_tokens"}}},
     .epilog =
         "Environment:\n"
         "  ONECARD_API_KEY  the API key for --target when --api-key is not given\n"
@@ -77,6 +90,8 @@ const onecard::services::CommandLineSpec kCommandLine = {
         "  onecard generate --model models/SmolLM2-135M-Instruct.Q4_1.gguf \\\n"
         "      --prompt \"The capital of France is\" --max-tokens 16\n"
         "  onecard chat --target 127.0.0.1:50050 --prompt \"Hello\"\n"
+        "  onecard perplexity --model models/SmolLM2-135M-Instruct.Q4_1.gguf \\\n"
+        "      --text tests/data/text/sqlite-docs.txt --window 1024 --stride 512\n"
         "\n"
         "Exit status: 0 done, 1 failed, 2 bad arguments."};
 
@@ -186,6 +201,20 @@ int main(int argc, char** argv) {
     const std::string path = args.size() >= 3 ? args[2] : absl::GetFlag(FLAGS_model);
     if (path.empty()) return UsageError(absl::InvalidArgumentError("inspect: MODEL path required"));
     const absl::Status status = onecard::tools::RunInspect(path, std::cout);
+    return status.ok() ? 0 : Fail(status);
+  }
+  if (command == "perplexity") {
+    const onecard::tools::PerplexityCommandOptions options = {
+        .model_path = absl::GetFlag(FLAGS_model),
+        .text_path = absl::GetFlag(FLAGS_text),
+        .backend = absl::GetFlag(FLAGS_backend),
+        .num_threads = absl::GetFlag(FLAGS_threads),
+        .windows = {.window = absl::GetFlag(FLAGS_window), .stride = absl::GetFlag(FLAGS_stride)},
+        .text_tokens = absl::GetFlag(FLAGS_text_tokens)};
+    if (absl::Status s = onecard::tools::CheckPerplexityOptions(options); !s.ok()) {
+      return UsageError(s);
+    }
+    const absl::Status status = onecard::tools::RunPerplexity(options, std::cout);
     return status.ok() ? 0 : Fail(status);
   }
   if (command.empty()) return UsageError(absl::InvalidArgumentError("a subcommand is required"));

@@ -90,11 +90,18 @@ absl::Status FakeModelRunner::ComputeLogits(const BatchInput& batch, std::vector
   logits->clear();
   std::vector<int32_t> context;
   for (const SequenceChunk& chunk : batch.chunks) {
-    if (!chunk.want_logits) continue;
+    if (!chunk.want_logits && !batch.all_logits) continue;
     RETURN_IF_ERROR(ReadContext(chunk, &context));
-    std::vector<float> row = options_.logits_fn ? options_.logits_fn(context)
-                                                : HashedLogits(context, options_.vocab_size);
-    logits->insert(logits->end(), row.begin(), row.end());
+    // all_logits: a row for every token of the chunk, each over the context
+    // up to that token.
+    const size_t first =
+        batch.all_logits ? context.size() - chunk.token_ids.size() + 1 : context.size();
+    for (size_t end = first; end <= context.size(); ++end) {
+      const std::span<const int32_t> seen(context.data(), end);
+      std::vector<float> row =
+          options_.logits_fn ? options_.logits_fn(seen) : HashedLogits(seen, options_.vocab_size);
+      logits->insert(logits->end(), row.begin(), row.end());
+    }
   }
   return absl::OkStatus();
 }

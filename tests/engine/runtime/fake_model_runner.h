@@ -2,7 +2,9 @@
 // token id written at each (block, slot); a logits row is a function of the
 // whole context read back through the chunk's block table, so a wrong table
 // (bad sharing, stale block, lost preemption state) changes the output.
-// Reading a slot never written is an error. Used by tests/engine/runtime/.
+// Reading a slot never written is an error. BatchInput::all_logits gives a
+// row for every token of every chunk. Used by tests/engine/runtime/ and
+// tests/tools/onecard/.
 #ifndef ONECARD_TESTS_ENGINE_RUNTIME_FAKE_MODEL_RUNNER_H_
 #define ONECARD_TESTS_ENGINE_RUNTIME_FAKE_MODEL_RUNNER_H_
 
