@@ -1,6 +1,7 @@
 // MappedFile: a whole file mapped read-only into memory (RAII: unmapped and
 // closed on destruction). Loaders hand out views into it instead of copying
-// tensor bytes. Errors name the file. Tested by
+// tensor bytes; DropMappedPages lets a loader give back what it has read.
+// Errors name the file. Tested by
 // tests/engine/model/mapped_file_test.cc.
 #ifndef ONECARD_ENGINE_MODEL_MAPPED_FILE_H_
 #define ONECARD_ENGINE_MODEL_MAPPED_FILE_H_
@@ -35,6 +36,14 @@ class MappedFile {
   const uint8_t* data_ = nullptr;
   uint64_t size_ = 0;
 };
+
+// Drops the pages of [data, data + size) (bytes of a MappedFile, widened to
+// whole pages) from this process's resident set: madvise(MADV_DONTNEED). The
+// kernel's page cache keeps the file's pages and a later read faults them
+// back in, so the bytes stay readable and unchanged; only the process's RSS
+// falls. A loader that reads a checkpoint layer by layer calls it after each
+// layer, so that its peak RSS is a layer, not the file.
+void DropMappedPages(const uint8_t* data, uint64_t size);
 
 }  // namespace onecard::engine
 

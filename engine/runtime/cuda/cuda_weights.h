@@ -68,8 +68,17 @@ class HostTensorSource {
  public:
   virtual ~HostTensorSource() = default;
   virtual absl::StatusOr<std::vector<float>> F32(TensorPart part, int64_t layer) = 0;
+  // Rows [begin, begin + count) of a [rows, cols] tensor in fp32 (the
+  // embedding and head tables are read in slices: a 70B's is 4 GB in fp32);
+  // InvalidArgument when the tensor does not hold rows x cols values.
+  // Default: F32() and the slice.
+  virtual absl::StatusOr<std::vector<float>> F32Rows(TensorPart part, int64_t layer, int64_t rows,
+                                                     int64_t cols, int64_t begin, int64_t count);
   // Asked only for the parts of projections the spec makes 4-bit.
   virtual absl::StatusOr<Int4Matrix> Int4(TensorPart part, int64_t layer) = 0;
+  // Called by LoadWeights after each layer (and after the last tensors): a
+  // source over mapped files gives back the pages it has read since.
+  virtual void ReleaseRead() {}
 };
 
 // The spec a checkpoint's tensors give: a projection is 4-bit where every part
@@ -81,12 +90,14 @@ class HostTensorSource {
 // `all_bf16`: every projection BF16.
 absl::StatusOr<ModelWeightsSpec> CheckpointWeightsSpec(const Checkpoint& checkpoint, bool all_bf16);
 
-// A HostTensorSource over a checkpoint's mapped tensors.
+// A HostTensorSource over a checkpoint's mapped tensors; ReleaseRead drops
+// the pages of the tensors read since the last call (DropMappedPages).
 std::unique_ptr<HostTensorSource> CheckpointTensorSource(const Checkpoint& checkpoint);
 
 // Fills the weights from `source`, layer by layer: each projection's parts are
 // fused in host memory (BF16, or packed 4-bit for a 4-bit spec) and copied to
-// the device; no more than one projection is held on the host at a time.
+// the device; no more than one projection is held on the host at a time, and
+// source.ReleaseRead() follows every layer.
 absl::StatusOr<CudaWeights> LoadWeights(const ModelConfig& config, const ModelWeightsSpec& spec,
                                         HostTensorSource& source, DeviceArena* arena);
 

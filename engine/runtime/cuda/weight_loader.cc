@@ -3,6 +3,7 @@
 // tensors to their device format, counted on a Progress (a bar on a
 // terminal, log lines otherwise). Tested through
 // tests/gpu/cuda_model_runner_test.cc.
+#include <algorithm>
 #include <cstring>
 #include <optional>
 
@@ -11,6 +12,8 @@
 #include "engine/common/status_macros.h"
 #include "engine/kernels/bf16.h"
 #include "engine/kernels/cuda_check.h"
+#include "engine/model/dequantize.h"
+#include "engine/model/mapped_file.h"
 #include "engine/runtime/cuda/cuda_weights.h"
 
 namespace onecard::engine {
@@ -29,6 +32,24 @@ absl::Status PutBf16(const std::vector<float>& src, int64_t expected, const std:
         absl::StrCat("weight ", what, " has ", src.size(), " values, expected ", expected));
   }
   for (size_t i = 0; i < src.size(); ++i) dst[i] = FloatToBf16(src[i]);
+  return absl::OkStatus();
+}
+
+// A [rows, cols] table (embedding, head) in slices of kTableRows rows, so
+// that the host holds one slice at a time.
+constexpr int64_t kTableRows = 4096;
+absl::Status UploadBf16Table(HostTensorSource& source, TensorPart part, int64_t rows, int64_t cols,
+                             void* dst) {
+  std::vector<uint16_t> bf;
+  for (int64_t begin = 0; begin < rows; begin += kTableRows) {
+    const int64_t count = std::min(kTableRows, rows - begin);
+    ASSIGN_OR_RETURN(const std::vector<float> f, source.F32Rows(part, 0, rows, cols, begin, count));
+    bf.resize(count * cols);
+    RETURN_IF_ERROR(PutBf16(f, count * cols, absl::StrCat("rows ", begin, "+"), bf.data()));
+    RETURN_IF_ERROR(
+        Upload(static_cast<char*>(dst) + begin * cols * 2, bf.data(), count * cols * 2));
+    source.ReleaseRead();
+  }
   return absl::OkStatus();
 }
 
@@ -104,20 +125,73 @@ absl::Status LoadInt4Projection(HostTensorSource& source, Projection p, int64_t 
   return Upload(w.offsets, fused.offsets.data(), fused.offsets.size() * 4);
 }
 
+}  // namespace
+
+absl::StatusOr<std::vector<float>> HostTensorSource::F32Rows(TensorPart part, int64_t layer,
+                                                             int64_t rows, int64_t cols,
+                                                             int64_t begin, int64_t count) {
+  ASSIGN_OR_RETURN(std::vector<float> all, F32(part, layer));
+  if (static_cast<int64_t>(all.size()) != rows * cols || begin + count > rows) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("table weight has ", all.size(), " values, expected ", rows, " x ", cols));
+  }
+  return std::vector<float>(all.begin() + begin * cols, all.begin() + (begin + count) * cols);
+}
+
+namespace {
+
 class CheckpointSource : public HostTensorSource {
  public:
   explicit CheckpointSource(const Checkpoint& checkpoint) : checkpoint_(checkpoint) {}
   absl::StatusOr<std::vector<float>> F32(TensorPart part, int64_t layer) override {
     ASSIGN_OR_RETURN(const ResolvedTensor t, ResolveTensor(checkpoint_, part, layer));
+    Remember(t);
     return ReadTensorF32(t);
   }
   absl::StatusOr<Int4Matrix> Int4(TensorPart part, int64_t layer) override {
     ASSIGN_OR_RETURN(const ResolvedTensor t, ResolveTensor(checkpoint_, part, layer));
+    Remember(t);
     return ReadTensorInt4(t);
+  }
+  absl::StatusOr<std::vector<float>> F32Rows(TensorPart part, int64_t layer, int64_t rows,
+                                             int64_t cols, int64_t begin, int64_t count) override {
+    ASSIGN_OR_RETURN(ResolvedTensor t, ResolveTensor(checkpoint_, part, layer));
+    Remember(t);
+    const TensorView* v = t.view;
+    // A slice of whole rows of the stored tensor (any dtype whose rows are
+    // whole blocks); otherwise the whole tensor, sliced.
+    if (!t.hf_int4.has_value() && t.unpermute_heads == 0 && v != nullptr && t.shape.size() == 2 &&
+        t.shape[0] == rows && t.shape[1] == cols && begin + count <= rows &&
+        v->NumElements() == rows * cols && v->size_bytes % rows == 0) {
+      const uint64_t row_bytes = v->size_bytes / t.shape[0];
+      TensorView slice = *v;
+      slice.shape = {count, cols};
+      slice.data = v->data + begin * row_bytes;
+      slice.size_bytes = count * row_bytes;
+      slice.file_offset = v->file_offset + begin * row_bytes;
+      std::vector<float> out(count * cols);
+      RETURN_IF_ERROR(DequantizeInto(slice, out.data()));
+      return out;
+    }
+    return HostTensorSource::F32Rows(part, layer, rows, cols, begin, count);
+  }
+  void ReleaseRead() override {
+    for (const TensorView* v : read_) DropMappedPages(v->data, v->size_bytes);
+    read_.clear();
   }
 
  private:
+  void Remember(const ResolvedTensor& t) {
+    if (t.view != nullptr) read_.push_back(t.view);
+    if (!t.hf_int4.has_value()) return;
+    for (const TensorView* v :
+         {t.hf_int4->packed, t.hf_int4->scales, t.hf_int4->zeros, t.hf_int4->g_idx}) {
+      if (v != nullptr) read_.push_back(v);
+    }
+  }
+
   const Checkpoint& checkpoint_;
+  std::vector<const TensorView*> read_;  // since the last ReleaseRead
 };
 
 // The widest of two offset kinds (symmetric codes become zero points or
@@ -192,7 +266,7 @@ absl::StatusOr<CudaWeights> LoadWeights(const ModelConfig& c, const ModelWeights
   const int64_t h = c.hidden_size;
   // The layers, then the embedding, final norm and head as one more item.
   Progress progress("loading weights onto the GPU", c.num_layers + 1, "layers");
-  for (int64_t layer = 0; layer < c.num_layers; ++layer, progress.Add()) {
+  for (int64_t layer = 0; layer < c.num_layers; ++layer, source.ReleaseRead(), progress.Add()) {
     CudaLayerWeights& l = w.layers[layer];
     RETURN_IF_ERROR(UploadBf16(source, TensorPart::kAttnNorm, layer, h, l.attn_norm));
     RETURN_IF_ERROR(UploadBf16(source, TensorPart::kFfnNorm, layer, h, l.ffn_norm));
@@ -209,12 +283,12 @@ absl::StatusOr<CudaWeights> LoadWeights(const ModelConfig& c, const ModelWeights
     RETURN_IF_ERROR(UploadBf16(source, TensorPart::kKBias, layer, kv, dst + q * 2));
     RETURN_IF_ERROR(UploadBf16(source, TensorPart::kVBias, layer, kv, dst + (q + kv) * 2));
   }
-  const int64_t table = c.vocab_size * h;
-  RETURN_IF_ERROR(UploadBf16(source, TensorPart::kEmbedding, 0, table, w.embedding));
+  RETURN_IF_ERROR(UploadBf16Table(source, TensorPart::kEmbedding, c.vocab_size, h, w.embedding));
   RETURN_IF_ERROR(UploadBf16(source, TensorPart::kFinalNorm, 0, h, w.final_norm));
   if (w.lm_head != w.embedding) {
-    RETURN_IF_ERROR(UploadBf16(source, TensorPart::kLmHead, 0, table, w.lm_head));
+    RETURN_IF_ERROR(UploadBf16Table(source, TensorPart::kLmHead, c.vocab_size, h, w.lm_head));
   }
+  source.ReleaseRead();
   progress.Add();
   progress.Done();
   return w;

@@ -1,9 +1,13 @@
 // MappedFile: maps the bytes of a file read-only; errors name the file.
+// DropMappedPages gives read pages back (the process's resident pages, from
+// /proc/self/statm, fall) and the bytes stay readable.
 #include "engine/model/mapped_file.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstring>
+#include <fstream>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -24,6 +28,41 @@ TEST(MappedFileTest, MapsTheWholeFile) {
   EXPECT_EQ((*file)->path(), path);
   ASSERT_EQ((*file)->size(), 7u);
   EXPECT_EQ(std::memcmp((*file)->data(), bytes.data(), 7), 0);
+}
+
+// Resident pages of this process (/proc/self/statm's second field).
+int64_t ResidentPages() {
+  std::ifstream statm("/proc/self/statm");
+  int64_t size = 0, resident = 0;
+  statm >> size >> resident;
+  return resident;
+}
+
+TEST(MappedFileTest, DropMappedPagesLowersResidentPagesAndKeepsTheBytes) {
+  ScratchDir dir;
+  constexpr size_t kBytes = 64 << 20;
+  std::string bytes(kBytes, '\0');
+  for (size_t i = 0; i < kBytes; i += 4096) bytes[i] = static_cast<char>(i / 4096 % 251 + 1);
+  auto file = MappedFile::Open(dir.Write("big.bin", bytes));
+  bytes.clear();
+  bytes.shrink_to_fit();
+  ASSERT_TRUE(file.ok()) << file.status();
+  const uint8_t* data = (*file)->data();
+  const int64_t before = ResidentPages();
+  int64_t sum = 0;
+  for (size_t i = 0; i < kBytes; i += 4096) sum += data[i];  // fault every page in
+  const int64_t touched = ResidentPages();
+  const int64_t pages = kBytes / static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  EXPECT_GE(touched - before, pages * 9 / 10);
+  DropMappedPages(data + 1, kBytes - 2);  // widened to the whole pages
+  EXPECT_LE(ResidentPages() - before, pages / 10);
+  int64_t again = 0;
+  for (size_t i = 0; i < kBytes; i += 4096) {
+    again += data[i];
+    ASSERT_EQ(data[i], i / 4096 % 251 + 1) << i;
+  }
+  EXPECT_EQ(again, sum);
+  DropMappedPages(nullptr, 10);  // nothing to drop
 }
 
 TEST(MappedFileTest, EmptyFileHasNoData) {

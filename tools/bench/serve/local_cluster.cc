@@ -64,8 +64,12 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Start(
   bool in_time, ready;
   {
     absl::MutexLock lock(&child->mu_);
-    auto settled = [c = child.get()]()
-                       ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->mu_) { return c->ready_ || c->eof_; };
+    // Evaluated by the mutex with it held (clang rejects a capture named in
+    // a lock annotation, so the lambda asserts it instead).
+    auto settled = [c = child.get()] {
+      c->mu_.AssertHeld();
+      return c->ready_ || c->eof_;
+    };
     in_time = child->mu_.AwaitWithTimeout(absl::Condition(&settled), ready_timeout);
     ready = child->ready_;
   }
