@@ -17,12 +17,6 @@ absl::Status ShapeError(absl::string_view name, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat("int4 weight ", name, ": ", what));
 }
 
-void SetCode(Int4Packed* p, int64_t r, int64_t c, int64_t k, int64_t n, uint8_t q) {
-  const Int4CodePos pos = Int4CodePosition(r, c, k, n);
-  uint8_t& byte = p->codes[pos.byte];
-  byte = static_cast<uint8_t>((byte & ~(0xF << pos.shift)) | ((q & 0xF) << pos.shift));
-}
-
 void SetHalf(std::vector<uint32_t>* words, const Int4ScalePos& pos, uint16_t bits) {
   uint32_t& w = (*words)[pos.word];
   const int shift = 16 * pos.half;
@@ -156,28 +150,44 @@ Int4Packed MakeInt4Packed(int64_t n, int64_t k, int32_t group, Int4Offsets offse
   return p;
 }
 
-absl::Status PackInt4Rows(const Int4Matrix& src, std::span<const int64_t> dest_rows, int64_t n_dst,
-                          Int4Packed* dst) {
-  if (static_cast<int64_t>(dest_rows.size()) != src.n) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("PackInt4Rows: ", dest_rows.size(), " destination rows for ", src.n));
-  }
-  const int64_t groups = src.num_groups();
-  if (static_cast<int64_t>(dst->codes.size()) != Int4CodeBytes(n_dst, src.k) ||
-      static_cast<int64_t>(dst->scales.size()) * 4 != Int4ScaleBytes(n_dst, src.k, src.group) ||
-      static_cast<int64_t>(dst->offsets.size()) * 4 !=
-          Int4OffsetBytes(n_dst, src.k, src.group, src.offsets)) {
-    return absl::InvalidArgumentError(absl::StrCat("PackInt4Rows: the destination is not ", n_dst,
-                                                   " x ", src.k, " group ", src.group,
-                                                   " with these offsets"));
-  }
-  for (int64_t r = 0; r < src.n; ++r) {
-    const int64_t d = dest_rows[r];
-    if (d < 0 || d >= n_dst) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("PackInt4Rows: row ", r, " goes to ", d, ", outside [0, ", n_dst, ")"));
+namespace {
+
+// Byte of column col (of a 64-column k tile) within its row's 64 bytes of a
+// tile, as Int4CodePosition lays them out: lane 4 gr + t holds bytes
+// lane * 16 + word * 4 + nibble / 2, and a row's nibbles are all in the low
+// (row < 8) or all in the high (row >= 8) half of their bytes.
+struct ColumnBytes {
+  uint8_t offset[kInt4TileCols];
+  constexpr ColumnBytes() : offset() {
+    for (int col = 0; col < kInt4TileCols; ++col) {
+      const int word = col / 16, t = (col % 16) / 4, j = col % 4;
+      offset[col] = static_cast<uint8_t>(t * 16 + word * 4 + (4 * (j & 1) + 2 * (j >> 1)) / 2);
     }
-    for (int64_t c = 0; c < src.k; ++c) SetCode(dst, d, c, src.k, n_dst, src.q[r * src.k + c]);
+  }
+};
+constexpr ColumnBytes kColumnBytes;
+
+// Rows [begin, end) of src into their destination rows (PackInt4Rows).
+void PackRows(const Int4Matrix& src, std::span<const int64_t> dest_rows, int64_t n_dst,
+              int64_t begin, int64_t end, Int4Packed* dst) {
+  const int64_t groups = src.num_groups(), k_tiles = src.k / kInt4TileCols;
+  const int64_t n_tiles = n_dst / kInt4TileRows;
+  for (int64_t r = begin; r < end; ++r) {
+    const int64_t d = dest_rows[r];
+    const int row = static_cast<int>(d % kInt4TileRows);
+    const int gr = row % 8, shift = 4 * (row / 8);
+    const uint8_t keep = static_cast<uint8_t>(~(0xF << shift));
+    const uint8_t* q = src.q.data() + r * src.k;
+    for (int64_t kt = 0; kt < k_tiles; ++kt) {
+      uint8_t* bytes = dst->codes.data() +
+                       Int4TileIndex(d / kInt4TileRows, kt, k_tiles, n_tiles) * kInt4TileBytes +
+                       gr * 64;
+      const uint8_t* qt = q + kt * kInt4TileCols;
+      for (int col = 0; col < kInt4TileCols; ++col) {
+        uint8_t& b = bytes[kColumnBytes.offset[col]];
+        b = static_cast<uint8_t>((b & keep) | ((qt[col] & 0xF) << shift));
+      }
+    }
     for (int64_t gi = 0; gi < groups; ++gi) {
       const Int4ScalePos pos = Int4ScalePosition(d, gi, groups, n_dst);
       SetHalf(&dst->scales, pos, src.scales[r * groups + gi]);
@@ -186,6 +196,53 @@ absl::Status PackInt4Rows(const Int4Matrix& src, std::span<const int64_t> dest_r
       }
     }
   }
+}
+
+}  // namespace
+
+absl::Status PackInt4Rows(const Int4Matrix& src, std::span<const int64_t> dest_rows, int64_t n_dst,
+                          Int4Packed* dst, ThreadPool* pool) {
+  if (static_cast<int64_t>(dest_rows.size()) != src.n) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("PackInt4Rows: ", dest_rows.size(), " destination rows for ", src.n));
+  }
+  if (src.k % kInt4TileCols != 0 || n_dst % kInt4TileRows != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("PackInt4Rows: ", n_dst, " x ", src.k,
+                                                   " is not whole tiles of ", kInt4TileRows, " x ",
+                                                   kInt4TileCols));
+  }
+  if (static_cast<int64_t>(dst->codes.size()) != Int4CodeBytes(n_dst, src.k) ||
+      static_cast<int64_t>(dst->scales.size()) * 4 != Int4ScaleBytes(n_dst, src.k, src.group) ||
+      static_cast<int64_t>(dst->offsets.size()) * 4 !=
+          Int4OffsetBytes(n_dst, src.k, src.group, src.offsets)) {
+    return absl::InvalidArgumentError(absl::StrCat("PackInt4Rows: the destination is not ", n_dst,
+                                                   " x ", src.k, " group ", src.group,
+                                                   " with these offsets"));
+  }
+  bool increasing = true;
+  for (int64_t r = 0; r < src.n; ++r) {
+    const int64_t d = dest_rows[r];
+    if (d < 0 || d >= n_dst) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("PackInt4Rows: row ", r, " goes to ", d, ", outside [0, ", n_dst, ")"));
+    }
+    increasing = increasing && (r == 0 || d > dest_rows[r - 1]);
+  }
+  // Blocks of 64 rows in parallel only where no tile is shared between two
+  // blocks (a tile's bytes hold two rows' nibbles: rows g and g + 8).
+  constexpr int64_t kBlock = 64;
+  const int64_t blocks = (src.n + kBlock - 1) / kBlock;
+  bool disjoint = increasing && pool != nullptr && pool->num_threads() > 1 && blocks > 1;
+  for (int64_t b = 1; disjoint && b < blocks; ++b) {
+    disjoint = dest_rows[b * kBlock - 1] / kInt4TileRows != dest_rows[b * kBlock] / kInt4TileRows;
+  }
+  if (!disjoint) {
+    PackRows(src, dest_rows, n_dst, 0, src.n, dst);
+    return absl::OkStatus();
+  }
+  pool->ParallelFor(blocks, [&](int64_t b0, int64_t b1) {
+    PackRows(src, dest_rows, n_dst, b0 * kBlock, std::min(src.n, b1 * kBlock), dst);
+  });
   return absl::OkStatus();
 }
 

@@ -267,17 +267,37 @@ absl::Status ReadZeros(const HfInt4Tensors& t, Int4Matrix* m) {
   return absl::OkStatus();
 }
 
-// Codes in the source's column order.
-void ReadCodes(const HfInt4Tensors& t, Int4Matrix* m) {
+// The eight nibbles of a word, lowest first, as eight bytes (little-endian).
+uint64_t NibblesToBytes(uint32_t word) {
+  // Even nibbles to bytes 0, 2, 4, 6 and odd ones to 1, 3, 5, 7: each 8-bit
+  // lane of x is spread to a 16-bit lane.
+  uint64_t x = word;
+  x = (x | (x << 16)) & 0x0000FFFF0000FFFFull;
+  x = (x | (x << 8)) & 0x00FF00FF00FF00FFull;  // byte i of word in 16-bit lane i
+  return (x & 0x000F000F000F000Full) | ((x & 0x00F000F000F000F0ull) << 4);
+}
+
+// Codes in the source's column order. GPTQ's [k / 8, n] words are read in
+// blocks of 256 rows (each block's output rows stay in cache), the blocks in
+// parallel over `pool` when there is one.
+void ReadCodes(const HfInt4Tensors& t, Int4Matrix* m, ThreadPool* pool) {
   const int64_t n = t.n, k = t.k;
   uint8_t* q = m->q.data();
   if (t.method == HfQuantMethod::kGptq) {
-    for (int64_t wr = 0; wr < k / 8; ++wr) {
-      for (int64_t r = 0; r < n; ++r) {
-        const uint32_t word = Word(*t.packed, wr * n + r);
-        for (int j = 0; j < 8; ++j) q[r * k + wr * 8 + j] = (word >> (4 * j)) & 15;
+    constexpr int64_t kRows = 256;
+    const auto blocks = [&](int64_t b0, int64_t b1) {
+      for (int64_t r0 = b0 * kRows; r0 < std::min(n, b1 * kRows); r0 += kRows) {
+        const int64_t r1 = std::min(n, r0 + kRows);
+        for (int64_t wr = 0; wr < k / 8; ++wr) {
+          for (int64_t r = r0; r < r1; ++r) {
+            const uint64_t bytes = NibblesToBytes(Word(*t.packed, wr * n + r));
+            std::memcpy(q + r * k + wr * 8, &bytes, 8);
+          }
+        }
       }
-    }
+    };
+    const int64_t num_blocks = (n + kRows - 1) / kRows;
+    pool != nullptr ? pool->ParallelFor(num_blocks, blocks) : blocks(0, num_blocks);
   } else if (t.method == HfQuantMethod::kAwq) {
     for (int64_t c = 0; c < k; ++c) {
       for (int64_t w = 0; w < n / 8; ++w) {
@@ -363,7 +383,7 @@ absl::StatusOr<std::optional<HfInt4Tensors>> FindHfInt4(const Checkpoint& c,
   return t;
 }
 
-absl::StatusOr<Int4Matrix> ReadHfInt4(const HfInt4Tensors& t) {
+absl::StatusOr<Int4Matrix> ReadHfInt4(const HfInt4Tensors& t, ThreadPool* pool) {
   Int4Matrix m;
   m.n = t.n;
   m.k = t.k;
@@ -374,7 +394,7 @@ absl::StatusOr<Int4Matrix> ReadHfInt4(const HfInt4Tensors& t) {
   if (!t.symmetric) m.offset.resize(m.scales.size());
   RETURN_IF_ERROR(ReadScales(t, &m));
   RETURN_IF_ERROR(ReadZeros(t, &m));
-  ReadCodes(t, &m);
+  ReadCodes(t, &m, pool);
   ASSIGN_OR_RETURN(m.columns, GroupOrder(t));
   if (!m.columns.empty()) PermuteColumns(&m);
   return m;

@@ -63,7 +63,8 @@ absl::StatusOr<std::optional<HfInt4Tensors>> FindHfInt4(const Checkpoint& checkp
 
 // The codes, scales and zero points exactly as stored, columns sorted by
 // group where g_idx asks for it.
-absl::StatusOr<Int4Matrix> ReadHfInt4(const HfInt4Tensors& tensors);
+// With a pool, GPTQ codes are unpacked in parallel (the same values).
+absl::StatusOr<Int4Matrix> ReadHfInt4(const HfInt4Tensors& tensors, ThreadPool* pool = nullptr);
 
 // Whether ReadHfInt4 reorders the columns (reads g_idx only).
 absl::StatusOr<bool> HfInt4ReordersColumns(const HfInt4Tensors& tensors);

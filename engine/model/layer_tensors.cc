@@ -216,8 +216,8 @@ absl::StatusOr<std::optional<Int4Form>> Int4FormOf(const ResolvedTensor& t) {
                   false};
 }
 
-absl::StatusOr<Int4Matrix> ReadTensorInt4(const ResolvedTensor& t) {
-  if (t.hf_int4.has_value()) return ReadHfInt4(*t.hf_int4);
+absl::StatusOr<Int4Matrix> ReadTensorInt4(const ResolvedTensor& t, ThreadPool* pool) {
+  if (t.hf_int4.has_value()) return ReadHfInt4(*t.hf_int4, pool);
   const DType dtype = t.view->dtype;
   if (!IsInt4Dtype(dtype) || t.shape.size() != 2) {
     return absl::InvalidArgumentError(absl::StrCat(t.view->file_path, ": tensor '", t.name, "' (",

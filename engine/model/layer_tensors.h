@@ -80,7 +80,7 @@ absl::StatusOr<std::optional<Int4Form>> Int4FormOf(const ResolvedTensor& tensor)
 // 4-bit projection exactly as stored (Int4Matrix::Value equals the gguf
 // package's dequantization, and the upstream dequantizations of hf_int4.h
 // before their fp16 rounding), in the HF row order.
-absl::StatusOr<Int4Matrix> ReadTensorInt4(const ResolvedTensor& tensor);
+absl::StatusOr<Int4Matrix> ReadTensorInt4(const ResolvedTensor& tensor, ThreadPool* pool = nullptr);
 
 // llama.cpp stores each head's rows as [head_dim / 2, 2] pairs (row i * 2 + j);
 // HF's order is [2, head_dim / 2] (row j * head_dim / 2 + i). Returns, for

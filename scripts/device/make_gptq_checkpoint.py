@@ -35,8 +35,10 @@ def main():
     parser.add_argument("--out", required=True)
     parser.add_argument("--shape", default="llama3-70b", choices=sorted(SHAPES))
     parser.add_argument("--shard-gb", type=float, default=5.0)
+    parser.add_argument("--layers", type=int, default=0, help="fewer layers (0: the shape's)")
     args = parser.parse_args()
     hidden, inter, layers, heads, kv_heads, vocab = SHAPES[args.shape]
+    layers = args.layers or layers
     head_dim = hidden // heads
     group = 128
     rng = np.random.default_rng(70)
@@ -53,6 +55,8 @@ def main():
         return np.resize(pool, n).reshape(rows, cols)
 
     def fp16(shape, scale):
+        if np.prod(shape) > pool.size * 2:  # the tables: fp16 bits from the pool, |x| < 0.5
+            return (np.resize(pool.view(np.uint16), shape) & np.uint16(0xB7FF)).view(np.float16)
         return (rng.standard_normal(shape, dtype=np.float32) * scale).astype(np.float16)
 
     def projection(prefix, n, k):

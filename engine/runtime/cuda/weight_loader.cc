@@ -91,7 +91,7 @@ absl::Status LoadBf16Projection(HostTensorSource& source, Projection p, int64_t 
 // One 4-bit projection: its parts packed at their rows (gate and up
 // interleaved by 8), offsets made the spec's kind exactly.
 absl::Status LoadInt4Projection(HostTensorSource& source, Projection p, int64_t layer,
-                                const CudaWeight& w) {
+                                const CudaWeight& w, ThreadPool& pool) {
   Int4Packed fused = MakeInt4Packed(w.n, w.k, w.spec.group, w.spec.offsets);
   const std::vector<TensorPart> parts = ProjectionParts(p);
   int64_t row = 0;
@@ -112,7 +112,7 @@ absl::Status LoadInt4Projection(HostTensorSource& source, Projection p, int64_t 
     const std::vector<int64_t> rows = p == Projection::kGateUp
                                           ? InterleavedGateUpRows(m.n, static_cast<int>(i))
                                           : ConcatRows(m.n, row);
-    RETURN_IF_ERROR(PackInt4Rows(m, rows, w.n, &fused));
+    RETURN_IF_ERROR(PackInt4Rows(m, rows, w.n, &fused, &pool));
     row += m.n;
   }
   if (row != w.n) {
@@ -151,7 +151,7 @@ class CheckpointSource : public HostTensorSource {
   absl::StatusOr<Int4Matrix> Int4(TensorPart part, int64_t layer) override {
     ASSIGN_OR_RETURN(const ResolvedTensor t, ResolveTensor(checkpoint_, part, layer));
     Remember(t);
-    return ReadTensorInt4(t);
+    return ReadTensorInt4(t, &pool_);
   }
   absl::StatusOr<std::vector<float>> F32Rows(TensorPart part, int64_t layer, int64_t rows,
                                              int64_t cols, int64_t begin, int64_t count) override {
@@ -192,6 +192,7 @@ class CheckpointSource : public HostTensorSource {
 
   const Checkpoint& checkpoint_;
   std::vector<const TensorView*> read_;  // since the last ReleaseRead
+  ThreadPool pool_{0};                   // every core: unpacking 4-bit codes
 };
 
 // The widest of two offset kinds (symmetric codes become zero points or
@@ -266,15 +267,17 @@ absl::StatusOr<CudaWeights> LoadWeights(const ModelConfig& c, const ModelWeights
   const int64_t h = c.hidden_size;
   // The layers, then the embedding, final norm and head as one more item.
   Progress progress("loading weights onto the GPU", c.num_layers + 1, "layers");
+  ThreadPool pool(0);  // every core: packing 4-bit codes into the device layout
   for (int64_t layer = 0; layer < c.num_layers; ++layer, source.ReleaseRead(), progress.Add()) {
     CudaLayerWeights& l = w.layers[layer];
     RETURN_IF_ERROR(UploadBf16(source, TensorPart::kAttnNorm, layer, h, l.attn_norm));
     RETURN_IF_ERROR(UploadBf16(source, TensorPart::kFfnNorm, layer, h, l.ffn_norm));
     for (int p = 0; p < kNumProjections; ++p) {
       const CudaWeight& cw = l.proj[p];
-      RETURN_IF_ERROR(cw.spec.format == WeightFormat::kBf16
-                          ? LoadBf16Projection(source, static_cast<Projection>(p), layer, cw)
-                          : LoadInt4Projection(source, static_cast<Projection>(p), layer, cw));
+      RETURN_IF_ERROR(
+          cw.spec.format == WeightFormat::kBf16
+              ? LoadBf16Projection(source, static_cast<Projection>(p), layer, cw)
+              : LoadInt4Projection(source, static_cast<Projection>(p), layer, cw, pool));
     }
     if (l.bqkv == nullptr) continue;
     const int64_t q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;

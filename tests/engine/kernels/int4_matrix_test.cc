@@ -5,10 +5,12 @@
 // and the shape checks.
 #include "engine/kernels/int4_matrix.h"
 
+#include <algorithm>
 #include <set>
 #include <utility>
 
 #include "engine/common/fp16.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/int4_testing.h"
 
@@ -99,6 +101,51 @@ TEST(Int4MatrixTest, FusedRowMaps) {
     EXPECT_EQ(fused.Value(26, c), u.Value(10, c));
   }
   EXPECT_FALSE(PackInt4Rows(g, ConcatRows(16, 20), 32, &p).ok());  // rows past the end
+}
+
+// With a pool, blocks of 64 rows go in parallel: the bytes are the ones the
+// layout's own positions (UnpackInt4, Int4CodePosition) read back, for the
+// fused row maps too; a map whose blocks share a tile runs on one thread.
+TEST(Int4MatrixTest, PackInParallelGivesTheSameBytes) {
+  ThreadPool pool(4);
+  const int64_t n = 336, k = 256;  // 21 tiles: 5 whole blocks and a partial one
+  const Int4Matrix m = RandomInt4Matrix(n, k, 64, Int4Offsets::kZero, 11);
+  Int4Packed serial = MakeInt4Packed(n, k, 64, Int4Offsets::kZero);
+  Int4Packed parallel = MakeInt4Packed(n, k, 64, Int4Offsets::kZero);
+  ASSERT_TRUE(PackInt4Rows(m, ConcatRows(n, 0), n, &serial).ok());
+  ASSERT_TRUE(PackInt4Rows(m, ConcatRows(n, 0), n, &parallel, &pool).ok());
+  EXPECT_EQ(parallel.codes, serial.codes);
+  EXPECT_EQ(parallel.scales, serial.scales);
+  EXPECT_EQ(parallel.offsets, serial.offsets);
+  EXPECT_EQ(UnpackInt4(parallel, n, k, 64, Int4Offsets::kZero).q, m.q);
+
+  // Gate and up interleaved by 8 into 2n rows, each part in parallel.
+  const Int4Matrix up = RandomInt4Matrix(n, k, 64, Int4Offsets::kZero, 12);
+  Int4Packed fused = MakeInt4Packed(2 * n, k, 64, Int4Offsets::kZero);
+  ASSERT_TRUE(PackInt4Rows(m, InterleavedGateUpRows(n, 0), 2 * n, &fused, &pool).ok());
+  ASSERT_TRUE(PackInt4Rows(up, InterleavedGateUpRows(n, 1), 2 * n, &fused, &pool).ok());
+  const Int4Matrix back = UnpackInt4(fused, 2 * n, k, 64, Int4Offsets::kZero);
+  for (int64_t r = 0; r < n; ++r) {
+    const int64_t g = (r / 8) * 16 + r % 8;
+    for (int64_t c = 0; c < k; ++c) {
+      ASSERT_EQ(back.q[g * k + c], m.q[r * k + c]) << r << "," << c;
+      ASSERT_EQ(back.q[(g + 8) * k + c], up.q[r * k + c]) << r << "," << c;
+    }
+  }
+
+  // Rows shifted by 8: blocks would share tiles, so one thread packs them.
+  const Int4Matrix small = RandomInt4Matrix(128, k, 64, Int4Offsets::kSymmetric, 13);
+  Int4Packed shifted = MakeInt4Packed(144, k, 64, Int4Offsets::kSymmetric);
+  ASSERT_TRUE(PackInt4Rows(small, ConcatRows(128, 8), 144, &shifted, &pool).ok());
+  const Int4Matrix s = UnpackInt4(shifted, 144, k, 64, Int4Offsets::kSymmetric);
+  EXPECT_TRUE(std::equal(small.q.begin(), small.q.end(), s.q.begin() + 8 * k));
+}
+
+TEST(Int4MatrixTest, PackNeedsWholeTiles) {
+  const Int4Matrix m = RandomInt4Matrix(16, 96, 32, Int4Offsets::kZero, 3);
+  Int4Packed p = MakeInt4Packed(16, 96, 32, Int4Offsets::kZero);
+  EXPECT_THAT(std::string(PackInt4Rows(m, ConcatRows(16, 0), 16, &p).message()),
+              ::testing::HasSubstr("16 x 96 is not whole tiles of 16 x 64"));
 }
 
 TEST(Int4MatrixTest, ValueOfEachOffsetKind) {
