@@ -5,7 +5,10 @@
 #          (build-asan/, with gcc: clang 14 has no _Float16 on x86, which
 #          dequantize_test's fp16 reference uses); a crash, leak or undefined
 #          behaviour fails the test
-#   tsan   TSan: the tests of the services and the router (build-tsan/)
+#   tsan   TSan: the tests of the services and the router (build-tsan/),
+#          with tests/sanitize/tsan_absl_mutex.cc preloaded: it tells TSan
+#          what absl::Mutex orders (Debian's Abseil is not instrumented, so
+#          without it every access under an absl::Mutex is reported)
 #
 #   scripts/sanitize.sh [--ci] [asan] [tsan]     (default: both, in full)
 #
@@ -54,17 +57,18 @@ configure() {  # folder, cmake options... (CC / CXX: default clang)
   fi
 }
 
-run() {  # folder, test names (none: every test but gpu)
+run() {  # folder, test names (none: every test but gpu); $PRELOAD: LD_PRELOAD for ctest
   local dir=$1
   shift
   if (($#)); then
     cmake --build "$dir" -j "$JOBS" --target "$@"
     local regex
     regex="^($(IFS='|'; echo "$*"))\$"
-    (cd "$dir" && ctest -R "$regex" -LE gpu --output-on-failure -j 2 "${CTEST_ARGS[@]}")
+    (cd "$dir" && LD_PRELOAD=${PRELOAD:-} ctest -R "$regex" -LE gpu --output-on-failure -j 2 \
+      "${CTEST_ARGS[@]}")
   else
     cmake --build "$dir" -j "$JOBS"
-    (cd "$dir" && ctest -LE gpu --output-on-failure -j 2 "${CTEST_ARGS[@]}")
+    (cd "$dir" && LD_PRELOAD=${PRELOAD:-} ctest -LE gpu --output-on-failure -j 2 "${CTEST_ARGS[@]}")
   fi
 }
 
@@ -80,6 +84,7 @@ for mode in "${MODES[@]}"; do
   echo "sanitize: $mode$( ((CI)) && echo ' (CI subset)')" >&2
   case $mode in
     asan)
+      PRELOAD=
       if ((CI)); then
         configure "${FUZZ_BUILD_DIR:-build-fuzz}" -DONECARD_FUZZ=ON
         run "${FUZZ_BUILD_DIR:-build-fuzz}" "${ASAN_CI_TESTS[@]}" || status=1
@@ -89,6 +94,9 @@ for mode in "${MODES[@]}"; do
       fi ;;
     tsan)
       configure build-tsan -DONECARD_SANITIZE=thread
+      clang++ -std=c++20 -O1 -fPIC -shared tests/sanitize/tsan_absl_mutex.cc \
+        -o build-tsan/libtsan_absl_mutex.so -ldl
+      PRELOAD=$PWD/build-tsan/libtsan_absl_mutex.so
       if ((CI)); then
         run build-tsan "${TSAN_CI_TESTS[@]}" || status=1
       else

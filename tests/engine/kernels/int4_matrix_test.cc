@@ -9,6 +9,7 @@
 #include <set>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "engine/common/fp16.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -188,6 +189,15 @@ TEST(Int4MatrixTest, ValidateNamesTheTensorAndTheField) {
   m.group = 48;
   EXPECT_NE(m.Validate("w").message().find("group size 48"), std::string::npos);
   m.group = 32;
+  ASSERT_TRUE(m.Validate("w").ok());
+  // A code over 15 is found wherever it is: in an 8-code step or the tail.
+  for (const size_t at : {size_t{0}, size_t{517}, m.q.size() - 1}) {
+    Int4Matrix bad = m;
+    bad.q[at] = 16;
+    EXPECT_NE(bad.Validate("w").message().find(absl::StrCat("code 16 at ", at, " > 15")),
+              std::string::npos)
+        << at;
+  }
   m.offset.pop_back();
   EXPECT_NE(m.Validate("w").message().find("offsets"), std::string::npos);
 }
