@@ -63,9 +63,10 @@ int main(int argc, char** argv) {
       nibbles += m->n * m->k;
     }
   }
-  std::printf("%d threads, %d layers, %.3g G codes: resolve %.3f s, read %.3f s, convert offsets %.3f s, "
-              "pack %.3f s; per layer %.2f s\n",
-              threads, layers, nibbles / 1e9, resolve, read, convert, pack,
-              (resolve + read + convert + pack) / layers);
+  std::printf(
+      "%d threads, %d layers, %.3g G codes: resolve %.3f s, read %.3f s, convert offsets %.3f s, "
+      "pack %.3f s; per layer %.2f s\n",
+      threads, layers, nibbles / 1e9, resolve, read, convert, pack,
+      (resolve + read + convert + pack) / layers);
   return 0;
 }

@@ -41,8 +41,7 @@ Fn Real(const char* name) {
 namespace absl {
 ABSL_NAMESPACE_BEGIN
 
-#define ONECARD_REAL(type, mangled)         \
-  static const auto real = Real<type>(mangled)
+#define ONECARD_REAL(type, mangled) static const auto real = Real<type>(mangled)
 
 void Mutex::Lock() {
   ONECARD_REAL(void (*)(Mutex*), "_ZN4absl7debian35Mutex4LockEv");
@@ -83,7 +82,8 @@ void Mutex::ReaderUnlock() {
 }
 
 void Mutex::LockWhen(const Condition& cond) {
-  ONECARD_REAL(void (*)(Mutex*, const Condition&), "_ZN4absl7debian35Mutex8LockWhenERKNS0_9ConditionE");
+  ONECARD_REAL(void (*)(Mutex*, const Condition&),
+               "_ZN4absl7debian35Mutex8LockWhenERKNS0_9ConditionE");
   real(this, cond);
   __tsan_acquire(this);
 }
@@ -112,7 +112,8 @@ bool Mutex::LockWhenWithDeadline(const Condition& cond, Time deadline) {
 }
 
 void Mutex::Await(const Condition& cond) {
-  ONECARD_REAL(void (*)(Mutex*, const Condition&), "_ZN4absl7debian35Mutex5AwaitERKNS0_9ConditionE");
+  ONECARD_REAL(void (*)(Mutex*, const Condition&),
+               "_ZN4absl7debian35Mutex5AwaitERKNS0_9ConditionE");
   __tsan_release(this);
   real(this, cond);
   __tsan_acquire(this);

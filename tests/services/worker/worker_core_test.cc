@@ -125,7 +125,7 @@ TEST(WorkerCoreTest, InvalidUtf8IsInvalidArgumentNamingTheField) {
 
   grpc::ClientContext context;
   v1::TokenizeRequest tokenize;
-  tokenize.set_prompt("ab\xff" "cd");  // the escape ends before "cd"
+  tokenize.set_prompt(std::string("ab\xff") + "cd");  // the escape ends before "cd"
   v1::TokenizeResponse tokens;
   s = w.generation().Tokenize(&context, tokenize, &tokens);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
