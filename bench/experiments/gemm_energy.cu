@@ -1,6 +1,6 @@
 // Experiment (bench/experiments/README.md): the energy of the decode products'
 // cuBLASLt algorithms at m = 128. Batch-128 decode runs at the H200's power
-// cap (bench/results, session 6), where a product's speed depends on the
+// cap (bench/results/2026-11-29-h200-cuda.md), where a product's speed depends on the
 // energy the whole step draws; the tuner times its candidates in short bursts
 // at full clock. For each product, each of the heuristic's first 8
 // algorithms runs for about a second as a graph of 32 products over distinct

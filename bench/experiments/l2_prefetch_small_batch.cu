@@ -24,7 +24,7 @@
 
 constexpr int kLayers = 32;
 constexpr size_t kBytes = size_t{4096} * 4096 * 2;
-constexpr int kAttnBlocks = 512;  // the b1 decode attention grid (session 7)
+constexpr int kAttnBlocks = 512;  // the batch-1 decode attention grid
 
 __device__ __forceinline__ unsigned long long GlobalTimer() {
   unsigned long long t;

@@ -7,7 +7,7 @@
 //
 // Why: batch-128 decode on an H200 runs at the board's 700 W cap, where the
 // SM clock drops 15-25 % below its maximum and a step's time follows its
-// energy (bench/results/2026-11-29-h200-cuda.md, session 6); the decode
+// energy (bench/results/2026-11-29-h200-cuda.md); the decode
 // preset reports these next to each figure so that a run says whether it was
 // capped. Used by tools/bench/cuda/decode.cc; runs only on the GPU machine.
 #ifndef ONECARD_TOOLS_BENCH_CUDA_POWER_MONITOR_H_
