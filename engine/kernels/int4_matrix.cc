@@ -59,7 +59,8 @@ float Int4Value(Int4Offsets offsets, uint8_t q, uint16_t scale_bits, uint16_t of
   return 0.0f;
 }
 
-absl::Status Int4Matrix::Validate(absl::string_view name) const {
+absl::Status ValidateInt4Groups(int64_t n, int64_t k, int32_t group, Int4Offsets offsets,
+                                std::span<const uint16_t> offset, absl::string_view name) {
   if (n <= 0 || n % kInt4TileRows != 0) {
     return ShapeError(
         name, absl::StrCat("rows (n = ", n, ") must be a positive multiple of ", kInt4TileRows));
@@ -72,18 +73,30 @@ absl::Status Int4Matrix::Validate(absl::string_view name) const {
     return ShapeError(name, absl::StrCat("group size ", group, " must be a multiple of ",
                                          kInt4MinGroup, " dividing k = ", k));
   }
-  const int64_t scales_expected = n * num_groups();
-  if (static_cast<int64_t>(q.size()) != n * k) {
-    return ShapeError(name, absl::StrCat("q has ", q.size(), " codes, expected ", n * k));
-  }
-  if (static_cast<int64_t>(scales.size()) != scales_expected) {
-    return ShapeError(name,
-                      absl::StrCat("scales has ", scales.size(), ", expected ", scales_expected));
-  }
-  const int64_t offsets_expected = offsets == Int4Offsets::kSymmetric ? 0 : scales_expected;
+  const int64_t offsets_expected = offsets == Int4Offsets::kSymmetric ? 0 : n * (k / group);
   if (static_cast<int64_t>(offset.size()) != offsets_expected) {
     return ShapeError(name,
                       absl::StrCat("offsets has ", offset.size(), ", expected ", offsets_expected));
+  }
+  if (offsets != Int4Offsets::kZero) return absl::OkStatus();
+  for (size_t i = 0; i < offset.size(); ++i) {
+    const int16_t z = static_cast<int16_t>(offset[i]);
+    if (z < 0 || z > 127) {
+      return ShapeError(name,
+                        absl::StrCat("zero point ", z, " of group ", i, " is outside 0..127"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Int4Matrix::Validate(absl::string_view name) const {
+  RETURN_IF_ERROR(ValidateInt4Groups(n, k, group, offsets, offset, name));
+  if (static_cast<int64_t>(q.size()) != n * k) {
+    return ShapeError(name, absl::StrCat("q has ", q.size(), " codes, expected ", n * k));
+  }
+  if (static_cast<int64_t>(scales.size()) != n * num_groups()) {
+    return ShapeError(name,
+                      absl::StrCat("scales has ", scales.size(), ", expected ", n * num_groups()));
   }
   // Eight codes a step (a load's codes are hundreds of MB); the first bad
   // one is then found one by one.
@@ -101,15 +114,6 @@ absl::Status Int4Matrix::Validate(absl::string_view name) const {
     }
   }
   if (!columns.empty()) RETURN_IF_ERROR(ValidateColumns(columns, k, name));
-  if (offsets == Int4Offsets::kZero) {
-    for (size_t i = 0; i < offset.size(); ++i) {
-      const int16_t z = static_cast<int16_t>(offset[i]);
-      if (z < 0 || z > 127) {
-        return ShapeError(name,
-                          absl::StrCat("zero point ", z, " of group ", i, " is outside 0..127"));
-      }
-    }
-  }
   return absl::OkStatus();
 }
 
@@ -163,6 +167,12 @@ Int4Packed MakeInt4Packed(int64_t n, int64_t k, int32_t group, Int4Offsets offse
   return p;
 }
 
+void ResizeInt4Packed(Int4Packed* p, int64_t n, int64_t k, int32_t group, Int4Offsets offsets) {
+  p->codes.resize(Int4CodeBytes(n, k));
+  p->scales.resize(Int4ScaleBytes(n, k, group) / 4);
+  p->offsets.resize(Int4OffsetBytes(n, k, group, offsets) / 4);
+}
+
 namespace {
 
 // Byte of column col (of a 64-column k tile) within its row's 64 bytes of a
@@ -213,25 +223,30 @@ void PackRows(const Int4Matrix& src, std::span<const int64_t> dest_rows, int64_t
 
 }  // namespace
 
+absl::Status CheckInt4Destination(const Int4Packed& dst, int64_t n_dst, int64_t k, int32_t group,
+                                  Int4Offsets offsets, absl::string_view caller) {
+  if (k % kInt4TileCols != 0 || n_dst % kInt4TileRows != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(caller, ": ", n_dst, " x ", k,
+                                                   " is not whole tiles of ", kInt4TileRows, " x ",
+                                                   kInt4TileCols));
+  }
+  if (static_cast<int64_t>(dst.codes.size()) != Int4CodeBytes(n_dst, k) ||
+      static_cast<int64_t>(dst.scales.size()) * 4 != Int4ScaleBytes(n_dst, k, group) ||
+      static_cast<int64_t>(dst.offsets.size()) * 4 != Int4OffsetBytes(n_dst, k, group, offsets)) {
+    return absl::InvalidArgumentError(absl::StrCat(caller, ": the destination is not ", n_dst,
+                                                   " x ", k, " group ", group,
+                                                   " with these offsets"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status PackInt4Rows(const Int4Matrix& src, std::span<const int64_t> dest_rows, int64_t n_dst,
                           Int4Packed* dst, ThreadPool* pool) {
   if (static_cast<int64_t>(dest_rows.size()) != src.n) {
     return absl::InvalidArgumentError(
         absl::StrCat("PackInt4Rows: ", dest_rows.size(), " destination rows for ", src.n));
   }
-  if (src.k % kInt4TileCols != 0 || n_dst % kInt4TileRows != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("PackInt4Rows: ", n_dst, " x ", src.k,
-                                                   " is not whole tiles of ", kInt4TileRows, " x ",
-                                                   kInt4TileCols));
-  }
-  if (static_cast<int64_t>(dst->codes.size()) != Int4CodeBytes(n_dst, src.k) ||
-      static_cast<int64_t>(dst->scales.size()) * 4 != Int4ScaleBytes(n_dst, src.k, src.group) ||
-      static_cast<int64_t>(dst->offsets.size()) * 4 !=
-          Int4OffsetBytes(n_dst, src.k, src.group, src.offsets)) {
-    return absl::InvalidArgumentError(absl::StrCat("PackInt4Rows: the destination is not ", n_dst,
-                                                   " x ", src.k, " group ", src.group,
-                                                   " with these offsets"));
-  }
+  RETURN_IF_ERROR(CheckInt4Destination(*dst, n_dst, src.k, src.group, src.offsets, "PackInt4Rows"));
   bool increasing = true;
   for (int64_t r = 0; r < src.n; ++r) {
     const int64_t d = dest_rows[r];

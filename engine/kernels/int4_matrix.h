@@ -41,6 +41,12 @@ struct Int4Matrix {
   float Value(int64_t r, int64_t c) const;
 };
 
+// The checks of Int4Matrix::Validate on the shape and the offsets: n, k and
+// the group size as the kernels take them (int4_layout.h), one offset a scale
+// (none for kSymmetric), zero points in 0..127. InvalidArgument naming `name`.
+absl::Status ValidateInt4Groups(int64_t n, int64_t k, int32_t group, Int4Offsets offsets,
+                                std::span<const uint16_t> offset, absl::string_view name);
+
 // W [n, k] in fp32, row-major, in the source's column order (`columns`
 // undone).
 std::vector<float> DequantizeInt4(const Int4Matrix& m);
@@ -63,6 +69,17 @@ struct Int4Packed {
 
 // An empty packed weight of n rows (codes and scales zero).
 Int4Packed MakeInt4Packed(int64_t n, int64_t k, int32_t group, Int4Offsets offsets);
+
+// Whether dst is sized as the packed form of n_dst rows of k columns in
+// these groups and offsets, in whole tiles; InvalidArgument naming `caller`
+// otherwise.
+absl::Status CheckInt4Destination(const Int4Packed& dst, int64_t n_dst, int64_t k, int32_t group,
+                                  Int4Offsets offsets, absl::string_view caller);
+
+// Sizes p as MakeInt4Packed(n, k, group, offsets) does, keeping the bytes it
+// holds (zero where it grows): a loader's staging buffer, reused layer after
+// layer, into which the packers then write every byte of whole rows.
+void ResizeInt4Packed(Int4Packed* p, int64_t n, int64_t k, int32_t group, Int4Offsets offsets);
 
 // Writes src's row r into row dest_rows[r] of `dst` (n_dst rows, src's k,
 // group and offsets). Fused weights are packed part by part this way (QKV

@@ -1,8 +1,9 @@
-// FindHfInt4 / ReadHfInt4 (see hf_int4.h): names and shapes per method, then
-// the codes a packed word at a time, the scales and zero points a group at a
-// time, and the group order from g_idx. Every word is copied out of the
-// mapping (no alignment assumed). Tested by tests/engine/model/hf_int4_test.cc
-// and hf_int4_bad_input_test.cc.
+// FindHfInt4 / ReadHfInt4 / ReadHfInt4Words (see hf_int4.h): names and
+// shapes per method, then the codes a packed word at a time, the scales and
+// zero points a group at a time, and the group order from g_idx. Every word
+// is copied out of the mapping (no alignment assumed). Tested by
+// tests/engine/model/hf_int4_test.cc, hf_int4_bad_input_test.cc and
+// hf_int4_words_test.cc.
 #include "engine/model/hf_int4.h"
 
 #include <algorithm>
@@ -249,14 +250,16 @@ int ZeroPoint(const HfInt4Tensors& t, int64_t r, int64_t g) {
   return 8;
 }
 
-absl::Status ReadZeros(const HfInt4Tensors& t, Int4Matrix* m) {
+// The zero points into offset [n, k / group] (asymmetric), or checked to be
+// 8 (symmetric).
+absl::Status ReadZeros(const HfInt4Tensors& t, std::vector<uint16_t>* offset) {
   if (t.zeros == nullptr) return absl::OkStatus();
-  const int64_t groups = m->num_groups();
+  const int64_t groups = t.k / t.group;
   for (int64_t r = 0; r < t.n; ++r) {
     for (int64_t g = 0; g < groups; ++g) {
       const int z = ZeroPoint(t, r, g);
       if (!t.symmetric) {
-        m->offset[r * groups + g] = static_cast<uint16_t>(z);
+        (*offset)[r * groups + g] = static_cast<uint16_t>(z);
       } else if (z != 8) {
         return FieldError(t.method, *t.zeros, NamesOf(t.method).zeros,
                           absl::StrCat("zero point ", z, " of row ", r, ", group ", g,
@@ -275,6 +278,42 @@ uint64_t NibblesToBytes(uint32_t word) {
   x = (x | (x << 16)) & 0x0000FFFF0000FFFFull;
   x = (x | (x << 8)) & 0x00FF00FF00FF00FFull;  // byte i of word in 16-bit lane i
   return (x & 0x000F000F000F000Full) | ((x & 0x00F000F000F000F0ull) << 4);
+}
+
+// GPTQ's zero points (qzeros [G, n / 8]: rows 8 w .. 8 w + 7 in word w, v1
+// words plus 0x11111111) a word at a time, as ReadZeros reads them; a
+// symmetric word other than all 8s is left to ReadZeros to name.
+absl::Status ReadGptqZeros(const HfInt4Tensors& t, std::vector<uint16_t>* offset) {
+  const int64_t groups = t.k / t.group, words = t.n / 8;
+  const uint32_t add = t.zeros_minus_one ? 0x11111111u : 0u;
+  for (int64_t g = 0; g < groups; ++g) {
+    for (int64_t w = 0; w < words; ++w) {
+      const uint32_t z = Word(*t.zeros, g * words + w) + add;
+      if (t.symmetric && z != 0x88888888u) return ReadZeros(t, offset);
+      if (t.symmetric) continue;
+      for (int j = 0; j < 8; ++j) (*offset)[(8 * w + j) * groups + g] = (z >> (4 * j)) & 15;
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Each tensor holds the bytes its dtype and shape need (checked before a
+// word is read where a view was not made by the safetensors reader).
+absl::Status CheckBytes(const HfInt4Tensors& t) {
+  const FieldNames f = NamesOf(t.method);
+  const std::pair<const TensorView*, const char*> fields[] = {
+      {t.packed, f.packed}, {t.scales, f.scales}, {t.zeros, f.zeros}, {t.g_idx, f.g_idx}};
+  for (const auto& [v, field] : fields) {
+    if (v == nullptr) continue;
+    const uint64_t want = static_cast<uint64_t>(v->NumElements()) * BlockBytes(v->dtype);
+    if (v->size_bytes < want || (want > 0 && v->data == nullptr)) {
+      return FieldError(
+          t.method, *v, field,
+          absl::StrCat("holds ", v->size_bytes, " bytes; ", std::string(DTypeName(v->dtype)), " ",
+                       ShapeText(v->shape), " needs ", want));
+    }
+  }
+  return absl::OkStatus();
 }
 
 // Codes in the source's column order. GPTQ's [k / 8, n] words are read in
@@ -393,11 +432,36 @@ absl::StatusOr<Int4Matrix> ReadHfInt4(const HfInt4Tensors& t, ThreadPool* pool) 
   m.scales.resize(t.n * m.num_groups());
   if (!t.symmetric) m.offset.resize(m.scales.size());
   RETURN_IF_ERROR(ReadScales(t, &m));
-  RETURN_IF_ERROR(ReadZeros(t, &m));
+  RETURN_IF_ERROR(ReadZeros(t, &m.offset));
   ReadCodes(t, &m, pool);
   ASSIGN_OR_RETURN(m.columns, GroupOrder(t));
   if (!m.columns.empty()) PermuteColumns(&m);
   return m;
+}
+
+absl::StatusOr<std::optional<Int4WordMatrix>> ReadHfInt4Words(const HfInt4Tensors& t) {
+  if (t.method != HfQuantMethod::kGptq || t.packed == nullptr || t.scales == nullptr ||
+      t.zeros == nullptr || t.scales->dtype != DType::kF16) {
+    return std::nullopt;
+  }
+  RETURN_IF_ERROR(CheckGptqAwqShapes(t));
+  RETURN_IF_ERROR(CheckBytes(t));
+  ASSIGN_OR_RETURN(const bool reordered, HfInt4ReordersColumns(t));
+  if (reordered) return std::nullopt;
+  Int4WordMatrix w;
+  w.n = t.n;
+  w.k = t.k;
+  w.group = t.group;
+  w.offsets = t.offsets();
+  w.codes = t.packed->data;  // [k / 8, n]
+  w.code_row_stride = 1;
+  w.code_word_stride = t.n;
+  w.scales = t.scales->data;  // [k / group, n]
+  w.scale_row_stride = 1;
+  w.scale_group_stride = t.n;
+  if (!t.symmetric) w.offset.resize(t.n * w.num_groups());
+  RETURN_IF_ERROR(ReadGptqZeros(t, &w.offset));
+  return w;
 }
 
 absl::StatusOr<bool> HfInt4ReordersColumns(const HfInt4Tensors& t) {

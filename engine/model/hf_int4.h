@@ -24,8 +24,11 @@
 // columns. g_idx values outside [0, G), groups of other than g columns, a GPTQ
 // sym zero point other than 8, and every dtype, shape or size mismatch are
 // InvalidArgument naming the file, the tensor and the field.
+// GPTQ's codes can also be taken as stored, eight to a word
+// (ReadHfInt4Words), for the packer of int4_words.h.
 // Tested by tests/engine/model/hf_int4_test.cc (against the upstream
-// dequantizations in tests/golden/hf_int4/) and hf_int4_bad_input_test.cc.
+// dequantizations in tests/golden/hf_int4/), hf_int4_bad_input_test.cc and
+// hf_int4_words_test.cc.
 #ifndef ONECARD_ENGINE_MODEL_HF_INT4_H_
 #define ONECARD_ENGINE_MODEL_HF_INT4_H_
 
@@ -35,6 +38,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/kernels/int4_matrix.h"
+#include "engine/kernels/int4_words.h"
 #include "engine/model/checkpoint.h"
 
 namespace onecard::engine {
@@ -65,6 +69,15 @@ absl::StatusOr<std::optional<HfInt4Tensors>> FindHfInt4(const Checkpoint& checkp
 // group where g_idx asks for it.
 // With a pool, GPTQ codes are unpacked in parallel (the same values).
 absl::StatusOr<Int4Matrix> ReadHfInt4(const HfInt4Tensors& tensors, ThreadPool* pool = nullptr);
+
+// GPTQ's codes and fp16 scales as stored (views of the mapped tensors,
+// valid while the checkpoint is open) and its zero points read: what
+// PackInt4WordRows puts into the device layout with no Int4Matrix in
+// between, the bytes PackInt4Rows writes for ReadHfInt4's matrix. nullopt
+// where the stored form is not that (AWQ, compressed-tensors, act order,
+// BF16 / F32 scales): ReadHfInt4 reads those. Shapes, sizes, g_idx and the
+// zero points are checked as ReadHfInt4 checks them, with the same errors.
+absl::StatusOr<std::optional<Int4WordMatrix>> ReadHfInt4Words(const HfInt4Tensors& tensors);
 
 // Whether ReadHfInt4 reorders the columns (reads g_idx only).
 absl::StatusOr<bool> HfInt4ReordersColumns(const HfInt4Tensors& tensors);

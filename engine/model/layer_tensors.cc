@@ -252,4 +252,9 @@ absl::StatusOr<Int4Matrix> ReadTensorInt4(const ResolvedTensor& t, ThreadPool* p
   return m;
 }
 
+absl::StatusOr<std::optional<Int4WordMatrix>> ReadTensorInt4Words(const ResolvedTensor& t) {
+  if (!t.hf_int4.has_value()) return std::nullopt;
+  return ReadHfInt4Words(*t.hf_int4);
+}
+
 }  // namespace onecard::engine

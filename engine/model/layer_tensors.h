@@ -82,6 +82,12 @@ absl::StatusOr<std::optional<Int4Form>> Int4FormOf(const ResolvedTensor& tensor)
 // before their fp16 rounding), in the HF row order.
 absl::StatusOr<Int4Matrix> ReadTensorInt4(const ResolvedTensor& tensor, ThreadPool* pool = nullptr);
 
+// The codes of an HF 4-bit projection as stored, eight to a word along k,
+// where ReadHfInt4Words gives them (GPTQ, columns in order, fp16 scales), for
+// packing into the device layout without ReadTensorInt4's Int4Matrix (the
+// same bytes); nullopt otherwise.
+absl::StatusOr<std::optional<Int4WordMatrix>> ReadTensorInt4Words(const ResolvedTensor& tensor);
+
 // llama.cpp stores each head's rows as [head_dim / 2, 2] pairs (row i * 2 + j);
 // HF's order is [2, head_dim / 2] (row j * head_dim / 2 + i). Returns, for
 // each HF row, the stored row it comes from.

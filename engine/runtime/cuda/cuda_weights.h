@@ -21,6 +21,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -76,6 +77,13 @@ class HostTensorSource {
                                                      int64_t cols, int64_t begin, int64_t count);
   // Asked only for the parts of projections the spec makes 4-bit.
   virtual absl::StatusOr<Int4Matrix> Int4(TensorPart part, int64_t layer) = 0;
+  // The part's codes as stored eight to a word (ReadTensorInt4Words), which
+  // LoadWeights packs without an Int4Matrix where their offsets are the
+  // spec's kind; nullopt (the default) where the source has no such form, and
+  // Int4() is asked instead. Valid until ReleaseRead().
+  virtual absl::StatusOr<std::optional<Int4WordMatrix>> Int4Words(TensorPart part, int64_t layer) {
+    return std::nullopt;
+  }
   // Called by LoadWeights after each layer (and after the last tensors): a
   // source over mapped files gives back the pages it has read since.
   virtual void ReleaseRead() {}
@@ -95,9 +103,11 @@ absl::StatusOr<ModelWeightsSpec> CheckpointWeightsSpec(const Checkpoint& checkpo
 std::unique_ptr<HostTensorSource> CheckpointTensorSource(const Checkpoint& checkpoint);
 
 // Fills the weights from `source`, layer by layer: each projection's parts are
-// fused in host memory (BF16, or packed 4-bit for a 4-bit spec) and copied to
-// the device; no more than one projection is held on the host at a time, and
-// source.ReleaseRead() follows every layer.
+// fused in host memory (BF16, or packed 4-bit for a 4-bit spec: straight from
+// the stored words where Int4Words gives them) and copied to the device; the
+// host holds one BF16 projection at a time, or one layer's packed 4-bit
+// projections (buffers reused layer after layer) and one part's Int4Matrix,
+// and source.ReleaseRead() follows every layer.
 absl::StatusOr<CudaWeights> LoadWeights(const ModelConfig& config, const ModelWeightsSpec& spec,
                                         HostTensorSource& source, DeviceArena* arena);
 

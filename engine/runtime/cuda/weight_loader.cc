@@ -4,6 +4,7 @@
 // terminal, log lines otherwise). Tested through
 // tests/gpu/cuda_model_runner_test.cc.
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <optional>
 
@@ -88,11 +89,64 @@ absl::Status LoadBf16Projection(HostTensorSource& source, Projection p, int64_t 
   return Upload(w.data, fused.data(), w.n * w.k * 2);
 }
 
-// One 4-bit projection: its parts packed at their rows (gate and up
-// interleaved by 8), offsets made the spec's kind exactly.
-absl::Status LoadInt4Projection(HostTensorSource& source, Projection p, int64_t layer,
-                                const CudaWeight& w, ThreadPool& pool) {
-  Int4Packed fused = MakeInt4Packed(w.n, w.k, w.spec.group, w.spec.offsets);
+// Where part `part` (n rows, after `row` rows of the parts before it) goes
+// in projection p's fused weight: gate and up interleaved by 8, the rest one
+// after the other.
+std::vector<int64_t> FusedRows(Projection p, size_t part, int64_t n, int64_t row) {
+  return p == Projection::kGateUp ? InterleavedGateUpRows(n, static_cast<int>(part))
+                                  : ConcatRows(n, row);
+}
+
+absl::Status CheckPartWidth(const std::string& name, int64_t n, int64_t k, int32_t group,
+                            const CudaWeight& w) {
+  if (k == w.k && group == w.spec.group) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(name, ": ", n, " x ", k, " in groups of ", group,
+                                                 "; the projection is ", w.k, " wide in groups of ",
+                                                 w.spec.group));
+}
+
+absl::Status CheckRowCount(Projection p, int64_t layer, int64_t rows, const CudaWeight& w) {
+  if (rows == w.n) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(Where(p, layer), ": parts have ", rows, " rows, expected ", w.n));
+}
+
+// The parts of projection p as their stored words, where every part has them
+// with the spec's offset kind; nullopt otherwise.
+absl::StatusOr<std::optional<std::vector<Int4WordMatrix>>> PartWords(HostTensorSource& source,
+                                                                     Projection p, int64_t layer,
+                                                                     const CudaWeight& w) {
+  std::vector<Int4WordMatrix> words;
+  for (TensorPart part : ProjectionParts(p)) {
+    ASSIGN_OR_RETURN(std::optional<Int4WordMatrix> word, source.Int4Words(part, layer));
+    if (!word.has_value() || word->offsets != w.spec.offsets) return std::nullopt;
+    words.push_back(std::move(*word));
+  }
+  return words;
+}
+
+// The parts straight from their words into `fused`, all at once.
+absl::Status PackWordParts(const std::vector<Int4WordMatrix>& words, Projection p, int64_t layer,
+                           const CudaWeight& w, ThreadPool& pool, Int4Packed* fused) {
+  std::vector<std::vector<int64_t>> rows(words.size());
+  std::vector<Int4WordPart> parts;
+  int64_t row = 0;
+  for (size_t i = 0; i < words.size(); ++i) {
+    const std::string name = absl::StrCat(Where(p, layer), " part ", i);
+    RETURN_IF_ERROR(words[i].Validate(name));
+    RETURN_IF_ERROR(CheckPartWidth(name, words[i].n, words[i].k, words[i].group, w));
+    rows[i] = FusedRows(p, i, words[i].n, row);
+    parts.push_back({&words[i], rows[i]});
+    row += words[i].n;
+  }
+  RETURN_IF_ERROR(CheckRowCount(p, layer, row, w));
+  return PackInt4WordRows(parts, w.n, fused, &pool);
+}
+
+// The parts one at a time through an Int4Matrix (offsets made the spec's
+// kind exactly) into `fused`.
+absl::Status PackMatrixParts(HostTensorSource& source, Projection p, int64_t layer,
+                             const CudaWeight& w, ThreadPool& pool, Int4Packed* fused) {
   const std::vector<TensorPart> parts = ProjectionParts(p);
   int64_t row = 0;
   for (size_t i = 0; i < parts.size(); ++i) {
@@ -103,26 +157,28 @@ absl::Status LoadInt4Projection(HostTensorSource& source, Projection p, int64_t 
       return absl::UnimplementedError(
           absl::StrCat(name, ": columns in act order (a GPTQ g_idx) are not supported on the GPU"));
     }
-    if (m.k != w.k || m.group != w.spec.group) {
-      return absl::InvalidArgumentError(absl::StrCat(name, ": ", m.n, " x ", m.k, " in groups of ",
-                                                     m.group, "; the projection is ", w.k,
-                                                     " wide in groups of ", w.spec.group));
-    }
+    RETURN_IF_ERROR(CheckPartWidth(name, m.n, m.k, m.group, w));
     RETURN_IF_ERROR(ConvertInt4Offsets(&m, w.spec.offsets, name));
-    const std::vector<int64_t> rows = p == Projection::kGateUp
-                                          ? InterleavedGateUpRows(m.n, static_cast<int>(i))
-                                          : ConcatRows(m.n, row);
-    RETURN_IF_ERROR(PackInt4Rows(m, rows, w.n, &fused, &pool));
+    RETURN_IF_ERROR(PackInt4Rows(m, FusedRows(p, i, m.n, row), w.n, fused, &pool));
     row += m.n;
   }
-  if (row != w.n) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(Where(p, layer), ": parts have ", row, " rows, expected ", w.n));
-  }
-  RETURN_IF_ERROR(Upload(w.data, fused.codes.data(), fused.codes.size()));
-  RETURN_IF_ERROR(Upload(w.scales, fused.scales.data(), fused.scales.size() * 4));
+  return CheckRowCount(p, layer, row, w);
+}
+
+// One 4-bit projection: its parts packed at their rows in `staging` (sized
+// here; every byte is written), straight from their stored words where the
+// source has them, then copied.
+absl::Status LoadInt4Projection(HostTensorSource& source, Projection p, int64_t layer,
+                                const CudaWeight& w, ThreadPool& pool, Int4Packed* staging) {
+  ResizeInt4Packed(staging, w.n, w.k, w.spec.group, w.spec.offsets);
+  ASSIGN_OR_RETURN(const std::optional<std::vector<Int4WordMatrix>> words,
+                   PartWords(source, p, layer, w));
+  RETURN_IF_ERROR(words.has_value() ? PackWordParts(*words, p, layer, w, pool, staging)
+                                    : PackMatrixParts(source, p, layer, w, pool, staging));
+  RETURN_IF_ERROR(Upload(w.data, staging->codes.data(), staging->codes.size()));
+  RETURN_IF_ERROR(Upload(w.scales, staging->scales.data(), staging->scales.size() * 4));
   if (w.offsets == nullptr) return absl::OkStatus();
-  return Upload(w.offsets, fused.offsets.data(), fused.offsets.size() * 4);
+  return Upload(w.offsets, staging->offsets.data(), staging->offsets.size() * 4);
 }
 
 }  // namespace
@@ -152,6 +208,11 @@ class CheckpointSource : public HostTensorSource {
     ASSIGN_OR_RETURN(const ResolvedTensor t, ResolveTensor(checkpoint_, part, layer));
     Remember(t);
     return ReadTensorInt4(t, &pool_);
+  }
+  absl::StatusOr<std::optional<Int4WordMatrix>> Int4Words(TensorPart part, int64_t layer) override {
+    ASSIGN_OR_RETURN(const ResolvedTensor t, ResolveTensor(checkpoint_, part, layer));
+    Remember(t);
+    return ReadTensorInt4Words(t);
   }
   absl::StatusOr<std::vector<float>> F32Rows(TensorPart part, int64_t layer, int64_t rows,
                                              int64_t cols, int64_t begin, int64_t count) override {
@@ -268,16 +329,19 @@ absl::StatusOr<CudaWeights> LoadWeights(const ModelConfig& c, const ModelWeights
   // The layers, then the embedding, final norm and head as one more item.
   Progress progress("loading weights onto the GPU", c.num_layers + 1, "layers");
   ThreadPool pool(0);  // every core: packing 4-bit codes into the device layout
+  // The packed 4-bit projections on the host, reused layer after layer (no
+  // fresh pages to fault in and zero for each).
+  std::array<Int4Packed, kNumProjections> staging;
   for (int64_t layer = 0; layer < c.num_layers; ++layer, source.ReleaseRead(), progress.Add()) {
     CudaLayerWeights& l = w.layers[layer];
     RETURN_IF_ERROR(UploadBf16(source, TensorPart::kAttnNorm, layer, h, l.attn_norm));
     RETURN_IF_ERROR(UploadBf16(source, TensorPart::kFfnNorm, layer, h, l.ffn_norm));
     for (int p = 0; p < kNumProjections; ++p) {
       const CudaWeight& cw = l.proj[p];
-      RETURN_IF_ERROR(
-          cw.spec.format == WeightFormat::kBf16
-              ? LoadBf16Projection(source, static_cast<Projection>(p), layer, cw)
-              : LoadInt4Projection(source, static_cast<Projection>(p), layer, cw, pool));
+      RETURN_IF_ERROR(cw.spec.format == WeightFormat::kBf16
+                          ? LoadBf16Projection(source, static_cast<Projection>(p), layer, cw)
+                          : LoadInt4Projection(source, static_cast<Projection>(p), layer, cw, pool,
+                                               &staging[p]));
     }
     if (l.bqkv == nullptr) continue;
     const int64_t q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;

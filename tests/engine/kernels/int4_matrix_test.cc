@@ -142,6 +142,22 @@ TEST(Int4MatrixTest, PackInParallelGivesTheSameBytes) {
   EXPECT_TRUE(std::equal(small.q.begin(), small.q.end(), s.q.begin() + 8 * k));
 }
 
+TEST(Int4MatrixTest, ResizeKeepsTheBytes) {
+  Int4Packed p = MakeInt4Packed(32, 128, 64, Int4Offsets::kZero);
+  p.codes[5] = 0x5A;
+  p.scales[1] = 7;
+  ResizeInt4Packed(&p, 16, 128, 64, Int4Offsets::kZero);
+  EXPECT_EQ(p.codes.size(), 16u * 64);
+  EXPECT_EQ(p.codes[5], 0x5A);
+  EXPECT_EQ(p.scales[1], 7u);
+  ResizeInt4Packed(&p, 48, 128, 32, Int4Offsets::kSymmetric);
+  const Int4Packed fresh = MakeInt4Packed(48, 128, 32, Int4Offsets::kSymmetric);
+  EXPECT_EQ(p.codes.size(), fresh.codes.size());
+  EXPECT_EQ(p.scales.size(), fresh.scales.size());
+  EXPECT_TRUE(p.offsets.empty());
+  EXPECT_EQ(p.codes[5], 0x5A);
+}
+
 TEST(Int4MatrixTest, PackNeedsWholeTiles) {
   const Int4Matrix m = RandomInt4Matrix(16, 96, 32, Int4Offsets::kZero, 3);
   Int4Packed p = MakeInt4Packed(16, 96, 32, Int4Offsets::kZero);
