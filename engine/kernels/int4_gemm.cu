@@ -40,7 +40,6 @@
 #include "engine/kernels/cuda_ptx.cuh"
 #include "engine/kernels/int4_gemm.h"
 #include "engine/kernels/int4_gemm_internal.cuh"
-#include "engine/kernels/launch_settings.h"
 
 namespace onecard::engine {
 namespace int4_gemm_internal {
@@ -411,7 +410,6 @@ absl::Status LaunchKind(const Args& a, cudaStream_t stream) {
   if (a.rows > 16) return Launch<4, kKind, false>(a, stream);
   if (a.rows > 8) return Launch<2, kKind, false>(a, stream);
   if (a.norm_w != nullptr) return Launch<1, kKind, true>(a, stream);
-  if (!GetLaunchSettings().int4_direct) return Launch<1, kKind, false>(a, stream);
   return LaunchDirect<kKind>(a, stream);
 }
 

@@ -17,10 +17,7 @@
 //   c = -136 s (symmetric), -(128 + z) s (zero points) or m - 128 s (mins).
 // - x comes straight from global memory through L1 (the block's 8 warps
 //   read the same columns): 8 bytes a lane a 16-column slice, the mma's B
-//   fragment; lanes of the rows past `rows` use zeros. When a sub's codes
-//   are requested its x columns are prefetched into L1 (one line a lane),
-//   so that the loads kStages - 1 subs later do not wait on L2
-//   (LaunchSettings::int4_x_prefetch). The step's rows are
+//   fragment; lanes of the rows past `rows` use zeros. The step's rows are
 //   the mma's n, so 1..8 rows cost the same issue slots.
 // - The stream-K split and the segment ends are the pipelined kernel's
 //   (int4_gemm_internal.cuh); a row's result is the same bits for any of
@@ -35,7 +32,6 @@
 #include "engine/kernels/cuda_ptx.cuh"
 #include "engine/kernels/int4_gemm.h"
 #include "engine/kernels/int4_gemm_internal.cuh"
-#include "engine/kernels/launch_settings.h"
 
 namespace onecard::engine::int4_gemm_internal {
 namespace {
@@ -96,14 +92,6 @@ __device__ __forceinline__ void Issue(WarpStage<kKind>& st, const Sub& s, const 
       cuda::CpAsync4(&st.offsets[sp][lane], offsets + sp * s.g * 8);
     }
   }
-}
-
-// Prefetches into L1 the x columns of sub s: lane 4 r + l the l-th
-// 128-byte line of row r (xline: this lane's line of the sub at k tile 0,
-// null for lanes with no row).
-__device__ __forceinline__ void PrefetchX(const cuda::bf16* xline, const Sub& s) {
-  if (xline == nullptr || (threadIdx.x & 3) >= s.ntiles) return;
-  asm volatile("prefetch.global.L1 [%0];\n" ::"l"(xline + s.kt * kInt4TileCols));
 }
 
 // The B fragments of sub s: x[gr][col .. col + 3] for each 16-column slice
@@ -174,7 +162,7 @@ __device__ __forceinline__ void Compute(const WarpStage<kKind>& st, const Sub& s
   }
 }
 
-template <Int4Offsets kKind, bool kPrefetch>
+template <Int4Offsets kKind>
 __global__ void __launch_bounds__(32 * kWarps, kDirectBlocksPerSm) Int4GemmDirectKernel(Args a) {
   constexpr int S = DirectCfg<kKind>::kStages;
   extern __shared__ __align__(128) unsigned char smem_raw[];
@@ -185,36 +173,20 @@ __global__ void __launch_bounds__(32 * kWarps, kDirectBlocksPerSm) Int4GemmDirec
   if (begin >= end) return;
   const float inv_group = 1.0f / static_cast<float>(a.group);
   Walker<kTpu> issue(begin, end, a);
-  Sub first[S - 1];
 #pragma unroll
   for (int j = 0; j < S - 1; ++j) {
-    if (!issue.done()) {
-      first[j] = issue.Next(a);
-      Issue<kKind>(ring[j], first[j], a, inv_group);
-    } else {
-      first[j].ntiles = 0;
-    }
+    if (!issue.done()) Issue<kKind>(ring[j], issue.Next(a), a, inv_group);
     cuda::CpAsyncCommit();
   }
   cuda::GridDependencyWait();  // x and y come from the previous kernel
   cuda::LaunchDependents();
   const int gr = lane >> 2;
   const cuda::bf16* xrow = gr < a.rows ? a.x + gr * a.x_stride + 4 * (lane & 3) : nullptr;
-  const cuda::bf16* xline =
-      kPrefetch && gr < a.rows ? a.x + gr * a.x_stride + (lane & 3) * kInt4TileCols : nullptr;
-  if constexpr (kPrefetch) {
-#pragma unroll
-    for (int j = 0; j < S - 1; ++j) PrefetchX(xline, first[j]);
-  }
   float acc[1][4] = {};
   Walker<kTpu> walk(begin, end, a);
   for (int j = 0; !walk.done(); ++j) {
     // The stage read last iteration takes the sub S - 1 ahead.
-    if (!issue.done()) {
-      const Sub next = issue.Next(a);
-      Issue<kKind>(ring[(j + S - 1) % S], next, a, inv_group);
-      if constexpr (kPrefetch) PrefetchX(xline, next);
-    }
+    if (!issue.done()) Issue<kKind>(ring[(j + S - 1) % S], issue.Next(a), a, inv_group);
     cuda::CpAsyncCommit();
     const Sub s = walk.Next(a);
     uint2 xv[kTpu][4];
@@ -228,10 +200,12 @@ __global__ void __launch_bounds__(32 * kWarps, kDirectBlocksPerSm) Int4GemmDirec
   }
 }
 
-template <Int4Offsets kKind, bool kPrefetch>
-absl::Status LaunchDirectKernel(const Args& a, cudaStream_t stream) {
+}  // namespace
+
+template <Int4Offsets kKind>
+absl::Status LaunchDirect(const Args& a, cudaStream_t stream) {
   static const absl::StatusOr<int> per_sm = []() -> absl::StatusOr<int> {
-    auto* kernel = Int4GemmDirectKernel<kKind, kPrefetch>;
+    auto* kernel = Int4GemmDirectKernel<kKind>;
     CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                               kDirectSmem<kKind>));
     int blocks = 0;
@@ -241,18 +215,9 @@ absl::Status LaunchDirectKernel(const Args& a, cudaStream_t stream) {
   }();
   RETURN_IF_ERROR(per_sm.status());
   const int64_t grid = std::min<int64_t>(a.iters, int64_t{NumSms()} * *per_sm);
-  CUDA_RETURN_IF_ERROR(cuda::LaunchPdl(Int4GemmDirectKernel<kKind, kPrefetch>,
-                                       dim3(static_cast<int>(grid)), dim3(32 * kWarps),
-                                       kDirectSmem<kKind>, stream, a));
+  CUDA_RETURN_IF_ERROR(cuda::LaunchPdl(Int4GemmDirectKernel<kKind>, dim3(static_cast<int>(grid)),
+                                       dim3(32 * kWarps), kDirectSmem<kKind>, stream, a));
   return absl::OkStatus();
-}
-
-}  // namespace
-
-template <Int4Offsets kKind>
-absl::Status LaunchDirect(const Args& a, cudaStream_t stream) {
-  if (GetLaunchSettings().int4_x_prefetch) return LaunchDirectKernel<kKind, true>(a, stream);
-  return LaunchDirectKernel<kKind, false>(a, stream);
 }
 
 template absl::Status LaunchDirect<Int4Offsets::kSymmetric>(const Args&, cudaStream_t);

@@ -9,8 +9,6 @@ namespace {
 
 std::atomic<bool> programmatic_launch{true};
 std::atomic<int32_t> gemv_blocks_per_sm{2};
-std::atomic<bool> int4_direct{true};
-std::atomic<bool> int4_x_prefetch{true};
 
 }  // namespace
 
@@ -21,16 +19,12 @@ absl::Status SetLaunchSettings(const LaunchSettings& settings) {
   }
   programmatic_launch.store(settings.programmatic_launch, std::memory_order_relaxed);
   gemv_blocks_per_sm.store(settings.gemv_blocks_per_sm, std::memory_order_relaxed);
-  int4_direct.store(settings.int4_direct, std::memory_order_relaxed);
-  int4_x_prefetch.store(settings.int4_x_prefetch, std::memory_order_relaxed);
   return absl::OkStatus();
 }
 
 LaunchSettings GetLaunchSettings() {
   return {.programmatic_launch = programmatic_launch.load(std::memory_order_relaxed),
-          .gemv_blocks_per_sm = gemv_blocks_per_sm.load(std::memory_order_relaxed),
-          .int4_direct = int4_direct.load(std::memory_order_relaxed),
-          .int4_x_prefetch = int4_x_prefetch.load(std::memory_order_relaxed)};
+          .gemv_blocks_per_sm = gemv_blocks_per_sm.load(std::memory_order_relaxed)};
 }
 
 }  // namespace onecard::engine

@@ -1,8 +1,8 @@
 // How the CUDA kernels launch, process-wide: the settings that are measured
-// against each other (onecard-bench-cuda's --pdl, --gemv_blocks_per_sm,
-// --int4_direct and --int4_x_prefetch flags) rather than chosen per call. The defaults are what
-// serves; a runner never changes them. Set them before the first launch (a kernel launched
-// meanwhile sees either the old or the new value).
+// against each other (onecard-bench-cuda's --pdl and --gemv_blocks_per_sm
+// flags) rather than chosen per call. The defaults are what serves; a
+// runner never changes them. Set them before the first launch (a kernel
+// launched meanwhile sees either the old or the new value).
 #ifndef ONECARD_ENGINE_KERNELS_LAUNCH_SETTINGS_H_
 #define ONECARD_ENGINE_KERNELS_LAUNCH_SETTINGS_H_
 
@@ -18,12 +18,6 @@ struct LaunchSettings {
   bool programmatic_launch = true;
   // Blocks of Gemv resident on an SM (1 or 2; gemv.cu).
   int32_t gemv_blocks_per_sm = 2;
-  // Int4Gemm's 1..8-row launches on the direct-load kernel
-  // (int4_gemm_direct.cu); false: on the pipelined one (int4_gemm.cu).
-  bool int4_direct = true;
-  // The direct kernel prefetches into L1 the x columns of the subs it
-  // requests, so that their loads hit L1 when the sub is computed.
-  bool int4_x_prefetch = true;
 };
 
 // InvalidArgument naming the field for a value out of range; nothing changes then.
