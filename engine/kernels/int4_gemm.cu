@@ -8,11 +8,12 @@
 //   code slice serves NT mmas.
 // - Dequantization in registers: (word >> 4 m) & 0x000f000f | 0x43004300 is a
 //   bf16 pair 128 + q, exact. Either, minus 128 + z (136 for symmetric
-//   codes), it is the exact q - z and the scale is applied once a group to
-//   the mma's fp32 sums; or, for mins (kFloat), the mma sums
+//   codes), it is the exact q - z and the scale is applied to the mma's fp32
+//   sums of each 32 columns; or, for mins (kFloat), the mma sums
 //   P = sum (128 + q) x, a second mma with A = 1 sums S = sum x, and
-//   acc += s P + (m - 128 s) S once a group. A row's arithmetic is the same
-//   whatever the rows of the launch (9..64; batch invariance).
+//   acc += s P + (m - 128 s) S each 32 columns. A row's arithmetic is the
+//   same whatever the rows of the launch and in both kernels (batch
+//   invariance; int4_gemm_internal.cuh).
 // - Warp-specialised pipeline: a producer warp streams each stage (4 or 2
 //   k tiles of the block's 8 row tiles: codes, scales, the x columns; the
 //   layout makes the codes and the scales one contiguous copy each) into
@@ -267,16 +268,14 @@ __device__ __forceinline__ void Compute(const Stage<NT>& st, const Sub& s, const
         cuda::MmaBf16(p[nt], av, bv.x, bv.y);
         if constexpr (kSum) cuda::MmaBf16(sx[nt], ones, bv.x, bv.y);
       }
-      // Groups end on 32-column boundaries (odd i) only.
+      // Every 32 columns into acc (int4_gemm_internal.cuh); groups end on
+      // 32-column boundaries only.
       if (i % 2 == 0) continue;
+      Flush<NT, kKind>(span, acc, p, sx);
       const int32_t next_col = col0 + t * kInt4TileCols + 16 * i + 16;
-      const bool last = t == s.ntiles - 1 && i == 3;
-      if (next_col == boundary || last) {
-        Flush<NT, kKind>(span, acc, p, sx);
-        if (next_col == boundary && !last) {
-          boundary += a.group;
-          span = LoadSpan<NT, kKind>(st, s.g, warp, ++sp, gr);
-        }
+      if (next_col == boundary && !(t == s.ntiles - 1 && i == 3)) {
+        boundary += a.group;
+        span = LoadSpan<NT, kKind>(st, s.g, warp, ++sp, gr);
       }
     }
   }

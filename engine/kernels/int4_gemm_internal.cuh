@@ -4,6 +4,9 @@
 // iterations and its walker, the dequantization of code words, a group's
 // constants, and the end of a segment (partial sums, the last part's
 // epilogue). Device code only; included by the two .cu files.
+// A row's arithmetic is the same in both kernels and for any rows: fp32
+// mma sums over 32 columns of exact (q - z) codes, then acc += scale * sum
+// (mins: acc += s P + (m - 128 s) S), 32 columns at a time in k order.
 #ifndef ONECARD_ENGINE_KERNELS_INT4_GEMM_INTERNAL_CUH_
 #define ONECARD_ENGINE_KERNELS_INT4_GEMM_INTERNAL_CUH_
 
@@ -173,7 +176,7 @@ __device__ __forceinline__ void DequantWord(uint32_t word, const Span& span, uin
   }
 }
 
-// acc += a group's sums p (and S), scaled; p and S back to zero.
+// acc += the 32 columns' sums p (and S), scaled; p and S back to zero.
 template <int NT, Int4Offsets kKind>
 __device__ __forceinline__ void Flush(const Span& span, float (&acc)[NT][4], float (&p)[NT][4],
                                       float (&sx)[NT][4]) {
