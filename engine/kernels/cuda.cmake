@@ -28,7 +28,6 @@ if(NOT TARGET onecard_kernels_cuda)
     ${_k}/gemv.cu
     ${_k}/int4_dequant.cu
     ${_k}/int4_gemm.cu
-    ${_k}/int4_gemm_direct.cu
     ${_k}/kv_cache_write.cu
     ${_k}/linear.cu
     ${_k}/paged_attention.cu

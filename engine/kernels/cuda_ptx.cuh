@@ -35,7 +35,7 @@ __device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_
 
 template <int kPending>
 __device__ __forceinline__ void CpAsyncWait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
 }
 
 __device__ __forceinline__ void LdMatrixX4(uint32_t* r, const void* smem) {

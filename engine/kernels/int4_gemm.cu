@@ -1,19 +1,17 @@
-// Int4Gemm on CUDA (see int4_gemm.h and the layout in int4_layout.h): the
-// pipelined kernel, for 9..64 rows and for the RMSNorm prologue; 1..8 rows
-// without a prologue go to the direct-load kernel (int4_gemm_direct.cu).
-// Design, for the middle steps:
+// Int4Gemm on CUDA (see int4_gemm.h and the layout in int4_layout.h). Design,
+// for the HBM floor of decode, where a step reads every weight once, and
+// the middle steps (up to 64 rows):
 // - Tensor cores with the weights as the A operand: a warp owns one 16-row
 //   tile; the step's rows are the mma's n (8 a tile, padded with zeros), in
 //   tiles of 8 NT rows (NT = 1, 2, 4, 8: Cfg), so the dequantization of a
 //   code slice serves NT mmas.
 // - Dequantization in registers: (word >> 4 m) & 0x000f000f | 0x43004300 is a
 //   bf16 pair 128 + q, exact. Either, minus 128 + z (136 for symmetric
-//   codes), it is the exact q - z and the scale is applied to the mma's fp32
-//   sums of each 32 columns; or, for mins (kFloat), the mma sums
+//   codes), it is the exact q - z and the scale is applied once a group to
+//   the mma's fp32 sums; or, for mins (kFloat), the mma sums
 //   P = sum (128 + q) x, a second mma with A = 1 sums S = sum x, and
-//   acc += s P + (m - 128 s) S each 32 columns. A row's arithmetic is the
-//   same whatever the rows of the launch and in both kernels (batch
-//   invariance; int4_gemm_internal.cuh).
+//   acc += s P + (m - 128 s) S once a group. A row's arithmetic is the same
+//   whatever the rows of the launch (batch invariance).
 // - Warp-specialised pipeline: a producer warp streams each stage (4 or 2
 //   k tiles of the block's 8 row tiles: codes, scales, the x columns; the
 //   layout makes the codes and the scales one contiguous copy each) into
@@ -40,13 +38,14 @@
 #include "engine/kernels/cuda_pipeline.cuh"
 #include "engine/kernels/cuda_ptx.cuh"
 #include "engine/kernels/int4_gemm.h"
-#include "engine/kernels/int4_gemm_internal.cuh"
 
 namespace onecard::engine {
-namespace int4_gemm_internal {
 namespace {
 
+constexpr int kWarps = 8;                    // consumer warps: one 16-row tile each
 constexpr int kThreads = 32 * (kWarps + 1);  // + the producer warp
+constexpr uint32_t kOnes = 0x3F803F80u;      // bf16 pair (1, 1)
+constexpr uint32_t kMagic136 = 0x43084308u;  // bf16 pair (136, 136): 128 + 8
 
 // The shape of a launch for rows in (8 (NT / 2), 8 NT]: the k tiles a stage
 // holds, the stages and the blocks an SM (shared memory: up to 16 KB of
@@ -60,6 +59,34 @@ struct Cfg {
   static constexpr int kMaxSpans = kCols / kInt4MinGroup;  // groups a stage touches
   static constexpr int kStages = NT == 2 ? 3 : 4;
   static constexpr int kBlocksPerSm = NT >= 8 ? 1 : 2;
+};
+
+// Whether q's offset is taken after the sums, through S = sum x (mins).
+template <Int4Offsets kKind>
+constexpr bool kSumX = kKind == Int4Offsets::kFloat;
+
+enum class YKind : int32_t { kBf16, kBf16Add, kF32, kSiluMul };
+
+struct Args {
+  const uint4* codes;
+  const uint32_t* scales;
+  const uint32_t* offsets;
+  int32_t n_tiles;  // n / 16
+  int32_t k_tiles;  // k / 64
+  int32_t group;
+  int32_t num_groups;  // k / group
+  const cuda::bf16* x;
+  int64_t x_stride;
+  const cuda::bf16* norm_w;
+  float eps;
+  void* y;
+  YKind y_kind;
+  int64_t n;
+  int32_t rows;
+  int32_t row_groups;
+  int64_t iters;  // row_groups * k_tiles
+  float* partials;
+  int32_t* counters_end;  // one a row tile: tile t's is counters_end[-1 - t]
 };
 
 // A stage's copy of the row group's codes, scales and offsets keeps their
@@ -82,6 +109,65 @@ struct Smem {
   uint64_t empty[Cfg<NT>::kStages];  // the consumers are done with it
   float inv_rms[kInt4GemmMaxNormRows];
   float red[kWarps];
+};
+
+// First iteration of block b: b * iters / grid.
+__device__ __forceinline__ int64_t ShareStart(int64_t b, const Args& a) {
+  return b * a.iters / gridDim.x;
+}
+
+// The block whose share holds iteration i.
+__device__ __forceinline__ int32_t BlockOf(int64_t i, const Args& a) {
+  int64_t b = i * gridDim.x / a.iters;
+  while (b + 1 < gridDim.x && ShareStart(b + 1, a) <= i) ++b;
+  while (b > 0 && ShareStart(b, a) > i) --b;
+  return static_cast<int32_t>(b);
+}
+
+// A stage's work: row group rg, k tiles [kt, kt + ntiles) of a segment (the
+// part of one row group in this block's share).
+struct Sub {
+  int32_t rg, kt, ntiles;
+  int32_t g;      // tiles in row group rg
+  bool seg_last;  // ends its segment
+  bool whole;     // its segment is the whole row group
+};
+
+// Walks a block's share sub by sub (one 64-bit division at the start, none
+// after: a stage's bookkeeping must cost nothing next to its slices).
+template <int kTpu>
+struct Walker {
+  int64_t left;     // iterations not yet walked
+  int32_t rg, kt;   // of the next sub
+  bool seg_from_0;  // the current segment started at k tile 0
+
+  __device__ __forceinline__ Walker(int64_t begin, int64_t end, const Args& a)
+      : left(end - begin),
+        rg(static_cast<int32_t>(begin / a.k_tiles)),
+        kt(static_cast<int32_t>(begin % a.k_tiles)),
+        seg_from_0(kt == 0) {}
+
+  __device__ __forceinline__ bool done() const { return left <= 0; }
+
+  __device__ __forceinline__ Sub Next(const Args& a) {
+    Sub s;
+    s.rg = rg;
+    s.kt = kt;
+    const int32_t in_row = a.k_tiles - kt;
+    const int64_t seg_left = left < in_row ? left : in_row;
+    s.ntiles = static_cast<int32_t>(seg_left < kTpu ? seg_left : kTpu);
+    s.seg_last = s.ntiles == seg_left;
+    s.whole = s.seg_last && seg_from_0 && s.ntiles == in_row;
+    s.g = static_cast<int32_t>(Int4GroupTiles(rg, a.n_tiles));
+    left -= s.ntiles;
+    kt += s.ntiles;
+    if (kt == a.k_tiles) {
+      kt = 0;
+      ++rg;
+      seg_from_0 = true;
+    }
+    return s;
+  }
 };
 
 // Groups of the stage's columns: the first, and how many.
@@ -234,10 +320,69 @@ __device__ void Producer(Smem<NT>& sm, const Args& a, int64_t begin, int64_t end
 // ---------------------------------------------------------------- consumers
 
 // The bf16 pair 128 + q of nibbles m and m + 4 of a code word.
+__device__ __forceinline__ uint32_t Dequant128(uint32_t word, int m) {
+  uint32_t out;
+  asm("lop3.b32 %0, %1, %2, %3, 0xEA;\n"
+      : "=r"(out)
+      : "r"(word >> (4 * m)), "n"(0x000f000f), "n"(0x43004300));
+  return out;
+}
+
+__device__ __forceinline__ uint32_t SubBf16x2(uint32_t a, uint32_t b) {
+  uint32_t out;
+  asm("sub.rn.bf16x2 %0, %1, %2;\n" : "=r"(out) : "r"(a), "r"(b));
+  return out;
+}
+
+__device__ __forceinline__ float2 HalfPair(uint32_t w) {
+  return __half22float2(*reinterpret_cast<const __half2*>(&w));
+}
+
+// A group's constants for rows gr (.lo) and gr + 8 (.hi): the scales, and
+// the pair subtracted from 128 + q before the sums (kSymmetric, kZero) or
+// the factor c = m - 128 s of S after them (kFloat).
+struct Span {
+  float2 scale;
+  uint32_t sub_lo, sub_hi;
+  float2 c;
+};
+
 template <int NT, Int4Offsets kKind>
 __device__ __forceinline__ Span LoadSpan(const Stage<NT>& st, int g, int warp, int sp, int gr) {
   const int word = (sp * g + warp) * 8 + gr;
-  return MakeSpan<kKind>(st.scales[word], kKind == Int4Offsets::kSymmetric ? 0 : st.offsets[word]);
+  Span s;
+  s.scale = HalfPair(st.scales[word]);
+  if constexpr (kKind == Int4Offsets::kFloat) {
+    const float2 m = HalfPair(st.offsets[word]);
+    s.c = make_float2(m.x - 128.0f * s.scale.x, m.y - 128.0f * s.scale.y);
+  } else if constexpr (kKind == Int4Offsets::kSymmetric) {
+    s.sub_lo = s.sub_hi = kMagic136;
+  } else {
+    const uint32_t z = st.offsets[word];  // two int16 zero points, 0..127
+    const uint32_t lo = z & 0xFFFF, hi = z >> 16;
+    s.sub_lo = 0x43004300u | lo | (lo << 16);
+    s.sub_hi = 0x43004300u | hi | (hi << 16);
+  }
+  return s;
+}
+
+template <int NT, Int4Offsets kKind>
+__device__ __forceinline__ void Flush(const Span& span, float (&acc)[NT][4], float (&p)[NT][4],
+                                      float (&sx)[NT][4]) {
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const float sc = e < 2 ? span.scale.x : span.scale.y;
+      if constexpr (kSumX<kKind>) {
+        acc[nt][e] = fmaf(e < 2 ? span.c.x : span.c.y, sx[nt][e], acc[nt][e]);
+      }
+      acc[nt][e] = fmaf(sc, p[nt][e], acc[nt][e]);
+      p[nt][e] = 0.0f;
+    }
+#pragma unroll
+    for (int e = 0; e < 4; ++e) sx[nt][e] = 0.0f;
+  }
 }
 
 // The tensor-core work of one stage for this warp's tile.
@@ -260,7 +405,11 @@ __device__ __forceinline__ void Compute(const Stage<NT>& st, const Sub& s, const
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       uint32_t av[4];
-      DequantWord<kKind>(words[i], span, av);
+#pragma unroll
+      for (int m = 0; m < 4; ++m) {
+        av[m] = Dequant128(words[i], m);
+        if constexpr (!kSum) av[m] = SubBf16x2(av[m], m % 2 == 0 ? span.sub_lo : span.sub_hi);
+      }
       const int col = t * kInt4TileCols + 16 * i + 4 * t4;
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
@@ -268,17 +417,97 @@ __device__ __forceinline__ void Compute(const Stage<NT>& st, const Sub& s, const
         cuda::MmaBf16(p[nt], av, bv.x, bv.y);
         if constexpr (kSum) cuda::MmaBf16(sx[nt], ones, bv.x, bv.y);
       }
-      // Every 32 columns into acc (int4_gemm_internal.cuh); groups end on
-      // 32-column boundaries only.
+      // Groups end on 32-column boundaries (odd i) only.
       if (i % 2 == 0) continue;
-      Flush<NT, kKind>(span, acc, p, sx);
       const int32_t next_col = col0 + t * kInt4TileCols + 16 * i + 16;
-      if (next_col == boundary && !(t == s.ntiles - 1 && i == 3)) {
-        boundary += a.group;
-        span = LoadSpan<NT, kKind>(st, s.g, warp, ++sp, gr);
+      const bool last = t == s.ntiles - 1 && i == 3;
+      if (next_col == boundary || last) {
+        Flush<NT, kKind>(span, acc, p, sx);
+        if (next_col == boundary && !last) {
+          boundary += a.group;
+          span = LoadSpan<NT, kKind>(st, s.g, warp, ++sp, gr);
+        }
       }
     }
   }
+}
+
+// Writes the outputs of the warp's tile rt from its sums v (rows gr, gr + 8;
+// x rows nt * 8 + 2 t4 + {0, 1}).
+template <int NT>
+__device__ __forceinline__ void Epilogue(const Args& a, int32_t rt, const float (&v)[NT][4]) {
+  const int lane = threadIdx.x & 31, gr = lane >> 2, t4 = lane & 3;
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int m = nt * 8 + 2 * t4 + e;
+      if (m >= a.rows) continue;
+      if (a.y_kind == YKind::kSiluMul) {
+        const float g = cuda::RoundTo<cuda::bf16>(v[nt][e]);
+        const float u = cuda::RoundTo<cuda::bf16>(v[nt][e + 2]);
+        static_cast<cuda::bf16*>(a.y)[m * (a.n / 2) + int64_t{rt} * 8 + gr] =
+            __float2bfloat16_rn(g / (1.0f + expf(-g)) * u);
+        continue;
+      }
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int64_t o = m * a.n + int64_t{rt} * 16 + gr + 8 * half;
+        const float val = v[nt][e + 2 * half];
+        if (a.y_kind == YKind::kF32) {
+          static_cast<float*>(a.y)[o] = val;
+        } else if (a.y_kind == YKind::kBf16Add) {
+          cuda::bf16* y = static_cast<cuda::bf16*>(a.y);
+          y[o] = __float2bfloat16_rn(cuda::RoundTo<cuda::bf16>(val) + __bfloat162float(y[o]));
+        } else {
+          static_cast<cuda::bf16*>(a.y)[o] = __float2bfloat16_rn(val);
+        }
+      }
+    }
+  }
+}
+
+// Ends the warp's segment of tile rt: a whole row group writes y; a part
+// leaves its sums in its slot, and the warp that brings the tile's last part
+// sums the slots in block order and writes y.
+template <int NT>
+__device__ void FinishSegment(const Sub& s, const Args& a, const float (&acc)[NT][4]) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int32_t rt = s.rg * kWarps + warp;
+  if (rt >= a.n_tiles) return;
+  if (s.whole) {
+    Epilogue<NT>(a, rt, acc);
+    return;
+  }
+  constexpr int kSlotFloats = 32 * NT * 4;
+  auto slot = [&](int32_t blk) {
+    return reinterpret_cast<float4*>(a.partials +
+                                     ((int64_t{s.rg} + blk) * kWarps + warp) * kSlotFloats) +
+           lane * NT;
+  };
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+    __stcg(slot(blockIdx.x) + nt, make_float4(acc[nt][0], acc[nt][1], acc[nt][2], acc[nt][3]));
+  }
+  __threadfence();
+  __syncwarp();
+  const int64_t row_begin = int64_t{s.rg} * a.k_tiles;
+  const int32_t first = BlockOf(row_begin, a), last = BlockOf(row_begin + a.k_tiles - 1, a);
+  int is_last = 0;
+  int32_t* counter = a.counters_end - 1 - rt;
+  if (lane == 0) is_last = atomicAdd(counter, 1) == last - first;
+  if (!__shfl_sync(0xffffffffu, is_last, 0)) return;
+  __threadfence();
+  float sum[NT][4] = {};
+  for (int32_t blk = first; blk <= last; ++blk) {
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      const float4 v = __ldcg(slot(blk) + nt);
+      sum[nt][0] += v.x, sum[nt][1] += v.y, sum[nt][2] += v.z, sum[nt][3] += v.w;
+    }
+  }
+  Epilogue<NT>(a, rt, sum);
+  if (lane == 0) *counter = 0;
 }
 
 // inv_rms of every row (kRmsNorm), over all of k, by the consumer warps.
@@ -363,8 +592,6 @@ __global__ void __launch_bounds__(kThreads, Cfg<NT>::kBlocksPerSm) Int4GemmKerne
   }
 }
 
-}  // namespace
-
 int NumSms() {
   static const int sms = [] {
     int device = 0, count = 0;
@@ -376,8 +603,6 @@ int NumSms() {
   }();
   return sms;
 }
-
-namespace {
 
 constexpr int kMaxNt = kInt4GemmMaxRows / 8;
 static_assert(kInt4GemmSlotBytes == int64_t{kWarps} * 32 * kMaxNt * 4 * 4, "a slot holds acc");
@@ -409,14 +634,12 @@ absl::Status LaunchKind(const Args& a, cudaStream_t stream) {
   if (a.rows > 16) return Launch<4, kKind, false>(a, stream);
   if (a.rows > 8) return Launch<2, kKind, false>(a, stream);
   if (a.norm_w != nullptr) return Launch<1, kKind, true>(a, stream);
-  return LaunchDirect<kKind>(a, stream);
+  return Launch<1, kKind, false>(a, stream);
 }
 
 }  // namespace
-}  // namespace int4_gemm_internal
 
 absl::Status Int4Gemm(const Int4GemmParams& p, cudaStream_t stream) {
-  using namespace int4_gemm_internal;  // NOLINT(build/namespaces)
   RETURN_IF_ERROR(CheckInt4GemmParams(p, "Int4Gemm"));
   Args a{};
   a.codes = static_cast<const uint4*>(p.w.codes);

@@ -1,6 +1,5 @@
 // Int4Gemm: y = x' W^T for 4-bit W (int4_layout.h) and BF16 activations
-// (W4A16), for the decode and middle steps of the CUDA runner (1..64 rows:
-// int4_gemm_direct.cu for 1..8 rows without a prologue, int4_gemm.cu else;
+// (W4A16), for the decode and middle steps of the CUDA runner (1..64 rows;
 // larger steps dequantize W to BF16 for cuBLAS: int4_dequant.h), with the
 // GEMV's fusions:
 //   prologue kRmsNorm: x' = RmsNorm(x) * norm_weight, rounded to BF16
@@ -11,11 +10,10 @@
 //   y_dtype kF32:      y = x' W^T in fp32
 // Reference: Int4GemmRef (int4_gemm_ref.cc): the prologue through RmsNormRef,
 // W's fp32 values (Int4Value), a plain fp32 dot per output, the epilogue's
-// roundings. The CUDA kernels sum in fp32 in another order (tensor cores
-// over exact q - z codes, the scale applied to each 32 columns' sums), so
-// outputs agree to the BF16 rounding of y.
-// Supported: W n % 16 == 0, k % 64 == 0 (k <= kInt4MaxK), groups of 32 * j
-// dividing k (or k),
+// roundings. The CUDA kernel (int4_gemm.cu) sums in fp32 in another order
+// (tensor cores over exact 128 + q codes, one scale a group after the sums),
+// so outputs agree to the BF16 rounding of y.
+// Supported: W n % 16 == 0, k % 64 == 0, groups of 32 * j dividing k (or k),
 // every Int4Offsets kind; 1 <= rows <= kInt4GemmMaxRows; x_row_stride % 8 == 0;
 // kRmsNorm only up to kInt4GemmMaxNormRows rows (more: RmsNorm first).
 // Tested by tests/gpu/int4_gemm_test.cc (MatchesReference) and, for the
@@ -38,8 +36,6 @@ namespace onecard::engine {
 // faster than dequantizing to BF16 for cuBLAS (bench/results, 4-bit page).
 inline constexpr int32_t kInt4GemmMaxRows = 64;
 inline constexpr int32_t kInt4GemmMaxNormRows = 4;
-// Columns up to 2^22 - 64 (the direct kernel finds a column's group in fp32).
-inline constexpr int64_t kInt4MaxK = (int64_t{1} << 22) - 64;
 
 // A packed 4-bit weight where the kernel reads it (int4_layout.h).
 struct Int4WeightView {
