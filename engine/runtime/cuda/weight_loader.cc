@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/common/progress.h"
 #include "engine/common/status_macros.h"
+#include "engine/common/thread_pool.h"
 #include "engine/kernels/bf16.h"
 #include "engine/kernels/cuda_check.h"
 #include "engine/model/dequantize.h"
@@ -25,28 +26,36 @@ absl::Status Upload(void* dst, const void* src, int64_t bytes) {
   return absl::OkStatus();
 }
 
-// fp32 values to BF16 at dst (+ offset elements), `expected` of them.
+// fp32 values to BF16 at dst (+ offset elements), `expected` of them; over
+// `pool`'s threads when given.
 absl::Status PutBf16(const std::vector<float>& src, int64_t expected, const std::string& what,
-                     uint16_t* dst) {
+                     uint16_t* dst, ThreadPool* pool = nullptr) {
   if (static_cast<int64_t>(src.size()) != expected) {
     return absl::InvalidArgumentError(
         absl::StrCat("weight ", what, " has ", src.size(), " values, expected ", expected));
   }
-  for (size_t i = 0; i < src.size(); ++i) dst[i] = FloatToBf16(src[i]);
+  const auto convert = [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) dst[i] = FloatToBf16(src[i]);
+  };
+  if (pool == nullptr) {
+    convert(0, expected);
+  } else {
+    pool->ParallelFor(expected, convert);
+  }
   return absl::OkStatus();
 }
 
 // A [rows, cols] table (embedding, head) in slices of kTableRows rows, so
-// that the host holds one slice at a time.
+// that the host holds one slice at a time, converted over `pool`.
 constexpr int64_t kTableRows = 4096;
 absl::Status UploadBf16Table(HostTensorSource& source, TensorPart part, int64_t rows, int64_t cols,
-                             void* dst) {
+                             void* dst, ThreadPool& pool) {
   std::vector<uint16_t> bf;
   for (int64_t begin = 0; begin < rows; begin += kTableRows) {
     const int64_t count = std::min(kTableRows, rows - begin);
     ASSIGN_OR_RETURN(const std::vector<float> f, source.F32Rows(part, 0, rows, cols, begin, count));
     bf.resize(count * cols);
-    RETURN_IF_ERROR(PutBf16(f, count * cols, absl::StrCat("rows ", begin, "+"), bf.data()));
+    RETURN_IF_ERROR(PutBf16(f, count * cols, absl::StrCat("rows ", begin, "+"), bf.data(), &pool));
     RETURN_IF_ERROR(
         Upload(static_cast<char*>(dst) + begin * cols * 2, bf.data(), count * cols * 2));
     source.ReleaseRead();
@@ -230,8 +239,23 @@ class CheckpointSource : public HostTensorSource {
       slice.data = v->data + begin * row_bytes;
       slice.size_bytes = count * row_bytes;
       slice.file_offset = v->file_offset + begin * row_bytes;
+      // Dequantized over the pool, a run of whole rows a thread.
       std::vector<float> out(count * cols);
-      RETURN_IF_ERROR(DequantizeInto(slice, out.data()));
+      std::vector<absl::Status> status(pool_.num_threads());
+      pool_.ParallelFor(pool_.num_threads(), [&](int64_t first, int64_t last) {
+        for (int64_t part = first; part < last; ++part) {
+          const auto [r0, r1] =
+              ThreadPool::PartRange(count, static_cast<int>(part), pool_.num_threads());
+          if (r0 == r1) continue;
+          TensorView rows_view = slice;
+          rows_view.shape = {r1 - r0, cols};
+          rows_view.data = slice.data + r0 * row_bytes;
+          rows_view.size_bytes = (r1 - r0) * row_bytes;
+          rows_view.file_offset = slice.file_offset + r0 * row_bytes;
+          status[part] = DequantizeInto(rows_view, out.data() + r0 * cols);
+        }
+      });
+      for (const absl::Status& st : status) RETURN_IF_ERROR(st);
       return out;
     }
     return HostTensorSource::F32Rows(part, layer, rows, cols, begin, count);
@@ -253,7 +277,7 @@ class CheckpointSource : public HostTensorSource {
 
   const Checkpoint& checkpoint_;
   std::vector<const TensorView*> read_;  // since the last ReleaseRead
-  ThreadPool pool_{0};                   // every core: unpacking 4-bit codes
+  ThreadPool pool_{0};                   // every core: unpacking 4-bit codes, table slices
 };
 
 // The widest of two offset kinds (symmetric codes become zero points or
@@ -328,7 +352,7 @@ absl::StatusOr<CudaWeights> LoadWeights(const ModelConfig& c, const ModelWeights
   const int64_t h = c.hidden_size;
   // The layers, then the embedding, final norm and head as one more item.
   Progress progress("loading weights onto the GPU", c.num_layers + 1, "layers");
-  ThreadPool pool(0);  // every core: packing 4-bit codes into the device layout
+  ThreadPool pool(0);  // every core: packing 4-bit codes, converting the tables
   // The packed 4-bit projections on the host, reused layer after layer (no
   // fresh pages to fault in and zero for each).
   std::array<Int4Packed, kNumProjections> staging;
@@ -350,10 +374,11 @@ absl::StatusOr<CudaWeights> LoadWeights(const ModelConfig& c, const ModelWeights
     RETURN_IF_ERROR(UploadBf16(source, TensorPart::kKBias, layer, kv, dst + q * 2));
     RETURN_IF_ERROR(UploadBf16(source, TensorPart::kVBias, layer, kv, dst + (q + kv) * 2));
   }
-  RETURN_IF_ERROR(UploadBf16Table(source, TensorPart::kEmbedding, c.vocab_size, h, w.embedding));
+  RETURN_IF_ERROR(
+      UploadBf16Table(source, TensorPart::kEmbedding, c.vocab_size, h, w.embedding, pool));
   RETURN_IF_ERROR(UploadBf16(source, TensorPart::kFinalNorm, 0, h, w.final_norm));
   if (w.lm_head != w.embedding) {
-    RETURN_IF_ERROR(UploadBf16Table(source, TensorPart::kLmHead, c.vocab_size, h, w.lm_head));
+    RETURN_IF_ERROR(UploadBf16Table(source, TensorPart::kLmHead, c.vocab_size, h, w.lm_head, pool));
   }
   source.ReleaseRead();
   progress.Add();
