@@ -74,6 +74,7 @@ struct Args {
   int32_t n_tiles;  // n / 16
   int32_t k_tiles;  // k / 64
   int32_t group;
+  float inv_group;     // 1 / group (GroupOf)
   int32_t num_groups;  // k / group
   const cuda::bf16* x;
   int64_t x_stride;
@@ -170,12 +171,18 @@ struct Walker {
   }
 };
 
+// The group of column c: exact for c < 2^22 - 1 (kInt4MaxK), and a few
+// float instructions where an integer division takes ~28 a stage.
+__device__ __forceinline__ int32_t GroupOf(int32_t c, const Args& a) {
+  return __float2int_rd((static_cast<float>(c) + 0.5f) * a.inv_group);
+}
+
 // Groups of the stage's columns: the first, and how many.
 __device__ __forceinline__ int32_t FirstGroup(const Sub& s, const Args& a) {
-  return s.kt * kInt4TileCols / a.group;
+  return GroupOf(s.kt * kInt4TileCols, a);
 }
 __device__ __forceinline__ int32_t Spans(const Sub& s, const Args& a) {
-  return ((s.kt + s.ntiles) * kInt4TileCols - 1) / a.group - FirstGroup(s, a) + 1;
+  return GroupOf((s.kt + s.ntiles) * kInt4TileCols - 1, a) - FirstGroup(s, a) + 1;
 }
 
 // ---------------------------------------------------------------- producer
@@ -394,7 +401,7 @@ __device__ __forceinline__ void Compute(const Stage<NT>& st, const Sub& s, const
   const uint32_t ones[4] = {kOnes, kOnes, kOnes, kOnes};
   float p[NT][4] = {}, sx[NT][4] = {};
   const int32_t col0 = s.kt * kInt4TileCols;
-  int32_t boundary = (col0 / a.group + 1) * a.group;  // the next group's first column
+  int32_t boundary = (GroupOf(col0, a) + 1) * a.group;  // the next group's first column
   int sp = 0;
   Span span = LoadSpan<NT, kKind>(st, s.g, warp, 0, gr);
 #pragma unroll
@@ -648,6 +655,7 @@ absl::Status Int4Gemm(const Int4GemmParams& p, cudaStream_t stream) {
   a.n_tiles = static_cast<int32_t>(p.w.n / kInt4TileRows);
   a.k_tiles = static_cast<int32_t>(p.w.k / kInt4TileCols);
   a.group = p.w.group;
+  a.inv_group = 1.0f / static_cast<float>(p.w.group);
   a.num_groups = static_cast<int32_t>(p.w.k / p.w.group);
   a.x = static_cast<const cuda::bf16*>(p.x);
   a.x_stride = p.x_row_stride;

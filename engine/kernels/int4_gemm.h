@@ -13,7 +13,7 @@
 // roundings. The CUDA kernel (int4_gemm.cu) sums in fp32 in another order
 // (tensor cores over exact 128 + q codes, one scale a group after the sums),
 // so outputs agree to the BF16 rounding of y.
-// Supported: W n % 16 == 0, k % 64 == 0, groups of 32 * j dividing k (or k),
+// Supported: W n % 16 == 0, k % 64 == 0 (k <= kInt4MaxK), groups of 32 * j dividing k (or k),
 // every Int4Offsets kind; 1 <= rows <= kInt4GemmMaxRows; x_row_stride % 8 == 0;
 // kRmsNorm only up to kInt4GemmMaxNormRows rows (more: RmsNorm first).
 // Tested by tests/gpu/int4_gemm_test.cc (MatchesReference) and, for the
@@ -36,6 +36,8 @@ namespace onecard::engine {
 // faster than dequantizing to BF16 for cuBLAS (bench/results, 4-bit page).
 inline constexpr int32_t kInt4GemmMaxRows = 64;
 inline constexpr int32_t kInt4GemmMaxNormRows = 4;
+// Columns up to 2^22 - 64 (the kernel finds a column's group in fp32).
+inline constexpr int64_t kInt4MaxK = (int64_t{1} << 22) - 64;
 
 // A packed 4-bit weight where the kernel reads it (int4_layout.h).
 struct Int4WeightView {

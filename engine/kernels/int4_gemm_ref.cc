@@ -59,11 +59,12 @@ int64_t Int4GemmWorkspaceBytes(int64_t max_n, int32_t num_sms) {
 absl::Status CheckInt4GemmParams(const Int4GemmParams& p, absl::string_view op) {
   const Int4WeightView& w = p.w;
   if (w.n <= 0 || w.n % kInt4TileRows != 0 || w.k <= 0 || w.k % kInt4TileCols != 0 ||
-      w.group < kInt4MinGroup || w.group % kInt4MinGroup != 0 || w.k % w.group != 0) {
-    return absl::UnimplementedError(absl::StrCat(
-        op, ": weight n=", w.n, " k=", w.k, " group=", w.group,
-        " is not supported; supported: n % 16 == 0, k % 64 == 0, group a multiple of 32 "
-        "dividing k"));
+      w.k > kInt4MaxK || w.group < kInt4MinGroup || w.group % kInt4MinGroup != 0 ||
+      w.k % w.group != 0) {
+    return absl::UnimplementedError(
+        absl::StrCat(op, ": weight n=", w.n, " k=", w.k, " group=", w.group,
+                     " is not supported; supported: n % 16 == 0, k % 64 == 0 up to ", kInt4MaxK,
+                     ", group a multiple of 32 dividing k"));
   }
   if (p.rows < 1 || p.rows > kInt4GemmMaxRows) {
     return absl::UnimplementedError(absl::StrCat(op, ": rows=", p.rows, " is not supported; ",
