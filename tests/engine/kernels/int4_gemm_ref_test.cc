@@ -8,6 +8,7 @@
 #include "engine/kernels/bf16.h"
 #include "engine/kernels/int4_gemm.h"
 #include "engine/kernels/int4_matrix.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/engine/kernels/kernel_test_util.h"
 #include "tests/testing/int4_testing.h"
@@ -109,6 +110,13 @@ TEST(Int4GemmRefTest, RefusesWhatTheKernelsDoNotTake) {
   f.p.prologue = GemvPrologue::kNone;
   f.p.add_to_y = true;  // F32 y
   EXPECT_EQ(Int4GemmRef(f.p).code(), absl::StatusCode::kInvalidArgument);
+  f.p.add_to_y = false;
+  // Past kInt4MaxK columns (checked before any pointer is read).
+  f.p.w.k = kInt4MaxK + 64;
+  f.p.x_row_stride = f.p.w.k;
+  const absl::Status too_wide = Int4GemmRef(f.p);
+  EXPECT_EQ(too_wide.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(too_wide.message(), ::testing::HasSubstr("up to 4194240"));
 }
 
 }  // namespace
