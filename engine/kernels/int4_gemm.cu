@@ -57,11 +57,8 @@ struct Cfg {
   static constexpr int kCols = kTpu * kInt4TileCols;       // columns a stage
   static constexpr int kXStride = kCols + 16;              // bf16 a staged row (no bank conflicts)
   static constexpr int kMaxSpans = kCols / kInt4MinGroup;  // groups a stage touches
-  // One row tile (decode): three blocks an SM of three stages (74.4 KB
-  // each), for more warps to hide the consumers' dependent instructions;
-  // the same 96 KB in flight an SM as two blocks of four.
-  static constexpr int kStages = NT <= 2 ? 3 : 4;
-  static constexpr int kBlocksPerSm = NT >= 8 ? 1 : NT == 1 ? 3 : 2;
+  static constexpr int kStages = NT == 2 ? 3 : 4;
+  static constexpr int kBlocksPerSm = NT >= 8 ? 1 : 2;
 };
 
 // Whether q's offset is taken after the sums, through S = sum x (mins).
