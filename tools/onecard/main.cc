@@ -7,8 +7,9 @@
 //   onecard inspect MODEL
 //   onecard perplexity --model PATH --text FILE [--window N] [--stride N]
 //                      [--text-tokens N] [--backend cpu|cuda]
-//   onecard quantize --model HF_DIR --out DIR [--method rtn] [--group-size 128]
-//                    [--sym=true|false]
+//   onecard quantize --model HF_DIR --out DIR [--method rtn|gptq] [--group-size 128]
+//                    [--sym=true|false] [--calibration FILE] [--calibration-tokens N]
+//                    [--damp 0.01] [--threads N]
 // Flags are absl flags, parsed here only (services/common/command_line.h:
 // --help, "--max-tokens" = "--max_tokens", nearest-name hints). Arguments
 // are checked before a model loads or a connection opens; exit 2 when they
@@ -60,9 +61,13 @@ ABSL_FLAG(int32_t, window, 1024, "perplexity: tokens a forward pass sees (HF's m
 ABSL_FLAG(int32_t, stride, 512, "perplexity: tokens the window moves, [1, --window]");
 ABSL_FLAG(int64_t, text_tokens, 0, "perplexity: score the text's first N tokens; 0 = all");
 ABSL_FLAG(std::string, out, "", "quantize: the output folder (created; its files overwritten)");
-ABSL_FLAG(std::string, method, "rtn", "quantize: rtn (round-to-nearest, GPTQ's quantizer)");
+ABSL_FLAG(std::string, method, "rtn",
+          "quantize: rtn (round-to-nearest) or gptq (error-compensating, needs --calibration)");
 ABSL_FLAG(int32_t, group_size, 128, "quantize: columns a scale covers; -1 = one group a row");
 ABSL_FLAG(bool, sym, true, "quantize: symmetric (zero point 8) or not (--sym=false)");
+ABSL_FLAG(std::string, calibration, "", "quantize --method gptq: the calibration text file");
+ABSL_FLAG(int64_t, calibration_tokens, 2048, "quantize --method gptq: the text's first N tokens");
+ABSL_FLAG(double, damp, 0.01, "quantize --method gptq: dampening, a fraction of mean(diag H)");
 
 namespace {
 
@@ -72,7 +77,8 @@ const onecard::services::CommandLineSpec kCommandLine = {
               "chat --model PATH [--prompt TEXT] [--system TEXT] [flags]",
               "generate|chat --target HOST:PORT [--api-key KEY] [flags]", "inspect MODEL",
               "perplexity --model PATH --text FILE [--window N] [--stride N] [--backend cuda]",
-              "quantize --model HF_DIR --out DIR [--group-size 128] [--sym=false]", "help"},
+              "quantize --model HF_DIR --out DIR [--method gptq --calibration FILE] [flags]",
+              "help"},
     .description =
         "Runs a model on this machine (--model) or asks a running worker or router\n"
         "(--target) over gRPC. Text streams to stdout as it is generated.",
@@ -82,17 +88,18 @@ const onecard::services::CommandLineSpec kCommandLine = {
                     {"perplexity",
                      "a model's perplexity over a text file (sliding windows); JSON summary"},
                     {"quantize",
-                     "an HF checkpoint to 4-bit GPTQ safetensors (round-to-nearest); JSON summary"},
+                     "an HF checkpoint to 4-bit GPTQ safetensors (rtn or gptq); JSON summary"},
                     {"help", "print this help"}},
-    .groups = {{"Model (local engine)", {"model", "backend", "threads", "max_context"}},
-               {"Remote (a worker or router)", {"target", "api_key", "priority"}},
-               {"Prompt", {"prompt", "system"}},
-               {"Sampling",
-                {"max_tokens", "temperature", "top_p", "top_k", "min_p", "repetition_penalty",
-                 "seed"}},
-               {"Output", {"json"}},
-               {"Perplexity", {"text", "window", "stride", "text_tokens"}},
-               {"Quantize", {"out", "method", "group_size", "sym"}}},
+    .groups =
+        {{"Model (local engine)", {"model", "backend", "threads", "max_context"}},
+         {"Remote (a worker or router)", {"target", "api_key", "priority"}},
+         {"Prompt", {"prompt", "system"}},
+         {"Sampling",
+          {"max_tokens", "temperature", "top_p", "top_k", "min_p", "repetition_penalty", "seed"}},
+         {"Output", {"json"}},
+         {"Perplexity", {"text", "window", "stride", "text_tokens"}},
+         {"Quantize",
+          {"out", "method", "group_size", "sym", "calibration", "calibration_tokens", "damp"}}},
     .epilog =
         "Environment:\n"
         "  ONECARD_API_KEY  the API key for --target when --api-key is not given\n"
@@ -207,7 +214,11 @@ int RunQuantizeCommand(const std::vector<std::string>& args) {
       .out_dir = absl::GetFlag(FLAGS_out),
       .method = absl::GetFlag(FLAGS_method),
       .group_size = absl::GetFlag(FLAGS_group_size),
-      .sym = absl::GetFlag(FLAGS_sym)};
+      .sym = absl::GetFlag(FLAGS_sym),
+      .calibration_path = absl::GetFlag(FLAGS_calibration),
+      .calibration_tokens = absl::GetFlag(FLAGS_calibration_tokens),
+      .damp = absl::GetFlag(FLAGS_damp),
+      .num_threads = absl::GetFlag(FLAGS_threads)};
   if (args.size() > 2) {  // "--sym false" leaves "false" here: absl's bools take "="
     return UsageError(absl::InvalidArgumentError(absl::StrCat(
         "quantize: unexpected argument \"", args[2], "\" (a bool flag takes \"=\": --sym=false)")));

@@ -18,6 +18,7 @@
 #include "engine/model/layer_tensors.h"
 #include "engine/model/safetensors_writer.h"
 #include "nlohmann/json.hpp"
+#include "tools/onecard/quantize_gptq.h"
 
 namespace onecard::tools {
 namespace {
@@ -93,15 +94,33 @@ std::span<const uint8_t> Bytes(const std::vector<T>& v) {
   return {reinterpret_cast<const uint8_t*>(v.data()), v.size() * sizeof(T)};
 }
 
-absl::Status WriteProjection(const Projection& p, bool sym, engine::SafetensorsWriter& writer) {
-  ASSIGN_OR_RETURN(const std::vector<float> w, engine::ReadTensorF32(p.tensor));
-  ASSIGN_OR_RETURN(const engine::GptqQuantized q,
-                   engine::QuantizeGptqRtn(w, p.n, p.k, p.group, sym));
+absl::Status WriteProjection(const Projection& p, const engine::GptqQuantized& q,
+                             engine::SafetensorsWriter& writer) {
   ASSIGN_OR_RETURN(const engine::GptqV1Tensors t, engine::PackGptqV1(q));
   RETURN_IF_ERROR(writer.Write(p.module + ".g_idx", Bytes(t.g_idx)));
   RETURN_IF_ERROR(writer.Write(p.module + ".qweight", Bytes(t.qweight)));
   RETURN_IF_ERROR(writer.Write(p.module + ".qzeros", Bytes(t.qzeros)));
   return writer.Write(p.module + ".scales", Bytes(t.scales));
+}
+
+// One layer's projections, quantized by round-to-nearest or by GPTQ (when
+// `gptq` is set), written in order.
+absl::Status WriteLayer(int64_t layer, const std::vector<Projection>& projections, bool sym,
+                        GptqLayerQuantizer* gptq, engine::SafetensorsWriter& writer) {
+  if (gptq != nullptr) {
+    ASSIGN_OR_RETURN(const std::vector<GptqProjection> q, gptq->QuantizeLayer(layer));
+    for (size_t i = 0; i < projections.size(); ++i) {
+      RETURN_IF_ERROR(WriteProjection(projections[i], q[i].quantized, writer));
+    }
+    return absl::OkStatus();
+  }
+  for (const Projection& p : projections) {
+    ASSIGN_OR_RETURN(const std::vector<float> w, engine::ReadTensorF32(p.tensor));
+    ASSIGN_OR_RETURN(const engine::GptqQuantized q,
+                     engine::QuantizeGptqRtn(w, p.n, p.k, p.group, sym));
+    RETURN_IF_ERROR(WriteProjection(p, q, writer));
+  }
+  return absl::OkStatus();
 }
 
 // A GGUF file is refused before it is opened (its tensors are laid out for
@@ -147,10 +166,14 @@ absl::Status WriteConfig(const QuantizeCommandOptions& o, int32_t group_size) {
     return absl::InvalidArgumentError(
         absl::StrCat(o.model_path, "/config.json: not a JSON object"));
   }
-  config["quantization_config"] = {
-      {"quant_method", "gptq"},  {"bits", 4},           {"group_size", group_size},
-      {"desc_act", false},       {"sym", o.sym},        {"checkpoint_format", "gptq"},
-      {"true_sequential", true}, {"damp_percent", 0.01}};
+  config["quantization_config"] = {{"quant_method", "gptq"},
+                                   {"bits", 4},
+                                   {"group_size", group_size},
+                                   {"desc_act", false},
+                                   {"sym", o.sym},
+                                   {"checkpoint_format", "gptq"},
+                                   {"true_sequential", false},
+                                   {"damp_percent", o.damp}};
   const std::string path = o.out_dir + "/config.json";
   std::ofstream(path) << config.dump(2) << "\n";
   std::error_code error;
@@ -177,10 +200,23 @@ absl::Status CopyTokenizerFiles(const QuantizeCommandOptions& o) {
 absl::Status CheckQuantizeOptions(const QuantizeCommandOptions& o) {
   if (o.model_path.empty()) return absl::InvalidArgumentError("quantize: --model is required");
   if (o.out_dir.empty()) return absl::InvalidArgumentError("quantize: --out is required");
-  if (o.method != "rtn") {
+  if (o.method != "rtn" && o.method != "gptq") {
     return absl::InvalidArgumentError(
-        absl::StrCat("--method: \"", o.method, "\" is not one of rtn"));
+        absl::StrCat("--method: \"", o.method, "\" is not one of rtn, gptq"));
   }
+  if ((o.method == "gptq") == o.calibration_path.empty()) {
+    return absl::InvalidArgumentError(o.method == "gptq"
+                                          ? "--method gptq: --calibration FILE is required"
+                                          : "--calibration: only --method gptq takes it");
+  }
+  if (o.calibration_tokens < 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--calibration-tokens: ", o.calibration_tokens, " < 2"));
+  }
+  if (!(o.damp > 0.0 && o.damp <= 1.0)) {
+    return absl::InvalidArgumentError(absl::StrCat("--damp: ", o.damp, " is not in (0, 1]"));
+  }
+  if (o.num_threads < 0) return absl::InvalidArgumentError("--threads: must not be negative");
   if (o.group_size != -1 && (o.group_size < 8 || o.group_size % 8 != 0)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--group-size: ", o.group_size, " (a positive multiple of 8, or -1: one group a row)"));
@@ -232,6 +268,16 @@ absl::Status RunQuantize(const QuantizeCommandOptions& o, std::ostream& out) {
       for (SafetensorsTensorSpec& s : ProjectionSpecs(p)) specs.push_back(std::move(s));
     }
   }
+  std::unique_ptr<GptqLayerQuantizer> gptq;
+  if (o.method == "gptq") {
+    ASSIGN_OR_RETURN(gptq,
+                     GptqLayerQuantizer::Create(checkpoint, {.text_path = o.calibration_path,
+                                                             .num_tokens = o.calibration_tokens,
+                                                             .damp = o.damp,
+                                                             .group_size = o.group_size,
+                                                             .sym = o.sym,
+                                                             .num_threads = o.num_threads}));
+  }
   RETURN_IF_ERROR(PrepareOutputDir(o.model_path, o.out_dir));
   ASSIGN_OR_RETURN(std::unique_ptr<engine::SafetensorsWriter> writer,
                    engine::SafetensorsWriter::Create(o.out_dir + "/model.safetensors",
@@ -240,25 +286,26 @@ absl::Status RunQuantize(const QuantizeCommandOptions& o, std::ostream& out) {
     RETURN_IF_ERROR(writer->Write(view->name, {view->data, view->size_bytes}));
   }
   Progress progress(absl::StrCat("quantizing ", o.model_path), num_layers, "layers");
-  for (const std::vector<Projection>& layer : layers) {
-    for (const Projection& p : layer) RETURN_IF_ERROR(WriteProjection(p, o.sym, *writer));
+  for (int64_t l = 0; l < num_layers; ++l) {
+    RETURN_IF_ERROR(WriteLayer(l, layers[l], o.sym, gptq.get(), *writer));
     progress.Add();
   }
   progress.Done();
   RETURN_IF_ERROR(writer->Finish());
   RETURN_IF_ERROR(WriteConfig(o, o.group_size));
   RETURN_IF_ERROR(CopyTokenizerFiles(o));
-  const nlohmann::json summary = {{"model", o.model_path},
-                                  {"out", o.out_dir},
-                                  {"method", o.method},
-                                  {"group_size", o.group_size},
-                                  {"sym", o.sym},
-                                  {"layers", num_layers},
-                                  {"tensors_quantized", quantized.size()},
-                                  {"tensors_copied", copied.size()},
-                                  {"bytes_in", bytes_in},
-                                  {"bytes_out", writer->file_bytes()},
-                                  {"seconds", SecondsSince(start)}};
+  nlohmann::json summary = {{"model", o.model_path},
+                            {"out", o.out_dir},
+                            {"method", o.method},
+                            {"group_size", o.group_size},
+                            {"sym", o.sym},
+                            {"layers", num_layers},
+                            {"tensors_quantized", quantized.size()},
+                            {"tensors_copied", copied.size()},
+                            {"bytes_in", bytes_in},
+                            {"bytes_out", writer->file_bytes()},
+                            {"seconds", SecondsSince(start)}};
+  if (gptq != nullptr) summary["calibration_tokens"] = gptq->num_calibration_tokens();
   out << summary.dump() << "\n";
   return absl::OkStatus();
 }

@@ -6,7 +6,9 @@
 // scale and zero-point rules, groups of --group-size, sym or not, no act
 // order) and written in GPTQ's v1 layout (qweight, qzeros stored minus one,
 // fp16 scales, g_idx); every other tensor (embeddings, norms, biases,
-// lm_head) copied in its own dtype. The output folder gets one
+// lm_head) copied in its own dtype. --method gptq quantizes with GPTQ
+// instead (quantize_gptq.h: calibration text run through the model on the
+// cpu backend, layer by layer; the same layout). The output folder gets one
 // model.safetensors, config.json with "quantization_config" {quant_method
 // "gptq", bits 4, group_size, desc_act false, sym, checkpoint_format
 // "gptq"}, and the tokenizer and generation files that the input has.
@@ -14,6 +16,7 @@
 // object on stdout at the end:
 //   {"model", "out", "method", "group_size", "sym", "layers",
 //    "tensors_quantized", "tensors_copied", "bytes_in", "bytes_out", "seconds"}
+// (gptq adds "calibration_tokens").
 // Refused, before anything is written: a GGUF file (its tensors are named
 // and laid out for llama.cpp; convert it to an HF folder first), an
 // already-quantized checkpoint (re-quantizing 4-bit codes would round twice;
@@ -37,6 +40,12 @@ struct QuantizeCommandOptions {
   std::string method = "rtn";
   int32_t group_size = 128;  // columns a scale covers; -1: one group a row
   bool sym = true;
+  // --method gptq: the calibration text, its first N tokens, the dampening
+  // (a fraction of H's mean diagonal), cpu backend threads (0 = all cores).
+  std::string calibration_path;
+  int64_t calibration_tokens = 2048;
+  double damp = 0.01;
+  int32_t num_threads = 0;
 };
 
 // What can be wrong before anything loads: InvalidArgument naming the flag.
