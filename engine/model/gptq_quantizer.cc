@@ -55,6 +55,19 @@ absl::StatusOr<GptqQuantized> QuantizeGptqRtn(std::span<const float> w, int64_t 
   return q;
 }
 
+std::vector<float> DequantizeGptq(const GptqQuantized& q) {
+  std::vector<float> out(q.n * q.k);
+  const int64_t groups = q.num_groups();
+  for (int64_t r = 0; r < q.n; ++r) {
+    for (int64_t c = 0; c < q.k; ++c) {
+      const int64_t g = r * groups + c / q.group;
+      out[r * q.k + c] = HalfToFloat(FloatToHalf(q.scales[g])) *
+                         static_cast<float>(q.codes[r * q.k + c] - q.zeros[g]);
+    }
+  }
+  return out;
+}
+
 absl::StatusOr<GptqV1Tensors> PackGptqV1(const GptqQuantized& q) {
   if (q.n % 8 != 0 || q.k % 8 != 0) {
     return absl::InvalidArgumentError(

@@ -64,6 +64,10 @@ uint8_t GptqCode(float x, const GptqGroupParams& params);
 absl::StatusOr<GptqQuantized> QuantizeGptqRtn(std::span<const float> w, int64_t n, int64_t k,
                                               int32_t group, bool sym);
 
+// The dequantized W [n, k]: fp16(scale) (code - zero), what a loader of
+// the packed tensors reads.
+std::vector<float> DequantizeGptq(const GptqQuantized& q);
+
 // The four tensors of the v1 layout.
 struct GptqV1Tensors {
   std::vector<int32_t> qweight;  // [k / 8, n]

@@ -1,10 +1,10 @@
 // GPTQ's error-compensating quantization (see gptq_solver.h).
 #include "engine/model/gptq_solver.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
-#include "engine/common/fp16.h"
 
 namespace onecard::engine {
 namespace {
@@ -68,6 +68,55 @@ std::vector<double> InverseFactor(std::vector<double>& h, int64_t k, double damp
   return u;
 }
 
+// Each row's scale and zero point for the group starting at column col,
+// from W as the blocks before have left it (gptq.py: find_params on W, not
+// on the block's working copy).
+void FindGroupParams(const std::vector<double>& wd, int64_t col, bool sym,
+                     std::vector<GptqGroupParams>& params, GptqQuantized& q) {
+  const int64_t groups = q.num_groups();
+  std::vector<float> values(q.group);
+  for (int64_t r = 0; r < q.n; ++r) {
+    for (int32_t j = 0; j < q.group; ++j) values[j] = static_cast<float>(wd[r * q.k + col + j]);
+    params[r] = FindGptqGroupParams(values, sym);
+    q.scales[r * groups + col / q.group] = params[r].scale;
+    q.zeros[r * groups + col / q.group] = params[r].zero;
+  }
+}
+
+// Columns [i1, i2) of W (wd [n, k]): each quantized in turn, its error
+// spread over the block's later columns; then the columns after the block
+// updated at once (GPTQ's lazy batch).
+void QuantizeBlock(int64_t i1, int64_t i2, const std::vector<double>& u, const GptqOptions& o,
+                   std::vector<double>& wd, std::vector<GptqGroupParams>& params,
+                   GptqQuantized& q) {
+  const int64_t n = q.n, k = q.k, bs = i2 - i1;
+  std::vector<double> w1(n * bs), err(n * bs);  // [n, bs]
+  for (int64_t r = 0; r < n; ++r) {
+    for (int64_t j = 0; j < bs; ++j) w1[r * bs + j] = wd[r * k + i1 + j];
+  }
+  for (int64_t i = 0; i < bs; ++i) {
+    const int64_t col = i1 + i;
+    if (col % o.group == 0) FindGroupParams(wd, col, o.sym, params, q);
+    const double d = u[col * k + col];
+    for (int64_t r = 0; r < n; ++r) {
+      const double x = w1[r * bs + i];
+      const uint8_t code = GptqCode(static_cast<float>(x), params[r]);
+      q.codes[r * k + col] = code;
+      const float value = params[r].scale * static_cast<float>(code - params[r].zero);
+      const double e = (x - value) / d;
+      err[r * bs + i] = e;
+      for (int64_t j = i; j < bs; ++j) w1[r * bs + j] -= e * u[col * k + i1 + j];
+    }
+  }
+  for (int64_t r = 0; r < n; ++r) {
+    for (int64_t j = i2; j < k; ++j) {
+      double s = 0.0;
+      for (int64_t i = 0; i < bs; ++i) s += err[r * bs + i] * u[(i1 + i) * k + j];
+      wd[r * k + j] -= s;
+    }
+  }
+}
+
 }  // namespace
 
 void GptqHessian::Add(std::span<const float> x, int64_t rows) {
@@ -113,63 +162,14 @@ absl::StatusOr<GptqQuantized> QuantizeGptq(std::span<const float> w, int64_t n, 
   }
   GptqQuantized q;
   q.n = n, q.k = k, q.group = o.group;
-  const int64_t groups = k / o.group;
   q.codes.resize(n * k);
-  q.scales.resize(n * groups);
-  q.zeros.resize(n * groups);
+  q.scales.resize(n * (k / o.group));
+  q.zeros.resize(n * (k / o.group));
   std::vector<GptqGroupParams> params(n);
-  std::vector<float> group_values(o.group);
   for (int64_t i1 = 0; i1 < k; i1 += o.block) {
-    const int64_t i2 = std::min<int64_t>(i1 + o.block, k), bs = i2 - i1;
-    std::vector<double> w1(n * bs), err(n * bs);  // [n, bs]
-    for (int64_t r = 0; r < n; ++r) {
-      for (int64_t j = 0; j < bs; ++j) w1[r * bs + j] = wd[r * k + i1 + j];
-    }
-    for (int64_t i = 0; i < bs; ++i) {
-      const int64_t col = i1 + i;
-      if (col % o.group == 0) {
-        for (int64_t r = 0; r < n; ++r) {
-          for (int32_t j = 0; j < o.group; ++j) {
-            group_values[j] = static_cast<float>(wd[r * k + col + j]);
-          }
-          params[r] = FindGptqGroupParams(group_values, o.sym);
-          q.scales[r * groups + col / o.group] = params[r].scale;
-          q.zeros[r * groups + col / o.group] = params[r].zero;
-        }
-      }
-      const double d = u[col * k + col];
-      for (int64_t r = 0; r < n; ++r) {
-        const double x = w1[r * bs + i];
-        const uint8_t code = GptqCode(static_cast<float>(x), params[r]);
-        q.codes[r * k + col] = code;
-        const float value = params[r].scale * static_cast<float>(code - params[r].zero);
-        const double e = (x - value) / d;
-        err[r * bs + i] = e;
-        for (int64_t j = i; j < bs; ++j) w1[r * bs + j] -= e * u[col * k + i1 + j];
-      }
-    }
-    for (int64_t r = 0; r < n; ++r) {
-      for (int64_t j = i2; j < k; ++j) {
-        double s = 0.0;
-        for (int64_t i = 0; i < bs; ++i) s += err[r * bs + i] * u[(i1 + i) * k + j];
-        wd[r * k + j] -= s;
-      }
-    }
+    QuantizeBlock(i1, std::min<int64_t>(i1 + o.block, k), u, o, wd, params, q);
   }
   return q;
-}
-
-std::vector<float> DequantizeGptq(const GptqQuantized& q) {
-  std::vector<float> out(q.n * q.k);
-  const int64_t groups = q.num_groups();
-  for (int64_t r = 0; r < q.n; ++r) {
-    for (int64_t c = 0; c < q.k; ++c) {
-      const int64_t g = r * groups + c / q.group;
-      out[r * q.k + c] = HalfToFloat(FloatToHalf(q.scales[g])) *
-                         static_cast<float>(q.codes[r * q.k + c] - q.zeros[g]);
-    }
-  }
-  return out;
 }
 
 double GptqOutputError(std::span<const float> w, const GptqQuantized& q,

@@ -63,9 +63,6 @@ absl::StatusOr<GptqQuantized> QuantizeGptq(std::span<const float> w, int64_t n, 
 // calibration inputs.
 double GptqOutputError(std::span<const float> w, const GptqQuantized& q, std::span<const double> h);
 
-// The dequantized W [n, k]: fp16(scale) (code - zero), as a loader reads it.
-std::vector<float> DequantizeGptq(const GptqQuantized& q);
-
 }  // namespace onecard::engine
 
 #endif  // ONECARD_ENGINE_MODEL_GPTQ_SOLVER_H_

@@ -94,6 +94,42 @@ std::span<const uint8_t> Bytes(const std::vector<T>& v) {
   return {reinterpret_cast<const uint8_t*>(v.data()), v.size() * sizeof(T)};
 }
 
+// What the output holds: the projections to quantize, layer by layer, and
+// the tensors copied; the header's specs in the order they are written
+// (copied tensors first, then each layer's projections).
+struct OutputPlan {
+  std::vector<std::vector<Projection>> layers;
+  std::vector<const engine::TensorView*> copied;
+  std::vector<SafetensorsTensorSpec> specs;
+  uint64_t bytes_in = 0;
+};
+
+absl::StatusOr<OutputPlan> PlanOutput(const engine::Checkpoint& checkpoint, int32_t group_size) {
+  OutputPlan plan;
+  plan.layers.resize(checkpoint.config.num_layers);
+  std::set<std::string> quantized;
+  for (int64_t l = 0; l < checkpoint.config.num_layers; ++l) {
+    for (engine::TensorPart part : kProjections) {
+      ASSIGN_OR_RETURN(Projection p, PlanProjection(checkpoint, part, l, group_size));
+      quantized.insert(p.tensor.name);
+      plan.layers[l].push_back(std::move(p));
+    }
+  }
+  for (const std::string& name : checkpoint.weights->TensorNames()) {
+    const engine::TensorView* view = checkpoint.weights->Find(name);
+    plan.bytes_in += view->size_bytes;
+    if (quantized.contains(name)) continue;
+    plan.copied.push_back(view);
+    plan.specs.push_back({name, view->dtype, view->shape});
+  }
+  for (const std::vector<Projection>& layer : plan.layers) {
+    for (const Projection& p : layer) {
+      for (SafetensorsTensorSpec& s : ProjectionSpecs(p)) plan.specs.push_back(std::move(s));
+    }
+  }
+  return plan;
+}
+
 absl::Status WriteProjection(const Projection& p, const engine::GptqQuantized& q,
                              engine::SafetensorsWriter& writer) {
   ASSIGN_OR_RETURN(const engine::GptqV1Tensors t, engine::PackGptqV1(q));
@@ -166,14 +202,11 @@ absl::Status WriteConfig(const QuantizeCommandOptions& o, int32_t group_size) {
     return absl::InvalidArgumentError(
         absl::StrCat(o.model_path, "/config.json: not a JSON object"));
   }
-  config["quantization_config"] = {{"quant_method", "gptq"},
-                                   {"bits", 4},
-                                   {"group_size", group_size},
-                                   {"desc_act", false},
-                                   {"sym", o.sym},
-                                   {"checkpoint_format", "gptq"},
-                                   {"true_sequential", false},
-                                   {"damp_percent", o.damp}};
+  config["quantization_config"] = {
+      {"quant_method", "gptq"}, {"bits", 4},        {"group_size", group_size},
+      {"desc_act", false},      {"sym", o.sym},     {"checkpoint_format", "gptq"},
+      {"pack_dtype", "int32"},  {"lm_head", false}, {"true_sequential", false},
+      {"damp_percent", o.damp}};
   const std::string path = o.out_dir + "/config.json";
   std::ofstream(path) << config.dump(2) << "\n";
   std::error_code error;
@@ -243,31 +276,7 @@ absl::Status RunQuantize(const QuantizeCommandOptions& o, std::ostream& out) {
   RETURN_IF_ERROR(CheckInputPath(o.model_path));
   ASSIGN_OR_RETURN(const engine::Checkpoint checkpoint, engine::OpenCheckpoint(o.model_path));
   RETURN_IF_ERROR(CheckInput(checkpoint));
-  const int64_t num_layers = checkpoint.config.num_layers;
-  std::vector<std::vector<Projection>> layers(num_layers);
-  std::set<std::string> quantized;
-  for (int64_t l = 0; l < num_layers; ++l) {
-    for (engine::TensorPart part : kProjections) {
-      ASSIGN_OR_RETURN(Projection p, PlanProjection(checkpoint, part, l, o.group_size));
-      quantized.insert(p.tensor.name);
-      layers[l].push_back(std::move(p));
-    }
-  }
-  std::vector<SafetensorsTensorSpec> specs;
-  std::vector<const engine::TensorView*> copied;
-  uint64_t bytes_in = 0;
-  for (const std::string& name : checkpoint.weights->TensorNames()) {
-    const engine::TensorView* view = checkpoint.weights->Find(name);
-    bytes_in += view->size_bytes;
-    if (quantized.contains(name)) continue;
-    copied.push_back(view);
-    specs.push_back({name, view->dtype, view->shape});
-  }
-  for (const std::vector<Projection>& layer : layers) {
-    for (const Projection& p : layer) {
-      for (SafetensorsTensorSpec& s : ProjectionSpecs(p)) specs.push_back(std::move(s));
-    }
-  }
+  ASSIGN_OR_RETURN(OutputPlan plan, PlanOutput(checkpoint, o.group_size));
   std::unique_ptr<GptqLayerQuantizer> gptq;
   if (o.method == "gptq") {
     ASSIGN_OR_RETURN(gptq,
@@ -281,13 +290,14 @@ absl::Status RunQuantize(const QuantizeCommandOptions& o, std::ostream& out) {
   RETURN_IF_ERROR(PrepareOutputDir(o.model_path, o.out_dir));
   ASSIGN_OR_RETURN(std::unique_ptr<engine::SafetensorsWriter> writer,
                    engine::SafetensorsWriter::Create(o.out_dir + "/model.safetensors",
-                                                     std::move(specs), {{"format", "pt"}}));
-  for (const engine::TensorView* view : copied) {
+                                                     std::move(plan.specs), {{"format", "pt"}}));
+  for (const engine::TensorView* view : plan.copied) {
     RETURN_IF_ERROR(writer->Write(view->name, {view->data, view->size_bytes}));
   }
+  const int64_t num_layers = static_cast<int64_t>(plan.layers.size());
   Progress progress(absl::StrCat("quantizing ", o.model_path), num_layers, "layers");
   for (int64_t l = 0; l < num_layers; ++l) {
-    RETURN_IF_ERROR(WriteLayer(l, layers[l], o.sym, gptq.get(), *writer));
+    RETURN_IF_ERROR(WriteLayer(l, plan.layers[l], o.sym, gptq.get(), *writer));
     progress.Add();
   }
   progress.Done();
@@ -300,9 +310,9 @@ absl::Status RunQuantize(const QuantizeCommandOptions& o, std::ostream& out) {
                             {"group_size", o.group_size},
                             {"sym", o.sym},
                             {"layers", num_layers},
-                            {"tensors_quantized", quantized.size()},
-                            {"tensors_copied", copied.size()},
-                            {"bytes_in", bytes_in},
+                            {"tensors_quantized", 7 * num_layers},
+                            {"tensors_copied", plan.copied.size()},
+                            {"bytes_in", plan.bytes_in},
                             {"bytes_out", writer->file_bytes()},
                             {"seconds", SecondsSince(start)}};
   if (gptq != nullptr) summary["calibration_tokens"] = gptq->num_calibration_tokens();

@@ -22,7 +22,6 @@
 #include <filesystem>
 #include <sstream>
 
-#include "engine/common/fp16.h"
 #include "engine/model/checkpoint.h"
 #include "engine/model/gptq_quantizer.h"
 #include "engine/model/layer_tensors.h"
@@ -80,12 +79,7 @@ std::vector<float> LastLogits(engine::ModelRunner& runner, const std::vector<int
 }
 
 double Nmse(std::span<const float> got, std::span<const float> want) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    num += (got[i] - want[i]) * double{got[i] - want[i]};
-    den += want[i] * double{want[i]};
-  }
-  return num / den;
+  return ::onecard::testing::CompareAll(got, want, {}).nmse;
 }
 
 struct GoldenCase {
@@ -136,21 +130,16 @@ TEST_P(QuantizeGoldenTest, OnecardLoadsGptqRoundToNearestOfTheOriginal) {
       absl::StatusOr<engine::Int4Matrix> m = engine::ReadTensorInt4(*q);
       ASSERT_TRUE(rtn.ok() && m.ok()) << rtn.status() << m.status();
       std::vector<float>& dequantized = *engine::PartWeights(*reference, part, l);
+      dequantized = engine::DequantizeGptq(*rtn);  // fp16(scale) (code - zero)
       int64_t mismatches = 0;
       for (int64_t r = 0; r < n; ++r) {
-        for (int64_t c = 0; c < k; ++c) {
-          const int64_t g = r * (k / 32) + c / 32;
-          const float want = engine::HalfToFloat(engine::FloatToHalf(rtn->scales[g])) *
-                             static_cast<float>(rtn->codes[r * k + c] - rtn->zeros[g]);
-          mismatches += m->Value(r, c) != want;
-          dequantized[r * k + c] = want;
-        }
+        for (int64_t c = 0; c < k; ++c) mismatches += m->Value(r, c) != dequantized[r * k + c];
       }
       EXPECT_EQ(mismatches, 0) << q->name;
       // Rounding to steps of 2 max|w| / 15 (max|w| ~ 2.5 sigma in a group of
       // 32 normal weights) leaves uniform noise of step^2 / 12 ~ 0.009 sigma^2
       // (sym; zero points: less). Measured 0.0061 .. 0.0095.
-      const double weight_nmse = Nmse(std::span(dequantized).subspan(0, n * k), *values);
+      const double weight_nmse = Nmse(dequantized, *values);
       EXPECT_LT(weight_nmse, 0.0125) << q->name;
       sum_weight_nmse += weight_nmse;
     }

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "engine/model/gptq_quantizer.h"
+#include "engine/model/gptq_solver.h"
 #include "engine/runtime/cpu/cpu_model_runner.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
