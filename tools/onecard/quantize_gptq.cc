@@ -43,8 +43,11 @@ absl::StatusOr<std::unique_ptr<GptqLayerQuantizer>> GptqLayerQuantizer::Create(
                                                    tokens.size(), " tokens (2 at least)"));
   }
   ASSIGN_OR_RETURN(engine::ModelWeightsF32 weights, engine::LoadWeightsF32(checkpoint));
+  GptqCalibrationOptions o = options;  // sequences no longer than the model's context
+  o.sequence_tokens = static_cast<int32_t>(
+      std::clamp<int64_t>(o.sequence_tokens, 2, checkpoint.config.max_position_embeddings));
   return std::unique_ptr<GptqLayerQuantizer>(
-      new GptqLayerQuantizer(checkpoint.config, options, std::move(weights), std::move(tokens)));
+      new GptqLayerQuantizer(checkpoint.config, o, std::move(weights), std::move(tokens)));
 }
 
 GptqLayerQuantizer::GptqLayerQuantizer(const engine::ModelConfig& config,

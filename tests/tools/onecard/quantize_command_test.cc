@@ -13,12 +13,15 @@
 //   bit those of the original model with the reference-dequantized
 //   projections put in its place (the cpu backend computes in fp32 from the
 //   same fp32 weights), and stay near the original model's (bound below);
+// - the bytes written for three tiny_qwen2 projections equal those of
+//   GPTQModel's quantizer and packer (tests/golden/quantize/);
 // - the input errors: a missing folder, a group that does not divide k, an
 //   already-quantized checkpoint, a GGUF file, an output that cannot be
 //   created, the input folder as output; each names what is wrong, is a
 //   usage error (exit 2) and writes nothing.
 #include "tools/onecard/quantize_command.h"
 
+#include <cstring>
 #include <filesystem>
 #include <sstream>
 
@@ -26,6 +29,7 @@
 #include "engine/model/gptq_quantizer.h"
 #include "engine/model/layer_tensors.h"
 #include "engine/model/model_weights.h"
+#include "engine/model/safetensors.h"
 #include "engine/runtime/cpu/cpu_model_runner.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -186,6 +190,42 @@ INSTANTIATE_TEST_SUITE_P(TinyCheckpoints, QuantizeGoldenTest,
                                            GoldenCase{"tests/golden/tiny_llama", false},
                                            GoldenCase{"tests/golden/tiny_qwen2", true},
                                            GoldenCase{"tests/golden/tiny_qwen2", false}));
+
+// The bytes GPTQModel's quantizer and packer give (ported to numpy by
+// tests/golden/quantize/make_quantize_goldens.py) for three projections of
+// tiny_qwen2, sym and not: qweight, v1 qzeros, fp16 scales and g_idx, equal.
+TEST(QuantizeCommandTest, WritesTheBytesOfGptqModelsPacking) {
+  absl::StatusOr<std::unique_ptr<engine::SafetensorsSource>> golden =
+      engine::SafetensorsSource::OpenFile(
+          SourcePath("tests/golden/quantize/tiny_qwen2_g32.safetensors"));
+  ASSERT_TRUE(golden.ok()) << golden.status();
+  for (const bool sym : {true, false}) {
+    ScratchDir scratch;
+    const QuantizeCommandOptions o = {.model_path = SourcePath("tests/golden/tiny_qwen2"),
+                                      .out_dir = scratch.path() + "/q",
+                                      .group_size = 32,
+                                      .sym = sym};
+    std::ostringstream out;
+    ASSERT_TRUE(RunQuantize(o, out).ok());
+    absl::StatusOr<std::unique_ptr<engine::SafetensorsSource>> written =
+        engine::SafetensorsSource::OpenFile(o.out_dir + "/model.safetensors");
+    ASSERT_TRUE(written.ok()) << written.status();
+    const std::string prefix = sym ? "sym/" : "asym/";
+    int compared = 0;
+    for (const std::string& name : (*golden)->TensorNames()) {
+      if (!name.starts_with(prefix)) continue;
+      const engine::TensorView* want = (*golden)->Find(name);
+      const engine::TensorView* got = (*written)->Find(name.substr(prefix.size()));
+      ASSERT_NE(got, nullptr) << name;
+      EXPECT_EQ(got->dtype, want->dtype) << name;
+      EXPECT_EQ(got->shape, want->shape) << name;
+      ASSERT_EQ(got->size_bytes, want->size_bytes) << name;
+      EXPECT_EQ(std::memcmp(got->data, want->data, want->size_bytes), 0) << name;
+      ++compared;
+    }
+    EXPECT_EQ(compared, 12) << prefix;
+  }
+}
 
 // Runs quantize and expects a usage error naming `says`, with no output folder.
 void ExpectRefused(QuantizeCommandOptions o, const std::string& says) {
