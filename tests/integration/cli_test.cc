@@ -91,7 +91,8 @@ INSTANTIATE_TEST_SUITE_P(
                  {"\nSubcommands:\n  generate  ", "\n  chat      ", "\n  inspect   ",
                   "\nModel (local engine):\n  --model\n", "\nRemote (a worker or router):\n",
                   "  --api-key\n", "ONECARD_API_KEY", "\nSampling:\n  --max-tokens=256\n",
-                  "  --temperature=0.2\n"}},
+                  "  --temperature=0.2\n", "\n  quantize  ", "\nQuantize:\n  --out\n",
+                  "  --group-size=128\n"}},
         HelpCase{ONECARD_BENCH_BIN,
                  {"\nSubcommands:\n  list ", "\n  cpu-decode ", "\n  serve ",
                   "\nResults:\n  --results=bench/results/local/results.jsonl\n",
@@ -138,10 +139,23 @@ TEST(CliTest, OnecardArgumentErrorsComeBeforeTheModelLoads) {
       {"generate", "--model", kMissingModel, "--prompt=x", "--max-tokens=0"},
       {"chat", "--model", kMissingModel, "--backend=tpu"},
       {"chat", "--target", "127.0.0.1:1", "--prompt=x", "--priority=urgent"},
-      {"generate", "--prompt=x"},  // neither --model nor --target
+      {"generate", "--prompt=x"},              // neither --model nor --target
+      {"quantize", "--model", kMissingModel},  // no --out
+      {"quantize", "--model", kMissingModel, "--out=/tmp/q", "--group-size=12"},
+      {"quantize", "--model", kMissingModel, "--out=/tmp/q", "--method=awq"},
+      {"quantize", "--model", kMissingModel, "--out=/tmp/q", "--sym", "false"},
   };
-  const std::vector<std::string> says = {"--prompt",  "--temperature", "top_p",  "--max-tokens",
-                                         "--backend", "urgent",        "--model"};
+  const std::vector<std::string> says = {"--prompt",
+                                         "--temperature",
+                                         "top_p",
+                                         "--max-tokens",
+                                         "--backend",
+                                         "urgent",
+                                         "--model",
+                                         "--out",
+                                         "--group-size",
+                                         "--method",
+                                         "unexpected argument \"false\""};
   for (size_t i = 0; i < bad.size(); ++i) {
     std::vector<std::string> argv = {ONECARD_CLI_BIN};
     argv.insert(argv.end(), bad[i].begin(), bad[i].end());
@@ -149,6 +163,15 @@ TEST(CliTest, OnecardArgumentErrorsComeBeforeTheModelLoads) {
     EXPECT_EQ(r.exit_code, 2) << i << ": " << r.output;
     EXPECT_THAT(r.output, AllOf(HasSubstr(says[i]), Not(HasSubstr("nonexistent")))) << i;
   }
+}
+
+// Input the quantizer refuses is a usage error too, naming the input.
+TEST(CliTest, OnecardQuantizeOfAMissingModelExitsTwo) {
+  const std::string out = absl::StrCat(::testing::TempDir(), "/cli_test_", getpid(), "_q");
+  const Result r = RunBinary(
+      {ONECARD_CLI_BIN, "quantize", "--model", kMissingModel, "--out", out, "--group-size", "64"});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("/nonexistent/model.gguf"));
 }
 
 TEST(CliTest, OnecardSuggestsTheNearestSubcommand) {

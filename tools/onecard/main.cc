@@ -7,11 +7,15 @@
 //   onecard inspect MODEL
 //   onecard perplexity --model PATH --text FILE [--window N] [--stride N]
 //                      [--text-tokens N] [--backend cpu|cuda]
+//   onecard quantize --model HF_DIR --out DIR [--method rtn|gptq] [--group-size 128]
+//                    [--sym=true|false] [--calibration FILE] [--calibration-tokens N]
+//                    [--damp 0.01] [--threads N]
 // Flags are absl flags, parsed here only (services/common/command_line.h:
 // --help, "--max-tokens" = "--max_tokens", nearest-name hints). Arguments
 // are checked before a model loads or a connection opens; exit 2 when they
 // are wrong. The API key may come from $ONECARD_API_KEY. The subcommands
-// live in generate_command.cc and inspect_command.cc; --target goes through
+// live in generate_command.cc, inspect_command.cc, perplexity_command.cc and
+// quantize_command.cc; --target goes through
 // remote_command.cc. Tested through tests/tools/onecard/ (the subcommands)
 // and tests/integration/cli_test.cc (this main: help, argument errors).
 #include <cstdint>
@@ -30,6 +34,7 @@
 #include "tools/onecard/generate_command.h"
 #include "tools/onecard/inspect_command.h"
 #include "tools/onecard/perplexity_command.h"
+#include "tools/onecard/quantize_command.h"
 #include "tools/onecard/remote_command.h"
 #include "tools/onecard/remote_generate.h"
 
@@ -55,6 +60,14 @@ ABSL_FLAG(std::string, text, "",
 ABSL_FLAG(int32_t, window, 1024, "perplexity: tokens a forward pass sees (HF's max_length)");
 ABSL_FLAG(int32_t, stride, 512, "perplexity: tokens the window moves, [1, --window]");
 ABSL_FLAG(int64_t, text_tokens, 0, "perplexity: score the text's first N tokens; 0 = all");
+ABSL_FLAG(std::string, out, "", "quantize: the output folder (created; its files overwritten)");
+ABSL_FLAG(std::string, method, "rtn",
+          "quantize: rtn (round-to-nearest) or gptq (error-compensating, needs --calibration)");
+ABSL_FLAG(int32_t, group_size, 128, "quantize: columns a scale covers; -1 = one group a row");
+ABSL_FLAG(bool, sym, true, "quantize: symmetric (zero point 8) or not (--sym=false)");
+ABSL_FLAG(std::string, calibration, "", "quantize --method gptq: the calibration text file");
+ABSL_FLAG(int64_t, calibration_tokens, 2048, "quantize --method gptq: the text's first N tokens");
+ABSL_FLAG(double, damp, 0.01, "quantize --method gptq: dampening, a fraction of mean(diag H)");
 
 namespace {
 
@@ -64,6 +77,7 @@ const onecard::services::CommandLineSpec kCommandLine = {
               "chat --model PATH [--prompt TEXT] [--system TEXT] [flags]",
               "generate|chat --target HOST:PORT [--api-key KEY] [flags]", "inspect MODEL",
               "perplexity --model PATH --text FILE [--window N] [--stride N] [--backend cuda]",
+              "quantize --model HF_DIR --out DIR [--method gptq --calibration FILE] [flags]",
               "help"},
     .description =
         "Runs a model on this machine (--model) or asks a running worker or router\n"
@@ -73,15 +87,19 @@ const onecard::services::CommandLineSpec kCommandLine = {
                     {"inspect", "show a model file: architecture, tensors, formats, bytes"},
                     {"perplexity",
                      "a model's perplexity over a text file (sliding windows); JSON summary"},
+                    {"quantize",
+                     "an HF checkpoint to 4-bit GPTQ safetensors (rtn or gptq); JSON summary"},
                     {"help", "print this help"}},
-    .groups = {{"Model (local engine)", {"model", "backend", "threads", "max_context"}},
-               {"Remote (a worker or router)", {"target", "api_key", "priority"}},
-               {"Prompt", {"prompt", "system"}},
-               {"Sampling",
-                {"max_tokens", "temperature", "top_p", "top_k", "min_p", "repetition_penalty",
-                 "seed"}},
-               {"Output", {"json"}},
-               {"Perplexity", {"text", "window", "stride", "text_tokens"}}},
+    .groups =
+        {{"Model (local engine)", {"model", "backend", "threads", "max_context"}},
+         {"Remote (a worker or router)", {"target", "api_key", "priority"}},
+         {"Prompt", {"prompt", "system"}},
+         {"Sampling",
+          {"max_tokens", "temperature", "top_p", "top_k", "min_p", "repetition_penalty", "seed"}},
+         {"Output", {"json"}},
+         {"Perplexity", {"text", "window", "stride", "text_tokens"}},
+         {"Quantize",
+          {"out", "method", "group_size", "sym", "calibration", "calibration_tokens", "damp"}}},
     .epilog =
         "Environment:\n"
         "  ONECARD_API_KEY  the API key for --target when --api-key is not given\n"
@@ -92,6 +110,8 @@ const onecard::services::CommandLineSpec kCommandLine = {
         "  onecard chat --target 127.0.0.1:50050 --prompt \"Hello\"\n"
         "  onecard perplexity --model models/SmolLM2-135M-Instruct.Q4_1.gguf \\\n"
         "      --text tests/data/text/sqlite-docs.txt --window 1024 --stride 512\n"
+        "  onecard quantize --model models/SmolLM2-135M-Instruct --out /tmp/smollm2-gptq \\\n"
+        "      --group-size 64\n"
         "\n"
         "Exit status: 0 done, 1 failed, 2 bad arguments."};
 
@@ -188,6 +208,31 @@ int RunEngineCommand(const std::string& command) {
   return status.ok() ? 0 : Fail(status);
 }
 
+int RunQuantizeCommand(const std::vector<std::string>& args) {
+  const onecard::tools::QuantizeCommandOptions options = {
+      .model_path = absl::GetFlag(FLAGS_model),
+      .out_dir = absl::GetFlag(FLAGS_out),
+      .method = absl::GetFlag(FLAGS_method),
+      .group_size = absl::GetFlag(FLAGS_group_size),
+      .sym = absl::GetFlag(FLAGS_sym),
+      .calibration_path = absl::GetFlag(FLAGS_calibration),
+      .calibration_tokens = absl::GetFlag(FLAGS_calibration_tokens),
+      .damp = absl::GetFlag(FLAGS_damp),
+      .num_threads = absl::GetFlag(FLAGS_threads)};
+  if (args.size() > 2) {  // "--sym false" leaves "false" here: absl's bools take "="
+    return UsageError(absl::InvalidArgumentError(absl::StrCat(
+        "quantize: unexpected argument \"", args[2], "\" (a bool flag takes \"=\": --sym=false)")));
+  }
+  if (absl::Status s = onecard::tools::CheckQuantizeOptions(options); !s.ok()) {
+    return UsageError(s);
+  }
+  const absl::Status status = onecard::tools::RunQuantize(options, std::cout);
+  if (status.ok()) return 0;
+  if (!onecard::tools::IsQuantizeUsageError(status)) return Fail(status);
+  std::cerr << "onecard: " << status.message() << "\n";
+  return 2;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -217,6 +262,7 @@ int main(int argc, char** argv) {
     const absl::Status status = onecard::tools::RunPerplexity(options, std::cout);
     return status.ok() ? 0 : Fail(status);
   }
+  if (command == "quantize") return RunQuantizeCommand(args);
   if (command.empty()) return UsageError(absl::InvalidArgumentError("a subcommand is required"));
   std::string message = absl::StrCat("unknown subcommand \"", command, "\"");
   std::vector<std::string> names;

@@ -18,7 +18,7 @@
 namespace onecard::engine {
 
 CpuForward::CpuForward(const ModelConfig& config, CpuWeights weights, const KvLayout& layout,
-                       int num_threads)
+                       int num_threads, LinearInputObserver observer)
     : config_(config),
       weights_(std::move(weights)),
       layout_(layout),
@@ -29,7 +29,17 @@ CpuForward::CpuForward(const ModelConfig& config, CpuWeights weights, const KvLa
                             config.rope_scaling)),
       k_pools_(config.num_layers, std::vector<float>(layout.PoolElements())),
       v_pools_(config.num_layers, std::vector<float>(layout.PoolElements())),
-      pool_(num_threads) {}
+      pool_(num_threads),
+      observer_(std::move(observer)) {}
+
+void CpuForward::Observe(int64_t layer, LinearInput input, const std::vector<float>& x,
+                         int32_t n) const {
+  if (observer_ == nullptr) return;
+  int64_t cols = config_.hidden_size;
+  if (input == LinearInput::kO) cols = q_dim_;
+  if (input == LinearInput::kDown) cols = config_.intermediate_size;
+  observer_(layer, input, std::span(x).subspan(0, n * cols), n);
+}
 
 void CpuForward::Resize(int32_t n) {
   act_.residual.resize(n * config_.hidden_size);
@@ -87,6 +97,7 @@ absl::Status CpuForward::AddAndNorm(bool add_proj, const std::vector<float>& wei
 absl::Status CpuForward::AttentionBlock(int64_t layer, const FlatBatch& flat) {
   const CpuLayerWeights& w = weights_.layers[layer];
   const int32_t n = flat.num_tokens;
+  Observe(layer, LinearInput::kQkv, act_.normed, n);
   MatMul(pool_, {act_.normed.data(), w.wqkv.data(), w.bqkv.empty() ? nullptr : w.bqkv.data(),
                  act_.qkv.data(), n, config_.hidden_size, qkv_dim_});
   // q, k and v are views into each token's qkv row: [q heads | k heads | v heads].
@@ -119,6 +130,7 @@ absl::Status CpuForward::AttentionBlock(int64_t layer, const FlatBatch& flat) {
   attn.max_blocks_per_seq = flat.max_blocks_per_seq;
   attn.scale = 1.0f / std::sqrt(static_cast<float>(config_.head_dim));
   RETURN_IF_ERROR(PagedAttentionCpu(pool_, attn));
+  Observe(layer, LinearInput::kO, act_.attn, n);
   MatMul(pool_, {act_.attn.data(), w.wo.data(), nullptr, act_.proj.data(), n, q_dim_,
                  config_.hidden_size});
   return absl::OkStatus();
@@ -127,12 +139,14 @@ absl::Status CpuForward::AttentionBlock(int64_t layer, const FlatBatch& flat) {
 absl::Status CpuForward::MlpBlock(int64_t layer, int32_t n) {
   const CpuLayerWeights& w = weights_.layers[layer];
   const int64_t inter = config_.intermediate_size;
+  Observe(layer, LinearInput::kGateUp, act_.normed, n);
   MatMul(pool_, {act_.normed.data(), w.w_gate_up.data(), nullptr, act_.gate_up.data(), n,
                  config_.hidden_size, 2 * inter});
   RETURN_IF_ERROR(ForTokenRanges(n, [&](int32_t begin, int32_t end) {
     return SiluMulRef({DType::kF32, act_.gate_up.data() + begin * 2 * inter,
                        act_.act.data() + begin * inter, end - begin, inter});
   }));
+  Observe(layer, LinearInput::kDown, act_.act, n);
   MatMul(pool_, {act_.act.data(), w.w_down.data(), nullptr, act_.proj.data(), n, inter,
                  config_.hidden_size});
   return absl::OkStatus();

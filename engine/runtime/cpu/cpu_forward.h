@@ -25,6 +25,7 @@
 #include "engine/model/model_config.h"
 #include "engine/runtime/cpu/cpu_batch.h"
 #include "engine/runtime/cpu/cpu_weights.h"
+#include "engine/runtime/cpu/linear_inputs.h"
 
 namespace onecard::engine {
 
@@ -32,8 +33,8 @@ class CpuForward {
  public:
   // config must have passed CheckCpuConfig; weights come from PackCpuWeights;
   // layout.num_blocks > 0.
-  CpuForward(const ModelConfig& config, CpuWeights weights, const KvLayout& layout,
-             int num_threads);
+  CpuForward(const ModelConfig& config, CpuWeights weights, const KvLayout& layout, int num_threads,
+             LinearInputObserver observer = nullptr);
 
   // Writes the batch's K/V into the pools and sets *logits to
   // [flat.logit_rows.size(), vocab_size].
@@ -61,6 +62,8 @@ class CpuForward {
   // normed = RmsNorm(residual) for the first layer, else residual += proj and
   // normed = RmsNorm(residual).
   absl::Status AddAndNorm(bool add_proj, const std::vector<float>& weight, int32_t num_tokens);
+  // Shows the observer (if any) a linear's input of n rows.
+  void Observe(int64_t layer, LinearInput input, const std::vector<float>& x, int32_t n) const;
   // Runs fn over [0, num_tokens) split across the pool; returns the error of
   // the lowest failing range, if any.
   absl::Status ForTokenRanges(int32_t num_tokens,
@@ -76,6 +79,7 @@ class CpuForward {
   std::vector<std::vector<float>> v_pools_;  // per layer, the same
   Activations act_;
   ThreadPool pool_;
+  const LinearInputObserver observer_;
 };
 
 }  // namespace onecard::engine

@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "engine/model/checkpoint.h"
 #include "engine/model/model_weights.h"
+#include "engine/runtime/cpu/linear_inputs.h"
 #include "engine/runtime/model_runner.h"
 
 namespace onecard::engine {
@@ -22,6 +23,9 @@ struct CpuRunnerOptions {
   int32_t kv_block_size = 16;
   int64_t num_kv_blocks = 0;  // 0 = from kv_cache_bytes
   int64_t kv_cache_bytes = 256ll << 20;
+  // Sees every layer's linear inputs (calibration: onecard quantize); none
+  // when empty.
+  LinearInputObserver linear_input_observer;
 };
 
 absl::StatusOr<std::unique_ptr<ModelRunner>> CreateCpuModelRunner(const Checkpoint& checkpoint,

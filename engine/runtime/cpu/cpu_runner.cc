@@ -22,10 +22,10 @@ namespace {
 class CpuModelRunner : public ModelRunner {
  public:
   CpuModelRunner(const ModelConfig& config, CpuWeights weights, const KvLayout& layout,
-                 int num_threads)
+                 int num_threads, LinearInputObserver observer)
       : config_(config),
         layout_(layout),
-        forward_(config, std::move(weights), layout, num_threads) {
+        forward_(config, std::move(weights), layout, num_threads, std::move(observer)) {
     limits_.vocab_size = config.vocab_size;
     limits_.max_context = config.max_position_embeddings;
     limits_.layout = layout;
@@ -63,9 +63,9 @@ absl::StatusOr<KvLayout> PlanKvLayout(const ModelConfig& config, const CpuRunner
   const int64_t num_blocks = o.num_kv_blocks > 0 ? o.num_kv_blocks : o.kv_cache_bytes / block_bytes;
   // K and V pools of num_blocks * block_bytes: never more than the host has.
   if (num_blocks > HostMemoryBytes() / block_bytes) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "the KV pool of ", num_blocks, " blocks of ", block_bytes,
-        " bytes is more than the host's memory (", HostMemoryBytes(), " bytes)"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the KV pool of ", num_blocks, " blocks of ", block_bytes,
+                     " bytes is more than the host's memory (", HostMemoryBytes(), " bytes)"));
   }
   if (num_blocks < 1 || num_blocks > std::numeric_limits<int32_t>::max()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -87,8 +87,8 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> CreateCpuModelRunnerFromWeights(
   // The KV pools and activations are std::vectors: a failed allocation
   // throws, and becomes a status here.
   try {
-    runner =
-        std::make_unique<CpuModelRunner>(config, std::move(packed), layout, options.num_threads);
+    runner = std::make_unique<CpuModelRunner>(config, std::move(packed), layout,
+                                              options.num_threads, options.linear_input_observer);
   } catch (const std::bad_alloc&) {
     return absl::ResourceExhaustedError(
         absl::StrCat("cannot allocate the KV pool of ", layout.num_blocks, " blocks"));

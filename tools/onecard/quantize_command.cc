@@ -1,0 +1,323 @@
+// onecard quantize (see quantize_command.h).
+#include "tools/onecard/quantize_command.h"
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <ostream>
+#include <set>
+#include <span>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "engine/common/progress.h"
+#include "engine/common/regular_file.h"
+#include "engine/common/status_macros.h"
+#include "engine/model/checkpoint.h"
+#include "engine/model/gptq_quantizer.h"
+#include "engine/model/layer_tensors.h"
+#include "engine/model/safetensors_writer.h"
+#include "nlohmann/json.hpp"
+#include "tools/onecard/quantize_gptq.h"
+
+namespace onecard::tools {
+namespace {
+
+using engine::DType;
+using engine::SafetensorsTensorSpec;
+
+constexpr engine::TensorPart kProjections[] = {engine::TensorPart::kQ,    engine::TensorPart::kK,
+                                               engine::TensorPart::kV,    engine::TensorPart::kO,
+                                               engine::TensorPart::kGate, engine::TensorPart::kUp,
+                                               engine::TensorPart::kDown};
+
+// Files of an HF folder besides the weights and config.json that a loader
+// of the quantized folder reads (tokenizer, chat template, generation).
+constexpr const char* kCopiedFiles[] = {"tokenizer.json",
+                                        "tokenizer_config.json",
+                                        "special_tokens_map.json",
+                                        "tokenizer.model",
+                                        "vocab.json",
+                                        "merges.txt",
+                                        "added_tokens.json",
+                                        "chat_template.jinja",
+                                        "chat_template.json",
+                                        "generation_config.json"};
+
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// One projection to quantize: its resolved ".weight" and W [n, k].
+struct Projection {
+  engine::ResolvedTensor tensor;
+  std::string module;  // the name without ".weight"
+  int64_t n = 0;
+  int64_t k = 0;
+  int32_t group = 0;
+};
+
+absl::StatusOr<Projection> PlanProjection(const engine::Checkpoint& checkpoint,
+                                          engine::TensorPart part, int64_t layer,
+                                          int32_t group_size) {
+  ASSIGN_OR_RETURN(engine::ResolvedTensor tensor, engine::ResolveTensor(checkpoint, part, layer));
+  Projection p;
+  p.n = tensor.shape[0];
+  p.k = tensor.shape[1];
+  p.group = group_size < 0 ? static_cast<int32_t>(p.k) : group_size;
+  const std::string where =
+      absl::StrCat(tensor.name, " [", p.n, ", ", p.k, "] in ", tensor.view->file_path);
+  if (p.k % p.group != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, ": k = ", p.k, " is not a multiple of --group-size ", p.group,
+        " (pick a group that divides every projection's input size, or -1: one a row)"));
+  }
+  if (p.n % 8 != 0 || p.k % 8 != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": GPTQ packs 8 codes a word; n and k must be multiples of 8"));
+  }
+  p.module = tensor.name.substr(0, tensor.name.size() - std::string(".weight").size());
+  p.tensor = std::move(tensor);
+  return p;
+}
+
+std::vector<SafetensorsTensorSpec> ProjectionSpecs(const Projection& p) {
+  const int64_t groups = p.k / p.group;
+  return {{p.module + ".g_idx", DType::kI32, {p.k}},
+          {p.module + ".qweight", DType::kI32, {p.k / 8, p.n}},
+          {p.module + ".qzeros", DType::kI32, {groups, p.n / 8}},
+          {p.module + ".scales", DType::kF16, {groups, p.n}}};
+}
+
+template <typename T>
+std::span<const uint8_t> Bytes(const std::vector<T>& v) {
+  return {reinterpret_cast<const uint8_t*>(v.data()), v.size() * sizeof(T)};
+}
+
+// What the output holds: the projections to quantize, layer by layer, and
+// the tensors copied; the header's specs in the order they are written
+// (copied tensors first, then each layer's projections).
+struct OutputPlan {
+  std::vector<std::vector<Projection>> layers;
+  std::vector<const engine::TensorView*> copied;
+  std::vector<SafetensorsTensorSpec> specs;
+  uint64_t bytes_in = 0;
+};
+
+absl::StatusOr<OutputPlan> PlanOutput(const engine::Checkpoint& checkpoint, int32_t group_size) {
+  OutputPlan plan;
+  plan.layers.resize(checkpoint.config.num_layers);
+  std::set<std::string> quantized;
+  for (int64_t l = 0; l < checkpoint.config.num_layers; ++l) {
+    for (engine::TensorPart part : kProjections) {
+      ASSIGN_OR_RETURN(Projection p, PlanProjection(checkpoint, part, l, group_size));
+      quantized.insert(p.tensor.name);
+      plan.layers[l].push_back(std::move(p));
+    }
+  }
+  for (const std::string& name : checkpoint.weights->TensorNames()) {
+    const engine::TensorView* view = checkpoint.weights->Find(name);
+    plan.bytes_in += view->size_bytes;
+    if (quantized.contains(name)) continue;
+    plan.copied.push_back(view);
+    plan.specs.push_back({name, view->dtype, view->shape});
+  }
+  for (const std::vector<Projection>& layer : plan.layers) {
+    for (const Projection& p : layer) {
+      for (SafetensorsTensorSpec& s : ProjectionSpecs(p)) plan.specs.push_back(std::move(s));
+    }
+  }
+  return plan;
+}
+
+absl::Status WriteProjection(const Projection& p, const engine::GptqQuantized& q,
+                             engine::SafetensorsWriter& writer) {
+  ASSIGN_OR_RETURN(const engine::GptqV1Tensors t, engine::PackGptqV1(q));
+  RETURN_IF_ERROR(writer.Write(p.module + ".g_idx", Bytes(t.g_idx)));
+  RETURN_IF_ERROR(writer.Write(p.module + ".qweight", Bytes(t.qweight)));
+  RETURN_IF_ERROR(writer.Write(p.module + ".qzeros", Bytes(t.qzeros)));
+  return writer.Write(p.module + ".scales", Bytes(t.scales));
+}
+
+// One layer's projections, quantized by round-to-nearest or by GPTQ (when
+// `gptq` is set), written in order.
+absl::Status WriteLayer(int64_t layer, const std::vector<Projection>& projections, bool sym,
+                        GptqLayerQuantizer* gptq, engine::SafetensorsWriter& writer) {
+  if (gptq != nullptr) {
+    ASSIGN_OR_RETURN(const std::vector<GptqProjection> q, gptq->QuantizeLayer(layer));
+    for (size_t i = 0; i < projections.size(); ++i) {
+      RETURN_IF_ERROR(WriteProjection(projections[i], q[i].quantized, writer));
+    }
+    return absl::OkStatus();
+  }
+  for (const Projection& p : projections) {
+    ASSIGN_OR_RETURN(const std::vector<float> w, engine::ReadTensorF32(p.tensor));
+    ASSIGN_OR_RETURN(const engine::GptqQuantized q,
+                     engine::QuantizeGptqRtn(w, p.n, p.k, p.group, sym));
+    RETURN_IF_ERROR(WriteProjection(p, q, writer));
+  }
+  return absl::OkStatus();
+}
+
+// A GGUF file is refused before it is opened (its tensors are laid out for
+// llama.cpp, and it holds no config.json for the output).
+absl::Status CheckInputPath(const std::string& path) {
+  std::error_code error;
+  if (std::filesystem::exists(path, error) && !std::filesystem::is_directory(path, error)) {
+    return absl::UnimplementedError(
+        absl::StrCat(path, ": quantize reads Hugging Face safetensors folders, not GGUF files"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckInput(const engine::Checkpoint& checkpoint) {
+  if (checkpoint.quant.method != engine::HfQuantMethod::kNone) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(checkpoint.path, " is already quantized (",
+                     HfQuantMethodName(checkpoint.quant.method), ", ", checkpoint.quant.source,
+                     "): re-quantizing would round twice; quantize the unquantized checkpoint"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PrepareOutputDir(const std::string& in, const std::string& out) {
+  std::error_code error;
+  std::filesystem::create_directories(out, error);
+  if (error || !std::filesystem::is_directory(out)) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("--out: cannot create the folder ", out, ": ", error.message()));
+  }
+  if (std::filesystem::equivalent(in, out, error)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--out: ", out, " is the input folder; write the quantized model elsewhere"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WriteConfig(const QuantizeCommandOptions& o, int32_t group_size) {
+  ASSIGN_OR_RETURN(const std::string text, ReadRegularFile(o.model_path + "/config.json"));
+  nlohmann::ordered_json config =
+      nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!config.is_object()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(o.model_path, "/config.json: not a JSON object"));
+  }
+  config["quantization_config"] = {
+      {"quant_method", "gptq"}, {"bits", 4},        {"group_size", group_size},
+      {"desc_act", false},      {"sym", o.sym},     {"checkpoint_format", "gptq"},
+      {"pack_dtype", "int32"},  {"lm_head", false}, {"true_sequential", false},
+      {"damp_percent", o.damp}};
+  const std::string path = o.out_dir + "/config.json";
+  std::ofstream(path) << config.dump(2) << "\n";
+  std::error_code error;
+  if (std::filesystem::file_size(path, error) == 0 || error) {
+    return absl::InternalError(absl::StrCat(path, ": write failed"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CopyTokenizerFiles(const QuantizeCommandOptions& o) {
+  for (const char* name : kCopiedFiles) {
+    const std::string from = o.model_path + "/" + name;
+    if (!std::filesystem::exists(from)) continue;
+    std::error_code error;
+    std::filesystem::copy_file(from, o.out_dir + "/" + name,
+                               std::filesystem::copy_options::overwrite_existing, error);
+    if (error) return absl::InternalError(absl::StrCat(from, ": copy failed: ", error.message()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status CheckQuantizeOptions(const QuantizeCommandOptions& o) {
+  if (o.model_path.empty()) return absl::InvalidArgumentError("quantize: --model is required");
+  if (o.out_dir.empty()) return absl::InvalidArgumentError("quantize: --out is required");
+  if (o.method != "rtn" && o.method != "gptq") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--method: \"", o.method, "\" is not one of rtn, gptq"));
+  }
+  if ((o.method == "gptq") == o.calibration_path.empty()) {
+    return absl::InvalidArgumentError(o.method == "gptq"
+                                          ? "--method gptq: --calibration FILE is required"
+                                          : "--calibration: only --method gptq takes it");
+  }
+  if (o.calibration_tokens < 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--calibration-tokens: ", o.calibration_tokens, " < 2"));
+  }
+  if (!(o.damp > 0.0 && o.damp <= 1.0)) {
+    return absl::InvalidArgumentError(absl::StrCat("--damp: ", o.damp, " is not in (0, 1]"));
+  }
+  if (o.num_threads < 0) return absl::InvalidArgumentError("--threads: must not be negative");
+  if (o.group_size != -1 && (o.group_size < 8 || o.group_size % 8 != 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--group-size: ", o.group_size, " (a positive multiple of 8, or -1: one group a row)"));
+  }
+  return absl::OkStatus();
+}
+
+bool IsQuantizeUsageError(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kNotFound:
+    case absl::StatusCode::kPermissionDenied:
+    case absl::StatusCode::kFailedPrecondition:
+    case absl::StatusCode::kUnimplemented:
+      return true;
+    default:
+      return false;
+  }
+}
+
+absl::Status RunQuantize(const QuantizeCommandOptions& o, std::ostream& out) {
+  RETURN_IF_ERROR(CheckQuantizeOptions(o));
+  const auto start = std::chrono::steady_clock::now();
+  RETURN_IF_ERROR(CheckInputPath(o.model_path));
+  ASSIGN_OR_RETURN(const engine::Checkpoint checkpoint, engine::OpenCheckpoint(o.model_path));
+  RETURN_IF_ERROR(CheckInput(checkpoint));
+  ASSIGN_OR_RETURN(OutputPlan plan, PlanOutput(checkpoint, o.group_size));
+  std::unique_ptr<GptqLayerQuantizer> gptq;
+  if (o.method == "gptq") {
+    ASSIGN_OR_RETURN(gptq,
+                     GptqLayerQuantizer::Create(checkpoint, {.text_path = o.calibration_path,
+                                                             .num_tokens = o.calibration_tokens,
+                                                             .damp = o.damp,
+                                                             .group_size = o.group_size,
+                                                             .sym = o.sym,
+                                                             .num_threads = o.num_threads}));
+  }
+  RETURN_IF_ERROR(PrepareOutputDir(o.model_path, o.out_dir));
+  ASSIGN_OR_RETURN(std::unique_ptr<engine::SafetensorsWriter> writer,
+                   engine::SafetensorsWriter::Create(o.out_dir + "/model.safetensors",
+                                                     std::move(plan.specs), {{"format", "pt"}}));
+  for (const engine::TensorView* view : plan.copied) {
+    RETURN_IF_ERROR(writer->Write(view->name, {view->data, view->size_bytes}));
+  }
+  const int64_t num_layers = static_cast<int64_t>(plan.layers.size());
+  Progress progress(absl::StrCat("quantizing ", o.model_path), num_layers, "layers");
+  for (int64_t l = 0; l < num_layers; ++l) {
+    RETURN_IF_ERROR(WriteLayer(l, plan.layers[l], o.sym, gptq.get(), *writer));
+    progress.Add();
+  }
+  progress.Done();
+  RETURN_IF_ERROR(writer->Finish());
+  RETURN_IF_ERROR(WriteConfig(o, o.group_size));
+  RETURN_IF_ERROR(CopyTokenizerFiles(o));
+  nlohmann::json summary = {{"model", o.model_path},
+                            {"out", o.out_dir},
+                            {"method", o.method},
+                            {"group_size", o.group_size},
+                            {"sym", o.sym},
+                            {"layers", num_layers},
+                            {"tensors_quantized", 7 * num_layers},
+                            {"tensors_copied", plan.copied.size()},
+                            {"bytes_in", plan.bytes_in},
+                            {"bytes_out", writer->file_bytes()},
+                            {"seconds", SecondsSince(start)}};
+  if (gptq != nullptr) summary["calibration_tokens"] = gptq->num_calibration_tokens();
+  out << summary.dump() << "\n";
+  return absl::OkStatus();
+}
+
+}  // namespace onecard::tools

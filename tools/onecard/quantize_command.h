@@ -1,0 +1,64 @@
+// The `quantize` subcommand of the onecard CLI: an unquantized Hugging Face
+// checkpoint folder (config.json and safetensors of F32, F16 or BF16) to a
+// 4-bit GPTQ checkpoint that transformers (optimum / GPTQModel) and onecard
+// load: every decoder projection (q/k/v/o, gate/up/down) quantized by
+// round-to-nearest as GPTQ quantizes (engine/model/gptq_quantizer.h: its
+// scale and zero-point rules, groups of --group-size, sym or not, no act
+// order) and written in GPTQ's v1 layout (qweight, qzeros stored minus one,
+// fp16 scales, g_idx); every other tensor (embeddings, norms, biases,
+// lm_head) copied in its own dtype. --method gptq quantizes with GPTQ
+// instead (quantize_gptq.h: calibration text run through the model on the
+// cpu backend, layer by layer; the same layout). The output folder gets one
+// model.safetensors, config.json with "quantization_config" {quant_method
+// "gptq", bits 4, group_size, desc_act false, sym, checkpoint_format
+// "gptq"}, and the tokenizer and generation files that the input has.
+// A progress bar (or log lines) on stderr, one per decoder layer; one JSON
+// object on stdout at the end:
+//   {"model", "out", "method", "group_size", "sym", "layers",
+//    "tensors_quantized", "tensors_copied", "bytes_in", "bytes_out", "seconds"}
+// (gptq adds "calibration_tokens").
+// Refused, before anything is written: a GGUF file (its tensors are named
+// and laid out for llama.cpp; convert it to an HF folder first), an
+// already-quantized checkpoint (re-quantizing 4-bit codes would round twice;
+// quantize the unquantized model instead), a projection whose k is not a
+// multiple of the group or whose n or k is not a multiple of 8 (named).
+// Tested by tests/tools/onecard/quantize_command_test.cc.
+#ifndef ONECARD_TOOLS_ONECARD_QUANTIZE_COMMAND_H_
+#define ONECARD_TOOLS_ONECARD_QUANTIZE_COMMAND_H_
+
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+
+#include "absl/status/status.h"
+
+namespace onecard::tools {
+
+struct QuantizeCommandOptions {
+  std::string model_path;  // an HF checkpoint folder
+  std::string out_dir;     // created when absent; its files are overwritten
+  std::string method = "rtn";
+  int32_t group_size = 128;  // columns a scale covers; -1: one group a row
+  bool sym = true;
+  // --method gptq: the calibration text, its first N tokens, the dampening
+  // (a fraction of H's mean diagonal), cpu backend threads (0 = all cores).
+  std::string calibration_path;
+  int64_t calibration_tokens = 2048;
+  double damp = 0.01;
+  int32_t num_threads = 0;
+};
+
+// What can be wrong before anything loads: InvalidArgument naming the flag.
+absl::Status CheckQuantizeOptions(const QuantizeCommandOptions& options);
+
+// Quantizes and writes the folder, then prints the summary.
+absl::Status RunQuantize(const QuantizeCommandOptions& options, std::ostream& out);
+
+// Whether a RunQuantize error is the input's or the arguments' fault (the
+// CLI exits 2: a missing or unreadable input, an unwritable output, a
+// checkpoint it refuses) rather than a failure on the way (exit 1).
+bool IsQuantizeUsageError(const absl::Status& status);
+
+}  // namespace onecard::tools
+
+#endif  // ONECARD_TOOLS_ONECARD_QUANTIZE_COMMAND_H_
