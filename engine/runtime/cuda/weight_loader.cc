@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <mutex>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
@@ -241,21 +242,19 @@ class CheckpointSource : public HostTensorSource {
       slice.file_offset = v->file_offset + begin * row_bytes;
       // Dequantized over the pool, a run of whole rows a thread.
       std::vector<float> out(count * cols);
-      std::vector<absl::Status> status(pool_.num_threads());
-      pool_.ParallelFor(pool_.num_threads(), [&](int64_t first, int64_t last) {
-        for (int64_t part = first; part < last; ++part) {
-          const auto [r0, r1] =
-              ThreadPool::PartRange(count, static_cast<int>(part), pool_.num_threads());
-          if (r0 == r1) continue;
-          TensorView rows_view = slice;
-          rows_view.shape = {r1 - r0, cols};
-          rows_view.data = slice.data + r0 * row_bytes;
-          rows_view.size_bytes = (r1 - r0) * row_bytes;
-          rows_view.file_offset = slice.file_offset + r0 * row_bytes;
-          status[part] = DequantizeInto(rows_view, out.data() + r0 * cols);
-        }
+      std::mutex mu;
+      absl::Status status;
+      pool_.ParallelFor(count, [&](int64_t r0, int64_t r1) {
+        TensorView rows_view = slice;
+        rows_view.shape = {r1 - r0, cols};
+        rows_view.data = slice.data + r0 * row_bytes;
+        rows_view.size_bytes = (r1 - r0) * row_bytes;
+        rows_view.file_offset = slice.file_offset + r0 * row_bytes;
+        absl::Status st = DequantizeInto(rows_view, out.data() + r0 * cols);
+        std::lock_guard<std::mutex> lock(mu);
+        status.Update(st);
       });
-      for (const absl::Status& st : status) RETURN_IF_ERROR(st);
+      RETURN_IF_ERROR(status);
       return out;
     }
     return HostTensorSource::F32Rows(part, layer, rows, cols, begin, count);
