@@ -70,13 +70,13 @@ run() {  # folder, test names (none: every test but gpu); $PRELOAD: LD_PRELOAD f
   local dir=$1
   shift
   if (($#)); then
-    cmake --build "$dir" -j "$JOBS" --target "$@"
+    cmake --build "$dir" -j "$JOBS" --target "$@" || return 1  # (no errexit under ||)
     local regex
     regex="^($(IFS='|'; echo "$*"))\$"
     (cd "$dir" && LD_PRELOAD=${PRELOAD:-} ctest -R "$regex" -LE gpu --output-on-failure -j 2 \
       "${CTEST_ARGS[@]}")
   else
-    cmake --build "$dir" -j "$JOBS"
+    cmake --build "$dir" -j "$JOBS" || return 1
     (cd "$dir" && LD_PRELOAD=${PRELOAD:-} ctest -LE gpu --output-on-failure -j 2 "${CTEST_ARGS[@]}")
   fi
 }
