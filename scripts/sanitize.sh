@@ -20,6 +20,10 @@
 #         ASan + UBSan objects, plus libFuzzer's coverage counters);
 #   tsan: the router's concurrent core (rate limiter, queue, dispatcher,
 #         worker pool).
+# build-asan/ and build-tsan/ compile their tests with a time scale (below:
+# cmake -DONECARD_TEST_TIME_SCALE): the tests' deadlines, time windows and
+# ctest timeouts are multiplied by it (tests/testing/time_scale.h); a normal
+# build's tests are unchanged.
 # ONECARD_JOBS bounds build parallelism; extra ctest arguments go after --.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,13 +36,16 @@ while (($#)); do
     --ci) CI=1 ;;
     asan|tsan) MODES+=("$1") ;;
     --) shift; CTEST_ARGS=("$@"); break ;;
-    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
     *) echo "sanitize.sh: unknown argument $1" >&2; exit 2 ;;
   esac
   shift
 done
 ((${#MODES[@]})) || MODES=(asan tsan)
 JOBS=${ONECARD_JOBS:-$(nproc)}
+# How much slower the sanitized tests run (a CPU worker's decoding, chiefly).
+ASAN_TIME_SCALE=4
+TSAN_TIME_SCALE=10
 
 ASAN_CI_TESTS=(
   tokenizer_utf8_test tokenizer_incremental_detokenizer_test tokenizer_chat_template_test
@@ -48,12 +55,14 @@ ASAN_CI_TESTS=(
 TSAN_CI_TESTS=(router_token_bucket_test router_request_queue_test router_dispatcher_test
   router_worker_pool_test)
 
-configure() {  # folder, cmake options... (CC / CXX: default clang)
+configure() {  # folder, cmake options... (CC / CXX: default clang, on the first run)
   local dir=$1
   shift
   if [[ ! -f $dir/CMakeCache.txt ]]; then
     CC=${CC:-clang} CXX=${CXX:-clang++} cmake -S . -B "$dir" -G Ninja -DONECARD_CUDA=OFF \
       -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
+  else
+    cmake -S . -B "$dir" "$@" >/dev/null  # the options of this script's version
   fi
 }
 
@@ -61,13 +70,13 @@ run() {  # folder, test names (none: every test but gpu); $PRELOAD: LD_PRELOAD f
   local dir=$1
   shift
   if (($#)); then
-    cmake --build "$dir" -j "$JOBS" --target "$@"
+    cmake --build "$dir" -j "$JOBS" --target "$@" || return 1  # (no errexit under ||)
     local regex
     regex="^($(IFS='|'; echo "$*"))\$"
     (cd "$dir" && LD_PRELOAD=${PRELOAD:-} ctest -R "$regex" -LE gpu --output-on-failure -j 2 \
       "${CTEST_ARGS[@]}")
   else
-    cmake --build "$dir" -j "$JOBS"
+    cmake --build "$dir" -j "$JOBS" || return 1
     (cd "$dir" && LD_PRELOAD=${PRELOAD:-} ctest -LE gpu --output-on-failure -j 2 "${CTEST_ARGS[@]}")
   fi
 }
@@ -89,11 +98,12 @@ for mode in "${MODES[@]}"; do
         configure "${FUZZ_BUILD_DIR:-build-fuzz}" -DONECARD_FUZZ=ON
         run "${FUZZ_BUILD_DIR:-build-fuzz}" "${ASAN_CI_TESTS[@]}" || status=1
       else
-        CC=gcc CXX=g++ configure build-asan -DONECARD_SANITIZE=address,undefined
+        CC=gcc CXX=g++ configure build-asan -DONECARD_SANITIZE=address,undefined \
+          -DONECARD_TEST_TIME_SCALE=$ASAN_TIME_SCALE
         run build-asan || status=1
       fi ;;
     tsan)
-      configure build-tsan -DONECARD_SANITIZE=thread
+      configure build-tsan -DONECARD_SANITIZE=thread -DONECARD_TEST_TIME_SCALE=$TSAN_TIME_SCALE
       clang++ -std=c++20 -O1 -fPIC -shared tests/sanitize/tsan_absl_mutex.cc \
         -o build-tsan/libtsan_absl_mutex.so -ldl
       PRELOAD=$PWD/build-tsan/libtsan_absl_mutex.so

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "tests/testing/time_scale.h"
 #include "tools/fault/fault_scenarios.h"
 
 namespace onecard::fault {
@@ -23,6 +24,7 @@ ScenarioOptions Options() {
   o.cluster.worker_bin = ONECARD_WORKER_BIN;
   o.cluster.router_bin = ONECARD_ROUTER_BIN;
   o.disconnect_clients = 200;
+  o.cluster.time_scale = onecard::testing::kTestTimeScale;  // a sanitizer build's slowdown
   return o;
 }
 

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "tests/services/testing/http_get.h"
+#include "tests/testing/time_scale.h"
 
 namespace onecard::testing {
 namespace {
@@ -57,6 +58,9 @@ router:
   http: {listen_address: 127.0.0.1:0}
   load_report_interval: 100ms
   reconnect: {initial_backoff: 50ms, max_backoff: 300ms}
+  queue: {queue_timeout: )",
+                      absl::FormatDuration(ScaledTime(absl::Seconds(30))),
+                      R"(}  # the default, scaled
   default_max_tokens: 16
   tenants:
     - name: ops
@@ -164,7 +168,7 @@ GenerateResult Generate(v1::Generation::Stub& stub, const std::string& api_key,
   grpc::ClientContext context;
   context.AddMetadata("authorization", "Bearer " + api_key);
   // A safety net against a hang, far above any expected run time.
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(300));
+  context.set_deadline(std::chrono::system_clock::now() + ScaledTime(std::chrono::seconds(300)));
   GenerateResult result;
   std::unique_ptr<grpc::ClientReader<v1::GenerateResponse>> reader =
       stub.Generate(&context, request);
@@ -196,7 +200,7 @@ absl::StatusOr<PromText> Scrape(const std::string& address) {
 absl::Status WaitForMetric(const std::string& address, const std::string& name,
                            const std::map<std::string, std::string>& labels,
                            const std::function<bool(double)>& ok, absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
+  const absl::Time deadline = absl::Now() + ScaledTime(timeout);
   std::string last = "no scrape";
   while (absl::Now() < deadline) {
     absl::StatusOr<PromText> text = Scrape(address);

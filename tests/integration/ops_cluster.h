@@ -82,7 +82,8 @@ struct GenerateResult {
   int chunks = 0;
 };
 
-// One chat request through `stub` with `api_key`, read to the end.
+// One chat request through `stub` with `api_key`, read to the end (a 300 s
+// deadline, ScaledTime'd).
 // `on_chunk` (optional) runs after each chunk, e.g. to act mid-stream.
 GenerateResult Generate(v1::Generation::Stub& stub, const std::string& api_key,
                         const std::string& question, int max_tokens, v1::Priority priority,
@@ -92,7 +93,8 @@ GenerateResult Generate(v1::Generation::Stub& stub, const std::string& api_key,
 absl::StatusOr<PromText> Scrape(const std::string& address);
 
 // Polls /metrics at `address` until the sample `name{labels}` satisfies
-// `ok`, or `timeout` passes (then DeadlineExceeded with the last value). For
+// `ok`, or `timeout` (ScaledTime'd inside) passes (then DeadlineExceeded with
+// the last value). For
 // state that a process reaches on its own (a worker registering, a table
 // arriving), which nothing else signals to the test.
 absl::Status WaitForMetric(const std::string& address, const std::string& name,

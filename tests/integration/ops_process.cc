@@ -16,6 +16,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "tests/testing/time_scale.h"
 
 namespace onecard::testing {
 
@@ -96,7 +97,7 @@ absl::StatusOr<std::string> ChildProcess::WaitForLine(const std::string& prefix,
     return exit_code_.has_value();
   };
   absl::MutexLock lock(&mu_);
-  const bool done = mu_.AwaitWithTimeout(absl::Condition(&ready), timeout);
+  const bool done = mu_.AwaitWithTimeout(absl::Condition(&ready), ScaledTime(timeout));
   if (found.has_value()) return *found;
   const std::string what = absl::StrCat(name_, " (pid ", pid_, ") waiting for \"", prefix, "\"");
   if (!done) {
@@ -109,7 +110,7 @@ absl::StatusOr<std::string> ChildProcess::WaitForLine(const std::string& prefix,
 absl::StatusOr<int> ChildProcess::WaitForExit(absl::Duration timeout) {
   absl::MutexLock lock(&mu_);
   auto exited = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return exit_code_.has_value(); };
-  if (!mu_.AwaitWithTimeout(absl::Condition(&exited), timeout)) {
+  if (!mu_.AwaitWithTimeout(absl::Condition(&exited), ScaledTime(timeout))) {
     return absl::DeadlineExceededError(absl::StrCat(name_, " did not exit in time"));
   }
   return *exit_code_;

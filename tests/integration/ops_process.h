@@ -33,6 +33,8 @@ class ChildProcess {
   // Kills (SIGKILL) a child still running and reaps it.
   ~ChildProcess();
 
+  // Both waits' `timeout` is a normal build's budget, ScaledTime'd inside
+  // (tests/testing/time_scale.h).
   // The first stdout line starting with `prefix`, with the prefix removed.
   // DeadlineExceeded, or Aborted when the process exits first (the message
   // carries its stderr tail).

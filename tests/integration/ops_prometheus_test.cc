@@ -23,6 +23,7 @@
 #include "tests/deploy/deploy_testing.h"
 #include "tests/integration/ops_cluster.h"
 #include "tests/services/testing/http_get.h"
+#include "tests/testing/time_scale.h"
 
 namespace onecard::testing {
 namespace {
@@ -124,10 +125,10 @@ void DriveLoad(LocalCluster& cluster) {
 }
 
 // Polls until `expr` has a sample >= `at_least` (Prometheus scrapes and
-// evaluates on its own clock).
+// evaluates on its own clock), or `timeout` (ScaledTime'd) passes.
 absl::Status WaitForQuery(const std::string& expr, double at_least, absl::Duration timeout,
                           absl::StatusOr<std::vector<Sample>> (*query)(const std::string&)) {
-  const absl::Time deadline = absl::Now() + timeout;
+  const absl::Time deadline = absl::Now() + ScaledTime(timeout);
   std::string last;
   while (absl::Now() < deadline) {
     absl::StatusOr<std::vector<Sample>> samples = query(expr);

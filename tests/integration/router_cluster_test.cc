@@ -11,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "router/api_keys.h"
 #include "tests/integration/router_testing.h"
+#include "tests/testing/time_scale.h"
 
 namespace onecard::router::testing {
 namespace {
@@ -29,7 +30,8 @@ struct Answer {
 Answer Generate(onecard::v1::Generation::Stub* stub, const GenerateRequest& r, bool with_key) {
   grpc::ClientContext context;
   if (with_key) context.AddMetadata("authorization", std::string("Bearer ") + kKey);
-  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Minutes(3)));
+  context.set_deadline(
+      absl::ToChronoTime(absl::Now() + onecard::testing::ScaledTime(absl::Minutes(3))));
   auto reader = stub->Generate(&context, r);
   Answer a;
   GenerateResponse chunk;
@@ -68,7 +70,7 @@ class RouterClusterTest : public ::testing::Test {
     router_ = std::move(*r).release();
   }
   static void TearDownTestSuite() {
-    EXPECT_EQ(router_->Terminate(absl::Seconds(30)), 0);
+    EXPECT_EQ(router_->Terminate(onecard::testing::ScaledTime(absl::Seconds(30))), 0);
     delete router_;
     for (ChildProcess* w : workers_) delete w;
     workers_.clear();

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tests/integration/router_testing.h"
+#include "tests/testing/time_scale.h"
 #include "tools/bench/serve/load_runner.h"
 
 namespace onecard::router::testing {
@@ -19,6 +20,7 @@ namespace {
 
 using bench::serve::LoadRun;
 using bench::serve::LoadSpec;
+using onecard::testing::ScaledTime;
 
 TEST(RouterKillWorkerTest, NoTokenRequestsAreRetriedStartedOnesEndUnavailable) {
   std::vector<std::unique_ptr<ChildProcess>> w;
@@ -42,7 +44,7 @@ TEST(RouterKillWorkerTest, NoTokenRequestsAreRetriedStartedOnesEndUnavailable) {
   spec.mix = *bench::serve::ParseMix("k=1:16/24");
   spec.users = 12;
   spec.num_requests = 48;
-  spec.request_timeout = absl::Minutes(5);
+  spec.request_timeout = ScaledTime(absl::Minutes(5));
   spec.progress = false;
   absl::StatusOr<LoadRun> run;
   std::thread load([&] { run = bench::serve::RunLoad(spec); });
@@ -88,7 +90,7 @@ TEST(RouterKillWorkerTest, NoTokenRequestsAreRetriedStartedOnesEndUnavailable) {
                t.Value("onecard_router_requests_total",
                        {{"api", "grpc"}, {"code", "UNAVAILABLE"}}) == failed;
       },
-      absl::Seconds(10)));
+      ScaledTime(absl::Seconds(10))));
   absl::StatusOr<onecard::testing::PromText> text = Scrape(metrics);
   ASSERT_TRUE(text.ok());
   EXPECT_GE(text->Value("onecard_router_retries_total").value_or(0), 1);
@@ -99,7 +101,7 @@ TEST(RouterKillWorkerTest, NoTokenRequestsAreRetriedStartedOnesEndUnavailable) {
   std::cout << "sent " << total.sent << ", completed " << total.ok << ", failed " << failed
             << " (after their first token), retried "
             << text->Value("onecard_router_retries_total").value_or(0) << "\n";
-  EXPECT_EQ((*router)->Terminate(absl::Seconds(30)), 0);
+  EXPECT_EQ((*router)->Terminate(ScaledTime(absl::Seconds(30))), 0);
 }
 
 }  // namespace

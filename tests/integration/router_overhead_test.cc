@@ -7,6 +7,7 @@
 
 #include "gtest/gtest.h"
 #include "tests/integration/router_testing.h"
+#include "tests/testing/time_scale.h"
 #include "tools/bench/serve/experiments.h"
 
 namespace onecard::router::testing {
@@ -20,6 +21,7 @@ TEST(RouterOverheadTest, SameRequestsDirectAndThroughTheRouter) {
   o.pairs = 20;
   o.max_tokens = 2;
   o.admission_requests = 300;
+  o.admission_deadline = onecard::testing::ScaledTime(o.admission_deadline);
   absl::StatusOr<bench::serve::RouterOverhead> r = bench::serve::RunRouterOverhead(o);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->failed, 0);

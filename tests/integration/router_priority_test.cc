@@ -10,6 +10,7 @@
 
 #include "gtest/gtest.h"
 #include "tests/integration/router_testing.h"
+#include "tests/testing/time_scale.h"
 #include "tools/bench/serve/experiments.h"
 
 namespace onecard::router::testing {
@@ -25,6 +26,10 @@ TEST(RouterPriorityTest, ShortRequestP95TtftAtLeastTwiceBetterThanFifo) {
   o.load.num_requests = PRIORITY_REQUESTS;
   o.load.seed = 11;
   o.load.progress = false;
+  // Time windows follow the build's speed: the wait before a batch request
+  // ranks as interactive, and the requests' deadline.
+  o.aging_step = onecard::testing::ScaledTime(o.aging_step);
+  o.load.request_timeout = onecard::testing::ScaledTime(o.load.request_timeout);
   absl::StatusOr<bench::serve::PriorityComparison> c = bench::serve::RunPriorityComparison(o);
   ASSERT_TRUE(c.ok()) << c.status();
   std::cout << "capacity " << c->capacity_per_second << " req/s, offered " << c->rate_per_second

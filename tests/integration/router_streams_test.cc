@@ -10,10 +10,13 @@
 
 #include "gtest/gtest.h"
 #include "tests/integration/router_testing.h"
+#include "tests/testing/time_scale.h"
 #include "tools/bench/serve/load_runner.h"
 
 namespace onecard::router::testing {
 namespace {
+
+using onecard::testing::ScaledTime;
 
 constexpr int kStreams = 2000;
 
@@ -22,7 +25,8 @@ TEST(RouterStreamsTest, TwoThousandConcurrentStreamsNoneLost) {
   auto worker = StartWorker("streams-worker", {"--max-num-seqs", "256"});
   ASSERT_TRUE(worker.ok()) << worker.status();
   auto router = StartRouter("streams-router", {worker->get()},
-                            {"--queue-max-depth", "4096", "--queue-timeout", "10m"});
+                            {"--queue-max-depth", "4096", "--queue-timeout",
+                             absl::FormatDuration(ScaledTime(absl::Minutes(10)))});
   ASSERT_TRUE(router.ok()) << router.status();
   const int64_t idle_rss = (*router)->RssBytes();
   (*worker)->Signal(SIGSTOP);
@@ -32,7 +36,7 @@ TEST(RouterStreamsTest, TwoThousandConcurrentStreamsNoneLost) {
   spec.mix = *bench::serve::ParseMix("tiny=1:1/1");
   spec.users = kStreams;
   spec.num_requests = kStreams;
-  spec.request_timeout = absl::Minutes(8);
+  spec.request_timeout = ScaledTime(absl::Minutes(8));
   spec.progress = false;
   absl::StatusOr<bench::serve::LoadRun> run;
   std::thread load([&] { run = bench::serve::RunLoad(spec); });
@@ -41,7 +45,7 @@ TEST(RouterStreamsTest, TwoThousandConcurrentStreamsNoneLost) {
                                      [](const onecard::testing::PromText& t) {
                                        return t.Value("onecard_router_open_streams") == kStreams;
                                      },
-                                     absl::Minutes(3));
+                                     ScaledTime(absl::Minutes(3)));
   const int64_t busy_rss = (*router)->RssBytes();
   (*worker)->Signal(SIGCONT);
   load.join();
@@ -55,7 +59,7 @@ TEST(RouterStreamsTest, TwoThousandConcurrentStreamsNoneLost) {
   RecordProperty("router_rss_idle_mib", static_cast<int>(idle_rss >> 20));
   RecordProperty("router_rss_2000_streams_mib", static_cast<int>(busy_rss >> 20));
   EXPECT_LT(busy_rss, int64_t{512} << 20);
-  EXPECT_EQ((*router)->Terminate(absl::Seconds(30)), 0);
+  EXPECT_EQ((*router)->Terminate(ScaledTime(absl::Seconds(30))), 0);
 }
 
 }  // namespace

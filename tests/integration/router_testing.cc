@@ -11,8 +11,11 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "tests/services/testing/http_get.h"
+#include "tests/testing/time_scale.h"
 
 namespace onecard::router::testing {
+
+using onecard::testing::ScaledTime;
 
 std::string LogDir() {
   static const std::string dir = [] {
@@ -28,7 +31,8 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> StartWorker(const std::string& nam
   std::vector<std::string> args = {"--model",          kModel,       "--listen", "127.0.0.1:0",
                                    "--metrics-listen", "127.0.0.1:0"};
   args.insert(args.end(), extra.begin(), extra.end());
-  return ChildProcess::Start(ONECARD_WORKER_BIN, args, absl::StrCat(LogDir(), "/", name, ".log"));
+  return ChildProcess::Start(ONECARD_WORKER_BIN, args, absl::StrCat(LogDir(), "/", name, ".log"),
+                             ScaledTime(absl::Seconds(120)));
 }
 
 absl::StatusOr<std::unique_ptr<ChildProcess>> StartRouter(
@@ -41,8 +45,11 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> StartRouter(
       "--metrics-listen", "127.0.0.1:0", "--static-workers", absl::StrJoin(addresses, ","),
       "--http-listen",    "127.0.0.1:0"};
   args.push_back("--allow-unauthenticated=true");  // no effect when `extra` names tenants
+  // The default, scaled; a later --queue-timeout in `extra` wins.
+  args.push_back("--queue-timeout=" + absl::FormatDuration(ScaledTime(absl::Seconds(30))));
   args.insert(args.end(), extra.begin(), extra.end());
-  return ChildProcess::Start(ONECARD_ROUTER_BIN, args, absl::StrCat(LogDir(), "/", name, ".log"));
+  return ChildProcess::Start(ONECARD_ROUTER_BIN, args, absl::StrCat(LogDir(), "/", name, ".log"),
+                             ScaledTime(absl::Seconds(120)));
 }
 
 std::unique_ptr<onecard::v1::Generation::Stub> Connect(const std::string& address) {
@@ -60,7 +67,7 @@ absl::StatusOr<onecard::testing::PromText> Scrape(const std::string& metrics_add
 bool AwaitMetrics(const std::string& metrics_address,
                   const std::function<bool(const onecard::testing::PromText&)>& ready,
                   absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
+  const absl::Time deadline = absl::Now() + ScaledTime(timeout);
   while (absl::Now() < deadline) {
     absl::StatusOr<onecard::testing::PromText> text = Scrape(metrics_address);
     if (text.ok() && ready(*text)) return true;

@@ -30,6 +30,8 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> StartWorker(const std::string& nam
                                                           std::vector<std::string> extra = {});
 // A router with `workers` as its static endpoints; with no tenants in
 // `extra`'s config it serves callers without a key (allow_unauthenticated).
+// Its queue timeout is the default 30 s, ScaledTime'd, unless `extra` sets
+// one. Both wait for READY up to 120 s, ScaledTime'd.
 absl::StatusOr<std::unique_ptr<ChildProcess>> StartRouter(
     const std::string& name, const std::vector<const ChildProcess*>& workers,
     std::vector<std::string> extra = {});
@@ -37,7 +39,8 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> StartRouter(
 std::unique_ptr<onecard::v1::Generation::Stub> Connect(const std::string& address);
 
 absl::StatusOr<onecard::testing::PromText> Scrape(const std::string& metrics_address);
-// Scrapes every 50 ms until `ready(text)` or `timeout`; false on timeout.
+// Scrapes every 50 ms until `ready(text)` or `timeout` (a normal build's
+// budget, ScaledTime'd inside); false on timeout.
 bool AwaitMetrics(const std::string& metrics_address,
                   const std::function<bool(const onecard::testing::PromText&)>& ready,
                   absl::Duration timeout = absl::Seconds(60));

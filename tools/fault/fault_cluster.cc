@@ -25,8 +25,9 @@ metrics:
   listen_address: 127.0.0.1:0
   metrics_listen_address: 127.0.0.1:0
   worker_expiry: )",
-                      o.worker_expiry, R"(
-  router_expiry: 2s
+                      absl::FormatDuration(o.Scaled(o.worker_expiry)), R"(
+  router_expiry: )",
+                      absl::FormatDuration(o.Scaled(absl::Seconds(2))), R"(
   report_interval: 100ms
   watch_min_interval: 50ms
   table_warmup: 1s
@@ -47,7 +48,7 @@ worker:
   load_report_interval: 100ms
   reconnect: {initial_backoff: 50ms, max_backoff: 300ms}
   grace_period: )",
-                      o.worker_grace, R"(
+                      absl::FormatDuration(o.Scaled(o.worker_grace)), R"(
   service_auth: *auth
 router:
   model_path: ")",
@@ -57,9 +58,11 @@ router:
   load_report_interval: 100ms
   reconnect: {initial_backoff: 50ms, max_backoff: 300ms}
   queue: {max_depth: )",
-                      o.queue_max_depth, R"(, queue_timeout: )", o.queue_timeout, R"(}
+                      o.queue_max_depth, R"(, queue_timeout: )",
+                      absl::FormatDuration(o.Scaled(o.queue_timeout)), R"(}
   dispatch: {eject_after_failures: 3, probe_interval: 2s}
-  timeouts: {grace_period: 20s}
+  timeouts: {grace_period: )",
+                      absl::FormatDuration(o.Scaled(absl::Seconds(20))), R"(}
   service_auth: *auth
   tenants:
     - name: fault
@@ -111,15 +114,16 @@ absl::StatusOr<std::unique_ptr<FaultCluster>> FaultCluster::Start(
   std::ofstream(c->config_path_) << ClusterConfig(options, dir);
   const std::string config = "--config=" + c->config_path_;
 
-  absl::StatusOr<std::unique_ptr<ChildProcess>> m = ChildProcess::Start(
-      options.metrics_bin, {config}, dir + "/metrics.log", kStartTimeout, /*ready_line=*/"");
+  absl::StatusOr<std::unique_ptr<ChildProcess>> m =
+      ChildProcess::Start(options.metrics_bin, {config}, dir + "/metrics.log",
+                          options.Scaled(kStartTimeout), /*ready_line=*/"");
   if (!m.ok()) return m.status();
   c->metrics_ = std::move(*m);
   const std::string control = "--control_plane=" + c->metrics_->grpc_address();
   for (int i = 0; i < options.num_workers; ++i) {
     absl::StatusOr<std::unique_ptr<ChildProcess>> w = ChildProcess::Start(
         options.worker_bin, {config, control, absl::StrCat("--worker_id=worker-", i)},
-        absl::StrCat(dir, "/worker-", i, ".log"), kStartTimeout);
+        absl::StrCat(dir, "/worker-", i, ".log"), options.Scaled(kStartTimeout));
     if (!w.ok()) return w.status();
     c->workers_.push_back(std::move(*w));
     c->worker_alive_.push_back(true);
@@ -134,7 +138,7 @@ absl::Status FaultCluster::StartRouter(const std::string& listen) {
       options_.router_bin,
       {"--config=" + config_path_, "--control_plane=" + metrics_->grpc_address(),
        "--router_id=router-0", "--listen=" + listen},
-      log, kStartTimeout);
+      log, options_.Scaled(kStartTimeout));
   if (!r.ok()) return r.status();
   router_ = std::move(*r);
   const int workers = num_workers();
@@ -143,7 +147,7 @@ absl::Status FaultCluster::StartRouter(const std::string& listen) {
           [workers](const testing::PromText& t) {
             return t.Value("onecard_router_workers", {{"state", "healthy"}}) == workers;
           },
-          kStartTimeout)) {
+          options_.Scaled(kStartTimeout))) {
     return absl::DeadlineExceededError("the router's table never held every worker; log " + log);
   }
   return absl::OkStatus();
@@ -162,9 +166,10 @@ int FaultCluster::TerminateWorker(int i, absl::Duration grace) {
 absl::Status FaultCluster::RestartMetrics() {
   const std::string address = metrics_->grpc_address();
   metrics_->Kill();
-  absl::StatusOr<std::unique_ptr<ChildProcess>> m = ChildProcess::Start(
-      options_.metrics_bin, {"--config=" + config_path_, "--listen=" + address},
-      absl::StrCat(options_.work_dir, "/metrics-", starts_++, ".log"), kStartTimeout, "");
+  absl::StatusOr<std::unique_ptr<ChildProcess>> m =
+      ChildProcess::Start(options_.metrics_bin, {"--config=" + config_path_, "--listen=" + address},
+                          absl::StrCat(options_.work_dir, "/metrics-", starts_++, ".log"),
+                          options_.Scaled(kStartTimeout), "");
   if (!m.ok()) return m.status();
   metrics_ = std::move(*m);
   return absl::OkStatus();

@@ -35,13 +35,20 @@ struct FaultClusterOptions {
   std::string model_path = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
   std::string metrics_bin, worker_bin, router_bin;
   int num_workers = 2;
-  int max_num_seqs = 8;              // per worker step
-  std::string worker_grace = "20s";  // SIGTERM drain
-  std::string worker_expiry = "2s";  // the metrics service marks a silent worker unhealthy
-  int queue_max_depth = 2048;        // the router's queue
+  int max_num_seqs = 8;                             // per worker step
+  absl::Duration worker_grace = absl::Seconds(20);  // SIGTERM drain
+  // The metrics service marks a silent worker unhealthy after this.
+  absl::Duration worker_expiry = absl::Seconds(2);
+  int queue_max_depth = 2048;  // the router's queue
   // Longest wait in the router's queue: above the time 1,000 clients take
   // to get their first token on two CPU workers.
-  std::string queue_timeout = "600s";
+  absl::Duration queue_timeout = absl::Seconds(600);
+  // How many times slower the binaries run than a normal build (a sanitizer
+  // build's, for its tests): the durations above, the services' expiries
+  // and every wait and deadline of the cluster and the scenarios are
+  // multiplied by it.
+  int time_scale = 1;
+  absl::Duration Scaled(absl::Duration d) const { return d * time_scale; }
 };
 
 class FaultCluster {
@@ -54,6 +61,7 @@ class FaultCluster {
   ChildProcess& router() { return *router_; }
   ChildProcess& worker(int i) { return *workers_[i]; }
   int num_workers() const { return static_cast<int>(workers_.size()); }
+  const FaultClusterOptions& options() const { return options_; }
 
   // Fault injection. A killed or terminated worker is left out of AwaitIdle.
   void KillWorker(int i);

@@ -39,8 +39,13 @@ Prompts MakePrompts() {
   return p;
 }
 
+// A wait or deadline of a normal build, times the cluster's time_scale.
+absl::Duration Scaled(const Context& c, absl::Duration d) { return c.cluster.options().Scaled(d); }
+
 FaultLoadSpec Load(const Context& c, int64_t requests, int32_t concurrency) {
   FaultLoadSpec s;
+  s.deadline = Scaled(c, s.deadline);
+  s.lost_after = Scaled(c, s.lost_after);
   s.target = c.cluster.router().grpc_address();
   s.api_key = kFaultApiKey;
   s.prompts = c.prompts;
@@ -78,7 +83,7 @@ absl::Status AwaitStreaming(FaultCluster& cluster, int i, double base, int token
           [&](const testing::PromText& t) {
             return t.Sum("onecard_worker_generation_tokens_total") >= base + tokens;
           },
-          kFaultWait)) {
+          cluster.options().Scaled(kFaultWait))) {
     return absl::OkStatus();
   }
   return absl::DeadlineExceededError(absl::StrCat("worker-", i, " never streamed"));
@@ -90,7 +95,7 @@ absl::Status AwaitHealthy(FaultCluster& cluster, int workers) {
           [workers](const testing::PromText& t) {
             return t.Value("onecard_router_workers", {{"state", "healthy"}}) == workers;
           },
-          kFaultWait)) {
+          cluster.options().Scaled(kFaultWait))) {
     return absl::OkStatus();
   }
   return absl::DeadlineExceededError(absl::StrCat("the router never had ", workers, " healthy"));
@@ -125,7 +130,7 @@ absl::Status WorkerSigkill(Context& c, ScenarioResult* r) {
 absl::Status WorkerSigstop(Context& c, ScenarioResult* r) {
   r->allowed_codes = {"DEADLINE_EXCEEDED", "UNAVAILABLE"};
   FaultLoadSpec spec = Load(c, 40, 8);
-  spec.deadline = absl::Seconds(20);
+  spec.deadline = Scaled(c, absl::Seconds(20));
   ChildProcess& hung = c.cluster.worker(1);
   const double base = Counter(hung.metrics_address(), "onecard_worker_generation_tokens_total");
   absl::Status s = WithLoad(
@@ -188,7 +193,7 @@ absl::Status Disconnect(Context& c, ScenarioResult* r) {
   FaultLoadSpec spec = Load(c, n, n);
   spec.max_tokens = 64;
   spec.cancel_after_tokens = 1;
-  spec.deadline = absl::Minutes(10);
+  spec.deadline = Scaled(c, absl::Minutes(10));
   absl::StatusOr<std::vector<StreamRecord>> records = RunFaultLoad(spec);
   if (!records.ok()) return records.status();
   r->account = CheckStreams(*records, c.references, spec.max_tokens);
@@ -207,10 +212,10 @@ absl::Status SlowReaders(Context& c, ScenarioResult* r) {
   r->allowed_codes = {"CANCELLED"};  // the slow readers give up
   FaultLoadSpec slow = Load(c, c.options.slow_readers, c.options.slow_readers);
   slow.max_tokens = 128;
-  slow.slow_reader_for = absl::Seconds(20);
-  slow.deadline = absl::Minutes(2);
+  slow.slow_reader_for = Scaled(c, absl::Seconds(20));
+  slow.deadline = Scaled(c, absl::Minutes(2));
   FaultLoadSpec normal = Load(c, 24, 4);
-  normal.deadline = absl::Minutes(2);
+  normal.deadline = Scaled(c, absl::Minutes(2));
   const int64_t router_before = MaxRss(c.cluster, false), worker_before = MaxRss(c.cluster, true);
   int64_t router_peak = router_before, worker_peak = worker_before;
   absl::StatusOr<std::vector<StreamRecord>> slow_records, normal_records;
@@ -256,7 +261,7 @@ absl::Status DrainSigterm(Context& c, ScenarioResult* r) {
       [&] {
         if (absl::Status s = AwaitStreaming(c.cluster, 1, base, 8); !s.ok()) return s;
         const absl::Time signalled = absl::Now();
-        exit_code = c.cluster.TerminateWorker(1, absl::Seconds(90));
+        exit_code = c.cluster.TerminateWorker(1, Scaled(c, absl::Seconds(90)));
         absl::StrAppendFormat(&r->note, "drained and exited %d in %.1fs", exit_code,
                               absl::ToDoubleSeconds(absl::Now() - signalled));
         return absl::OkStatus();
@@ -297,7 +302,7 @@ ScenarioResult RunScenario(const std::string& name, const ScenarioOptions& optio
   FaultClusterOptions cluster_options = options.cluster;
   cluster_options.work_dir = absl::StrCat(options.cluster.work_dir, "/", name);
   if (name == "disconnect") cluster_options.max_num_seqs = 32;
-  if (name == "drain-sigterm") cluster_options.worker_grace = "60s";
+  if (name == "drain-sigterm") cluster_options.worker_grace = absl::Seconds(60);
   absl::StatusOr<std::unique_ptr<FaultCluster>> cluster = FaultCluster::Start(cluster_options);
   if (!cluster.ok()) {
     r.setup = cluster.status();
@@ -311,7 +316,7 @@ ScenarioResult RunScenario(const std::string& name, const ScenarioOptions& optio
   }
   c.references = *std::move(references);
   r.setup = fn->second(c, &r);
-  r.idle = (*cluster)->AwaitIdle(kIdleWait);
+  r.idle = (*cluster)->AwaitIdle(cluster_options.Scaled(kIdleWait));
   r.wall = absl::Now() - start;
   return r;
 }

@@ -154,15 +154,15 @@ absl::StatusOr<double> AdmittedTotal(const ChildProcess& router) {
 }
 
 // The worker paused, so that nothing is served: every request is admitted
-// and then expires in the router's queue at its 20 ms deadline.
+// and then expires in the router's queue at its `deadline`.
 absl::StatusOr<double> MeasureAdmissions(const ChildProcess& router, ChildProcess& worker,
-                                         int32_t requests) {
+                                         int32_t requests, absl::Duration deadline) {
   LoadSpec spec;
   spec.target = router.grpc_address();
   spec.mix = {RequestClass{"admission", 1, 16, 4}};
   spec.users = 64;
   spec.num_requests = requests;
-  spec.request_timeout = absl::Milliseconds(20);
+  spec.request_timeout = deadline;
   spec.progress = false;
   ASSIGN_OR_RETURN(double before, AdmittedTotal(router));
   worker.Signal(SIGSTOP);
@@ -296,8 +296,9 @@ absl::StatusOr<RouterOverhead> RunRouterOverhead(const RouterOverheadOptions& o)
   out.added_http_e2e_p50_s = out.http_e2e.p50 - out.direct_e2e.p50;
   out.added_http_e2e_p99_s = out.http_e2e.p99 - out.direct_e2e.p99;
   if (o.admission_requests > 0) {
-    ASSIGN_OR_RETURN(out.admissions_per_second,
-                     MeasureAdmissions(*router, *worker, o.admission_requests));
+    ASSIGN_OR_RETURN(
+        out.admissions_per_second,
+        MeasureAdmissions(*router, *worker, o.admission_requests, o.admission_deadline));
   }
   router->Terminate(absl::Seconds(30));
   worker->Terminate(absl::Seconds(30));

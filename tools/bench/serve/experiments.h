@@ -76,6 +76,10 @@ struct RouterOverheadOptions {
   int32_t max_tokens = 4;
   uint64_t seed = 7;
   int32_t admission_requests = 2000;  // 0: skip the admissions/s part
+  // Each admission request's deadline: it is admitted, then expires in the
+  // router's queue (the worker is paused). A slower build needs a longer one
+  // to reach admission at all.
+  absl::Duration admission_deadline = absl::Milliseconds(20);
 };
 
 struct RouterOverhead {
