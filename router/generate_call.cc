@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "router/access_log.h"
 #include "services/common/proto_time.h"
@@ -312,17 +313,17 @@ void GenerateCall::OnAttemptDone(Attempt* attempt, const grpc::Status& status) {
     End(absl::OkStatus());
   } else if (cancelled) {
     End(ClientGone());
-  } else if (tokens == 0 && attempts < 2 && Retryable(status.error_code()) &&
-             core_->clock()->Now() < deadline_) {
+  } else if (tokens == 0 &&
+             attempts < static_cast<size_t>(core_->options().config.dispatch().max_attempts()) &&
+             Retryable(status.error_code()) && core_->clock()->Now() < deadline_) {
     Retry(*attempt, status);
   } else if (tokens > 0 && Classify(status) == CallOutcome::kFailure) {
     End(absl::UnavailableError(absl::StrCat("worker ", worker, " failed after the first token (",
                                             tokens, " sent): ", Describe(status))));
   } else if (tokens == 0 && Classify(status) == CallOutcome::kFailure) {
     End(absl::UnavailableError(absl::StrCat("worker ", worker,
-                                            " failed before the first token "
-                                            "on the retry: ",
-                                            Describe(status))));
+                                            " failed before the first token on attempt ", attempts,
+                                            ": ", Describe(status))));
   } else {
     absl::Status s = services::FromGrpcStatus(status);
     if (std::optional<absl::Duration> hint = services::RetryAfterFromTrailers(attempt->context)) {
@@ -334,10 +335,12 @@ void GenerateCall::OnAttemptDone(Attempt* attempt, const grpc::Status& status) {
 }
 
 void GenerateCall::Retry(const Attempt& failed, const grpc::Status& status) {
+  absl::flat_hash_set<std::string> tried;
   {
     absl::MutexLock lock(&mu_);
     queued_ = true;
     ++refs_;  // the dispatch callback's
+    for (const std::unique_ptr<Attempt>& a : attempts_) tried.insert(a->assignment.worker_id);
   }
   core_->metrics().Retried();
   DispatchRequest r{id_,
@@ -346,8 +349,7 @@ void GenerateCall::Retry(const Attempt& failed, const grpc::Status& status) {
                     0,
                     deadline_,
                     [this](absl::StatusOr<Assignment> a) { OnDispatched(std::move(a)); }};
-  absl::Status s =
-      core_->dispatcher().Resubmit(std::move(r), arrived_, {failed.assignment.worker_id});
+  absl::Status s = core_->dispatcher().Resubmit(std::move(r), arrived_, std::move(tried));
   if (s.ok()) return;
   {
     absl::MutexLock lock(&mu_);
@@ -363,7 +365,7 @@ void GenerateCall::Retry(const Attempt& failed, const grpc::Status& status) {
   }
   End(absl::UnavailableError(absl::StrCat("worker ", failed.assignment.worker_id,
                                           " failed before the first token (", Describe(status),
-                                          ") and no other worker is available")));
+                                          ") and no worker it has not tried is available")));
 }
 
 void GenerateCall::End(absl::Status status) {

@@ -19,7 +19,8 @@
 // worker queue, TTFT and total from arrival).
 //
 // Failures: a worker call that fails before any token reached the client is
-// retried once on another worker; after the first token the call ends with
+// retried on a worker the call has not tried yet, up to dispatch.max_attempts
+// attempts within the deadline; after the first token the call ends with
 // UNAVAILABLE naming the worker and its error. A client cancel (or a failed
 // write) cancels the worker call, whose stream the worker then ends, freeing
 // the sequence's KV blocks; the deadline travels on the worker call.

@@ -16,6 +16,7 @@ namespace {
 constexpr int64_t kMaxQueueDepth = 1000000;
 constexpr int64_t kMaxInFlightPerWorker = 100000;
 constexpr int64_t kMaxEjectAfterFailures = 1000000;
+constexpr int64_t kMaxAttempts = 16;
 constexpr int64_t kMaxConcurrentStreams = 1000000;
 constexpr double kMaxRate = 1e12;  // requests or tokens a second, and bursts
 constexpr int64_t kMaxHttpConnections = 10000;
@@ -81,6 +82,7 @@ absl::Status ValidateDispatch(const onecard::v1::RouterConfig& c) {
                                        d.max_in_flight_per_worker(), 0, kMaxInFlightPerWorker));
   RETURN_IF_ERROR(services::CheckRange("dispatch.eject_after_failures", d.eject_after_failures(), 1,
                                        kMaxEjectAfterFailures));
+  RETURN_IF_ERROR(services::CheckRange("dispatch.max_attempts", d.max_attempts(), 1, kMaxAttempts));
   RETURN_IF_ERROR(Within(d.probe_interval(), "dispatch.probe_interval",
                          services::kMinConfigInterval, absl::Hours(1)));
   RETURN_IF_ERROR(Within(d.stale_worker_grace(), "dispatch.stale_worker_grace",
@@ -140,6 +142,7 @@ void ApplyRouterDefaults(onecard::v1::RouterConfig* c) {
   DefaultDuration(t->mutable_grace_period(), absl::Seconds(30));
   onecard::v1::DispatchConfig* d = c->mutable_dispatch();
   if (d->eject_after_failures() == 0) d->set_eject_after_failures(3);
+  if (d->max_attempts() == 0) d->set_max_attempts(3);
   DefaultDuration(d->mutable_probe_interval(), absl::Seconds(5));
   DefaultDuration(d->mutable_stale_worker_grace(), absl::Seconds(10));
   if (d->affinity_prefix_tokens() == 0) d->set_affinity_prefix_tokens(64);

@@ -154,8 +154,8 @@ RouterMetrics::RouterMetrics(prometheus::Registry& r)
                         .Register(r)),
       retries_(prometheus::BuildCounter()
                    .Name("onecard_router_retries_total")
-                   .Help("Requests sent to a second worker after the first failed before any "
-                         "token.")
+                   .Help("Retries: requests sent to another worker after one failed before "
+                         "any token.")
                    .Register(r)
                    .Add({})),
       queue_wait_(Histograms(r, "onecard_router_queue_wait_seconds",

@@ -33,6 +33,7 @@ TEST(RouterConfigTest, Defaults) {
   EXPECT_EQ(o->queue.max_cost_term, absl::Milliseconds(2500));
   EXPECT_FALSE(o->queue.fifo);
   EXPECT_EQ(o->pool.eject_after_failures, 3);
+  EXPECT_EQ(o->config.dispatch().max_attempts(), 3);
   EXPECT_EQ(o->pool.eject_base, absl::Seconds(5));
   EXPECT_EQ(o->default_deadline, absl::Minutes(10));
   EXPECT_EQ(o->max_deadline, absl::Hours(1));
@@ -103,6 +104,8 @@ TEST(RouterConfigTest, ErrorsNameTheField) {
        "timeouts.worker_connect_timeout"},
       {[](auto& c) { c.mutable_dispatch()->set_max_in_flight_per_worker(1 << 30); },
        "dispatch.max_in_flight_per_worker"},
+      {[](auto& c) { c.mutable_dispatch()->set_max_attempts(17); }, "dispatch.max_attempts"},
+      {[](auto& c) { c.mutable_dispatch()->set_max_attempts(-1); }, "dispatch.max_attempts"},
       {[](auto& c) { c.mutable_dispatch()->mutable_stale_worker_grace()->set_seconds(7200); },
        "dispatch.stale_worker_grace"},
       {[](auto& c) {

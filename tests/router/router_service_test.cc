@@ -152,6 +152,57 @@ TEST_F(RouterServiceTest, RetriesOnAnotherWorkerBeforeTheFirstToken) {
   EXPECT_EQ(Scrape().Value("onecard_router_retries_total"), down->calls());
 }
 
+TEST_F(RouterServiceTest, RetriesGoToWorkersNotTriedYet) {
+  // Two dead workers and a live one that is busy: a request meets both dead
+  // ones (dispatch.max_attempts 3, never one twice), then waits in the queue
+  // for the live one.
+  auto down1 = FakeWorker::Start();
+  auto down2 = FakeWorker::Start();
+  auto up = FakeWorker::Start();
+  down1->set_fail_all(true);
+  down2->set_fail_all(true);
+  StartRouter({down1.get(), down2.get(), up.get()}, /*max_in_flight=*/1,
+              [](onecard::v1::RouterConfig& c) {
+                c.mutable_dispatch()->set_eject_after_failures(100);  // keep them in the table
+              });
+  Result held;
+  grpc::ClientContext held_context;
+  std::thread holder = Occupy(up.get(), 2006, &held, &held_context);
+  const int64_t dead_before = down1->calls() + down2->calls();
+  const double retries_before = Scrape().Value("onecard_router_retries_total").value_or(0);
+  Result r;
+  std::thread request([&] { r = Generate(Tokens({1002, 7})); });
+  EXPECT_TRUE(down1->AwaitCalls(1, absl::Seconds(10)));
+  EXPECT_TRUE(down2->AwaitCalls(1, absl::Seconds(10)));
+  while (down1->calls() + down2->calls() < dead_before + 2) absl::SleepFor(absl::Milliseconds(5));
+  up->Release();
+  request.join();
+  holder.join();
+  ASSERT_TRUE(held.status.ok()) << held.status.error_message();
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  EXPECT_EQ(r.tokens(), 2);
+  EXPECT_EQ(down1->calls() + down2->calls() - dead_before, 2);
+  EXPECT_EQ(up->calls(), 2);
+  EXPECT_EQ(Scrape().Value("onecard_router_retries_total").value_or(0) - retries_before, 2);
+}
+
+TEST_F(RouterServiceTest, MaxAttemptsBoundsTheRetries) {
+  auto down1 = FakeWorker::Start();
+  auto down2 = FakeWorker::Start();
+  down1->set_fail_all(true);
+  down2->set_fail_all(true);
+  StartRouter({down1.get(), down2.get()}, /*max_in_flight=*/4, [](onecard::v1::RouterConfig& c) {
+    c.mutable_dispatch()->set_eject_after_failures(100);
+    c.mutable_dispatch()->set_max_attempts(1);
+  });
+  Result r = Generate(Tokens({1002, 7}));
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_NE(r.status.error_message().find("before the first token on attempt 1"), std::string::npos)
+      << r.status.error_message();
+  EXPECT_EQ(down1->calls() + down2->calls(), 1);  // not retried
+  EXPECT_EQ(Scrape().Value("onecard_router_retries_total"), 0);
+}
+
 TEST_F(RouterServiceTest, FailureAfterFirstTokenIsUnavailableWithReason) {
   auto worker = FakeWorker::Start();
   auto other = FakeWorker::Start();
