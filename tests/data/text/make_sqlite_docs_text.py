@@ -5,6 +5,12 @@ documentation (public domain; see README.md beside this file), from Debian
 
   apt-get download sqlite3-doc && dpkg-deb -x sqlite3-doc_*.deb pkg
   python3 make_sqlite_docs_text.py pkg/usr/share/doc/sqlite3 > sqlite-docs.txt
+  python3 make_sqlite_docs_text.py pkg/usr/share/doc/sqlite3 calibration \
+      > sqlite-calibration.txt
+
+The second, from four other pages, is the calibration text of `onecard
+quantize --method gptq` in the accuracy table: no paragraph of it is in the
+evaluation text.
 
 Only <p> elements outside <pre>, <table>, <script> and <style>, with at least
 eight words, whitespace collapsed; paragraphs separated by a blank line.
@@ -14,7 +20,10 @@ import os
 import re
 import sys
 
-PAGES = ["atomiccommit.html", "testing.html", "howtocorrupt.html", "whentouse.html"]
+PAGES = {
+    "eval": ["atomiccommit.html", "testing.html", "howtocorrupt.html", "whentouse.html"],
+    "calibration": ["queryplanner.html", "wal.html", "optoverview.html", "lockingv3.html"],
+}
 SKIPPED = ("script", "style", "pre", "table")
 
 
@@ -47,7 +56,7 @@ class Paragraphs(html.parser.HTMLParser):
 
 def main():
     out = []
-    for page in PAGES:
+    for page in PAGES[sys.argv[2] if len(sys.argv) > 2 else "eval"]:
         parser = Paragraphs()
         with open(os.path.join(sys.argv[1], page), encoding="utf-8") as f:
             parser.feed(f.read())
