@@ -11,13 +11,18 @@
 #                 comparison arms; default --pdl=false, i.e. without programmatic
 #                 dependent launch), then without them: an A/B inside one run;
 #                 skipped when NO_AB_COMPARISON is set
-#   accuracy.log, accuracy.jsonl, perplexity.json  (mode accuracy, not in
-#                 all): Hugging Face's perplexity of SmolLM2 over
+#   accuracy.log, accuracy.jsonl, perplexity_<model>.json  (mode accuracy,
+#                 not in all; $ACCURACY_MODELS: smollm2 and/or qwen, default
+#                 smollm2): per model, Hugging Face's perplexity over
 #                 tests/data/text/sqlite-docs.txt (tests/golden/
 #                 make_perplexity_golden.py on the GPU; the wheels it lacks,
-#                 such as gguf, carried in .model/wheels/), then `onecard
-#                 perplexity` on the cuda and the cpu backend with the same
-#                 windows, one JSON line each (bench/results/accuracy.md)
+#                 such as gguf, carried in .model/wheels/), `onecard
+#                 perplexity` of the file's own weights on the cuda and the cpu
+#                 backend, and of its re-quantizations by `onecard quantize`
+#                 (rtn, and gptq for SmolLM2, group 128) of transformers' fp32
+#                 export (tests/golden/export_hf_checkpoint.py): one JSON line
+#                 a run {"row", "model", "backend", "result"}
+#                 (bench/results/accuracy.md)
 # Usage (see docs/cuda.md): scripts/device/run.sh [tests|bench|all|accuracy] [scenario...]
 # Exit status: non-zero when a test or a benchmark failed.
 set -uo pipefail
@@ -89,24 +94,55 @@ if [[ $what == all || $what == bench ]]; then
   grep -vE '^ *$' "$OUT/bench.log" | grep -E 'GB/s|tok/s|TFLOP|ms |us |GiB|bytes|bool|FAILED|error|needs' | cut -c1-110
 fi
 if [[ $what == accuracy ]]; then
-  model=models/SmolLM2-135M-Instruct.Q4_1.gguf
   text=tests/data/text/sqlite-docs.txt
   if compgen -G ".model/wheels/*.whl" >/dev/null; then
     py=${TMPDIR:-/tmp}/onecard-py
     python3 -m pip install -q --no-deps --target "$py" .model/wheels/*.whl >>"$OUT/accuracy.log" 2>&1
     export PYTHONPATH="$py:${PYTHONPATH:-}"
   fi
-  echo "===== Hugging Face (make_perplexity_golden.py --device cuda)" | tee -a "$OUT/accuracy.log"
-  timeout 300 python3 tests/golden/make_perplexity_golden.py --device cuda >>"$OUT/accuracy.log" 2>&1 &&
-    cp tests/golden/smollm2/perplexity.json "$OUT/perplexity.json" || { status=1; echo "FAILED: HF"; }
-  # The golden's runs: window, stride, text tokens (0 = all).
-  for run in 512:256:2048 1024:512:0 2048:1024:0; do
-    IFS=: read -r window stride tokens <<<"$run"
-    for backend in cuda cpu; do
-      echo "===== onecard perplexity $backend $run" | tee -a "$OUT/accuracy.log"
-      timeout 300 "$bin/onecard" perplexity --model "$model" --text "$text" --backend "$backend" \
-        --window "$window" --stride "$stride" --text-tokens "$tokens" --threads "$(nproc)" \
-        >>"$OUT/accuracy.jsonl" 2>>"$OUT/accuracy.log" || { status=1; echo "FAILED: $backend $run"; }
+  # One JSON line a run in accuracy.jsonl: {"row", "model", "backend", "result": onecard's}.
+  ppl() {  # row model backend window:stride:tokens
+    local row=$1 m=$2 backend=$3 window stride tokens line
+    IFS=: read -r window stride tokens <<<"$4"
+    echo "===== onecard perplexity $row $backend $4" | tee -a "$OUT/accuracy.log"
+    line=$(timeout 400 "$bin/onecard" perplexity --model "$m" --text "$text" --backend "$backend" \
+      --window "$window" --stride "$stride" --text-tokens "$tokens" --threads "$(nproc)" \
+      2>>"$OUT/accuracy.log") || { status=1; echo "FAILED: $row $backend $4"; return; }
+    printf '{"row": "%s", "model": "%s", "backend": "%s", "result": %s}\n' "$row" "$m" \
+      "$backend" "$line" >>"$OUT/accuracy.jsonl"
+  }
+  # ACCURACY_MODELS: smollm2 (default) and/or qwen (models/ must hold the files).
+  for name in ${ACCURACY_MODELS:-smollm2}; do
+    case $name in
+      smollm2) model=models/SmolLM2-135M-Instruct.Q4_1.gguf golden=tests/golden/smollm2 ;;
+      qwen) model=models/Qwen2.5-Coder-1.5B-Instruct.Q4_K_M.gguf golden=tests/golden/qwen2_5_coder ;;
+    esac
+    [[ -f $model ]] || { status=1; echo "FAILED: $model missing"; continue; }
+    echo "===== Hugging Face perplexity of $model" | tee -a "$OUT/accuracy.log"
+    timeout 400 python3 tests/golden/make_perplexity_golden.py --device cuda --gguf "$model" \
+      --out "$golden/perplexity.json" >>"$OUT/accuracy.log" 2>&1 &&
+      cp "$golden/perplexity.json" "$OUT/perplexity_$name.json" || { status=1; echo "FAILED: HF $name"; }
+    # The file's own weights: the golden's windows on cuda, CI's prefix on cpu too.
+    for run in 512:256:2048 1024:512:0 2048:1024:0; do ppl own "$model" cuda "$run"; done
+    ppl own "$model" cpu 512:256:2048
+    [[ $name == smollm2 ]] && for run in 1024:512:0 2048:1024:0; do ppl own "$model" cpu "$run"; done
+    # Re-quantized to 4-bit g128 by onecard from transformers' fp32 export of
+    # the same weights: round-to-nearest, and GPTQ calibrated on another text
+    # (GPTQ only for SmolLM2: its O(k^3) a projection runs on one core).
+    acc=${TMPDIR:-/tmp}/onecard-acc/$name
+    timeout 400 python3 tests/golden/export_hf_checkpoint.py "$model" "$acc/f32" \
+      >>"$OUT/accuracy.log" 2>&1 || { status=1; echo "FAILED: export $name"; continue; }
+    methods=(rtn)
+    [[ $name == smollm2 ]] && methods+=(gptq)
+    for method in "${methods[@]}"; do
+      echo "===== onecard quantize $name $method" | tee -a "$OUT/accuracy.log"
+      calibration=()
+      [[ $method == gptq ]] && calibration=(--calibration tests/data/text/sqlite-calibration.txt
+                                            --calibration-tokens 8192)
+      timeout 900 "$bin/onecard" quantize --model "$acc/f32" --out "$acc/$method" --method "$method" \
+        --group-size 128 "${calibration[@]}" --threads "$(nproc)" >>"$OUT/accuracy.log" 2>&1 ||
+        { status=1; echo "FAILED: quantize $name $method"; continue; }
+      for run in 1024:512:0 2048:1024:0; do ppl "$method-g128" "$acc/$method" cuda "$run"; done
     done
   done
   cat "$OUT/accuracy.jsonl"

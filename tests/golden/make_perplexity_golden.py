@@ -1,15 +1,17 @@
 #!/usr/bin/env python3
-"""Hugging Face's perplexity of SmolLM2-135M-Instruct (the Q4_1 GGUF,
-dequantized to fp32 by transformers' GGUF loader) over
+"""Hugging Face's perplexity of a GGUF model (default SmolLM2-135M-Instruct,
+the Q4_1 GGUF; dequantized to fp32 by transformers' GGUF loader) over
 tests/data/text/sqlite-docs.txt, by the sliding-window loop of the
 transformers perplexity guide (docs: "Perplexity of fixed-length models"),
 summing the NLL of each window's scored tokens (the guide's token-weighted
 form). The text is tokenized with add_special_tokens=False.
 
   python tests/golden/make_perplexity_golden.py [--device cuda]
+      [--gguf models/X.gguf --out tests/golden/x/perplexity.json]
+      [--runs 512:256:2048,1024:512:0]
 
-Needs torch, transformers (>= 5), gguf, numpy and models/SmolLM2-...gguf.
-Writes tests/golden/smollm2/perplexity.json:
+Needs torch, transformers (>= 5), gguf, numpy and the GGUF file.
+Writes (default) tests/golden/smollm2/perplexity.json:
   {"source", "text", "text_sha256", "num_tokens", "token_ids_sha256" (of the
    ids as little-endian int32), "runs": [{"window", "stride", "text_tokens",
    "windows", "scored_tokens", "nll_sum", "nll_mean", "perplexity"}]}
@@ -62,10 +64,17 @@ def perplexity(model, ids, window, stride, device):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--gguf", default=os.path.join("models", GGUF))
+    parser.add_argument("--out", default=os.path.join("tests", "golden", "smollm2",
+                                                      "perplexity.json"))
+    parser.add_argument("--runs", default=",".join(f"{w}:{s}:{t}" for w, s, t in RUNS),
+                        help="window:stride:text_tokens,... (text_tokens 0 = all)")
     args = parser.parse_args()
-    model_dir = os.path.join(ROOT, "models")
-    tok = AutoTokenizer.from_pretrained(model_dir, gguf_file=GGUF)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, gguf_file=GGUF, dtype=torch.float32)
+    gguf_path = os.path.join(ROOT, args.gguf)
+    model_dir, gguf = os.path.dirname(gguf_path), os.path.basename(gguf_path)
+    run_list = [tuple(int(v) for v in r.split(":")) for r in args.runs.split(",")]
+    tok = AutoTokenizer.from_pretrained(model_dir, gguf_file=gguf)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, gguf_file=gguf, dtype=torch.float32)
     model.to(args.device).eval()
     if args.device == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = False
@@ -75,7 +84,7 @@ def main():
         text = f.read()
     ids = tok(text, add_special_tokens=False).input_ids
     runs = []
-    for window, stride, text_tokens in RUNS:
+    for window, stride, text_tokens in run_list:
         used = ids[:text_tokens] if text_tokens else ids
         windows, scored, nll_sum = perplexity(model, used, window, stride, args.device)
         mean = nll_sum / scored
@@ -85,8 +94,8 @@ def main():
         print(json.dumps(runs[-1]), flush=True)
     out = {
         "source": (f"transformers {transformers.__version__}, torch {torch.__version__}, "
-                   f"{args.device}, fp32 (no TF32); model {GGUF} sha256 "
-                   f"{sha256_file(os.path.join(model_dir, GGUF))}, weights dequantized by "
+                   f"{args.device}, fp32 (no TF32); model {gguf} sha256 "
+                   f"{sha256_file(gguf_path)}, weights dequantized by "
                    "transformers' GGUF loader"),
         "text": TEXT,
         "text_sha256": sha256_file(text_path),
@@ -94,7 +103,9 @@ def main():
         "token_ids_sha256": hashlib.sha256(np.asarray(ids, dtype="<i4").tobytes()).hexdigest(),
         "runs": runs,
     }
-    with open(os.path.join(ROOT, "tests", "golden", "smollm2", "perplexity.json"), "w") as f:
+    out_path = os.path.join(ROOT, args.out)
+    os.makedirs(os.path.dirname(out_path), exist_ok=True)
+    with open(out_path, "w") as f:
         json.dump(out, f, indent=1)
         f.write("\n")
 
