@@ -54,11 +54,17 @@ Goldens (logits.json format: tests/golden/README.md), committed:
   (fp16 s * (q - z)), embeddings and norms the fp16 values, all cast to fp32.
   "source" names the versions, the GGUF's sha256 and the written
   model.safetensors' sha256 ("model.safetensors sha256 <hex>").
+  tests/golden/smollm2_gptq_act/act_order.safetensors: the desc_act orders
+  ("<module>.perm" int16 for q_proj (k, v), o_proj, gate_proj (up), down_proj;
+  "<module>.dead" if any), written by the first run and read by later ones, so
+  that the folders can be made again byte for byte (the sha256 above) without
+  the calibration's floating-point sums deciding near ties differently.
 
 Run on the GPU machine from the repository root (torch, transformers >= 5,
 tokenizers, safetensors, numpy, gguf):
   python3 tests/golden/make_smollm2_int4_goldens.py --out-models /tmp/m --device cuda
-Without torch, on a random SmolLM2-shaped state dict (--fake-layers layers,
+(--recalibrate: new orders; --models-only: the folders alone, for the C++
+test, from the committed orders.) Without torch, on a random SmolLM2-shaped state dict (--fake-layers layers,
 tests/golden/tiny_llama's tokenizer), only the folders (checked with
 `onecard inspect` / `onecard generate`):
   python3 tests/golden/make_smollm2_int4_goldens.py --out-models /tmp/m --fake-layers 2
@@ -90,6 +96,7 @@ PROJECTIONS = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self
 SHARED_INPUT = (("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"),
                 ("mlp.gate_proj", "mlp.up_proj"))
 # format: (checkpoint folder under --out-models, golden folder under tests/golden)
+ACT_ORDER = os.path.join(HERE, "smollm2_gptq_act", "act_order.safetensors")
 FORMATS = {"gptq_act": ("smollm2-gptq-act", "smollm2_gptq_act"),
            "awq": ("smollm2-awq", "smollm2_awq")}
 
@@ -125,6 +132,37 @@ def act_orders(sum_sq, num_tokens):
         dead = diag == 0
         diag = np.where(dead, 1.0, diag)
         orders[module] = (np.argsort(-diag, kind="stable"), dead)
+    return orders
+
+
+# The projections whose input is their own: q (also k, v), o, gate (also up), down.
+ORDER_OWNERS = {"self_attn.q_proj": SHARED_INPUT[0], "self_attn.o_proj": ("self_attn.o_proj",),
+                "mlp.gate_proj": SHARED_INPUT[1], "mlp.down_proj": ("mlp.down_proj",)}
+
+
+def save_act_orders(path, orders):
+    """One int16 perm (and uint8 dead mask, if any) per distinct input."""
+    tensors = {}
+    for module, (perm, dead) in orders.items():
+        if module.split(".", 3)[3] in ORDER_OWNERS:
+            tensors[module + ".perm"] = perm.astype(np.int16)
+            if dead.any():
+                tensors[module + ".dead"] = dead.astype(np.uint8)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    save_file(tensors, path)
+
+
+def load_act_orders(path):
+    from safetensors.numpy import load_file
+    tensors, orders = load_file(path), {}
+    for key, perm in tensors.items():
+        if not key.endswith(".perm"):
+            continue
+        owner = key[:-len(".perm")]
+        layer, proj = owner.rsplit(".", 2)[0], owner.split(".", 3)[3]
+        dead = tensors.get(owner + ".dead", np.zeros(perm.shape, np.uint8)).astype(bool)
+        for member in ORDER_OWNERS[proj]:
+            orders[f"{layer}.{member}"] = (perm.astype(np.int64), dead)
     return orders
 
 
@@ -287,7 +325,13 @@ def copy_tiny_tokenizer(folder):
 def main_fake(args):
     state, config, sum_sq = fake_model(args.fake_layers, np.random.default_rng(17))
     orders = act_orders(sum_sq, num_tokens=CALIBRATION_TOKENS)
-    make_checkpoints(state, config, orders, args.out_models, copy_tiny_tokenizer, args.group_size)
+    path = os.path.join(args.out_models, "act_order.safetensors")
+    save_act_orders(path, orders)
+    loaded = load_act_orders(path)
+    assert loaded.keys() == orders.keys() and all(
+        np.array_equal(loaded[m][0], orders[m][0]) and np.array_equal(loaded[m][1], orders[m][1])
+        for m in orders)
+    make_checkpoints(state, config, loaded, args.out_models, copy_tiny_tokenizer, args.group_size)
 
 
 # ---- Hugging Face (torch, transformers) ------------------------------------
@@ -379,18 +423,26 @@ def main_hf(args):
     config = json.loads(model.config.to_json_string())
     if config.get("tie_word_embeddings"):
         assert model.lm_head.weight is model.model.embed_tokens.weight
-    sum_sq, num_tokens = calibration_sum_sq(model, tok, args.device)
-    orders = act_orders(sum_sq, num_tokens)
-    print(f"act order: {len(orders)} projections, {num_tokens} tokens; q/k/v and gate/up "
-          "inputs equal bit for bit", flush=True)
+    if args.recalibrate or not os.path.exists(args.act_order):
+        sum_sq, num_tokens = calibration_sum_sq(model, tok, args.device)
+        orders = act_orders(sum_sq, num_tokens)
+        save_act_orders(args.act_order, orders)
+        print(f"act order: {len(orders)} projections, {num_tokens} tokens on {args.device}; "
+              f"q/k/v and gate/up inputs equal bit for bit; saved to {args.act_order}", flush=True)
+    else:
+        orders = load_act_orders(args.act_order)
+        print(f"act order: {len(orders)} projections from {args.act_order}", flush=True)
     state = {name: p.detach().cpu().numpy().copy() for name, p in model.named_parameters()}
     made = make_checkpoints(state, config, orders, args.out_models, tok.save_pretrained,
                             args.group_size)
+    if args.models_only:
+        return
     gguf_sha = sha256_file(gguf_path)
     describe = {
         "gptq_act": "GPTQ v1 (AutoGPTQ layout) desc_act, sym false, round-to-nearest in act "
-                    f"order from diag(H) of {num_tokens} tokens of {CALIBRATION} (sha256 "
-                    f"{sha256_file(os.path.join(ROOT, CALIBRATION))}, on {args.device})",
+                    f"order (argsort of diag(H) over {CALIBRATION_TOKENS} tokens of "
+                    f"{CALIBRATION}, saved in act_order.safetensors, sha256 "
+                    f"{sha256_file(args.act_order)})",
         "awq": "AutoAWQ GEMM, zero_point, round-to-nearest"}
     for fmt, (folder, golden) in FORMATS.items():
         reference, digest = made[fmt]
@@ -412,6 +464,12 @@ def main():
     parser.add_argument("--device", default="cpu", help="calibration device (the reference: cpu)")
     parser.add_argument("--gguf", default=os.path.join("models", GGUF))
     parser.add_argument("--group-size", type=int, default=GROUP_SIZE)
+    parser.add_argument("--act-order", default=ACT_ORDER,
+                        help="desc_act orders: read if present, else calibrated and written")
+    parser.add_argument("--recalibrate", action="store_true",
+                        help="calibrate and rewrite --act-order even if it exists")
+    parser.add_argument("--models-only", action="store_true",
+                        help="only the checkpoint folders (the test's files), no goldens")
     parser.add_argument("--fake-layers", type=int, default=0,
                         help="no torch: a random SmolLM2-shaped model of this many layers")
     args = parser.parse_args()
