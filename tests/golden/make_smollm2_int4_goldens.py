@@ -64,8 +64,9 @@ Run on the GPU machine from the repository root (torch, transformers >= 5,
 tokenizers, safetensors, numpy, gguf):
   python3 tests/golden/make_smollm2_int4_goldens.py --out-models /tmp/m --device cuda
 (--recalibrate: new orders; --models-only: the folders alone, for the C++
-test, from the committed orders.) Without torch, on a random SmolLM2-shaped state dict (--fake-layers layers,
-tests/golden/tiny_llama's tokenizer), only the folders (checked with
+test, from the committed orders.) Without torch, on a random SmolLM2-shaped
+state dict (--fake-layers layers, tests/golden/tiny_llama's tokenizer), only
+the folders (checked with
 `onecard inspect` / `onecard generate`):
   python3 tests/golden/make_smollm2_int4_goldens.py --out-models /tmp/m --fake-layers 2
 """
