@@ -25,6 +25,7 @@ if(NOT TARGET onecard_kernels_cuda)
     ${_k}/blas_tuner_cache.cc
     ${_k}/cublas_loader.cc
     ${_k}/embedding.cu
+    ${_k}/gather_columns.cu
     ${_k}/gemv.cu
     ${_k}/int4_dequant.cu
     ${_k}/int4_gemm.cu

@@ -1,7 +1,8 @@
 // Int4DequantizeBf16 on CUDA (see int4_dequant.h): a warp a 16 x 64 tile; a
 // lane reads its 16 bytes of codes (rows gr and gr + 8, 16 columns each) and
 // the two rows' scale and offset, and writes 4 BF16 values (8 bytes) per row
-// and k16 slice. Tested by tests/gpu/int4_gemm_test.cc (Int4DequantTest).
+// and k16 slice (act order: one value at a time, to its column). Tested by
+// tests/gpu/int4_gemm_test.cc (Int4DequantTest).
 #include <cuda_fp16.h>
 
 #include "engine/kernels/cuda_check.h"
@@ -54,6 +55,11 @@ __global__ void Int4DequantKernel(Int4DequantParams p, int64_t tiles) {
         out[j] = __bfloat16_as_ushort(__float2bfloat16_rn(Value(w.offset_kind, q, s, o)));
       }
       const int64_t dst = Int4DequantOutputRow(rows[half], w.n, p.gate_up);
+      if (p.columns != nullptr) {  // act order: each value to its own column
+#pragma unroll
+        for (int j = 0; j < 4; ++j) out_rows[dst * w.k + __ldg(p.columns + col + j)] = out[j];
+        continue;
+      }
       *reinterpret_cast<uint2*>(out_rows + dst * w.k + col) =
           make_uint2(out[0] | (uint32_t{out[1]} << 16), out[2] | (uint32_t{out[3]} << 16));
     }

@@ -3,7 +3,9 @@
 // rounded to nearest even. Steps of more rows than Int4Gemm takes (prefill)
 // run cuBLAS on this. gate_up: the weight's rows are gate and up interleaved
 // by 8 (InterleavedGateUpRows); the output is [gate rows; up rows], the order
-// the BF16 path and SiluMul read.
+// the BF16 path and SiluMul read. columns (act order): stored column j is
+// output column columns[j] (Int4Matrix::columns), so the output is W in the
+// source's column order, for cuBLAS with the activations as they are.
 // Reference: Int4DequantizeBf16Ref (int4_dequant_ref.cc). CUDA: int4_dequant.cu
 // (a warp a 16 x 64 tile). Outputs are equal bit for bit.
 // Tested by tests/gpu/int4_gemm_test.cc (Int4DequantTest).
@@ -22,8 +24,9 @@ namespace onecard::engine {
 
 struct Int4DequantParams {
   Int4WeightView w;
-  void* out = nullptr;   // BF16 [w.n, w.k]
-  bool gate_up = false;  // de-interleave gate and up rows (above)
+  void* out = nullptr;               // BF16 [w.n, w.k]
+  bool gate_up = false;              // de-interleave gate and up rows (above)
+  const int32_t* columns = nullptr;  // [w.k] or null: where stored columns go (above)
 };
 
 // Checks shared by both implementations.

@@ -37,7 +37,10 @@ absl::Status Int4DequantizeBf16Ref(const Int4DequantParams& p) {
   auto* out = static_cast<uint16_t*>(p.out);
   for (int64_t r = 0; r < m.n; ++r) {
     const int64_t dst = Int4DequantOutputRow(r, m.n, p.gate_up);
-    for (int64_t c = 0; c < m.k; ++c) out[dst * m.k + c] = FloatToBf16(m.Value(r, c));
+    for (int64_t c = 0; c < m.k; ++c) {
+      const int64_t col = p.columns != nullptr ? p.columns[c] : c;
+      out[dst * m.k + col] = FloatToBf16(m.Value(r, c));
+    }
   }
   return absl::OkStatus();
 }

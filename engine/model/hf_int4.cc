@@ -469,6 +469,10 @@ absl::StatusOr<bool> HfInt4ReordersColumns(const HfInt4Tensors& t) {
   return !order.empty();
 }
 
+absl::StatusOr<std::vector<int32_t>> HfInt4ColumnOrder(const HfInt4Tensors& t) {
+  return GroupOrder(t);
+}
+
 std::optional<HfInt4Part> HfInt4PartOf(const Checkpoint& c, const std::string& name) {
   const FieldNames f = NamesOf(c.quant.method);
   if (f.packed == nullptr || c.weights == nullptr) return std::nullopt;

@@ -35,6 +35,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "engine/kernels/int4_matrix.h"
@@ -81,6 +82,9 @@ absl::StatusOr<std::optional<Int4WordMatrix>> ReadHfInt4Words(const HfInt4Tensor
 
 // Whether ReadHfInt4 reorders the columns (reads g_idx only).
 absl::StatusOr<bool> HfInt4ReordersColumns(const HfInt4Tensors& tensors);
+// The order ReadHfInt4 gives the columns (Int4Matrix::columns; empty: as
+// stored), from g_idx only.
+absl::StatusOr<std::vector<int32_t>> HfInt4ColumnOrder(const HfInt4Tensors& tensors);
 
 // Where tensor `name` belongs in a 4-bit module ("...q_proj.qzeros" of a GPTQ
 // checkpoint: kGptq, module "...q_proj", field "qzeros"); nullopt for a

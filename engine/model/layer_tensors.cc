@@ -207,8 +207,9 @@ bool IsInt4Dtype(DType dtype) { return dtype == DType::kQ4_0 || dtype == DType::
 
 absl::StatusOr<std::optional<Int4Form>> Int4FormOf(const ResolvedTensor& t) {
   if (t.hf_int4.has_value()) {
-    ASSIGN_OR_RETURN(const bool reordered, HfInt4ReordersColumns(*t.hf_int4));
-    return Int4Form{t.hf_int4->group, t.hf_int4->offsets(), reordered};
+    ASSIGN_OR_RETURN(std::vector<int32_t> columns, HfInt4ColumnOrder(*t.hf_int4));
+    const bool reordered = !columns.empty();
+    return Int4Form{t.hf_int4->group, t.hf_int4->offsets(), reordered, std::move(columns)};
   }
   if (!IsInt4Dtype(t.view->dtype) || t.shape.size() != 2) return std::nullopt;
   return Int4Form{kQuantBlock32,

@@ -67,11 +67,12 @@ bool IsInt4Dtype(DType dtype);
 
 // The 4-bit form ReadTensorInt4 gives a tensor, known before its codes are
 // read: the group size, the offset kind, and whether the columns are
-// reordered (an act-order g_idx, read here).
+// reordered (an act-order g_idx, read here) and how.
 struct Int4Form {
   int32_t group = 0;
   Int4Offsets offsets = Int4Offsets::kSymmetric;
   bool reordered = false;
+  std::vector<int32_t> columns;  // reordered: ReadTensorInt4's Int4Matrix::columns
 };
 // nullopt for a tensor that is not 4-bit.
 absl::StatusOr<std::optional<Int4Form>> Int4FormOf(const ResolvedTensor& tensor);

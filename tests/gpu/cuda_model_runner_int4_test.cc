@@ -11,16 +11,23 @@
 //   the prompts' prefill takes the dequantize-for-cuBLAS path (more than 16
 //   rows), the greedy steps RmsNorm then Int4Gemm;
 // - the HF 4-bit checkpoints of tests/golden/hf_int4/ as the files hold
-//   them (GPTQ v2 sym, AWQ, compressed-tensors: 4-bit projections with the
-//   files' codes, scales and zero points; the act-order GPTQ v1 one BF16),
-//   their formats in the memory plan, and eight sequences decoding five
-//   steps (DecodeStepsMatch);
+//   them (GPTQ v2 sym, AWQ, compressed-tensors, and the act-order GPTQ v1
+//   one: 4-bit projections with the files' codes, scales and zero points;
+//   its o and down in act order, its q/k/v and gate/up BF16: their parts'
+//   orders differ), their formats in the memory plan, and eight sequences
+//   decoding five steps (DecodeStepsMatch);
+// - SmolLM2 as a GPTQ act-order file and an AutoAWQ file (group 64), made on
+//   the GPU machine by tests/golden/make_smollm2_int4_goldens.py into
+//   models/ (not in git: ~110 MB each): every projection 4-bit, against
+//   Hugging Face's logits and greedy tokens of the same values
+//   (MatchesHfGolden);
 // - SmolLM2's own Q4_1 tensors, repacked without re-rounding, is
 //   cuda_model_runner_test.cc's MatchesCpuOnSmolLm2 (a GGUF's 4-bit tensors
 //   stay 4-bit by default); here the same file with keep_int4 = false
 //   (every projection expanded to BF16) must still match too.
 // Tolerance: LogitTolerance, as for BF16 weights; the 4-bit weights are exact,
 // only activations round to BF16.
+#include <cstdio>
 #include <fstream>
 #include <map>
 #include <set>
@@ -124,7 +131,7 @@ TEST(CudaModelRunnerInt4Test, QuantizedTinyCheckpointsMatchCpu) {
 
 TEST(CudaModelRunnerInt4Test, HfCheckpointsMatchCpu) {
   const std::pair<const char*, std::set<std::string>> cases[] = {
-      {"gptq_v1_act", {"bf16"}},  // act order: the runner does not permute x
+      {"gptq_v1_act", {"bf16", "int4 g32 zero act-order"}},
       {"gptq_v2_sym", {"bf16", "int4 g64"}},
       {"awq", {"bf16", "int4 g64 zero"}},
       {"compressed", {"bf16", "int4 g32 zero", "int4 g64"}}};  // attention / MLP
@@ -140,6 +147,51 @@ TEST(CudaModelRunnerInt4Test, HfCheckpointsMatchCpu) {
     EXPECT_EQ(got, formats);
     DecodeStepsMatch(*ref->cpu, **gpu, ref->ckpt->config, path);
   }
+}
+
+TEST(CudaModelRunnerInt4Test, SmolLm2GptqActOrderAndAwqFilesMatchHuggingFace) {
+  // The folders make_smollm2_int4_goldens.py writes with --out-models models,
+  // the goldens it writes beside the others, and the one 4-bit format each
+  // file's 210 projections take (q/k/v and gate/up share their act order).
+  const struct {
+    const char* model;
+    const char* golden;
+    const char* format;  // its name in the plan, and as ParseProjectionSpec reads it
+    const char* spec;
+  } kFiles[] = {
+      {"models/smollm2-gptq-act", "tests/golden/smollm2_gptq_act", "int4 g64 zero act-order",
+       "int4-g64-zero-act"},
+      {"models/smollm2-awq", "tests/golden/smollm2_awq", "int4 g64 zero", "int4-g64-zero"}};
+  int ran = 0;
+  for (const auto& f : kFiles) {
+    SCOPED_TRACE(f.model);
+    if (!std::ifstream(SourcePath(std::string(f.model) + "/model.safetensors")).good()) {
+      std::printf(
+          "%s is not here (tests/golden/make_smollm2_int4_goldens.py --out-models "
+          "models --models-only makes it)\n",
+          f.model);
+      continue;
+    }
+    ASSERT_TRUE(std::ifstream(SourcePath(std::string(f.golden) + "/logits.json")).good())
+        << f.golden << "/logits.json is missing";
+    absl::StatusOr<Checkpoint> ckpt = OpenCheckpoint(SourcePath(f.model));
+    ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+    auto gpu = CreateCudaModelRunner(*ckpt, TestOptions());
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    const WeightBytes& w = (*gpu)->memory_plan().weights;
+    ASSERT_EQ(w.by_format.size(), 2u) << w.ToString();
+    const ModelConfig& c = ckpt->config;
+    int64_t want = 0;
+    for (int p = 0; p < kNumProjections; ++p) {
+      const auto [n, k] = ProjectionShape(c, static_cast<Projection>(p));
+      want += ProjectionBytes(*ParseProjectionSpec(f.spec), n, k);
+    }
+    EXPECT_EQ(w.by_format.count(f.format), 1u) << w.ToString();
+    EXPECT_EQ(w.by_format.count(f.format) ? w.by_format.at(f.format) : 0, want * c.num_layers);
+    MatchesHfGolden(**gpu, c, f.golden, f.model);
+    ++ran;
+  }
+  if (ran == 0) GTEST_SKIP() << "no SmolLM2 4-bit file in models/";
 }
 
 TEST(CudaModelRunnerInt4Test, SmolLm2ExpandedToBf16MatchesCpu) {

@@ -1,11 +1,16 @@
 // MatchesReference for the elementwise CUDA kernels against their plain
 // references: Embedding, RmsNorm, FusedAddRmsNorm, SiluMul (F32 and BF16;
 // token counts 1 / 7 / 33; widths that are and are not multiples of 8, so
-// both the vector and the scalar paths run). Outputs start poisoned (NaN).
+// both the vector and the scalar paths run), and GatherColumns (BF16, the
+// act-order column maps of 4-bit weights: bit for bit). Outputs start
+// poisoned (NaN).
+#include <algorithm>
 #include <cstring>
+#include <numeric>
 #include <string>
 
 #include "engine/kernels/embedding.h"
+#include "engine/kernels/gather_columns.h"
 #include "engine/kernels/rms_norm.h"
 #include "engine/kernels/silu_mul.h"
 #include "tests/gpu/gpu_test_util.h"
@@ -197,6 +202,38 @@ TEST_P(ElementwiseTest, SiluMulMatchesReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, ElementwiseTest, ::testing::ValuesIn(kShapes), Name);
+
+// Rows 1 / 3 / 17 / 64, k of the 4-bit shapes (Qwen2-72B's padded 29696
+// too), rows of x wider than k (a strided input).
+TEST(GatherColumnsTest, MatchesReference) {
+  const struct {
+    int32_t rows;
+    int64_t k, stride;
+  } kCases[] = {{1, 4096, 4096},  {3, 5120, 5120},   {17, 14336, 14336},
+                {64, 8192, 8192}, {1, 29696, 29696}, {5, 576, 640}};
+  for (const auto& c : kCases) {
+    std::mt19937 rng(c.rows * 31 + c.k);
+    const std::vector<uint16_t> x = RandomBf16(c.rows * c.stride, rng, -2.0f, 2.0f);
+    std::vector<int32_t> columns(c.k);
+    std::iota(columns.begin(), columns.end(), 0);
+    std::shuffle(columns.begin(), columns.end(), rng);
+    std::vector<uint16_t> want(c.rows * c.k);
+    engine::GatherColumnsParams p{.x = x.data(),
+                                  .x_row_stride = c.stride,
+                                  .columns = columns.data(),
+                                  .y = want.data(),
+                                  .rows = c.rows,
+                                  .k = c.k};
+    ASSERT_TRUE(engine::GatherColumnsRef(p).ok());
+    DeviceBuf<uint16_t> dx(x), dy(want.size());
+    DeviceBuf<int32_t> dcolumns(columns);
+    p.x = dx.get();
+    p.columns = dcolumns.get();
+    p.y = dy.get();
+    ASSERT_TRUE(engine::GatherColumns(p, nullptr).ok());
+    EXPECT_EQ(dy.Download(), want) << c.rows << " x " << c.k;
+  }
+}
 
 TEST(ElementwiseTest, UnsupportedDtypeIsUnimplemented) {
   engine::SiluMulParams p{.dtype = DType::kQ4_0, .num_tokens = 1, .inter = 8};

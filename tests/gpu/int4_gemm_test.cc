@@ -13,6 +13,8 @@
 
 #include <algorithm>
 #include <memory>
+#include <numeric>
+#include <random>
 #include <string>
 #include <tuple>
 
@@ -168,14 +170,25 @@ INSTANTIATE_TEST_SUITE_P(Cases, Int4GemmTest, ::testing::ValuesIn(Cases()),
 // Int4DequantizeBf16 against its reference: equal bit for bit (both compute
 // each value in fp32 as Int4Value does and round once).
 TEST(Int4DequantTest, MatchesReferenceExactly) {
-  const std::tuple<int64_t, int64_t, int32_t, Int4Offsets, bool> cases[] = {
-      {960, 576, 32, Int4Offsets::kFloat, false},
-      {3072, 576, 32, Int4Offsets::kFloat, true},
-      {4096, 1152, 96, Int4Offsets::kZero, false},
-      {2048, 4096, 128, Int4Offsets::kSymmetric, true},
-      {512, 4096, 4096, Int4Offsets::kZero, false}};
-  for (const auto& [n, k, group, offsets, gate_up] : cases) {
-    SCOPED_TRACE(::testing::Message() << n << "x" << k << " g" << group << " gate_up " << gate_up);
+  // The last flag: columns in act order (a shuffled column map).
+  const std::tuple<int64_t, int64_t, int32_t, Int4Offsets, bool, bool> cases[] = {
+      {960, 576, 32, Int4Offsets::kFloat, false, false},
+      {3072, 576, 32, Int4Offsets::kFloat, true, false},
+      {4096, 1152, 96, Int4Offsets::kZero, false, false},
+      {2048, 4096, 128, Int4Offsets::kSymmetric, true, false},
+      {512, 4096, 4096, Int4Offsets::kZero, false, false},
+      {1024, 4096, 128, Int4Offsets::kZero, false, true},
+      {3072, 576, 64, Int4Offsets::kSymmetric, true, true}};
+  for (const auto& [n, k, group, offsets, gate_up, act_order] : cases) {
+    SCOPED_TRACE(::testing::Message() << n << "x" << k << " g" << group << " gate_up " << gate_up
+                                      << " act_order " << act_order);
+    std::vector<int32_t> columns;
+    if (act_order) {
+      columns.resize(k);
+      std::iota(columns.begin(), columns.end(), 0);
+      std::mt19937 rng(k);
+      std::shuffle(columns.begin(), columns.end(), rng);
+    }
     const engine::Int4Matrix m = RandomInt4Matrix(n, k, group, offsets, n + k);
     engine::Int4Packed packed = engine::MakeInt4Packed(n, k, group, offsets);
     ASSERT_TRUE(engine::PackInt4Rows(m, engine::ConcatRows(n, 0), n, &packed).ok());
@@ -189,8 +202,14 @@ TEST(Int4DequantTest, MatchesReferenceExactly) {
               .group = group,
               .offset_kind = offsets},
         .out = want.data(),
-        .gate_up = gate_up};
+        .gate_up = gate_up,
+        .columns = act_order ? columns.data() : nullptr};
     ASSERT_TRUE(engine::Int4DequantizeBf16Ref(p).ok());
+    DeviceBuf<int32_t> dcolumns(std::max<size_t>(columns.size(), 1));
+    if (act_order) {
+      dcolumns.Upload(columns);
+      p.columns = dcolumns.get();
+    }
     DeviceBuf<uint8_t> dcodes(packed.codes);
     DeviceBuf<uint32_t> dscales(packed.scales),
         doffsets(std::max<size_t>(packed.offsets.size(), 1));

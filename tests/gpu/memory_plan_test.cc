@@ -124,6 +124,27 @@ TEST(MemoryPlanTest, Int4BudgetTooSmallNamesTheFormats) {
   EXPECT_NE(msg.find("bf16"), std::string::npos) << msg;
 }
 
+TEST(MemoryPlanTest, ActOrderWeightsCarryTheirColumnMapsAndAGatherBuffer) {
+  MemoryPlanInput in = Int4("llama3-8b", 24 * kGiB);
+  const auto plain = PlanMemory(in);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(plain->workspace.int4_gather, 0);
+  in.weights = ModelWeightsSpec::Uniform(in.config, *ParseProjectionSpec("int4-zero-act"));
+  const auto act = PlanMemory(in);
+  ASSERT_TRUE(act.ok()) << act.status();
+  // An int32 a column for each of the four projections of the 32 layers:
+  // k = 4096 (qkv, o, gate_up) and 14336 (down).
+  const int64_t maps = 32LL * (3 * 4096 + 14336) * 4;
+  MemoryPlanInput zin = in;  // the same codes, scales and zero points in column order
+  zin.weights = ModelWeightsSpec::Uniform(in.config, *ParseProjectionSpec("int4-zero"));
+  const auto zplan = PlanMemory(zin);
+  ASSERT_TRUE(zplan.ok());
+  EXPECT_EQ(act->weights.by_format.at("int4 g128 zero act-order"),
+            zplan->weights.by_format.at("int4 g128 zero") + maps);
+  // The widest input gathered: 64 rows of down's 14336 columns.
+  EXPECT_EQ(act->workspace.int4_gather, 64LL * 14336 * 2);
+}
+
 TEST(WeightSpecTest, ParsesFormatsAndRefusesShapesTheKernelsDoNotTake) {
   EXPECT_EQ(ParseProjectionSpec("bf16")->format, WeightFormat::kBf16);
   const ProjectionSpec g64 = *ParseProjectionSpec("int4-g64-zero");
@@ -132,6 +153,10 @@ TEST(WeightSpecTest, ParsesFormatsAndRefusesShapesTheKernelsDoNotTake) {
   EXPECT_EQ(g64.offsets, Int4Offsets::kZero);
   EXPECT_EQ(g64.Name(), "int4 g64 zero");
   EXPECT_EQ(ParseProjectionSpec("int4")->group, 128);
+  const ProjectionSpec act = *ParseProjectionSpec("int4-zero-act");
+  EXPECT_TRUE(act.act_order);
+  EXPECT_EQ(act.Name(), "int4 g128 zero act-order");
+  EXPECT_FALSE(ParseProjectionSpec("int4")->act_order);
   EXPECT_FALSE(ParseProjectionSpec("int4-g48").ok());
   EXPECT_FALSE(ParseProjectionSpec("fp4").ok());
   ModelConfig odd = *SyntheticModelConfig("llama3-8b");

@@ -126,6 +126,62 @@ void CompareRunners(ModelRunner& cpu, ModelRunner& gpu, const ModelConfig& confi
   }
 }
 
+void MatchesHfGolden(ModelRunner& runner, const ModelConfig& config, const std::string& golden_dir,
+                     const std::string& label) {
+  std::ifstream in(SourcePath(golden_dir + "/logits.json"));
+  std::stringstream text;
+  text << in.rdbuf();
+  const nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << golden_dir << "/logits.json";
+  const int64_t vocab = config.vocab_size;
+  for (const auto& p : j["prompts"]) {
+    const std::string name = p.value("name", "");
+    std::vector<int32_t> ids;
+    for (const auto& id : p["input_ids"]) ids.push_back(id.get<int32_t>());
+    std::vector<float> want(vocab);
+    std::ifstream f(SourcePath(golden_dir + "/" + p["last_logits_file"].get<std::string>()),
+                    std::ios::binary);
+    ASSERT_TRUE(f.read(reinterpret_cast<char*>(want.data()), vocab * 4).good())
+        << golden_dir << ": " << name << "'s last-position logits";
+    OneSequence seq(&runner, runner.kv_layout().block_size);
+    auto got = seq.Run(ids, false);
+    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_EQ(static_cast<int64_t>(got->size()), vocab);
+    const double rms = Rms(want);
+    const Tolerance tol = LogitTolerance(config, rms);
+    const auto report = onecard::testing::CompareAll(*got, want, tol);
+    std::printf(
+        "[%s/%s vs HF] %zu tokens: logit rms %.3f, max abs err %.4f (%.2f%% of rms), "
+        "NMSE %.2e\n",
+        label.c_str(), name.c_str(), ids.size(), rms, report.max_abs_err,
+        100.0 * report.max_abs_err / rms, report.nmse);
+    EXPECT_ALL_CLOSE(*got, want, tol) << name;
+    const auto& greedy = p["greedy_ids"];
+    const auto& top2 = p["greedy_top2_logits"];
+    const double tie = 2.0 * report.max_abs_err;
+    std::vector<float> last = *got;
+    int matched = 0;
+    for (int step = 0; step < kGreedySteps && step < static_cast<int>(greedy.size()); ++step) {
+      const int32_t hf = greedy[step].get<int32_t>(), ours = Argmax(last);
+      if (ours != hf) {
+        const double gap = top2[step][0].get<double>() - top2[step][1].get<double>();
+        std::printf(
+            "[%s/%s vs HF] step %d: HF %d, ours %d; HF's top-2 gap %.4f (near tie "
+            "below %.4f)\n",
+            label.c_str(), name.c_str(), step, hf, ours, gap, tie);
+        EXPECT_LE(gap, tie) << name << " step " << step << ": not a near tie";
+        break;
+      }
+      ++matched;
+      auto next = seq.Run({hf}, false);
+      ASSERT_TRUE(next.ok()) << next.status();
+      last = *next;
+    }
+    std::printf("[%s/%s vs HF] greedy: %d of %d tokens as HF's\n", label.c_str(), name.c_str(),
+                matched, kGreedySteps);
+  }
+}
+
 void DecodeStepsMatch(ModelRunner& cpu, ModelRunner& gpu, const ModelConfig& config,
                       const std::string& label) {
   {

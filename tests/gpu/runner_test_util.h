@@ -67,6 +67,15 @@ void CompareRunners(ModelRunner& cpu, ModelRunner& gpu, const ModelConfig& confi
 // min(1000, vocab); keys of one step read by the next, across the 64-key
 // rounds); each step's logits
 // against the CPU runner's, fed the same tokens.
+// A runner against Hugging Face's own logits of a checkpoint (a golden
+// folder of tests/golden/make_goldens.py's format): each prompt's last-position
+// logits (LogitTolerance: HF runs fp32, as the CPU runner does), then 16
+// greedy steps fed HF's tokens: the runner's argmax must be HF's, or HF's own
+// top two must be a near tie (gap within twice the prompt's largest logit
+// error), where the comparison stops.
+void MatchesHfGolden(ModelRunner& runner, const ModelConfig& config, const std::string& golden_dir,
+                     const std::string& label);
+
 void DecodeStepsMatch(ModelRunner& cpu, ModelRunner& gpu, const ModelConfig& config,
                       const std::string& label);
 

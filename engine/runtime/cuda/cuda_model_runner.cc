@@ -149,6 +149,9 @@ absl::Status CudaRunnerImpl::Allocate() {
   if (w.int4_gemm > 0) {
     ASSIGN_OR_RETURN(buf_.int4_gemm, a.Take(w.int4_gemm));
     ASSIGN_OR_RETURN(buf_.int4_dequant, a.Take(w.int4_dequant));
+    if (w.int4_gather > 0) {
+      ASSIGN_OR_RETURN(buf_.int4_gather, a.Take(w.int4_gather));
+    }
   }
   RETURN_IF_ERROR(ctx_->SetCublasWorkspace(buf_.cublas, w.cublas));
 

@@ -6,9 +6,13 @@
 //   int4: up to kInt4GemmMaxRows rows RmsNorm, then Int4Gemm with the
 //         SiLU·mul and residual epilogues fused; more rows dequantize the
 //         weight to BF16 (Int4DequantizeBf16) and take the cuBLAS path.
+//         Act order: Int4Gemm reads the input gathered by the weight's
+//         column map (GatherColumns); the dequantization puts each column
+//         back in its place, so cuBLAS reads the input as it is.
 // Tested by tests/gpu/cuda_model_runner_test.cc.
 #include "absl/strings/str_cat.h"
 #include "engine/common/status_macros.h"
+#include "engine/kernels/gather_columns.h"
 #include "engine/kernels/gemv.h"
 #include "engine/kernels/int4_dequant.h"
 #include "engine/kernels/int4_gemm.h"
@@ -111,8 +115,11 @@ absl::StatusOr<int32_t> CudaRunnerImpl::ProjectInt4(Projection p, int layer, int
                                                     int32_t in_partials, const CudaWeight& w) {
   cudaStream_t stream = ctx_->stream();
   if (t > kInt4GemmMaxRows) {  // prefill-sized: BF16 for cuBLAS
-    RETURN_IF_ERROR(Int4DequantizeBf16(
-        {.w = w.Int4(), .out = buf_.int4_dequant, .gate_up = p == Projection::kGateUp}, stream));
+    RETURN_IF_ERROR(Int4DequantizeBf16({.w = w.Int4(),
+                                        .out = buf_.int4_dequant,
+                                        .gate_up = p == Projection::kGateUp,
+                                        .columns = w.columns},
+                                       stream));
     return ProjectBf16(p, layer, t, in_partials, buf_.int4_dequant, /*allow_splits=*/false);
   }
   const BlasGemmParams g = ProductParams(ProductOf(p), t);
@@ -128,6 +135,16 @@ absl::StatusOr<int32_t> CudaRunnerImpl::ProjectInt4(Projection p, int layer, int
   // 70B batch-1 step slower than a batch-8 step with RmsNorm apart
   // (bench/results, 4-bit page).
   if (NormedInput(p)) RETURN_IF_ERROR(NormResidual(NormWeight(p, layer), t, in_partials));
+  if (w.columns != nullptr) {  // act order: the input in the weight's column order
+    RETURN_IF_ERROR(GatherColumns({.x = g.x,
+                                   .x_row_stride = g.k,
+                                   .columns = w.columns,
+                                   .y = buf_.int4_gather,
+                                   .rows = t,
+                                   .k = g.k},
+                                  stream));
+    q.x = buf_.int4_gather;
+  }
   if (p == Projection::kGateUp) {
     q.y = buf_.act;
     q.silu_mul_y = true;

@@ -54,6 +54,7 @@ struct StepBuffers {
   float* gemm_partials = nullptr;
   void* int4_gemm = nullptr;     // Int4Gemm's workspace (4-bit weights only)
   void* int4_dequant = nullptr;  // a 4-bit weight as BF16 (steps over kInt4GemmMaxRows)
+  void* int4_gather = nullptr;   // an act-order weight's input, gathered (GatherColumns)
   void* sample = nullptr;
   int32_t* out_tokens = nullptr;
   char* meta = nullptr;  // device mirror of the pinned metadata

@@ -2,7 +2,11 @@
 // Tested through tests/gpu/cuda_model_runner_test.cc.
 #include "engine/runtime/cuda/cuda_weights.h"
 
+#include <algorithm>
 #include <cmath>
+#include <numeric>
+#include <random>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "engine/common/status_macros.h"
@@ -37,6 +41,10 @@ absl::StatusOr<CudaWeights> CarveWeights(const ModelConfig& c, const ModelWeight
       ASSIGN_OR_RETURN(cw.scales, arena->Take(Int4ScaleBytes(cw.n, cw.k, cw.spec.group)));
       if (cw.spec.offsets != Int4Offsets::kSymmetric) {
         ASSIGN_OR_RETURN(cw.offsets, arena->Take(Int4ScaleBytes(cw.n, cw.k, cw.spec.group)));
+      }
+      if (cw.spec.act_order) {
+        ASSIGN_OR_RETURN(void* columns, arena->Take(cw.k * 4));
+        cw.columns = static_cast<int32_t*>(columns);
       }
     }
     if (c.attention_bias) {
@@ -76,6 +84,14 @@ absl::StatusOr<CudaWeights> RandomWeights(const ModelConfig& c, const ModelWeigh
       RETURN_IF_ERROR(FillInt4Scales(cw.scales, cw.offsets,
                                      Int4ScaleBytes(cw.n, cw.k, cw.spec.group) / 4, next_seed(),
                                      bound(cw.k) / 8.0f, cw.spec.offsets, stream));
+      if (cw.columns != nullptr) {  // act order: a seeded permutation of the columns
+        std::vector<int32_t> columns(cw.k);
+        std::iota(columns.begin(), columns.end(), 0);
+        std::mt19937_64 rng(next_seed());
+        std::shuffle(columns.begin(), columns.end(), rng);
+        CUDA_RETURN_IF_ERROR(
+            cudaMemcpy(cw.columns, columns.data(), cw.k * 4, cudaMemcpyHostToDevice));
+      }
     }
     if (l.bqkv != nullptr) {
       RETURN_IF_ERROR(fill(l.bqkv, ProjectionShape(c, Projection::kQkv)[0], 0.0f, 0.1f));

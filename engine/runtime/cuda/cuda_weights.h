@@ -11,7 +11,12 @@
 // the rest dequantized and rounded to BF16, nearest even), host tensors (tests), or seeded random
 // values generated on the device (synthetic_weights.cu): BF16 uniform in +-sqrt(3 / fan_in) for
 // projections, 1 +- 0.05 for norms, +-1 for embeddings, never zero; 4-bit
-// random codes with scales sqrt(3 / fan_in) / 8 * (0.5..1.5).
+// random codes with scales sqrt(3 / fan_in) / 8 * (0.5..1.5) (act order: a
+// seeded permutation of the columns, made on the host).
+// GPTQ act order (a g_idx out of column order) stays 4-bit: the columns are
+// sorted by group at load and the map uploaded with the weight (where every
+// part of a fused projection has the same map, as GPTQ's order from the
+// shared input's Hessian gives; otherwise that projection is BF16).
 // Tested through tests/gpu/cuda_model_runner_test.cc.
 #ifndef ONECARD_ENGINE_RUNTIME_CUDA_CUDA_WEIGHTS_H_
 #define ONECARD_ENGINE_RUNTIME_CUDA_CUDA_WEIGHTS_H_
@@ -39,9 +44,10 @@ struct CudaWeight {
   int64_t n = 0;  // [n, k]
   int64_t k = 0;
   Residency residency = Residency::kDevice;
-  void* data = nullptr;     // BF16 [n, k], or the 4-bit codes (int4_layout.h)
-  void* scales = nullptr;   // 4-bit: uint32 [n / 16][8][k / group]
-  void* offsets = nullptr;  // 4-bit kZero / kFloat: as scales
+  void* data = nullptr;        // BF16 [n, k], or the 4-bit codes (int4_layout.h)
+  void* scales = nullptr;      // 4-bit: uint32 [n / 16][8][k / group]
+  void* offsets = nullptr;     // 4-bit kZero / kFloat: as scales
+  int32_t* columns = nullptr;  // 4-bit act order: int32 [k], stored column j is column columns[j]
   Int4WeightView Int4() const { return {data, scales, offsets, n, k, spec.group, spec.offsets}; }
 };
 
@@ -91,10 +97,10 @@ class HostTensorSource {
 
 // The spec a checkpoint's tensors give: a projection is 4-bit where every part
 // of it is 4-bit (Int4FormOf: GGUF Q4_0 / Q4_1 in groups of 32, GPTQ, AWQ,
-// compressed-tensors) with one group size and columns in order, and its shape
-// suits the kernels; the offsets are the widest kind of its parts (mins where
-// any part is Q4_1, zero points where any has them). Otherwise BF16 (an
-// act-order GPTQ projection too: the runner does not permute activations).
+// compressed-tensors) with one group size and one column order (act order:
+// the same map in every part), and its shape suits the kernels; the offsets
+// are the widest kind of its parts (mins where any part is Q4_1, zero points
+// where any has them). Otherwise BF16.
 // `all_bf16`: every projection BF16.
 absl::StatusOr<ModelWeightsSpec> CheckpointWeightsSpec(const Checkpoint& checkpoint, bool all_bf16);
 

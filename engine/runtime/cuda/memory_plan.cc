@@ -46,18 +46,20 @@ WorkspaceSizes Workspace(const MemoryPlanInput& in, int32_t max_context, const S
   w.meta = Align(layout.size_bytes, 256);
   w.rope = Align(c.head_dim / 2 * 4, 256);
   w.cublas = in.cublas_workspace_bytes;
-  int64_t widest_int4 = 0, largest_int4 = 0;
+  int64_t widest_int4 = 0, largest_int4 = 0, widest_act_order = 0;
   for (const auto& layer : in.weights.layers) {
     for (int p = 0; p < kNumProjections; ++p) {
       if (layer[p].format != WeightFormat::kInt4) continue;
       const auto [n, k] = ProjectionShape(c, static_cast<Projection>(p));
       widest_int4 = std::max(widest_int4, n);
       largest_int4 = std::max(largest_int4, n * k);
+      if (layer[p].act_order) widest_act_order = std::max(widest_act_order, k);
     }
   }
   if (widest_int4 > 0) {
     w.int4_gemm = Align(Int4GemmWorkspaceBytes(widest_int4, in.num_sms), 256);
     w.int4_dequant = Align(largest_int4 * 2, 256);
+    w.int4_gather = Align(int64_t{kInt4GemmMaxRows} * widest_act_order * 2, 256);
   }
   return w;
 }
@@ -107,7 +109,8 @@ StepLayout MakeStepLayout(int32_t max_tokens, int32_t max_seqs, int32_t max_rows
 
 int64_t WorkspaceSizes::Total() const {
   return residual + normed + qkv + attn_out + gate_up + act + rows + logits + attn_split +
-         gemm_partials + sample + out_tokens + meta + rope + cublas + int4_gemm + int4_dequant;
+         gemm_partials + sample + out_tokens + meta + rope + cublas + int4_gemm + int4_gather +
+         int4_dequant;
 }
 
 int64_t MemoryPlan::total_bytes() const {
@@ -176,10 +179,10 @@ std::string MemoryPlan::ToString() const {
       max_batched_tokens, max_num_seqs, GiB(workspace.logits),
       GiB(workspace.residual + workspace.normed + workspace.qkv + workspace.attn_out +
           workspace.gate_up + workspace.act),
-      GiB(workspace.int4_gemm), GiB(workspace.int4_dequant), GiB(reserve_bytes), GiB(kv_bytes()),
-      num_kv_blocks, kv_block_size, static_cast<double>(kv_bytes_per_token) / 1024.0,
-      num_kv_blocks * kv_block_size, static_cast<double>(num_kv_blocks) / max_blocks_per_seq,
-      max_context, GiB(total_bytes()));
+      GiB(workspace.int4_gemm + workspace.int4_gather), GiB(workspace.int4_dequant),
+      GiB(reserve_bytes), GiB(kv_bytes()), num_kv_blocks, kv_block_size,
+      static_cast<double>(kv_bytes_per_token) / 1024.0, num_kv_blocks * kv_block_size,
+      static_cast<double>(num_kv_blocks) / max_blocks_per_seq, max_context, GiB(total_bytes()));
 }
 
 }  // namespace onecard::engine

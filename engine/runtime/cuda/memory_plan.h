@@ -59,6 +59,8 @@ struct WorkspaceSizes {
   int64_t rope = 0;           // fp32 [head_dim / 2] inverse frequencies
   int64_t cublas = 0;
   int64_t int4_gemm = 0;     // Int4Gemm's split-K workspace (4-bit weights only)
+  int64_t int4_gather = 0;   // BF16 [kInt4GemmMaxRows, k] of the widest act-order
+                             // 4-bit projection's input (GatherColumns); 0 without
   int64_t int4_dequant = 0;  // BF16 [n, k] of the largest 4-bit projection: steps
                              // of more than kInt4GemmMaxRows rows dequantize
                              // each 4-bit weight here for cuBLAS

@@ -154,18 +154,23 @@ absl::Status PackWordParts(const std::vector<Int4WordMatrix>& words, Projection 
 }
 
 // The parts one at a time through an Int4Matrix (offsets made the spec's
-// kind exactly) into `fused`.
+// kind exactly) into `fused`; their column map (act order: the same in every
+// part, as the spec says) into `columns`.
 absl::Status PackMatrixParts(HostTensorSource& source, Projection p, int64_t layer,
-                             const CudaWeight& w, ThreadPool& pool, Int4Packed* fused) {
+                             const CudaWeight& w, ThreadPool& pool, Int4Packed* fused,
+                             std::vector<int32_t>* columns) {
   const std::vector<TensorPart> parts = ProjectionParts(p);
   int64_t row = 0;
   for (size_t i = 0; i < parts.size(); ++i) {
     ASSIGN_OR_RETURN(Int4Matrix m, source.Int4(parts[i], layer));
     const std::string name = absl::StrCat(Where(p, layer), " part ", i);
     RETURN_IF_ERROR(m.Validate(name));
-    if (!m.columns.empty()) {
-      return absl::UnimplementedError(
-          absl::StrCat(name, ": columns in act order (a GPTQ g_idx) are not supported on the GPU"));
+    if (i == 0) *columns = m.columns;
+    if (m.columns != *columns || m.columns.empty() == w.spec.act_order) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, ": its column order (", m.columns.empty() ? "as stored" : "act order",
+                       ") is not the projection's (", w.spec.act_order ? "act order" : "as stored",
+                       i > 0 ? ", the first part's map" : "", ")"));
     }
     RETURN_IF_ERROR(CheckPartWidth(name, m.n, m.k, m.group, w));
     RETURN_IF_ERROR(ConvertInt4Offsets(&m, w.spec.offsets, name));
@@ -182,9 +187,12 @@ absl::Status LoadInt4Projection(HostTensorSource& source, Projection p, int64_t 
                                 const CudaWeight& w, ThreadPool& pool, Int4Packed* staging) {
   ResizeInt4Packed(staging, w.n, w.k, w.spec.group, w.spec.offsets);
   ASSIGN_OR_RETURN(const std::optional<std::vector<Int4WordMatrix>> words,
-                   PartWords(source, p, layer, w));
-  RETURN_IF_ERROR(words.has_value() ? PackWordParts(*words, p, layer, w, pool, staging)
-                                    : PackMatrixParts(source, p, layer, w, pool, staging));
+                   PartWords(source, p, layer, w));  // none for act order
+  std::vector<int32_t> columns;
+  RETURN_IF_ERROR(words.has_value()
+                      ? PackWordParts(*words, p, layer, w, pool, staging)
+                      : PackMatrixParts(source, p, layer, w, pool, staging, &columns));
+  if (w.columns != nullptr) RETURN_IF_ERROR(Upload(w.columns, columns.data(), w.k * 4));
   RETURN_IF_ERROR(Upload(w.data, staging->codes.data(), staging->codes.size()));
   RETURN_IF_ERROR(Upload(w.scales, staging->scales.data(), staging->scales.size() * 4));
   if (w.offsets == nullptr) return absl::OkStatus();
@@ -293,14 +301,17 @@ absl::StatusOr<std::optional<ProjectionSpec>> Int4ProjectionSpec(const Checkpoin
                                                                  Projection projection,
                                                                  int64_t layer) {
   std::optional<ProjectionSpec> spec;
+  std::vector<int32_t> columns;  // the first part's map: every part must have it
   for (TensorPart part : ProjectionParts(projection)) {
     ASSIGN_OR_RETURN(const ResolvedTensor t, ResolveTensor(checkpoint, part, layer));
     ASSIGN_OR_RETURN(const std::optional<Int4Form> form, Int4FormOf(t));
-    if (!form.has_value() || form->reordered || (spec && spec->group != form->group)) {
+    if (!form.has_value() || (spec && (spec->group != form->group || form->columns != columns))) {
       return std::nullopt;
     }
     if (!spec) {
-      spec = ProjectionSpec{.format = WeightFormat::kInt4, .group = form->group};
+      spec = ProjectionSpec{
+          .format = WeightFormat::kInt4, .group = form->group, .act_order = form->reordered};
+      columns = form->columns;
     }
     spec->offsets = WiderOffsets(spec->offsets, form->offsets);
   }

@@ -34,7 +34,7 @@ std::string ProjectionSpec::Name() const {
   const char* kind = offsets == Int4Offsets::kSymmetric ? ""
                      : offsets == Int4Offsets::kZero    ? " zero"
                                                         : " min";
-  return absl::StrCat("int4 g", group, kind);
+  return absl::StrCat("int4 g", group, kind, act_order ? " act-order" : "");
 }
 
 ModelWeightsSpec ModelWeightsSpec::Uniform(const ModelConfig& config, const ProjectionSpec& spec) {
@@ -61,7 +61,8 @@ std::array<int64_t, 2> ProjectionShape(const ModelConfig& c, Projection projecti
 int64_t ProjectionBytes(const ProjectionSpec& spec, int64_t n, int64_t k) {
   if (spec.format == WeightFormat::kBf16) return Align(n * k * 2);
   return Align(Int4CodeBytes(n, k)) + Align(Int4ScaleBytes(n, k, spec.group)) +
-         Align(Int4OffsetBytes(n, k, spec.group, spec.offsets));
+         Align(Int4OffsetBytes(n, k, spec.group, spec.offsets)) +
+         (spec.act_order ? Align(k * 4) : 0);
 }
 
 absl::Status CheckInt4Shape(const ModelConfig& c, Projection projection, int32_t group) {
@@ -125,6 +126,8 @@ absl::StatusOr<ProjectionSpec> ParseProjectionSpec(absl::string_view text) {
       s.offsets = Int4Offsets::kZero;
     } else if (parts[i] == "min") {
       s.offsets = Int4Offsets::kFloat;
+    } else if (parts[i] == "act") {
+      s.act_order = true;
     } else {
       ok = parts[i].size() > 1 && parts[i][0] == 'g' &&
            absl::SimpleAtoi(parts[i].substr(1), &s.group) && s.group >= kInt4MinGroup &&
@@ -134,8 +137,8 @@ absl::StatusOr<ProjectionSpec> ParseProjectionSpec(absl::string_view text) {
   if (!ok) {
     return absl::InvalidArgumentError(
         absl::StrCat("weight format \"", text,
-                     "\": expected bf16 or int4[-g<group, a multiple of 32>][-zero|-min] "
-                     "(e.g. int4, int4-g64, int4-g32-zero)"));
+                     "\": expected bf16 or int4[-g<group, a multiple of 32>][-zero|-min][-act] "
+                     "(e.g. int4, int4-g64, int4-g32-zero, int4-zero-act)"));
   }
   return s;
 }

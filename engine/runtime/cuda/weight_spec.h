@@ -30,7 +30,11 @@ struct ProjectionSpec {
   WeightFormat format = WeightFormat::kBf16;
   int32_t group = 0;  // kInt4: columns a scale covers
   Int4Offsets offsets = Int4Offsets::kSymmetric;
-  // "bf16", "int4 g128", "int4 g32 zero", "int4 g32 min"
+  // kInt4: columns stored in another order (GPTQ act order sorted by group,
+  // Int4Matrix::columns); the weight carries the column map and the runner
+  // gathers its input by it (gather_columns.h).
+  bool act_order = false;
+  // "bf16", "int4 g128", "int4 g32 zero", "int4 g32 min", "int4 g128 zero act-order"
   std::string Name() const;
   bool operator==(const ProjectionSpec&) const = default;
 };
@@ -49,7 +53,8 @@ struct ModelWeightsSpec {
 // gate_up = gate and up rows (interleaved by 8 for 4-bit, [gate; up] for BF16).
 std::array<int64_t, 2> ProjectionShape(const ModelConfig& config, Projection projection);
 
-// Bytes of one projection's weight (each array 256-byte aligned).
+// Bytes of one projection's weight (each array 256-byte aligned; an act-order
+// weight's column map too).
 int64_t ProjectionBytes(const ProjectionSpec& spec, int64_t n, int64_t k);
 
 // The weights' bytes by format name (ProjectionSpec::Name() for projections,
@@ -66,8 +71,9 @@ absl::StatusOr<WeightBytes> CountWeightBytes(const ModelConfig& config,
 // error names the projection and the supported shapes.
 absl::Status CheckInt4Shape(const ModelConfig& config, Projection projection, int32_t group);
 
-// "int4" (group 128, symmetric), "int4-g64", "int4-g32-zero", "bf16": the
-// weight formats the synthetic models and the bench presets take.
+// "int4" (group 128, symmetric), "int4-g64", "int4-g32-zero", "int4-zero-act"
+// (act order: a seeded random column map), "bf16": the weight formats the
+// synthetic models and the bench presets take.
 absl::StatusOr<ProjectionSpec> ParseProjectionSpec(absl::string_view text);
 
 }  // namespace onecard::engine

@@ -2,10 +2,15 @@
 // the logical matrix (Int4Matrix::Value, not the packed layout the reference
 // reads), a double-precision dot, and the epilogues written out here (the
 // residual add's two roundings; gate/up pairs taken from the fused rows by
-// hand). Shapes small enough for CI.
+// hand). Shapes small enough for CI. And Int4DequantizeBf16Ref with an act
+// order column map against DequantizeInt4, which undoes the map itself.
+#include <algorithm>
 #include <cmath>
+#include <numeric>
+#include <random>
 
 #include "engine/kernels/bf16.h"
+#include "engine/kernels/int4_dequant.h"
 #include "engine/kernels/int4_gemm.h"
 #include "engine/kernels/int4_matrix.h"
 #include "gmock/gmock.h"
@@ -95,6 +100,30 @@ TEST(Int4GemmRefTest, SiluMulPairsTheInterleavedRows) {
     const float want = g / (1.0f + std::exp(-g)) * u;
     EXPECT_NEAR(Bf16ToFloat(y[j]), want, 1e-2 * std::abs(want) + 1e-4) << j;
   }
+}
+
+TEST(Int4DequantRefTest, ActOrderColumnsGoBackToTheirPlaces) {
+  const int64_t n = 32, k = 256;
+  Int4Matrix m = RandomInt4Matrix(n, k, 64, Int4Offsets::kZero, 5);
+  m.columns.resize(k);
+  std::iota(m.columns.begin(), m.columns.end(), 0);
+  std::mt19937 rng(3);
+  std::shuffle(m.columns.begin(), m.columns.end(), rng);
+  Int4Packed packed = MakeInt4Packed(n, k, 64, Int4Offsets::kZero);
+  ASSERT_TRUE(PackInt4Rows(m, ConcatRows(n, 0), n, &packed).ok());
+  std::vector<uint16_t> out(n * k);
+  Int4DequantParams p{.w = {.codes = packed.codes.data(),
+                            .scales = packed.scales.data(),
+                            .offsets = packed.offsets.data(),
+                            .n = n,
+                            .k = k,
+                            .group = 64,
+                            .offset_kind = Int4Offsets::kZero},
+                      .out = out.data(),
+                      .columns = m.columns.data()};
+  ASSERT_TRUE(Int4DequantizeBf16Ref(p).ok());
+  const std::vector<float> want = DequantizeInt4(m);  // the source's column order
+  for (int64_t i = 0; i < n * k; ++i) ASSERT_EQ(out[i], FloatToBf16(want[i])) << i;
 }
 
 TEST(Int4GemmRefTest, RefusesWhatTheKernelsDoNotTake) {
