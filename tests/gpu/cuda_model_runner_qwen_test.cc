@@ -126,9 +126,8 @@ TEST_F(CudaModelRunnerQwenTest, MatchesHuggingFace) {
     // and the whole last row.
     std::vector<float> want, got;
     for (size_t pos = 0; pos < p.input_ids.size(); ++pos) {
-      for (const std::vector<int32_t>* ids : {&golden.sample_ids, &p.top5_ids[pos]}) {
-        for (int32_t id : *ids) got.push_back((*logits)[pos * vocab + id]);
-      }
+      for (int32_t id : golden.sample_ids) got.push_back((*logits)[pos * vocab + id]);
+      for (int32_t id : p.top5_ids[pos]) got.push_back((*logits)[pos * vocab + id]);
       want.insert(want.end(), p.sample_logits[pos].begin(), p.sample_logits[pos].end());
       want.insert(want.end(), p.top5_logits[pos].begin(), p.top5_logits[pos].end());
     }

@@ -145,7 +145,11 @@ void ExpectPrefillMatches(const Golden& golden, const GoldenPrompt& p,
         << "position " << pos << ": HF top-2 gap " << p.top5_logits[pos][0] - p.top5_logits[pos][1];
   }
   ASSERT_EQ(p.last_logits.size(), static_cast<size_t>(vocab)) << "the .last.f32 file";
-  EXPECT_ALL_CLOSE(std::span(got).last(vocab), p.last_logits, tol);
+  const std::vector<float> last(got.end() - vocab, got.end());
+  const auto report = onecard::testing::CompareAll(last, p.last_logits, tol);
+  std::printf("[%s] last row against HF: max abs err %.2e, NMSE %.2e\n", p.name.c_str(),
+              report.max_abs_err, report.nmse);
+  EXPECT_ALL_CLOSE(last, p.last_logits, tol);
 }
 
 void ExpectGreedyMatches(ModelRunner& runner, int64_t seq_id, const GoldenPrompt& p,
