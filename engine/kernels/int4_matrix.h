@@ -1,5 +1,5 @@
 // 4-bit weights on the host: Int4Matrix, the logical form every source turns
-// into (GGUF Q4_0 / Q4_1 blocks, round-to-nearest quantization, and the HF
+// into (GGUF Q4_0 / Q4_1 / Q4_K blocks, round-to-nearest quantization, and the HF
 // 4-bit formats), and Int4Packed, the device layout of int4_layout.h that the
 // CUDA kernels read. Plain C++. Tested by tests/engine/kernels/int4_matrix_test.cc.
 #ifndef ONECARD_ENGINE_KERNELS_INT4_MATRIX_H_

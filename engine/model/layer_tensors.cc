@@ -2,6 +2,7 @@
 // Tested by tests/engine/model/layer_tensors_test.cc.
 #include "engine/model/layer_tensors.h"
 
+#include <atomic>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -101,9 +102,11 @@ int64_t UnpermuteHeads(const Checkpoint& ckpt, TensorPart part) {
   return query ? ckpt.config.num_heads : ckpt.config.num_kv_heads;
 }
 
-// Codes, scale and offset of one 32-element GGUF block at `dst` row offsets.
+// Codes, scales and offsets of one GGUF block: BlockElements codes, and a
+// scale (and offset) for each group of 32. True when every scale and offset
+// is finite.
 template <typename Block>
-void UnpackBlock(const Block& b, uint8_t* q, uint16_t* scale, uint16_t* offset) {
+bool UnpackBlock(const Block& b, uint8_t* q, uint16_t* scale, uint16_t* offset) {
   constexpr int kHalf = kQuantBlock32 / 2;
   for (int j = 0; j < kHalf; ++j) {
     q[j] = b.qs[j] & 0x0F;
@@ -111,21 +114,64 @@ void UnpackBlock(const Block& b, uint8_t* q, uint16_t* scale, uint16_t* offset) 
   }
   *scale = b.d;
   if constexpr (requires { b.m; }) *offset = b.m;
+  return true;
 }
 
-template <typename Block>
-void ReadBlocks(const ResolvedTensor& t, const std::vector<int64_t>& sources, Int4Matrix* m) {
-  const int64_t blocks_per_row = m->k / kQuantBlock32;
-  const auto* blocks = reinterpret_cast<const Block*>(t.view->data);
-  for (int64_t r = 0; r < m->n; ++r) {
-    const Block* row = blocks + sources[r] * blocks_per_row;
-    for (int64_t b = 0; b < blocks_per_row; ++b) {
-      uint16_t unused = 0;
-      uint16_t* offset = m->offset.empty() ? &unused : &m->offset[r * blocks_per_row + b];
-      UnpackBlock(row[b], &m->q[r * m->k + b * kQuantBlock32], &m->scales[r * blocks_per_row + b],
-                  offset);
-    }
+bool FiniteHalf(uint16_t bits) { return (bits & 0x7c00u) != 0x7c00u; }
+
+// A Q4_K super-block as 8 groups of 32: y = d sc q - dmin m becomes the
+// scale d sc and the offset -(dmin m) (Int4Offsets::kFloat). Both products
+// are exact in fp32 (an fp16 times a 6-bit integer), so their rounding to
+// fp16 here is the only difference from ggml's dequantization.
+bool UnpackBlock(const BlockQ4_K& b, uint8_t* q, uint16_t* scale, uint16_t* offset) {
+  const float d = HalfToFloat(b.d), dmin = HalfToFloat(b.dmin);
+  bool finite = true;
+  for (int j = 0; j < kQuantSuperBlock / kQuantBlock32; ++j) {
+    uint8_t sc, m;
+    Q4KScaleMin(b.scales, j, &sc, &m);
+    scale[j] = FloatToHalf(d * static_cast<float>(sc));
+    offset[j] = FloatToHalf(-(dmin * static_cast<float>(m)));
+    finite = finite && FiniteHalf(scale[j]) && FiniteHalf(offset[j]);
+    // Sub-blocks 2 i and 2 i + 1 share bytes qs[32 i .. 32 i + 31]: low
+    // nibbles the first, high nibbles the second.
+    const uint8_t* qs = b.qs + kQuantBlock32 * (j / 2);
+    const int shift = 4 * (j % 2);
+    for (int l = 0; l < kQuantBlock32; ++l) q[kQuantBlock32 * j + l] = (qs[l] >> shift) & 0x0F;
   }
+  return finite;
+}
+
+// Rows of `m` from the blocks of t's rows `sources`, over `pool` when given.
+// False when some scale or offset is not a finite fp16.
+template <typename Block>
+bool ReadBlocks(const ResolvedTensor& t, const std::vector<int64_t>& sources, Int4Matrix* m,
+                ThreadPool* pool) {
+  constexpr int64_t kGroups = Block::kElements / kQuantBlock32;
+  const int64_t blocks_per_row = m->k / Block::kElements;
+  const int64_t groups_per_row = m->k / kQuantBlock32;
+  const uint8_t* data = t.view->data;
+  std::atomic<bool> finite = true;
+  const auto read_rows = [&](int64_t begin, int64_t end) {
+    uint16_t unused[kGroups];
+    Block block;
+    for (int64_t r = begin; r < end; ++r) {
+      const uint8_t* row = data + sources[r] * blocks_per_row * sizeof(Block);
+      for (int64_t b = 0; b < blocks_per_row; ++b) {
+        std::memcpy(&block, row + b * sizeof(Block), sizeof(Block));  // no alignment assumed
+        const int64_t g = r * groups_per_row + b * kGroups;
+        uint16_t* offset = m->offset.empty() ? unused : &m->offset[g];
+        if (!UnpackBlock(block, &m->q[r * m->k + b * Block::kElements], &m->scales[g], offset)) {
+          finite = false;
+        }
+      }
+    }
+  };
+  if (pool == nullptr) {
+    read_rows(0, m->n);
+  } else {
+    pool->ParallelFor(m->n, read_rows);
+  }
+  return finite;
 }
 
 std::vector<int64_t> Identity(int64_t rows) {
@@ -203,7 +249,17 @@ absl::StatusOr<std::vector<float>> ReadTensorF32(const ResolvedTensor& t) {
   return permuted;
 }
 
-bool IsInt4Dtype(DType dtype) { return dtype == DType::kQ4_0 || dtype == DType::kQ4_1; }
+bool IsInt4Dtype(DType dtype) {
+  return dtype == DType::kQ4_0 || dtype == DType::kQ4_1 || dtype == DType::kQ4_K;
+}
+
+namespace {
+
+Int4Offsets GgufInt4Offsets(DType dtype) {
+  return dtype == DType::kQ4_0 ? Int4Offsets::kSymmetric : Int4Offsets::kFloat;
+}
+
+}  // namespace
 
 absl::StatusOr<std::optional<Int4Form>> Int4FormOf(const ResolvedTensor& t) {
   if (t.hf_int4.has_value()) {
@@ -212,43 +268,54 @@ absl::StatusOr<std::optional<Int4Form>> Int4FormOf(const ResolvedTensor& t) {
     return Int4Form{t.hf_int4->group, t.hf_int4->offsets(), reordered, std::move(columns)};
   }
   if (!IsInt4Dtype(t.view->dtype) || t.shape.size() != 2) return std::nullopt;
-  return Int4Form{kQuantBlock32,
-                  t.view->dtype == DType::kQ4_0 ? Int4Offsets::kSymmetric : Int4Offsets::kFloat,
-                  false};
+  return Int4Form{kQuantBlock32, GgufInt4Offsets(t.view->dtype), false};
 }
 
 absl::StatusOr<Int4Matrix> ReadTensorInt4(const ResolvedTensor& t, ThreadPool* pool) {
   if (t.hf_int4.has_value()) return ReadHfInt4(*t.hf_int4, pool);
   const DType dtype = t.view->dtype;
   if (!IsInt4Dtype(dtype) || t.shape.size() != 2) {
-    return absl::InvalidArgumentError(absl::StrCat(t.view->file_path, ": tensor '", t.name, "' (",
-                                                   std::string(DTypeName(dtype)), ", shape ",
-                                                   ShapeString(t.shape),
-                                                   ") is not a 4-bit matrix; 4-bit: Q4_0, Q4_1, "
-                                                   "GPTQ, AWQ, compressed-tensors pack-quantized"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        t.view->file_path, ": tensor '", t.name, "' (", std::string(DTypeName(dtype)), ", shape ",
+        ShapeString(t.shape),
+        ") is not a 4-bit matrix; 4-bit: Q4_0, Q4_1, Q4_K, GPTQ, AWQ, compressed-tensors "
+        "pack-quantized"));
   }
   Int4Matrix m;
   m.n = t.shape[0];
   m.k = t.shape[1];
   m.group = kQuantBlock32;
-  m.offsets = dtype == DType::kQ4_0 ? Int4Offsets::kSymmetric : Int4Offsets::kFloat;
-  const int64_t blocks = m.n * (m.k / kQuantBlock32);
-  if (m.k % kQuantBlock32 != 0 ||
-      t.view->size_bytes != static_cast<uint64_t>(blocks * BlockBytes(dtype))) {
+  m.offsets = GgufInt4Offsets(dtype);
+  const int64_t block = BlockElements(dtype);
+  const int64_t blocks = m.n * (m.k / block);
+  if (m.k % block != 0 || t.view->size_bytes != static_cast<uint64_t>(blocks * BlockBytes(dtype))) {
     return absl::InvalidArgumentError(
         absl::StrCat(t.view->file_path, ": tensor '", t.name, "' at offset ", t.view->file_offset,
                      " holds ", t.view->size_bytes, " bytes, ", ShapeString(t.shape), " in ",
                      std::string(DTypeName(dtype)), " needs ", blocks * BlockBytes(dtype)));
   }
   m.q.resize(m.n * m.k);
-  m.scales.resize(blocks);
-  if (m.offsets == Int4Offsets::kFloat) m.offset.resize(blocks);
+  m.scales.resize(m.n * m.num_groups());
+  if (m.offsets == Int4Offsets::kFloat) m.offset.resize(m.scales.size());
   const std::vector<int64_t> sources =
       t.unpermute_heads > 0 ? LlamaCppRowSources(t.unpermute_heads, m.n) : Identity(m.n);
-  if (dtype == DType::kQ4_0) {
-    ReadBlocks<BlockQ4_0>(t, sources, &m);
-  } else {
-    ReadBlocks<BlockQ4_1>(t, sources, &m);
+  bool finite = false;
+  switch (dtype) {
+    case DType::kQ4_0:
+      finite = ReadBlocks<BlockQ4_0>(t, sources, &m, pool);
+      break;
+    case DType::kQ4_1:
+      finite = ReadBlocks<BlockQ4_1>(t, sources, &m, pool);
+      break;
+    default:  // kQ4_K: IsInt4Dtype above
+      finite = ReadBlocks<BlockQ4_K>(t, sources, &m, pool);
+      break;
+  }
+  if (!finite) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        t.view->file_path, ": tensor '", t.name, "' (", std::string(DTypeName(dtype)),
+        ") has a group scale or min that is not a finite fp16 (d * sc or dmin * m above 65504, "
+        "or a NaN)"));
   }
   return m;
 }

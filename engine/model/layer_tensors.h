@@ -62,7 +62,9 @@ absl::StatusOr<ResolvedTensor> ResolveTensor(const Checkpoint& checkpoint, Tenso
 absl::StatusOr<std::vector<float>> ReadTensorF32(const ResolvedTensor& tensor);
 
 // Whether ReadTensorInt4 takes a GGUF tensor of this dtype: Q4_0
-// (kSymmetric) and Q4_1 (kFloat), groups of 32.
+// (kSymmetric), Q4_1 and Q4_K (kFloat), groups of 32. A Q4_K super-block
+// (8 sub-blocks of 32, y = d sc q - dmin m) is 8 groups with scale d sc and
+// offset -(dmin m). Q5_K, Q6_K and Q8_0 are not 4-bit (read as fp32).
 bool IsInt4Dtype(DType dtype);
 
 // The 4-bit form ReadTensorInt4 gives a tensor, known before its codes are
@@ -77,10 +79,14 @@ struct Int4Form {
 // nullopt for a tensor that is not 4-bit.
 absl::StatusOr<std::optional<Int4Form>> Int4FormOf(const ResolvedTensor& tensor);
 
-// The 4-bit codes, fp16 scales and offsets of a Q4_0 / Q4_1 tensor or an HF
-// 4-bit projection exactly as stored (Int4Matrix::Value equals the gguf
-// package's dequantization, and the upstream dequantizations of hf_int4.h
-// before their fp16 rounding), in the HF row order.
+// The 4-bit codes, fp16 scales and offsets of a Q4_0 / Q4_1 / Q4_K tensor
+// or an HF 4-bit projection exactly as stored (Int4Matrix::Value equals the
+// gguf package's dequantization, and the upstream dequantizations of
+// hf_int4.h before their fp16 rounding), in the HF row order. Q4_K's group
+// scales d sc and offsets -(dmin m) are the exact fp32 products rounded to
+// fp16 (nearest even), the one rounding this adds; a product that is not a
+// finite fp16 is InvalidArgument naming the tensor. With a pool, GGUF blocks
+// are read in parallel over rows (the same values).
 absl::StatusOr<Int4Matrix> ReadTensorInt4(const ResolvedTensor& tensor, ThreadPool* pool = nullptr);
 
 // The codes of an HF 4-bit projection as stored, eight to a word along k,

@@ -7,14 +7,19 @@ CPU, fp32):
 
   python tests/golden/make_goldens.py smollm2   # needs models/SmolLM2-...gguf
   python tests/golden/make_goldens.py tiny      # needs the tiny tokenizers
+  python tests/golden/make_goldens.py qwen2.5-coder [--device cuda|cpu]
+      # needs models/Qwen2.5-Coder-1.5B-Instruct.Q4_K_M.gguf
+      # (scripts/fetch-model.sh qwen); fp32 on either device, TF32 off
 
 Outputs (format: tests/golden/README.md):
   tests/golden/smollm2/logits.json + <prompt>.last.f32
+  tests/golden/qwen2_5_coder/logits.json + <prompt>.last.f32
   tests/golden/tiny_llama/, tests/golden/tiny_qwen2/: seeded random checkpoints
   (config.json, safetensors, tokenizer.json, tokenizer_config.json) and their
   logits.json + *.last.f32.
 Nothing here comes from onecard's own code.
 """
+import argparse
 import hashlib
 import json
 import os
@@ -77,19 +82,23 @@ def sha256(path):
     return h.hexdigest()
 
 
-def logits_record(model, name, input_ids, sample_ids, out_dir, extra):
+def logits_record(model, name, input_ids, sample_ids, out_dir, extra, device="cpu"):
     """Runs the reference over input_ids; returns the JSON record for one prompt."""
-    ids = torch.tensor([input_ids], dtype=torch.long)
+    ids = torch.tensor([input_ids], dtype=torch.long, device=device)
     with torch.no_grad():
-        logits = model(ids).logits[0].float()  # [seq, vocab]
+        logits = model(ids).logits[0].float().cpu()  # [seq, vocab]
         # An explicit mask: the pad id equals EOS, and without it generate would
-        # mask the prompt's own <|im_end|> tokens.
+        # mask the prompt's own <|im_end|> tokens. repetition_penalty 1: plain
+        # greedy whatever generation defaults the model came with.
         gen = model.generate(ids, attention_mask=torch.ones_like(ids),
                              max_new_tokens=NUM_GREEDY, do_sample=False,
+                             repetition_penalty=1.0,
                              output_logits=True, return_dict_in_generate=True,
                              pad_token_id=model.config.eos_token_id, eos_token_id=None)
     greedy = gen.sequences[0, len(input_ids):].tolist()
-    step_logits = torch.stack([l[0].float() for l in gen.logits])  # [steps, vocab]
+    step_logits = torch.stack([l[0].float().cpu() for l in gen.logits])  # [steps, vocab]
+    # Plain greedy: each token is the argmax of its step's raw logits.
+    assert greedy == step_logits.argmax(dim=-1).tolist(), f"{name}: generate was not greedy"
     top2 = torch.topk(step_logits, 2, dim=-1)
     top5 = torch.topk(logits, 5, dim=-1)
     last_file = f"{name}.last.f32"
@@ -153,14 +162,22 @@ def make_smollm2():
 
 
 def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("what", nargs="*", default=["smollm2", "tiny"],
+                        choices=["smollm2", "tiny", "qwen2.5-coder"])
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
+                        help="where qwen2.5-coder runs (fp32 either way, TF32 off)")
+    args = parser.parse_args()
     torch.manual_seed(0)
     torch.set_num_threads(max(1, os.cpu_count() or 1))
-    what = sys.argv[1:] or ["smollm2", "tiny"]
-    if "smollm2" in what:
+    if "smollm2" in args.what:
         make_smollm2()
-    if "tiny" in what:
+    if "tiny" in args.what:
         from make_tiny_checkpoints import make_tiny  # noqa: E402
         make_tiny(logits_record, write_logits_json, versions, NUM_SAMPLE_IDS)
+    if "qwen2.5-coder" in args.what:
+        from make_qwen_goldens import make_qwen  # noqa: E402
+        make_qwen(args.device, logits_record, write_logits_json, sha256, NUM_SAMPLE_IDS)
 
 
 if __name__ == "__main__":

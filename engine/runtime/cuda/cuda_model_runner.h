@@ -77,7 +77,7 @@ struct CudaRunnerOptions {
   uint64_t synthetic_seed = 1;  // synthetic models only
   // The format of every projection of a synthetic model (BF16 by default).
   ProjectionSpec synthetic_weights;
-  // Checkpoints: keep 4-bit GGUF projections (Q4_0 / Q4_1) 4-bit (true), or
+  // Checkpoints: keep 4-bit projections (GGUF Q4_0 / Q4_1 / Q4_K, HF 4-bit) 4-bit (true), or
   // expand every projection to BF16 (false: 3-4x the memory, the BF16 kernels).
   bool keep_int4 = true;
   bool print_plan = true;  // the memory plan to stderr at creation

@@ -6,9 +6,11 @@
 // both halves of 8 outputs of SiLU(gate) * up. Embeddings, LM head, norms and
 // biases are BF16. Every tensor is carved from one arena in a fixed order, as
 // CountWeightBytes (weight_spec.h) counts them.
-// Sources: a checkpoint read one tensor at a time (4-bit GGUF blocks and HF
-// GPTQ / AWQ / compressed-tensors projections repacked without re-rounding,
-// the rest dequantized and rounded to BF16, nearest even), host tensors (tests), or seeded random
+// Sources: a checkpoint read one tensor at a time (GGUF Q4_0 / Q4_1 blocks
+// and HF GPTQ / AWQ / compressed-tensors projections repacked without
+// re-rounding; GGUF Q4_K with its per-32 scale d sc and min dmin m rounded
+// once to fp16, layer_tensors.h; the rest dequantized and rounded to BF16,
+// nearest even), host tensors (tests), or seeded random
 // values generated on the device (synthetic_weights.cu): BF16 uniform in +-sqrt(3 / fan_in) for
 // projections, 1 +- 0.05 for norms, +-1 for embeddings, never zero; 4-bit
 // random codes with scales sqrt(3 / fan_in) / 8 * (0.5..1.5) (act order: a
@@ -95,13 +97,16 @@ class HostTensorSource {
   virtual void ReleaseRead() {}
 };
 
-// The spec a checkpoint's tensors give: a projection is 4-bit where every part
-// of it is 4-bit (Int4FormOf: GGUF Q4_0 / Q4_1 in groups of 32, GPTQ, AWQ,
-// compressed-tensors) with one group size and one column order (act order:
-// the same map in every part), and its shape suits the kernels; the offsets
-// are the widest kind of its parts (mins where any part is Q4_1, zero points
-// where any has them). Otherwise BF16.
-// `all_bf16`: every projection BF16.
+// The spec a checkpoint's tensors give, layer by layer: a projection is 4-bit
+// where every part of it is 4-bit (Int4FormOf: GGUF Q4_0 / Q4_1 / Q4_K in
+// groups of 32, GPTQ, AWQ, compressed-tensors) with one group size and one
+// column order (act order: the same map in every part), and its shape suits
+// the kernels; the offsets are the widest kind of its parts (mins where any
+// part is Q4_1 or Q4_K, zero points where any has them). Otherwise BF16: GGUF
+// Q5_K, Q6_K and Q8_0 (5-, 6- and 8-bit codes) are dequantized with ggml's
+// formulas and rounded to BF16, and so is a fused projection with one such
+// part (a Q4_K_M file's Q6_K attn_v makes that layer's whole qkv BF16, its
+// Q6_K ffn_down that layer's down). `all_bf16`: every projection BF16.
 absl::StatusOr<ModelWeightsSpec> CheckpointWeightsSpec(const Checkpoint& checkpoint, bool all_bf16);
 
 // A HostTensorSource over a checkpoint's mapped tensors; ReleaseRead drops

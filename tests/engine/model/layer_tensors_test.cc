@@ -2,16 +2,24 @@
 // Q4_0 and Q4_1 tensors read as 4-bit matrices whose values equal the block
 // dequantizers' (quant_blocks.h, themselves checked against the gguf package
 // in dequantize_test.cc), with llama.cpp's Q/K row permutation undone for
-// codes and scales alike; errors name the tensor, the file and the offset.
+// codes and scales alike; Q4_K super-blocks read as groups of 32 whose
+// values, in the Int4Matrix and in the packed device layout, equal the gguf
+// package's dequantization (tests/golden/model/dequant_Q4_K.*) within the
+// fp16 rounding of the package's own group scales and mins
+// (dequant_Q4_K_groups.json); errors name the tensor, the file and the offset.
 #include "engine/model/layer_tensors.h"
 
+#include <cmath>
 #include <map>
 #include <memory>
 #include <random>
 
+#include "engine/common/thread_pool.h"
 #include "engine/model/dequantize.h"
 #include "engine/model/quant_blocks.h"
 #include "gtest/gtest.h"
+#include "tests/engine/model/model_test_util.h"
+#include "tests/testing/all_close.h"
 
 namespace onecard::engine {
 namespace {
@@ -129,6 +137,133 @@ TEST(LayerTensorsTest, ErrorsNameTheTensor) {
   EXPECT_NE(m.status().message().find("memory.gguf"), std::string::npos) << m.status();
   EXPECT_NE(m.status().message().find("attn_output"), std::string::npos) << m.status();
   EXPECT_NE(m.status().message().find("offset 4096"), std::string::npos) << m.status();
+}
+
+// The golden Q4_K blocks (3 super-blocks of 256) as a [16, 768] tensor: row r
+// holds blocks (r + b) % 3 for b = 0, 1, 2, so rows differ and each block
+// sits in every column position. Its golden value at (r, c) is
+// values[Block(r, c) * 256 + c % 256].
+struct Q4KGolden {
+  static constexpr int64_t kRows = 16, kCols = 768;
+  std::vector<uint8_t> bytes;       // the tensor
+  std::vector<float> values;        // [768] the gguf package's dequantization
+  std::vector<float> group_scales;  // [24] its d * sc, a group of 32
+  std::vector<float> group_mins;    // [24] its dmin * m
+  static int64_t Block(int64_t r, int64_t c) { return (r + c / 256) % 3; }
+  float Value(int64_t r, int64_t c) const { return values[Block(r, c) * 256 + c % 256]; }
+  // The largest |onecard - gguf| that rounding the group's scale and min to
+  // fp16 allows (half an fp16 ulp of each, the scale's times q <= 15), plus
+  // the fp32 roundings of both sides' product and sum (2^-24 relative each).
+  double Bound(int64_t r, int64_t c) const {
+    const int64_t g = Block(r, c) * 8 + (c % 256) / 32;
+    const double s = std::fabs(group_scales[g]), m = std::fabs(group_mins[g]);
+    return 15 * HalfUlpOfHalf(s) + HalfUlpOfHalf(m) + std::ldexp(15 * s + m, -22);
+  }
+  // Half the spacing of fp16 values at x >= 0 (2^-25 below the normal range).
+  static double HalfUlpOfHalf(double x) {
+    if (x < std::ldexp(1.0, -14)) return std::ldexp(1.0, -25);
+    int e = 0;
+    std::frexp(x, &e);  // x = f 2^e, f in [0.5, 1)
+    return std::ldexp(1.0, e - 1 - 11);
+  }
+};
+
+Q4KGolden LoadQ4KGolden() {
+  const std::string base = ::onecard::testing::SourcePath("tests/golden/model/dequant_Q4_K");
+  const std::string raw = ::onecard::testing::ReadTestFile(base + ".bin");
+  Q4KGolden g;
+  g.values = ::onecard::testing::LoadTestJson(base + ".json")["values"].get<std::vector<float>>();
+  const nlohmann::json groups = ::onecard::testing::LoadTestJson(base + "_groups.json");
+  g.group_scales = groups["group_scales"].get<std::vector<float>>();
+  g.group_mins = groups["group_mins"].get<std::vector<float>>();
+  EXPECT_EQ(raw.size(), 3 * sizeof(BlockQ4_K));
+  EXPECT_EQ(g.values.size(), 768u);
+  EXPECT_EQ(g.group_scales.size(), 24u);
+  EXPECT_EQ(g.group_mins.size(), 24u);
+  for (int64_t r = 0; r < Q4KGolden::kRows; ++r) {
+    for (int64_t b = 0; b < 3; ++b) {
+      const char* block = raw.data() + Q4KGolden::Block(r, 256 * b) * sizeof(BlockQ4_K);
+      g.bytes.insert(g.bytes.end(), block, block + sizeof(BlockQ4_K));
+    }
+  }
+  return g;
+}
+
+// Every value of `m` within the golden's bound; counts those not equal.
+void ExpectQ4KValues(const Int4Matrix& m, const Q4KGolden& g, const std::string& what) {
+  int64_t rounded = 0;
+  for (int64_t r = 0; r < m.n; ++r) {
+    for (int64_t c = 0; c < m.k; ++c) {
+      const float got = m.Value(r, c), want = g.Value(r, c);
+      ASSERT_LE(std::fabs(static_cast<double>(got) - want), g.Bound(r, c))
+          << what << " (" << r << ", " << c << "): " << got << " vs gguf " << want;
+      rounded += got != want;
+    }
+  }
+  std::printf("%s: %lld of %lld values differ from gguf's by their scale's fp16 rounding\n",
+              what.c_str(), static_cast<long long>(rounded), static_cast<long long>(m.n * m.k));
+}
+
+TEST(LayerTensorsTest, Q4KMatchesTheGgufPackageWithinTheFp16RoundingOfItsScales) {
+  const Q4KGolden g = LoadQ4KGolden();
+  ASSERT_FALSE(HasFailure());
+  MemorySource source;
+  source.Add("golden_q4_k", DType::kQ4_K, {Q4KGolden::kRows, Q4KGolden::kCols}, g.bytes);
+  ResolvedTensor t;
+  t.name = "golden_q4_k";
+  t.view = source.Find(t.name);
+  t.shape = {Q4KGolden::kRows, Q4KGolden::kCols};
+  absl::StatusOr<std::optional<Int4Form>> form = Int4FormOf(t);
+  ASSERT_TRUE(form.ok() && form->has_value()) << form.status();
+  EXPECT_EQ((*form)->group, 32);
+  EXPECT_EQ((*form)->offsets, Int4Offsets::kFloat);
+  absl::StatusOr<Int4Matrix> m = ReadTensorInt4(t);
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_TRUE(m->Validate(t.name).ok()) << m->Validate(t.name);
+  ASSERT_EQ(m->group, 32);
+  ASSERT_EQ(m->offsets, Int4Offsets::kFloat);
+  ExpectQ4KValues(*m, g, "Int4Matrix");
+  // Read over a pool: the same matrix.
+  ThreadPool pool(3);
+  absl::StatusOr<Int4Matrix> parallel = ReadTensorInt4(t, &pool);
+  ASSERT_TRUE(parallel.ok()) << parallel.status();
+  EXPECT_EQ(parallel->q, m->q);
+  EXPECT_EQ(parallel->scales, m->scales);
+  EXPECT_EQ(parallel->offset, m->offset);
+  // The device layout the CUDA kernels read, unpacked again.
+  Int4Packed packed = MakeInt4Packed(m->n, m->k, m->group, m->offsets);
+  ASSERT_TRUE(PackInt4Rows(*m, ConcatRows(m->n, 0), m->n, &packed).ok());
+  ExpectQ4KValues(UnpackInt4(packed, m->n, m->k, m->group, m->offsets), g, "packed");
+}
+
+TEST(LayerTensorsTest, Q4KScalesBeyondFp16AreRefusedNamingTheTensor) {
+  Q4KGolden g = LoadQ4KGolden();
+  ASSERT_FALSE(HasFailure());
+  BlockQ4_K block;
+  std::memcpy(&block, g.bytes.data(), sizeof(block));
+  block.d = FloatToHalf(60000.0f);
+  block.scales[0] = 63;  // sub-block 0: sc = 63, d sc > 65504
+  std::memcpy(g.bytes.data(), &block, sizeof(block));
+  MemorySource source;
+  source.Add("blk.3.attn_q.weight", DType::kQ4_K, {Q4KGolden::kRows, Q4KGolden::kCols}, g.bytes);
+  ResolvedTensor t;
+  t.name = "blk.3.attn_q.weight";
+  t.view = source.Find(t.name);
+  t.shape = {Q4KGolden::kRows, Q4KGolden::kCols};
+  absl::StatusOr<Int4Matrix> m = ReadTensorInt4(t);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(m.status().message().find("blk.3.attn_q.weight"), std::string::npos) << m.status();
+  EXPECT_NE(m.status().message().find("memory.gguf"), std::string::npos) << m.status();
+}
+
+TEST(LayerTensorsTest, OnlyQ4QuantsAreInt4) {
+  EXPECT_TRUE(IsInt4Dtype(DType::kQ4_0));
+  EXPECT_TRUE(IsInt4Dtype(DType::kQ4_1));
+  EXPECT_TRUE(IsInt4Dtype(DType::kQ4_K));
+  for (DType d : {DType::kQ5_K, DType::kQ6_K, DType::kQ8_0, DType::kBF16, DType::kF32}) {
+    EXPECT_FALSE(IsInt4Dtype(d)) << DTypeName(d);
+  }
 }
 
 }  // namespace

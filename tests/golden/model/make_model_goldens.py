@@ -7,6 +7,11 @@ reference implementation, never from onecard's code:
       values as dequantized by the gguf package (gguf.quants.dequantize).
       Q5_K comes last so that adding it left the others' random draws as
       they were.
+  (a') dequant_Q4_K_groups.json: for the blocks of dequant_Q4_K.bin, the
+      scale d * sc and min dmin * m of each group of 32, as the gguf package
+      computes them (gguf.quants.Q4_K.get_scale_min and dequantize_blocks'
+      fp32 products): the terms whose fp16 rounding bounds onecard's 4-bit
+      form of Q4_K.
   (b) smollm2_weight_slices.json: slices of SmolLM2-135M-Instruct's weights as
       loaded by transformers from the GGUF file (dequantized, with the Q/K
       permutation of llama.cpp's converter undone), plus whole-tensor sums.
@@ -20,7 +25,7 @@ reference implementation, never from onecard's code:
 Run from the repository root (needs torch, transformers, accelerate, gguf,
 safetensors, numpy):
   /tmp/goldenv/bin/python tests/golden/model/make_model_goldens.py
-Only (a), with gguf and numpy alone:
+Only (a) and (a'), with gguf and numpy alone:
   python3 tests/golden/model/make_model_goldens.py --dequant-only
 """
 import importlib.metadata
@@ -104,6 +109,32 @@ def make_dequant_goldens():
     rng = np.random.default_rng(20241129)
     for qtype, blocks, _ in DEQUANT_CASES:
         dequant_case(qtype, blocks, rng)
+
+
+def make_q4k_group_goldens():
+    """The group scales and mins of dequant_Q4_K.bin's super-blocks (reads the
+    committed blocks: no random draws)."""
+    block_size, type_size = gguf.GGML_QUANT_SIZES[Q.Q4_K]
+    with open(os.path.join(OUT, "dequant_Q4_K.bin"), "rb") as f:
+        blocks = np.frombuffer(f.read(), dtype=np.uint8).reshape(-1, type_size)
+    # The fields as Q4_K.dequantize_blocks splits them.
+    d = blocks[:, 0:2].copy().view(np.float16).astype(np.float32)  # [blocks, 1]
+    dmin = blocks[:, 2:4].copy().view(np.float16).astype(np.float32)
+    sc, m = gguf.quants.Q4_K.get_scale_min(blocks[:, 4:4 + gguf.quants.Q4_K.K_SCALE_SIZE].copy())
+    scales = (d * sc.astype(np.float32)).reshape(-1)  # [blocks * 8]
+    mins = (dmin * m.astype(np.float32)).reshape(-1)
+    # Consistency with the package's dequantization: every value of group g
+    # is scales[g] * q - mins[g] for an integer q in 0..15.
+    values = gguf.quants.dequantize(blocks.reshape(-1).copy(), Q.Q4_K).reshape(-1, 32)
+    for g in range(values.shape[0]):
+        if scales[g] != 0:
+            q = (values[g] + mins[g]) / scales[g]
+            assert np.all(np.abs(q - np.round(q)) < 1e-3) and q.min() > -0.5 and q.max() < 15.5, g
+    with open(os.path.join(OUT, "dequant_Q4_K_groups.json"), "w") as f:
+        json.dump({"type": "Q4_K", "blocks_file": "dequant_Q4_K.bin", "group_size": 32,
+                   "gguf": importlib.metadata.version("gguf"),
+                   "group_scales": floats(scales), "group_mins": floats(mins)}, f)
+        f.write("\n")
 
 
 def weight_slices():
@@ -252,6 +283,7 @@ def make_tiny_gguf():
 def main():
     os.makedirs(OUT, exist_ok=True)
     make_dequant_goldens()
+    make_q4k_group_goldens()
     if "--dequant-only" in sys.argv:
         return
     make_tiny_safetensors()

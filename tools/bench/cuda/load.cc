@@ -6,9 +6,13 @@
 // greedy token. Reports, in this process: the CUDA context's start, the
 // open, the runner's creation (weights, buffers, cuBLAS tuning), the first
 // token, the peak host RSS (getrusage; the mapped file's touched pages
-// count) before and after the load, and the device bytes of the weights.
+// count) before and after the load, and the device bytes of the weights, in
+// all and by format (a Q4_K_M file: int4 g32 min and bf16). Qwen2.5-Coder-1.5B
+// Q4_K_M: --model models/Qwen2.5-Coder-1.5B-Instruct.Q4_K_M.gguf
+// (scripts/fetch-model.sh qwen).
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 
@@ -66,6 +70,12 @@ absl::Status RunLoad(const BenchOptions& options, BenchReporter& reporter) {
                 runner->memory_plan().weight_bytes / double(1 << 20),
                 "MiB",
                 {}});
+  // By format ("weights_device_int4_g32_min", "weights_device_bf16").
+  for (const auto& [format, bytes] : runner->memory_plan().weights.by_format) {
+    std::string metric = absl::StrCat("weights_device_", format);
+    std::replace(metric.begin(), metric.end(), ' ', '_');
+    reporter.Add({kScenario, name, metric, bytes / double(1 << 20), "MiB", {}});
+  }
   return absl::OkStatus();
 }
 
