@@ -112,7 +112,10 @@ if [[ $what == accuracy ]]; then
     printf '{"row": "%s", "model": "%s", "backend": "%s", "result": %s}\n' "$row" "$m" \
       "$backend" "$line" >>"$OUT/accuracy.jsonl"
   }
-  # ACCURACY_MODELS: smollm2 (default) and/or qwen (models/ must hold the files).
+  # ACCURACY_MODELS: smollm2 (default) and/or qwen (models/ must hold the files);
+  # ACCURACY_ROWS: any of hf (Hugging Face's perplexity), own (the file's
+  # weights), requant (onecard quantize's); default all three.
+  rows=" ${ACCURACY_ROWS:-hf own requant} "
   for name in ${ACCURACY_MODELS:-smollm2}; do
     case $name in
       # SmolLM2's hidden size, 576, is no multiple of 128: its groups are 64.
@@ -121,14 +124,19 @@ if [[ $what == accuracy ]]; then
             group=128 ;;
     esac
     [[ -f $model ]] || { status=1; echo "FAILED: $model missing"; continue; }
-    echo "===== Hugging Face perplexity of $model" | tee -a "$OUT/accuracy.log"
-    timeout 400 python3 tests/golden/make_perplexity_golden.py --device cuda --gguf "$model" \
-      --out "$golden/perplexity.json" >>"$OUT/accuracy.log" 2>&1 &&
-      cp "$golden/perplexity.json" "$OUT/perplexity_$name.json" || { status=1; echo "FAILED: HF $name"; }
+    if [[ $rows == *" hf "* ]]; then
+      echo "===== Hugging Face perplexity of $model" | tee -a "$OUT/accuracy.log"
+      timeout 400 python3 tests/golden/make_perplexity_golden.py --device cuda --gguf "$model" \
+        --out "$golden/perplexity.json" >>"$OUT/accuracy.log" 2>&1 &&
+        cp "$golden/perplexity.json" "$OUT/perplexity_$name.json" ||
+        { status=1; echo "FAILED: HF $name"; }
+    fi
     # The file's own weights: the golden's windows on cuda, CI's prefix on cpu too.
-    for run in 512:256:2048 1024:512:0 2048:1024:0; do ppl own "$model" cuda "$run"; done
-    ppl own "$model" cpu 512:256:2048
-    [[ $name == smollm2 ]] && for run in 1024:512:0 2048:1024:0; do ppl own "$model" cpu "$run"; done
+    if [[ $rows == *" own "* ]]; then
+      for run in 512:256:2048 1024:512:0 2048:1024:0; do ppl own "$model" cuda "$run"; done
+      ppl own "$model" cpu 512:256:2048
+    fi
+    [[ $rows == *" requant "* ]] || continue
     # Re-quantized to 4-bit g128 by onecard from transformers' fp32 export of
     # the same weights: round-to-nearest, and GPTQ calibrated on another text
     # (GPTQ only for SmolLM2: its O(k^3) a projection runs on one core).
