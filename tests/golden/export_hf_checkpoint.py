@@ -30,7 +30,15 @@ def main():
     model_dir, gguf = os.path.dirname(os.path.abspath(args.gguf)), os.path.basename(args.gguf)
     dtype = getattr(torch, args.dtype)
     tok = AutoTokenizer.from_pretrained(model_dir, gguf_file=gguf)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, gguf_file=gguf, dtype=dtype)
+    loaded = AutoModelForCausalLM.from_pretrained(model_dir, gguf_file=gguf, dtype=dtype)
+    # transformers will not save a model loaded from GGUF (it counts as
+    # quantized): the same weights go into a plain model of the same config.
+    config = loaded.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    config.architectures = [type(loaded).__name__]
+    model = AutoModelForCausalLM.from_config(config, dtype=dtype)
+    model.load_state_dict(loaded.state_dict())
     os.makedirs(args.out, exist_ok=True)
     model.save_pretrained(args.out, safe_serialization=True)
     tok.save_pretrained(args.out)

@@ -252,8 +252,11 @@ def write_checkpoint(folder, fmt, tensors, config, group, save_tokenizer):
     path = os.path.join(folder, "model.safetensors")
     save_file(tensors, path, metadata={"format": "pt"})
     in_config, quantize_config = quantization_config(fmt, group, folder)
+    # A config read from a GGUF has no architectures (transformers 5.17); the
+    # tools write the model's class, and loaders need it.
     write_json(os.path.join(folder, "config.json"),
-               dict(config, quantization_config=in_config, dtype="float16"))
+               dict(config, architectures=config.get("architectures") or ["LlamaForCausalLM"],
+                    quantization_config=in_config, dtype="float16"))
     if quantize_config is not None:
         write_json(os.path.join(folder, "quantize_config.json"), quantize_config)
     save_tokenizer(folder)
