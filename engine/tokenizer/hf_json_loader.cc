@@ -2,13 +2,16 @@
 // optional tokenizer_config.json into a BpeTokenizerSpec. nlohmann::json is
 // used without exceptions (parse(..., nullptr, false) and type checks before
 // every access). Tested by tests/engine/tokenizer/hf_json_loader_test.cc.
+#include <cctype>
 #include <nlohmann/json.hpp>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "engine/common/regular_file.h"
 #include "engine/common/status_macros.h"
 #include "engine/tokenizer/bpe_tokenizer.h"
+#include "engine/tokenizer/byte_level.h"
 #include "engine/tokenizer/hf_json_config.h"
 #include "engine/tokenizer/tokenizer.h"
 
@@ -97,10 +100,6 @@ absl::Status CheckModelOptions(const std::string& path, const json& model, BpeTo
       return FieldError(path, absl::StrCat("model.", key), "must be empty for byte-level BPE");
     }
   }
-  const auto fallback = model.find("byte_fallback");
-  if (fallback != model.end() && fallback->is_boolean() && fallback->get<bool>()) {
-    return FieldError(path, "model.byte_fallback", "true is not supported (byte-level BPE)");
-  }
   const auto dropout = model.find("dropout");
   if (dropout != model.end() && !dropout->is_null()) {
     return FieldError(path, "model.dropout", "BPE dropout is not supported");
@@ -109,6 +108,32 @@ absl::Status CheckModelOptions(const std::string& path, const json& model, BpeTo
   if (ignore != model.end() && !ignore->is_null()) {
     if (!ignore->is_boolean()) return FieldError(path, "model.ignore_merges", "not a boolean");
     spec->ignore_merges = ignore->get<bool>();
+  }
+  return absl::OkStatus();
+}
+
+// byte_fallback: a byte whose byte-level symbol is not in the vocabulary
+// becomes its "<0xXX>" token instead of being dropped. Where no such byte
+// has that token (SmolLM2's and Qwen2's vocabularies have none) the option
+// changes nothing and the file loads: transformers sets it when it converts a
+// GGUF's tokenizer. Refused where it would emit a token, naming the byte.
+absl::Status CheckByteFallback(const std::string& path, const json& model,
+                               const BpeTokenizerSpec& spec) {
+  const auto fallback = model.find("byte_fallback");
+  if (fallback == model.end() || !fallback->is_boolean() || !fallback->get<bool>()) {
+    return absl::OkStatus();
+  }
+  absl::flat_hash_set<std::string_view> vocab(spec.tokens.begin(), spec.tokens.end());
+  for (int b = 0; b < 256; ++b) {
+    const std::string symbol = BytesToByteLevel(std::string(1, static_cast<char>(b)));
+    const std::string byte_token = absl::StrCat("<0x", absl::Hex(b, absl::kZeroPad2), ">");
+    std::string upper = byte_token;
+    for (char& c : upper) c = c == 'x' ? c : static_cast<char>(std::toupper(c));
+    if (!vocab.contains(symbol) && vocab.contains(upper)) {
+      return FieldError(path, "model.byte_fallback",
+                        absl::StrCat("true, and byte ", upper, " has a fallback token: byte ",
+                                     "fallback is not supported"));
+    }
   }
   return absl::OkStatus();
 }
@@ -194,6 +219,7 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromHfJson(
   spec.merges_field = "model.merges";
   RETURN_IF_ERROR(CheckModelOptions(path, *model, &spec));
   RETURN_IF_ERROR(ReadVocab(path, *model, &spec));
+  RETURN_IF_ERROR(CheckByteFallback(path, *model, spec));
   RETURN_IF_ERROR(ReadMerges(path, *model, &spec));
   RETURN_IF_ERROR(ReadAddedTokens(path, doc, &spec));
   RETURN_IF_ERROR(ReadNormalizerAndDecoder(path, doc, &spec));

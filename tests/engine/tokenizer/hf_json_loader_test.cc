@@ -68,9 +68,26 @@ TEST(FromHfJsonTest, MissingOrBrokenModelFields) {
   d = doc;
   d["model"]["type"] = "WordPiece";
   EXPECT_THAT(LoadError(d), HasSubstr("model.type"));
-  d = doc;
-  d["model"]["byte_fallback"] = true;
-  EXPECT_THAT(LoadError(d), HasSubstr("model.byte_fallback"));
+}
+
+// transformers' conversion of a GGUF tokenizer sets byte_fallback on a
+// byte-level BPE: a no-op where no byte missing from the vocabulary has a
+// "<0xXX>" token (SmolLM2's has none; its byte 0x04 has no symbol either, and
+// both ways drop it), refused where one has (onecard would drop it, HF emit it).
+TEST(FromHfJsonTest, ByteFallbackLoadsWhereItChangesNothing) {
+  const std::string dir = GoldenDir("smollm2");
+  json doc = json::parse(ReadFileOrDie(dir + "/tokenizer.json"));
+  doc["model"]["byte_fallback"] = true;
+  const std::string path = WriteTempFile("tokenizer.json", doc.dump());
+  auto with = Tokenizer::FromHfJson(path);
+  ASSERT_TRUE(with.ok()) << with.status();
+  auto without = Tokenizer::FromHfJson(dir + "/tokenizer.json");
+  ASSERT_TRUE(without.ok()) << without.status();
+  const std::string text = "byte\x04 fallback \xF0\x9F\x98\x80 caf\xC3\xA9 \xFF\xFE";
+  EXPECT_EQ((*with)->Encode(text, false), (*without)->Encode(text, false));
+  doc["model"]["vocab"]["<0x04>"] = 49152;
+  EXPECT_THAT(LoadError(doc), HasSubstr("model.byte_fallback: true, and byte <0x04> has a "
+                                        "fallback token"));
 }
 
 TEST(FromHfJsonTest, UnsupportedPipelineStagesNameTheField) {
