@@ -143,12 +143,6 @@ if [[ $what == accuracy ]]; then
     acc=${TMPDIR:-/tmp}/onecard-acc/$name
     timeout 400 python3 tests/golden/export_hf_checkpoint.py "$model" "$acc/f32" \
       >>"$OUT/accuracy.log" 2>&1 || { status=1; echo "FAILED: export $name"; continue; }
-    # transformers' tokenizer.json converted from the GGUF sets byte_fallback on
-    # a byte-level BPE, which onecard refuses; the model's own HF tokenizer
-    # files (tests/golden/tokenizer/<model>/) go in its place where we have them.
-    if [[ -d tests/golden/tokenizer/$name ]]; then
-      cp tests/golden/tokenizer/"$name"/tokenizer*.json "$acc/f32/"
-    fi
     methods=(rtn)
     [[ $name == smollm2 ]] && methods+=(gptq)
     for method in "${methods[@]}"; do
