@@ -70,7 +70,10 @@ router:
     - name: limited
       api_key_sha256: [")",
                       kLimitedKeySha256, R"("]
-      requests_per_second: 0.1
+      requests_per_second: )",
+                      // One request in 10 s (scaled): the second of two back to back is refused
+                      // however long the first takes to answer.
+                      0.1 / kTestTimeScale, R"(
       request_burst: 1
       max_priority: batch
 )");
