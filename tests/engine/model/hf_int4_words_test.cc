@@ -247,8 +247,8 @@ TEST(HfInt4WordsGoldenTest, CheckpointsPackTheSameBytes) {
       Int4Packed got = want;
       const std::vector<int64_t> rows = ConcatRows(m->n, 0);
       ASSERT_TRUE(PackInt4Rows(*m, rows, m->n, &want).ok());
-      const Int4WordPart part{&**words, rows};
-      ASSERT_TRUE(PackInt4WordRows({&part, 1}, m->n, &got).ok());
+      const Int4WordPart word_part{&**words, rows};
+      ASSERT_TRUE(PackInt4WordRows({&word_part, 1}, m->n, &got).ok());
       EXPECT_EQ(got.codes, want.codes) << t->name;
       EXPECT_EQ(got.scales, want.scales) << t->name;
     }
