@@ -16,7 +16,9 @@
 #   asan: the parsers' unit tests (UTF-8, detokenizer, chat template, HF
 #         tokenizer, bad GGUF, safetensors, HF config, service config and
 #         its bounds, request conversion and preparation, router config,
-#         rate limits), built in build-fuzz/ beside the fuzzers (the same
+#         rate limits) and the checkpoint loaders' (GGUF and HF tensors, 4-bit
+#         readers and packers, the safetensors writer, the GPTQ quantizer, the
+#         4-bit and gather references), built in build-fuzz/ beside the fuzzers (the same
 #         ASan + UBSan objects, plus libFuzzer's coverage counters);
 #   tsan: the router's concurrent core (rate limiter, queue, dispatcher,
 #         worker pool).
@@ -51,7 +53,9 @@ ASAN_CI_TESTS=(
   tokenizer_utf8_test tokenizer_incremental_detokenizer_test tokenizer_chat_template_test
   tokenizer_hf_json_loader_test gguf_bad_input_test safetensors_test hf_config_test
   services_config_test services_config_bounds_test services_request_convert_test
-  router_request_prep_test router_config_test router_token_bucket_test)
+  router_request_prep_test router_config_test router_token_bucket_test
+  layer_tensors_test hf_int4_test hf_int4_words_test safetensors_writer_test int4_matrix_test
+  int4_words_test int4_gemm_ref_test gather_columns_ref_test gptq_quantizer_test)
 TSAN_CI_TESTS=(router_token_bucket_test router_request_queue_test router_dispatcher_test
   router_worker_pool_test)
 
