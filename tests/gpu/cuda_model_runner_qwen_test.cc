@@ -11,7 +11,8 @@
 //   5 at every position and the whole last row within LogitTolerance; then
 //   HF's first 16 greedy tokens, the runner continuing with its own argmax;
 //   where the two part, HF's own top-2 gap at that step must be below twice
-//   the largest logit error measured on the prefill (a near tie; printed).
+//   the largest logit error measured on the prefill (a near tie; printed):
+//   MatchesHfGolden (runner_test_util.h).
 // Tolerance: LogitTolerance (runner_test_util.h), the BF16 bound the runner
 // is held to against the CPU runner: activations round to BF16 (2^-9
 // relative) every layer. The 4-bit weights add the fp16 rounding of Q4_K's
@@ -27,9 +28,7 @@
 #include "engine/model/checkpoint.h"
 #include "engine/model/gguf.h"
 #include "engine/runtime/cuda/cuda_model_runner.h"
-#include "engine/sampling/sampler.h"
 #include "gtest/gtest.h"
-#include "tests/engine/runtime/cpu/golden_logits.h"
 #include "tests/gpu/runner_test_util.h"
 #include "tests/testing/all_close.h"
 
@@ -37,11 +36,9 @@ namespace onecard::engine {
 namespace {
 
 using onecard::testing::SourcePath;
-using onecard::testing::Tolerance;
 
 constexpr char kModel[] = "models/Qwen2.5-Coder-1.5B-Instruct.Q4_K_M.gguf";
 constexpr char kGoldenDir[] = "tests/golden/qwen2_5_coder";
-constexpr int kGreedySteps = 16;
 
 CudaRunnerOptions QwenOptions() {
   CudaRunnerOptions o = TestOptions();
@@ -107,62 +104,9 @@ TEST_F(CudaModelRunnerQwenTest, Q4KProjectionsAre4BitAndQ6KOnesBf16) {
 }
 
 TEST_F(CudaModelRunnerQwenTest, MatchesHuggingFace) {
-  Golden golden;
-  ASSERT_TRUE(LoadGolden(kGoldenDir, &golden))
-      << kGoldenDir << " has no golden: run `python tests/golden/make_goldens.py "
-      << "qwen2.5-coder --device cuda` where torch and transformers are installed";
   auto gpu = CreateCudaModelRunner(*checkpoint_, QwenOptions());
   ASSERT_TRUE(gpu.ok()) << gpu.status();
-  const ModelConfig& c = checkpoint_->config;
-  const int64_t vocab = c.vocab_size;
-  for (const GoldenPrompt& p : golden.prompts) {
-    SCOPED_TRACE(p.name);
-    OneSequence seq(gpu->get(), (*gpu)->kv_layout().block_size);
-    absl::StatusOr<std::vector<float>> logits = seq.Run(p.input_ids, true);
-    ASSERT_TRUE(logits.ok()) << logits.status();
-    ASSERT_EQ(logits->size(), p.input_ids.size() * vocab);
-    ASSERT_EQ(p.last_logits.size(), static_cast<size_t>(vocab));
-    // HF's values and ours at them: every position's sampled ids and top 5,
-    // and the whole last row.
-    std::vector<float> want, got;
-    for (size_t pos = 0; pos < p.input_ids.size(); ++pos) {
-      for (int32_t id : golden.sample_ids) got.push_back((*logits)[pos * vocab + id]);
-      for (int32_t id : p.top5_ids[pos]) got.push_back((*logits)[pos * vocab + id]);
-      want.insert(want.end(), p.sample_logits[pos].begin(), p.sample_logits[pos].end());
-      want.insert(want.end(), p.top5_logits[pos].begin(), p.top5_logits[pos].end());
-    }
-    want.insert(want.end(), p.last_logits.begin(), p.last_logits.end());
-    got.insert(got.end(), logits->end() - vocab, logits->end());
-    const Tolerance tol = LogitTolerance(c, Rms(p.last_logits));
-    const auto report = onecard::testing::CompareAll(got, want, tol);
-    std::printf(
-        "[qwen2.5-coder/%s] %zu tokens: logit rms %.3f, max abs err %.4f (%.2f%% of rms), "
-        "NMSE %.2e\n",
-        p.name.c_str(), p.input_ids.size(), Rms(p.last_logits), report.max_abs_err,
-        100.0 * report.max_abs_err / Rms(p.last_logits), report.nmse);
-    EXPECT_ALL_CLOSE(got, want, tol);
-    // Greedy: the runner continues with its own argmax.
-    std::vector<float> row(logits->end() - vocab, logits->end());
-    int matched = 0;
-    for (int step = 0; step < kGreedySteps; ++step, ++matched) {
-      const int32_t token = Argmax(row);
-      if (token != p.greedy_ids[step]) {
-        const double gap = p.greedy_top2_logits[step][0] - p.greedy_top2_logits[step][1];
-        const double tie = 2.0 * report.max_abs_err;
-        std::printf(
-            "[qwen2.5-coder/%s] step %d: cuda %d, HF %d; HF top-2 gap %.4f (near tie "
-            "below %.4f)\n",
-            p.name.c_str(), step, token, p.greedy_ids[step], gap, tie);
-        EXPECT_LE(gap, tie) << p.name << " step " << step << ": not a near tie";
-        break;
-      }
-      absl::StatusOr<std::vector<float>> next = seq.Run({token}, false);
-      ASSERT_TRUE(next.ok()) << next.status();
-      row = *std::move(next);
-    }
-    std::printf("[qwen2.5-coder/%s] %d of %d greedy tokens equal HF's\n", p.name.c_str(), matched,
-                kGreedySteps);
-  }
+  MatchesHfGolden(**gpu, checkpoint_->config, kGoldenDir, "qwen2.5-coder");
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "engine/sampling/sampler.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/engine/runtime/cpu/golden_logits.h"
 
 namespace onecard::engine {
 
@@ -128,56 +129,57 @@ void CompareRunners(ModelRunner& cpu, ModelRunner& gpu, const ModelConfig& confi
 
 void MatchesHfGolden(ModelRunner& runner, const ModelConfig& config, const std::string& golden_dir,
                      const std::string& label) {
-  std::ifstream in(SourcePath(golden_dir + "/logits.json"));
-  std::stringstream text;
-  text << in.rdbuf();
-  const nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, false);
-  ASSERT_FALSE(j.is_discarded()) << golden_dir << "/logits.json";
+  Golden golden;
+  ASSERT_TRUE(LoadGolden(golden_dir, &golden))
+      << golden_dir << " has no golden (tests/golden/README.md says which script makes it)";
   const int64_t vocab = config.vocab_size;
-  for (const auto& p : j["prompts"]) {
-    const std::string name = p.value("name", "");
-    std::vector<int32_t> ids;
-    for (const auto& id : p["input_ids"]) ids.push_back(id.get<int32_t>());
-    std::vector<float> want(vocab);
-    std::ifstream f(SourcePath(golden_dir + "/" + p["last_logits_file"].get<std::string>()),
-                    std::ios::binary);
-    ASSERT_TRUE(f.read(reinterpret_cast<char*>(want.data()), vocab * 4).good())
-        << golden_dir << ": " << name << "'s last-position logits";
+  for (const GoldenPrompt& p : golden.prompts) {
+    SCOPED_TRACE(p.name);
     OneSequence seq(&runner, runner.kv_layout().block_size);
-    auto got = seq.Run(ids, false);
-    ASSERT_TRUE(got.ok()) << got.status();
-    ASSERT_EQ(static_cast<int64_t>(got->size()), vocab);
-    const double rms = Rms(want);
+    absl::StatusOr<std::vector<float>> logits = seq.Run(p.input_ids, true);
+    ASSERT_TRUE(logits.ok()) << logits.status();
+    ASSERT_EQ(logits->size(), p.input_ids.size() * vocab);
+    ASSERT_EQ(p.last_logits.size(), static_cast<size_t>(vocab));
+    // HF's values and ours at them: every position's sampled ids and top 5,
+    // and the whole last row.
+    std::vector<float> want, got;
+    for (size_t pos = 0; pos < p.input_ids.size(); ++pos) {
+      for (int32_t id : golden.sample_ids) got.push_back((*logits)[pos * vocab + id]);
+      for (int32_t id : p.top5_ids[pos]) got.push_back((*logits)[pos * vocab + id]);
+      want.insert(want.end(), p.sample_logits[pos].begin(), p.sample_logits[pos].end());
+      want.insert(want.end(), p.top5_logits[pos].begin(), p.top5_logits[pos].end());
+    }
+    want.insert(want.end(), p.last_logits.begin(), p.last_logits.end());
+    got.insert(got.end(), logits->end() - vocab, logits->end());
+    const double rms = Rms(p.last_logits);
     const Tolerance tol = LogitTolerance(config, rms);
-    const auto report = onecard::testing::CompareAll(*got, want, tol);
+    const auto report = onecard::testing::CompareAll(got, want, tol);
     std::printf(
         "[%s/%s vs HF] %zu tokens: logit rms %.3f, max abs err %.4f (%.2f%% of rms), "
         "NMSE %.2e\n",
-        label.c_str(), name.c_str(), ids.size(), rms, report.max_abs_err,
+        label.c_str(), p.name.c_str(), p.input_ids.size(), rms, report.max_abs_err,
         100.0 * report.max_abs_err / rms, report.nmse);
-    EXPECT_ALL_CLOSE(*got, want, tol) << name;
-    const auto& greedy = p["greedy_ids"];
-    const auto& top2 = p["greedy_top2_logits"];
-    const double tie = 2.0 * report.max_abs_err;
-    std::vector<float> last = *got;
+    EXPECT_ALL_CLOSE(got, want, tol);
+    // Greedy: the runner continues with its own argmax.
+    std::vector<float> row(logits->end() - vocab, logits->end());
     int matched = 0;
-    for (int step = 0; step < kGreedySteps && step < static_cast<int>(greedy.size()); ++step) {
-      const int32_t hf = greedy[step].get<int32_t>(), ours = Argmax(last);
-      if (ours != hf) {
-        const double gap = top2[step][0].get<double>() - top2[step][1].get<double>();
+    for (int step = 0; step < kGreedySteps; ++step, ++matched) {
+      const int32_t token = Argmax(row);
+      if (token != p.greedy_ids[step]) {
+        const double gap = p.greedy_top2_logits[step][0] - p.greedy_top2_logits[step][1];
+        const double tie = 2.0 * report.max_abs_err;
         std::printf(
-            "[%s/%s vs HF] step %d: HF %d, ours %d; HF's top-2 gap %.4f (near tie "
+            "[%s/%s vs HF] step %d: ours %d, HF %d; HF's top-2 gap %.4f (near tie "
             "below %.4f)\n",
-            label.c_str(), name.c_str(), step, hf, ours, gap, tie);
-        EXPECT_LE(gap, tie) << name << " step " << step << ": not a near tie";
+            label.c_str(), p.name.c_str(), step, token, p.greedy_ids[step], gap, tie);
+        EXPECT_LE(gap, tie) << p.name << " step " << step << ": not a near tie";
         break;
       }
-      ++matched;
-      auto next = seq.Run({hf}, false);
+      absl::StatusOr<std::vector<float>> next = seq.Run({token}, false);
       ASSERT_TRUE(next.ok()) << next.status();
-      last = *next;
+      row = *std::move(next);
     }
-    std::printf("[%s/%s vs HF] greedy: %d of %d tokens as HF's\n", label.c_str(), name.c_str(),
+    std::printf("[%s/%s vs HF] greedy: %d of %d tokens as HF's\n", label.c_str(), p.name.c_str(),
                 matched, kGreedySteps);
   }
 }

@@ -68,11 +68,11 @@ void CompareRunners(ModelRunner& cpu, ModelRunner& gpu, const ModelConfig& confi
 // rounds); each step's logits
 // against the CPU runner's, fed the same tokens.
 // A runner against Hugging Face's own logits of a checkpoint (a golden
-// folder of tests/golden/make_goldens.py's format): each prompt's last-position
-// logits (LogitTolerance: HF runs fp32, as the CPU runner does), then 16
-// greedy steps fed HF's tokens: the runner's argmax must be HF's, or HF's own
-// top two must be a near tie (gap within twice the prompt's largest logit
-// error), where the comparison stops.
+// folder of tests/golden/make_goldens.py's format, LoadGolden): every
+// position's sampled ids and top 5 and the whole last row (LogitTolerance:
+// HF runs fp32, as the CPU runner does), then 16 greedy steps: the runner's
+// argmax must be HF's, or HF's own top two a near tie (gap within twice the
+// largest logit error), where the comparison stops.
 void MatchesHfGolden(ModelRunner& runner, const ModelConfig& config, const std::string& golden_dir,
                      const std::string& label);
 
