@@ -9,6 +9,7 @@
 #include <string>
 
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
@@ -157,12 +158,20 @@ TEST_F(MetricsServiceTest, ServesHealthAndRegistrationAndMetrics) {
     return t.workers_size() == 1 && t.workers(0).load().running() == 3;
   }));
 
-  absl::StatusOr<testing::HttpResponse> http =
-      testing::HttpGet(service_->metrics_address(), "/metrics");
-  ASSERT_TRUE(http.ok()) << http.status();
-  EXPECT_EQ(http->status_code, 200);
-  absl::StatusOr<testing::PromText> text = testing::ParsePromText(http->body);
-  ASSERT_TRUE(text.ok()) << text.status();
+  // The registry publishes the report before the service counts it, so a
+  // scrape may briefly see the table without the count: scrape until the
+  // count shows (bounded by 60 s).
+  absl::StatusOr<testing::PromText> text;
+  for (int attempt = 0; attempt < 600; ++attempt) {
+    absl::StatusOr<testing::HttpResponse> http =
+        testing::HttpGet(service_->metrics_address(), "/metrics");
+    ASSERT_TRUE(http.ok()) << http.status();
+    ASSERT_EQ(http->status_code, 200);
+    text = testing::ParsePromText(http->body);
+    ASSERT_TRUE(text.ok()) << text.status();
+    if (text->Value("onecard_metrics_load_reports_total", {{"kind", "worker"}}) == 1.0) break;
+    absl::SleepFor(absl::Milliseconds(100));
+  }
   EXPECT_EQ(text->Value("onecard_cluster_workers", {{"state", "healthy"}}), 1.0);
   EXPECT_EQ(text->Value("onecard_cluster_requests_running"), 3.0);
   EXPECT_EQ(text->Value("onecard_cluster_queue_depth"), 1.0);
