@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <span>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -58,48 +59,73 @@ GptqLayerQuantizer::GptqLayerQuantizer(const engine::ModelConfig& config,
       weights_(std::move(weights)),
       tokens_(std::move(tokens)) {}
 
-absl::StatusOr<std::vector<std::shared_ptr<const std::vector<double>>>>
-GptqLayerQuantizer::Calibrate(int64_t layer) {
-  // The model up to this layer: what comes after it does not change its inputs.
+absl::StatusOr<std::vector<float>> GptqLayerQuantizer::RunLayer(
+    int64_t layer, std::vector<engine::GptqHessian>* hessians) const {
+  // Layer 0 runs on the tokens; a later layer on the stored stream, whose
+  // rows become the embedding table (tied as the head, whose logits no chunk
+  // asks for) with token t its row t.
   engine::ModelConfig config = config_;
-  config.num_layers = layer + 1;
+  config.num_layers = 1;
   engine::ModelWeightsF32 w;
-  w.embedding = weights_.embedding;
-  w.layers.assign(weights_.layers.begin(), weights_.layers.begin() + layer + 1);
+  w.layers = {weights_.layers[layer]};
   w.final_norm = weights_.final_norm;
-  w.lm_head = weights_.lm_head;
+  std::vector<int32_t> ids = tokens_;
+  if (layer == 0) {
+    w.embedding = weights_.embedding;
+  } else {
+    config.vocab_size = static_cast<int64_t>(tokens_.size());
+    w.embedding = stream_;
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);
+  }
   const int64_t hidden = config_.hidden_size;
-  std::vector<engine::GptqHessian> h = {
-      engine::GptqHessian(hidden), engine::GptqHessian(config_.num_heads * config_.head_dim),
-      engine::GptqHessian(hidden), engine::GptqHessian(config_.intermediate_size)};
+  std::vector<float> out(ids.size() * hidden);
+  size_t start = 0;  // the running sequence's first token
   engine::CpuRunnerOptions o;
   o.num_threads = options_.num_threads;
   o.num_kv_blocks = (options_.sequence_tokens + o.kv_block_size - 1) / o.kv_block_size;
   o.linear_input_observer = [&](int64_t l, LinearInput input, std::span<const float> x,
                                 int32_t rows) {
-    if (l == layer) h[static_cast<int>(input)].Add(x, rows);
+    if (input == LinearInput::kResidual) {
+      if (l == 1) std::copy(x.begin(), x.end(), out.begin() + start * hidden);
+    } else if (hessians != nullptr) {
+      (*hessians)[static_cast<int>(input)].Add(x, rows);
+    }
   };
   ASSIGN_OR_RETURN(std::unique_ptr<engine::ModelRunner> runner,
                    engine::CreateCpuModelRunnerFromWeights(config, std::move(w), o));
   std::vector<int32_t> table(o.num_kv_blocks);
   for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<int32_t>(i);
   std::vector<float> logits;
-  const std::span<const int32_t> tokens(tokens_);
-  for (size_t start = 0; start < tokens.size(); start += options_.sequence_tokens) {
-    const size_t size = std::min<size_t>(options_.sequence_tokens, tokens.size() - start);
+  const std::span<const int32_t> all(ids);
+  for (start = 0; start < all.size(); start += options_.sequence_tokens) {
+    const size_t size = std::min<size_t>(options_.sequence_tokens, all.size() - start);
     engine::BatchInput batch;
-    batch.chunks.push_back({static_cast<int64_t>(start), tokens.subspan(start, size), 0, table});
+    batch.chunks.push_back({.seq_id = static_cast<int64_t>(start),
+                            .token_ids = all.subspan(start, size),
+                            .start_pos = 0,
+                            .block_table = table,
+                            .want_logits = false});
     RETURN_IF_ERROR(runner->Forward(batch, &logits));
-  }
-  std::vector<std::shared_ptr<const std::vector<double>>> out;
-  for (const engine::GptqHessian& m : h) {
-    out.push_back(std::make_shared<const std::vector<double>>(m.Matrix()));
   }
   return out;
 }
 
 absl::StatusOr<std::vector<GptqProjection>> GptqLayerQuantizer::QuantizeLayer(int64_t layer) {
-  ASSIGN_OR_RETURN(const auto hessians, Calibrate(layer));
+  if (layer != next_layer_) {
+    return absl::FailedPreconditionError(absl::StrCat("GPTQ quantizes the layers in order: layer ",
+                                                      next_layer_, " is next, not ", layer));
+  }
+  // The layer's linear inputs on the stream the quantized layers before it
+  // give.
+  const int64_t hidden = config_.hidden_size;
+  std::vector<engine::GptqHessian> h = {
+      engine::GptqHessian(hidden), engine::GptqHessian(config_.num_heads * config_.head_dim),
+      engine::GptqHessian(hidden), engine::GptqHessian(config_.intermediate_size)};
+  RETURN_IF_ERROR(RunLayer(layer, &h).status());
+  std::vector<std::shared_ptr<const std::vector<double>>> hessians;
+  for (const engine::GptqHessian& m : h) {
+    hessians.push_back(std::make_shared<const std::vector<double>>(m.Matrix()));
+  }
   std::vector<GptqProjection> out;
   for (const auto& [part, input] : kProjectionInputs) {
     const std::vector<float>& w = *engine::PartWeights(weights_, part, layer);
@@ -116,6 +142,9 @@ absl::StatusOr<std::vector<GptqProjection>> GptqLayerQuantizer::QuantizeLayer(in
   for (const GptqProjection& p : out) {
     *engine::PartWeights(weights_, p.part, layer) = engine::DequantizeGptq(p.quantized);
   }
+  // The stream entering the next layer, through this one quantized.
+  ASSIGN_OR_RETURN(stream_, RunLayer(layer, /*hessians=*/nullptr));
+  ++next_layer_;
   return out;
 }
 

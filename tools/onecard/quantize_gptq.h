@@ -8,6 +8,9 @@
 // the seven projections; their dequantized weights replace the originals
 // before the next layer runs. Within a layer the projections see the
 // unquantized layer's inputs (GPTQ's true_sequential off).
+// The residual stream entering the next layer is kept ([tokens, hidden]
+// fp32), so each layer runs twice in all (once for its Hessians, once
+// quantized for the next layer's stream): the cost is linear in the layers.
 // Tested by tests/tools/onecard/quantize_gptq_test.cc.
 #ifndef ONECARD_TOOLS_ONECARD_QUANTIZE_GPTQ_H_
 #define ONECARD_TOOLS_ONECARD_QUANTIZE_GPTQ_H_
@@ -49,8 +52,9 @@ class GptqLayerQuantizer {
   static absl::StatusOr<std::unique_ptr<GptqLayerQuantizer>> Create(
       const engine::Checkpoint& checkpoint, const GptqCalibrationOptions& options);
 
-  // Quantizes layer `layer` (call in order 0, 1, ...): the seven
-  // projections in TensorPart order q, k, v, o, gate, up, down.
+  // Quantizes layer `layer` (in order 0, 1, ...; FailedPrecondition
+  // otherwise): the seven projections in TensorPart order q, k, v, o, gate,
+  // up, down.
   absl::StatusOr<std::vector<GptqProjection>> QuantizeLayer(int64_t layer);
 
   int64_t num_calibration_tokens() const { return static_cast<int64_t>(tokens_.size()); }
@@ -58,13 +62,18 @@ class GptqLayerQuantizer {
  private:
   GptqLayerQuantizer(const engine::ModelConfig& config, GptqCalibrationOptions options,
                      engine::ModelWeightsF32 weights, std::vector<int32_t> tokens);
-  // The four Hessians of layer `layer`'s linear inputs (LinearInput order).
-  absl::StatusOr<std::vector<std::shared_ptr<const std::vector<double>>>> Calibrate(int64_t layer);
+  // Runs layer `layer` alone (layer 0 on the tokens, a later one on
+  // stream_), adding its linear inputs to *hessians (LinearInput order) when
+  // set; returns the stream leaving it [tokens, hidden].
+  absl::StatusOr<std::vector<float>> RunLayer(int64_t layer,
+                                              std::vector<engine::GptqHessian>* hessians) const;
 
   const engine::ModelConfig config_;
   const GptqCalibrationOptions options_;
   engine::ModelWeightsF32 weights_;  // layers before the next one: dequantized 4-bit
   const std::vector<int32_t> tokens_;
+  int64_t next_layer_ = 0;
+  std::vector<float> stream_;  // [tokens, hidden]: the residual stream entering next_layer_
 };
 
 }  // namespace onecard::tools

@@ -58,11 +58,13 @@ absl::Status CpuForward::Run(const FlatBatch& flat, std::vector<float>* logits) 
   RETURN_IF_ERROR(Embed(flat));
   for (int64_t layer = 0; layer < config_.num_layers; ++layer) {
     RETURN_IF_ERROR(AddAndNorm(layer > 0, weights_.layers[layer].attn_norm, flat.num_tokens));
+    Observe(layer, LinearInput::kResidual, act_.residual, flat.num_tokens);
     RETURN_IF_ERROR(AttentionBlock(layer, flat));
     RETURN_IF_ERROR(AddAndNorm(true, weights_.layers[layer].ffn_norm, flat.num_tokens));
     RETURN_IF_ERROR(MlpBlock(layer, flat.num_tokens));
   }
   RETURN_IF_ERROR(AddAndNorm(true, weights_.final_norm, flat.num_tokens));
+  Observe(config_.num_layers, LinearInput::kResidual, act_.residual, flat.num_tokens);
   return Logits(flat, logits);
 }
 

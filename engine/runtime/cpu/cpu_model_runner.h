@@ -23,8 +23,8 @@ struct CpuRunnerOptions {
   int32_t kv_block_size = 16;
   int64_t num_kv_blocks = 0;  // 0 = from kv_cache_bytes
   int64_t kv_cache_bytes = 256ll << 20;
-  // Sees every layer's linear inputs (calibration: onecard quantize); none
-  // when empty.
+  // Sees every layer's linear inputs and residual stream (calibration:
+  // onecard quantize); none when empty.
   LinearInputObserver linear_input_observer;
 };
 

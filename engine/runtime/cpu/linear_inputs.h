@@ -1,5 +1,6 @@
 // What the cpu backend's forward pass can show of each decoder layer: the
-// inputs of its linears, for calibration (GPTQ's Hessians: onecard quantize)
+// inputs of its linears and the residual stream entering it, for
+// calibration (GPTQ's Hessians and each layer's inputs: onecard quantize)
 // and tests. An observer sees them as they are computed, in layer order.
 #ifndef ONECARD_ENGINE_RUNTIME_CPU_LINEAR_INPUTS_H_
 #define ONECARD_ENGINE_RUNTIME_CPU_LINEAR_INPUTS_H_
@@ -15,6 +16,9 @@ enum class LinearInput : uint8_t {
   kO,       // o projection's input           [rows, num_heads * head_dim]
   kGateUp,  // gate and up projections' input [rows, hidden]
   kDown,    // down projection's input        [rows, intermediate]
+  // The residual stream entering the layer [rows, hidden] (the embedding
+  // for layer 0); layer == num_layers: the stream entering the final norm.
+  kResidual,
 };
 
 // x: [rows, cols] row-major; valid during the call only.
