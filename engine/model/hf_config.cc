@@ -5,7 +5,10 @@
 #include "engine/model/hf_config.h"
 
 #include <algorithm>
+#include <charconv>
+#include <cstdlib>
 #include <optional>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "engine/common/log.h"
@@ -159,6 +162,70 @@ absl::StatusOr<ModelConfig> LoadHfConfig(const std::string& config_json_path) {
   absl::StatusOr<std::string> text = ReadRegularFile(config_json_path);
   if (!text.ok()) return text.status();
   return ParseHfConfig(*text, config_json_path);
+}
+
+namespace {
+
+// The shortest decimal that reads back as `f`, as a JSON number.
+double ShortestDouble(float f) {
+  char buffer[32];
+  const std::to_chars_result r = std::to_chars(buffer, buffer + sizeof(buffer), f);
+  return std::strtod(std::string(buffer, r.ptr).c_str(), nullptr);
+}
+
+nlohmann::ordered_json TokenIdOrNull(int32_t id) {
+  return id < 0 ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(id);
+}
+
+}  // namespace
+
+std::string HfConfigJson(const ModelConfig& c) {
+  const char* model_type = "llama";
+  const char* cls = "LlamaForCausalLM";
+  if (c.architecture == Architecture::kQwen2) {
+    model_type = "qwen2";
+    cls = "Qwen2ForCausalLM";
+  } else if (c.architecture == Architecture::kMistral) {
+    model_type = "mistral";
+    cls = "MistralForCausalLM";
+  }
+  nlohmann::ordered_json j;
+  j["_name_or_path"] = c.name;
+  j["architectures"] = {cls};
+  j["model_type"] = model_type;
+  j["vocab_size"] = c.vocab_size;
+  j["hidden_size"] = c.hidden_size;
+  j["intermediate_size"] = c.intermediate_size;
+  j["num_hidden_layers"] = c.num_layers;
+  j["num_attention_heads"] = c.num_heads;
+  j["num_key_value_heads"] = c.num_kv_heads;
+  j["head_dim"] = c.head_dim;
+  j["hidden_act"] = "silu";
+  j["max_position_embeddings"] = c.max_position_embeddings;
+  j["rms_norm_eps"] = ShortestDouble(c.rms_norm_eps);
+  j["rope_theta"] = ShortestDouble(c.rope_theta);
+  if (c.rope_scaling.enabled) {
+    j["rope_scaling"] = {
+        {"rope_type", "llama3"},
+        {"factor", ShortestDouble(c.rope_scaling.factor)},
+        {"low_freq_factor", ShortestDouble(c.rope_scaling.low_freq_factor)},
+        {"high_freq_factor", ShortestDouble(c.rope_scaling.high_freq_factor)},
+        {"original_max_position_embeddings", c.rope_scaling.original_max_position_embeddings}};
+  } else {
+    j["rope_scaling"] = nullptr;
+  }
+  if (c.architecture == Architecture::kQwen2) {
+    j["use_sliding_window"] = false;
+  } else {
+    j["attention_bias"] = false;
+    j["mlp_bias"] = false;
+  }
+  if (c.architecture != Architecture::kLlama) j["sliding_window"] = nullptr;
+  j["tie_word_embeddings"] = c.tie_word_embeddings;
+  j["bos_token_id"] = TokenIdOrNull(c.bos_token_id);
+  j["eos_token_id"] = TokenIdOrNull(c.eos_token_id);
+  j["torch_dtype"] = "float16";
+  return j.dump(2) + "\n";
 }
 
 }  // namespace onecard::engine

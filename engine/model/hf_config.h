@@ -22,6 +22,14 @@ absl::StatusOr<ModelConfig> ParseHfConfig(std::string_view json_text, const std:
 
 absl::StatusOr<ModelConfig> LoadHfConfig(const std::string& config_json_path);
 
+// The config.json (pretty-printed JSON) that ParseHfConfig reads back as
+// `config`: the architecture's class and model_type, the sizes, rope_theta
+// and llama3 rope_scaling, rms_norm_eps, tied embeddings, bos/eos ids (null
+// when -1), max_position_embeddings, no sliding window, "torch_dtype"
+// float16, and "_name_or_path" the name. Floats are written in their
+// shortest decimal form that reads back as the same float.
+std::string HfConfigJson(const ModelConfig& config);
+
 }  // namespace onecard::engine
 
 #endif  // ONECARD_ENGINE_MODEL_HF_CONFIG_H_

@@ -194,6 +194,11 @@ std::vector<int64_t> LlamaCppRowSources(int64_t num_heads, int64_t rows) {
   return sources;
 }
 
+std::string HfTensorName(TensorPart part, int64_t layer) {
+  const PartInfo info = InfoOf(part);
+  return info.per_layer ? absl::StrCat("model.layers.", layer, ".", info.hf) : info.hf;
+}
+
 absl::StatusOr<ResolvedTensor> ResolveTensor(const Checkpoint& ckpt, TensorPart part,
                                              int64_t layer) {
   if (ckpt.weights == nullptr) {

@@ -53,6 +53,11 @@ struct ResolvedTensor {
   std::optional<HfInt4Tensors> hf_int4;  // an HF 4-bit projection's tensors
 };
 
+// The Hugging Face name of `part` (of layer `layer` for the per-layer parts),
+// e.g. "model.layers.3.self_attn.q_proj.weight", whatever the checkpoint's
+// format (writers of HF folders use it).
+std::string HfTensorName(TensorPart part, int64_t layer = 0);
+
 // The tensor of `part` (of layer `layer` for the per-layer parts).
 absl::StatusOr<ResolvedTensor> ResolveTensor(const Checkpoint& checkpoint, TensorPart part,
                                              int64_t layer = 0);

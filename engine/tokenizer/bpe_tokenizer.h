@@ -39,6 +39,10 @@ struct BpeTokenizerSpec {
   std::string chat_template;
 };
 
+// The spec of a GGUF file's tokenizer (what Tokenizer::FromGguf builds):
+// tokenizer.ggml.model "gpt2" only; errors name the file and the key.
+absl::StatusOr<BpeTokenizerSpec> BpeTokenizerSpecFromGguf(const GgufFile& gguf);
+
 // Validates the spec (ids in range, merges in the vocabulary; errors name
 // spec.source and the field) and builds the tokenizer.
 absl::StatusOr<std::unique_ptr<Tokenizer>> CreateBpeTokenizer(BpeTokenizerSpec spec);

@@ -1,5 +1,6 @@
-// Tokenizer::FromGguf: reads llama.cpp's tokenizer.ggml.* metadata (model
-// "gpt2": byte-level BPE) into a BpeTokenizerSpec. Control and user-defined
+// Tokenizer::FromGguf and BpeTokenizerSpecFromGguf: read llama.cpp's
+// tokenizer.ggml.* metadata (model "gpt2": byte-level BPE) into a
+// BpeTokenizerSpec. Control and user-defined
 // tokens (token_type 3 and 4) become special added tokens matched whole in
 // the input. Tested by tests/engine/tokenizer/gguf_loader_test.cc (SmolLM2).
 #include "absl/status/status.h"
@@ -119,7 +120,7 @@ absl::Status ReadSpecialIds(const GgufFile& gguf, BpeTokenizerSpec* spec) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromGguf(const GgufFile& gguf) {
+absl::StatusOr<BpeTokenizerSpec> BpeTokenizerSpecFromGguf(const GgufFile& gguf) {
   ASSIGN_OR_RETURN(const std::string model, WithPath(gguf, gguf.GetString("tokenizer.ggml.model")));
   if (model != "gpt2") {
     return FieldError(
@@ -137,6 +138,11 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromGguf(const GgufFile& g
   if (gguf.FindMetadata("tokenizer.chat_template") != nullptr) {
     ASSIGN_OR_RETURN(spec.chat_template, WithPath(gguf, gguf.GetString("tokenizer.chat_template")));
   }
+  return spec;
+}
+
+absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromGguf(const GgufFile& gguf) {
+  ASSIGN_OR_RETURN(BpeTokenizerSpec spec, BpeTokenizerSpecFromGguf(gguf));
   return CreateBpeTokenizer(std::move(spec));
 }
 

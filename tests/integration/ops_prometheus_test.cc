@@ -62,9 +62,8 @@ class OpsPrometheusTest : public ::testing::Test {
   // Grafana's rate window is 1 minute (scaled: under a sanitizer the
   // queries run minutes after the load).
   static std::string Substitute(const std::string& expr) {
-    return absl::StrReplaceAll(expr,
-                               {{"$__rate_interval", absl::StrCat(60 * kTestTimeScale, "s")},
-                                {"$namespace", kNamespace}});
+    return absl::StrReplaceAll(expr, {{"$__rate_interval", absl::StrCat(60 * kTestTimeScale, "s")},
+                                      {"$namespace", kNamespace}});
   }
 
   static fs::path* dir_;

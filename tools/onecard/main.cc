@@ -7,9 +7,9 @@
 //   onecard inspect MODEL
 //   onecard perplexity --model PATH --text FILE [--window N] [--stride N]
 //                      [--text-tokens N] [--backend cpu|cuda]
-//   onecard quantize --model HF_DIR --out DIR [--method rtn|gptq] [--group-size 128]
+//   onecard quantize --model HF_DIR|GGUF --out DIR [--method rtn|gptq] [--group-size 128]
 //                    [--sym=true|false] [--calibration FILE] [--calibration-tokens N]
-//                    [--damp 0.01] [--threads N]
+//                    [--damp 0.01] [--threads N] [--allow-requantize]
 // Flags are absl flags, parsed here only (services/common/command_line.h:
 // --help, "--max-tokens" = "--max_tokens", nearest-name hints). Arguments
 // are checked before a model loads or a connection opens; exit 2 when they
@@ -68,6 +68,9 @@ ABSL_FLAG(bool, sym, true, "quantize: symmetric (zero point 8) or not (--sym=fal
 ABSL_FLAG(std::string, calibration, "", "quantize --method gptq: the calibration text file");
 ABSL_FLAG(int64_t, calibration_tokens, 2048, "quantize --method gptq: the text's first N tokens");
 ABSL_FLAG(double, damp, 0.01, "quantize --method gptq: dampening, a fraction of mean(diag H)");
+ABSL_FLAG(bool, allow_requantize, false,
+          "quantize: also quantize projections a GGUF file stores in a quantized type "
+          "(their values are rounded twice)");
 
 namespace {
 
@@ -77,29 +80,30 @@ const onecard::services::CommandLineSpec kCommandLine = {
               "chat --model PATH [--prompt TEXT] [--system TEXT] [flags]",
               "generate|chat --target HOST:PORT [--api-key KEY] [flags]", "inspect MODEL",
               "perplexity --model PATH --text FILE [--window N] [--stride N] [--backend cuda]",
-              "quantize --model HF_DIR --out DIR [--method gptq --calibration FILE] [flags]",
+              "quantize --model HF_DIR|GGUF --out DIR [--method gptq --calibration FILE] [flags]",
               "help"},
     .description =
         "Runs a model on this machine (--model) or asks a running worker or router\n"
         "(--target) over gRPC. Text streams to stdout as it is generated.",
-    .subcommands = {{"generate", "complete --prompt as raw text and stream the completion"},
-                    {"chat", "chat with the model's template (no --prompt: one message a line)"},
-                    {"inspect", "show a model file: architecture, tensors, formats, bytes"},
-                    {"perplexity",
-                     "a model's perplexity over a text file (sliding windows); JSON summary"},
-                    {"quantize",
-                     "an HF checkpoint to 4-bit GPTQ safetensors (rtn or gptq); JSON summary"},
-                    {"help", "print this help"}},
-    .groups =
-        {{"Model (local engine)", {"model", "backend", "threads", "max_context"}},
-         {"Remote (a worker or router)", {"target", "api_key", "priority"}},
-         {"Prompt", {"prompt", "system"}},
-         {"Sampling",
-          {"max_tokens", "temperature", "top_p", "top_k", "min_p", "repetition_penalty", "seed"}},
-         {"Output", {"json"}},
-         {"Perplexity", {"text", "window", "stride", "text_tokens"}},
-         {"Quantize",
-          {"out", "method", "group_size", "sym", "calibration", "calibration_tokens", "damp"}}},
+    .subcommands =
+        {{"generate", "complete --prompt as raw text and stream the completion"},
+         {"chat", "chat with the model's template (no --prompt: one message a line)"},
+         {"inspect", "show a model file: architecture, tensors, formats, bytes"},
+         {"perplexity", "a model's perplexity over a text file (sliding windows); JSON summary"},
+         {"quantize",
+          "an HF folder or GGUF file to a 4-bit GPTQ folder (rtn or gptq); JSON summary"},
+         {"help", "print this help"}},
+    .groups = {{"Model (local engine)", {"model", "backend", "threads", "max_context"}},
+               {"Remote (a worker or router)", {"target", "api_key", "priority"}},
+               {"Prompt", {"prompt", "system"}},
+               {"Sampling",
+                {"max_tokens", "temperature", "top_p", "top_k", "min_p", "repetition_penalty",
+                 "seed"}},
+               {"Output", {"json"}},
+               {"Perplexity", {"text", "window", "stride", "text_tokens"}},
+               {"Quantize",
+                {"out", "method", "group_size", "sym", "calibration", "calibration_tokens", "damp",
+                 "allow_requantize"}}},
     .epilog =
         "Environment:\n"
         "  ONECARD_API_KEY  the API key for --target when --api-key is not given\n"
@@ -218,7 +222,8 @@ int RunQuantizeCommand(const std::vector<std::string>& args) {
       .calibration_path = absl::GetFlag(FLAGS_calibration),
       .calibration_tokens = absl::GetFlag(FLAGS_calibration_tokens),
       .damp = absl::GetFlag(FLAGS_damp),
-      .num_threads = absl::GetFlag(FLAGS_threads)};
+      .num_threads = absl::GetFlag(FLAGS_threads),
+      .allow_requantize = absl::GetFlag(FLAGS_allow_requantize)};
   if (args.size() > 2) {  // "--sym false" leaves "false" here: absl's bools take "="
     return UsageError(absl::InvalidArgumentError(absl::StrCat(
         "quantize: unexpected argument \"", args[2], "\" (a bool flag takes \"=\": --sym=false)")));

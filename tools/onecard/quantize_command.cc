@@ -4,19 +4,26 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <ostream>
 #include <set>
 #include <span>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "engine/common/fp16.h"
+#include "engine/common/log.h"
 #include "engine/common/progress.h"
 #include "engine/common/regular_file.h"
 #include "engine/common/status_macros.h"
+#include "engine/kernels/bf16.h"
 #include "engine/model/checkpoint.h"
+#include "engine/model/gguf.h"
 #include "engine/model/gptq_quantizer.h"
+#include "engine/model/hf_config.h"
 #include "engine/model/layer_tensors.h"
 #include "engine/model/safetensors_writer.h"
+#include "engine/tokenizer/hf_json_writer.h"
 #include "nlohmann/json.hpp"
 #include "tools/onecard/quantize_gptq.h"
 
@@ -76,7 +83,8 @@ absl::StatusOr<Projection> PlanProjection(const engine::Checkpoint& checkpoint,
     return absl::InvalidArgumentError(
         absl::StrCat(where, ": GPTQ packs 8 codes a word; n and k must be multiples of 8"));
   }
-  p.module = tensor.name.substr(0, tensor.name.size() - std::string(".weight").size());
+  const std::string hf_name = engine::HfTensorName(part, layer);
+  p.module = hf_name.substr(0, hf_name.size() - std::string(".weight").size());
   p.tensor = std::move(tensor);
   return p;
 }
@@ -94,15 +102,71 @@ std::span<const uint8_t> Bytes(const std::vector<T>& v) {
   return {reinterpret_cast<const uint8_t*>(v.data()), v.size() * sizeof(T)};
 }
 
+bool IsFloatDtype(DType dtype) {
+  return dtype == DType::kF32 || dtype == DType::kF16 || dtype == DType::kBF16;
+}
+
+// One tensor copied into the output: an HF folder's tensor byte for byte, or
+// a GGUF tensor under its HF name with its values in HF order (ReadTensorF32
+// undoes llama.cpp's Q/K permutation), in its own dtype when that is F32,
+// F16 or BF16 (exact: the values came from it) and F32 otherwise.
+struct CopiedTensor {
+  std::string name;  // in the output
+  const engine::TensorView* view = nullptr;
+  std::optional<engine::ResolvedTensor> gguf;
+  DType dtype = DType::kF32;
+  std::vector<int64_t> shape;
+};
+
 // What the output holds: the projections to quantize, layer by layer, and
 // the tensors copied; the header's specs in the order they are written
 // (copied tensors first, then each layer's projections).
 struct OutputPlan {
   std::vector<std::vector<Projection>> layers;
-  std::vector<const engine::TensorView*> copied;
+  std::vector<CopiedTensor> copied;
   std::vector<SafetensorsTensorSpec> specs;
   uint64_t bytes_in = 0;
 };
+
+// A GGUF file's other tensors by part; every tensor of the file must have
+// a place (rope_freqs.weight is the config's llama3 rope_scaling).
+absl::Status PlanGgufCopies(const engine::Checkpoint& checkpoint,
+                            const std::set<std::string>& quantized, OutputPlan* plan) {
+  using engine::TensorPart;
+  std::vector<std::pair<TensorPart, int64_t>> parts = {{TensorPart::kEmbedding, 0},
+                                                       {TensorPart::kFinalNorm, 0}};
+  if (!checkpoint.config.tie_word_embeddings) parts.push_back({TensorPart::kLmHead, 0});
+  for (int64_t l = 0; l < checkpoint.config.num_layers; ++l) {
+    parts.push_back({TensorPart::kAttnNorm, l});
+    parts.push_back({TensorPart::kFfnNorm, l});
+    if (checkpoint.config.attention_bias) {
+      for (TensorPart bias : {TensorPart::kQBias, TensorPart::kKBias, TensorPart::kVBias}) {
+        parts.push_back({bias, l});
+      }
+    }
+  }
+  std::set<std::string> placed = quantized;
+  placed.insert("rope_freqs.weight");
+  for (const auto& [part, layer] : parts) {
+    ASSIGN_OR_RETURN(engine::ResolvedTensor t, engine::ResolveTensor(checkpoint, part, layer));
+    placed.insert(t.name);
+    CopiedTensor c;
+    c.name = engine::HfTensorName(part, layer);
+    c.dtype = IsFloatDtype(t.view->dtype) ? t.view->dtype : DType::kF32;
+    c.shape = t.shape;
+    c.gguf = std::move(t);
+    plan->copied.push_back(std::move(c));
+  }
+  for (const std::string& name : checkpoint.weights->TensorNames()) {
+    plan->bytes_in += checkpoint.weights->Find(name)->size_bytes;
+    if (!placed.contains(name)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(checkpoint.path, ": tensor '", name,
+                       "' has no place in a Hugging Face folder of this architecture"));
+    }
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<OutputPlan> PlanOutput(const engine::Checkpoint& checkpoint, int32_t group_size) {
   OutputPlan plan;
@@ -115,19 +179,36 @@ absl::StatusOr<OutputPlan> PlanOutput(const engine::Checkpoint& checkpoint, int3
       plan.layers[l].push_back(std::move(p));
     }
   }
-  for (const std::string& name : checkpoint.weights->TensorNames()) {
-    const engine::TensorView* view = checkpoint.weights->Find(name);
-    plan.bytes_in += view->size_bytes;
-    if (quantized.contains(name)) continue;
-    plan.copied.push_back(view);
-    plan.specs.push_back({name, view->dtype, view->shape});
+  if (checkpoint.format == engine::CheckpointFormat::kGguf) {
+    RETURN_IF_ERROR(PlanGgufCopies(checkpoint, quantized, &plan));
+  } else {
+    for (const std::string& name : checkpoint.weights->TensorNames()) {
+      const engine::TensorView* view = checkpoint.weights->Find(name);
+      plan.bytes_in += view->size_bytes;
+      if (quantized.contains(name)) continue;
+      plan.copied.push_back(
+          {.name = name, .view = view, .dtype = view->dtype, .shape = view->shape});
+    }
   }
+  for (const CopiedTensor& c : plan.copied) plan.specs.push_back({c.name, c.dtype, c.shape});
   for (const std::vector<Projection>& layer : plan.layers) {
     for (const Projection& p : layer) {
       for (SafetensorsTensorSpec& s : ProjectionSpecs(p)) plan.specs.push_back(std::move(s));
     }
   }
   return plan;
+}
+
+absl::Status WriteCopied(const CopiedTensor& c, engine::SafetensorsWriter& writer) {
+  if (!c.gguf.has_value()) return writer.Write(c.name, {c.view->data, c.view->size_bytes});
+  ASSIGN_OR_RETURN(const std::vector<float> values, engine::ReadTensorF32(*c.gguf));
+  if (c.dtype == DType::kF32) return writer.Write(c.name, Bytes(values));
+  std::vector<uint16_t> half(values.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    half[i] =
+        c.dtype == DType::kF16 ? engine::FloatToHalf(values[i]) : engine::FloatToBf16(values[i]);
+  }
+  return writer.Write(c.name, Bytes(half));
 }
 
 absl::Status WriteProjection(const Projection& p, const engine::GptqQuantized& q,
@@ -159,23 +240,29 @@ absl::Status WriteLayer(int64_t layer, const std::vector<Projection>& projection
   return absl::OkStatus();
 }
 
-// A GGUF file is refused before it is opened (its tensors are laid out for
-// llama.cpp, and it holds no config.json for the output).
-absl::Status CheckInputPath(const std::string& path) {
-  std::error_code error;
-  if (std::filesystem::exists(path, error) && !std::filesystem::is_directory(path, error)) {
-    return absl::UnimplementedError(
-        absl::StrCat(path, ": quantize reads Hugging Face safetensors folders, not GGUF files"));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status CheckInput(const engine::Checkpoint& checkpoint) {
+absl::Status CheckNotQuantized(const engine::Checkpoint& checkpoint) {
   if (checkpoint.quant.method != engine::HfQuantMethod::kNone) {
     return absl::FailedPreconditionError(
         absl::StrCat(checkpoint.path, " is already quantized (",
                      HfQuantMethodName(checkpoint.quant.method), ", ", checkpoint.quant.source,
                      "): re-quantizing would round twice; quantize the unquantized checkpoint"));
+  }
+  return absl::OkStatus();
+}
+
+// A GGUF file's projections in a quantized type need --allow-requantize.
+absl::Status CheckRequantize(const engine::Checkpoint& checkpoint, const OutputPlan& plan,
+                             bool allow_requantize) {
+  if (allow_requantize) return absl::OkStatus();
+  for (const std::vector<Projection>& layer : plan.layers) {
+    for (const Projection& p : layer) {
+      const DType dtype = p.tensor.view->dtype;
+      if (IsFloatDtype(dtype)) continue;
+      return absl::FailedPreconditionError(absl::StrCat(
+          checkpoint.path, ": ", p.tensor.name, " is ", std::string(engine::DTypeName(dtype)),
+          ": its values are already rounded to a quantized grid, and quantizing them again "
+          "rounds twice (--allow-requantize does it anyway, e.g. to measure that cost)"));
+    }
   }
   return absl::OkStatus();
 }
@@ -194,26 +281,54 @@ absl::Status PrepareOutputDir(const std::string& in, const std::string& out) {
   return absl::OkStatus();
 }
 
-absl::Status WriteConfig(const QuantizeCommandOptions& o, int32_t group_size) {
-  ASSIGN_OR_RETURN(const std::string text, ReadRegularFile(o.model_path + "/config.json"));
-  nlohmann::ordered_json config =
-      nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (!config.is_object()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(o.model_path, "/config.json: not a JSON object"));
-  }
-  config["quantization_config"] = {
-      {"quant_method", "gptq"}, {"bits", 4},        {"group_size", group_size},
-      {"desc_act", false},      {"sym", o.sym},     {"checkpoint_format", "gptq"},
-      {"pack_dtype", "int32"},  {"lm_head", false}, {"true_sequential", false},
-      {"damp_percent", o.damp}};
-  const std::string path = o.out_dir + "/config.json";
-  std::ofstream(path) << config.dump(2) << "\n";
+absl::Status WriteTextFile(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary) << text;
   std::error_code error;
-  if (std::filesystem::file_size(path, error) == 0 || error) {
+  if (std::filesystem::file_size(path, error) != text.size() || error) {
     return absl::InternalError(absl::StrCat(path, ": write failed"));
   }
   return absl::OkStatus();
+}
+
+// The input's config.json (a GGUF file's: written from its metadata) with
+// the quantization_config added.
+absl::Status WriteConfig(const QuantizeCommandOptions& o, const engine::Checkpoint& checkpoint) {
+  std::string text;
+  std::string source = checkpoint.path;
+  if (checkpoint.format == engine::CheckpointFormat::kGguf) {
+    text = engine::HfConfigJson(checkpoint.config);
+  } else {
+    source = o.model_path + "/config.json";
+    ASSIGN_OR_RETURN(text, ReadRegularFile(source));
+  }
+  nlohmann::ordered_json config =
+      nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!config.is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": not a JSON object"));
+  }
+  config["quantization_config"] = {
+      {"quant_method", "gptq"}, {"bits", 4},        {"group_size", o.group_size},
+      {"desc_act", false},      {"sym", o.sym},     {"checkpoint_format", "gptq"},
+      {"pack_dtype", "int32"},  {"lm_head", false}, {"true_sequential", false},
+      {"damp_percent", o.damp}};
+  return WriteTextFile(o.out_dir + "/config.json", config.dump(2) + "\n");
+}
+
+// A GGUF file's tokenizer as tokenizer.json and tokenizer_config.json (none
+// when the file has no tokenizer.ggml.model).
+absl::Status WriteGgufTokenizer(const QuantizeCommandOptions& o,
+                                const engine::Checkpoint& checkpoint) {
+  const engine::GgufFile* gguf = checkpoint.gguf();
+  if (gguf->FindMetadata("tokenizer.ggml.model") == nullptr) {
+    Log(LogLevel::kWarn, "quantize", "%s has no tokenizer: the output folder has none",
+        checkpoint.path);
+    return absl::OkStatus();
+  }
+  ASSIGN_OR_RETURN(const engine::BpeTokenizerSpec spec, engine::BpeTokenizerSpecFromGguf(*gguf));
+  ASSIGN_OR_RETURN(const engine::HfTokenizerFiles files,
+                   engine::HfTokenizerJson(spec, checkpoint.config.max_position_embeddings));
+  RETURN_IF_ERROR(WriteTextFile(o.out_dir + "/tokenizer.json", files.tokenizer_json));
+  return WriteTextFile(o.out_dir + "/tokenizer_config.json", files.tokenizer_config_json);
 }
 
 absl::Status CopyTokenizerFiles(const QuantizeCommandOptions& o) {
@@ -273,10 +388,10 @@ bool IsQuantizeUsageError(const absl::Status& status) {
 absl::Status RunQuantize(const QuantizeCommandOptions& o, std::ostream& out) {
   RETURN_IF_ERROR(CheckQuantizeOptions(o));
   const auto start = std::chrono::steady_clock::now();
-  RETURN_IF_ERROR(CheckInputPath(o.model_path));
   ASSIGN_OR_RETURN(const engine::Checkpoint checkpoint, engine::OpenCheckpoint(o.model_path));
-  RETURN_IF_ERROR(CheckInput(checkpoint));
+  RETURN_IF_ERROR(CheckNotQuantized(checkpoint));
   ASSIGN_OR_RETURN(OutputPlan plan, PlanOutput(checkpoint, o.group_size));
+  RETURN_IF_ERROR(CheckRequantize(checkpoint, plan, o.allow_requantize));
   std::unique_ptr<GptqLayerQuantizer> gptq;
   if (o.method == "gptq") {
     ASSIGN_OR_RETURN(gptq,
@@ -291,9 +406,7 @@ absl::Status RunQuantize(const QuantizeCommandOptions& o, std::ostream& out) {
   ASSIGN_OR_RETURN(std::unique_ptr<engine::SafetensorsWriter> writer,
                    engine::SafetensorsWriter::Create(o.out_dir + "/model.safetensors",
                                                      std::move(plan.specs), {{"format", "pt"}}));
-  for (const engine::TensorView* view : plan.copied) {
-    RETURN_IF_ERROR(writer->Write(view->name, {view->data, view->size_bytes}));
-  }
+  for (const CopiedTensor& c : plan.copied) RETURN_IF_ERROR(WriteCopied(c, *writer));
   const int64_t num_layers = static_cast<int64_t>(plan.layers.size());
   Progress progress(absl::StrCat("quantizing ", o.model_path), num_layers, "layers");
   for (int64_t l = 0; l < num_layers; ++l) {
@@ -302,8 +415,12 @@ absl::Status RunQuantize(const QuantizeCommandOptions& o, std::ostream& out) {
   }
   progress.Done();
   RETURN_IF_ERROR(writer->Finish());
-  RETURN_IF_ERROR(WriteConfig(o, o.group_size));
-  RETURN_IF_ERROR(CopyTokenizerFiles(o));
+  RETURN_IF_ERROR(WriteConfig(o, checkpoint));
+  if (checkpoint.format == engine::CheckpointFormat::kGguf) {
+    RETURN_IF_ERROR(WriteGgufTokenizer(o, checkpoint));
+  } else {
+    RETURN_IF_ERROR(CopyTokenizerFiles(o));
+  }
   nlohmann::json summary = {{"model", o.model_path},
                             {"out", o.out_dir},
                             {"method", o.method},

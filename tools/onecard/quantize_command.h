@@ -1,28 +1,39 @@
-// The `quantize` subcommand of the onecard CLI: an unquantized Hugging Face
-// checkpoint folder (config.json and safetensors of F32, F16 or BF16) to a
-// 4-bit GPTQ checkpoint that transformers (optimum / GPTQModel) and onecard
-// load: every decoder projection (q/k/v/o, gate/up/down) quantized by
-// round-to-nearest as GPTQ quantizes (engine/model/gptq_quantizer.h: its
-// scale and zero-point rules, groups of --group-size, sym or not, no act
-// order) and written in GPTQ's v1 layout (qweight, qzeros stored minus one,
-// fp16 scales, g_idx); every other tensor (embeddings, norms, biases,
-// lm_head) copied in its own dtype. --method gptq quantizes with GPTQ
-// instead (quantize_gptq.h: calibration text run through the model on the
-// cpu backend, layer by layer; the same layout). The output folder gets one
-// model.safetensors, config.json with "quantization_config" {quant_method
-// "gptq", bits 4, group_size, desc_act false, sym, checkpoint_format
-// "gptq"}, and the tokenizer and generation files that the input has.
+// The `quantize` subcommand of the onecard CLI: an unquantized checkpoint (a
+// Hugging Face folder: config.json and safetensors of F32, F16 or BF16; or a
+// GGUF file) to a 4-bit GPTQ checkpoint folder that transformers (optimum /
+// GPTQModel) and onecard load: every decoder projection (q/k/v/o,
+// gate/up/down) quantized by round-to-nearest as GPTQ quantizes
+// (engine/model/gptq_quantizer.h: its scale and zero-point rules, groups of
+// --group-size, sym or not, no act order) and written in GPTQ's v1 layout
+// (qweight, qzeros stored minus one, fp16 scales, g_idx); every other tensor
+// (embeddings, norms, biases, lm_head) copied in its own dtype. --method
+// gptq quantizes with GPTQ instead (quantize_gptq.h: calibration text run
+// through the model on the cpu backend, layer by layer; the same layout).
+// The output folder gets one model.safetensors, config.json with
+// "quantization_config" {quant_method "gptq", bits 4, group_size, desc_act
+// false, sym, checkpoint_format "gptq"}, and the tokenizer and generation
+// files that the input has.
+// A GGUF input is written as the HF folder of its model: tensors under
+// their HF names in HF order (llama.cpp's Q/K row permutation undone),
+// config.json from its metadata (engine/model/hf_config.h HfConfigJson), and
+// tokenizer.json / tokenizer_config.json from its tokenizer
+// (engine/tokenizer/hf_json_writer.h); a GGUF tensor of a quantized type
+// (Q4_K, Q8_0, ...) that is copied is written as F32 (its exact values).
+// Projections stored in a quantized GGUF type are refused unless
+// --allow-requantize (their values would be rounded a second time: what the
+// accuracy table measures); a GGUF tensor with no place in the HF folder is
+// refused by name.
 // A progress bar (or log lines) on stderr, one per decoder layer; one JSON
 // object on stdout at the end:
 //   {"model", "out", "method", "group_size", "sym", "layers",
 //    "tensors_quantized", "tensors_copied", "bytes_in", "bytes_out", "seconds"}
 // (gptq adds "calibration_tokens").
-// Refused, before anything is written: a GGUF file (its tensors are named
-// and laid out for llama.cpp; convert it to an HF folder first), an
-// already-quantized checkpoint (re-quantizing 4-bit codes would round twice;
-// quantize the unquantized model instead), a projection whose k is not a
-// multiple of the group or whose n or k is not a multiple of 8 (named).
-// Tested by tests/tools/onecard/quantize_command_test.cc.
+// Refused, before anything is written: an already-quantized HF checkpoint
+// (GPTQ, AWQ, compressed-tensors: quantize the unquantized model instead), a
+// projection whose k is not a multiple of the group or whose n or k is not a
+// multiple of 8 (named).
+// Tested by tests/tools/onecard/quantize_command_test.cc and, on the real
+// GGUF files, quantize_gguf_test.cc.
 #ifndef ONECARD_TOOLS_ONECARD_QUANTIZE_COMMAND_H_
 #define ONECARD_TOOLS_ONECARD_QUANTIZE_COMMAND_H_
 
@@ -35,7 +46,7 @@
 namespace onecard::tools {
 
 struct QuantizeCommandOptions {
-  std::string model_path;  // an HF checkpoint folder
+  std::string model_path;  // an HF checkpoint folder or a GGUF file
   std::string out_dir;     // created when absent; its files are overwritten
   std::string method = "rtn";
   int32_t group_size = 128;  // columns a scale covers; -1: one group a row
@@ -46,6 +57,9 @@ struct QuantizeCommandOptions {
   int64_t calibration_tokens = 2048;
   double damp = 0.01;
   int32_t num_threads = 0;
+  // Quantize projections a GGUF file stores in a quantized type (their
+  // dequantized values, rounded again).
+  bool allow_requantize = false;
 };
 
 // What can be wrong before anything loads: InvalidArgument naming the flag.

@@ -7,6 +7,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/engine/model/model_test_util.h"
 
 namespace onecard::engine {
 namespace {
@@ -212,6 +213,39 @@ TEST(HfConfigTest, UnsupportedFeatures) {
 TEST(HfConfigTest, InconsistentValuesFailValidation) {
   ExpectError(Edited(kLlama32, "num_key_value_heads", 5), absl::StatusCode::kInvalidArgument,
               "ModelConfig.num_kv_heads: 5 does not divide num_heads 32");
+}
+
+// HfConfigJson writes what ParseHfConfig reads back as the same config:
+// every field of the real configs above (the Mistral window already applied
+// to max_position_embeddings), and odd floats.
+TEST(HfConfigTest, WrittenConfigReadsBackTheSame) {
+  for (const char* text : {kLlama32, kQwen2, kMistral7b}) {
+    absl::StatusOr<ModelConfig> config = ParseHfConfig(text, "/m/config.json");
+    ASSERT_TRUE(config.ok()) << config.status();
+    const std::string written = HfConfigJson(*config);
+    absl::StatusOr<ModelConfig> back = ParseHfConfig(written, "/out/config.json");
+    ASSERT_TRUE(back.ok()) << back.status() << "\n" << written;
+    testing::ExpectSameModelConfig(*config, *back);
+  }
+  ModelConfig odd;
+  odd.name = "odd";
+  odd.vocab_size = 100;
+  odd.hidden_size = 64;
+  odd.intermediate_size = 96;
+  odd.num_layers = 3;
+  odd.num_heads = 4;
+  odd.num_kv_heads = 4;
+  odd.head_dim = 24;  // not hidden / heads
+  odd.rms_norm_eps = 1.0f / 3.0f;
+  odd.rope_theta = 123456.7f;
+  odd.bos_token_id = -1;
+  odd.eos_token_id = 0;
+  absl::StatusOr<ModelConfig> back = ParseHfConfig(HfConfigJson(odd), "/odd/config.json");
+  ASSERT_TRUE(back.ok()) << back.status();
+  testing::ExpectSameModelConfig(odd, *back);
+  const Json j = Json::parse(HfConfigJson(odd));
+  EXPECT_TRUE(j["bos_token_id"].is_null());
+  EXPECT_EQ(j["architectures"], Json::array({"LlamaForCausalLM"}));
 }
 
 TEST(HfConfigTest, LoadMissingFileIsNotFound) {

@@ -211,4 +211,30 @@ std::string SafetensorsF32(const std::vector<F32Tensor>& tensors) {
   return SafetensorsBytes(header.dump(), data);
 }
 
+void ExpectSameModelConfig(const engine::ModelConfig& a, const engine::ModelConfig& b,
+                           bool compare_name) {
+  if (compare_name) EXPECT_EQ(a.name, b.name);
+  EXPECT_EQ(a.architecture, b.architecture);
+  EXPECT_EQ(a.vocab_size, b.vocab_size);
+  EXPECT_EQ(a.hidden_size, b.hidden_size);
+  EXPECT_EQ(a.intermediate_size, b.intermediate_size);
+  EXPECT_EQ(a.num_layers, b.num_layers);
+  EXPECT_EQ(a.num_heads, b.num_heads);
+  EXPECT_EQ(a.num_kv_heads, b.num_kv_heads);
+  EXPECT_EQ(a.head_dim, b.head_dim);
+  EXPECT_EQ(a.max_position_embeddings, b.max_position_embeddings);
+  EXPECT_EQ(a.rms_norm_eps, b.rms_norm_eps);
+  EXPECT_EQ(a.rope_theta, b.rope_theta);
+  EXPECT_EQ(a.rope_scaling.enabled, b.rope_scaling.enabled);
+  EXPECT_EQ(a.rope_scaling.factor, b.rope_scaling.factor);
+  EXPECT_EQ(a.rope_scaling.low_freq_factor, b.rope_scaling.low_freq_factor);
+  EXPECT_EQ(a.rope_scaling.high_freq_factor, b.rope_scaling.high_freq_factor);
+  EXPECT_EQ(a.rope_scaling.original_max_position_embeddings,
+            b.rope_scaling.original_max_position_embeddings);
+  EXPECT_EQ(a.attention_bias, b.attention_bias);
+  EXPECT_EQ(a.tie_word_embeddings, b.tie_word_embeddings);
+  EXPECT_EQ(a.bos_token_id, b.bos_token_id);
+  EXPECT_EQ(a.eos_token_id, b.eos_token_id);
+}
+
 }  // namespace onecard::testing

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/model/model_config.h"
 #include "nlohmann/json.hpp"
 
 namespace onecard::testing {
@@ -141,6 +142,11 @@ std::string SafetensorsRaw(const std::vector<RawTensor>& tensors);
 // The tensors of a safetensors file, sorted by name (a gtest failure and
 // none when it cannot be read).
 std::vector<RawTensor> ReadRawTensors(const std::string& path);
+
+// EXPECTs every field of the two configs equal (the name too unless
+// `compare_name` is false).
+void ExpectSameModelConfig(const engine::ModelConfig& a, const engine::ModelConfig& b,
+                           bool compare_name = true);
 
 }  // namespace onecard::testing
 

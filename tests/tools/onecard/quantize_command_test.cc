@@ -16,9 +16,13 @@
 // - the bytes written for three tiny_qwen2 projections equal those of
 //   GPTQModel's quantizer and packer (tests/golden/quantize/);
 // - the input errors: a missing folder, a group that does not divide k, an
-//   already-quantized checkpoint, a GGUF file, an output that cannot be
-//   created, the input folder as output; each names what is wrong, is a
-//   usage error (exit 2) and writes nothing.
+//   already-quantized checkpoint, an output that cannot be created, the
+//   input folder as output, a GGUF tensor with no place in an HF folder;
+//   each names what is wrong, is a usage error (exit 2) and writes nothing;
+// - a GGUF file (a tiny model, llama with llama.cpp's Q/K permutation and
+//   qwen2 with biases) gives the same tensors, byte for byte, and the same
+//   config as the HF folder of the same model (tests/engine/model/
+//   tiny_model.h writes both); the real GGUF files are quantize_gguf_test's.
 #include "tools/onecard/quantize_command.h"
 
 #include <cstring>
@@ -35,6 +39,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/engine/model/model_test_util.h"
+#include "tests/engine/model/tiny_model.h"
 #include "tests/testing/all_close.h"
 
 namespace onecard::tools {
@@ -249,8 +254,6 @@ TEST(QuantizeCommandTest, InputErrorsAreNamedAndWriteNothing) {
       "k = 64 is not a multiple of --group-size 128");
   ExpectRefused({.model_path = SourcePath("tests/golden/hf_int4/gptq_v2_sym"), .out_dir = out},
                 "is already quantized (gptq");
-  ExpectRefused({.model_path = SourcePath("tests/golden/model/tiny_v3.gguf"), .out_dir = out},
-                "not GGUF");
   EXPECT_FALSE(std::filesystem::exists(out));
   const std::string file = scratch.Write("file", "x");
   ExpectRefused({.model_path = SourcePath("tests/golden/tiny_llama"),
@@ -261,6 +264,67 @@ TEST(QuantizeCommandTest, InputErrorsAreNamedAndWriteNothing) {
                  .out_dir = SourcePath("tests/golden/tiny_llama"),
                  .group_size = 32},
                 "is the input folder");
+}
+
+// Every tensor of the two model.safetensors: the same names, dtypes, shapes
+// and bytes.
+void ExpectSameTensors(const std::string& a_dir, const std::string& b_dir) {
+  auto a = engine::SafetensorsSource::OpenDirectory(a_dir);
+  auto b = engine::SafetensorsSource::OpenDirectory(b_dir);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_EQ((*a)->TensorNames(), (*b)->TensorNames());
+  for (const std::string& name : (*a)->TensorNames()) {
+    const engine::TensorView* x = (*a)->Find(name);
+    const engine::TensorView* y = (*b)->Find(name);
+    EXPECT_EQ(x->dtype, y->dtype) << name;
+    EXPECT_EQ(x->shape, y->shape) << name;
+    ASSERT_EQ(x->size_bytes, y->size_bytes) << name;
+    EXPECT_EQ(std::memcmp(x->data, y->data, x->size_bytes), 0) << name;
+  }
+}
+
+TEST(QuantizeCommandTest, GgufInputGivesTheHfFolderOfTheSameModel) {
+  for (const char* arch : {"llama", "qwen2"}) {
+    SCOPED_TRACE(arch);
+    ScratchDir scratch;
+    const testing::TinyModel model = testing::MakeTinyModel(
+        {.arch = arch, .vocab = 48, .hidden = 16, .intermediate = 24, .heads = 4, .kv_heads = 2});
+    const std::string gguf =
+        scratch.Write("tiny.gguf", testing::TinyGgufWriter(model).Build().bytes);
+    const std::string hf = testing::WriteTinyHfFolder(model, scratch, "hf");
+    QuantizeCommandOptions o = {.model_path = gguf,
+                                .out_dir = scratch.path() + "/from_gguf",
+                                .group_size = 8,
+                                .num_threads = 2};
+    std::ostringstream out;
+    const absl::Status from_gguf = RunQuantize(o, out);
+    ASSERT_TRUE(from_gguf.ok()) << from_gguf;
+    o.model_path = hf;
+    o.out_dir = scratch.path() + "/from_hf";
+    const absl::Status from_hf = RunQuantize(o, out);
+    ASSERT_TRUE(from_hf.ok()) << from_hf;
+    ExpectSameTensors(scratch.path() + "/from_gguf", scratch.path() + "/from_hf");
+    auto a = engine::OpenCheckpoint(scratch.path() + "/from_gguf");
+    auto b = engine::OpenCheckpoint(scratch.path() + "/from_hf");
+    ASSERT_TRUE(a.ok()) << a.status();
+    ASSERT_TRUE(b.ok()) << b.status();
+    EXPECT_EQ(a->quant.method, engine::HfQuantMethod::kGptq);
+    EXPECT_EQ(a->quant.group_size, 8);
+    testing::ExpectSameModelConfig(a->config, b->config, /*compare_name=*/false);
+    EXPECT_EQ(a->config.name, "tiny " + std::string(arch));  // the GGUF's general.name
+  }
+}
+
+TEST(QuantizeCommandTest, GgufTensorWithNoPlaceIsRefused) {
+  ScratchDir scratch;
+  const testing::TinyModel model = testing::MakeTinyModel({.hidden = 16, .intermediate = 24});
+  testing::GgufTestWriter writer = testing::TinyGgufWriter(model);
+  writer.AddF32Tensor("blk.0.attn_extra.weight", {16}, std::vector<float>(16, 1.0f));
+  const std::string gguf = scratch.Write("extra.gguf", writer.Build().bytes);
+  ExpectRefused({.model_path = gguf, .out_dir = scratch.path() + "/q", .group_size = 8},
+                "tensor 'blk.0.attn_extra.weight' has no place in a Hugging Face folder");
+  EXPECT_FALSE(std::filesystem::exists(scratch.path() + "/q"));
 }
 
 }  // namespace
