@@ -136,9 +136,15 @@ TEST(OpsControlPlaneRestartTest, NoRequestFailsAcrossARestartUnderLoad) {
       if (stop) return;
     }
   });
+  const auto sent_now = [&] {
+    absl::MutexLock lock(&mu);
+    return sent;
+  };
   (*cluster)->metrics_process().Signal(SIGKILL);
   ASSERT_TRUE((*cluster)->metrics_process().WaitForExit(absl::Seconds(30)).ok());
+  const int sent_at_kill = sent_now();
   absl::SleepFor(ScaledTime(absl::Seconds(4)));  // the outage: the worker backs off
+  const int served_in_outage = sent_now() - sent_at_kill;
   ASSERT_TRUE((*cluster)->RestartMetrics().ok());
   // The load runs on until the worker has registered again and a while past.
   EXPECT_TRUE(WaitForMetric((*cluster)->metrics().metrics, "onecard_cluster_workers",
@@ -154,7 +160,9 @@ TEST(OpsControlPlaneRestartTest, NoRequestFailsAcrossARestartUnderLoad) {
   }
   load.join();
   EXPECT_EQ(failed, 0) << "of " << sent << "; first: " << first_failure;
-  EXPECT_GT(sent, 10);
+  // The router kept serving while the metrics service was down (its table
+  // kept the worker): a steady flow, not one request that waited it out.
+  EXPECT_GE(served_in_outage, 2) << "of " << sent;
   cluster->reset();
   std::filesystem::remove_all(dir);
 }
