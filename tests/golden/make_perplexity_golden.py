@@ -7,9 +7,13 @@ summing the NLL of each window's scored tokens (the guide's token-weighted
 form). The text is tokenized with add_special_tokens=False.
 
   python tests/golden/make_perplexity_golden.py [--device cuda]
-      [--gguf models/X.gguf --out tests/golden/x/perplexity.json]
+      [--gguf models/X.gguf | --hf DIR] [--out tests/golden/x/perplexity.json]
       [--runs 512:256:2048,1024:512:0]
 
+--hf DIR reads a Hugging Face folder instead (e.g. one `onecard quantize`
+wrote: a GPTQ folder loads through transformers' GPTQ support, which needs
+GPTQModel), so that transformers' perplexity of the very file onecard reads
+can be compared with onecard's.
 Needs torch, transformers (>= 5), gguf, numpy and the GGUF file.
 Writes (default) tests/golden/smollm2/perplexity.json:
   {"source", "text", "text_sha256", "num_tokens", "token_ids_sha256" (of the
@@ -65,16 +69,26 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--gguf", default=os.path.join("models", GGUF))
+    parser.add_argument("--hf", default="", help="a Hugging Face folder instead of --gguf")
     parser.add_argument("--out", default=os.path.join("tests", "golden", "smollm2",
                                                       "perplexity.json"))
     parser.add_argument("--runs", default=",".join(f"{w}:{s}:{t}" for w, s, t in RUNS),
                         help="window:stride:text_tokens,... (text_tokens 0 = all)")
     args = parser.parse_args()
-    gguf_path = os.path.join(ROOT, args.gguf)
-    model_dir, gguf = os.path.dirname(gguf_path), os.path.basename(gguf_path)
     run_list = [tuple(int(v) for v in r.split(":")) for r in args.runs.split(",")]
-    tok = AutoTokenizer.from_pretrained(model_dir, gguf_file=gguf)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, gguf_file=gguf, dtype=torch.float32)
+    if args.hf:
+        tok = AutoTokenizer.from_pretrained(args.hf)
+        model = AutoModelForCausalLM.from_pretrained(args.hf, dtype=torch.float32,
+                                                     device_map=args.device)
+        model_source = f"the Hugging Face folder {args.hf} as transformers loads it"
+    else:
+        gguf_path = os.path.join(ROOT, args.gguf)
+        model_dir, gguf = os.path.dirname(gguf_path), os.path.basename(gguf_path)
+        tok = AutoTokenizer.from_pretrained(model_dir, gguf_file=gguf)
+        model = AutoModelForCausalLM.from_pretrained(model_dir, gguf_file=gguf,
+                                                     dtype=torch.float32)
+        model_source = (f"model {gguf} sha256 {sha256_file(gguf_path)}, weights dequantized by "
+                        "transformers' GGUF loader")
     model.to(args.device).eval()
     if args.device == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = False
@@ -94,9 +108,7 @@ def main():
         print(json.dumps(runs[-1]), flush=True)
     out = {
         "source": (f"transformers {transformers.__version__}, torch {torch.__version__}, "
-                   f"{args.device}, fp32 (no TF32); model {gguf} sha256 "
-                   f"{sha256_file(gguf_path)}, weights dequantized by "
-                   "transformers' GGUF loader"),
+                   f"{args.device}, fp32 (no TF32); {model_source}"),
         "text": TEXT,
         "text_sha256": sha256_file(text_path),
         "num_tokens": len(ids),
