@@ -9,42 +9,70 @@
 namespace onecard::engine {
 namespace {
 
+// Rows of a step's output computed together, so that the rows they share
+// are read from cache once per tile instead of from memory once per row.
+// Every value is the same sum in the same order as one row at a time.
+constexpr int64_t kTile = 16;
+
+// sum_{p in [begin, end)} x[p] y[p], in order.
+double Dot(const double* x, const double* y, int64_t begin, int64_t end) {
+  double s = 0.0;
+  for (int64_t p = begin; p < end; ++p) s += x[p] * y[p];
+  return s;
+}
+
+// init - x[0] y[0] - x[1] y[1] - ..., one subtraction at a time.
+double SubtractProducts(double init, const double* x, const double* y, int64_t end) {
+  for (int64_t p = 0; p < end; ++p) init -= x[p] * y[p];
+  return init;
+}
+
 // In place: the lower Cholesky factor L of a ([k, k], L L^T = a; the upper
-// triangle left as zeros). False when a is not positive definite.
+// triangle left as zeros). False when a is not positive definite. Column j
+// of L is a[i][j] - sum_{p < j} L[i][p] L[j][p], over L[j][j]; the columns go
+// in tiles of kTile, each row below a tile computing the tile's columns in
+// order while its row stays in cache.
 bool CholeskyLower(std::vector<double>& a, int64_t k) {
-  for (int64_t j = 0; j < k; ++j) {
-    double d = a[j * k + j];
-    for (int64_t p = 0; p < j; ++p) d -= a[j * k + p] * a[j * k + p];
-    if (!(d > 0.0)) return false;
-    const double l = std::sqrt(d);
-    a[j * k + j] = l;
-    for (int64_t i = j + 1; i < k; ++i) {
-      double s = a[i * k + j];
-      for (int64_t p = 0; p < j; ++p) s -= a[i * k + p] * a[j * k + p];
-      a[i * k + j] = s / l;
+  for (int64_t j0 = 0; j0 < k; j0 += kTile) {
+    const int64_t j1 = std::min(j0 + kTile, k);
+    for (int64_t j = j0; j < j1; ++j) {  // the tile's own rows
+      const double* rj = &a[j * k];
+      const double d = SubtractProducts(a[j * k + j], rj, rj, j);
+      if (!(d > 0.0)) return false;
+      a[j * k + j] = std::sqrt(d);
+      for (int64_t i = j + 1; i < j1; ++i) {
+        a[i * k + j] = SubtractProducts(a[i * k + j], &a[i * k], rj, j) / a[j * k + j];
+      }
     }
-    for (int64_t i = 0; i < j; ++i) a[i * k + j] = 0.0;
+    for (int64_t i = j1; i < k; ++i) {  // the rows below it
+      double* ri = &a[i * k];
+      for (int64_t j = j0; j < j1; ++j) {
+        ri[j] = SubtractProducts(ri[j], ri, &a[j * k], j) / a[j * k + j];
+      }
+    }
+  }
+  for (int64_t i = 0; i < k; ++i) {
+    for (int64_t j = i + 1; j < k; ++j) a[i * k + j] = 0.0;
   }
   return true;
 }
 
-// (L L^T)^-1 from the lower factor L (torch.cholesky_inverse).
+// (L L^T)^-1 from the lower factor L (torch.cholesky_inverse). Column j of
+// L^-1 is kept as row j of t = (L^-1)^T, so that every sum reads rows.
 std::vector<double> CholeskyInverse(const std::vector<double>& l, int64_t k) {
-  std::vector<double> inv(k * k, 0.0);  // L^-1, lower
+  std::vector<double> t(k * k, 0.0);  // (L^-1)^T, upper
   for (int64_t j = 0; j < k; ++j) {
-    inv[j * k + j] = 1.0 / l[j * k + j];
-    for (int64_t i = j + 1; i < k; ++i) {
-      double s = 0.0;
-      for (int64_t p = j; p < i; ++p) s += l[i * k + p] * inv[p * k + j];
-      inv[i * k + j] = -s / l[i * k + i];
-    }
+    double* tj = &t[j * k];
+    tj[j] = 1.0 / l[j * k + j];
+    for (int64_t i = j + 1; i < k; ++i) tj[i] = -Dot(&l[i * k], tj, j, i) / l[i * k + i];
   }
-  std::vector<double> out(k * k, 0.0);  // L^-T L^-1
-  for (int64_t i = 0; i < k; ++i) {
-    for (int64_t j = 0; j <= i; ++j) {
-      double s = 0.0;
-      for (int64_t p = i; p < k; ++p) s += inv[p * k + i] * inv[p * k + j];
-      out[i * k + j] = out[j * k + i] = s;
+  std::vector<double> out(k * k, 0.0);  // L^-T L^-1: out[i][j] = sum_{p >= i} t[i][p] t[j][p]
+  for (int64_t i0 = 0; i0 < k; i0 += kTile) {
+    const int64_t i1 = std::min(i0 + kTile, k);
+    for (int64_t j = 0; j < i1; ++j) {
+      for (int64_t i = std::max(i0, j); i < i1; ++i) {
+        out[i * k + j] = out[j * k + i] = Dot(&t[i * k], &t[j * k], i, k);
+      }
     }
   }
   return out;
