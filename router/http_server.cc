@@ -144,7 +144,16 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
         absl::StrCat("http.listen_address: cannot listen on ", config.http().listen_address()));
   }
   s->address_ = services::JoinHostPort(hp.host, port);
-  s->thread_ = std::thread([server = s->server_.get()] { server->listen_after_bind(); });
+  s->thread_ = std::thread([server = s->server_.get(), returned = &s->listen_returned_] {
+    server->listen_after_bind();
+    returned->store(true);
+  });
+  // httplib's stop() does nothing until the thread is in its accept loop
+  // (is_running()): a Stop() before that would leave the thread in accept()
+  // for ever, and Stop()'s join with it. So Start returns once it listens.
+  while (!s->server_->is_running() && !s->listen_returned_.load()) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
   return s;
 }
 

@@ -30,6 +30,7 @@
 #ifndef ONECARD_ROUTER_HTTP_SERVER_H_
 #define ONECARD_ROUTER_HTTP_SERVER_H_
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <thread>
@@ -85,7 +86,8 @@ class HttpServer {
   std::unique_ptr<httplib::Server> server_;
   std::string address_;
   std::thread thread_;
-  const int64_t started_ = 0;  // Unix seconds: the models' `created`
+  std::atomic<bool> listen_returned_{false};  // the thread's listen_after_bind returned
+  const int64_t started_ = 0;                 // Unix seconds: the models' `created`
 
   absl::Mutex mu_;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
