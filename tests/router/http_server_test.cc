@@ -7,10 +7,15 @@
 // status (401, 404, 413, 400, 429 with Retry-After, 503 draining or no
 // worker, 504, a worker's error renamed to the client's field, a failure
 // after the first token as an error event); a client that leaves mid-stream
-// cancels its worker call; the per-API metrics.
+// cancels its worker call; the per-API metrics; a Stop right after Start
+// ends (it once joined a thread that never left accept()).
 // Integration label: it starts servers on loopback (port 0).
 #include "router/http_server.h"
 
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <future>
 #include <memory>
 #include <string>
 
@@ -21,6 +26,7 @@
 #include "httplib.h"
 #include "nlohmann/json.hpp"
 #include "router/api_keys.h"
+#include "router/router_config.h"
 #include "router/router_server.h"
 #include "services/common/proto_time.h"
 #include "services/common/server_main.h"
@@ -298,6 +304,35 @@ TEST_F(HttpServerTest, MetricsSplitByApi) {
   EXPECT_EQ(text.Value("onecard_router_time_to_first_token_seconds_count",
                        {{"api", "http"}, {"priority", "standard"}}),
             1);
+}
+
+// httplib's stop() does nothing until its thread is in the accept loop. A
+// Stop issued before that was lost and Stop's join waited for ever on a
+// thread in accept(): a router shut down right after it started hung. In a
+// tight loop nearly every Stop comes before the new thread runs, so the
+// old Start fails here within a few cycles (a watchdog turns the hang into
+// a failure instead of ctest's timeout).
+TEST_F(HttpServerTest, StopRightAfterStartEnds) {
+  auto worker = FakeWorker::Start();
+  StartRouter({worker.get()});
+  onecard::v1::RouterConfig config = testing::ConfigForFakeWorkers({worker.get()}, 4);
+  ApplyRouterDefaults(&config);
+  constexpr int kCycles = 200;
+  std::future<int> cycles = std::async(std::launch::async, [&] {
+    for (int i = 0; i < kCycles; ++i) {
+      absl::StatusOr<std::unique_ptr<HttpServer>> http =
+          HttpServer::Start(&router_->core(), config);
+      if (!http.ok()) return -1;
+      (*http)->Stop();
+    }
+    return kCycles;
+  });
+  if (cycles.wait_for(std::chrono::seconds(60)) != std::future_status::ready) {
+    std::fprintf(stderr, "HttpServer::Stop right after Start did not return within 60 s\n");
+    std::fflush(stderr);
+    std::_Exit(1);  // the cycle's thread cannot be joined
+  }
+  EXPECT_EQ(cycles.get(), kCycles);
 }
 
 }  // namespace
