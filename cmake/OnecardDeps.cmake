@@ -9,6 +9,8 @@ find_package(benchmark CONFIG REQUIRED)
 find_package(nlohmann_json CONFIG REQUIRED)
 find_package(OpenSSL REQUIRED)  # sha256, constant-time compares (services/common/digest.h)
 find_package(yaml-cpp CONFIG REQUIRED)
+# Eigen (libeigen3-dev, headers only): GPTQ's solver (engine/model/gptq_solver.cc).
+find_package(Eigen3 3.3 REQUIRED NO_MODULE)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
 # cpp-httplib (libcpp-httplib-dev): the router's OpenAI-compatible HTTP API.

@@ -9,7 +9,7 @@ PACKAGES=(
   build-essential cmake ninja-build pkg-config git python3 python3-pip unzip curl
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev prometheus-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev
-  nlohmann-json3-dev libyaml-cpp-dev libpcre2-dev libicu-dev prometheus libcpp-httplib-dev
+  nlohmann-json3-dev libyaml-cpp-dev libeigen3-dev libpcre2-dev libicu-dev prometheus libcpp-httplib-dev
   clang libclang-rt-dev  # scripts/fuzz.sh (libFuzzer) and scripts/sanitize.sh
 )
 

@@ -4,94 +4,49 @@
 #include <algorithm>
 #include <cmath>
 
+#include "Eigen/Cholesky"
+#include "Eigen/Core"
 #include "absl/strings/str_cat.h"
 
 namespace onecard::engine {
 namespace {
 
-// Rows of a step's output computed together, so that the rows they share
-// are read from cache once per tile instead of from memory once per row.
-// Every value is the same sum in the same order as one row at a time.
-constexpr int64_t kTile = 16;
+using RowMajor = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using RowMajorMap = Eigen::Map<RowMajor, Eigen::Unaligned, Eigen::OuterStride<>>;
+using ConstRowMajorMap = Eigen::Map<const RowMajor, Eigen::Unaligned, Eigen::OuterStride<>>;
 
-// sum_{p in [begin, end)} x[p] y[p], in order.
-double Dot(const double* x, const double* y, int64_t begin, int64_t end) {
-  double s = 0.0;
-  for (int64_t p = begin; p < end; ++p) s += x[p] * y[p];
-  return s;
+// The [rows, cols] block of a row-major matrix of `stride` columns at data.
+RowMajorMap Block(double* data, int64_t rows, int64_t cols, int64_t stride) {
+  return RowMajorMap(data, rows, cols, Eigen::OuterStride<>(stride));
 }
-
-// init - x[0] y[0] - x[1] y[1] - ..., one subtraction at a time.
-double SubtractProducts(double init, const double* x, const double* y, int64_t end) {
-  for (int64_t p = 0; p < end; ++p) init -= x[p] * y[p];
-  return init;
-}
-
-// In place: the lower Cholesky factor L of a ([k, k], L L^T = a; the upper
-// triangle left as zeros). False when a is not positive definite. Column j
-// of L is a[i][j] - sum_{p < j} L[i][p] L[j][p], over L[j][j]; the columns go
-// in tiles of kTile, each row below a tile computing the tile's columns in
-// order while its row stays in cache.
-bool CholeskyLower(std::vector<double>& a, int64_t k) {
-  for (int64_t j0 = 0; j0 < k; j0 += kTile) {
-    const int64_t j1 = std::min(j0 + kTile, k);
-    for (int64_t j = j0; j < j1; ++j) {  // the tile's own rows
-      const double* rj = &a[j * k];
-      const double d = SubtractProducts(a[j * k + j], rj, rj, j);
-      if (!(d > 0.0)) return false;
-      a[j * k + j] = std::sqrt(d);
-      for (int64_t i = j + 1; i < j1; ++i) {
-        a[i * k + j] = SubtractProducts(a[i * k + j], &a[i * k], rj, j) / a[j * k + j];
-      }
-    }
-    for (int64_t i = j1; i < k; ++i) {  // the rows below it
-      double* ri = &a[i * k];
-      for (int64_t j = j0; j < j1; ++j) {
-        ri[j] = SubtractProducts(ri[j], ri, &a[j * k], j) / a[j * k + j];
-      }
-    }
-  }
-  for (int64_t i = 0; i < k; ++i) {
-    for (int64_t j = i + 1; j < k; ++j) a[i * k + j] = 0.0;
-  }
-  return true;
-}
-
-// (L L^T)^-1 from the lower factor L (torch.cholesky_inverse). Column j of
-// L^-1 is kept as row j of t = (L^-1)^T, so that every sum reads rows.
-std::vector<double> CholeskyInverse(const std::vector<double>& l, int64_t k) {
-  std::vector<double> t(k * k, 0.0);  // (L^-1)^T, upper
-  for (int64_t j = 0; j < k; ++j) {
-    double* tj = &t[j * k];
-    tj[j] = 1.0 / l[j * k + j];
-    for (int64_t i = j + 1; i < k; ++i) tj[i] = -Dot(&l[i * k], tj, j, i) / l[i * k + i];
-  }
-  std::vector<double> out(k * k, 0.0);  // L^-T L^-1: out[i][j] = sum_{p >= i} t[i][p] t[j][p]
-  for (int64_t i0 = 0; i0 < k; i0 += kTile) {
-    const int64_t i1 = std::min(i0 + kTile, k);
-    for (int64_t j = 0; j < i1; ++j) {
-      for (int64_t i = std::max(i0, j); i < i1; ++i) {
-        out[i * k + j] = out[j * k + i] = Dot(&t[i * k], &t[j * k], i, k);
-      }
-    }
-  }
-  return out;
+ConstRowMajorMap Block(const double* data, int64_t rows, int64_t cols, int64_t stride) {
+  return ConstRowMajorMap(data, rows, cols, Eigen::OuterStride<>(stride));
 }
 
 // U, the upper Cholesky factor of H^-1 (H^-1 = U^T U), after gptq.py's
-// dead-column and dampening steps on h (which it changes); nullopt-like
-// empty vector when H is not positive definite.
+// dampening step on h (which it changes); an empty vector when H is not
+// positive definite. gptq.py computes it as cholesky(cholesky_inverse(
+// cholesky(H)), upper); here with one factorization and one triangular
+// inverse, reversing the order of the columns (P: the reversal):
+//   P H P = L L^T  =>  H^-1 = P L^-T L^-1 P = (P L^-1 P)^T (P L^-1 P),
+// and P L^-1 P is upper with a positive diagonal, so it is U (the factor is
+// unique). Eigen's blocked Cholesky and triangular solve.
 std::vector<double> InverseFactor(std::vector<double>& h, int64_t k, double damp) {
   double mean = 0.0;
   for (int64_t i = 0; i < k; ++i) mean += h[i * k + i];
   mean /= static_cast<double>(k);
   for (int64_t i = 0; i < k; ++i) h[i * k + i] += damp * mean;
-  if (!CholeskyLower(h, k)) return {};
-  std::vector<double> hinv = CholeskyInverse(h, k);
-  if (!CholeskyLower(hinv, k)) return {};
+  Eigen::MatrixXd reversed(k, k);
+  for (int64_t i = 0; i < k; ++i) {
+    for (int64_t j = 0; j < k; ++j) reversed(i, j) = h[(k - 1 - i) * k + (k - 1 - j)];
+  }
+  Eigen::LLT<Eigen::Ref<Eigen::MatrixXd>> llt(reversed);  // in place: L in the lower triangle
+  if (llt.info() != Eigen::Success) return {};
+  Eigen::MatrixXd inverse = Eigen::MatrixXd::Identity(k, k);
+  llt.matrixL().solveInPlace(inverse);  // L^-1
   std::vector<double> u(k * k, 0.0);
   for (int64_t i = 0; i < k; ++i) {
-    for (int64_t j = i; j < k; ++j) u[i * k + j] = hinv[j * k + i];
+    for (int64_t j = i; j < k; ++j) u[i * k + j] = inverse(k - 1 - i, k - 1 - j);
   }
   return u;
 }
@@ -136,25 +91,25 @@ void QuantizeBlock(int64_t i1, int64_t i2, const std::vector<double>& u, const G
       for (int64_t j = i; j < bs; ++j) w1[r * bs + j] -= e * u[col * k + i1 + j];
     }
   }
-  for (int64_t r = 0; r < n; ++r) {
-    for (int64_t j = i2; j < k; ++j) {
-      double s = 0.0;
-      for (int64_t i = 0; i < bs; ++i) s += err[r * bs + i] * u[(i1 + i) * k + j];
-      wd[r * k + j] -= s;
-    }
+  if (i2 < k) {
+    Block(wd.data() + i2, n, k - i2, k).noalias() -=
+        Block(err.data(), n, bs, bs) * Block(u.data() + i1 * k + i2, bs, k - i2, k);
   }
 }
 
 }  // namespace
 
 void GptqHessian::Add(std::span<const float> x, int64_t rows) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* v = x.data() + r * k_;
-    for (int64_t i = 0; i < k_; ++i) {
-      const double vi = v[i];
-      double* row = h_.data() + i * k_;
-      for (int64_t j = i; j < k_; ++j) row[j] += vi * v[j];
-    }
+  // X^T X += X_c^T X_c for chunks X_c of rows in double (a symmetric rank
+  // update: Eigen's blocked kernel fills the upper triangle).
+  constexpr int64_t kChunk = 256;
+  RowMajor chunk;
+  for (int64_t r0 = 0; r0 < rows; r0 += kChunk) {
+    const int64_t m = std::min(kChunk, rows - r0);
+    chunk = Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(
+                x.data() + r0 * k_, m, k_)
+                .cast<double>();
+    Block(h_.data(), k_, k_, k_).selfadjointView<Eigen::Upper>().rankUpdate(chunk.transpose());
   }
   num_rows_ += rows;
 }

@@ -14,7 +14,10 @@
 //   code; err = (w - dequant(q)) / U[i][i]; the block's later columns
 //   -= err U[i][j]; after the block, the later columns -= Err U[block, later].
 // With H = I this is round-to-nearest. The result is in the GptqQuantized
-// form of gptq_quantizer.h (the same packing). Sums are in double.
+// form of gptq_quantizer.h (the same packing). Sums are in double, by
+// Eigen's blocked kernels (the Hessian's rank updates, the Cholesky factor,
+// the triangular inverse, the lazy batch's product), so they are not added
+// in gptq.py's order: equal to it within rounding, not bit for bit.
 // Tested by tests/engine/model/gptq_solver_test.cc.
 #ifndef ONECARD_ENGINE_MODEL_GPTQ_SOLVER_H_
 #define ONECARD_ENGINE_MODEL_GPTQ_SOLVER_H_

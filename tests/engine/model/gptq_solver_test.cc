@@ -3,9 +3,14 @@
 // most round-to-nearest's, over awkward shapes, groups smaller and larger
 // than the block, sym and not (the inequality GPTQ exists for, and one that
 // a wrong update sign, index or factor breaks); dead inputs give zero
-// weights; a non-positive-definite H is refused; the Hessian is 2 X^T X / N.
+// weights; a non-positive-definite H is refused; the Hessian is 2 X^T X / N;
+// and the codes, scales and zero points are gptq.py's, computed here step by
+// step in its order (textbook Cholesky, cholesky_inverse, Cholesky of the
+// inverse, the column loop with lazy batches), while the solver reaches the
+// same factor another way (gptq_solver.cc).
 #include "engine/model/gptq_solver.h"
 
+#include <cmath>
 #include <random>
 
 #include "gmock/gmock.h"
@@ -100,6 +105,110 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GptqSolverErrorTest,
                                            Case{16, 256, 128, 128, true},
                                            Case{16, 256, 128, 128, false},
                                            Case{32, 192, 64, 48, true}));
+
+// gptq.py fasterquant, written out with plain loops (the reference for
+// QuantizeGptq): H's dead inputs and dampening, U = cholesky(cholesky_inverse(
+// cholesky(H)), upper), then blocks of columns quantized one by one with the
+// error spread over the block, and the later columns updated after it.
+GptqQuantized GptqPy(std::vector<float> w, int64_t n, int64_t k, std::vector<double> h,
+                     const GptqOptions& o) {
+  std::vector<double> wd(w.begin(), w.end());
+  for (int64_t i = 0; i < k; ++i) {
+    if (h[i * k + i] != 0.0) continue;
+    h[i * k + i] = 1.0;
+    for (int64_t r = 0; r < n; ++r) wd[r * k + i] = 0.0;
+  }
+  double mean = 0.0;
+  for (int64_t i = 0; i < k; ++i) mean += h[i * k + i] / k;
+  for (int64_t i = 0; i < k; ++i) h[i * k + i] += o.damp * mean;
+  auto cholesky = [k](const std::vector<double>& a) {  // lower L, L L^T = a
+    std::vector<double> l(k * k, 0.0);
+    for (int64_t j = 0; j < k; ++j) {
+      double d = a[j * k + j];
+      for (int64_t p = 0; p < j; ++p) d -= l[j * k + p] * l[j * k + p];
+      l[j * k + j] = std::sqrt(d);
+      for (int64_t i = j + 1; i < k; ++i) {
+        double s = a[i * k + j];
+        for (int64_t p = 0; p < j; ++p) s -= l[i * k + p] * l[j * k + p];
+        l[i * k + j] = s / l[j * k + j];
+      }
+    }
+    return l;
+  };
+  const std::vector<double> l = cholesky(h);
+  std::vector<double> linv(k * k, 0.0);  // L^-1, column by column
+  for (int64_t j = 0; j < k; ++j) {
+    linv[j * k + j] = 1.0 / l[j * k + j];
+    for (int64_t i = j + 1; i < k; ++i) {
+      double s = 0.0;
+      for (int64_t p = j; p < i; ++p) s += l[i * k + p] * linv[p * k + j];
+      linv[i * k + j] = -s / l[i * k + i];
+    }
+  }
+  std::vector<double> hinv(k * k, 0.0);  // L^-T L^-1
+  for (int64_t i = 0; i < k; ++i) {
+    for (int64_t j = 0; j < k; ++j) {
+      for (int64_t p = std::max(i, j); p < k; ++p)
+        hinv[i * k + j] += linv[p * k + i] * linv[p * k + j];
+    }
+  }
+  const std::vector<double> l2 = cholesky(hinv);  // U = l2^T
+  auto u = [&](int64_t i, int64_t j) { return l2[j * k + i]; };
+  GptqQuantized q;
+  q.n = n, q.k = k, q.group = o.group;
+  q.codes.resize(n * k);
+  q.scales.resize(n * (k / o.group));
+  q.zeros.resize(n * (k / o.group));
+  std::vector<GptqGroupParams> params(n);
+  for (int64_t i1 = 0; i1 < k; i1 += o.block) {
+    const int64_t i2 = std::min<int64_t>(i1 + o.block, k);
+    std::vector<double> w1 = wd;  // the block's working copy
+    std::vector<double> err(n * k, 0.0);
+    for (int64_t c = i1; c < i2; ++c) {
+      if (c % o.group == 0) {
+        for (int64_t r = 0; r < n; ++r) {
+          std::vector<float> values(o.group);
+          for (int32_t j = 0; j < o.group; ++j) values[j] = static_cast<float>(wd[r * k + c + j]);
+          params[r] = FindGptqGroupParams(values, o.sym);
+          q.scales[r * (k / o.group) + c / o.group] = params[r].scale;
+          q.zeros[r * (k / o.group) + c / o.group] = params[r].zero;
+        }
+      }
+      for (int64_t r = 0; r < n; ++r) {
+        const double x = w1[r * k + c];
+        const uint8_t code = GptqCode(static_cast<float>(x), params[r]);
+        q.codes[r * k + c] = code;
+        const float value = params[r].scale * static_cast<float>(code - params[r].zero);
+        err[r * k + c] = (x - value) / u(c, c);
+        for (int64_t j = c; j < i2; ++j) w1[r * k + j] -= err[r * k + c] * u(c, j);
+      }
+    }
+    for (int64_t r = 0; r < n; ++r) {
+      for (int64_t j = i2; j < k; ++j) {
+        for (int64_t c = i1; c < i2; ++c) wd[r * k + j] -= err[r * k + c] * u(c, j);
+      }
+    }
+  }
+  return q;
+}
+
+TEST(GptqSolverTest, MatchesGptqPyStepByStep) {
+  for (const Case c :
+       {Case{20, 128, 32, 64, true}, Case{7, 96, 96, 32, false}, Case{12, 192, 64, 48, true}}) {
+    const std::vector<float> w = Normal(c.n * c.k, 0.05f, 31 + c.k);
+    const std::vector<float> x = CorrelatedInputs(2 * c.k, c.k, 41 + c.n);
+    GptqHessian hessian(c.k);
+    hessian.Add(x, 2 * c.k);
+    const std::vector<double> h = hessian.Matrix();
+    const GptqOptions o = {.group = c.group, .sym = c.sym, .damp = 0.01, .block = c.block};
+    absl::StatusOr<GptqQuantized> g = QuantizeGptq(w, c.n, c.k, h, o);
+    ASSERT_TRUE(g.ok()) << g.status();
+    const GptqQuantized want = GptqPy(w, c.n, c.k, h, o);
+    EXPECT_EQ(g->codes, want.codes) << c.k;
+    EXPECT_EQ(g->scales, want.scales) << c.k;
+    EXPECT_EQ(g->zeros, want.zeros) << c.k;
+  }
+}
 
 TEST(GptqSolverTest, DeadInputsGetZeroWeights) {
   const int64_t n = 8, k = 32;
