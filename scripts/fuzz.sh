@@ -11,12 +11,12 @@
 #   scripts/fuzz.sh [--seconds N] [--smoke] [--table FILE] [TARGET ...]
 #
 # --smoke: 10 s a target (what scripts/test.sh runs). Default 60 s a target.
-# Needs models/ (scripts/fetch-model.sh): the tokenizer and request targets
+# Needs models/ (scripts/fetch-model.sh): the tokenizer, request and openai targets
 # use SmolLM2's tokenizer. ONECARD_JOBS bounds the build's parallelism.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-ALL=(gguf safetensors hf_config hf_tokenizer chat_template tokenizer request service_config)
+ALL=(gguf safetensors hf_config hf_tokenizer chat_template tokenizer request service_config openai)
 SECONDS_EACH=60
 TABLE=""
 TARGETS=()
