@@ -32,6 +32,7 @@
 #include "services/common/server_main.h"
 #include "tests/router/testing/fake_worker.h"
 #include "tests/router/testing/router_under_test.h"
+#include "tests/testing/time_scale.h"
 
 namespace onecard::router {
 namespace {
@@ -311,12 +312,14 @@ TEST_F(HttpServerTest, MetricsSplitByApi) {
 // thread in accept(): a router shut down right after it started hung. In a
 // tight loop nearly every Stop comes before the new thread runs, so the
 // old Start fails here within a few cycles (a watchdog turns the hang into
-// a failure instead of ctest's timeout).
+// a failure instead of ctest's timeout; scaled under sanitizers).
 TEST_F(HttpServerTest, StopRightAfterStartEnds) {
   auto worker = FakeWorker::Start();
   StartRouter({worker.get()});
+  ASSERT_NE(router_, nullptr);
   onecard::v1::RouterConfig config = testing::ConfigForFakeWorkers({worker.get()}, 4);
   ApplyRouterDefaults(&config);
+  config.mutable_http()->set_max_connections(2);  // each start makes its pool's threads
   constexpr int kCycles = 200;
   std::future<int> cycles = std::async(std::launch::async, [&] {
     for (int i = 0; i < kCycles; ++i) {
@@ -327,8 +330,10 @@ TEST_F(HttpServerTest, StopRightAfterStartEnds) {
     }
     return kCycles;
   });
-  if (cycles.wait_for(std::chrono::seconds(60)) != std::future_status::ready) {
-    std::fprintf(stderr, "HttpServer::Stop right after Start did not return within 60 s\n");
+  const std::chrono::seconds watchdog = onecard::testing::ScaledTime(std::chrono::seconds(60));
+  if (cycles.wait_for(watchdog) != std::future_status::ready) {
+    std::fprintf(stderr, "HttpServer::Stop right after Start did not return within %lld s\n",
+                 static_cast<long long>(watchdog.count()));
     std::fflush(stderr);
     std::_Exit(1);  // the cycle's thread cannot be joined
   }
