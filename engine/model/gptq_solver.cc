@@ -23,23 +23,23 @@ ConstRowMajorMap Block(const double* data, int64_t rows, int64_t cols, int64_t s
   return ConstRowMajorMap(data, rows, cols, Eigen::OuterStride<>(stride));
 }
 
-// U, the upper Cholesky factor of H^-1 (H^-1 = U^T U), after gptq.py's
-// dampening step on h (which it changes); an empty vector when H is not
-// positive definite. gptq.py computes it as cholesky(cholesky_inverse(
+// U, the upper Cholesky factor of (H + damp mean(diag H) I)^-1 (gptq.py's
+// dampening; (...)^-1 = U^T U); an empty vector when that is not positive
+// definite. gptq.py computes it as cholesky(cholesky_inverse(
 // cholesky(H)), upper); here with one factorization and one triangular
 // inverse, reversing the order of the columns (P: the reversal):
 //   P H P = L L^T  =>  H^-1 = P L^-T L^-1 P = (P L^-1 P)^T (P L^-1 P),
 // and P L^-1 P is upper with a positive diagonal, so it is U (the factor is
 // unique). Eigen's blocked Cholesky and triangular solve.
-std::vector<double> InverseFactor(std::vector<double>& h, int64_t k, double damp) {
+std::vector<double> InverseFactor(const std::vector<double>& h, int64_t k, double damp) {
   double mean = 0.0;
   for (int64_t i = 0; i < k; ++i) mean += h[i * k + i];
   mean /= static_cast<double>(k);
-  for (int64_t i = 0; i < k; ++i) h[i * k + i] += damp * mean;
   Eigen::MatrixXd reversed(k, k);
   for (int64_t i = 0; i < k; ++i) {
     for (int64_t j = 0; j < k; ++j) reversed(i, j) = h[(k - 1 - i) * k + (k - 1 - j)];
   }
+  reversed.diagonal().array() += damp * mean;
   Eigen::LLT<Eigen::Ref<Eigen::MatrixXd>> llt(reversed);  // in place: L in the lower triangle
   if (llt.info() != Eigen::Success) return {};
   Eigen::MatrixXd inverse = Eigen::MatrixXd::Identity(k, k);

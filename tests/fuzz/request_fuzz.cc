@@ -15,7 +15,6 @@
 #include "tests/fuzz/request_fixture.h"
 
 using namespace onecard;
-using onecard::fuzz::WorkerTakes;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const fuzz::RequestFixture& f = fuzz::GetRequestFixture();
@@ -32,13 +31,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           services::ToEngineRequest(request, std::move(prompt->ids), f.limits);
       if (converted.ok()) (void)engine::ValidateRequest(*converted, f.limits, field);
     }
-    if (prepared.ok() && !WorkerTakes(prepared->worker_request, f).ok()) {
+    if (prepared.ok() && !fuzz::WorkerTakes(prepared->worker_request, f).ok()) {
       std::abort();  // the worker must take what the router prepared
     }
   }
   v1::WorkerGenerateRequest worker_request;
   if (worker_request.ParseFromArray(data, static_cast<int>(size))) {
-    (void)WorkerTakes(worker_request, f);
+    (void)fuzz::WorkerTakes(worker_request, f);
   }
   return 0;
 }
