@@ -32,6 +32,7 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <limits>
 
 #include "engine/kernels/cuda_check.h"
 #include "engine/kernels/cuda_common.cuh"
@@ -76,6 +77,10 @@ struct Args {
   int32_t group;
   float inv_group;     // 1 / group (GroupOf)
   int32_t num_groups;  // k / group
+  // A full stage's group spans, for ComputeFull (Launch sets it from the
+  // stage shape): 0 two a tile (groups of 32), j a span every j tiles, -1 the
+  // general Compute only.
+  int32_t tiles_per_span;
   const cuda::bf16* x;
   int64_t x_stride;
   const cuda::bf16* norm_w;
@@ -134,16 +139,24 @@ struct Sub {
   bool whole;     // its segment is the whole row group
 };
 
+// Whether a launch's full stages run ComputeFull: up to 16 rows, not with
+// mins at 16 (wider row tiles and mins would spill in its straight-line code).
+template <int NT, Int4Offsets kKind>
+constexpr bool kFullStages = NT == 1 || (NT == 2 && !kSumX<kKind>);
+
 // Walks a block's share sub by sub (one 64-bit division at the start, none
-// after: a stage's bookkeeping must cost nothing next to its slices).
-template <int kTpu>
+// after: a stage's bookkeeping must cost nothing next to its slices). With
+// kAligned, subs end on multiples of kTpu k tiles, so all but a segment's
+// first and last are full stages (ComputeFull).
+template <int kTpu, bool kAligned>
 struct Walker {
-  int64_t left;     // iterations not yet walked
+  static_assert((kTpu & (kTpu - 1)) == 0, "k tiles a stage: a power of two");
+  int32_t left;     // iterations not yet walked (a share: under 2^31, Int4Gemm checks)
   int32_t rg, kt;   // of the next sub
   bool seg_from_0;  // the current segment started at k tile 0
 
   __device__ __forceinline__ Walker(int64_t begin, int64_t end, const Args& a)
-      : left(end - begin),
+      : left(static_cast<int32_t>(end - begin)),
         rg(static_cast<int32_t>(begin / a.k_tiles)),
         kt(static_cast<int32_t>(begin % a.k_tiles)),
         seg_from_0(kt == 0) {}
@@ -155,11 +168,11 @@ struct Walker {
     s.rg = rg;
     s.kt = kt;
     const int32_t in_row = a.k_tiles - kt;
-    const int64_t seg_left = left < in_row ? left : in_row;
-    s.ntiles = static_cast<int32_t>(seg_left < kTpu ? seg_left : kTpu);
+    const int32_t seg_left = min(left, in_row);
+    s.ntiles = min(seg_left, kAligned ? kTpu - (kt & (kTpu - 1)) : kTpu);
     s.seg_last = s.ntiles == seg_left;
     s.whole = s.seg_last && seg_from_0 && s.ntiles == in_row;
-    s.g = static_cast<int32_t>(Int4GroupTiles(rg, a.n_tiles));
+    s.g = min(a.n_tiles - rg * kWarps, kWarps);
     left -= s.ntiles;
     kt += s.ntiles;
     if (kt == a.k_tiles) {
@@ -278,7 +291,7 @@ __device__ void Producer(Smem<NT>& sm, const Args& a, int64_t begin, int64_t end
   constexpr int S = Cfg<NT>::kStages;
   const int lane = threadIdx.x & 31;
   // The first stages' weights before the wait (constants), their x after.
-  Walker<Cfg<NT>::kTpu> issue(begin, end, a);
+  Walker<Cfg<NT>::kTpu, kFullStages<NT, kKind>> issue(begin, end, a);
   Sub first[S];
   int issued = 0;
   for (; issued < S - 1 && !issue.done(); ++issued) {
@@ -296,7 +309,7 @@ __device__ void Producer(Smem<NT>& sm, const Args& a, int64_t begin, int64_t end
     CopyX<NT, kNorm>(sm.stage[j], &sm.full[j], first[j], a, lane);
   }
   __syncthreads();  // the consumers' inv_rms
-  Walker<Cfg<NT>::kTpu> norm(begin, end, a);
+  Walker<Cfg<NT>::kTpu, kFullStages<NT, kKind>> norm(begin, end, a);
   for (int j = 0; !norm.done(); ++j) {
     if (!issue.done()) {  // refill: stage of sub `issued`, after the consumers left it
       const int st = issued % S;
@@ -392,13 +405,32 @@ __device__ __forceinline__ void Flush(const Span& span, float (&acc)[NT][4], flo
   }
 }
 
-// The tensor-core work of one stage for this warp's tile.
+// One 16-column slice of the warp's tile: code word `word` dequantized and
+// multiplied by the x columns from col into p (and S = sum x into sx, mins).
+template <int NT, Int4Offsets kKind>
+__device__ __forceinline__ void Slice(const Stage<NT>& st, uint32_t word, const Span& span, int col,
+                                      int gr, float (&p)[NT][4], float (&sx)[NT][4]) {
+  constexpr bool kSum = kSumX<kKind>;
+  const uint32_t ones[4] = {kOnes, kOnes, kOnes, kOnes};
+  uint32_t av[4];
+#pragma unroll
+  for (int m = 0; m < 4; ++m) {
+    av[m] = Dequant128(word, m);
+    if constexpr (!kSum) av[m] = SubBf16x2(av[m], m % 2 == 0 ? span.sub_lo : span.sub_hi);
+  }
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+    const uint2 bv = *reinterpret_cast<const uint2*>(&st.x[nt * 8 + gr][col]);
+    cuda::MmaBf16(p[nt], av, bv.x, bv.y);
+    if constexpr (kSum) cuda::MmaBf16(sx[nt], ones, bv.x, bv.y);
+  }
+}
+
+// The tensor-core work of one stage for this warp's tile, any stage.
 template <int NT, Int4Offsets kKind>
 __device__ __forceinline__ void Compute(const Stage<NT>& st, const Sub& s, const Args& a,
                                         float (&acc)[NT][4]) {
-  constexpr bool kSum = kSumX<kKind>;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gr = lane >> 2, t4 = lane & 3;
-  const uint32_t ones[4] = {kOnes, kOnes, kOnes, kOnes};
   float p[NT][4] = {}, sx[NT][4] = {};
   const int32_t col0 = s.kt * kInt4TileCols;
   int32_t boundary = (GroupOf(col0, a) + 1) * a.group;  // the next group's first column
@@ -411,19 +443,7 @@ __device__ __forceinline__ void Compute(const Stage<NT>& st, const Sub& s, const
     const uint32_t words[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      uint32_t av[4];
-#pragma unroll
-      for (int m = 0; m < 4; ++m) {
-        av[m] = Dequant128(words[i], m);
-        if constexpr (!kSum) av[m] = SubBf16x2(av[m], m % 2 == 0 ? span.sub_lo : span.sub_hi);
-      }
-      const int col = t * kInt4TileCols + 16 * i + 4 * t4;
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {
-        const uint2 bv = *reinterpret_cast<const uint2*>(&st.x[nt * 8 + gr][col]);
-        cuda::MmaBf16(p[nt], av, bv.x, bv.y);
-        if constexpr (kSum) cuda::MmaBf16(sx[nt], ones, bv.x, bv.y);
-      }
+      Slice<NT, kKind>(st, words[i], span, t * kInt4TileCols + 16 * i + 4 * t4, gr, p, sx);
       // Groups end on 32-column boundaries (odd i) only.
       if (i % 2 == 0) continue;
       const int32_t next_col = col0 + t * kInt4TileCols + 16 * i + 16;
@@ -437,6 +457,69 @@ __device__ __forceinline__ void Compute(const Stage<NT>& st, const Sub& s, const
       }
     }
   }
+}
+
+// Compute for a full stage (kTpu k tiles from a multiple of kTpu): where its
+// groups open and close is known at compile time (kTilesPerSpan, see
+// Args::tiles_per_span), so its slices run as straight-line code.
+template <int NT, Int4Offsets kKind, int kTilesPerSpan>
+__device__ __forceinline__ void ComputeFull(const Stage<NT>& st, const Sub& s,
+                                            float (&acc)[NT][4]) {
+  constexpr int kTpu = Cfg<NT>::kTpu;
+  constexpr bool kHalf = kTilesPerSpan == 0;     // groups of 32
+  constexpr int kJ = kHalf ? 1 : kTilesPerSpan;  // tiles a span
+  static_assert(kJ <= kTpu && kTpu % kJ == 0, "spans end on the stage's end");
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gr = lane >> 2, t4 = lane & 3;
+  float p[NT][4] = {}, sx[NT][4] = {};
+  Span span;
+#pragma unroll
+  for (int t = 0; t < kTpu; ++t) {
+    const uint4 v = st.codes[(t * s.g + warp) * 32 + lane];
+    const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const bool opens = kHalf ? i % 2 == 0 : t % kJ == 0 && i == 0;
+      const bool closes = kHalf ? i % 2 == 1 : t % kJ == kJ - 1 && i == 3;
+      if (opens) {
+        const int sp = kHalf ? 2 * t + i / 2 : t / kJ;
+        span = LoadSpan<NT, kKind>(st, s.g, warp, sp, gr);
+      }
+      Slice<NT, kKind>(st, words[i], span, t * kInt4TileCols + 16 * i + 4 * t4, gr, p, sx);
+      if (closes) Flush<NT, kKind>(span, acc, p, sx);
+    }
+  }
+}
+
+template <int NT, Int4Offsets kKind>
+__device__ __forceinline__ void ComputeStage(const Stage<NT>& st, const Sub& s, const Args& a,
+                                             float (&acc)[NT][4]) {
+  if (kFullStages<NT, kKind> && s.ntiles == Cfg<NT>::kTpu) {
+    switch (a.tiles_per_span) {
+      case 0:
+        return ComputeFull<NT, kKind, 0>(st, s, acc);
+      case 1:
+        return ComputeFull<NT, kKind, 1>(st, s, acc);
+      case 2:
+        return ComputeFull<NT, kKind, 2>(st, s, acc);
+      case 4:
+        if constexpr (Cfg<NT>::kTpu == 4) return ComputeFull<NT, kKind, 4>(st, s, acc);
+        break;
+      default:
+        break;
+    }
+  }
+  Compute<NT, kKind>(st, s, a, acc);
+}
+
+// Args::tiles_per_span for stages of tpu k tiles: groups of 32 two spans a
+// tile (0); groups of j * 64 columns with j dividing tpu a span every j tiles;
+// groups of a multiple of tpu tiles one span a stage (tpu); else -1.
+constexpr int32_t TilesPerSpan(int32_t group, int32_t tpu) {
+  if (group == kInt4MinGroup) return 0;
+  if (group % kInt4TileCols != 0) return -1;
+  const int32_t tpg = group / kInt4TileCols;
+  if (tpg <= tpu && tpu % tpg == 0) return tpg;
+  return tpg % tpu == 0 ? tpu : -1;
 }
 
 // Writes the outputs of the warp's tile rt from its sums v (rows gr, gr + 8;
@@ -560,12 +643,12 @@ __device__ void Consumer(Smem<NT>& sm, const Args& a, int64_t begin, int64_t end
   if constexpr (kNorm) RowNorms<NT>(sm, a);
   __syncthreads();  // inv_rms for the producer, the zero rows for every consumer
   float acc[NT][4] = {};
-  Walker<Cfg<NT>::kTpu> walk(begin, end, a);
+  Walker<Cfg<NT>::kTpu, kFullStages<NT, kKind>> walk(begin, end, a);
   for (int j = 0; !walk.done(); ++j) {
     const Sub s = walk.Next(a);
     const int st = j % S;
     cuda::MbarrierWait(kNorm ? &sm.ready[st] : &sm.full[st], (j / S) & 1);
-    if (s.rg * kWarps + warp < a.n_tiles) Compute<NT, kKind>(sm.stage[st], s, a, acc);
+    if (s.rg * kWarps + warp < a.n_tiles) ComputeStage<NT, kKind>(sm.stage[st], s, a, acc);
     __syncwarp();
     if (lane == 0) cuda::MbarrierArrive(&sm.empty[st]);
     if (s.seg_last) {
@@ -628,9 +711,11 @@ absl::Status Launch(const Args& a, cudaStream_t stream) {
   }();
   RETURN_IF_ERROR(per_sm.status());
   const int64_t grid = std::min<int64_t>(a.iters, int64_t{NumSms()} * *per_sm);
+  Args b = a;
+  b.tiles_per_span = TilesPerSpan(a.group, Cfg<NT>::kTpu);
   CUDA_RETURN_IF_ERROR(cuda::LaunchPdl(Int4GemmKernel<NT, kKind, kNorm>,
                                        dim3(static_cast<int>(grid)), dim3(kThreads),
-                                       sizeof(Smem<NT>), stream, a));
+                                       sizeof(Smem<NT>), stream, b));
   return absl::OkStatus();
 }
 
@@ -671,6 +756,10 @@ absl::Status Int4Gemm(const Int4GemmParams& p, cudaStream_t stream) {
   a.rows = p.rows;
   a.row_groups = static_cast<int32_t>(cuda::CeilDiv(a.n_tiles, kWarps));
   a.iters = int64_t{a.row_groups} * a.k_tiles;
+  if (a.iters > std::numeric_limits<int32_t>::max()) {  // a share's walk counts in int32
+    return absl::UnimplementedError(cuda::Cat("Int4Gemm: a weight of ", p.w.n, " x ", p.w.k,
+                                              " holds over 2^31 tiles of 16 x 64 codes"));
+  }
   const Int4GemmWorkspaceLayout ws = Int4GemmWorkspace(p.w.n, NumSms());
   if (p.workspace == nullptr || p.workspace_bytes < ws.total_bytes) {
     return absl::InvalidArgumentError(cuda::Cat("Int4Gemm: workspace of ", p.workspace_bytes,
