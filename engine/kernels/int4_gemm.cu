@@ -26,6 +26,13 @@
 //   so every SM streams to the end whatever n and k are. A row tile cut
 //   between blocks is summed by the warp that brings its last part, in block
 //   order from partial slots (deterministic), which also writes y.
+// - Full stages: up to 16 rows a block's stages end on multiples of kTpu k
+//   tiles, so all but a segment's first and last hold kTpu k tiles from an
+//   aligned start, where groups of 32, 64, 128 and 256 or more columns open
+//   and close at places known at compile time: those stages run
+//   straight-line code (ComputeFull, ~60 warp instructions a 512-byte code
+//   tile against ~75 with the per-slice group tests of Compute), chosen once
+//   a launch (ConsumeStages' kSpan), not once a stage.
 // - Launched with programmatic dependent launch: the first stages' codes and
 //   scales are requested before griddepcontrol.wait.
 // Tested by tests/gpu/int4_gemm_test.cc against Int4GemmRef.
@@ -490,23 +497,14 @@ __device__ __forceinline__ void ComputeFull(const Stage<NT>& st, const Sub& s,
   }
 }
 
-template <int NT, Int4Offsets kKind>
+// A stage's work: ComputeFull for a full stage where kSpan (the launch's
+// Args::tiles_per_span, a template argument so that no stage tests it) has
+// one, else Compute.
+template <int NT, Int4Offsets kKind, int kSpan>
 __device__ __forceinline__ void ComputeStage(const Stage<NT>& st, const Sub& s, const Args& a,
                                              float (&acc)[NT][4]) {
-  if (kFullStages<NT, kKind> && s.ntiles == Cfg<NT>::kTpu) {
-    switch (a.tiles_per_span) {
-      case 0:
-        return ComputeFull<NT, kKind, 0>(st, s, acc);
-      case 1:
-        return ComputeFull<NT, kKind, 1>(st, s, acc);
-      case 2:
-        return ComputeFull<NT, kKind, 2>(st, s, acc);
-      case 4:
-        if constexpr (Cfg<NT>::kTpu == 4) return ComputeFull<NT, kKind, 4>(st, s, acc);
-        break;
-      default:
-        break;
-    }
+  if constexpr (kSpan >= 0 && kFullStages<NT, kKind>) {
+    if (s.ntiles == Cfg<NT>::kTpu) return ComputeFull<NT, kKind, kSpan>(st, s, acc);
   }
   Compute<NT, kKind>(st, s, a, acc);
 }
@@ -626,10 +624,32 @@ __device__ __forceinline__ void RowNorms(Smem<NT>& sm, const Args& a) {
   }
 }
 
+// The consumers' loop over the block's stages (kSpan: ComputeStage).
+template <int NT, Int4Offsets kKind, bool kNorm, int kSpan>
+__device__ __forceinline__ void ConsumeStages(Smem<NT>& sm, const Args& a, int64_t begin,
+                                              int64_t end) {
+  constexpr int S = Cfg<NT>::kStages;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  float acc[NT][4] = {};
+  Walker<Cfg<NT>::kTpu, kFullStages<NT, kKind>> walk(begin, end, a);
+  for (int j = 0; !walk.done(); ++j) {
+    const Sub s = walk.Next(a);
+    const int st = j % S;
+    cuda::MbarrierWait(kNorm ? &sm.ready[st] : &sm.full[st], (j / S) & 1);
+    if (s.rg * kWarps + warp < a.n_tiles) ComputeStage<NT, kKind, kSpan>(sm.stage[st], s, a, acc);
+    __syncwarp();
+    if (lane == 0) cuda::MbarrierArrive(&sm.empty[st]);
+    if (s.seg_last) {
+      FinishSegment<NT>(s, a, acc);
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.0f;
+    }
+  }
+}
+
 template <int NT, Int4Offsets kKind, bool kNorm>
 __device__ void Consumer(Smem<NT>& sm, const Args& a, int64_t begin, int64_t end) {
   constexpr int S = Cfg<NT>::kStages;
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   // x rows past a.rows stay zero (the copies never write them).
   for (int st = 0; st < S; ++st) {
     for (int r = a.rows; r < 8 * NT; ++r) {
@@ -642,21 +662,16 @@ __device__ void Consumer(Smem<NT>& sm, const Args& a, int64_t begin, int64_t end
   cuda::LaunchDependents();
   if constexpr (kNorm) RowNorms<NT>(sm, a);
   __syncthreads();  // inv_rms for the producer, the zero rows for every consumer
-  float acc[NT][4] = {};
-  Walker<Cfg<NT>::kTpu, kFullStages<NT, kKind>> walk(begin, end, a);
-  for (int j = 0; !walk.done(); ++j) {
-    const Sub s = walk.Next(a);
-    const int st = j % S;
-    cuda::MbarrierWait(kNorm ? &sm.ready[st] : &sm.full[st], (j / S) & 1);
-    if (s.rg * kWarps + warp < a.n_tiles) ComputeStage<NT, kKind>(sm.stage[st], s, a, acc);
-    __syncwarp();
-    if (lane == 0) cuda::MbarrierArrive(&sm.empty[st]);
-    if (s.seg_last) {
-      FinishSegment<NT>(s, a, acc);
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.0f;
+  if constexpr (kFullStages<NT, kKind> && !(kNorm && kSumX<kKind>)) {  // that one would spill
+    const int32_t span = a.tiles_per_span;
+    if (span == 0) return ConsumeStages<NT, kKind, kNorm, 0>(sm, a, begin, end);
+    if (span == 1) return ConsumeStages<NT, kKind, kNorm, 1>(sm, a, begin, end);
+    if (span == 2) return ConsumeStages<NT, kKind, kNorm, 2>(sm, a, begin, end);
+    if constexpr (Cfg<NT>::kTpu == 4) {
+      if (span == 4) return ConsumeStages<NT, kKind, kNorm, 4>(sm, a, begin, end);
     }
   }
+  ConsumeStages<NT, kKind, kNorm, -1>(sm, a, begin, end);
 }
 
 template <int NT, Int4Offsets kKind, bool kNorm>
