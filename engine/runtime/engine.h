@@ -140,7 +140,11 @@ struct EngineOptions {
   int32_t kv_block_size = 16;
   int64_t num_kv_blocks = 0;             // 0 = from kv_cache_bytes
   int64_t kv_cache_bytes = 256ll << 20;  // cpu backend
-  int64_t gpu_memory_budget = 0;         // cuda backend: bytes; 0 = the card's free memory
+  // How K and V are stored (model_runner.h): the cpu backend rounds them to
+  // bf16 or fp8 as they are written; the cuda backend stores BF16 (auto and
+  // bf16) and refuses fp8, which it does not have yet.
+  KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto;
+  int64_t gpu_memory_budget = 0;  // cuda backend: bytes; 0 = the card's free memory
   // cuda backend: time the decode buckets' GEMM forms at startup and keep
   // the fastest (docs/cuda.md). The choice is by timing, so two engines may
   // differ in summation order (a near-tie greedy token can differ between

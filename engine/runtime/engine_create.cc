@@ -26,9 +26,15 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> CreateModelRunner(const Checkpoint&
     return CreateCpuModelRunner(checkpoint, {.num_threads = options.num_threads,
                                              .kv_block_size = options.kv_block_size,
                                              .num_kv_blocks = options.num_kv_blocks,
-                                             .kv_cache_bytes = options.kv_cache_bytes});
+                                             .kv_cache_bytes = options.kv_cache_bytes,
+                                             .kv_cache_dtype = options.kv_cache_dtype});
   }
   if (options.backend == "cuda") {
+    if (options.kv_cache_dtype == KvCacheDtype::kFp8E4m3) {
+      return absl::UnimplementedError(
+          "EngineOptions.kv_cache_dtype: fp8 is not in the cuda backend yet (its KV cache is "
+          "BF16: auto or bf16); the cpu backend has it");
+    }
 #if defined(ONECARD_HAVE_CUDA)
     CudaRunnerOptions cuda;
     cuda.gpu_memory_budget = options.gpu_memory_budget;

@@ -12,11 +12,43 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "engine/kernels/sample.h"
 #include "engine/kv_cache/kv_layout.h"
 #include "engine/model/model_config.h"
 
 namespace onecard::engine {
+
+// How a backend stores the KV cache. kAuto: its own (cpu fp32, cuda BF16).
+// kBf16 and kFp8E4m3: values rounded to BF16, or to FP8 E4M3 with a scale of
+// 1 for K and V (engine/common/fp8.h: round to nearest even, saturating at
+// +-448), as they are written; the cpu backend keeps them in fp32 storage
+// (the reference for the accuracy of those formats).
+enum class KvCacheDtype : uint8_t { kAuto, kBf16, kFp8E4m3 };
+
+inline const char* KvCacheDtypeName(KvCacheDtype dtype) {
+  switch (dtype) {
+    case KvCacheDtype::kAuto:
+      return "auto";
+    case KvCacheDtype::kBf16:
+      return "bf16";
+    case KvCacheDtype::kFp8E4m3:
+      return "fp8";
+  }
+  return "?";
+}
+
+// "auto", "bf16", "fp8" (InvalidArgument naming `field` otherwise).
+inline absl::StatusOr<KvCacheDtype> ParseKvCacheDtype(absl::string_view text,
+                                                      absl::string_view field) {
+  for (KvCacheDtype d : {KvCacheDtype::kAuto, KvCacheDtype::kBf16, KvCacheDtype::kFp8E4m3}) {
+    if (text == KvCacheDtypeName(d)) return d;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat(field, ": unknown KV cache dtype \"", text, "\"; supported: auto, bf16, fp8"));
+}
 
 struct SequenceChunk {
   int64_t seq_id = 0;

@@ -60,6 +60,9 @@ ABSL_FLAG(std::string, text, "",
 ABSL_FLAG(int32_t, window, 1024, "perplexity: tokens a forward pass sees (HF's max_length)");
 ABSL_FLAG(int32_t, stride, 512, "perplexity: tokens the window moves, [1, --window]");
 ABSL_FLAG(int64_t, text_tokens, 0, "perplexity: score the text's first N tokens; 0 = all");
+ABSL_FLAG(std::string, kv_cache_dtype, "auto",
+          "perplexity: how the KV cache holds K and V: auto (the backend's own: cpu fp32, cuda "
+          "BF16), bf16, or fp8 (E4M3, scale 1; cpu backend)");
 ABSL_FLAG(std::string, out, "", "quantize: the output folder (created; its files overwritten)");
 ABSL_FLAG(std::string, method, "rtn",
           "quantize: rtn (round-to-nearest) or gptq (error-compensating, needs --calibration)");
@@ -100,7 +103,7 @@ const onecard::services::CommandLineSpec kCommandLine = {
                 {"max_tokens", "temperature", "top_p", "top_k", "min_p", "repetition_penalty",
                  "seed"}},
                {"Output", {"json"}},
-               {"Perplexity", {"text", "window", "stride", "text_tokens"}},
+               {"Perplexity", {"text", "window", "stride", "text_tokens", "kv_cache_dtype"}},
                {"Quantize",
                 {"out", "method", "group_size", "sym", "calibration", "calibration_tokens", "damp",
                  "allow_requantize"}}},
@@ -260,7 +263,8 @@ int main(int argc, char** argv) {
         .backend = absl::GetFlag(FLAGS_backend),
         .num_threads = absl::GetFlag(FLAGS_threads),
         .windows = {.window = absl::GetFlag(FLAGS_window), .stride = absl::GetFlag(FLAGS_stride)},
-        .text_tokens = absl::GetFlag(FLAGS_text_tokens)};
+        .text_tokens = absl::GetFlag(FLAGS_text_tokens),
+        .kv_cache_dtype = absl::GetFlag(FLAGS_kv_cache_dtype)};
     if (absl::Status s = onecard::tools::CheckPerplexityOptions(options); !s.ok()) {
       return UsageError(s);
     }

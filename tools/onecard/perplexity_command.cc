@@ -41,7 +41,7 @@ absl::Status CheckPerplexityOptions(const PerplexityCommandOptions& o) {
         absl::StrCat("--text-tokens: ", o.text_tokens, " (0 = all, else at least 2)"));
   }
   if (o.num_threads < 0) return absl::InvalidArgumentError("--threads: must not be negative");
-  return absl::OkStatus();
+  return engine::ParseKvCacheDtype(o.kv_cache_dtype, "--kv-cache-dtype").status();
 }
 
 absl::Status RunPerplexityWith(const PerplexityCommandOptions& options,
@@ -65,6 +65,7 @@ absl::Status RunPerplexityWith(const PerplexityCommandOptions& options,
   const nlohmann::json summary = {
       {"model", options.model_path},
       {"backend", runner.name()},
+      {"kv_cache_dtype", options.kv_cache_dtype},
       {"text", options.text_path},
       {"text_bytes", text.size()},
       {"tokens", result.num_tokens},
@@ -96,6 +97,8 @@ absl::Status RunPerplexity(const PerplexityCommandOptions& options, std::ostream
   e.model_path = options.model_path;
   e.backend = options.backend;
   e.num_threads = options.num_threads;
+  ASSIGN_OR_RETURN(e.kv_cache_dtype,
+                   engine::ParseKvCacheDtype(options.kv_cache_dtype, "--kv-cache-dtype"));
   // One sequence of one window at a time: its blocks, and a step as long as
   // the window.
   e.num_kv_blocks = (window + e.kv_block_size - 1) / e.kv_block_size;

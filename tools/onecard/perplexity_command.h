@@ -27,7 +27,8 @@ struct PerplexityCommandOptions {
   std::string backend = "cpu";
   int32_t num_threads = 0;  // cpu backend; 0 = all cores
   engine::PerplexityOptions windows;
-  int64_t text_tokens = 0;  // score the text's first N tokens; 0 = all
+  int64_t text_tokens = 0;              // score the text's first N tokens; 0 = all
+  std::string kv_cache_dtype = "auto";  // engine::ParseKvCacheDtype
 };
 
 // What can be wrong before anything loads: InvalidArgument naming the flag.

@@ -6,7 +6,9 @@
 #include <cmath>
 #include <mutex>
 
+#include "engine/common/fp8.h"
 #include "engine/common/status_macros.h"
+#include "engine/kernels/bf16.h"
 #include "engine/kernels/embedding.h"
 #include "engine/kernels/kv_cache_write.h"
 #include "engine/kernels/rms_norm.h"
@@ -18,7 +20,7 @@
 namespace onecard::engine {
 
 CpuForward::CpuForward(const ModelConfig& config, CpuWeights weights, const KvLayout& layout,
-                       int num_threads, LinearInputObserver observer)
+                       int num_threads, LinearInputObserver observer, KvCacheDtype kv_dtype)
     : config_(config),
       weights_(std::move(weights)),
       layout_(layout),
@@ -30,7 +32,8 @@ CpuForward::CpuForward(const ModelConfig& config, CpuWeights weights, const KvLa
       k_pools_(config.num_layers, std::vector<float>(layout.PoolElements())),
       v_pools_(config.num_layers, std::vector<float>(layout.PoolElements())),
       pool_(num_threads),
-      observer_(std::move(observer)) {}
+      observer_(std::move(observer)),
+      kv_dtype_(kv_dtype) {}
 
 void CpuForward::Observe(int64_t layer, LinearInput input, const std::vector<float>& x,
                          int32_t n) const {
@@ -113,6 +116,18 @@ absl::Status CpuForward::AttentionBlock(int64_t layer, const FlatBatch& flat) {
                     static_cast<int32_t>(config_.num_kv_heads),
                     static_cast<int32_t>(config_.head_dim)});
   }));
+  if (kv_dtype_ != KvCacheDtype::kAuto) {  // the values the pools hold in that format
+    RETURN_IF_ERROR(ForTokenRanges(n, [&](int32_t begin, int32_t end) {
+      for (int32_t t = begin; t < end; ++t) {
+        float* kv = k + int64_t{t} * qkv_dim_;  // the token's K heads, then its V heads
+        for (int64_t i = 0; i < 2 * kv_dim_; ++i) {
+          kv[i] = kv_dtype_ == KvCacheDtype::kBf16 ? Bf16ToFloat(FloatToBf16(kv[i]))
+                                                   : RoundThroughE4m3(kv[i], 1.0f);
+        }
+      }
+      return absl::OkStatus();
+    }));
+  }
   RETURN_IF_ERROR(KvCacheWriteRef({DType::kF32, k, v, qkv_dim_, qkv_dim_, k_pools_[layer].data(),
                                    v_pools_[layer].data(), layout_, flat.slot_mapping.data(), n}));
   PagedAttentionParams attn;

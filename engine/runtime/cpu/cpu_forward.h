@@ -26,6 +26,7 @@
 #include "engine/runtime/cpu/cpu_batch.h"
 #include "engine/runtime/cpu/cpu_weights.h"
 #include "engine/runtime/cpu/linear_inputs.h"
+#include "engine/runtime/model_runner.h"
 
 namespace onecard::engine {
 
@@ -33,8 +34,10 @@ class CpuForward {
  public:
   // config must have passed CheckCpuConfig; weights come from PackCpuWeights;
   // layout.num_blocks > 0.
+  // kv_dtype: kAuto keeps K and V exact; kBf16 / kFp8E4m3 round each value
+  // written to the pools to that format (model_runner.h).
   CpuForward(const ModelConfig& config, CpuWeights weights, const KvLayout& layout, int num_threads,
-             LinearInputObserver observer = nullptr);
+             LinearInputObserver observer = nullptr, KvCacheDtype kv_dtype = KvCacheDtype::kAuto);
 
   // Writes the batch's K/V into the pools and sets *logits to
   // [flat.logit_rows.size(), vocab_size].
@@ -80,6 +83,7 @@ class CpuForward {
   Activations act_;
   ThreadPool pool_;
   const LinearInputObserver observer_;
+  const KvCacheDtype kv_dtype_;
 };
 
 }  // namespace onecard::engine

@@ -23,6 +23,9 @@ struct CpuRunnerOptions {
   int32_t kv_block_size = 16;
   int64_t num_kv_blocks = 0;  // 0 = from kv_cache_bytes
   int64_t kv_cache_bytes = 256ll << 20;
+  // kAuto keeps K and V in fp32; kBf16 / kFp8E4m3 round them to that format
+  // as they are written (model_runner.h), the storage staying fp32.
+  KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto;
   // Sees every layer's linear inputs and residual stream (calibration:
   // onecard quantize); none when empty.
   LinearInputObserver linear_input_observer;

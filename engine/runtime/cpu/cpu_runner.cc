@@ -22,10 +22,10 @@ namespace {
 class CpuModelRunner : public ModelRunner {
  public:
   CpuModelRunner(const ModelConfig& config, CpuWeights weights, const KvLayout& layout,
-                 int num_threads, LinearInputObserver observer)
+                 int num_threads, LinearInputObserver observer, KvCacheDtype kv_dtype)
       : config_(config),
         layout_(layout),
-        forward_(config, std::move(weights), layout, num_threads, std::move(observer)) {
+        forward_(config, std::move(weights), layout, num_threads, std::move(observer), kv_dtype) {
     limits_.vocab_size = config.vocab_size;
     limits_.max_context = config.max_position_embeddings;
     limits_.layout = layout;
@@ -87,8 +87,9 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> CreateCpuModelRunnerFromWeights(
   // The KV pools and activations are std::vectors: a failed allocation
   // throws, and becomes a status here.
   try {
-    runner = std::make_unique<CpuModelRunner>(config, std::move(packed), layout,
-                                              options.num_threads, options.linear_input_observer);
+    runner =
+        std::make_unique<CpuModelRunner>(config, std::move(packed), layout, options.num_threads,
+                                         options.linear_input_observer, options.kv_cache_dtype);
   } catch (const std::bad_alloc&) {
     return absl::ResourceExhaustedError(
         absl::StrCat("cannot allocate the KV pool of ", layout.num_blocks, " blocks"));

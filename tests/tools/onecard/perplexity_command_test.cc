@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "engine/runtime/engine.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -48,6 +49,21 @@ TEST(PerplexityCommandTest, ArgumentErrorsNameTheFlag) {
   o = Valid();
   o.text_tokens = 1;
   EXPECT_THAT(CheckPerplexityOptions(o).message(), HasSubstr("--text-tokens: 1"));
+  o = Valid();
+  o.kv_cache_dtype = "int8";
+  EXPECT_THAT(CheckPerplexityOptions(o).message(), HasSubstr("--kv-cache-dtype: unknown"));
+  o.kv_cache_dtype = "fp8";
+  EXPECT_TRUE(CheckPerplexityOptions(o).ok());
+}
+
+// The cuda backend's KV cache is BF16: fp8 is refused before any device work.
+TEST(PerplexityCommandTest, CudaRefusesAnFp8KvCache) {
+  engine::EngineOptions e;
+  e.backend = "cuda";
+  e.kv_cache_dtype = engine::KvCacheDtype::kFp8E4m3;
+  const absl::Status s = engine::CreateModelRunner(engine::Checkpoint{}, e).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(s.message(), HasSubstr("kv_cache_dtype: fp8"));
 }
 
 TEST(PerplexityCommandTest, PrintsOneJsonSummaryOfTheTextsTokens) {
@@ -66,6 +82,7 @@ TEST(PerplexityCommandTest, PrintsOneJsonSummaryOfTheTextsTokens) {
   ASSERT_GT(ids.size(), 40u);
   EXPECT_EQ(j["tokens"], 40);
   EXPECT_EQ(j["backend"], "fake");
+  EXPECT_EQ(j["kv_cache_dtype"], "auto");
   EXPECT_EQ(j["window"], 8);
   EXPECT_EQ(j["stride"], 4);
   EXPECT_EQ(j["windows"], 9);  // begins 0, 4, ..., 32 (the last ends at 40)

@@ -10,10 +10,13 @@
 //   errors of bad batches, options and weights.
 #include "engine/runtime/cpu/cpu_model_runner.h"
 
+#include <functional>
 #include <limits>
 #include <numeric>
 #include <random>
 
+#include "engine/common/fp8.h"
+#include "engine/kernels/bf16.h"
 #include "gtest/gtest.h"
 #include "tests/engine/runtime/cpu/tiny_model.h"
 #include "tests/testing/all_close.h"
@@ -77,6 +80,48 @@ TEST_P(CpuModelRunnerTest, MatchesDenseForward) {
       testing::DenseForward(config, testing::RandomWeights(config, 7), tokens);
   // fp32 against double through a few layers of O(1) activations.
   EXPECT_ALL_CLOSE(got, want, (Tolerance{1e-4, 1e-3, 1e-9}));
+}
+
+// A KV cache in BF16 or FP8 E4M3 (scale 1): the runner against DenseForward
+// with K and V rounded the same way (fp8.h is checked against ml_dtypes by
+// fp8_test). The FP8 runner must also move away from the exact forward by
+// more than the tolerance: the rounding is applied, to K and V.
+TEST_P(CpuModelRunnerTest, KvCacheDtypesMatchDenseForwardWithRoundedKv) {
+  const ModelConfig config = testing::TinyConfig(GetParam());
+  const std::vector<int32_t> tokens = Tokens(45, 4, config.vocab_size);
+  const Tolerance tol{1e-4, 1e-3, 1e-9};
+  const std::vector<float> exact =
+      testing::DenseForward(config, testing::RandomWeights(config, 7), tokens);
+  const std::pair<KvCacheDtype, std::function<float(float)>> cases[] = {
+      {KvCacheDtype::kBf16, [](float x) { return Bf16ToFloat(FloatToBf16(x)); }},
+      {KvCacheDtype::kFp8E4m3, [](float x) { return E4m3ToFloat(FloatToE4m3(x)); }}};
+  for (const auto& [dtype, round] : cases) {
+    SCOPED_TRACE(KvCacheDtypeName(dtype));
+    CpuRunnerOptions options;
+    options.num_threads = 2;
+    options.kv_block_size = 4;
+    options.num_kv_blocks = 256;
+    options.kv_cache_dtype = dtype;
+    auto runner =
+        CreateCpuModelRunnerFromWeights(config, testing::RandomWeights(config, 7), options);
+    ASSERT_TRUE(runner.ok()) << runner.status();
+    const std::vector<float> got = Prefill(**runner, tokens, Blocks(0, 12), {45});
+    EXPECT_ALL_CLOSE(
+        got, testing::DenseForward(config, testing::RandomWeights(config, 7), tokens, round), tol);
+    if (dtype == KvCacheDtype::kFp8E4m3) {
+      EXPECT_FALSE(::onecard::testing::AllClose(got, exact, tol));
+    }
+  }
+}
+
+TEST(KvCacheDtypeTest, ParsesTheNamesAndNamesTheField) {
+  EXPECT_EQ(*ParseKvCacheDtype("fp8", "f"), KvCacheDtype::kFp8E4m3);
+  EXPECT_EQ(*ParseKvCacheDtype("bf16", "f"), KvCacheDtype::kBf16);
+  EXPECT_EQ(*ParseKvCacheDtype("auto", "f"), KvCacheDtype::kAuto);
+  const absl::Status bad = ParseKvCacheDtype("fp4", "--kv-cache-dtype").status();
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.message().find("--kv-cache-dtype"), std::string::npos) << bad;
+  EXPECT_NE(bad.message().find("fp4"), std::string::npos) << bad;
 }
 
 TEST_P(CpuModelRunnerTest, ChunkedPrefillAndDecodeAreBitwiseEqual) {

@@ -153,7 +153,8 @@ ModelWeightsF32 RandomWeights(const ModelConfig& c, uint32_t seed) {
 }
 
 std::vector<float> DenseForward(const ModelConfig& c, const ModelWeightsF32& w,
-                                const std::vector<int32_t>& tokens) {
+                                const std::vector<int32_t>& tokens,
+                                const std::function<float(float)>& round_kv) {
   const int64_t hd = c.hidden_size, q_dim = c.num_heads * c.head_dim;
   const int64_t kv_dim = c.num_kv_heads * c.head_dim;
   const std::vector<float> inv_freq =
@@ -164,9 +165,13 @@ std::vector<float> DenseForward(const ModelConfig& c, const ModelWeightsF32& w,
     const Matrix h = RmsNorm(x, layer.attn_norm, c.rms_norm_eps);
     Matrix q = Linear(h, layer.wq, layer.bq, hd, q_dim);
     Matrix k = Linear(h, layer.wk, layer.bk, hd, kv_dim);
-    const Matrix v = Linear(h, layer.wv, layer.bv, hd, kv_dim);
+    Matrix v = Linear(h, layer.wv, layer.bv, hd, kv_dim);
     Rope(q, c.num_heads, c.head_dim, inv_freq);
     Rope(k, c.num_kv_heads, c.head_dim, inv_freq);
+    if (round_kv != nullptr) {
+      for (auto& e : k) e = round_kv(static_cast<float>(e));
+      for (auto& e : v) e = round_kv(static_cast<float>(e));
+    }
     AddTo(x, Linear(Attention(c, q, k, v), layer.wo, {}, q_dim, hd));
     AddTo(x, Mlp(c, layer, RmsNorm(x, layer.ffn_norm, c.rms_norm_eps)));
   }

@@ -8,6 +8,7 @@
 #define ONECARD_TESTS_ENGINE_RUNTIME_CPU_TINY_MODEL_H_
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "engine/model/model_config.h"
@@ -20,8 +21,11 @@ ModelConfig TinyConfig(Architecture arch);
 ModelWeightsF32 RandomWeights(const ModelConfig& config, uint32_t seed);
 
 // Logits [tokens.size(), vocab_size] of one sequence starting at position 0.
+// round_kv, when set, maps every K (after RoPE) and V value before attention
+// reads it: a KV cache that stores another format.
 std::vector<float> DenseForward(const ModelConfig& config, const ModelWeightsF32& weights,
-                                const std::vector<int32_t>& tokens);
+                                const std::vector<int32_t>& tokens,
+                                const std::function<float(float)>& round_kv = nullptr);
 
 }  // namespace onecard::engine::testing
 
