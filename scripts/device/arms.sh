@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# A/B arms of onecard-bench-cuda in one device call, so that arms share one
+# card, its clocks and its temperature (bench/results' *-ab.jsonl files).
+# Here, once per arm, with the tree in the arm's state:
+#   scripts/device/arms.sh add NAME     builds onecard-bench-cuda in build-device/
+#                                       (incremental) and keeps it as .device/arms/bench_NAME
+#   scripts/device/arms.sh pack         .device/arms.tgz: the arms and the libraries
+#                                       they need (carry it alone: ~5 MiB an arm + ~10)
+# On the GPU machine:
+#   scripts/device/arms.sh run "A B" SCENARIO...   runs the arms in the order given and
+#                                       then reversed (A B B A: drift shows), each scenario
+#                                       a quoted string with its flags; records in
+#                                       $OUT/arm_NAME.jsonl (commit COMMIT-armNAME), logs in
+#                                       $OUT/arms.log
+# e.g. run(command='bash scripts/device/arms.sh run "A B" kernels-int4 "decode-70b-int4 --batches 1,16"',
+#          carry=[".device/arms.tgz"])
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+arms="$root/.device/arms"
+case ${1:-} in
+  add)
+    name=${2:?arms.sh add NAME}
+    build=${BUILD_DIR:-$root/build-device}
+    cmake -S "$root" -B "$build" -G Ninja -DONECARD_CUDA=ON -DCMAKE_BUILD_TYPE=Release >/dev/null
+    cmake --build "$build" -j "${ONECARD_JOBS:-2}" --target onecard-bench-cuda
+    mkdir -p "$arms"
+    cp "$build/tools/bench/cuda/onecard-bench-cuda" "$arms/bench_$name"
+    strip --strip-unneeded "$arms/bench_$name"
+    commit=$(git -C "$root" rev-parse --short HEAD)
+    git -C "$root" diff --quiet HEAD -- engine tools/bench/cuda || commit="$commit-dirty"
+    echo "$commit" >"$arms/COMMIT_$name"
+    echo "arms: bench_$name from $commit"
+    ;;
+  pack)
+    mkdir -p "$arms/lib"
+    system='/(ld-linux|libc|libm|libdl|libpthread|librt|libgcc_s|libstdc\+\+|libcuda|libcudart|libcublas|libcublasLt|libnvidia)[.-]'
+    for b in "$arms"/bench_*; do ldd "$b" | awk '/=> \//{print $3}'; done | sort -u |
+      while read -r lib; do [[ $lib =~ $system ]] || cp -L "$lib" "$arms/lib/"; done
+    tar -C "$arms" -czf "$root/.device/arms.tgz" .
+    echo "arms: .device/arms.tgz $(du -sm "$root/.device/arms.tgz" | cut -f1) MiB: $(cd "$arms" && echo bench_*)"
+    ;;
+  run)
+    read -r -a order <<<"${2:?arms.sh run \"A B\" SCENARIO...}"
+    shift 2
+    OUT=${OUT:-/tmp/onecard-out}
+    mkdir -p "$OUT"
+    dir=${TMPDIR:-/tmp}/onecard-arms
+    rm -rf "$dir" && mkdir -p "$dir" && tar -C "$dir" -xzf "$root/.device/arms.tgz"
+    export LD_LIBRARY_PATH="$dir/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+    reversed=()
+    for ((i = ${#order[@]} - 1; i >= 0; --i)); do reversed+=("${order[i]}"); done
+    status=0
+    for arm in "${order[@]}" "${reversed[@]}"; do
+      ONECARD_COMMIT="$(cat "$dir/COMMIT_$arm")-arm$arm"
+      export ONECARD_COMMIT
+      for s in "$@"; do
+        echo "== $arm $s" >>"$OUT/arms.log"
+        # shellcheck disable=SC2086  # a scenario and its flags
+        timeout "${BENCH_TIMEOUT:-150}" "$dir/bench_$arm" $s --results "$OUT/arm_$arm.jsonl" \
+          >>"$OUT/arms.log" 2>&1 || { status=1; echo "FAILED: $arm $s"; }
+      done
+    done
+    grep -E '^== |tok/s|GB/s' "$OUT/arms.log" | cut -c1-110
+    exit $status
+    ;;
+  *)
+    echo "usage: arms.sh add NAME | pack | run \"A B ...\" SCENARIO..." >&2
+    exit 2
+    ;;
+esac
