@@ -6,7 +6,6 @@
 #include <cublas_v2.h>
 #include <dlfcn.h>
 
-#include <cstdlib>
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
@@ -61,7 +60,7 @@ absl::Status Resolve(void* library, const char* symbol, Fn* out) {
 
 // dlopen of `name`, then of the toolkit's copy of it: the handle, or an
 // error naming the library.
-absl::StatusOr<void*> OpenLibrary(const std::string& name, const char* env_var) {
+absl::StatusOr<void*> OpenLibrary(const std::string& name) {
   void* library = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
   std::string error;
   if (library == nullptr) {
@@ -78,19 +77,16 @@ absl::StatusOr<void*> OpenLibrary(const std::string& name, const char* env_var) 
   if (library == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat("cannot load ", name, ": ", error,
                                                       "; install the CUDA ", CUBLAS_VER_MAJOR,
-                                                      " cuBLAS libraries or set ", env_var));
+                                                      " cuBLAS libraries or add their folder to "
+                                                      "LD_LIBRARY_PATH"));
   }
   return library;
 }
 
-std::string LibraryName(const char* env_var, const char* stem) {
-  const char* configured = std::getenv(env_var);
-  if (configured != nullptr && configured[0] != '\0') return configured;
-  return absl::StrCat(stem, ".so.", CUBLAS_VER_MAJOR);
-}
+std::string LibraryName(const char* stem) { return absl::StrCat(stem, ".so.", CUBLAS_VER_MAJOR); }
 
 absl::Status Open(CublasTable* table) {
-  absl::StatusOr<void*> opened = OpenLibrary(CublasLibraryName(), "ONECARD_CUBLAS_LIBRARY");
+  absl::StatusOr<void*> opened = OpenLibrary(CublasLibraryName());
   if (!opened.ok()) return opened.status();
   void* library = *opened;
   // The library stays open for the life of the process.
@@ -126,11 +122,11 @@ absl::Status LoadCublas() {
 
 bool CublasLoaded() { return Table() != nullptr; }
 
-std::string CublasLibraryName() { return LibraryName("ONECARD_CUBLAS_LIBRARY", "libcublas"); }
+std::string CublasLibraryName() { return LibraryName("libcublas"); }
 
 absl::StatusOr<void*> CublasLtSymbol(const char* name) {
-  static const absl::StatusOr<void*>* library = new absl::StatusOr<void*>(OpenLibrary(
-      LibraryName("ONECARD_CUBLASLT_LIBRARY", "libcublasLt"), "ONECARD_CUBLASLT_LIBRARY"));
+  static const absl::StatusOr<void*>* library =
+      new absl::StatusOr<void*>(OpenLibrary(LibraryName("libcublasLt")));
   if (!library->ok()) return library->status();
   void* address = nullptr;
   RETURN_IF_ERROR(Resolve(**library, name, &address));

@@ -31,12 +31,13 @@ absl::Status LoadCublas();
 // Whether LoadCublas has succeeded in this process.
 bool CublasLoaded();
 
-// The file name opened: "libcublas.so.<CUBLAS_VER_MAJOR>", or the value of
-// $ONECARD_CUBLAS_LIBRARY when set (a path or a name for the loader's search).
+// The file name opened: "libcublas.so.<CUBLAS_VER_MAJOR>", found by the
+// dynamic loader's search (LD_LIBRARY_PATH, the system's libraries), else in
+// the toolkit this was built against.
 std::string CublasLibraryName();
 
 // The address of a cuBLASLt function (blas_tuner.cc calls cuBLASLt through
-// these), opening "libcublasLt.so.<major>" (or $ONECARD_CUBLASLT_LIBRARY) once.
+// these), opening "libcublasLt.so.<major>" the same way, once.
 // FailedPrecondition naming the library or the symbol when it cannot.
 absl::StatusOr<void*> CublasLtSymbol(const char* name);
 
