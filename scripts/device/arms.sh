@@ -32,10 +32,10 @@ case ${1:-} in
     echo "arms: bench_$name from $commit"
     ;;
   pack)
-    mkdir -p "$arms/lib"
-    system='/(ld-linux|libc|libm|libdl|libpthread|librt|libgcc_s|libstdc\+\+|libcuda|libcudart|libcublas|libcublasLt|libnvidia)[.-]'
-    for b in "$arms"/bench_*; do ldd "$b" | awk '/=> \//{print $3}'; done | sort -u |
-      while read -r lib; do [[ $lib =~ $system ]] || cp -L "$lib" "$arms/lib/"; done
+    compgen -G "$arms/bench_*" >/dev/null || { echo "arms: none yet (arms.sh add NAME)" >&2; exit 1; }
+    # shellcheck source=scripts/device/libs.sh
+    source "$root/scripts/device/libs.sh"
+    copy_device_libs "$arms/lib" "$arms"/bench_*
     tar -C "$arms" -czf "$root/.device/arms.tgz" .
     echo "arms: .device/arms.tgz $(du -sm "$root/.device/arms.tgz" | cut -f1) MiB: $(cd "$arms" && echo bench_*)"
     ;;

@@ -25,7 +25,7 @@ cmake -S "$root" -B "$build" -G Ninja -DONECARD_CUDA=ON -DCMAKE_BUILD_TYPE=Relea
 cmake --build "$build" -j "$jobs" --target "${targets[@]}"
 
 out="$root/.device"
-rm -rf "$out"
+rm -rf "$out/bin" "$out/lib" "$out/COMMIT" "$out/bundle.tgz"  # not arms.sh's arms
 mkdir -p "$out/bin" "$out/lib"
 for t in "${targets[@]}"; do
   src=$(find "$build" -type f -name "$t" -perm -u+x | head -1)
@@ -34,14 +34,10 @@ for t in "${targets[@]}"; do
   strip --strip-unneeded "$out/bin/$t"
 done
 
-# Libraries to take: everything ldd resolves except glibc, the C++ runtime
-# and CUDA's (the GPU machine has its own, matching its driver).
-system='/(ld-linux|libc|libm|libdl|libpthread|librt|libgcc_s|libstdc\+\+|libcuda|libcudart|libcublas|libcublasLt|libnvidia)[.-]'
-for b in "$out"/bin/*; do
-  ldd "$b" | awk '/=> \//{print $3}'
-done | sort -u | while read -r lib; do
-  if [[ ! "$lib" =~ $system ]]; then cp -L "$lib" "$out/lib/"; fi
-done
+# Libraries to take: everything ldd resolves but the system's and CUDA's.
+# shellcheck source=scripts/device/libs.sh
+source "$root/scripts/device/libs.sh"
+copy_device_libs "$out/lib" "$out"/bin/*
 
 commit=$(git -C "$root" rev-parse --short HEAD)
 if ! git -C "$root" diff --quiet HEAD -- engine tests/gpu tools/bench/cuda 2>/dev/null; then

@@ -117,13 +117,13 @@ absl::Status CpuForward::AttentionBlock(int64_t layer, const FlatBatch& flat) {
                     static_cast<int32_t>(config_.head_dim)});
   }));
   if (kv_dtype_ != KvCacheDtype::kAuto) {  // the values the pools hold in that format
+    float (*round)(float) = kv_dtype_ == KvCacheDtype::kBf16
+                                ? +[](float x) { return Bf16ToFloat(FloatToBf16(x)); }
+                                : +[](float x) { return RoundThroughE4m3(x, 1.0f); };
     RETURN_IF_ERROR(ForTokenRanges(n, [&](int32_t begin, int32_t end) {
       for (int32_t t = begin; t < end; ++t) {
         float* kv = k + int64_t{t} * qkv_dim_;  // the token's K heads, then its V heads
-        for (int64_t i = 0; i < 2 * kv_dim_; ++i) {
-          kv[i] = kv_dtype_ == KvCacheDtype::kBf16 ? Bf16ToFloat(FloatToBf16(kv[i]))
-                                                   : RoundThroughE4m3(kv[i], 1.0f);
-        }
+        for (int64_t i = 0; i < 2 * kv_dim_; ++i) kv[i] = round(kv[i]);
       }
       return absl::OkStatus();
     }));
