@@ -1,0 +1,321 @@
+// CpuLinear, QuantizeRowsQ8, the processor's instruction sets and
+// CpuLinearForward (see cpu_linear.h). The product is a grid of (row, output
+// feature) dot products: threads take contiguous tiles of kTileOut output
+// features (a tile never spans two runs); inside a tile, the tile's weight
+// rows stay in cache while the rows of x pass.
+// Tested by tests/engine/runtime/cpu/cpu_linear_test.cc.
+#include "engine/runtime/cpu/cpu_linear.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "engine/model/quant_blocks.h"
+#include "engine/runtime/cpu/cpu_dot.h"
+#include "engine/runtime/cpu/cpu_linear_kernels.h"
+
+namespace onecard::engine {
+namespace {
+
+constexpr int kTileOut = 4;  // output features a thread computes together
+constexpr int64_t kRowBlock = 32;
+
+std::string TypeName(DType dtype) { return std::string(DTypeName(dtype)); }
+
+int64_t RunBytes(DType dtype, int64_t rows, int64_t cols) {
+  return rows * (cols / BlockElements(dtype)) * BlockBytes(dtype);
+}
+
+cpu_linear::RowDot KernelFor(const cpu_linear::Kernels& k, DType dtype) {
+  switch (dtype) {
+    case DType::kQ4_0:
+      return k.q4_0;
+    case DType::kQ4_1:
+      return k.q4_1;
+    case DType::kQ8_0:
+      return k.q8_0;
+    case DType::kQ4_K:
+      return k.q4_k;
+    case DType::kQ5_K:
+      return k.q5_k;
+    case DType::kQ6_K:
+      return k.q6_k;
+    default:
+      return nullptr;
+  }
+}
+
+const cpu_linear::Kernels& KernelsFor(CpuIsa isa) {
+  switch (isa) {
+    case CpuIsa::kAvx512Vnni:
+      return cpu_linear::Avx512VnniKernels();
+    case CpuIsa::kAvx2:
+      return cpu_linear::Avx2Kernels();
+    case CpuIsa::kGeneric:
+      break;
+  }
+  return cpu_linear::GenericKernels();
+}
+
+// Output features [o_begin, o_end) of run `run` (whose first row is output
+// feature run_offset) for every row of x.
+void LinearSlice(const CpuWeightRows& run, int64_t run_offset, int64_t o_begin, int64_t o_end,
+                 int64_t in, const CpuLinearArgs& a, int64_t out_features, const QuantizedRows& xq,
+                 cpu_linear::RowDot dot) {
+  const int64_t row_bytes = run.dtype == DType::kF32 ? 0 : RunBytes(run.dtype, 1, in);
+  for (int64_t r0 = 0; r0 < a.num_rows; r0 += kRowBlock) {
+    const int64_t r_end = std::min(a.num_rows, r0 + kRowBlock);
+    for (int64_t o = o_begin; o < o_end; o += kTileOut) {
+      const int rows_w = static_cast<int>(std::min<int64_t>(kTileOut, o_end - o));
+      for (int64_t r = r0; r < r_end; ++r) {
+        float dots[kTileOut];
+        if (run.dtype == DType::kF32) {
+          const float* w[kTileOut];
+          for (int j = 0; j < kTileOut; ++j) {
+            w[j] = run.f32.data() + (o - run_offset + std::min(j, rows_w - 1)) * in;
+          }
+          if (rows_w == kTileOut) {
+            cpu::DotRows<kTileOut>(a.x + r * in, w, in, dots, kTileOut * in);  // next tile
+          } else {
+            for (int j = 0; j < rows_w; ++j) cpu::DotRows<1>(a.x + r * in, &w[j], in, &dots[j]);
+          }
+        } else {
+          const cpu_linear::XRow x{xq.q.data() + r * in, xq.d.data() + r * (in / 32),
+                                   xq.sum16.data() + r * (in / 16)};
+          const uint8_t* w = run.blocks.data() + (o - run_offset) * row_bytes;
+          for (int j = 0; j < rows_w; ++j) dots[j] = dot(w + j * row_bytes, x, in);
+        }
+        float* y = a.y + r * out_features + o;
+        for (int j = 0; j < rows_w; ++j) {
+          y[j] = a.bias != nullptr ? dots[j] + a.bias[o + j] : dots[j];
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+bool IsCpuLinearDtype(DType dtype) {
+  switch (dtype) {
+    case DType::kF32:
+    case DType::kQ4_0:
+    case DType::kQ4_1:
+    case DType::kQ8_0:
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
+      return true;
+    default:
+      return false;
+  }
+}
+
+absl::StatusOr<CpuLinear> CpuLinear::FromF32(std::vector<float> w, int64_t rows,
+                                             int64_t in_features, absl::string_view name) {
+  if (rows <= 0 || in_features <= 0 || static_cast<int64_t>(w.size()) != rows * in_features) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ": ", w.size(), " values for [", rows,
+                                                   ", ", in_features, "]"));
+  }
+  CpuLinear out;
+  out.in_features_ = in_features;
+  out.out_features_ = rows;
+  out.runs_.push_back({DType::kF32, rows, std::move(w), {}});
+  return out;
+}
+
+absl::StatusOr<CpuLinear> CpuLinear::FromBlocks(DType dtype, std::vector<uint8_t> blocks,
+                                                int64_t rows, int64_t in_features,
+                                                absl::string_view name) {
+  if (!IsCpuLinearDtype(dtype) || dtype == DType::kF32) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        name, ": dtype ", TypeName(dtype), " is not a block type the cpu backend multiplies"));
+  }
+  const int64_t elements = BlockElements(dtype);
+  if (rows <= 0 || in_features <= 0 || in_features % elements != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ": [", rows, ", ", in_features,
+                                                   "] is not whole rows of ", TypeName(dtype),
+                                                   " blocks of ", elements));
+  }
+  if (static_cast<int64_t>(blocks.size()) != RunBytes(dtype, rows, in_features)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, ": ", blocks.size(), " bytes of ", TypeName(dtype), " blocks; [", rows,
+                     ", ", in_features, "] needs ", RunBytes(dtype, rows, in_features)));
+  }
+  CpuLinear out;
+  out.in_features_ = in_features;
+  out.out_features_ = rows;
+  out.runs_.push_back({dtype, rows, {}, std::move(blocks)});
+  return out;
+}
+
+absl::Status CpuLinear::Append(CpuLinear other, absl::string_view name) {
+  if (empty()) {
+    *this = std::move(other);
+    return absl::OkStatus();
+  }
+  if (other.in_features_ != in_features_) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ": ", other.in_features_,
+                                                   " input features; the rows above it have ",
+                                                   in_features_));
+  }
+  out_features_ += other.out_features_;
+  for (CpuWeightRows& run : other.runs_) runs_.push_back(std::move(run));
+  return absl::OkStatus();
+}
+
+bool CpuLinear::quantized() const {
+  return std::any_of(runs_.begin(), runs_.end(),
+                     [](const CpuWeightRows& r) { return r.dtype != DType::kF32; });
+}
+
+int64_t CpuLinear::bytes() const {
+  int64_t total = 0;
+  for (const CpuWeightRows& r : runs_) {
+    total += r.dtype == DType::kF32 ? static_cast<int64_t>(r.f32.size() * sizeof(float))
+                                    : static_cast<int64_t>(r.blocks.size());
+  }
+  return total;
+}
+
+void CpuLinear::RowF32(int64_t r, float* out) const {
+  assert(r >= 0 && r < out_features_ && "CpuLinear::RowF32: row out of range");
+  for (const CpuWeightRows& run : runs_) {
+    if (r >= run.rows) {
+      r -= run.rows;
+      continue;
+    }
+    if (run.dtype == DType::kF32) {
+      std::copy_n(run.f32.data() + r * in_features_, in_features_, out);
+      return;
+    }
+    const int64_t elements = BlockElements(run.dtype), bytes = BlockBytes(run.dtype);
+    const uint8_t* row = run.blocks.data() + RunBytes(run.dtype, r, in_features_);
+    for (int64_t b = 0; b < in_features_ / elements; ++b) {
+      const uint8_t* block = row + b * bytes;
+      float* y = out + b * elements;
+      switch (run.dtype) {
+        case DType::kQ4_0:
+          DequantizeBlock(*reinterpret_cast<const BlockQ4_0*>(block), y);
+          break;
+        case DType::kQ4_1:
+          DequantizeBlock(*reinterpret_cast<const BlockQ4_1*>(block), y);
+          break;
+        case DType::kQ8_0:
+          DequantizeBlock(*reinterpret_cast<const BlockQ8_0*>(block), y);
+          break;
+        case DType::kQ4_K:
+          DequantizeBlock(*reinterpret_cast<const BlockQ4_K*>(block), y);
+          break;
+        case DType::kQ5_K:
+          DequantizeBlock(*reinterpret_cast<const BlockQ5_K*>(block), y);
+          break;
+        case DType::kQ6_K:
+          DequantizeBlock(*reinterpret_cast<const BlockQ6_K*>(block), y);
+          break;
+        default:
+          assert(false && "CpuLinear::RowF32: not a block type");
+      }
+    }
+    return;
+  }
+}
+
+void QuantizeRowsQ8(const float* x, int64_t rows, int64_t cols, QuantizedRows* out) {
+  assert(cols % 32 == 0 && "QuantizeRowsQ8: cols must be a multiple of 32");
+  out->rows = rows;
+  out->cols = cols;
+  out->q.resize(rows * cols);
+  out->d.resize(rows * (cols / 32));
+  out->sum16.resize(rows * (cols / 16));
+  for (int64_t b = 0; b < rows * (cols / 32); ++b) {
+    const float* xb = x + b * 32;
+    float amax = 0.0f;
+    for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(xb[i]));
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    int8_t* q = out->q.data() + b * 32;
+    for (int half = 0; half < 2; ++half) {
+      int32_t sum = 0;
+      for (int i = 16 * half; i < 16 * half + 16; ++i) {
+        const float v = std::clamp(std::nearbyint(xb[i] * id), -127.0f, 127.0f);
+        q[i] = static_cast<int8_t>(v);
+        sum += q[i];
+      }
+      out->sum16[2 * b + half] = sum;
+    }
+    out->d[b] = d;
+  }
+}
+
+bool CpuSupports(CpuIsa isa) {
+  switch (isa) {
+    case CpuIsa::kGeneric:
+      return true;
+    case CpuIsa::kAvx2:
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+             __builtin_cpu_supports("f16c");
+    case CpuIsa::kAvx512Vnni:
+      return CpuSupports(CpuIsa::kAvx2) && __builtin_cpu_supports("avx512f") &&
+             __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+             __builtin_cpu_supports("avx512vnni");
+  }
+  return false;
+}
+
+CpuIsa DetectCpuIsa() {
+  static const CpuIsa isa = [] {
+    for (CpuIsa i : {CpuIsa::kAvx512Vnni, CpuIsa::kAvx2}) {
+      if (CpuSupports(i)) return i;
+    }
+    return CpuIsa::kGeneric;
+  }();
+  return isa;
+}
+
+const char* CpuIsaName(CpuIsa isa) {
+  switch (isa) {
+    case CpuIsa::kGeneric:
+      return "generic";
+    case CpuIsa::kAvx2:
+      return "avx2";
+    case CpuIsa::kAvx512Vnni:
+      return "avx512vnni";
+  }
+  return "?";
+}
+
+void CpuLinearForward(ThreadPool& pool, const CpuLinear& w, const CpuLinearArgs& args,
+                      CpuLinearScratch* scratch, CpuIsa isa) {
+  assert(args.x != nullptr && args.y != nullptr && !w.empty() && "CpuLinearForward: operands");
+  assert(CpuSupports(isa) && "CpuLinearForward: the processor does not run this isa");
+  if (args.num_rows <= 0) return;
+  const int64_t in = w.in_features();
+  if (w.quantized()) {
+    QuantizeRowsQ8(args.x, args.num_rows, in, &scratch->xq);
+  }
+  const cpu_linear::Kernels& kernels = KernelsFor(isa);
+  // Tiles of kTileOut features, run by run: tile_start[i] is run i's first.
+  const std::vector<CpuWeightRows>& runs = w.runs();
+  std::vector<int64_t> tile_start(runs.size() + 1, 0), row_start(runs.size() + 1, 0);
+  for (size_t i = 0; i < runs.size(); ++i) {
+    tile_start[i + 1] = tile_start[i] + (runs[i].rows + kTileOut - 1) / kTileOut;
+    row_start[i + 1] = row_start[i] + runs[i].rows;
+  }
+  pool.ParallelFor(tile_start.back(), [&](int64_t tile_begin, int64_t tile_end) {
+    for (size_t i = 0; i < runs.size(); ++i) {
+      const int64_t t0 = std::max(tile_begin, tile_start[i]);
+      const int64_t t1 = std::min(tile_end, tile_start[i + 1]);
+      if (t0 >= t1) continue;
+      const int64_t o_begin = row_start[i] + (t0 - tile_start[i]) * kTileOut;
+      const int64_t o_end = std::min(row_start[i + 1], row_start[i] + (t1 - tile_start[i]) * kTileOut);
+      LinearSlice(runs[i], row_start[i], o_begin, o_end, in, args, w.out_features(), scratch->xq,
+                  KernelFor(kernels, runs[i].dtype));
+    }
+  });
+}
+
+}  // namespace onecard::engine

@@ -1,0 +1,139 @@
+// CpuLinear: a weight matrix W [out_features, in_features] of the cpu
+// backend as the file stores it, and y = x W^T + b over it.
+//
+// A CpuLinear is a stack of row runs (CpuWeightRows), each in one dtype:
+// fp32, or a GGUF block type kept as its blocks (Q4_0, Q4_1, Q8_0, Q4_K,
+// Q5_K, Q6_K: engine/model/quant_blocks.h), so that a 4-bit file is held and
+// read at its own size. Fused weights stack their parts (q, k, v of one
+// layer may be Q4_K, Q4_K and Q6_K in a Q4_K_M file).
+//
+// The product: a block run multiplies 8-bit activations. Each row of x is
+// quantized per 32 columns (QuantizeRowsQ8: d = max|x| / 127, q = round to
+// nearest even of x / d), then every 32-column block of a weight row is an
+// exact integer dot product with the codes, scaled in fp32 by the weight's and
+// the activation's scales (with the offset terms through the codes' sums).
+// This is llama.cpp's scheme with a scale per 32 columns for every type
+// (its K-quants use one per 256). fp32 runs use cpu::DotRows (cpu_dot.h).
+//
+// Kernels: a portable one and, chosen at run time from what the processor
+// reports, AVX2 (+FMA) and AVX-512 VNNI (+BW, VL). Every y[r, o] is computed
+// from row r of x and row o of W alone, by one code path whatever the number
+// of rows or threads, so results are batch-invariant on a machine (kernels
+// differ from each other only in the order of the fp32 sums of the blocks).
+// Threads split the output features (ThreadPool's fixed partition).
+//
+// The reference (CpuLinearRef, cpu_linear_ref.cc) dequantizes the weights
+// with the GGUF dequantizers (checked against the gguf package) and the
+// quantized activations exactly, and sums in double: the kernels are tested
+// against it over awkward shapes (tests/engine/runtime/cpu/cpu_linear_test.cc).
+#ifndef ONECARD_ENGINE_RUNTIME_CPU_CPU_LINEAR_H_
+#define ONECARD_ENGINE_RUNTIME_CPU_CPU_LINEAR_H_
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "engine/common/dtype.h"
+#include "engine/common/thread_pool.h"
+
+namespace onecard::engine {
+
+// Whether a CpuLinear keeps rows of this dtype as they are: kF32 and the
+// GGUF block types Q4_0, Q4_1, Q8_0, Q4_K, Q5_K, Q6_K.
+bool IsCpuLinearDtype(DType dtype);
+
+// Rows of one dtype: fp32 values in `f32`, or whole blocks in `blocks`
+// (rows * in_features / BlockElements(dtype) blocks, row after row).
+struct CpuWeightRows {
+  DType dtype = DType::kF32;
+  int64_t rows = 0;
+  std::vector<float> f32;
+  std::vector<uint8_t> blocks;
+};
+
+class CpuLinear {
+ public:
+  CpuLinear() = default;
+
+  // W from fp32 values [rows, in_features] (w.size() must be rows * in).
+  static absl::StatusOr<CpuLinear> FromF32(std::vector<float> w, int64_t rows,
+                                           int64_t in_features, absl::string_view name);
+  // W from GGUF blocks of `dtype`, row after row; in_features must be a
+  // multiple of the block's elements and blocks.size() match. Errors name
+  // `name` and what is wrong.
+  static absl::StatusOr<CpuLinear> FromBlocks(DType dtype, std::vector<uint8_t> blocks,
+                                              int64_t rows, int64_t in_features,
+                                              absl::string_view name);
+
+  // Stacks other's rows below these (the same in_features), keeping each
+  // run's dtype; an empty CpuLinear takes other's in_features.
+  absl::Status Append(CpuLinear other, absl::string_view name);
+
+  int64_t in_features() const { return in_features_; }
+  int64_t out_features() const { return out_features_; }
+  bool empty() const { return out_features_ == 0; }
+  const std::vector<CpuWeightRows>& runs() const { return runs_; }
+  // Whether any run is a block type (the product quantizes x then).
+  bool quantized() const;
+  // Bytes the weights hold.
+  int64_t bytes() const;
+  // Row r in fp32 (embedding lookups, references).
+  void RowF32(int64_t r, float* out) const;
+
+ private:
+  int64_t in_features_ = 0;
+  int64_t out_features_ = 0;
+  std::vector<CpuWeightRows> runs_;
+};
+
+// x rows in 8 bits: per 32 columns a scale d and int8 codes, x ~ d * q.
+struct QuantizedRows {
+  int64_t rows = 0;
+  int64_t cols = 0;             // a multiple of 32
+  std::vector<int8_t> q;        // [rows, cols]
+  std::vector<float> d;         // [rows, cols / 32]
+  std::vector<int32_t> sum16;   // [rows, cols / 16]: the sum of q over each 16 columns
+};
+
+// Quantizes rows [0, rows) of x [rows, cols] (cols a multiple of 32) into
+// out (resized): d = max|x| / 127 over the block (0 for an all-zero block),
+// q = x * (1 / d) rounded to nearest even (0 when d is 0). Every kernel uses
+// this one function, so codes are identical everywhere.
+void QuantizeRowsQ8(const float* x, int64_t rows, int64_t cols, QuantizedRows* out);
+
+// The instruction sets the kernels come in.
+enum class CpuIsa { kGeneric, kAvx2, kAvx512Vnni };
+
+// The best of them this processor runs (cpuid, once).
+CpuIsa DetectCpuIsa();
+// Whether this processor runs `isa`.
+bool CpuSupports(CpuIsa isa);
+const char* CpuIsaName(CpuIsa isa);
+
+// Reused between calls so that a step allocates nothing.
+struct CpuLinearScratch {
+  QuantizedRows xq;
+};
+
+struct CpuLinearArgs {
+  const float* x = nullptr;     // [num_rows, in_features]
+  const float* bias = nullptr;  // [out_features] or null
+  float* y = nullptr;           // [num_rows, out_features]; must not alias x
+  int64_t num_rows = 0;
+};
+
+// y = x W^T + b with the kernels of `isa` (which the processor must run).
+void CpuLinearForward(ThreadPool& pool, const CpuLinear& w, const CpuLinearArgs& args,
+                      CpuLinearScratch* scratch, CpuIsa isa = DetectCpuIsa());
+
+// The reference: the same quantized activations, the weights dequantized,
+// every dot product in double (fp32 runs: x itself, in double).
+void CpuLinearRef(const CpuLinear& w, const CpuLinearArgs& args);
+
+}  // namespace onecard::engine
+
+#endif  // ONECARD_ENGINE_RUNTIME_CPU_CPU_LINEAR_H_

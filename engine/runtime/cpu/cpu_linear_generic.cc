@@ -1,0 +1,131 @@
+// The portable row kernels of CpuLinearForward (cpu_linear_kernels.h): plain
+// integer loops over each block, one fp32 sum a row in block order.
+// Tested by tests/engine/runtime/cpu/cpu_linear_test.cc.
+#include "engine/common/fp16.h"
+#include "engine/model/quant_blocks.h"
+#include "engine/runtime/cpu/cpu_linear_kernels.h"
+
+namespace onecard::engine::cpu_linear {
+namespace {
+
+int32_t Sum32(const XRow& x, int64_t b) { return x.sum16[2 * b] + x.sum16[2 * b + 1]; }
+
+float DotQ4_0(const uint8_t* w, const XRow& x, int64_t cols) {
+  const auto* blocks = reinterpret_cast<const BlockQ4_0*>(w);
+  float sum = 0.0f;
+  for (int64_t b = 0; b < cols / 32; ++b) {
+    const BlockQ4_0& blk = blocks[b];
+    const int8_t* q = x.q + b * 32;
+    int32_t dot = 0;
+    for (int j = 0; j < 16; ++j) dot += (blk.qs[j] & 15) * q[j] + (blk.qs[j] >> 4) * q[j + 16];
+    sum += HalfToFloat(blk.d) * x.d[b] * static_cast<float>(dot - 8 * Sum32(x, b));
+  }
+  return sum;
+}
+
+float DotQ4_1(const uint8_t* w, const XRow& x, int64_t cols) {
+  const auto* blocks = reinterpret_cast<const BlockQ4_1*>(w);
+  float sum = 0.0f;
+  for (int64_t b = 0; b < cols / 32; ++b) {
+    const BlockQ4_1& blk = blocks[b];
+    const int8_t* q = x.q + b * 32;
+    int32_t dot = 0;
+    for (int j = 0; j < 16; ++j) dot += (blk.qs[j] & 15) * q[j] + (blk.qs[j] >> 4) * q[j + 16];
+    sum += HalfToFloat(blk.d) * x.d[b] * static_cast<float>(dot);
+    sum += HalfToFloat(blk.m) * x.d[b] * static_cast<float>(Sum32(x, b));
+  }
+  return sum;
+}
+
+float DotQ8_0(const uint8_t* w, const XRow& x, int64_t cols) {
+  const auto* blocks = reinterpret_cast<const BlockQ8_0*>(w);
+  float sum = 0.0f;
+  for (int64_t b = 0; b < cols / 32; ++b) {
+    const BlockQ8_0& blk = blocks[b];
+    const int8_t* q = x.q + b * 32;
+    int32_t dot = 0;
+    for (int j = 0; j < 32; ++j) dot += blk.qs[j] * q[j];
+    sum += HalfToFloat(blk.d) * x.d[b] * static_cast<float>(dot);
+  }
+  return sum;
+}
+
+// Q4_K (qh null) and Q5_K: sub-block j of a super-block is the low (j even)
+// or high nibbles of qs[32 (j / 2) ...], plus bit j of qh[l] as 16.
+float DotK4K5(uint16_t d_bits, uint16_t dmin_bits, const uint8_t* scales, const uint8_t* qs,
+              const uint8_t* qh, const XRow& x, int64_t b0) {
+  const float d = HalfToFloat(d_bits), dmin = HalfToFloat(dmin_bits);
+  float sum = 0.0f;
+  for (int j = 0; j < 8; ++j) {
+    uint8_t sc, m;
+    Q4KScaleMin(scales, j, &sc, &m);
+    const uint8_t* codes = qs + 32 * (j / 2);
+    const int shift = 4 * (j % 2);
+    const int8_t* q = x.q + (b0 + j) * 32;
+    int32_t dot = 0;
+    for (int l = 0; l < 32; ++l) {
+      int code = (codes[l] >> shift) & 15;
+      if (qh != nullptr) code += ((qh[l] >> j) & 1) << 4;
+      dot += code * q[l];
+    }
+    const float dx = x.d[b0 + j];
+    sum += d * static_cast<float>(sc) * dx * static_cast<float>(dot);
+    sum -= dmin * static_cast<float>(m) * dx * static_cast<float>(Sum32(x, b0 + j));
+  }
+  return sum;
+}
+
+float DotQ4_K(const uint8_t* w, const XRow& x, int64_t cols) {
+  const auto* blocks = reinterpret_cast<const BlockQ4_K*>(w);
+  float sum = 0.0f;
+  for (int64_t i = 0; i < cols / 256; ++i) {
+    const BlockQ4_K& blk = blocks[i];
+    sum += DotK4K5(blk.d, blk.dmin, blk.scales, blk.qs, nullptr, x, 8 * i);
+  }
+  return sum;
+}
+
+float DotQ5_K(const uint8_t* w, const XRow& x, int64_t cols) {
+  const auto* blocks = reinterpret_cast<const BlockQ5_K*>(w);
+  float sum = 0.0f;
+  for (int64_t i = 0; i < cols / 256; ++i) {
+    const BlockQ5_K& blk = blocks[i];
+    sum += DotK4K5(blk.d, blk.dmin, blk.scales, blk.qs, blk.qh, x, 8 * i);
+  }
+  return sum;
+}
+
+// Element e of a Q6_K super-block: half n = e / 128, quarter t = (e % 128) / 32,
+// l = e % 32; low bits in ql[64 n + l + 32 (t % 2)] (high nibble for t >= 2),
+// high bits (qh[32 n + l] >> 2 t) & 3; scale e / 16; value d sc (q - 32).
+float DotQ6_K(const uint8_t* w, const XRow& x, int64_t cols) {
+  const auto* blocks = reinterpret_cast<const BlockQ6_K*>(w);
+  float sum = 0.0f;
+  for (int64_t i = 0; i < cols / 256; ++i) {
+    const BlockQ6_K& blk = blocks[i];
+    const float d = HalfToFloat(blk.d);
+    for (int g = 0; g < 16; ++g) {  // 16 columns a scale
+      const int8_t* q = x.q + i * 256 + g * 16;
+      int32_t dot = 0;
+      for (int k = 0; k < 16; ++k) {
+        const int e = g * 16 + k;
+        const int n = e / 128, t = (e % 128) / 32, l = e % 32;
+        const uint8_t low = blk.ql[64 * n + l + 32 * (t % 2)];
+        const int code = ((t >= 2 ? low >> 4 : low) & 15) | (((blk.qh[32 * n + l] >> (2 * t)) & 3) << 4);
+        dot += code * q[k];
+      }
+      dot -= 32 * x.sum16[i * 16 + g];
+      sum += d * static_cast<float>(blk.scales[g]) * x.d[i * 8 + g / 2] * static_cast<float>(dot);
+    }
+  }
+  return sum;
+}
+
+}  // namespace
+
+const Kernels& GenericKernels() {
+  static const Kernels k{DotQ4_0, DotQ4_1, DotQ8_0, DotQ4_K, DotQ5_K, DotQ6_K};
+  return k;
+}
+
+}  // namespace onecard::engine::cpu_linear
