@@ -1,6 +1,7 @@
-// ThreadPool (see thread_pool.h): workers sleep on a condition variable and
-// wake for each ParallelFor generation; the caller runs part 0 and then waits
-// for the workers' parts. Tested by tests/engine/common/thread_pool_test.cc.
+// ThreadPool (see thread_pool.h): workers spin, then sleep on a condition
+// variable, until a new ParallelFor generation; the caller runs part 0 and
+// then waits (spinning, then sleeping) for the workers' parts. Tested by
+// tests/engine/common/thread_pool_test.cc.
 #include "engine/common/thread_pool.h"
 
 #include <algorithm>
@@ -51,6 +52,23 @@ std::pair<int64_t, int64_t> ThreadPool::PartRange(int64_t n, int part, int num_p
   return {begin, begin + base + (part < extra ? 1 : 0)};
 }
 
+namespace {
+
+// Spins until done() or ThreadPool::kSpin passes; whether done() held.
+template <typename Done>
+bool SpinUntil(const Done& done) {
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 1;; ++i) {
+    if (done()) return true;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+    if (i % 64 == 0 && std::chrono::steady_clock::now() - start > ThreadPool::kSpin) return false;
+  }
+}
+
+}  // namespace
+
 void ThreadPool::ParallelFor(int64_t n, const RangeFn& fn) {
   if (n <= 0) return;
   if (workers_.empty() || in_parallel_for || n == 1) {
@@ -62,33 +80,39 @@ void ThreadPool::ParallelFor(int64_t n, const RangeFn& fn) {
     std::lock_guard<std::mutex> lock(mu_);
     fn_ = &fn;
     n_ = n;
-    pending_ = static_cast<int>(workers_.size());
-    ++generation_;
+    pending_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
+    generation_.fetch_add(1, std::memory_order_release);
   }
   work_cv_.notify_all();
   in_parallel_for = true;
   const auto [begin, end] = PartRange(n, 0, num_threads());
   if (begin < end) fn(begin, end);
   in_parallel_for = false;
-  std::unique_lock<std::mutex> lock(mu_);
-  done_cv_.wait(lock, [this] { return pending_ == 0; });
-  fn_ = nullptr;
+  auto all_done = [this] { return pending_.load(std::memory_order_acquire) == 0; };
+  if (!SpinUntil(all_done)) {
+    std::unique_lock<std::mutex> lock(mu_);
+    done_cv_.wait(lock, all_done);
+  }
 }
 
 void ThreadPool::WorkerLoop(int worker) {
   in_parallel_for = true;
   uint64_t seen = 0;
-  std::unique_lock<std::mutex> lock(mu_);
   while (true) {
-    work_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
-    if (stop_) return;
-    seen = generation_;
+    auto new_call = [&] { return generation_.load(std::memory_order_acquire) != seen; };
+    if (!SpinUntil(new_call)) {
+      std::unique_lock<std::mutex> lock(mu_);
+      work_cv_.wait(lock, [&] { return stop_ || new_call(); });
+      if (stop_) return;
+    }
+    seen = generation_.load(std::memory_order_acquire);
     const RangeFn* fn = fn_;
     const auto [begin, end] = PartRange(n_, worker + 1, num_threads());
-    lock.unlock();
     if (begin < end) (*fn)(begin, end);
-    lock.lock();
-    if (--pending_ == 0) done_cv_.notify_one();
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      std::lock_guard<std::mutex> lock(mu_);  // the caller may be between its check and its wait
+      done_cv_.notify_one();
+    }
   }
 }
 

@@ -84,7 +84,7 @@ void LinearSlice(const CpuWeightRows& run, int64_t run_offset, int64_t o_begin, 
           }
         } else {
           const cpu_linear::XRow x{xq.q.data() + r * in, xq.d.data() + r * (in / 32),
-                                   xq.sum16.data() + r * (in / 16)};
+                                   xq.sum16.data() + r * (in / 16), xq.dsum.data() + r * (in / 32)};
           const uint8_t* w = run.blocks.data() + (o - run_offset) * row_bytes;
           for (int j = 0; j < rows_w; ++j) dots[j] = dot(w + j * row_bytes, x, in);
         }
@@ -117,8 +117,8 @@ bool IsCpuLinearDtype(DType dtype) {
 absl::StatusOr<CpuLinear> CpuLinear::FromF32(std::vector<float> w, int64_t rows,
                                              int64_t in_features, absl::string_view name) {
   if (rows <= 0 || in_features <= 0 || static_cast<int64_t>(w.size()) != rows * in_features) {
-    return absl::InvalidArgumentError(absl::StrCat(name, ": ", w.size(), " values for [", rows,
-                                                   ", ", in_features, "]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, ": ", w.size(), " values for [", rows, ", ", in_features, "]"));
   }
   CpuLinear out;
   out.in_features_ = in_features;
@@ -158,9 +158,8 @@ absl::Status CpuLinear::Append(CpuLinear other, absl::string_view name) {
     return absl::OkStatus();
   }
   if (other.in_features_ != in_features_) {
-    return absl::InvalidArgumentError(absl::StrCat(name, ": ", other.in_features_,
-                                                   " input features; the rows above it have ",
-                                                   in_features_));
+    return absl::InvalidArgumentError(absl::StrCat(
+        name, ": ", other.in_features_, " input features; the rows above it have ", in_features_));
   }
   out_features_ += other.out_features_;
   for (CpuWeightRows& run : other.runs_) runs_.push_back(std::move(run));
@@ -231,6 +230,7 @@ void QuantizeRowsQ8(const float* x, int64_t rows, int64_t cols, QuantizedRows* o
   out->q.resize(rows * cols);
   out->d.resize(rows * (cols / 32));
   out->sum16.resize(rows * (cols / 16));
+  out->dsum.resize(rows * (cols / 32));
   for (int64_t b = 0; b < rows * (cols / 32); ++b) {
     const float* xb = x + b * 32;
     float amax = 0.0f;
@@ -248,6 +248,7 @@ void QuantizeRowsQ8(const float* x, int64_t rows, int64_t cols, QuantizedRows* o
       out->sum16[2 * b + half] = sum;
     }
     out->d[b] = d;
+    out->dsum[b] = d * static_cast<float>(out->sum16[2 * b] + out->sum16[2 * b + 1]);
   }
 }
 
@@ -311,7 +312,8 @@ void CpuLinearForward(ThreadPool& pool, const CpuLinear& w, const CpuLinearArgs&
       const int64_t t1 = std::min(tile_end, tile_start[i + 1]);
       if (t0 >= t1) continue;
       const int64_t o_begin = row_start[i] + (t0 - tile_start[i]) * kTileOut;
-      const int64_t o_end = std::min(row_start[i + 1], row_start[i] + (t1 - tile_start[i]) * kTileOut);
+      const int64_t o_end =
+          std::min(row_start[i + 1], row_start[i] + (t1 - tile_start[i]) * kTileOut);
       LinearSlice(runs[i], row_start[i], o_begin, o_end, in, args, w.out_features(), scratch->xq,
                   KernelFor(kernels, runs[i].dtype));
     }

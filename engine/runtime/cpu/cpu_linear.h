@@ -60,8 +60,8 @@ class CpuLinear {
   CpuLinear() = default;
 
   // W from fp32 values [rows, in_features] (w.size() must be rows * in).
-  static absl::StatusOr<CpuLinear> FromF32(std::vector<float> w, int64_t rows,
-                                           int64_t in_features, absl::string_view name);
+  static absl::StatusOr<CpuLinear> FromF32(std::vector<float> w, int64_t rows, int64_t in_features,
+                                           absl::string_view name);
   // W from GGUF blocks of `dtype`, row after row; in_features must be a
   // multiple of the block's elements and blocks.size() match. Errors name
   // `name` and what is wrong.
@@ -93,15 +93,16 @@ class CpuLinear {
 // x rows in 8 bits: per 32 columns a scale d and int8 codes, x ~ d * q.
 struct QuantizedRows {
   int64_t rows = 0;
-  int64_t cols = 0;             // a multiple of 32
-  std::vector<int8_t> q;        // [rows, cols]
-  std::vector<float> d;         // [rows, cols / 32]
-  std::vector<int32_t> sum16;   // [rows, cols / 16]: the sum of q over each 16 columns
+  int64_t cols = 0;            // a multiple of 32
+  std::vector<int8_t> q;       // [rows, cols]
+  std::vector<float> d;        // [rows, cols / 32]
+  std::vector<int32_t> sum16;  // [rows, cols / 16]: the sum of q over each 16 columns
+  std::vector<float> dsum;     // [rows, cols / 32]: d * (the sum of q over the 32 columns)
 };
 
 // Quantizes rows [0, rows) of x [rows, cols] (cols a multiple of 32) into
 // out (resized): d = max|x| / 127 over the block (0 for an all-zero block),
-// q = x * (1 / d) rounded to nearest even (0 when d is 0). Every kernel uses
+// q = x * (1 / d) rounded to nearest even (0 when d is 0), and the sums. Every kernel uses
 // this one function, so codes are identical everywhere.
 void QuantizeRowsQ8(const float* x, int64_t rows, int64_t cols, QuantizedRows* out);
 

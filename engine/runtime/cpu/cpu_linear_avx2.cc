@@ -1,5 +1,26 @@
-// WIP: the avx2 row kernels (cpu_linear_kernels.h).
+// The AVX2 row kernels of CpuLinearForward (cpu_linear_kernels.h), from
+// cpu_linear_simd.inc. This file is compiled for AVX2 alone (see
+// CMakeLists.txt) and includes no header with inline code shared elsewhere.
+// Tested by tests/engine/runtime/cpu/cpu_linear_test.cc.
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
 #include "engine/runtime/cpu/cpu_linear_kernels.h"
+
+#define ONECARD_CPU_LINEAR_VNNI 0
+
 namespace onecard::engine::cpu_linear {
-const Kernels& Avx2Kernels() { return GenericKernels(); }
+namespace {
+
+#include "engine/runtime/cpu/cpu_linear_simd.inc"
+
+}  // namespace
+
+const Kernels& Avx2Kernels() {
+  static const Kernels k{SimdQ4_0, SimdQ4_1, SimdQ8_0, SimdQ4_K, SimdQ5_K, SimdQ6_K};
+  return k;
+}
+
 }  // namespace onecard::engine::cpu_linear

@@ -1,5 +1,26 @@
-// WIP: the avx512 row kernels (cpu_linear_kernels.h).
+// The AVX-512 VNNI row kernels of CpuLinearForward (cpu_linear_kernels.h), from
+// cpu_linear_simd.inc. This file is compiled for AVX-512 VNNI alone (see
+// CMakeLists.txt) and includes no header with inline code shared elsewhere.
+// Tested by tests/engine/runtime/cpu/cpu_linear_test.cc.
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
 #include "engine/runtime/cpu/cpu_linear_kernels.h"
+
+#define ONECARD_CPU_LINEAR_VNNI 1
+
 namespace onecard::engine::cpu_linear {
-const Kernels& Avx512VnniKernels() { return GenericKernels(); }
+namespace {
+
+#include "engine/runtime/cpu/cpu_linear_simd.inc"
+
+}  // namespace
+
+const Kernels& Avx512VnniKernels() {
+  static const Kernels k{SimdQ4_0, SimdQ4_1, SimdQ8_0, SimdQ4_K, SimdQ5_K, SimdQ6_K};
+  return k;
+}
+
 }  // namespace onecard::engine::cpu_linear

@@ -111,7 +111,8 @@ float DotQ6_K(const uint8_t* w, const XRow& x, int64_t cols) {
         const int e = g * 16 + k;
         const int n = e / 128, t = (e % 128) / 32, l = e % 32;
         const uint8_t low = blk.ql[64 * n + l + 32 * (t % 2)];
-        const int code = ((t >= 2 ? low >> 4 : low) & 15) | (((blk.qh[32 * n + l] >> (2 * t)) & 3) << 4);
+        const int code =
+            ((t >= 2 ? low >> 4 : low) & 15) | (((blk.qh[32 * n + l] >> (2 * t)) & 3) << 4);
         dot += code * q[k];
       }
       dot -= 32 * x.sum16[i * 16 + g];

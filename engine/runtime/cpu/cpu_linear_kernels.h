@@ -13,11 +13,13 @@
 
 namespace onecard::engine::cpu_linear {
 
-// One row of quantized activations: q [cols], d [cols / 32], sum16 [cols / 16].
+// One row of quantized activations (QuantizedRows): q [cols], d [cols / 32],
+// sum16 [cols / 16], dsum [cols / 32].
 struct XRow {
   const int8_t* q;
   const float* d;
   const int32_t* sum16;
+  const float* dsum;
 };
 
 // sum over the row's blocks of W[o, block] . x[block]; `cols` is the row's
