@@ -1,4 +1,5 @@
-// ResolveTensor, ReadTensorF32, ReadTensorInt4 (see layer_tensors.h).
+// ResolveTensor, ReadTensorF32, ReadTensorBlocks, ReadTensorInt4 (see
+// layer_tensors.h).
 // Tested by tests/engine/model/layer_tensors_test.cc.
 #include "engine/model/layer_tensors.h"
 
@@ -252,6 +253,35 @@ absl::StatusOr<std::vector<float>> ReadTensorF32(const ResolvedTensor& t) {
     std::memcpy(permuted.data() + r * cols, out.data() + sources[r] * cols, cols * sizeof(float));
   }
   return permuted;
+}
+
+absl::StatusOr<std::vector<uint8_t>> ReadTensorBlocks(const ResolvedTensor& t) {
+  const DType dtype = t.view->dtype;
+  const int64_t block = BlockElements(dtype);
+  if (t.hf_int4.has_value() || block == 1 || t.shape.size() != 2 || t.shape[1] % block != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        t.view->file_path, ": tensor '", t.name, "' (", std::string(DTypeName(dtype)), ", shape ",
+        ShapeString(t.shape),
+        ") is not a matrix of whole GGUF blocks a row (Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K)"));
+  }
+  const int64_t rows = t.shape[0];
+  const int64_t row_bytes = t.shape[1] / block * BlockBytes(dtype);
+  if (t.view->size_bytes != static_cast<uint64_t>(rows * row_bytes)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(t.view->file_path, ": tensor '", t.name, "' at offset ", t.view->file_offset,
+                     " holds ", t.view->size_bytes, " bytes, ", ShapeString(t.shape), " in ",
+                     std::string(DTypeName(dtype)), " needs ", rows * row_bytes));
+  }
+  std::vector<uint8_t> out(rows * row_bytes);
+  if (t.unpermute_heads == 0) {
+    std::memcpy(out.data(), t.view->data, out.size());
+    return out;
+  }
+  const std::vector<int64_t> sources = LlamaCppRowSources(t.unpermute_heads, rows);
+  for (int64_t r = 0; r < rows; ++r) {
+    std::memcpy(out.data() + r * row_bytes, t.view->data + sources[r] * row_bytes, row_bytes);
+  }
+  return out;
 }
 
 bool IsInt4Dtype(DType dtype) {

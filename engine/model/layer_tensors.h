@@ -3,7 +3,7 @@
 // found and shape-checked against the ModelConfig, then read as fp32 or, for
 // 4-bit GGUF blocks and HF 4-bit projections (GPTQ, AWQ, compressed-tensors:
 // hf_int4.h, found where the ".weight" is absent), as an Int4Matrix without
-// re-rounding. GGUF llama Q/K
+// re-rounding, or as the GGUF blocks themselves. GGUF llama Q/K
 // rows, which llama.cpp's converter permuted for its interleaved RoPE, are
 // permuted back (as transformers' GGUF loader does), codes and scales alike.
 // Loaders that fill a device layer by layer use it (the CUDA runner), and so
@@ -65,6 +65,13 @@ absl::StatusOr<ResolvedTensor> ResolveTensor(const Checkpoint& checkpoint, Tenso
 // Its values in fp32, row-major, in the HF row and column order (4-bit HF
 // projections dequantized: Int4Matrix::Value, columns in their own order).
 absl::StatusOr<std::vector<float>> ReadTensorF32(const ResolvedTensor& tensor);
+
+// The GGUF blocks of a block-quantized tensor (Q8_0, Q4_0, Q4_1, Q4_K, Q5_K,
+// Q6_K: quant_blocks.h) exactly as stored, row after row in the HF row order
+// (llama.cpp's Q/K permutation undone on whole rows: a row is whole blocks).
+// InvalidArgument naming the tensor and the file for another dtype, a shape
+// that is not a matrix of whole blocks a row, or bytes that do not match it.
+absl::StatusOr<std::vector<uint8_t>> ReadTensorBlocks(const ResolvedTensor& tensor);
 
 // Whether ReadTensorInt4 takes a GGUF tensor of this dtype: Q4_0
 // (kSymmetric), Q4_1 and Q4_K (kFloat), groups of 32. A Q4_K super-block

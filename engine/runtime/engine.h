@@ -144,6 +144,10 @@ struct EngineOptions {
   // bf16 or fp8 as they are written; the cuda backend stores BF16 (auto and
   // bf16) and refuses fp8, which it does not have yet.
   KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto;
+  // cpu backend: how the checkpoint's weights are held (model_runner.h):
+  // kNative as the file stores them where the cpu kernels multiply that
+  // format, kF32 all dequantized (the oracle). The cuda backend ignores it.
+  CpuWeightFormat cpu_weight_format = CpuWeightFormat::kNative;
   int64_t gpu_memory_budget = 0;  // cuda backend: bytes; 0 = the card's free memory
   // cuda backend: time the decode buckets' GEMM forms at startup and keep
   // the fastest (docs/cuda.md). The choice is by timing, so two engines may

@@ -27,7 +27,8 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> CreateModelRunner(const Checkpoint&
                                              .kv_block_size = options.kv_block_size,
                                              .num_kv_blocks = options.num_kv_blocks,
                                              .kv_cache_bytes = options.kv_cache_bytes,
-                                             .kv_cache_dtype = options.kv_cache_dtype});
+                                             .kv_cache_dtype = options.kv_cache_dtype,
+                                             .weight_format = options.cpu_weight_format});
   }
   if (options.backend == "cuda") {
     if (options.kv_cache_dtype == KvCacheDtype::kFp8E4m3) {

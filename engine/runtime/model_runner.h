@@ -50,6 +50,34 @@ inline absl::StatusOr<KvCacheDtype> ParseKvCacheDtype(absl::string_view text,
       absl::StrCat(field, ": unknown KV cache dtype \"", text, "\"; supported: auto, bf16, fp8"));
 }
 
+// How the cpu backend holds a model's weights. kNative: each linear's
+// weights as the file stores them when the cpu kernels multiply that format
+// (GGUF Q4_0, Q4_1, Q8_0, Q4_K, Q5_K, Q6_K blocks, with 8-bit activations:
+// engine/runtime/cpu/cpu_linear.h), in fp32 otherwise, so that a quantized
+// file is held at its own size. kF32: every weight dequantized to fp32 (the
+// correctness oracle, compared with Hugging Face's fp32 runs).
+enum class CpuWeightFormat : uint8_t { kNative, kF32 };
+
+inline const char* CpuWeightFormatName(CpuWeightFormat format) {
+  switch (format) {
+    case CpuWeightFormat::kNative:
+      return "native";
+    case CpuWeightFormat::kF32:
+      return "f32";
+  }
+  return "?";
+}
+
+// "native", "f32" (InvalidArgument naming `field` otherwise).
+inline absl::StatusOr<CpuWeightFormat> ParseCpuWeightFormat(absl::string_view text,
+                                                            absl::string_view field) {
+  for (CpuWeightFormat f : {CpuWeightFormat::kNative, CpuWeightFormat::kF32}) {
+    if (text == CpuWeightFormatName(f)) return f;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat(field, ": unknown cpu weight format \"", text, "\"; supported: native, f32"));
+}
+
 struct SequenceChunk {
   int64_t seq_id = 0;
   std::span<const int32_t> token_ids;    // [num_chunk_tokens]

@@ -78,7 +78,9 @@ absl::StatusOr<Reference> OpenReference(const std::string& path) {
   Reference r;
   ASSIGN_OR_RETURN(Checkpoint ckpt, OpenCheckpoint(SourcePath(path)));
   r.ckpt = std::make_unique<Checkpoint>(std::move(ckpt));
-  ASSIGN_OR_RETURN(r.cpu, CreateCpuModelRunner(*r.ckpt, CpuRunnerOptions{}));
+  // The fp32 oracle: every weight dequantized.
+  ASSIGN_OR_RETURN(r.cpu, CreateCpuModelRunner(
+                              *r.ckpt, CpuRunnerOptions{.weight_format = CpuWeightFormat::kF32}));
   return r;
 }
 

@@ -6,7 +6,7 @@
 //                    (a worker or router over gRPC instead of a local engine)
 //   onecard inspect MODEL
 //   onecard perplexity --model PATH --text FILE [--window N] [--stride N]
-//                      [--text-tokens N] [--backend cpu|cuda]
+//                      [--text-tokens N] [--backend cpu|cuda] [--cpu-weights native|f32]
 //   onecard quantize --model HF_DIR|GGUF --out DIR [--method rtn|gptq] [--group-size 128]
 //                    [--sym=true|false] [--calibration FILE] [--calibration-tokens N]
 //                    [--damp 0.01] [--threads N] [--allow-requantize]
@@ -50,6 +50,9 @@ ABSL_FLAG(double, repetition_penalty, 1.0, "HF repetition penalty; 1 = off");
 ABSL_FLAG(int64_t, seed, -1, "sampling seed; -1 = random");
 ABSL_FLAG(int32_t, threads, 0, "cpu backend threads; 0 = all cores");
 ABSL_FLAG(std::string, backend, "cpu", "cpu or cuda");
+ABSL_FLAG(std::string, cpu_weights, "native",
+          "cpu backend: native (a GGUF file's quantized weights as stored, 8-bit activations) or "
+          "f32 (every weight dequantized to fp32: the reference)");
 ABSL_FLAG(int32_t, max_context, 0, "context length served; 0 = the model's");
 ABSL_FLAG(std::string, target, "", "host:port of a worker or router; empty = a local engine");
 ABSL_FLAG(std::string, api_key, "", "--target: the API key (router); default $ONECARD_API_KEY");
@@ -96,7 +99,8 @@ const onecard::services::CommandLineSpec kCommandLine = {
          {"quantize",
           "an HF folder or GGUF file to a 4-bit GPTQ folder (rtn or gptq); JSON summary"},
          {"help", "print this help"}},
-    .groups = {{"Model (local engine)", {"model", "backend", "threads", "max_context"}},
+    .groups = {{"Model (local engine)",
+                {"model", "backend", "threads", "cpu_weights", "max_context"}},
                {"Remote (a worker or router)", {"target", "api_key", "priority"}},
                {"Prompt", {"prompt", "system"}},
                {"Sampling",
@@ -180,6 +184,12 @@ absl::Status CheckGenerateFlags(const std::string& command,
   if (absl::GetFlag(FLAGS_threads) < 0 || absl::GetFlag(FLAGS_max_context) < 0) {
     return absl::InvalidArgumentError("--threads and --max-context: must not be negative");
   }
+  if (absl::Status s =
+          onecard::engine::ParseCpuWeightFormat(absl::GetFlag(FLAGS_cpu_weights), "--cpu-weights")
+              .status();
+      !s.ok()) {
+    return s;
+  }
   return onecard::tools::CheckPriorityName(absl::GetFlag(FLAGS_priority));
 }
 
@@ -205,6 +215,9 @@ int RunEngineCommand(const std::string& command) {
   options.backend = absl::GetFlag(FLAGS_backend);
   options.num_threads = absl::GetFlag(FLAGS_threads);
   options.max_context = absl::GetFlag(FLAGS_max_context);
+  options.cpu_weight_format =  // checked by CheckGenerateFlags
+      onecard::engine::ParseCpuWeightFormat(absl::GetFlag(FLAGS_cpu_weights), "--cpu-weights")
+          .value_or(onecard::engine::CpuWeightFormat::kNative);
   auto engine = onecard::engine::Engine::Create(options);
   if (!engine.ok()) return Fail(engine.status());
   const onecard::tools::GenerateOptions generate = GenerateOptionsFromFlags();
@@ -264,7 +277,8 @@ int main(int argc, char** argv) {
         .num_threads = absl::GetFlag(FLAGS_threads),
         .windows = {.window = absl::GetFlag(FLAGS_window), .stride = absl::GetFlag(FLAGS_stride)},
         .text_tokens = absl::GetFlag(FLAGS_text_tokens),
-        .kv_cache_dtype = absl::GetFlag(FLAGS_kv_cache_dtype)};
+        .kv_cache_dtype = absl::GetFlag(FLAGS_kv_cache_dtype),
+        .cpu_weights = absl::GetFlag(FLAGS_cpu_weights)};
     if (absl::Status s = onecard::tools::CheckPerplexityOptions(options); !s.ok()) {
       return UsageError(s);
     }

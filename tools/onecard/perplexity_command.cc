@@ -41,7 +41,8 @@ absl::Status CheckPerplexityOptions(const PerplexityCommandOptions& o) {
         absl::StrCat("--text-tokens: ", o.text_tokens, " (0 = all, else at least 2)"));
   }
   if (o.num_threads < 0) return absl::InvalidArgumentError("--threads: must not be negative");
-  return engine::ParseKvCacheDtype(o.kv_cache_dtype, "--kv-cache-dtype").status();
+  RETURN_IF_ERROR(engine::ParseKvCacheDtype(o.kv_cache_dtype, "--kv-cache-dtype").status());
+  return engine::ParseCpuWeightFormat(o.cpu_weights, "--cpu-weights").status();
 }
 
 absl::Status RunPerplexityWith(const PerplexityCommandOptions& options,
@@ -66,6 +67,7 @@ absl::Status RunPerplexityWith(const PerplexityCommandOptions& options,
       {"model", options.model_path},
       {"backend", runner.name()},
       {"kv_cache_dtype", options.kv_cache_dtype},
+      {"cpu_weights", options.cpu_weights},
       {"text", options.text_path},
       {"text_bytes", text.size()},
       {"tokens", result.num_tokens},
@@ -99,6 +101,8 @@ absl::Status RunPerplexity(const PerplexityCommandOptions& options, std::ostream
   e.num_threads = options.num_threads;
   ASSIGN_OR_RETURN(e.kv_cache_dtype,
                    engine::ParseKvCacheDtype(options.kv_cache_dtype, "--kv-cache-dtype"));
+  ASSIGN_OR_RETURN(e.cpu_weight_format,
+                   engine::ParseCpuWeightFormat(options.cpu_weights, "--cpu-weights"));
   // One sequence of one window at a time: its blocks, and a step as long as
   // the window.
   e.num_kv_blocks = (window + e.kv_block_size - 1) / e.kv_block_size;

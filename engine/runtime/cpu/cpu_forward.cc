@@ -6,16 +6,16 @@
 #include <cmath>
 #include <mutex>
 
+#include "absl/strings/str_cat.h"
 #include "engine/common/fp8.h"
 #include "engine/common/status_macros.h"
 #include "engine/kernels/bf16.h"
-#include "engine/kernels/embedding.h"
 #include "engine/kernels/kv_cache_write.h"
 #include "engine/kernels/rms_norm.h"
 #include "engine/kernels/rope.h"
 #include "engine/kernels/silu_mul.h"
 #include "engine/runtime/cpu/cpu_attention.h"
-#include "engine/runtime/cpu/cpu_matmul.h"
+#include "engine/runtime/cpu/cpu_linear.h"
 
 namespace onecard::engine {
 
@@ -72,15 +72,23 @@ absl::Status CpuForward::Run(const FlatBatch& flat, std::vector<float>* logits) 
 }
 
 absl::Status CpuForward::Embed(const FlatBatch& flat) {
-  EmbeddingParams p;
-  p.dtype = DType::kF32;
-  p.token_ids = flat.token_ids.data();
-  p.table = weights_.embedding.data();
-  p.out = act_.residual.data();
-  p.num_tokens = flat.num_tokens;
-  p.vocab_size = config_.vocab_size;
-  p.hidden = config_.hidden_size;
-  return EmbeddingRef(p);
+  const int64_t hidden = config_.hidden_size;
+  return ForTokenRanges(flat.num_tokens, [&](int32_t begin, int32_t end) {
+    for (int32_t t = begin; t < end; ++t) {
+      const int32_t id = flat.token_ids[t];
+      if (id < 0 || id >= config_.vocab_size) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("token_ids[", t, "] = ", id, " is outside [0, ", config_.vocab_size, ")"));
+      }
+      weights_.embedding.RowF32(id, act_.residual.data() + int64_t{t} * hidden);
+    }
+    return absl::OkStatus();
+  });
+}
+
+void CpuForward::Linear(const CpuLinear& w, const float* x, const float* bias, float* y,
+                        int32_t n) {
+  CpuLinearForward(pool_, w, {.x = x, .bias = bias, .y = y, .num_rows = n}, &scratch_);
 }
 
 absl::Status CpuForward::AddAndNorm(bool add_proj, const std::vector<float>& weight,
@@ -103,8 +111,7 @@ absl::Status CpuForward::AttentionBlock(int64_t layer, const FlatBatch& flat) {
   const CpuLayerWeights& w = weights_.layers[layer];
   const int32_t n = flat.num_tokens;
   Observe(layer, LinearInput::kQkv, act_.normed, n);
-  MatMul(pool_, {act_.normed.data(), w.wqkv.data(), w.bqkv.empty() ? nullptr : w.bqkv.data(),
-                 act_.qkv.data(), n, config_.hidden_size, qkv_dim_});
+  Linear(w.wqkv, act_.normed.data(), w.bqkv.empty() ? nullptr : w.bqkv.data(), act_.qkv.data(), n);
   // q, k and v are views into each token's qkv row: [q heads | k heads | v heads].
   float* q = act_.qkv.data();
   float* k = q + q_dim_;
@@ -148,8 +155,7 @@ absl::Status CpuForward::AttentionBlock(int64_t layer, const FlatBatch& flat) {
   attn.scale = 1.0f / std::sqrt(static_cast<float>(config_.head_dim));
   RETURN_IF_ERROR(PagedAttentionCpu(pool_, attn));
   Observe(layer, LinearInput::kO, act_.attn, n);
-  MatMul(pool_, {act_.attn.data(), w.wo.data(), nullptr, act_.proj.data(), n, q_dim_,
-                 config_.hidden_size});
+  Linear(w.wo, act_.attn.data(), nullptr, act_.proj.data(), n);
   return absl::OkStatus();
 }
 
@@ -157,15 +163,13 @@ absl::Status CpuForward::MlpBlock(int64_t layer, int32_t n) {
   const CpuLayerWeights& w = weights_.layers[layer];
   const int64_t inter = config_.intermediate_size;
   Observe(layer, LinearInput::kGateUp, act_.normed, n);
-  MatMul(pool_, {act_.normed.data(), w.w_gate_up.data(), nullptr, act_.gate_up.data(), n,
-                 config_.hidden_size, 2 * inter});
+  Linear(w.w_gate_up, act_.normed.data(), nullptr, act_.gate_up.data(), n);
   RETURN_IF_ERROR(ForTokenRanges(n, [&](int32_t begin, int32_t end) {
     return SiluMulRef({DType::kF32, act_.gate_up.data() + begin * 2 * inter,
                        act_.act.data() + begin * inter, end - begin, inter});
   }));
   Observe(layer, LinearInput::kDown, act_.act, n);
-  MatMul(pool_, {act_.act.data(), w.w_down.data(), nullptr, act_.proj.data(), n, inter,
-                 config_.hidden_size});
+  Linear(w.w_down, act_.act.data(), nullptr, act_.proj.data(), n);
   return absl::OkStatus();
 }
 
@@ -179,8 +183,8 @@ absl::Status CpuForward::Logits(const FlatBatch& flat, std::vector<float>* logit
     std::copy_n(act_.normed.data() + flat.logit_rows[r] * hidden, hidden, &picked[r * hidden]);
   }
   logits->resize(rows * config_.vocab_size);
-  MatMul(pool_, {picked.data(), weights_.output_weight().data(), nullptr, logits->data(), rows,
-                 hidden, config_.vocab_size});
+  Linear(weights_.output_weight(), picked.data(), nullptr, logits->data(),
+         static_cast<int32_t>(rows));
   return absl::OkStatus();
 }
 

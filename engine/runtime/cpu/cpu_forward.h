@@ -4,12 +4,15 @@
 //   paged attention, o linear, residual add + rmsnorm, gate_up linear,
 //   silu*mul, down linear] -> residual add + final rmsnorm -> lm_head on the
 //   rows whose logits are wanted.
-// Norms, rope, silu*mul, the embedding and the kv write are the kernels'
-// references (engine/kernels/*_ref.cc), run over token ranges in parallel;
-// the linears are MatMul (cpu_matmul.h) and attention PagedAttentionCpu
-// (cpu_attention.h). Every step computes a token's values from that token's
-// inputs alone in a fixed order, so logits are batch-invariant.
-// Owns the weights, the per-layer paged K/V pools and the activations.
+// Norms, rope, silu*mul and the kv write are the kernels' references
+// (engine/kernels/*_ref.cc), run over token ranges in parallel; the embedding
+// is CpuLinear::RowF32 of each token's row; the linears are CpuLinearForward
+// (cpu_linear.h: fp32 runs as fp32 dot products, block runs over 8-bit
+// activations) and attention PagedAttentionCpu (cpu_attention.h). Every step
+// computes a token's values from that token's inputs alone in a fixed order,
+// so logits are batch-invariant.
+// Owns the weights, the per-layer paged K/V pools, the activations and the
+// linears' scratch.
 // Not thread-safe: one Run at a time. Tested through cpu_model_runner_test.cc.
 #ifndef ONECARD_ENGINE_RUNTIME_CPU_CPU_FORWARD_H_
 #define ONECARD_ENGINE_RUNTIME_CPU_CPU_FORWARD_H_
@@ -32,8 +35,8 @@ namespace onecard::engine {
 
 class CpuForward {
  public:
-  // config must have passed CheckCpuConfig; weights come from PackCpuWeights;
-  // layout.num_blocks > 0.
+  // config must have passed CheckCpuConfig; weights come from PackCpuWeights
+  // or LoadCpuWeights; layout.num_blocks > 0.
   // kv_dtype: kAuto keeps K and V exact; kBf16 / kFp8E4m3 round each value
   // written to the pools to that format (model_runner.h).
   CpuForward(const ModelConfig& config, CpuWeights weights, const KvLayout& layout, int num_threads,
@@ -58,6 +61,8 @@ class CpuForward {
   };
 
   void Resize(int32_t num_tokens);
+  // y [n, w.out_features()] = x [n, w.in_features()] W^T (+ bias).
+  void Linear(const CpuLinear& w, const float* x, const float* bias, float* y, int32_t n);
   absl::Status Embed(const FlatBatch& flat);
   absl::Status AttentionBlock(int64_t layer, const FlatBatch& flat);
   absl::Status MlpBlock(int64_t layer, int32_t num_tokens);
@@ -81,6 +86,7 @@ class CpuForward {
       k_pools_;  // per layer: [num_blocks, block_size, kv_heads, head_dim]
   std::vector<std::vector<float>> v_pools_;  // per layer, the same
   Activations act_;
+  CpuLinearScratch scratch_;  // every linear's quantized activations, in turn
   ThreadPool pool_;
   const LinearInputObserver observer_;
   const KvCacheDtype kv_dtype_;

@@ -1,9 +1,13 @@
-// The cpu backend: a clear, multi-threaded fp32 implementation of the decoder
+// The cpu backend: a clear, multi-threaded implementation of the decoder
 // (Llama / Qwen2 / Mistral) over the paged KV cache, built from the kernels'
-// plain references (engine/kernels/*_ref.cc). It is the correctness oracle of
-// the project and the CI backend. Its math is batch-invariant: a sequence's
-// logits do not depend on which other sequences share the batch.
-// Tested by tests/engine/runtime/cpu/*_test.cc against HF goldens.
+// plain references (engine/kernels/*_ref.cc) and the CpuLinear products
+// (cpu_linear.h). It is the CI backend and, with CpuWeightFormat::kF32 (every
+// weight in fp32), the correctness oracle of the project; kNative (the
+// default) holds a GGUF file's quantized weights as stored. Its math is
+// batch-invariant: a sequence's logits do not depend on which other
+// sequences share the batch.
+// Tested by tests/engine/runtime/cpu/*_test.cc against HF goldens (kF32) and
+// kNative against kF32.
 #ifndef ONECARD_ENGINE_RUNTIME_CPU_CPU_MODEL_RUNNER_H_
 #define ONECARD_ENGINE_RUNTIME_CPU_CPU_MODEL_RUNNER_H_
 
@@ -13,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "engine/model/checkpoint.h"
 #include "engine/model/model_weights.h"
+#include "engine/runtime/cpu/cpu_weights.h"
 #include "engine/runtime/cpu/linear_inputs.h"
 #include "engine/runtime/model_runner.h"
 
@@ -26,11 +31,16 @@ struct CpuRunnerOptions {
   // kAuto keeps K and V in fp32; kBf16 / kFp8E4m3 round them to that format
   // as they are written (model_runner.h), the storage staying fp32.
   KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto;
+  // How CreateCpuModelRunner loads the checkpoint's weights (model_runner.h;
+  // LoadCpuWeights). Weights given in memory are fp32 whatever it says.
+  CpuWeightFormat weight_format = CpuWeightFormat::kNative;
   // Sees every layer's linear inputs and residual stream (calibration:
   // onecard quantize); none when empty.
   LinearInputObserver linear_input_observer;
 };
 
+// The checkpoint's weights loaded in options.weight_format (LoadCpuWeights),
+// then as CreateCpuModelRunnerFromCpuWeights.
 absl::StatusOr<std::unique_ptr<ModelRunner>> CreateCpuModelRunner(const Checkpoint& checkpoint,
                                                                   const CpuRunnerOptions& options);
 
@@ -44,6 +54,12 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> CreateCpuModelRunner(const Checkpoi
 // Forward is serialized: concurrent calls take turns.
 absl::StatusOr<std::unique_ptr<ModelRunner>> CreateCpuModelRunnerFromWeights(
     const ModelConfig& config, ModelWeightsF32 weights, const CpuRunnerOptions& options);
+
+// The same from weights already in the backend's form (LoadCpuWeights,
+// PackCpuWeights). Logs one line: the weights' format and bytes, the
+// kernels' instruction set, the KV pool and the threads.
+absl::StatusOr<std::unique_ptr<ModelRunner>> CreateCpuModelRunnerFromCpuWeights(
+    const ModelConfig& config, CpuWeights weights, const CpuRunnerOptions& options);
 
 }  // namespace onecard::engine
 

@@ -1,7 +1,7 @@
 // CpuModelRunner, the cpu backend's ModelRunner, and
-// CreateCpuModelRunnerFromWeights (see cpu_model_runner.h): sizes the KV
-// pool, then each Forward checks and flattens the batch (cpu_batch.h) and
-// runs the decoder (cpu_forward.h).
+// CreateCpuModelRunnerFromWeights / FromCpuWeights (see cpu_model_runner.h):
+// sizes the KV pool, then each Forward checks and flattens the batch
+// (cpu_batch.h) and runs the decoder (cpu_forward.h).
 // Tested by tests/engine/runtime/cpu/cpu_model_runner_test.cc.
 #include <limits>
 #include <mutex>
@@ -81,8 +81,17 @@ absl::StatusOr<KvLayout> PlanKvLayout(const ModelConfig& config, const CpuRunner
 absl::StatusOr<std::unique_ptr<ModelRunner>> CreateCpuModelRunnerFromWeights(
     const ModelConfig& config, ModelWeightsF32 weights, const CpuRunnerOptions& options) {
   RETURN_IF_ERROR(CheckCpuConfig(config));
-  ASSIGN_OR_RETURN(const KvLayout layout, PlanKvLayout(config, options));
+  RETURN_IF_ERROR(PlanKvLayout(config, options).status());  // before any work on the weights
   ASSIGN_OR_RETURN(CpuWeights packed, PackCpuWeights(config, std::move(weights)));
+  return CreateCpuModelRunnerFromCpuWeights(config, std::move(packed), options);
+}
+
+absl::StatusOr<std::unique_ptr<ModelRunner>> CreateCpuModelRunnerFromCpuWeights(
+    const ModelConfig& config, CpuWeights packed, const CpuRunnerOptions& options) {
+  RETURN_IF_ERROR(CheckCpuConfig(config));
+  ASSIGN_OR_RETURN(const KvLayout layout, PlanKvLayout(config, options));
+  const CpuWeightFormat format = packed.format;
+  const int64_t weight_bytes = packed.bytes();
   std::unique_ptr<CpuModelRunner> runner;
   // The KV pools and activations are std::vectors: a failed allocation
   // throws, and becomes a status here.
@@ -94,8 +103,12 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> CreateCpuModelRunnerFromWeights(
     return absl::ResourceExhaustedError(
         absl::StrCat("cannot allocate the KV pool of ", layout.num_blocks, " blocks"));
   }
-  Log(LogLevel::kInfo, "cpu", "model %s: %d layers, %d KV blocks of %d tokens, %d threads",
-      config.name, config.num_layers, layout.num_blocks, layout.block_size, runner->num_threads());
+  Log(LogLevel::kInfo, "cpu",
+      "model %s: %d layers, %s weights (%.1f MiB), %s kernels, %d KV blocks of %d tokens, "
+      "%d threads",
+      config.name, config.num_layers, CpuWeightFormatName(format),
+      static_cast<double>(weight_bytes) / (1 << 20), CpuIsaName(DetectCpuIsa()), layout.num_blocks,
+      layout.block_size, runner->num_threads());
   return runner;
 }
 

@@ -7,6 +7,8 @@
 // package's dequantization (tests/golden/model/dequant_Q4_K.*) within the
 // fp16 rounding of the package's own group scales and mins
 // (dequant_Q4_K_groups.json); errors name the tensor, the file and the offset.
+// ReadTensorBlocks (Q6_K, Q8_0, Q4_K) gives blocks that dequantize to
+// ReadTensorF32's values, llama.cpp's Q/K permutation undone on whole rows.
 #include "engine/model/layer_tensors.h"
 
 #include <cmath>
@@ -255,6 +257,95 @@ TEST(LayerTensorsTest, Q4KScalesBeyondFp16AreRefusedNamingTheTensor) {
   EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(m.status().message().find("blk.3.attn_q.weight"), std::string::npos) << m.status();
   EXPECT_NE(m.status().message().find("memory.gguf"), std::string::npos) << m.status();
+}
+
+// Random bytes for every field of `count` blocks, then finite fp16 scales
+// (d, and dmin or m where the block has one) in 0.01..0.1.
+template <typename Block>
+std::vector<uint8_t> RandomBlockBytes(int64_t count, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> scale(0.01f, 0.1f);
+  std::vector<Block> blocks(count);
+  for (Block& b : blocks) {
+    auto* bytes = reinterpret_cast<uint8_t*>(&b);
+    for (size_t i = 0; i < sizeof(Block); ++i) bytes[i] = static_cast<uint8_t>(rng());
+    b.d = FloatToHalf(scale(rng));
+    if constexpr (requires { b.dmin; }) b.dmin = FloatToHalf(scale(rng));
+    if constexpr (requires { b.m; }) b.m = FloatToHalf(-scale(rng));
+  }
+  std::vector<uint8_t> out(count * sizeof(Block));
+  std::memcpy(out.data(), blocks.data(), out.size());
+  return out;
+}
+
+// A llama GGUF layer whose Q (Q6_K), K (Q8_0) and V (Q4_K) are k-quant
+// sized: hidden 256, 2 heads and 1 KV head of 128.
+Checkpoint BlockCheckpoint() {
+  Checkpoint c;
+  c.path = "memory.gguf";
+  c.format = CheckpointFormat::kGguf;
+  c.config.architecture = Architecture::kLlama;
+  c.config.hidden_size = 256;
+  c.config.num_heads = 2;
+  c.config.num_kv_heads = 1;
+  c.config.head_dim = 128;
+  auto source = std::make_unique<MemorySource>();
+  source->Add("blk.0.attn_q.weight", DType::kQ6_K, {256, 256}, RandomBlockBytes<BlockQ6_K>(256, 1));
+  source->Add("blk.0.attn_k.weight", DType::kQ8_0, {128, 256},
+              RandomBlockBytes<BlockQ8_0>(128 * 8, 2));
+  source->Add("blk.0.attn_v.weight", DType::kQ4_K, {128, 256}, RandomBlockBytes<BlockQ4_K>(128, 3));
+  c.weights = std::move(source);
+  return c;
+}
+
+// ReadTensorBlocks' blocks, dequantized, equal ReadTensorF32's values: the
+// rows are reordered as whole rows of blocks, exactly as the fp32 rows.
+TEST(LayerTensorsTest, BlocksReadInTheHfRowOrderDequantizeToReadTensorF32) {
+  const Checkpoint c = BlockCheckpoint();
+  for (TensorPart part : {TensorPart::kQ, TensorPart::kK, TensorPart::kV}) {
+    absl::StatusOr<ResolvedTensor> t = ResolveTensor(c, part, 0);
+    ASSERT_TRUE(t.ok()) << t.status();
+    SCOPED_TRACE(t->name);
+    EXPECT_EQ(t->unpermute_heads, part == TensorPart::kQ ? 2 : part == TensorPart::kK ? 1 : 0);
+    absl::StatusOr<std::vector<uint8_t>> blocks = ReadTensorBlocks(*t);
+    ASSERT_TRUE(blocks.ok()) << blocks.status();
+    ASSERT_EQ(blocks->size(), t->view->size_bytes);
+    TensorView view = *t->view;
+    view.data = blocks->data();
+    std::vector<float> got(view.NumElements());
+    ASSERT_TRUE(DequantizeInto(view, got.data()).ok());
+    absl::StatusOr<std::vector<float>> want = ReadTensorF32(*t);
+    ASSERT_TRUE(want.ok()) << want.status();
+    ASSERT_EQ(got, *want);
+    if (t->unpermute_heads > 0) {  // the permutation moved rows
+      EXPECT_NE(std::memcmp(blocks->data(), t->view->data, blocks->size()), 0);
+    }
+  }
+}
+
+TEST(LayerTensorsTest, ReadTensorBlocksErrorsNameTheTensorAndFile) {
+  const Checkpoint c = BlockCheckpoint();
+  ResolvedTensor t = *ResolveTensor(c, TensorPart::kK, 0);
+  TensorView shorter = *t.view;
+  shorter.size_bytes -= 34;
+  t.view = &shorter;
+  absl::StatusOr<std::vector<uint8_t>> truncated = ReadTensorBlocks(t);
+  ASSERT_FALSE(truncated.ok());
+  EXPECT_EQ(truncated.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(truncated.status().message().find("blk.0.attn_k.weight"), std::string::npos)
+      << truncated.status();
+  EXPECT_NE(truncated.status().message().find("memory.gguf"), std::string::npos)
+      << truncated.status();
+  MemorySource source;
+  source.Add("blk.0.attn_norm.weight", DType::kF32, {4, 32}, std::vector<uint8_t>(4 * 32 * 4));
+  ResolvedTensor f32;
+  f32.name = "blk.0.attn_norm.weight";
+  f32.view = source.Find(f32.name);
+  f32.shape = {4, 32};
+  const absl::Status not_blocks = ReadTensorBlocks(f32).status();
+  EXPECT_EQ(not_blocks.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(not_blocks.message().find("blk.0.attn_norm.weight"), std::string::npos) << not_blocks;
+  EXPECT_NE(not_blocks.message().find("F32"), std::string::npos) << not_blocks;
 }
 
 TEST(LayerTensorsTest, OnlyQ4QuantsAreInt4) {

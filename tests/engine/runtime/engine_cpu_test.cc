@@ -35,6 +35,7 @@ class EngineCpuTest : public ::testing::Test {
     if (!std::filesystem::exists(kModel)) return;
     EngineOptions options;
     options.model_path = kModel;
+    options.cpu_weight_format = CpuWeightFormat::kF32;  // fp32 weights, as HF runs them
     options.max_num_seqs = 16;
     options.max_batched_tokens = 64;  // long prompts prefill in chunks beside decodes
     options.start_thread = false;

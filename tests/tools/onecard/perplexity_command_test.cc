@@ -54,6 +54,11 @@ TEST(PerplexityCommandTest, ArgumentErrorsNameTheFlag) {
   EXPECT_THAT(CheckPerplexityOptions(o).message(), HasSubstr("--kv-cache-dtype: unknown"));
   o.kv_cache_dtype = "fp8";
   EXPECT_TRUE(CheckPerplexityOptions(o).ok());
+  o = Valid();
+  o.cpu_weights = "q4";
+  EXPECT_THAT(CheckPerplexityOptions(o).message(), HasSubstr("--cpu-weights: unknown"));
+  o.cpu_weights = "f32";
+  EXPECT_TRUE(CheckPerplexityOptions(o).ok());
 }
 
 // The cuda backend's KV cache is BF16: fp8 is refused before any device work.
@@ -83,6 +88,7 @@ TEST(PerplexityCommandTest, PrintsOneJsonSummaryOfTheTextsTokens) {
   EXPECT_EQ(j["tokens"], 40);
   EXPECT_EQ(j["backend"], "fake");
   EXPECT_EQ(j["kv_cache_dtype"], "auto");
+  EXPECT_EQ(j["cpu_weights"], "native");
   EXPECT_EQ(j["window"], 8);
   EXPECT_EQ(j["stride"], 4);
   EXPECT_EQ(j["windows"], 9);  // begins 0, 4, ..., 32 (the last ends at 40)

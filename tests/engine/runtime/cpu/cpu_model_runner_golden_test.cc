@@ -1,6 +1,7 @@
-// Golden test of the cpu backend (CreateCpuModelRunner, engine/runtime/cpu/)
-// against Hugging Face transformers (tests/golden/README.md): SmolLM2-135M
-// (the Q4_1 GGUF, dequantized to fp32) on 5 prompts, and the seeded tiny
+// Golden test of the cpu backend (CreateCpuModelRunner, engine/runtime/cpu/,
+// with CpuWeightFormat::kF32) against Hugging Face transformers
+// (tests/golden/README.md): SmolLM2-135M (the Q4_1 GGUF, dequantized to fp32)
+// on 5 prompts, and the seeded tiny
 // Llama (llama3 rope scaling, GQA, untied) and Qwen2 (q/k/v bias, tied,
 // sharded safetensors) checkpoints. For every prompt:
 // - one-chunk prefill: the logits at every position (64 sampled ids and the
@@ -55,6 +56,7 @@ TEST_P(CpuModelRunnerGoldenTest, MatchesHuggingFace) {
                                << " (the SmolLM2 file comes from scripts/fetch-model.sh)";
   CpuRunnerOptions options;
   options.num_kv_blocks = 256;  // 4096 tokens of 16: room for three 612-token sequences
+  options.weight_format = CpuWeightFormat::kF32;  // fp32 weights, as HF runs them
   auto runner = CreateCpuModelRunner(*checkpoint, options);
   ASSERT_TRUE(runner.ok()) << runner.status();
   const int64_t vocab = (*runner)->config().vocab_size;

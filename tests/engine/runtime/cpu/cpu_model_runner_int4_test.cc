@@ -1,8 +1,8 @@
 // The cpu backend on the HF 4-bit checkpoints of tests/golden/hf_int4/
 // (GPTQ v1 with act order, GPTQ v2 sym, AWQ, compressed-tensors): the runner
-// CreateCpuModelRunner makes from the file (LoadWeightsF32 dequantizing the
-// projections from their codes) against the same model run from weights in
-// which every projection is the upstream dequantization of the same codes
+// CreateCpuModelRunner makes from the file (kF32: ReadTensorF32 dequantizing
+// the projections from their codes) against the same model run from weights
+// in which every projection is the upstream dequantization of the same codes
 // (dequantized.safetensors, made by make_hf_int4_goldens.py as GPTQModel,
 // AutoAWQ and compressed-tensors compute it, in fp16), the other weights as
 // the file holds them.
@@ -74,6 +74,7 @@ TEST_P(CpuModelRunnerInt4Test, MatchesTheUpstreamDequantizedModel) {
   CpuRunnerOptions options;
   options.num_threads = 2;
   options.num_kv_blocks = 4;
+  options.weight_format = CpuWeightFormat::kF32;
   auto runner = CreateCpuModelRunner(*ckpt, options);
   ASSERT_TRUE(runner.ok()) << runner.status();
   auto reference = CreateCpuModelRunnerFromWeights(

@@ -131,6 +131,7 @@ TEST_F(CpuModelRunnerQwenTest, TokenizerMatchesHuggingFace) {
 TEST_F(CpuModelRunnerQwenTest, MatchesHuggingFace) {
   CpuRunnerOptions options;
   options.num_kv_blocks = 64;  // 1024 tokens of 16: every prompt and its 16 tokens
+  options.weight_format = CpuWeightFormat::kF32;  // fp32 weights, as HF runs them
   auto runner = CreateCpuModelRunner(*checkpoint_, options);
   ASSERT_TRUE(runner.ok()) << runner.status();
   const int64_t vocab = (*runner)->config().vocab_size;

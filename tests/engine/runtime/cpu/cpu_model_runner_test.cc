@@ -124,6 +124,17 @@ TEST(KvCacheDtypeTest, ParsesTheNamesAndNamesTheField) {
   EXPECT_NE(bad.message().find("fp4"), std::string::npos) << bad;
 }
 
+TEST(CpuWeightFormatTest, ParsesTheNamesAndNamesTheField) {
+  EXPECT_EQ(*ParseCpuWeightFormat("native", "f"), CpuWeightFormat::kNative);
+  EXPECT_EQ(*ParseCpuWeightFormat("f32", "f"), CpuWeightFormat::kF32);
+  EXPECT_STREQ(CpuWeightFormatName(CpuWeightFormat::kNative), "native");
+  EXPECT_STREQ(CpuWeightFormatName(CpuWeightFormat::kF32), "f32");
+  const absl::Status bad = ParseCpuWeightFormat("q4_0", "--cpu-weights").status();
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.message().find("--cpu-weights"), std::string::npos) << bad;
+  EXPECT_NE(bad.message().find("q4_0"), std::string::npos) << bad;
+}
+
 TEST_P(CpuModelRunnerTest, ChunkedPrefillAndDecodeAreBitwiseEqual) {
   const ModelConfig config = testing::TinyConfig(GetParam());
   auto runner = MakeRunner(GetParam());

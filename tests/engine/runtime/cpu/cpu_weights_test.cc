@@ -1,14 +1,25 @@
-// Tests of CheckCpuConfig and PackCpuWeights (engine/runtime/cpu/cpu_weights.cc):
-// the fused matrices hold the source rows in the documented order ([q; k; v],
-// [gate; up]), biases are stacked the same way, a tied model keeps one
-// embedding, and bad shapes are errors naming the layer and the part.
+// Tests of CheckCpuConfig, PackCpuWeights and LoadCpuWeights
+// (engine/runtime/cpu/cpu_weights.cc): the fused matrices hold the source rows
+// in the documented order ([q; k; v], [gate; up]), biases are stacked the same
+// way, a tied model keeps one embedding, and bad shapes are errors naming the
+// layer and the part; an fp32 GGUF file loads (in either format) to
+// PackCpuWeights' weights of LoadWeightsF32's values, and a missing tensor is
+// NotFound naming it and the file. Block files: cpu_model_runner_native_test.
 #include "engine/runtime/cpu/cpu_weights.h"
 
 #include "gtest/gtest.h"
+#include "tests/engine/model/tiny_model.h"
 #include "tests/engine/runtime/cpu/tiny_model.h"
 
 namespace onecard::engine {
 namespace {
+
+// Every row of w, in fp32 (RowF32), one after another.
+std::vector<float> Values(const CpuLinear& w) {
+  std::vector<float> out(w.out_features() * w.in_features());
+  for (int64_t r = 0; r < w.out_features(); ++r) w.RowF32(r, &out[r * w.in_features()]);
+  return out;
+}
 
 std::vector<float> Concat(std::initializer_list<const std::vector<float>*> parts) {
   std::vector<float> out;
@@ -25,16 +36,19 @@ TEST(PackCpuWeightsTest, FusesInTheDocumentedOrder) {
     for (size_t l = 0; l < source.layers.size(); ++l) {
       const LayerWeightsF32& s = source.layers[l];
       const CpuLayerWeights& p = packed->layers[l];
-      EXPECT_EQ(p.wqkv, Concat({&s.wq, &s.wk, &s.wv})) << l;
+      EXPECT_EQ(Values(p.wqkv), Concat({&s.wq, &s.wk, &s.wv})) << l;
       EXPECT_EQ(p.bqkv, Concat({&s.bq, &s.bk, &s.bv})) << l;
-      EXPECT_EQ(p.w_gate_up, Concat({&s.w_gate, &s.w_up})) << l;
-      EXPECT_EQ(p.wo, s.wo);
-      EXPECT_EQ(p.w_down, s.w_down);
+      EXPECT_EQ(Values(p.w_gate_up), Concat({&s.w_gate, &s.w_up})) << l;
+      EXPECT_EQ(Values(p.wo), s.wo);
+      EXPECT_EQ(Values(p.w_down), s.w_down);
+      EXPECT_FALSE(p.wqkv.quantized());
       EXPECT_EQ(p.attn_norm, s.attn_norm);
       EXPECT_EQ(p.ffn_norm, s.ffn_norm);
     }
-    EXPECT_EQ(packed->output_weight(), source.output_weight());
+    EXPECT_EQ(Values(packed->output_weight()), source.output_weight());
+    EXPECT_EQ(Values(packed->embedding), source.embedding);
     EXPECT_EQ(packed->lm_head.empty(), config.tie_word_embeddings);
+    EXPECT_EQ(packed->format, CpuWeightFormat::kF32);
   }
 }
 
@@ -52,6 +66,63 @@ TEST(PackCpuWeightsTest, ShapeErrorsNameThePart) {
   w = testing::RandomWeights(config, 4);
   w.layers.pop_back();
   EXPECT_NE(PackCpuWeights(config, w).status().message().find("2 layers"), std::string::npos);
+}
+
+// An fp32 GGUF file (llama: Q/K rows as llama.cpp stores them; qwen2:
+// biases, tied) in both formats: fp32 runs with LoadWeightsF32's values.
+TEST(LoadCpuWeightsTest, F32FileLoadsToTheValuesOfLoadWeightsF32) {
+  for (const char* arch : {"llama", "qwen2"}) {
+    SCOPED_TRACE(arch);
+    const ::onecard::testing::ScratchDir dir;
+    const ::onecard::testing::TinyModel model =
+        ::onecard::testing::MakeTinyModel({.arch = arch, .tied = arch == std::string("qwen2")});
+    const std::string path =
+        dir.Write("tiny.gguf", ::onecard::testing::TinyGgufWriter(model).Build().bytes);
+    absl::StatusOr<Checkpoint> c = OpenCheckpoint(path);
+    ASSERT_TRUE(c.ok()) << c.status();
+    absl::StatusOr<ModelWeightsF32> f32 = LoadWeightsF32(*c);
+    ASSERT_TRUE(f32.ok()) << f32.status();
+    absl::StatusOr<CpuWeights> want = PackCpuWeights(c->config, *std::move(f32));
+    ASSERT_TRUE(want.ok()) << want.status();
+    for (CpuWeightFormat format : {CpuWeightFormat::kNative, CpuWeightFormat::kF32}) {
+      absl::StatusOr<CpuWeights> got = LoadCpuWeights(*c, format);
+      ASSERT_TRUE(got.ok()) << got.status();
+      EXPECT_EQ(got->format, format);
+      EXPECT_EQ(got->bytes(), want->bytes());
+      EXPECT_EQ(Values(got->embedding), Values(want->embedding));
+      EXPECT_EQ(Values(got->output_weight()), Values(want->output_weight()));
+      EXPECT_EQ(got->lm_head.empty(), want->lm_head.empty());
+      EXPECT_EQ(got->final_norm, want->final_norm);
+      for (size_t l = 0; l < want->layers.size(); ++l) {
+        const CpuLayerWeights& g = got->layers[l];
+        const CpuLayerWeights& w = want->layers[l];
+        EXPECT_FALSE(g.wqkv.quantized() || g.wo.quantized() || g.w_gate_up.quantized() ||
+                     g.w_down.quantized());
+        EXPECT_EQ(Values(g.wqkv), Values(w.wqkv)) << l;
+        EXPECT_EQ(Values(g.wo), Values(w.wo)) << l;
+        EXPECT_EQ(Values(g.w_gate_up), Values(w.w_gate_up)) << l;
+        EXPECT_EQ(Values(g.w_down), Values(w.w_down)) << l;
+        EXPECT_EQ(g.bqkv, w.bqkv) << l;
+        EXPECT_EQ(g.attn_norm, w.attn_norm) << l;
+        EXPECT_EQ(g.ffn_norm, w.ffn_norm) << l;
+      }
+    }
+  }
+}
+
+TEST(LoadCpuWeightsTest, MissingTensorIsNamedWithTheFile) {
+  const ::onecard::testing::ScratchDir dir;
+  const std::string path =
+      dir.Write("tiny.gguf", ::onecard::testing::TinyGgufWriter(
+                                 ::onecard::testing::MakeTinyModel({}), "blk.1.ffn_up.weight")
+                                 .Build()
+                                 .bytes);
+  absl::StatusOr<Checkpoint> c = OpenCheckpoint(path);
+  ASSERT_TRUE(c.ok()) << c.status();
+  const absl::Status s = LoadCpuWeights(*c, CpuWeightFormat::kNative).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(s.message().find("blk.1.ffn_up.weight"), std::string::npos) << s;
+  EXPECT_NE(s.message().find(path), std::string::npos) << s;
 }
 
 TEST(CheckCpuConfigTest, NamesTheField) {

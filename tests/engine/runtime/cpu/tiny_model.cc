@@ -1,12 +1,18 @@
-// Tiny decoder configs, random weights and the dense double-precision forward
-// pass of tests/engine/runtime/cpu (see tiny_model.h).
+// Tiny decoder configs, random weights, the dense double-precision forward
+// pass and the block-quantized GGUF file of tests/engine/runtime/cpu (see
+// tiny_model.h).
 #include "tests/engine/runtime/cpu/tiny_model.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
+#include <type_traits>
 
+#include "absl/strings/str_cat.h"
+#include "engine/common/fp16.h"
 #include "engine/kernels/rope.h"
+#include "engine/model/quant_blocks.h"
 
 namespace onecard::engine::testing {
 namespace {
@@ -101,6 +107,54 @@ void AddTo(Matrix& x, const Matrix& y) {
   for (size_t i = 0; i < x.size(); ++i) x[i] += y[i];
 }
 
+// `count` blocks of random bytes whose scales (d, and dmin or m) make values
+// of about `amp` (the mean |code - centre| times the mean scale); Q4_1's min
+// and the k-quants' dmin centre the codes.
+template <typename Block>
+std::string RandomBlocks(int64_t count, float amp, std::mt19937& rng) {
+  std::vector<Block> blocks(count);
+  for (Block& b : blocks) {
+    auto* bytes = reinterpret_cast<uint8_t*>(&b);
+    for (size_t i = 0; i < sizeof(Block); ++i) bytes[i] = static_cast<uint8_t>(rng());
+    if constexpr (std::is_same_v<Block, BlockQ8_0>) {
+      b.d = FloatToHalf(amp / 64);
+    } else if constexpr (std::is_same_v<Block, BlockQ4_0>) {
+      b.d = FloatToHalf(amp / 4);
+    } else if constexpr (std::is_same_v<Block, BlockQ4_1>) {
+      b.d = FloatToHalf(amp / 4);
+      b.m = FloatToHalf(-7.5f * amp / 4);
+    } else if constexpr (std::is_same_v<Block, BlockQ4_K>) {
+      b.d = FloatToHalf(amp / 128);  // sc about 32, |q - 7.5| about 4
+      b.dmin = FloatToHalf(7.5f * amp / 128);
+    } else if constexpr (std::is_same_v<Block, BlockQ5_K>) {
+      b.d = FloatToHalf(amp / 256);  // sc about 32, |q - 15.5| about 8
+      b.dmin = FloatToHalf(15.5f * amp / 256);
+    } else {
+      static_assert(std::is_same_v<Block, BlockQ6_K>);
+      b.d = FloatToHalf(amp / 1024);  // |scale| about 64, |q - 32| about 16
+    }
+  }
+  std::string out(count * sizeof(Block), '\0');
+  std::memcpy(out.data(), blocks.data(), out.size());
+  return out;
+}
+
+// [rows, cols] of a block type as GGUF tensor data.
+template <typename Block>
+std::string Blocks(int64_t rows, int64_t cols, float amp, std::mt19937& rng) {
+  return RandomBlocks<Block>(rows * cols / Block::kElements, amp, rng);
+}
+
+std::string F16Values(int64_t n, float amp, std::mt19937& rng) {
+  std::uniform_real_distribution<float> dist(-amp, amp);
+  std::string out;
+  for (int64_t i = 0; i < n; ++i) {
+    const uint16_t h = FloatToHalf(dist(rng));
+    out.append(reinterpret_cast<const char*>(&h), sizeof(h));
+  }
+  return out;
+}
+
 }  // namespace
 
 ModelConfig TinyConfig(Architecture arch) {
@@ -178,6 +232,74 @@ std::vector<float> DenseForward(const ModelConfig& c, const ModelWeightsF32& w,
   const Matrix logits =
       Linear(RmsNorm(x, w.final_norm, c.rms_norm_eps), w.output_weight(), {}, hd, c.vocab_size);
   return std::vector<float>(logits.begin(), logits.end());
+}
+
+std::string WriteBlockGguf(Architecture arch, const ::onecard::testing::ScratchDir& dir) {
+  using namespace ::onecard::testing;  // NOLINT: the GGUF writer's type ids
+  constexpr int64_t kVocab = 96, kHidden = 256, kInter = 512, kLayers = 2;
+  constexpr int64_t kHeads = 4, kKvHeads = 2, kHeadDim = 64;
+  constexpr int64_t kQ = kHeads * kHeadDim, kKv = kKvHeads * kHeadDim;
+  const bool llama = arch == Architecture::kLlama;
+  const std::string a = llama ? "llama" : "qwen2";
+  GgufTestWriter w;
+  w.AddString("general.architecture", a);
+  w.AddString("general.name", "tiny blocks " + a);
+  w.AddInt(a + ".context_length", kMetaU32, 64);
+  w.AddInt(a + ".embedding_length", kMetaU32, kHidden);
+  w.AddInt(a + ".block_count", kMetaU32, kLayers);
+  w.AddInt(a + ".feed_forward_length", kMetaU32, kInter);
+  w.AddInt(a + ".attention.head_count", kMetaU32, kHeads);
+  w.AddInt(a + ".attention.head_count_kv", kMetaU32, kKvHeads);
+  w.AddF32(a + ".rope.freq_base", 10000.0f);
+  w.AddF32(a + ".attention.layer_norm_rms_epsilon", 1e-5f);
+  std::vector<std::string> tokens;
+  for (int64_t i = 0; i < kVocab; ++i) tokens.push_back(absl::StrCat("t", i));
+  w.AddStringArray("tokenizer.ggml.tokens", tokens);
+  w.AddInt("tokenizer.ggml.bos_token_id", kMetaU32, 1);
+  w.AddInt("tokenizer.ggml.eos_token_id", kMetaU32, 2);
+  std::mt19937 rng(llama ? 11 : 12);
+  const float sh = 1.0f / std::sqrt(static_cast<float>(kHidden)),
+              si = 1.0f / std::sqrt(static_cast<float>(kInter));
+  const auto norm = [&](const std::string& name) {
+    w.AddF32Tensor(name, {kHidden}, Random(kHidden, rng, 0.5f, 1.5f));
+  };
+  w.AddTensor("token_embd.weight", kGgmlQ8_0, {kVocab, kHidden},
+              Blocks<BlockQ8_0>(kVocab, kHidden, 1.0f, rng));
+  for (int64_t l = 0; l < kLayers; ++l) {
+    const std::string p = absl::StrCat("blk.", l, ".");
+    norm(p + "attn_norm.weight");
+    w.AddTensor(p + "attn_q.weight", kGgmlQ4_K, {kQ, kHidden},
+                Blocks<BlockQ4_K>(kQ, kHidden, sh, rng));
+    w.AddTensor(p + "attn_k.weight", kGgmlQ4_0, {kKv, kHidden},
+                Blocks<BlockQ4_0>(kKv, kHidden, sh, rng));
+    w.AddTensor(p + "attn_v.weight", kGgmlQ6_K, {kKv, kHidden},
+                Blocks<BlockQ6_K>(kKv, kHidden, sh, rng));
+    if (!llama) {
+      w.AddF32Tensor(p + "attn_q.bias", {kQ}, Random(kQ, rng, -0.5f, 0.5f));
+      w.AddF32Tensor(p + "attn_k.bias", {kKv}, Random(kKv, rng, -0.5f, 0.5f));
+      w.AddF32Tensor(p + "attn_v.bias", {kKv}, Random(kKv, rng, -0.5f, 0.5f));
+    }
+    if (l == 0) {
+      w.AddTensor(p + "attn_output.weight", kGgmlQ4_1, {kHidden, kQ},
+                  Blocks<BlockQ4_1>(kHidden, kQ, sh, rng));
+    } else {
+      w.AddTensor(p + "attn_output.weight", kGgmlF16, {kHidden, kQ},
+                  F16Values(kHidden * kQ, sh, rng));
+    }
+    norm(p + "ffn_norm.weight");
+    w.AddTensor(p + "ffn_gate.weight", kGgmlQ5_K, {kInter, kHidden},
+                Blocks<BlockQ5_K>(kInter, kHidden, sh, rng));
+    w.AddTensor(p + "ffn_up.weight", kGgmlQ8_0, {kInter, kHidden},
+                Blocks<BlockQ8_0>(kInter, kHidden, sh, rng));
+    w.AddTensor(p + "ffn_down.weight", kGgmlQ4_K, {kHidden, kInter},
+                Blocks<BlockQ4_K>(kHidden, kInter, si, rng));
+  }
+  norm("output_norm.weight");
+  if (llama) {
+    w.AddTensor("output.weight", kGgmlQ6_K, {kVocab, kHidden},
+                Blocks<BlockQ6_K>(kVocab, kHidden, 1.0f, rng));
+  }
+  return dir.Write("tiny_blocks_" + a + ".gguf", w.Build().bytes);
 }
 
 }  // namespace onecard::engine::testing

@@ -3,16 +3,19 @@
 // tied lm_head and odd sizes), seeded random weights (never zeros), and
 // DenseForward: an independent, straightforward forward pass in double
 // precision (no paging, no kernels; the HF modeling code's math written out)
-// that the backend is held to.
+// that the backend is held to. WriteBlockGguf writes a tiny model whose
+// linears are GGUF blocks of every type the cpu kernels multiply.
 #ifndef ONECARD_TESTS_ENGINE_RUNTIME_CPU_TINY_MODEL_H_
 #define ONECARD_TESTS_ENGINE_RUNTIME_CPU_TINY_MODEL_H_
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "engine/model/model_config.h"
 #include "engine/model/model_weights.h"
+#include "tests/engine/model/model_test_util.h"
 
 namespace onecard::engine::testing {
 
@@ -26,6 +29,16 @@ ModelWeightsF32 RandomWeights(const ModelConfig& config, uint32_t seed);
 std::vector<float> DenseForward(const ModelConfig& config, const ModelWeightsF32& weights,
                                 const std::vector<int32_t>& tokens,
                                 const std::function<float(float)>& round_kv = nullptr);
+
+// A tiny decoder (hidden 256, intermediate 512, 2 layers, 4 heads of 64, 2 KV
+// heads, vocab 96) as a GGUF file under dir; returns its path. Seeded random
+// blocks, values of about 1 / sqrt(in_features) (1 for the embedding and the
+// output), norms in [0.5, 1.5]. The linears: embedding Q8_0, q Q4_K, k Q4_0,
+// v Q6_K, o Q4_1 in layer 0 and F16 in layer 1, gate Q5_K, up Q8_0, down
+// Q4_K. kLlama: an untied Q6_K output (Q/K rows are whatever the file holds:
+// the loader permutes them back as llama.cpp's); kQwen2: q/k/v biases (F32)
+// and the output tied to the embedding.
+std::string WriteBlockGguf(Architecture arch, const ::onecard::testing::ScratchDir& dir);
 
 }  // namespace onecard::engine::testing
 
