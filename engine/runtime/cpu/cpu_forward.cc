@@ -3,8 +3,12 @@
 // golden test.
 #include "engine/runtime/cpu/cpu_forward.h"
 
+#include <sys/mman.h>
+
 #include <cmath>
 #include <mutex>
+#include <new>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "engine/common/fp8.h"
@@ -29,11 +33,29 @@ CpuForward::CpuForward(const ModelConfig& config, CpuWeights weights, const KvLa
       qkv_dim_(q_dim_ + 2 * kv_dim_),
       inv_freq_(RopeInvFreq(static_cast<int32_t>(config.head_dim), config.rope_theta,
                             config.rope_scaling)),
-      k_pools_(config.num_layers, std::vector<float>(layout.PoolElements())),
-      v_pools_(config.num_layers, std::vector<float>(layout.PoolElements())),
       pool_(num_threads),
       observer_(std::move(observer)),
-      kv_dtype_(kv_dtype) {}
+      kv_dtype_(kv_dtype) {
+  k_pools_.reserve(config.num_layers);
+  v_pools_.reserve(config.num_layers);
+  for (int64_t layer = 0; layer < config.num_layers; ++layer) {
+    k_pools_.emplace_back(layout.PoolElements());
+    v_pools_.emplace_back(layout.PoolElements());
+  }
+}
+
+CpuForward::ZeroedFloats::ZeroedFloats(int64_t n) : bytes_(static_cast<size_t>(n) * sizeof(float)) {
+  void* p = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) throw std::bad_alloc();
+  data_ = static_cast<float*>(p);
+}
+
+CpuForward::ZeroedFloats::~ZeroedFloats() {
+  if (data_ != nullptr) munmap(data_, bytes_);
+}
+
+CpuForward::ZeroedFloats::ZeroedFloats(ZeroedFloats&& other) noexcept
+    : data_(std::exchange(other.data_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
 
 void CpuForward::Observe(int64_t layer, LinearInput input, const std::vector<float>& x,
                          int32_t n) const {

@@ -82,9 +82,27 @@ class CpuForward {
   const KvLayout layout_;
   const int64_t q_dim_, kv_dim_, qkv_dim_;
   const std::vector<float> inv_freq_;  // [head_dim / 2]
-  std::vector<std::vector<float>>
-      k_pools_;  // per layer: [num_blocks, block_size, kv_heads, head_dim]
-  std::vector<std::vector<float>> v_pools_;  // per layer, the same
+  // A zero-filled float array in its own anonymous mapping: its pages become
+  // resident when first written, so a KV pool costs memory for the blocks
+  // that sequences use, not for its size. Throws std::bad_alloc when the
+  // mapping fails, as a std::vector would (the runner makes it a status).
+  class ZeroedFloats {
+   public:
+    explicit ZeroedFloats(int64_t n);
+    ~ZeroedFloats();
+    ZeroedFloats(ZeroedFloats&& other) noexcept;
+    ZeroedFloats(const ZeroedFloats&) = delete;
+    ZeroedFloats& operator=(const ZeroedFloats&) = delete;
+    ZeroedFloats& operator=(ZeroedFloats&&) = delete;
+    float* data() const { return data_; }
+
+   private:
+    float* data_ = nullptr;
+    size_t bytes_ = 0;
+  };
+
+  std::vector<ZeroedFloats> k_pools_;  // per layer: [num_blocks, block_size, kv_heads, head_dim]
+  std::vector<ZeroedFloats> v_pools_;  // per layer, the same
   Activations act_;
   CpuLinearScratch scratch_;  // every linear's quantized activations, in turn
   ThreadPool pool_;

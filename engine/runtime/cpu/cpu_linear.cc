@@ -61,32 +61,48 @@ const cpu_linear::Kernels& KernelsFor(CpuIsa isa) {
 }
 
 // Output features [o_begin, o_end) of run `run` (whose first row is output
-// feature run_offset) for every row of x.
+// feature run_offset) for every row of x. Block runs: each weight row meets
+// the rows of x kMaxRows at a time (its codes unpacked once for them).
 void LinearSlice(const CpuWeightRows& run, int64_t run_offset, int64_t o_begin, int64_t o_end,
                  int64_t in, const CpuLinearArgs& a, int64_t out_features, const QuantizedRows& xq,
                  cpu_linear::RowDot dot) {
   const int64_t row_bytes = run.dtype == DType::kF32 ? 0 : RunBytes(run.dtype, 1, in);
+  cpu_linear::XRow x[kRowBlock];
   for (int64_t r0 = 0; r0 < a.num_rows; r0 += kRowBlock) {
     const int64_t r_end = std::min(a.num_rows, r0 + kRowBlock);
+    if (run.dtype != DType::kF32) {
+      for (int64_t r = r0; r < r_end; ++r) {
+        x[r - r0] = {xq.q.data() + r * in, xq.d.data() + r * (in / 32),
+                     xq.sum16.data() + r * (in / 16), xq.dsum.data() + r * (in / 32)};
+      }
+    }
     for (int64_t o = o_begin; o < o_end; o += kTileOut) {
       const int rows_w = static_cast<int>(std::min<int64_t>(kTileOut, o_end - o));
+      if (run.dtype != DType::kF32) {
+        for (int j = 0; j < rows_w; ++j) {
+          const uint8_t* w = run.blocks.data() + (o + j - run_offset) * row_bytes;
+          for (int64_t r = r0; r < r_end; r += cpu_linear::kMaxRows) {
+            const int n = static_cast<int>(std::min<int64_t>(cpu_linear::kMaxRows, r_end - r));
+            float dots[cpu_linear::kMaxRows];
+            dot(w, &x[r - r0], n, in, dots);
+            for (int k = 0; k < n; ++k) {
+              a.y[(r + k) * out_features + o + j] =
+                  a.bias != nullptr ? dots[k] + a.bias[o + j] : dots[k];
+            }
+          }
+        }
+        continue;
+      }
       for (int64_t r = r0; r < r_end; ++r) {
         float dots[kTileOut];
-        if (run.dtype == DType::kF32) {
-          const float* w[kTileOut];
-          for (int j = 0; j < kTileOut; ++j) {
-            w[j] = run.f32.data() + (o - run_offset + std::min(j, rows_w - 1)) * in;
-          }
-          if (rows_w == kTileOut) {
-            cpu::DotRows<kTileOut>(a.x + r * in, w, in, dots, kTileOut * in);  // next tile
-          } else {
-            for (int j = 0; j < rows_w; ++j) cpu::DotRows<1>(a.x + r * in, &w[j], in, &dots[j]);
-          }
+        const float* w[kTileOut];
+        for (int j = 0; j < kTileOut; ++j) {
+          w[j] = run.f32.data() + (o - run_offset + std::min(j, rows_w - 1)) * in;
+        }
+        if (rows_w == kTileOut) {
+          cpu::DotRows<kTileOut>(a.x + r * in, w, in, dots, kTileOut * in);  // next tile
         } else {
-          const cpu_linear::XRow x{xq.q.data() + r * in, xq.d.data() + r * (in / 32),
-                                   xq.sum16.data() + r * (in / 16), xq.dsum.data() + r * (in / 32)};
-          const uint8_t* w = run.blocks.data() + (o - run_offset) * row_bytes;
-          for (int j = 0; j < rows_w; ++j) dots[j] = dot(w + j * row_bytes, x, in);
+          for (int j = 0; j < rows_w; ++j) cpu::DotRows<1>(a.x + r * in, &w[j], in, &dots[j]);
         }
         float* y = a.y + r * out_features + o;
         for (int j = 0; j < rows_w; ++j) {

@@ -18,9 +18,6 @@ namespace {
 
 }  // namespace
 
-const Kernels& Avx2Kernels() {
-  static const Kernels k{SimdQ4_0, SimdQ4_1, SimdQ8_0, SimdQ4_K, SimdQ5_K, SimdQ6_K};
-  return k;
-}
+const Kernels& Avx2Kernels() { return kSimdKernels; }
 
 }  // namespace onecard::engine::cpu_linear

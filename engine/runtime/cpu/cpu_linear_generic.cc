@@ -122,10 +122,17 @@ float DotQ6_K(const uint8_t* w, const XRow& x, int64_t cols) {
   return sum;
 }
 
+// A one-row kernel over n rows, one after the other.
+template <float (*F)(const uint8_t*, const XRow&, int64_t)>
+void Rows(const uint8_t* w, const XRow* x, int n, int64_t cols, float* out) {
+  for (int r = 0; r < n; ++r) out[r] = F(w, x[r], cols);
+}
+
 }  // namespace
 
 const Kernels& GenericKernels() {
-  static const Kernels k{DotQ4_0, DotQ4_1, DotQ8_0, DotQ4_K, DotQ5_K, DotQ6_K};
+  static const Kernels k{Rows<DotQ4_0>, Rows<DotQ4_1>, Rows<DotQ8_0>,
+                         Rows<DotQ4_K>, Rows<DotQ5_K>, Rows<DotQ6_K>};
   return k;
 }
 

@@ -1,6 +1,6 @@
 // The row kernels behind CpuLinearForward (cpu_linear.h), one table per
-// instruction set: each computes the dot product of one weight row, in its
-// GGUF blocks, with one row of 8-bit activations (QuantizedRows). The AVX2
+// instruction set: each computes the dot products of one weight row, in its
+// GGUF blocks, with up to kMaxRows rows of 8-bit activations (QuantizedRows). The AVX2
 // and AVX-512 tables live in translation units compiled for those sets
 // (cpu_linear_avx2.cc, cpu_linear_avx512.cc), which include nothing that
 // defines inline code shared with the rest of the program, so no function
@@ -22,9 +22,13 @@ struct XRow {
   const float* dsum;
 };
 
-// sum over the row's blocks of W[o, block] . x[block]; `cols` is the row's
-// length, a multiple of the dtype's block.
-using RowDot = float (*)(const uint8_t* w, const XRow& x, int64_t cols);
+inline constexpr int kMaxRows = 4;  // rows of x a kernel call takes
+
+// out[r] = the sum over the weight row's blocks of W[o, block] . x[r][block],
+// for r < n (1..kMaxRows); `cols` is the row's length, a multiple of the
+// dtype's block. out[r] depends on x[r] alone: the same operations in the
+// same order whatever n.
+using RowDot = void (*)(const uint8_t* w, const XRow* x, int n, int64_t cols, float* out);
 
 struct Kernels {
   RowDot q4_0 = nullptr;
