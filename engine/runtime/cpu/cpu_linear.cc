@@ -239,15 +239,11 @@ void CpuLinear::RowF32(int64_t r, float* out) const {
   }
 }
 
-void QuantizeRowsQ8(const float* x, int64_t rows, int64_t cols, QuantizedRows* out) {
-  assert(cols % 32 == 0 && "QuantizeRowsQ8: cols must be a multiple of 32");
-  out->rows = rows;
-  out->cols = cols;
-  out->q.resize(rows * cols);
-  out->d.resize(rows * (cols / 32));
-  out->sum16.resize(rows * (cols / 16));
-  out->dsum.resize(rows * (cols / 32));
-  for (int64_t b = 0; b < rows * (cols / 32); ++b) {
+namespace {
+
+// Blocks [b_begin, b_end) of 32 values of x into out (sized).
+void QuantizeBlocks(const float* x, int64_t b_begin, int64_t b_end, QuantizedRows* out) {
+  for (int64_t b = b_begin; b < b_end; ++b) {
     const float* xb = x + b * 32;
     float amax = 0.0f;
     for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(xb[i]));
@@ -266,6 +262,23 @@ void QuantizeRowsQ8(const float* x, int64_t rows, int64_t cols, QuantizedRows* o
     out->d[b] = d;
     out->dsum[b] = d * static_cast<float>(out->sum16[2 * b] + out->sum16[2 * b + 1]);
   }
+}
+
+void SizeQuantizedRows(int64_t rows, int64_t cols, QuantizedRows* out) {
+  out->rows = rows;
+  out->cols = cols;
+  out->q.resize(rows * cols);
+  out->d.resize(rows * (cols / 32));
+  out->sum16.resize(rows * (cols / 16));
+  out->dsum.resize(rows * (cols / 32));
+}
+
+}  // namespace
+
+void QuantizeRowsQ8(const float* x, int64_t rows, int64_t cols, QuantizedRows* out) {
+  assert(cols % 32 == 0 && "QuantizeRowsQ8: cols must be a multiple of 32");
+  SizeQuantizedRows(rows, cols, out);
+  QuantizeBlocks(x, 0, rows * (cols / 32), out);
 }
 
 bool CpuSupports(CpuIsa isa) {
@@ -311,8 +324,11 @@ void CpuLinearForward(ThreadPool& pool, const CpuLinear& w, const CpuLinearArgs&
   assert(CpuSupports(isa) && "CpuLinearForward: the processor does not run this isa");
   if (args.num_rows <= 0) return;
   const int64_t in = w.in_features();
-  if (w.quantized()) {
-    QuantizeRowsQ8(args.x, args.num_rows, in, &scratch->xq);
+  if (w.quantized()) {  // rows quantized in parallel (blocks are independent)
+    SizeQuantizedRows(args.num_rows, in, &scratch->xq);
+    pool.ParallelFor(args.num_rows, [&](int64_t begin, int64_t end) {
+      QuantizeBlocks(args.x, begin * (in / 32), end * (in / 32), &scratch->xq);
+    });
   }
   const cpu_linear::Kernels& kernels = KernelsFor(isa);
   // Tiles of kTileOut features, run by run: tile_start[i] is run i's first.
