@@ -36,6 +36,9 @@ ABSL_FLAG(std::string, control_plane, "", "Control plane host:port for load repo
 ABSL_FLAG(std::string, advertise, "", "Address routers dial (default: host:bound port)");
 ABSL_FLAG(std::string, worker_id, "", "Worker id (default: the advertised address)");
 ABSL_FLAG(int32_t, threads, -1, "CPU backend threads (0 = all cores)");
+ABSL_FLAG(std::string, cpu_weights, "",
+          "CPU backend: native (a GGUF file's quantized weights as stored; default) or f32 "
+          "(every weight dequantized to fp32: the reference)");
 ABSL_FLAG(int32_t, kv_block_size, -1, "Tokens per KV block");
 ABSL_FLAG(int64_t, kv_blocks, -1, "KV blocks in the pool (0 = from --kv-cache-mib)");
 ABSL_FLAG(int64_t, kv_cache_mib, -1, "KV cache size in MiB");
@@ -64,7 +67,8 @@ const CommandLineSpec kCommandLine = {
         "Prints \"LISTENING grpc ADDR\" and \"LISTENING metrics ADDR\" once bound and \"READY\"\n"
         "once the model is loaded.",
     .groups = {{"Configuration", {"config"}},
-               {"Model", {"model", "model_name", "backend", "threads", "default_max_tokens"}},
+               {"Model",
+                {"model", "model_name", "backend", "threads", "cpu_weights", "default_max_tokens"}},
                {"Network", {"listen", "metrics_listen", "control_plane", "advertise", "worker_id"}},
                {"KV cache", {"kv_block_size", "kv_blocks", "kv_cache_mib", "prefix_caching"}},
                {"Scheduler and admission",
@@ -84,6 +88,7 @@ void OverrideStrings(v1::WorkerConfig* c) {
   set(absl::GetFlag(FLAGS_model), c->mutable_model_path());
   set(absl::GetFlag(FLAGS_model_name), c->mutable_model_name());
   set(absl::GetFlag(FLAGS_backend), c->mutable_backend());
+  set(absl::GetFlag(FLAGS_cpu_weights), c->mutable_cpu_weights());  // checked with the config
   set(absl::GetFlag(FLAGS_listen), c->mutable_listen_address());
   set(absl::GetFlag(FLAGS_metrics_listen), c->mutable_metrics_listen_address());
   set(absl::GetFlag(FLAGS_control_plane), c->mutable_control_plane_address());

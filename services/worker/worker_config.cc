@@ -34,6 +34,7 @@ absl::Status Prefixed(absl::Status status) {
 // What sizes the engine: threads, the KV pool, the batch, the context.
 absl::Status ValidateEngineFields(const v1::WorkerConfig& c) {
   RETURN_IF_ERROR(CheckThreads("num_threads", c.num_threads()));
+  RETURN_IF_ERROR(engine::ParseCpuWeightFormat(c.cpu_weights(), "cpu_weights").status());
   const v1::KvCacheConfig& kv = c.kv_cache();
   RETURN_IF_ERROR(CheckRange("kv_cache.block_size", kv.block_size(), 1, kMaxKvBlockSize));
   RETURN_IF_ERROR(
@@ -78,6 +79,9 @@ absl::Status ValidateServiceFields(const v1::WorkerConfig& c) {
 
 void ApplyWorkerDefaults(v1::WorkerConfig* c) {
   if (c->backend().empty()) c->set_backend("cpu");
+  if (c->cpu_weights().empty()) {
+    c->set_cpu_weights(engine::CpuWeightFormatName(engine::CpuWeightFormat::kNative));
+  }
   if (c->listen_address().empty()) c->set_listen_address("0.0.0.0:50051");
   if (c->metrics_listen_address().empty()) c->set_metrics_listen_address("0.0.0.0:9400");
   v1::KvCacheConfig* kv = c->mutable_kv_cache();
@@ -116,6 +120,9 @@ engine::EngineOptions EngineOptionsFromConfig(const v1::WorkerConfig& c) {
   o.model_path = c.model_path();
   o.backend = c.backend();
   o.num_threads = c.num_threads();
+  // Validated by ValidateWorkerConfig (ApplyWorkerDefaults fills it).
+  o.cpu_weight_format = engine::ParseCpuWeightFormat(c.cpu_weights(), "cpu_weights")
+                            .value_or(engine::CpuWeightFormat::kNative);
   o.kv_block_size = c.kv_cache().block_size();
   o.num_kv_blocks = c.kv_cache().num_blocks();
   o.kv_cache_bytes = c.kv_cache().cache_bytes();

@@ -22,8 +22,9 @@ class BenchReporter;
 
 // What a scenario may use from the command line.
 struct BenchOptions {
-  std::string model_path;   // e.g. models/SmolLM2-135M-Instruct.Q4_1.gguf
-  int32_t num_threads = 0;  // cpu backend; 0 = all cores
+  std::string model_path;              // e.g. models/SmolLM2-135M-Instruct.Q4_1.gguf
+  int32_t num_threads = 0;             // cpu backend; 0 = all cores
+  std::string cpu_weights = "native";  // cpu backend: engine::ParseCpuWeightFormat
   int32_t prompt_tokens = 128;
   int32_t new_tokens = 64;
 };

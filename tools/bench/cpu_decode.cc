@@ -1,5 +1,7 @@
 // Scenario cpu-decode (../shared/benchmarks.md): SmolLM2 decode tokens per
-// second on the cpu backend of this machine, at batch 1 and batch 8. Each
+// second on the cpu backend of this machine, at batch 1 and batch 8, with the
+// weights in --cpu-weights' format (the cases are named batch1-native,
+// batch8-f32, ...). Each
 // request has a prompt of --prompt-tokens synthetic ids and generates
 // --new-tokens greedily (ignore_eos). All prompts prefill in the first step,
 // so every later step is pure decode; the rate counts the tokens after each
@@ -86,6 +88,8 @@ absl::Status RunCpuDecode(const BenchOptions& options, BenchReporter& reporter) 
   engine_options.model_path = options.model_path;
   engine_options.backend = "cpu";
   engine_options.num_threads = options.num_threads;
+  ASSIGN_OR_RETURN(engine_options.cpu_weight_format,
+                   engine::ParseCpuWeightFormat(options.cpu_weights, "--cpu-weights"));
   engine_options.max_num_seqs = kMaxBatch;
   engine_options.max_batched_tokens = kMaxBatch * options.prompt_tokens;
   engine_options.enable_prefix_caching = false;
@@ -98,7 +102,7 @@ absl::Status RunCpuDecode(const BenchOptions& options, BenchReporter& reporter) 
     std::cerr << absl::StrFormat("cpu-decode batch%d: %d tokens, prefill %.2f s, %.2f tok/s\n",
                                  batch, r.tokens, r.prefill_seconds, r.decode_tokens_per_second);
     reporter.Add({.scenario = "cpu-decode",
-                  .case_name = absl::StrCat("batch", batch),
+                  .case_name = absl::StrCat("batch", batch, "-", options.cpu_weights),
                   .metric = "decode_tokens_per_second",
                   .value = r.decode_tokens_per_second,
                   .unit = "tok/s"});

@@ -22,6 +22,7 @@ v1::WorkerConfig Defaults() {
 TEST(WorkerConfigTest, DefaultsFromTheProto) {
   const v1::WorkerConfig c = Defaults();
   EXPECT_EQ(c.backend(), "cpu");
+  EXPECT_EQ(c.cpu_weights(), "native");
   EXPECT_EQ(c.listen_address(), "0.0.0.0:50051");
   EXPECT_EQ(c.metrics_listen_address(), "0.0.0.0:9400");
   EXPECT_EQ(c.kv_cache().block_size(), 16);
@@ -44,10 +45,12 @@ TEST(WorkerConfigTest, DefaultsFromTheProto) {
 TEST(WorkerConfigTest, DefaultsKeepSetFields) {
   v1::WorkerConfig c;
   c.set_backend("cuda");
+  c.set_cpu_weights("f32");
   c.mutable_kv_cache()->set_enable_prefix_caching(false);
   c.mutable_grace_period()->set_seconds(5);
   ApplyWorkerDefaults(&c);
   EXPECT_EQ(c.backend(), "cuda");
+  EXPECT_EQ(c.cpu_weights(), "f32");
   EXPECT_FALSE(c.kv_cache().enable_prefix_caching());
   EXPECT_EQ(c.grace_period().seconds(), 5);
 }
@@ -73,6 +76,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{[](auto* c) { c->clear_model_path(); }, "model_path"},
         BadCase{[](auto* c) { c->set_backend("tpu"); }, "backend"},
         BadCase{[](auto* c) { c->set_num_threads(-1); }, "num_threads"},
+        BadCase{[](auto* c) { c->set_cpu_weights("q4"); }, "cpu_weights"},
         BadCase{[](auto* c) { c->mutable_kv_cache()->set_block_size(-16); }, "kv_cache.block_size"},
         BadCase{[](auto* c) { c->mutable_kv_cache()->set_num_blocks(-1); }, "kv_cache.num_blocks"},
         BadCase{[](auto* c) { c->mutable_scheduler()->set_max_num_seqs(-1); },
@@ -139,6 +143,7 @@ TEST(WorkerConfigTest, EngineOptions) {
   EXPECT_EQ(o.model_path, "models/m.gguf");
   EXPECT_EQ(o.backend, "cpu");
   EXPECT_EQ(o.num_threads, 3);
+  EXPECT_EQ(o.cpu_weight_format, engine::CpuWeightFormat::kNative);
   EXPECT_EQ(o.kv_block_size, 16);
   EXPECT_EQ(o.num_kv_blocks, 77);
   EXPECT_EQ(o.kv_cache_bytes, 256ll << 20);
@@ -149,6 +154,9 @@ TEST(WorkerConfigTest, EngineOptions) {
   EXPECT_EQ(o.max_waiting, 9);
   EXPECT_EQ(o.gpu_memory_budget, 0);  // the card's free memory
   EXPECT_TRUE(o.tune_gemms);
+
+  c.set_cpu_weights("f32");
+  EXPECT_EQ(EngineOptionsFromConfig(c).cpu_weight_format, engine::CpuWeightFormat::kF32);
 
   c.mutable_cuda()->set_memory_budget("24GiB");
   c.mutable_cuda()->set_tune_gemms(false);

@@ -179,6 +179,11 @@ TEST(WorkerMainTest, ValuesThatWouldExhaustTheHostExitTwoNamingTheField) {
   for (const auto& [args, field] : cases) ExpectRefusedAtStart(args, field);
 }
 
+TEST(WorkerMainTest, BadCpuWeightsExitsTwoNamingTheField) {
+  ExpectRefusedAtStart({"--model=m.gguf", "--cpu-weights=q4"},
+                       "worker config: cpu_weights: unknown cpu weight format \"q4\"");
+}
+
 std::string WriteFile(const std::string& name, const std::string& text) {
   const std::string path = ::testing::TempDir() + "/" + name;
   std::ofstream(path) << text;

@@ -92,6 +92,8 @@ ClusterOptions Cluster(const BenchOptions& options) {
   c.worker_bin = absl::GetFlag(FLAGS_worker_bin);
   c.router_bin = absl::GetFlag(FLAGS_router_bin);
   if (options.num_threads > 0) c.worker_args = {"--threads", absl::StrCat(options.num_threads)};
+  // The cpu backend's weights (the worker checks the value; cuda ignores it).
+  c.worker_args.insert(c.worker_args.end(), {"--cpu-weights", options.cpu_weights});
   return c;
 }
 
