@@ -1,19 +1,29 @@
-// Scenario cpu-decode (../shared/benchmarks.md): SmolLM2 decode tokens per
-// second on the cpu backend of this machine, at batch 1 and batch 8, with the
-// weights in --cpu-weights' format (the cases are named batch1-native,
-// batch8-f32, ...). Each
-// request has a prompt of --prompt-tokens synthetic ids and generates
-// --new-tokens greedily (ignore_eos). All prompts prefill in the first step,
-// so every later step is pure decode; the rate counts the tokens after each
-// request's first over the time from the last first token to the last token.
-// No floor applies on the CPU (floor null). Run by hand: `onecard-bench cpu-decode`.
+// Scenario cpu-decode (../shared/benchmarks.md): decode tokens per second of
+// a GGUF file (--model, SmolLM2's by default) on the cpu backend of this
+// machine, at batch 1 and batch 8, with the weights in --cpu-weights' format;
+// cases are named after the file, the batch and the format
+// ("SmolLM2-135M-Instruct.Q4_1-batch1-native"). Each request has a prompt of
+// --prompt-tokens synthetic ids and generates --new-tokens greedily
+// (ignore_eos). All prompts prefill in the first step, so every later step is
+// pure decode; the rate counts the tokens after each request's first over the
+// time from the last first token to the last token. Then the process's
+// resident bytes and their ratio to the file's size. No floor applies on the
+// CPU (floor null). Run by hand: `onecard-bench cpu-decode`.
 #include <algorithm>
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <string>
+#include <system_error>
 #include <vector>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "engine/common/progress.h"
 #include "engine/common/status_macros.h"
@@ -82,8 +92,28 @@ absl::StatusOr<DecodeResult> MeasureDecode(Engine& engine, int32_t batch, int32_
                       .tokens = tokens};
 }
 
+// The process's resident set (VmRSS of /proc/self/status), in bytes.
+absl::StatusOr<int64_t> ResidentBytes() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    int64_t kib = 0;
+    if (absl::StartsWith(line, "VmRSS:") &&
+        absl::SimpleAtoi(absl::StripAsciiWhitespace(absl::StripSuffix(line.substr(6), "kB")),
+                         &kib)) {
+      return kib * 1024;
+    }
+  }
+  return absl::InternalError("no VmRSS line in /proc/self/status");
+}
+
 absl::Status RunCpuDecode(const BenchOptions& options, BenchReporter& reporter) {
   constexpr int32_t kMaxBatch = 8;
+  // Cases are named after the file and the weights' format:
+  // "SmolLM2-135M-Instruct.Q4_1-batch1-native".
+  const std::string model = std::filesystem::path(options.model_path).stem().string();
+  std::error_code error;
+  const auto file_bytes = std::filesystem::file_size(options.model_path, error);
   engine::EngineOptions engine_options;
   engine_options.model_path = options.model_path;
   engine_options.backend = "cpu";
@@ -95,6 +125,7 @@ absl::Status RunCpuDecode(const BenchOptions& options, BenchReporter& reporter) 
   engine_options.enable_prefix_caching = false;
   engine_options.start_thread = false;
   ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(engine_options));
+  ASSIGN_OR_RETURN(const int64_t rss_loaded, ResidentBytes());
   RETURN_IF_ERROR(MeasureDecode(*engine, 1, 8, 4).status());  // warm-up
   for (int32_t batch : {1, kMaxBatch}) {
     ASSIGN_OR_RETURN(DecodeResult r,
@@ -102,16 +133,37 @@ absl::Status RunCpuDecode(const BenchOptions& options, BenchReporter& reporter) 
     std::cerr << absl::StrFormat("cpu-decode batch%d: %d tokens, prefill %.2f s, %.2f tok/s\n",
                                  batch, r.tokens, r.prefill_seconds, r.decode_tokens_per_second);
     reporter.Add({.scenario = "cpu-decode",
-                  .case_name = absl::StrCat("batch", batch, "-", options.cpu_weights),
+                  .case_name = absl::StrCat(model, "-batch", batch, "-", options.cpu_weights),
                   .metric = "decode_tokens_per_second",
                   .value = r.decode_tokens_per_second,
                   .unit = "tok/s"});
+  }
+  // What the process holds once loaded (the weights, the tokenizer, the
+  // libraries; the KV pool's pages become resident only as blocks are used)
+  // and after both runs (plus the KV blocks they touched and the activations
+  // of the largest step).
+  ASSIGN_OR_RETURN(const int64_t rss_run, ResidentBytes());
+  for (auto [when, rss] : {std::pair{"loaded", rss_loaded}, {"after-runs", rss_run}}) {
+    const std::string rss_case = absl::StrCat(model, "-", options.cpu_weights, "-", when);
+    reporter.Add({.scenario = "cpu-decode",
+                  .case_name = rss_case,
+                  .metric = "resident_bytes",
+                  .value = static_cast<double>(rss),
+                  .unit = "bytes"});
+    if (!error && file_bytes > 0) {
+      reporter.Add({.scenario = "cpu-decode",
+                    .case_name = rss_case,
+                    .metric = "resident_over_file",
+                    .value = static_cast<double>(rss) / static_cast<double>(file_bytes),
+                    .unit = "ratio"});
+    }
   }
   return absl::OkStatus();
 }
 
 const bool kRegistered = RegisterScenario(
-    {"cpu-decode", "SmolLM2 decode tokens/s on the cpu backend, batch 1 and 8", &RunCpuDecode});
+    {"cpu-decode", "decode tokens/s of a GGUF file on the cpu backend, batch 1 and 8, and the RSS",
+     &RunCpuDecode});
 
 }  // namespace
 }  // namespace onecard::bench
