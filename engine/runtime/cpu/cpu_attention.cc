@@ -11,7 +11,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/common/status_macros.h"
-#include "engine/runtime/cpu/cpu_dot.h"
 
 namespace onecard::engine {
 namespace {
@@ -44,10 +43,32 @@ void Softmax(float* probs, int32_t n) {
   for (int32_t j = 0; j < n; ++j) probs[j] /= sum;
 }
 
+constexpr int kLanes = 16;  // independent partial sums of a dot product
+
+// q . k over n values: lane l sums the products at l, l + 16, ... in order
+// (n - n % 16 of them; the rest go to lanes 0, 1, ... in turn), then a fixed
+// tree. The lanes are independent, so the compiler makes vector code of them
+// without reordering any sum, and every clone below computes the same bits.
+inline float LaneDot(const float* q, const float* k, int32_t n) {
+  float lanes[kLanes] = {};
+  const int32_t n_main = n - n % kLanes;
+  for (int32_t i = 0; i < n_main; i += kLanes) {
+    for (int l = 0; l < kLanes; ++l) lanes[l] += q[i + l] * k[i + l];
+  }
+  for (int32_t i = n_main; i < n; ++i) lanes[i - n_main] += q[i] * k[i];
+  for (int width = kLanes / 2; width > 0; width /= 2) {
+    for (int l = 0; l < width; ++l) lanes[l] += lanes[l + width];
+  }
+  return lanes[0];
+}
+
 // The outputs of query token t for the heads of kv head kv_head.
-// scratch: [group * (position + 1)] scores, then probabilities.
-void AttendGroup(const PagedAttentionParams& p, const TokenPlace& place, int32_t t, int32_t kv_head,
-                 std::vector<float>& scratch) {
+// scratch: [group * (position + 1)] scores, then probabilities. Cloned for
+// AVX-512 and AVX2 (chosen at load by the processor; the same arithmetic in
+// each: no contraction, the lanes above).
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void AttendGroup(
+    const PagedAttentionParams& p, const TokenPlace& place, int32_t t, int32_t kv_head,
+    std::vector<float>& scratch) {
   const KvLayout& l = p.layout;
   const int32_t group = p.num_heads / l.num_kv_heads;
   const int32_t context = place.position + 1;
@@ -60,7 +81,7 @@ void AttendGroup(const PagedAttentionParams& p, const TokenPlace& place, int32_t
     const int64_t at = l.Offset(place.block_table[j / l.block_size], j % l.block_size, kv_head);
     const float* k = static_cast<const float*>(p.k_cache) + at;
     for (int32_t h = 0; h < group; ++h) {
-      scratch[h * context + j] = cpu::Dot(q + h * l.head_dim, k, l.head_dim) * p.scale;
+      scratch[h * context + j] = LaneDot(q + h * l.head_dim, k, l.head_dim) * p.scale;
     }
   }
   for (int32_t h = 0; h < group; ++h) Softmax(&scratch[h * context], context);

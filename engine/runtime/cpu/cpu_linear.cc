@@ -12,6 +12,7 @@
 #include <string>
 #include <utility>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "engine/model/quant_blocks.h"
 #include "engine/runtime/cpu/cpu_dot.h"
@@ -333,7 +334,7 @@ void CpuLinearForward(ThreadPool& pool, const CpuLinear& w, const CpuLinearArgs&
   const cpu_linear::Kernels& kernels = KernelsFor(isa);
   // Tiles of kTileOut features, run by run: tile_start[i] is run i's first.
   const std::vector<CpuWeightRows>& runs = w.runs();
-  std::vector<int64_t> tile_start(runs.size() + 1, 0), row_start(runs.size() + 1, 0);
+  absl::InlinedVector<int64_t, 8> tile_start(runs.size() + 1, 0), row_start(runs.size() + 1, 0);
   for (size_t i = 0; i < runs.size(); ++i) {
     tile_start[i + 1] = tile_start[i] + (runs[i].rows + kTileOut - 1) / kTileOut;
     row_start[i + 1] = row_start[i] + runs[i].rows;
