@@ -6,6 +6,8 @@
 // Tested by tests/engine/runtime/cpu/cpu_linear_test.cc.
 #include "engine/runtime/cpu/cpu_linear.h"
 
+#include <cpuid.h>
+
 #include <algorithm>
 #include <cassert>
 #include <cmath>
@@ -282,13 +284,23 @@ void QuantizeRowsQ8(const float* x, int64_t rows, int64_t cols, QuantizedRows* o
   QuantizeBlocks(x, 0, rows * (cols / 32), out);
 }
 
+namespace {
+
+// CPUID leaf 1, ECX bit 29 (not every compiler's __builtin_cpu_supports
+// knows "f16c").
+bool HasF16c() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+}
+
+}  // namespace
+
 bool CpuSupports(CpuIsa isa) {
   switch (isa) {
     case CpuIsa::kGeneric:
       return true;
     case CpuIsa::kAvx2:
-      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-             __builtin_cpu_supports("f16c");
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && HasF16c();
     case CpuIsa::kAvx512Vnni:
       return CpuSupports(CpuIsa::kAvx2) && __builtin_cpu_supports("avx512f") &&
              __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
