@@ -12,15 +12,14 @@
 //   P = sum (128 + q) x, a second mma with A = 1 sums S = sum x, and
 //   acc += s P + (m - 128 s) S once a group. A row's arithmetic is the same
 //   whatever the rows of the launch (batch invariance).
-// - Warp-specialised pipeline: a producer warp streams each stage (4 or 2
-//   k tiles of the block's 8 row tiles: codes, scales, the x columns; the
+// - Warp-specialised pipeline: a producer warp streams each stage (8, 4 or
+//   2 k tiles of the block's 8 row tiles: codes, scales, the x columns; the
 //   layout makes the codes and the scales one contiguous copy each) into
 //   shared memory with the bulk copy engine (x from 32 rows by cp.async:
-//   kXByCpAsync), up to kStages stages ahead,
-//   completing on mbarriers; eight consumer warps wait on a stage, compute,
-//   and release it. No block-wide barrier in the loop. With the RMSNorm
-//   prologue the producer also normalizes a stage's x before releasing it
-//   to the consumers.
+//   kXByCpAsync), up to kStages stages ahead, completing on mbarriers; eight
+//   consumer warps wait on a stage, compute, and release it. No block-wide
+//   barrier in the loop. With the RMSNorm prologue the producer also
+//   normalizes a stage's x before releasing it to the consumers.
 // - Work split "stream-K": the (row group of 8 tiles) x (64-column k tile)
 //   iterations are cut into one equal contiguous share per resident block,
 //   so every SM streams to the end whatever n and k are. A row tile cut
@@ -32,7 +31,7 @@
 //   and close at places known at compile time: those stages run
 //   straight-line code (ComputeFull, ~60 warp instructions a 512-byte code
 //   tile against ~75 with the per-slice group tests of Compute), chosen once
-//   a launch (ConsumeStages' kSpan), not once a stage.
+//   a launch (ConsumeStages' kSpan).
 // - Launched with programmatic dependent launch: the first stages' codes and
 //   scales are requested before griddepcontrol.wait.
 // Tested by tests/gpu/int4_gemm_test.cc against Int4GemmRef.
@@ -58,10 +57,7 @@ constexpr uint32_t kMagic136 = 0x43084308u;  // bf16 pair (136, 136): 128 + 8
 // The shape of a launch for rows in (8 (NT / 2), 8 NT]: the k tiles a stage
 // holds, the stages and the blocks an SM (shared memory: up to 16 KB of
 // codes and 8 NT staged x rows a stage; registers: 8 NT fp32 sums a thread,
-// 12 NT with mins). Rows 9-16 (NT 2) take 8 k tiles a stage with one block
-// an SM: half the x-row bulk copies a code byte of 4 tiles and two blocks
-// (H200 A/B, session 16: the 16-row projections of llama3-70b 8-10 % faster,
-// decode-70b-int4 batch 16 +3.9 %, batches 1 and 8 unchanged).
+// 12 NT with mins). Rows 9-16: 8 k tiles and one block (half the x-row copies a code byte).
 template <int NT>
 struct Cfg {
   static constexpr int kTpu = NT == 2 ? 8 : NT == 1 ? 4 : 2;  // k tiles a stage
@@ -672,9 +668,9 @@ __device__ void Consumer(Smem<NT>& sm, const Args& a, int64_t begin, int64_t end
     if (span == 2) return ConsumeStages<NT, kKind, kNorm, 2>(sm, a, begin, end);
     if constexpr (Cfg<NT>::kTpu >= 4) {
       if (span == 4) return ConsumeStages<NT, kKind, kNorm, 4>(sm, a, begin, end);
-    }
-    if constexpr (Cfg<NT>::kTpu == 8) {
-      if (span == 8) return ConsumeStages<NT, kKind, kNorm, 8>(sm, a, begin, end);
+      if constexpr (Cfg<NT>::kTpu == 8) {
+        if (span == 8) return ConsumeStages<NT, kKind, kNorm, 8>(sm, a, begin, end);
+      }
     }
   }
   ConsumeStages<NT, kKind, kNorm, -1>(sm, a, begin, end);
