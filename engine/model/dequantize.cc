@@ -75,12 +75,9 @@ bool IsDequantizable(DType dtype) {
   }
 }
 
-absl::Status DequantizeInto(const TensorView& tensor, float* out) {
-  int64_t numel = tensor.NumElements();
-  RETURN_IF_ERROR(CheckDequantizable(tensor, numel));
-  int64_t blocks = numel / BlockElements(tensor.dtype);
-  const uint8_t* data = tensor.data;
-  switch (tensor.dtype) {
+void DequantizeElements(DType dtype, const uint8_t* data, int64_t numel, float* out) {
+  const int64_t blocks = numel / BlockElements(dtype);
+  switch (dtype) {
     case DType::kF32:
       std::memcpy(out, data, numel * sizeof(float));
       break;
@@ -109,8 +106,14 @@ absl::Status DequantizeInto(const TensorView& tensor, float* out) {
       DequantizeBlocks<BlockQ6_K>(data, blocks, out);
       break;
     default:
-      break;  // excluded by IsDequantizable above
+      break;  // not dequantizable: the callers check IsDequantizable
   }
+}
+
+absl::Status DequantizeInto(const TensorView& tensor, float* out) {
+  const int64_t numel = tensor.NumElements();
+  RETURN_IF_ERROR(CheckDequantizable(tensor, numel));
+  DequantizeElements(tensor.dtype, tensor.data, numel, out);
   return absl::OkStatus();
 }
 

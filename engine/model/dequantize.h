@@ -22,6 +22,10 @@ bool IsDequantizable(DType dtype);
 // Unimplemented for integer dtypes.
 absl::Status DequantizeInto(const TensorView& tensor, float* out);
 
+// The same on raw data, unchecked: numel values of a dequantizable `dtype`
+// (numel a multiple of its block) from `data` to out.
+void DequantizeElements(DType dtype, const uint8_t* data, int64_t numel, float* out);
+
 }  // namespace onecard::engine
 
 #endif  // ONECARD_ENGINE_MODEL_DEQUANTIZE_H_

@@ -16,14 +16,15 @@
 
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
+#include "engine/model/dequantize.h"
 #include "engine/model/quant_blocks.h"
-#include "engine/runtime/cpu/cpu_dot.h"
 #include "engine/runtime/cpu/cpu_linear_kernels.h"
+#include "engine/runtime/cpu/cpu_matmul.h"
 
 namespace onecard::engine {
 namespace {
 
-constexpr int kTileOut = 4;  // output features a thread computes together
+constexpr int kTileOut = 4;  // output features a tile: the unit threads split
 constexpr int64_t kRowBlock = 32;
 
 std::string TypeName(DType dtype) { return std::string(DTypeName(dtype)); }
@@ -64,52 +65,35 @@ const cpu_linear::Kernels& KernelsFor(CpuIsa isa) {
 }
 
 // Output features [o_begin, o_end) of run `run` (whose first row is output
-// feature run_offset) for every row of x. Block runs: each weight row meets
-// the rows of x kMaxRows at a time (its codes unpacked once for them).
+// feature run_offset) for every row of x. fp32 runs are MatMul's slices;
+// block runs: each weight row meets the rows of x kMaxRows at a time (its
+// codes unpacked once for them).
 void LinearSlice(const CpuWeightRows& run, int64_t run_offset, int64_t o_begin, int64_t o_end,
                  int64_t in, const CpuLinearArgs& a, int64_t out_features, const QuantizedRows& xq,
                  cpu_linear::RowDot dot) {
-  const int64_t row_bytes = run.dtype == DType::kF32 ? 0 : RunBytes(run.dtype, 1, in);
+  const float* bias = a.bias != nullptr ? a.bias + run_offset : nullptr;
+  if (run.dtype == DType::kF32) {
+    MatMulSlice({a.x, run.f32.data(), bias, a.y + run_offset, a.num_rows, in, run.rows},
+                o_begin - run_offset, o_end - run_offset, out_features);
+    return;
+  }
+  const int64_t row_bytes = RunBytes(run.dtype, 1, in);
   cpu_linear::XRow x[kRowBlock];
   for (int64_t r0 = 0; r0 < a.num_rows; r0 += kRowBlock) {
     const int64_t r_end = std::min(a.num_rows, r0 + kRowBlock);
-    if (run.dtype != DType::kF32) {
-      for (int64_t r = r0; r < r_end; ++r) {
-        x[r - r0] = {xq.q.data() + r * in, xq.d.data() + r * (in / 32),
-                     xq.sum16.data() + r * (in / 16), xq.dsum.data() + r * (in / 32)};
-      }
+    for (int64_t r = r0; r < r_end; ++r) {
+      x[r - r0] = {xq.q.data() + r * in, xq.d.data() + r * (in / 32),
+                   xq.sum16.data() + r * (in / 16), xq.dsum.data() + r * (in / 32)};
     }
-    for (int64_t o = o_begin; o < o_end; o += kTileOut) {
-      const int rows_w = static_cast<int>(std::min<int64_t>(kTileOut, o_end - o));
-      if (run.dtype != DType::kF32) {
-        for (int j = 0; j < rows_w; ++j) {
-          const uint8_t* w = run.blocks.data() + (o + j - run_offset) * row_bytes;
-          for (int64_t r = r0; r < r_end; r += cpu_linear::kMaxRows) {
-            const int n = static_cast<int>(std::min<int64_t>(cpu_linear::kMaxRows, r_end - r));
-            float dots[cpu_linear::kMaxRows];
-            dot(w, &x[r - r0], n, in, dots);
-            for (int k = 0; k < n; ++k) {
-              a.y[(r + k) * out_features + o + j] =
-                  a.bias != nullptr ? dots[k] + a.bias[o + j] : dots[k];
-            }
-          }
-        }
-        continue;
-      }
-      for (int64_t r = r0; r < r_end; ++r) {
-        float dots[kTileOut];
-        const float* w[kTileOut];
-        for (int j = 0; j < kTileOut; ++j) {
-          w[j] = run.f32.data() + (o - run_offset + std::min(j, rows_w - 1)) * in;
-        }
-        if (rows_w == kTileOut) {
-          cpu::DotRows<kTileOut>(a.x + r * in, w, in, dots, kTileOut * in);  // next tile
-        } else {
-          for (int j = 0; j < rows_w; ++j) cpu::DotRows<1>(a.x + r * in, &w[j], in, &dots[j]);
-        }
-        float* y = a.y + r * out_features + o;
-        for (int j = 0; j < rows_w; ++j) {
-          y[j] = a.bias != nullptr ? dots[j] + a.bias[o + j] : dots[j];
+    for (int64_t o = o_begin - run_offset; o < o_end - run_offset; ++o) {
+      const uint8_t* w = run.blocks.data() + o * row_bytes;
+      for (int64_t r = r0; r < r_end; r += cpu_linear::kMaxRows) {
+        const int n = static_cast<int>(std::min<int64_t>(cpu_linear::kMaxRows, r_end - r));
+        float dots[cpu_linear::kMaxRows];
+        dot(w, &x[r - r0], n, in, dots);
+        for (int k = 0; k < n; ++k) {
+          a.y[(r + k) * out_features + run_offset + o] =
+              bias != nullptr ? dots[k] + bias[o] : dots[k];
         }
       }
     }
@@ -210,34 +194,8 @@ void CpuLinear::RowF32(int64_t r, float* out) const {
       std::copy_n(run.f32.data() + r * in_features_, in_features_, out);
       return;
     }
-    const int64_t elements = BlockElements(run.dtype), bytes = BlockBytes(run.dtype);
-    const uint8_t* row = run.blocks.data() + RunBytes(run.dtype, r, in_features_);
-    for (int64_t b = 0; b < in_features_ / elements; ++b) {
-      const uint8_t* block = row + b * bytes;
-      float* y = out + b * elements;
-      switch (run.dtype) {
-        case DType::kQ4_0:
-          DequantizeBlock(*reinterpret_cast<const BlockQ4_0*>(block), y);
-          break;
-        case DType::kQ4_1:
-          DequantizeBlock(*reinterpret_cast<const BlockQ4_1*>(block), y);
-          break;
-        case DType::kQ8_0:
-          DequantizeBlock(*reinterpret_cast<const BlockQ8_0*>(block), y);
-          break;
-        case DType::kQ4_K:
-          DequantizeBlock(*reinterpret_cast<const BlockQ4_K*>(block), y);
-          break;
-        case DType::kQ5_K:
-          DequantizeBlock(*reinterpret_cast<const BlockQ5_K*>(block), y);
-          break;
-        case DType::kQ6_K:
-          DequantizeBlock(*reinterpret_cast<const BlockQ6_K*>(block), y);
-          break;
-        default:
-          assert(false && "CpuLinear::RowF32: not a block type");
-      }
-    }
+    DequantizeElements(run.dtype, run.blocks.data() + RunBytes(run.dtype, r, in_features_),
+                       in_features_, out);
     return;
   }
 }

@@ -24,8 +24,9 @@ constexpr int64_t kRowBlock = 32;
 
 using cpu::DotRows;
 
-// Output features [o_begin, o_end) of every row of x.
-void MatMulSlice(const MatMulArgs& a, int64_t o_begin, int64_t o_end) {
+}  // namespace
+
+void MatMulSlice(const MatMulArgs& a, int64_t o_begin, int64_t o_end, int64_t y_stride) {
   const int64_t in = a.in_features;
   for (int64_t r0 = 0; r0 < a.num_rows; r0 += kRowBlock) {
     const int64_t r_end = std::min(a.num_rows, r0 + kRowBlock);
@@ -40,7 +41,7 @@ void MatMulSlice(const MatMulArgs& a, int64_t o_begin, int64_t o_end) {
         } else {
           for (int j = 0; j < rows_w; ++j) DotRows<1>(a.x + r * in, &w[j], in, &dots[j]);
         }
-        float* y = a.y + r * a.out_features + o;
+        float* y = a.y + r * y_stride + o;
         for (int j = 0; j < rows_w; ++j) {
           y[j] = a.bias != nullptr ? dots[j] + a.bias[o + j] : dots[j];
         }
@@ -49,15 +50,14 @@ void MatMulSlice(const MatMulArgs& a, int64_t o_begin, int64_t o_end) {
   }
 }
 
-}  // namespace
-
 void MatMul(ThreadPool& pool, const MatMulArgs& args) {
   assert(args.x != nullptr && args.w != nullptr && args.y != nullptr && "MatMul: null operand");
   assert(args.in_features > 0 && args.out_features > 0 && "MatMul: empty weight");
   if (args.num_rows <= 0) return;
   const int64_t num_tiles = (args.out_features + kTileOut - 1) / kTileOut;
   pool.ParallelFor(num_tiles, [&](int64_t tile_begin, int64_t tile_end) {
-    MatMulSlice(args, tile_begin * kTileOut, std::min(args.out_features, tile_end * kTileOut));
+    MatMulSlice(args, tile_begin * kTileOut, std::min(args.out_features, tile_end * kTileOut),
+                args.out_features);
   });
 }
 

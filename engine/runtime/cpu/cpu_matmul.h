@@ -33,6 +33,11 @@ struct MatMulArgs {
 // y = x W^T + b. Shapes are the caller's to get right (checked by assert).
 void MatMul(ThreadPool& pool, const MatMulArgs& args);
 
+// One thread's share of it: output features [o_begin, o_end) of every row
+// of x, row r's written from args.y + r * y_stride (MatMul's y_stride is
+// out_features; CpuLinearForward runs its fp32 row runs through this).
+void MatMulSlice(const MatMulArgs& args, int64_t o_begin, int64_t o_end, int64_t y_stride);
+
 }  // namespace onecard::engine
 
 #endif  // ONECARD_ENGINE_RUNTIME_CPU_CPU_MATMUL_H_
