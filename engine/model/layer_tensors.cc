@@ -3,8 +3,10 @@
 // Tested by tests/engine/model/layer_tensors_test.cc.
 #include "engine/model/layer_tensors.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -282,6 +284,25 @@ absl::StatusOr<std::vector<uint8_t>> ReadTensorBlocks(const ResolvedTensor& t) {
     std::memcpy(out.data() + r * row_bytes, t.view->data + sources[r] * row_bytes, row_bytes);
   }
   return out;
+}
+
+absl::Status RunTensorJobs(size_t n, const std::function<absl::Status(size_t)>& job,
+                           Progress& progress) {
+  std::vector<absl::Status> statuses(n);
+  std::atomic<size_t> next{0};
+  auto work = [&]() {
+    for (size_t i = next++; i < n; i = next++) {
+      statuses[i] = job(i);
+      progress.Add();
+    }
+  };
+  const unsigned num_threads = std::clamp(std::thread::hardware_concurrency(), 1u, 2u);
+  std::vector<std::thread> helpers;
+  for (unsigned t = 1; t < num_threads; ++t) helpers.emplace_back(work);
+  work();
+  for (std::thread& helper : helpers) helper.join();
+  for (const absl::Status& status : statuses) RETURN_IF_ERROR(status);
+  return absl::OkStatus();
 }
 
 bool IsInt4Dtype(DType dtype) {

@@ -15,12 +15,15 @@
 #ifndef ONECARD_ENGINE_MODEL_LAYER_TENSORS_H_
 #define ONECARD_ENGINE_MODEL_LAYER_TENSORS_H_
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/common/progress.h"
 #include "engine/kernels/int4_matrix.h"
 #include "engine/model/checkpoint.h"
 #include "engine/model/hf_int4.h"
@@ -72,6 +75,12 @@ absl::StatusOr<std::vector<float>> ReadTensorF32(const ResolvedTensor& tensor);
 // InvalidArgument naming the tensor and the file for another dtype, a shape
 // that is not a matrix of whole blocks a row, or bytes that do not match it.
 absl::StatusOr<std::vector<uint8_t>> ReadTensorBlocks(const ResolvedTensor& tensor);
+
+// Runs job(i) for every i in [0, n) on up to two threads (a loader's one job
+// a tensor), counting each on `progress`; returns the first failure in index
+// order.
+absl::Status RunTensorJobs(size_t n, const std::function<absl::Status(size_t)>& job,
+                           Progress& progress);
 
 // Whether ReadTensorInt4 takes a GGUF tensor of this dtype: Q4_0
 // (kSymmetric), Q4_1 and Q4_K (kFloat), groups of 32. A Q4_K super-block

@@ -6,10 +6,6 @@
 // tests/engine/model/model_weights_test.cc and model_weights_smollm2_test.cc.
 #include "engine/model/model_weights.h"
 
-#include <algorithm>
-#include <atomic>
-#include <thread>
-
 #include "absl/strings/str_cat.h"
 #include "engine/common/progress.h"
 #include "engine/common/status_macros.h"
@@ -44,31 +40,6 @@ std::vector<Job> PlanJobs(const ModelConfig& c, ModelWeightsF32* w) {
   jobs.push_back({TensorPart::kFinalNorm, 0, &w->final_norm});
   if (!c.tie_word_embeddings) jobs.push_back({TensorPart::kLmHead, 0, &w->lm_head});
   return jobs;
-}
-
-absl::Status RunJob(const Job& job) {
-  ASSIGN_OR_RETURN(*job.dest, ReadTensorF32(job.tensor));
-  return absl::OkStatus();
-}
-
-// Runs the jobs on up to two threads, counting them on `progress`; returns
-// the first failure in job order.
-absl::Status RunJobs(const std::vector<Job>& jobs, Progress& progress) {
-  std::vector<absl::Status> statuses(jobs.size());
-  std::atomic<size_t> next{0};
-  auto work = [&]() {
-    for (size_t i = next++; i < jobs.size(); i = next++) {
-      statuses[i] = RunJob(jobs[i]);
-      progress.Add();
-    }
-  };
-  unsigned num_threads = std::clamp(std::thread::hardware_concurrency(), 1u, 2u);
-  std::vector<std::thread> helpers;
-  for (unsigned t = 1; t < num_threads; ++t) helpers.emplace_back(work);
-  work();
-  for (std::thread& helper : helpers) helper.join();
-  for (const absl::Status& status : statuses) RETURN_IF_ERROR(status);
-  return absl::OkStatus();
 }
 
 }  // namespace
@@ -125,7 +96,11 @@ absl::StatusOr<ModelWeightsF32> LoadWeightsF32(const Checkpoint& checkpoint) {
   }
   Progress progress(absl::StrCat("loading ", checkpoint.path), static_cast<int64_t>(jobs.size()),
                     "tensors");
-  RETURN_IF_ERROR(RunJobs(jobs, progress));
+  auto read = [&jobs](size_t i) -> absl::Status {
+    ASSIGN_OR_RETURN(*jobs[i].dest, ReadTensorF32(jobs[i].tensor));
+    return absl::OkStatus();
+  };
+  RETURN_IF_ERROR(RunTensorJobs(jobs.size(), read, progress));
   return weights;
 }
 

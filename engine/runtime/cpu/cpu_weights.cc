@@ -1,13 +1,10 @@
 // CheckCpuConfig, PackCpuWeights and LoadCpuWeights (see cpu_weights.h).
-// LoadCpuWeights reads one tensor a job on up to two threads (as
-// LoadWeightsF32 does), counted on a Progress, then fuses q/k/v and gate/up.
+// LoadCpuWeights reads one tensor a job (RunTensorJobs, as LoadWeightsF32
+// does), then fuses q/k/v and gate/up.
 // Tested by tests/engine/runtime/cpu/cpu_weights_test.cc.
 #include "engine/runtime/cpu/cpu_weights.h"
 
-#include <algorithm>
-#include <atomic>
 #include <string>
-#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -169,27 +166,6 @@ absl::Status RunLoadJob(const LoadJob& job, CpuWeightFormat format) {
   return absl::OkStatus();
 }
 
-// Runs the jobs on up to two threads, counting them on `progress`; returns
-// the first failure in job order.
-absl::Status RunLoadJobs(const std::vector<LoadJob>& jobs, CpuWeightFormat format,
-                         Progress& progress) {
-  std::vector<absl::Status> statuses(jobs.size());
-  std::atomic<size_t> next{0};
-  auto work = [&]() {
-    for (size_t i = next++; i < jobs.size(); i = next++) {
-      statuses[i] = RunLoadJob(jobs[i], format);
-      progress.Add();
-    }
-  };
-  const unsigned num_threads = std::clamp(std::thread::hardware_concurrency(), 1u, 2u);
-  std::vector<std::thread> helpers;
-  for (unsigned t = 1; t < num_threads; ++t) helpers.emplace_back(work);
-  work();
-  for (std::thread& helper : helpers) helper.join();
-  for (const absl::Status& status : statuses) RETURN_IF_ERROR(status);
-  return absl::OkStatus();
-}
-
 // q/k/v and gate/up of each layer stacked (runs moved, not copied).
 absl::Status FuseLayers(std::vector<LayerParts>& parts, CpuWeights* w) {
   for (size_t i = 0; i < parts.size(); ++i) {
@@ -284,7 +260,8 @@ absl::StatusOr<CpuWeights> LoadCpuWeights(const Checkpoint& checkpoint, CpuWeigh
   }
   Progress progress(absl::StrCat("loading ", checkpoint.path), static_cast<int64_t>(jobs.size()),
                     "tensors");
-  RETURN_IF_ERROR(RunLoadJobs(jobs, format, progress));
+  RETURN_IF_ERROR(RunTensorJobs(
+      jobs.size(), [&](size_t i) { return RunLoadJob(jobs[i], format); }, progress));
   RETURN_IF_ERROR(FuseLayers(parts, &weights));
   return weights;
 }
