@@ -10,29 +10,22 @@ namespace {
 
 int32_t Sum32(const XRow& x, int64_t b) { return x.sum16[2 * b] + x.sum16[2 * b + 1]; }
 
-float DotQ4_0(const uint8_t* w, const XRow& x, int64_t cols) {
-  const auto* blocks = reinterpret_cast<const BlockQ4_0*>(w);
+// Q4_0 (y = d (q - 8)) and Q4_1 (y = d q + m).
+template <typename Block, bool kMin>
+float DotQ4(const uint8_t* w, const XRow& x, int64_t cols) {
+  const auto* blocks = reinterpret_cast<const Block*>(w);
   float sum = 0.0f;
   for (int64_t b = 0; b < cols / 32; ++b) {
-    const BlockQ4_0& blk = blocks[b];
+    const Block& blk = blocks[b];
     const int8_t* q = x.q + b * 32;
     int32_t dot = 0;
     for (int j = 0; j < 16; ++j) dot += (blk.qs[j] & 15) * q[j] + (blk.qs[j] >> 4) * q[j + 16];
-    sum += HalfToFloat(blk.d) * x.d[b] * static_cast<float>(dot - 8 * Sum32(x, b));
-  }
-  return sum;
-}
-
-float DotQ4_1(const uint8_t* w, const XRow& x, int64_t cols) {
-  const auto* blocks = reinterpret_cast<const BlockQ4_1*>(w);
-  float sum = 0.0f;
-  for (int64_t b = 0; b < cols / 32; ++b) {
-    const BlockQ4_1& blk = blocks[b];
-    const int8_t* q = x.q + b * 32;
-    int32_t dot = 0;
-    for (int j = 0; j < 16; ++j) dot += (blk.qs[j] & 15) * q[j] + (blk.qs[j] >> 4) * q[j + 16];
-    sum += HalfToFloat(blk.d) * x.d[b] * static_cast<float>(dot);
-    sum += HalfToFloat(blk.m) * x.d[b] * static_cast<float>(Sum32(x, b));
+    if constexpr (kMin) {
+      sum += HalfToFloat(blk.d) * x.d[b] * static_cast<float>(dot);
+      sum += HalfToFloat(blk.m) * x.d[b] * static_cast<float>(Sum32(x, b));
+    } else {
+      sum += HalfToFloat(blk.d) * x.d[b] * static_cast<float>(dot - 8 * Sum32(x, b));
+    }
   }
   return sum;
 }
@@ -131,8 +124,12 @@ void Rows(const uint8_t* w, const XRow* x, int n, int64_t cols, float* out) {
 }  // namespace
 
 const Kernels& GenericKernels() {
-  static const Kernels k{Rows<DotQ4_0>, Rows<DotQ4_1>, Rows<DotQ8_0>,
-                         Rows<DotQ4_K>, Rows<DotQ5_K>, Rows<DotQ6_K>};
+  static const Kernels k{Rows<DotQ4<BlockQ4_0, false>>,
+                         Rows<DotQ4<BlockQ4_1, true>>,
+                         Rows<DotQ8_0>,
+                         Rows<DotQ4_K>,
+                         Rows<DotQ5_K>,
+                         Rows<DotQ6_K>};
   return k;
 }
 
