@@ -12,24 +12,20 @@
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <string>
 #include <system_error>
 #include <vector>
 
-#include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "engine/common/progress.h"
 #include "engine/common/status_macros.h"
 #include "engine/runtime/engine.h"
 #include "tools/bench/bench_registry.h"
 #include "tools/bench/bench_report.h"
+#include "tools/bench/process_memory.h"
 
 namespace onecard::bench {
 namespace {
@@ -92,21 +88,6 @@ absl::StatusOr<DecodeResult> MeasureDecode(Engine& engine, int32_t batch, int32_
                       .tokens = tokens};
 }
 
-// The process's resident set (VmRSS of /proc/self/status), in bytes.
-absl::StatusOr<int64_t> ResidentBytes() {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    int64_t kib = 0;
-    if (absl::StartsWith(line, "VmRSS:") &&
-        absl::SimpleAtoi(absl::StripAsciiWhitespace(absl::StripSuffix(line.substr(6), "kB")),
-                         &kib)) {
-      return kib * 1024;
-    }
-  }
-  return absl::InternalError("no VmRSS line in /proc/self/status");
-}
-
 absl::Status RunCpuDecode(const BenchOptions& options, BenchReporter& reporter) {
   constexpr int32_t kMaxBatch = 8;
   // Cases are named after the file and the weights' format:
@@ -125,7 +106,7 @@ absl::Status RunCpuDecode(const BenchOptions& options, BenchReporter& reporter) 
   engine_options.enable_prefix_caching = false;
   engine_options.start_thread = false;
   ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(engine_options));
-  ASSIGN_OR_RETURN(const int64_t rss_loaded, ResidentBytes());
+  const int64_t rss_loaded = ResidentBytes();
   RETURN_IF_ERROR(MeasureDecode(*engine, 1, 8, 4).status());  // warm-up
   for (int32_t batch : {1, kMaxBatch}) {
     ASSIGN_OR_RETURN(DecodeResult r,
@@ -142,8 +123,9 @@ absl::Status RunCpuDecode(const BenchOptions& options, BenchReporter& reporter) 
   // libraries; the KV pool's pages become resident only as blocks are used)
   // and after both runs (plus the KV blocks they touched and the activations
   // of the largest step).
-  ASSIGN_OR_RETURN(const int64_t rss_run, ResidentBytes());
+  const int64_t rss_run = ResidentBytes();
   for (auto [when, rss] : {std::pair{"loaded", rss_loaded}, {"after-runs", rss_run}}) {
+    if (rss <= 0) continue;  // no VmRSS line (not Linux)
     const std::string rss_case = absl::StrCat(model, "-", options.cpu_weights, "-", when);
     reporter.Add({.scenario = "cpu-decode",
                   .case_name = rss_case,

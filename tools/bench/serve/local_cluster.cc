@@ -12,11 +12,10 @@
 #include <fstream>
 #include <sstream>
 
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "tools/bench/process_memory.h"
 
 namespace onecard::bench::serve {
 namespace {
@@ -138,19 +137,7 @@ void ChildProcess::Kill() {
   Reap(absl::Seconds(30));
 }
 
-int64_t ChildProcess::RssBytes() const {
-  std::ifstream in(absl::StrCat("/proc/", pid_, "/status"));
-  std::string line;
-  while (std::getline(in, line)) {
-    absl::string_view l = line;
-    if (!absl::ConsumePrefix(&l, "VmRSS:")) continue;
-    l = absl::StripAsciiWhitespace(l);
-    absl::ConsumeSuffix(&l, " kB");
-    int64_t kb = 0;
-    return absl::SimpleAtoi(l, &kb) ? kb * 1024 : 0;
-  }
-  return 0;
-}
+int64_t ChildProcess::RssBytes() const { return ResidentBytes(pid_); }
 
 std::string FindBinary(const std::string& relative) {
   if (const char* dir = std::getenv("ONECARD_BIN_DIR"); dir != nullptr && *dir != '\0') {
