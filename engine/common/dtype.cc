@@ -28,6 +28,8 @@ std::string_view DTypeName(DType dtype) {
       return "I64";
     case DType::kU8:
       return "U8";
+    case DType::kF8E4M3:
+      return "F8_E4M3";
   }
   return "?";
 }

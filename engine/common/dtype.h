@@ -21,6 +21,7 @@ enum class DType : uint8_t {
   kI32,
   kI64,
   kU8,
+  kF8E4M3,  // FP8 E4M3 ("fn": no infinities), engine/common/fp8.h
 };
 
 std::string_view DTypeName(DType dtype);

@@ -119,6 +119,7 @@ ONECARD_HOST_DEVICE constexpr int64_t BlockBytes(DType dtype) {
     case DType::kI64:
       return 8;
     case DType::kU8:
+    case DType::kF8E4M3:
       return 1;
   }
   return 0;
