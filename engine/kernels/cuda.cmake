@@ -27,6 +27,7 @@ if(NOT TARGET onecard_kernels_cuda)
     ${_k}/embedding.cu
     ${_k}/gather_columns.cu
     ${_k}/gemv.cu
+    ${_k}/gemv_fp8.cu
     ${_k}/int4_dequant.cu
     ${_k}/int4_gemm.cu
     ${_k}/kv_cache_write.cu

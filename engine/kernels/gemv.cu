@@ -22,73 +22,37 @@
 #include "engine/kernels/cuda_common.cuh"
 #include "engine/kernels/cuda_ptx.cuh"
 #include "engine/kernels/gemv.h"
+#include "engine/kernels/gemv_internal.cuh"
 
 namespace onecard::engine {
+namespace gemv_internal {
+
+int NumSms() {
+  static const int sms = [] {
+    int device = 0, count = 0;
+    if (cudaGetDevice(&device) != cudaSuccess) return 132;
+    if (cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+      return 132;
+    }
+    return count;
+  }();
+  return sms;
+}
+
+// LaunchSettings::gemv_blocks_per_sm: 2, or 1 in a comparison.
+int64_t GridBlocks(int64_t n, int smem) {
+  const int per_sm =
+      std::clamp((227 * 1024) / (smem + 2048), 1, GetLaunchSettings().gemv_blocks_per_sm);
+  return std::min<int64_t>(cuda::CeilDiv(n, kWarps), static_cast<int64_t>(NumSms()) * per_sm);
+}
+
+}  // namespace gemv_internal
+
 namespace {
 
-constexpr int kThreads = 256;
-constexpr int kWarps = kThreads / 32;
-constexpr int kUnroll = 16;                                  // 16-byte loads in flight per lane
-constexpr int64_t kMaxSmemBytes = 2 * kGemvMaxRows * 14336;  // num_rows * k * 2 <= this
+using namespace gemv_internal;  // NOLINT(build/namespaces): the kernel's own parts
 
-enum class Out { kBf16, kBf16Add, kF32, kSiluMul };
-
-struct GemvArgs {
-  const cuda::bf16* x;
-  int64_t x_row_stride;
-  const uint4* norm_weight;
-  float eps;
-  const uint4* w;
-  void* y;
-  int64_t n;
-  int32_t kvec;  // k / 8
-};
-
-__device__ __forceinline__ float Silu(float g) { return g / (1.0f + expf(-g)); }
-
-// Stages x' [M][kvec] (BF16 vectors) in shared memory.
-template <int M, GemvPrologue P>
-__device__ __forceinline__ void StageX(const GemvArgs& a, uint4* xs, float* scratch) {
-  for (int m = 0; m < M; ++m) {
-    const uint4* row = reinterpret_cast<const uint4*>(a.x + m * a.x_row_stride);
-    if constexpr (P == GemvPrologue::kRmsNorm) {
-      float sum_sq = 0.0f;
-      for (int i = threadIdx.x; i < a.kvec; i += kThreads) {
-        float v[8];
-        cuda::Unpack8(row[i], v);
-#pragma unroll
-        for (int e = 0; e < 8; ++e) sum_sq += v[e] * v[e];
-      }
-      const float k = static_cast<float>(a.kvec) * 8.0f;
-      const float inv_rms = rsqrtf(cuda::BlockSum(sum_sq, scratch) / k + a.eps);
-      for (int i = threadIdx.x; i < a.kvec; i += kThreads) {
-        float v[8], w[8];
-        cuda::Unpack8(row[i], v);
-        cuda::Unpack8(a.norm_weight[i], w);
-#pragma unroll
-        for (int e = 0; e < 8; ++e) v[e] = w[e] * (v[e] * inv_rms);
-        xs[m * a.kvec + i] = cuda::Pack8(v);
-      }
-    } else if constexpr (P == GemvPrologue::kSiluMul) {
-      for (int i = threadIdx.x; i < a.kvec; i += kThreads) {
-        float g[8], u[8];
-        cuda::Unpack8(row[i], g);
-        cuda::Unpack8(row[a.kvec + i], u);
-#pragma unroll
-        for (int e = 0; e < 8; ++e) g[e] = Silu(g[e]) * u[e];
-        xs[m * a.kvec + i] = cuda::Pack8(g);
-      }
-    } else {
-      for (int i = threadIdx.x; i < a.kvec; i += kThreads) {
-        cuda::CpAsync16(&xs[m * a.kvec + i], row + i, true);
-      }
-    }
-  }
-  if constexpr (P == GemvPrologue::kNone) {
-    cuda::CpAsyncCommit();
-    cuda::CpAsyncWait<0>();
-  }
-}
+constexpr int kUnroll = 16;  // 16-byte loads in flight per lane
 
 __device__ __forceinline__ void LoadRow(uint4* wv, const uint4* row, int base, int kvec, int lane) {
 #pragma unroll
@@ -114,32 +78,6 @@ __device__ __forceinline__ void Accumulate(const uint4* wv, const uint4* xs, int
 #pragma unroll
         for (int e = 0; e < 8; ++e) acc[m] = fmaf(wf[e], xf[e], acc[m]);
       }
-    }
-  }
-}
-
-// Ends output `j` of every row: acc holds the lanes' partial dots (of the
-// up row for kSiluMul, whose gate dots are already summed in `gate`).
-template <int M, Out kOut>
-__device__ __forceinline__ void Finish(const GemvArgs& a, float* acc, const float* gate, int64_t j,
-                                       int lane) {
-#pragma unroll
-  for (int m = 0; m < M; ++m) {
-    const float v = cuda::WarpSum(acc[m]);
-    acc[m] = 0.0f;
-    if (lane != 0) continue;
-    const int64_t o = m * a.n + j;
-    if constexpr (kOut == Out::kF32) {
-      static_cast<float*>(a.y)[o] = v;
-    } else if constexpr (kOut == Out::kBf16Add) {
-      cuda::bf16* y = static_cast<cuda::bf16*>(a.y);
-      y[o] = __float2bfloat16_rn(cuda::RoundTo<cuda::bf16>(v) + __bfloat162float(y[o]));
-    } else if constexpr (kOut == Out::kSiluMul) {
-      const float g = cuda::RoundTo<cuda::bf16>(gate[m]);
-      static_cast<cuda::bf16*>(a.y)[o] =
-          __float2bfloat16_rn(Silu(g) * cuda::RoundTo<cuda::bf16>(v));
-    } else {
-      static_cast<cuda::bf16*>(a.y)[o] = __float2bfloat16_rn(v);
     }
   }
 }
@@ -190,7 +128,7 @@ __global__ void __launch_bounds__(kThreads, 2) GemvKernel(GemvArgs a) {
           acc[m] = 0.0f;
         }
       } else {
-        Finish<M, kOut>(a, acc, gate, j, lane);
+        Finish<M, kOut>(a, acc, gate, j, lane, 1.0f);
       }
     }
     j = next_j;
@@ -198,21 +136,6 @@ __global__ void __launch_bounds__(kThreads, 2) GemvKernel(GemvArgs a) {
     base = next_base;
   }
 }
-
-int NumSms() {
-  static const int sms = [] {
-    int device = 0, count = 0;
-    if (cudaGetDevice(&device) != cudaSuccess) return 132;
-    if (cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
-      return 132;
-    }
-    return count;
-  }();
-  return sms;
-}
-
-// LaunchSettings::gemv_blocks_per_sm: 2, or 1 in a comparison.
-int MaxBlocksPerSm() { return GetLaunchSettings().gemv_blocks_per_sm; }
 
 template <int M, GemvPrologue P, Out kOut>
 absl::Status Launch(const GemvArgs& a, cudaStream_t stream) {
@@ -223,9 +146,7 @@ absl::Status Launch(const GemvArgs& a, cudaStream_t stream) {
   }();
   RETURN_IF_ERROR(allowed);
   const int smem = M * a.kvec * 16;
-  const int per_sm = std::clamp((227 * 1024) / (smem + 2048), 1, MaxBlocksPerSm());
-  const int64_t blocks =
-      std::min<int64_t>(cuda::CeilDiv(a.n, kWarps), static_cast<int64_t>(NumSms()) * per_sm);
+  const int64_t blocks = GridBlocks(a.n, smem);
   CUDA_RETURN_IF_ERROR(cuda::LaunchPdl(GemvKernel<M, P, kOut>, dim3(static_cast<int>(blocks)),
                                        dim3(kThreads), smem, stream, a));
   return absl::OkStatus();
@@ -256,11 +177,13 @@ absl::Status LaunchRows(const GemvParams& p, const GemvArgs& a, cudaStream_t str
 absl::Status Validate(const GemvParams& p) {
   constexpr char kOp[] = "Gemv";
   if (p.num_rows < 1 || p.num_rows > kGemvMaxRows || p.n <= 0 || p.k <= 0 || p.k % 8 != 0 ||
-      p.x_row_stride % 8 != 0 || 2 * p.num_rows * p.k > kMaxSmemBytes) {
+      p.x_row_stride % 8 != 0 || p.num_rows * p.k > kGemvMaxRowValues ||
+      (p.w_dtype == DType::kF8E4M3 && p.k % 16 != 0)) {
     return absl::UnimplementedError(cuda::Cat(
         kOp, ": num_rows=", p.num_rows, " n=", p.n, " k=", p.k, " x_row_stride=", p.x_row_stride,
         " not supported; supported: 1 <= num_rows <= ", kGemvMaxRows,
-        ", k and x_row_stride multiples of 8, num_rows * k <= ", kMaxSmemBytes / 2));
+        ", k and x_row_stride multiples of 8 (FP8 weights: k of 16), num_rows * k <= ",
+        kGemvMaxRowValues));
   }
   const int64_t min_stride = p.prologue == GemvPrologue::kSiluMul ? 2 * p.k : p.k;
   if (p.x_row_stride < min_stride) {
@@ -277,6 +200,12 @@ absl::Status Validate(const GemvParams& p) {
     return absl::InvalidArgumentError(
         cuda::Cat(kOp, ": silu_mul_y needs a BF16 y and no add_to_y"));
   }
+  if (p.w_dtype != DType::kBF16 && p.w_dtype != DType::kF8E4M3) {
+    return cuda::Unsupported(kOp, p.w_dtype, "w BF16, F8_E4M3");
+  }
+  if (p.w_dtype == DType::kF8E4M3 && p.w_scales == nullptr) {
+    return absl::InvalidArgumentError(cuda::Cat(kOp, ": w_scales is null (FP8 weights)"));
+  }
   if (p.prologue == GemvPrologue::kRmsNorm && p.norm_weight == nullptr) {
     return absl::InvalidArgumentError(cuda::Cat(kOp, ": norm_weight is null"));
   }
@@ -287,6 +216,7 @@ absl::Status Validate(const GemvParams& p) {
 
 absl::Status Gemv(const GemvParams& p, cudaStream_t stream) {
   RETURN_IF_ERROR(Validate(p));
+  if (p.w_dtype == DType::kF8E4M3) return GemvFp8(p, stream);
   GemvArgs a;
   a.x = static_cast<const cuda::bf16*>(p.x);
   a.x_row_stride = p.x_row_stride;
@@ -295,7 +225,9 @@ absl::Status Gemv(const GemvParams& p, cudaStream_t stream) {
   a.w = static_cast<const uint4*>(p.w);
   a.y = p.y;
   a.n = p.n;
+  a.scales = nullptr;
   a.kvec = static_cast<int32_t>(p.k / 8);
+  a.scale_blocks = 0;
   switch (p.prologue) {
     case GemvPrologue::kRmsNorm:
       return LaunchRows<GemvPrologue::kRmsNorm>(p, a, stream);

@@ -1,10 +1,12 @@
 // GemvRef: the reference of the fused GEMV (see gemv.h): the prologue through
-// RmsNormRef / SiluMulRef (BF16), a plain fp32 dot per output, and the
-// epilogue's roundings. Tested by tests/gpu/gemv_test.cc (as the spec of the
-// CUDA kernel).
+// RmsNormRef / SiluMulRef (BF16), a plain fp32 dot per output of x' and the
+// weights' values (BF16, or an FP8 code's E4M3 value times its scale, as
+// Fp8Matrix::Value), and the epilogue's roundings. Tested by tests/gpu/gemv_test.cc (as the spec of
+// the CUDA kernel).
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "engine/common/fp8.h"
 #include "engine/common/status_macros.h"
 #include "engine/kernels/bf16.h"
 #include "engine/kernels/gemv.h"
@@ -37,6 +39,12 @@ absl::Status Validate(const GemvParams& p) {
   }
   RETURN_IF_ERROR(ref::CheckNotNull(kOp, "x", p.x));
   RETURN_IF_ERROR(ref::CheckNotNull(kOp, "w", p.w));
+  if (p.w_dtype != DType::kBF16 && p.w_dtype != DType::kF8E4M3) {
+    return absl::UnimplementedError(absl::StrCat(kOp, ": w dtype ",
+                                                 std::string(DTypeName(p.w_dtype)),
+                                                 " is not supported; supported: BF16, F8_E4M3"));
+  }
+  if (p.w_dtype == DType::kF8E4M3) RETURN_IF_ERROR(ref::CheckNotNull(kOp, "w_scales", p.w_scales));
   return ref::CheckNotNull(kOp, "y", p.y);
 }
 
@@ -65,6 +73,15 @@ absl::StatusOr<std::vector<uint16_t>> Prologue(const GemvParams& p) {
   return xs;
 }
 
+// W[j][i] in fp32 (rows of the whole weight: gate then up for silu_mul_y).
+float WeightValue(const GemvParams& p, int64_t j, int64_t i) {
+  if (p.w_dtype == DType::kBF16) return Bf16ToFloat(static_cast<const uint16_t*>(p.w)[j * p.k + i]);
+  const float code = E4m3ToFloat(static_cast<const uint8_t*>(p.w)[j * p.k + i]);
+  if (p.w_scales_kind == Fp8Scales::kRow) return code * p.w_scales[j];
+  const int64_t blocks = (p.k + kFp8Block - 1) / kFp8Block;
+  return code * p.w_scales[(j / kFp8Block) * blocks + i / kFp8Block];
+}
+
 }  // namespace
 
 absl::Status GemvRef(const GemvParams& p) {
@@ -84,12 +101,11 @@ absl::Status GemvRef(const GemvParams& p) {
                        .inter = p.n});
   }
   ASSIGN_OR_RETURN(std::vector<uint16_t> xs, Prologue(p));
-  const uint16_t* w = static_cast<const uint16_t*>(p.w);
   for (int32_t m = 0; m < p.num_rows; ++m) {
     for (int64_t j = 0; j < p.n; ++j) {
       float acc = 0.0f;
       for (int64_t i = 0; i < p.k; ++i) {
-        acc += Bf16ToFloat(w[j * p.k + i]) * Bf16ToFloat(xs[m * p.k + i]);
+        acc += WeightValue(p, j, i) * Bf16ToFloat(xs[m * p.k + i]);
       }
       const int64_t o = m * p.n + j;
       if (p.y_dtype == DType::kF32) {
