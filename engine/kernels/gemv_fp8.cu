@@ -1,7 +1,8 @@
 // Gemv with FP8 E4M3 weights (see gemv.h), the BF16 kernel's design
 // (gemv.cu) with one-byte weights:
 // - each lane keeps kUnroll 16-byte loads of 16 codes in flight (a warp 4096
-//   codes: a whole row of an 8B's 4096-wide projections in one round);
+//   codes: a whole row of an 8B's 4096-wide projections in one round), and
+//   issues the next chunk's loads before it widens and sums this chunk's;
 // - codes widen exactly, two at a time, E4M3 -> f16x2 (cvt.rn.f16x2.e4m3x2)
 //   -> fp32, and meet x' (BF16 in shared memory) in fp32 FMAs;
 // - kRow: the lanes' sums of a row times its scale, once, after the warp
@@ -99,9 +100,6 @@ __global__ void __launch_bounds__(kThreads, 2) GemvFp8Kernel(GemvArgs a) {
 #pragma unroll
   for (int m = 0; m < M; ++m) acc[m] = gate[m] = 0.0f;
   while (j < a.n) {
-    const int64_t row = row_of(j, part);
-    Accumulate<M, kBlock>(wv, xs, base, a.kvec, lane, a.scales + (row / kFp8Block) * a.scale_blocks,
-                          acc);
     int64_t next_j = j;
     int next_part = part;
     int next_base = base + 32 * kUnroll;
@@ -112,7 +110,15 @@ __global__ void __launch_bounds__(kThreads, 2) GemvFp8Kernel(GemvArgs a) {
         next_j += total_warps;
       }
     }
-    if (next_j < a.n) LoadRow(wv, a.w + row_of(next_j, next_part) * wvec, next_base, wvec, lane);
+    // The next loads are in flight while this chunk's codes are widened and
+    // summed.
+    uint4 next_wv[kUnroll];
+    if (next_j < a.n) {
+      LoadRow(next_wv, a.w + row_of(next_j, next_part) * wvec, next_base, wvec, lane);
+    }
+    const int64_t row = row_of(j, part);
+    Accumulate<M, kBlock>(wv, xs, base, a.kvec, lane,
+                          a.scales + (row / kFp8Block) * a.scale_blocks, acc);
     if (next_base == 0) {  // a weight row is done
       const float scale = kBlock ? 1.0f : __ldg(a.scales + row);
       if (part + 1 < kParts) {
@@ -125,6 +131,8 @@ __global__ void __launch_bounds__(kThreads, 2) GemvFp8Kernel(GemvArgs a) {
         Finish<M, kOut>(a, acc, gate, j, lane, scale);
       }
     }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) wv[u] = next_wv[u];
     j = next_j;
     part = next_part;
     base = next_base;
