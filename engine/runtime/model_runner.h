@@ -78,6 +78,28 @@ inline absl::StatusOr<CpuWeightFormat> ParseCpuWeightFormat(absl::string_view te
       absl::StrCat(field, ": unknown cpu weight format \"", text, "\"; supported: native, f32"));
 }
 
+// How the cuda backend multiplies FP8 weights in steps of more rows than its
+// GEMV takes (decode at batch 1-4 always reads the codes against BF16
+// activations). kW8A8: the activations are quantized per token to E4M3
+// (scale amax / 448) for the FP8 tensor cores (engine/kernels/fp8_gemm.h);
+// kW8A16: the weight is dequantized to BF16 for cuBLAS (the weights' exact
+// values against BF16 activations, at the cost of writing and reading the
+// BF16 copy). Weights with 128 x 128 block scales take kW8A16 either way.
+enum class Fp8Compute : uint8_t { kW8A8, kW8A16 };
+
+inline const char* Fp8ComputeName(Fp8Compute compute) {
+  return compute == Fp8Compute::kW8A8 ? "w8a8" : "w8a16";
+}
+
+// "w8a8", "w8a16" (InvalidArgument naming `field` otherwise).
+inline absl::StatusOr<Fp8Compute> ParseFp8Compute(absl::string_view text, absl::string_view field) {
+  for (Fp8Compute c : {Fp8Compute::kW8A8, Fp8Compute::kW8A16}) {
+    if (text == Fp8ComputeName(c)) return c;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat(field, ": unknown fp8 compute \"", text, "\"; supported: w8a8, w8a16"));
+}
+
 struct SequenceChunk {
   int64_t seq_id = 0;
   std::span<const int32_t> token_ids;    // [num_chunk_tokens]
