@@ -41,7 +41,7 @@ std::string RecordJson(const BenchRecord& record, const RunInfo& info);
 // Where onecard-bench and onecard-bench-cuda append their records unless
 // --results says otherwise: an ignored path (.gitignore), so a user's run
 // leaves the repository clean. Committed figures go to
-// bench/results/results.jsonl by passing it explicitly (bench/results/README.md).
+// bench/results/results.jsonl by passing it explicitly (bench/README.md).
 inline constexpr char kDefaultResultsPath[] = "bench/results/local/results.jsonl";
 
 class BenchReporter {

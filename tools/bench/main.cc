@@ -1,6 +1,6 @@
 // onecard-bench: runs a named benchmark scenario (../shared/benchmarks.md),
 // prints a table and appends JSON lines to the results file (by default a
-// git-ignored one, kDefaultResultsPath; bench/results/README.md says how figures
+// git-ignored one, kDefaultResultsPath; bench/README.md says how figures
 // are committed). --help lists the scenarios and flags
 // (services/common/command_line.h); tested by tests/integration/cli_test.cc.
 //   onecard-bench list
@@ -46,7 +46,7 @@ onecard::services::CommandLineSpec CommandLine() {
                    "router_max_in_flight", "target_load"}}},
       .epilog =
           "Commit figures by passing --results bench/results/results.jsonl\n"
-          "(bench/results/README.md)."};
+          "(bench/README.md)."};
   for (const onecard::bench::Scenario* s : onecard::bench::AllScenarios()) {
     spec.subcommands.push_back({s->name, s->description});
   }

@@ -56,7 +56,7 @@ onecard::services::CommandLineSpec CommandLine() {
       .usage = {"SCENARIO [flags]", "list"},
       .description =
           "Runs a CUDA benchmark preset on the GPU, prints its table and appends one JSON\n"
-          "line a case to --results (docs/cuda.md, bench/results/README.md).",
+          "line a case to --results (docs/cuda.md, bench/README.md).",
       .subcommands = {{"list", "list the scenarios"}},
       .groups = {{"Run", {"model", "batches", "shape", "tuning_cache"}},
                  {"Results", {"results", "commit"}},
