@@ -34,38 +34,19 @@ std::string Golden(const std::string& dir) {
 
 // A copy of a golden checkpoint in a scratch folder, its tensors and config
 // editable.
-class EditedCheckpoint {
+class EditedCheckpoint : public ::onecard::testing::EditedCheckpoint {
  public:
-  explicit EditedCheckpoint(const std::string& dir) : golden_(Golden(dir)) {
-    config_ = ::onecard::testing::LoadTestJson(golden_ + "/config.json");
-    tensors_ = ::onecard::testing::ReadRawTensors(golden_ + "/model.safetensors");
-  }
-  RawTensor* Find(const std::string& name) {
-    for (RawTensor& t : tensors_) {
-      if (t.name == name) return &t;
-    }
-    ADD_FAILURE() << "no tensor " << name;
-    return &tensors_[0];
-  }
-  void Remove(const std::string& name) {
-    std::erase_if(tensors_, [&](const RawTensor& t) { return t.name == name; });
-  }
+  explicit EditedCheckpoint(const std::string& dir)
+      : ::onecard::testing::EditedCheckpoint(Golden(dir)),
+        config_(::onecard::testing::LoadTestJson(Golden(dir) + "/config.json")) {}
   nlohmann::json& config() { return config_; }
-  std::string model_path() const { return scratch_.path() + "/model.safetensors"; }
-
-  // Writes the files and loads the whole model as the CPU backend does.
   absl::Status Load() {
-    scratch_.Write("config.json", config_.dump(2));
-    scratch_.Write("model.safetensors", ::onecard::testing::SafetensorsRaw(tensors_));
-    ASSIGN_OR_RETURN(const Checkpoint ckpt, OpenCheckpoint(scratch_.path()));
-    return LoadWeightsF32(ckpt).status();
+    WriteFile("config.json", config_.dump(2));
+    return ::onecard::testing::EditedCheckpoint::Load();
   }
 
  private:
-  std::string golden_;
-  ScratchDir scratch_;
   nlohmann::json config_;
-  std::vector<RawTensor> tensors_;
 };
 
 void ExpectError(const absl::Status& status, const std::string& file, const std::string& needle) {
