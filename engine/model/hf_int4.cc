@@ -41,6 +41,8 @@ FieldNames NamesOf(HfQuantMethod method) {
     case HfQuantMethod::kCompressedTensors:
       return {"weight_packed", "weight_scale", "weight_zero_point", "weight_g_idx"};
     case HfQuantMethod::kNone:
+    case HfQuantMethod::kFp8:
+    case HfQuantMethod::kFbgemmFp8:
       break;
   }
   return {nullptr, nullptr, nullptr, nullptr};
@@ -109,6 +111,11 @@ absl::Status ResolveScheme(const HfQuantConfig& q, HfInt4Tensors* t) {
       return absl::InvalidArgumentError(absl::StrCat(
           q.source, ": field 'config_groups' has no group whose targets match module '", t->module,
           "' (tensor '", t->packed->name, "')"));
+    }
+    if (g->fp8.has_value()) {
+      return absl::InvalidArgumentError(absl::StrCat(q.source, ": field 'config_groups.", g->name,
+                                                     "' is float 8-bit, but module '", t->module,
+                                                     "' has 4-bit tensor '", t->packed->name, "'"));
     }
     group = g->group_size;
     t->symmetric = g->symmetric;
@@ -184,15 +191,20 @@ absl::Status CheckCompressedShapes(const WeightSource& w, const HfInt4Tensors& t
   return absl::OkStatus();
 }
 
-// A 4-bit tensor in a checkpoint without a quantization config is an error.
+// A 4-bit tensor in a checkpoint without a 4-bit quantization config is an
+// error.
 absl::Status CheckUnconfigured(const Checkpoint& c, const std::string& module) {
   for (const char* packed : {"qweight", "weight_packed"}) {
     const TensorView* v = c.weights->Find(absl::StrCat(module, ".", packed));
     if (v == nullptr) continue;
-    return absl::InvalidArgumentError(
-        absl::StrCat(v->file_path, ": tensor '", v->name, "' (field ", packed,
-                     ") is 4-bit, but the checkpoint has no quantization config (config.json "
-                     "quantization_config, quantize_config.json or quant_config.json)"));
+    const std::string why =
+        c.quant.method == HfQuantMethod::kNone
+            ? "the checkpoint has no quantization config (config.json quantization_config, "
+              "quantize_config.json or quant_config.json)"
+            : absl::StrCat("the quantization config (", HfQuantMethodName(c.quant.method), ", ",
+                           c.quant.source, ") is not a 4-bit one");
+    return absl::InvalidArgumentError(absl::StrCat(v->file_path, ": tensor '", v->name, "' (field ",
+                                                   packed, ") is 4-bit, but ", why));
   }
   return absl::OkStatus();
 }
@@ -244,7 +256,7 @@ int ZeroPoint(const HfInt4Tensors& t, int64_t r, int64_t g) {
       return (Word(*t.zeros, g * (t.n / 8) + r / 8) >> (4 * kAwqNibble[r % 8])) & 15;
     case HfQuantMethod::kCompressedTensors:
       return (Word(*t.zeros, (r / 8) * groups + g) >> (4 * (r % 8))) & 15;
-    case HfQuantMethod::kNone:
+    default:
       break;
   }
   return 8;
@@ -403,7 +415,7 @@ void PermuteColumns(Int4Matrix* m) {
 absl::StatusOr<std::optional<HfInt4Tensors>> FindHfInt4(const Checkpoint& c,
                                                         const std::string& module, int64_t n,
                                                         int64_t k) {
-  if (c.quant.method == HfQuantMethod::kNone) {
+  if (NamesOf(c.quant.method).packed == nullptr) {  // none, fp8, fbgemm_fp8
     RETURN_IF_ERROR(CheckUnconfigured(c, module));
     return std::nullopt;
   }

@@ -21,7 +21,7 @@ namespace {
 
 using Json = nlohmann::json;
 
-constexpr char kSupportedMethods[] = "gptq, awq, compressed-tensors";
+constexpr char kSupportedMethods[] = "gptq, awq, compressed-tensors, fp8, fbgemm_fp8";
 
 // Whether `pattern` matches `text` from its start; nullopt when it does not
 // compile.
@@ -56,6 +56,21 @@ absl::StatusOr<int32_t> GroupSize(const JsonFields& f, const char* field,
     return f.Error(field, absl::StrCat("is ", group, "; expected -1 or a positive column count"));
   }
   return static_cast<int32_t>(group);
+}
+
+constexpr int64_t kFp8BlockSize = 128;
+
+// A block shape field: [128, 128], the one the FP8 kernels take.
+absl::Status CheckBlock128(const JsonFields& f, const char* field) {
+  const Json* j = f.Find(field);
+  if (j == nullptr) return f.Error(field, "is missing");
+  const bool ints =
+      j->is_array() && j->size() == 2 && (*j)[0].is_number_integer() && (*j)[1].is_number_integer();
+  if (!ints) return f.Error(field, absl::StrCat("is not a pair of integers: ", j->dump()));
+  if ((*j)[0].get<int64_t>() != kFp8BlockSize || (*j)[1].get<int64_t>() != kFp8BlockSize) {
+    return f.Unsupported(field, absl::StrCat("is ", j->dump(), "; supported: [128, 128]"));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status ParseGptq(const JsonFields& f, HfQuantConfig* c) {
@@ -117,9 +132,6 @@ absl::Status CheckTargets(const JsonFields& g, CompressedGroup* group) {
 // A group's "weights" scheme: int, 4-bit, group or channel.
 absl::Status ParseCompressedWeights(const JsonFields& w, CompressedGroup* group) {
   RETURN_IF_ERROR(CheckBits(w, "num_bits"));
-  ASSIGN_OR_RETURN(const std::string type, w.String("type", "int"));
-  if (type != "int")
-    return w.Unsupported("type", absl::StrCat("is \"", type, "\"; supported: int"));
   ASSIGN_OR_RETURN(group->symmetric, w.Bool("symmetric", true));
   ASSIGN_OR_RETURN(const std::string strategy, w.String("strategy", "tensor"));
   if (strategy == "group") {
@@ -134,10 +146,81 @@ absl::Status ParseCompressedWeights(const JsonFields& w, CompressedGroup* group)
   return absl::OkStatus();
 }
 
+// A float 8-bit "weights" scheme: symmetric, static, tensor / channel /
+// block [128, 128].
+absl::StatusOr<Fp8WeightScales> ParseFp8Weights(const JsonFields& w) {
+  ASSIGN_OR_RETURN(const int64_t bits, w.Int("num_bits", 8));
+  if (bits != 8) {
+    return w.Unsupported("num_bits", absl::StrCat("is ", bits, "; float weights: 8-bit (E4M3)"));
+  }
+  ASSIGN_OR_RETURN(const bool symmetric, w.Bool("symmetric", true));
+  if (!symmetric) return w.Unsupported("symmetric", "= false is not supported for float weights");
+  ASSIGN_OR_RETURN(const bool dynamic, w.Bool("dynamic", false));
+  if (dynamic) return w.Unsupported("dynamic", "= true is not supported for weights");
+  ASSIGN_OR_RETURN(const std::string strategy, w.String("strategy", "tensor"));
+  if (strategy == "tensor") return Fp8WeightScales::kTensor;
+  if (strategy == "channel") return Fp8WeightScales::kChannel;
+  if (strategy != "block") {
+    return w.Unsupported("strategy",
+                         absl::StrCat("is \"", strategy, "\"; supported: tensor, channel, block"));
+  }
+  RETURN_IF_ERROR(CheckBlock128(w, "block_structure"));
+  return Fp8WeightScales::kBlock128;
+}
+
+// A float 8-bit group's input_activations: absent, static per tensor,
+// dynamic per token or per group of 128.
+absl::StatusOr<Fp8Activations> ParseFp8Activations(const JsonFields& g) {
+  const Json* a = g.Find("input_activations");
+  if (a == nullptr) return Fp8Activations::kNone;
+  if (!a->is_object()) return g.Error("input_activations", "must be an object or null");
+  JsonFields f(*a, g.source(), absl::StrCat(g.prefix(), "input_activations."));
+  ASSIGN_OR_RETURN(const std::string type, f.String("type", "float"));
+  ASSIGN_OR_RETURN(const int64_t bits, f.Int("num_bits", 8));
+  if (type != "float" || bits != 8) {
+    return f.Unsupported(type != "float" ? "type" : "num_bits",
+                         "is not that of float 8-bit activations");
+  }
+  ASSIGN_OR_RETURN(const bool dynamic, f.Bool("dynamic", false));
+  ASSIGN_OR_RETURN(const std::string strategy, f.String("strategy", "tensor"));
+  if (!dynamic && strategy == "tensor") return Fp8Activations::kStaticTensor;
+  if (dynamic && strategy == "token") return Fp8Activations::kDynamicToken;
+  if (dynamic && strategy == "group") {
+    ASSIGN_OR_RETURN(const int64_t group, f.Int("group_size", std::nullopt));
+    if (group == kFp8BlockSize) return Fp8Activations::kDynamicGroup128;
+    return f.Unsupported("group_size", absl::StrCat("is ", group, "; supported: 128"));
+  }
+  return f.Unsupported(
+      "strategy", absl::StrCat("is \"", strategy, "\" with dynamic ", dynamic ? "true" : "false",
+                               "; supported: static tensor, dynamic token, "
+                               "dynamic group (128)"));
+}
+
 absl::Status ParseCompressedGroup(const JsonFields& g, const std::string& top_format,
                                   CompressedGroup* group) {
   RETURN_IF_ERROR(CheckTargets(g, group));
+  const Json* weights = g.Find("weights");
+  if (weights == nullptr || !weights->is_object()) return g.Error("weights", "must be an object");
+  JsonFields w(*weights, g.source(), absl::StrCat(g.prefix(), "weights."));
+  ASSIGN_OR_RETURN(const std::string type, w.String("type", "int"));
   ASSIGN_OR_RETURN(const std::string format, g.String("format", top_format));
+  if (type == "float") {
+    if (format != "float-quantized" && format != "naive-quantized") {
+      return g.Unsupported("format",
+                           absl::StrCat("is \"", format, "\"; float weights: float-quantized"));
+    }
+    Fp8Scheme fp8;
+    ASSIGN_OR_RETURN(fp8.weights, ParseFp8Weights(w));
+    ASSIGN_OR_RETURN(fp8.activations, ParseFp8Activations(g));
+    if (g.Find("output_activations") != nullptr) {
+      return g.Unsupported("output_activations", "is set; supported: none");
+    }
+    group->fp8 = fp8;
+    return absl::OkStatus();
+  }
+  if (type != "int") {
+    return w.Unsupported("type", absl::StrCat("is \"", type, "\"; supported: int, float"));
+  }
   if (format != "pack-quantized") {
     return g.Unsupported("format", absl::StrCat("is \"", format, "\"; supported: pack-quantized"));
   }
@@ -146,10 +229,19 @@ absl::Status ParseCompressedGroup(const JsonFields& g, const std::string& top_fo
         g.Find("input_activations") != nullptr ? "input_activations" : "output_activations",
         "is set; supported: weight-only (W4A16)");
   }
-  const Json* weights = g.Find("weights");
-  if (weights == nullptr || !weights->is_object()) return g.Error("weights", "must be an object");
-  JsonFields w(*weights, g.source(), absl::StrCat(g.prefix(), "weights."));
   return ParseCompressedWeights(w, group);
+}
+
+// A list of strings (an ignore list) appended to `out`; absent or null: none.
+absl::Status AppendStrings(const JsonFields& f, const char* field, std::vector<std::string>* out) {
+  const Json* list = f.Find(field);
+  if (list == nullptr) return absl::OkStatus();
+  if (!list->is_array()) return f.Error(field, "must be a list of strings");
+  for (const Json& item : *list) {
+    if (!item.is_string()) return f.Error(field, absl::StrCat("holds ", item.dump()));
+    out->push_back(item.get<std::string>());
+  }
+  return absl::OkStatus();
 }
 
 absl::Status ParseCompressed(const JsonFields& f, HfQuantConfig* c) {
@@ -167,7 +259,51 @@ absl::Status ParseCompressed(const JsonFields& f, HfQuantConfig* c) {
     RETURN_IF_ERROR(ParseCompressedGroup(g, top_format, &group));
     c->groups.push_back(std::move(group));
   }
+  RETURN_IF_ERROR(AppendStrings(f, "ignore", &c->ignore));
+  for (const std::string& entry : c->ignore) {
+    if (absl::StartsWith(entry, "re:") && !RegexMatchesAtStart(entry.substr(3), "").has_value()) {
+      return f.Error("ignore", absl::StrCat("holds a bad pattern \"", entry, "\""));
+    }
+  }
   return absl::OkStatus();
+}
+
+// transformers' FineGrainedFP8Config (weight_block_size [128, 128]) or, without
+// a block size, AutoFP8's per-tensor config.
+absl::Status ParseFp8(const JsonFields& f, HfQuantConfig* c) {
+  ASSIGN_OR_RETURN(const std::string fmt, f.String("fmt", "e4m3"));
+  if (fmt != "e4m3") return f.Unsupported("fmt", absl::StrCat("is \"", fmt, "\"; supported: e4m3"));
+  ASSIGN_OR_RETURN(const std::string activations, f.String("activation_scheme", "dynamic"));
+  const bool block = f.Find("weight_block_size") != nullptr;
+  if (activations == "dynamic") {
+    c->fp8.activations = Fp8Activations::kDynamicToken;
+  } else if (activations == "static" && !block) {
+    c->fp8.activations = Fp8Activations::kStaticTensor;
+  } else {
+    return f.Unsupported("activation_scheme",
+                         absl::StrCat("is \"", activations, "\"; supported: dynamic",
+                                      block ? " (with weight_block_size)" : ", static"));
+  }
+  c->fp8.weights = Fp8WeightScales::kTensor;
+  if (block) {
+    RETURN_IF_ERROR(CheckBlock128(f, "weight_block_size"));
+    c->fp8.weights = Fp8WeightScales::kBlock128;
+    if (c->fp8.activations == Fp8Activations::kDynamicToken) {
+      c->fp8.activations = Fp8Activations::kDynamicGroup128;  // act_quant: groups of 128
+    }
+  }
+  RETURN_IF_ERROR(AppendStrings(f, "modules_to_not_convert", &c->ignore));
+  return AppendStrings(f, "ignored_layers", &c->ignore);
+}
+
+absl::Status ParseFbgemmFp8(const JsonFields& f, HfQuantConfig* c) {
+  c->fp8 = {Fp8WeightScales::kChannel, Fp8Activations::kDynamicToken};
+  ASSIGN_OR_RETURN(c->activation_scale_ub, f.Float("activation_scale_ub", 1200.0f));
+  if (!(c->activation_scale_ub > 0.0f)) {
+    return f.Error("activation_scale_ub",
+                   absl::StrCat("is ", c->activation_scale_ub, "; expected a positive bound"));
+  }
+  return AppendStrings(f, "modules_to_not_convert", &c->ignore);
 }
 
 absl::StatusOr<HfQuantConfig> ParseObject(const Json& j, const std::string& source,
@@ -194,6 +330,12 @@ absl::StatusOr<HfQuantConfig> ParseObject(const Json& j, const std::string& sour
   } else if (method == "compressed-tensors") {
     c.method = HfQuantMethod::kCompressedTensors;
     RETURN_IF_ERROR(ParseCompressed(f, &c));
+  } else if (method == "fp8") {
+    c.method = HfQuantMethod::kFp8;
+    RETURN_IF_ERROR(ParseFp8(f, &c));
+  } else if (method == "fbgemm_fp8") {
+    c.method = HfQuantMethod::kFbgemmFp8;
+    RETURN_IF_ERROR(ParseFbgemmFp8(f, &c));
   } else {
     return f.Unsupported("quant_method",
                          absl::StrCat("is \"", method, "\"; supported: ", kSupportedMethods));
@@ -227,6 +369,36 @@ const char* HfQuantMethodName(HfQuantMethod method) {
       return "awq";
     case HfQuantMethod::kCompressedTensors:
       return "compressed-tensors";
+    case HfQuantMethod::kFp8:
+      return "fp8";
+    case HfQuantMethod::kFbgemmFp8:
+      return "fbgemm_fp8";
+  }
+  return "?";
+}
+
+const char* Fp8WeightScalesName(Fp8WeightScales scales) {
+  switch (scales) {
+    case Fp8WeightScales::kTensor:
+      return "tensor";
+    case Fp8WeightScales::kChannel:
+      return "channel";
+    case Fp8WeightScales::kBlock128:
+      return "block128";
+  }
+  return "?";
+}
+
+const char* Fp8ActivationsName(Fp8Activations activations) {
+  switch (activations) {
+    case Fp8Activations::kNone:
+      return "none";
+    case Fp8Activations::kStaticTensor:
+      return "static-tensor";
+    case Fp8Activations::kDynamicToken:
+      return "dynamic-token";
+    case Fp8Activations::kDynamicGroup128:
+      return "dynamic-group128";
   }
   return "?";
 }
@@ -246,6 +418,40 @@ const CompressedGroup* HfQuantConfig::GroupFor(const std::string& module) const 
     if (std::find(g.targets.begin(), g.targets.end(), "Linear") != g.targets.end()) return &g;
   }
   return nullptr;
+}
+
+bool HfQuantConfig::Ignores(const std::string& module) const {
+  for (const std::string& entry : ignore) {
+    if (method == HfQuantMethod::kCompressedTensors) {
+      if (entry == module) return true;
+      if (absl::StartsWith(entry, "re:") &&
+          RegexMatchesAtStart(entry.substr(3), module).value_or(false)) {
+        return true;
+      }
+      continue;
+    }
+    // transformers: re.match(entry, name) or name.endswith(entry); an entry
+    // that is no pattern matches as a plain prefix.
+    const bool prefix =
+        RegexMatchesAtStart(entry, module).value_or(absl::StartsWith(module, entry));
+    if (prefix || absl::EndsWith(module, entry)) return true;
+  }
+  return false;
+}
+
+std::optional<Fp8Scheme> HfQuantConfig::Fp8SchemeFor(const std::string& module) const {
+  if (Ignores(module)) return std::nullopt;
+  switch (method) {
+    case HfQuantMethod::kFp8:
+    case HfQuantMethod::kFbgemmFp8:
+      return fp8;
+    case HfQuantMethod::kCompressedTensors: {
+      const CompressedGroup* g = GroupFor(module);
+      return g != nullptr ? g->fp8 : std::nullopt;
+    }
+    default:
+      return std::nullopt;
+  }
 }
 
 absl::StatusOr<HfQuantConfig> ParseHfQuantConfig(std::string_view json_text,

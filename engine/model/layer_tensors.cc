@@ -1,5 +1,5 @@
-// ResolveTensor, ReadTensorF32, ReadTensorBlocks, ReadTensorInt4 (see
-// layer_tensors.h).
+// ResolveTensor, ReadTensorF32, ReadTensorBlocks, ReadTensorInt4,
+// ReadTensorFp8 (see layer_tensors.h).
 // Tested by tests/engine/model/layer_tensors_test.cc.
 #include "engine/model/layer_tensors.h"
 
@@ -232,6 +232,12 @@ absl::StatusOr<ResolvedTensor> ResolveTensor(const Checkpoint& ckpt, TensorPart 
                                                    "' has shape ", ShapeString(t.view->shape),
                                                    ", expected ", ShapeString(t.shape)));
   }
+  if (t.view->dtype == DType::kF8E4M3 && !gguf && t.shape.size() == 2 &&
+      t.name.ends_with(".weight")) {
+    const std::string module = t.name.substr(0, t.name.size() - 7);
+    ASSIGN_OR_RETURN(t.hf_fp8, FindHfFp8(ckpt, module, t.shape[0], t.shape[1]));
+    if (t.hf_fp8.has_value()) return t;
+  }
   if (!IsDequantizable(t.view->dtype)) {
     return absl::InvalidArgumentError(absl::StrCat(t.view->file_path, ": tensor '", t.name,
                                                    "' has non-float dtype ",
@@ -244,6 +250,10 @@ absl::StatusOr<std::vector<float>> ReadTensorF32(const ResolvedTensor& t) {
   if (t.hf_int4.has_value()) {
     ASSIGN_OR_RETURN(const Int4Matrix m, ReadHfInt4(*t.hf_int4));
     return DequantizeInt4(m);
+  }
+  if (t.hf_fp8.has_value()) {
+    ASSIGN_OR_RETURN(const Fp8Matrix m, ReadHfFp8(*t.hf_fp8));
+    return DequantizeFp8(m);
   }
   std::vector<float> out(static_cast<size_t>(t.view->NumElements()));
   RETURN_IF_ERROR(DequantizeInto(*t.view, out.data()));
@@ -374,6 +384,22 @@ absl::StatusOr<Int4Matrix> ReadTensorInt4(const ResolvedTensor& t, ThreadPool* p
         "or a NaN)"));
   }
   return m;
+}
+
+std::optional<Fp8Scales> Fp8FormOf(const ResolvedTensor& t) {
+  if (!t.hf_fp8.has_value()) return std::nullopt;
+  return t.hf_fp8->kind();
+}
+
+absl::StatusOr<Fp8Matrix> ReadTensorFp8(const ResolvedTensor& t) {
+  if (!t.hf_fp8.has_value()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        t.view->file_path, ": tensor '", t.name, "' (", std::string(DTypeName(t.view->dtype)),
+        ", shape ", ShapeString(t.shape),
+        ") is not an FP8 projection; FP8: an F8_E4M3 weight with its scales (compressed-tensors "
+        "float-quantized, fp8, fbgemm_fp8)"));
+  }
+  return ReadHfFp8(*t.hf_fp8);
 }
 
 absl::StatusOr<std::optional<Int4WordMatrix>> ReadTensorInt4Words(const ResolvedTensor& t) {

@@ -3,7 +3,8 @@
 // found and shape-checked against the ModelConfig, then read as fp32 or, for
 // 4-bit GGUF blocks and HF 4-bit projections (GPTQ, AWQ, compressed-tensors:
 // hf_int4.h, found where the ".weight" is absent), as an Int4Matrix without
-// re-rounding, or as the GGUF blocks themselves. GGUF llama Q/K
+// re-rounding, or as the GGUF blocks themselves; HF FP8 E4M3 projections
+// (hf_fp8.h: an F8_E4M3 ".weight" with its scales) as an Fp8Matrix. GGUF llama Q/K
 // rows, which llama.cpp's converter permuted for its interleaved RoPE, are
 // permuted back (as transformers' GGUF loader does), codes and scales alike.
 // Loaders that fill a device layer by layer use it (the CUDA runner), and so
@@ -24,8 +25,10 @@
 
 #include "absl/status/statusor.h"
 #include "engine/common/progress.h"
+#include "engine/kernels/fp8_weight.h"
 #include "engine/kernels/int4_matrix.h"
 #include "engine/model/checkpoint.h"
+#include "engine/model/hf_fp8.h"
 #include "engine/model/hf_int4.h"
 
 namespace onecard::engine {
@@ -54,6 +57,7 @@ struct ResolvedTensor {
   std::vector<int64_t> shape;            // as the model expects it (outermost first)
   int64_t unpermute_heads = 0;           // > 0: llama.cpp's Q/K row permutation to undo
   std::optional<HfInt4Tensors> hf_int4;  // an HF 4-bit projection's tensors
+  std::optional<HfFp8Tensors> hf_fp8;    // an HF FP8 projection's tensors (view: its codes)
 };
 
 // The Hugging Face name of `part` (of layer `layer` for the per-layer parts),
@@ -66,7 +70,8 @@ absl::StatusOr<ResolvedTensor> ResolveTensor(const Checkpoint& checkpoint, Tenso
                                              int64_t layer = 0);
 
 // Its values in fp32, row-major, in the HF row and column order (4-bit HF
-// projections dequantized: Int4Matrix::Value, columns in their own order).
+// projections dequantized: Int4Matrix::Value, columns in their own order;
+// FP8 ones: Fp8Matrix::Value, the code's value times its scale).
 absl::StatusOr<std::vector<float>> ReadTensorF32(const ResolvedTensor& tensor);
 
 // The GGUF blocks of a block-quantized tensor (Q8_0, Q4_0, Q4_1, Q4_K, Q5_K,
@@ -115,6 +120,18 @@ absl::StatusOr<Int4Matrix> ReadTensorInt4(const ResolvedTensor& tensor, ThreadPo
 // packing into the device layout without ReadTensorInt4's Int4Matrix (the
 // same bytes); nullopt otherwise.
 absl::StatusOr<std::optional<Int4WordMatrix>> ReadTensorInt4Words(const ResolvedTensor& tensor);
+
+// The scale kind ReadTensorFp8 gives an HF FP8 projection (kRow for per-tensor
+// and per-channel scales, kBlock128 for 128 x 128 blocks); nullopt for a
+// tensor that is not FP8.
+std::optional<Fp8Scales> Fp8FormOf(const ResolvedTensor& tensor);
+
+// An HF FP8 projection's E4M3 codes exactly as stored and its scales in
+// fp32 (exact: F32, BF16 and F16 all widen exactly), a per-tensor scale
+// repeated for every row. InvalidArgument naming the tensor and the file for
+// a tensor that is not FP8, a NaN code or a scale that is not finite and
+// positive.
+absl::StatusOr<Fp8Matrix> ReadTensorFp8(const ResolvedTensor& tensor);
 
 // llama.cpp stores each head's rows as [head_dim / 2, 2] pairs (row i * 2 + j);
 // HF's order is [2, head_dim / 2] (row j * head_dim / 2 + i). Returns, for

@@ -24,12 +24,12 @@ namespace {
 using Json = nlohmann::json;
 
 constexpr uint64_t kMaxHeaderBytes = 100ull << 20;  // as the safetensors library
-constexpr char kSupportedDTypes[] = "F32, F16, BF16, I32, I64, U8";
+constexpr char kSupportedDTypes[] = "F32, F16, BF16, I32, I64, U8, F8_E4M3";
 
 absl::StatusOr<DType> ParseDType(const std::string& name) {
   static const std::pair<const char*, DType> kNames[] = {
-      {"F32", DType::kF32}, {"F16", DType::kF16}, {"BF16", DType::kBF16},
-      {"I32", DType::kI32}, {"I64", DType::kI64}, {"U8", DType::kU8}};
+      {"F32", DType::kF32}, {"F16", DType::kF16}, {"BF16", DType::kBF16},     {"I32", DType::kI32},
+      {"I64", DType::kI64}, {"U8", DType::kU8},   {"F8_E4M3", DType::kF8E4M3}};
   for (const auto& [n, dtype] : kNames) {
     if (name == n) return dtype;
   }

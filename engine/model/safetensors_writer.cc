@@ -75,6 +75,7 @@ int64_t SafetensorsElementBytes(DType dtype) {
     case DType::kI64:
       return 8;
     case DType::kU8:
+    case DType::kF8E4M3:
       return 1;
     default:
       return 0;

@@ -28,7 +28,7 @@ namespace onecard::engine {
 
 struct SafetensorsTensorSpec {
   std::string name;
-  DType dtype = DType::kF32;   // F32, F16, BF16, I32, I64 or U8
+  DType dtype = DType::kF32;   // F32, F16, BF16, I32, I64, U8 or F8_E4M3
   std::vector<int64_t> shape;  // outermost first
   uint64_t SizeBytes() const;  // product of shape times the element size
 };

@@ -12,6 +12,7 @@
 #include "engine/common/status_macros.h"
 #include "engine/model/checkpoint.h"
 #include "engine/model/gguf.h"
+#include "engine/model/hf_fp8.h"
 #include "engine/model/hf_int4.h"
 #include "engine/model/safetensors.h"
 
@@ -50,9 +51,17 @@ std::string QuantizationText(const Checkpoint& ckpt) {
                     " desc_act=", q.desc_act ? "true" : "false");
   } else if (q.method == engine::HfQuantMethod::kAwq) {
     absl::StrAppend(&text, " gemm group_size=", q.group_size);
+  } else if (q.method == engine::HfQuantMethod::kFp8 ||
+             q.method == engine::HfQuantMethod::kFbgemmFp8) {
+    absl::StrAppend(&text, " e4m3 weights=", engine::Fp8WeightScalesName(q.fp8.weights),
+                    " activations=", engine::Fp8ActivationsName(q.fp8.activations));
   } else {
-    absl::StrAppend(&text, " pack-quantized, ", q.groups.size(), " group",
-                    q.groups.size() == 1 ? "" : "s");
+    const size_t fp8 = std::count_if(q.groups.begin(), q.groups.end(),
+                                     [](const engine::CompressedGroup& g) { return g.fp8; });
+    const char* format = fp8 == 0                 ? " pack-quantized, "
+                         : fp8 == q.groups.size() ? " float-quantized, "
+                                                  : " pack- and float-quantized, ";
+    absl::StrAppend(&text, format, q.groups.size(), " group", q.groups.size() == 1 ? "" : "s");
   }
   return absl::StrCat(text, " (", q.source, ")");
 }
@@ -86,10 +95,16 @@ struct Totals {
   uint64_t bytes = 0;
 };
 
-// A tensor's storage format: its HF 4-bit module's format, else its dtype.
+// A tensor's storage format: its HF 4-bit or FP8 module's format (an FP8
+// weight and its scales alike), else its dtype.
 std::string TensorFormat(const Checkpoint& ckpt, const TensorView& t) {
   const std::optional<engine::HfInt4Part> part = engine::HfInt4PartOf(ckpt, t.name);
   if (part.has_value()) return engine::HfInt4FormatName(ckpt.quant, part->module);
+  if (t.dtype == engine::DType::kF8E4M3 && t.name.ends_with(".weight")) {
+    return engine::HfFp8FormatName(ckpt.quant, t.name.substr(0, t.name.size() - 7));
+  }
+  const std::optional<std::string> fp8_module = engine::HfFp8ScaleModuleOf(ckpt, t.name);
+  if (fp8_module.has_value()) return engine::HfFp8FormatName(ckpt.quant, *fp8_module);
   return std::string(engine::DTypeName(t.dtype));
 }
 
@@ -123,13 +138,13 @@ void PrintTensors(const Checkpoint& ckpt, std::ostream& out) {
     name_width = std::max(name_width, name.size());
     shape_width = std::max(shape_width, ShapeText(*t).size());
   }
-  out << absl::StrFormat("\ntensors:\n  %-*s  %-5s  %-*s  %12s  %s\n", name_width, "name", "dtype",
+  out << absl::StrFormat("\ntensors:\n  %-*s  %-7s  %-*s  %12s  %s\n", name_width, "name", "dtype",
                          shape_width, "shape", "bytes", "format");
   Totals all;
   std::map<std::string, Totals> by_dtype, by_format;
   for (const auto& [t, format] : rows) {
     std::string dtype(engine::DTypeName(t->dtype));
-    out << absl::StrFormat("  %-*s  %-5s  %-*s  %12d  %s\n", name_width, t->name, dtype,
+    out << absl::StrFormat("  %-*s  %-7s  %-*s  %12d  %s\n", name_width, t->name, dtype,
                            shape_width, ShapeText(*t), t->size_bytes, format);
     for (Totals* totals : {&all, &by_dtype[dtype], &by_format[format]}) AddTo(totals, *t);
   }

@@ -7,7 +7,8 @@
 //   onecard inspect MODEL
 //   onecard perplexity --model PATH --text FILE [--window N] [--stride N]
 //                      [--text-tokens N] [--backend cpu|cuda] [--cpu-weights native|f32]
-//   onecard quantize --model HF_DIR|GGUF --out DIR [--method rtn|gptq] [--group-size 128]
+//   onecard quantize --model HF_DIR|GGUF --out DIR [--format int4|fp8]
+//                    [--method rtn|gptq] [--group-size 128]
 //                    [--sym=true|false] [--calibration FILE] [--calibration-tokens N]
 //                    [--damp 0.01] [--threads N] [--allow-requantize]
 // Flags are absl flags, parsed here only (services/common/command_line.h:
@@ -67,6 +68,9 @@ ABSL_FLAG(std::string, kv_cache_dtype, "auto",
           "perplexity: how the KV cache holds K and V: auto (the backend's own: cpu fp32, cuda "
           "BF16), bf16, or fp8 (E4M3, scale 1; cpu backend)");
 ABSL_FLAG(std::string, out, "", "quantize: the output folder (created; its files overwritten)");
+ABSL_FLAG(onecard::tools::QuantizeFormat, format, onecard::tools::QuantizeFormat::kInt4,
+          "quantize: int4 (4-bit GPTQ folder) or fp8 (per-channel E4M3, compressed-tensors "
+          "float-quantized, dynamic per-token activations)");
 ABSL_FLAG(std::string, method, "rtn",
           "quantize: rtn (round-to-nearest) or gptq (error-compensating, needs --calibration)");
 ABSL_FLAG(int32_t, group_size, 128, "quantize: columns a scale covers; -1 = one group a row");
@@ -97,7 +101,8 @@ const onecard::services::CommandLineSpec kCommandLine = {
          {"inspect", "show a model file: architecture, tensors, formats, bytes"},
          {"perplexity", "a model's perplexity over a text file (sliding windows); JSON summary"},
          {"quantize",
-          "an HF folder or GGUF file to a 4-bit GPTQ folder (rtn or gptq); JSON summary"},
+          "an HF folder or GGUF file to a 4-bit GPTQ folder (rtn or gptq) or an FP8 one "
+          "(--format fp8); JSON summary"},
          {"help", "print this help"}},
     .groups = {{"Model (local engine)",
                 {"model", "backend", "threads", "cpu_weights", "max_context"}},
@@ -109,8 +114,8 @@ const onecard::services::CommandLineSpec kCommandLine = {
                {"Output", {"json"}},
                {"Perplexity", {"text", "window", "stride", "text_tokens", "kv_cache_dtype"}},
                {"Quantize",
-                {"out", "method", "group_size", "sym", "calibration", "calibration_tokens", "damp",
-                 "allow_requantize"}}},
+                {"out", "format", "method", "group_size", "sym", "calibration",
+                 "calibration_tokens", "damp", "allow_requantize"}}},
     .epilog =
         "Environment:\n"
         "  ONECARD_API_KEY  the API key for --target when --api-key is not given\n"
@@ -232,6 +237,7 @@ int RunQuantizeCommand(const std::vector<std::string>& args) {
   const onecard::tools::QuantizeCommandOptions options = {
       .model_path = absl::GetFlag(FLAGS_model),
       .out_dir = absl::GetFlag(FLAGS_out),
+      .format = absl::GetFlag(FLAGS_format),
       .method = absl::GetFlag(FLAGS_method),
       .group_size = absl::GetFlag(FLAGS_group_size),
       .sym = absl::GetFlag(FLAGS_sym),

@@ -25,6 +25,7 @@
 #include "engine/model/safetensors_writer.h"
 #include "engine/tokenizer/hf_json_writer.h"
 #include "nlohmann/json.hpp"
+#include "tools/onecard/quantize_fp8.h"
 #include "tools/onecard/quantize_gptq.h"
 
 namespace onecard::tools {
@@ -66,14 +67,20 @@ struct Projection {
 
 absl::StatusOr<Projection> PlanProjection(const engine::Checkpoint& checkpoint,
                                           engine::TensorPart part, int64_t layer,
-                                          int32_t group_size) {
+                                          const QuantizeCommandOptions& o) {
   ASSIGN_OR_RETURN(engine::ResolvedTensor tensor, engine::ResolveTensor(checkpoint, part, layer));
   Projection p;
   p.n = tensor.shape[0];
   p.k = tensor.shape[1];
-  p.group = group_size < 0 ? static_cast<int32_t>(p.k) : group_size;
+  p.group = o.group_size < 0 ? static_cast<int32_t>(p.k) : o.group_size;
+  const std::string hf_name = engine::HfTensorName(part, layer);
+  p.module = hf_name.substr(0, hf_name.size() - std::string(".weight").size());
   const std::string where =
       absl::StrCat(tensor.name, " [", p.n, ", ", p.k, "] in ", tensor.view->file_path);
+  if (o.format == QuantizeFormat::kFp8) {
+    p.tensor = std::move(tensor);
+    return p;
+  }
   if (p.k % p.group != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         where, ": k = ", p.k, " is not a multiple of --group-size ", p.group,
@@ -83,13 +90,12 @@ absl::StatusOr<Projection> PlanProjection(const engine::Checkpoint& checkpoint,
     return absl::InvalidArgumentError(
         absl::StrCat(where, ": GPTQ packs 8 codes a word; n and k must be multiples of 8"));
   }
-  const std::string hf_name = engine::HfTensorName(part, layer);
-  p.module = hf_name.substr(0, hf_name.size() - std::string(".weight").size());
   p.tensor = std::move(tensor);
   return p;
 }
 
-std::vector<SafetensorsTensorSpec> ProjectionSpecs(const Projection& p) {
+std::vector<SafetensorsTensorSpec> ProjectionSpecs(const Projection& p, QuantizeFormat format) {
+  if (format == QuantizeFormat::kFp8) return Fp8ProjectionSpecs(p.module, p.n, p.k);
   const int64_t groups = p.k / p.group;
   return {{p.module + ".g_idx", DType::kI32, {p.k}},
           {p.module + ".qweight", DType::kI32, {p.k / 8, p.n}},
@@ -168,13 +174,14 @@ absl::Status PlanGgufCopies(const engine::Checkpoint& checkpoint,
   return absl::OkStatus();
 }
 
-absl::StatusOr<OutputPlan> PlanOutput(const engine::Checkpoint& checkpoint, int32_t group_size) {
+absl::StatusOr<OutputPlan> PlanOutput(const engine::Checkpoint& checkpoint,
+                                      const QuantizeCommandOptions& o) {
   OutputPlan plan;
   plan.layers.resize(checkpoint.config.num_layers);
   std::set<std::string> quantized;
   for (int64_t l = 0; l < checkpoint.config.num_layers; ++l) {
     for (engine::TensorPart part : kProjections) {
-      ASSIGN_OR_RETURN(Projection p, PlanProjection(checkpoint, part, l, group_size));
+      ASSIGN_OR_RETURN(Projection p, PlanProjection(checkpoint, part, l, o));
       quantized.insert(p.tensor.name);
       plan.layers[l].push_back(std::move(p));
     }
@@ -193,7 +200,9 @@ absl::StatusOr<OutputPlan> PlanOutput(const engine::Checkpoint& checkpoint, int3
   for (const CopiedTensor& c : plan.copied) plan.specs.push_back({c.name, c.dtype, c.shape});
   for (const std::vector<Projection>& layer : plan.layers) {
     for (const Projection& p : layer) {
-      for (SafetensorsTensorSpec& s : ProjectionSpecs(p)) plan.specs.push_back(std::move(s));
+      for (SafetensorsTensorSpec& s : ProjectionSpecs(p, o.format)) {
+        plan.specs.push_back(std::move(s));
+      }
     }
   }
   return plan;
@@ -220,10 +229,11 @@ absl::Status WriteProjection(const Projection& p, const engine::GptqQuantized& q
   return writer.Write(p.module + ".scales", Bytes(t.scales));
 }
 
-// One layer's projections, quantized by round-to-nearest or by GPTQ (when
-// `gptq` is set), written in order.
-absl::Status WriteLayer(int64_t layer, const std::vector<Projection>& projections, bool sym,
-                        GptqLayerQuantizer* gptq, engine::SafetensorsWriter& writer) {
+// One layer's projections, quantized to FP8, by round-to-nearest or by GPTQ
+// (when `gptq` is set), written in order.
+absl::Status WriteLayer(int64_t layer, const std::vector<Projection>& projections,
+                        const QuantizeCommandOptions& o, GptqLayerQuantizer* gptq,
+                        engine::SafetensorsWriter& writer) {
   if (gptq != nullptr) {
     ASSIGN_OR_RETURN(const std::vector<GptqProjection> q, gptq->QuantizeLayer(layer));
     for (size_t i = 0; i < projections.size(); ++i) {
@@ -233,8 +243,12 @@ absl::Status WriteLayer(int64_t layer, const std::vector<Projection>& projection
   }
   for (const Projection& p : projections) {
     ASSIGN_OR_RETURN(const std::vector<float> w, engine::ReadTensorF32(p.tensor));
+    if (o.format == QuantizeFormat::kFp8) {
+      RETURN_IF_ERROR(WriteFp8Projection(p.module, w, p.n, p.k, writer));
+      continue;
+    }
     ASSIGN_OR_RETURN(const engine::GptqQuantized q,
-                     engine::QuantizeGptqRtn(w, p.n, p.k, p.group, sym));
+                     engine::QuantizeGptqRtn(w, p.n, p.k, p.group, o.sym));
     RETURN_IF_ERROR(WriteProjection(p, q, writer));
   }
   return absl::OkStatus();
@@ -306,6 +320,10 @@ absl::Status WriteConfig(const QuantizeCommandOptions& o, const engine::Checkpoi
   if (!config.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(source, ": not a JSON object"));
   }
+  if (o.format == QuantizeFormat::kFp8) {
+    config["quantization_config"] = Fp8QuantizationConfig();
+    return WriteTextFile(o.out_dir + "/config.json", config.dump(2) + "\n");
+  }
   config["quantization_config"] = {
       {"quant_method", "gptq"}, {"bits", 4},        {"group_size", o.group_size},
       {"desc_act", false},      {"sym", o.sym},     {"checkpoint_format", "gptq"},
@@ -345,12 +363,32 @@ absl::Status CopyTokenizerFiles(const QuantizeCommandOptions& o) {
 
 }  // namespace
 
+bool AbslParseFlag(absl::string_view text, QuantizeFormat* format, std::string* error) {
+  if (text == "int4") {
+    *format = QuantizeFormat::kInt4;
+  } else if (text == "fp8") {
+    *format = QuantizeFormat::kFp8;
+  } else {
+    *error = absl::StrCat("\"", text, "\" is not one of int4, fp8");
+    return false;
+  }
+  return true;
+}
+
+std::string AbslUnparseFlag(QuantizeFormat format) {
+  return format == QuantizeFormat::kFp8 ? "fp8" : "int4";
+}
+
 absl::Status CheckQuantizeOptions(const QuantizeCommandOptions& o) {
   if (o.model_path.empty()) return absl::InvalidArgumentError("quantize: --model is required");
   if (o.out_dir.empty()) return absl::InvalidArgumentError("quantize: --out is required");
   if (o.method != "rtn" && o.method != "gptq") {
     return absl::InvalidArgumentError(
         absl::StrCat("--method: \"", o.method, "\" is not one of rtn, gptq"));
+  }
+  if (o.format == QuantizeFormat::kFp8 && o.method != "rtn") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--method ", o.method, ": only --format int4 takes it (fp8 rounds to nearest)"));
   }
   if ((o.method == "gptq") == o.calibration_path.empty()) {
     return absl::InvalidArgumentError(o.method == "gptq"
@@ -390,7 +428,7 @@ absl::Status RunQuantize(const QuantizeCommandOptions& o, std::ostream& out) {
   const auto start = std::chrono::steady_clock::now();
   ASSIGN_OR_RETURN(const engine::Checkpoint checkpoint, engine::OpenCheckpoint(o.model_path));
   RETURN_IF_ERROR(CheckNotQuantized(checkpoint));
-  ASSIGN_OR_RETURN(OutputPlan plan, PlanOutput(checkpoint, o.group_size));
+  ASSIGN_OR_RETURN(OutputPlan plan, PlanOutput(checkpoint, o));
   RETURN_IF_ERROR(CheckRequantize(checkpoint, plan, o.allow_requantize));
   std::unique_ptr<GptqLayerQuantizer> gptq;
   if (o.method == "gptq") {
@@ -410,7 +448,7 @@ absl::Status RunQuantize(const QuantizeCommandOptions& o, std::ostream& out) {
   const int64_t num_layers = static_cast<int64_t>(plan.layers.size());
   Progress progress(absl::StrCat("quantizing ", o.model_path), num_layers, "layers");
   for (int64_t l = 0; l < num_layers; ++l) {
-    RETURN_IF_ERROR(WriteLayer(l, plan.layers[l], o.sym, gptq.get(), *writer));
+    RETURN_IF_ERROR(WriteLayer(l, plan.layers[l], o, gptq.get(), *writer));
     progress.Add();
   }
   progress.Done();
@@ -423,15 +461,18 @@ absl::Status RunQuantize(const QuantizeCommandOptions& o, std::ostream& out) {
   }
   nlohmann::json summary = {{"model", o.model_path},
                             {"out", o.out_dir},
-                            {"method", o.method},
-                            {"group_size", o.group_size},
-                            {"sym", o.sym},
+                            {"format", AbslUnparseFlag(o.format)},
                             {"layers", num_layers},
                             {"tensors_quantized", 7 * num_layers},
                             {"tensors_copied", plan.copied.size()},
                             {"bytes_in", plan.bytes_in},
                             {"bytes_out", writer->file_bytes()},
                             {"seconds", SecondsSince(start)}};
+  if (o.format == QuantizeFormat::kInt4) {
+    summary["method"] = o.method;
+    summary["group_size"] = o.group_size;
+    summary["sym"] = o.sym;
+  }
   if (gptq != nullptr) summary["calibration_tokens"] = gptq->num_calibration_tokens();
   out << summary.dump() << "\n";
   return absl::OkStatus();

@@ -1,6 +1,12 @@
 // The `quantize` subcommand of the onecard CLI: an unquantized checkpoint (a
 // Hugging Face folder: config.json and safetensors of F32, F16 or BF16; or a
-// GGUF file) to a 4-bit GPTQ checkpoint folder that transformers (optimum /
+// GGUF file) to a checkpoint folder of --format int4 (the default) or fp8.
+// --format fp8: every decoder projection as per-output-channel FP8 E4M3
+// (scale = amax(row) / 448) in a compressed-tensors float-quantized folder
+// (quantize_fp8.h: llm-compressor's FP8_DYNAMIC layout and config, dynamic
+// per-token activations; lm_head and the embeddings unquantized); the rest
+// below as for int4 (--method, --group-size and --sym are int4's).
+// --format int4: a 4-bit GPTQ checkpoint folder that transformers (optimum /
 // GPTQModel) and onecard load: every decoder projection (q/k/v/o,
 // gate/up/down) quantized by round-to-nearest as GPTQ quantizes
 // (engine/model/gptq_quantizer.h: its scale and zero-point rules, groups of
@@ -25,13 +31,13 @@
 // refused by name.
 // A progress bar (or log lines) on stderr, one per decoder layer; one JSON
 // object on stdout at the end:
-//   {"model", "out", "method", "group_size", "sym", "layers",
+//   {"model", "out", "format", "method", "group_size", "sym", "layers",
 //    "tensors_quantized", "tensors_copied", "bytes_in", "bytes_out", "seconds"}
-// (gptq adds "calibration_tokens").
+// (gptq adds "calibration_tokens"; fp8 has no method, group_size nor sym).
 // Refused, before anything is written: an already-quantized HF checkpoint
-// (GPTQ, AWQ, compressed-tensors: quantize the unquantized model instead), a
-// projection whose k is not a multiple of the group or whose n or k is not a
-// multiple of 8 (named).
+// (GPTQ, AWQ, compressed-tensors, FP8: quantize the unquantized model
+// instead), and for int4 a projection whose k is not a multiple of the group
+// or whose n or k is not a multiple of 8 (named).
 // Tested by tests/tools/onecard/quantize_command_test.cc and, on the real
 // GGUF files, quantize_gguf_test.cc.
 #ifndef ONECARD_TOOLS_ONECARD_QUANTIZE_COMMAND_H_
@@ -42,13 +48,21 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 
 namespace onecard::tools {
+
+enum class QuantizeFormat { kInt4, kFp8 };
+
+// The --format flag's text: "int4" or "fp8" (absl flags' hooks).
+bool AbslParseFlag(absl::string_view text, QuantizeFormat* format, std::string* error);
+std::string AbslUnparseFlag(QuantizeFormat format);
 
 struct QuantizeCommandOptions {
   std::string model_path;  // an HF checkpoint folder or a GGUF file
   std::string out_dir;     // created when absent; its files are overwritten
-  std::string method = "rtn";
+  QuantizeFormat format = QuantizeFormat::kInt4;
+  std::string method = "rtn";  // int4 only
   int32_t group_size = 128;  // columns a scale covers; -1: one group a row
   bool sym = true;
   // --method gptq: the calibration text, its first N tokens, the dampening

@@ -160,6 +160,7 @@ absl::Status RunLoadJob(const LoadJob& job, CpuWeightFormat format) {
   if (t.hf_int4.has_value()) {
     views = {t.hf_int4->packed, t.hf_int4->scales, t.hf_int4->zeros, t.hf_int4->g_idx};
   }
+  if (t.hf_fp8.has_value()) views = {t.hf_fp8->weight, t.hf_fp8->scale};
   for (const TensorView* v : views) {
     if (v != nullptr) DropMappedPages(v->data, v->size_bytes);
   }

@@ -36,51 +36,17 @@ std::string Golden(const std::string& dir) {
 }
 
 // A copy of a golden checkpoint in a scratch folder, its tensors editable.
-class EditedCheckpoint {
+class EditedCheckpoint : public ::onecard::testing::EditedCheckpoint {
  public:
-  explicit EditedCheckpoint(const std::string& dir) : golden_(Golden(dir)) {
-    for (const char* f : {"config.json", "quantize_config.json"}) {
-      if (std::filesystem::exists(golden_ + "/" + f)) {
-        scratch_.Write(f, ::onecard::testing::ReadTestFile(golden_ + "/" + f));
-      }
-    }
-    tensors_ = ::onecard::testing::ReadRawTensors(golden_ + "/model.safetensors");
-  }
-  RawTensor* Find(const std::string& name) {
-    for (RawTensor& t : tensors_) {
-      if (t.name == name) return &t;
-    }
-    ADD_FAILURE() << "no tensor " << name;
-    return &tensors_[0];
-  }
-  void Remove(const std::string& name) {
-    std::erase_if(tensors_, [&](const RawTensor& t) { return t.name == name; });
-  }
-  void WriteFile(const std::string& name, const std::string& text) { scratch_.Write(name, text); }
-  void RemoveFile(const std::string& name) {
-    std::filesystem::remove(scratch_.path() + "/" + name);
-  }
-  std::string model_path() const { return scratch_.path() + "/model.safetensors"; }
-  const std::string& path() const { return scratch_.path(); }
-
-  // Writes the tensors and loads the whole model as the CPU backend does.
-  absl::Status Load() {
-    scratch_.Write("model.safetensors", ::onecard::testing::SafetensorsRaw(tensors_));
-    ASSIGN_OR_RETURN(const Checkpoint ckpt, OpenCheckpoint(scratch_.path()));
-    return LoadWeightsF32(ckpt).status();
-  }
+  explicit EditedCheckpoint(const std::string& dir)
+      : ::onecard::testing::EditedCheckpoint(Golden(dir)) {}
   // Writes the tensors and reads q_proj's 4-bit matrix.
-  absl::StatusOr<Int4Matrix> ReadQ() {
-    scratch_.Write("model.safetensors", ::onecard::testing::SafetensorsRaw(tensors_));
-    ASSIGN_OR_RETURN(const Checkpoint ckpt, OpenCheckpoint(scratch_.path()));
+  absl::StatusOr<Int4Matrix> ReadQ() const {
+    WriteTensors();
+    ASSIGN_OR_RETURN(const Checkpoint ckpt, OpenCheckpoint(path()));
     ASSIGN_OR_RETURN(const ResolvedTensor t, ResolveTensor(ckpt, TensorPart::kQ, 0));
     return ReadTensorInt4(t);
   }
-
- private:
-  std::string golden_;
-  ScratchDir scratch_;
-  std::vector<RawTensor> tensors_;
 };
 
 int32_t GetI32(const RawTensor& t, int64_t i) {

@@ -4,6 +4,11 @@
 // llm-compressor W4A16 compressed-tensors config) and on broken or
 // unsupported ones, each error naming the file and the field; and
 // CompressedGroup target matching (exact names, "re:" patterns, "Linear").
+// FP8: llm-compressor's FP8_DYNAMIC, FP8 (static) and FP8_BLOCK
+// compressed-tensors configs, transformers' fp8 (DeepSeek-V3 / Qwen3-FP8) and
+// fbgemm_fp8 (Llama 3.1 405B FP8) configs, AutoFP8's per-tensor fp8 config,
+// a mixed int4 / fp8 compressed-tensors config; ignore lists as vLLM and
+// transformers match them; the FP8 fields' errors.
 #include "engine/model/hf_quant_config.h"
 
 #include "gmock/gmock.h"
@@ -119,6 +124,114 @@ TEST(HfQuantConfigTest, CompressedTensorsGroupsAndTargets) {
   EXPECT_EQ(group_of("model.layers.3.self_attn.q_proj_extra"), "group_1");  // pattern's $
 }
 
+// llm-compressor's FP8_DYNAMIC (compressed-tensors 0.10 field set).
+constexpr char kFp8Dynamic[] = R"({"quantization_config": {"config_groups": {"group_0": {
+    "input_activations": {"actorder": null, "block_structure": null, "dynamic": true,
+      "group_size": null, "num_bits": 8, "observer": null, "observer_kwargs": {},
+      "strategy": "token", "symmetric": true, "type": "float"},
+    "output_activations": null, "targets": ["Linear"],
+    "weights": {"actorder": null, "block_structure": null, "dynamic": false, "group_size": null,
+      "num_bits": 8, "observer": "minmax", "observer_kwargs": {}, "strategy": "channel",
+      "symmetric": true, "type": "float"}}},
+  "format": "float-quantized", "global_compression_ratio": null,
+  "ignore": ["lm_head", "re:.*mlp\\.gate$"], "kv_cache_scheme": null,
+  "quant_method": "compressed-tensors", "quantization_status": "compressed"}})";
+
+// FP8_BLOCK (weights 128 x 128, activations dynamic per group of 128) and
+// FP8 (static per tensor), as two groups, beside a 4-bit one.
+constexpr char kFp8Mixed[] = R"({"quantization_config": {"quant_method": "compressed-tensors",
+  "format": "float-quantized", "ignore": ["model.layers.0.self_attn.o_proj"],
+  "config_groups": {
+    "block": {"targets": ["re:.*self_attn\\.(q|k|v|o)_proj$"],
+      "weights": {"num_bits": 8, "type": "float", "strategy": "block",
+                  "block_structure": [128, 128], "symmetric": true, "dynamic": false},
+      "input_activations": {"num_bits": 8, "type": "float", "strategy": "group",
+                            "group_size": 128, "dynamic": true}},
+    "static": {"targets": ["re:.*mlp\\.(gate|up)_proj$"],
+      "weights": {"num_bits": 8, "type": "float", "strategy": "tensor"},
+      "input_activations": {"num_bits": 8, "type": "float", "strategy": "tensor",
+                            "dynamic": false, "observer": "static_minmax"}},
+    "int4": {"targets": ["Linear"], "format": "pack-quantized",
+      "weights": {"num_bits": 4, "type": "int", "strategy": "group", "group_size": 128}}}}})";
+
+TEST(HfQuantConfigTest, CompressedTensorsFp8Dynamic) {
+  testing::ScratchDir dir;
+  auto c = LoadFrom(dir, kFp8Dynamic);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->method, HfQuantMethod::kCompressedTensors);
+  ASSERT_THAT(c->groups, SizeIs(1));
+  ASSERT_TRUE(c->groups[0].fp8.has_value());
+  EXPECT_EQ(c->groups[0].fp8->weights, Fp8WeightScales::kChannel);
+  EXPECT_EQ(c->groups[0].fp8->activations, Fp8Activations::kDynamicToken);
+  EXPECT_TRUE(c->Fp8SchemeFor("model.layers.7.self_attn.q_proj").has_value());
+  EXPECT_FALSE(c->Fp8SchemeFor("lm_head").has_value());                  // ignored
+  EXPECT_FALSE(c->Fp8SchemeFor("model.layers.1.mlp.gate").has_value());  // "re:" ignored
+  EXPECT_TRUE(c->Fp8SchemeFor("model.layers.1.mlp.gate_proj").has_value());
+}
+
+TEST(HfQuantConfigTest, CompressedTensorsFp8BlockStaticAndInt4Groups) {
+  testing::ScratchDir dir;
+  auto c = LoadFrom(dir, kFp8Mixed);
+  ASSERT_TRUE(c.ok()) << c.status();
+  auto scheme = [&](const std::string& module) { return c->Fp8SchemeFor(module); };
+  ASSERT_TRUE(scheme("model.layers.3.self_attn.k_proj").has_value());
+  EXPECT_EQ(scheme("model.layers.3.self_attn.k_proj")->weights, Fp8WeightScales::kBlock128);
+  EXPECT_EQ(scheme("model.layers.3.self_attn.k_proj")->activations,
+            Fp8Activations::kDynamicGroup128);
+  ASSERT_TRUE(scheme("model.layers.3.mlp.up_proj").has_value());
+  EXPECT_EQ(scheme("model.layers.3.mlp.up_proj")->weights, Fp8WeightScales::kTensor);
+  EXPECT_EQ(scheme("model.layers.3.mlp.up_proj")->activations, Fp8Activations::kStaticTensor);
+  EXPECT_FALSE(scheme("model.layers.3.mlp.down_proj").has_value());  // the 4-bit group
+  EXPECT_EQ(c->GroupFor("model.layers.3.mlp.down_proj")->group_size, 128);
+  EXPECT_FALSE(scheme("model.layers.0.self_attn.o_proj").has_value());  // ignored
+  EXPECT_TRUE(scheme("model.layers.1.self_attn.o_proj").has_value());
+}
+
+TEST(HfQuantConfigTest, TransformersFp8Block) {
+  // DeepSeek-V3's and Qwen3-8B-FP8's config.json.
+  testing::ScratchDir dir;
+  auto c = LoadFrom(dir, R"({"quantization_config": {"activation_scheme": "dynamic",
+      "fmt": "e4m3", "quant_method": "fp8", "weight_block_size": [128, 128],
+      "modules_to_not_convert": ["lm_head", "model.layers.1.mlp"]}})");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->method, HfQuantMethod::kFp8);
+  EXPECT_EQ(c->fp8.weights, Fp8WeightScales::kBlock128);
+  EXPECT_EQ(c->fp8.activations, Fp8Activations::kDynamicGroup128);
+  EXPECT_TRUE(c->Fp8SchemeFor("model.layers.0.mlp.up_proj").has_value());
+  EXPECT_FALSE(c->Fp8SchemeFor("model.layers.1.mlp.up_proj").has_value());  // prefix
+  EXPECT_FALSE(c->Fp8SchemeFor("lm_head").has_value());
+  EXPECT_EQ(HfQuantMethodName(c->method), std::string("fp8"));
+}
+
+TEST(HfQuantConfigTest, AutoFp8PerTensor) {
+  testing::ScratchDir dir;
+  auto c = LoadFrom(dir, R"({"quantization_config": {"quant_method": "fp8",
+      "activation_scheme": "static", "ignored_layers": ["lm_head"]}})");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->fp8.weights, Fp8WeightScales::kTensor);
+  EXPECT_EQ(c->fp8.activations, Fp8Activations::kStaticTensor);
+  EXPECT_TRUE(c->Ignores("lm_head"));
+}
+
+TEST(HfQuantConfigTest, FbgemmFp8) {
+  // Llama 3.1 405B FP8's form: attention and the first and last layers kept.
+  testing::ScratchDir dir;
+  auto c = LoadFrom(dir, R"({"quantization_config": {"activation_scale_ub": 1200.0,
+      "modules_to_not_convert": ["model.layers.0.mlp.down_proj", "self_attn", "lm_head"],
+      "quant_method": "fbgemm_fp8"}})");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->method, HfQuantMethod::kFbgemmFp8);
+  EXPECT_EQ(c->activation_scale_ub, 1200.0f);
+  EXPECT_EQ(c->fp8.weights, Fp8WeightScales::kChannel);
+  EXPECT_EQ(c->fp8.activations, Fp8Activations::kDynamicToken);
+  EXPECT_TRUE(c->Fp8SchemeFor("model.layers.0.mlp.up_proj").has_value());
+  EXPECT_FALSE(c->Fp8SchemeFor("model.layers.0.mlp.down_proj").has_value());
+  EXPECT_FALSE(c->Ignores("model.layers.2.self_attn.q_proj"));  // neither prefix nor suffix
+  EXPECT_TRUE(c->Ignores("self_attn"));
+  EXPECT_EQ(Fp8ActivationsName(c->fp8.activations), std::string("dynamic-token"));
+  EXPECT_EQ(Fp8WeightScalesName(c->fp8.weights), std::string("channel"));
+}
+
 struct BadCase {
   const char* name;
   const char* quantization_config;
@@ -172,7 +285,7 @@ INSTANTIATE_TEST_SUITE_P(
                 "field 'quantization_config.zero_point' = false", kUnimplemented},
         BadCase{"CompressedNoGroups", R"({"quant_method": "compressed-tensors"})",
                 "field 'quantization_config.config_groups' must be a non-empty object", kInvalid},
-        BadCase{"CompressedFp8",
+        BadCase{"CompressedIntWeightsFloatFormat",
                 R"({"quant_method": "compressed-tensors", "format": "float-quantized",
                     "config_groups": {"g": {"targets": ["Linear"], "weights": {}}}})",
                 "field 'quantization_config.config_groups.g.format' is \"float-quantized\"",
@@ -198,7 +311,77 @@ INSTANTIATE_TEST_SUITE_P(
                     "targets": ["re:(unclosed"], "weights": {"num_bits": 4,
                     "strategy": "channel"}}}})",
                 "field 'quantization_config.config_groups.g.targets' holds a bad pattern",
-                kInvalid}),
+                kInvalid},
+        BadCase{"Fp8BlockOf64", R"({"quant_method": "fp8", "weight_block_size": [64, 64]})",
+                "field 'quantization_config.weight_block_size' is [64,64]; supported: [128, 128]",
+                kUnimplemented},
+        BadCase{"Fp8BlockNotAPair", R"({"quant_method": "fp8", "weight_block_size": 128})",
+                "field 'quantization_config.weight_block_size' is not a pair of integers",
+                kInvalid},
+        BadCase{"Fp8StaticBlocks",
+                R"({"quant_method": "fp8", "activation_scheme": "static",
+                    "weight_block_size": [128, 128]})",
+                "field 'quantization_config.activation_scheme' is \"static\"; supported: dynamic",
+                kUnimplemented},
+        BadCase{"Fp8E5M2", R"({"quant_method": "fp8", "fmt": "e5m2"})",
+                "field 'quantization_config.fmt' is \"e5m2\"; supported: e4m3", kUnimplemented},
+        BadCase{"Fp8IgnoreNotAList", R"({"quant_method": "fp8", "modules_to_not_convert": "x"})",
+                "field 'quantization_config.modules_to_not_convert' must be a list of strings",
+                kInvalid},
+        BadCase{"FbgemmNegativeBound",
+                R"({"quant_method": "fbgemm_fp8", "activation_scale_ub": -1})",
+                "field 'quantization_config.activation_scale_ub' is -1", kInvalid},
+        BadCase{"CompressedFloat4",
+                R"({"quant_method": "compressed-tensors", "format": "float-quantized",
+                    "config_groups": {"g": {"targets": ["Linear"],
+                    "weights": {"num_bits": 4, "type": "float", "strategy": "tensor"}}}})",
+                "field 'quantization_config.config_groups.g.weights.num_bits' is 4",
+                kUnimplemented},
+        BadCase{"CompressedFp8Group",
+                R"({"quant_method": "compressed-tensors", "format": "float-quantized",
+                    "config_groups": {"g": {"targets": ["Linear"],
+                    "weights": {"num_bits": 8, "type": "float", "strategy": "group",
+                                "group_size": 128}}}})",
+                "field 'quantization_config.config_groups.g.weights.strategy' is \"group\"; "
+                "supported: tensor, channel, block",
+                kUnimplemented},
+        BadCase{"CompressedFp8Block64",
+                R"({"quant_method": "compressed-tensors", "format": "float-quantized",
+                    "config_groups": {"g": {"targets": ["Linear"],
+                    "weights": {"num_bits": 8, "type": "float", "strategy": "block",
+                                "block_structure": [64, 64]}}}})",
+                "field 'quantization_config.config_groups.g.weights.block_structure' is [64,64]",
+                kUnimplemented},
+        BadCase{"CompressedFp8Packed",
+                R"({"quant_method": "compressed-tensors", "format": "pack-quantized",
+                    "config_groups": {"g": {"targets": ["Linear"],
+                    "weights": {"num_bits": 8, "type": "float", "strategy": "channel"}}}})",
+                "field 'quantization_config.config_groups.g.format' is \"pack-quantized\"; float "
+                "weights: float-quantized",
+                kUnimplemented},
+        BadCase{"CompressedFp8TensorDynamicActivations",
+                R"({"quant_method": "compressed-tensors", "format": "float-quantized",
+                    "config_groups": {"g": {"targets": ["Linear"],
+                    "weights": {"num_bits": 8, "type": "float", "strategy": "channel"},
+                    "input_activations": {"num_bits": 8, "type": "float", "strategy": "channel",
+                                          "dynamic": true}}}})",
+                "field 'quantization_config.config_groups.g.input_activations.strategy' is "
+                "\"channel\" with dynamic true",
+                kUnimplemented},
+        BadCase{"CompressedFp8IntActivations",
+                R"({"quant_method": "compressed-tensors", "format": "float-quantized",
+                    "config_groups": {"g": {"targets": ["Linear"],
+                    "weights": {"num_bits": 8, "type": "float", "strategy": "channel"},
+                    "input_activations": {"num_bits": 8, "type": "int", "strategy": "token",
+                                          "dynamic": true}}}})",
+                "field 'quantization_config.config_groups.g.input_activations.type' is not that of "
+                "float 8-bit activations",
+                kUnimplemented},
+        BadCase{"CompressedBadIgnorePattern",
+                R"({"quant_method": "compressed-tensors", "format": "float-quantized",
+                    "ignore": ["re:(x"], "config_groups": {"g": {"targets": ["Linear"],
+                    "weights": {"num_bits": 8, "type": "float", "strategy": "channel"}}}})",
+                "field 'quantization_config.ignore' holds a bad pattern", kInvalid}),
     [](const ::testing::TestParamInfo<BadCase>& info) { return std::string(info.param.name); });
 
 TEST(HfQuantConfigTest, BrokenOwnFileNamesIt) {

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "engine/model/model_weights.h"
 #include "engine/model/safetensors.h"
 #include "gtest/gtest.h"
 
@@ -235,6 +236,46 @@ void ExpectSameModelConfig(const engine::ModelConfig& a, const engine::ModelConf
   EXPECT_EQ(a.tie_word_embeddings, b.tie_word_embeddings);
   EXPECT_EQ(a.bos_token_id, b.bos_token_id);
   EXPECT_EQ(a.eos_token_id, b.eos_token_id);
+}
+
+EditedCheckpoint::EditedCheckpoint(const std::string& folder) {
+  for (const char* f : {"config.json", "quantize_config.json"}) {
+    if (std::filesystem::exists(folder + "/" + f)) {
+      scratch_.Write(f, ReadTestFile(folder + "/" + f));
+    }
+  }
+  tensors_ = ReadRawTensors(folder + "/model.safetensors");
+}
+
+RawTensor* EditedCheckpoint::Find(const std::string& name) {
+  for (RawTensor& t : tensors_) {
+    if (t.name == name) return &t;
+  }
+  ADD_FAILURE() << "no tensor " << name;
+  return &tensors_[0];
+}
+
+void EditedCheckpoint::Remove(const std::string& name) {
+  std::erase_if(tensors_, [&](const RawTensor& t) { return t.name == name; });
+}
+
+void EditedCheckpoint::WriteFile(const std::string& name, const std::string& text) const {
+  scratch_.Write(name, text);
+}
+
+void EditedCheckpoint::RemoveFile(const std::string& name) const {
+  std::filesystem::remove(scratch_.path() + "/" + name);
+}
+
+void EditedCheckpoint::WriteTensors() const {
+  scratch_.Write("model.safetensors", SafetensorsRaw(tensors_));
+}
+
+absl::Status EditedCheckpoint::Load() const {
+  WriteTensors();
+  absl::StatusOr<engine::Checkpoint> ckpt = engine::OpenCheckpoint(scratch_.path());
+  if (!ckpt.ok()) return ckpt.status();
+  return engine::LoadWeightsF32(*ckpt).status();
 }
 
 }  // namespace onecard::testing

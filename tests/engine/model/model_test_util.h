@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "engine/model/model_config.h"
 #include "nlohmann/json.hpp"
 
@@ -142,6 +143,29 @@ std::string SafetensorsRaw(const std::vector<RawTensor>& tensors);
 // The tensors of a safetensors file, sorted by name (a gtest failure and
 // none when it cannot be read).
 std::vector<RawTensor> ReadRawTensors(const std::string& path);
+
+// A copy of an HF checkpoint folder in a scratch folder: its config.json and
+// quantize_config.json, and the tensors of its model.safetensors, editable
+// (the tests of broken quantized checkpoints).
+class EditedCheckpoint {
+ public:
+  explicit EditedCheckpoint(const std::string& folder);
+  RawTensor* Find(const std::string& name);  // a gtest failure when absent
+  void Remove(const std::string& name);
+  void WriteFile(const std::string& name, const std::string& text) const;
+  void RemoveFile(const std::string& name) const;
+  std::string model_path() const { return scratch_.path() + "/model.safetensors"; }
+  const std::string& path() const { return scratch_.path(); }
+  // Writes model.safetensors from the tensors.
+  void WriteTensors() const;
+  // Writes the tensors, opens the folder and loads every weight as
+  // LoadWeightsF32 does: its status.
+  absl::Status Load() const;
+
+ private:
+  ScratchDir scratch_;
+  std::vector<RawTensor> tensors_;
+};
 
 // EXPECTs every field of the two configs equal (the name too unless
 // `compare_name` is false).

@@ -146,7 +146,8 @@ TEST_F(SafetensorsBadInputTest, DTypeAndShape) {
               "tensor 'w': missing string \"dtype\"");
   ExpectError(
       SafetensorsBytes(Header(R"({"dtype": "F64", "shape": [2], "data_offsets": [0, 16]})"), data),
-      "tensor 'w': dtype \"F64\" is not supported (supported: F32, F16, BF16, I32, I64, U8)",
+      "tensor 'w': dtype \"F64\" is not supported (supported: F32, F16, BF16, I32, I64, U8, "
+      "F8_E4M3)",
       absl::StatusCode::kUnimplemented);
   ExpectError(SafetensorsBytes(Header(R"({"dtype": "F32", "data_offsets": [0, 16]})"), data),
               "tensor 'w': missing array \"shape\"");
@@ -182,6 +183,26 @@ TEST_F(SafetensorsBadInputTest, WrongSizeForTheDType) {
   header = Header(R"({"dtype": "BF16", "shape": [3], "data_offsets": [0, 12]})");
   ExpectError(SafetensorsBytes(header, std::string(16, '\0')),
               "holds 12 bytes; BF16 of 3 elements needs 6");
+  header = Header(R"({"dtype": "F8_E4M3", "shape": [2, 3], "data_offsets": [0, 12]})");
+  ExpectError(SafetensorsBytes(header, std::string(16, '\0')),
+              "holds 12 bytes; F8_E4M3 of 6 elements needs 6");
+}
+
+// F8_E4M3 (as the safetensors library names torch.float8_e4m3fn): one byte a
+// value, the codes as stored.
+TEST_F(SafetensorsBadInputTest, ReadsF8E4M3Codes) {
+  const std::string header =
+      Header(R"({"dtype": "F8_E4M3", "shape": [2, 3], "data_offsets": [0, 6]})");
+  const std::string codes = {'\x00', '\x38', '\x7e', '\xfe', '\x01', '\x7f'};
+  auto source =
+      SafetensorsSource::OpenFile(dir_.Write("f8.safetensors", SafetensorsBytes(header, codes)));
+  ASSERT_TRUE(source.ok()) << source.status();
+  const TensorView* w = (*source)->Find("w");
+  ASSERT_NE(w, nullptr);
+  EXPECT_EQ(w->dtype, DType::kF8E4M3);
+  EXPECT_EQ(w->shape, (std::vector<int64_t>{2, 3}));
+  ASSERT_EQ(w->size_bytes, 6u);
+  EXPECT_EQ(std::memcmp(w->data, codes.data(), 6), 0);
 }
 
 TEST_F(SafetensorsBadInputTest, OverlappingTensors) {

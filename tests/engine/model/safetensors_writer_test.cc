@@ -34,6 +34,7 @@ TEST(SafetensorsWriterTest, WritesWhatTheReaderReadsBack) {
   const std::vector<SafetensorsTensorSpec> specs = {{"b.weight", DType::kBF16, {3, 5}},
                                                     {"a.qweight", DType::kI32, {2, 7}},
                                                     {"u8", DType::kU8, {3}},
+                                                    {"f8", DType::kF8E4M3, {5, 3}},
                                                     {"empty", DType::kF32, {0, 4}},
                                                     {"h", DType::kF16, {1}},
                                                     {"i64", DType::kI64, {2}},

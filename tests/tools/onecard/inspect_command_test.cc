@@ -1,5 +1,6 @@
 // RunInspect on tiny GGUF and HF checkpoints (a GPTQ one from
-// tests/golden/hf_int4/ among them): config lines, the quantization, one line
+// tests/golden/hf_int4/ and the FP8 ones of tests/golden/hf_fp8/ among
+// them): config lines, the quantization, one line
 // per tensor with dtype, shape, bytes and format, totals by dtype and by
 // format; errors of a bad path.
 #include "tools/onecard/inspect_command.h"
@@ -81,6 +82,45 @@ TEST(InspectCommandTest, ShowsEachTensorsFormatAndTheBytesOfEachFormat) {
   }
   EXPECT_THAT(text, HasSubstr(absl::StrCat("  gptq int4 g32 zero desc_act  28 tensors, ",
                                            gptq_bytes, " bytes")));
+}
+
+// An FP8 weight and its scales show the module's format; the bytes by format
+// add up the F8_E4M3 codes and their scales.
+TEST(InspectCommandTest, ShowsFp8FormatsAndTheirBytes) {
+  struct Case {
+    const char* dir;
+    const char* quantization;
+    const char* format;
+  };
+  for (const Case& c : {Case{"ct_channel", "compressed-tensors float-quantized, 1 group",
+                             "compressed-tensors e4m3 channel"},
+                        Case{"fp8_block", "fp8 e4m3 weights=block128 activations=dynamic-group128",
+                             "fp8 e4m3 block128"},
+                        Case{"fbgemm", "fbgemm_fp8 e4m3 weights=channel activations=dynamic-token",
+                             "fbgemm_fp8 e4m3 channel"}}) {
+    const std::string folder = SourcePath(std::string("tests/golden/hf_fp8/") + c.dir);
+    std::ostringstream out;
+    ASSERT_TRUE(RunInspect(folder, out).ok()) << c.dir;
+    const std::string text = out.str();
+    EXPECT_THAT(text, HasSubstr(absl::StrCat("quantization: ", c.quantization, " (", folder,
+                                             "/config.json)\n")));
+    auto source = engine::SafetensorsSource::OpenFile(folder + "/model.safetensors");
+    ASSERT_TRUE(source.ok()) << source.status();
+    uint64_t fp8_bytes = 0;
+    int fp8_tensors = 0;
+    for (const std::string& name : (*source)->TensorNames()) {
+      const engine::TensorView* t = (*source)->Find(name);
+      const bool scale = name.ends_with(".weight_scale") || name.ends_with(".weight_scale_inv");
+      if (t->dtype != engine::DType::kF8E4M3 && !scale) continue;
+      fp8_bytes += t->size_bytes;
+      ++fp8_tensors;
+    }
+    EXPECT_THAT(text, HasSubstr(absl::StrCat("  ", c.format, "  ", fp8_tensors, " tensors, ",
+                                             fp8_bytes, " bytes")));
+    EXPECT_THAT(text, MatchesRegex("(.|\n)*\n  model.layers.0.self_attn.q_proj.weight +F8_E4M3 "
+                                   "+\\[[0-9]+, [0-9]+\\] +[0-9]+  " +
+                                   std::string(c.format) + "\n(.|\n)*"));
+  }
 }
 
 // Issue 22: `onecard inspect` on a FIFO hung; a FIFO or a device is now an

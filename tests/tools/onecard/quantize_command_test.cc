@@ -22,9 +22,19 @@
 // - a GGUF file (a tiny model, llama with llama.cpp's Q/K permutation and
 //   qwen2 with biases) gives the same tensors, byte for byte, and the same
 //   config as the HF folder of the same model (tests/engine/model/
-//   tiny_model.h writes both); the real GGUF files are quantize_gguf_test's.
+//   tiny_model.h writes both); the real GGUF files are quantize_gguf_test's;
+// - --format fp8: tiny_llama's and tiny_qwen2's projections written as
+//   compressed-tensors float-quantized pairs whose codes and scales equal,
+//   byte for byte, those ml_dtypes gives (tests/golden/hf_fp8/
+//   quantize_tiny_llama.safetensors, make_hf_fp8_goldens.py); the folder
+//   loads as FP8 (per-channel, dynamic per-token activations, lm_head
+//   ignored), every other tensor is copied, and the cpu backend runs it:
+//   the same logits and greedy tokens as the runner made from its
+//   dequantized weights, near the original's; a GGUF input gives the HF
+//   folder's bytes; an FP8 checkpoint is refused as already quantized.
 #include "tools/onecard/quantize_command.h"
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <sstream>
@@ -74,6 +84,25 @@ TEST(QuantizeCommandTest, ArgumentErrorsNameTheFlag) {
   o = valid;
   o.group_size = -1;
   EXPECT_TRUE(CheckQuantizeOptions(o).ok());
+  o = valid;
+  o.format = QuantizeFormat::kFp8;
+  EXPECT_TRUE(CheckQuantizeOptions(o).ok());
+  o.method = "gptq";
+  o.calibration_path = "text";
+  EXPECT_THAT(CheckQuantizeOptions(o).message(), HasSubstr("--method gptq: only --format int4"));
+}
+
+TEST(QuantizeCommandTest, FormatFlagParses) {
+  QuantizeFormat format = QuantizeFormat::kInt4;
+  std::string error;
+  EXPECT_TRUE(AbslParseFlag("fp8", &format, &error));
+  EXPECT_EQ(format, QuantizeFormat::kFp8);
+  EXPECT_TRUE(AbslParseFlag("int4", &format, &error));
+  EXPECT_EQ(format, QuantizeFormat::kInt4);
+  EXPECT_FALSE(AbslParseFlag("int8", &format, &error));
+  EXPECT_EQ(error, "\"int8\" is not one of int4, fp8");
+  EXPECT_EQ(AbslUnparseFlag(QuantizeFormat::kFp8), "fp8");
+  EXPECT_EQ(AbslUnparseFlag(QuantizeFormat::kInt4), "int4");
 }
 
 // The last token's logits of `tokens` in one prefill.
@@ -90,6 +119,41 @@ std::vector<float> LastLogits(engine::ModelRunner& runner, const std::vector<int
 double Nmse(std::span<const float> got, std::span<const float> want) {
   return ::onecard::testing::CompareAll(got, want, {}).nmse;
 }
+
+// Every tensor of `original` but the decoder projections is in `quantized`,
+// byte for byte.
+void ExpectOtherTensorsCopied(const engine::Checkpoint& original,
+                              const engine::Checkpoint& quantized) {
+  for (const std::string& name : original.weights->TensorNames()) {
+    if (name.ends_with("_proj.weight") && name.find("layers.") != std::string::npos) continue;
+    const engine::TensorView* a = original.weights->Find(name);
+    const engine::TensorView* b = quantized.weights->Find(name);
+    ASSERT_NE(b, nullptr) << name;
+    EXPECT_EQ(a->dtype, b->dtype) << name;
+    ASSERT_EQ(a->size_bytes, b->size_bytes) << name;
+    EXPECT_EQ(std::memcmp(a->data, b->data, a->size_bytes), 0) << name;
+  }
+}
+
+// The cpu backend on the original checkpoint, on the quantized one, and on
+// `reference` weights (the quantized values in fp32).
+struct Runners {
+  absl::StatusOr<std::unique_ptr<engine::ModelRunner>> original, quantized, reference;
+  bool ok() const {
+    EXPECT_TRUE(original.ok() && quantized.ok() && reference.ok())
+        << original.status() << quantized.status() << reference.status();
+    return original.ok() && quantized.ok() && reference.ok();
+  }
+};
+Runners MakeRunners(const engine::Checkpoint& original, const engine::Checkpoint& quantized,
+                    engine::ModelWeightsF32 reference) {
+  const engine::CpuRunnerOptions options = {.num_threads = 2, .num_kv_blocks = 4};
+  return {engine::CreateCpuModelRunner(original, options),
+          engine::CreateCpuModelRunner(quantized, options),
+          engine::CreateCpuModelRunnerFromWeights(original.config, std::move(reference), options)};
+}
+
+const std::vector<int32_t> kTokens = {5, 17, 230, 99, 4, 512, 77, 3, 610, 42, 8, 300};
 
 struct GoldenCase {
   const char* dir;
@@ -153,31 +217,12 @@ TEST_P(QuantizeGoldenTest, OnecardLoadsGptqRoundToNearestOfTheOriginal) {
       sum_weight_nmse += weight_nmse;
     }
   }
-  // Every other tensor, byte for byte.
-  for (const std::string& name : original->weights->TensorNames()) {
-    if (name.find("_proj.weight") != std::string::npos &&
-        name.find("layers.") != std::string::npos) {
-      continue;
-    }
-    const engine::TensorView* a = original->weights->Find(name);
-    const engine::TensorView* b = quantized->weights->Find(name);
-    ASSERT_NE(b, nullptr) << name;
-    EXPECT_EQ(a->dtype, b->dtype) << name;
-    ASSERT_EQ(a->size_bytes, b->size_bytes) << name;
-    EXPECT_EQ(std::memcmp(a->data, b->data, a->size_bytes), 0) << name;
-  }
-
-  const engine::CpuRunnerOptions options = {.num_threads = 2, .num_kv_blocks = 4};
-  auto run_q = engine::CreateCpuModelRunner(*quantized, options);
-  auto run_o = engine::CreateCpuModelRunner(*original, options);
-  auto run_ref =
-      engine::CreateCpuModelRunnerFromWeights(original->config, std::move(*reference), options);
-  ASSERT_TRUE(run_q.ok() && run_o.ok() && run_ref.ok())
-      << run_q.status() << run_o.status() << run_ref.status();
-  const std::vector<int32_t> tokens = {5, 17, 230, 99, 4, 512, 77, 3, 610, 42, 8, 300};
-  const std::vector<float> logits_q = LastLogits(**run_q, tokens);
-  const std::vector<float> logits_o = LastLogits(**run_o, tokens);
-  EXPECT_EQ(logits_q, LastLogits(**run_ref, tokens));
+  ExpectOtherTensorsCopied(*original, *quantized);
+  Runners runners = MakeRunners(*original, *quantized, std::move(*reference));
+  ASSERT_TRUE(runners.ok());
+  const std::vector<float> logits_q = LastLogits(**runners.quantized, kTokens);
+  const std::vector<float> logits_o = LastLogits(**runners.original, kTokens);
+  EXPECT_EQ(logits_q, LastLogits(**runners.reference, kTokens));
   // Near the original: each projection's relative output error is about its
   // weight NMSE, and the errors of the 14 (llama) or 21 (qwen2) projections
   // add up along the residual stream: their sum (0.09 .. 0.19 here) estimates
@@ -266,6 +311,106 @@ TEST(QuantizeCommandTest, InputErrorsAreNamedAndWriteNothing) {
                 "is the input folder");
 }
 
+// Greedy tokens after `prompt`, each from a fresh prefill of the tokens so far.
+std::vector<int32_t> Greedy(engine::ModelRunner& runner, std::vector<int32_t> tokens, int count) {
+  std::vector<int32_t> out;
+  for (int i = 0; i < count; ++i) {
+    const std::vector<float> logits = LastLogits(runner, tokens);
+    if (logits.empty()) break;
+    const int32_t next =
+        static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    out.push_back(next);
+    tokens.push_back(next);
+  }
+  return out;
+}
+
+class QuantizeFp8Test : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(QuantizeFp8Test, LoadsAsFp8AndTheCpuRunnerGenerates) {
+  ScratchDir scratch;
+  const QuantizeCommandOptions o = {.model_path = SourcePath(GetParam()),
+                                    .out_dir = scratch.path() + "/fp8",
+                                    .format = QuantizeFormat::kFp8};
+  std::ostringstream out;
+  const absl::Status status = RunQuantize(o, out);
+  ASSERT_TRUE(status.ok()) << status;
+  const nlohmann::json summary = nlohmann::json::parse(out.str(), nullptr, false);
+  ASSERT_TRUE(summary.is_object()) << out.str();
+  EXPECT_EQ(summary["format"], "fp8");
+  EXPECT_FALSE(summary.contains("group_size"));
+
+  absl::StatusOr<engine::Checkpoint> original = engine::OpenCheckpoint(o.model_path);
+  absl::StatusOr<engine::Checkpoint> quantized = engine::OpenCheckpoint(o.out_dir);
+  ASSERT_TRUE(original.ok() && quantized.ok()) << original.status() << quantized.status();
+  const int64_t layers = original->config.num_layers;
+  EXPECT_EQ(summary["tensors_quantized"], 7 * layers);
+  EXPECT_EQ(quantized->quant.method, engine::HfQuantMethod::kCompressedTensors);
+  EXPECT_TRUE(quantized->quant.Ignores("lm_head"));
+  const std::optional<engine::Fp8Scheme> scheme =
+      quantized->quant.Fp8SchemeFor("model.layers.0.mlp.up_proj");
+  ASSERT_TRUE(scheme.has_value());
+  EXPECT_EQ(scheme->weights, engine::Fp8WeightScales::kChannel);
+  EXPECT_EQ(scheme->activations, engine::Fp8Activations::kDynamicToken);
+  EXPECT_TRUE(std::filesystem::exists(o.out_dir + "/tokenizer.json"));
+
+  // tiny_llama: the codes and scales ml_dtypes gives.
+  std::unique_ptr<engine::SafetensorsSource> golden;
+  if (std::string(GetParam()) == "tests/golden/tiny_llama") {
+    auto g = engine::SafetensorsSource::OpenFile(
+        SourcePath("tests/golden/hf_fp8/quantize_tiny_llama.safetensors"));
+    ASSERT_TRUE(g.ok()) << g.status();
+    golden = std::move(*g);
+    EXPECT_EQ(golden->TensorNames().size(), static_cast<size_t>(14 * layers));
+  }
+  absl::StatusOr<engine::ModelWeightsF32> dequantized = engine::LoadWeightsF32(*quantized);
+  ASSERT_TRUE(dequantized.ok()) << dequantized.status();
+  double sum_weight_nmse = 0;
+  for (int64_t l = 0; l < layers; ++l) {
+    for (TensorPart part : kProjections) {
+      absl::StatusOr<engine::ResolvedTensor> w = engine::ResolveTensor(*original, part, l);
+      absl::StatusOr<engine::ResolvedTensor> q = engine::ResolveTensor(*quantized, part, l);
+      ASSERT_TRUE(w.ok() && q.ok()) << w.status() << q.status();
+      ASSERT_TRUE(q->hf_fp8.has_value()) << q->name;
+      EXPECT_EQ(engine::Fp8FormOf(*q), engine::Fp8Scales::kRow);
+      absl::StatusOr<engine::Fp8Matrix> m = engine::ReadTensorFp8(*q);
+      ASSERT_TRUE(m.ok()) << m.status();
+      if (golden != nullptr) {
+        for (const engine::TensorView* v : {q->hf_fp8->weight, q->hf_fp8->scale}) {
+          const engine::TensorView* want = golden->Find(v->name);
+          ASSERT_NE(want, nullptr) << v->name;
+          EXPECT_EQ(v->dtype, want->dtype) << v->name;
+          EXPECT_EQ(v->shape, want->shape) << v->name;
+          ASSERT_EQ(v->size_bytes, want->size_bytes) << v->name;
+          EXPECT_EQ(std::memcmp(v->data, want->data, v->size_bytes), 0) << v->name;
+        }
+      }
+      absl::StatusOr<std::vector<float>> values = engine::ReadTensorF32(*w);
+      ASSERT_TRUE(values.ok()) << values.status();
+      // E4M3 keeps 3 mantissa bits: a relative rounding error up to 2^-4,
+      // uniform, NMSE about 2^-8 / 3 ~ 0.0013 for normal-range values.
+      const double weight_nmse = Nmse(engine::DequantizeFp8(*m), *values);
+      EXPECT_LT(weight_nmse, 0.003) << q->name;
+      sum_weight_nmse += weight_nmse;
+    }
+  }
+  ExpectOtherTensorsCopied(*original, *quantized);
+  Runners runners = MakeRunners(*original, *quantized, std::move(*dequantized));
+  ASSERT_TRUE(runners.ok());
+  const std::vector<float> logits_q = LastLogits(**runners.quantized, kTokens);
+  EXPECT_EQ(logits_q, LastLogits(**runners.reference, kTokens));
+  EXPECT_LT(Nmse(logits_q, LastLogits(**runners.original, kTokens)), 2 * sum_weight_nmse);
+  const std::vector<int32_t> generated = Greedy(**runners.quantized, kTokens, 4);
+  EXPECT_EQ(generated.size(), 4u);
+  EXPECT_EQ(generated, Greedy(**runners.reference, kTokens, 4));
+}
+
+INSTANTIATE_TEST_SUITE_P(TinyCheckpoints, QuantizeFp8Test,
+                         ::testing::Values("tests/golden/tiny_llama", "tests/golden/tiny_qwen2"),
+                         [](const ::testing::TestParamInfo<const char*>& info) {
+                           return std::string(info.param).substr(13);
+                         });
+
 // Every tensor of the two model.safetensors: the same names, dtypes, shapes
 // and bytes.
 void ExpectSameTensors(const std::string& a_dir, const std::string& b_dir) {
@@ -325,6 +470,26 @@ TEST(QuantizeCommandTest, GgufTensorWithNoPlaceIsRefused) {
   ExpectRefused({.model_path = gguf, .out_dir = scratch.path() + "/q", .group_size = 8},
                 "tensor 'blk.0.attn_extra.weight' has no place in a Hugging Face folder");
   EXPECT_FALSE(std::filesystem::exists(scratch.path() + "/q"));
+}
+
+TEST(QuantizeCommandTest, Fp8FromGgufIsTheHfFoldersAndFp8IsNotQuantizedAgain) {
+  ScratchDir scratch;
+  const testing::TinyModel model = testing::MakeTinyModel(
+      {.arch = "llama", .vocab = 48, .hidden = 16, .intermediate = 24, .heads = 4, .kv_heads = 2});
+  const std::string gguf = scratch.Write("tiny.gguf", testing::TinyGgufWriter(model).Build().bytes);
+  const std::string hf = testing::WriteTinyHfFolder(model, scratch, "hf");
+  QuantizeCommandOptions o = {
+      .model_path = gguf, .out_dir = scratch.path() + "/from_gguf", .format = QuantizeFormat::kFp8};
+  std::ostringstream out;
+  ASSERT_TRUE(RunQuantize(o, out).ok());
+  o.model_path = hf;
+  o.out_dir = scratch.path() + "/from_hf";
+  ASSERT_TRUE(RunQuantize(o, out).ok());
+  ExpectSameTensors(scratch.path() + "/from_gguf", scratch.path() + "/from_hf");
+  ExpectRefused({.model_path = o.out_dir,
+                 .out_dir = scratch.path() + "/again",
+                 .format = QuantizeFormat::kFp8},
+                "is already quantized (compressed-tensors");
 }
 
 }  // namespace
