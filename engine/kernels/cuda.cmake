@@ -24,6 +24,7 @@ if(NOT TARGET onecard_kernels_cuda)
     ${_k}/blas_tuner.cc
     ${_k}/blas_tuner_cache.cc
     ${_k}/cublas_loader.cc
+    ${_k}/cublas_lt.cc
     ${_k}/embedding.cu
     ${_k}/gather_columns.cu
     ${_k}/gemv.cu
