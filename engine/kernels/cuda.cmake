@@ -26,6 +26,7 @@ if(NOT TARGET onecard_kernels_cuda)
     ${_k}/cublas_loader.cc
     ${_k}/cublas_lt.cc
     ${_k}/embedding.cu
+    ${_k}/fp8_dequant.cu
     ${_k}/gather_columns.cu
     ${_k}/gemv.cu
     ${_k}/int4_dequant.cu
