@@ -27,6 +27,8 @@ if(NOT TARGET onecard_kernels_cuda)
     ${_k}/cublas_lt.cc
     ${_k}/embedding.cu
     ${_k}/fp8_dequant.cu
+    ${_k}/fp8_gemm.cu
+    ${_k}/fp8_matmul.cc
     ${_k}/gather_columns.cu
     ${_k}/gemv.cu
     ${_k}/int4_dequant.cu
