@@ -25,9 +25,10 @@
 // so outputs agree to the BF16 rounding of y (fp32 y: to fp32 rounding of
 // the sums).
 // Supported: kRow scales (kBlock128 weights: Unimplemented; dequantize them
-// with Fp8DequantizeBf16, fp8_dequant.h, for cuBLAS); n >= 1 (even for
-// silu_mul_y); k a positive multiple of 16; rows >= 1; x_row_stride >= k
-// and a multiple of 8; W's codes and x 16-byte aligned (CUDA); finite x.
+// with Fp8DequantizeBf16, fp8_dequant.h, for cuBLAS); n and k positive
+// multiples of 16 (cuBLASLt's FP8 kernels: fp8_matmul.h); rows >= 1;
+// x_row_stride >= k and a multiple of 8; W's codes and x 16-byte aligned
+// (CUDA); finite x.
 // Tested by tests/gpu/fp8_gemm_test.cc (MatchesReference) and, for the
 // reference, tests/engine/kernels/fp8_gemm_ref_test.cc.
 #ifndef ONECARD_ENGINE_KERNELS_FP8_GEMM_H_

@@ -57,10 +57,10 @@ absl::Status CheckFp8GemmParams(const Fp8GemmParams& p, absl::string_view op) {
         " are not supported; supported: row (dequantize block-scaled weights to BF16 with "
         "Fp8DequantizeBf16)"));
   }
-  if (w.n < 1 || w.k < 1 || w.k % 16 != 0) {
+  if (w.n < 1 || w.n % 16 != 0 || w.k < 1 || w.k % 16 != 0) {
     return absl::UnimplementedError(
         absl::StrCat(op, ": weight n=", w.n, " k=", w.k,
-                     " is not supported; supported: n >= 1, k a positive multiple of 16"));
+                     " is not supported; supported: n and k positive multiples of 16"));
   }
   if (p.rows < 1) return Error(op, absl::StrCat("rows ", p.rows, " must be >= 1"));
   if (p.x_row_stride < w.k || p.x_row_stride % 8 != 0) {
@@ -76,9 +76,6 @@ absl::Status CheckFp8GemmParams(const Fp8GemmParams& p, absl::string_view op) {
     return Error(op, "add_to_y and silu_mul_y need a BF16 y");
   }
   if (p.add_to_y && p.silu_mul_y) return Error(op, "add_to_y and silu_mul_y together");
-  if (p.silu_mul_y && w.n % 2 != 0) {
-    return Error(op, absl::StrCat("silu_mul_y needs an even n (gate; up), got n=", w.n));
-  }
   if (w.codes == nullptr || w.scales == nullptr || p.x == nullptr || p.y == nullptr) {
     return Error(op, "a pointer it needs is null (w.codes, w.scales, x or y)");
   }

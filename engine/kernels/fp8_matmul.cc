@@ -57,10 +57,10 @@ absl::StatusOr<std::unique_ptr<Fp8Matmul>> Fp8Matmul::Create(void* workspace,
 Fp8Matmul::~Fp8Matmul() { plans_.clear(); }
 
 absl::Status Fp8Matmul::CheckShape(const Fp8MatmulArgs& a) {
-  if (a.m < 1 || a.n < 1 || a.k < 1 || a.k % 16 != 0) {
+  if (a.m < 1 || a.n < 1 || a.n % 16 != 0 || a.k < 1 || a.k % 16 != 0) {
     return absl::UnimplementedError(
         absl::StrCat("Fp8Matmul: m = ", a.m, ", n = ", a.n, ", k = ", a.k,
-                     " is not supported; supported: m, n >= 1, k a positive multiple of 16"));
+                     " is not supported; supported: m >= 1, n and k positive multiples of 16"));
   }
   if (a.acc_row_stride < a.n || a.acc_row_stride % 4 != 0) {
     return absl::InvalidArgumentError(absl::StrCat("Fp8Matmul: acc_row_stride ", a.acc_row_stride,

@@ -18,10 +18,11 @@
 // One thread at a time (the cache is not locked); the workspace serves one
 // stream at a time.
 //
-// Supported: m, n >= 1; k a positive multiple of 16; acc_row_stride >= n and
-// a multiple of 4; x, w and acc 16-byte aligned; a device with FP8 tensor
-// cores (sm_89 and later; elsewhere the heuristic has no algorithm:
-// Unimplemented). Tested by tests/gpu/fp8_gemm_test.cc (through Fp8Gemm).
+// Supported: m >= 1; n and k positive multiples of 16 (cuBLASLt's FP8
+// kernels want the operands' rows and the output's columns 16-byte aligned);
+// acc_row_stride >= n and a multiple of 4; x, w and acc 16-byte aligned; a
+// device with FP8 tensor cores (sm_89 and later; elsewhere the heuristic has
+// no algorithm: Unimplemented). Tested by tests/gpu/fp8_gemm_test.cc (through Fp8Gemm).
 #ifndef ONECARD_ENGINE_KERNELS_FP8_MATMUL_H_
 #define ONECARD_ENGINE_KERNELS_FP8_MATMUL_H_
 
