@@ -1,7 +1,7 @@
 // BlasTuner (see blas_tuner.h): cuBLASLt descriptors per tuned shape, the
 // candidates of cublasLtMatmulAlgoGetHeuristic timed against cuBLAS's default
 // with CUDA events, the winner kept. cuBLASLt is reached through
-// cuda::CublasLtSymbol (opened on first use, like cuBLAS: cublas_loader.h).
+// cuda::CublasLt (cublas_lt.h: opened on first use, like cuBLAS).
 #include "engine/kernels/blas_tuner.h"
 
 #include <cublasLt.h>
@@ -19,7 +19,6 @@
 #include "absl/strings/str_format.h"
 #include "engine/common/status_macros.h"
 #include "engine/kernels/blas_tuner_internal.h"
-#include "engine/kernels/cublas_loader.h"
 #include "engine/kernels/cuda_check.h"
 
 namespace onecard::engine {
@@ -38,13 +37,6 @@ constexpr double kSampleBytes = 256e6;  // weight bytes a quick timing streams (
 constexpr double kBetter = 0.99;        // a neighbour this much faster replaces the current
 constexpr int kMaxCustomOption = 7;
 constexpr uint32_t kMaxClusterShape = 20;  // CUBLASLT_CLUSTER_SHAPE_* ids tried
-
-template <typename Fn>
-absl::Status Symbol(const char* name, Fn* out) {
-  ASSIGN_OR_RETURN(void* address, cuda::CublasLtSymbol(name));
-  *out = reinterpret_cast<Fn>(address);
-  return absl::OkStatus();
-}
 
 constexpr double kHeatMs = 300;    // back to back before the timing: the board reaches its limit
 constexpr double kAtCapMs = 200;   // then timed
@@ -81,29 +73,6 @@ bool SetConfig(ConfigSet set, cublasLtMatmulAlgo_t* algo, const ConfigField& fie
 }
 
 }  // namespace blas_tuner_internal
-
-absl::Status BlasTuner::Lt::Load() {
-  RETURN_IF_ERROR(Symbol("cublasLtCreate", &create));
-  RETURN_IF_ERROR(Symbol("cublasLtDestroy", &destroy));
-  RETURN_IF_ERROR(Symbol("cublasLtMatmulDescCreate", &desc_create));
-  RETURN_IF_ERROR(Symbol("cublasLtMatmulDescDestroy", &desc_destroy));
-  RETURN_IF_ERROR(Symbol("cublasLtMatmulDescSetAttribute", &desc_set));
-  RETURN_IF_ERROR(Symbol("cublasLtMatrixLayoutCreate", &layout_create));
-  RETURN_IF_ERROR(Symbol("cublasLtMatrixLayoutDestroy", &layout_destroy));
-  RETURN_IF_ERROR(Symbol("cublasLtMatrixLayoutSetAttribute", &layout_set));
-  RETURN_IF_ERROR(Symbol("cublasLtMatmulPreferenceCreate", &pref_create));
-  RETURN_IF_ERROR(Symbol("cublasLtMatmulPreferenceDestroy", &pref_destroy));
-  RETURN_IF_ERROR(Symbol("cublasLtMatmulPreferenceSetAttribute", &pref_set));
-  RETURN_IF_ERROR(Symbol("cublasLtMatmulAlgoGetHeuristic", &heuristic));
-  RETURN_IF_ERROR(Symbol("cublasLtMatmul", &matmul));
-  RETURN_IF_ERROR(Symbol("cublasLtMatmulAlgoCheck", &check));
-  RETURN_IF_ERROR(Symbol("cublasLtMatmulAlgoCapGetAttribute", &cap_get));
-  RETURN_IF_ERROR(Symbol("cublasLtMatmulAlgoConfigGetAttribute", &config_get));
-  RETURN_IF_ERROR(Symbol("cublasLtMatmulAlgoConfigSetAttribute", &config_set));
-  RETURN_IF_ERROR(Symbol("cublasLtGetVersion", &version));
-  CUDA_RETURN_IF_ERROR(create(&handle));
-  return absl::OkStatus();
-}
 
 absl::StatusOr<std::unique_ptr<BlasTuner>> BlasTuner::Create(void* workspace,
                                                              int64_t workspace_bytes,

@@ -66,6 +66,9 @@
 #include "engine/kernels/blas_gemm.h"
 
 namespace onecard::engine {
+namespace cuda {
+struct CublasLt;  // cublas_lt.h
+}  // namespace cuda
 
 struct BlasTunerOptions {
   bool search = true;       // search around the heuristic's fastest (false: comparisons)
@@ -136,8 +139,8 @@ class BlasTuner {
   std::string Summary() const;  // loaded choices say "cached", ranked at the cap "at the cap"
 
  private:
-  // blas_tuner_internal.h; SavedAlgo: blas_tuner_cache.cc.
-  struct Lt;
+  // Entry: blas_tuner_internal.h; SavedAlgo: blas_tuner_cache.cc.
+  using Lt = cuda::CublasLt;
   struct Entry;
   struct SavedAlgo;
   using Key = std::tuple<int64_t, int64_t, int64_t, int, int, bool, int32_t>;

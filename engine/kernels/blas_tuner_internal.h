@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "engine/kernels/blas_tuner.h"
+#include "engine/kernels/cublas_lt.h"
 
 namespace onecard::engine {
 namespace blas_tuner_internal {
@@ -48,33 +49,6 @@ bool GetConfig(ConfigGet get, const cublasLtMatmulAlgo_t& algo, const ConfigFiel
 bool SetConfig(ConfigSet set, cublasLtMatmulAlgo_t* algo, const ConfigField& field, uint32_t value);
 
 }  // namespace blas_tuner_internal
-
-struct BlasTuner::Lt {
-  cublasLtHandle_t handle = nullptr;
-  decltype(&::cublasLtCreate) create = nullptr;
-  decltype(&::cublasLtDestroy) destroy = nullptr;
-  decltype(&::cublasLtMatmulDescCreate) desc_create = nullptr;
-  decltype(&::cublasLtMatmulDescDestroy) desc_destroy = nullptr;
-  decltype(&::cublasLtMatmulDescSetAttribute) desc_set = nullptr;
-  decltype(&::cublasLtMatrixLayoutCreate) layout_create = nullptr;
-  decltype(&::cublasLtMatrixLayoutDestroy) layout_destroy = nullptr;
-  decltype(&::cublasLtMatrixLayoutSetAttribute) layout_set = nullptr;
-  decltype(&::cublasLtMatmulPreferenceCreate) pref_create = nullptr;
-  decltype(&::cublasLtMatmulPreferenceDestroy) pref_destroy = nullptr;
-  decltype(&::cublasLtMatmulPreferenceSetAttribute) pref_set = nullptr;
-  decltype(&::cublasLtMatmulAlgoGetHeuristic) heuristic = nullptr;
-  decltype(&::cublasLtMatmul) matmul = nullptr;
-  decltype(&::cublasLtMatmulAlgoCheck) check = nullptr;
-  decltype(&::cublasLtMatmulAlgoCapGetAttribute) cap_get = nullptr;
-  decltype(&::cublasLtMatmulAlgoConfigGetAttribute) config_get = nullptr;
-  decltype(&::cublasLtMatmulAlgoConfigSetAttribute) config_set = nullptr;
-  decltype(&::cublasLtGetVersion) version = nullptr;
-
-  absl::Status Load();  // the symbols, then a handle
-  ~Lt() {
-    if (handle != nullptr) destroy(handle);
-  }
-};
 
 struct BlasTuner::Entry {
   const Lt* lt = nullptr;

@@ -36,7 +36,7 @@ bool CublasLoaded();
 // the toolkit this was built against.
 std::string CublasLibraryName();
 
-// The address of a cuBLASLt function (blas_tuner.cc calls cuBLASLt through
+// The address of a cuBLASLt function (CublasLt, cublas_lt.h, resolves cuBLASLt through
 // these), opening "libcublasLt.so.<major>" the same way, once.
 // FailedPrecondition naming the library or the symbol when it cannot.
 absl::StatusOr<void*> CublasLtSymbol(const char* name);

@@ -24,7 +24,11 @@ if(NOT TARGET onecard_kernels_cuda)
     ${_k}/blas_tuner.cc
     ${_k}/blas_tuner_cache.cc
     ${_k}/cublas_loader.cc
+    ${_k}/cublas_lt.cc
     ${_k}/embedding.cu
+    ${_k}/fp8_dequant.cu
+    ${_k}/fp8_gemm.cu
+    ${_k}/fp8_matmul.cc
     ${_k}/gather_columns.cu
     ${_k}/gemv.cu
     ${_k}/gemv_fp8.cu

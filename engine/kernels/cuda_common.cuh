@@ -1,5 +1,5 @@
 // Device helpers shared by the CUDA kernels (engine/kernels/*.cu): fp32
-// load/store of the storage types, 16-byte bf16 vectors, warp reductions, and
+// load/store of the storage types, 16-byte bf16 vectors, warp and block reductions, and
 // the one dtype dispatch of the CUDA side. The CUDA kernels support F32 and
 // BF16 storage (attention, GEMV and the fused kernels: BF16 only); anything
 // else is an UnimplementedError naming the supported set.
@@ -79,18 +79,26 @@ __device__ __forceinline__ float WarpMax(float v) {
   return v;
 }
 
-// Sum over the block (blockDim.x a multiple of 32, at most 1024); every thread
-// gets the result. `scratch` holds 32 floats of shared memory.
-__device__ __forceinline__ float BlockSum(float v, float* scratch) {
+// Sum (kMax: maximum) over the block (blockDim.x a multiple of 32, at most
+// 1024); every thread gets the result. `scratch` holds 32 floats of shared
+// memory. The maximum is of values >= 0 (magnitudes): missing warps count 0.
+template <bool kMax>
+__device__ __forceinline__ float BlockReduce(float v, float* scratch) {
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
-  v = WarpSum(v);
+  v = kMax ? WarpMax(v) : WarpSum(v);
   __syncthreads();  // scratch may still be read by a previous call
   if (lane == 0) scratch[warp] = v;
   __syncthreads();
   const int num_warps = blockDim.x >> 5;
   v = lane < num_warps ? scratch[lane] : 0.0f;
-  return WarpSum(v);
+  return kMax ? WarpMax(v) : WarpSum(v);
+}
+__device__ __forceinline__ float BlockSum(float v, float* scratch) {
+  return BlockReduce<false>(v, scratch);
+}
+__device__ __forceinline__ float BlockMax(float v, float* scratch) {
+  return BlockReduce<true>(v, scratch);
 }
 
 // absl::StrCat for .cu files: nvcc 13's front end rejects StrCat's variadic

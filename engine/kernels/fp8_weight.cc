@@ -55,8 +55,7 @@ absl::Status Fp8Matrix::Validate(absl::string_view name) const {
 }
 
 float Fp8Matrix::Scale(int64_t r, int64_t c) const {
-  if (scales_kind == Fp8Scales::kRow) return scales[r];
-  return scales[(r / kFp8Block) * CeilDiv(k, kFp8Block) + c / kFp8Block];
+  return scales[Fp8ScaleIndex(r, c, k, scales_kind)];
 }
 
 float Fp8Matrix::Value(int64_t r, int64_t c) const {

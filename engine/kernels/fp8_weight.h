@@ -18,6 +18,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "engine/common/host_device.h"
 
 namespace onecard::engine {
 
@@ -29,6 +30,13 @@ absl::string_view Fp8ScalesName(Fp8Scales kind);
 
 // Scales a [n, k] weight of this kind holds: n, or ceil(n / 128) * ceil(k / 128).
 int64_t Fp8ScaleCount(int64_t n, int64_t k, Fp8Scales kind);
+
+// The index in `scales` of W[r][c]'s scale (the layouts above), on the host
+// and the device.
+ONECARD_HOST_DEVICE inline int64_t Fp8ScaleIndex(int64_t r, int64_t c, int64_t k, Fp8Scales kind) {
+  if (kind == Fp8Scales::kRow) return r;
+  return (r / kFp8Block) * ((k + kFp8Block - 1) / kFp8Block) + c / kFp8Block;
+}
 
 // Device pointers of a weight (codes [n, k], scales as above).
 struct Fp8WeightView {

@@ -1,0 +1,337 @@
+// MatchesReference for Fp8Gemm (W8A8 through cuBLASLt) over awkward shapes:
+// 1, 5, 17, 64, 128 and 300 rows; n of 48, 208, 528, 1008, 3008, 4144 (not
+// multiples of 128); k of 16, 48, 576, 1040,
+// 4096 and 4112 (4096 + 16); x rows strided; activations uniform, with one
+// huge value a row (the rest quantized to a few codes, subnormals and
+// zeros), with all-zero rows (scale 1), or spread over 34 decades (codes at
+// 448 and flushed to zero in one row); weight scales with outliers (x 1e4
+// and x 1e-4 rows); every epilogue (BF16, residual add, SiLU-mul of the
+// stacked gate/up halves, fp32). Each case checks the activation codes and
+// scales in the workspace against the reference's bit for bit, runs twice
+// (identical bytes), and compares y: BF16 outputs within
+// Tolerance::For(BF16) (the kernel sums the same exact products in another
+// order, so outputs agree to the BF16 rounding of y), fp32 outputs within
+// 2^-13 of the sum of the products' magnitudes (times the scales: the fp32
+// summation of either order); no output is NaN or infinite. Also:
+// Fp8DequantizeBf16 equal to its reference bit for bit, a graph capture of
+// a prepared shape, and the refusals.
+#include "engine/kernels/fp8_gemm.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "engine/kernels/fp8_dequant.h"
+#include "engine/kernels/fp8_matmul.h"
+#include "tests/gpu/gpu_test_util.h"
+#include "tests/testing/all_close.h"
+#include "tests/testing/fp8_testing.h"
+
+namespace onecard::testing {
+namespace {
+
+using engine::DType;
+using engine::Fp8Scales;
+
+enum class Out { kBf16, kAdd, kSilu, kF32 };
+enum class XKind { kUniform, kOutlier, kZeroRows, kWide };
+enum class WKind { kPlain, kScaleOutliers };
+
+struct Fp8Case {
+  std::string name;
+  int32_t rows;
+  int64_t n;
+  int64_t k;
+  XKind x;
+  WKind w;
+  Out out;
+};
+
+std::vector<Fp8Case> Cases() {
+  const auto uni = XKind::kUniform, outl = XKind::kOutlier, zero = XKind::kZeroRows,
+             wide = XKind::kWide;
+  const auto plain = WKind::kPlain, scaled = WKind::kScaleOutliers;
+  return {
+      {"r1_n208_k16", 1, 208, 16, uni, plain, Out::kBf16},
+      {"r1_n1008_k4112_add", 1, 1008, 4112, outl, scaled, Out::kAdd},
+      {"r5_n1008_k48_add", 5, 1008, 48, uni, plain, Out::kAdd},
+      {"r5_n48_k48_f32_zero_rows", 5, 48, 48, zero, plain, Out::kF32},
+      {"r17_n4144_k4112_silu_outlier", 17, 4144, 4112, outl, plain, Out::kSilu},
+      {"r17_n208_k16_wide", 17, 208, 16, wide, scaled, Out::kBf16},
+      {"r64_n1008_k4112_f32_wide", 64, 1008, 4112, wide, scaled, Out::kF32},
+      {"r64_n528_k576_silu_zero_rows", 64, 528, 576, zero, plain, Out::kSilu},
+      {"r128_n3008_k576_outliers", 128, 3008, 576, outl, scaled, Out::kBf16},
+      {"r128_n4096_k4096", 128, 4096, 4096, uni, plain, Out::kBf16},
+      {"r300_n528_k4112_add_zero_rows", 300, 528, 4112, zero, scaled, Out::kAdd},
+      {"r300_n1008_k1040_silu_wide", 300, 1008, 1040, wide, plain, Out::kSilu},
+  };
+}
+
+// [rows, stride] BF16 activations of the kind (k values a row; the rest
+// padding).
+std::vector<uint16_t> MakeX(const Fp8Case& c, int64_t stride, std::mt19937& rng) {
+  std::vector<uint16_t> x = RandomBf16(c.rows * stride, rng, -2.0f, 2.0f);
+  std::uniform_int_distribution<int64_t> column(0, c.k - 1);
+  std::uniform_real_distribution<float> outlier(500.0f, 2000.0f), decade(-30.0f, 4.0f);
+  for (int32_t m = 0; m < c.rows; ++m) {
+    uint16_t* row = x.data() + m * stride;
+    if (c.x == XKind::kOutlier) {
+      row[column(rng)] = engine::FloatToBf16((m % 2 ? -1.0f : 1.0f) * outlier(rng));
+    } else if (c.x == XKind::kZeroRows && m % 3 == 1) {
+      std::fill(row, row + c.k, uint16_t{0});
+    } else if (c.x == XKind::kWide) {
+      for (int64_t i = 0; i < c.k; ++i) {
+        row[i] =
+            engine::FloatToBf16(((i * 7 + m) % 2 ? -1.0f : 1.0f) * std::pow(10.0f, decade(rng)));
+      }
+    }
+  }
+  return x;
+}
+
+// |product| sums of each output, times both scales (the fp32 error scale).
+std::vector<double> MagnitudeSums(const engine::Fp8Matrix& w, const std::vector<uint16_t>& x,
+                                  int64_t stride, int32_t rows) {
+  std::vector<double> out(rows * w.n);
+  std::vector<uint8_t> codes(w.k);
+  for (int32_t m = 0; m < rows; ++m) {
+    const float xs = engine::Fp8QuantizeActivationRow(x.data() + m * stride, w.k, codes.data());
+    for (int64_t j = 0; j < w.n; ++j) {
+      double sum = 0;
+      for (int64_t c = 0; c < w.k; ++c) {
+        sum += std::abs(double{engine::E4m3ToFloat(codes[c])} *
+                        engine::E4m3ToFloat(w.codes[j * w.k + c]));
+      }
+      out[m * w.n + j] = sum * xs * w.scales[j];
+    }
+  }
+  return out;
+}
+
+struct Matmul {
+  DeviceBuf<uint8_t> workspace{32 << 20};
+  std::unique_ptr<engine::Fp8Matmul> mm;
+  Matmul() {
+    absl::StatusOr<std::unique_ptr<engine::Fp8Matmul>> made =
+        engine::Fp8Matmul::Create(workspace.get(), workspace.size());
+    EXPECT_TRUE(made.ok()) << made.status();
+    if (made.ok()) mm = std::move(*made);
+  }
+};
+
+class Fp8GemmTest : public ::testing::TestWithParam<Fp8Case> {};
+
+TEST_P(Fp8GemmTest, MatchesReference) {
+  const Fp8Case& c = GetParam();
+  const uint32_t seed = std::hash<std::string>()(c.name) & 0xffff;
+  std::mt19937 rng = SeededRng(seed, 53);
+  engine::Fp8Matrix w = RandomFp8Matrix(c.n, c.k, Fp8Scales::kRow, seed);
+  if (c.w == WKind::kScaleOutliers) {
+    for (int64_t j = 0; j < c.n; ++j) {
+      if (j % 97 == 0) w.scales[j] *= 1e4f;
+      if (j % 89 == 1) w.scales[j] *= 1e-4f;
+    }
+  }
+  ASSERT_TRUE(w.Validate(c.name).ok());
+  const int64_t stride = c.k + 8;  // rows not packed
+  const std::vector<uint16_t> x = MakeX(c, stride, rng);
+  const int64_t y_cols = c.out == Out::kSilu ? c.n / 2 : c.n;
+  const bool f32 = c.out == Out::kF32;
+  std::vector<uint16_t> y16 = RandomBf16(c.rows * y_cols, rng);  // the residual when adding
+  std::vector<float> y32(c.rows * y_cols, 0.0f);
+  engine::Fp8GemmParams p{
+      .w = {.codes = w.codes.data(), .scales = w.scales.data(), .n = c.n, .k = c.k},
+      .x = x.data(),
+      .x_row_stride = stride,
+      .y = f32 ? static_cast<void*>(y32.data()) : y16.data(),
+      .y_dtype = f32 ? DType::kF32 : DType::kBF16,
+      .add_to_y = c.out == Out::kAdd,
+      .silu_mul_y = c.out == Out::kSilu,
+      .rows = c.rows};
+  const std::vector<uint16_t> residual = y16;
+  ASSERT_TRUE(engine::Fp8GemmRef(p).ok());
+
+  Matmul mm;
+  ASSERT_NE(mm.mm, nullptr);
+  DeviceBuf<uint8_t> dcodes(w.codes);
+  DeviceBuf<float> dscales(w.scales), dy32(y32.size());
+  DeviceBuf<uint16_t> dx(x), dy16(y16.size());
+  const engine::Fp8GemmWorkspaceLayout ws = engine::Fp8GemmWorkspace(c.rows, c.n, c.k);
+  DeviceBuf<uint8_t> dws(engine::Fp8GemmWorkspaceBytes(c.rows, c.n, c.k));
+  p.w.codes = dcodes.get();
+  p.w.scales = dscales.get();
+  p.x = dx.get();
+  p.y = f32 ? static_cast<void*>(dy32.get()) : dy16.get();
+  p.workspace = dws.get();
+  p.workspace_bytes = dws.size();
+  std::vector<std::vector<uint8_t>> runs;
+  for (int run = 0; run < 2; ++run) {
+    if (c.out == Out::kAdd) dy16.Upload(residual);
+    const absl::Status st = engine::Fp8Gemm(*mm.mm, p, nullptr);
+    ASSERT_TRUE(st.ok()) << st;
+    ASSERT_CUDA_OK(cudaDeviceSynchronize());
+    std::vector<uint8_t> bytes(f32 ? y32.size() * 4 : y16.size() * 2);
+    ASSERT_CUDA_OK(cudaMemcpy(bytes.data(), p.y, bytes.size(), cudaMemcpyDeviceToHost));
+    runs.push_back(std::move(bytes));
+  }
+  EXPECT_EQ(runs[0], runs[1]) << "two runs differ";
+
+  // The activations as the kernel quantized them: the reference's, bit for bit.
+  const std::vector<uint8_t> left = dws.Download();
+  std::vector<uint8_t> codes(c.k);
+  for (int32_t m = 0; m < c.rows; ++m) {
+    const float scale = engine::Fp8QuantizeActivationRow(x.data() + m * stride, c.k, codes.data());
+    float got_scale = 0;
+    std::memcpy(&got_scale, left.data() + ws.scales_offset + 4 * m, 4);
+    ASSERT_EQ(got_scale, scale) << "row " << m;
+    ASSERT_TRUE(std::equal(codes.begin(), codes.end(), left.begin() + ws.codes_offset + m * c.k))
+        << "codes of row " << m;
+  }
+
+  if (f32) {
+    const std::vector<float> got = dy32.Download();
+    const std::vector<double> sums = MagnitudeSums(w, x, stride, c.rows);
+    int bad = 0;
+    for (size_t o = 0; o < got.size(); ++o) {
+      const double bound = std::ldexp(sums[o], -13) + 1e-30;
+      if (!std::isfinite(got[o]) || std::abs(double{got[o]} - y32[o]) > bound) {
+        if (++bad <= 8) ADD_FAILURE() << "y[" << o << "] = " << got[o] << ", want " << y32[o];
+      }
+    }
+    EXPECT_EQ(bad, 0);
+  } else {
+    EXPECT_ALL_CLOSE(ToFloats(dy16.Download()), ToFloats(y16), Tolerance::For(DType::kBF16));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, Fp8GemmTest, ::testing::ValuesIn(Cases()),
+                         [](const auto& info) { return info.param.name; });
+
+// Fp8DequantizeBf16 against its reference: equal bit for bit, for both scale
+// kinds, blocks cut short at the edges, and every finite code.
+TEST(Fp8DequantTest, MatchesReferenceExactly) {
+  const std::tuple<int64_t, int64_t, Fp8Scales> cases[] = {{300, 4112, Fp8Scales::kRow},
+                                                           {260, 304, Fp8Scales::kBlock128},
+                                                           {1000, 576, Fp8Scales::kBlock128},
+                                                           {1, 16, Fp8Scales::kRow}};
+  for (const auto& [n, k, kind] : cases) {
+    SCOPED_TRACE(::testing::Message() << n << "x" << k << " " << engine::Fp8ScalesName(kind));
+    engine::Fp8Matrix m = RandomFp8Matrix(n, k, kind, static_cast<uint32_t>(n + k));
+    for (int64_t i = 0; i < 256 && i < n * k; ++i) {
+      m.codes[i] = (i & 0x7f) == 0x7f ? 0 : static_cast<uint8_t>(i);  // every finite code
+    }
+    std::vector<uint16_t> want(n * k);
+    engine::Fp8DequantParams p{.w = {.codes = m.codes.data(),
+                                     .scales = m.scales.data(),
+                                     .n = n,
+                                     .k = k,
+                                     .scales_kind = kind},
+                               .out = want.data()};
+    ASSERT_TRUE(engine::Fp8DequantizeBf16Ref(p).ok());
+    DeviceBuf<uint8_t> dcodes(m.codes);
+    DeviceBuf<float> dscales(m.scales);
+    DeviceBuf<uint16_t> dout(want.size());
+    p.w.codes = dcodes.get();
+    p.w.scales = dscales.get();
+    p.out = dout.get();
+    const absl::Status st = engine::Fp8DequantizeBf16(p, nullptr);
+    ASSERT_TRUE(st.ok()) << st;
+    EXPECT_EQ(dout.Download(), want);
+  }
+}
+
+// A prepared shape captured into a CUDA graph and replayed gives the eager
+// call's bytes; an unprepared one is refused during capture.
+TEST(Fp8GemmGraphTest, PreparedShapeReplaysAsEager) {
+  const int32_t rows = 40;
+  const int64_t n = 1008, k = 576;
+  std::mt19937 rng = SeededRng(1, 59);
+  const engine::Fp8Matrix w = RandomFp8Matrix(n, k, Fp8Scales::kRow, 9);
+  DeviceBuf<uint8_t> dcodes(w.codes);
+  DeviceBuf<float> dscales(w.scales);
+  DeviceBuf<uint16_t> dx(RandomBf16(rows * k, rng, -2.0f, 2.0f)), dy(rows * n);
+  DeviceBuf<uint8_t> dws(engine::Fp8GemmWorkspaceBytes(rows, n, k));
+  const engine::Fp8GemmParams p{
+      .w = {.codes = dcodes.get(), .scales = dscales.get(), .n = n, .k = k},
+      .x = dx.get(),
+      .x_row_stride = k,
+      .y = dy.get(),
+      .rows = rows,
+      .workspace = dws.get(),
+      .workspace_bytes = static_cast<int64_t>(dws.size())};
+  Matmul mm;
+  ASSERT_NE(mm.mm, nullptr);
+  cudaStream_t stream;
+  ASSERT_CUDA_OK(cudaStreamCreate(&stream));
+  ASSERT_TRUE(engine::Fp8Gemm(*mm.mm, p, stream).ok());
+  const std::vector<uint16_t> eager = dy.Download();
+  dy.Poison();
+
+  engine::Fp8GemmParams other = p;  // a shape not prepared
+  other.rows = rows - 1;
+  ASSERT_TRUE(engine::PrepareFp8Gemm(*mm.mm, p).ok());
+  cudaGraph_t graph = nullptr;
+  ASSERT_CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  const absl::Status refused = engine::Fp8Gemm(*mm.mm, other, stream);
+  ASSERT_CUDA_OK(cudaStreamEndCapture(stream, &graph));
+  cudaGraphDestroy(graph);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << refused;
+
+  ASSERT_CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  const absl::Status captured = engine::Fp8Gemm(*mm.mm, p, stream);
+  ASSERT_CUDA_OK(cudaStreamEndCapture(stream, &graph));
+  ASSERT_TRUE(captured.ok()) << captured;
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  ASSERT_CUDA_OK(cudaGraphLaunch(exec, stream));
+  ASSERT_CUDA_OK(cudaStreamSynchronize(stream));
+  EXPECT_EQ(dy.Download(), eager);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+}
+
+TEST(Fp8GemmErrorTest, NamesWhatIsRefused) {
+  Matmul mm;
+  ASSERT_NE(mm.mm, nullptr);
+  DeviceBuf<uint8_t> codes(64 * 64), ws(engine::Fp8GemmWorkspaceBytes(4, 64, 64));
+  DeviceBuf<float> scales(64);
+  DeviceBuf<uint16_t> x(4 * 64), y(4 * 64);
+  engine::Fp8GemmParams p{.w = {.codes = codes.get(), .scales = scales.get(), .n = 64, .k = 64},
+                          .x = x.get(),
+                          .x_row_stride = 64,
+                          .y = y.get(),
+                          .rows = 4,
+                          .workspace = ws.get(),
+                          .workspace_bytes = static_cast<int64_t>(ws.size())};
+  p.w.scales_kind = Fp8Scales::kBlock128;
+  absl::Status st = engine::Fp8Gemm(*mm.mm, p, nullptr);
+  EXPECT_EQ(st.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_NE(st.message().find("block128"), std::string::npos) << st;
+  p.w.scales_kind = Fp8Scales::kRow;
+  p.w.k = 40;
+  p.x_row_stride = 40;
+  EXPECT_EQ(engine::Fp8Gemm(*mm.mm, p, nullptr).code(), absl::StatusCode::kUnimplemented);
+  p.w.k = 48;
+  p.x_row_stride = 56;
+  p.x = x.get() + 4;  // 8 bytes in: not 16-byte aligned
+  st = engine::Fp8Gemm(*mm.mm, p, nullptr);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("aligned"), std::string::npos) << st;
+  p.x = x.get();
+  p.workspace_bytes = 256;
+  st = engine::Fp8Gemm(*mm.mm, p, nullptr);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("Fp8GemmWorkspaceBytes"), std::string::npos) << st;
+  engine::Fp8DequantParams d{.w = p.w, .out = y.get() + 1};  // 2 bytes in
+  EXPECT_EQ(engine::Fp8DequantizeBf16(d, nullptr).code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace onecard::testing
