@@ -14,6 +14,7 @@
 #include "engine/common/status_macros.h"
 #include "engine/kernels/bf16.h"
 #include "engine/kernels/fp8_gemm.h"
+#include "engine/kernels/ref_util.h"
 #include "engine/kernels/silu_mul.h"
 
 namespace onecard::engine {
@@ -63,19 +64,8 @@ absl::Status CheckFp8GemmParams(const Fp8GemmParams& p, absl::string_view op) {
                      " is not supported; supported: n and k positive multiples of 16"));
   }
   if (p.rows < 1) return Error(op, absl::StrCat("rows ", p.rows, " must be >= 1"));
-  if (p.x_row_stride < w.k || p.x_row_stride % 8 != 0) {
-    return Error(
-        op, absl::StrCat("x_row_stride ", p.x_row_stride, " must be >= k and a multiple of 8"));
-  }
-  if (p.y_dtype != DType::kBF16 && p.y_dtype != DType::kF32) {
-    return absl::UnimplementedError(absl::StrCat(op, ": y dtype ",
-                                                 std::string(DTypeName(p.y_dtype)),
-                                                 " is not supported; supported: BF16, F32"));
-  }
-  if ((p.add_to_y || p.silu_mul_y) && p.y_dtype != DType::kBF16) {
-    return Error(op, "add_to_y and silu_mul_y need a BF16 y");
-  }
-  if (p.add_to_y && p.silu_mul_y) return Error(op, "add_to_y and silu_mul_y together");
+  RETURN_IF_ERROR(
+      ref::CheckGemmXAndEpilogue(op, w.k, p.x_row_stride, p.y_dtype, p.add_to_y, p.silu_mul_y));
   if (w.codes == nullptr || w.scales == nullptr || p.x == nullptr || p.y == nullptr) {
     return Error(op, "a pointer it needs is null (w.codes, w.scales, x or y)");
   }

@@ -111,7 +111,8 @@ absl::StatusOr<std::unique_ptr<Fp8Matmul::Plan>> Fp8Matmul::NewPlan(const Fp8Mat
                       &result, &found);
   }
   lt.pref_destroy(pref);
-  if (st == CUBLAS_STATUS_NOT_SUPPORTED || (st == CUBLAS_STATUS_SUCCESS && found == 0)) {
+  if (st == CUBLAS_STATUS_NOT_SUPPORTED ||
+      (st == CUBLAS_STATUS_SUCCESS && (found == 0 || result.state != CUBLAS_STATUS_SUCCESS))) {
     return absl::UnimplementedError(absl::StrCat(
         "Fp8Matmul: cuBLASLt has no E4M3 algorithm for ", ShapeName(a), " within ",
         workspace_bytes_, " workspace bytes on this device (FP8 needs sm_89 or later)"));

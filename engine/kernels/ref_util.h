@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "engine/common/dtype.h"
 #include "engine/kernels/bf16.h"
 
@@ -72,6 +73,30 @@ inline absl::Status CheckPositive(const char* op, const char* field, int64_t val
 inline absl::Status CheckNotNull(const char* op, const char* field, const void* ptr) {
   if (ptr != nullptr) return absl::OkStatus();
   return ArgError(op, absl::StrCat(field, " is null"));
+}
+
+// The checks of x's row stride and of the epilogue (gemv.h's fusions) that
+// the weight-only GEMMs share (CheckInt4GemmParams, CheckFp8GemmParams):
+// InvalidArgument for an x_row_stride below k or not a multiple of 8 and for
+// fusions that do not go together, Unimplemented for a y dtype other than
+// BF16 and F32; `op` starts the message.
+inline absl::Status CheckGemmXAndEpilogue(absl::string_view op, int64_t k, int64_t x_row_stride,
+                                          DType y_dtype, bool add_to_y, bool silu_mul_y) {
+  const auto error = [&](absl::string_view what) {
+    return absl::InvalidArgumentError(absl::StrCat(op, ": ", what));
+  };
+  if (x_row_stride < k || x_row_stride % 8 != 0) {
+    return error(absl::StrCat("x_row_stride ", x_row_stride, " must be >= k and a multiple of 8"));
+  }
+  if (y_dtype != DType::kBF16 && y_dtype != DType::kF32) {
+    return absl::UnimplementedError(absl::StrCat(op, ": y dtype ", std::string(DTypeName(y_dtype)),
+                                                 " is not supported; supported: BF16, F32"));
+  }
+  if ((add_to_y || silu_mul_y) && y_dtype != DType::kBF16) {
+    return error("add_to_y and silu_mul_y need a BF16 y");
+  }
+  if (add_to_y && silu_mul_y) return error("add_to_y and silu_mul_y together");
+  return absl::OkStatus();
 }
 
 }  // namespace onecard::engine::ref

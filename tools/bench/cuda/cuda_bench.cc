@@ -4,11 +4,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <vector>
 
 #include "absl/strings/str_format.h"
 #include "engine/common/status_macros.h"
 #include "engine/kernels/blas_gemm.h"
 #include "engine/kernels/cuda_check.h"
+#include "engine/kernels/fp8_matmul.h"
 #include "engine/runtime/cuda/cuda_weights.h"
 #include "engine/runtime/cuda/synthetic_shapes.h"
 
@@ -29,6 +31,39 @@ struct HostPinned {
     if (p != nullptr) cudaFreeHost(p);
   }
 };
+
+// The E4M3 GEMM rate at n^3 through Fp8Matmul (cuBLASLt, fp32 sums and
+// output), on seeded random finite codes (`codes`: 2 n^2 bytes; `out`: the
+// fp32 product, then cuBLASLt's workspace); 0 on a device without FP8 tensor
+// cores (before sm_89).
+absl::StatusOr<double> Fp8GemmFlopsPerS(int64_t n, char* codes, char* out, cudaStream_t stream) {
+  int device = 0, major = 0, minor = 0;
+  CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
+  CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  if (major * 10 + minor < 89) return 0.0;
+  std::vector<uint8_t> host(2 * n * n);
+  uint64_t state = 0x9e3779b97f4a7c15ull;
+  for (uint8_t& code : host) {  // sign and exponent 0..7: |value| < 2, never NaN
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    code = static_cast<uint8_t>(state >> 56) & 0xbf;
+  }
+  CUDA_RETURN_IF_ERROR(cudaMemcpy(codes, host.data(), host.size(), cudaMemcpyHostToDevice));
+  const int64_t lt_workspace_bytes = 32LL << 20;
+  ASSIGN_OR_RETURN(std::unique_ptr<engine::Fp8Matmul> matmul,
+                   engine::Fp8Matmul::Create(out + n * n * 4, lt_workspace_bytes));
+  const engine::Fp8MatmulArgs args{.x = codes,
+                                   .w = codes + n * n,
+                                   .acc = reinterpret_cast<float*>(out),
+                                   .m = n,
+                                   .n = n,
+                                   .k = n,
+                                   .acc_row_stride = n};
+  RETURN_IF_ERROR(matmul->Prepare(args));
+  ASSIGN_OR_RETURN(const double ms,
+                   MedianMs(stream, 3, 10, [&]() { return matmul->Run(args, stream); }));
+  return 2.0 * n * n * n / (ms * 1e-3);
+}
 
 absl::StatusOr<Ceilings> Measure() {
   Ceilings c;
@@ -57,6 +92,8 @@ absl::StatusOr<Ceilings> Measure() {
                    }));
   cublasDestroy(blas);
   c.gemm_flops_per_s = 2.0 * n * n * n / (gemm_ms * 1e-3);
+  ASSIGN_OR_RETURN(c.gemm_fp8_flops_per_s,
+                   Fp8GemmFlopsPerS(n, static_cast<char*>(a.p), static_cast<char*>(b.p), stream));
   const int64_t host_bytes = 1LL << 30;
   HostPinned h;
   CUDA_RETURN_IF_ERROR(cudaMallocHost(&h.p, host_bytes));

@@ -1,7 +1,8 @@
 // Shared pieces of onecard-bench's CUDA presets (tools/bench/cuda/*.cc):
 // the ceilings measured in the same run (device-to-device copy bandwidth
 // counting bytes read + written, the bf16 GEMM rate of 8192^3 through cuBLAS
-// on random data, pinned host<->device bandwidth), CUDA-event timing, the
+// on random data, the E4M3 GEMM rate of 8192^3 through cuBLASLt (Fp8Matmul)
+// on random codes, pinned host<->device bandwidth), CUDA-event timing, the
 // floors of a decode step and of a prefill, and a driver that feeds
 // synthetic prompts to a CudaModelRunner. Not unit tested: the presets run
 // only on the GPU machine (scripts/device/run.sh); their arithmetic is
@@ -31,6 +32,8 @@ struct Ceilings {
   double gemm_flops_per_s = 0;  // bf16 8192^3, cuBLAS, random data
   double h2d_bytes_per_s = 0;   // pinned
   double d2h_bytes_per_s = 0;   // pinned
+  // E4M3 8192^3, cuBLASLt (fp32 sums and output), random codes; 0 before sm_89
+  double gemm_fp8_flops_per_s = 0;
 };
 
 // Measured once per process (about a second), then cached.
