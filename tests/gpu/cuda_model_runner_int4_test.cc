@@ -23,7 +23,7 @@
 //   (MatchesHfGolden);
 // - SmolLM2's own Q4_1 tensors, repacked without re-rounding, is
 //   cuda_model_runner_test.cc's MatchesCpuOnSmolLm2 (a GGUF's 4-bit tensors
-//   stay 4-bit by default); here the same file with keep_int4 = false
+//   stay 4-bit by default); here the same file with keep_quantized = false
 //   (every projection expanded to BF16) must still match too.
 // Tolerance: LogitTolerance, as for BF16 weights; the 4-bit weights are exact,
 // only activations round to BF16.
@@ -202,7 +202,7 @@ TEST(CudaModelRunnerInt4Test, SmolLm2ExpandedToBf16MatchesCpu) {
   absl::StatusOr<Reference> ref = OpenReference(model);
   ASSERT_TRUE(ref.ok()) << ref.status();
   CudaRunnerOptions o = TestOptions();
-  o.keep_int4 = false;
+  o.keep_quantized = false;
   auto gpu = CreateCudaModelRunner(*ref->ckpt, o);
   ASSERT_TRUE(gpu.ok()) << gpu.status();
   EXPECT_EQ((*gpu)->memory_plan().weights.by_format.count("int4 g32 min"), 0u);

@@ -4,7 +4,10 @@
 // Y GiB", the weight bytes match the published parameter count; 4-bit
 // weights are counted by format (codes n k / 2, an fp16 scale a group) so
 // llama3-70b fits 48 GiB, mistral-large-123b the card with 64k tokens of KV,
-// and a budget too small names the formats; explicit block counts are
+// and a budget too small names the formats; FP8 weights are counted at a
+// byte a weight and a float a row (or a 128 x 128 block), so llama3-70b FP8
+// fits the card with room for KV and mistral-large-123b FP8 fits it too;
+// explicit block counts are
 // honoured or refused, and the step layout never overlaps.
 #include "engine/runtime/cuda/memory_plan.h"
 
@@ -101,7 +104,7 @@ TEST(MemoryPlanTest, Int4WeightsAreCountedByFormat) {
   EXPECT_NEAR(static_cast<double>(plan->weights.by_format.at("bf16")),
               2.0 * 128256 * 8192 * 2 + (2 * 80 + 1) * 8192 * 2, 400 * 256.0);
   EXPECT_EQ(plan->weight_bytes, plan->weights.total);
-  EXPECT_GT(plan->workspace.int4_dequant, 57344LL * 8192 * 2 - 1);  // the widest: gate_up
+  EXPECT_GT(plan->workspace.dequant, 57344LL * 8192 * 2 - 1);  // the widest: gate_up
   EXPECT_GT(plan->workspace.int4_gemm, 0);
   const std::string text = plan->ToString();
   EXPECT_NE(text.find("int4 g128"), std::string::npos) << text;
@@ -169,6 +172,53 @@ TEST(WeightSpecTest, ParsesFormatsAndRefusesShapesTheKernelsDoNotTake) {
   MemoryPlanInput in = Llama8b(24 * kGiB);
   in.config = odd;
   in.weights = ModelWeightsSpec::Uniform(odd, *ParseProjectionSpec("int4"));
+  EXPECT_EQ(PlanMemory(in).status().code(), absl::StatusCode::kUnimplemented);
+}
+
+TEST(MemoryPlanTest, Fp8WeightsAreCountedAtAByteAWeight) {
+  MemoryPlanInput in = Llama8b(static_cast<int64_t>(139.8 * kGiB));
+  in.config = *SyntheticModelConfig("llama3-70b");
+  in.weights = ModelWeightsSpec::Uniform(in.config, *ParseProjectionSpec("fp8"));
+  const auto plan = PlanMemory(in);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  const double rows = 10240 + 8192 + 57344 + 8192;  // qkv, o, gate_up, down
+  const double weights = 80.0 * 8192 * (10240 + 8192 + 57344 + 28672);
+  EXPECT_NEAR(static_cast<double>(plan->weights.by_format.at("fp8")), weights + 80 * rows * 4,
+              80 * 8 * 256.0);
+  EXPECT_NE(plan->ToString().find("fp8"), std::string::npos);
+  // ~66 GiB of weights leave the card most of its memory for KV: 320 KiB a
+  // token (80 layers, 8 KV heads of 128, K and V in BF16).
+  EXPECT_GE(plan->num_kv_blocks * plan->kv_block_size, 150000);
+  in.weights = ModelWeightsSpec::Uniform(in.config, *ParseProjectionSpec("fp8-block128"));
+  const auto block = PlanMemory(in);
+  ASSERT_TRUE(block.ok()) << block.status();
+  EXPECT_NEAR(static_cast<double>(block->weights.by_format.at("fp8 block128")), weights,
+              weights / (128.0 * 128) * 4 + 80 * 8 * 256.0);
+  in.config = *SyntheticModelConfig("mistral-large-123b");
+  in.weights = ModelWeightsSpec::Uniform(in.config, *ParseProjectionSpec("fp8"));
+  EXPECT_TRUE(PlanMemory(in).ok());
+}
+
+TEST(WeightSpecTest, ParsesFp8AndRefusesShapesItCannotTake) {
+  const ProjectionSpec row = *ParseProjectionSpec("fp8");
+  EXPECT_EQ(row.format, WeightFormat::kFp8);
+  EXPECT_EQ(row.fp8_scales, Fp8Scales::kRow);
+  EXPECT_EQ(row.Name(), "fp8");
+  EXPECT_EQ(ParseProjectionSpec("fp8-block128")->Name(), "fp8 block128");
+  EXPECT_FALSE(ParseProjectionSpec("fp8-block64").ok());
+  EXPECT_EQ(ProjectionBytes(row, 300, 64), 19200 + 1280);  // codes; 300 floats, 256-aligned
+  ModelConfig odd = *SyntheticModelConfig("llama3-8b");
+  odd.intermediate_size = 14352;  // 16 | 14352, but not 128
+  EXPECT_TRUE(CheckFp8Shape(odd, Projection::kDown, Fp8Scales::kRow).ok());
+  EXPECT_TRUE(CheckFp8Shape(odd, Projection::kDown, Fp8Scales::kBlock128).ok());
+  const absl::Status st = CheckFp8Shape(odd, Projection::kGateUp, Fp8Scales::kBlock128);
+  EXPECT_EQ(st.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_NE(st.message().find("gate_up"), std::string::npos) << st;
+  odd.intermediate_size = 14344;  // not 16
+  EXPECT_FALSE(CheckFp8Shape(odd, Projection::kDown, Fp8Scales::kRow).ok());
+  MemoryPlanInput in = Llama8b(24 * kGiB);
+  in.config = odd;
+  in.weights = ModelWeightsSpec::Uniform(odd, *ParseProjectionSpec("fp8"));
   EXPECT_EQ(PlanMemory(in).status().code(), absl::StatusCode::kUnimplemented);
 }
 

@@ -227,7 +227,7 @@ BlasGemmParams CudaRunnerImpl::ProductParams(Product product, int32_t rows) cons
 }
 
 bool CudaRunnerImpl::UseGemv(int32_t tokens) const {
-  const int64_t limit = 57344;  // gemv.h: num_rows * k
+  const int64_t limit = kGemvMaxRowValues;
   const int64_t widest = std::max(
       {config_.hidden_size, config_.intermediate_size, config_.num_heads * config_.head_dim});
   return options_.use_gemv && tokens <= kGemvMaxRows && tokens * widest <= limit;

@@ -148,12 +148,20 @@ absl::Status CudaRunnerImpl::Allocate() {
   ASSIGN_OR_RETURN(buf_.cublas, a.Take(w.cublas));
   if (w.int4_gemm > 0) {
     ASSIGN_OR_RETURN(buf_.int4_gemm, a.Take(w.int4_gemm));
-    ASSIGN_OR_RETURN(buf_.int4_dequant, a.Take(w.int4_dequant));
     if (w.int4_gather > 0) {
       ASSIGN_OR_RETURN(buf_.int4_gather, a.Take(w.int4_gather));
     }
   }
+  if (w.dequant > 0) {
+    ASSIGN_OR_RETURN(buf_.dequant, a.Take(w.dequant));
+  }
+  if (w.fp8_gemm > 0) {
+    ASSIGN_OR_RETURN(buf_.fp8_gemm, a.Take(w.fp8_gemm));
+  }
   RETURN_IF_ERROR(ctx_->SetCublasWorkspace(buf_.cublas, w.cublas));
+  if (w.fp8_gemm > 0) {  // cuBLASLt's FP8 products share the cuBLAS workspace (one stream)
+    ASSIGN_OR_RETURN(fp8_matmul_, Fp8Matmul::Create(buf_.cublas, w.cublas));
+  }
 
   kv_layout_ = KvLayout{.num_blocks = static_cast<int32_t>(plan_.num_kv_blocks),
                         .block_size = plan_.kv_block_size,
@@ -373,7 +381,7 @@ absl::StatusOr<std::unique_ptr<CudaModelRunner>> CreateCudaModelRunner(
     const Checkpoint& checkpoint, const CudaRunnerOptions& options) {
   RETURN_IF_ERROR(checkpoint.config.Validate());
   ASSIGN_OR_RETURN(const ModelWeightsSpec spec,
-                   CheckpointWeightsSpec(checkpoint, /*all_bf16=*/!options.keep_int4));
+                   CheckpointWeightsSpec(checkpoint, /*all_bf16=*/!options.keep_quantized));
   std::unique_ptr<HostTensorSource> source = CheckpointTensorSource(checkpoint);
   return CreateCudaModelRunnerFromSource(checkpoint.config, spec, *source, options);
 }

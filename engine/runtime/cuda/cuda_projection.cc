@@ -3,6 +3,11 @@
 //   BF16: up to 4 rows Gemv (norm prologue, SiLU·mul and residual epilogues
 //         fused); more rows cuBLAS (RmsNorm first, SiluMul after, the
 //         residual add as beta = 1 or split-K partials the next norm folds).
+//   FP8:  up to 4 rows Gemv reading the codes (its fusions as for BF16);
+//         more rows RmsNorm, then per-token E4M3 activations and Fp8Gemm
+//         with the SiLU·mul and residual epilogues fused (W8A8, row scales,
+//         kFp8GemmChunkRows rows a call), or with fp8_compute kW8A16 and for
+//         block scales the weight dequantized to BF16 for the cuBLAS path.
 //   int4: up to kInt4GemmMaxRows rows RmsNorm, then Int4Gemm with the
 //         SiLU·mul and residual epilogues fused; more rows dequantize the
 //         weight to BF16 (Int4DequantizeBf16) and take the cuBLAS path.
@@ -12,6 +17,8 @@
 // Tested by tests/gpu/cuda_model_runner_test.cc.
 #include "absl/strings/str_cat.h"
 #include "engine/common/status_macros.h"
+#include "engine/kernels/fp8_dequant.h"
+#include "engine/kernels/fp8_gemm.h"
 #include "engine/kernels/gather_columns.h"
 #include "engine/kernels/gemv.h"
 #include "engine/kernels/int4_dequant.h"
@@ -47,7 +54,7 @@ const void* CudaRunnerImpl::NormWeight(Projection p, int layer) const {
 
 bool CudaRunnerImpl::ProjectsByLibrary(Projection p, int layer, int32_t t) const {
   const CudaWeight& w = weights_.layers[layer][p];
-  return w.spec.format == WeightFormat::kBf16 ? !UseGemv(t) : t > kInt4GemmMaxRows;
+  return w.spec.format == WeightFormat::kInt4 ? t > kInt4GemmMaxRows : !UseGemv(t);
 }
 
 absl::StatusOr<int32_t> CudaRunnerImpl::Project(Projection p, int layer, int32_t t,
@@ -58,9 +65,29 @@ absl::StatusOr<int32_t> CudaRunnerImpl::Project(Projection p, int layer, int32_t
       return ProjectBf16(p, layer, t, in_partials, w.data, /*allow_splits=*/true);
     case WeightFormat::kInt4:
       return ProjectInt4(p, layer, t, in_partials, w);
+    case WeightFormat::kFp8:
+      return ProjectFp8(p, layer, t, in_partials, w);
   }
   return absl::UnimplementedError(absl::StrCat("layer ", layer, ": weight format ", w.spec.Name(),
                                                " has no projection kernel"));
+}
+
+GemvParams CudaRunnerImpl::GemvFor(Projection p, int layer, int32_t t) const {
+  const BlasGemmParams g = ProductParams(ProductOf(p), t);
+  GemvParams v{.x = g.x, .x_row_stride = g.k, .y = g.y, .num_rows = t, .n = g.n, .k = g.k};
+  if (NormedInput(p)) {
+    v.prologue = GemvPrologue::kRmsNorm;
+    v.x = buf_.residual;
+    v.norm_weight = NormWeight(p, layer);
+    v.eps = config_.rms_norm_eps;
+  }
+  if (p == Projection::kGateUp) {  // the activation straight out of the GEMV
+    v.y = buf_.act;
+    v.silu_mul_y = true;
+    v.n = config_.intermediate_size;
+  }
+  v.add_to_y = p == Projection::kO || p == Projection::kDown;
+  return v;
 }
 
 absl::StatusOr<int32_t> CudaRunnerImpl::ProjectBf16(Projection p, int layer, int32_t t,
@@ -70,20 +97,8 @@ absl::StatusOr<int32_t> CudaRunnerImpl::ProjectBf16(Projection p, int layer, int
   const Product product = ProductOf(p);
   const BlasGemmParams g = ProductParams(product, t);
   if (UseGemv(t)) {
-    GemvParams v{
-        .x = g.x, .x_row_stride = g.k, .w = weight, .y = g.y, .num_rows = t, .n = g.n, .k = g.k};
-    if (NormedInput(p)) {
-      v.prologue = GemvPrologue::kRmsNorm;
-      v.x = buf_.residual;
-      v.norm_weight = NormWeight(p, layer);
-      v.eps = config_.rms_norm_eps;
-    }
-    if (p == Projection::kGateUp) {  // the activation straight out of the GEMV
-      v.y = buf_.act;
-      v.silu_mul_y = true;
-      v.n = config_.intermediate_size;
-    }
-    v.add_to_y = p == Projection::kO || p == Projection::kDown;
+    GemvParams v = GemvFor(p, layer, t);
+    v.w = weight;
     RETURN_IF_ERROR(Gemv(v, stream));
     return 1;
   }
@@ -116,11 +131,11 @@ absl::StatusOr<int32_t> CudaRunnerImpl::ProjectInt4(Projection p, int layer, int
   cudaStream_t stream = ctx_->stream();
   if (t > kInt4GemmMaxRows) {  // prefill-sized: BF16 for cuBLAS
     RETURN_IF_ERROR(Int4DequantizeBf16({.w = w.Int4(),
-                                        .out = buf_.int4_dequant,
+                                        .out = buf_.dequant,
                                         .gate_up = p == Projection::kGateUp,
                                         .columns = w.columns},
                                        stream));
-    return ProjectBf16(p, layer, t, in_partials, buf_.int4_dequant, /*allow_splits=*/false);
+    return ProjectBf16(p, layer, t, in_partials, buf_.dequant, /*allow_splits=*/false);
   }
   const BlasGemmParams g = ProductParams(ProductOf(p), t);
   Int4GemmParams q{.w = w.Int4(),
@@ -151,6 +166,45 @@ absl::StatusOr<int32_t> CudaRunnerImpl::ProjectInt4(Projection p, int layer, int
   }
   q.add_to_y = p == Projection::kO || p == Projection::kDown;
   RETURN_IF_ERROR(Int4Gemm(q, stream));
+  return 1;
+}
+
+absl::StatusOr<int32_t> CudaRunnerImpl::ProjectFp8(Projection p, int layer, int32_t t,
+                                                   int32_t in_partials, const CudaWeight& w) {
+  cudaStream_t stream = ctx_->stream();
+  if (UseGemv(t)) {
+    GemvParams v = GemvFor(p, layer, t);
+    v.w = w.data;
+    v.w_dtype = DType::kF8E4M3;
+    v.w_scales = static_cast<const float*>(w.scales);
+    v.w_scales_kind = w.spec.fp8_scales;
+    RETURN_IF_ERROR(Gemv(v, stream));
+    return 1;
+  }
+  if (options_.fp8_compute == Fp8Compute::kW8A16 || w.spec.fp8_scales != Fp8Scales::kRow) {
+    RETURN_IF_ERROR(Fp8DequantizeBf16({.w = w.Fp8(), .out = buf_.dequant}, stream));
+    return ProjectBf16(p, layer, t, in_partials, buf_.dequant, /*allow_splits=*/false);
+  }
+  // W8A8: the norm apart, then Fp8Gemm with the SiLU·mul and residual
+  // epilogues, kFp8GemmChunkRows rows a call.
+  const BlasGemmParams g = ProductParams(ProductOf(p), t);
+  if (NormedInput(p)) RETURN_IF_ERROR(NormResidual(NormWeight(p, layer), t, in_partials));
+  void* y = p == Projection::kGateUp ? buf_.act : g.y;
+  const int64_t y_cols = p == Projection::kGateUp ? config_.intermediate_size : g.n;
+  for (int64_t row = 0; row < t; row += kFp8GemmChunkRows) {
+    const int32_t rows = static_cast<int32_t>(std::min<int64_t>(kFp8GemmChunkRows, t - row));
+    RETURN_IF_ERROR(Fp8Gemm(*fp8_matmul_,
+                            {.w = w.Fp8(),
+                             .x = static_cast<const char*>(g.x) + row * g.k * 2,
+                             .x_row_stride = g.k,
+                             .y = static_cast<char*>(y) + row * y_cols * 2,
+                             .add_to_y = p == Projection::kO || p == Projection::kDown,
+                             .silu_mul_y = p == Projection::kGateUp,
+                             .rows = rows,
+                             .workspace = buf_.fp8_gemm,
+                             .workspace_bytes = plan_.workspace.fp8_gemm},
+                            stream));
+  }
   return 1;
 }
 

@@ -16,6 +16,8 @@
 #include <vector>
 
 #include "engine/kernels/blas_tuner.h"
+#include "engine/kernels/fp8_matmul.h"
+#include "engine/kernels/gemv.h"
 #include "engine/runtime/cuda/cuda_model_runner.h"
 #include "engine/runtime/cuda/cuda_weights.h"
 #include "engine/runtime/cuda/device_context.h"
@@ -52,9 +54,10 @@ struct StepBuffers {
   float* logits = nullptr;
   void* attn_split = nullptr;
   float* gemm_partials = nullptr;
-  void* int4_gemm = nullptr;     // Int4Gemm's workspace (4-bit weights only)
-  void* int4_dequant = nullptr;  // a 4-bit weight as BF16 (steps over kInt4GemmMaxRows)
-  void* int4_gather = nullptr;   // an act-order weight's input, gathered (GatherColumns)
+  void* int4_gemm = nullptr;    // Int4Gemm's workspace (4-bit weights only)
+  void* dequant = nullptr;      // a 4-bit or FP8 weight as BF16 (steps past their kernels' rows)
+  void* fp8_gemm = nullptr;     // Fp8Gemm's workspace (kFp8GemmChunkRows rows)
+  void* int4_gather = nullptr;  // an act-order weight's input, gathered (GatherColumns)
   void* sample = nullptr;
   int32_t* out_tokens = nullptr;
   char* meta = nullptr;  // device mirror of the pinned metadata
@@ -143,6 +146,12 @@ class CudaRunnerImpl : public CudaModelRunner {
                                       const void* weight, bool allow_splits);
   absl::StatusOr<int32_t> ProjectInt4(Projection p, int layer, int32_t t, int32_t in_partials,
                                       const CudaWeight& w);
+  // FP8 weights (cuda_projection.cc says how).
+  absl::StatusOr<int32_t> ProjectFp8(Projection p, int layer, int32_t t, int32_t in_partials,
+                                     const CudaWeight& w);
+  // The GEMV of projection p (UseGemv(t) steps) with its norm prologue and
+  // SiLU·mul / residual epilogue; the weight fields are the caller's.
+  GemvParams GemvFor(Projection p, int layer, int32_t t) const;
   const void* NormWeight(Projection p, int layer) const;
   // Whether the projection runs through cuBLAS (whose kernels let the next
   // kernel start only at their end: where attention may fuse the RoPE).
@@ -189,7 +198,8 @@ class CudaRunnerImpl : public CudaModelRunner {
   CudaStepTiming timing_;
   cudaEvent_t step_start_ = nullptr;  // around a step's device work (CudaStepTiming::gpu_us)
   cudaEvent_t step_end_ = nullptr;
-  std::unique_ptr<BlasTuner> tuner_;                            // null: cuBLAS's default everywhere
+  std::unique_ptr<Fp8Matmul> fp8_matmul_;  // with row-scaled FP8 weights (W8A8)
+  std::unique_ptr<BlasTuner> tuner_;       // null: cuBLAS's default everywhere
   std::map<std::pair<Product, int32_t>, int32_t> gemm_splits_;  // (product, rows) -> splits
   std::string tuning_summary_;
 };

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "engine/common/fp8.h"
 #include "engine/common/status_macros.h"
 #include "engine/kernels/cuda_check.h"
 
@@ -35,6 +36,11 @@ absl::StatusOr<CudaWeights> CarveWeights(const ModelConfig& c, const ModelWeight
       cw.k = k;
       if (cw.spec.format == WeightFormat::kBf16) {
         ASSIGN_OR_RETURN(cw.data, arena->Take(cw.n * cw.k * 2));
+        continue;
+      }
+      if (cw.spec.format == WeightFormat::kFp8) {
+        ASSIGN_OR_RETURN(cw.data, arena->Take(cw.n * cw.k));
+        ASSIGN_OR_RETURN(cw.scales, arena->Take(Fp8ScaleCount(cw.n, cw.k, cw.spec.fp8_scales) * 4));
         continue;
       }
       ASSIGN_OR_RETURN(cw.data, arena->Take(Int4CodeBytes(cw.n, cw.k)));
@@ -77,6 +83,12 @@ absl::StatusOr<CudaWeights> RandomWeights(const ModelConfig& c, const ModelWeigh
     for (CudaWeight& cw : l.proj) {
       if (cw.spec.format == WeightFormat::kBf16) {
         RETURN_IF_ERROR(fill(cw.data, cw.n * cw.k, 0.0f, bound(cw.k)));
+        continue;
+      }
+      if (cw.spec.format == WeightFormat::kFp8) {
+        RETURN_IF_ERROR(FillFp8(cw.data, cw.n * cw.k, static_cast<float*>(cw.scales),
+                                Fp8ScaleCount(cw.n, cw.k, cw.spec.fp8_scales), next_seed(),
+                                bound(cw.k) / kE4m3Max, stream));
         continue;
       }
       // Codes 0..15 around 8 with scales of bound / 8: the BF16 weights' range.

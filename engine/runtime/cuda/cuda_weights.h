@@ -14,7 +14,8 @@
 // values generated on the device (synthetic_weights.cu): BF16 uniform in +-sqrt(3 / fan_in) for
 // projections, 1 +- 0.05 for norms, +-1 for embeddings, never zero; 4-bit
 // random codes with scales sqrt(3 / fan_in) / 8 * (0.5..1.5) (act order: a
-// seeded permutation of the columns, made on the host).
+// seeded permutation of the columns, made on the host); FP8 the codes of
+// 448 u, u uniform in [-1, 1), with scales sqrt(3 / fan_in) / 448 * (0.5..1.5).
 // GPTQ act order (a g_idx out of column order) stays 4-bit: the columns are
 // sorted by group at load and the map uploaded with the weight (where every
 // part of a fused projection has the same map, as GPTQ's order from the
@@ -32,6 +33,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/kernels/fp8_weight.h"
 #include "engine/kernels/int4_gemm.h"
 #include "engine/kernels/int4_matrix.h"
 #include "engine/model/layer_tensors.h"
@@ -46,11 +48,14 @@ struct CudaWeight {
   int64_t n = 0;  // [n, k]
   int64_t k = 0;
   Residency residency = Residency::kDevice;
-  void* data = nullptr;        // BF16 [n, k], or the 4-bit codes (int4_layout.h)
-  void* scales = nullptr;      // 4-bit: uint32 [n / 16][8][k / group]
+  void* data = nullptr;        // BF16 [n, k], the 4-bit codes (int4_layout.h) or FP8 codes [n, k]
+  void* scales = nullptr;      // 4-bit: uint32 [n / 16][8][k / group]; FP8: fp32 (fp8_weight.h)
   void* offsets = nullptr;     // 4-bit kZero / kFloat: as scales
   int32_t* columns = nullptr;  // 4-bit act order: int32 [k], stored column j is column columns[j]
   Int4WeightView Int4() const { return {data, scales, offsets, n, k, spec.group, spec.offsets}; }
+  Fp8WeightView Fp8() const {
+    return {data, static_cast<const float*>(scales), n, k, spec.fp8_scales};
+  }
 };
 
 struct CudaLayerWeights {
@@ -85,6 +90,9 @@ class HostTensorSource {
                                                      int64_t cols, int64_t begin, int64_t count);
   // Asked only for the parts of projections the spec makes 4-bit.
   virtual absl::StatusOr<Int4Matrix> Int4(TensorPart part, int64_t layer) = 0;
+  // Asked only for the parts of projections the spec makes FP8: the codes
+  // and scales as stored. Default: Unimplemented (a source without FP8).
+  virtual absl::StatusOr<Fp8Matrix> Fp8(TensorPart part, int64_t layer);
   // The part's codes as stored eight to a word (ReadTensorInt4Words), which
   // LoadWeights packs without an Int4Matrix where their offsets are the
   // spec's kind; nullopt (the default) where the source has no such form, and
@@ -106,7 +114,11 @@ class HostTensorSource {
 // Q5_K, Q6_K and Q8_0 (5-, 6- and 8-bit codes) are dequantized with ggml's
 // formulas and rounded to BF16, and so is a fused projection with one such
 // part (a Q4_K_M file's Q6_K attn_v makes that layer's whole qkv BF16, its
-// Q6_K ffn_down that layer's down). `all_bf16`: every projection BF16.
+// Q6_K ffn_down that layer's down). A projection is FP8 where every part is
+// an FP8 tensor (compressed-tensors, HF fp8 / fbgemm_fp8: Fp8FormOf) with one
+// scale kind and its shape suits the FP8 kernels (CheckFp8Shape); else BF16
+// (a block-scaled qkv whose k and v are not whole 128-row blocks, a module
+// the checkpoint left unquantized). `all_bf16`: every projection BF16.
 absl::StatusOr<ModelWeightsSpec> CheckpointWeightsSpec(const Checkpoint& checkpoint, bool all_bf16);
 
 // A HostTensorSource over a checkpoint's mapped tensors; ReleaseRead drops
@@ -114,8 +126,9 @@ absl::StatusOr<ModelWeightsSpec> CheckpointWeightsSpec(const Checkpoint& checkpo
 std::unique_ptr<HostTensorSource> CheckpointTensorSource(const Checkpoint& checkpoint);
 
 // Fills the weights from `source`, layer by layer: each projection's parts are
-// fused in host memory (BF16, or packed 4-bit for a 4-bit spec: straight from
-// the stored words where Int4Words gives them) and copied to the device; the
+// fused in host memory (BF16, packed 4-bit for a 4-bit spec: straight from
+// the stored words where Int4Words gives them, or FP8 codes and scales as
+// stored) and copied to the device; the
 // host holds one BF16 projection at a time, or one layer's packed 4-bit
 // projections (buffers reused layer after layer) and one part's Int4Matrix,
 // and source.ReleaseRead() follows every layer.
@@ -135,6 +148,10 @@ absl::StatusOr<CudaWeights> RandomWeights(const ModelConfig& config, const Model
 // rounds to zero becomes center + half_width.
 absl::Status FillUniformBf16(void* data, int64_t n, uint64_t seed, float center, float half_width,
                              cudaStream_t stream);
+// FP8 weights: num_codes E4M3 codes (a multiple of 4) of 448 u, and
+// num_scales fp32 scales scale * (1 + 0.5 u).
+absl::Status FillFp8(void* codes, int64_t num_codes, float* scales, int64_t num_scales,
+                     uint64_t seed, float scale, cudaStream_t stream);
 // n random 32-bit words (4-bit codes).
 absl::Status FillRandomWords(void* data, int64_t n, uint64_t seed, cudaStream_t stream);
 // n words of two fp16 scales, each scale * (1 + 0.5 u); the offsets (when not

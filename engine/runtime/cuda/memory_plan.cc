@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "engine/common/status_macros.h"
+#include "engine/kernels/fp8_gemm.h"
 #include "engine/kernels/int4_gemm.h"
 #include "engine/kernels/paged_attention_split.h"
 #include "engine/kernels/sample.h"
@@ -46,20 +47,32 @@ WorkspaceSizes Workspace(const MemoryPlanInput& in, int32_t max_context, const S
   w.meta = Align(layout.size_bytes, 256);
   w.rope = Align(c.head_dim / 2 * 4, 256);
   w.cublas = in.cublas_workspace_bytes;
-  int64_t widest_int4 = 0, largest_int4 = 0, widest_act_order = 0;
+  int64_t widest_int4 = 0, largest_quantized = 0, widest_act_order = 0;
+  int64_t fp8_n = 0, fp8_k = 0;  // the widest row-scaled FP8 projection's
   for (const auto& layer : in.weights.layers) {
     for (int p = 0; p < kNumProjections; ++p) {
-      if (layer[p].format != WeightFormat::kInt4) continue;
+      if (layer[p].format == WeightFormat::kBf16) continue;
       const auto [n, k] = ProjectionShape(c, static_cast<Projection>(p));
+      largest_quantized = std::max(largest_quantized, n * k);
+      if (layer[p].format == WeightFormat::kFp8) {
+        if (layer[p].fp8_scales == Fp8Scales::kRow) {
+          fp8_n = std::max(fp8_n, n);
+          fp8_k = std::max(fp8_k, k);
+        }
+        continue;
+      }
       widest_int4 = std::max(widest_int4, n);
-      largest_int4 = std::max(largest_int4, n * k);
       if (layer[p].act_order) widest_act_order = std::max(widest_act_order, k);
     }
   }
+  w.dequant = Align(largest_quantized * 2, 256);
   if (widest_int4 > 0) {
     w.int4_gemm = Align(Int4GemmWorkspaceBytes(widest_int4, in.num_sms), 256);
-    w.int4_dequant = Align(largest_int4 * 2, 256);
     w.int4_gather = Align(int64_t{kInt4GemmMaxRows} * widest_act_order * 2, 256);
+  }
+  if (fp8_n > 0) {
+    w.fp8_gemm =
+        Align(Fp8GemmWorkspaceBytes(std::min<int64_t>(t, kFp8GemmChunkRows), fp8_n, fp8_k), 256);
   }
   return w;
 }
@@ -110,7 +123,7 @@ StepLayout MakeStepLayout(int32_t max_tokens, int32_t max_seqs, int32_t max_rows
 int64_t WorkspaceSizes::Total() const {
   return residual + normed + qkv + attn_out + gate_up + act + rows + logits + attn_split +
          gemm_partials + sample + out_tokens + meta + rope + cublas + int4_gemm + int4_gather +
-         int4_dequant;
+         dequant + fp8_gemm;
 }
 
 int64_t MemoryPlan::total_bytes() const {
@@ -170,7 +183,7 @@ std::string MemoryPlan::ToString() const {
       "  weights               %8.2f GiB\n"
       "%s"
       "  workspace             %8.2f GiB  (%d tokens a step, %d sequences; logits %.2f, "
-      "activations %.2f, 4-bit GEMM %.2f, 4-bit dequantized %.2f)\n"
+      "activations %.2f, 4-bit GEMM %.2f, FP8 GEMM %.2f, dequantized %.2f)\n"
       "  reserve               %8.2f GiB  (CUDA context, cuBLAS, graphs)\n"
       "  KV cache              %8.2f GiB  (%d blocks of %d tokens, %.1f KiB a token; "
       "%d tokens = %.1f full %d-token sequences)\n"
@@ -179,8 +192,8 @@ std::string MemoryPlan::ToString() const {
       max_batched_tokens, max_num_seqs, GiB(workspace.logits),
       GiB(workspace.residual + workspace.normed + workspace.qkv + workspace.attn_out +
           workspace.gate_up + workspace.act),
-      GiB(workspace.int4_gemm + workspace.int4_gather), GiB(workspace.int4_dequant),
-      GiB(reserve_bytes), GiB(kv_bytes()), num_kv_blocks, kv_block_size,
+      GiB(workspace.int4_gemm + workspace.int4_gather), GiB(workspace.fp8_gemm),
+      GiB(workspace.dequant), GiB(reserve_bytes), GiB(kv_bytes()), num_kv_blocks, kv_block_size,
       static_cast<double>(kv_bytes_per_token) / 1024.0, num_kv_blocks * kv_block_size,
       static_cast<double>(num_kv_blocks) / max_blocks_per_seq, max_context, GiB(total_bytes()));
 }

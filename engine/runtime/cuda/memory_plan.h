@@ -41,6 +41,12 @@ struct MemoryPlanInput {
 inline constexpr int32_t kMaxGemmSplits = 4;
 
 // Workspace buffers (bytes); activations are BF16 [max_batched_tokens, ...].
+// The rows of one Fp8Gemm call: a step of more tokens runs its FP8 products
+// in chunks of this many, so the fp32 sums' workspace stays at most
+// kFp8GemmChunkRows x n (each chunk reads the weight again: at 2048 rows
+// that is one byte a 4096 FLOPs of the chunk's product).
+inline constexpr int64_t kFp8GemmChunkRows = 2048;
+
 struct WorkspaceSizes {
   int64_t residual = 0;       // [tokens, hidden]
   int64_t normed = 0;         // [tokens, hidden]
@@ -58,12 +64,14 @@ struct WorkspaceSizes {
   int64_t meta = 0;           // StepLayout::size_bytes
   int64_t rope = 0;           // fp32 [head_dim / 2] inverse frequencies
   int64_t cublas = 0;
-  int64_t int4_gemm = 0;     // Int4Gemm's split-K workspace (4-bit weights only)
-  int64_t int4_gather = 0;   // BF16 [kInt4GemmMaxRows, k] of the widest act-order
-                             // 4-bit projection's input (GatherColumns); 0 without
-  int64_t int4_dequant = 0;  // BF16 [n, k] of the largest 4-bit projection: steps
-                             // of more than kInt4GemmMaxRows rows dequantize
-                             // each 4-bit weight here for cuBLAS
+  int64_t int4_gemm = 0;    // Int4Gemm's split-K workspace (4-bit weights only)
+  int64_t int4_gather = 0;  // BF16 [kInt4GemmMaxRows, k] of the widest act-order
+                            // 4-bit projection's input (GatherColumns); 0 without
+  int64_t dequant = 0;      // BF16 [n, k] of the largest 4-bit or FP8 projection:
+                            // steps of more rows than their kernels take
+                            // dequantize each such weight here for cuBLAS
+  int64_t fp8_gemm = 0;     // Fp8Gemm's workspace for kFp8GemmChunkRows rows of
+                            // the widest row-scaled FP8 projection (W8A8)
   int64_t Total() const;
 };
 

@@ -1,4 +1,4 @@
-// FillUniformBf16, FillRandomWords, FillInt4Scales (see cuda_weights.h):
+// FillUniformBf16, FillRandomWords, FillInt4Scales, FillFp8 (see cuda_weights.h):
 // splitmix64 of (seed, index), 24 bits to a uniform in [-1, 1), one thread
 // per value in a grid-stride loop.
 // Tested through tests/gpu/cuda_model_runner_test.cc (synthetic runners).
@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include "engine/common/fp8.h"
 #include "engine/kernels/cuda_check.h"
 #include "engine/runtime/cuda/cuda_weights.h"
 
@@ -66,6 +67,24 @@ __global__ void FillInt4ScalesKernel(uint32_t* scales, uint32_t* offsets, int64_
   }
 }
 
+__global__ void FillFp8CodesKernel(uint32_t* out, int64_t n, uint64_t seed) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    uint32_t word = 0;
+    for (int b = 0; b < 4; ++b) {
+      word |= static_cast<uint32_t>(FloatToE4m3(kE4m3Max * Uniform(seed, 4 * i + b))) << (8 * b);
+    }
+    out[i] = word;
+  }
+}
+
+__global__ void FillScalesKernel(float* out, int64_t n, uint64_t seed, float scale) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    out[i] = scale * (1.0f + 0.5f * Uniform(seed, i));
+  }
+}
+
 int GridFor(int64_t n) { return static_cast<int>(std::min<int64_t>((n + 255) / 256, 132 * 32)); }
 
 }  // namespace
@@ -83,6 +102,24 @@ absl::Status FillInt4Scales(void* scales, void* offsets, int64_t n, uint64_t see
   FillInt4ScalesKernel<<<GridFor(n), 256, 0, stream>>>(
       static_cast<uint32_t*>(scales), static_cast<uint32_t*>(offsets), n, seed, scale, kind);
   CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  return absl::OkStatus();
+}
+
+absl::Status FillFp8(void* codes, int64_t num_codes, float* scales, int64_t num_scales,
+                     uint64_t seed, float scale, cudaStream_t stream) {
+  if (num_codes % 4 != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("FillFp8: ", num_codes, " codes, not whole words"));
+  }
+  if (num_codes > 0) {
+    FillFp8CodesKernel<<<GridFor(num_codes / 4), 256, 0, stream>>>(static_cast<uint32_t*>(codes),
+                                                                   num_codes / 4, seed);
+    CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  }
+  if (num_scales > 0) {
+    FillScalesKernel<<<GridFor(num_scales), 256, 0, stream>>>(scales, num_scales, ~seed, scale);
+    CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  }
   return absl::OkStatus();
 }
 

@@ -99,6 +99,29 @@ absl::Status LoadBf16Projection(HostTensorSource& source, Projection p, int64_t 
   return Upload(w.data, fused.data(), w.n * w.k * 2);
 }
 
+// One FP8 projection: its parts' codes and scales stacked ([q; k; v],
+// [gate; up]) exactly as stored.
+absl::Status LoadFp8Projection(HostTensorSource& source, Projection p, int64_t layer,
+                               const CudaWeight& w) {
+  std::vector<Fp8Matrix> parts;
+  for (TensorPart part : ProjectionParts(p)) {
+    ASSIGN_OR_RETURN(Fp8Matrix m, source.Fp8(part, layer));
+    parts.push_back(std::move(m));
+  }
+  std::vector<const Fp8Matrix*> pointers;
+  for (const Fp8Matrix& m : parts) pointers.push_back(&m);
+  Fp8Matrix fused;
+  RETURN_IF_ERROR(StackFp8Rows(pointers, Where(p, layer), &fused));
+  if (fused.n != w.n || fused.k != w.k || fused.scales_kind != w.spec.fp8_scales) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(Where(p, layer), ": fp8 parts make [", fused.n, ", ", fused.k, "] with ",
+                     Fp8ScalesName(fused.scales_kind), " scales; the projection is [", w.n, ", ",
+                     w.k, "] with ", Fp8ScalesName(w.spec.fp8_scales), " scales"));
+  }
+  RETURN_IF_ERROR(Upload(w.data, fused.codes.data(), w.n * w.k));
+  return Upload(w.scales, fused.scales.data(), static_cast<int64_t>(fused.scales.size()) * 4);
+}
+
 // Where part `part` (n rows, after `row` rows of the parts before it) goes
 // in projection p's fused weight: gate and up interleaved by 8, the rest one
 // after the other.
@@ -212,6 +235,11 @@ absl::StatusOr<std::vector<float>> HostTensorSource::F32Rows(TensorPart part, in
   return std::vector<float>(all.begin() + begin * cols, all.begin() + (begin + count) * cols);
 }
 
+absl::StatusOr<Fp8Matrix> HostTensorSource::Fp8(TensorPart part, int64_t layer) {
+  return absl::UnimplementedError(
+      absl::StrCat("layer ", layer, ": this weight source holds no FP8 tensors"));
+}
+
 namespace {
 
 class CheckpointSource : public HostTensorSource {
@@ -221,6 +249,11 @@ class CheckpointSource : public HostTensorSource {
     ASSIGN_OR_RETURN(const ResolvedTensor t, ResolveTensor(checkpoint_, part, layer));
     Remember(t);
     return ReadTensorF32(t);
+  }
+  absl::StatusOr<Fp8Matrix> Fp8(TensorPart part, int64_t layer) override {
+    ASSIGN_OR_RETURN(const ResolvedTensor t, ResolveTensor(checkpoint_, part, layer));
+    Remember(t);
+    return ReadTensorFp8(t);
   }
   absl::StatusOr<Int4Matrix> Int4(TensorPart part, int64_t layer) override {
     ASSIGN_OR_RETURN(const ResolvedTensor t, ResolveTensor(checkpoint_, part, layer));
@@ -275,6 +308,11 @@ class CheckpointSource : public HostTensorSource {
  private:
   void Remember(const ResolvedTensor& t) {
     if (t.view != nullptr) read_.push_back(t.view);
+    if (t.hf_fp8.has_value()) {
+      for (const TensorView* v : {t.hf_fp8->weight, t.hf_fp8->scale}) {
+        if (v != nullptr) read_.push_back(v);
+      }
+    }
     if (!t.hf_int4.has_value()) return;
     for (const TensorView* v :
          {t.hf_int4->packed, t.hf_int4->scales, t.hf_int4->zeros, t.hf_int4->g_idx}) {
@@ -318,6 +356,21 @@ absl::StatusOr<std::optional<ProjectionSpec>> Int4ProjectionSpec(const Checkpoin
   return spec;
 }
 
+// The FP8 spec of a projection whose parts are all FP8 with one scale kind;
+// nullopt otherwise.
+absl::StatusOr<std::optional<ProjectionSpec>> Fp8ProjectionSpec(const Checkpoint& checkpoint,
+                                                                Projection projection,
+                                                                int64_t layer) {
+  std::optional<Fp8Scales> kind;
+  for (TensorPart part : ProjectionParts(projection)) {
+    ASSIGN_OR_RETURN(const ResolvedTensor t, ResolveTensor(checkpoint, part, layer));
+    const std::optional<Fp8Scales> form = Fp8FormOf(t);
+    if (!form.has_value() || (kind.has_value() && *kind != *form)) return std::nullopt;
+    kind = form;
+  }
+  return ProjectionSpec{.format = WeightFormat::kFp8, .fp8_scales = *kind};
+}
+
 }  // namespace
 
 std::vector<TensorPart> ProjectionParts(Projection projection) {
@@ -350,6 +403,12 @@ absl::StatusOr<ModelWeightsSpec> CheckpointWeightsSpec(const Checkpoint& checkpo
                        Int4ProjectionSpec(checkpoint, projection, layer));
       if (int4.has_value() && CheckInt4Shape(c, projection, int4->group).ok()) {
         spec.layers[layer][p] = *int4;
+        continue;
+      }
+      ASSIGN_OR_RETURN(const std::optional<ProjectionSpec> fp8,
+                       Fp8ProjectionSpec(checkpoint, projection, layer));
+      if (fp8.has_value() && CheckFp8Shape(c, projection, fp8->fp8_scales).ok()) {
+        spec.layers[layer][p] = *fp8;
       }
     }
   }
@@ -372,10 +431,18 @@ absl::StatusOr<CudaWeights> LoadWeights(const ModelConfig& c, const ModelWeights
     RETURN_IF_ERROR(UploadBf16(source, TensorPart::kFfnNorm, layer, h, l.ffn_norm));
     for (int p = 0; p < kNumProjections; ++p) {
       const CudaWeight& cw = l.proj[p];
-      RETURN_IF_ERROR(cw.spec.format == WeightFormat::kBf16
-                          ? LoadBf16Projection(source, static_cast<Projection>(p), layer, cw)
-                          : LoadInt4Projection(source, static_cast<Projection>(p), layer, cw, pool,
-                                               &staging[p]));
+      const Projection projection = static_cast<Projection>(p);
+      switch (cw.spec.format) {
+        case WeightFormat::kBf16:
+          RETURN_IF_ERROR(LoadBf16Projection(source, projection, layer, cw));
+          break;
+        case WeightFormat::kInt4:
+          RETURN_IF_ERROR(LoadInt4Projection(source, projection, layer, cw, pool, &staging[p]));
+          break;
+        case WeightFormat::kFp8:
+          RETURN_IF_ERROR(LoadFp8Projection(source, projection, layer, cw));
+          break;
+      }
     }
     if (l.bqkv == nullptr) continue;
     const int64_t q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;

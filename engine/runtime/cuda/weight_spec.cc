@@ -31,6 +31,7 @@ const char* ProjectionName(Projection p) {
 
 std::string ProjectionSpec::Name() const {
   if (format == WeightFormat::kBf16) return "bf16";
+  if (format == WeightFormat::kFp8) return fp8_scales == Fp8Scales::kRow ? "fp8" : "fp8 block128";
   const char* kind = offsets == Int4Offsets::kSymmetric ? ""
                      : offsets == Int4Offsets::kZero    ? " zero"
                                                         : " min";
@@ -60,6 +61,9 @@ std::array<int64_t, 2> ProjectionShape(const ModelConfig& c, Projection projecti
 
 int64_t ProjectionBytes(const ProjectionSpec& spec, int64_t n, int64_t k) {
   if (spec.format == WeightFormat::kBf16) return Align(n * k * 2);
+  if (spec.format == WeightFormat::kFp8) {
+    return Align(n * k) + Align(Fp8ScaleCount(n, k, spec.fp8_scales) * 4);
+  }
   return Align(Int4CodeBytes(n, k)) + Align(Int4ScaleBytes(n, k, spec.group)) +
          Align(Int4OffsetBytes(n, k, spec.group, spec.offsets)) +
          (spec.act_order ? Align(k * 4) : 0);
@@ -81,6 +85,25 @@ absl::Status CheckInt4Shape(const ModelConfig& c, Projection projection, int32_t
       "size a multiple of 32 dividing the columns"));
 }
 
+absl::Status CheckFp8Shape(const ModelConfig& c, Projection projection, Fp8Scales scales) {
+  const auto [n, k] = ProjectionShape(c, projection);
+  bool ok = k % 16 == 0;
+  if (scales == Fp8Scales::kBlock128) {
+    if (projection == Projection::kQkv) {
+      ok = ok && (c.num_heads * c.head_dim) % kFp8Block == 0 &&
+           (c.num_kv_heads * c.head_dim) % kFp8Block == 0;
+    } else if (projection == Projection::kGateUp) {
+      ok = ok && c.intermediate_size % kFp8Block == 0;
+    }
+  }
+  if (ok) return absl::OkStatus();
+  return absl::UnimplementedError(absl::StrCat(
+      c.name, ": the ", ProjectionName(projection), " projection [", n, ", ", k,
+      "] cannot be FP8 with ", Fp8ScalesName(scales),
+      " scales; FP8 weights need columns % 16 == 0, and with 128 x 128 block scales the parts of "
+      "a fused projection (q, k, v; gate, up) in whole 128-row blocks"));
+}
+
 absl::StatusOr<WeightBytes> CountWeightBytes(const ModelConfig& c, const ModelWeightsSpec& spec) {
   if (static_cast<int64_t>(spec.layers.size()) != c.num_layers) {
     return absl::InvalidArgumentError(
@@ -97,6 +120,8 @@ absl::StatusOr<WeightBytes> CountWeightBytes(const ModelConfig& c, const ModelWe
       const auto [n, k] = ProjectionShape(c, static_cast<Projection>(p));
       if (layer[p].format == WeightFormat::kInt4) {
         RETURN_IF_ERROR(CheckInt4Shape(c, static_cast<Projection>(p), layer[p].group));
+      } else if (layer[p].format == WeightFormat::kFp8) {
+        RETURN_IF_ERROR(CheckFp8Shape(c, static_cast<Projection>(p), layer[p].fp8_scales));
       }
       add(layer[p].Name(), ProjectionBytes(layer[p], n, k));
     }
@@ -118,6 +143,10 @@ std::string WeightBytes::ToString() const {
 
 absl::StatusOr<ProjectionSpec> ParseProjectionSpec(absl::string_view text) {
   if (text == "bf16") return ProjectionSpec{};
+  if (text == "fp8") return ProjectionSpec{.format = WeightFormat::kFp8};
+  if (text == "fp8-block128") {
+    return ProjectionSpec{.format = WeightFormat::kFp8, .fp8_scales = Fp8Scales::kBlock128};
+  }
   ProjectionSpec s{.format = WeightFormat::kInt4, .group = 128};
   std::vector<absl::string_view> parts = absl::StrSplit(text, '-');
   bool ok = parts[0] == "int4";
@@ -137,7 +166,8 @@ absl::StatusOr<ProjectionSpec> ParseProjectionSpec(absl::string_view text) {
   if (!ok) {
     return absl::InvalidArgumentError(
         absl::StrCat("weight format \"", text,
-                     "\": expected bf16 or int4[-g<group, a multiple of 32>][-zero|-min][-act] "
+                     "\": expected bf16, fp8, fp8-block128 or "
+                     "int4[-g<group, a multiple of 32>][-zero|-min][-act] "
                      "(e.g. int4, int4-g64, int4-g32-zero, int4-zero-act)"));
   }
   return s;

@@ -1,6 +1,7 @@
 // The formats of a model's weights on the CUDA backend, decided before any
 // memory is planned: a projection (qkv, o, gate_up, down of each layer) is
-// BF16 or 4-bit (int4_layout.h: group size and offset kind); embeddings, the
+// BF16, 4-bit (int4_layout.h: group size and offset kind) or FP8 E4M3
+// (fp8_weight.h: row or 128 x 128 block scales); embeddings, the
 // LM head, norms and biases are BF16. The memory plan counts bytes from here
 // (per format, for its printout), and the runner carves its weights from
 // here, so the two cannot disagree. Plain C++.
@@ -16,12 +17,13 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "engine/kernels/fp8_weight.h"
 #include "engine/kernels/int4_layout.h"
 #include "engine/model/model_config.h"
 
 namespace onecard::engine {
 
-enum class WeightFormat : uint8_t { kBf16, kInt4 };
+enum class WeightFormat : uint8_t { kBf16, kInt4, kFp8 };
 
 // Where a weight lives (the offload issue adds pinned host memory).
 enum class Residency : uint8_t { kDevice };
@@ -34,7 +36,9 @@ struct ProjectionSpec {
   // Int4Matrix::columns); the weight carries the column map and the runner
   // gathers its input by it (gather_columns.h).
   bool act_order = false;
-  // "bf16", "int4 g128", "int4 g32 zero", "int4 g32 min", "int4 g128 zero act-order"
+  Fp8Scales fp8_scales = Fp8Scales::kRow;  // kFp8
+  // "bf16", "int4 g128", "int4 g32 zero", "int4 g32 min", "int4 g128 zero act-order",
+  // "fp8", "fp8 block128"
   std::string Name() const;
   bool operator==(const ProjectionSpec&) const = default;
 };
@@ -71,9 +75,15 @@ absl::StatusOr<WeightBytes> CountWeightBytes(const ModelConfig& config,
 // error names the projection and the supported shapes.
 absl::Status CheckInt4Shape(const ModelConfig& config, Projection projection, int32_t group);
 
+// Whether FP8 weights take this projection's shape: columns % 16 == 0 (the
+// GEMV's 16-code loads; cuBLASLt's FP8 alignment), and for block scales the
+// parts of a fused projection whole 128-row blocks (q, k, v; gate, up).
+absl::Status CheckFp8Shape(const ModelConfig& config, Projection projection, Fp8Scales scales);
+
 // "int4" (group 128, symmetric), "int4-g64", "int4-g32-zero", "int4-zero-act"
-// (act order: a seeded random column map), "bf16": the weight formats the
-// synthetic models and the bench presets take.
+// (act order: a seeded random column map), "fp8" (row scales),
+// "fp8-block128", "bf16": the weight formats the synthetic models and the
+// bench presets take.
 absl::StatusOr<ProjectionSpec> ParseProjectionSpec(absl::string_view text);
 
 }  // namespace onecard::engine

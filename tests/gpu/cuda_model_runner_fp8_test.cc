@@ -1,0 +1,167 @@
+// The CUDA runner with FP8 E4M3 projections against the CPU runner given the
+// same weights' fp32 values (code value times scale, exactly):
+// - the golden checkpoints tiny_llama and tiny_qwen2 quantized here (a scale
+//   a row, amax / 448; round to nearest even): qkv and gate_up with row
+//   scales, o and down with 128 x 128 block scales (their parts' rows are
+//   not whole blocks, so a fused projection cannot take them), so one model
+//   mixes both kinds;
+// - with fp8_compute kW8A16 (steps past the GEMV's rows dequantize the
+//   weight to BF16 for cuBLAS): the golden prompts' logits and 16 greedy
+//   tokens (CompareRunners) and eight sequences decoding five steps
+//   (DecodeStepsMatch), within the BF16 weights' tolerance: the weights are
+//   exact, only activations round to BF16; the greedy steps take the GEMV
+//   with FP8 codes;
+// - with kW8A8 (activations quantized per token to E4M3 for the FP8 tensor
+//   cores; block-scaled o and down still W8A16): the prompts' last-position
+//   logits within kW8A8RelativeError of the CPU's (relative RMS of the
+//   difference), and the memory plan names both FP8 kinds.
+#include <cmath>
+#include <map>
+#include <utility>
+
+#include "engine/common/fp8.h"
+#include "engine/kernels/fp8_weight.h"
+#include "engine/model/model_weights.h"
+#include "engine/runtime/cpu/cpu_model_runner.h"
+#include "engine/runtime/cuda/cuda_model_runner.h"
+#include "gtest/gtest.h"
+#include "tests/gpu/runner_test_util.h"
+#include "tests/testing/all_close.h"
+
+namespace onecard::engine {
+namespace {
+
+using onecard::testing::SourcePath;
+
+// E4M3's 3 mantissa bits on every activation of the quantized projections.
+constexpr double kW8A8RelativeError = 0.1;
+
+class Fp8Source : public HostTensorSource {
+ public:
+  Fp8Source(ModelWeightsF32 f32, std::map<std::pair<TensorPart, int64_t>, Fp8Matrix> fp8)
+      : f32_(std::move(f32)), fp8_(std::move(fp8)) {}
+  absl::StatusOr<std::vector<float>> F32(TensorPart part, int64_t layer) override {
+    return *PartWeights(f32_, part, layer);
+  }
+  absl::StatusOr<Int4Matrix> Int4(TensorPart, int64_t) override {
+    return absl::NotFoundError("no 4-bit weights");
+  }
+  absl::StatusOr<Fp8Matrix> Fp8(TensorPart part, int64_t layer) override {
+    auto it = fp8_.find({part, layer});
+    if (it == fp8_.end()) return absl::NotFoundError("not quantized");
+    return it->second;
+  }
+
+ private:
+  ModelWeightsF32 f32_;
+  std::map<std::pair<TensorPart, int64_t>, Fp8Matrix> fp8_;
+};
+
+// v [n, k] to E4M3 with `kind` scales (amax / 448 of the row or block).
+Fp8Matrix QuantizeFp8(const std::vector<float>& v, int64_t n, int64_t k, Fp8Scales kind) {
+  Fp8Matrix m{.n = n, .k = k, .scales_kind = kind};
+  m.scales.assign(Fp8ScaleCount(n, k, kind), 0.0f);
+  const int64_t blocks = (k + kFp8Block - 1) / kFp8Block;
+  auto scale_of = [&](int64_t r, int64_t c) -> float& {
+    return kind == Fp8Scales::kRow ? m.scales[r]
+                                   : m.scales[(r / kFp8Block) * blocks + c / kFp8Block];
+  };
+  for (int64_t r = 0; r < n; ++r) {
+    for (int64_t c = 0; c < k; ++c)
+      scale_of(r, c) = std::max(scale_of(r, c), std::abs(v[r * k + c]));
+  }
+  for (float& s : m.scales) s = s > 0.0f ? s / kE4m3Max : 1.0f;
+  m.codes.resize(n * k);
+  for (int64_t r = 0; r < n; ++r) {
+    for (int64_t c = 0; c < k; ++c) m.codes[r * k + c] = FloatToE4m3(v[r * k + c] / scale_of(r, c));
+  }
+  return m;
+}
+
+struct Quantized {
+  ModelConfig config;
+  ModelWeightsSpec spec;
+  std::unique_ptr<ModelRunner> cpu;
+  std::unique_ptr<CudaModelRunner> w8a16;
+  std::unique_ptr<CudaModelRunner> w8a8;
+};
+
+void Quantize(const std::string& path, Quantized* out) {
+  absl::StatusOr<Checkpoint> ckpt = OpenCheckpoint(SourcePath(path));
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  absl::StatusOr<ModelWeightsF32> w = LoadWeightsF32(*ckpt);
+  ASSERT_TRUE(w.ok()) << w.status();
+  const ModelConfig& c = ckpt->config;
+  out->config = c;
+  out->spec = ModelWeightsSpec::Uniform(c, {});
+  std::map<std::pair<TensorPart, int64_t>, Fp8Matrix> fp8;
+  int blocked = 0;
+  for (int64_t layer = 0; layer < c.num_layers; ++layer) {
+    for (int p = 0; p < kNumProjections; ++p) {
+      const Projection projection = static_cast<Projection>(p);
+      const bool single = projection == Projection::kO || projection == Projection::kDown;
+      const Fp8Scales kind = single ? Fp8Scales::kBlock128 : Fp8Scales::kRow;
+      ASSERT_TRUE(CheckFp8Shape(c, projection, kind).ok()) << path << " projection " << p;
+      out->spec.layers[layer][p] = {.format = WeightFormat::kFp8, .fp8_scales = kind};
+      blocked += single;
+      for (TensorPart part : ProjectionParts(projection)) {
+        std::vector<float>& v = *PartWeights(*w, part, layer);
+        const int64_t k = ProjectionShape(c, projection)[1];
+        const int64_t n = static_cast<int64_t>(v.size()) / k;
+        Fp8Matrix m = QuantizeFp8(v, n, k, kind);
+        ASSERT_TRUE(m.Validate(path).ok());
+        for (int64_t r = 0; r < n; ++r) {
+          for (int64_t col = 0; col < k; ++col) v[r * k + col] = m.Value(r, col);
+        }
+        fp8[{part, layer}] = std::move(m);
+      }
+    }
+  }
+  ASSERT_GT(blocked, 0);
+  absl::StatusOr<std::unique_ptr<ModelRunner>> cpu =
+      CreateCpuModelRunnerFromWeights(c, *w, CpuRunnerOptions{});
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  out->cpu = *std::move(cpu);
+  for (Fp8Compute compute : {Fp8Compute::kW8A16, Fp8Compute::kW8A8}) {
+    Fp8Source source(*w, fp8);
+    CudaRunnerOptions o = TestOptions();
+    o.fp8_compute = compute;
+    absl::StatusOr<std::unique_ptr<CudaModelRunner>> gpu =
+        CreateCudaModelRunnerFromSource(c, out->spec, source, o);
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    (compute == Fp8Compute::kW8A8 ? out->w8a8 : out->w8a16) = *std::move(gpu);
+  }
+}
+
+TEST(CudaModelRunnerFp8Test, QuantizedTinyCheckpointsMatchCpu) {
+  for (const char* path : {"tests/golden/tiny_llama", "tests/golden/tiny_qwen2"}) {
+    SCOPED_TRACE(path);
+    Quantized q;
+    Quantize(path, &q);
+    if (HasFatalFailure()) return;
+    const std::string plan = q.w8a16->memory_plan().ToString();
+    EXPECT_NE(plan.find("fp8 block128"), std::string::npos) << plan;
+    const std::string label = std::string(path) + " fp8 w8a16";
+    CompareRunners(*q.cpu, *q.w8a16, q.config, path, label);
+    DecodeStepsMatch(*q.cpu, *q.w8a16, q.config, label);
+    for (const Prompt& p : GoldenPrompts(path)) {
+      OneSequence cpu_seq(q.cpu.get(), 16), gpu_seq(q.w8a8.get(), 16);
+      absl::StatusOr<std::vector<float>> want = cpu_seq.Run(p.ids, false);
+      absl::StatusOr<std::vector<float>> got = gpu_seq.Run(p.ids, false);
+      ASSERT_TRUE(want.ok() && got.ok()) << want.status() << got.status();
+      ASSERT_EQ(want->size(), got->size());
+      double diff = 0, norm = 0;
+      for (size_t i = 0; i < want->size(); ++i) {
+        diff += std::pow((*got)[i] - (*want)[i], 2);
+        norm += std::pow((*want)[i], 2);
+      }
+      const double relative = std::sqrt(diff / norm);
+      std::printf("%s w8a8 prompt %s (%zu tokens): last logits' relative RMS error %.4f\n", path,
+                  p.name.c_str(), p.ids.size(), relative);
+      EXPECT_LT(relative, kW8A8RelativeError) << p.name;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace onecard::engine
