@@ -1,14 +1,17 @@
 // Scenarios "decode-8b-bf16", "decode-8b-int4", "decode-70b-int4",
-// "decode-70b-int4-48g", "decode-72b-int4", "decode-123b-int4"
+// "decode-70b-int4-48g", "decode-72b-int4", "decode-123b-int4",
+// "decode-8b-fp8", "decode-70b-fp8", "decode-123b-fp8"
 // (../shared/benchmarks.md): the
 // synthetic model (llama3-8b BF16; llama3-8b / llama3-70b / qwen2-72b /
-// mistral-large-123b with 4-bit projections, groups of 128, symmetric), a
+// mistral-large-123b with 4-bit projections, groups of 128, symmetric, or
+// FP8 E4M3 projections with a scale a row), a
 // 128-token prompt per sequence, then 256 greedy decode steps sampled on the
 // GPU, at each preset's batches; CUDA graphs on (decode-70b-int4-48g: under
 // a 48 GiB budget). Reports tok/s
 // against the floor of the same work computed from this run's ceilings: per
 // step the larger of (weights + KV read and written) / copy bandwidth and
-// FLOPs / GEMM rate, summed over the steps; ms per step (wall, and on the
+// FLOPs / GEMM rate (FP8 presets past 4 rows: the E4M3 rate), summed over
+// the steps; ms per step (wall, and on the
 // device from the metadata copy to the tokens' copy); the achieved
 // bandwidth against the copy bandwidth. Then, at batch 1 and 32, 48 more
 // steps with graphs off and 48 with graphs on: the host's enqueue time per
@@ -20,6 +23,7 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <string_view>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -27,6 +31,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "engine/common/status_macros.h"
+#include "engine/kernels/gemv.h"
 #include "engine/runtime/cuda/cuda_model_runner.h"
 #include "tools/bench/bench_registry.h"
 #include "tools/bench/bench_report.h"
@@ -57,6 +62,11 @@ absl::Status MeasureBatch(const Preset& preset, const engine::ModelWeightsSpec& 
   RETURN_IF_ERROR(driver.Prefill());
   double total_ms = 0, floor_s = 0, bytes = 0;
   std::vector<double> step_ms, gpu_ms, runner_ms, enqueue_us;
+  // FP8 weights: the FP8 matrix rate where the step multiplies in FP8 (W8A8,
+  // past the GEMV's rows); the bf16 rate otherwise.
+  const bool fp8_products = std::string_view(preset.weights).starts_with("fp8") &&
+                            batch > engine::kGemvMaxRows && ceil.gemm_fp8_flops_per_s > 0;
+  const double matrix_rate = fp8_products ? ceil.gemm_fp8_flops_per_s : ceil.gemm_flops_per_s;
   if (power != nullptr) power->Start();
   for (int32_t i = 0; i < kSteps; ++i) {
     const int64_t context = driver.position() + 1;
@@ -71,7 +81,7 @@ absl::Status MeasureBatch(const Preset& preset, const engine::ModelWeightsSpec& 
       const double step_bytes = DecodeStepBytes(c, spec, batch, context);
       bytes += step_bytes;
       floor_s += std::max(step_bytes / ceil.copy_bytes_per_s,
-                          DecodeStepFlops(c, batch, context) / ceil.gemm_flops_per_s);
+                          DecodeStepFlops(c, batch, context) / matrix_rate);
     }
   }
   const PowerMonitor::Summary board = power != nullptr ? power->Stop() : PowerMonitor::Summary{};
@@ -170,6 +180,9 @@ const Preset kPresets[] = {
     {"decode-70b-int4-48g", "llama3-70b", "int4", {1, 8}, 48},
     {"decode-72b-int4", "qwen2-72b", "int4", {1, 8, 16, 32, 64, 128}},
     {"decode-123b-int4", "mistral-large-123b", "int4", {1, 8, 16, 32, 64, 128}},
+    {"decode-8b-fp8", "llama3-8b", "fp8", {1, 8, 16, 32, 64, 128}},
+    {"decode-70b-fp8", "llama3-70b", "fp8", {1, 8, 16, 32, 64, 128}},
+    {"decode-123b-fp8", "mistral-large-123b", "fp8", {1, 8, 32}},
 };
 
 const bool kRegistered = [] {
