@@ -80,6 +80,8 @@ struct CudaRunnerOptions {
   // Checkpoints: keep 4-bit projections (GGUF Q4_0 / Q4_1 / Q4_K, HF 4-bit) 4-bit (true), or
   // expand every projection to BF16 (false: 3-4x the memory, the BF16 kernels).
   bool keep_int4 = true;
+  // FP8 projections of steps past the GEMV's rows (model_runner.h).
+  Fp8Compute fp8_compute = Fp8Compute::kW8A8;
   bool print_plan = true;  // the memory plan to stderr at creation
 };
 
