@@ -148,6 +148,9 @@ struct EngineOptions {
   // kNative as the file stores them where the cpu kernels multiply that
   // format, kF32 all dequantized (the oracle). The cuda backend ignores it.
   CpuWeightFormat cpu_weight_format = CpuWeightFormat::kNative;
+  // cuda backend: how FP8 projections are multiplied in steps past the GEMV
+  // (model_runner.h); the cpu backend ignores it.
+  Fp8Compute fp8_compute = Fp8Compute::kW8A8;
   int64_t gpu_memory_budget = 0;  // cuda backend: bytes; 0 = the card's free memory
   // cuda backend: time the decode buckets' GEMM forms at startup and keep
   // the fastest (docs/cuda.md). The choice is by timing, so two engines may

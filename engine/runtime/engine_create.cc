@@ -46,6 +46,7 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> CreateModelRunner(const Checkpoint&
     cuda.max_batched_tokens = options.max_batched_tokens;
     cuda.tune_gemms = options.tune_gemms;
     cuda.tuning_cache = options.tuning_cache;
+    cuda.fp8_compute = options.fp8_compute;
     return CreateCudaModelRunner(checkpoint, cuda);
 #else
     return absl::UnimplementedError(

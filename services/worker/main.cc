@@ -39,9 +39,15 @@ ABSL_FLAG(int32_t, threads, -1, "CPU backend threads (0 = all cores)");
 ABSL_FLAG(std::string, cpu_weights, "",
           "CPU backend: native (a GGUF file's quantized weights as stored; default) or f32 "
           "(every weight dequantized to fp32: the reference)");
+ABSL_FLAG(std::string, fp8_compute, "",
+          "CUDA backend: how FP8 projections multiply past the GEMV's rows: w8a8 (activations "
+          "in E4M3, FP8 tensor cores; default) or w8a16 (weights dequantized to BF16)");
 ABSL_FLAG(int32_t, kv_block_size, -1, "Tokens per KV block");
 ABSL_FLAG(int64_t, kv_blocks, -1, "KV blocks in the pool (0 = from --kv-cache-mib)");
 ABSL_FLAG(int64_t, kv_cache_mib, -1, "KV cache size in MiB");
+ABSL_FLAG(std::string, kv_cache_dtype, "",
+          "How K and V are held: auto (the backend's own: cpu fp32, cuda BF16; default), bf16, "
+          "or fp8 (E4M3, scale 1; cpu backend)");
 ABSL_FLAG(std::string, prefix_caching, "", "true or false");
 ABSL_FLAG(int32_t, max_num_seqs, -1, "Sequences per engine step");
 ABSL_FLAG(int32_t, max_batched_tokens, -1, "Token budget per engine step");
@@ -70,11 +76,12 @@ const CommandLineSpec kCommandLine = {
                {"Model",
                 {"model", "model_name", "backend", "threads", "cpu_weights", "default_max_tokens"}},
                {"Network", {"listen", "metrics_listen", "control_plane", "advertise", "worker_id"}},
-               {"KV cache", {"kv_block_size", "kv_blocks", "kv_cache_mib", "prefix_caching"}},
+               {"KV cache",
+                {"kv_block_size", "kv_blocks", "kv_cache_mib", "kv_cache_dtype", "prefix_caching"}},
                {"Scheduler and admission",
                 {"max_num_seqs", "max_batched_tokens", "max_context", "max_waiting",
                  "kv_watermark"}},
-               {"CUDA backend", {"gpu_memory_budget", "tune_gemms", "tuning_cache"}},
+               {"CUDA backend", {"gpu_memory_budget", "tune_gemms", "tuning_cache", "fp8_compute"}},
                ServiceIdentityFlagGroup(),
                {"Shutdown", {"grace_period"}}},
     .epilog = ServiceHelpEpilog()};
@@ -88,7 +95,10 @@ void OverrideStrings(v1::WorkerConfig* c) {
   set(absl::GetFlag(FLAGS_model), c->mutable_model_path());
   set(absl::GetFlag(FLAGS_model_name), c->mutable_model_name());
   set(absl::GetFlag(FLAGS_backend), c->mutable_backend());
-  set(absl::GetFlag(FLAGS_cpu_weights), c->mutable_cpu_weights());  // checked with the config
+  // These three are checked with the config.
+  set(absl::GetFlag(FLAGS_cpu_weights), c->mutable_cpu_weights());
+  set(absl::GetFlag(FLAGS_kv_cache_dtype), c->mutable_kv_cache_dtype());
+  set(absl::GetFlag(FLAGS_fp8_compute), c->mutable_fp8_compute());
   set(absl::GetFlag(FLAGS_listen), c->mutable_listen_address());
   set(absl::GetFlag(FLAGS_metrics_listen), c->mutable_metrics_listen_address());
   set(absl::GetFlag(FLAGS_control_plane), c->mutable_control_plane_address());

@@ -35,6 +35,8 @@ absl::Status Prefixed(absl::Status status) {
 absl::Status ValidateEngineFields(const v1::WorkerConfig& c) {
   RETURN_IF_ERROR(CheckThreads("num_threads", c.num_threads()));
   RETURN_IF_ERROR(engine::ParseCpuWeightFormat(c.cpu_weights(), "cpu_weights").status());
+  RETURN_IF_ERROR(engine::ParseKvCacheDtype(c.kv_cache_dtype(), "kv_cache_dtype").status());
+  RETURN_IF_ERROR(engine::ParseFp8Compute(c.fp8_compute(), "fp8_compute").status());
   const v1::KvCacheConfig& kv = c.kv_cache();
   RETURN_IF_ERROR(CheckRange("kv_cache.block_size", kv.block_size(), 1, kMaxKvBlockSize));
   RETURN_IF_ERROR(
@@ -82,6 +84,12 @@ void ApplyWorkerDefaults(v1::WorkerConfig* c) {
   if (c->cpu_weights().empty()) {
     c->set_cpu_weights(engine::CpuWeightFormatName(engine::CpuWeightFormat::kNative));
   }
+  if (c->kv_cache_dtype().empty()) {
+    c->set_kv_cache_dtype(engine::KvCacheDtypeName(engine::KvCacheDtype::kAuto));
+  }
+  if (c->fp8_compute().empty()) {
+    c->set_fp8_compute(engine::Fp8ComputeName(engine::Fp8Compute::kW8A8));
+  }
   if (c->listen_address().empty()) c->set_listen_address("0.0.0.0:50051");
   if (c->metrics_listen_address().empty()) c->set_metrics_listen_address("0.0.0.0:9400");
   v1::KvCacheConfig* kv = c->mutable_kv_cache();
@@ -123,6 +131,10 @@ engine::EngineOptions EngineOptionsFromConfig(const v1::WorkerConfig& c) {
   // Validated by ValidateWorkerConfig (ApplyWorkerDefaults fills it).
   o.cpu_weight_format = engine::ParseCpuWeightFormat(c.cpu_weights(), "cpu_weights")
                             .value_or(engine::CpuWeightFormat::kNative);
+  o.kv_cache_dtype = engine::ParseKvCacheDtype(c.kv_cache_dtype(), "kv_cache_dtype")
+                         .value_or(engine::KvCacheDtype::kAuto);
+  o.fp8_compute =
+      engine::ParseFp8Compute(c.fp8_compute(), "fp8_compute").value_or(engine::Fp8Compute::kW8A8);
   o.kv_block_size = c.kv_cache().block_size();
   o.num_kv_blocks = c.kv_cache().num_blocks();
   o.kv_cache_bytes = c.kv_cache().cache_bytes();

@@ -4,8 +4,8 @@
 // the HTTP API's port on the router's Service and its optional Ingress,
 // termination grace covering preStop + drain, GPU requests and scheduling,
 // the HPA (targets, metrics, behavior), ServiceMonitors, the config files
-// parsed by the services' own typed loader, API keys stored as hashes, and
-// the tuning cache file's volume.
+// parsed by the services' own typed loader (with worker.config's engine
+// options), API keys stored as hashes, and the tuning cache file's volume.
 #include <string>
 #include <utility>
 #include <vector>
@@ -124,6 +124,22 @@ TEST(HelmChartTest, ConfigFilesParseAsTypedConfigAndPointAtTheServices) {
   EXPECT_EQ(PortNamed(Container(metrics, "metrics"), "grpc"), 50060);
   EXPECT_EQ(PortNamed(Container(metrics, "metrics"), "metrics"), 9402);
   EXPECT_EQ(cluster.worker().scheduler().max_num_seqs(), 64);  // from values.yaml's config
+}
+
+// The engine options of worker.config reach the workers' config file as the
+// typed fields: values.yaml's defaults, and what --set gives.
+TEST(HelmChartTest, WorkerConfigCarriesTheEngineOptions) {
+  const v1::OnecardConfig defaults =
+      ParseConfig(FindObject(Render({}), "ConfigMap", "-config"), "onecard.yaml");
+  EXPECT_EQ(defaults.worker().cpu_weights(), "native");
+  EXPECT_EQ(defaults.worker().kv_cache_dtype(), "auto");
+  EXPECT_EQ(defaults.worker().fp8_compute(), "w8a8");
+  const std::vector<json> docs =
+      Render({}, {"worker.config.kv_cache_dtype=bf16", "worker.config.fp8_compute=w8a16"});
+  const v1::OnecardConfig set =
+      ParseConfig(FindObject(docs, "ConfigMap", "-config"), "onecard.yaml");
+  EXPECT_EQ(set.worker().kv_cache_dtype(), "bf16");
+  EXPECT_EQ(set.worker().fp8_compute(), "w8a16");
 }
 
 TEST(HelmChartTest, TheHttpApiHasItsPortOnTheServiceAndAnOptionalIngress) {

@@ -1,12 +1,14 @@
 // onecard: the command-line tool.
 //   onecard generate --model PATH --prompt TEXT [--max-tokens N] [--temperature T]
 //                    [--top-p P] [--top-k K] [--seed S] [--threads N] [--json]
-//   onecard chat --model PATH [--prompt TEXT] [--system TEXT] [same sampling flags]
+//                    [--backend cpu|cuda] [--cpu-weights native|f32]
+//                    [--kv-cache-dtype auto|bf16|fp8] [--fp8-compute w8a8|w8a16]
+//   onecard chat --model PATH [--prompt TEXT] [--system TEXT] [same sampling and model flags]
 //   onecard generate|chat --target HOST:PORT [--api-key KEY] [--priority CLASS] ...
 //                    (a worker or router over gRPC instead of a local engine)
 //   onecard inspect MODEL
 //   onecard perplexity --model PATH --text FILE [--window N] [--stride N]
-//                      [--text-tokens N] [--backend cpu|cuda] [--cpu-weights native|f32]
+//                      [--text-tokens N] [same model flags]
 //   onecard quantize --model HF_DIR|GGUF --out DIR [--format int4|fp8]
 //                    [--method rtn|gptq] [--group-size 128]
 //                    [--sym=true|false] [--calibration FILE] [--calibration-tokens N]
@@ -29,6 +31,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "engine/common/status_macros.h"
 #include "engine/runtime/engine.h"
 #include "engine/runtime/request_validation.h"
 #include "services/common/command_line.h"
@@ -54,6 +57,12 @@ ABSL_FLAG(std::string, backend, "cpu", "cpu or cuda");
 ABSL_FLAG(std::string, cpu_weights, "native",
           "cpu backend: native (a GGUF file's quantized weights as stored, 8-bit activations) or "
           "f32 (every weight dequantized to fp32: the reference)");
+ABSL_FLAG(std::string, kv_cache_dtype, "auto",
+          "how the KV cache holds K and V: auto (the backend's own: cpu fp32, cuda BF16), bf16, "
+          "or fp8 (E4M3, scale 1; cpu backend)");
+ABSL_FLAG(std::string, fp8_compute, "w8a8",
+          "cuda backend: how FP8 projections multiply in steps past the GEMV: w8a8 (activations "
+          "in E4M3, FP8 tensor cores) or w8a16 (weights dequantized to BF16)");
 ABSL_FLAG(int32_t, max_context, 0, "context length served; 0 = the model's");
 ABSL_FLAG(std::string, target, "", "host:port of a worker or router; empty = a local engine");
 ABSL_FLAG(std::string, api_key, "", "--target: the API key (router); default $ONECARD_API_KEY");
@@ -64,9 +73,6 @@ ABSL_FLAG(std::string, text, "",
 ABSL_FLAG(int32_t, window, 1024, "perplexity: tokens a forward pass sees (HF's max_length)");
 ABSL_FLAG(int32_t, stride, 512, "perplexity: tokens the window moves, [1, --window]");
 ABSL_FLAG(int64_t, text_tokens, 0, "perplexity: score the text's first N tokens; 0 = all");
-ABSL_FLAG(std::string, kv_cache_dtype, "auto",
-          "perplexity: how the KV cache holds K and V: auto (the backend's own: cpu fp32, cuda "
-          "BF16), bf16, or fp8 (E4M3, scale 1; cpu backend)");
 ABSL_FLAG(std::string, out, "", "quantize: the output folder (created; its files overwritten)");
 ABSL_FLAG(onecard::tools::QuantizeFormat, format, onecard::tools::QuantizeFormat::kInt4,
           "quantize: int4 (4-bit GPTQ folder) or fp8 (per-channel E4M3, compressed-tensors "
@@ -105,14 +111,15 @@ const onecard::services::CommandLineSpec kCommandLine = {
           "(--format fp8); JSON summary"},
          {"help", "print this help"}},
     .groups = {{"Model (local engine)",
-                {"model", "backend", "threads", "cpu_weights", "max_context"}},
+                {"model", "backend", "threads", "cpu_weights", "kv_cache_dtype", "fp8_compute",
+                 "max_context"}},
                {"Remote (a worker or router)", {"target", "api_key", "priority"}},
                {"Prompt", {"prompt", "system"}},
                {"Sampling",
                 {"max_tokens", "temperature", "top_p", "top_k", "min_p", "repetition_penalty",
                  "seed"}},
                {"Output", {"json"}},
-               {"Perplexity", {"text", "window", "stride", "text_tokens", "kv_cache_dtype"}},
+               {"Perplexity", {"text", "window", "stride", "text_tokens"}},
                {"Quantize",
                 {"out", "format", "method", "group_size", "sym", "calibration",
                  "calibration_tokens", "damp", "allow_requantize"}}},
@@ -164,6 +171,32 @@ std::string ApiKey() {
   return env == nullptr ? "" : env;
 }
 
+// The local engine's options from the flags of generate and chat;
+// InvalidArgument naming the flag.
+absl::StatusOr<onecard::engine::EngineOptions> EngineOptionsFromFlags() {
+  onecard::engine::EngineOptions options;
+  options.model_path = absl::GetFlag(FLAGS_model);
+  options.backend = absl::GetFlag(FLAGS_backend);
+  options.num_threads = absl::GetFlag(FLAGS_threads);
+  options.max_context = absl::GetFlag(FLAGS_max_context);
+  if (options.backend != "cpu" && options.backend != "cuda") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--backend: \"", options.backend, "\" is not one of cpu, cuda"));
+  }
+  if (options.num_threads < 0 || options.max_context < 0) {
+    return absl::InvalidArgumentError("--threads and --max-context: must not be negative");
+  }
+  ASSIGN_OR_RETURN(
+      options.cpu_weight_format,
+      onecard::engine::ParseCpuWeightFormat(absl::GetFlag(FLAGS_cpu_weights), "--cpu-weights"));
+  ASSIGN_OR_RETURN(
+      options.kv_cache_dtype,
+      onecard::engine::ParseKvCacheDtype(absl::GetFlag(FLAGS_kv_cache_dtype), "--kv-cache-dtype"));
+  ASSIGN_OR_RETURN(options.fp8_compute, onecard::engine::ParseFp8Compute(
+                                            absl::GetFlag(FLAGS_fp8_compute), "--fp8-compute"));
+  return options;
+}
+
 // What can be wrong with the flags of generate and chat, found before a
 // model loads or a connection opens.
 absl::Status CheckGenerateFlags(const std::string& command,
@@ -181,20 +214,7 @@ absl::Status CheckGenerateFlags(const std::string& command,
   if (absl::Status s = onecard::engine::ValidateSampling(o.sampling); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("--", s.message().substr(9)));
   }
-  const std::string backend = absl::GetFlag(FLAGS_backend);
-  if (backend != "cpu" && backend != "cuda") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--backend: \"", backend, "\" is not one of cpu, cuda"));
-  }
-  if (absl::GetFlag(FLAGS_threads) < 0 || absl::GetFlag(FLAGS_max_context) < 0) {
-    return absl::InvalidArgumentError("--threads and --max-context: must not be negative");
-  }
-  if (absl::Status s =
-          onecard::engine::ParseCpuWeightFormat(absl::GetFlag(FLAGS_cpu_weights), "--cpu-weights")
-              .status();
-      !s.ok()) {
-    return s;
-  }
+  if (absl::Status s = EngineOptionsFromFlags().status(); !s.ok()) return s;
   return onecard::tools::CheckPriorityName(absl::GetFlag(FLAGS_priority));
 }
 
@@ -215,15 +235,9 @@ int RunEngineCommand(const std::string& command) {
   const absl::Status flags = CheckGenerateFlags(command, GenerateOptionsFromFlags());
   if (!flags.ok()) return UsageError(flags);
   if (!absl::GetFlag(FLAGS_target).empty()) return RunRemoteCommand(command);
-  onecard::engine::EngineOptions options;
-  options.model_path = absl::GetFlag(FLAGS_model);
-  options.backend = absl::GetFlag(FLAGS_backend);
-  options.num_threads = absl::GetFlag(FLAGS_threads);
-  options.max_context = absl::GetFlag(FLAGS_max_context);
-  options.cpu_weight_format =  // checked by CheckGenerateFlags
-      onecard::engine::ParseCpuWeightFormat(absl::GetFlag(FLAGS_cpu_weights), "--cpu-weights")
-          .value_or(onecard::engine::CpuWeightFormat::kNative);
-  auto engine = onecard::engine::Engine::Create(options);
+  const absl::StatusOr<onecard::engine::EngineOptions> options = EngineOptionsFromFlags();
+  if (!options.ok()) return UsageError(options.status());  // checked by CheckGenerateFlags
+  auto engine = onecard::engine::Engine::Create(*options);
   if (!engine.ok()) return Fail(engine.status());
   const onecard::tools::GenerateOptions generate = GenerateOptionsFromFlags();
   const absl::Status status =
@@ -284,7 +298,8 @@ int main(int argc, char** argv) {
         .windows = {.window = absl::GetFlag(FLAGS_window), .stride = absl::GetFlag(FLAGS_stride)},
         .text_tokens = absl::GetFlag(FLAGS_text_tokens),
         .kv_cache_dtype = absl::GetFlag(FLAGS_kv_cache_dtype),
-        .cpu_weights = absl::GetFlag(FLAGS_cpu_weights)};
+        .cpu_weights = absl::GetFlag(FLAGS_cpu_weights),
+        .fp8_compute = absl::GetFlag(FLAGS_fp8_compute)};
     if (absl::Status s = onecard::tools::CheckPerplexityOptions(options); !s.ok()) {
       return UsageError(s);
     }

@@ -42,7 +42,8 @@ absl::Status CheckPerplexityOptions(const PerplexityCommandOptions& o) {
   }
   if (o.num_threads < 0) return absl::InvalidArgumentError("--threads: must not be negative");
   RETURN_IF_ERROR(engine::ParseKvCacheDtype(o.kv_cache_dtype, "--kv-cache-dtype").status());
-  return engine::ParseCpuWeightFormat(o.cpu_weights, "--cpu-weights").status();
+  RETURN_IF_ERROR(engine::ParseCpuWeightFormat(o.cpu_weights, "--cpu-weights").status());
+  return engine::ParseFp8Compute(o.fp8_compute, "--fp8-compute").status();
 }
 
 absl::Status RunPerplexityWith(const PerplexityCommandOptions& options,
@@ -68,6 +69,7 @@ absl::Status RunPerplexityWith(const PerplexityCommandOptions& options,
       {"backend", runner.name()},
       {"kv_cache_dtype", options.kv_cache_dtype},
       {"cpu_weights", options.cpu_weights},
+      {"fp8_compute", options.fp8_compute},
       {"text", options.text_path},
       {"text_bytes", text.size()},
       {"tokens", result.num_tokens},
@@ -103,6 +105,7 @@ absl::Status RunPerplexity(const PerplexityCommandOptions& options, std::ostream
                    engine::ParseKvCacheDtype(options.kv_cache_dtype, "--kv-cache-dtype"));
   ASSIGN_OR_RETURN(e.cpu_weight_format,
                    engine::ParseCpuWeightFormat(options.cpu_weights, "--cpu-weights"));
+  ASSIGN_OR_RETURN(e.fp8_compute, engine::ParseFp8Compute(options.fp8_compute, "--fp8-compute"));
   // One sequence of one window at a time: its blocks, and a step as long as
   // the window.
   e.num_kv_blocks = (window + e.kv_block_size - 1) / e.kv_block_size;

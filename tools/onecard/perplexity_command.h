@@ -4,9 +4,9 @@
 // special tokens added (as `tokenizer(text, add_special_tokens=False)`);
 // --text-tokens keeps its first N tokens. A progress bar (or log lines) on
 // stderr while the windows run; one JSON object on stdout at the end:
-//   {"model", "backend", "kv_cache_dtype", "cpu_weights", "text", "text_bytes",
-//    "tokens", "window", "stride", "windows", "scored_tokens", "nll_mean",
-//    "perplexity", "seconds", "tokens_per_second", "load_seconds"}
+//   {"model", "backend", "kv_cache_dtype", "cpu_weights", "fp8_compute", "text",
+//    "text_bytes", "tokens", "window", "stride", "windows", "scored_tokens",
+//    "nll_mean", "perplexity", "seconds", "tokens_per_second", "load_seconds"}
 // Tested by tests/tools/onecard/perplexity_command_test.cc.
 #ifndef ONECARD_TOOLS_ONECARD_PERPLEXITY_COMMAND_H_
 #define ONECARD_TOOLS_ONECARD_PERPLEXITY_COMMAND_H_
@@ -30,6 +30,7 @@ struct PerplexityCommandOptions {
   int64_t text_tokens = 0;              // score the text's first N tokens; 0 = all
   std::string kv_cache_dtype = "auto";  // engine::ParseKvCacheDtype
   std::string cpu_weights = "native";   // engine::ParseCpuWeightFormat
+  std::string fp8_compute = "w8a8";     // engine::ParseFp8Compute
 };
 
 // What can be wrong before anything loads: InvalidArgument naming the flag.

@@ -23,6 +23,8 @@ TEST(WorkerConfigTest, DefaultsFromTheProto) {
   const v1::WorkerConfig c = Defaults();
   EXPECT_EQ(c.backend(), "cpu");
   EXPECT_EQ(c.cpu_weights(), "native");
+  EXPECT_EQ(c.kv_cache_dtype(), "auto");
+  EXPECT_EQ(c.fp8_compute(), "w8a8");
   EXPECT_EQ(c.listen_address(), "0.0.0.0:50051");
   EXPECT_EQ(c.metrics_listen_address(), "0.0.0.0:9400");
   EXPECT_EQ(c.kv_cache().block_size(), 16);
@@ -46,11 +48,15 @@ TEST(WorkerConfigTest, DefaultsKeepSetFields) {
   v1::WorkerConfig c;
   c.set_backend("cuda");
   c.set_cpu_weights("f32");
+  c.set_kv_cache_dtype("fp8");
+  c.set_fp8_compute("w8a16");
   c.mutable_kv_cache()->set_enable_prefix_caching(false);
   c.mutable_grace_period()->set_seconds(5);
   ApplyWorkerDefaults(&c);
   EXPECT_EQ(c.backend(), "cuda");
   EXPECT_EQ(c.cpu_weights(), "f32");
+  EXPECT_EQ(c.kv_cache_dtype(), "fp8");
+  EXPECT_EQ(c.fp8_compute(), "w8a16");
   EXPECT_FALSE(c.kv_cache().enable_prefix_caching());
   EXPECT_EQ(c.grace_period().seconds(), 5);
 }
@@ -77,6 +83,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{[](auto* c) { c->set_backend("tpu"); }, "backend"},
         BadCase{[](auto* c) { c->set_num_threads(-1); }, "num_threads"},
         BadCase{[](auto* c) { c->set_cpu_weights("q4"); }, "cpu_weights"},
+        BadCase{[](auto* c) { c->set_kv_cache_dtype("int8"); }, "kv_cache_dtype"},
+        BadCase{[](auto* c) { c->set_kv_cache_dtype("FP8"); }, "kv_cache_dtype"},
+        BadCase{[](auto* c) { c->set_fp8_compute("w4a16"); }, "fp8_compute"},
         BadCase{[](auto* c) { c->mutable_kv_cache()->set_block_size(-16); }, "kv_cache.block_size"},
         BadCase{[](auto* c) { c->mutable_kv_cache()->set_num_blocks(-1); }, "kv_cache.num_blocks"},
         BadCase{[](auto* c) { c->mutable_scheduler()->set_max_num_seqs(-1); },
@@ -133,6 +142,18 @@ TEST(WorkerConfigTest, BoundsNameTheRange) {
   EXPECT_TRUE(ValidateWorkerConfig(c).ok());
 }
 
+// The config takes fp8 on either backend: the engine decides what its
+// backend holds (the cuda backend refuses fp8 at load, naming
+// EngineOptions.kv_cache_dtype; worker_main_test starts one).
+TEST(WorkerConfigTest, KvCacheDtypeFp8IsLeftToTheEngine) {
+  for (const char* backend : {"cpu", "cuda"}) {
+    v1::WorkerConfig c = Defaults();
+    c.set_backend(backend);
+    c.set_kv_cache_dtype("fp8");
+    EXPECT_TRUE(ValidateWorkerConfig(c).ok()) << backend;
+  }
+}
+
 TEST(WorkerConfigTest, EngineOptions) {
   v1::WorkerConfig c = Defaults();
   c.set_num_threads(3);
@@ -144,6 +165,8 @@ TEST(WorkerConfigTest, EngineOptions) {
   EXPECT_EQ(o.backend, "cpu");
   EXPECT_EQ(o.num_threads, 3);
   EXPECT_EQ(o.cpu_weight_format, engine::CpuWeightFormat::kNative);
+  EXPECT_EQ(o.kv_cache_dtype, engine::KvCacheDtype::kAuto);
+  EXPECT_EQ(o.fp8_compute, engine::Fp8Compute::kW8A8);
   EXPECT_EQ(o.kv_block_size, 16);
   EXPECT_EQ(o.num_kv_blocks, 77);
   EXPECT_EQ(o.kv_cache_bytes, 256ll << 20);
@@ -157,6 +180,12 @@ TEST(WorkerConfigTest, EngineOptions) {
 
   c.set_cpu_weights("f32");
   EXPECT_EQ(EngineOptionsFromConfig(c).cpu_weight_format, engine::CpuWeightFormat::kF32);
+  c.set_kv_cache_dtype("fp8");
+  EXPECT_EQ(EngineOptionsFromConfig(c).kv_cache_dtype, engine::KvCacheDtype::kFp8E4m3);
+  c.set_kv_cache_dtype("bf16");
+  EXPECT_EQ(EngineOptionsFromConfig(c).kv_cache_dtype, engine::KvCacheDtype::kBf16);
+  c.set_fp8_compute("w8a16");
+  EXPECT_EQ(EngineOptionsFromConfig(c).fp8_compute, engine::Fp8Compute::kW8A16);
 
   c.mutable_cuda()->set_memory_budget("24GiB");
   c.mutable_cuda()->set_tune_gemms(false);

@@ -1,7 +1,8 @@
 // Tests of the onecard-worker process (services/worker/main.cc): with 8
 // streams running, SIGTERM makes it refuse new requests (UNAVAILABLE)
 // while all 8 complete, then exit 0; bad flags and a missing model exit
-// with their codes and a message naming the problem. Real process, real
+// with their codes and a message naming the problem; an fp8 KV cache serves
+// on the cpu backend and is refused by the cuda one. Real process, real
 // engine (CPU backend, SmolLM2), loopback ports picked by the OS.
 #include <signal.h>
 
@@ -9,6 +10,7 @@
 #include <thread>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/blocking_counter.h"
 #include "gmock/gmock.h"
@@ -90,24 +92,39 @@ class ParallelStreams {
   std::vector<std::thread> threads_;
 };
 
+// The worker's gRPC address once it has printed READY (empty if it did not).
+std::string WaitUntilReady(ChildProcess& worker) {
+  absl::StatusOr<std::string> listening = worker.WaitForLine("LISTENING grpc ");
+  EXPECT_TRUE(listening.ok()) << listening.status();
+  if (!listening.ok()) return "";
+  const absl::Status ready = worker.WaitForLine("READY").status();
+  EXPECT_TRUE(ready.ok()) << ready;
+  if (!ready.ok()) return "";
+  return std::vector<std::string>(absl::StrSplit(*listening, ' '))[2];
+}
+
+// A greedy request for `max_tokens` tokens of a five-token prompt.
+v1::WorkerGenerateRequest GreedyRequest(int32_t max_tokens) {
+  v1::WorkerGenerateRequest request;
+  for (int32_t id : {504, 3365, 282, 4649, 314}) request.add_prompt_token_ids(id);
+  request.mutable_sampling()->set_temperature(0);
+  request.mutable_stopping()->set_max_tokens(max_tokens);
+  request.mutable_stopping()->set_ignore_eos(true);
+  return request;
+}
+
 TEST(WorkerMainTest, SigtermFinishesEightStreamsRefusesNewOnesAndExitsZero) {
   if (!testing::SmolModelPresent()) GTEST_SKIP() << testing::kSmolModel << " is missing";
   std::unique_ptr<ChildProcess> worker =
       StartWorker({std::string("--model=") + testing::kSmolModel, "--grace-period=300s"});
   ASSERT_NE(worker, nullptr);
-  absl::StatusOr<std::string> listening = worker->WaitForLine("LISTENING grpc ");
-  ASSERT_TRUE(listening.ok()) << listening.status();
-  const std::string address = std::vector<std::string>(absl::StrSplit(*listening, ' '))[2];
-  ASSERT_TRUE(worker->WaitForLine("READY").ok());
+  const std::string address = WaitUntilReady(*worker);
+  ASSERT_FALSE(address.empty());
   auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
   auto stub = v1::Worker::NewStub(channel);
   auto health = grpc::health::v1::Health::NewStub(channel);
 
-  v1::WorkerGenerateRequest request;
-  for (int32_t id : {504, 3365, 282, 4649, 314}) request.add_prompt_token_ids(id);
-  request.mutable_sampling()->set_temperature(0);
-  request.mutable_stopping()->set_max_tokens(24);
-  request.mutable_stopping()->set_ignore_eos(true);
+  const v1::WorkerGenerateRequest request = GreedyRequest(24);
   ParallelStreams streams(stub.get(), request, 8);
   streams.WaitUntilStreaming();
   worker->Signal(SIGTERM);
@@ -154,8 +171,10 @@ TEST(WorkerMainTest, BadGpuMemoryBudgetExitsTwoNamingTheField) {
 }
 
 // Starts onecard-worker with `args` and expects it to refuse them at start:
-// a stderr line with `message` and exit code 2.
-void ExpectRefusedAtStart(const std::vector<std::string>& args, const std::string& message) {
+// a stderr line with `message` and `exit_code` (2: a bad flag or config; 1:
+// it cannot start).
+void ExpectRefusedAtStart(const std::vector<std::string>& args, const std::string& message,
+                          int exit_code = 2) {
   SCOPED_TRACE(message);
   std::unique_ptr<ChildProcess> worker = StartWorker(args, /*merge_stderr=*/true);
   ASSERT_NE(worker, nullptr);
@@ -164,7 +183,7 @@ void ExpectRefusedAtStart(const std::vector<std::string>& args, const std::strin
   EXPECT_THAT(*error, HasSubstr(message));
   absl::StatusOr<int> code = worker->Wait();
   ASSERT_TRUE(code.ok());
-  EXPECT_EQ(*code, 2);
+  EXPECT_EQ(*code, exit_code);
 }
 
 // Issue 22: these values ended the process with std::bad_alloc or
@@ -182,6 +201,38 @@ TEST(WorkerMainTest, ValuesThatWouldExhaustTheHostExitTwoNamingTheField) {
 TEST(WorkerMainTest, BadCpuWeightsExitsTwoNamingTheField) {
   ExpectRefusedAtStart({"--model=m.gguf", "--cpu-weights=q4"},
                        "worker config: cpu_weights: unknown cpu weight format \"q4\"");
+}
+
+TEST(WorkerMainTest, BadKvCacheDtypeOrFp8ComputeExitsTwoNamingTheField) {
+  ExpectRefusedAtStart({"--model=m.gguf", "--kv-cache-dtype=int8"},
+                       "worker config: kv_cache_dtype: unknown KV cache dtype \"int8\"");
+  ExpectRefusedAtStart({"--model=m.gguf", "--fp8-compute=w4a16"},
+                       "worker config: fp8_compute: unknown fp8 compute \"w4a16\"");
+}
+
+// The cpu backend holds K and V rounded to FP8 E4M3; fp8_compute is for the
+// cuda backend and the cpu one takes it without effect.
+TEST(WorkerMainTest, CpuWorkerServesWithAnFp8KvCache) {
+  if (!testing::SmolModelPresent()) GTEST_SKIP() << testing::kSmolModel << " is missing";
+  std::unique_ptr<ChildProcess> worker =
+      StartWorker({std::string("--model=") + testing::kSmolModel, "--kv-cache-dtype=fp8",
+                   "--fp8-compute=w8a16"});
+  ASSERT_NE(worker, nullptr);
+  const std::string address = WaitUntilReady(*worker);
+  ASSERT_FALSE(address.empty());
+  auto stub = v1::Worker::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  auto reader = stub->Generate(&context, GreedyRequest(8));
+  v1::GenerateResponse chunk;
+  int tokens = 0;
+  while (reader->Read(&chunk)) tokens += chunk.token_ids_size();
+  const grpc::Status status = reader->Finish();
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(tokens, 8);
+  worker->Signal(SIGTERM);
+  absl::StatusOr<int> code = worker->Wait();
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 0);
 }
 
 std::string WriteFile(const std::string& name, const std::string& text) {
@@ -224,6 +275,20 @@ TEST(WorkerMainTest, FlagsOverrideTheConfigFile) {
   absl::StatusOr<int> code = worker->Wait();
   ASSERT_TRUE(code.ok());
   EXPECT_EQ(*code, 1);
+}
+
+// The cuda backend's KV cache is BF16: fp8 (here from the YAML key) is
+// refused when the engine loads (exit 1), naming the field. The check comes
+// before any device work, so it holds in a build without CUDA too.
+TEST(WorkerMainTest, CudaWorkerWithAnFp8KvCacheExitsOneNamingTheField) {
+  if (!testing::SmolModelPresent()) GTEST_SKIP() << testing::kSmolModel << " is missing";
+  const std::string path = WriteFile("worker_main_cuda_fp8.yaml",
+                                     absl::StrCat("worker:\n  model_path: ", testing::kSmolModel,
+                                                  "\n  backend: cuda\n  kv_cache_dtype: fp8\n"));
+  ExpectRefusedAtStart({"--config=" + path},
+                       "cannot load the model: UNIMPLEMENTED: EngineOptions.kv_cache_dtype: fp8 "
+                       "is not in the cuda backend",
+                       1);
 }
 
 }  // namespace

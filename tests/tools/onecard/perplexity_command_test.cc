@@ -59,6 +59,11 @@ TEST(PerplexityCommandTest, ArgumentErrorsNameTheFlag) {
   EXPECT_THAT(CheckPerplexityOptions(o).message(), HasSubstr("--cpu-weights: unknown"));
   o.cpu_weights = "f32";
   EXPECT_TRUE(CheckPerplexityOptions(o).ok());
+  o = Valid();
+  o.fp8_compute = "w4a16";
+  EXPECT_THAT(CheckPerplexityOptions(o).message(), HasSubstr("--fp8-compute: unknown"));
+  o.fp8_compute = "w8a16";
+  EXPECT_TRUE(CheckPerplexityOptions(o).ok());
 }
 
 // The cuda backend's KV cache is BF16: fp8 is refused before any device work.
@@ -89,6 +94,7 @@ TEST(PerplexityCommandTest, PrintsOneJsonSummaryOfTheTextsTokens) {
   EXPECT_EQ(j["backend"], "fake");
   EXPECT_EQ(j["kv_cache_dtype"], "auto");
   EXPECT_EQ(j["cpu_weights"], "native");
+  EXPECT_EQ(j["fp8_compute"], "w8a8");
   EXPECT_EQ(j["window"], 8);
   EXPECT_EQ(j["stride"], 4);
   EXPECT_EQ(j["windows"], 9);  // begins 0, 4, ..., 32 (the last ends at 40)
