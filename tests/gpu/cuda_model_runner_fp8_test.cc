@@ -14,9 +14,17 @@
 // - with kW8A8 (activations quantized per token to E4M3 for the FP8 tensor
 //   cores; block-scaled o and down still W8A16): the prompts' last-position
 //   logits within kW8A8RelativeError of the CPU's (relative RMS of the
-//   difference), and the memory plan names both FP8 kinds.
+//   difference), and the memory plan names both FP8 kinds;
+// - the HF FP8 checkpoints of tests/golden/hf_fp8/ as the files hold them
+//   (compressed-tensors per channel with down left BF16, per tensor, fbgemm
+//   per channel; the block-scaled one's shapes suit no FP8 kernel, 136 and
+//   24 columns, so it loads BF16): their formats in the memory plan, and
+//   eight sequences decoding five steps against the CPU runner on the same
+//   files (DecodeStepsMatch with fp8_compute kW8A16).
 #include <cmath>
 #include <map>
+#include <set>
+#include <string>
 #include <utility>
 
 #include "engine/common/fp8.h"
@@ -160,6 +168,27 @@ TEST(CudaModelRunnerFp8Test, QuantizedTinyCheckpointsMatchCpu) {
                   p.name.c_str(), p.ids.size(), relative);
       EXPECT_LT(relative, kW8A8RelativeError) << p.name;
     }
+  }
+}
+
+TEST(CudaModelRunnerFp8Test, HfCheckpointsMatchCpu) {
+  const std::pair<const char*, std::set<std::string>> cases[] = {{"ct_channel", {"bf16", "fp8"}},
+                                                                 {"ct_tensor", {"bf16", "fp8"}},
+                                                                 {"fbgemm", {"bf16", "fp8"}},
+                                                                 {"fp8_block", {"bf16"}}};
+  for (const auto& [name, formats] : cases) {
+    const std::string path = std::string("tests/golden/hf_fp8/") + name;
+    SCOPED_TRACE(path);
+    absl::StatusOr<Reference> ref = OpenReference(path);
+    ASSERT_TRUE(ref.ok()) << ref.status();
+    CudaRunnerOptions o = TestOptions();
+    o.fp8_compute = Fp8Compute::kW8A16;
+    auto gpu = CreateCudaModelRunner(*ref->ckpt, o);
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    std::set<std::string> got;
+    for (const auto& [format, bytes] : (*gpu)->memory_plan().weights.by_format) got.insert(format);
+    EXPECT_EQ(got, formats);
+    DecodeStepsMatch(*ref->cpu, **gpu, ref->ckpt->config, path);
   }
 }
 

@@ -8,11 +8,13 @@
 // and x 1e-4 rows); every epilogue (BF16, residual add, SiLU-mul of the
 // stacked gate/up halves, fp32). Each case checks the activation codes and
 // scales in the workspace against the reference's bit for bit, runs twice
-// (identical bytes), and compares y: BF16 outputs within
-// Tolerance::For(BF16) (the kernel sums the same exact products in another
-// order, so outputs agree to the BF16 rounding of y), fp32 outputs within
-// 2^-13 of the sum of the products' magnitudes (times the scales: the fp32
-// summation of either order); no output is NaN or infinite. Also:
+// (identical bytes), checks the product before the epilogue (the fp32 sums
+// the kernel leaves in its workspace, times both scales) within 2^-9 of the
+// sum of the products' magnitudes (times the scales) of the reference's
+// (Hopper's FP8 tensor cores add in a narrower format between promotions to
+// fp32, so sums that cancel differ by more than BF16 rounding), and y against
+// the spec's epilogue applied to those products (BF16 rounding, the residual
+// add, SiLU-mul; fp32 exactly); no output is NaN or infinite. Also:
 // Fp8DequantizeBf16 equal to its reference bit for bit, a graph capture of
 // a prepared shape, and the refusals.
 #include "engine/kernels/fp8_gemm.h"
@@ -194,20 +196,65 @@ TEST_P(Fp8GemmTest, MatchesReference) {
         << "codes of row " << m;
   }
 
-  if (f32) {
-    const std::vector<float> got = dy32.Download();
-    const std::vector<double> sums = MagnitudeSums(w, x, stride, c.rows);
-    int bad = 0;
-    for (size_t o = 0; o < got.size(); ++o) {
-      const double bound = std::ldexp(sums[o], -13) + 1e-30;
-      if (!std::isfinite(got[o]) || std::abs(double{got[o]} - y32[o]) > bound) {
-        if (++bad <= 8) ADD_FAILURE() << "y[" << o << "] = " << got[o] << ", want " << y32[o];
+  // The product before the epilogue: the kernel's fp32 sums (left in the
+  // workspace) times both scales, against the reference's within 2^-9 of
+  // the products' magnitudes. Hopper's FP8 tensor cores add in a narrower
+  // format (about 14 bits: DeepSeek-V3's report) between cuBLASLt's fp32
+  // promotions, so sums differ from fp32's by more than BF16 rounding where
+  // they cancel or one product dominates: on the H200 up to 0.07 % of the
+  // output (2^-13 of the magnitudes failed; session 17, call 5).
+  engine::Fp8GemmParams plain = p;
+  std::vector<float> v_ref(c.rows * c.n);
+  plain.w = {.codes = w.codes.data(), .scales = w.scales.data(), .n = c.n, .k = c.k};
+  plain.x = x.data();
+  plain.y = v_ref.data();
+  plain.y_dtype = DType::kF32;
+  plain.add_to_y = plain.silu_mul_y = false;
+  ASSERT_TRUE(engine::Fp8GemmRef(plain).ok());
+  const std::vector<double> sums = MagnitudeSums(w, x, stride, c.rows);
+  std::vector<float> v(c.rows * c.n);
+  int bad = 0;
+  double worst = 0;  // |v - v_ref| / magnitude sum
+  for (int32_t m = 0; m < c.rows; ++m) {
+    float x_scale = 0;
+    std::memcpy(&x_scale, left.data() + ws.scales_offset + 4 * m, 4);
+    for (int64_t j = 0; j < c.n; ++j) {
+      float acc = 0;
+      std::memcpy(&acc, left.data() + ws.acc_offset + 4 * (m * ws.acc_row_stride + j), 4);
+      const int64_t o = m * c.n + j;
+      v[o] = (acc * x_scale) * w.scales[j];
+      const double bound = std::ldexp(sums[o], -9) + 1e-30;
+      worst = std::max(worst, std::abs(double{v[o]} - v_ref[o]) / (sums[o] + 1e-30));
+      if (!std::isfinite(v[o]) || std::abs(double{v[o]} - v_ref[o]) > bound) {
+        if (++bad <= 8)
+          ADD_FAILURE() << "v[" << m << "][" << j << "] = " << v[o] << ", want " << v_ref[o];
       }
     }
-    EXPECT_EQ(bad, 0);
-  } else {
-    EXPECT_ALL_CLOSE(ToFloats(dy16.Download()), ToFloats(y16), Tolerance::For(DType::kBF16));
   }
+  EXPECT_EQ(bad, 0);
+  std::printf("%s: worst |v - v_ref| / sum |products| = 2^%.1f\n", c.name.c_str(),
+              std::log2(worst));
+  // The epilogue: y from the kernel's own products by the spec's roundings.
+  auto bf16 = [](float f) { return engine::Bf16ToFloat(engine::FloatToBf16(f)); };
+  std::vector<float> want(c.rows * y_cols);
+  for (int32_t m = 0; m < c.rows; ++m) {
+    for (int64_t j = 0; j < y_cols; ++j) {
+      const float vj = v[m * c.n + j];
+      float out = vj;
+      if (c.out == Out::kBf16) {
+        out = bf16(vj);
+      } else if (c.out == Out::kAdd) {
+        out = bf16(bf16(vj) + engine::Bf16ToFloat(residual[m * y_cols + j]));
+      } else if (c.out == Out::kSilu) {
+        const float g = bf16(vj), u = bf16(v[m * c.n + y_cols + j]);
+        out = bf16(g / (1.0f + std::exp(-g)) * u);
+      }
+      want[m * y_cols + j] = out;
+    }
+  }
+  const std::vector<float> got = f32 ? dy32.Download() : ToFloats(dy16.Download());
+  for (float g : got) ASSERT_TRUE(std::isfinite(g));
+  EXPECT_ALL_CLOSE(got, want, f32 ? (Tolerance{0, 0, 0}) : Tolerance::For(DType::kBF16));
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, Fp8GemmTest, ::testing::ValuesIn(Cases()),

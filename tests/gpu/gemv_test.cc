@@ -77,7 +77,10 @@ TEST_P(GemvTest, MatchesReference) {
   const int64_t w_rows = (c.silu ? 2 : 1) * c.n;
   std::vector<uint16_t> w = RandomBf16(w_rows * c.k, rng, -bound, bound);
   // FP8: codes over the whole E4M3 range (saturated ends included), scales
-  // bound / 448 * (0.5..1.5), the third one 1000 times larger.
+  // bound / 448 * (0.5..1.5), the third one 1000 times larger except under
+  // silu_mul_y (gate sums 1000 times larger put many at -5..-10, where
+  // silu's slope turns the one-ulp BF16 rounding difference that another
+  // summation order may give the gate into 2-4 % of the output).
   engine::Fp8Matrix w8{
       .n = w_rows,
       .k = c.k,
@@ -86,7 +89,7 @@ TEST_P(GemvTest, MatchesReference) {
     std::uniform_real_distribution<float> code(-500.0f, 500.0f), spread(0.5f, 1.5f);
     for (int64_t i = 0; i < w_rows * c.k; ++i) w8.codes.push_back(engine::FloatToE4m3(code(rng)));
     for (int64_t i = 0; i < engine::Fp8ScaleCount(w_rows, c.k, w8.scales_kind); ++i) {
-      w8.scales.push_back(bound / 448.0f * spread(rng) * (i == 2 ? 1000.0f : 1.0f));
+      w8.scales.push_back(bound / 448.0f * spread(rng) * (i == 2 && !c.silu ? 1000.0f : 1.0f));
     }
     ASSERT_TRUE(w8.Validate(c.name).ok());
   }
