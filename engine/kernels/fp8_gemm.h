@@ -11,11 +11,7 @@
 //   2. acc[m][j] = sum_c E4m3ToFloat(code[m][c]) * E4m3ToFloat(W code[j][c]),
 //      in fp32 (Fp8Matmul, fp8_matmul.h: cuBLASLt)
 //   3. v = (acc[m][j] * x_scale[m]) * w_scale[j] in fp32, with the GEMV's
-//      epilogues (gemv.h) rounding where they do (the CUDA version with
-//      LaunchSettings::fp8_gemm_cublas_scales, where cuBLASLt has the
-//      algorithm, forms v inside cuBLASLt's product in its own order and
-//      rounds the residual add once, bf16(v + y); fp8_matmul.h's scaled
-//      form):
+//      epilogues (gemv.h) rounding where they do:
 //        BF16 y:      y = bf16(v)
 //        add_to_y:    y = bf16(bf16(v) + y)                    (the residual add)
 //        silu_mul_y:  W's rows are [gate; up] stacked (rows 0..n/2-1 gate,
@@ -41,7 +37,6 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
-#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "engine/common/dtype.h"
 #include "engine/common/fp8.h"
@@ -122,9 +117,6 @@ absl::Status Fp8Gemm(Fp8Matmul& matmul, const Fp8GemmParams& params, cudaStream_
 // read, nothing is enqueued), so that Fp8Gemm with that shape can be
 // captured into a CUDA graph.
 absl::Status PrepareFp8Gemm(Fp8Matmul& matmul, const Fp8GemmParams& params);
-// Whether Fp8Gemm takes cuBLASLt's scaled form for params' shape and output
-// under the current LaunchSettings (planning it; no pointer is read).
-absl::StatusOr<bool> Fp8GemmUsesCublasScales(Fp8Matmul& matmul, const Fp8GemmParams& params);
 
 }  // namespace onecard::engine
 

@@ -4,11 +4,10 @@
 # cuda_memory_plan_test onecard-bench-cuda"): every gpu-labelled test
 # (scripts/device/run.sh tests), then, each scenario under its own timeout so
 # a slow one cannot take the rest, in order of what matters:
-#   decode-70b-fp8 and decode-8b-fp8 at batch 8 and 128 with Fp8Gemm's two
-#     forms (--fp8_gemm_cublas_scales=false, then true: an A/B in one call);
+#   decode-70b-fp8 and decode-8b-fp8 at batch 1, 8 and 128;
 #   prefill (its FP8 cases against the E4M3 rate), decode-8b-bf16 (the BF16
 #   figure kept), and kernels-fp8.
-# Records in $OUT/results.jsonl (the A/B's in $OUT/fp8_ab.jsonl), tables in
+# Records in $OUT/results.jsonl, tables in
 # $OUT/bench.log, tests in $OUT/tests.log.
 # Usage (on the GPU machine): bash scripts/device/fp8-session.sh
 set -uo pipefail
@@ -27,10 +26,7 @@ bench() {  # bench SECONDS RESULTS ARGS...
   echo "$* rc=$?"
 }
 for model in 70b 8b; do
-  for scales in false true; do
-    bench 120 "$OUT/fp8_ab.jsonl" "decode-$model-fp8" --batches 8,128 \
-      --fp8_gemm_cublas_scales="$scales"
-  done
+  bench 120 "$OUT/results.jsonl" "decode-$model-fp8" --batches 1,8,128
 done
 bench 150 "$OUT/results.jsonl" prefill
 bench 60 "$OUT/results.jsonl" decode-8b-bf16
