@@ -222,6 +222,26 @@ TEST(WeightSpecTest, ParsesFp8AndRefusesShapesItCannotTake) {
   EXPECT_EQ(PlanMemory(in).status().code(), absl::StatusCode::kUnimplemented);
 }
 
+TEST(MemoryPlanTest, KvCountsEachPoolsAlignment) {
+  // head_dim 68 and one KV head: a block of 16 tokens is 2176 bytes a pool,
+  // not a multiple of 256, so each layer's K and V pools (each starting
+  // 256-byte aligned in the arena) may need padding the plan must hold.
+  MemoryPlanInput in = Llama8b(24 * kGiB);
+  in.config.num_kv_heads = 1;
+  in.config.head_dim = 68;
+  in.config.num_heads = 2;
+  in.config.hidden_size = 136;
+  in.config.intermediate_size = 32;
+  in.max_context = 1024;
+  in.num_kv_blocks = 1001;  // odd: 1001 x 2176 bytes is not a multiple of 256
+  const auto plan = PlanMemory(in);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  const int64_t pool = plan->num_kv_blocks * plan->kv_block_size * 68 * 2;
+  EXPECT_NE(pool % 256, 0);
+  EXPECT_GE(plan->kv_bytes(), 2 * in.config.num_layers * ((pool + 255) / 256 * 256));
+  EXPECT_LE(plan->total_bytes(), 24 * kGiB);
+}
+
 TEST(StepLayoutTest, RegionsAreOrderedAlignedAndDisjoint) {
   const StepLayout l = MakeStepLayout(33, 7, 7, 512, 1000);
   const int64_t offsets[] = {l.token_ids,     l.positions, l.slots,       l.logit_rows,

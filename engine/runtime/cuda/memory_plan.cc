@@ -153,7 +153,8 @@ absl::StatusOr<MemoryPlan> PlanMemory(const MemoryPlanInput& input) {
   p.reserve_bytes = in.reserve_bytes;
   p.kv_bytes_per_token = c.num_layers * 2 * c.num_kv_heads * c.head_dim * 2;
   p.kv_block_bytes = p.kv_bytes_per_token * in.kv_block_size;
-  const int64_t fixed = p.weight_bytes + p.workspace.Total() + p.reserve_bytes;
+  p.kv_pool_padding = 2 * c.num_layers * 256;
+  const int64_t fixed = p.weight_bytes + p.workspace.Total() + p.reserve_bytes + p.kv_pool_padding;
   const int64_t one_seq = static_cast<int64_t>(p.max_blocks_per_seq) * p.kv_block_bytes;
   if (fixed + one_seq > in.budget_bytes) {
     return absl::ResourceExhaustedError(absl::StrFormat(

@@ -84,6 +84,10 @@ struct MemoryPlan {
   int64_t reserve_bytes = 0;
   int64_t kv_bytes_per_token = 0;  // all layers, K and V
   int64_t kv_block_bytes = 0;      // all layers, K and V
+  // Each layer's K and V pools start 256-byte aligned in the KV arena: up to
+  // 256 bytes of padding a pool (a block's bytes need not be a multiple:
+  // head_dim 68, one KV head).
+  int64_t kv_pool_padding = 0;
   int64_t num_kv_blocks = 0;
   int32_t kv_block_size = 0;
   int32_t max_context = 0;
@@ -92,7 +96,7 @@ struct MemoryPlan {
   int32_t max_batched_tokens = 0;
   StepLayout step_layout;
 
-  int64_t kv_bytes() const { return num_kv_blocks * kv_block_bytes; }
+  int64_t kv_bytes() const { return num_kv_blocks * kv_block_bytes + kv_pool_padding; }
   int64_t total_bytes() const;
   // Multi-line, human-readable: what each part takes and what is left.
   std::string ToString() const;
