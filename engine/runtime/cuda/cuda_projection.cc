@@ -14,7 +14,8 @@
 //         Act order: Int4Gemm reads the input gathered by the weight's
 //         column map (GatherColumns); the dequantization puts each column
 //         back in its place, so cuBLAS reads the input as it is.
-// Tested by tests/gpu/cuda_model_runner_test.cc.
+// Tested by tests/gpu/cuda_model_runner_test.cc, cuda_model_runner_int4_test.cc and
+// cuda_model_runner_fp8_test.cc.
 #include "absl/strings/str_cat.h"
 #include "engine/common/status_macros.h"
 #include "engine/kernels/fp8_dequant.h"
