@@ -19,8 +19,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "engine/common/dtype.h"
-#include "engine/kernels/launch_settings.h"
 #include "engine/common/status_macros.h"
+#include "engine/kernels/launch_settings.h"
 
 namespace onecard::engine::cuda {
 

@@ -117,8 +117,8 @@ __global__ void __launch_bounds__(kThreads, 2) GemvFp8Kernel(GemvArgs a) {
       LoadRow(next_wv, a.w + row_of(next_j, next_part) * wvec, next_base, wvec, lane);
     }
     const int64_t row = row_of(j, part);
-    Accumulate<M, kBlock>(wv, xs, base, a.kvec, lane,
-                          a.scales + (row / kFp8Block) * a.scale_blocks, acc);
+    Accumulate<M, kBlock>(wv, xs, base, a.kvec, lane, a.scales + (row / kFp8Block) * a.scale_blocks,
+                          acc);
     if (next_base == 0) {  // a weight row is done
       const float scale = kBlock ? 1.0f : __ldg(a.scales + row);
       if (part + 1 < kParts) {

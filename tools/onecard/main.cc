@@ -101,15 +101,15 @@ const onecard::services::CommandLineSpec kCommandLine = {
     .description =
         "Runs a model on this machine (--model) or asks a running worker or router\n"
         "(--target) over gRPC. Text streams to stdout as it is generated.",
-    .subcommands =
-        {{"generate", "complete --prompt as raw text and stream the completion"},
-         {"chat", "chat with the model's template (no --prompt: one message a line)"},
-         {"inspect", "show a model file: architecture, tensors, formats, bytes"},
-         {"perplexity", "a model's perplexity over a text file (sliding windows); JSON summary"},
-         {"quantize",
-          "an HF folder or GGUF file to a 4-bit GPTQ folder (rtn or gptq) or an FP8 one "
-          "(--format fp8); JSON summary"},
-         {"help", "print this help"}},
+    .subcommands = {{"generate", "complete --prompt as raw text and stream the completion"},
+                    {"chat", "chat with the model's template (no --prompt: one message a line)"},
+                    {"inspect", "show a model file: architecture, tensors, formats, bytes"},
+                    {"perplexity",
+                     "a model's perplexity over a text file (sliding windows); JSON summary"},
+                    {"quantize",
+                     "an HF folder or GGUF file to a 4-bit GPTQ folder (rtn or gptq) or an FP8 one "
+                     "(--format fp8); JSON summary"},
+                    {"help", "print this help"}},
     .groups = {{"Model (local engine)",
                 {"model", "backend", "threads", "cpu_weights", "kv_cache_dtype", "fp8_compute",
                  "max_context"}},

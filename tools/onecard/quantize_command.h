@@ -63,7 +63,7 @@ struct QuantizeCommandOptions {
   std::string out_dir;     // created when absent; its files are overwritten
   QuantizeFormat format = QuantizeFormat::kInt4;
   std::string method = "rtn";  // int4 only
-  int32_t group_size = 128;  // columns a scale covers; -1: one group a row
+  int32_t group_size = 128;    // columns a scale covers; -1: one group a row
   bool sym = true;
   // --method gptq: the calibration text, its first N tokens, the dampening
   // (a fraction of H's mean diagonal), cpu backend threads (0 = all cores).
