@@ -6,6 +6,7 @@
 #include <cstring>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "engine/common/status_macros.h"
 #include "engine/kernels/blas_gemm.h"
@@ -173,6 +174,25 @@ engine::CudaRunnerOptions& BenchRunnerOptions() {
 BenchSelection& CurrentBenchSelection() {
   static BenchSelection selection;
   return selection;
+}
+
+absl::StatusOr<std::vector<ProjectionCase>> SelectedProjectionCases() {
+  std::vector<ProjectionCase> cases;
+  for (const char* model : {"llama3-8b", "llama3-70b", "mistral-large-123b"}) {
+    const engine::ModelConfig c = *engine::SyntheticModelConfig(model);
+    for (const auto& [p, name] :
+         {std::pair{engine::Projection::kQkv, "qkv"}, std::pair{engine::Projection::kO, "o"},
+          std::pair{engine::Projection::kGateUp, "gate_up"},
+          std::pair{engine::Projection::kDown, "down"}}) {
+      const auto [n, k] = engine::ProjectionShape(c, p);
+      cases.push_back({absl::StrCat(model, "_", name), n, k, p});
+    }
+  }
+  if (const std::string& only = CurrentBenchSelection().shape; !only.empty()) {
+    std::erase_if(cases, [&](const ProjectionCase& s) { return s.name != only; });
+    if (cases.empty()) return absl::InvalidArgumentError(absl::StrCat("--shape: no shape ", only));
+  }
+  return cases;
 }
 
 absl::StatusOr<Ceilings> MeasureCeilings() {

@@ -24,6 +24,7 @@
 #include "engine/model/model_config.h"
 #include "engine/runtime/cuda/cuda_model_runner.h"
 #include "engine/runtime/cuda/cuda_weights.h"
+#include "engine/runtime/cuda/weight_spec.h"
 
 namespace onecard::bench {
 
@@ -48,9 +49,20 @@ engine::CudaRunnerOptions& BenchRunnerOptions();
 // and --shape): empty = all of it.
 struct BenchSelection {
   std::vector<int32_t> batches;  // decode presets: these batch sizes only
-  std::string shape;             // kernels-int4: this shape only ("70b_down")
+  std::string shape;             // kernels-int4 / kernels-fp8: this shape only ("llama3-70b_down")
 };
 BenchSelection& CurrentBenchSelection();
+
+// A decode projection of a synthetic model, as the runner fuses it.
+struct ProjectionCase {
+  std::string name;  // "<model>_<projection>", e.g. "llama3-70b_down"
+  int64_t n = 0;
+  int64_t k = 0;
+  engine::Projection projection = engine::Projection::kQkv;
+};
+// The four projections of llama3-8b, llama3-70b and mistral-large-123b, or
+// the one --shape names (InvalidArgument naming it when none is).
+absl::StatusOr<std::vector<ProjectionCase>> SelectedProjectionCases();
 
 // Median of `runs` timings (ms, CUDA events on `stream`) of fn() after
 // `warmup` untimed calls.

@@ -21,7 +21,6 @@
 #include "engine/kernels/fp8_matmul.h"
 #include "engine/kernels/gemv.h"
 #include "engine/runtime/cuda/cuda_weights.h"
-#include "engine/runtime/cuda/synthetic_shapes.h"
 #include "engine/runtime/cuda/weight_spec.h"
 #include "tools/bench/bench_registry.h"
 #include "tools/bench/bench_report.h"
@@ -33,11 +32,7 @@ namespace {
 constexpr char kScenario[] = "kernels-fp8";
 constexpr int kLaunches = 20;
 
-struct Shape {
-  std::string name;
-  int64_t n, k;
-  engine::Projection projection;
-};
+using Shape = ProjectionCase;
 
 // Copies of one FP8 weight (codes, then a float scale a row, each
 // 256-aligned) that together pass 1.5 GB.
@@ -183,21 +178,7 @@ absl::Status RunKernelsFp8(const BenchOptions&, BenchReporter& reporter) {
   ASSIGN_OR_RETURN(const Ceilings ceil, MeasureCeilings());
   cudaStream_t stream;
   CUDA_RETURN_IF_ERROR(cudaStreamCreate(&stream));
-  std::vector<Shape> shapes;
-  for (const char* model : {"llama3-8b", "llama3-70b", "mistral-large-123b"}) {
-    const engine::ModelConfig c = *engine::SyntheticModelConfig(model);
-    for (const auto& [p, name] :
-         {std::pair{engine::Projection::kQkv, "qkv"}, std::pair{engine::Projection::kO, "o"},
-          std::pair{engine::Projection::kGateUp, "gate_up"},
-          std::pair{engine::Projection::kDown, "down"}}) {
-      const auto [n, k] = engine::ProjectionShape(c, p);
-      shapes.push_back({absl::StrCat(model, "_", name), n, k, p});
-    }
-  }
-  if (const std::string& only = CurrentBenchSelection().shape; !only.empty()) {
-    std::erase_if(shapes, [&](const Shape& s) { return s.name != only; });
-    if (shapes.empty()) return absl::InvalidArgumentError(absl::StrCat("--shape: no shape ", only));
-  }
+  ASSIGN_OR_RETURN(const std::vector<Shape> shapes, SelectedProjectionCases());
   int64_t max_n = 0, max_k = 0;
   for (const Shape& s : shapes) {
     max_n = std::max(max_n, s.n);

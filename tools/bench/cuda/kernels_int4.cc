@@ -16,7 +16,6 @@
 #include "engine/common/status_macros.h"
 #include "engine/kernels/int4_dequant.h"
 #include "engine/kernels/int4_gemm.h"
-#include "engine/runtime/cuda/synthetic_shapes.h"
 #include "engine/runtime/cuda/weight_spec.h"
 #include "tools/bench/bench_registry.h"
 #include "tools/bench/bench_report.h"
@@ -29,11 +28,7 @@ constexpr char kScenario[] = "kernels-int4";
 constexpr int kLaunches = 20;
 constexpr int32_t kGroup = 128;
 
-struct Shape {
-  std::string name;
-  int64_t n, k;
-  engine::Projection projection;
-};
+using Shape = ProjectionCase;
 
 // Copies of one packed weight (codes then scales, each 256-aligned) that
 // together pass 1.5 GB.
@@ -125,22 +120,7 @@ absl::Status RunKernelsInt4(const BenchOptions&, BenchReporter& reporter) {
   int device = 0, sms = 0;
   CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
   CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  std::vector<Shape> shapes;
-  for (const char* model : {"llama3-8b", "llama3-70b", "mistral-large-123b"}) {
-    const engine::ModelConfig c = *engine::SyntheticModelConfig(model);
-    for (const auto& [p, name] :
-         {std::pair{engine::Projection::kQkv, "qkv"}, std::pair{engine::Projection::kO, "o"},
-          std::pair{engine::Projection::kGateUp, "gate_up"},
-          std::pair{engine::Projection::kDown, "down"}}) {
-      const auto [n, k] = engine::ProjectionShape(c, p);
-      shapes.push_back({absl::StrCat(model, "_", name), n, k, p});
-    }
-  }
-  // --shape=<name>: that shape alone (profiling).
-  if (const std::string& only = CurrentBenchSelection().shape; !only.empty()) {
-    std::erase_if(shapes, [&](const Shape& s) { return s.name != only; });
-    if (shapes.empty()) return absl::InvalidArgumentError(absl::StrCat("--shape: no shape ", only));
-  }
+  ASSIGN_OR_RETURN(const std::vector<Shape> shapes, SelectedProjectionCases());
   int64_t widest = 0;
   for (const Shape& s : shapes) widest = std::max(widest, s.n);
   const int64_t ws_bytes = engine::Int4GemmWorkspaceBytes(widest, sms);
