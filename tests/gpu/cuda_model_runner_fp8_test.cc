@@ -44,27 +44,6 @@ using onecard::testing::SourcePath;
 // E4M3's 3 mantissa bits on every activation of the quantized projections.
 constexpr double kW8A8RelativeError = 0.1;
 
-class Fp8Source : public HostTensorSource {
- public:
-  Fp8Source(ModelWeightsF32 f32, std::map<std::pair<TensorPart, int64_t>, Fp8Matrix> fp8)
-      : f32_(std::move(f32)), fp8_(std::move(fp8)) {}
-  absl::StatusOr<std::vector<float>> F32(TensorPart part, int64_t layer) override {
-    return *PartWeights(f32_, part, layer);
-  }
-  absl::StatusOr<Int4Matrix> Int4(TensorPart, int64_t) override {
-    return absl::NotFoundError("no 4-bit weights");
-  }
-  absl::StatusOr<Fp8Matrix> Fp8(TensorPart part, int64_t layer) override {
-    auto it = fp8_.find({part, layer});
-    if (it == fp8_.end()) return absl::NotFoundError("not quantized");
-    return it->second;
-  }
-
- private:
-  ModelWeightsF32 f32_;
-  std::map<std::pair<TensorPart, int64_t>, Fp8Matrix> fp8_;
-};
-
 // v [n, k] to E4M3 with `kind` scales (amax / 448 of the row or block).
 Fp8Matrix QuantizeFp8(const std::vector<float>& v, int64_t n, int64_t k, Fp8Scales kind) {
   Fp8Matrix m{.n = n, .k = k, .scales_kind = kind};
@@ -102,7 +81,7 @@ void Quantize(const std::string& path, Quantized* out) {
   const ModelConfig& c = ckpt->config;
   out->config = c;
   out->spec = ModelWeightsSpec::Uniform(c, {});
-  std::map<std::pair<TensorPart, int64_t>, Fp8Matrix> fp8;
+  Fp8Parts fp8;
   int blocked = 0;
   for (int64_t layer = 0; layer < c.num_layers; ++layer) {
     for (int p = 0; p < kNumProjections; ++p) {
@@ -131,7 +110,7 @@ void Quantize(const std::string& path, Quantized* out) {
   ASSERT_TRUE(cpu.ok()) << cpu.status();
   out->cpu = *std::move(cpu);
   for (Fp8Compute compute : {Fp8Compute::kW8A16, Fp8Compute::kW8A8}) {
-    Fp8Source source(*w, fp8);
+    QuantizedSource source(*w, {}, fp8);
     CudaRunnerOptions o = TestOptions();
     o.fp8_compute = compute;
     absl::StatusOr<std::unique_ptr<CudaModelRunner>> gpu =

@@ -46,25 +46,6 @@ namespace {
 
 using onecard::testing::SourcePath;
 
-// fp32 tensors, and the 4-bit ones where the test quantized.
-class QuantizedSource : public HostTensorSource {
- public:
-  QuantizedSource(ModelWeightsF32 f32, std::map<std::pair<TensorPart, int64_t>, Int4Matrix> int4)
-      : f32_(std::move(f32)), int4_(std::move(int4)) {}
-  absl::StatusOr<std::vector<float>> F32(TensorPart part, int64_t layer) override {
-    return *PartWeights(f32_, part, layer);
-  }
-  absl::StatusOr<Int4Matrix> Int4(TensorPart part, int64_t layer) override {
-    auto it = int4_.find({part, layer});
-    if (it == int4_.end()) return absl::NotFoundError("not quantized");
-    return it->second;
-  }
-
- private:
-  ModelWeightsF32 f32_;
-  std::map<std::pair<TensorPart, int64_t>, Int4Matrix> int4_;
-};
-
 struct Quantized {
   ModelConfig config;
   ModelWeightsSpec spec;
@@ -82,7 +63,7 @@ void Quantize(const std::string& path, Int4Offsets offsets, Quantized* out) {
   const ModelConfig& c = ckpt->config;
   out->config = c;
   out->spec = ModelWeightsSpec::Uniform(c, {});
-  std::map<std::pair<TensorPart, int64_t>, Int4Matrix> int4;
+  Int4Parts int4;
   int quantized = 0;
   for (int64_t layer = 0; layer < c.num_layers; ++layer) {
     for (int p = 0; p < kNumProjections; ++p) {

@@ -1,6 +1,7 @@
 // Helpers of the GPU tests: device buffers that start poisoned (every byte
 // 0xFF: NaN for F32/BF16, -1 for int32, so unwritten outputs show), seeded
-// random BF16/F32 inputs (never zeros), conversions, and ASSERT_CUDA_OK.
+// random BF16/F32 inputs (never zeros), conversions, ASSERT_CUDA_OK, and a
+// check that a kernel writes the same bytes on a second run.
 // Tested by its users (tests/gpu/*_test.cc).
 #ifndef ONECARD_TESTS_GPU_GPU_TEST_UTIL_H_
 #define ONECARD_TESTS_GPU_GPU_TEST_UTIL_H_
@@ -8,10 +9,12 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <functional>
 #include <random>
 #include <span>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "engine/kernels/bf16.h"
 #include "gtest/gtest.h"
 
@@ -87,6 +90,26 @@ inline std::vector<float> ToFloats(std::span<const uint16_t> bf16) {
 // plus the case index gives fresh inputs per case and a reproducible suite.
 inline std::mt19937 SeededRng(uint32_t case_index, uint32_t salt) {
   return std::mt19937(0x6f6e6563u ^ (case_index * 7919u) ^ (salt * 104729u));
+}
+
+// Calls `run` twice (each time after `reset`, which restores y's inputs such
+// as a residual) and EXPECTs the `bytes` at device address `y` the same after
+// both: the kernel's output must not depend on the run (split-K order,
+// workspace left over).
+inline void ExpectSameBytesTwice(const std::function<void()>& reset,
+                                 const std::function<absl::Status()>& run, const void* y,
+                                 size_t bytes) {
+  std::vector<std::vector<uint8_t>> runs;
+  for (int i = 0; i < 2; ++i) {
+    reset();
+    const absl::Status st = run();
+    ASSERT_TRUE(st.ok()) << st;
+    ASSERT_CUDA_OK(cudaDeviceSynchronize());
+    std::vector<uint8_t> out(bytes);
+    ASSERT_CUDA_OK(cudaMemcpy(out.data(), y, bytes, cudaMemcpyDeviceToHost));
+    runs.push_back(std::move(out));
+  }
+  EXPECT_EQ(runs[0], runs[1]) << "two runs differ";
 }
 
 }  // namespace onecard::testing

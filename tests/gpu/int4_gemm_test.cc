@@ -142,17 +142,12 @@ TEST_P(Int4GemmTest, MatchesReference) {
   p.y = f32 ? static_cast<void*>(dy32.get()) : dy16.get();
   p.workspace = ws.get();
   p.workspace_bytes = ws_bytes;
-  std::vector<std::vector<uint8_t>> runs;
-  for (int run = 0; run < 2; ++run) {
-    if (c.out == Out::kAdd) dy16.Upload(residual);
-    const absl::Status st = engine::Int4Gemm(p, nullptr);
-    ASSERT_TRUE(st.ok()) << st;
-    ASSERT_CUDA_OK(cudaDeviceSynchronize());
-    std::vector<uint8_t> bytes(f32 ? y32.size() * 4 : y16.size() * 2);
-    ASSERT_CUDA_OK(cudaMemcpy(bytes.data(), p.y, bytes.size(), cudaMemcpyDeviceToHost));
-    runs.push_back(std::move(bytes));
-  }
-  EXPECT_EQ(runs[0], runs[1]) << "two runs differ";
+  ExpectSameBytesTwice(
+      [&] {
+        if (c.out == Out::kAdd) dy16.Upload(residual);
+      },
+      [&] { return engine::Int4Gemm(p, nullptr); }, p.y, f32 ? y32.size() * 4 : y16.size() * 2);
+  if (HasFatalFailure()) return;
   const std::vector<uint8_t> left = ws.Download();
   const int64_t counters = engine::Int4GemmWorkspace(c.n, sms).counter_bytes;
   EXPECT_TRUE(std::all_of(left.end() - counters, left.end(), [](uint8_t b) { return b == 0; }))

@@ -1,5 +1,6 @@
 // Helpers of the CUDA runner tests (cuda_model_runner_test.cc,
-// cuda_model_runner_int4_test.cc): the golden prompts, one sequence driven
+// cuda_model_runner_int4_test.cc, cuda_model_runner_fp8_test.cc): a weight
+// source of fp32 tensors with some parts quantized, the golden prompts, one sequence driven
 // through a runner, the logit tolerance (cuda_model_runner_test.cc's header
 // says why), and the two comparisons against the CPU runner every weight
 // format goes through: the golden prompts' logits and 16 greedy tokens, and
@@ -8,18 +9,54 @@
 #define ONECARD_TESTS_GPU_RUNNER_TEST_UTIL_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/kernels/fp8_weight.h"
+#include "engine/kernels/int4_matrix.h"
 #include "engine/model/checkpoint.h"
+#include "engine/model/model_weights.h"
 #include "engine/runtime/cuda/cuda_model_runner.h"
 #include "engine/runtime/model_runner.h"
 #include "tests/testing/all_close.h"
 
 namespace onecard::engine {
+
+// A checkpoint's fp32 weights, with the parts a test quantized as 4-bit or
+// FP8 matrices (NotFound for a part it did not).
+using Int4Parts = std::map<std::pair<TensorPart, int64_t>, Int4Matrix>;
+using Fp8Parts = std::map<std::pair<TensorPart, int64_t>, Fp8Matrix>;
+class QuantizedSource : public HostTensorSource {
+ public:
+  QuantizedSource(ModelWeightsF32 f32, Int4Parts int4, Fp8Parts fp8 = {})
+      : f32_(std::move(f32)), int4_(std::move(int4)), fp8_(std::move(fp8)) {}
+  absl::StatusOr<std::vector<float>> F32(TensorPart part, int64_t layer) override {
+    return *PartWeights(f32_, part, layer);
+  }
+  absl::StatusOr<Int4Matrix> Int4(TensorPart part, int64_t layer) override {
+    return Find(int4_, part, layer);
+  }
+  absl::StatusOr<Fp8Matrix> Fp8(TensorPart part, int64_t layer) override {
+    return Find(fp8_, part, layer);
+  }
+
+ private:
+  template <typename M>
+  static absl::StatusOr<typename M::mapped_type> Find(const M& parts, TensorPart part,
+                                                      int64_t layer) {
+    auto it = parts.find({part, layer});
+    if (it == parts.end()) return absl::NotFoundError("not quantized");
+    return it->second;
+  }
+  ModelWeightsF32 f32_;
+  Int4Parts int4_;
+  Fp8Parts fp8_;
+};
 
 struct Prompt {
   std::string name;
