@@ -54,14 +54,6 @@ using namespace gemv_internal;  // NOLINT(build/namespaces): the kernel's own pa
 
 constexpr int kUnroll = 16;  // 16-byte loads in flight per lane
 
-__device__ __forceinline__ void LoadRow(uint4* wv, const uint4* row, int base, int kvec, int lane) {
-#pragma unroll
-  for (int u = 0; u < kUnroll; ++u) {
-    const int idx = base + u * 32 + lane;
-    wv[u] = idx < kvec ? cuda::LoadStreaming(row + idx) : make_uint4(0, 0, 0, 0);
-  }
-}
-
 template <int M>
 __device__ __forceinline__ void Accumulate(const uint4* wv, const uint4* xs, int base, int kvec,
                                            int lane, float* acc) {
@@ -99,7 +91,7 @@ __global__ void __launch_bounds__(kThreads, 2) GemvKernel(GemvArgs a) {
   int part = 0;
   int base = 0;
   uint4 wv[kUnroll];
-  if (j < a.n) LoadRow(wv, RowOf(a, j, 0), 0, a.kvec, lane);  // weights: before the wait
+  if (j < a.n) LoadChunk<kUnroll>(wv, RowOf(a, j, 0), 0, a.kvec, lane);  // weights: before the wait
   cuda::GridDependencyWait();  // x and y come from the previous kernel
   cuda::LaunchDependents();
   StageX<M, P>(a, xs, scratch);
@@ -109,18 +101,9 @@ __global__ void __launch_bounds__(kThreads, 2) GemvKernel(GemvArgs a) {
   for (int m = 0; m < M; ++m) acc[m] = gate[m] = 0.0f;
   while (j < a.n) {
     Accumulate<M>(wv, xs, base, a.kvec, lane, acc);
-    int64_t next_j = j;
-    int next_part = part;
-    int next_base = base + 32 * kUnroll;
-    if (next_base >= a.kvec) {
-      next_base = 0;
-      if (++next_part == kParts) {
-        next_part = 0;
-        next_j += total_warps;
-      }
-    }
-    if (next_j < a.n) LoadRow(wv, RowOf(a, next_j, next_part), next_base, a.kvec, lane);
-    if (next_base == 0) {  // a weight row is done
+    const Chunk next = NextChunk<kParts>({j, part, base}, 32 * kUnroll, a.kvec, total_warps);
+    if (next.j < a.n) LoadChunk<kUnroll>(wv, RowOf(a, next.j, next.part), next.base, a.kvec, lane);
+    if (next.base == 0) {  // a weight row is done
       if (part + 1 < kParts) {
 #pragma unroll
         for (int m = 0; m < M; ++m) {
@@ -131,9 +114,9 @@ __global__ void __launch_bounds__(kThreads, 2) GemvKernel(GemvArgs a) {
         Finish<M, kOut>(a, acc, gate, j, lane, 1.0f);
       }
     }
-    j = next_j;
-    part = next_part;
-    base = next_base;
+    j = next.j;
+    part = next.part;
+    base = next.base;
   }
 }
 

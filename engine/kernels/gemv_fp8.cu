@@ -36,14 +36,6 @@ __device__ __forceinline__ void Unpack16(const uint4& v, float* out) {
   }
 }
 
-__device__ __forceinline__ void LoadRow(uint4* wv, const uint4* row, int base, int wvec, int lane) {
-#pragma unroll
-  for (int u = 0; u < kUnroll; ++u) {
-    const int idx = base + u * 32 + lane;
-    wv[u] = idx < wvec ? cuda::LoadStreaming(row + idx) : make_uint4(0, 0, 0, 0);
-  }
-}
-
 // acc[m] += the loads' dots with x' (kBlock: each times its block's scale;
 // `block_scales` is the row's 128-row band of scales).
 template <int M, bool kBlock>
@@ -91,7 +83,7 @@ __global__ void __launch_bounds__(kThreads, 2) GemvFp8Kernel(GemvArgs a) {
   int part = 0;
   int base = 0;
   uint4 wv[kUnroll];
-  if (j < a.n) LoadRow(wv, a.w + row_of(j, 0) * wvec, 0, wvec, lane);  // before the wait
+  if (j < a.n) LoadChunk<kUnroll>(wv, a.w + row_of(j, 0) * wvec, 0, wvec, lane);  // before the wait
   cuda::GridDependencyWait();  // x and y come from the previous kernel
   cuda::LaunchDependents();
   StageX<M, P>(a, xs, scratch);
@@ -100,26 +92,17 @@ __global__ void __launch_bounds__(kThreads, 2) GemvFp8Kernel(GemvArgs a) {
 #pragma unroll
   for (int m = 0; m < M; ++m) acc[m] = gate[m] = 0.0f;
   while (j < a.n) {
-    int64_t next_j = j;
-    int next_part = part;
-    int next_base = base + 32 * kUnroll;
-    if (next_base >= wvec) {
-      next_base = 0;
-      if (++next_part == kParts) {
-        next_part = 0;
-        next_j += total_warps;
-      }
-    }
+    const Chunk next = NextChunk<kParts>({j, part, base}, 32 * kUnroll, wvec, total_warps);
     // The next loads are in flight while this chunk's codes are widened and
     // summed.
     uint4 next_wv[kUnroll];
-    if (next_j < a.n) {
-      LoadRow(next_wv, a.w + row_of(next_j, next_part) * wvec, next_base, wvec, lane);
+    if (next.j < a.n) {
+      LoadChunk<kUnroll>(next_wv, a.w + row_of(next.j, next.part) * wvec, next.base, wvec, lane);
     }
     const int64_t row = row_of(j, part);
     Accumulate<M, kBlock>(wv, xs, base, a.kvec, lane, a.scales + (row / kFp8Block) * a.scale_blocks,
                           acc);
-    if (next_base == 0) {  // a weight row is done
+    if (next.base == 0) {  // a weight row is done
       const float scale = kBlock ? 1.0f : __ldg(a.scales + row);
       if (part + 1 < kParts) {
 #pragma unroll
@@ -133,9 +116,9 @@ __global__ void __launch_bounds__(kThreads, 2) GemvFp8Kernel(GemvArgs a) {
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) wv[u] = next_wv[u];
-    j = next_j;
-    part = next_part;
-    base = next_base;
+    j = next.j;
+    part = next.part;
+    base = next.base;
   }
 }
 

@@ -1,6 +1,7 @@
 // The parts of Gemv (gemv.h) that its BF16 kernel (gemv.cu) and its FP8
-// kernel (gemv_fp8.cu) share: the launch geometry, staging x' in shared
-// memory, and the end of an output (warp sum, scale, epilogue). Not an API.
+// kernel (gemv_fp8.cu) share: the launch geometry, a warp's walk over its
+// weight rows chunk by chunk, staging x' in shared memory, and the end of an
+// output (warp sum, scale, epilogue). Not an API.
 #ifndef ONECARD_ENGINE_KERNELS_GEMV_INTERNAL_CUH_
 #define ONECARD_ENGINE_KERNELS_GEMV_INTERNAL_CUH_
 
@@ -33,6 +34,43 @@ struct GemvArgs {
 };
 
 __device__ __forceinline__ float Silu(float g) { return g / (1.0f + expf(-g)); }
+
+// Where a warp's next chunk of weights starts: `base` vectors into part
+// `part` (gate 0, up 1 under SiLU·mul) of output j's rows.
+struct Chunk {
+  int64_t j;
+  int part;
+  int base;
+};
+
+// The chunk after c: `step` vectors on, else the next part, else the warp's
+// next output (`total_warps` on).
+template <int kParts>
+__device__ __forceinline__ Chunk NextChunk(const Chunk& c, int step, int row_vectors,
+                                           int64_t total_warps) {
+  Chunk n = c;
+  n.base += step;
+  if (n.base >= row_vectors) {
+    n.base = 0;
+    if (++n.part == kParts) {
+      n.part = 0;
+      n.j += total_warps;
+    }
+  }
+  return n;
+}
+
+// A lane's kUnroll 16-byte loads of the chunk at `base` of a weight row of
+// `row_vectors` vectors (past its end: zeros), lanes 32 vectors apart.
+template <int kUnroll>
+__device__ __forceinline__ void LoadChunk(uint4* wv, const uint4* row, int base, int row_vectors,
+                                          int lane) {
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u) {
+    const int idx = base + u * 32 + lane;
+    wv[u] = idx < row_vectors ? cuda::LoadStreaming(row + idx) : make_uint4(0, 0, 0, 0);
+  }
+}
 
 // Stages x' [M][kvec] (BF16 vectors) in shared memory.
 template <int M, GemvPrologue P>
