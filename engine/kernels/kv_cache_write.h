@@ -21,7 +21,7 @@
 namespace onecard::engine {
 
 struct KvCacheWriteParams {
-  DType dtype = DType::kF32;   // of k, v and the pools
+  DType dtype = DType::kF32;   // of k, v and the pools (unless fp8)
   const void* k = nullptr;     // [num_tokens, num_kv_heads, head_dim]
   const void* v = nullptr;     // [num_tokens, num_kv_heads, head_dim]
   int64_t k_token_stride = 0;  // elements between tokens; >= num_kv_heads * head_dim
@@ -31,6 +31,9 @@ struct KvCacheWriteParams {
   KvLayout layout;
   const int32_t* slot_mapping = nullptr;  // [num_tokens]; < 0 skips the token
   int32_t num_tokens = 0;
+  // Set: the pools are FP8 E4M3 codes (uint8) with these scales, written as
+  // FloatToE4m3(x / scale) from k and v of `dtype` (kv_layout.h).
+  KvFp8Scales fp8;
 };
 
 // The slot of position `position` of a sequence whose blocks are block_table.

@@ -27,7 +27,7 @@
 namespace onecard::engine {
 
 struct PagedAttentionParams {
-  DType dtype = DType::kF32;      // of q, the pools and out
+  DType dtype = DType::kF32;      // of q, the pools (unless kv_fp8) and out
   const void* q = nullptr;        // [num_tokens, num_heads, head_dim]
   int64_t q_token_stride = 0;     // elements between tokens; >= num_heads * head_dim
   const void* k_cache = nullptr;  // [num_blocks, block_size, num_kv_heads, head_dim]
@@ -42,6 +42,10 @@ struct PagedAttentionParams {
   const int32_t* block_tables = nullptr;   // [num_seqs, max_blocks_per_seq]
   int32_t max_blocks_per_seq = 0;
   float scale = 0.0f;  // usually 1 / sqrt(head_dim)
+  // Set: k_cache and v_cache are FP8 E4M3 codes, an element reading as
+  // E4m3ToFloat(code) * kv_fp8.k[kv_head] (or .v) (kv_layout.h); q and out
+  // stay `dtype`.
+  KvFp8Scales kv_fp8;
 };
 
 // The argument checks of the reference, for host-side callers of any

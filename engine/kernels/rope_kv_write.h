@@ -21,7 +21,7 @@
 namespace onecard::engine {
 
 struct RopeKvWriteParams {
-  DType dtype = DType::kBF16;  // of qkv, bias and the pools (F32, BF16)
+  DType dtype = DType::kBF16;  // of qkv, bias and the pools unless fp8 (F32, BF16)
   void* qkv = nullptr;         // [num_tokens, (num_heads + 2 * num_kv_heads) * head_dim],
                                // per token q heads, then k heads, then v heads; in place
   const void* bias = nullptr;  // [(num_heads + 2 * num_kv_heads) * head_dim] or null
@@ -33,6 +33,10 @@ struct RopeKvWriteParams {
   const int32_t* slot_mapping = nullptr;  // [num_tokens]; < 0 skips the cache write
   const float* inv_freq = nullptr;        // [head_dim / 2], from RopeInvFreq
   int32_t num_tokens = 0;
+  // Set: the pools are FP8 E4M3 codes with these scales; step 3 writes
+  // FloatToE4m3(x / scale) of the rotated k (rounded to `dtype` first) and
+  // of v (kv_layout.h).
+  KvFp8Scales fp8;
 };
 
 absl::Status RopeKvWriteRef(const RopeKvWriteParams& params);
