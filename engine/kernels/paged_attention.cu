@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "engine/common/fp8.h"
 #include "engine/kernels/cuda_ptx.cuh"
 #include "engine/kernels/paged_attention.h"
 #include "engine/kernels/paged_attention_internal.cuh"
@@ -24,18 +25,29 @@ namespace attention {
 namespace {
 
 // Loads keys [k_begin, k_begin + n) (n <= kTileKeys) of one kv head into
-// ks/vs ([kTileKeys][D], unpadded).
-template <int D>
+// ks/vs ([kTileKeys][D], unpadded): BF16 values (E = bf16) or FP8 codes
+// (E = uint8_t, from a.k_codes / a.v_codes).
+template <int D, typename E>
 __device__ __forceinline__ void LoadTileGeneral(const AttnArgs& a, const int32_t* table, int kvh,
-                                                int k_begin, int n, bf16* ks, bf16* vs) {
-  constexpr int kChunks = D / 8;
+                                                int k_begin, int n, E* ks, E* vs) {
+  constexpr int kPerChunk = 16 / static_cast<int>(sizeof(E));
+  constexpr int kChunks = D / kPerChunk;
+  const E* k_pool;
+  const E* v_pool;
+  if constexpr (sizeof(E) == 1) {
+    k_pool = a.k_codes;
+    v_pool = a.v_codes;
+  } else {
+    k_pool = a.k_cache;
+    v_pool = a.v_cache;
+  }
   for (int i = threadIdx.x; i < kTileKeys * kChunks; i += kThreads) {
     const int j = i / kChunks;
     const int c = i - j * kChunks;
     if (j < n) {
-      const int64_t off = KvOffset(a, table, k_begin + j, kvh, D) + c * 8;
-      cuda::CpAsync16(ks + j * D + c * 8, a.k_cache + off, true);
-      cuda::CpAsync16(vs + j * D + c * 8, a.v_cache + off, true);
+      const int64_t off = KvOffset(a, table, k_begin + j, kvh, D) + c * kPerChunk;
+      cuda::CpAsync16(ks + j * D + c * kPerChunk, k_pool + off, true);
+      cuda::CpAsync16(vs + j * D + c * kPerChunk, v_pool + off, true);
     }
   }
 }
@@ -71,11 +83,21 @@ __device__ __forceinline__ void LoadDims(const bf16* row, int lane, bool ok, flo
   }
 }
 
+// FP8: the lane's kDpl dims of a row of codes, widened.
+template <int D, int kDpl>
+__device__ __forceinline__ void LoadDims(const uint8_t* row, int lane, bool ok, float* out) {
+#pragma unroll
+  for (int j = 0; j < kDpl; ++j) {
+    const int d = lane * kDpl + j;
+    out[j] = (ok && d < D) ? E4m3ToFloat(row[d]) : 0.0f;
+  }
+}
+
 // Keys j0 .. j0 + cnt - 1 (cnt <= kKeys) of the tile in shared memory, for
 // one warp: scores of the group's heads, then the online-softmax update.
-template <int D, int G, int kKeys>
-__device__ __forceinline__ void ProcessKeys(WarpState<D, G>& st, const bf16* ks, const bf16* vs,
-                                            int j0, int cnt, int lane) {
+template <int D, int G, int kKeys, typename E>
+__device__ __forceinline__ void ProcessKeys(WarpState<D, G>& st, const E* ks, const E* vs, int j0,
+                                            int cnt, int lane) {
   constexpr int kDpl = WarpState<D, G>::kDpl;
   float sc[kKeys][G];
   float vv[kKeys][kDpl];
@@ -115,7 +137,7 @@ __device__ __forceinline__ void ProcessKeys(WarpState<D, G>& st, const bf16* ks,
 // Stores the warps' states in shared memory and merges them.
 template <int D, int G>
 __device__ void FinishGeneral(const AttnArgs& a, const WarpState<D, G>& st, float* red, int t,
-                              int kvh, int split) {
+                              int kvh, int split, float out_scale) {
   constexpr int kDpl = WarpState<D, G>::kDpl;
   const int warp = threadIdx.x >> 5;
   const int lane = threadIdx.x & 31;
@@ -134,15 +156,16 @@ __device__ void FinishGeneral(const AttnArgs& a, const WarpState<D, G>& st, floa
     }
   }
   __syncthreads();
-  MergeWarpsAndStore<D>(a, red, red_m, red_l, G, t, kvh, split);
+  MergeWarpsAndStore<D>(a, red, red_m, red_l, G, t, kvh, split, out_scale);
 }
 
-template <int D, int G>
+// E: bf16 for a BF16 cache, uint8_t for FP8 codes.
+template <int D, int G, typename E>
 __global__ void __launch_bounds__(kThreads) AttnGeneralKernel(AttnArgs a) {
   constexpr int kDpl = WarpState<D, G>::kDpl;
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  bf16* ks = reinterpret_cast<bf16*>(smem_raw);  // [2][kTileKeys][D]
-  bf16* vs = ks + 2 * kTileKeys * D;             // [2][kTileKeys][D]
+  E* ks = reinterpret_cast<E*>(smem_raw);  // [2][kTileKeys][D]
+  E* vs = ks + 2 * kTileKeys * D;          // [2][kTileKeys][D]
   const int kvh = blockIdx.x;
   const int t = blockIdx.y;
   const int split = blockIdx.z;
@@ -158,6 +181,7 @@ __global__ void __launch_bounds__(kThreads) AttnGeneralKernel(AttnArgs a) {
   const int32_t* table = a.block_tables + static_cast<int64_t>(s) * a.max_blocks_per_seq;
 
   WarpState<D, G> st;
+  const float q_scale = a.scale_log2 * KScale(a, kvh);
 #pragma unroll
   for (int g = 0; g < G; ++g) {
     st.m[g] = -INFINITY;
@@ -166,7 +190,7 @@ __global__ void __launch_bounds__(kThreads) AttnGeneralKernel(AttnArgs a) {
 #pragma unroll
     for (int j = 0; j < kDpl; ++j) {
       const int d = lane * kDpl + j;
-      st.q[g][j] = (g < a.group && d < D) ? cuda::ToFloat(qh[d]) * a.scale_log2 : 0.0f;
+      st.q[g][j] = (g < a.group && d < D) ? cuda::ToFloat(qh[d]) * q_scale : 0.0f;
       st.acc[g][j] = 0.0f;
     }
   }
@@ -190,15 +214,15 @@ __global__ void __launch_bounds__(kThreads) AttnGeneralKernel(AttnArgs a) {
     for (int grp = 0; grp < 16 / kKeys; ++grp) {
       const int j0 = warp * 16 + grp * kKeys;
       if (j0 < n) {
-        ProcessKeys<D, G, kKeys>(st, ks + buf * kTileKeys * D, vs + buf * kTileKeys * D, j0,
-                                 min(kKeys, n - j0), lane);
+        ProcessKeys<D, G, kKeys, E>(st, ks + buf * kTileKeys * D, vs + buf * kTileKeys * D, j0,
+                                    min(kKeys, n - j0), lane);
       }
     }
     __syncthreads();  // the buffer is refilled next iteration
   }
   cuda::CpAsyncWait<0>();
   __syncthreads();
-  FinishGeneral<D, G>(a, st, reinterpret_cast<float*>(smem_raw), t, kvh, split);
+  FinishGeneral<D, G>(a, st, reinterpret_cast<float*>(smem_raw), t, kvh, split, VScale(a, kvh));
 }
 
 // Merges a query's split partials: warp 0 turns the (max, sum) pairs into
@@ -253,12 +277,20 @@ __global__ void __launch_bounds__(128)
   }
 }
 
+template <int D, int G, typename E>
+absl::Status LaunchGeneralGE(const AttnArgs& a, int num_tokens, cudaStream_t stream) {
+  const int tiles = 2 * 2 * kTileKeys * D * static_cast<int>(sizeof(E));
+  const int reduce = (kWarps * G * D + 2 * kWarps * G) * static_cast<int>(sizeof(float));
+  return LaunchAttention<AttnGeneralKernel<D, G, E>>(
+      std::max(tiles, reduce), dim3(a.num_kv_heads, num_tokens, a.num_splits), stream, a);
+}
+
 template <int D, int G>
 absl::Status LaunchGeneralG(const AttnArgs& a, int num_tokens, cudaStream_t stream) {
-  const int tiles = 2 * 2 * kTileKeys * D * static_cast<int>(sizeof(bf16));
-  const int reduce = (kWarps * G * D + 2 * kWarps * G) * static_cast<int>(sizeof(float));
-  return LaunchAttention<AttnGeneralKernel<D, G>>(
-      std::max(tiles, reduce), dim3(a.num_kv_heads, num_tokens, a.num_splits), stream, a);
+  if constexpr (D % 16 == 0) {
+    if (a.k_codes != nullptr) return LaunchGeneralGE<D, G, uint8_t>(a, num_tokens, stream);
+  }
+  return LaunchGeneralGE<D, G, bf16>(a, num_tokens, stream);
 }
 
 template <int D>
@@ -312,6 +344,14 @@ absl::Status Validate(const PagedAttentionParams& p, const PagedAttentionSplitOp
                                                 " bytes is too small for ", o.num_splits,
                                                 " splits"));
   }
+  if ((p.kv_fp8.k == nullptr) != (p.kv_fp8.v == nullptr)) {
+    return absl::InvalidArgumentError(
+        cuda::Cat(kOp, ": kv_fp8.k and kv_fp8.v must both be set or null"));
+  }
+  if (p.kv_fp8.enabled() && d % 16 != 0) {
+    return absl::UnimplementedError(cuda::Cat(
+        kOp, ": an FP8 KV cache needs head_dim a multiple of 16 (16-byte rows), not ", d));
+  }
   if (o.kernel == AttentionKernel::kFlash && d != 64 && d != 128) {
     return absl::UnimplementedError(
         cuda::Cat(kOp, ": the flash kernel takes head_dim 64 or 128, not ", d));
@@ -327,6 +367,8 @@ absl::Status Validate(const PagedAttentionParams& p, const PagedAttentionSplitOp
                       : r.layout.head_dim != d                         ? "rope.layout.head_dim"
                       : r.k_cache != p.k_cache     ? "rope.k_cache (must be k_cache)"
                       : r.v_cache != p.v_cache     ? "rope.v_cache (must be v_cache)"
+                      : r.fp8.k != p.kv_fp8.k      ? "rope.fp8.k (must be kv_fp8.k)"
+                      : r.fp8.v != p.kv_fp8.v      ? "rope.fp8.v (must be kv_fp8.v)"
                       : p.q_token_stride != row    ? "q_token_stride (must be a packed qkv row)"
                       : p.num_tokens != p.num_seqs ? "num_tokens (one a chunk with rope)"
                       : r.positions == nullptr     ? "rope.positions"
@@ -366,6 +408,14 @@ absl::Status Run(const PagedAttentionParams& p, const PagedAttentionSplitOptions
   a.block_tables = p.block_tables;
   a.max_blocks_per_seq = p.max_blocks_per_seq;
   a.scale_log2 = p.scale * kLog2e;
+  if (p.kv_fp8.enabled()) {
+    a.k_codes = static_cast<const uint8_t*>(p.k_cache);
+    a.v_codes = static_cast<const uint8_t*>(p.v_cache);
+    a.k_scale = p.kv_fp8.k;
+    a.v_scale = p.kv_fp8.v;
+    a.k_cache = nullptr;
+    a.v_cache = nullptr;
+  }
   const bool tensor_cores = (d == 64 || d == 128) && o.kernel != AttentionKernel::kGeneral;
   const bool decode = p.num_tokens == p.num_seqs;
   if (tensor_cores && !decode) {
@@ -385,8 +435,8 @@ absl::Status Run(const PagedAttentionParams& p, const PagedAttentionSplitOptions
     a.inv_freq = o.rope->inv_freq;
     a.positions = o.rope->positions;
     a.slot_mapping = o.rope->slot_mapping;
-    a.k_write = static_cast<bf16*>(o.rope->k_cache);
-    a.v_write = static_cast<bf16*>(o.rope->v_cache);
+    a.k_write = o.rope->k_cache;
+    a.v_write = o.rope->v_cache;
   }
   if (tensor_cores) {
     RETURN_IF_ERROR(LaunchFlashDecode(a, d, p.num_tokens, fuse_rope, stream));

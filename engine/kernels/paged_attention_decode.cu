@@ -30,10 +30,19 @@
 // ring rows (RopeLoad, RopeRotate). One launch and one pass over qkv fewer a
 // layer than RopeKvWrite + attention.
 //
+// An FP8 cache (kFp8; PagedAttentionParams::kv_fp8) halves the bytes a round
+// moves: the copies land as codes in two staging tiles (K, V) that each
+// thread widens itself (its own copies: no barrier between) to f16 in two
+// 16-bit slots, this round's K and V, before the barrier that publishes
+// them; the products are f16 (the query tile converted once, the weights P
+// packed as f16), the K scale multiplies the scores and the V scale the
+// output. 51 KB of shared memory at head_dim 128, still 4 blocks an SM.
+//
 // Its reference is PagedAttentionRef (paged_attention_ref.cc), as for every
 // PagedAttention kernel (after RopeKvWriteRef when fused). Tested by
 // tests/gpu/paged_attention_test.cc.
 #include "engine/kernels/cuda_ptx.cuh"
+#include "engine/kernels/kv_fp8.cuh"
 #include "engine/kernels/paged_attention_internal.cuh"
 #include "engine/kernels/paged_attention_split.h"
 #include "engine/kernels/rope_internal.cuh"
@@ -41,22 +50,27 @@
 namespace onecard::engine::attention {
 namespace {
 
-template <int D>
+template <int D, bool kFp8>
 struct DecodeShape {
-  static constexpr int kRow = D + 8;                       // padded smem row (elements)
+  static constexpr int kRow = D + 8;                       // padded 16-bit smem row (elements)
   static constexpr int kSteps = D / 16;                    // k-steps of Q K^T
   static constexpr int kDimTiles = D / 8;                  // n-tiles of P V
-  static constexpr int kChunks = D / 8;                    // 16-byte chunks of a key row
+  static constexpr int kChunks = kFp8 ? D / 16 : D / 8;    // 16-byte chunks of a pool row
   static constexpr int kKeysPerPass = kThreads / kChunks;  // key rows one pass of the block loads
   static constexpr int kLoads = kTileKeys / kKeysPerPass;  // chunks a thread loads a K or V tile
   static constexpr int kSlotElems = kTileKeys * kRow;
-  static constexpr int kSlots = 3;
+  // BF16: a ring of three slots the copies land in. FP8: two slots (the
+  // round's K and V, widened) after two staging tiles of codes.
+  static constexpr int kSlots = kFp8 ? 2 : 3;
   static constexpr int kRingBytes = kSlots * kSlotElems * 2;
-  static constexpr int kSmemBytes = kRingBytes + 16 * kRow * 2;  // + the query tile
+  static constexpr int kStagingBytes = kFp8 ? 2 * kTileKeys * D : 0;
+  static constexpr int kDstRowBytes = kFp8 ? D : kRow * 2;  // a copy's destination row
+  static constexpr int kQueryOffset = kRingBytes + kStagingBytes;
+  static constexpr int kSmemBytes = kQueryOffset + 16 * kRow * 2;  // + the query tile
   static constexpr int kStageBytes = 2 * D * 2;  // fused RoPE: the new key's raw K and V
   static constexpr int kRedRow = D + 8;  // padded fp32 merge row: rows 32 bytes apart in banks
   static constexpr int kRedBytes = (kWarps * 16 * kRedRow + 2 * kWarps * 16) * 4;
-  static_assert(kRedBytes <= kRingBytes, "the merge reuses the K/V slots");
+  static_assert(kRedBytes <= kQueryOffset, "the merge reuses the K/V slots");
 };
 
 constexpr int kDecodeBlocksPerSm = kPagedAttentionDecodeBlocksPerSm;
@@ -64,10 +78,10 @@ constexpr int kDecodeBlocksPerSm = kPagedAttentionDecodeBlocksPerSm;
 // The cache slots of the thread's keys of a round (positions p0 + i *
 // kKeysPerPass): one division a round, then steps; -1 past the split (the
 // key is zero-filled).
-template <int D>
+template <int D, bool kFp8>
 __device__ __forceinline__ void KeySlots(const AttnArgs& a, const int32_t* table, int p0, int k_hi,
                                          int32_t* slot) {
-  using S = DecodeShape<D>;
+  using S = DecodeShape<D, kFp8>;
   int blk = a.block_shift >= 0 ? p0 >> a.block_shift : p0 / a.block_size;
   int in = p0 - blk * a.block_size;
 #pragma unroll
@@ -83,36 +97,58 @@ __device__ __forceinline__ void KeySlots(const AttnArgs& a, const int32_t* table
 }
 
 // One K or V tile: the thread's kLoads chunks (rows key0 + i * kKeysPerPass),
-// except row `skip` (-1: none), which the fused RoPE writes itself.
-template <int D>
-__device__ __forceinline__ void IssueTile(const bf16* cache, const AttnArgs& a, const int32_t* slot,
-                                          int kvh, int key0, int chunk, bf16* dst, int skip = -1) {
-  using S = DecodeShape<D>;
+// except row `skip` (-1: none), which the fused RoPE writes itself. BF16:
+// into a ring slot; FP8: codes into a staging tile.
+template <int D, bool kFp8>
+__device__ __forceinline__ void IssueTile(const void* cache, const AttnArgs& a, const int32_t* slot,
+                                          int kvh, int key0, int chunk, void* dst, int skip = -1) {
+  using S = DecodeShape<D, kFp8>;
+  constexpr int kElemBytes = kFp8 ? 1 : 2;
 #pragma unroll
   for (int i = 0; i < S::kLoads; ++i) {
-    if (key0 + i * S::kKeysPerPass == skip) continue;
+    const int row = key0 + i * S::kKeysPerPass;
+    if (row == skip) continue;
     const int64_t off = (static_cast<int64_t>(max(slot[i], 0)) * a.num_kv_heads + kvh) * D;
-    cuda::CpAsync16(dst + (key0 + i * S::kKeysPerPass) * S::kRow + chunk * 8,
-                    cache + off + chunk * 8, slot[i] >= 0);
+    cuda::CpAsync16(static_cast<char*>(dst) + row * S::kDstRowBytes + chunk * 16,
+                    static_cast<const char*>(cache) + off * kElemBytes + chunk * 16, slot[i] >= 0);
+  }
+}
+
+// FP8: the thread's own chunks of a staging tile (landed: its copies are
+// complete) widened to f16 in a 16-bit slot, except row `skip`.
+template <int D>
+__device__ __forceinline__ void WidenTile(const unsigned char* staging, bf16* slot_tile, int key0,
+                                          int chunk, int skip) {
+  using S = DecodeShape<D, true>;
+#pragma unroll
+  for (int i = 0; i < S::kLoads; ++i) {
+    const int row = key0 + i * S::kKeysPerPass;
+    if (row == skip) continue;
+    const uint4 codes = *reinterpret_cast<const uint4*>(staging + row * D + chunk * 16);
+    uint4 lo, hi;
+    kvfp8::Widen16(codes, &lo, &hi);
+    uint4* dst = reinterpret_cast<uint4*>(slot_tile + row * S::kRow + chunk * 16);
+    dst[0] = lo;
+    dst[1] = hi;
   }
 }
 
 // Online-softmax state of the thread's rows g and g + 8.
 template <int D>
 struct DecodeRows {
-  float o[DecodeShape<D>::kDimTiles][4];
+  float o[D / 8][4];
   float m[2];
   float l[2];
 };
 
 // Scores of the warp's 16 keys (kb: their first row) against the query tile
 // qs, masked at k_hi, and the running max / sum update; returns the weights
-// packed as the A operand of P V and rescales o.
-template <int D>
+// packed as the A operand of P V and rescales o. kFp8: f16 operands.
+template <int D, bool kFp8>
 __device__ __forceinline__ void ScoreKeys(DecodeRows<D>& r, const bf16* qs, const bf16* kb,
                                           int key_base, int k_hi, float scale_log2, int lane,
                                           uint32_t* pa) {
-  using S = DecodeShape<D>;
+  using S = DecodeShape<D, kFp8>;
   const int tq = lane & 3;
   float sc[2][4] = {};
 #pragma unroll
@@ -124,8 +160,13 @@ __device__ __forceinline__ void ScoreKeys(DecodeRows<D>& r, const bf16* qs, cons
     for (int nt = 0; nt < 2; ++nt) {
       uint32_t b[4];
       cuda::LdMatrixX4(b, kb + (nt * 8 + (lane & 7)) * S::kRow + kk * 16 + (lane >> 3) * 8);
-      cuda::MmaBf16(sc[nt], qa0, b[0], b[1]);
-      cuda::MmaBf16(sc[nt], qa1, b[2], b[3]);
+      if constexpr (kFp8) {
+        cuda::MmaF16(sc[nt], qa0, b[0], b[1]);
+        cuda::MmaF16(sc[nt], qa1, b[2], b[3]);
+      } else {
+        cuda::MmaBf16(sc[nt], qa0, b[0], b[1]);
+        cuda::MmaBf16(sc[nt], qa1, b[2], b[3]);
+      }
     }
   }
 #pragma unroll
@@ -163,24 +204,42 @@ __device__ __forceinline__ void ScoreKeys(DecodeRows<D>& r, const bf16* qs, cons
     }
   }
   // A fragment (PTX ISA): (g, keys 2t..), (g + 8, 2t..), (g, 2t + 8..), (g + 8, 2t + 8..).
-  pa[0] = cuda::PackBf16x2(sc[0][0], sc[0][1]);
-  pa[1] = cuda::PackBf16x2(sc[0][2], sc[0][3]);
-  pa[2] = cuda::PackBf16x2(sc[1][0], sc[1][1]);
-  pa[3] = cuda::PackBf16x2(sc[1][2], sc[1][3]);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float lo = sc[i / 2][2 * (i % 2)];
+    const float hi = sc[i / 2][2 * (i % 2) + 1];
+    pa[i] = kFp8 ? kvfp8::PackF16x2(lo, hi) : cuda::PackBf16x2(lo, hi);
+  }
 }
 
-// o += P V over the warp's 16 keys (vb: their first row).
-template <int D>
+// o += P V over the warp's 16 keys (vb: their first row). kFp8: f16 operands.
+template <int D, bool kFp8>
 __device__ __forceinline__ void ApplyWeights(DecodeRows<D>& r, const uint32_t* pa, const bf16* vb,
                                              int lane) {
-  using S = DecodeShape<D>;
+  using S = DecodeShape<D, kFp8>;
   const int key = (lane & 7) + ((lane >> 3) & 1) * 8;
 #pragma unroll
   for (int dn = 0; dn < S::kDimTiles; dn += 2) {
     uint32_t b[4];
     cuda::LdMatrixX4Trans(b, vb + key * S::kRow + dn * 8 + (lane >> 4) * 8);
-    cuda::MmaBf16(r.o[dn], pa, b[0], b[1]);
-    cuda::MmaBf16(r.o[dn + 1], pa, b[2], b[3]);
+    if constexpr (kFp8) {
+      cuda::MmaF16(r.o[dn], pa, b[0], b[1]);
+      cuda::MmaF16(r.o[dn + 1], pa, b[2], b[3]);
+    } else {
+      cuda::MmaBf16(r.o[dn], pa, b[0], b[1]);
+      cuda::MmaBf16(r.o[dn + 1], pa, b[2], b[3]);
+    }
+  }
+}
+
+// FP8: the landed BF16 query tile converted to f16 in place (after a barrier).
+template <int D>
+__device__ __forceinline__ void QueryToF16(bf16* qs) {
+  using S = DecodeShape<D, true>;
+  for (int i = threadIdx.x; i < 16 * D / 2; i += kThreads) {
+    const int row = i / (D / 2);
+    uint32_t* p = reinterpret_cast<uint32_t*>(qs + row * S::kRow) + (i - row * (D / 2));
+    *p = kvfp8::Bf16x2ToF16x2(*p);
   }
 }
 
@@ -188,11 +247,12 @@ __device__ __forceinline__ void ApplyWeights(DecodeRows<D>& r, const uint32_t* p
 // rows past the group zeros), as cp.async copies in the caller's group.
 template <int D>
 __device__ __forceinline__ void LoadQueryTile(const AttnArgs& a, int t, int kvh, bf16* qs) {
-  using S = DecodeShape<D>;
+  using S = DecodeShape<D, false>;
+  constexpr int kQChunks = D / 8;  // 16-byte chunks of a BF16 query row
   const bf16* q = a.q + t * a.q_stride + static_cast<int64_t>(kvh * a.group) * D;
-  for (int i = threadIdx.x; i < 16 * S::kChunks; i += kThreads) {
-    const int row = i / S::kChunks;
-    const int c = i - row * S::kChunks;
+  for (int i = threadIdx.x; i < 16 * kQChunks; i += kThreads) {
+    const int row = i / kQChunks;
+    const int c = i - row * kQChunks;
     const bool in_group = row < a.group;
     cuda::CpAsync16(qs + row * S::kRow + c * 8, q + (in_group ? row : 0) * D + c * 8, in_group);
   }
@@ -207,14 +267,14 @@ __device__ __forceinline__ void LoadQueryTile(const AttnArgs& a, int t, int kvh,
 template <int D>
 __device__ __forceinline__ void RopeLoad(const AttnArgs& a, int t, int kvh, int new_row, bf16* qs,
                                          bf16* stage) {
-  using S = DecodeShape<D>;
+  constexpr int kRawChunks = D / 8;  // 16-byte chunks of a BF16 head
   LoadQueryTile<D>(a, t, kvh, qs);
   const bf16* x = a.q + t * a.q_stride;
-  if (new_row >= 0 && threadIdx.x < 2 * S::kChunks) {
+  if (new_row >= 0 && threadIdx.x < 2 * kRawChunks) {
     const int64_t k_col = static_cast<int64_t>(a.num_heads + kvh) * D;
     const int64_t v_col = static_cast<int64_t>(a.num_heads + a.num_kv_heads + kvh) * D;
     const int j = threadIdx.x;
-    const int64_t src = j < S::kChunks ? k_col + j * 8 : v_col + (j - S::kChunks) * 8;
+    const int64_t src = j < kRawChunks ? k_col + j * 8 : v_col + (j - kRawChunks) * 8;
     cuda::CpAsync16(stage + j * 8, x + src, true);
   }
 }
@@ -226,10 +286,12 @@ __device__ __forceinline__ void RopeLoad(const AttnArgs& a, int t, int kvh, int 
 // it from the pool, after the loop's barriers that order these writes first.
 // Same arithmetic as RopeKvWrite (rope_internal.cuh). A thread's dims are the
 // same in every head (kThreads is a multiple of D / 4): one pair of angles.
-template <int D>
+// kFp8: the pools get the codes (kv_fp8.cuh) and the ring rows the codes
+// widened, as a load would have left them.
+template <int D, bool kFp8>
 __device__ __forceinline__ void RopeRotate(const AttnArgs& a, int t, int kvh, int new_row, bf16* qs,
                                            const bf16* stage, bf16* ring) {
-  using S = DecodeShape<D>;
+  using S = DecodeShape<D, kFp8>;
   constexpr int kHalf = D / 2;
   constexpr int kQuads = D / 4;  // (i0, i0 + 1) pairs of pairs a head
   static_assert(kThreads % kQuads == 0, "a thread's dims are fixed");
@@ -253,30 +315,58 @@ __device__ __forceinline__ void RopeRotate(const AttnArgs& a, int t, int kvh, in
     const bf16* b = bias == nullptr ? nullptr : bias + static_cast<int64_t>(a.num_heads + kvh) * D;
     __nv_bfloat162 lo, hi;
     rope::Rotate2(stage, b, i0, kHalf, an, &lo, &hi);
-    if (in_ring) {
-      *reinterpret_cast<__nv_bfloat162*>(ring + new_row * S::kRow + i0) = lo;
-      *reinterpret_cast<__nv_bfloat162*>(ring + new_row * S::kRow + i0 + kHalf) = hi;
+    if constexpr (kFp8) {
+      const float scale = a.k_scale[kvh];
+      const uint16_t c_lo = kvfp8::Encode2(lo, scale);
+      const uint16_t c_hi = kvfp8::Encode2(hi, scale);
+      if (in_ring) {
+        *reinterpret_cast<uint32_t*>(ring + new_row * S::kRow + i0) = kvfp8::WidenF16x2(c_lo);
+        *reinterpret_cast<uint32_t*>(ring + new_row * S::kRow + i0 + kHalf) =
+            kvfp8::WidenF16x2(c_hi);
+      }
+      uint8_t* k_write = static_cast<uint8_t*>(a.k_write);
+      *reinterpret_cast<uint16_t*>(k_write + pool + i0) = c_lo;
+      *reinterpret_cast<uint16_t*>(k_write + pool + i0 + kHalf) = c_hi;
+    } else {
+      if (in_ring) {
+        *reinterpret_cast<__nv_bfloat162*>(ring + new_row * S::kRow + i0) = lo;
+        *reinterpret_cast<__nv_bfloat162*>(ring + new_row * S::kRow + i0 + kHalf) = hi;
+      }
+      bf16* k_write = static_cast<bf16*>(a.k_write);
+      *reinterpret_cast<__nv_bfloat162*>(k_write + pool + i0) = lo;
+      *reinterpret_cast<__nv_bfloat162*>(k_write + pool + i0 + kHalf) = hi;
     }
-    *reinterpret_cast<__nv_bfloat162*>(a.k_write + pool + i0) = lo;
-    *reinterpret_cast<__nv_bfloat162*>(a.k_write + pool + i0 + kHalf) = hi;
-  } else if (threadIdx.x < kQuads + S::kChunks) {
+  } else if (threadIdx.x < kQuads + D / 8) {
     const int c = 8 * (threadIdx.x - kQuads);
     const bf16* b = bias == nullptr
                         ? nullptr
                         : bias + static_cast<int64_t>(a.num_heads + a.num_kv_heads + kvh) * D;
     const uint4 v = rope::LoadBiased8(stage + D, b, c);
-    if (in_ring) *reinterpret_cast<uint4*>(ring + S::kSlotElems + new_row * S::kRow + c) = v;
-    *reinterpret_cast<uint4*>(a.v_write + pool + c) = v;
+    bf16* v_row = ring + S::kSlotElems + new_row * S::kRow + c;
+    if constexpr (kFp8) {
+      const uint2 codes = kvfp8::Encode8(v, a.v_scale[kvh]);
+      if (in_ring) {
+        *reinterpret_cast<uint4*>(v_row) =
+            make_uint4(kvfp8::WidenF16x2(codes.x), kvfp8::WidenF16x2(codes.x >> 16),
+                       kvfp8::WidenF16x2(codes.y), kvfp8::WidenF16x2(codes.y >> 16));
+      }
+      *reinterpret_cast<uint2*>(static_cast<uint8_t*>(a.v_write) + pool + c) = codes;
+    } else {
+      if (in_ring) *reinterpret_cast<uint4*>(v_row) = v;
+      *reinterpret_cast<uint4*>(static_cast<bf16*>(a.v_write) + pool + c) = v;
+    }
   }
 }
 
-// kRope: with the step's RopeKvWrite fused in (RopeLoad, RopeRotate).
-template <int D, bool kRope>
+// kRope: with the step's RopeKvWrite fused in (RopeLoad, RopeRotate). kFp8:
+// the pools are E4M3 codes (a.k_codes / a.v_codes, a.k_scale / a.v_scale).
+template <int D, bool kRope, bool kFp8>
 __global__ void __launch_bounds__(kThreads, kDecodeBlocksPerSm) AttnDecodeKernel(AttnArgs a) {
-  using S = DecodeShape<D>;
+  using S = DecodeShape<D, kFp8>;
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  bf16* ring = reinterpret_cast<bf16*>(smem_raw);  // [kSlots][kTileKeys][kRow]
-  bf16* qs = ring + S::kSlots * S::kSlotElems;     // [16][kRow]: the group's query heads
+  bf16* ring = reinterpret_cast<bf16*>(smem_raw);     // [kSlots][kTileKeys][kRow]
+  unsigned char* staging = smem_raw + S::kRingBytes;  // kFp8: [2][kTileKeys][D] codes (K, V)
+  bf16* qs = reinterpret_cast<bf16*>(smem_raw + S::kQueryOffset);  // [16][kRow]: the group's heads
   const int kvh = blockIdx.x;
   const int t = blockIdx.y;
   const int split = blockIdx.z;
@@ -284,6 +374,8 @@ __global__ void __launch_bounds__(kThreads, kDecodeBlocksPerSm) AttnDecodeKernel
   const int lane = threadIdx.x & 31;
   const int g = lane >> 2;
   const int tq = lane & 3;
+  const void* k_pool = kFp8 ? static_cast<const void*>(a.k_codes) : a.k_cache;
+  const void* v_pool = kFp8 ? static_cast<const void*>(a.v_codes) : a.v_cache;
 
   // Metadata (copied before the step's kernels ran): safe before the wait.
   int s = t;
@@ -310,6 +402,7 @@ __global__ void __launch_bounds__(kThreads, kDecodeBlocksPerSm) AttnDecodeKernel
 
   cuda::GridDependencyWait();  // q and the newest key come from the previous kernel
   cuda::LaunchDependents();
+  const float score_scale = kFp8 ? a.scale_log2 * KScale(a, kvh) : a.scale_log2;
   DecodeRows<D> r;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -326,49 +419,81 @@ __global__ void __launch_bounds__(kThreads, kDecodeBlocksPerSm) AttnDecodeKernel
   if constexpr (kRope) {
     if (rounds > 0) RopeLoad<D>(a, t, kvh, new_row, qs, stage);
     cuda::CpAsyncCommit();
+  } else if constexpr (kFp8) {
+    if (rounds > 0) LoadQueryTile<D>(a, t, kvh, qs);  // a group of its own: converted first
+    cuda::CpAsyncCommit();
   } else {
     LoadQueryTile<D>(a, t, kvh, qs);  // joins K(0)'s copy group
   }
-  // Load i of the ring (K(r) = 2 r, V(r) = 2 r + 1) goes to slot i % 3.
+  // BF16: load i of the ring (K(r) = 2 r, V(r) = 2 r + 1) goes to slot
+  // i % 3. FP8: K(r) and V(r) to their staging tiles, widened into slots 0, 1.
+  void* k_dst0 = kFp8 ? static_cast<void*>(staging) : static_cast<void*>(ring);
+  void* v_dst0 =
+      kFp8 ? static_cast<void*>(staging + kTileKeys * D) : static_cast<void*>(ring + S::kSlotElems);
   const int skip = new_row < kTileKeys ? new_row : -1;
   if (rounds > 0) {
-    KeySlots<D>(a, table, k_lo + key0, k_hi, slot);
-    IssueTile<D>(a.k_cache, a, slot, kvh, key0, chunk, ring, skip);
+    KeySlots<D, kFp8>(a, table, k_lo + key0, k_hi, slot);
+    IssueTile<D, kFp8>(k_pool, a, slot, kvh, key0, chunk, k_dst0, skip);
   }
   cuda::CpAsyncCommit();
-  if (rounds > 0) IssueTile<D>(a.v_cache, a, slot, kvh, key0, chunk, ring + S::kSlotElems, skip);
+  if (rounds > 0) IssueTile<D, kFp8>(v_pool, a, slot, kvh, key0, chunk, v_dst0, skip);
   cuda::CpAsyncCommit();
   // Fused RoPE: rotate while K(0) and V(0) are in flight; the first
-  // round's barrier publishes the results.
-  if constexpr (kRope) {
+  // round's barrier publishes the results. FP8: then the query tile to f16.
+  if constexpr (kRope || kFp8) {
     if (rounds > 0) {
-      cuda::CpAsyncWait<2>();  // RopeLoad's group is in
+      cuda::CpAsyncWait<2>();  // the query's group is in
       __syncthreads();         // ... for every thread
-      RopeRotate<D>(a, t, kvh, new_row, qs, stage, ring);
+      if constexpr (kRope) RopeRotate<D, kFp8>(a, t, kvh, new_row, qs, stage, ring);
+      if constexpr (kFp8) {
+        if constexpr (kRope) __syncthreads();  // the rotated rows are in place
+        QueryToF16<D>(qs);
+      }
     }
   }
   for (int round = 0; round < rounds; ++round) {
     const bool more = round + 1 < rounds;
+    const int warp_row = warp * 16 * S::kRow;
+    const int key_base = k_lo + round * kTileKeys + warp * 16;
+    uint32_t pa[4];
+    if constexpr (kFp8) {
+      cuda::CpAsyncWait<1>();  // the thread's K(round) copies are in
+      WidenTile<D>(staging, ring, key0, chunk, round == 0 ? skip : -1);
+      __syncthreads();  // ... widened for every warp; V(round - 1)'s slot is free
+      if (more) {
+        KeySlots<D, kFp8>(a, table, k_lo + (round + 1) * kTileKeys + key0, k_hi, slot);
+        IssueTile<D, kFp8>(k_pool, a, slot, kvh, key0, chunk, k_dst0);
+      }
+      cuda::CpAsyncCommit();
+      ScoreKeys<D, kFp8>(r, qs, ring + warp_row, key_base, k_hi, score_scale, lane, pa);
+      cuda::CpAsyncWait<1>();  // V(round)
+      WidenTile<D>(staging + kTileKeys * D, ring + S::kSlotElems, key0, chunk,
+                   round == 0 ? skip : -1);
+      __syncthreads();  // ... for every warp; K(round)'s slot is free
+      if (more) IssueTile<D, kFp8>(v_pool, a, slot, kvh, key0, chunk, v_dst0);
+      cuda::CpAsyncCommit();
+      ApplyWeights<D, kFp8>(r, pa, ring + S::kSlotElems + warp_row, lane);
+      continue;
+    }
     cuda::CpAsyncWait<1>();  // K(round) is in
     __syncthreads();         // ... for every warp; V(round - 1)'s slot is free
     if (more) {
-      KeySlots<D>(a, table, k_lo + (round + 1) * kTileKeys + key0, k_hi, slot);
-      IssueTile<D>(a.k_cache, a, slot, kvh, key0, chunk,
-                   ring + ((2 * round + 2) % S::kSlots) * S::kSlotElems);
+      KeySlots<D, kFp8>(a, table, k_lo + (round + 1) * kTileKeys + key0, k_hi, slot);
+      IssueTile<D, kFp8>(k_pool, a, slot, kvh, key0, chunk,
+                         ring + ((2 * round + 2) % S::kSlots) * S::kSlotElems);
     }
     cuda::CpAsyncCommit();
-    const int warp_row = warp * 16 * S::kRow;
-    uint32_t pa[4];
-    ScoreKeys<D>(r, qs, ring + ((2 * round) % S::kSlots) * S::kSlotElems + warp_row,
-                 k_lo + round * kTileKeys + warp * 16, k_hi, a.scale_log2, lane, pa);
+    ScoreKeys<D, kFp8>(r, qs, ring + ((2 * round) % S::kSlots) * S::kSlotElems + warp_row, key_base,
+                       k_hi, score_scale, lane, pa);
     cuda::CpAsyncWait<1>();  // V(round) is in
     __syncthreads();         // ... for every warp; K(round)'s slot is free
     if (more) {
-      IssueTile<D>(a.v_cache, a, slot, kvh, key0, chunk,
-                   ring + ((2 * round + 3) % S::kSlots) * S::kSlotElems);
+      IssueTile<D, kFp8>(v_pool, a, slot, kvh, key0, chunk,
+                         ring + ((2 * round + 3) % S::kSlots) * S::kSlotElems);
     }
     cuda::CpAsyncCommit();
-    ApplyWeights<D>(r, pa, ring + ((2 * round + 1) % S::kSlots) * S::kSlotElems + warp_row, lane);
+    ApplyWeights<D, kFp8>(r, pa, ring + ((2 * round + 1) % S::kSlots) * S::kSlotElems + warp_row,
+                          lane);
   }
   cuda::CpAsyncWait<0>();
   __syncthreads();  // the ring becomes the merge buffer
@@ -397,27 +522,34 @@ __global__ void __launch_bounds__(kThreads, kDecodeBlocksPerSm) AttnDecodeKernel
     }
   }
   __syncthreads();
-  MergeWarpsAndStore<D, S::kRedRow>(a, red, red_m, red_l, 16, t, kvh, split);
+  MergeWarpsAndStore<D, S::kRedRow>(a, red, red_m, red_l, 16, t, kvh, split,
+                                    kFp8 ? VScale(a, kvh) : 1.0f);
 }
 
-template <int D, bool kRope>
+template <int D, bool kRope, bool kFp8>
 absl::Status LaunchDecode(const AttnArgs& a, int num_tokens, cudaStream_t stream) {
-  using S = DecodeShape<D>;
-  return LaunchAttention<AttnDecodeKernel<D, kRope>>(
+  using S = DecodeShape<D, kFp8>;
+  return LaunchAttention<AttnDecodeKernel<D, kRope, kFp8>>(
       kRope ? S::kSmemBytes + S::kStageBytes : S::kSmemBytes,
       dim3(a.num_kv_heads, num_tokens, a.num_splits), stream, a);
+}
+
+template <int D, bool kFp8>
+absl::Status LaunchDecodeDim(const AttnArgs& a, int num_tokens, bool rope, cudaStream_t stream) {
+  return rope ? LaunchDecode<D, true, kFp8>(a, num_tokens, stream)
+              : LaunchDecode<D, false, kFp8>(a, num_tokens, stream);
 }
 
 }  // namespace
 
 absl::Status LaunchFlashDecode(const AttnArgs& a, int head_dim, int num_tokens, bool rope,
                                cudaStream_t stream) {
-  if (rope) {
-    return head_dim == 64 ? LaunchDecode<64, true>(a, num_tokens, stream)
-                          : LaunchDecode<128, true>(a, num_tokens, stream);
+  if (a.k_codes != nullptr) {
+    return head_dim == 64 ? LaunchDecodeDim<64, true>(a, num_tokens, rope, stream)
+                          : LaunchDecodeDim<128, true>(a, num_tokens, rope, stream);
   }
-  return head_dim == 64 ? LaunchDecode<64, false>(a, num_tokens, stream)
-                        : LaunchDecode<128, false>(a, num_tokens, stream);
+  return head_dim == 64 ? LaunchDecodeDim<64, false>(a, num_tokens, rope, stream)
+                        : LaunchDecodeDim<128, false>(a, num_tokens, rope, stream);
 }
 
 }  // namespace onecard::engine::attention

@@ -9,10 +9,18 @@
 // for the second product (as FlashAttention 2). 64-key tiles stream in with
 // cp.async, two buffers.
 //
+// An FP8 cache (kFp8; PagedAttentionParams::kv_fp8): the copies land as
+// codes in staging tiles that each thread widens itself (its own copies) to
+// f16 in the 16-bit tiles before the barrier that publishes them; Q is
+// converted to f16 fragments, P packed as f16, the K scale multiplies the
+// scores and the V scale the output. 100 KB of shared memory at head_dim
+// 128 (2 blocks an SM, against 3 for BF16).
+//
 // No x_ref.cc of its own by design: this kernel implements the PagedAttention
 // op (paged_attention.h), so its reference, PagedAttentionRef
 // (paged_attention_ref.cc), is its reference. Tested by tests/gpu/paged_attention_test.cc.
 #include "engine/kernels/cuda_ptx.cuh"
+#include "engine/kernels/kv_fp8.cuh"
 #include "engine/kernels/paged_attention_internal.cuh"
 
 namespace onecard::engine::attention {
@@ -23,7 +31,10 @@ struct FlashShape {
   static constexpr int kRow = D + 8;       // padded smem row (elements): no bank conflicts
   static constexpr int kSteps = D / 16;    // k-steps of Q K^T
   static constexpr int kDimTiles = D / 8;  // n-tiles of P V
-  static constexpr int kSmemBytes = 2 * 2 * kTileKeys * kRow * 2;
+  static constexpr int kTileBytes = 2 * 2 * kTileKeys * kRow * 2;  // [2 buffers][K, V] 16-bit
+  static constexpr int kStagingBytes = 2 * 2 * kTileKeys * D;      // FP8: [2][K, V] codes
+  static constexpr int kSmemBytes = kTileBytes;
+  static constexpr int kSmemBytesFp8 = kTileBytes + kStagingBytes;
 };
 
 // Keys [k_begin, k_begin + kTileKeys) of one kv head; keys >= kv_len are zeros.
@@ -43,14 +54,65 @@ __device__ __forceinline__ void LoadTileFlash(const AttnArgs& a, const int32_t* 
   }
 }
 
+// FP8: the same keys' codes into staging tiles ks8 / vs8 ([kTileKeys][D]).
+template <int D>
+__device__ __forceinline__ void LoadTileFlashFp8(const AttnArgs& a, const int32_t* table, int kvh,
+                                                 int k_begin, int kv_len, unsigned char* ks8,
+                                                 unsigned char* vs8) {
+  constexpr int kChunks = D / 16;
+  for (int i = threadIdx.x; i < kTileKeys * kChunks; i += kThreads) {
+    const int j = i / kChunks;
+    const int c = i - j * kChunks;
+    const int p = k_begin + j;
+    const bool valid = p < kv_len;
+    const int64_t off = valid ? KvOffset(a, table, p, kvh, D) + c * 16 : 0;
+    cuda::CpAsync16(ks8 + j * D + c * 16, a.k_codes + off, valid);
+    cuda::CpAsync16(vs8 + j * D + c * 16, a.v_codes + off, valid);
+  }
+}
+
+// FP8: the thread's own chunks of LoadTileFlashFp8 (landed) widened to f16.
+template <int D>
+__device__ __forceinline__ void WidenTileFlash(const unsigned char* ks8, const unsigned char* vs8,
+                                               bf16* ks, bf16* vs) {
+  constexpr int kChunks = D / 16;
+  constexpr int kRow = FlashShape<D>::kRow;
+  for (int i = threadIdx.x; i < kTileKeys * kChunks; i += kThreads) {
+    const int j = i / kChunks;
+    const int c = i - j * kChunks;
+    uint4 lo, hi;
+    kvfp8::Widen16(*reinterpret_cast<const uint4*>(ks8 + j * D + c * 16), &lo, &hi);
+    reinterpret_cast<uint4*>(ks + j * kRow + c * 16)[0] = lo;
+    reinterpret_cast<uint4*>(ks + j * kRow + c * 16)[1] = hi;
+    kvfp8::Widen16(*reinterpret_cast<const uint4*>(vs8 + j * D + c * 16), &lo, &hi);
+    reinterpret_cast<uint4*>(vs + j * kRow + c * 16)[0] = lo;
+    reinterpret_cast<uint4*>(vs + j * kRow + c * 16)[1] = hi;
+  }
+}
+
 template <int D>
 struct FlashRows {
   float o[FlashShape<D>::kDimTiles][4];
   float m0, m1, l0, l1;  // rows g and g + 8 of the warp's 16
 };
 
-// One 64-key tile: scores, mask, online softmax, and O += P V.
-template <int D>
+template <bool kFp8>
+__device__ __forceinline__ void Mma(float* c, const uint32_t* a, uint32_t b0, uint32_t b1) {
+  if constexpr (kFp8) {
+    cuda::MmaF16(c, a, b0, b1);
+  } else {
+    cuda::MmaBf16(c, a, b0, b1);
+  }
+}
+
+template <bool kFp8>
+__device__ __forceinline__ uint32_t Pack2(float lo, float hi) {
+  return kFp8 ? kvfp8::PackF16x2(lo, hi) : cuda::PackBf16x2(lo, hi);
+}
+
+// One 64-key tile: scores, mask, online softmax, and O += P V. kFp8: f16
+// operands.
+template <int D, bool kFp8>
 __device__ __forceinline__ void FlashTile(FlashRows<D>& r, const uint32_t (*qa)[4], const bf16* kb,
                                           const bf16* vb, int key_base, int qpos0, int qpos1,
                                           float scale_log2, int lane) {
@@ -65,8 +127,8 @@ __device__ __forceinline__ void FlashTile(FlashRows<D>& r, const uint32_t (*qa)[
     for (int kk = 0; kk < S::kSteps; kk += 2) {
       uint32_t b[4];
       cuda::LdMatrixX4(b, kb + (nt * 8 + (lane & 7)) * S::kRow + kk * 16 + (lane >> 3) * 8);
-      cuda::MmaBf16(sacc[nt], qa[kk], b[0], b[1]);
-      cuda::MmaBf16(sacc[nt], qa[kk + 1], b[2], b[3]);
+      Mma<kFp8>(sacc[nt], qa[kk], b[0], b[1]);
+      Mma<kFp8>(sacc[nt], qa[kk + 1], b[2], b[3]);
     }
   }
   float mx0 = r.m0, mx1 = r.m1;
@@ -112,17 +174,17 @@ __device__ __forceinline__ void FlashTile(FlashRows<D>& r, const uint32_t (*qa)[
   }
 #pragma unroll
   for (int ks = 0; ks < 4; ++ks) {
-    const uint32_t pa[4] = {cuda::PackBf16x2(sacc[2 * ks][0], sacc[2 * ks][1]),
-                            cuda::PackBf16x2(sacc[2 * ks][2], sacc[2 * ks][3]),
-                            cuda::PackBf16x2(sacc[2 * ks + 1][0], sacc[2 * ks + 1][1]),
-                            cuda::PackBf16x2(sacc[2 * ks + 1][2], sacc[2 * ks + 1][3])};
+    const uint32_t pa[4] = {Pack2<kFp8>(sacc[2 * ks][0], sacc[2 * ks][1]),
+                            Pack2<kFp8>(sacc[2 * ks][2], sacc[2 * ks][3]),
+                            Pack2<kFp8>(sacc[2 * ks + 1][0], sacc[2 * ks + 1][1]),
+                            Pack2<kFp8>(sacc[2 * ks + 1][2], sacc[2 * ks + 1][3])};
 #pragma unroll
     for (int dn = 0; dn < S::kDimTiles; dn += 2) {
       uint32_t b[4];
       const int key = ks * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
       cuda::LdMatrixX4Trans(b, vb + key * S::kRow + dn * 8 + (lane >> 4) * 8);
-      cuda::MmaBf16(r.o[dn], pa, b[0], b[1]);
-      cuda::MmaBf16(r.o[dn + 1], pa, b[2], b[3]);
+      Mma<kFp8>(r.o[dn], pa, b[0], b[1]);
+      Mma<kFp8>(r.o[dn + 1], pa, b[2], b[3]);
     }
   }
 }
@@ -130,8 +192,8 @@ __device__ __forceinline__ void FlashTile(FlashRows<D>& r, const uint32_t (*qa)[
 // Writes one row's output (o values c0,c1 or c2,c3 of every dim tile) / l.
 template <int D>
 __device__ __forceinline__ void StoreFlashRow(bf16* out_row, const float (*o)[4], int half, float l,
-                                              int tq) {
-  const float inv = 1.0f / l;
+                                              float out_scale, int tq) {
+  const float inv = out_scale / l;
 #pragma unroll
   for (int dn = 0; dn < FlashShape<D>::kDimTiles; ++dn) {
     *reinterpret_cast<uint32_t*>(out_row + dn * 8 + 2 * tq) =
@@ -139,12 +201,14 @@ __device__ __forceinline__ void StoreFlashRow(bf16* out_row, const float (*o)[4]
   }
 }
 
-template <int D>
+template <int D, bool kFp8>
 __global__ void __launch_bounds__(kThreads) AttnFlashKernel(AttnArgs a) {
   using S = FlashShape<D>;
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  bf16* ks = reinterpret_cast<bf16*>(smem_raw);  // [2][kTileKeys][kRow]
-  bf16* vs = ks + 2 * kTileKeys * S::kRow;       // [2][kTileKeys][kRow]
+  bf16* ks = reinterpret_cast<bf16*>(smem_raw);   // [2][kTileKeys][kRow]
+  bf16* vs = ks + 2 * kTileKeys * S::kRow;        // [2][kTileKeys][kRow]
+  unsigned char* ks8 = smem_raw + S::kTileBytes;  // kFp8: [2][kTileKeys][D] codes
+  unsigned char* vs8 = ks8 + 2 * kTileKeys * D;   // kFp8: [2][kTileKeys][D] codes
   const int h = blockIdx.y;
   const int kvh = h / a.group;
   cuda::GridDependencyWait();
@@ -184,7 +248,12 @@ __global__ void __launch_bounds__(kThreads) AttnFlashKernel(AttnArgs a) {
     qa[kk][1] = *reinterpret_cast<const uint32_t*>(q1 + kk * 16 + 2 * tq);
     qa[kk][2] = *reinterpret_cast<const uint32_t*>(q0 + kk * 16 + 8 + 2 * tq);
     qa[kk][3] = *reinterpret_cast<const uint32_t*>(q1 + kk * 16 + 8 + 2 * tq);
+    if constexpr (kFp8) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) qa[kk][e] = kvfp8::Bf16x2ToF16x2(qa[kk][e]);
+    }
   }
+  const float score_scale = kFp8 ? a.scale_log2 * KScale(a, kvh) : a.scale_log2;
   FlashRows<D> r;
   r.m0 = r.m1 = -INFINITY;
   r.l0 = r.l1 = 0.0f;
@@ -193,19 +262,35 @@ __global__ void __launch_bounds__(kThreads) AttnFlashKernel(AttnArgs a) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) r.o[dn][e] = 0.0f;
   }
-  LoadTileFlash<D>(a, table, kvh, 0, kv_len, ks, vs);
+  // Tile i goes to buffer i % 2 (FP8: its codes to staging buffer i % 2,
+  // widened into buffer i % 2 by the threads that copied them).
+  if constexpr (kFp8) {
+    LoadTileFlashFp8<D>(a, table, kvh, 0, kv_len, ks8, vs8);
+  } else {
+    LoadTileFlash<D>(a, table, kvh, 0, kv_len, ks, vs);
+  }
   cuda::CpAsyncCommit();
   for (int tile = 0; tile < num_tiles; ++tile) {
     const int buf = tile & 1;
     if (tile + 1 < num_tiles) {
-      LoadTileFlash<D>(a, table, kvh, (tile + 1) * kTileKeys, kv_len,
-                       ks + (buf ^ 1) * kTileKeys * S::kRow, vs + (buf ^ 1) * kTileKeys * S::kRow);
+      if constexpr (kFp8) {
+        LoadTileFlashFp8<D>(a, table, kvh, (tile + 1) * kTileKeys, kv_len,
+                            ks8 + (buf ^ 1) * kTileKeys * D, vs8 + (buf ^ 1) * kTileKeys * D);
+      } else {
+        LoadTileFlash<D>(a, table, kvh, (tile + 1) * kTileKeys, kv_len,
+                         ks + (buf ^ 1) * kTileKeys * S::kRow,
+                         vs + (buf ^ 1) * kTileKeys * S::kRow);
+      }
     }
     cuda::CpAsyncCommit();
     cuda::CpAsyncWait<1>();
+    if constexpr (kFp8) {
+      WidenTileFlash<D>(ks8 + buf * kTileKeys * D, vs8 + buf * kTileKeys * D,
+                        ks + buf * kTileKeys * S::kRow, vs + buf * kTileKeys * S::kRow);
+    }
     __syncthreads();
-    FlashTile<D>(r, qa, ks + buf * kTileKeys * S::kRow, vs + buf * kTileKeys * S::kRow,
-                 tile * kTileKeys, qpos0, qpos1, a.scale_log2, lane);
+    FlashTile<D, kFp8>(r, qa, ks + buf * kTileKeys * S::kRow, vs + buf * kTileKeys * S::kRow,
+                       tile * kTileKeys, qpos0, qpos1, score_scale, lane);
     __syncthreads();
   }
   cuda::CpAsyncWait<0>();
@@ -213,13 +298,14 @@ __global__ void __launch_bounds__(kThreads) AttnFlashKernel(AttnArgs a) {
   r.l0 += __shfl_xor_sync(0xffffffffu, r.l0, 2);
   r.l1 += __shfl_xor_sync(0xffffffffu, r.l1, 1);
   r.l1 += __shfl_xor_sync(0xffffffffu, r.l1, 2);
+  const float out_scale = kFp8 ? VScale(a, kvh) : 1.0f;
   if (q_begin + r0 < q_end) {
     StoreFlashRow<D>(a.out + (static_cast<int64_t>(q_begin + r0) * a.num_heads + h) * D, r.o, 0,
-                     r.l0, tq);
+                     r.l0, out_scale, tq);
   }
   if (q_begin + r1 < q_end) {
     StoreFlashRow<D>(a.out + (static_cast<int64_t>(q_begin + r1) * a.num_heads + h) * D, r.o, 1,
-                     r.l1, tq);
+                     r.l1, out_scale, tq);
   }
 }
 
@@ -229,7 +315,10 @@ template <int D>
 absl::Status LaunchPrefill(const AttnArgs& a, int num_tokens, cudaStream_t stream) {
   // Tiles never cross chunks: at most ceil(T / 64) + num_seqs of them.
   const dim3 grid(static_cast<unsigned>(cuda::CeilDiv(num_tokens, 64) + a.num_seqs), a.num_heads);
-  return LaunchAttention<AttnFlashKernel<D>>(FlashShape<D>::kSmemBytes, grid, stream, a);
+  if (a.k_codes != nullptr) {
+    return LaunchAttention<AttnFlashKernel<D, true>>(FlashShape<D>::kSmemBytesFp8, grid, stream, a);
+  }
+  return LaunchAttention<AttnFlashKernel<D, false>>(FlashShape<D>::kSmemBytes, grid, stream, a);
 }
 
 }  // namespace

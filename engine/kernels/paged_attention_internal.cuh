@@ -52,8 +52,15 @@ struct AttnArgs {
   const float* inv_freq;        // [head_dim / 2]
   const int32_t* positions;     // [num_tokens]
   const int32_t* slot_mapping;  // [num_tokens]; < 0: not written
-  bf16* k_write;                // the pools k_cache / v_cache point at
-  bf16* v_write;
+  void* k_write;                // the pools k_cache / v_cache (or k_codes / v_codes) point at
+  void* v_write;
+  // An FP8 cache (PagedAttentionParams::kv_fp8): the pools' E4M3 codes and
+  // the layer's scales ([num_kv_heads], kv_fp8.cuh); k_cache / v_cache are
+  // then unused. Null for a BF16 cache.
+  const uint8_t* k_codes;
+  const uint8_t* v_codes;
+  const float* k_scale;
+  const float* v_scale;
 };
 
 // The chunk holding token t: the largest s with cu[s] <= t.
@@ -98,9 +105,11 @@ absl::Status LaunchAttention(int smem, dim3 grid, cudaStream_t stream, const Att
 // output (one split) or the split's partial: normalized output and
 // (max, sum); an empty split writes only (max, 0), and no output.
 // kStride: the floats between two rows of red_o (D, or more when padded).
+// out_scale multiplies the output (an FP8 cache's V scale; else 1).
 template <int D, int kStride = D>
 __device__ void MergeWarpsAndStore(const AttnArgs& a, const float* red_o, const float* red_m,
-                                   const float* red_l, int rows, int t, int kvh, int split) {
+                                   const float* red_l, int rows, int t, int kvh, int split,
+                                   float out_scale) {
   for (int i = threadIdx.x; i < a.group * D; i += kThreads) {
     const int r = i / D;
     const int d = i - r * D;
@@ -116,13 +125,22 @@ __device__ void MergeWarpsAndStore(const AttnArgs& a, const float* red_o, const 
     }
     const int h = kvh * a.group + r;
     if (a.num_splits == 1) {
-      a.out[(static_cast<int64_t>(t) * a.num_heads + h) * D + d] = __float2bfloat16_rn(num / den);
+      a.out[(static_cast<int64_t>(t) * a.num_heads + h) * D + d] =
+          __float2bfloat16_rn(num / den * out_scale);
     } else {
       const int64_t idx = (static_cast<int64_t>(t) * a.num_heads + h) * a.num_splits + split;
-      if (den > 0.0f) a.o_part[idx * D + d] = num / den;  // the combine skips empty splits
+      if (den > 0.0f) a.o_part[idx * D + d] = num / den * out_scale;  // the combine skips empty
       if (d == 0) a.ml_part[idx] = make_float2(mx, den);
     }
   }
+}
+
+// The K and V scales of kv head kvh (1 for a BF16 cache).
+__device__ __forceinline__ float KScale(const AttnArgs& a, int kvh) {
+  return a.k_scale == nullptr ? 1.0f : a.k_scale[kvh];
+}
+__device__ __forceinline__ float VScale(const AttnArgs& a, int kvh) {
+  return a.v_scale == nullptr ? 1.0f : a.v_scale[kvh];
 }
 
 // Flash prefill: every chunk, causal, head_dim 64 or 128 (splits ignored).

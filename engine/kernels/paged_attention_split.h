@@ -16,7 +16,12 @@
 // A split's partial (normalized output, running max and sum) goes to the
 // workspace and a combine kernel merges the splits; num_splits == 1 writes
 // the output directly and needs no workspace.
-// Supported: BF16; head_dim 16, 24, 32, 64, 96, 128 (flash: 64, 128);
+// An FP8 cache (PagedAttentionParams::kv_fp8) is read by the same kernels,
+// its codes widened exactly in shared memory (f16 tensor-core products in
+// the flash kernels), its scales applied to the scores (K) and the output
+// (V): kv_fp8.cuh.
+// Supported: BF16 q / out, BF16 or FP8 (head_dim % 16 == 0) pools; head_dim
+// 16, 24, 32, 64, 96, 128 (flash: 64, 128);
 // num_heads / num_kv_heads <= 16; 1 <= num_splits <= 64.
 // Tested by tests/gpu/paged_attention_test.cc against PagedAttentionRef.
 #ifndef ONECARD_ENGINE_KERNELS_PAGED_ATTENTION_SPLIT_H_

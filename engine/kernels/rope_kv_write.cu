@@ -2,13 +2,16 @@
 // bias, rotates the q and k pairs (sincosf, as Rope does) and writes k and v
 // to the token's slot; the bias-added, rounded values are what RoPE reads,
 // as in the composed reference. BF16 with head_dim % 8 == 0 (head_dim / 4
-// dividing 256) takes a vectorized kernel, one pass a thread.
+// dividing 256) takes a vectorized kernel, one pass a thread. With an FP8
+// cache (params.fp8) both write the codes of the rounded values / the kv
+// head's scale (kv_fp8.cuh) instead of the values.
 // Tested by tests/gpu/rope_kv_test.cc against RopeKvWriteRef.
 #include <algorithm>
 
 #include "engine/kernels/cuda_check.h"
 #include "engine/kernels/cuda_common.cuh"
 #include "engine/kernels/cuda_ptx.cuh"
+#include "engine/kernels/kv_fp8.cuh"
 #include "engine/kernels/rope_internal.cuh"
 #include "engine/kernels/rope_kv_write.h"
 
@@ -35,8 +38,12 @@ __global__ void RopeKvWriteKernel(RopeKvWriteParams p) {
   T* x = static_cast<T*>(p.qkv) + t * row;
   const T* bias = static_cast<const T*>(p.bias);
   const int32_t slot = p.slot_mapping[t];
-  T* k_dst = static_cast<T*>(p.k_cache) + static_cast<int64_t>(slot) * kv_elems;
-  T* v_dst = static_cast<T*>(p.v_cache) + static_cast<int64_t>(slot) * kv_elems;
+  const int64_t kv_at = static_cast<int64_t>(slot) * kv_elems;
+  T* k_dst = static_cast<T*>(p.k_cache) + kv_at;
+  T* v_dst = static_cast<T*>(p.v_cache) + kv_at;
+  uint8_t* k_codes = static_cast<uint8_t*>(p.k_cache) + kv_at;  // an FP8 cache
+  uint8_t* v_codes = static_cast<uint8_t*>(p.v_cache) + kv_at;
+  const bool fp8 = p.fp8.enabled();
   const float position = static_cast<float>(p.positions[t]);
   const int32_t pairs = (p.num_heads + nkv) * half;
   const int32_t first = blockIdx.y * blockDim.x + threadIdx.x;
@@ -54,15 +61,27 @@ __global__ void RopeKvWriteKernel(RopeKvWriteParams p) {
     x[a] = y1;
     x[a + half] = y2;
     if (head >= p.num_heads && slot >= 0) {
-      k_dst[a - q_elems] = y1;
-      k_dst[a - q_elems + half] = y2;
+      if (fp8) {
+        const float scale = p.fp8.k[head - p.num_heads];
+        k_codes[a - q_elems] = kvfp8::Encode(cuda::ToFloat(y1), scale);
+        k_codes[a - q_elems + half] = kvfp8::Encode(cuda::ToFloat(y2), scale);
+      } else {
+        k_dst[a - q_elems] = y1;
+        k_dst[a - q_elems + half] = y2;
+      }
     }
   }
   for (int64_t i = first; i < kv_elems; i += stride) {
     const int64_t a = q_elems + kv_elems + i;
     const T v = cuda::FromFloat<T>(LoadBiased(x, bias, a));
     x[a] = v;
-    if (slot >= 0) v_dst[i] = v;
+    if (slot >= 0) {
+      if (fp8) {
+        v_codes[i] = kvfp8::Encode(cuda::ToFloat(v), p.fp8.v[i / d]);
+      } else {
+        v_dst[i] = v;
+      }
+    }
   }
 }
 
@@ -88,8 +107,12 @@ __global__ void __launch_bounds__(kTokenThreads) RopeKvWriteBf16Kernel(RopeKvWri
   bf16* x = static_cast<bf16*>(p.qkv) + t * (q_elems + 2 * kv_elems);
   const bf16* bias = static_cast<const bf16*>(p.bias);
   const int32_t slot = p.slot_mapping[t];
-  bf16* k_dst = static_cast<bf16*>(p.k_cache) + static_cast<int64_t>(slot) * kv_elems;
-  bf16* v_dst = static_cast<bf16*>(p.v_cache) + static_cast<int64_t>(slot) * kv_elems;
+  const int64_t kv_at = static_cast<int64_t>(slot) * kv_elems;
+  bf16* k_dst = static_cast<bf16*>(p.k_cache) + kv_at;
+  bf16* v_dst = static_cast<bf16*>(p.v_cache) + kv_at;
+  uint8_t* k_codes = static_cast<uint8_t*>(p.k_cache) + kv_at;  // an FP8 cache
+  uint8_t* v_codes = static_cast<uint8_t*>(p.v_cache) + kv_at;
+  const bool fp8 = p.fp8.enabled();
   const float position = static_cast<float>(p.positions[t]);
   const int32_t i0 = 2 * (threadIdx.x % group);
   const rope::Angles2 angles = rope::AnglesAt(position, p.inv_freq, i0);
@@ -101,8 +124,14 @@ __global__ void __launch_bounds__(kTokenThreads) RopeKvWriteBf16Kernel(RopeKvWri
     *reinterpret_cast<__nv_bfloat162*>(x + a) = lo;
     *reinterpret_cast<__nv_bfloat162*>(x + a + half) = hi;
     if (head >= p.num_heads && slot >= 0) {
-      *reinterpret_cast<__nv_bfloat162*>(k_dst + a - q_elems) = lo;
-      *reinterpret_cast<__nv_bfloat162*>(k_dst + a - q_elems + half) = hi;
+      if (fp8) {
+        const float scale = p.fp8.k[head - p.num_heads];
+        *reinterpret_cast<uint16_t*>(k_codes + a - q_elems) = kvfp8::Encode2(lo, scale);
+        *reinterpret_cast<uint16_t*>(k_codes + a - q_elems + half) = kvfp8::Encode2(hi, scale);
+      } else {
+        *reinterpret_cast<__nv_bfloat162*>(k_dst + a - q_elems) = lo;
+        *reinterpret_cast<__nv_bfloat162*>(k_dst + a - q_elems + half) = hi;
+      }
     }
   }
   for (int64_t i = blockIdx.y * kTokenThreads + threadIdx.x; i < kv_elems / 8;
@@ -110,7 +139,13 @@ __global__ void __launch_bounds__(kTokenThreads) RopeKvWriteBf16Kernel(RopeKvWri
     const int64_t a = q_elems + kv_elems + 8 * i;
     const uint4 packed = rope::LoadBiased8(x, bias, a);
     *reinterpret_cast<uint4*>(x + a) = packed;
-    if (slot >= 0) *reinterpret_cast<uint4*>(v_dst + 8 * i) = packed;
+    if (slot >= 0) {
+      if (fp8) {
+        *reinterpret_cast<uint2*>(v_codes + 8 * i) = kvfp8::Encode8(packed, p.fp8.v[8 * i / d]);
+      } else {
+        *reinterpret_cast<uint4*>(v_dst + 8 * i) = packed;
+      }
+    }
   }
 }
 
@@ -123,6 +158,9 @@ absl::Status RopeKvWrite(const RopeKvWriteParams& p, cudaStream_t stream) {
     return absl::InvalidArgumentError(
         cuda::Cat(kOp, ": bad sizes num_tokens=", p.num_tokens, " num_heads=", p.num_heads,
                   " num_kv_heads=", p.layout.num_kv_heads, " head_dim=", p.layout.head_dim));
+  }
+  if ((p.fp8.k == nullptr) != (p.fp8.v == nullptr)) {
+    return absl::InvalidArgumentError(cuda::Cat(kOp, ": fp8.k and fp8.v must both be set or null"));
   }
   if (p.num_tokens == 0) return absl::OkStatus();
   const int32_t d = p.layout.head_dim;
