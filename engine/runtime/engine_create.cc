@@ -31,11 +31,6 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> CreateModelRunner(const Checkpoint&
                                              .weight_format = options.cpu_weight_format});
   }
   if (options.backend == "cuda") {
-    if (options.kv_cache_dtype == KvCacheDtype::kFp8E4m3) {
-      return absl::UnimplementedError(
-          "EngineOptions.kv_cache_dtype: fp8 is not in the cuda backend yet (its KV cache is "
-          "BF16: auto or bf16); the cpu backend has it");
-    }
 #if defined(ONECARD_HAVE_CUDA)
     CudaRunnerOptions cuda;
     cuda.gpu_memory_budget = options.gpu_memory_budget;
@@ -47,6 +42,7 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> CreateModelRunner(const Checkpoint&
     cuda.tune_gemms = options.tune_gemms;
     cuda.tuning_cache = options.tuning_cache;
     cuda.fp8_compute = options.fp8_compute;
+    cuda.kv_cache_dtype = options.kv_cache_dtype;
     return CreateCudaModelRunner(checkpoint, cuda);
 #else
     return absl::UnimplementedError(

@@ -7,8 +7,8 @@
 // and a budget too small names the formats; FP8 weights are counted at a
 // byte a weight and a float a row (or a 128 x 128 block), so llama3-70b FP8
 // fits the card with room for KV and mistral-large-123b FP8 fits it too;
-// explicit block counts are
-// honoured or refused, and the step layout never overlaps.
+// an FP8 KV cache holds twice the tokens in the same budget; explicit
+// block counts are honoured or refused, and the step layout never overlaps.
 #include "engine/runtime/cuda/memory_plan.h"
 
 #include <string>
@@ -54,6 +54,25 @@ TEST(MemoryPlanTest, Llama8bFits24GiB) {
   EXPECT_GE(plan->num_kv_blocks, plan->max_blocks_per_seq);
   EXPECT_LE(plan->total_bytes(), 24 * kGiB);
   EXPECT_NE(plan->ToString().find("KV cache"), std::string::npos);
+}
+
+// An FP8 KV cache: a byte an element, so the same budget holds twice the
+// tokens (less the scales' few KiB), and the plan printout says the format.
+TEST(MemoryPlanTest, Fp8KvCacheHoldsTwiceTheTokens) {
+  auto bf16 = PlanMemory(Llama8b(24 * kGiB));
+  MemoryPlanInput in = Llama8b(24 * kGiB);
+  in.kv_cache_dtype = KvCacheDtype::kFp8E4m3;
+  auto fp8 = PlanMemory(in);
+  ASSERT_TRUE(bf16.ok() && fp8.ok()) << bf16.status() << fp8.status();
+  EXPECT_EQ(fp8->kv_bytes_per_token, 32 * 2 * 8 * 128);  // 64 KiB
+  EXPECT_EQ(fp8->workspace.kv_scales, 66 * 8 * 4 + 256 - (66 * 8 * 4) % 256);
+  EXPECT_EQ(bf16->workspace.kv_scales, 0);
+  EXPECT_GE(fp8->num_kv_blocks, 2 * bf16->num_kv_blocks - 1);
+  EXPECT_LE(fp8->num_kv_blocks, 2 * bf16->num_kv_blocks + 1);
+  EXPECT_LE(fp8->total_bytes(), 24 * kGiB);
+  EXPECT_NE(fp8->ToString().find("KV cache"), std::string::npos);
+  EXPECT_NE(fp8->ToString().find("(fp8 e4m3; "), std::string::npos) << fp8->ToString();
+  EXPECT_NE(bf16->ToString().find("(bf16; "), std::string::npos) << bf16->ToString();
 }
 
 TEST(MemoryPlanTest, Llama8bIsRefusedAt14GiB) {

@@ -84,13 +84,13 @@ absl::StatusOr<Reference> OpenReference(const std::string& path) {
   return r;
 }
 
-Tolerance LogitTolerance(const ModelConfig& c, double rms) {
-  const double max_nmse = kNmsePerLayer * std::max<int64_t>(c.num_layers, 4);
+Tolerance LogitTolerance(const ModelConfig& c, double rms, double nmse_scale) {
+  const double max_nmse = nmse_scale * kNmsePerLayer * std::max<int64_t>(c.num_layers, 4);
   return Tolerance{kSigmas * std::sqrt(max_nmse) * rms, 0.0, max_nmse};
 }
 
 void CompareRunners(ModelRunner& cpu, ModelRunner& gpu, const ModelConfig& config,
-                    const std::string& golden_dir, const std::string& label) {
+                    const std::string& golden_dir, const std::string& label, double nmse_scale) {
   const int64_t vocab = config.vocab_size;
   const std::vector<Prompt> prompts = GoldenPrompts(golden_dir);
   ASSERT_FALSE(prompts.empty()) << golden_dir;
@@ -101,7 +101,7 @@ void CompareRunners(ModelRunner& cpu, ModelRunner& gpu, const ModelConfig& confi
     auto got = gpu_seq.Run(p.ids, true);
     ASSERT_TRUE(want.ok() && got.ok()) << want.status() << got.status();
     const double rms = Rms(*want);
-    const Tolerance tol = LogitTolerance(config, rms);
+    const Tolerance tol = LogitTolerance(config, rms, nmse_scale);
     const auto report = onecard::testing::CompareAll(*got, *want, tol);
     std::printf("[%s/%s] %zu tokens: logit rms %.3f, max abs err %.4f (%.2f%% of rms), NMSE %.2e\n",
                 label.c_str(), p.name.c_str(), p.ids.size(), rms, report.max_abs_err,
@@ -187,7 +187,7 @@ void MatchesHfGolden(ModelRunner& runner, const ModelConfig& config, const std::
 }
 
 void DecodeStepsMatch(ModelRunner& cpu, ModelRunner& gpu, const ModelConfig& config,
-                      const std::string& label) {
+                      const std::string& label, double nmse_scale) {
   {
     constexpr int32_t kSeqs = 8, kSteps = 5;
     const int32_t block_size = gpu.kv_layout().block_size;
@@ -225,7 +225,8 @@ void DecodeStepsMatch(ModelRunner& cpu, ModelRunner& gpu, const ModelConfig& con
       }
       ASSERT_TRUE(cpu.Forward(decode, &want).ok());
       ASSERT_TRUE(gpu.Forward(decode, &got).ok());
-      EXPECT_ALL_CLOSE(got, want, LogitTolerance(config, Rms(want))) << label << ", step " << step;
+      EXPECT_ALL_CLOSE(got, want, LogitTolerance(config, Rms(want), nmse_scale))
+          << label << ", step " << step;
     }
   }
 }

@@ -306,6 +306,12 @@ absl::Status CudaRunnerImpl::EnqueueLogits(const StepShape& shape, const void* x
   return BlasGemm(ctx_->cublas(), logits, stream, tuner_.get());
 }
 
+KvFp8Scales CudaRunnerImpl::LayerKvScales(int layer) const {
+  if (kv_k_scale_ == nullptr) return {};
+  const int64_t at = int64_t{layer} * config_.num_kv_heads;
+  return {kv_k_scale_ + at, kv_v_scale_ + at};
+}
+
 absl::Status CudaRunnerImpl::EnqueueLayer(int layer, const StepShape& shape, int32_t* partials) {
   cudaStream_t stream = ctx_->stream();
   const CudaLayerWeights& w = weights_.layers[layer];
@@ -323,6 +329,7 @@ absl::Status CudaRunnerImpl::EnqueueLayer(int layer, const StepShape& shape, int
   rope.slot_mapping = MetaInts(buf_.meta, shape.layout.slots);
   rope.inv_freq = buf_.inv_freq;
   rope.num_tokens = t;
+  rope.fp8 = LayerKvScales(layer);
   // A decode step's RoPE and cache write run inside the attention kernel
   // after a cuBLAS projection (not after the GEMV kernels: docs/cuda.md).
   const FusedRope mode = options_.fused_rope;
@@ -330,6 +337,7 @@ absl::Status CudaRunnerImpl::EnqueueLayer(int layer, const StepShape& shape, int
   const bool fuse_rope =
       shape.decode && (mode == FusedRope::kAll || (mode == FusedRope::kAfterCublas && by_library));
   if (!fuse_rope) RETURN_IF_ERROR(RopeKvWrite(rope, stream));
+  if (calibrating_) RETURN_IF_ERROR(CalibrateLayer(layer, shape));
   PagedAttentionParams attn;
   attn.dtype = DType::kBF16;
   attn.q = buf_.qkv;
@@ -346,6 +354,7 @@ absl::Status CudaRunnerImpl::EnqueueLayer(int layer, const StepShape& shape, int
   attn.block_tables = MetaInts(buf_.meta, shape.layout.block_tables);
   attn.max_blocks_per_seq = shape.layout.max_blocks_per_seq;
   attn.scale = 1.0f / std::sqrt(static_cast<float>(config_.head_dim));
+  attn.kv_fp8 = rope.fp8;
   RETURN_IF_ERROR(PagedAttentionSplit(attn,
                                       {.num_splits = shape.splits,
                                        .workspace = buf_.attn_split,

@@ -89,6 +89,12 @@ absl::StatusOr<std::unique_ptr<CudaRunnerImpl>> CudaRunnerImpl::Create(
         absl::StrCat("CudaRunnerOptions.gemm_splits = ", options.gemm_splits, ": must be 0 to ",
                      kMaxGemmSplits));
   }
+  if (options.kv_cache_dtype == KvCacheDtype::kFp8E4m3 && config.head_dim % 16 != 0) {
+    return absl::UnimplementedError(
+        absl::StrCat("kv_cache_dtype: an fp8 KV cache needs head_dim a multiple of 16 (16-byte "
+                     "rows of codes); ",
+                     config.name, " has head_dim ", config.head_dim, "; use bf16"));
+  }
   std::unique_ptr<CudaRunnerImpl> r(new CudaRunnerImpl());
   r->config_ = config;
   r->spec_ = spec;
@@ -104,6 +110,7 @@ absl::StatusOr<std::unique_ptr<CudaRunnerImpl>> CudaRunnerImpl::Create(
   in.max_batched_tokens = options.max_batched_tokens;
   in.kv_block_size = options.kv_block_size;
   in.num_kv_blocks = options.num_kv_blocks;
+  in.kv_cache_dtype = options.kv_cache_dtype;
   in.num_sms = r->ctx_->num_sms();
   ASSIGN_OR_RETURN(r->plan_, PlanMemory(in));
   if (options.print_plan) std::fprintf(stderr, "%s\n", r->plan_.ToString().c_str());
@@ -158,6 +165,13 @@ absl::Status CudaRunnerImpl::Allocate() {
   if (w.fp8_gemm > 0) {
     ASSIGN_OR_RETURN(buf_.fp8_gemm, a.Take(w.fp8_gemm));
   }
+  if (w.kv_scales > 0) {
+    ASSIGN_OR_RETURN(void* scales, a.Take(w.kv_scales));
+    const int64_t layer_heads = config_.num_layers * config_.num_kv_heads;
+    kv_k_scale_ = static_cast<float*>(scales);
+    kv_v_scale_ = kv_k_scale_ + layer_heads;
+    kv_amax_ = kv_v_scale_ + layer_heads;
+  }
   RETURN_IF_ERROR(ctx_->SetCublasWorkspace(buf_.cublas, w.cublas));
   if (w.fp8_gemm > 0) {  // cuBLASLt's FP8 products share the cuBLAS workspace (one stream)
     ASSIGN_OR_RETURN(fp8_matmul_, Fp8Matmul::Create(buf_.cublas, w.cublas));
@@ -167,9 +181,10 @@ absl::Status CudaRunnerImpl::Allocate() {
                         .block_size = plan_.kv_block_size,
                         .num_kv_heads = static_cast<int32_t>(config_.num_kv_heads),
                         .head_dim = static_cast<int32_t>(config_.head_dim)};
+  const int64_t element_bytes = kv_k_scale_ != nullptr ? 1 : 2;  // FP8 codes or BF16
   for (int64_t l = 0; l < config_.num_layers; ++l) {
-    ASSIGN_OR_RETURN(void* k, kv_arena_->Take(kv_layout_.PoolElements() * 2));
-    ASSIGN_OR_RETURN(void* v, kv_arena_->Take(kv_layout_.PoolElements() * 2));
+    ASSIGN_OR_RETURN(void* k, kv_arena_->Take(kv_layout_.PoolElements() * element_bytes));
+    ASSIGN_OR_RETURN(void* v, kv_arena_->Take(kv_layout_.PoolElements() * element_bytes));
     k_cache_.push_back(k);
     v_cache_.push_back(v);
   }
@@ -357,6 +372,7 @@ absl::StatusOr<std::unique_ptr<CudaModelRunner>> CreateRandomCudaModelRunner(
   ASSIGN_OR_RETURN(std::unique_ptr<CudaRunnerImpl> r,
                    CudaRunnerImpl::Create(config, spec, options));
   RETURN_IF_ERROR(r->LoadRandomWeights(options.synthetic_seed));
+  RETURN_IF_ERROR(r->PrepareKvScales());
   RETURN_IF_ERROR(r->TuneGemms());
   return std::unique_ptr<CudaModelRunner>(std::move(r));
 }
@@ -373,6 +389,7 @@ absl::StatusOr<std::unique_ptr<CudaModelRunner>> CreateCudaModelRunnerFromSource
   ASSIGN_OR_RETURN(std::unique_ptr<CudaRunnerImpl> r,
                    CudaRunnerImpl::Create(config, spec, options));
   RETURN_IF_ERROR(r->LoadWeights(source));
+  RETURN_IF_ERROR(r->PrepareKvScales());
   RETURN_IF_ERROR(r->TuneGemms());
   return std::unique_ptr<CudaModelRunner>(std::move(r));
 }
@@ -383,7 +400,15 @@ absl::StatusOr<std::unique_ptr<CudaModelRunner>> CreateCudaModelRunner(
   ASSIGN_OR_RETURN(const ModelWeightsSpec spec,
                    CheckpointWeightsSpec(checkpoint, /*all_bf16=*/!options.keep_quantized));
   std::unique_ptr<HostTensorSource> source = CheckpointTensorSource(checkpoint);
-  return CreateCudaModelRunnerFromSource(checkpoint.config, spec, *source, options);
+  CudaRunnerOptions with_scales = options;
+  if (options.kv_cache_dtype == KvCacheDtype::kFp8E4m3 && !options.kv_scales.has_value()) {
+    ASSIGN_OR_RETURN(with_scales.kv_scales, ReadCheckpointKvScales(checkpoint));
+    if (!with_scales.kv_scales.has_value() && options.kv_calibration_prompts.empty()) {
+      ASSIGN_OR_RETURN(with_scales.kv_calibration_prompts,
+                       KvCalibrationPrompts(&checkpoint, checkpoint.config));
+    }
+  }
+  return CreateCudaModelRunnerFromSource(checkpoint.config, spec, *source, with_scales);
 }
 
 }  // namespace onecard::engine

@@ -27,6 +27,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -39,6 +40,7 @@
 #include "engine/runtime/cuda/cuda_weights.h"
 #include "engine/runtime/cuda/memory_plan.h"
 #include "engine/runtime/cuda/weight_spec.h"
+#include "engine/runtime/kv_scales.h"
 #include "engine/runtime/model_runner.h"
 
 namespace onecard::engine {
@@ -84,6 +86,14 @@ struct CudaRunnerOptions {
   bool keep_quantized = true;
   // FP8 projections of steps past the GEMV's rows (model_runner.h).
   Fp8Compute fp8_compute = Fp8Compute::kW8A8;
+  // The KV cache: BF16 (kAuto, kBf16) or FP8 E4M3 (kFp8E4m3: a byte an
+  // element, per-layer per-kv-head scales, engine/runtime/kv_scales.h). The
+  // scales: kv_scales when set (a checkpoint's: CreateCudaModelRunner reads
+  // them), else calibrated at creation on kv_calibration_prompts (token ids;
+  // empty: KvCalibrationPrompts' seeded ids), and printed with the plan.
+  KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto;
+  std::optional<KvScales> kv_scales;
+  std::vector<std::vector<int32_t>> kv_calibration_prompts;
   bool print_plan = true;  // the memory plan to stderr at creation
 };
 

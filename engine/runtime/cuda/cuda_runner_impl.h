@@ -102,6 +102,14 @@ class CudaRunnerImpl : public CudaModelRunner {
   int num_sms() const override { return ctx_->num_sms(); }
   std::string device_name() const override { return ctx_->device_name(); }
   std::string tuning_summary() const override { return tuning_summary_; }
+  // The FP8 KV cache's scales (host copy); null for a BF16 cache.
+  const KvScales* kv_scales() const override {
+    return kv_k_scale_ == nullptr ? nullptr : &kv_scales_;
+  }
+  // After the weights, for an FP8 KV cache: its scales from the options, or
+  // calibrated by a forward pass over the calibration prompts
+  // (kv_calibration.cc); uploaded and printed.
+  absl::Status PrepareKvScales();
 
  private:
   struct Graph {
@@ -128,6 +136,12 @@ class CudaRunnerImpl : public CudaModelRunner {
   // previous layer's down), then those of its own down.
   absl::Status EnqueueLayer(int layer, const StepShape& shape, int32_t* partials);
   absl::Status EnqueueLogits(const StepShape& shape, const void* x, int32_t num_rows);
+  // The FP8 KV scales of `layer` (device; both null for a BF16 cache).
+  KvFp8Scales LayerKvScales(int layer) const;
+  // kv_calibration.cc, while calibrating_: after the layer's RopeKvWrite,
+  // sets its scales from the step's K / V maxima (KvScaleFromAmax) and
+  // rewrites the step's K / V into the pools with them.
+  absl::Status CalibrateLayer(int layer, const StepShape& shape);
   bool UseGemv(int32_t tokens) const;
   // The cuBLAS products of a step of `rows` rows: input and output buffers,
   // shape and beta. The weight (.w) is the caller's: one layer's when a step
@@ -202,6 +216,13 @@ class CudaRunnerImpl : public CudaModelRunner {
   std::unique_ptr<BlasTuner> tuner_;       // null: cuBLAS's default everywhere
   std::map<std::pair<Product, int32_t>, int32_t> gemm_splits_;  // (product, rows) -> splits
   std::string tuning_summary_;
+  // FP8 KV cache (workspace.kv_scales): fp32 [layers, kv_heads] K and V
+  // scales and [2, kv_heads] maxima; null for a BF16 cache.
+  float* kv_k_scale_ = nullptr;
+  float* kv_v_scale_ = nullptr;
+  float* kv_amax_ = nullptr;
+  KvScales kv_scales_;        // the host copy (source, values)
+  bool calibrating_ = false;  // the calibration pass: EnqueueLayer calls CalibrateLayer
 };
 
 }  // namespace onecard::engine

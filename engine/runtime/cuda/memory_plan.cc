@@ -47,6 +47,9 @@ WorkspaceSizes Workspace(const MemoryPlanInput& in, int32_t max_context, const S
   w.meta = Align(layout.size_bytes, 256);
   w.rope = Align(c.head_dim / 2 * 4, 256);
   w.cublas = in.cublas_workspace_bytes;
+  if (in.kv_cache_dtype == KvCacheDtype::kFp8E4m3) {
+    w.kv_scales = Align((2 * c.num_layers + 2) * c.num_kv_heads * 4, 256);
+  }
   int64_t widest_int4 = 0, largest_quantized = 0, widest_act_order = 0;
   int64_t fp8_n = 0, fp8_k = 0;  // the widest row-scaled FP8 projection's
   for (const auto& layer : in.weights.layers) {
@@ -123,7 +126,7 @@ StepLayout MakeStepLayout(int32_t max_tokens, int32_t max_seqs, int32_t max_rows
 int64_t WorkspaceSizes::Total() const {
   return residual + normed + qkv + attn_out + gate_up + act + rows + logits + attn_split +
          gemm_partials + sample + out_tokens + meta + rope + cublas + int4_gemm + int4_gather +
-         dequant + fp8_gemm;
+         dequant + fp8_gemm + kv_scales;
 }
 
 int64_t MemoryPlan::total_bytes() const {
@@ -151,7 +154,9 @@ absl::StatusOr<MemoryPlan> PlanMemory(const MemoryPlanInput& input) {
   p.weight_bytes = p.weights.total;
   p.workspace = Workspace(in, p.max_context, p.step_layout);
   p.reserve_bytes = in.reserve_bytes;
-  p.kv_bytes_per_token = c.num_layers * 2 * c.num_kv_heads * c.head_dim * 2;
+  p.kv_cache_dtype = in.kv_cache_dtype;
+  const int64_t kv_element_bytes = in.kv_cache_dtype == KvCacheDtype::kFp8E4m3 ? 1 : 2;
+  p.kv_bytes_per_token = c.num_layers * 2 * c.num_kv_heads * c.head_dim * kv_element_bytes;
   p.kv_block_bytes = p.kv_bytes_per_token * in.kv_block_size;
   p.kv_pool_padding = 2 * c.num_layers * 256;
   const int64_t fixed = p.weight_bytes + p.workspace.Total() + p.reserve_bytes + p.kv_pool_padding;
@@ -186,7 +191,7 @@ std::string MemoryPlan::ToString() const {
       "  workspace             %8.2f GiB  (%d tokens a step, %d sequences; logits %.2f, "
       "activations %.2f, 4-bit GEMM %.2f, FP8 GEMM %.2f, dequantized %.2f)\n"
       "  reserve               %8.2f GiB  (CUDA context, cuBLAS, graphs)\n"
-      "  KV cache              %8.2f GiB  (%d blocks of %d tokens, %.1f KiB a token; "
+      "  KV cache              %8.2f GiB  (%s; %d blocks of %d tokens, %.1f KiB a token; "
       "%d tokens = %.1f full %d-token sequences)\n"
       "  total                 %8.2f GiB",
       model, GiB(budget_bytes), GiB(weight_bytes), formats, GiB(workspace.Total()),
@@ -194,7 +199,8 @@ std::string MemoryPlan::ToString() const {
       GiB(workspace.residual + workspace.normed + workspace.qkv + workspace.attn_out +
           workspace.gate_up + workspace.act),
       GiB(workspace.int4_gemm + workspace.int4_gather), GiB(workspace.fp8_gemm),
-      GiB(workspace.dequant), GiB(reserve_bytes), GiB(kv_bytes()), num_kv_blocks, kv_block_size,
+      GiB(workspace.dequant), GiB(reserve_bytes), GiB(kv_bytes()),
+      kv_cache_dtype == KvCacheDtype::kFp8E4m3 ? "fp8 e4m3" : "bf16", num_kv_blocks, kv_block_size,
       static_cast<double>(kv_bytes_per_token) / 1024.0, num_kv_blocks * kv_block_size,
       static_cast<double>(num_kv_blocks) / max_blocks_per_seq, max_context, GiB(total_bytes()));
 }

@@ -1,7 +1,8 @@
 // The CUDA backend's memory plan, computed (not profiled) before anything is
 // allocated: the weights in their formats (weight_spec.h) + the step
 // workspace + a fixed reserve for the CUDA context, cuBLAS and graphs + KV
-// blocks, inside --gpu-memory-budget. When not even one full-context sequence
+// blocks (BF16, or FP8 E4M3: one byte an element, twice the tokens), inside
+// --gpu-memory-budget. When not even one full-context sequence
 // fits, PlanMemory refuses with ResourceExhausted "<model> needs X GiB,
 // budget Y GiB (weights X (int4 g128 A + bf16 B) + ...)".
 // The runner allocates exactly the workspace buffers listed here.
@@ -16,6 +17,7 @@
 #include "engine/model/model_config.h"
 #include "engine/runtime/cuda/step_layout.h"
 #include "engine/runtime/cuda/weight_spec.h"
+#include "engine/runtime/model_runner.h"
 
 namespace onecard::engine {
 
@@ -30,7 +32,9 @@ struct MemoryPlanInput {
   int32_t max_num_seqs = 128;         // sequences (and logit rows) in a step
   int32_t max_batched_tokens = 2048;  // tokens in a step
   int32_t kv_block_size = 16;
-  int64_t num_kv_blocks = 0;           // 0 = as many as fit
+  int64_t num_kv_blocks = 0;  // 0 = as many as fit
+  // kFp8E4m3: one byte a K or V element (plus the scales); else BF16's two.
+  KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto;
   int32_t num_sms = 132;               // sizes the attention split-K partials
   int64_t reserve_bytes = 768 * kMiB;  // CUDA context, cuBLAS, graphs
   int64_t cublas_workspace_bytes = 32 * kMiB;
@@ -72,6 +76,8 @@ struct WorkspaceSizes {
                             // dequantize each such weight here for cuBLAS
   int64_t fp8_gemm = 0;     // Fp8Gemm's workspace for kFp8GemmChunkRows rows of
                             // the widest row-scaled FP8 projection (W8A8)
+  int64_t kv_scales = 0;    // FP8 KV cache: fp32 K and V scales [layers, kv_heads],
+                            // then a layer's K and V amax [kv_heads] (calibration)
   int64_t Total() const;
 };
 
@@ -82,6 +88,7 @@ struct MemoryPlan {
   WeightBytes weights;  // weight_bytes by format
   WorkspaceSizes workspace;
   int64_t reserve_bytes = 0;
+  KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto;
   int64_t kv_bytes_per_token = 0;  // all layers, K and V
   int64_t kv_block_bytes = 0;      // all layers, K and V
   // Each layer's K and V pools start 256-byte aligned in the KV arena: up to

@@ -2,7 +2,7 @@
 // streams running, SIGTERM makes it refuse new requests (UNAVAILABLE)
 // while all 8 complete, then exit 0; bad flags and a missing model exit
 // with their codes and a message naming the problem; an fp8 KV cache serves
-// on the cpu backend and is refused by the cuda one. Real process, real
+// on the cpu backend. Real process, real
 // engine (CPU backend, SmolLM2), loopback ports picked by the OS.
 #include <signal.h>
 
@@ -275,20 +275,6 @@ TEST(WorkerMainTest, FlagsOverrideTheConfigFile) {
   absl::StatusOr<int> code = worker->Wait();
   ASSERT_TRUE(code.ok());
   EXPECT_EQ(*code, 1);
-}
-
-// The cuda backend's KV cache is BF16: fp8 (here from the YAML key) is
-// refused when the engine loads (exit 1), naming the field. The check comes
-// before any device work, so it holds in a build without CUDA too.
-TEST(WorkerMainTest, CudaWorkerWithAnFp8KvCacheExitsOneNamingTheField) {
-  if (!testing::SmolModelPresent()) GTEST_SKIP() << testing::kSmolModel << " is missing";
-  const std::string path = WriteFile("worker_main_cuda_fp8.yaml",
-                                     absl::StrCat("worker:\n  model_path: ", testing::kSmolModel,
-                                                  "\n  backend: cuda\n  kv_cache_dtype: fp8\n"));
-  ExpectRefusedAtStart({"--config=" + path},
-                       "cannot load the model: UNIMPLEMENTED: EngineOptions.kv_cache_dtype: fp8 "
-                       "is not in the cuda backend",
-                       1);
 }
 
 }  // namespace

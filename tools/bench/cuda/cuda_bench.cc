@@ -212,8 +212,9 @@ std::string CudaDeviceDescription() {
 }
 
 double DecodeStepBytes(const engine::ModelConfig& c, const engine::ModelWeightsSpec& spec,
-                       int64_t batch, int64_t context) {
-  const double kv_token = 2.0 * c.num_layers * c.num_kv_heads * c.head_dim * 2;
+                       int64_t batch, int64_t context, int64_t kv_element_bytes) {
+  const double kv_token =
+      2.0 * c.num_layers * c.num_kv_heads * c.head_dim * static_cast<double>(kv_element_bytes);
   const absl::StatusOr<engine::WeightBytes> w = engine::CountWeightBytes(c, spec);
   const double embedding = c.tie_word_embeddings ? 0.0 : 2.0 * c.vocab_size * c.hidden_size;
   const double weights = w.ok() ? static_cast<double>(w->total) - embedding : 0.0;

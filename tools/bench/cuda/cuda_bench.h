@@ -109,9 +109,11 @@ std::string CudaDeviceDescription();
 // the new token included) is `context`: every weight once in its format
 // (codes + scales + offsets for 4-bit projections; the LM head, norms and
 // biases BF16; the embedding table only where it is the tied LM head), plus
-// K and V of every context position, plus the new token's K/V written.
+// K and V of every context position, plus the new token's K/V written
+// (kv_element_bytes a K or V element: 2 for BF16, 1 for an FP8 cache, whose
+// scales are a few KiB).
 double DecodeStepBytes(const engine::ModelConfig& c, const engine::ModelWeightsSpec& spec,
-                       int64_t batch, int64_t context);
+                       int64_t batch, int64_t context, int64_t kv_element_bytes = 2);
 // FLOPs of that step: 2 per matrix weight per token, plus attention.
 double DecodeStepFlops(const engine::ModelConfig& c, int64_t batch, int64_t context);
 // FLOPs of a one-sequence prefill of `tokens` (causal attention, one logits row).
