@@ -203,10 +203,9 @@ class Engine {
 };
 
 // The parts Engine::Create builds, for tools that drive a runner themselves
-// (onecard perplexity): the checkpoint's tokenizer (GGUF metadata or the HF
-// tokenizer files), and the backend runner of options.backend with the
-// options' KV and CUDA settings.
-absl::StatusOr<std::unique_ptr<Tokenizer>> OpenTokenizer(const Checkpoint& checkpoint);
+// (onecard perplexity): the checkpoint's tokenizer (OpenTokenizer, declared
+// in engine/tokenizer/tokenizer.h, included above), and the backend runner of
+// options.backend with the options' KV and CUDA settings.
 absl::StatusOr<std::unique_ptr<ModelRunner>> CreateModelRunner(const Checkpoint& checkpoint,
                                                                const EngineOptions& options);
 
