@@ -141,8 +141,9 @@ struct EngineOptions {
   int64_t num_kv_blocks = 0;             // 0 = from kv_cache_bytes
   int64_t kv_cache_bytes = 256ll << 20;  // cpu backend
   // How K and V are stored (model_runner.h): the cpu backend rounds them to
-  // bf16 or fp8 as they are written; the cuda backend stores BF16 (auto and
-  // bf16) and refuses fp8, which it does not have yet.
+  // bf16 or fp8 (with the checkpoint's or calibrated scales, kv_scales.h) as
+  // they are written; the cuda backend stores BF16 (auto and bf16) and
+  // refuses fp8, which it does not have yet.
   KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto;
   // cpu backend: how the checkpoint's weights are held (model_runner.h):
   // kNative as the file stores them where the cpu kernels multiply that

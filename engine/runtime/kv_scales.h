@@ -33,6 +33,9 @@ namespace onecard::engine {
 // is the same across its range; only values below 2^-6 * scale lose bits).
 inline constexpr float kKvScaleHeadroom = 2.0f;
 
+// How many tokens of KvCalibrationPrompts the runners calibrate on, at most.
+inline constexpr int32_t kKvCalibrationTokens = 1024;
+
 // amax * kKvScaleHeadroom / 448 (at least FLT_MIN, so never 0); 1 when amax
 // is 0 (a head that only held zeros) or not finite.
 float KvScaleFromAmax(float amax);
@@ -67,9 +70,9 @@ absl::StatusOr<std::optional<KvScales>> ReadCheckpointKvScales(const Checkpoint&
 // synthetic models). At most max_tokens tokens in all (>= 1, else
 // InvalidArgument); ids the config's vocabulary lacks are left out; the
 // tokenizer's errors are returned as they are.
-absl::StatusOr<std::vector<std::vector<int32_t>>> KvCalibrationPrompts(const Checkpoint* checkpoint,
-                                                                       const ModelConfig& config,
-                                                                       int32_t max_tokens = 1024);
+absl::StatusOr<std::vector<std::vector<int32_t>>> KvCalibrationPrompts(
+    const Checkpoint* checkpoint, const ModelConfig& config,
+    int32_t max_tokens = kKvCalibrationTokens);
 
 }  // namespace onecard::engine
 
