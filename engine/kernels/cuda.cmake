@@ -1,7 +1,7 @@
 # onecard_kernels_cuda: the CUDA versions of the kernels (x.cu beside x.h and
 # x_ref.cc), built for ONECARD_CUDA_GENCODE (sm_90a by default), plus the
-# references of the CUDA-side ops that have no CPU user (the fused
-# rope_kv_write, gemv, kv_amax and sample), in onecard_kernels_cuda_ref.
+# references of the CUDA-side ops that have no CPU user (gemv, kv_amax
+# and sample), in onecard_kernels_cuda_ref.
 # Included by engine/kernels/CMakeLists.txt (or engine/runtime/cuda) when
 # ONECARD_HAVE_CUDA; guarded so a second include is harmless.
 # CMake 3.25 does not know nvcc's C++20 flag (CUDA_STANDARD 20 fails at
@@ -16,7 +16,6 @@ if(NOT TARGET onecard_kernels_cuda)
   add_library(onecard_kernels_cuda_ref
     ${_k}/gemv_ref.cc
     ${_k}/kv_amax_ref.cc
-    ${_k}/rope_kv_write_ref.cc
     ${_k}/sample_ref.cc)
   target_include_directories(onecard_kernels_cuda_ref PUBLIC ${PROJECT_SOURCE_DIR})
   target_link_libraries(onecard_kernels_cuda_ref PUBLIC onecard_kernels_ref)

@@ -4,8 +4,11 @@
 //                     + position % block_size
 // (KvSlot below computes it); a negative slot skips the
 // token (padding). k and v may be views into a packed qkv activation.
-// Reference: KvCacheWriteRef (kv_cache_write_ref.cc, F32 and BF16; slots
-// outside the pool are an InvalidArgument naming the token). CUDA:
+// With fp8 set the pools hold E4M3 codes, FloatToE4m3(x / scale[kv_head]).
+// Reference: KvCacheWriteRef (kv_cache_write_ref.cc, F32 and BF16 inputs,
+// pools of that dtype or FP8; slots outside the pool, fp8.k without fp8.v
+// or the reverse, and scales that are not finite and > 0 are an
+// InvalidArgument naming the token or the field). CUDA:
 // KvCacheWrite (kv_cache_write.cu; assumes validated slots).
 // Tested by tests/engine/kernels/kv_cache_write_ref_test.cc.
 #ifndef ONECARD_ENGINE_KERNELS_KV_CACHE_WRITE_H_

@@ -11,8 +11,9 @@
 // so each token of a chunk sees the cached prefix plus the chunk's earlier
 // tokens. GQA: query head h reads kv head h / (num_heads / num_kv_heads).
 //   out[t, h, :] = sum_j softmax_j(scale * q[t, h, :] . K[j, kvh, :]) V[j, kvh, :]
-// Reference: PagedAttentionRef (paged_attention_ref.cc, F32 and BF16; the
-// softmax is max-subtracted and accumulated in fp32). CUDA: PagedAttention
+// Reference: PagedAttentionRef (paged_attention_ref.cc, F32 and BF16, pools
+// of that dtype or FP8 E4M3 with kv_fp8's scales; the softmax is
+// max-subtracted and accumulated in fp32). CUDA: PagedAttention
 // (paged_attention.cu). Tested by tests/engine/kernels/paged_attention_ref_test.cc.
 #ifndef ONECARD_ENGINE_KERNELS_PAGED_ATTENTION_H_
 #define ONECARD_ENGINE_KERNELS_PAGED_ATTENTION_H_
@@ -51,7 +52,9 @@ struct PagedAttentionParams {
 // The argument checks of the reference, for host-side callers of any
 // implementation: shapes, cu_query_lens from 0 to num_tokens, every chunk's
 // positions inside its block-table row and every block it reads inside the
-// pool. InvalidArgument names the field (e.g. "block_tables[2][5] = 99 ...").
+// pool, kv_fp8.k and .v both set or both null (their values are not read:
+// they may be device memory; PagedAttentionRef checks them too).
+// InvalidArgument names the field (e.g. "block_tables[2][5] = 99 ...").
 absl::Status ValidatePagedAttention(const PagedAttentionParams& params);
 
 absl::Status PagedAttentionRef(const PagedAttentionParams& params);

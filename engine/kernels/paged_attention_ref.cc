@@ -1,7 +1,8 @@
 // PagedAttentionRef: the plain reference of paged causal attention (see
 // paged_attention.h): for every query token and head, scores against each
 // visible position found through the block table, a max-subtracted softmax,
-// and the probability-weighted sum of V, all in fp32.
+// and the probability-weighted sum of V, all in fp32 (FP8 pools read as
+// E4m3ToFloat(code) * scale[kv_head]).
 // Tested by tests/engine/kernels/paged_attention_ref_test.cc.
 #include <algorithm>
 #include <cmath>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "engine/common/fp8.h"
 #include "engine/common/status_macros.h"
 #include "engine/kernels/paged_attention.h"
 #include "engine/kernels/ref_util.h"
@@ -36,6 +38,7 @@ absl::Status ValidateShapes(const PagedAttentionParams& p) {
     return ref::ArgError(
         kOp, absl::StrCat("q_token_stride ", p.q_token_stride, " is shorter than a token"));
   }
+  RETURN_IF_ERROR(ref::CheckKvFp8Pair(kOp, "kv_fp8", p.kv_fp8));
   if (p.num_seqs == 0) return absl::OkStatus();
   for (auto [name, ptr] : {std::pair<const char*, const void*>{"k_cache", p.k_cache},
                            {"v_cache", p.v_cache},
@@ -95,20 +98,35 @@ absl::Status ValidatePagedAttention(const PagedAttentionParams& p) {
 
 namespace {
 
+// row[0, n) = the pool's n values at element offset `at` in fp32: values of
+// T, or E4M3 codes times *scale when scale is set.
+template <typename T>
+void LoadKvRow(const void* pool, int64_t at, int32_t n, const float* scale, float* row) {
+  if (scale == nullptr) {
+    const T* x = static_cast<const T*>(pool) + at;
+    for (int32_t d = 0; d < n; ++d) row[d] = ref::Load(x[d]);
+    return;
+  }
+  const uint8_t* codes = static_cast<const uint8_t*>(pool) + at;
+  for (int32_t d = 0; d < n; ++d) row[d] = E4m3ToFloat(codes[d]) * *scale;
+}
+
 // One query head at `position` of a sequence with block table `table`:
 // out = sum_j softmax_j(scale * q . K[j]) V[j] over j = 0..position.
 template <typename T>
 void AttendOne(const PagedAttentionParams& p, const int32_t* table, int32_t position, const T* q,
                int32_t kv_head, T* out) {
   const KvLayout& l = p.layout;
-  const T* k_cache = static_cast<const T*>(p.k_cache);
-  const T* v_cache = static_cast<const T*>(p.v_cache);
-  std::vector<float> probs(position + 1);
+  const bool fp8 = p.kv_fp8.enabled();
+  const float* k_scale = fp8 ? p.kv_fp8.k + kv_head : nullptr;
+  const float* v_scale = fp8 ? p.kv_fp8.v + kv_head : nullptr;
+  std::vector<float> probs(position + 1), row(l.head_dim);
   float max_score = -std::numeric_limits<float>::infinity();
   for (int32_t j = 0; j <= position; ++j) {
-    const T* k = k_cache + l.Offset(table[j / l.block_size], j % l.block_size, kv_head);
+    const int64_t at = l.Offset(table[j / l.block_size], j % l.block_size, kv_head);
+    LoadKvRow<T>(p.k_cache, at, l.head_dim, k_scale, row.data());
     float dot = 0.0f;
-    for (int32_t d = 0; d < l.head_dim; ++d) dot += ref::Load(q[d]) * ref::Load(k[d]);
+    for (int32_t d = 0; d < l.head_dim; ++d) dot += ref::Load(q[d]) * row[d];
     probs[j] = dot * p.scale;
     max_score = std::max(max_score, probs[j]);
   }
@@ -119,9 +137,10 @@ void AttendOne(const PagedAttentionParams& p, const int32_t* table, int32_t posi
   }
   std::vector<float> acc(l.head_dim, 0.0f);
   for (int32_t j = 0; j <= position; ++j) {
-    const T* v = v_cache + l.Offset(table[j / l.block_size], j % l.block_size, kv_head);
+    const int64_t at = l.Offset(table[j / l.block_size], j % l.block_size, kv_head);
+    LoadKvRow<T>(p.v_cache, at, l.head_dim, v_scale, row.data());
     const float prob = probs[j] / sum;
-    for (int32_t d = 0; d < l.head_dim; ++d) acc[d] += prob * ref::Load(v[d]);
+    for (int32_t d = 0; d < l.head_dim; ++d) acc[d] += prob * row[d];
   }
   for (int32_t d = 0; d < l.head_dim; ++d) out[d] = ref::Store<T>(acc[d]);
 }
@@ -130,6 +149,7 @@ void AttendOne(const PagedAttentionParams& p, const int32_t* table, int32_t posi
 
 absl::Status PagedAttentionRef(const PagedAttentionParams& p) {
   RETURN_IF_ERROR(ValidatePagedAttention(p));
+  RETURN_IF_ERROR(ref::CheckKvFp8Scales(kOp, "kv_fp8", p.kv_fp8, p.layout.num_kv_heads));
   const int32_t group = p.num_heads / p.layout.num_kv_heads;
   const int32_t head_dim = p.layout.head_dim;
   return ref::DispatchDType("PagedAttentionRef", p.dtype, [&]<typename T>() {

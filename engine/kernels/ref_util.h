@@ -7,14 +7,17 @@
 #ifndef ONECARD_ENGINE_KERNELS_REF_UTIL_H_
 #define ONECARD_ENGINE_KERNELS_REF_UTIL_H_
 
+#include <cmath>
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "engine/common/dtype.h"
 #include "engine/kernels/bf16.h"
+#include "engine/kv_cache/kv_layout.h"
 
 namespace onecard::engine::ref {
 
@@ -73,6 +76,33 @@ inline absl::Status CheckPositive(const char* op, const char* field, int64_t val
 inline absl::Status CheckNotNull(const char* op, const char* field, const void* ptr) {
   if (ptr != nullptr) return absl::OkStatus();
   return ArgError(op, absl::StrCat(field, " is null"));
+}
+
+// The pairing of an FP8 KV cache's scale pointers (KvFp8Scales): both set or
+// both null, else InvalidArgument naming the null one ("<field>.v is null
+// while <field>.k is set"). Reads no scale (they may be device memory).
+inline absl::Status CheckKvFp8Pair(const char* op, const char* field, const KvFp8Scales& s) {
+  if ((s.k == nullptr) == (s.v == nullptr)) return absl::OkStatus();
+  const bool k_set = s.k != nullptr;
+  return ArgError(op, absl::StrCat(field, k_set ? ".v" : ".k", " is null while ", field,
+                                   k_set ? ".k" : ".v", " is set"));
+}
+
+// CheckKvFp8Pair, then each of the num_kv_heads scales of K and V (host
+// memory) finite and > 0, else InvalidArgument naming it ("fp8.k[3] = 0 is
+// not a finite scale > 0").
+inline absl::Status CheckKvFp8Scales(const char* op, const char* field, const KvFp8Scales& s,
+                                     int32_t num_kv_heads) {
+  if (absl::Status pair = CheckKvFp8Pair(op, field, s); !pair.ok()) return pair;
+  if (!s.enabled()) return absl::OkStatus();
+  for (auto [name, scales] : {std::pair<const char*, const float*>{"k", s.k}, {"v", s.v}}) {
+    for (int32_t h = 0; h < num_kv_heads; ++h) {
+      if (std::isfinite(scales[h]) && scales[h] > 0.0f) continue;
+      return ArgError(op, absl::StrCat(field, ".", name, "[", h, "] = ", scales[h],
+                                       " is not a finite scale > 0"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 // The checks of x's row stride and of the epilogue (gemv.h's fusions) that

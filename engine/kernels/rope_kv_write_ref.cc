@@ -1,7 +1,9 @@
 // RopeKvWriteRef: the reference of the fused bias + RoPE + KV-cache write
 // (see rope_kv_write.h): the composition of the bias add, RopeRef and
-// KvCacheWriteRef. Tested by tests/gpu/rope_kv_test.cc (as the spec of
-// the CUDA kernel) and through the runners.
+// KvCacheWriteRef (FP8 pools when fp8 is set: the rotated k and v as
+// stored in `dtype`, then encoded). Tested by
+// tests/engine/kernels/rope_kv_write_ref_test.cc, tests/gpu/rope_kv_test.cc
+// (as the spec of the CUDA kernel) and through the runners.
 #include "engine/common/status_macros.h"
 #include "engine/kernels/kv_cache_write.h"
 #include "engine/kernels/ref_util.h"
@@ -19,6 +21,9 @@ absl::Status RopeKvWriteRef(const RopeKvWriteParams& p) {
   if (p.num_tokens < 0) return ref::ArgError(kOp, "num_tokens is negative");
   if (p.num_tokens == 0) return absl::OkStatus();
   RETURN_IF_ERROR(ref::CheckNotNull(kOp, "qkv", p.qkv));
+  // Before qkv changes: KvCacheWriteRef checks the scales again, too late.
+  RETURN_IF_ERROR(ref::CheckPositive(kOp, "layout.num_kv_heads", p.layout.num_kv_heads));
+  RETURN_IF_ERROR(ref::CheckKvFp8Scales(kOp, "fp8", p.fp8, p.layout.num_kv_heads));
   if (p.bias != nullptr) {
     RETURN_IF_ERROR(ref::DispatchDType(kOp, p.dtype, [&]<typename T>() {
       T* qkv = static_cast<T*>(p.qkv);
@@ -56,6 +61,7 @@ absl::Status RopeKvWriteRef(const RopeKvWriteParams& p) {
   write.layout = p.layout;
   write.slot_mapping = p.slot_mapping;
   write.num_tokens = p.num_tokens;
+  write.fp8 = p.fp8;
   return KvCacheWriteRef(write);
 }
 

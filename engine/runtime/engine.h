@@ -140,9 +140,10 @@ struct EngineOptions {
   int32_t kv_block_size = 16;
   int64_t num_kv_blocks = 0;             // 0 = from kv_cache_bytes
   int64_t kv_cache_bytes = 256ll << 20;  // cpu backend
-  // How K and V are stored (model_runner.h): the cpu backend rounds them to
-  // bf16 or fp8 as they are written; the cuda backend stores BF16 (auto and
-  // bf16) and refuses fp8, which it does not have yet.
+  // How K and V are stored (model_runner.h): bf16, or fp8 with the
+  // checkpoint's or calibrated scales (kv_scales.h); the cpu backend rounds
+  // them as they are written (fp32 storage), the cuda backend stores BF16
+  // (auto and bf16) or a byte an element (fp8).
   KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto;
   // cpu backend: how the checkpoint's weights are held (model_runner.h):
   // kNative as the file stores them where the cpu kernels multiply that
@@ -203,10 +204,9 @@ class Engine {
 };
 
 // The parts Engine::Create builds, for tools that drive a runner themselves
-// (onecard perplexity): the checkpoint's tokenizer (GGUF metadata or the HF
-// tokenizer files), and the backend runner of options.backend with the
-// options' KV and CUDA settings.
-absl::StatusOr<std::unique_ptr<Tokenizer>> OpenTokenizer(const Checkpoint& checkpoint);
+// (onecard perplexity): the checkpoint's tokenizer (OpenTokenizer, declared
+// in engine/tokenizer/tokenizer.h, included above), and the backend runner of
+// options.backend with the options' KV and CUDA settings.
 absl::StatusOr<std::unique_ptr<ModelRunner>> CreateModelRunner(const Checkpoint& checkpoint,
                                                                const EngineOptions& options);
 

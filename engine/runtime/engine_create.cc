@@ -1,6 +1,6 @@
 // Engine::Create: opens the checkpoint, builds its tokenizer and the backend
-// runner (OpenTokenizer, CreateModelRunner: engine.h), then hands them to
-// CreateEngine (engine_impl.h).
+// runner (OpenTokenizer: tokenizer.h; CreateModelRunner: engine.h), then
+// hands them to CreateEngine (engine_impl.h).
 // Tested by tests/engine/runtime/engine_cpu_test.cc (SmolLM2 on the cpu
 // backend) and engine_impl_test.cc (bad paths and backends).
 #include "absl/strings/str_cat.h"
@@ -14,11 +14,6 @@
 #endif
 
 namespace onecard::engine {
-
-absl::StatusOr<std::unique_ptr<Tokenizer>> OpenTokenizer(const Checkpoint& checkpoint) {
-  if (checkpoint.gguf() != nullptr) return Tokenizer::FromGguf(*checkpoint.gguf());
-  return Tokenizer::FromHfJson(checkpoint.tokenizer_json_path, checkpoint.tokenizer_config_path);
-}
 
 absl::StatusOr<std::unique_ptr<ModelRunner>> CreateModelRunner(const Checkpoint& checkpoint,
                                                                const EngineOptions& options) {

@@ -33,8 +33,11 @@ namespace onecard::engine {
 // is the same across its range; only values below 2^-6 * scale lose bits).
 inline constexpr float kKvScaleHeadroom = 2.0f;
 
-// amax * kKvScaleHeadroom / 448; 1 when amax is 0 (a head that only held
-// zeros) or not finite.
+// How many tokens of KvCalibrationPrompts the runners calibrate on, at most.
+inline constexpr int32_t kKvCalibrationTokens = 1024;
+
+// amax * kKvScaleHeadroom / 448 (at least FLT_MIN, so never 0); 1 when amax
+// is 0 (a head that only held zeros) or not finite.
 float KvScaleFromAmax(float amax);
 
 struct KvScales {
@@ -53,17 +56,23 @@ struct KvScales {
   std::string Describe() const;
 };
 
-// The checkpoint's scales; nullopt when it has none. InvalidArgument naming
-// the tensor when some layers have them and others do not, or a scale has
-// the wrong shape, dtype, or a value that is not finite and positive.
+// The checkpoint's scales; nullopt when it has none (and for GGUF files).
+// A layer's .kv_scale stands in for a missing .k_scale or .v_scale; a scalar
+// or [1] tensor applies to every kv head. InvalidArgument naming the tensor
+// when some layers have them and others do not, a layer has one of k_scale
+// and v_scale only, or a scale has the wrong shape, dtype (F32, BF16, F16
+// are read), or a value that is not finite and positive.
 absl::StatusOr<std::optional<KvScales>> ReadCheckpointKvScales(const Checkpoint& checkpoint);
 
 // The calibration prompts as token ids: a fixed text (English prose, code,
 // numbers, a chat turn) through the checkpoint's tokenizer, split into
 // prompts; seeded ids below config.vocab_size when `checkpoint` is null (the
-// synthetic models). At most max_tokens tokens in all.
+// synthetic models). At most max_tokens tokens in all (>= 1, else
+// InvalidArgument); ids the config's vocabulary lacks are left out; the
+// tokenizer's errors are returned as they are.
 absl::StatusOr<std::vector<std::vector<int32_t>>> KvCalibrationPrompts(
-    const Checkpoint* checkpoint, const ModelConfig& config, int32_t max_tokens = 1024);
+    const Checkpoint* checkpoint, const ModelConfig& config,
+    int32_t max_tokens = kKvCalibrationTokens);
 
 }  // namespace onecard::engine
 

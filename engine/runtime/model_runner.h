@@ -21,11 +21,15 @@
 
 namespace onecard::engine {
 
+struct KvScales;  // engine/runtime/kv_scales.h
+
 // How a backend stores the KV cache. kAuto: its own (cpu fp32, cuda BF16).
-// kBf16 and kFp8E4m3: values rounded to BF16, or to FP8 E4M3 with a scale of
-// 1 for K and V (engine/common/fp8.h: round to nearest even, saturating at
-// +-448), as they are written; the cpu backend keeps them in fp32 storage
-// (the reference for the accuracy of those formats).
+// kBf16 and kFp8E4m3: values rounded to BF16, or to FP8 E4M3 as they are
+// written, E4M3 with a scale a layer and kv head for K and for V
+// (engine/runtime/kv_scales.h: the checkpoint's k_scale / v_scale, else
+// calibrated when the runner is created; engine/common/fp8.h: round to
+// nearest even, saturating at +-448 * scale); the cpu backend keeps them in
+// fp32 storage (the reference for the accuracy of those formats).
 enum class KvCacheDtype : uint8_t { kAuto, kBf16, kFp8E4m3 };
 
 inline const char* KvCacheDtypeName(KvCacheDtype dtype) {
@@ -126,6 +130,9 @@ class ModelRunner {
   // [num_rows, vocab_size] row-major in *logits (resized).
   virtual absl::Status Forward(const BatchInput& batch, std::vector<float>* logits) = 0;
   virtual std::string name() const = 0;  // "cpu", "cuda"
+  // The FP8 KV cache's scales (kv_scales.h) with kv_cache_dtype fp8, owned
+  // by the runner; null otherwise.
+  virtual const KvScales* kv_scales() const { return nullptr; }
 
   // Runners that sample on the device (the CUDA runner) return true and
   // implement ForwardSample: Forward, then one token per logits row, chosen

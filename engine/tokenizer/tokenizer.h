@@ -18,6 +18,7 @@
 namespace onecard::engine {
 
 class GgufFile;
+struct Checkpoint;
 
 // How text is split into words before BPE (engine/tokenizer/pre_tokenizer.h
 // holds the patterns). kSmolLM is GPT-2's pattern after isolating every digit
@@ -55,6 +56,10 @@ class Tokenizer {
   virtual const std::vector<int32_t>& stop_ids() const = 0;
   virtual const std::string& chat_template() const = 0;  // raw Jinja source, may be empty
 };
+
+// The tokenizer of an opened checkpoint: a GGUF file's metadata (FromGguf),
+// else the HF folder's tokenizer files (FromHfJson).
+absl::StatusOr<std::unique_ptr<Tokenizer>> OpenTokenizer(const Checkpoint& checkpoint);
 
 // Streams text for a growing list of ids: each Add returns the new, complete
 // UTF-8 text; bytes of an unfinished character wait for the next token.

@@ -47,7 +47,7 @@ ABSL_FLAG(int64_t, kv_blocks, -1, "KV blocks in the pool (0 = from --kv-cache-mi
 ABSL_FLAG(int64_t, kv_cache_mib, -1, "KV cache size in MiB");
 ABSL_FLAG(std::string, kv_cache_dtype, "",
           "How K and V are held: auto (the backend's own: cpu fp32, cuda BF16; default), bf16, "
-          "or fp8 (E4M3, scale 1; cpu backend)");
+          "or fp8 (E4M3, scales from the checkpoint or calibrated at load; cpu backend)");
 ABSL_FLAG(std::string, prefix_caching, "", "true or false");
 ABSL_FLAG(int32_t, max_num_seqs, -1, "Sequences per engine step");
 ABSL_FLAG(int32_t, max_batched_tokens, -1, "Token budget per engine step");

@@ -59,7 +59,7 @@ ABSL_FLAG(std::string, cpu_weights, "native",
           "f32 (every weight dequantized to fp32: the reference)");
 ABSL_FLAG(std::string, kv_cache_dtype, "auto",
           "how the KV cache holds K and V: auto (the backend's own: cpu fp32, cuda BF16), bf16, "
-          "or fp8 (E4M3, scale 1; cpu backend)");
+          "or fp8 (E4M3, scales from the checkpoint or calibrated at load; cpu backend)");
 ABSL_FLAG(std::string, fp8_compute, "w8a8",
           "cuda backend: how FP8 projections multiply in steps past the GEMV: w8a8 (activations "
           "in E4M3, FP8 tensor cores) or w8a16 (weights dequantized to BF16)");

@@ -106,6 +106,9 @@ absl::Status PagedAttentionCpu(ThreadPool& pool, const PagedAttentionParams& p) 
                                                  std::string(DTypeName(p.dtype)),
                                                  " is not supported; supported: F32"));
   }
+  if (p.kv_fp8.enabled()) {  // the cpu backend keeps FP8-rounded values in F32 pools
+    return absl::UnimplementedError("PagedAttentionCpu: FP8 pools (kv_fp8) are not supported");
+  }
   const std::vector<TokenPlace> places = PlaceTokens(p);
   const int32_t num_kv_heads = p.layout.num_kv_heads;
   pool.ParallelFor(

@@ -5,6 +5,7 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cmath>
 #include <mutex>
 #include <new>
@@ -79,6 +80,10 @@ void CpuForward::Resize(int32_t n) {
 absl::Status CpuForward::Run(const FlatBatch& flat, std::vector<float>* logits) {
   logits->clear();
   if (flat.num_tokens == 0) return absl::OkStatus();
+  if (kv_dtype_ == KvCacheDtype::kFp8E4m3 &&
+      kv_scales_.k.size() != static_cast<size_t>(config_.num_layers * config_.num_kv_heads)) {
+    return absl::FailedPreconditionError("CpuForward: the fp8 KV cache has no scales yet");
+  }
   Resize(flat.num_tokens);
   RETURN_IF_ERROR(Embed(flat));
   for (int64_t layer = 0; layer < config_.num_layers; ++layer) {
@@ -145,18 +150,7 @@ absl::Status CpuForward::AttentionBlock(int64_t layer, const FlatBatch& flat) {
                     static_cast<int32_t>(config_.num_kv_heads),
                     static_cast<int32_t>(config_.head_dim)});
   }));
-  if (kv_dtype_ != KvCacheDtype::kAuto) {  // the values the pools hold in that format
-    float (*round)(float) = kv_dtype_ == KvCacheDtype::kBf16
-                                ? +[](float x) { return Bf16ToFloat(FloatToBf16(x)); }
-                                : +[](float x) { return RoundThroughE4m3(x, 1.0f); };
-    RETURN_IF_ERROR(ForTokenRanges(n, [&](int32_t begin, int32_t end) {
-      for (int32_t t = begin; t < end; ++t) {
-        float* kv = k + int64_t{t} * qkv_dim_;  // the token's K heads, then its V heads
-        for (int64_t i = 0; i < 2 * kv_dim_; ++i) kv[i] = round(kv[i]);
-      }
-      return absl::OkStatus();
-    }));
-  }
+  RETURN_IF_ERROR(RoundKv(layer, k, n));
   RETURN_IF_ERROR(KvCacheWriteRef({DType::kF32, k, v, qkv_dim_, qkv_dim_, k_pools_[layer].data(),
                                    v_pools_[layer].data(), layout_, flat.slot_mapping.data(), n}));
   PagedAttentionParams attn;
@@ -179,6 +173,74 @@ absl::Status CpuForward::AttentionBlock(int64_t layer, const FlatBatch& flat) {
   Observe(layer, LinearInput::kO, act_.attn, n);
   Linear(w.wo, act_.attn.data(), nullptr, act_.proj.data(), n);
   return absl::OkStatus();
+}
+
+absl::Status CpuForward::RoundKv(int64_t layer, float* k, int32_t n) {
+  if (kv_dtype_ == KvCacheDtype::kAuto) return absl::OkStatus();
+  if (kv_dtype_ == KvCacheDtype::kBf16) {
+    return ForTokenRanges(n, [&](int32_t begin, int32_t end) {
+      for (int32_t t = begin; t < end; ++t) {
+        float* kv = k + int64_t{t} * qkv_dim_;  // the token's K heads, then its V heads
+        for (int64_t i = 0; i < 2 * kv_dim_; ++i) kv[i] = Bf16ToFloat(FloatToBf16(kv[i]));
+      }
+      return absl::OkStatus();
+    });
+  }
+  if (calibrating_) RETURN_IF_ERROR(SetScalesFromAmax(layer, k, n));
+  const KvFp8Scales scales = kv_scales_.Layer(layer);
+  const int64_t head_dim = config_.head_dim;
+  return ForTokenRanges(n, [&](int32_t begin, int32_t end) {
+    for (int32_t t = begin; t < end; ++t) {
+      float* kv = k + int64_t{t} * qkv_dim_;
+      for (int64_t i = 0; i < kv_dim_; ++i) {
+        kv[i] = RoundThroughE4m3(kv[i], scales.k[i / head_dim]);
+        kv[kv_dim_ + i] = RoundThroughE4m3(kv[kv_dim_ + i], scales.v[i / head_dim]);
+      }
+    }
+    return absl::OkStatus();
+  });
+}
+
+absl::Status CpuForward::SetScalesFromAmax(int64_t layer, const float* k, int32_t n) {
+  const int64_t heads = config_.num_kv_heads, head_dim = config_.head_dim;
+  std::vector<float> amax(2 * heads, 0.0f);  // K heads, then V heads
+  std::mutex mu;
+  RETURN_IF_ERROR(ForTokenRanges(n, [&](int32_t begin, int32_t end) {
+    std::vector<float> local(2 * heads, 0.0f);
+    for (int32_t t = begin; t < end; ++t) {
+      const float* kv = k + int64_t{t} * qkv_dim_;
+      for (int64_t i = 0; i < 2 * kv_dim_; ++i) {
+        float& m = local[i / head_dim];  // i / head_dim: K head, or heads + V head
+        m = std::max(m, std::abs(kv[i]));
+      }
+    }
+    std::lock_guard<std::mutex> lock(mu);  // a max: the same in any order
+    for (int64_t h = 0; h < 2 * heads; ++h) amax[h] = std::max(amax[h], local[h]);
+    return absl::OkStatus();
+  }));
+  for (int64_t h = 0; h < heads; ++h) {
+    kv_scales_.k[layer * heads + h] = KvScaleFromAmax(amax[h]);
+    kv_scales_.v[layer * heads + h] = KvScaleFromAmax(amax[heads + h]);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CpuForward::CalibrateKvScales(const FlatBatch& flat, std::string source) {
+  if (kv_dtype_ != KvCacheDtype::kFp8E4m3) {
+    return absl::FailedPreconditionError("CalibrateKvScales: the KV cache is not fp8");
+  }
+  const int64_t n = config_.num_layers * config_.num_kv_heads;
+  kv_scales_ = {.num_layers = config_.num_layers,
+                .num_kv_heads = config_.num_kv_heads,
+                .k = std::vector<float>(n, 1.0f),
+                .v = std::vector<float>(n, 1.0f),
+                .source = std::move(source)};
+  calibrating_ = true;
+  std::vector<float> logits;
+  const absl::Status status = Run(flat, &logits);
+  calibrating_ = false;
+  if (!status.ok()) kv_scales_ = {};
+  return status;
 }
 
 absl::Status CpuForward::MlpBlock(int64_t layer, int32_t n) {

@@ -11,8 +11,9 @@
 // activations) and attention PagedAttentionCpu (cpu_attention.h). Every step
 // computes a token's values from that token's inputs alone in a fixed order,
 // so logits are batch-invariant.
-// Owns the weights, the per-layer paged K/V pools, the activations and the
-// linears' scratch.
+// Owns the weights, the per-layer paged K/V pools (fp32: an FP8 cache's values
+// are held as E4m3ToFloat(code) * scale), the FP8 scales, the activations and
+// the linears' scratch.
 // Not thread-safe: one Run at a time. Tested through cpu_model_runner_test.cc.
 #ifndef ONECARD_ENGINE_RUNTIME_CPU_CPU_FORWARD_H_
 #define ONECARD_ENGINE_RUNTIME_CPU_CPU_FORWARD_H_
@@ -29,6 +30,7 @@
 #include "engine/runtime/cpu/cpu_batch.h"
 #include "engine/runtime/cpu/cpu_weights.h"
 #include "engine/runtime/cpu/linear_inputs.h"
+#include "engine/runtime/kv_scales.h"
 #include "engine/runtime/model_runner.h"
 
 namespace onecard::engine {
@@ -38,13 +40,27 @@ class CpuForward {
   // config must have passed CheckCpuConfig; weights come from PackCpuWeights
   // or LoadCpuWeights; layout.num_blocks > 0.
   // kv_dtype: kAuto keeps K and V exact; kBf16 / kFp8E4m3 round each value
-  // written to the pools to that format (model_runner.h).
+  // written to the pools to that format (model_runner.h), kFp8E4m3 with the
+  // layer's and kv head's scales (SetKvScales or CalibrateKvScales first).
   CpuForward(const ModelConfig& config, CpuWeights weights, const KvLayout& layout, int num_threads,
              LinearInputObserver observer = nullptr, KvCacheDtype kv_dtype = KvCacheDtype::kAuto);
 
   // Writes the batch's K/V into the pools and sets *logits to
-  // [flat.logit_rows.size(), vocab_size].
+  // [flat.logit_rows.size(), vocab_size]. FailedPrecondition for kFp8E4m3
+  // before the scales are set.
   absl::Status Run(const FlatBatch& flat, std::vector<float>* logits);
+
+  // kFp8E4m3's scales, [num_layers, num_kv_heads] for K and for V.
+  void SetKvScales(KvScales scales) { kv_scales_ = std::move(scales); }
+  // Runs the batch as Run does (its K/V written to the pools; logits
+  // dropped) with each layer's scales set from that layer's largest |K|
+  // (after bias and RoPE) and |V| a kv head over the batch (KvScaleFromAmax)
+  // just before its K/V are rounded with them: the calibration of
+  // kv_scales.h, itself an FP8 pass with the final scales. `source` names
+  // them (KvScales::source). The observer sees the pass like any other.
+  absl::Status CalibrateKvScales(const FlatBatch& flat, std::string source);
+  // Empty until set (and for kAuto and kBf16).
+  const KvScales& kv_scales() const { return kv_scales_; }
 
   int num_threads() const { return pool_.num_threads(); }
 
@@ -65,6 +81,12 @@ class CpuForward {
   void Linear(const CpuLinear& w, const float* x, const float* bias, float* y, int32_t n);
   absl::Status Embed(const FlatBatch& flat);
   absl::Status AttentionBlock(int64_t layer, const FlatBatch& flat);
+  // Rounds the n tokens' K and V heads in qkv (k: the first token's K) to
+  // the KV cache's format: BF16, or E4M3 with layer's scales (first set from
+  // the amax while calibrating).
+  absl::Status RoundKv(int64_t layer, float* k, int32_t n);
+  // Layer `layer`'s scales from the largest |K| and |V| a kv head of n tokens.
+  absl::Status SetScalesFromAmax(int64_t layer, const float* k, int32_t n);
   absl::Status MlpBlock(int64_t layer, int32_t num_tokens);
   absl::Status Logits(const FlatBatch& flat, std::vector<float>* logits);
   // normed = RmsNorm(residual) for the first layer, else residual += proj and
@@ -108,6 +130,8 @@ class CpuForward {
   ThreadPool pool_;
   const LinearInputObserver observer_;
   const KvCacheDtype kv_dtype_;
+  KvScales kv_scales_;        // kFp8E4m3: the pools' values are RoundThroughE4m3 with these
+  bool calibrating_ = false;  // inside CalibrateKvScales
 };
 
 }  // namespace onecard::engine

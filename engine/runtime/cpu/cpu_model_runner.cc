@@ -13,7 +13,8 @@ namespace onecard::engine {
 absl::StatusOr<std::unique_ptr<ModelRunner>> CreateCpuModelRunner(const Checkpoint& checkpoint,
                                                                   const CpuRunnerOptions& options) {
   ASSIGN_OR_RETURN(CpuWeights weights, LoadCpuWeights(checkpoint, options.weight_format));
-  return CreateCpuModelRunnerFromCpuWeights(checkpoint.config, std::move(weights), options);
+  return CreateCpuModelRunnerFromCpuWeights(checkpoint.config, std::move(weights), options,
+                                            &checkpoint);
 }
 
 }  // namespace onecard::engine

@@ -29,18 +29,24 @@ struct CpuRunnerOptions {
   int64_t num_kv_blocks = 0;  // 0 = from kv_cache_bytes
   int64_t kv_cache_bytes = 256ll << 20;
   // kAuto keeps K and V in fp32; kBf16 / kFp8E4m3 round them to that format
-  // as they are written (model_runner.h), the storage staying fp32.
+  // as they are written (model_runner.h), the storage staying fp32. FP8's
+  // scales a layer and kv head (ModelRunner::kv_scales()) are the
+  // checkpoint's (ReadCheckpointKvScales) when it has them, else calibrated
+  // at creation: one batch of KvCalibrationPrompts (at most
+  // kKvCalibrationTokens, each prompt cut to the model's context and the
+  // prompts to the pool's blocks, taken in order from block 0; they are free
+  // again afterwards) through the model as kv_scales.h describes.
   KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto;
   // How CreateCpuModelRunner loads the checkpoint's weights (model_runner.h;
   // LoadCpuWeights). Weights given in memory are fp32 whatever it says.
   CpuWeightFormat weight_format = CpuWeightFormat::kNative;
   // Sees every layer's linear inputs and residual stream (calibration:
-  // onecard quantize); none when empty.
+  // onecard quantize), the FP8 KV calibration pass's too; none when empty.
   LinearInputObserver linear_input_observer;
 };
 
 // The checkpoint's weights loaded in options.weight_format (LoadCpuWeights),
-// then as CreateCpuModelRunnerFromCpuWeights.
+// then as CreateCpuModelRunnerFromCpuWeights with the checkpoint.
 absl::StatusOr<std::unique_ptr<ModelRunner>> CreateCpuModelRunner(const Checkpoint& checkpoint,
                                                                   const CpuRunnerOptions& options);
 
@@ -56,10 +62,14 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> CreateCpuModelRunnerFromWeights(
     const ModelConfig& config, ModelWeightsF32 weights, const CpuRunnerOptions& options);
 
 // The same from weights already in the backend's form (LoadCpuWeights,
-// PackCpuWeights). Logs one line: the weights' format and bytes, the
-// kernels' instruction set, the KV pool and the threads.
+// PackCpuWeights). `checkpoint`, when set, is where an fp8 KV cache's scales
+// and its calibration prompts' tokenizer come from; null: calibrated on
+// seeded token ids. Logs one line: the weights' format and bytes, the
+// kernels' instruction set, the KV pool, its dtype and the threads; with
+// fp8, a second: KvScales::Describe() and the calibration's time.
 absl::StatusOr<std::unique_ptr<ModelRunner>> CreateCpuModelRunnerFromCpuWeights(
-    const ModelConfig& config, CpuWeights weights, const CpuRunnerOptions& options);
+    const ModelConfig& config, CpuWeights weights, const CpuRunnerOptions& options,
+    const Checkpoint* checkpoint = nullptr);
 
 }  // namespace onecard::engine
 

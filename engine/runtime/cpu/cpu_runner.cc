@@ -1,11 +1,17 @@
 // CpuModelRunner, the cpu backend's ModelRunner, and
 // CreateCpuModelRunnerFromWeights / FromCpuWeights (see cpu_model_runner.h):
-// sizes the KV pool, then each Forward checks and flattens the batch
+// sizes the KV pool, sets an fp8 cache's scales (the checkpoint's, or one
+// calibration batch), then each Forward checks and flattens the batch
 // (cpu_batch.h) and runs the decoder (cpu_forward.h).
 // Tested by tests/engine/runtime/cpu/cpu_model_runner_test.cc.
+#include <algorithm>
+#include <chrono>
 #include <limits>
 #include <mutex>
 #include <new>
+#include <numeric>
+#include <optional>
+#include <span>
 
 #include "absl/strings/str_cat.h"
 #include "engine/common/host_info.h"
@@ -15,9 +21,38 @@
 #include "engine/runtime/cpu/cpu_forward.h"
 #include "engine/runtime/cpu/cpu_model_runner.h"
 #include "engine/runtime/cpu/cpu_weights.h"
+#include "engine/runtime/kv_scales.h"
 
 namespace onecard::engine {
 namespace {
+
+// The calibration prompts as one batch: each cut to the model's context,
+// with the pool's blocks in order from 0 until they run out (the prompts
+// that no longer fit are left out). Holds the block tables its chunks view.
+struct CalibrationBatch {
+  CalibrationBatch(const std::vector<std::vector<int32_t>>& prompts, const BatchLimits& limits) {
+    const KvLayout& l = limits.layout;
+    tables.reserve(prompts.size());  // the chunks' spans point into them
+    int32_t next_block = 0;
+    for (const std::vector<int32_t>& prompt : prompts) {
+      const int64_t len = std::min({static_cast<int64_t>(prompt.size()), limits.max_context,
+                                    int64_t{l.num_blocks - next_block} * l.block_size});
+      if (len <= 0) break;
+      tables.emplace_back((len + l.block_size - 1) / l.block_size);
+      std::iota(tables.back().begin(), tables.back().end(), next_block);
+      next_block += static_cast<int32_t>(tables.back().size());
+      batch.chunks.push_back({.seq_id = static_cast<int64_t>(batch.chunks.size()),
+                              .token_ids = std::span(prompt).first(len),
+                              .block_table = tables.back(),
+                              .want_logits = false});
+      num_tokens += len;
+    }
+  }
+
+  std::vector<std::vector<int32_t>> tables;
+  BatchInput batch;
+  int64_t num_tokens = 0;
+};
 
 class CpuModelRunner : public ModelRunner {
  public:
@@ -34,7 +69,33 @@ class CpuModelRunner : public ModelRunner {
   const ModelConfig& config() const override { return config_; }
   const KvLayout& kv_layout() const override { return layout_; }
   std::string name() const override { return "cpu"; }
+  const KvScales* kv_scales() const override {
+    return forward_.kv_scales().k.empty() ? nullptr : &forward_.kv_scales();
+  }
   int num_threads() const { return forward_.num_threads(); }
+
+  // An fp8 cache's scales: the checkpoint's, else calibrated (cpu_model_runner.h).
+  absl::Status SetUpKvScales(const Checkpoint* checkpoint) {
+    if (checkpoint != nullptr) {
+      ASSIGN_OR_RETURN(std::optional<KvScales> scales, ReadCheckpointKvScales(*checkpoint));
+      if (scales.has_value()) {
+        forward_.SetKvScales(*std::move(scales));
+        return absl::OkStatus();
+      }
+    }
+    const int64_t capacity = static_cast<int64_t>(layout_.num_blocks) * layout_.block_size;
+    absl::StatusOr<std::vector<std::vector<int32_t>>> prompts = KvCalibrationPrompts(
+        checkpoint, config_,
+        static_cast<int32_t>(std::min<int64_t>(kKvCalibrationTokens, capacity)));
+    if (!prompts.ok()) {
+      return absl::Status(prompts.status().code(),
+                          absl::StrCat("KV cache calibration: ", prompts.status().message()));
+    }
+    CalibrationBatch calibration(*prompts, limits_);
+    ASSIGN_OR_RETURN(const FlatBatch flat, FlattenBatch(calibration.batch, limits_));
+    return forward_.CalibrateKvScales(
+        flat, absl::StrCat("calibrated on ", calibration.num_tokens, " tokens"));
+  }
 
   absl::Status Forward(const BatchInput& batch, std::vector<float>* logits) override {
     std::lock_guard<std::mutex> lock(mu_);
@@ -87,7 +148,8 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> CreateCpuModelRunnerFromWeights(
 }
 
 absl::StatusOr<std::unique_ptr<ModelRunner>> CreateCpuModelRunnerFromCpuWeights(
-    const ModelConfig& config, CpuWeights packed, const CpuRunnerOptions& options) {
+    const ModelConfig& config, CpuWeights packed, const CpuRunnerOptions& options,
+    const Checkpoint* checkpoint) {
   RETURN_IF_ERROR(CheckCpuConfig(config));
   ASSIGN_OR_RETURN(const KvLayout layout, PlanKvLayout(config, options));
   const CpuWeightFormat format = packed.format;
@@ -104,11 +166,17 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> CreateCpuModelRunnerFromCpuWeights(
         absl::StrCat("cannot allocate the KV pool of ", layout.num_blocks, " blocks"));
   }
   Log(LogLevel::kInfo, "cpu",
-      "model %s: %d layers, %s weights (%.1f MiB), %s kernels, %d KV blocks of %d tokens, "
+      "model %s: %d layers, %s weights (%.1f MiB), %s kernels, %d KV blocks of %d tokens (%s), "
       "%d threads",
       config.name, config.num_layers, CpuWeightFormatName(format),
       static_cast<double>(weight_bytes) / (1 << 20), CpuIsaName(DetectCpuIsa()), layout.num_blocks,
-      layout.block_size, runner->num_threads());
+      layout.block_size, KvCacheDtypeName(options.kv_cache_dtype), runner->num_threads());
+  if (options.kv_cache_dtype == KvCacheDtype::kFp8E4m3) {
+    const auto start = std::chrono::steady_clock::now();
+    RETURN_IF_ERROR(runner->SetUpKvScales(checkpoint));
+    const std::chrono::duration<double> seconds = std::chrono::steady_clock::now() - start;
+    Log(LogLevel::kInfo, "cpu", "%s (%.2f s)", runner->kv_scales()->Describe(), seconds.count());
+  }
   return runner;
 }
 

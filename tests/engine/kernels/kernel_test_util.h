@@ -1,5 +1,6 @@
 // Helpers of the kernel reference tests: seeded random inputs (never zeros),
-// poisoned outputs, and fp32 <-> BF16 vector conversions. Header-only; used by
+// poisoned outputs, FP8 KV scales with outliers, and fp32 <-> BF16 vector
+// conversions. Header-only; used by
 // tests/engine/kernels/*_ref_test.cc.
 #ifndef ONECARD_TESTS_ENGINE_KERNELS_KERNEL_TEST_UTIL_H_
 #define ONECARD_TESTS_ENGINE_KERNELS_KERNEL_TEST_UTIL_H_
@@ -44,6 +45,17 @@ inline std::vector<int32_t> Shuffled(int32_t n, uint32_t seed) {
   std::iota(v.begin(), v.end(), 0);
   std::mt19937 rng(seed);
   std::shuffle(v.begin(), v.end(), rng);
+  return v;
+}
+
+// Per-kv-head FP8 KV scales (kv_layout.h's KvFp8Scales) for values of
+// magnitude about 1: cycling through outliers on both sides (1/64 and 3e-4,
+// where values of 7 and 0.13 saturate at 448 * scale; 40, where they fall
+// among E4M3's subnormals) and 0.37 in between.
+inline std::vector<float> OutlierKvScales(int32_t num_kv_heads) {
+  constexpr float kScales[] = {1.0f / 64, 40.0f, 0.37f, 3e-4f};
+  std::vector<float> v(num_kv_heads);
+  for (int32_t h = 0; h < num_kv_heads; ++h) v[h] = kScales[h % 4];
   return v;
 }
 

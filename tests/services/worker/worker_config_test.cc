@@ -142,9 +142,9 @@ TEST(WorkerConfigTest, BoundsNameTheRange) {
   EXPECT_TRUE(ValidateWorkerConfig(c).ok());
 }
 
-// The config takes fp8 on either backend: the engine decides what its
-// backend holds (the cuda backend refuses fp8 at load, naming
-// EngineOptions.kv_cache_dtype; worker_main_test starts one).
+// The config takes fp8 on either backend: both hold an fp8 KV cache (the
+// cuda one refuses it at load only for a head_dim that is not a multiple
+// of 16, naming kv_cache_dtype).
 TEST(WorkerConfigTest, KvCacheDtypeFp8IsLeftToTheEngine) {
   for (const char* backend : {"cpu", "cuda"}) {
     v1::WorkerConfig c = Defaults();

@@ -66,16 +66,6 @@ TEST(PerplexityCommandTest, ArgumentErrorsNameTheFlag) {
   EXPECT_TRUE(CheckPerplexityOptions(o).ok());
 }
 
-// The cuda backend's KV cache is BF16: fp8 is refused before any device work.
-TEST(PerplexityCommandTest, CudaRefusesAnFp8KvCache) {
-  engine::EngineOptions e;
-  e.backend = "cuda";
-  e.kv_cache_dtype = engine::KvCacheDtype::kFp8E4m3;
-  const absl::Status s = engine::CreateModelRunner(engine::Checkpoint{}, e).status();
-  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(s.message(), HasSubstr("kv_cache_dtype: fp8"));
-}
-
 TEST(PerplexityCommandTest, PrintsOneJsonSummaryOfTheTextsTokens) {
   const std::string path = ::testing::TempDir() + "/ppl_" + std::to_string(getpid()) + ".txt";
   std::ofstream(path) << "the quick brown fox jumps over the lazy dog again and again";

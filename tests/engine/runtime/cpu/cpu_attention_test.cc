@@ -88,6 +88,12 @@ TEST(PagedAttentionCpuErrorsTest, SameChecksAsTheReference) {
   PagedAttentionParams bf16 = p;
   bf16.dtype = DType::kBF16;
   EXPECT_EQ(PagedAttentionCpu(pool, bf16).code(), absl::StatusCode::kUnimplemented);
+  PagedAttentionParams fp8 = p;  // FP8 pools: the backend keeps their values in F32 ones
+  const float scales[2] = {1.0f, 1.0f};
+  fp8.kv_fp8 = {scales, scales};
+  EXPECT_EQ(PagedAttentionCpu(pool, fp8).code(), absl::StatusCode::kUnimplemented);
+  fp8.kv_fp8.v = nullptr;
+  EXPECT_EQ(PagedAttentionCpu(pool, fp8).code(), absl::StatusCode::kInvalidArgument);
   b.block_tables[2 * b.max_blocks_per_seq] = -5;
   const absl::Status status = PagedAttentionCpu(pool, p);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);

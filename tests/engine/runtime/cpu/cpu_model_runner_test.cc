@@ -15,9 +15,13 @@
 #include <numeric>
 #include <random>
 
+#include "absl/strings/str_cat.h"
 #include "engine/common/fp8.h"
 #include "engine/kernels/bf16.h"
+#include "engine/model/checkpoint.h"
+#include "engine/runtime/kv_scales.h"
 #include "gtest/gtest.h"
+#include "tests/engine/model/tiny_model.h"
 #include "tests/engine/runtime/cpu/tiny_model.h"
 #include "tests/testing/all_close.h"
 
@@ -69,6 +73,15 @@ std::vector<float> Prefill(ModelRunner& runner, const std::vector<int32_t>& toke
   return all;
 }
 
+CpuRunnerOptions KvOptions(KvCacheDtype dtype) {
+  CpuRunnerOptions options;
+  options.num_threads = 2;
+  options.kv_block_size = 4;
+  options.num_kv_blocks = 256;
+  options.kv_cache_dtype = dtype;
+  return options;
+}
+
 class CpuModelRunnerTest : public ::testing::TestWithParam<Architecture> {};
 
 TEST_P(CpuModelRunnerTest, MatchesDenseForward) {
@@ -82,29 +95,29 @@ TEST_P(CpuModelRunnerTest, MatchesDenseForward) {
   EXPECT_ALL_CLOSE(got, want, (Tolerance{1e-4, 1e-3, 1e-9}));
 }
 
-// A KV cache in BF16 or FP8 E4M3 (scale 1): the runner against DenseForward
-// with K and V rounded the same way (fp8.h is checked against ml_dtypes by
-// fp8_test). The FP8 runner must also move away from the exact forward by
-// more than the tolerance: the rounding is applied, to K and V.
+// A KV cache in BF16, or FP8 E4M3 with the runner's calibrated scales a
+// layer and kv head: the runner against DenseForward with K and V rounded
+// the same way (fp8.h is checked against ml_dtypes by fp8_test). The FP8
+// runner must also move away from the exact forward by more than the
+// tolerance: the rounding is applied, to K and V.
 TEST_P(CpuModelRunnerTest, KvCacheDtypesMatchDenseForwardWithRoundedKv) {
   const ModelConfig config = testing::TinyConfig(GetParam());
   const std::vector<int32_t> tokens = Tokens(45, 4, config.vocab_size);
   const Tolerance tol{1e-4, 1e-3, 1e-9};
   const std::vector<float> exact =
       testing::DenseForward(config, testing::RandomWeights(config, 7), tokens);
-  const std::pair<KvCacheDtype, std::function<float(float)>> cases[] = {
-      {KvCacheDtype::kBf16, [](float x) { return Bf16ToFloat(FloatToBf16(x)); }},
-      {KvCacheDtype::kFp8E4m3, [](float x) { return E4m3ToFloat(FloatToE4m3(x)); }}};
-  for (const auto& [dtype, round] : cases) {
+  for (const KvCacheDtype dtype : {KvCacheDtype::kBf16, KvCacheDtype::kFp8E4m3}) {
     SCOPED_TRACE(KvCacheDtypeName(dtype));
-    CpuRunnerOptions options;
-    options.num_threads = 2;
-    options.kv_block_size = 4;
-    options.num_kv_blocks = 256;
-    options.kv_cache_dtype = dtype;
-    auto runner =
-        CreateCpuModelRunnerFromWeights(config, testing::RandomWeights(config, 7), options);
+    auto runner = CreateCpuModelRunnerFromWeights(config, testing::RandomWeights(config, 7),
+                                                  KvOptions(dtype));
     ASSERT_TRUE(runner.ok()) << runner.status();
+    const KvScales* scales = (*runner)->kv_scales();
+    ASSERT_EQ(scales != nullptr, dtype == KvCacheDtype::kFp8E4m3);
+    const testing::KvRound round = [&](int64_t layer, int64_t kv_head, bool is_v, float x) {
+      if (scales == nullptr) return Bf16ToFloat(FloatToBf16(x));
+      const int64_t at = layer * config.num_kv_heads + kv_head;
+      return RoundThroughE4m3(x, is_v ? scales->v[at] : scales->k[at]);
+    };
     const std::vector<float> got = Prefill(**runner, tokens, Blocks(0, 12), {45});
     EXPECT_ALL_CLOSE(
         got, testing::DenseForward(config, testing::RandomWeights(config, 7), tokens, round), tol);
@@ -112,6 +125,111 @@ TEST_P(CpuModelRunnerTest, KvCacheDtypesMatchDenseForwardWithRoundedKv) {
       EXPECT_FALSE(::onecard::testing::AllClose(got, exact, tol));
     }
   }
+}
+
+// The calibration pass (the one Forward of an fp8 runner's creation, all
+// of KvCalibrationPrompts' seeded prompts at positions from 0, the model's
+// context raised to hold them whole) seen through the observer: each
+// layer's scales are KvScaleFromAmax of the largest |K| (after RoPE) and |V|
+// a kv head that DenseKv computes here, in double, from that layer's
+// observed attention input. Layers after the first see inputs already
+// shaped by the earlier layers' FP8 rounding: the observer shows the pass
+// as it ran.
+TEST_P(CpuModelRunnerTest, Fp8ScalesAreCalibratedFromEachLayersAmax) {
+  ModelConfig config = testing::TinyConfig(GetParam());
+  config.max_position_embeddings = kKvCalibrationTokens;
+  std::vector<std::vector<float>> qkv_inputs(config.num_layers);  // the first pass's
+  CpuRunnerOptions options = KvOptions(KvCacheDtype::kFp8E4m3);
+  options.num_kv_blocks = kKvCalibrationTokens / options.kv_block_size + 4;
+  options.linear_input_observer = [&](int64_t layer, LinearInput input, std::span<const float> x,
+                                      int32_t) {
+    if (input == LinearInput::kQkv && qkv_inputs[layer].empty()) {
+      qkv_inputs[layer].assign(x.begin(), x.end());
+    }
+  };
+  auto runner = CreateCpuModelRunnerFromWeights(config, testing::RandomWeights(config, 7), options);
+  ASSERT_TRUE(runner.ok()) << runner.status();
+  const KvScales* scales = (*runner)->kv_scales();
+  ASSERT_NE(scales, nullptr);
+  EXPECT_EQ(scales->source, absl::StrCat("calibrated on ", kKvCalibrationTokens, " tokens"));
+  const auto prompts = KvCalibrationPrompts(nullptr, config);
+  ASSERT_TRUE(prompts.ok()) << prompts.status();
+  std::vector<int32_t> positions;
+  for (const auto& prompt : *prompts) {
+    for (size_t p = 0; p < prompt.size(); ++p) positions.push_back(static_cast<int32_t>(p));
+  }
+  ASSERT_EQ(positions.size(), size_t{kKvCalibrationTokens});
+  const ModelWeightsF32 weights = testing::RandomWeights(config, 7);
+  const int64_t heads = config.num_kv_heads, head_dim = config.head_dim;
+  for (int64_t layer = 0; layer < config.num_layers; ++layer) {
+    ASSERT_EQ(qkv_inputs[layer].size(), positions.size() * config.hidden_size) << layer;
+    std::vector<double> k, v;
+    testing::DenseKv(config, weights, layer, qkv_inputs[layer], positions, &k, &v);
+    std::vector<double> k_amax(heads, 0.0), v_amax(heads, 0.0);
+    for (size_t i = 0; i < k.size(); ++i) {
+      const int64_t h = static_cast<int64_t>(i) / head_dim % heads;
+      k_amax[h] = std::max(k_amax[h], std::abs(k[i]));
+      v_amax[h] = std::max(v_amax[h], std::abs(v[i]));
+    }
+    for (int64_t h = 0; h < heads; ++h) {
+      SCOPED_TRACE(absl::StrCat("layer ", layer, " kv head ", h));
+      const float k_want = KvScaleFromAmax(static_cast<float>(k_amax[h]));
+      const float v_want = KvScaleFromAmax(static_cast<float>(v_amax[h]));
+      EXPECT_NEAR(scales->k[layer * heads + h], k_want, 1e-5 * k_want);  // fp32 against double
+      EXPECT_NEAR(scales->v[layer * heads + h], v_want, 1e-5 * v_want);
+      EXPECT_NE(k_want, 1.0f);  // calibrated, not the fallback
+    }
+  }
+}
+
+// A checkpoint's k_scale / v_scale tensors (per head, and [1]) are the fp8
+// runner's scales as they are, with no calibration pass (the observer sees
+// none at creation); a layer without them is refused naming the tensor; a
+// checkpoint with none and no tokenizer cannot calibrate, and says so. Other
+// KV dtypes have no scales.
+TEST(CpuModelRunnerKvScalesTest, TheCheckpointsScalesWhenPresent) {
+  using onecard::testing::F32Tensor;
+  onecard::testing::TinyModel model = onecard::testing::MakeTinyModel({.kv_heads = 2});
+  const auto name = [](int64_t layer, const char* field) {
+    return absl::StrCat("model.layers.", layer, ".self_attn.", field);
+  };
+  for (int64_t l = 0; l < model.spec.layers; ++l) {
+    model.hf[name(l, "k_scale")] = F32Tensor{name(l, "k_scale"), {2}, {0.5f + l, 0.25f + l}};
+    model.hf[name(l, "v_scale")] = F32Tensor{name(l, "v_scale"), {1}, {0.125f * (l + 1)}};
+  }
+  const onecard::testing::ScratchDir dir;
+  const auto create = [&](const std::string& folder, KvCacheDtype dtype, int* passes) {
+    const auto checkpoint = OpenCheckpoint(onecard::testing::WriteTinyHfFolder(model, dir, folder));
+    EXPECT_TRUE(checkpoint.ok()) << checkpoint.status();
+    CpuRunnerOptions options = KvOptions(dtype);
+    options.linear_input_observer = [passes](int64_t, LinearInput, std::span<const float>,
+                                             int32_t) { ++*passes; };
+    return CreateCpuModelRunner(*checkpoint, options);
+  };
+  int passes = 0;
+  const auto runner = create("scales", KvCacheDtype::kFp8E4m3, &passes);
+  ASSERT_TRUE(runner.ok()) << runner.status();
+  EXPECT_EQ(passes, 0);
+  const KvScales* scales = (*runner)->kv_scales();
+  ASSERT_NE(scales, nullptr);
+  EXPECT_EQ(scales->source, "checkpoint");
+  EXPECT_EQ(scales->k, (std::vector<float>{0.5f, 0.25f, 1.5f, 1.25f}));
+  EXPECT_EQ(scales->v, (std::vector<float>{0.125f, 0.125f, 0.25f, 0.25f}));
+  const auto bf16 = create("scales_bf16", KvCacheDtype::kBf16, &passes);
+  ASSERT_TRUE(bf16.ok()) << bf16.status();
+  EXPECT_EQ((*bf16)->kv_scales(), nullptr);
+
+  model.hf.erase(name(1, "k_scale"));
+  model.hf.erase(name(1, "v_scale"));
+  const absl::Status missing = create("layer_1_without", KvCacheDtype::kFp8E4m3, &passes).status();
+  EXPECT_EQ(missing.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(missing.message().find("'model.layers.1.self_attn.k_scale'"), std::string::npos)
+      << missing;
+  model.hf.erase(name(0, "k_scale"));
+  model.hf.erase(name(0, "v_scale"));
+  const absl::Status none = create("none", KvCacheDtype::kFp8E4m3, &passes).status();
+  EXPECT_FALSE(none.ok());
+  EXPECT_NE(none.message().find("KV cache calibration"), std::string::npos) << none;
 }
 
 TEST(KvCacheDtypeTest, ParsesTheNamesAndNamesTheField) {

@@ -53,14 +53,17 @@ Matrix RmsNorm(const Matrix& x, const std::vector<float>& w, double eps) {
   return y;
 }
 
-// rotate_half RoPE on each head of x [n, heads * head_dim]; token t at position t.
-void Rope(Matrix& x, int64_t heads, int64_t head_dim, const std::vector<float>& inv_freq) {
+// rotate_half RoPE on each head of x [n, heads * head_dim]; token t at
+// positions[t], or at position t when positions is empty.
+void Rope(Matrix& x, int64_t heads, int64_t head_dim, const std::vector<float>& inv_freq,
+          const std::vector<int32_t>& positions = {}) {
   const int64_t half = head_dim / 2, n = static_cast<int64_t>(x.size()) / (heads * head_dim);
   for (int64_t t = 0; t < n; ++t) {
+    const double position = positions.empty() ? double(t) : double(positions[t]);
     for (int64_t h = 0; h < heads; ++h) {
       double* v = &x[(t * heads + h) * head_dim];
       for (int64_t i = 0; i < half; ++i) {
-        const double a = double(t) * inv_freq[i], c = std::cos(a), s = std::sin(a);
+        const double a = position * inv_freq[i], c = std::cos(a), s = std::sin(a);
         const double x1 = v[i], x2 = v[i + half];
         v[i] = x1 * c - x2 * s;
         v[i + half] = x2 * c + x1 * s;
@@ -207,15 +210,15 @@ ModelWeightsF32 RandomWeights(const ModelConfig& c, uint32_t seed) {
 }
 
 std::vector<float> DenseForward(const ModelConfig& c, const ModelWeightsF32& w,
-                                const std::vector<int32_t>& tokens,
-                                const std::function<float(float)>& round_kv) {
+                                const std::vector<int32_t>& tokens, const KvRound& round_kv) {
   const int64_t hd = c.hidden_size, q_dim = c.num_heads * c.head_dim;
   const int64_t kv_dim = c.num_kv_heads * c.head_dim;
   const std::vector<float> inv_freq =
       RopeInvFreq(static_cast<int32_t>(c.head_dim), c.rope_theta, c.rope_scaling);
   Matrix x;
   for (int32_t t : tokens) x.insert(x.end(), &w.embedding[t * hd], &w.embedding[(t + 1) * hd]);
-  for (const LayerWeightsF32& layer : w.layers) {
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    const LayerWeightsF32& layer = w.layers[l];
     const Matrix h = RmsNorm(x, layer.attn_norm, c.rms_norm_eps);
     Matrix q = Linear(h, layer.wq, layer.bq, hd, q_dim);
     Matrix k = Linear(h, layer.wk, layer.bk, hd, kv_dim);
@@ -223,8 +226,11 @@ std::vector<float> DenseForward(const ModelConfig& c, const ModelWeightsF32& w,
     Rope(q, c.num_heads, c.head_dim, inv_freq);
     Rope(k, c.num_kv_heads, c.head_dim, inv_freq);
     if (round_kv != nullptr) {
-      for (auto& e : k) e = round_kv(static_cast<float>(e));
-      for (auto& e : v) e = round_kv(static_cast<float>(e));
+      for (size_t i = 0; i < k.size(); ++i) {
+        const int64_t kv_head = static_cast<int64_t>(i) / c.head_dim % c.num_kv_heads;
+        k[i] = round_kv(l, kv_head, false, static_cast<float>(k[i]));
+        v[i] = round_kv(l, kv_head, true, static_cast<float>(v[i]));
+      }
     }
     AddTo(x, Linear(Attention(c, q, k, v), layer.wo, {}, q_dim, hd));
     AddTo(x, Mlp(c, layer, RmsNorm(x, layer.ffn_norm, c.rms_norm_eps)));
@@ -232,6 +238,18 @@ std::vector<float> DenseForward(const ModelConfig& c, const ModelWeightsF32& w,
   const Matrix logits =
       Linear(RmsNorm(x, w.final_norm, c.rms_norm_eps), w.output_weight(), {}, hd, c.vocab_size);
   return std::vector<float>(logits.begin(), logits.end());
+}
+
+void DenseKv(const ModelConfig& c, const ModelWeightsF32& w, int64_t layer,
+             std::span<const float> x, const std::vector<int32_t>& positions,
+             std::vector<double>* k, std::vector<double>* v) {
+  const int64_t kv_dim = c.num_kv_heads * c.head_dim;
+  const LayerWeightsF32& l = w.layers[layer];
+  const Matrix rows(x.begin(), x.end());
+  *k = Linear(rows, l.wk, l.bk, c.hidden_size, kv_dim);
+  *v = Linear(rows, l.wv, l.bv, c.hidden_size, kv_dim);
+  Rope(*k, c.num_kv_heads, c.head_dim,
+       RopeInvFreq(static_cast<int32_t>(c.head_dim), c.rope_theta, c.rope_scaling), positions);
 }
 
 std::string WriteBlockGguf(Architecture arch, const ::onecard::testing::ScratchDir& dir) {

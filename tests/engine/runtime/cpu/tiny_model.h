@@ -3,13 +3,15 @@
 // tied lm_head and odd sizes), seeded random weights (never zeros), and
 // DenseForward: an independent, straightforward forward pass in double
 // precision (no paging, no kernels; the HF modeling code's math written out)
-// that the backend is held to. WriteBlockGguf writes a tiny model whose
+// that the backend is held to, and DenseKv, its K and V of one layer.
+// WriteBlockGguf writes a tiny model whose
 // linears are GGUF blocks of every type the cpu kernels multiply.
 #ifndef ONECARD_TESTS_ENGINE_RUNTIME_CPU_TINY_MODEL_H_
 #define ONECARD_TESTS_ENGINE_RUNTIME_CPU_TINY_MODEL_H_
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -23,12 +25,22 @@ ModelConfig TinyConfig(Architecture arch);
 
 ModelWeightsF32 RandomWeights(const ModelConfig& config, uint32_t seed);
 
+// Maps a K (after RoPE; is_v false) or V value of a layer's kv head to what
+// a KV cache of another format holds.
+using KvRound = std::function<float(int64_t layer, int64_t kv_head, bool is_v, float x)>;
+
 // Logits [tokens.size(), vocab_size] of one sequence starting at position 0.
-// round_kv, when set, maps every K (after RoPE) and V value before attention
-// reads it: a KV cache that stores another format.
+// round_kv, when set, maps every K and V value before attention reads it.
 std::vector<float> DenseForward(const ModelConfig& config, const ModelWeightsF32& weights,
                                 const std::vector<int32_t>& tokens,
-                                const std::function<float(float)>& round_kv = nullptr);
+                                const KvRound& round_kv = nullptr);
+
+// Layer `layer`'s K (after RoPE, token t at positions[t]) and V in double,
+// [rows, num_kv_heads * head_dim] each, from its attention input x [rows,
+// hidden] (the normed residual: LinearInput::kQkv).
+void DenseKv(const ModelConfig& config, const ModelWeightsF32& weights, int64_t layer,
+             std::span<const float> x, const std::vector<int32_t>& positions,
+             std::vector<double>* k, std::vector<double>* v);
 
 // A tiny decoder (hidden 256, intermediate 512, 2 layers, 4 heads of 64, 2 KV
 // heads, vocab 96) as a GGUF file under dir; returns its path. Seeded random
