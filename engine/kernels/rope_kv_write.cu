@@ -24,7 +24,9 @@ __device__ __forceinline__ float LoadBiased(const T* x, const T* bias, int64_t i
   return bias == nullptr ? v : cuda::RoundTo<T>(v + cuda::ToFloat(bias[i]));
 }
 
-template <typename T>
+// kFp8: the pools hold codes (p.fp8); a separate instantiation, so the BF16
+// and F32 kernels carry no FP8 code.
+template <typename T, bool kFp8>
 __global__ void RopeKvWriteKernel(RopeKvWriteParams p) {
   cuda::GridDependencyWait();
   cuda::LaunchDependents();
@@ -41,9 +43,8 @@ __global__ void RopeKvWriteKernel(RopeKvWriteParams p) {
   const int64_t kv_at = static_cast<int64_t>(slot) * kv_elems;
   T* k_dst = static_cast<T*>(p.k_cache) + kv_at;
   T* v_dst = static_cast<T*>(p.v_cache) + kv_at;
-  uint8_t* k_codes = static_cast<uint8_t*>(p.k_cache) + kv_at;  // an FP8 cache
+  uint8_t* k_codes = static_cast<uint8_t*>(p.k_cache) + kv_at;  // kFp8
   uint8_t* v_codes = static_cast<uint8_t*>(p.v_cache) + kv_at;
-  const bool fp8 = p.fp8.enabled();
   const float position = static_cast<float>(p.positions[t]);
   const int32_t pairs = (p.num_heads + nkv) * half;
   const int32_t first = blockIdx.y * blockDim.x + threadIdx.x;
@@ -61,7 +62,7 @@ __global__ void RopeKvWriteKernel(RopeKvWriteParams p) {
     x[a] = y1;
     x[a + half] = y2;
     if (head >= p.num_heads && slot >= 0) {
-      if (fp8) {
+      if constexpr (kFp8) {
         const float scale = p.fp8.k[head - p.num_heads];
         k_codes[a - q_elems] = kvfp8::Encode(cuda::ToFloat(y1), scale);
         k_codes[a - q_elems + half] = kvfp8::Encode(cuda::ToFloat(y2), scale);
@@ -76,7 +77,7 @@ __global__ void RopeKvWriteKernel(RopeKvWriteParams p) {
     const T v = cuda::FromFloat<T>(LoadBiased(x, bias, a));
     x[a] = v;
     if (slot >= 0) {
-      if (fp8) {
+      if constexpr (kFp8) {
         v_codes[i] = kvfp8::Encode(cuda::ToFloat(v), p.fp8.v[i / d]);
       } else {
         v_dst[i] = v;
@@ -92,6 +93,7 @@ __global__ void RopeKvWriteKernel(RopeKvWriteParams p) {
 // over the token's blocks.
 constexpr int kTokenThreads = 256;
 
+template <bool kFp8>
 __global__ void __launch_bounds__(kTokenThreads) RopeKvWriteBf16Kernel(RopeKvWriteParams p) {
   using cuda::bf16;
   cuda::GridDependencyWait();
@@ -110,9 +112,8 @@ __global__ void __launch_bounds__(kTokenThreads) RopeKvWriteBf16Kernel(RopeKvWri
   const int64_t kv_at = static_cast<int64_t>(slot) * kv_elems;
   bf16* k_dst = static_cast<bf16*>(p.k_cache) + kv_at;
   bf16* v_dst = static_cast<bf16*>(p.v_cache) + kv_at;
-  uint8_t* k_codes = static_cast<uint8_t*>(p.k_cache) + kv_at;  // an FP8 cache
+  uint8_t* k_codes = static_cast<uint8_t*>(p.k_cache) + kv_at;  // kFp8
   uint8_t* v_codes = static_cast<uint8_t*>(p.v_cache) + kv_at;
-  const bool fp8 = p.fp8.enabled();
   const float position = static_cast<float>(p.positions[t]);
   const int32_t i0 = 2 * (threadIdx.x % group);
   const rope::Angles2 angles = rope::AnglesAt(position, p.inv_freq, i0);
@@ -124,7 +125,7 @@ __global__ void __launch_bounds__(kTokenThreads) RopeKvWriteBf16Kernel(RopeKvWri
     *reinterpret_cast<__nv_bfloat162*>(x + a) = lo;
     *reinterpret_cast<__nv_bfloat162*>(x + a + half) = hi;
     if (head >= p.num_heads && slot >= 0) {
-      if (fp8) {
+      if constexpr (kFp8) {
         const float scale = p.fp8.k[head - p.num_heads];
         *reinterpret_cast<uint16_t*>(k_codes + a - q_elems) = kvfp8::Encode2(lo, scale);
         *reinterpret_cast<uint16_t*>(k_codes + a - q_elems + half) = kvfp8::Encode2(hi, scale);
@@ -140,7 +141,7 @@ __global__ void __launch_bounds__(kTokenThreads) RopeKvWriteBf16Kernel(RopeKvWri
     const uint4 packed = rope::LoadBiased8(x, bias, a);
     *reinterpret_cast<uint4*>(x + a) = packed;
     if (slot >= 0) {
-      if (fp8) {
+      if constexpr (kFp8) {
         *reinterpret_cast<uint2*>(v_codes + 8 * i) = kvfp8::Encode8(packed, p.fp8.v[8 * i / d]);
       } else {
         *reinterpret_cast<uint4*>(v_dst + 8 * i) = packed;
@@ -168,8 +169,10 @@ absl::Status RopeKvWrite(const RopeKvWriteParams& p, cudaStream_t stream) {
     const int32_t heads_per_block = kTokenThreads / (d / 4);
     const unsigned blocks =
         static_cast<unsigned>(cuda::CeilDiv(p.num_heads + p.layout.num_kv_heads, heads_per_block));
-    CUDA_RETURN_IF_ERROR(cuda::LaunchPdl(RopeKvWriteBf16Kernel, dim3(p.num_tokens, blocks),
-                                         dim3(kTokenThreads), 0, stream, p));
+    const auto kernel =
+        p.fp8.enabled() ? RopeKvWriteBf16Kernel<true> : RopeKvWriteBf16Kernel<false>;
+    CUDA_RETURN_IF_ERROR(
+        cuda::LaunchPdl(kernel, dim3(p.num_tokens, blocks), dim3(kTokenThreads), 0, stream, p));
     return absl::OkStatus();
   }
   return cuda::DispatchFloatDType(kOp, p.dtype, [&]<typename T>() -> absl::Status {
@@ -178,8 +181,9 @@ absl::Status RopeKvWrite(const RopeKvWriteParams& p, cudaStream_t stream) {
         static_cast<int64_t>(p.num_heads + p.layout.num_kv_heads) * (p.layout.head_dim / 2);
     const unsigned per_token =
         static_cast<unsigned>(std::min<int64_t>(cuda::CeilDiv(pairs, 128), 16));
-    CUDA_RETURN_IF_ERROR(cuda::LaunchPdl(RopeKvWriteKernel<T>, dim3(p.num_tokens, per_token),
-                                         dim3(128), 0, stream, p));
+    const auto kernel = p.fp8.enabled() ? RopeKvWriteKernel<T, true> : RopeKvWriteKernel<T, false>;
+    CUDA_RETURN_IF_ERROR(
+        cuda::LaunchPdl(kernel, dim3(p.num_tokens, per_token), dim3(128), 0, stream, p));
     return absl::OkStatus();
   });
 }

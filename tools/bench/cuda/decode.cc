@@ -19,7 +19,9 @@
 // Also the runner's creation time (startup/runner_create_s: weights made on
 // the device, buffers, GEMM tuning); onecard-bench-cuda's --tuning_cache
 // names a tuning cache file (CudaRunnerOptions::tuning_cache) to load and
-// write, and --batches picks batch sizes (CurrentBenchSelection).
+// write, --batches picks batch sizes (CurrentBenchSelection), and
+// --kv_cache_dtype fp8 runs the preset over an FP8 KV cache (its floor
+// counting a byte a K or V element).
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -67,6 +69,8 @@ absl::Status MeasureBatch(const Preset& preset, const engine::ModelWeightsSpec& 
   const bool fp8_products = std::string_view(preset.weights).starts_with("fp8") &&
                             batch > engine::kGemvMaxRows && ceil.gemm_fp8_flops_per_s > 0;
   const double matrix_rate = fp8_products ? ceil.gemm_fp8_flops_per_s : ceil.gemm_flops_per_s;
+  // The KV cache's bytes an element (onecard-bench-cuda --kv_cache_dtype).
+  const int64_t kv_element_bytes = runner.kv_scales() != nullptr ? 1 : 2;
   if (power != nullptr) power->Start();
   for (int32_t i = 0; i < kSteps; ++i) {
     const int64_t context = driver.position() + 1;
@@ -78,7 +82,7 @@ absl::Status MeasureBatch(const Preset& preset, const engine::ModelWeightsSpec& 
       gpu_ms.push_back(timing.gpu_us * 1e-3);
       runner_ms.push_back(timing.total_us * 1e-3);
       enqueue_us.push_back(timing.enqueue_us);
-      const double step_bytes = DecodeStepBytes(c, spec, batch, context);
+      const double step_bytes = DecodeStepBytes(c, spec, batch, context, kv_element_bytes);
       bytes += step_bytes;
       floor_s += std::max(step_bytes / ceil.copy_bytes_per_s,
                           DecodeStepFlops(c, batch, context) / matrix_rate);

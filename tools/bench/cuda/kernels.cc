@@ -10,12 +10,13 @@
 // - Paged attention decode (split-K as the runner picks): batch 1/32/128 at
 //   384 and 4096 keys: GB/s of K/V bytes; and at batch 1 and 128, 384 keys,
 //   with the step's RoPE + KV write fused in (time, against RoPE + KV write
-//   and attention apart).
+//   and attention apart); and over an FP8 cache (attn_decode_fp8_*: batch
+//   1 and 32, 384 to 8192 keys, GB/s of its bytes, a byte an element).
 // - The small kernels of a batch-128 layer (RmsNorm, SiLU·mul, RoPE + KV
 //   write): time and GB/s of the bytes they must move.
-// - Flash attention prefill of 2048 and 8192 tokens (one layer, causal):
-//   TFLOP/s vs the GEMM rate; cuBLAS on the four projections at m = 8, 32,
-//   128 (weight GB/s: batched decode) and 2048 (TFLOP/s: prefill).
+// - Flash attention prefill of 2048 and 8192 tokens (one layer, causal),
+//   over BF16 and FP8 caches: TFLOP/s vs the GEMM rate; cuBLAS on the four projections at m = 8,
+//   32, 128 (weight GB/s: batched decode) and 2048 (TFLOP/s: prefill).
 #include <algorithm>
 #include <functional>
 #include <numeric>
@@ -120,9 +121,11 @@ absl::Status GemvCases(const Ceilings& ceil, cudaStream_t stream, cublasHandle_t
 
 // One layer's paged attention: `seqs` chunks of `len` query tokens each at
 // the end of `context` keys, contiguous block tables; `rope` (decode): with
-// the step's RopeKvWrite fused in (PagedAttentionSplitOptions::rope).
+// the step's RopeKvWrite fused in (PagedAttentionSplitOptions::rope);
+// `fp8`: an FP8 E4M3 cache (every code 0x30, scales 1: a byte an element).
 absl::StatusOr<double> TimeAttention(cudaStream_t stream, int32_t seqs, int32_t context,
-                                     int32_t len, int32_t splits, bool rope = false) {
+                                     int32_t len, int32_t splits, bool rope = false,
+                                     bool fp8 = false) {
   const engine::ModelConfig c = *engine::SyntheticModelConfig("llama3-8b");
   const int32_t bs = 16, blocks_each = (context + bs - 1) / bs;
   const engine::KvLayout layout{
@@ -144,13 +147,24 @@ absl::StatusOr<double> TimeAttention(cudaStream_t stream, int32_t seqs, int32_t 
   int32_t* d_meta = nullptr;
   CUDA_RETURN_IF_ERROR(cudaMalloc(&d_meta, meta.size() * 4));
   CUDA_RETURN_IF_ERROR(cudaMemcpy(d_meta, meta.data(), meta.size() * 4, cudaMemcpyHostToDevice));
+  ASSIGN_OR_RETURN(DeviceMem scales, DeviceMem::Random(64, 16, stream));
+  if (fp8) {
+    const std::vector<float> ones(8, 1.0f);
+    CUDA_RETURN_IF_ERROR(cudaMemset(kv.get(), 0x30, layout.PoolElements() * 2));
+    CUDA_RETURN_IF_ERROR(cudaMemcpy(scales.get(), ones.data(), 32, cudaMemcpyHostToDevice));
+  }
+  const int64_t pool_bytes = layout.PoolElements() * (fp8 ? 1 : 2);
+  const engine::KvFp8Scales kv_fp8 =
+      fp8 ? engine::KvFp8Scales{reinterpret_cast<const float*>(scales.get()),
+                                reinterpret_cast<const float*>(scales.get())}
+          : engine::KvFp8Scales{};
   const int64_t ws_bytes = engine::PagedAttentionWorkspaceBytes(seqs * len, 32, 128, splits);
   ASSIGN_OR_RETURN(DeviceMem ws, DeviceMem::Random(std::max<int64_t>(ws_bytes, 256), 12, stream));
   engine::PagedAttentionParams p{.dtype = engine::DType::kBF16,
                                  .q = q.get(),
                                  .q_token_stride = q_width,
                                  .k_cache = kv.get(),
-                                 .v_cache = kv.get() + layout.PoolElements() * 2,
+                                 .v_cache = kv.get() + pool_bytes,
                                  .out = out.get(),
                                  .layout = layout,
                                  .num_heads = 32,
@@ -160,17 +174,19 @@ absl::StatusOr<double> TimeAttention(cudaStream_t stream, int32_t seqs, int32_t 
                                  .start_pos = d_meta + seqs + 1,
                                  .block_tables = d_meta + 2 * seqs + 1,
                                  .max_blocks_per_seq = blocks_each,
-                                 .scale = 0.0884f};
+                                 .scale = 0.0884f,
+                                 .kv_fp8 = kv_fp8};
   const engine::RopeKvWriteParams fused{.dtype = engine::DType::kBF16,
                                         .qkv = q.get(),
                                         .k_cache = kv.get(),
-                                        .v_cache = kv.get() + layout.PoolElements() * 2,
+                                        .v_cache = kv.get() + pool_bytes,
                                         .layout = layout,
                                         .num_heads = 32,
                                         .positions = d_meta + seqs + 1,
                                         .slot_mapping = d_meta + 2 * seqs + 1 + seqs * blocks_each,
                                         .inv_freq = reinterpret_cast<const float*>(freq.get()),
-                                        .num_tokens = seqs * len};
+                                        .num_tokens = seqs * len,
+                                        .fp8 = kv_fp8};
   auto ms = GraphMedianMs(stream, 1, 5, [&]() -> absl::Status {
     for (int i = 0; i < kLaunches; ++i) {
       RETURN_IF_ERROR(engine::PagedAttentionSplit(p,
@@ -218,6 +234,24 @@ absl::Status AttentionCases(const Ceilings& ceil, cudaStream_t stream, int num_s
     ASSIGN_OR_RETURN(const double ms, TimeAttention(stream, 1, tokens, tokens, 1));
     const double flops = 2.0 * tokens * (tokens + 1.0) * 128 * 32;
     reporter.Add({kScenario, absl::StrCat("attn_flash_prefill", tokens), "rate",
+                  flops / (ms * 1e-3) / 1e12, "TFLOP/s", ceil.gemm_flops_per_s / 1e12});
+  }
+  // An FP8 cache: decode at a byte an element (bandwidth of those bytes),
+  // and the flash prefill over FP8 K / V.
+  for (auto [seqs, context] : {std::pair{1, 4096}, {32, 384}, {32, 4096}, {32, 8192}}) {
+    const int32_t splits = engine::PagedAttentionDecodeSplits(seqs, 8, 8192, num_sms);
+    ASSIGN_OR_RETURN(const double ms,
+                     TimeAttention(stream, seqs, context, 1, splits, false, /*fp8=*/true));
+    const std::string name = absl::StrCat("attn_decode_fp8_b", seqs, "_ctx", context);
+    const double bytes = double(seqs) * context * 8 * 128 * 2;
+    reporter.Add({kScenario, name, "bandwidth", bytes / (ms * 1e-3) / 1e9, "GB/s",
+                  ceil.copy_bytes_per_s / 1e9});
+    reporter.Add({kScenario, name, "time", ms * 1e3, "us", {}});
+  }
+  for (int32_t tokens : {2048, 8192}) {
+    ASSIGN_OR_RETURN(const double ms, TimeAttention(stream, 1, tokens, tokens, 1, false, true));
+    const double flops = 2.0 * tokens * (tokens + 1.0) * 128 * 32;
+    reporter.Add({kScenario, absl::StrCat("attn_flash_prefill_fp8_", tokens), "rate",
                   flops / (ms * 1e-3) / 1e12, "TFLOP/s", ceil.gemm_flops_per_s / 1e12});
   }
   return absl::OkStatus();

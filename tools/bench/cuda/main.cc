@@ -47,6 +47,8 @@ ABSL_FLAG(std::string, fused_rope, "after_cublas",
 ABSL_FLAG(bool, tuner_search, true, "search around cuBLASLt's heuristic when tuning");
 ABSL_FLAG(int64_t, tuner_at_cap, 0,
           "rank tuned shapes of at least this many rows at the power cap; 0 = none");
+ABSL_FLAG(std::string, kv_cache_dtype, "auto",
+          "the decode presets' KV cache: auto (BF16), bf16 or fp8 (E4M3, calibrated scales)");
 
 namespace {
 
@@ -108,6 +110,8 @@ absl::Status ApplyComparisonArms() {
     return absl::InvalidArgumentError(
         absl::StrCat("--fused_rope=", rope, ": must be after_cublas, all or off"));
   }
+  ASSIGN_OR_RETURN(o.kv_cache_dtype, onecard::engine::ParseKvCacheDtype(
+                                         absl::GetFlag(FLAGS_kv_cache_dtype), "--kv_cache_dtype"));
   o.tuner.search = absl::GetFlag(FLAGS_tuner_search);
   o.tuner.at_cap_rows = absl::GetFlag(FLAGS_tuner_at_cap);
   return absl::OkStatus();
