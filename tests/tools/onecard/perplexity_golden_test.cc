@@ -6,7 +6,8 @@
 // of the ids), and the perplexity within 0.5 % of HF's (issue 17's bar; fp32
 // on both sides, --cpu-weights f32 here, so the measured gap is far smaller:
 // the test prints it). On the same text, windows and weights, the FP8 KV
-// cache with calibrated scales within 0.5 % of the BF16 one (issue 18).
+// cache with calibrated scales within 0.5 % of the BF16 one (issue 18's bar,
+// met in this setting only: see the test).
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -88,9 +89,11 @@ TEST(PerplexityGoldenTest, CpuPerplexityMatchesHuggingFace) {
 }
 
 // The FP8 E4M3 KV cache, its scales calibrated at load (kv_scales.h), costs
-// less than 0.5 % perplexity over the BF16 one. fp32 weights, so the gap is
-// the KV cache's rounding alone (bench/results/accuracy.md has the native
-// weights' figures too).
+// less than 0.5 % perplexity over the BF16 one on the golden's 2,048 tokens
+// and 512-token windows, with fp32 weights (so the gap is the KV cache's
+// rounding alone). A guard on the calibration, not a proof of the bar in
+// general: with 1024-token windows over 8,192 tokens, or the native weights,
+// the gap is larger (bench/results/accuracy.md).
 TEST(PerplexityGoldenTest, Fp8KvCacheWithinHalfAPercentOfBf16) {
   const nlohmann::json golden = Golden();
   ASSERT_TRUE(golden.is_object());
