@@ -7,7 +7,8 @@
 //      pools (kv_cache_write.h semantics; a negative slot skips the token).
 // Its reference, RopeKvWriteRef, is the composition of the three references
 // (the add, RopeRef, KvCacheWriteRef). CUDA: RopeKvWrite (rope_kv_write.cu).
-// Tested by tests/gpu/rope_kv_test.cc.
+// Tested by tests/engine/kernels/rope_kv_write_ref_test.cc (the reference,
+// FP8 pools too) and tests/gpu/rope_kv_test.cc.
 #ifndef ONECARD_ENGINE_KERNELS_ROPE_KV_WRITE_H_
 #define ONECARD_ENGINE_KERNELS_ROPE_KV_WRITE_H_
 

@@ -5,7 +5,9 @@
 // 512 tokens moving by 256. The tokenization must be HF's (count and SHA-256
 // of the ids), and the perplexity within 0.5 % of HF's (issue 17's bar; fp32
 // on both sides, --cpu-weights f32 here, so the measured gap is far smaller:
-// the test prints it).
+// the test prints it). On the same text, windows and weights, the FP8 KV
+// cache with calibrated scales within 0.5 % of the BF16 one (issue 18's bar,
+// met in this setting only: see the test).
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -54,21 +56,29 @@ TEST(PerplexityGoldenTest, TokenizesTheTextAsHuggingFace) {
   EXPECT_EQ(services::Sha256Hex(bytes), golden["token_ids_sha256"]);
 }
 
-TEST(PerplexityGoldenTest, CpuPerplexityMatchesHuggingFace) {
-  const nlohmann::json golden = Golden();
-  ASSERT_TRUE(golden.is_object());
-  const nlohmann::json& hf = golden["runs"][0];
+// onecard perplexity's summary on the cpu backend over the golden run's text
+// and windows, fp32 weights as HF runs them, the KV cache in kv_cache_dtype.
+nlohmann::json CpuPerplexity(const nlohmann::json& hf, const std::string& kv_cache_dtype) {
   PerplexityCommandOptions o{
       .model_path = SourcePath(kModel),
       .text_path = SourcePath(kText),
       .backend = "cpu",
       .windows = {.window = hf["window"].get<int32_t>(), .stride = hf["stride"].get<int32_t>()},
       .text_tokens = hf["text_tokens"].get<int64_t>(),
-      .cpu_weights = "f32"};  // fp32 weights, as HF runs them
+      .kv_cache_dtype = kv_cache_dtype,
+      .cpu_weights = "f32"};
   std::ostringstream out;
   const absl::Status s = RunPerplexity(o, out);
-  ASSERT_TRUE(s.ok()) << s;
-  const nlohmann::json j = nlohmann::json::parse(out.str());
+  EXPECT_TRUE(s.ok()) << s;
+  return s.ok() ? nlohmann::json::parse(out.str()) : nlohmann::json();
+}
+
+TEST(PerplexityGoldenTest, CpuPerplexityMatchesHuggingFace) {
+  const nlohmann::json golden = Golden();
+  ASSERT_TRUE(golden.is_object());
+  const nlohmann::json& hf = golden["runs"][0];
+  const nlohmann::json j = CpuPerplexity(hf, "auto");
+  ASSERT_TRUE(j.is_object());
   EXPECT_EQ(j["windows"], hf["windows"]);
   EXPECT_EQ(j["scored_tokens"], hf["scored_tokens"]);
   const double ours = j["perplexity"].get<double>(), theirs = hf["perplexity"].get<double>();
@@ -76,6 +86,25 @@ TEST(PerplexityGoldenTest, CpuPerplexityMatchesHuggingFace) {
   std::printf("perplexity: onecard cpu %.6f, Hugging Face %.6f, relative gap %.2e\n", ours, theirs,
               gap);
   EXPECT_LT(gap, 0.005);
+}
+
+// The FP8 E4M3 KV cache, its scales calibrated at load (kv_scales.h), costs
+// less than 0.5 % perplexity over the BF16 one on the golden's 2,048 tokens
+// and 512-token windows, with fp32 weights (so the gap is the KV cache's
+// rounding alone). A guard on the calibration, not a proof of the bar in
+// general: with 1024-token windows over 8,192 tokens, or the native weights,
+// the gap is larger (bench/results/accuracy.md).
+TEST(PerplexityGoldenTest, Fp8KvCacheWithinHalfAPercentOfBf16) {
+  const nlohmann::json golden = Golden();
+  ASSERT_TRUE(golden.is_object());
+  const nlohmann::json& hf = golden["runs"][0];
+  const nlohmann::json bf16 = CpuPerplexity(hf, "bf16"), fp8 = CpuPerplexity(hf, "fp8");
+  ASSERT_TRUE(bf16.is_object() && fp8.is_object());
+  const double base = bf16["perplexity"].get<double>(), ours = fp8["perplexity"].get<double>();
+  const double gap = (ours - base) / base;
+  std::printf("perplexity: KV cache bf16 %.6f, fp8 %.6f, relative gap %+.3f %%\n", base, ours,
+              100 * gap);
+  EXPECT_LT(std::abs(gap), 0.005);
 }
 
 }  // namespace
