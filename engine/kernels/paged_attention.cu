@@ -322,7 +322,7 @@ absl::Status Validate(const PagedAttentionParams& p, const PagedAttentionSplitOp
   constexpr char kOp[] = "PagedAttention";
   if (p.dtype != DType::kBF16) return cuda::Unsupported(kOp, p.dtype, "BF16");
   const int d = p.layout.head_dim;
-  if (d != 16 && d != 24 && d != 32 && d != 64 && d != 96 && d != 128) {
+  if (!PagedAttentionSupportsHeadDim(d)) {
     return absl::UnimplementedError(
         cuda::Cat(kOp, ": head_dim ", d, " is not supported; supported: 16, 24, 32, 64, 96, 128"));
   }

@@ -59,6 +59,14 @@ struct PagedAttentionSplitOptions {
   const RopeKvWriteParams* rope = nullptr;
 };
 
+// Whether the kernels take this head_dim (16, 24, 32, 64, 96, 128).
+inline bool PagedAttentionSupportsHeadDim(int32_t head_dim) {
+  for (int32_t d : {16, 24, 32, 64, 96, 128}) {
+    if (head_dim == d) return true;
+  }
+  return false;
+}
+
 // Workspace for num_splits > 1: [num_tokens, num_heads, num_splits] partials
 // (head_dim floats of output, then a (max, sum) pair of floats).
 inline int64_t PagedAttentionWorkspaceBytes(int32_t num_tokens, int32_t num_heads, int32_t head_dim,

@@ -19,6 +19,7 @@
 #include "engine/common/log.h"
 #include "engine/common/status_macros.h"
 #include "engine/kernels/cuda_check.h"
+#include "engine/kernels/paged_attention_split.h"
 #include "engine/kernels/rope.h"
 #include "engine/runtime/cuda/cuda_runner_impl.h"
 #include "engine/runtime/cuda/synthetic_shapes.h"
@@ -88,6 +89,11 @@ absl::StatusOr<std::unique_ptr<CudaRunnerImpl>> CudaRunnerImpl::Create(
     return absl::InvalidArgumentError(
         absl::StrCat("CudaRunnerOptions.gemm_splits = ", options.gemm_splits, ": must be 0 to ",
                      kMaxGemmSplits));
+  }
+  if (!PagedAttentionSupportsHeadDim(static_cast<int32_t>(config.head_dim))) {
+    return absl::UnimplementedError(
+        absl::StrCat("cuda runner: ", config.name, " has head_dim ", config.head_dim,
+                     ", which the CUDA attention kernels do not take (16, 24, 32, 64, 96 or 128)"));
   }
   if (options.kv_cache_dtype == KvCacheDtype::kFp8E4m3 && config.head_dim % 16 != 0) {
     return absl::UnimplementedError(
