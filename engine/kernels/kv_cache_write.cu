@@ -2,7 +2,7 @@
 // K and V rows ([num_kv_heads * head_dim], contiguous in a slot of the paged
 // pools) into slot slot_mapping[t]; a negative slot skips the token. Rows
 // whose byte size and addresses are 16-byte aligned go 16 bytes a thread.
-// An FP8 cache (params.fp8) takes codes of x / scale of the element's kv
+// An FP8 cache (params.fp8) takes E4m3CodeOf(x, scale) of the element's kv
 // head (kv_fp8.cuh), one element a thread.
 // Tested by tests/gpu/rope_kv_test.cc against KvCacheWriteRef.
 #include "engine/kernels/cuda_check.h"

@@ -4,7 +4,7 @@
 //                     + position % block_size
 // (KvSlot below computes it); a negative slot skips the
 // token (padding). k and v may be views into a packed qkv activation.
-// With fp8 set the pools hold E4M3 codes, FloatToE4m3(x / scale[kv_head]).
+// With fp8 set the pools hold E4M3 codes, E4m3CodeOf(x, scale[kv_head]).
 // Reference: KvCacheWriteRef (kv_cache_write_ref.cc, F32 and BF16 inputs,
 // pools of that dtype or FP8; slots outside the pool, fp8.k without fp8.v
 // or the reverse, and scales that are not finite and > 0 are an
@@ -35,7 +35,7 @@ struct KvCacheWriteParams {
   const int32_t* slot_mapping = nullptr;  // [num_tokens]; < 0 skips the token
   int32_t num_tokens = 0;
   // Set: the pools are FP8 E4M3 codes (uint8) with these scales, written as
-  // FloatToE4m3(x / scale) from k and v of `dtype` (kv_layout.h).
+  // E4m3CodeOf(x, scale) from k and v of `dtype` (kv_layout.h).
   KvFp8Scales fp8;
 };
 

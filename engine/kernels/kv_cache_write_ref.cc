@@ -1,6 +1,6 @@
 // KvCacheWriteRef: the plain reference of the paged KV-cache write (see
 // kv_cache_write.h): a copy into pools of the input's dtype, or each value
-// as FloatToE4m3(x / scale[kv_head]) into FP8 pools.
+// as E4m3CodeOf(x, scale[kv_head]) into FP8 pools.
 // Tested by tests/engine/kernels/kv_cache_write_ref_test.cc.
 #include <algorithm>
 #include <cstdint>
@@ -48,7 +48,7 @@ absl::Status Validate(const KvCacheWriteParams& p) {
   return absl::OkStatus();
 }
 
-// n values of x into the pool at dst: a copy, or E4M3 codes of x / scale
+// n values of x into the pool at dst: a copy, or E4m3CodeOf(x, scale) codes
 // when scale is set.
 template <typename T>
 void WriteRow(const T* x, int64_t n, const float* scale, void* pool, int64_t dst) {
@@ -57,7 +57,7 @@ void WriteRow(const T* x, int64_t n, const float* scale, void* pool, int64_t dst
     return;
   }
   uint8_t* codes = static_cast<uint8_t*>(pool) + dst;
-  for (int64_t i = 0; i < n; ++i) codes[i] = FloatToE4m3(ref::Load(x[i]) / *scale);
+  for (int64_t i = 0; i < n; ++i) codes[i] = E4m3CodeOf(ref::Load(x[i]), *scale);
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // Device helpers of the FP8 E4M3 KV cache (KvFp8Scales, kv_layout.h), shared
 // by the KV writes (kv_cache_write.cu, rope_kv_write.cu) and the attention
 // kernels (paged_attention*.cu):
-// - a value is stored as FloatToE4m3(x / scale) (engine/common/fp8.h: round
+// - a value is stored as E4m3CodeOf(x, scale) (engine/common/fp8.h: x times
+//   the scale's reciprocal, round
 //   to nearest even, saturating), the references' arithmetic exactly;
 // - the attention kernels widen codes to f16 (exact: E4M3's values are all
 //   f16 values) for f16 tensor-core products, and apply the scales outside
@@ -21,7 +22,7 @@
 
 namespace onecard::engine::kvfp8 {
 
-__device__ __forceinline__ uint8_t Encode(float x, float scale) { return FloatToE4m3(x / scale); }
+__device__ __forceinline__ uint8_t Encode(float x, float scale) { return E4m3CodeOf(x, scale); }
 
 // Two codes (low byte first) for a BF16 pair.
 __device__ __forceinline__ uint16_t Encode2(__nv_bfloat162 x, float scale) {

@@ -35,7 +35,7 @@ struct RopeKvWriteParams {
   const float* inv_freq = nullptr;        // [head_dim / 2], from RopeInvFreq
   int32_t num_tokens = 0;
   // Set: the pools are FP8 E4M3 codes with these scales; step 3 writes
-  // FloatToE4m3(x / scale) of the rotated k (rounded to `dtype` first) and
+  // E4m3CodeOf(x, scale) of the rotated k (rounded to `dtype` first) and
   // of v (kv_layout.h).
   KvFp8Scales fp8;
 };

@@ -37,7 +37,8 @@ struct KvLayout {
 // The scales of one layer's FP8 E4M3 KV cache (engine/common/fp8.h): one
 // fp32 a kv head for K and one for V. A pool element is a code, read as
 //   E4m3ToFloat(code) * scale[kv_head]
-// and written as FloatToE4m3(x / scale[kv_head]) (round to nearest even,
+// and written as E4m3CodeOf(x, scale[kv_head]) (fp8.h: x times the
+// reciprocal of the scale, then round to nearest even,
 // saturating at +-448 * scale). Null pointers: the pools are not FP8 (they
 // hold the op's dtype). Host memory for the references, device memory for
 // the CUDA kernels.

@@ -8,7 +8,7 @@
 //   neighbouring heads and a scale applied to the wrong head shows.
 // - the decode kernel with the step's RoPE and cache write fused in, and
 //   RopeKvWrite and KvCacheWrite alone: the codes they write against
-//   FloatToE4m3(value / scale) of the BF16 reference's values (engine/common/
+//   E4m3CodeOf(value, scale) of the BF16 reference's values (engine/common/
 //   fp8.h, itself tested against ml_dtypes), with values past +-448 * scale
 //   (saturated, never NaN).
 // Tolerance of the output: BF16 rounding of the output (2^-9 relative) and P
@@ -164,7 +164,7 @@ TEST_P(PagedAttentionFp8Test, MatchesReference) {
 }
 
 // What RopeKvWriteRef (BF16) leaves for the tokens' new keys, encoded as the
-// FP8 cache stores them: codes[slot] = FloatToE4m3(value / scale).
+// FP8 cache stores them: codes[slot] = E4m3CodeOf(value, scale).
 void EncodeWritten(const engine::KvLayout& layout, const std::vector<int32_t>& slots,
                    const std::vector<float>& k_written, const std::vector<float>& v_written,
                    Fp8Pools* pools) {
@@ -174,8 +174,8 @@ void EncodeWritten(const engine::KvLayout& layout, const std::vector<int32_t>& s
     for (int64_t i = 0; i < row; ++i) {
       const int64_t at = slot * row + i;
       const int64_t h = i / layout.head_dim;
-      pools->k[at] = engine::FloatToE4m3(k_written[at] / pools->k_scale[h]);
-      pools->v[at] = engine::FloatToE4m3(v_written[at] / pools->v_scale[h]);
+      pools->k[at] = engine::E4m3CodeOf(k_written[at], pools->k_scale[h]);
+      pools->v[at] = engine::E4m3CodeOf(v_written[at], pools->v_scale[h]);
     }
   }
   pools->Refresh(layout);
@@ -356,7 +356,7 @@ TEST(KvFp8WriteTest, RopeKvWriteMatchesReferenceCodes) {
 }
 
 // KvCacheWrite into FP8 pools: no RoPE, so the codes are exactly
-// FloatToE4m3(x / scale), including inputs past +-448 * scale (+-448).
+// E4m3CodeOf(x, scale), including inputs past +-448 * scale (+-448).
 TEST(KvFp8WriteTest, KvCacheWriteWritesExactCodes) {
   const engine::KvLayout layout{
       .num_blocks = 3, .block_size = 4, .num_kv_heads = 3, .head_dim = 32};
@@ -375,9 +375,9 @@ TEST(KvFp8WriteTest, KvCacheWriteWritesExactCodes) {
     for (int64_t i = 0; i < row; ++i) {
       const int64_t h = i / layout.head_dim;
       want_k[slots[t] * row + i] =
-          engine::FloatToE4m3(engine::Bf16ToFloat(k[t * 2 * row + i]) / pools.k_scale[h]);
+          engine::E4m3CodeOf(engine::Bf16ToFloat(k[t * 2 * row + i]), pools.k_scale[h]);
       want_v[slots[t] * row + i] =
-          engine::FloatToE4m3(engine::Bf16ToFloat(v[t * 2 * row + i]) / pools.v_scale[h]);
+          engine::E4m3CodeOf(engine::Bf16ToFloat(v[t * 2 * row + i]), pools.v_scale[h]);
     }
   }
   DeviceBuf<uint16_t> dk(k), dv(v);

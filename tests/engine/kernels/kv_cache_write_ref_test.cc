@@ -3,7 +3,7 @@
 // layout says (offsets computed here by hand from kv_layout.h's formula), the
 // rest of the poisoned pools stays untouched, padding slots are skipped, and
 // slots past the pool are errors. FP8 pools: every code is the spec's
-// FloatToE4m3(x / scale[kv_head]) of the value as stored in the input's dtype,
+// E4m3CodeOf(x, scale[kv_head]) of the value as stored in the input's dtype,
 // and reads back within E4M3's rounding of it (checked here from the format's
 // spacing, not from fp8.h) or at +-448 * scale past the range; outlier
 // scales, saturation, no NaN from finite input, and the scales' errors.
@@ -150,8 +150,8 @@ TEST_P(KvCacheWriteRefTest, Fp8WritesEachValueThroughItsHeadsScale) {
       for (int64_t i = 0; i < token; ++i) {
         const int64_t at = slots[t] * token + i;
         const int32_t h = static_cast<int32_t>(i / head_dim);
-        ASSERT_EQ(k_cache[at], FloatToE4m3(k[t * token + i] / k_scales[h])) << t << " " << i;
-        ASSERT_EQ(v_cache[at], FloatToE4m3(v[t * token + i] / v_scales[h])) << t << " " << i;
+        ASSERT_EQ(k_cache[at], E4m3CodeOf(k[t * token + i], k_scales[h])) << t << " " << i;
+        ASSERT_EQ(v_cache[at], E4m3CodeOf(v[t * token + i], v_scales[h])) << t << " " << i;
         ASSERT_TRUE(ReadsBackAsE4m3Of(k[t * token + i], k_cache[at], k_scales[h]));
         ASSERT_TRUE(ReadsBackAsE4m3Of(v[t * token + i], v_cache[at], v_scales[h]));
         ++written;

@@ -80,7 +80,7 @@ Fp8Pools RoundToFp8(Batch& b) {
     std::vector<uint8_t> codes(pool.size());
     for (size_t i = 0; i < pool.size(); ++i) {
       const float scale = scales[(i / head_dim) % heads];
-      codes[i] = std::isnan(pool[i]) ? 0x7f : FloatToE4m3(pool[i] / scale);
+      codes[i] = std::isnan(pool[i]) ? 0x7f : E4m3CodeOf(pool[i], scale);
       pool[i] = std::isnan(pool[i]) ? pool[i] : E4m3ToFloat(codes[i]) * scale;
     }
     return codes;
@@ -90,7 +90,7 @@ Fp8Pools RoundToFp8(Batch& b) {
   const auto round_dense = [&](std::vector<float>& x, const std::vector<float>& scales) {
     for (size_t i = 0; i < x.size(); ++i) {
       const float scale = scales[(i / head_dim) % heads];
-      x[i] = E4m3ToFloat(FloatToE4m3(x[i] / scale)) * scale;
+      x[i] = RoundThroughE4m3(x[i], scale);
     }
   };
   for (auto& k : b.k) round_dense(k, f.k_scales);

@@ -4,7 +4,7 @@
 // - qkv afterwards against the bias add and the rotation computed here in
 //   double (complex multiplication, as rope_ref_test), rounded to the dtype;
 // - the dtype pools hold the rotated k and the v exactly as qkv does, the FP8
-//   pools FloatToE4m3(x / scale[kv_head]) of those same values, the rest of
+//   pools E4m3CodeOf(x, scale[kv_head]) of those same values, the rest of
 //   each pool its poison; FP8 pools change nothing in qkv;
 // - bad fp8 scales are InvalidArgument naming the field, before qkv changes.
 #include <cmath>
@@ -158,8 +158,8 @@ TEST_P(RopeKvWriteRefTest, Fp8PoolsHoldTheRotatedValuesThroughTheirScales) {
       const int32_t h = static_cast<int32_t>(i / c.head_dim);
       ASSERT_EQ(k_pool[at], k[i]) << t << " " << i;
       ASSERT_EQ(v_pool[at], v[i]) << t << " " << i;
-      ASSERT_EQ(k_b[at], FloatToE4m3(k[i] / k_scales[h])) << t << " " << i;
-      ASSERT_EQ(v_b[at], FloatToE4m3(v[i] / v_scales[h])) << t << " " << i;
+      ASSERT_EQ(k_b[at], E4m3CodeOf(k[i], k_scales[h])) << t << " " << i;
+      ASSERT_EQ(v_b[at], E4m3CodeOf(v[i], v_scales[h])) << t << " " << i;
       ASSERT_FALSE(std::isnan(E4m3ToFloat(k_b[at]))) << t << " " << i;
       ASSERT_FALSE(std::isnan(E4m3ToFloat(v_b[at]))) << t << " " << i;
       written[at] = true;
