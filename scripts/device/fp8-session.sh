@@ -11,23 +11,11 @@
 # $OUT/bench.log, tests in $OUT/tests.log.
 # Usage (on the GPU machine): bash scripts/device/fp8-session.sh
 set -uo pipefail
-export TMPDIR=${TMPDIR:-/tmp}
-bash scripts/device/run.sh tests >"$OUT/tests_run.txt" 2>&1
-echo "tests: rc=$?"
-dir=$TMPDIR/onecard-device
-bin=$dir/bin/onecard-bench-cuda
-export LD_LIBRARY_PATH=$dir/lib:/usr/local/cuda/lib64
-ONECARD_COMMIT=$(cat "$dir/COMMIT")
-export ONECARD_COMMIT
-bench() {  # bench SECONDS RESULTS ARGS...
-  local limit=$1 results=$2
-  shift 2
-  timeout "$limit" "$bin" "$@" --results "$results" >>"$OUT/bench.log" 2>&1
-  echo "$* rc=$?"
-}
+# shellcheck source=scripts/device/session.sh
+source scripts/device/session.sh
 for model in 70b 8b; do
-  bench 120 "$OUT/results.jsonl" "decode-$model-fp8" --batches 1,8,128
+  bench 120 "decode-$model-fp8" --batches 1,8,128
 done
-bench 150 "$OUT/results.jsonl" prefill
-bench 60 "$OUT/results.jsonl" decode-8b-bf16
-bench 100 "$OUT/results.jsonl" kernels-fp8
+bench 150 prefill
+bench 60 decode-8b-bf16
+bench 100 kernels-fp8

@@ -11,21 +11,9 @@
 # $OUT/tests.log.
 # Usage (on the GPU machine): bash scripts/device/kv-fp8-session.sh
 set -uo pipefail
-export TMPDIR=${TMPDIR:-/tmp}
-bash scripts/device/run.sh tests >"$OUT/tests_run.txt" 2>&1
-echo "tests: rc=$?"
-dir=$TMPDIR/onecard-device
-bin=$dir/bin/onecard-bench-cuda
-export LD_LIBRARY_PATH=$dir/lib:/usr/local/cuda/lib64
-ONECARD_COMMIT=$(cat "$dir/COMMIT")
-export ONECARD_COMMIT
-bench() {  # bench SECONDS ARGS...
-  local limit=$1
-  shift
-  timeout "$limit" "$bin" --results "$OUT/results.jsonl" "$@" >>"$OUT/bench.log" 2>&1
-  echo "$* rc=$?"
-}
+# shellcheck source=scripts/device/session.sh
+source scripts/device/session.sh
 bench 240 decode-long-context
 bench 90 decode-8b-bf16
-bench 60 decode-8b-bf16 --batches 1,32 --kv_cache_dtype fp8 --results "$OUT/results_kv_fp8.jsonl"
+bench 60 decode-8b-bf16 --batches 1,32 --kv_cache_dtype fp8
 bench 90 kernels-8b

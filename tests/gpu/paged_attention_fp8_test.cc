@@ -39,43 +39,15 @@ using engine::DType;
 
 constexpr float kRanges[] = {1.0f, 0.02f, 8.0f};
 
+// The BF16 suite's cases whose head_dim is a multiple of 16 (FP8 rows are
+// 16-byte chunks of codes), and head_dim 32 decode.
 std::vector<AttnCase> Fp8Cases() {
-  const auto kAuto = AttentionKernel::kAuto;
-  const auto kGeneral = AttentionKernel::kGeneral;
-  return {
-      {"decode_b1_d128_g4", 128, 32, 8, {{389, 1}}, 1, kAuto},
-      {"decode_b1_d128_g4_split8", 128, 32, 8, {{4000, 1}}, 8, kAuto},
-      {"decode_b7_d128_g4_split4",
-       128,
-       32,
-       8,
-       {{5, 1}, {17, 1}, {100, 1}, {1023, 1}, {0, 1}, {64, 1}, {2047, 1}},
-       4,
-       kAuto},
-      {"decode_b33_d64_g3_split3", 64, 9, 3, DecodeChunks(33, 700, 2), 3, kAuto},
-      {"decode_b7_d16_g2_split3", 16, 4, 2, DecodeChunks(7, 300, 3), 3, kAuto},
-      {"decode_b7_d32_g4", 32, 8, 2, DecodeChunks(7, 300, 4), 1, kAuto},
-      {"decode_b7_d128_g8_split2", 128, 64, 8, DecodeChunks(7, 1500, 5), 2, kAuto},
-      {"decode_b33_d128_g4_bs24", 128, 32, 8, DecodeChunks(33, 900, 11), 1, kAuto, 24},
-      {"decode_b7_d64_g3_bs5_split3", 64, 9, 3, DecodeChunks(7, 400, 12), 3, kAuto, 5},
-      {"decode_b7_d64_g16_split2", 64, 32, 2, DecodeChunks(7, 500, 14), 2, kAuto},
-      {"decode_zero_length_chunk_d128_g4",
-       128,
-       32,
-       8,
-       {{5, 1}, {9, 0}, {17, 2}, {30, 1}},
-       2,
-       kAuto},
-      {"decode_b200_d128_g4", 128, 32, 8, DecodeChunks(200, 450, 15), 1, kAuto},
-      {"decode_b33_d128_g4_split2_general", 128, 32, 8, DecodeChunks(33, 900, 9), 2, kGeneral},
-      {"decode_b7_d64_g3_general", 64, 9, 3, DecodeChunks(7, 700, 10), 1, kGeneral},
-      {"prefill_d128_g4_flash", 128, 32, 8, {{0, 200}}, 1, kAuto},
-      {"prefill_d128_g4_general", 128, 32, 8, {{0, 200}}, 1, kGeneral},
-      {"chunked_d64_g3_flash", 64, 9, 3, {{300, 77}, {0, 1}, {31, 130}}, 1, kAuto},
-      {"mixed_d128_g4_flash", 128, 32, 8, {{57, 1}, {0, 33}, {700, 1}, {129, 64}}, 1, kAuto},
-      {"prefill_d16_g2", 16, 4, 2, {{7, 33}, {0, 7}}, 1, kAuto},
-      {"prefill_d128_g8_long", 128, 64, 8, {{0, 1100}}, 1, kAuto},
-  };
+  std::vector<AttnCase> out;
+  for (AttnCase& c : PagedAttentionCases()) {
+    if (c.head_dim % 16 == 0) out.push_back(std::move(c));
+  }
+  out.push_back({"decode_b7_d32_g4", 32, 8, 2, DecodeChunks(7, 300, 4), 1, AttentionKernel::kAuto});
+  return out;
 }
 
 // FP8 pools for a batch: codes of values uniform in +-range of their kv head,

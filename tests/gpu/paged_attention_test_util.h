@@ -38,6 +38,61 @@ inline std::vector<std::pair<int32_t, int32_t>> DecodeChunks(int32_t n, int32_t 
   return out;
 }
 
+// The MatchesReference cases of the BF16 suite (paged_attention_test.cc's
+// header lists what they cover); the FP8 suite takes those whose head_dim is a
+// multiple of 16.
+inline std::vector<AttnCase> PagedAttentionCases() {
+  const auto kAuto = engine::AttentionKernel::kAuto;
+  const auto kGeneral = engine::AttentionKernel::kGeneral;
+  return {
+      {"decode_b1_d128_g4", 128, 32, 8, {{389, 1}}, 1, kAuto},
+      {"decode_b1_d128_g4_split8", 128, 32, 8, {{4000, 1}}, 8, kAuto},
+      {"decode_b7_d128_g4_split4",
+       128,
+       32,
+       8,
+       {{5, 1}, {17, 1}, {100, 1}, {1023, 1}, {0, 1}, {64, 1}, {2047, 1}},
+       4,
+       kAuto},
+      {"decode_b33_d64_g3", 64, 9, 3, DecodeChunks(33, 700, 1), 1, kAuto},
+      {"decode_b33_d64_g3_split3", 64, 9, 3, DecodeChunks(33, 700, 2), 3, kAuto},
+      {"decode_b7_d16_g2_split3", 16, 4, 2, DecodeChunks(7, 300, 3), 3, kAuto},
+      {"decode_b7_d24_g4", 24, 4, 1, DecodeChunks(7, 300, 4), 1, kAuto},
+      {"decode_b7_d128_g8_split2", 128, 64, 8, DecodeChunks(7, 1500, 5), 2, kAuto},
+      {"decode_b7_d128_g12", 128, 96, 8, DecodeChunks(7, 600, 6), 1, kAuto},
+      {"decode_b7_d128_g1", 128, 8, 8, DecodeChunks(7, 600, 7), 1, kAuto},
+      {"decode_b7_d128_g4_split8_short", 128, 32, 8, DecodeChunks(7, 100, 8), 8, kAuto},
+      // Block sizes that are not a power of two (the decode kernel divides),
+      // and smaller than the 8 or 16 keys one pass of its loads covers.
+      {"decode_b33_d128_g4_bs24", 128, 32, 8, DecodeChunks(33, 900, 11), 1, kAuto, 24},
+      {"decode_b7_d64_g3_bs5_split3", 64, 9, 3, DecodeChunks(7, 400, 12), 3, kAuto, 5},
+      {"decode_b7_d128_g4_bs4_split2", 128, 32, 8, DecodeChunks(7, 300, 13), 2, kAuto, 4},
+      // The largest group (16 query heads a kv head): every mma row is live.
+      {"decode_b7_d64_g16_split2", 64, 32, 2, DecodeChunks(7, 500, 14), 2, kAuto},
+      // As many tokens as chunks but not one each: the decode kernel's
+      // token -> sequence shortcut must not apply.
+      {"decode_zero_length_chunk_d128_g4",
+       128,
+       32,
+       8,
+       {{5, 1}, {9, 0}, {17, 2}, {30, 1}},
+       2,
+       kAuto},
+      // A batch that fills more than one wave of resident blocks.
+      {"decode_b200_d128_g4", 128, 32, 8, DecodeChunks(200, 450, 15), 1, kAuto},
+      {"decode_b33_d128_g4_split2_general", 128, 32, 8, DecodeChunks(33, 900, 9), 2, kGeneral},
+      {"decode_b7_d64_g3_general", 64, 9, 3, DecodeChunks(7, 700, 10), 1, kGeneral},
+      {"prefill_d128_g4_flash", 128, 32, 8, {{0, 200}}, 1, kAuto},
+      {"prefill_d128_g4_general", 128, 32, 8, {{0, 200}}, 1, kGeneral},
+      {"chunked_d64_g3_flash", 64, 9, 3, {{300, 77}, {0, 1}, {31, 130}}, 1, kAuto},
+      {"chunked_d64_g3_general", 64, 9, 3, {{300, 77}, {0, 1}, {31, 130}}, 1, kGeneral},
+      {"mixed_d128_g4_flash", 128, 32, 8, {{57, 1}, {0, 33}, {700, 1}, {129, 64}}, 1, kAuto},
+      {"prefill_d24_g4", 24, 4, 1, {{0, 45}, {13, 20}}, 1, kAuto},
+      {"prefill_d16_g2", 16, 4, 2, {{7, 33}, {0, 7}}, 1, kAuto},
+      {"prefill_d128_g8_long", 128, 64, 8, {{0, 1100}}, 1, kAuto},
+  };
+}
+
 // A case's batch on the host: chunk bounds, block tables drawn from a
 // shuffled pool, random q (inside packed qkv rows) and pools.
 struct Batch {

@@ -20,8 +20,8 @@
 // the device, buffers, GEMM tuning); onecard-bench-cuda's --tuning_cache
 // names a tuning cache file (CudaRunnerOptions::tuning_cache) to load and
 // write, --batches picks batch sizes (CurrentBenchSelection), and
-// --kv_cache_dtype fp8 runs the preset over an FP8 KV cache (its floor
-// counting a byte a K or V element).
+// --kv_cache_dtype fp8 runs the preset over an FP8 KV cache (cases
+// "batchN-kv-fp8", the floor counting a byte a K or V element).
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -90,7 +90,7 @@ absl::Status MeasureBatch(const Preset& preset, const engine::ModelWeightsSpec& 
   }
   const PowerMonitor::Summary board = power != nullptr ? power->Stop() : PowerMonitor::Summary{};
   const double steps = static_cast<double>(step_ms.size());
-  const std::string name = absl::StrCat("batch", batch);
+  const std::string name = absl::StrCat("batch", batch, kv_element_bytes == 1 ? "-kv-fp8" : "");
   reporter.Add({kScenario, name, "decode_tok_per_s", batch * steps / (total_ms * 1e-3), "tok/s",
                 batch * steps / floor_s});
   reporter.Add({kScenario, name, "ms_per_step", Median(step_ms), "ms", {}});
