@@ -104,6 +104,25 @@ absl::Status CheckFp8Shape(const ModelConfig& c, Projection projection, Fp8Scale
       "a fused projection (q, k, v; gate, up) in whole 128-row blocks"));
 }
 
+int64_t LayerBf16Bytes(const ModelConfig& c) {
+  const int64_t qkv_rows = ProjectionShape(c, Projection::kQkv)[0];
+  return 2 * Align(c.hidden_size * 2) + (c.attention_bias ? Align(qkv_rows * 2) : 0);
+}
+
+int64_t OtherWeightBytes(const ModelConfig& c) {
+  const int64_t table = Align(c.vocab_size * c.hidden_size * 2);
+  return table + Align(c.hidden_size * 2) + (c.tie_word_embeddings ? 0 : table);
+}
+
+int64_t LayerWeightBytes(const ModelConfig& c, const ModelWeightsSpec& spec, int64_t layer) {
+  int64_t bytes = LayerBf16Bytes(c);
+  for (int p = 0; p < kNumProjections; ++p) {
+    const auto [n, k] = ProjectionShape(c, static_cast<Projection>(p));
+    bytes += ProjectionBytes(spec.layers[layer][p], n, k);
+  }
+  return bytes;
+}
+
 absl::StatusOr<WeightBytes> CountWeightBytes(const ModelConfig& c, const ModelWeightsSpec& spec) {
   if (static_cast<int64_t>(spec.layers.size()) != c.num_layers) {
     return absl::InvalidArgumentError(
@@ -114,7 +133,6 @@ absl::StatusOr<WeightBytes> CountWeightBytes(const ModelConfig& c, const ModelWe
     b.by_format[format] += bytes;
     b.total += bytes;
   };
-  const int64_t qkv_rows = ProjectionShape(c, Projection::kQkv)[0];
   for (const auto& layer : spec.layers) {
     for (int p = 0; p < kNumProjections; ++p) {
       const auto [n, k] = ProjectionShape(c, static_cast<Projection>(p));
@@ -125,10 +143,9 @@ absl::StatusOr<WeightBytes> CountWeightBytes(const ModelConfig& c, const ModelWe
       }
       add(layer[p].Name(), ProjectionBytes(layer[p], n, k));
     }
-    add("bf16", 2 * Align(c.hidden_size * 2) + (c.attention_bias ? Align(qkv_rows * 2) : 0));
+    add("bf16", LayerBf16Bytes(c));
   }
-  const int64_t table = Align(c.vocab_size * c.hidden_size * 2);
-  add("bf16", table + Align(c.hidden_size * 2) + (c.tie_word_embeddings ? 0 : table));
+  add("bf16", OtherWeightBytes(c));
   return b;
 }
 

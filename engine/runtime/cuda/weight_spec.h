@@ -70,6 +70,13 @@ struct WeightBytes {
 };
 absl::StatusOr<WeightBytes> CountWeightBytes(const ModelConfig& config,
                                              const ModelWeightsSpec& spec);
+// The parts CountWeightBytes sums: one layer's weights in their formats
+// (its four projections, norms and bias; `layer` < spec.layers.size(), the
+// shapes already checked), a layer's BF16 norms and bias, and the weights
+// outside the layers (embeddings, the LM head unless tied, the final norm).
+int64_t LayerWeightBytes(const ModelConfig& config, const ModelWeightsSpec& spec, int64_t layer);
+int64_t LayerBf16Bytes(const ModelConfig& config);
+int64_t OtherWeightBytes(const ModelConfig& config);
 
 // Whether 4-bit weights take this projection's shape (int4_layout.h); the
 // error names the projection and the supported shapes.
