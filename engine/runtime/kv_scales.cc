@@ -10,6 +10,7 @@
 #include <array>
 #include <cmath>
 #include <limits>
+#include <numeric>
 #include <random>
 #include <string_view>
 
@@ -164,6 +165,47 @@ float KvScaleFromAmax(float amax) {
   if (!std::isfinite(amax) || amax <= 0.0f) return 1.0f;
   // Never 0 nor subnormal: a tiny amax still gives a usable divisor.
   return std::max(amax * kKvScaleHeadroom / kE4m3Max, std::numeric_limits<float>::min());
+}
+
+KvScales KvScales::Ones(int64_t num_layers, int64_t num_kv_heads, std::string source) {
+  const int64_t n = num_layers * num_kv_heads;
+  return {.num_layers = num_layers,
+          .num_kv_heads = num_kv_heads,
+          .k = std::vector<float>(n, 1.0f),
+          .v = std::vector<float>(n, 1.0f),
+          .source = std::move(source)};
+}
+
+void KvScales::SetLayerFromAmax(int64_t layer, std::span<const float> amax) {
+  for (int64_t h = 0; h < num_kv_heads; ++h) {
+    k[layer * num_kv_heads + h] = KvScaleFromAmax(amax[h]);
+    v[layer * num_kv_heads + h] = KvScaleFromAmax(amax[num_kv_heads + h]);
+  }
+}
+
+KvCalibrationBatch::KvCalibrationBatch(const std::vector<std::vector<int32_t>>& prompts,
+                                       const KvLayout& layout, const KvCalibrationLimits& limits) {
+  tables_.reserve(prompts.size());  // the chunks' spans point into them
+  int32_t next_block = 0;
+  for (const std::vector<int32_t>& prompt : prompts) {
+    if (static_cast<int64_t>(batch_.chunks.size()) == limits.max_seqs) break;
+    const int64_t len = std::min({static_cast<int64_t>(prompt.size()), limits.max_context,
+                                  limits.max_tokens - num_tokens_,
+                                  int64_t{layout.num_blocks - next_block} * layout.block_size});
+    if (len <= 0 || len < limits.min_tokens) break;
+    tables_.emplace_back((len + layout.block_size - 1) / layout.block_size);
+    std::iota(tables_.back().begin(), tables_.back().end(), next_block);
+    next_block += static_cast<int32_t>(tables_.back().size());
+    batch_.chunks.push_back({.seq_id = static_cast<int64_t>(batch_.chunks.size()),
+                             .token_ids = std::span(prompt).first(len),
+                             .block_table = tables_.back(),
+                             .want_logits = limits.want_logits});
+    num_tokens_ += len;
+  }
+}
+
+std::string KvCalibrationBatch::Source() const {
+  return absl::StrCat("calibrated on ", num_tokens_, " tokens");
 }
 
 std::string KvScales::Describe() const {

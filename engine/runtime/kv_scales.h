@@ -16,7 +16,9 @@
 #define ONECARD_ENGINE_RUNTIME_KV_SCALES_H_
 
 #include <cstdint>
+#include <limits>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -24,6 +26,7 @@
 #include "engine/kv_cache/kv_layout.h"
 #include "engine/model/checkpoint.h"
 #include "engine/model/model_config.h"
+#include "engine/runtime/model_runner.h"
 
 namespace onecard::engine {
 
@@ -48,10 +51,15 @@ struct KvScales {
   // "checkpoint" or "calibrated on N tokens".
   std::string source;
 
+  // Every scale 1: what a calibration pass starts from.
+  static KvScales Ones(int64_t num_layers, int64_t num_kv_heads, std::string source);
   // Layer `layer`'s scales, pointing into k and v (host memory).
   KvFp8Scales Layer(int64_t layer) const {
     return {k.data() + layer * num_kv_heads, v.data() + layer * num_kv_heads};
   }
+  // Sets layer `layer`'s scales from its maxima: amax[h] of K head h, then
+  // amax[num_kv_heads + h] of V head h (KvScaleFromAmax).
+  void SetLayerFromAmax(int64_t layer, std::span<const float> amax);
   // One line for the plan printout: source, and the K and V scales' range.
   std::string Describe() const;
 };
@@ -73,6 +81,38 @@ absl::StatusOr<std::optional<KvScales>> ReadCheckpointKvScales(const Checkpoint&
 absl::StatusOr<std::vector<std::vector<int32_t>>> KvCalibrationPrompts(
     const Checkpoint* checkpoint, const ModelConfig& config,
     int32_t max_tokens = kKvCalibrationTokens);
+
+// What one calibration step may hold.
+struct KvCalibrationLimits {
+  int64_t max_context = 0;                                   // a prompt is cut to it
+  int64_t max_tokens = std::numeric_limits<int64_t>::max();  // tokens in the step
+  int64_t max_seqs = std::numeric_limits<int64_t>::max();    // prompts in the step
+  int64_t min_tokens = 1;                                    // a prompt cut shorter ends the batch
+  bool want_logits = false;
+};
+
+// The calibration prompts as one prefill batch of a runner's pool: prompts
+// in order, each cut to max_context and to what is left of max_tokens and of
+// the pool (its blocks taken in order from block 0, free before any
+// request), until max_seqs or a prompt left shorter than min_tokens. The
+// chunks view `prompts` (keep them alive) and the block tables held here.
+class KvCalibrationBatch {
+ public:
+  KvCalibrationBatch(const std::vector<std::vector<int32_t>>& prompts, const KvLayout& layout,
+                     const KvCalibrationLimits& limits);
+  KvCalibrationBatch(const KvCalibrationBatch&) = delete;  // chunks view tables_
+  KvCalibrationBatch& operator=(const KvCalibrationBatch&) = delete;
+
+  const BatchInput& batch() const { return batch_; }
+  int64_t num_tokens() const { return num_tokens_; }
+  // "calibrated on N tokens" (KvScales::source).
+  std::string Source() const;
+
+ private:
+  std::vector<std::vector<int32_t>> tables_;
+  BatchInput batch_;
+  int64_t num_tokens_ = 0;
+};
 
 }  // namespace onecard::engine
 

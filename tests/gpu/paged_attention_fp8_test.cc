@@ -176,9 +176,7 @@ void ExpectSameValues(const std::vector<uint8_t>& got, const std::vector<uint8_t
 // pools (or RopeKvWrite first, for the general kernel's head_dims).
 TEST_P(PagedAttentionFp8Test, FusedRopeMatchesReference) {
   const AttnCase& c = GetParam();
-  const bool one_token_chunks = std::all_of(c.chunks.begin(), c.chunks.end(),
-                                            [](const auto& chunk) { return chunk.second == 1; });
-  if (!one_token_chunks) GTEST_SKIP() << "RoPE fuses into decode batches of one-token chunks";
+  if (!OneTokenChunks(c)) GTEST_SKIP() << "RoPE fuses into decode batches of one-token chunks";
   const uint32_t seed = std::hash<std::string>()(c.name) & 0xffff;
   std::mt19937 rng = SeededRng(seed, 32);
   Batch b(c, rng);
@@ -186,12 +184,7 @@ TEST_P(PagedAttentionFp8Test, FusedRopeMatchesReference) {
   const bool bias = seed % 2 == 0;
   const std::vector<uint16_t> bias_host =
       bias ? RandomBf16(b.q_stride, rng, -0.5f, 0.5f) : std::vector<uint16_t>{};
-  std::vector<int32_t> slots(b.tokens);
-  for (int32_t t = 0; t < b.tokens; ++t) {
-    const int32_t pos = b.start[t];
-    slots[t] = b.tables[t * b.max_blocks + pos / c.block_size] * c.block_size + pos % c.block_size;
-  }
-  if (b.tokens > 2) slots[b.tokens / 2] = -1;
+  const std::vector<int32_t> slots = DecodeSlots(c, b);
   const std::vector<float> inv_freq = engine::RopeInvFreq(c.head_dim, 500000.0f, {});
   // The reference: RopeKvWriteRef in BF16 into scratch pools, then encoded.
   std::vector<uint16_t> qkv = b.qkv;

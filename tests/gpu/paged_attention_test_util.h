@@ -184,6 +184,25 @@ struct DeviceBatch {
   }
 };
 
+// Whether every chunk of the case is one token (a decode batch).
+inline bool OneTokenChunks(const AttnCase& c) {
+  return std::all_of(c.chunks.begin(), c.chunks.end(),
+                     [](const auto& chunk) { return chunk.second == 1; });
+}
+
+// A decode batch's cache slots: each token's own position in its block
+// table, except the middle token's (-1: not written) when there are more
+// than two.
+inline std::vector<int32_t> DecodeSlots(const AttnCase& c, const Batch& b) {
+  std::vector<int32_t> slots(b.tokens);
+  for (int32_t t = 0; t < b.tokens; ++t) {
+    const int32_t pos = b.start[t];
+    slots[t] = b.tables[t * b.max_blocks + pos / c.block_size] * c.block_size + pos % c.block_size;
+  }
+  if (b.tokens > 2) slots[b.tokens / 2] = -1;
+  return slots;
+}
+
 }  // namespace onecard::testing
 
 #endif  // ONECARD_TESTS_GPU_PAGED_ATTENTION_TEST_UTIL_H_

@@ -218,10 +218,7 @@ absl::Status CpuForward::SetScalesFromAmax(int64_t layer, const float* k, int32_
     for (int64_t h = 0; h < 2 * heads; ++h) amax[h] = std::max(amax[h], local[h]);
     return absl::OkStatus();
   }));
-  for (int64_t h = 0; h < heads; ++h) {
-    kv_scales_.k[layer * heads + h] = KvScaleFromAmax(amax[h]);
-    kv_scales_.v[layer * heads + h] = KvScaleFromAmax(amax[heads + h]);
-  }
+  kv_scales_.SetLayerFromAmax(layer, amax);
   return absl::OkStatus();
 }
 
@@ -229,12 +226,7 @@ absl::Status CpuForward::CalibrateKvScales(const FlatBatch& flat, std::string so
   if (kv_dtype_ != KvCacheDtype::kFp8E4m3) {
     return absl::FailedPreconditionError("CalibrateKvScales: the KV cache is not fp8");
   }
-  const int64_t n = config_.num_layers * config_.num_kv_heads;
-  kv_scales_ = {.num_layers = config_.num_layers,
-                .num_kv_heads = config_.num_kv_heads,
-                .k = std::vector<float>(n, 1.0f),
-                .v = std::vector<float>(n, 1.0f),
-                .source = std::move(source)};
+  kv_scales_ = KvScales::Ones(config_.num_layers, config_.num_kv_heads, std::move(source));
   calibrating_ = true;
   std::vector<float> logits;
   const absl::Status status = Run(flat, &logits);

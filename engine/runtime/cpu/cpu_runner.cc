@@ -9,9 +9,7 @@
 #include <limits>
 #include <mutex>
 #include <new>
-#include <numeric>
 #include <optional>
-#include <span>
 
 #include "absl/strings/str_cat.h"
 #include "engine/common/host_info.h"
@@ -25,34 +23,6 @@
 
 namespace onecard::engine {
 namespace {
-
-// The calibration prompts as one batch: each cut to the model's context,
-// with the pool's blocks in order from 0 until they run out (the prompts
-// that no longer fit are left out). Holds the block tables its chunks view.
-struct CalibrationBatch {
-  CalibrationBatch(const std::vector<std::vector<int32_t>>& prompts, const BatchLimits& limits) {
-    const KvLayout& l = limits.layout;
-    tables.reserve(prompts.size());  // the chunks' spans point into them
-    int32_t next_block = 0;
-    for (const std::vector<int32_t>& prompt : prompts) {
-      const int64_t len = std::min({static_cast<int64_t>(prompt.size()), limits.max_context,
-                                    int64_t{l.num_blocks - next_block} * l.block_size});
-      if (len <= 0) break;
-      tables.emplace_back((len + l.block_size - 1) / l.block_size);
-      std::iota(tables.back().begin(), tables.back().end(), next_block);
-      next_block += static_cast<int32_t>(tables.back().size());
-      batch.chunks.push_back({.seq_id = static_cast<int64_t>(batch.chunks.size()),
-                              .token_ids = std::span(prompt).first(len),
-                              .block_table = tables.back(),
-                              .want_logits = false});
-      num_tokens += len;
-    }
-  }
-
-  std::vector<std::vector<int32_t>> tables;
-  BatchInput batch;
-  int64_t num_tokens = 0;
-};
 
 class CpuModelRunner : public ModelRunner {
  public:
@@ -91,10 +61,9 @@ class CpuModelRunner : public ModelRunner {
       return absl::Status(prompts.status().code(),
                           absl::StrCat("KV cache calibration: ", prompts.status().message()));
     }
-    CalibrationBatch calibration(*prompts, limits_);
-    ASSIGN_OR_RETURN(const FlatBatch flat, FlattenBatch(calibration.batch, limits_));
-    return forward_.CalibrateKvScales(
-        flat, absl::StrCat("calibrated on ", calibration.num_tokens, " tokens"));
+    const KvCalibrationBatch calibration(*prompts, layout_, {.max_context = limits_.max_context});
+    ASSIGN_OR_RETURN(const FlatBatch flat, FlattenBatch(calibration.batch(), limits_));
+    return forward_.CalibrateKvScales(flat, calibration.Source());
   }
 
   absl::Status Forward(const BatchInput& batch, std::vector<float>* logits) override {

@@ -83,6 +83,23 @@ std::string DescribeGraph(cudaGraph_t graph) {
 
 }  // namespace
 
+MemoryPlanInput CudaMemoryPlanInput(const ModelConfig& config, const ModelWeightsSpec& spec,
+                                    const CudaRunnerOptions& options, int64_t free_bytes,
+                                    int32_t num_sms) {
+  MemoryPlanInput in;
+  in.config = config;
+  in.weights = spec;
+  in.budget_bytes = options.gpu_memory_budget > 0 ? options.gpu_memory_budget : free_bytes;
+  in.max_context = options.max_context;
+  in.max_num_seqs = options.max_num_seqs;
+  in.max_batched_tokens = options.max_batched_tokens;
+  in.kv_block_size = options.kv_block_size;
+  in.num_kv_blocks = options.num_kv_blocks;
+  in.kv_cache_dtype = options.kv_cache_dtype;
+  in.num_sms = num_sms;
+  return in;
+}
+
 absl::StatusOr<std::unique_ptr<CudaRunnerImpl>> CudaRunnerImpl::Create(
     const ModelConfig& config, const ModelWeightsSpec& spec, const CudaRunnerOptions& options) {
   if (options.gemm_splits < 0 || options.gemm_splits > kMaxGemmSplits) {
@@ -106,19 +123,9 @@ absl::StatusOr<std::unique_ptr<CudaRunnerImpl>> CudaRunnerImpl::Create(
   r->spec_ = spec;
   r->options_ = options;
   ASSIGN_OR_RETURN(r->ctx_, DeviceContext::Create(options.device));
-  MemoryPlanInput in;
-  in.config = config;
-  in.weights = spec;
-  in.budget_bytes =
-      options.gpu_memory_budget > 0 ? options.gpu_memory_budget : r->ctx_->free_bytes_at_start();
-  in.max_context = options.max_context;
-  in.max_num_seqs = options.max_num_seqs;
-  in.max_batched_tokens = options.max_batched_tokens;
-  in.kv_block_size = options.kv_block_size;
-  in.num_kv_blocks = options.num_kv_blocks;
-  in.kv_cache_dtype = options.kv_cache_dtype;
-  in.num_sms = r->ctx_->num_sms();
-  ASSIGN_OR_RETURN(r->plan_, PlanMemory(in));
+  ASSIGN_OR_RETURN(r->plan_,
+                   PlanMemory(CudaMemoryPlanInput(
+                       config, spec, options, r->ctx_->free_bytes_at_start(), r->ctx_->num_sms())));
   if (options.print_plan) std::fprintf(stderr, "%s\n", r->plan_.ToString().c_str());
   RETURN_IF_ERROR(r->Allocate());
   r->buckets_ = Buckets(options.max_num_seqs);

@@ -123,6 +123,13 @@ class CudaModelRunner : public ModelRunner {
 absl::StatusOr<std::unique_ptr<CudaModelRunner>> CreateCudaModelRunner(
     const Checkpoint& checkpoint, const CudaRunnerOptions& options);
 
+// The memory plan's input a runner of these options makes for the model: the
+// budget options.gpu_memory_budget, else `free_bytes` (the card's free
+// memory), and the card's `num_sms`.
+MemoryPlanInput CudaMemoryPlanInput(const ModelConfig& config, const ModelWeightsSpec& spec,
+                                    const CudaRunnerOptions& options, int64_t free_bytes,
+                                    int32_t num_sms);
+
 // A synthetic model (synthetic_shapes.h) with seeded random BF16 weights
 // generated in device memory.
 absl::StatusOr<std::unique_ptr<CudaModelRunner>> CreateSyntheticCudaModelRunner(

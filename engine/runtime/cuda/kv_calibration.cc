@@ -7,12 +7,10 @@
 // them, and KvCacheWrite rewrites the step's K / V into the pools with them,
 // so the layer's attention and every later layer see the final scales.
 // Tested by tests/gpu/cuda_model_runner_fp8_kv_test.cc.
-#include <algorithm>
 #include <cstdio>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "engine/common/log.h"
 #include "engine/common/status_macros.h"
 #include "engine/kernels/cuda_check.h"
 #include "engine/kernels/kv_amax.h"
@@ -20,30 +18,6 @@
 #include "engine/runtime/cuda/cuda_runner_impl.h"
 
 namespace onecard::engine {
-namespace {
-
-// The calibration prompts that fit one step of the plan: at most
-// max_num_seqs prompts, max_batched_tokens tokens, each at least 2 tokens
-// (a step of one-token chunks would be a decode step) and inside the context
-// and the pool.
-std::vector<std::vector<int32_t>> FitPrompts(std::vector<std::vector<int32_t>> prompts,
-                                             const MemoryPlan& plan, const KvLayout& kv) {
-  std::vector<std::vector<int32_t>> out;
-  int64_t tokens = 0, blocks = 0;
-  for (std::vector<int32_t>& p : prompts) {
-    if (static_cast<int64_t>(out.size()) == plan.max_num_seqs) break;
-    p.resize(std::min<size_t>(
-        p.size(), std::min<int64_t>(plan.max_context, plan.max_batched_tokens - tokens)));
-    const int64_t need = (static_cast<int64_t>(p.size()) + kv.block_size - 1) / kv.block_size;
-    if (p.size() < 2 || blocks + need > kv.num_blocks) break;
-    tokens += static_cast<int64_t>(p.size());
-    blocks += need;
-    out.push_back(std::move(p));
-  }
-  return out;
-}
-
-}  // namespace
 
 absl::Status CudaRunnerImpl::PrepareKvScales() {
   if (kv_k_scale_ == nullptr) return absl::OkStatus();
@@ -62,43 +36,29 @@ absl::Status CudaRunnerImpl::PrepareKvScales() {
     }
     kv_scales_ = s;
   } else {
-    kv_scales_ = KvScales{.num_layers = layers,
-                          .num_kv_heads = heads,
-                          .k = std::vector<float>(layers * heads, 1.0f),
-                          .v = std::vector<float>(layers * heads, 1.0f)};
     std::vector<std::vector<int32_t>> prompts = options_.kv_calibration_prompts;
     if (prompts.empty()) {
       ASSIGN_OR_RETURN(prompts, KvCalibrationPrompts(nullptr, config_));
     }
-    prompts = FitPrompts(std::move(prompts), plan_, kv_layout_);
-    if (prompts.empty()) {
+    // One prefill step of the plan; chunks of 2 tokens or more (a step of
+    // one-token chunks would be a decode step).
+    const KvCalibrationBatch calibration(prompts, kv_layout_,
+                                         {.max_context = plan_.max_context,
+                                          .max_tokens = plan_.max_batched_tokens,
+                                          .max_seqs = plan_.max_num_seqs,
+                                          .min_tokens = 2,
+                                          .want_logits = true});
+    if (calibration.batch().chunks.empty()) {
       return absl::FailedPreconditionError(
           "cuda runner: no calibration prompt of 2 tokens or more fits a step of the plan for "
           "the FP8 KV cache's scales; give them (kv_scales) or a larger plan");
     }
-    std::vector<std::vector<int32_t>> tables;
-    int32_t next_block = 0;
-    int64_t tokens = 0;
-    for (const std::vector<int32_t>& p : prompts) {
-      const int32_t blocks =
-          static_cast<int32_t>((p.size() + kv_layout_.block_size - 1) / kv_layout_.block_size);
-      std::vector<int32_t>& table = tables.emplace_back(blocks);
-      for (int32_t& b : table) b = next_block++;
-      tokens += static_cast<int64_t>(p.size());
-    }
-    BatchInput batch;
-    for (size_t i = 0; i < prompts.size(); ++i) {
-      batch.chunks.push_back({.seq_id = static_cast<int64_t>(i),
-                              .token_ids = prompts[i],
-                              .start_pos = 0,
-                              .block_table = tables[i]});
-    }
+    kv_scales_ = KvScales::Ones(layers, heads, calibration.Source());
     calibrating_ = true;
     std::vector<float> logits;
-    const absl::Status ran = Forward(batch, &logits);
+    const absl::Status ran = Forward(calibration.batch(), &logits);
     calibrating_ = false;
     RETURN_IF_ERROR(ran);
-    kv_scales_.source = absl::StrCat("calibrated on ", tokens, " tokens");
   }
   const int64_t bytes = layers * heads * static_cast<int64_t>(sizeof(float));
   CUDA_RETURN_IF_ERROR(
@@ -128,11 +88,8 @@ absl::Status CudaRunnerImpl::CalibrateLayer(int layer, const StepShape& shape) {
   CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(amax.data(), kv_amax_, amax.size() * sizeof(float),
                                        cudaMemcpyDeviceToHost, stream));
   CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+  kv_scales_.SetLayerFromAmax(layer, amax);
   const int64_t at = int64_t{layer} * heads;
-  for (int64_t h = 0; h < heads; ++h) {
-    kv_scales_.k[at + h] = KvScaleFromAmax(amax[h]);
-    kv_scales_.v[at + h] = KvScaleFromAmax(amax[heads + h]);
-  }
   const KvFp8Scales scales = LayerKvScales(layer);
   const int64_t bytes = heads * static_cast<int64_t>(sizeof(float));
   CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(const_cast<float*>(scales.k), kv_scales_.k.data() + at,

@@ -281,5 +281,57 @@ TEST(KvCalibrationPromptsTest, ACheckpointWithoutATokenizerIsAnError) {
   EXPECT_FALSE(KvCalibrationPrompts(&checkpoint, checkpoint.config).ok());
 }
 
+// Prompts of 10, 7, 30, 1 and 5 tokens into one batch: cut to the context
+// (8), to the step's tokens (20) and to the pool (5 blocks of 4 tokens),
+// blocks in order from 0; a prompt left under min_tokens ends the batch.
+TEST(KvCalibrationBatchTest, CutsPromptsToTheStepAndThePool) {
+  std::vector<std::vector<int32_t>> prompts;
+  for (int32_t len : {10, 7, 30, 1, 5}) {
+    prompts.emplace_back(len);
+    for (int32_t i = 0; i < len; ++i) prompts.back()[i] = 100 * len + i;
+  }
+  const KvLayout pool{.num_blocks = 5, .block_size = 4, .num_kv_heads = 1, .head_dim = 16};
+  const KvCalibrationBatch batch(prompts, pool,
+                                 {.max_context = 8, .max_tokens = 20, .min_tokens = 2});
+  const std::vector<SequenceChunk>& chunks = batch.batch().chunks;
+  ASSERT_EQ(chunks.size(), 3u);  // 8 + 7 + 4 (the pool's last block): 19 tokens
+  EXPECT_EQ(batch.num_tokens(), 19);
+  EXPECT_EQ(batch.Source(), "calibrated on 19 tokens");
+  const std::vector<std::vector<int32_t>> tables = {{0, 1}, {2, 3}, {4}};
+  for (size_t c = 0; c < chunks.size(); ++c) {
+    EXPECT_EQ(chunks[c].seq_id, static_cast<int64_t>(c));
+    EXPECT_EQ(chunks[c].start_pos, 0);
+    EXPECT_FALSE(chunks[c].want_logits);
+    EXPECT_EQ(std::vector<int32_t>(chunks[c].block_table.begin(), chunks[c].block_table.end()),
+              tables[c]);
+    EXPECT_EQ(chunks[c].token_ids.data(), prompts[c].data());  // views, not copies
+  }
+  EXPECT_EQ(chunks[0].token_ids.size(), 8u);
+  EXPECT_EQ(chunks[1].token_ids.size(), 7u);
+  EXPECT_EQ(chunks[2].token_ids.size(), 4u);
+
+  // At most max_seqs prompts; a prompt cut under min_tokens stops the batch.
+  const KvCalibrationBatch two(prompts, pool, {.max_context = 8, .max_seqs = 2});
+  EXPECT_EQ(two.batch().chunks.size(), 2u);
+  const KvCalibrationBatch stop(prompts, pool,
+                                {.max_context = 8, .max_tokens = 16, .min_tokens = 2});
+  EXPECT_EQ(stop.batch().chunks.size(), 2u);  // 8 + 7, then 1 token left: under 2
+  EXPECT_EQ(stop.num_tokens(), 15);
+}
+
+TEST(KvScalesTest, OnesThenALayerFromItsMaxima) {
+  KvScales s = KvScales::Ones(2, 3, "calibrated on 9 tokens");
+  EXPECT_EQ(s.k, std::vector<float>(6, 1.0f));
+  const std::vector<float> amax = {224.0f, 0.0f, 2.24f, 448.0f, 1.0f, 0.5f};
+  s.SetLayerFromAmax(1, amax);
+  for (int h = 0; h < 3; ++h) {
+    EXPECT_EQ(s.k[h], 1.0f);
+    EXPECT_EQ(s.k[3 + h], KvScaleFromAmax(amax[h]));
+    EXPECT_EQ(s.v[3 + h], KvScaleFromAmax(amax[3 + h]));
+  }
+  EXPECT_EQ(s.k[3], 1.0f);  // 224 * 2 / 448
+  EXPECT_EQ(s.v[3], 2.0f);
+}
+
 }  // namespace
 }  // namespace onecard::engine

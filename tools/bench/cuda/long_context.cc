@@ -65,17 +65,9 @@ absl::StatusOr<std::optional<double>> RunCase(const Case& c, const Ceilings& cei
   int device = 0, sms = 0;
   CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
   CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  engine::MemoryPlanInput in;
-  in.config = config;
-  in.weights = engine::ModelWeightsSpec::Uniform(config, weights);
-  in.budget_bytes = static_cast<int64_t>(free_bytes);
-  in.max_context = o.max_context;
-  in.max_num_seqs = o.max_num_seqs;
-  in.max_batched_tokens = o.max_batched_tokens;
-  in.kv_block_size = o.kv_block_size;
-  in.kv_cache_dtype = c.kv;
-  in.num_sms = sms;
-  absl::StatusOr<engine::MemoryPlan> plan = engine::PlanMemory(in);
+  absl::StatusOr<engine::MemoryPlan> plan = engine::PlanMemory(
+      engine::CudaMemoryPlanInput(config, engine::ModelWeightsSpec::Uniform(config, weights), o,
+                                  static_cast<int64_t>(free_bytes), sms));
   if (!plan.ok()) {
     std::fprintf(stderr, "%s %s: does not fit: %s\n", kScenario, name.c_str(),
                  plan.status().ToString().c_str());
