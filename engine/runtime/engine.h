@@ -103,7 +103,10 @@ struct GenerationRequest {
   std::vector<int32_t> prompt_token_ids;
   SamplingParams sampling;
   StoppingCriteria stopping;
-  int32_t priority = 0;  // higher runs first; preempts lower under pressure
+  // Higher runs first and preempts lower under KV pressure; the effective
+  // priority rises with the time in the engine (EngineOptions::aging_interval).
+  // The router's classes arrive as interactive 2, standard 1, batch 0.
+  int32_t priority = 0;
   bool logprobs = false;
   int32_t top_logprobs = 0;  // 0..20
   absl::Time deadline = absl::InfiniteFuture();
@@ -163,7 +166,12 @@ struct EngineOptions {
   std::string tuning_cache;
   int32_t max_num_seqs = 64;         // running sequences per step
   int32_t max_batched_tokens = 512;  // token budget per step (chunked prefill)
-  int32_t max_context = 0;           // 0 = the model's max_position_embeddings
+  // A request's priority rises by one each aging_interval (on `clock`) after
+  // it reaches the scheduler, so no class starves: a priority-c request ranks
+  // ahead of every priority <= P one that arrives (P - c + 1) * aging_interval
+  // after it (engine/scheduler/scheduler.h). Zero: no aging; not negative.
+  absl::Duration aging_interval = absl::Seconds(10);
+  int32_t max_context = 0;  // 0 = the model's max_position_embeddings
   bool enable_prefix_caching = true;
   int32_t max_waiting = 0;   // 0 = unbounded; else Submit refuses past it
   bool start_thread = true;  // false: the caller drives Step() (tests)

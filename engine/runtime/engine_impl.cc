@@ -18,7 +18,9 @@ SchedulerOptions MakeSchedulerOptions(const EngineOptions& options, const KvLayo
           .max_context = max_context,
           .blocks = {.num_blocks = layout.num_blocks,
                      .block_size = layout.block_size,
-                     .enable_prefix_caching = options.enable_prefix_caching}};
+                     .enable_prefix_caching = options.enable_prefix_caching},
+          .aging_interval = options.aging_interval,
+          .clock = options.clock};
 }
 
 absl::Status Invalid(const std::string& field, const std::string& why) {
@@ -56,6 +58,7 @@ absl::StatusOr<std::unique_ptr<Engine>> CreateEngine(EngineParts parts,
   if (parts.tokenizer == nullptr) return absl::InvalidArgumentError("CreateEngine: no tokenizer");
   if (options.max_num_seqs < 1) return Invalid("max_num_seqs", "must be >= 1");
   if (options.max_batched_tokens < 1) return Invalid("max_batched_tokens", "must be >= 1");
+  if (options.aging_interval < absl::ZeroDuration()) return Invalid("aging_interval", "negative");
   if (options.max_waiting < 0) return Invalid("max_waiting", "negative");
   const KvLayout& layout = parts.runner->kv_layout();
   if (layout.num_blocks < 1 || layout.block_size < 1) {

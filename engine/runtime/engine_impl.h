@@ -49,8 +49,9 @@ struct EngineParts {
 };
 
 // Builds an engine from its parts. Uses options' scheduling fields
-// (max_num_seqs, max_batched_tokens, max_context, enable_prefix_caching,
-// max_waiting, start_thread, clock); the KV pool is the runner's kv_layout().
+// (max_num_seqs, max_batched_tokens, aging_interval, max_context,
+// enable_prefix_caching, max_waiting, start_thread, clock: the scheduler ages
+// on the same clock); the KV pool is the runner's kv_layout().
 // InvalidArgument naming the option when one is out of range.
 absl::StatusOr<std::unique_ptr<Engine>> CreateEngine(EngineParts parts,
                                                      const EngineOptions& options);

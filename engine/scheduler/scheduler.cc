@@ -15,9 +15,21 @@ Scheduler::Scheduler(const SchedulerOptions& options)
       max_context_(static_cast<int32_t>(std::min<int64_t>(
           options.max_context,
           static_cast<int64_t>(options.blocks.num_blocks) * options.blocks.block_size))),
+      clock_(options.clock != nullptr ? options.clock : RealClock::Get()),
+      aging_origin_(clock_->Now()),
       blocks_(options.blocks) {
   assert(options.max_num_seqs > 0 && "max_num_seqs must be positive");
   assert(options.max_batched_tokens > 0 && "max_batched_tokens must be positive");
+  assert(options.aging_interval >= absl::ZeroDuration() && "aging_interval must not be negative");
+}
+
+void Scheduler::AdvanceEpoch() {
+  if (options_.aging_interval <= absl::ZeroDuration()) return;  // no aging: epoch 0
+  absl::Duration unused;
+  // A real clock may step back; the epoch does not.
+  const int64_t now =
+      absl::IDivDuration(clock_->Now() - aging_origin_, options_.aging_interval, &unused);
+  epoch_ = std::max(epoch_, now);
 }
 
 absl::Status Scheduler::Add(int64_t seq_id, std::vector<int32_t> prompt, int32_t priority) {
@@ -33,6 +45,8 @@ absl::Status Scheduler::Add(int64_t seq_id, std::vector<int32_t> prompt, int32_t
   seq->id = seq_id;
   seq->priority = priority;
   seq->arrival = next_arrival_++;
+  AdvanceEpoch();
+  seq->aging_epoch = epoch_;
   seq->num_prompt_tokens = static_cast<int32_t>(prompt.size());
   seq->token_ids = std::move(prompt);
   AddWaiting(*seq);
@@ -44,30 +58,30 @@ SchedulerOutput Scheduler::Schedule() {
   SchedulerOutput out;
   int32_t budget = options_.max_batched_tokens;
   scheduled_.clear();
+  AdvanceEpoch();
   PreemptForHigherPriority(&out);
-  ScheduleRunning(/*decodes=*/true, &budget, &out);
-  ScheduleRunning(/*decodes=*/false, &budget, &out);
-  ScheduleWaiting(&budget, &out);
+  ScheduleDecodes(&budget, &out);
+  SchedulePrefills(&budget, &out);
   return out;
 }
 
 bool Scheduler::HeadFits() const {
   if (waiting_.empty()) return false;
   if (static_cast<int32_t>(running_.size()) >= options_.max_num_seqs) return false;
-  const Sequence& head = *seqs_.at(std::get<2>(*waiting_.begin()));
+  const Sequence& head = *seqs_.at(std::get<3>(*waiting_.begin()));
   return blocks_.CanAllocate(head.token_ids);
 }
 
 void Scheduler::PreemptForHigherPriority(SchedulerOutput* out) {
   while (!waiting_.empty() && !running_.empty()) {
-    const int32_t head_priority = -std::get<0>(*waiting_.begin());
-    const int32_t worst_priority = -std::get<0>(*running_.rbegin());
-    if (worst_priority >= head_priority || HeadFits()) return;
+    const int64_t head_level = std::get<0>(*waiting_.begin());
+    const int64_t worst_level = std::get<0>(*running_.rbegin());
+    if (worst_level <= head_level || HeadFits()) return;
     Preempt(*seqs_.at(std::get<2>(*running_.rbegin())), out);
   }
 }
 
-void Scheduler::ScheduleRunning(bool decodes, int32_t* budget, SchedulerOutput* out) {
+void Scheduler::ScheduleDecodes(int32_t* budget, SchedulerOutput* out) {
   std::vector<int64_t> order;
   order.reserve(running_.size());
   for (const RankKey& key : running_) order.push_back(std::get<2>(key));
@@ -76,31 +90,56 @@ void Scheduler::ScheduleRunning(bool decodes, int32_t* budget, SchedulerOutput* 
     Sequence& seq = *seqs_.at(id);
     // Skip sequences preempted earlier in this loop, or already given a chunk.
     if (seq.status != SequenceStatus::kRunning || scheduled_.contains(id)) continue;
-    const int32_t uncomputed = seq.num_uncomputed();
-    if (uncomputed == 0 || (uncomputed == 1) != decodes) continue;
-    const int32_t n = std::min(uncomputed, *budget);
-    if (!EnsureCapacity(seq, seq.num_computed_tokens + n, out)) continue;
-    AddChunk(seq, n, budget, out);
+    if (seq.num_uncomputed() != 1) continue;
+    if (!EnsureCapacity(seq, seq.num_computed_tokens + 1, out)) continue;
+    AddChunk(seq, 1, budget, out);
   }
 }
 
-void Scheduler::ScheduleWaiting(int32_t* budget, SchedulerOutput* out) {
-  while (*budget > 0 && !waiting_.empty() &&
-         static_cast<int32_t>(running_.size()) < options_.max_num_seqs) {
-    Sequence& seq = *seqs_.at(std::get<2>(*waiting_.begin()));
-    std::optional<int32_t> cached = blocks_.Allocate(seq.id, seq.token_ids);
-    if (!cached.has_value()) return;  // the head waits; nobody overtakes it
-    RemoveWaiting(seq);
-    running_.insert(Rank(seq));
-    seq.status = SequenceStatus::kRunning;
-    seq.num_computed_tokens = *cached;
-    if (!seq.admitted_once) {
-      seq.admitted_once = true;
-      seq.num_cached_tokens = *cached;
-      out->admitted.push_back(seq.id);
+void Scheduler::SchedulePrefills(int32_t* budget, SchedulerOutput* out) {
+  std::vector<PrefillKey> partial;  // running sequences still in their prompt
+  for (const RankKey& key : running_) {
+    const Sequence& seq = *seqs_.at(std::get<2>(key));
+    if (seq.num_uncomputed() > 1 && !scheduled_.contains(seq.id)) {
+      partial.push_back(PrefillOrder(seq));
     }
-    AddChunk(seq, std::min(seq.num_uncomputed(), *budget), budget, out);
   }
+  std::sort(partial.begin(), partial.end());
+  size_t next_partial = 0;
+  bool admitting = true;  // until a waiting sequence cannot start (no overtaking)
+  while (*budget > 0) {
+    const bool has_partial = next_partial < partial.size();
+    const bool has_waiting = admitting && !waiting_.empty();
+    if (has_waiting && (!has_partial || *waiting_.begin() < partial[next_partial])) {
+      admitting = Admit(*seqs_.at(std::get<3>(*waiting_.begin())), budget, out);
+    } else if (has_partial) {
+      Sequence& seq = *seqs_.at(std::get<3>(partial[next_partial++]));
+      if (seq.status != SequenceStatus::kRunning) continue;  // preempted in this loop
+      const int32_t n = std::min(seq.num_uncomputed(), *budget);
+      // Admission allocated blocks for every known token, so this never
+      // preempts; it is kept for the rule's sake.
+      if (EnsureCapacity(seq, seq.num_computed_tokens + n, out)) AddChunk(seq, n, budget, out);
+    } else {
+      return;
+    }
+  }
+}
+
+bool Scheduler::Admit(Sequence& seq, int32_t* budget, SchedulerOutput* out) {
+  if (static_cast<int32_t>(running_.size()) >= options_.max_num_seqs) return false;
+  std::optional<int32_t> cached = blocks_.Allocate(seq.id, seq.token_ids);
+  if (!cached.has_value()) return false;
+  RemoveWaiting(seq);
+  seq.status = SequenceStatus::kRunning;
+  seq.num_computed_tokens = *cached;
+  running_.insert(Rank(seq));
+  if (!seq.admitted_once) {
+    seq.admitted_once = true;
+    seq.num_cached_tokens = *cached;
+    out->admitted.push_back(seq.id);
+  }
+  AddChunk(seq, std::min(seq.num_uncomputed(), *budget), budget, out);
+  return true;
 }
 
 bool Scheduler::EnsureCapacity(Sequence& seq, int32_t num_tokens, SchedulerOutput* out) {
@@ -121,9 +160,9 @@ void Scheduler::Preempt(Sequence& seq, SchedulerOutput* out) {
   assert(seq.status == SequenceStatus::kRunning && "only running sequences are preempted");
   blocks_.Free(seq.id);
   running_.erase(Rank(seq));
-  AddWaiting(seq);
   seq.status = SequenceStatus::kWaiting;
-  seq.num_computed_tokens = 0;
+  seq.num_computed_tokens = 0;  // before AddWaiting: the prefill order counts it
+  AddWaiting(seq);
   ++seq.num_preemptions;
   ++num_preemptions_;
   out->preempted.push_back(seq.id);
@@ -181,12 +220,12 @@ const Sequence* Scheduler::Find(int64_t seq_id) const {
 }
 
 void Scheduler::AddWaiting(const Sequence& seq) {
-  waiting_.insert(Rank(seq));
+  waiting_.insert(PrefillOrder(seq));
   ++waiting_by_priority_[seq.priority];
 }
 
 void Scheduler::RemoveWaiting(const Sequence& seq) {
-  if (waiting_.erase(Rank(seq)) == 0) return;
+  if (waiting_.erase(PrefillOrder(seq)) == 0) return;
   auto it = waiting_by_priority_.find(seq.priority);
   if (--it->second == 0) waiting_by_priority_.erase(it);
 }
@@ -204,7 +243,11 @@ absl::Status Scheduler::CheckInvariants() const {
     return absl::InternalError("a sequence is in no queue or in both");
   }
   std::map<int32_t, int64_t> by_priority;
-  for (const RankKey& key : waiting_) ++by_priority[-std::get<0>(key)];
+  for (const PrefillKey& key : waiting_) {
+    auto it = seqs_.find(std::get<3>(key));
+    if (it == seqs_.end()) return absl::InternalError("an unknown sequence is waiting");
+    ++by_priority[it->second->priority];
+  }
   if (by_priority != waiting_by_priority_) {
     return absl::InternalError("the waiting counts by priority disagree with the queue");
   }
@@ -214,9 +257,11 @@ absl::Status Scheduler::CheckInvariants() const {
   for (const auto& [id, ptr] : seqs_) {
     const Sequence& seq = *ptr;
     const bool running = seq.status == SequenceStatus::kRunning;
-    const std::set<RankKey>& queue = running ? running_ : waiting_;
-    if (!queue.contains(Rank(seq))) {
+    if (running ? !running_.contains(Rank(seq)) : !waiting_.contains(PrefillOrder(seq))) {
       return absl::InternalError(absl::StrCat("seq ", id, ": not in its status's queue"));
+    }
+    if (seq.aging_epoch > epoch_) {
+      return absl::InternalError(absl::StrCat("seq ", id, ": added in a later aging epoch"));
     }
     if (seq.num_tokens() > max_context_ || seq.num_tokens() < seq.num_prompt_tokens ||
         seq.num_prompt_tokens < 1) {

@@ -13,19 +13,59 @@
 //   one token and calls AppendToken. A "decode" is a chunk of one token.
 // - Budget: the chunks of a step hold at most max_batched_tokens tokens, and
 //   at most max_num_seqs sequences run.
-// - Order, as phases: (1) preempt running sequences that rank below the best
-//   waiting one when it cannot otherwise start; (2) running sequences with one
-//   token to compute (decodes); (3) running sequences still in their prompt
-//   (partial prefills, chunked to fit the budget); (4) waiting sequences by
-//   priority (higher first), then arrival (earlier first); a waiting sequence
-//   that does not fit stops admission (no overtaking).
-// - Rank: priority descending, then arrival ascending. Admission allocates
-//   blocks for every known token (prefix-cache hits count as computed). When a
-//   running sequence needs a block and none is free, the lowest-ranked running
-//   sequence not yet scheduled this step is preempted by recompute: its blocks
-//   are freed, its num_computed_tokens drops to 0, and it waits again with its
-//   original arrival and all its tokens (generated ones too) as prompt. If it
-//   is the sequence itself, that sequence waits. Preemptions are counted.
+// - Effective priority (aging): time on options.clock is cut into aging
+//   epochs of aging_interval, counted from the scheduler's construction. A
+//   sequence added in epoch E has, in epoch N, the effective priority
+//     priority + (N - E)
+//   (one class up per epoch boundary passed since its Add; a preemption keeps
+//   its E). aging_interval zero: no aging, effective priority == priority.
+//   Every sequence ages at the same rate, so the order of two sequences never
+//   changes with time: it is fixed by the level E - priority (lower ranks
+//   first), the same for waiting and running ones.
+// - Rank (who runs, who is preempted): effective priority descending, then
+//   arrival ascending.
+// - Prefill order: effective priority descending, then expected remaining
+//   cost ascending (uncomputed known tokens: the whole prompt for a waiting
+//   sequence, prefix-cache hits not foreseen), then arrival ascending.
+// - Order, as phases: (1) preempt running sequences that rank below (strictly
+//   lower effective priority than) the first waiting sequence in prefill order
+//   while it cannot otherwise start (no free slot or blocks); (2) running
+//   sequences with one token to compute (decodes), by rank; (3) prefill work
+//   in prefill order, running partial prefills and waiting sequences together:
+//   a partial prefill gets min(its uncomputed tokens, the budget left); a
+//   waiting sequence is admitted (blocks for all its known tokens, prefix-cache
+//   hits count as computed) and gets its first chunk likewise.
+// - No overtaking among waiting sequences: the first waiting sequence in
+//   prefill order that cannot be admitted (max_num_seqs reached, or too few
+//   free blocks) stops admission for the step: no waiting sequence after it in
+//   prefill order is admitted. Partial prefills after it still get their
+//   chunks (their blocks are already allocated).
+// - Latency: a waiting sequence first in prefill order gets its first chunk
+//   in the next Schedule() call, however long a partial prefill after it in
+//   prefill order (lower effective priority; or equal, with more tokens left)
+//   is under way: that prefill gets only the budget left. This holds when the
+//   decodes leave budget and it can start: a free slot and blocks, which
+//   phase (1) frees from running sequences of lower effective priority.
+// - Aging bound: a sequence of priority c added at time t ranks strictly ahead
+//   of every sequence of priority <= P added at or after
+//   t + (P - c + 1) * aging_interval (its level is lower by at least 1), and
+//   at least level with every one added at or after t + (P - c) *
+//   aging_interval (then the remaining cost, then arrival, decide). However
+//   many higher-class sequences keep arriving, it waits only behind those
+//   added before t + (P - c + 1) * aging_interval, and it is never preempted
+//   for the later ones (see Preemption). With the router's classes
+//   (interactive 2, standard 1, batch 0; services/common/request_convert.h)
+//   and aging_interval 10 s, a batch sequence ranks ahead of every
+//   interactive one added 30 s or more after it.
+// - Preemption: when a running sequence needs a block and none is free, the
+//   lowest-ranked running sequence not yet scheduled this step (lowest
+//   effective priority, then latest arrival) is preempted by recompute: its
+//   blocks are freed, its num_computed_tokens drops to 0, and it waits again
+//   with its original arrival and aging epoch, and all its tokens (generated
+//   ones too) as prompt. If it is the sequence itself, that sequence waits.
+//   So a sequence is only ever preempted in favour of one that ranks ahead of
+//   it (phase 1: strictly higher effective priority; a decode's block: the
+//   victim ranks no higher than the decode). Preemptions are counted.
 // - A sequence never exceeds max_context tokens: Add refuses longer prompts
 //   and AppendToken must not be called on a sequence at max_context (the
 //   engine finishes it first). max_context is capped at the pool's capacity,
@@ -48,6 +88,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "engine/common/clock.h"
 #include "engine/kv_cache/block_manager.h"
 
 namespace onecard::engine {
@@ -58,6 +100,7 @@ struct Sequence {
   int64_t id = 0;
   int32_t priority = 0;
   int64_t arrival = 0;             // order of Add; earlier is smaller
+  int64_t aging_epoch = 0;         // the aging epoch of its Add (see the contract)
   std::vector<int32_t> token_ids;  // prompt, then sampled tokens
   int32_t num_prompt_tokens = 0;   // the original prompt's length
   int32_t num_computed_tokens = 0;
@@ -75,6 +118,10 @@ struct SchedulerOptions {
   int32_t max_batched_tokens = 512;
   int32_t max_context = 2048;
   BlockManagerOptions blocks;
+  // A sequence's effective priority rises by one each aging_interval after
+  // its Add (the contract's aging bound); zero: no aging. Not negative.
+  absl::Duration aging_interval = absl::Seconds(10);
+  Clock* clock = nullptr;  // the aging clock; nullptr = RealClock (tests inject a FakeClock)
 };
 
 struct ScheduledChunk {
@@ -85,7 +132,7 @@ struct ScheduledChunk {
 };
 
 struct SchedulerOutput {
-  std::vector<ScheduledChunk> chunks;  // decodes, then prefills, then new ones
+  std::vector<ScheduledChunk> chunks;  // decodes by rank, then prefills in prefill order
   std::vector<int64_t> preempted;      // sequences preempted this step
   std::vector<int64_t> admitted;       // sequences admitted for the first time
   int32_t num_batched_tokens = 0;
@@ -122,6 +169,9 @@ class Scheduler {
   const std::map<int32_t, int64_t>& NumWaitingByPriority() const { return waiting_by_priority_; }
   int64_t num_running() const { return static_cast<int64_t>(running_.size()); }
   int64_t num_preemptions() const { return num_preemptions_; }
+  // seq's effective priority (see the contract) in the aging epoch of the
+  // last Add or Schedule call.
+  int64_t EffectivePriority(const Sequence& seq) const { return epoch_ - Level(seq); }
 
   // Checks every invariant (each sequence in exactly one queue matching its
   // status, limits, block tables cover computed tokens, the block manager's
@@ -129,14 +179,28 @@ class Scheduler {
   absl::Status CheckInvariants() const;
 
  private:
-  // (-priority, arrival, id): begin() ranks first, rbegin() last.
-  using RankKey = std::tuple<int32_t, int64_t, int64_t>;
-  static RankKey Rank(const Sequence& seq) { return {-seq.priority, seq.arrival, seq.id}; }
+  // Both orders start with the level: aging_epoch - priority, lower first
+  // (effective priority descending, see the contract).
+  static int64_t Level(const Sequence& seq) { return seq.aging_epoch - seq.priority; }
+  // (level, arrival, id): begin() ranks first, rbegin() last.
+  using RankKey = std::tuple<int64_t, int64_t, int64_t>;
+  static RankKey Rank(const Sequence& seq) { return {Level(seq), seq.arrival, seq.id}; }
+  // (level, uncomputed tokens, arrival, id): the prefill order. Static while
+  // a sequence waits (its tokens are all uncomputed and do not change).
+  using PrefillKey = std::tuple<int64_t, int32_t, int64_t, int64_t>;
+  static PrefillKey PrefillOrder(const Sequence& seq) {
+    return {Level(seq), seq.num_uncomputed(), seq.arrival, seq.id};
+  }
 
+  // Moves epoch_ to the clock's aging epoch (never back).
+  void AdvanceEpoch();
   // The phases of Schedule().
   void PreemptForHigherPriority(SchedulerOutput* out);
-  void ScheduleRunning(bool decodes, int32_t* budget, SchedulerOutput* out);
-  void ScheduleWaiting(int32_t* budget, SchedulerOutput* out);
+  void ScheduleDecodes(int32_t* budget, SchedulerOutput* out);
+  void SchedulePrefills(int32_t* budget, SchedulerOutput* out);
+  // Admits a waiting sequence and gives it its first chunk; false (and no
+  // change) when no slot or too few blocks are free.
+  bool Admit(Sequence& seq, int32_t* budget, SchedulerOutput* out);
 
   // Grows seq's table to cover num_tokens, preempting the lowest-ranked
   // unscheduled running sequence while blocks are short. False when seq itself
@@ -144,16 +208,19 @@ class Scheduler {
   bool EnsureCapacity(Sequence& seq, int32_t num_tokens, SchedulerOutput* out);
   void Preempt(Sequence& seq, SchedulerOutput* out);
   void AddChunk(Sequence& seq, int32_t num_tokens, int32_t* budget, SchedulerOutput* out);
-  bool HeadFits() const;  // the best waiting sequence could start now
+  bool HeadFits() const;  // the first waiting sequence could start now
   // Every change to waiting_ goes through these (they keep the counts).
   void AddWaiting(const Sequence& seq);
   void RemoveWaiting(const Sequence& seq);
 
   SchedulerOptions options_;
   int32_t max_context_;
+  Clock* clock_;
+  absl::Time aging_origin_;  // start of epoch 0
+  int64_t epoch_ = 0;        // the aging epoch of the last Add or Schedule
   BlockManager blocks_;
   std::unordered_map<int64_t, std::unique_ptr<Sequence>> seqs_;
-  std::set<RankKey> waiting_;
+  std::set<PrefillKey> waiting_;                    // in prefill order
   std::map<int32_t, int64_t> waiting_by_priority_;  // waiting_ counted by priority
   std::set<RankKey> running_;
   std::unordered_set<int64_t> scheduled_;  // this step's chunks

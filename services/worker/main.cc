@@ -52,6 +52,9 @@ ABSL_FLAG(std::string, prefix_caching, "", "true or false");
 ABSL_FLAG(int32_t, max_num_seqs, -1, "Sequences per engine step");
 ABSL_FLAG(int32_t, max_batched_tokens, -1, "Token budget per engine step");
 ABSL_FLAG(int32_t, max_context, -1, "Context length served (0 = the model's)");
+ABSL_FLAG(std::string, aging_interval, "",
+          "A request's priority rises one class per this much time in the engine, e.g. 10s "
+          "(default 10s; 0s = off)");
 ABSL_FLAG(int32_t, max_waiting, -1, "Waiting requests before RESOURCE_EXHAUSTED (0 = no limit)");
 ABSL_FLAG(double, kv_watermark, -1, "KV usage ratio that refuses new requests (0 = off)");
 ABSL_FLAG(int32_t, default_max_tokens, -1, "max_tokens of requests that set none");
@@ -79,8 +82,8 @@ const CommandLineSpec kCommandLine = {
                {"KV cache",
                 {"kv_block_size", "kv_blocks", "kv_cache_mib", "kv_cache_dtype", "prefix_caching"}},
                {"Scheduler and admission",
-                {"max_num_seqs", "max_batched_tokens", "max_context", "max_waiting",
-                 "kv_watermark"}},
+                {"max_num_seqs", "max_batched_tokens", "max_context", "aging_interval",
+                 "max_waiting", "kv_watermark"}},
                {"CUDA backend", {"gpu_memory_budget", "tune_gemms", "tuning_cache", "fp8_compute"}},
                ServiceIdentityFlagGroup(),
                {"Shutdown", {"grace_period"}}},
@@ -149,22 +152,33 @@ absl::Status OverrideBool(const char* flag, const std::string& value, Set set) {
   return absl::OkStatus();
 }
 
+// A duration flag (e.g. 30s): `set` called when given, an error naming
+// `flag` when it is not a finite, non-negative duration.
+template <typename Set>
+absl::Status OverrideDuration(const char* flag, const std::string& value, Set set) {
+  if (value.empty()) return absl::OkStatus();
+  absl::Duration d;
+  if (!absl::ParseDuration(value, &d) || d < absl::ZeroDuration() ||
+      d == absl::InfiniteDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, ": expected a duration such as 30s"));
+  }
+  set(d);
+  return absl::OkStatus();
+}
+
 absl::Status OverrideOthers(v1::WorkerConfig* c) {
   RETURN_IF_ERROR(OverrideBool("prefix-caching", absl::GetFlag(FLAGS_prefix_caching), [c](bool v) {
     c->mutable_kv_cache()->set_enable_prefix_caching(v);
   }));
   RETURN_IF_ERROR(OverrideBool("tune-gemms", absl::GetFlag(FLAGS_tune_gemms),
                                [c](bool v) { c->mutable_cuda()->set_tune_gemms(v); }));
-  const std::string grace = absl::GetFlag(FLAGS_grace_period);
-  absl::Duration d;
-  if (!grace.empty()) {
-    if (!absl::ParseDuration(grace, &d) || d < absl::ZeroDuration() ||
-        d == absl::InfiniteDuration()) {
-      return absl::InvalidArgumentError("--grace-period: expected a duration such as 30s");
-    }
-    ToProtoDuration(d, c->mutable_grace_period());
-  }
-  return absl::OkStatus();
+  RETURN_IF_ERROR(OverrideDuration(
+      "aging-interval", absl::GetFlag(FLAGS_aging_interval), [c](absl::Duration d) {
+        ToProtoDuration(d, c->mutable_scheduler()->mutable_aging_interval());
+      }));
+  return OverrideDuration("grace-period", absl::GetFlag(FLAGS_grace_period),
+                          [c](absl::Duration d) { ToProtoDuration(d, c->mutable_grace_period()); });
 }
 
 absl::StatusOr<v1::WorkerConfig> BuildConfig() {

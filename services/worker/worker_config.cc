@@ -52,6 +52,9 @@ absl::Status ValidateEngineFields(const v1::WorkerConfig& c) {
   RETURN_IF_ERROR(
       CheckRange("scheduler.max_batched_tokens", s.max_batched_tokens(), 1, kMaxTokens));
   RETURN_IF_ERROR(CheckRange("scheduler.max_context", s.max_context(), 0, kMaxTokens));
+  RETURN_IF_ERROR(CheckDurationRange("scheduler.aging_interval",
+                                     FromProtoDuration(s.aging_interval()), absl::ZeroDuration(),
+                                     kMaxConfigDuration));
   RETURN_IF_ERROR(CheckRange("admission.max_waiting", c.admission().max_waiting(), 0, kMaxWaiting));
   RETURN_IF_ERROR(
       CheckDoubleRange("admission.kv_watermark", c.admission().kv_watermark(), 0.0, 1.0));
@@ -99,6 +102,10 @@ void ApplyWorkerDefaults(v1::WorkerConfig* c) {
   v1::SchedulerConfig* sched = c->mutable_scheduler();
   if (sched->max_num_seqs() == 0) sched->set_max_num_seqs(64);
   if (sched->max_batched_tokens() == 0) sched->set_max_batched_tokens(512);
+  // Presence, not zero, marks it unset: 0s switches aging off.
+  if (!sched->has_aging_interval()) {
+    ToProtoDuration(absl::Seconds(10), sched->mutable_aging_interval());
+  }
   SetDurationIfUnset(c->mutable_admission()->mutable_retry_after(), absl::Milliseconds(100));
   SetDurationIfUnset(c->mutable_grace_period(), absl::Seconds(30));
   SetDurationIfUnset(c->mutable_load_report_interval(), absl::Milliseconds(250));
@@ -142,6 +149,7 @@ engine::EngineOptions EngineOptionsFromConfig(const v1::WorkerConfig& c) {
   o.max_num_seqs = c.scheduler().max_num_seqs();
   o.max_batched_tokens = c.scheduler().max_batched_tokens();
   o.max_context = c.scheduler().max_context();
+  o.aging_interval = FromProtoDuration(c.scheduler().aging_interval());
   o.max_waiting = c.admission().max_waiting();
   // Validated by ValidateWorkerConfig; empty (or unparsable): the card's memory.
   o.gpu_memory_budget = ParseByteSize(c.cuda().memory_budget()).value_or(0);

@@ -124,6 +124,7 @@ TEST(HelmChartTest, ConfigFilesParseAsTypedConfigAndPointAtTheServices) {
   EXPECT_EQ(PortNamed(Container(metrics, "metrics"), "grpc"), 50060);
   EXPECT_EQ(PortNamed(Container(metrics, "metrics"), "metrics"), 9402);
   EXPECT_EQ(cluster.worker().scheduler().max_num_seqs(), 64);  // from values.yaml's config
+  EXPECT_EQ(Seconds(cluster.worker().scheduler().aging_interval()), 10);
 }
 
 // The engine options of worker.config reach the workers' config file as the
@@ -134,12 +135,15 @@ TEST(HelmChartTest, WorkerConfigCarriesTheEngineOptions) {
   EXPECT_EQ(defaults.worker().cpu_weights(), "native");
   EXPECT_EQ(defaults.worker().kv_cache_dtype(), "auto");
   EXPECT_EQ(defaults.worker().fp8_compute(), "w8a8");
+  EXPECT_EQ(Seconds(defaults.worker().scheduler().aging_interval()), 10);
   const std::vector<json> docs =
-      Render({}, {"worker.config.kv_cache_dtype=bf16", "worker.config.fp8_compute=w8a16"});
+      Render({}, {"worker.config.kv_cache_dtype=bf16", "worker.config.fp8_compute=w8a16",
+                  "worker.config.scheduler.aging_interval=30s"});
   const v1::OnecardConfig set =
       ParseConfig(FindObject(docs, "ConfigMap", "-config"), "onecard.yaml");
   EXPECT_EQ(set.worker().kv_cache_dtype(), "bf16");
   EXPECT_EQ(set.worker().fp8_compute(), "w8a16");
+  EXPECT_EQ(Seconds(set.worker().scheduler().aging_interval()), 30);
 }
 
 TEST(HelmChartTest, TheHttpApiHasItsPortOnTheServiceAndAnOptionalIngress) {

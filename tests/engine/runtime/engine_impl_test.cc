@@ -263,6 +263,8 @@ TEST(EngineImplTest, CreateEngineRejectsBadOptions) {
   EXPECT_THAT(std::string(make({.max_num_seqs = 0}).message()), HasSubstr("max_num_seqs"));
   EXPECT_THAT(std::string(make({.max_batched_tokens = 0}).message()),
               HasSubstr("max_batched_tokens"));
+  EXPECT_THAT(std::string(make({.aging_interval = absl::Seconds(-1)}).message()),
+              HasSubstr("aging_interval"));
   EXPECT_THAT(std::string(make({.max_context = 1 << 20}).message()), HasSubstr("max_context"));
   EXPECT_EQ(CreateEngine({}, {}).status().code(), absl::StatusCode::kInvalidArgument);
 }

@@ -1,9 +1,10 @@
 // Tests of the engine's step loop with the fake runner (whose logits depend
 // on the context read back through the block tables): many concurrent
 // requests with mixed sampling equal their solo reference runs; tiny KV pools
-// force preemption without changing any output; priorities order admission;
-// random mixes of cancels, deadlines and runner failures keep the
-// exactly-one-final-output invariant and free every block.
+// force preemption without changing any output; priorities order admission
+// and age on the engine's clock; random mixes of cancels, deadlines and
+// runner failures keep the exactly-one-final-output invariant and free every
+// block.
 #include <random>
 #include <set>
 #include <string>
@@ -121,6 +122,34 @@ TEST(EngineStepTest, HigherPriorityRunsFirst) {
   submit("mid", 2);
   RunUntilIdle(*t->engine);
   EXPECT_EQ(order, (std::vector<std::string>{"high", "mid", "low-early", "low-late"}));
+}
+
+// EngineOptions::aging_interval reaches the scheduler, on the engine's clock:
+// a priority-0 request that waited three intervals (behind a running one)
+// runs before a fresh priority-2 one; with aging off the fresh one goes first.
+TEST(EngineStepTest, AgingOnTheEngineClockLetsALongWaitingRequestFirst) {
+  for (const absl::Duration aging : {absl::Seconds(10), absl::ZeroDuration()}) {
+    SCOPED_TRACE(::testing::Message() << "aging_interval " << aging);
+    auto t = MakeTestEngine({}, {.max_num_seqs = 1, .aging_interval = aging});
+    std::vector<std::string> order;
+    auto submit = [&](const std::string& name, int32_t priority) {
+      GenerationRequest r = Request({1, 2}, 2);
+      r.priority = priority;
+      r.on_output = [&order, name](const StreamOutput& out) {
+        if (out.finished) order.push_back(name);
+      };
+      ASSERT_TRUE(t->engine->Submit(std::move(r)).ok());
+    };
+    submit("running", 5);
+    submit("old-low", 0);
+    ASSERT_TRUE(t->engine->Step().ok());  // "running" takes the one slot
+    t->clock.Advance(3 * absl::Seconds(10));
+    submit("fresh-high", 2);
+    RunUntilIdle(*t->engine);
+    const std::vector<std::string> aged = {"running", "old-low", "fresh-high"};
+    const std::vector<std::string> strict = {"running", "fresh-high", "old-low"};
+    EXPECT_EQ(order, aging > absl::ZeroDuration() ? aged : strict);
+  }
 }
 
 // Submits a random request whose callback records it and, sometimes, cancels

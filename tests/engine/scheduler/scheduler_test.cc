@@ -1,14 +1,19 @@
-// Tests of Scheduler: hand-built steps (chunked prefill, phase order, limits,
-// preemption by blocks and by priority, prefix hits) and randomized operation
-// sequences driven through a simulated engine whose KV pool records the token
-// written at each slot: every chunk must read back its whole context through
-// its block table. CheckInvariants() runs after every call.
+// Tests of Scheduler: hand-built steps (chunked prefill, phase order, the
+// prefill order by effective priority and remaining cost, no overtaking,
+// limits, preemption by blocks and by priority, aging on a fake clock and its
+// bound, prefix hits) and randomized operation sequences driven through a
+// simulated engine whose KV pool records the token written at each slot:
+// every chunk must read back its whole context through its block table.
+// CheckInvariants() runs after every call, and every step's plan is checked
+// against the documented order (Driver::CheckOrder).
 #include "engine/scheduler/scheduler.h"
 
 #include <map>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <set>
+#include <tuple>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -17,14 +22,31 @@ namespace onecard::engine {
 namespace {
 
 constexpr int32_t kBs = 4;
+constexpr absl::Duration kAging = absl::Seconds(10);
+
+// The aging clock of tests that do not move time: it never advances.
+FakeClock* StillClock() {
+  static FakeClock* clock = new FakeClock();
+  return clock;
+}
 
 SchedulerOptions Options(int32_t num_blocks, int32_t budget = 64, int32_t max_seqs = 8,
                          bool caching = true) {
-  return {
-      .max_num_seqs = max_seqs,
-      .max_batched_tokens = budget,
-      .max_context = 1 << 20,
-      .blocks = {.num_blocks = num_blocks, .block_size = kBs, .enable_prefix_caching = caching}};
+  return {.max_num_seqs = max_seqs,
+          .max_batched_tokens = budget,
+          .max_context = 1 << 20,
+          .blocks = {.num_blocks = num_blocks, .block_size = kBs, .enable_prefix_caching = caching},
+          .aging_interval = kAging,
+          .clock = StillClock()};
+}
+
+// Options whose aging clock is `clock`.
+SchedulerOptions AgingOptions(FakeClock* clock, int32_t num_blocks, int32_t budget,
+                              absl::Duration aging = kAging) {
+  SchedulerOptions options = Options(num_blocks, budget);
+  options.aging_interval = aging;
+  options.clock = clock;
+  return options;
 }
 
 std::vector<int32_t> Prompt(int32_t n, int32_t first = 1) {
@@ -59,9 +81,11 @@ class Driver {
   }
   // Runs one step; returns the plan.
   SchedulerOutput Step() {
+    const std::map<int64_t, bool> waiting_before = WaitingNow();
     SchedulerOutput out = scheduler_.Schedule();
     EXPECT_TRUE(scheduler_.CheckInvariants().ok()) << scheduler_.CheckInvariants();
     CheckPlan(out);
+    CheckOrder(waiting_before, out);
     for (const ScheduledChunk& c : out.chunks) Compute(c);
     scheduler_.OnStepComputed(out);
     EXPECT_TRUE(scheduler_.CheckInvariants().ok()) << scheduler_.CheckInvariants();
@@ -97,6 +121,61 @@ class Driver {
       total += c.num_tokens;
     }
     EXPECT_EQ(total, out.num_batched_tokens);
+  }
+  // Every live sequence: whether it waits.
+  std::map<int64_t, bool> WaitingNow() const {
+    std::map<int64_t, bool> waiting;
+    for (const auto& [id, target] : targets_) {
+      const Sequence* seq = scheduler_.Find(id);
+      if (seq != nullptr) waiting[id] = seq->status == SequenceStatus::kWaiting;
+    }
+    return waiting;
+  }
+  // The keys of the contract, as of this step, written from Sequence fields.
+  using Key = std::tuple<int64_t, int32_t, int64_t, int64_t>;
+  Key PrefillKey(const Sequence& seq, int32_t uncomputed) const {
+    return {-scheduler_.EffectivePriority(seq), uncomputed, seq.arrival, seq.id};
+  }
+  std::tuple<int64_t, int64_t, int64_t> RankKey(const Sequence& seq) const {
+    return {-scheduler_.EffectivePriority(seq), seq.arrival, seq.id};
+  }
+  // The documented order: decodes before every prefill chunk; prefill chunks
+  // in prefill order; no waiting sequence left waiting ranks before one
+  // admitted (no overtaking); every preempted sequence ranks below each
+  // running one left without a chunk.
+  void CheckOrder(const std::map<int64_t, bool>& waiting_before, const SchedulerOutput& out) {
+    const std::set<int64_t> preempted(out.preempted.begin(), out.preempted.end());
+    // Waiting when the prefills were planned: before the step, or preempted.
+    auto was_waiting = [&](int64_t id) { return waiting_before.at(id) || preempted.contains(id); };
+    std::set<int64_t> chunked;
+    std::vector<Key> admitted;
+    std::optional<Key> last_prefill;
+    for (const ScheduledChunk& c : out.chunks) {
+      chunked.insert(c.seq_id);
+      const Sequence& seq = *scheduler_.Find(c.seq_id);
+      const bool decode = !was_waiting(c.seq_id) && seq.num_uncomputed() == 1;
+      if (decode) {
+        EXPECT_FALSE(last_prefill.has_value()) << "decode of " << c.seq_id << " after a prefill";
+        continue;
+      }
+      const Key key =
+          PrefillKey(seq, was_waiting(c.seq_id) ? seq.num_tokens() : seq.num_uncomputed());
+      if (last_prefill.has_value()) {
+        EXPECT_LT(*last_prefill, key) << "prefill of " << c.seq_id << " out of prefill order";
+      }
+      last_prefill = key;
+      if (was_waiting(c.seq_id)) admitted.push_back(key);
+    }
+    for (const auto& [id, unused] : waiting_before) {
+      const Sequence& seq = *scheduler_.Find(id);
+      if (seq.status == SequenceStatus::kWaiting) {
+        for (const Key& a : admitted) EXPECT_LT(a, PrefillKey(seq, seq.num_tokens())) << id;
+      } else if (!chunked.contains(id)) {
+        for (int64_t victim : preempted) {
+          EXPECT_LT(RankKey(seq), RankKey(*scheduler_.Find(victim))) << victim << " over " << id;
+        }
+      }
+    }
   }
   // Writes the chunk's tokens into its slots, then reads the whole context.
   void Compute(const ScheduledChunk& c) {
@@ -150,7 +229,7 @@ TEST(SchedulerTest, ChunkedPrefillUnderTheTokenBudget) {
   EXPECT_EQ(d.scheduler().block_manager().num_used_blocks(), 0);
 }
 
-TEST(SchedulerTest, DecodesThenPartialPrefillsThenWaitingByPriorityThenArrival) {
+TEST(SchedulerTest, DecodesThenPrefillsByEffectivePriorityThenRemainingCost) {
   Driver d(Options(64, /*budget=*/8));
   d.Add(1, Prompt(2), 0, 100);   // decodes after step 1
   d.Add(2, Prompt(20), 0, 100);  // a long prompt: partial prefill
@@ -158,21 +237,169 @@ TEST(SchedulerTest, DecodesThenPartialPrefillsThenWaitingByPriorityThenArrival) 
   d.Add(3, Prompt(3, 40), 0, 100);
   d.Add(4, Prompt(3, 50), 5, 100);  // later, but higher priority
   SchedulerOutput s = d.Step();
-  ASSERT_EQ(s.chunks.size(), 2u);
-  EXPECT_EQ(s.chunks[0].seq_id, 1);  // decode first
-  EXPECT_EQ(s.chunks[0].num_tokens, 1);
-  EXPECT_EQ(s.chunks[1].seq_id, 2);  // then the partial prefill takes the rest
-  EXPECT_EQ(s.chunks[1].num_tokens, 7);
-  s = d.Step();  // decode 1, then 2's last 7 tokens: budget full
-  ASSERT_EQ(s.chunks.size(), 2u);
-  EXPECT_EQ(s.chunks[1].num_tokens, 7);
-  EXPECT_TRUE(s.chunks[1].want_logits);
-  s = d.Step();  // two decodes, then 4 (priority 5) before 3 (earlier)
   ASSERT_EQ(s.chunks.size(), 4u);
-  EXPECT_EQ(s.chunks[2].seq_id, 4);
-  EXPECT_EQ(s.chunks[3].seq_id, 3);
-  EXPECT_EQ(s.chunks[3].num_tokens, 3);
+  EXPECT_EQ(s.chunks[0].seq_id, 1);  // the decode first
+  EXPECT_EQ(s.chunks[0].num_tokens, 1);
+  EXPECT_EQ(s.chunks[1].seq_id, 4);  // priority 5 before the partial prefill
+  EXPECT_EQ(s.chunks[1].num_tokens, 3);
+  EXPECT_EQ(s.chunks[2].seq_id, 3);  // priority 0, 3 tokens left: before 2's 14
+  EXPECT_EQ(s.chunks[2].num_tokens, 3);
+  EXPECT_EQ(s.chunks[3].seq_id, 2);  // the rest of the budget
+  EXPECT_EQ(s.chunks[3].num_tokens, 1);
   EXPECT_EQ(s.admitted, (std::vector<int64_t>{4, 3}));
+  s = d.Step();  // three decodes, then 2's next 5 tokens
+  ASSERT_EQ(s.chunks.size(), 4u);
+  EXPECT_EQ(s.chunks[3].seq_id, 2);
+  EXPECT_EQ(s.chunks[3].start_pos, 7);
+  EXPECT_EQ(s.chunks[3].num_tokens, 5);
+}
+
+// Issue 20: a short high-priority prompt is not held behind a long prefill
+// of a lower class; it gets its chunk in the next step, and the long one the
+// budget left.
+TEST(SchedulerTest, AShortHighPriorityPromptRunsInTheNextStepBesideALongPrefill) {
+  Driver d(Options(/*num_blocks=*/1100, /*budget=*/512));
+  d.Add(1, Prompt(4000), /*priority=*/0, 4001);
+  d.Step();
+  d.Step();  // 1024 of 4000 computed
+  d.Add(2, Prompt(50, 9000), /*priority=*/2, 52);
+  SchedulerOutput s = d.Step();
+  ASSERT_EQ(s.chunks.size(), 2u);
+  EXPECT_EQ(s.chunks[0].seq_id, 2);
+  EXPECT_EQ(s.chunks[0].num_tokens, 50);
+  EXPECT_TRUE(s.chunks[0].want_logits);
+  EXPECT_EQ(s.chunks[1].seq_id, 1);
+  EXPECT_EQ(s.chunks[1].start_pos, 1024);
+  EXPECT_EQ(s.chunks[1].num_tokens, 462);
+  s = d.Step();  // 2's decode, then the long prefill
+  ASSERT_EQ(s.chunks.size(), 2u);
+  EXPECT_EQ(s.chunks[0].seq_id, 2);
+  EXPECT_EQ(s.chunks[1].num_tokens, 511);
+  for (int i = 0; i < 20 && d.finished().size() < 2; ++i) d.Step();
+  ASSERT_EQ(d.finished().size(), 2u);
+  EXPECT_EQ(d.finished().at(1), RunAlone(Prompt(4000), 4001));
+  EXPECT_EQ(d.finished().at(2), RunAlone(Prompt(50, 9000), 52));
+}
+
+// The same when the long prefill holds the pool: phase 1 preempts it.
+TEST(SchedulerTest, AShortHighPriorityPromptPreemptsALongPrefillHoldingThePool) {
+  Driver d(Options(/*num_blocks=*/1005, /*budget=*/512));
+  d.Add(1, Prompt(4000), /*priority=*/0, 4001);  // 1000 blocks
+  d.Step();
+  d.Add(2, Prompt(50, 9000), /*priority=*/2, 52);  // 13 blocks; 5 are free
+  SchedulerOutput s = d.Step();
+  EXPECT_EQ(s.preempted, std::vector<int64_t>{1});
+  ASSERT_EQ(s.chunks.size(), 1u);
+  EXPECT_EQ(s.chunks[0].seq_id, 2);
+  EXPECT_EQ(s.chunks[0].num_tokens, 50);
+  for (int i = 0; i < 20 && d.finished().size() < 2; ++i) d.Step();
+  ASSERT_EQ(d.finished().size(), 2u);
+  EXPECT_EQ(d.finished().at(1), RunAlone(Prompt(4000), 4001));
+}
+
+TEST(SchedulerTest, EqualPriorityFewerTokensLeftFirst) {
+  Driver d(Options(/*num_blocks=*/128, /*budget=*/64));
+  d.Add(1, Prompt(300), 1, 301);
+  d.Step();  // 236 tokens left
+  d.Add(2, Prompt(40, 1000), 1, 41);
+  d.Add(3, Prompt(20, 2000), 1, 21);  // added last, shortest
+  SchedulerOutput s = d.Step();
+  ASSERT_EQ(s.chunks.size(), 3u);
+  EXPECT_EQ(s.chunks[0].seq_id, 3);
+  EXPECT_EQ(s.chunks[0].num_tokens, 20);
+  EXPECT_EQ(s.chunks[1].seq_id, 2);
+  EXPECT_EQ(s.chunks[1].num_tokens, 40);
+  EXPECT_EQ(s.chunks[2].seq_id, 1);  // the budget left
+  EXPECT_EQ(s.chunks[2].num_tokens, 4);
+  EXPECT_EQ(s.admitted, (std::vector<int64_t>{3, 2}));
+}
+
+TEST(SchedulerTest, AWaitingSequenceThatCannotStartStopsAdmissionNotPrefills) {
+  {  // 10 blocks; 1 holds 6. 2 (5 blocks) cannot start; 3 fits, but is after it.
+    Driver d(Options(/*num_blocks=*/10, /*budget=*/16));
+    d.Add(1, Prompt(24), 1, 25);
+    d.Step();  // 8 tokens left
+    d.Add(2, Prompt(20, 100), 0, 21);
+    d.Add(3, Prompt(4, 200), -1, 5);
+    SchedulerOutput s = d.Step();
+    ASSERT_EQ(s.chunks.size(), 1u);  // budget is left, yet 3 does not overtake 2
+    EXPECT_EQ(s.chunks[0].seq_id, 1);
+    EXPECT_TRUE(s.preempted.empty());
+    EXPECT_EQ(d.scheduler().Find(3)->status, SequenceStatus::kWaiting);
+  }
+  {  // 1 holds 10 of 12 blocks; 2, shorter and of its class, cannot start:
+     // 1's prefill, after 2 in prefill order, still gets its chunk.
+    Driver d(Options(/*num_blocks=*/12, /*budget=*/16));
+    d.Add(1, Prompt(40), 0, 41);
+    d.Step();  // 24 tokens left
+    d.Add(2, Prompt(12, 100), 0, 13);
+    SchedulerOutput s = d.Step();
+    ASSERT_EQ(s.chunks.size(), 1u);
+    EXPECT_EQ(s.chunks[0].seq_id, 1);
+    EXPECT_EQ(s.chunks[0].num_tokens, 16);
+    EXPECT_EQ(d.scheduler().Find(2)->status, SequenceStatus::kWaiting);
+  }
+}
+
+// A priority-0 prompt of 24 tokens is added `offset` after the scheduler
+// starts; then every second a fresh priority-2 prompt of 16 tokens (the whole
+// budget) arrives and a step runs. Returns how long the first waited for its
+// first chunk (nullopt: not within max_steps).
+std::optional<absl::Duration> WaitUnderAHighPriorityStream(absl::Duration aging,
+                                                           absl::Duration offset, int max_steps) {
+  FakeClock clock;
+  Driver d(AgingOptions(&clock, /*num_blocks=*/64, /*budget=*/16, aging));
+  clock.Advance(offset);
+  const absl::Time added = clock.Now();
+  d.Add(1, Prompt(24, 100), /*priority=*/0, 25);
+  for (int step = 0; step < max_steps; ++step) {
+    d.Add(1000 + step, Prompt(16, 200 + step), /*priority=*/2, 16);  // done at its prompt's end
+    const SchedulerOutput s = d.Step();
+    EXPECT_FALSE(s.chunks.empty());
+    if (!s.chunks.empty() && s.chunks[0].seq_id == 1) {
+      EXPECT_EQ(d.scheduler().EffectivePriority(*d.scheduler().Find(1)), 3);
+      EXPECT_EQ(s.chunks[0].num_tokens, 16);
+      return clock.Now() - added;
+    }
+    clock.Advance(absl::Seconds(1));
+  }
+  return std::nullopt;
+}
+
+// The contract's bound: behind priority 2, a priority-0 sequence ranks ahead
+// of every one added (2 - 0 + 1) * aging_interval after it. Here it loses the
+// ties of the third epoch on cost (24 tokens against 16), so it gets its
+// first chunk at the third epoch boundary: the bound itself when added at an
+// epoch's start.
+TEST(SchedulerTest, AgingBoundsTheWaitBehindAStreamOfHigherPriority) {
+  for (absl::Duration offset : {absl::ZeroDuration(), absl::Seconds(3), absl::Seconds(9)}) {
+    SCOPED_TRACE(::testing::Message() << "added at " << offset);
+    const std::optional<absl::Duration> waited = WaitUnderAHighPriorityStream(kAging, offset, 100);
+    ASSERT_TRUE(waited.has_value()) << "starved";
+    EXPECT_LE(*waited, 3 * kAging);
+    EXPECT_EQ(*waited, 3 * kAging - offset);
+  }
+  // Without aging the stream starves it.
+  EXPECT_EQ(WaitUnderAHighPriorityStream(absl::ZeroDuration(), absl::ZeroDuration(), 100),
+            std::nullopt);
+}
+
+TEST(SchedulerTest, EffectivePriorityRisesOneClassAnInterval) {
+  FakeClock clock;
+  Scheduler s(AgingOptions(&clock, 16, 64));
+  clock.Advance(kAging / 2);
+  ASSERT_TRUE(s.Add(1, Prompt(3), 1).ok());  // in epoch 0
+  EXPECT_EQ(s.EffectivePriority(*s.Find(1)), 1);
+  clock.Advance(kAging / 2 - absl::Nanoseconds(1));
+  s.Schedule();
+  EXPECT_EQ(s.EffectivePriority(*s.Find(1)), 1);
+  clock.Advance(absl::Nanoseconds(1));  // the first epoch boundary
+  s.Schedule();
+  EXPECT_EQ(s.EffectivePriority(*s.Find(1)), 2);
+  clock.Advance(10 * kAging);
+  s.Schedule();
+  EXPECT_EQ(s.EffectivePriority(*s.Find(1)), 12);
+  ASSERT_INVARIANTS(s);
 }
 
 TEST(SchedulerTest, MaxNumSeqsLimitsRunning) {
@@ -224,6 +451,27 @@ TEST(SchedulerTest, OutOfBlocksPreemptsLowestPriorityLatestArrivalByRecompute) {
   for (int64_t id = 1; id <= 3; ++id) {
     EXPECT_EQ(d.finished().at(id), RunAlone(Prompt(7, 10 * id), 12)) << "seq " << id;
   }
+}
+
+// Under KV pressure the victim is the lowest effective priority: 1, of
+// class 0, has aged three classes before 2 and 3 arrive, so 3 (class 1) goes.
+TEST(SchedulerTest, OutOfBlocksPreemptsTheLowestEffectivePriority) {
+  FakeClock clock;
+  Driver d(AgingOptions(&clock, /*num_blocks=*/6, /*budget=*/64));
+  d.Add(1, Prompt(7, 10), 0, 12);
+  clock.Advance(3 * kAging);
+  d.Add(2, Prompt(7, 20), 2, 12);
+  d.Add(3, Prompt(7, 30), 1, 12);
+  d.Step();
+  d.Step();
+  SchedulerOutput s = d.Step();  // each needs a third block
+  EXPECT_EQ(s.preempted, std::vector<int64_t>{3});
+  EXPECT_EQ(d.scheduler().EffectivePriority(*d.scheduler().Find(1)), 3);
+  EXPECT_EQ(d.scheduler().EffectivePriority(*d.scheduler().Find(2)), 2);
+  EXPECT_EQ(d.scheduler().EffectivePriority(*d.scheduler().Find(3)), 1);
+  for (int i = 0; i < 40 && d.finished().size() < 3; ++i) d.Step();
+  ASSERT_EQ(d.finished().size(), 3u);
+  EXPECT_EQ(d.finished().at(3), RunAlone(Prompt(7, 30), 12));
 }
 
 TEST(SchedulerTest, ASequenceThatIsItselfTheLowestWaits) {
@@ -286,7 +534,7 @@ TEST(SchedulerTest, AddRejectsBadPrompts) {
 TEST(SchedulerTest, RemoveFreesBlocksWhereverTheSequenceIs) {
   Driver d(Options(8, /*budget=*/4, /*max_seqs=*/1));
   d.Add(1, Prompt(9), 0, 20);
-  d.Add(2, Prompt(3), 0, 20);
+  d.Add(2, Prompt(12, 50), 0, 20);  // after 1 in prefill order: waits for the slot
   d.Step();
   EXPECT_EQ(d.scheduler().block_manager().num_used_blocks(), 3);
   d.scheduler().Remove(2);  // waiting
@@ -308,9 +556,12 @@ std::vector<int32_t> RandomPrompt(std::mt19937_64& rng) {
 }
 
 // Random arrivals, priorities, prompt lengths with shared stems, removals,
-// and tiny pools: every sequence that finishes must equal its solo run.
+// tiny pools and aging on a fake clock (off, or intervals of 1 to 5 s with
+// 0 to 2 s a step): every sequence that finishes must equal its solo run, and
+// every plan follows the documented order (Driver::CheckOrder).
 TEST(SchedulerTest, RandomOperationSequences) {
   int64_t preemptions = 0;
+  int64_t aged = 0;  // checks of a sequence whose effective priority had risen
   for (uint64_t seed = 0; seed < 30; ++seed) {
     SCOPED_TRACE(::testing::Message() << "seed " << seed);
     std::mt19937_64 rng(seed);
@@ -318,7 +569,21 @@ TEST(SchedulerTest, RandomOperationSequences) {
       return std::uniform_int_distribution<int32_t>(lo, hi)(rng);
     };
     const int32_t num_blocks = uniform(6, 24);
-    Driver d(Options(num_blocks, uniform(1, 16), uniform(1, 6), seed % 3 != 0));
+    FakeClock clock;
+    SchedulerOptions options = Options(num_blocks, uniform(1, 16), uniform(1, 6), seed % 3 != 0);
+    options.aging_interval = absl::Seconds(seed % 4 == 0 ? 0 : uniform(1, 5));
+    options.clock = &clock;
+    Driver d(options);
+    // The aging epoch of a time, from the contract (the clock starts at the
+    // scheduler's construction).
+    const absl::Time origin = clock.Now();
+    auto epoch = [&](absl::Time t) {
+      absl::Duration unused;
+      return options.aging_interval == absl::ZeroDuration()
+                 ? 0
+                 : absl::IDivDuration(t - origin, options.aging_interval, &unused);
+    };
+    std::map<int64_t, std::pair<int32_t, absl::Time>> added;                // priority, time of Add
     std::map<int64_t, std::pair<std::vector<int32_t>, int32_t>> submitted;  // prompt, target
     std::vector<int64_t> live;
     std::set<int64_t> removed;
@@ -327,7 +592,8 @@ TEST(SchedulerTest, RandomOperationSequences) {
         std::vector<int32_t> prompt = RandomPrompt(rng);
         const int32_t target = std::min<int32_t>(num_blocks * kBs, prompt.size() + uniform(1, 12));
         submitted[step] = {prompt, target};
-        d.Add(step, prompt, uniform(0, 2), target);
+        added[step] = {uniform(0, 2), clock.Now()};
+        d.Add(step, prompt, added[step].first, target);
       }
       live.clear();
       for (const auto& [id, unused] : submitted) {
@@ -341,6 +607,15 @@ TEST(SchedulerTest, RandomOperationSequences) {
       }
       d.Step();
       if (HasFailure()) return;
+      for (int64_t id : live) {
+        const Sequence* seq = d.scheduler().Find(id);
+        if (seq == nullptr) continue;
+        const auto& [priority, time] = added.at(id);
+        const int64_t expected = priority + epoch(clock.Now()) - epoch(time);
+        ASSERT_EQ(d.scheduler().EffectivePriority(*seq), expected) << id;
+        aged += expected != priority;
+      }
+      clock.Advance(absl::Seconds(uniform(0, 2)));
     }
     EXPECT_EQ(d.scheduler().num_running() + d.scheduler().num_waiting(), 0);
     for (const auto& [id, tokens] : d.finished()) {
@@ -351,6 +626,7 @@ TEST(SchedulerTest, RandomOperationSequences) {
     preemptions += d.scheduler().num_preemptions();
   }
   EXPECT_GT(preemptions, 0) << "the random runs never exercised preemption";
+  EXPECT_GT(aged, 0) << "the random runs never exercised aging";
 }
 
 }  // namespace

@@ -1,10 +1,16 @@
 // Tests of the worker's config handling: the defaults written in
 // config.proto, one refusal per out-of-range field (naming it), the engine
-// options derived from the config, and the served model name.
+// options derived from the config (scheduler.aging_interval from YAML too),
+// and the served model name.
 #include "services/worker/worker_config.h"
+
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "services/common/config.h"
 #include "services/common/proto_time.h"
 
 namespace onecard::services {
@@ -32,6 +38,7 @@ TEST(WorkerConfigTest, DefaultsFromTheProto) {
   EXPECT_TRUE(c.kv_cache().enable_prefix_caching());
   EXPECT_EQ(c.scheduler().max_num_seqs(), 64);
   EXPECT_EQ(c.scheduler().max_batched_tokens(), 512);
+  EXPECT_EQ(FromProtoDuration(c.scheduler().aging_interval()), absl::Seconds(10));
   EXPECT_EQ(FromProtoDuration(c.admission().retry_after()), absl::Milliseconds(100));
   EXPECT_EQ(FromProtoDuration(c.grace_period()), absl::Seconds(30));
   EXPECT_EQ(FromProtoDuration(c.load_report_interval()), absl::Milliseconds(250));
@@ -92,6 +99,12 @@ INSTANTIATE_TEST_SUITE_P(
                 "scheduler.max_num_seqs"},
         BadCase{[](auto* c) { c->mutable_scheduler()->set_max_context(-1); },
                 "scheduler.max_context"},
+        BadCase{[](auto* c) { c->mutable_scheduler()->mutable_aging_interval()->set_seconds(-1); },
+                "scheduler.aging_interval"},
+        BadCase{[](auto* c) {
+                  c->mutable_scheduler()->mutable_aging_interval()->set_seconds(25 * 3600);
+                },
+                "scheduler.aging_interval"},
         BadCase{[](auto* c) { c->mutable_admission()->set_max_waiting(-1); },
                 "admission.max_waiting"},
         BadCase{[](auto* c) { c->mutable_admission()->set_kv_watermark(1.5); },
@@ -174,6 +187,7 @@ TEST(WorkerConfigTest, EngineOptions) {
   EXPECT_EQ(o.max_num_seqs, 64);
   EXPECT_EQ(o.max_batched_tokens, 512);
   EXPECT_EQ(o.max_context, 1024);
+  EXPECT_EQ(o.aging_interval, absl::Seconds(10));
   EXPECT_EQ(o.max_waiting, 9);
   EXPECT_EQ(o.gpu_memory_budget, 0);  // the card's free memory
   EXPECT_TRUE(o.tune_gemms);
@@ -194,6 +208,24 @@ TEST(WorkerConfigTest, EngineOptions) {
   EXPECT_EQ(cuda.gpu_memory_budget, 24ll << 30);
   EXPECT_FALSE(cuda.tune_gemms);
   EXPECT_EQ(cuda.tuning_cache, "/var/cache/onecard/h200.json");
+}
+
+// scheduler.aging_interval from a YAML file: a duration, and 0s (present,
+// unlike an absent field) switches aging off rather than taking the default.
+TEST(WorkerConfigTest, AgingIntervalFromYaml) {
+  const std::vector<std::pair<std::string, absl::Duration>> cases = {
+      {"model_path: m.gguf\nscheduler: {aging_interval: 2.5s}\n", absl::Milliseconds(2500)},
+      {"model_path: m.gguf\nscheduler: {aging_interval: 0s}\n", absl::ZeroDuration()},
+      {"model_path: m.gguf\nscheduler: {max_num_seqs: 8}\n", absl::Seconds(10)},
+  };
+  for (const auto& [yaml, want] : cases) {
+    SCOPED_TRACE(yaml);
+    v1::WorkerConfig c;
+    ASSERT_TRUE(ParseConfigText(yaml, "worker.yaml", &c).ok());
+    ApplyWorkerDefaults(&c);
+    ASSERT_TRUE(ValidateWorkerConfig(c).ok()) << ValidateWorkerConfig(c);
+    EXPECT_EQ(EngineOptionsFromConfig(c).aging_interval, want);
+  }
 }
 
 TEST(WorkerConfigTest, ServedModelName) {

@@ -198,6 +198,13 @@ TEST(WorkerMainTest, ValuesThatWouldExhaustTheHostExitTwoNamingTheField) {
   for (const auto& [args, field] : cases) ExpectRefusedAtStart(args, field);
 }
 
+TEST(WorkerMainTest, BadAgingIntervalExitsTwoNamingTheFlagOrField) {
+  ExpectRefusedAtStart({"--model=m.gguf", "--aging-interval=soon"},
+                       "--aging-interval: expected a duration such as 30s");
+  ExpectRefusedAtStart({"--model=m.gguf", "--aging-interval=48h"},
+                       "worker config: scheduler.aging_interval: 48h is outside [0, 24h]");
+}
+
 TEST(WorkerMainTest, BadCpuWeightsExitsTwoNamingTheField) {
   ExpectRefusedAtStart({"--model=m.gguf", "--cpu-weights=q4"},
                        "worker config: cpu_weights: unknown cpu weight format \"q4\"");
