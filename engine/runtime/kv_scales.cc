@@ -183,6 +183,39 @@ void KvScales::SetLayerFromAmax(int64_t layer, std::span<const float> amax) {
   }
 }
 
+double KvFp8KError(std::span<const float> k, int64_t tokens, int64_t num_kv_heads, int64_t head_dim,
+                   const float* k_scales) {
+  const int64_t width = num_kv_heads * head_dim;
+  if (tokens <= 0 || static_cast<int64_t>(k.size()) < tokens * width) return 0.0;
+  std::vector<double> mean(width, 0.0);
+  for (int64_t t = 0; t < tokens; ++t) {
+    for (int64_t c = 0; c < width; ++c) mean[c] += k[t * width + c];
+  }
+  for (double& m : mean) m /= static_cast<double>(tokens);
+  double error = 0.0, variation = 0.0;
+  for (int64_t t = 0; t < tokens; ++t) {
+    for (int64_t c = 0; c < width; ++c) {
+      const float x = k[t * width + c];
+      const double e = x - RoundThroughE4m3(x, k_scales[c / head_dim]);
+      error += e * e;
+      variation += (x - mean[c]) * (x - mean[c]);
+    }
+  }
+  return variation > 0.0 ? error / variation : 0.0;
+}
+
+void KvScales::SetLayerKError(int64_t layer, std::span<const float> k_values, int64_t tokens,
+                              int64_t head_dim) {
+  if (bf16_layers.empty()) bf16_layers.assign(num_layers, 0);
+  if (k_error.empty()) k_error.assign(num_layers, 0.0);
+  k_error[layer] = KvFp8KError(k_values, tokens, num_kv_heads, head_dim, Layer(layer).k);
+  bf16_layers[layer] = k_error[layer] > kKvFp8MaxKError ? 1 : 0;
+}
+
+int64_t KvScales::NumBf16Layers() const {
+  return std::count(bf16_layers.begin(), bf16_layers.end(), uint8_t{1});
+}
+
 KvCalibrationBatch::KvCalibrationBatch(const std::vector<std::vector<int32_t>>& prompts,
                                        const KvLayout& layout, const KvCalibrationLimits& limits) {
   tables_.reserve(prompts.size());  // the chunks' spans point into them
@@ -212,9 +245,25 @@ std::string KvScales::Describe() const {
   if (k.empty() || v.empty()) return absl::StrCat("KV cache FP8 scales: none (", source, ")");
   const auto [k_min, k_max] = std::minmax_element(k.begin(), k.end());
   const auto [v_min, v_max] = std::minmax_element(v.begin(), v.end());
-  return absl::StrFormat(
+  std::string out = absl::StrFormat(
       "KV cache FP8 scales (%s), %d layers x %d kv heads: K %.4g..%.4g, V %.4g..%.4g", source,
       num_layers, num_kv_heads, *k_min, *k_max, *v_min, *v_max);
+  if (!k_error.empty()) {
+    absl::StrAppendFormat(&out, "; K's FP8 error %.2g..%.2g",
+                          *std::min_element(k_error.begin(), k_error.end()),
+                          *std::max_element(k_error.begin(), k_error.end()));
+  }
+  std::vector<std::string> kept;
+  for (int64_t l = 0; l < num_layers; ++l) {
+    if (!LayerBf16(l)) continue;
+    kept.push_back(k_error.empty() ? absl::StrCat(l)
+                                   : absl::StrFormat("%d (K error %.2g)", l, k_error[l]));
+  }
+  if (!kept.empty()) {
+    absl::StrAppend(&out, "; layers kept in BF16 (K's FP8 error over ", kKvFp8MaxKError,
+                    "): ", absl::StrJoin(kept, ", "));
+  }
+  return out;
 }
 
 absl::StatusOr<std::optional<KvScales>> ReadCheckpointKvScales(const Checkpoint& checkpoint) {

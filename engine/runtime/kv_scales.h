@@ -9,6 +9,13 @@
 //     bias and RoPE) and |V| a kv head, and sets that layer's scales from it
 //     (KvScaleFromAmax) before it writes the layer's K/V, so the calibration
 //     pass is itself an FP8-KV forward pass with the final scales.
+// Calibration also measures, a layer, how much FP8 rounding costs K
+// (KvFp8KError): a layer over kKvFp8MaxKError keeps its K and V in BF16
+// (KvScales::bf16_layers). Measured on Qwen2.5-Coder-1.5B (bench/results,
+// fp8.md): its layer 0's K (k_proj bias, post-RoPE channels near +-300 that
+// barely vary over tokens) was the whole of an FP8 cache's +12.8 % perplexity.
+// Scales given by a checkpoint or a caller bring their own bf16_layers
+// (none for a checkpoint's).
 // Both runners (cpu, cuda) use them the same way; the source and the scales'
 // range are printed with the memory plan.
 // Tested by tests/engine/runtime/kv_scales_test.cc.
@@ -43,6 +50,24 @@ inline constexpr int32_t kKvCalibrationTokens = 1024;
 // is 0 (a head that only held zeros) or not finite.
 float KvScaleFromAmax(float amax);
 
+// A layer whose KvFp8KError exceeds this keeps its KV cache in BF16: FP8's
+// rounding of K is then over 5 % of K's variation across tokens, where an
+// unbiased channel costs ~0.13 % (E4M3's relative rounding error, RMS ~3.6 %).
+// Calibrated (bench/results/fp8.md): SmolLM2's layers measure 0.0014-0.0027;
+// Qwen2.5-Coder-1.5B's 0.0012 to 0.018, and 2.2 for its layer 0, the one
+// whose BF16 K brings an FP8 cache from +12.8 % to +0.22 % perplexity
+// (layers 0 and 1 together: +0.32 %, no better).
+inline constexpr float kKvFp8MaxKError = 0.05f;
+
+// The FP8 rounding error of K relative to its variation over tokens:
+// sum (k - RoundThroughE4m3(k, scale of its head))^2 / sum (k - mean of its
+// channel over the tokens)^2, over k [tokens][num_kv_heads * head_dim]
+// (fp32, after bias and RoPE) and k_scales [num_kv_heads]. Large where a
+// channel sits far from zero and barely moves (a bias), so FP8's relative
+// step swamps what distinguishes one key from another. 0 for no variation.
+double KvFp8KError(std::span<const float> k, int64_t tokens, int64_t num_kv_heads, int64_t head_dim,
+                   const float* k_scales);
+
 struct KvScales {
   int64_t num_layers = 0;
   int64_t num_kv_heads = 0;
@@ -50,6 +75,11 @@ struct KvScales {
   std::vector<float> v;
   // "checkpoint" or "calibrated on N tokens".
   std::string source;
+  // Per layer, 1 where the layer keeps its KV cache in BF16 (calibration:
+  // KvFp8KError over kKvFp8MaxKError); empty: every layer FP8.
+  std::vector<uint8_t> bf16_layers;
+  // Per layer, calibration's KvFp8KError (empty otherwise), for Describe.
+  std::vector<double> k_error;
 
   // Every scale 1: what a calibration pass starts from.
   static KvScales Ones(int64_t num_layers, int64_t num_kv_heads, std::string source);
@@ -60,7 +90,13 @@ struct KvScales {
   // Sets layer `layer`'s scales from its maxima: amax[h] of K head h, then
   // amax[num_kv_heads + h] of V head h (KvScaleFromAmax).
   void SetLayerFromAmax(int64_t layer, std::span<const float> amax);
-  // One line for the plan printout: source, and the K and V scales' range.
+  // Records layer `layer`'s K error (KvFp8KError of the calibration's K
+  // with the layer's scales) and marks the layer BF16 over kKvFp8MaxKError.
+  void SetLayerKError(int64_t layer, std::span<const float> k, int64_t tokens, int64_t head_dim);
+  bool LayerBf16(int64_t layer) const { return !bf16_layers.empty() && bf16_layers[layer] != 0; }
+  int64_t NumBf16Layers() const;
+  // One line for the plan printout: source, the K and V scales' range, and
+  // the layers kept in BF16 (with their K errors).
   std::string Describe() const;
 };
 

@@ -13,6 +13,11 @@
 // - the CUDA runner calibrating its own scales: each within 10% of the CPU
 //   runner's (a layer's largest |K| and |V| over the same ~1,000 tokens,
 //   with BF16 against fp32 activations), source "calibrated on N tokens".
+// - a layer kept in BF16 (KvScales::bf16_layers, as calibration marks a
+//   layer whose K FP8 would round too coarsely): tiny_llama with layer 0
+//   kept, both runners given the same scales, matches the CPU runner, and
+//   its pools hold the blocks the mixed bytes allow; every layer kept gives
+//   the BF16 cache's logits bit for bit.
 // - the memory plan of a budget holds twice the tokens with fp8, and a model
 //   whose head_dim is not a multiple of 16 (tiny_qwen2, 24) is refused at
 //   creation naming kv_cache_dtype.
@@ -112,6 +117,61 @@ TEST(CudaModelRunnerFp8KvTest, CalibratedScalesMatchTheCpuRunners) {
       EXPECT_NEAR(got->v[i], want->v[i], 0.1 * want->v[i]) << "v scale " << i;
     }
   }
+}
+
+TEST(CudaModelRunnerFp8KvTest, LayersKeptInBf16MatchTheCpuAndShrinkThePool) {
+  const std::string path = SourcePath("tests/golden/tiny_llama");
+  absl::StatusOr<Fp8KvPair> p = OpenFp8Kv(path);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_NE(p->cpu->kv_scales(), nullptr);
+  KvScales scales = *p->cpu->kv_scales();
+  const int64_t layers = scales.num_layers;
+  ASSERT_GE(layers, 2);
+  scales.bf16_layers.assign(layers, 0);
+  scales.bf16_layers[0] = 1;
+  auto cpu = CreateCpuModelRunner(*p->ckpt, {.kv_cache_dtype = KvCacheDtype::kFp8E4m3,
+                                             .kv_scales = scales,
+                                             .weight_format = CpuWeightFormat::kF32});
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  CudaRunnerOptions o = TestOptions();
+  o.max_context = 256;
+  o.kv_cache_dtype = KvCacheDtype::kFp8E4m3;
+  o.kv_scales = *p->cpu->kv_scales();
+  auto all_fp8 = CreateCudaModelRunner(*p->ckpt, o);
+  o.kv_scales = scales;
+  auto mixed = CreateCudaModelRunner(*p->ckpt, o);
+  ASSERT_TRUE(all_fp8.ok() && mixed.ok()) << all_fp8.status() << mixed.status();
+  ASSERT_NE((*mixed)->kv_scales(), nullptr);
+  EXPECT_TRUE((*mixed)->kv_scales()->LayerBf16(0));
+  // Bytes a block: 2 (K, V) x elements x (1 a layer in FP8, 2 in BF16).
+  const int64_t fp8_blocks = (*all_fp8)->kv_layout().num_blocks;
+  const int64_t mixed_blocks = (*mixed)->kv_layout().num_blocks;
+  const double want = static_cast<double>(fp8_blocks) * layers / (layers + 1);
+  std::printf("tiny_llama: %lld KV blocks all fp8, %lld with layer 0 in bf16 (%.1f expected)\n",
+              static_cast<long long>(fp8_blocks), static_cast<long long>(mixed_blocks), want);
+  EXPECT_NEAR(static_cast<double>(mixed_blocks), want, 2.0);
+  EXPECT_EQ((*mixed)->memory_plan().num_kv_blocks, mixed_blocks);
+  CompareRunners(**cpu, **mixed, p->ckpt->config, path, "tiny_llama fp8 kv, layer 0 bf16",
+                 kFp8KvNmseScale);
+  DecodeStepsMatch(**cpu, **mixed, p->ckpt->config, "tiny_llama fp8 kv, layer 0 bf16",
+                   kFp8KvNmseScale);
+
+  // Every layer kept in BF16: the BF16 cache's arithmetic, so its logits.
+  scales.bf16_layers.assign(layers, 1);
+  o.kv_scales = scales;
+  auto all_bf16 = CreateCudaModelRunner(*p->ckpt, o);
+  CudaRunnerOptions b = TestOptions();
+  b.max_context = 256;
+  auto bf16 = CreateCudaModelRunner(*p->ckpt, b);
+  ASSERT_TRUE(all_bf16.ok() && bf16.ok()) << all_bf16.status() << bf16.status();
+  const std::vector<int32_t> tokens = {5, 17, 42, 7, 99, 3}, table = {0};
+  ASSERT_LT(99, p->ckpt->config.vocab_size);
+  const BatchInput batch = {.chunks = {{.token_ids = tokens, .start_pos = 0, .block_table = table}},
+                            .all_logits = true};
+  std::vector<float> got, want_logits;
+  ASSERT_TRUE((*all_bf16)->Forward(batch, &got).ok());
+  ASSERT_TRUE((*bf16)->Forward(batch, &want_logits).ok());
+  EXPECT_EQ(got, want_logits);
 }
 
 TEST(CudaModelRunnerFp8KvTest, PlanHoldsTwiceTheTokensAndOddHeadDimIsRefused) {

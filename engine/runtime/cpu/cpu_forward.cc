@@ -10,6 +10,7 @@
 #include <mutex>
 #include <new>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "engine/common/fp8.h"
@@ -177,7 +178,17 @@ absl::Status CpuForward::AttentionBlock(int64_t layer, const FlatBatch& flat) {
 
 absl::Status CpuForward::RoundKv(int64_t layer, float* k, int32_t n) {
   if (kv_dtype_ == KvCacheDtype::kAuto) return absl::OkStatus();
-  if (kv_dtype_ == KvCacheDtype::kBf16) {
+  if (calibrating_) {
+    RETURN_IF_ERROR(SetScalesFromAmax(layer, k, n));
+    // The step's K, for the layer's FP8 error (the pass itself stays FP8,
+    // as the cuda runner's: a layer kept in BF16 is so from the next pass).
+    std::vector<float> keys(int64_t{n} * kv_dim_);
+    for (int32_t t = 0; t < n; ++t) {
+      std::copy_n(k + int64_t{t} * qkv_dim_, kv_dim_, keys.data() + int64_t{t} * kv_dim_);
+    }
+    kv_scales_.SetLayerKError(layer, keys, n, config_.head_dim);
+  }
+  if (kv_dtype_ == KvCacheDtype::kBf16 || (!calibrating_ && kv_scales_.LayerBf16(layer))) {
     return ForTokenRanges(n, [&](int32_t begin, int32_t end) {
       for (int32_t t = begin; t < end; ++t) {
         float* kv = k + int64_t{t} * qkv_dim_;  // the token's K heads, then its V heads
@@ -186,7 +197,6 @@ absl::Status CpuForward::RoundKv(int64_t layer, float* k, int32_t n) {
       return absl::OkStatus();
     });
   }
-  if (calibrating_) RETURN_IF_ERROR(SetScalesFromAmax(layer, k, n));
   const KvFp8Scales scales = kv_scales_.Layer(layer);
   const int64_t head_dim = config_.head_dim;
   return ForTokenRanges(n, [&](int32_t begin, int32_t end) {

@@ -13,12 +13,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 
 #include "absl/status/statusor.h"
 #include "engine/model/checkpoint.h"
 #include "engine/model/model_weights.h"
 #include "engine/runtime/cpu/cpu_weights.h"
 #include "engine/runtime/cpu/linear_inputs.h"
+#include "engine/runtime/kv_scales.h"
 #include "engine/runtime/model_runner.h"
 
 namespace onecard::engine {
@@ -37,6 +39,11 @@ struct CpuRunnerOptions {
   // prompts to the pool's blocks, taken in order from block 0; they are free
   // again afterwards) through the model as kv_scales.h describes.
   KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto;
+  // kFp8E4m3: these scales (and their bf16_layers) instead of the
+  // checkpoint's or calibration's, e.g. another runner's kv_scales();
+  // InvalidArgument naming the field when their layers or kv heads are not
+  // the model's.
+  std::optional<KvScales> kv_scales;
   // How CreateCpuModelRunner loads the checkpoint's weights (model_runner.h;
   // LoadCpuWeights). Weights given in memory are fp32 whatever it says.
   CpuWeightFormat weight_format = CpuWeightFormat::kNative;

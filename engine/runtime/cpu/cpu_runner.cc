@@ -45,7 +45,21 @@ class CpuModelRunner : public ModelRunner {
   int num_threads() const { return forward_.num_threads(); }
 
   // An fp8 cache's scales: the checkpoint's, else calibrated (cpu_model_runner.h).
-  absl::Status SetUpKvScales(const Checkpoint* checkpoint) {
+  absl::Status SetUpKvScales(const Checkpoint* checkpoint, const std::optional<KvScales>& given) {
+    if (given.has_value()) {
+      const int64_t n = config_.num_layers * config_.num_kv_heads;
+      if (given->num_layers != config_.num_layers || given->num_kv_heads != config_.num_kv_heads ||
+          static_cast<int64_t>(given->k.size()) != n ||
+          static_cast<int64_t>(given->v.size()) != n ||
+          (!given->bf16_layers.empty() &&
+           static_cast<int64_t>(given->bf16_layers.size()) != config_.num_layers)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "CpuRunnerOptions.kv_scales: ", given->num_layers, " layers x ", given->num_kv_heads,
+            " kv heads for a model of ", config_.num_layers, " x ", config_.num_kv_heads));
+      }
+      forward_.SetKvScales(*given);
+      return absl::OkStatus();
+    }
     if (checkpoint != nullptr) {
       ASSIGN_OR_RETURN(std::optional<KvScales> scales, ReadCheckpointKvScales(*checkpoint));
       if (scales.has_value()) {
@@ -142,7 +156,7 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> CreateCpuModelRunnerFromCpuWeights(
       layout.block_size, KvCacheDtypeName(options.kv_cache_dtype), runner->num_threads());
   if (options.kv_cache_dtype == KvCacheDtype::kFp8E4m3) {
     const auto start = std::chrono::steady_clock::now();
-    RETURN_IF_ERROR(runner->SetUpKvScales(checkpoint));
+    RETURN_IF_ERROR(runner->SetUpKvScales(checkpoint, options.kv_scales));
     const std::chrono::duration<double> seconds = std::chrono::steady_clock::now() - start;
     Log(LogLevel::kInfo, "cpu", "%s (%.2f s)", runner->kv_scales()->Describe(), seconds.count());
   }

@@ -307,7 +307,7 @@ absl::Status CudaRunnerImpl::EnqueueLogits(const StepShape& shape, const void* x
 }
 
 KvFp8Scales CudaRunnerImpl::LayerKvScales(int layer) const {
-  if (kv_k_scale_ == nullptr) return {};
+  if (kv_k_scale_ == nullptr || (!calibrating_ && kv_scales_.LayerBf16(layer))) return {};
   const int64_t at = int64_t{layer} * config_.num_kv_heads;
   return {kv_k_scale_ + at, kv_v_scale_ + at};
 }

@@ -190,23 +190,9 @@ absl::Status CudaRunnerImpl::Allocate() {
     ASSIGN_OR_RETURN(fp8_matmul_, Fp8Matmul::Create(buf_.cublas, w.cublas));
   }
 
-  kv_layout_ = KvLayout{.num_blocks = static_cast<int32_t>(plan_.num_kv_blocks),
-                        .block_size = plan_.kv_block_size,
-                        .num_kv_heads = static_cast<int32_t>(config_.num_kv_heads),
-                        .head_dim = static_cast<int32_t>(config_.head_dim)};
-  const int64_t element_bytes = kv_k_scale_ != nullptr ? 1 : 2;  // FP8 codes or BF16
-  for (int64_t l = 0; l < config_.num_layers; ++l) {
-    ASSIGN_OR_RETURN(void* k, kv_arena_->Take(kv_layout_.PoolElements() * element_bytes));
-    ASSIGN_OR_RETURN(void* v, kv_arena_->Take(kv_layout_.PoolElements() * element_bytes));
-    k_cache_.push_back(k);
-    v_cache_.push_back(v);
-  }
+  RETURN_IF_ERROR(TakeKvPools(plan_.num_kv_blocks));
   cudaStream_t stream = ctx_->stream();
-  // Finite KV everywhere (padded graph rows read block 0); zero sampling
-  // counters; a defined attention workspace.
-  if (plan_.kv_bytes() > 0) {
-    CUDA_RETURN_IF_ERROR(cudaMemsetAsync(k_cache_[0], 0, kv_arena_->used_bytes(), stream));
-  }
+  // Zero sampling counters; a defined attention workspace.
   CUDA_RETURN_IF_ERROR(cudaMemsetAsync(buf_.sample, 0, w.sample, stream));
   CUDA_RETURN_IF_ERROR(cudaMemsetAsync(buf_.attn_split, 0, w.attn_split, stream));
   if (buf_.int4_gemm != nullptr) {  // its arrival counters start at zero
@@ -221,6 +207,28 @@ absl::Status CudaRunnerImpl::Allocate() {
   ASSIGN_OR_RETURN(meta_host_, PinnedBuffer::Create(plan_.step_layout.size_bytes));
   ASSIGN_OR_RETURN(out_host_, PinnedBuffer::Create(w.logits));
   CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+  return absl::OkStatus();
+}
+
+absl::Status CudaRunnerImpl::TakeKvPools(int64_t num_blocks) {
+  kv_layout_ = KvLayout{.num_blocks = static_cast<int32_t>(num_blocks),
+                        .block_size = plan_.kv_block_size,
+                        .num_kv_heads = static_cast<int32_t>(config_.num_kv_heads),
+                        .head_dim = static_cast<int32_t>(config_.head_dim)};
+  plan_.num_kv_blocks = num_blocks;
+  kv_arena_->Reset();
+  k_cache_.clear();
+  v_cache_.clear();
+  for (int64_t l = 0; l < config_.num_layers; ++l) {
+    const int64_t element_bytes = LayerKvFp8(l) ? 1 : 2;  // FP8 codes or BF16
+    ASSIGN_OR_RETURN(void* k, kv_arena_->Take(kv_layout_.PoolElements() * element_bytes));
+    ASSIGN_OR_RETURN(void* v, kv_arena_->Take(kv_layout_.PoolElements() * element_bytes));
+    k_cache_.push_back(k);
+    v_cache_.push_back(v);
+  }
+  if (kv_arena_->used_bytes() > 0) {
+    CUDA_RETURN_IF_ERROR(cudaMemsetAsync(k_cache_[0], 0, kv_arena_->used_bytes(), ctx_->stream()));
+  }
   return absl::OkStatus();
 }
 

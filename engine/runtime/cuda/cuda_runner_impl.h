@@ -136,8 +136,18 @@ class CudaRunnerImpl : public CudaModelRunner {
   // previous layer's down), then those of its own down.
   absl::Status EnqueueLayer(int layer, const StepShape& shape, int32_t* partials);
   absl::Status EnqueueLogits(const StepShape& shape, const void* x, int32_t num_rows);
-  // The FP8 KV scales of `layer` (device; both null for a BF16 cache).
+  // The FP8 KV scales of `layer` (device; both null for a BF16 cache and,
+  // past calibration, for a layer kv_scales_ keeps in BF16).
   KvFp8Scales LayerKvScales(int layer) const;
+  // Takes the KV pools of num_blocks blocks from kv_arena_ (from its start,
+  // a layer's K and V of 1 byte an element where it is FP8, 2 where BF16),
+  // sets kv_layout_ and plan_.num_kv_blocks, and zeroes them (finite KV
+  // everywhere: padded graph rows read block 0).
+  absl::Status TakeKvPools(int64_t num_blocks);
+  // Whether layer `layer`'s pools hold FP8 codes.
+  bool LayerKvFp8(int64_t layer) const {
+    return kv_k_scale_ != nullptr && !kv_scales_.LayerBf16(layer);
+  }
   // kv_calibration.cc, while calibrating_: after the layer's RopeKvWrite,
   // sets its scales from the step's K / V maxima (KvScaleFromAmax) and
   // rewrites the step's K / V into the pools with them.

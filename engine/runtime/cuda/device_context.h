@@ -55,6 +55,9 @@ class DeviceArena {
   // The next `bytes` (256-byte aligned); Internal error past the end.
   absl::StatusOr<void*> Take(int64_t bytes);
   int64_t used_bytes() const { return used_; }
+  // Everything taken is given back (the memory stays allocated; pointers
+  // taken before are not to be used after).
+  void Reset() { used_ = 0; }
   int64_t size_bytes() const { return size_; }
 
  private:

@@ -5,9 +5,15 @@
 // takes the step's K / V maxima a kv head, the host turns them into the
 // layer's scales (KvScaleFromAmax, as the cpu backend does) and uploads
 // them, and KvCacheWrite rewrites the step's K / V into the pools with them,
-// so the layer's attention and every later layer see the final scales.
+// so the layer's attention and every later layer see the final scales. The
+// step's K also comes to the host for the layer's FP8 error
+// (KvScales::SetLayerKError); when some layer is to stay in BF16, the pools
+// are taken again after the pass, those layers' at 2 bytes an element, in
+// as many blocks as the KV arena then holds (the pass itself ran every
+// layer in FP8, as the cpu backend's does).
 // Tested by tests/gpu/cuda_model_runner_fp8_kv_test.cc.
 #include <cstdio>
+#include <cstring>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -33,6 +39,11 @@ absl::Status CudaRunnerImpl::PrepareKvScales() {
           absl::StrCat("CudaRunnerOptions.kv_scales: ", s.num_layers, " layers x ", s.num_kv_heads,
                        " kv heads (", s.k.size(), " K and ", s.v.size(),
                        " V scales) for a model of ", layers, " layers x ", heads, " kv heads"));
+    }
+    if (!s.bf16_layers.empty() && static_cast<int64_t>(s.bf16_layers.size()) != layers) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("CudaRunnerOptions.kv_scales: bf16_layers holds ", s.bf16_layers.size(),
+                       " layers for a model of ", layers));
     }
     kv_scales_ = s;
   } else {
@@ -67,6 +78,30 @@ absl::Status CudaRunnerImpl::PrepareKvScales() {
       cudaMemcpyAsync(kv_v_scale_, kv_scales_.v.data(), bytes, cudaMemcpyHostToDevice, stream));
   CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
   if (options_.print_plan) std::fprintf(stderr, "KV scales: %s\n", kv_scales_.Describe().c_str());
+  if (kv_scales_.NumBf16Layers() == 0) return absl::OkStatus();
+  // Layers kept in BF16 take twice the bytes: fewer blocks in the same arena.
+  const int64_t block_elements =
+      int64_t{plan_.kv_block_size} * config_.num_kv_heads * config_.head_dim;
+  int64_t block_bytes = 0;
+  for (int64_t l = 0; l < layers; ++l) block_bytes += 2 * block_elements * (LayerKvFp8(l) ? 1 : 2);
+  const int64_t blocks = (kv_arena_->size_bytes() - plan_.kv_pool_padding) / block_bytes;
+  if (blocks < 1) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("kv_cache_dtype: with ", kv_scales_.NumBf16Layers(),
+                     " layers kept in BF16 the KV cache of ", kv_arena_->size_bytes(),
+                     " bytes holds no block; give a larger budget"));
+  }
+  plan_.kv_block_bytes = block_bytes;
+  plan_.kv_bytes_per_token = block_bytes / plan_.kv_block_size;
+  RETURN_IF_ERROR(TakeKvPools(blocks));
+  CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+  if (options_.print_plan) {
+    std::fprintf(stderr, "KV cache: %lld layers in BF16, %lld in FP8: %lld blocks = %lld tokens\n",
+                 static_cast<long long>(kv_scales_.NumBf16Layers()),
+                 static_cast<long long>(layers - kv_scales_.NumBf16Layers()),
+                 static_cast<long long>(blocks),
+                 static_cast<long long>(blocks * plan_.kv_block_size));
+  }
   return absl::OkStatus();
 }
 
@@ -89,6 +124,22 @@ absl::Status CudaRunnerImpl::CalibrateLayer(int layer, const StepShape& shape) {
                                        cudaMemcpyDeviceToHost, stream));
   CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
   kv_scales_.SetLayerFromAmax(layer, amax);
+  const int64_t q_width = config_.num_heads * config_.head_dim;
+  const int64_t kv_width = heads * config_.head_dim;
+  const int64_t row = q_width + 2 * kv_width;
+  const char* qkv = static_cast<const char*>(buf_.qkv);
+  // The step's K (BF16, after bias and RoPE) for the layer's FP8 error.
+  std::vector<uint16_t> k_bf16(shape.tokens * kv_width);
+  CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(k_bf16.data(), kv_width * 2, qkv + q_width * 2, row * 2,
+                                         kv_width * 2, shape.tokens, cudaMemcpyDeviceToHost,
+                                         stream));
+  CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+  std::vector<float> keys(k_bf16.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const uint32_t bits = uint32_t{k_bf16[i]} << 16;
+    std::memcpy(&keys[i], &bits, sizeof(float));
+  }
+  kv_scales_.SetLayerKError(layer, keys, shape.tokens, config_.head_dim);
   const int64_t at = int64_t{layer} * heads;
   const KvFp8Scales scales = LayerKvScales(layer);
   const int64_t bytes = heads * static_cast<int64_t>(sizeof(float));
@@ -96,10 +147,6 @@ absl::Status CudaRunnerImpl::CalibrateLayer(int layer, const StepShape& shape) {
                                        bytes, cudaMemcpyHostToDevice, stream));
   CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(const_cast<float*>(scales.v), kv_scales_.v.data() + at,
                                        bytes, cudaMemcpyHostToDevice, stream));
-  const int64_t q_width = config_.num_heads * config_.head_dim;
-  const int64_t kv_width = heads * config_.head_dim;
-  const int64_t row = q_width + 2 * kv_width;
-  const char* qkv = static_cast<const char*>(buf_.qkv);
   return KvCacheWrite({.dtype = DType::kBF16,
                        .k = qkv + q_width * 2,
                        .v = qkv + (q_width + kv_width) * 2,

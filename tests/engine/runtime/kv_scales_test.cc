@@ -11,12 +11,16 @@
 //   within the cap.
 #include "engine/runtime/kv_scales.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <limits>
+#include <random>
+#include <vector>
 
 #include "engine/common/fp16.h"
+#include "engine/common/fp8.h"
 #include "engine/kernels/bf16.h"
 #include "engine/model/safetensors.h"
 #include "engine/model/safetensors_writer.h"
@@ -331,6 +335,59 @@ TEST(KvScalesTest, OnesThenALayerFromItsMaxima) {
   }
   EXPECT_EQ(s.k[3], 1.0f);  // 224 * 2 / 448
   EXPECT_EQ(s.v[3], 2.0f);
+}
+
+// KvFp8KError against the sums written out here: a zero-mean K costs about
+// E4M3's relative rounding (~0.13 % of its variation), a K whose channels
+// sit near +-300 and move by +-1 over tokens (Qwen2's layer 0 after its
+// k_proj bias) costs more than its variation. SetLayerKError marks only the
+// second layer BF16, and Describe names it.
+TEST(KvScalesTest, KErrorMarksABiasedLayerBf16) {
+  constexpr int64_t kTokens = 64, kHeads = 2, kHeadDim = 16, kWidth = kHeads * kHeadDim;
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> centered(kTokens * kWidth), biased(kTokens * kWidth);
+  for (int64_t i = 0; i < kTokens * kWidth; ++i) {
+    const int64_t c = i % kWidth;
+    centered[i] = 3.0f * normal(rng);
+    biased[i] = (c % 2 == 0 ? 300.0f : -250.0f) + normal(rng);
+  }
+  auto expected = [&](const std::vector<float>& k, const float* scales) {
+    std::vector<double> mean(kWidth, 0.0);
+    for (int64_t i = 0; i < kTokens * kWidth; ++i) mean[i % kWidth] += k[i] / kTokens;
+    double err = 0.0, var = 0.0;
+    for (int64_t i = 0; i < kTokens * kWidth; ++i) {
+      const int64_t c = i % kWidth;
+      const double e = k[i] - RoundThroughE4m3(k[i], scales[c / kHeadDim]);
+      err += e * e;
+      var += (k[i] - mean[c]) * (k[i] - mean[c]);
+    }
+    return err / var;
+  };
+  KvScales s = KvScales::Ones(2, kHeads, "test");
+  for (int64_t layer = 0; layer < 2; ++layer) {
+    const std::vector<float>& k = layer == 0 ? centered : biased;
+    std::vector<float> amax(2 * kHeads, 0.0f);
+    for (int64_t i = 0; i < kTokens * kWidth; ++i) {
+      float& a = amax[(i % kWidth) / kHeadDim];
+      a = std::max(a, std::abs(k[i]));
+    }
+    for (int64_t h = 0; h < kHeads; ++h) amax[kHeads + h] = 1.0f;
+    s.SetLayerFromAmax(layer, amax);
+    s.SetLayerKError(layer, k, kTokens, kHeadDim);
+    EXPECT_NEAR(s.k_error[layer], expected(k, s.Layer(layer).k), 1e-9 * (1 + s.k_error[layer]));
+  }
+  EXPECT_GT(s.k_error[0], 1e-4);
+  EXPECT_LT(s.k_error[0], 0.005);
+  EXPECT_GT(s.k_error[1], 0.1);
+  EXPECT_FALSE(s.LayerBf16(0));
+  EXPECT_TRUE(s.LayerBf16(1));
+  EXPECT_EQ(s.NumBf16Layers(), 1);
+  EXPECT_THAT(s.Describe(), HasSubstr("layers kept in BF16"));
+  EXPECT_THAT(s.Describe(), HasSubstr(": 1 (K error"));
+  // No variation: no error to weigh (0, kept FP8).
+  const std::vector<float> constant(kTokens * kWidth, 5.0f);
+  EXPECT_EQ(KvFp8KError(constant, kTokens, kHeads, kHeadDim, s.Layer(0).k), 0.0);
 }
 
 }  // namespace

@@ -7,7 +7,8 @@
 // on both sides, --cpu-weights f32 here, so the measured gap is far smaller:
 // the test prints it). On the same text, windows and weights, the FP8 KV
 // cache with calibrated scales within 0.5 % of the BF16 one (issue 18's bar,
-// met in this setting only: see the test).
+// met in this setting only: see the test); and on Qwen2.5-Coder-1.5B, whose
+// first layer calibration keeps in BF16, the same bar.
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -57,16 +58,18 @@ TEST(PerplexityGoldenTest, TokenizesTheTextAsHuggingFace) {
 }
 
 // onecard perplexity's summary on the cpu backend over the golden run's text
-// and windows, fp32 weights as HF runs them, the KV cache in kv_cache_dtype.
-nlohmann::json CpuPerplexity(const nlohmann::json& hf, const std::string& kv_cache_dtype) {
+// and windows, the KV cache in kv_cache_dtype; fp32 weights as HF runs them
+// unless cpu_weights says otherwise.
+nlohmann::json CpuPerplexity(const nlohmann::json& hf, const std::string& kv_cache_dtype,
+                             const char* model = kModel, const char* cpu_weights = "f32") {
   PerplexityCommandOptions o{
-      .model_path = SourcePath(kModel),
+      .model_path = SourcePath(model),
       .text_path = SourcePath(kText),
       .backend = "cpu",
       .windows = {.window = hf["window"].get<int32_t>(), .stride = hf["stride"].get<int32_t>()},
       .text_tokens = hf["text_tokens"].get<int64_t>(),
       .kv_cache_dtype = kv_cache_dtype,
-      .cpu_weights = "f32"};
+      .cpu_weights = cpu_weights};
   std::ostringstream out;
   const absl::Status s = RunPerplexity(o, out);
   EXPECT_TRUE(s.ok()) << s;
@@ -103,6 +106,27 @@ TEST(PerplexityGoldenTest, Fp8KvCacheWithinHalfAPercentOfBf16) {
   const double base = bf16["perplexity"].get<double>(), ours = fp8["perplexity"].get<double>();
   const double gap = (ours - base) / base;
   std::printf("perplexity: KV cache bf16 %.6f, fp8 %.6f, relative gap %+.3f %%\n", base, ours,
+              100 * gap);
+  EXPECT_LT(std::abs(gap), 0.005);
+}
+
+// Qwen2.5-Coder-1.5B, whose layer 0 K (k_proj bias, channels near +-300
+// after RoPE that barely vary) alone cost an all-FP8 cache +12.8 % on these
+// windows: calibration keeps that layer in BF16 (KvFp8KError), and the FP8
+// cache is within 0.5 % of the BF16 one. Native weights (the file's blocks,
+// as served), the first 1,024 tokens, windows of 512 moving by 256.
+TEST(PerplexityGoldenTest, Fp8KvCacheOnQwenKeepsItsOutlierLayerInBf16) {
+  constexpr char kQwen[] = "models/Qwen2.5-Coder-1.5B-Instruct.Q4_K_M.gguf";
+  if (!std::ifstream(SourcePath(kQwen)).good()) {
+    GTEST_SKIP() << kQwen << " is not here (scripts/fetch-model.sh qwen)";
+  }
+  const nlohmann::json run = {{"window", 512}, {"stride", 256}, {"text_tokens", 1024}};
+  const nlohmann::json bf16 = CpuPerplexity(run, "bf16", kQwen, "native");
+  const nlohmann::json fp8 = CpuPerplexity(run, "fp8", kQwen, "native");
+  ASSERT_TRUE(bf16.is_object() && fp8.is_object());
+  const double base = bf16["perplexity"].get<double>(), ours = fp8["perplexity"].get<double>();
+  const double gap = (ours - base) / base;
+  std::printf("Qwen perplexity: KV cache bf16 %.6f, fp8 %.6f, relative gap %+.3f %%\n", base, ours,
               100 * gap);
   EXPECT_LT(std::abs(gap), 0.005);
 }
