@@ -132,8 +132,17 @@ struct EngineStats {
 // What one engine step did, for metrics (see EngineOptions::on_step).
 struct StepInfo {
   absl::Duration duration;  // schedule + forward + sample + callbacks
-  int32_t num_seqs = 0;     // sequences in the batch
-  int32_t num_tokens = 0;   // tokens run (prefill chunks + decode tokens)
+  // The runner's call (Forward, or ForwardSample with device sampling): the
+  // model's time, the device's on cuda. duration - forward is the host's
+  // work of the step (admission, schedule, batch, sampling on the host,
+  // detokenization, stop checks, callbacks), during which the model idles.
+  absl::Duration forward;
+  // From the end of the previous step's runner call to the start of this
+  // one, when the previous step ran one and left requests (the engine busy):
+  // the model's idle gap between two steps. Zero otherwise.
+  absl::Duration gap;
+  int32_t num_seqs = 0;    // sequences in the batch
+  int32_t num_tokens = 0;  // tokens run (prefill chunks + decode tokens)
 };
 
 struct EngineOptions {

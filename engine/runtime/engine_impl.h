@@ -26,6 +26,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -115,6 +116,8 @@ class EngineImpl : public Engine {
   int64_t prompt_tokens_total_ = 0;
   int64_t generation_tokens_total_ = 0;
   int64_t steps_total_ = 0;
+  // When the last step's runner call ended; reset by a step that ran none.
+  std::optional<absl::Time> last_forward_end_;
 
   // Hand-over state shared with callers.
   mutable absl::Mutex mu_;

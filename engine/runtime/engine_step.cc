@@ -35,6 +35,7 @@ bool EngineImpl::RunStep() {
   progressed |= EndCancelledAndExpired();
   const SchedulerOutput plan = scheduler_.Schedule();
   if (plan.empty()) {
+    last_forward_end_.reset();  // the model's idle time is not a step's gap
     PublishStats(0);
     return progressed;
   }
@@ -42,8 +43,13 @@ bool EngineImpl::RunStep() {
   std::vector<float> logits;    // [rows, vocab]: host sampling
   std::vector<int32_t> tokens;  // [rows]: device sampling
   const bool on_device = CanSampleOnDevice(plan);
+  const absl::Time forward_start = clock_->Now();
   const absl::Status status =
       on_device ? RunForwardSample(plan, &tokens) : RunForward(plan, &logits);
+  const absl::Time forward_end = clock_->Now();
+  const absl::Duration gap =
+      last_forward_end_.has_value() ? forward_start - *last_forward_end_ : absl::ZeroDuration();
+  last_forward_end_ = forward_end;
   const int64_t generated_before = generation_tokens_total_;
   if (status.ok()) {
     scheduler_.OnStepComputed(plan);
@@ -56,9 +62,12 @@ bool EngineImpl::RunStep() {
     FailBatch(plan, status);
   }
   ++steps_total_;
+  if (requests_.empty()) last_forward_end_.reset();  // idle next: no gap to measure
   PublishStats(generation_tokens_total_ - generated_before);
   if (options_.on_step) {
     options_.on_step(StepInfo{.duration = clock_->Now() - step_start,
+                              .forward = forward_end - forward_start,
+                              .gap = gap,
                               .num_seqs = static_cast<int32_t>(plan.chunks.size()),
                               .num_tokens = plan.num_batched_tokens});
   }

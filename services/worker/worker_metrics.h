@@ -65,6 +65,8 @@ class WorkerMetrics {
   prometheus::Counter& prefix_cache_hit_tokens_;
   prometheus::Counter& prefix_cache_miss_tokens_;
   prometheus::Histogram& step_;
+  prometheus::Histogram& step_host_;  // duration - forward
+  prometheus::Histogram& model_gap_;  // StepInfo::gap, where there is one
 };
 
 }  // namespace onecard::services

@@ -359,6 +359,36 @@ TEST(EngineImplTest, OnStepReportsEveryBatchWithItsDuration) {
   EXPECT_EQ(steps[0].duration, absl::Milliseconds(20));
 }
 
+// The model's time (the runner's call, 20 ms on the fake clock) apart from
+// the host's (a stream callback taking 3 ms), and the model's idle gap
+// between consecutive steps: the callback after one step's call and before
+// the next one's. A step after idle has none.
+TEST(EngineImplTest, OnStepSplitsTheModelsTimeFromTheHostsAndTheGap) {
+  TestEngine* raw = nullptr;
+  std::vector<StepInfo> steps;
+  EngineOptions options;
+  options.on_step = [&](const StepInfo& step) { steps.push_back(step); };
+  auto t = MakeTestEngine(
+      {.on_forward = [&](const BatchInput&) { raw->clock.Advance(absl::Milliseconds(20)); }},
+      options);
+  raw = t.get();
+  for (int round = 0; round < 2; ++round) {
+    GenerationRequest r = Request({1, 2, 3}, 3);
+    r.stopping.ignore_eos = true;
+    r.on_output = [&](const StreamOutput&) { raw->clock.Advance(absl::Milliseconds(3)); };
+    ASSERT_TRUE(t->engine->Submit(std::move(r)).ok());
+    RunUntilIdle(*t->engine);
+    raw->clock.Advance(absl::Seconds(1));  // idle between the two requests
+  }
+  ASSERT_EQ(steps.size(), 6u);  // a prefill and two decodes each
+  for (size_t i = 0; i < steps.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(steps[i].forward, absl::Milliseconds(20));
+    EXPECT_EQ(steps[i].duration, absl::Milliseconds(23));  // one token's callback
+    EXPECT_EQ(steps[i].gap, i % 3 == 0 ? absl::ZeroDuration() : absl::Milliseconds(3));
+  }
+}
+
 TEST(EngineImplTest, DrainFinishesWorkThenRefusesNewRequests) {
   auto t = MakeTestEngine({});
   Recorder rec;

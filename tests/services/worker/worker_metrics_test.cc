@@ -35,6 +35,8 @@ TEST(WorkerMetricsTest, EveryFamilyHasItsType) {
       {"onecard_worker_time_per_output_token_seconds", "histogram"},
       {"onecard_worker_e2e_request_latency_seconds", "histogram"},
       {"onecard_worker_step_duration_seconds", "histogram"},
+      {"onecard_worker_step_host_seconds", "histogram"},
+      {"onecard_worker_model_idle_gap_seconds", "histogram"},
       {"onecard_worker_info", "gauge"},
       {"onecard_worker_requests_waiting", "gauge"},
       {"onecard_worker_requests_running", "gauge"},
@@ -80,7 +82,12 @@ TEST(WorkerMetricsTest, RequestsAndSteps) {
   metrics.ObserveRequest({"length", std::nullopt, std::nullopt, absl::Seconds(2)});
   metrics.ObserveRequest({"invalid_argument", std::nullopt, std::nullopt, absl::ZeroDuration()});
   metrics.ObserveRequest({"something new", std::nullopt, std::nullopt, absl::ZeroDuration()});
-  metrics.ObserveStep({absl::Milliseconds(3), 4, 4});
+  metrics.ObserveStep({.duration = absl::Milliseconds(3),
+                       .forward = absl::Milliseconds(2),
+                       .gap = absl::Microseconds(400),
+                       .num_seqs = 4,
+                       .num_tokens = 4});
+  metrics.ObserveStep({.duration = absl::Milliseconds(3), .forward = absl::Milliseconds(3)});
   auto gauges = WorkerMetrics::EngineCollectable([] { return WorkerSnapshot(); });
   const testing::PromText text = Scrape(registry, *gauges);
   EXPECT_EQ(text.Value("onecard_worker_requests_total", {{"outcome", "length"}}), 2);
@@ -93,8 +100,15 @@ TEST(WorkerMetricsTest, RequestsAndSteps) {
   EXPECT_EQ(text.Value("onecard_worker_time_to_first_token_seconds_bucket", {{"le", "0.025"}}), 0);
   EXPECT_EQ(text.Value("onecard_worker_time_per_output_token_seconds_count"), 1);
   EXPECT_EQ(text.Value("onecard_worker_e2e_request_latency_seconds_count"), 4);
-  EXPECT_EQ(text.Value("onecard_worker_step_duration_seconds_count"), 1);
-  EXPECT_EQ(text.Value("onecard_worker_step_duration_seconds_bucket", {{"le", "0.005"}}), 1);
+  EXPECT_EQ(text.Value("onecard_worker_step_duration_seconds_count"), 2);
+  EXPECT_EQ(text.Value("onecard_worker_step_duration_seconds_bucket", {{"le", "0.005"}}), 2);
+  // Host work: 1 ms and 0 ms; the gap only where a step had one (400 us).
+  EXPECT_EQ(text.Value("onecard_worker_step_host_seconds_count"), 2);
+  EXPECT_DOUBLE_EQ(*text.Value("onecard_worker_step_host_seconds_sum"), 0.001);
+  EXPECT_EQ(text.Value("onecard_worker_step_host_seconds_bucket", {{"le", "0.0005"}}), 1);
+  EXPECT_EQ(text.Value("onecard_worker_model_idle_gap_seconds_count"), 1);
+  EXPECT_EQ(text.Value("onecard_worker_model_idle_gap_seconds_bucket", {{"le", "0.0005"}}), 1);
+  EXPECT_EQ(text.Value("onecard_worker_model_idle_gap_seconds_bucket", {{"le", "0.00025"}}), 0);
 }
 
 TEST(WorkerMetricsTest, EngineGaugesComeFromTheSnapshotAtScrapeTime) {
