@@ -338,32 +338,12 @@ TEST(EngineImplTest, QueueTimeTtftAndTokensPerSecondFollowTheClock) {
   EXPECT_EQ(t->engine->Stats().steps_total, 4);
 }
 
-TEST(EngineImplTest, OnStepReportsEveryBatchWithItsDuration) {
-  TestEngine* raw = nullptr;
-  std::vector<StepInfo> steps;
-  EngineOptions options;
-  options.on_step = [&](const StepInfo& step) { steps.push_back(step); };
-  auto t = MakeTestEngine(
-      {.on_forward = [&](const BatchInput&) { raw->clock.Advance(absl::Milliseconds(20)); }},
-      options);
-  raw = t.get();
-  Recorder rec;
-  GenerationRequest r = Request({1, 2, 3}, 2);
-  r.stopping.ignore_eos = true;
-  ASSERT_TRUE(Submit(*t, rec, "r", r).ok());
-  RunUntilIdle(*t->engine);
-  ASSERT_EQ(steps.size(), 2u);  // the prefill step and one decode step
-  EXPECT_EQ(steps[0].num_seqs, 1);
-  EXPECT_EQ(steps[0].num_tokens, 3);
-  EXPECT_EQ(steps[1].num_tokens, 1);
-  EXPECT_EQ(steps[0].duration, absl::Milliseconds(20));
-}
-
-// The model's time (the runner's call, 20 ms on the fake clock) apart from
-// the host's (a stream callback taking 3 ms), and the model's idle gap
+// on_step sees every batch: its sequences and tokens, its duration, the
+// model's time within it (the runner's call, 20 ms on the fake clock) apart
+// from the host's (a stream callback taking 3 ms), and the model's idle gap
 // between consecutive steps: the callback after one step's call and before
 // the next one's. A step after idle has none.
-TEST(EngineImplTest, OnStepSplitsTheModelsTimeFromTheHostsAndTheGap) {
+TEST(EngineImplTest, OnStepReportsEachBatchWithTheModelsTimeAndTheGap) {
   TestEngine* raw = nullptr;
   std::vector<StepInfo> steps;
   EngineOptions options;
@@ -381,6 +361,9 @@ TEST(EngineImplTest, OnStepSplitsTheModelsTimeFromTheHostsAndTheGap) {
     raw->clock.Advance(absl::Seconds(1));  // idle between the two requests
   }
   ASSERT_EQ(steps.size(), 6u);  // a prefill and two decodes each
+  EXPECT_EQ(steps[0].num_seqs, 1);
+  EXPECT_EQ(steps[0].num_tokens, 3);
+  EXPECT_EQ(steps[1].num_tokens, 1);
   for (size_t i = 0; i < steps.size(); ++i) {
     SCOPED_TRACE(i);
     EXPECT_EQ(steps[i].forward, absl::Milliseconds(20));
