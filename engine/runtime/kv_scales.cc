@@ -212,6 +212,19 @@ void KvScales::SetLayerKError(int64_t layer, std::span<const float> k_values, in
   bf16_layers[layer] = k_error[layer] > kKvFp8MaxKError ? 1 : 0;
 }
 
+absl::Status KvScales::CheckFits(int64_t layers, int64_t kv_heads, absl::string_view field) const {
+  const int64_t n = layers * kv_heads;
+  if (num_layers == layers && num_kv_heads == kv_heads && static_cast<int64_t>(k.size()) == n &&
+      static_cast<int64_t>(v.size()) == n &&
+      (bf16_layers.empty() || static_cast<int64_t>(bf16_layers.size()) == layers)) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat(field, ": ", num_layers, " layers x ", num_kv_heads, " kv heads (", k.size(),
+                   " K and ", v.size(), " V scales, ", bf16_layers.size(),
+                   " bf16_layers) for a model of ", layers, " layers x ", kv_heads, " kv heads"));
+}
+
 int64_t KvScales::NumBf16Layers() const {
   return std::count(bf16_layers.begin(), bf16_layers.end(), uint8_t{1});
 }

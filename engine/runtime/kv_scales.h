@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "engine/kv_cache/kv_layout.h"
 #include "engine/model/checkpoint.h"
 #include "engine/model/model_config.h"
@@ -94,6 +95,10 @@ struct KvScales {
   // with the layer's scales) and marks the layer BF16 over kKvFp8MaxKError.
   void SetLayerKError(int64_t layer, std::span<const float> k, int64_t tokens, int64_t head_dim);
   bool LayerBf16(int64_t layer) const { return !bf16_layers.empty() && bf16_layers[layer] != 0; }
+  // OK when these are the scales of a model of layers x kv_heads (k, v and,
+  // when not empty, bf16_layers sized for it); else InvalidArgument naming
+  // `field` (the option that gave them) and both shapes.
+  absl::Status CheckFits(int64_t layers, int64_t kv_heads, absl::string_view field) const;
   int64_t NumBf16Layers() const;
   // One line for the plan printout: source, the K and V scales' range, and
   // the layers kept in BF16 (with their K errors).

@@ -47,16 +47,8 @@ class CpuModelRunner : public ModelRunner {
   // An fp8 cache's scales: the checkpoint's, else calibrated (cpu_model_runner.h).
   absl::Status SetUpKvScales(const Checkpoint* checkpoint, const std::optional<KvScales>& given) {
     if (given.has_value()) {
-      const int64_t n = config_.num_layers * config_.num_kv_heads;
-      if (given->num_layers != config_.num_layers || given->num_kv_heads != config_.num_kv_heads ||
-          static_cast<int64_t>(given->k.size()) != n ||
-          static_cast<int64_t>(given->v.size()) != n ||
-          (!given->bf16_layers.empty() &&
-           static_cast<int64_t>(given->bf16_layers.size()) != config_.num_layers)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "CpuRunnerOptions.kv_scales: ", given->num_layers, " layers x ", given->num_kv_heads,
-            " kv heads for a model of ", config_.num_layers, " x ", config_.num_kv_heads));
-      }
+      RETURN_IF_ERROR(
+          given->CheckFits(config_.num_layers, config_.num_kv_heads, "CpuRunnerOptions.kv_scales"));
       forward_.SetKvScales(*given);
       return absl::OkStatus();
     }

@@ -12,12 +12,13 @@
 // as many blocks as the KV arena then holds (the pass itself ran every
 // layer in FP8, as the cpu backend's does).
 // Tested by tests/gpu/cuda_model_runner_fp8_kv_test.cc.
+#include <algorithm>
 #include <cstdio>
-#include <cstring>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "engine/common/status_macros.h"
+#include "engine/kernels/bf16.h"
 #include "engine/kernels/cuda_check.h"
 #include "engine/kernels/kv_amax.h"
 #include "engine/kernels/kv_cache_write.h"
@@ -32,19 +33,7 @@ absl::Status CudaRunnerImpl::PrepareKvScales() {
   cudaStream_t stream = ctx_->stream();
   if (options_.kv_scales.has_value()) {
     const KvScales& s = *options_.kv_scales;
-    if (s.num_layers != layers || s.num_kv_heads != heads ||
-        static_cast<int64_t>(s.k.size()) != layers * heads ||
-        static_cast<int64_t>(s.v.size()) != layers * heads) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("CudaRunnerOptions.kv_scales: ", s.num_layers, " layers x ", s.num_kv_heads,
-                       " kv heads (", s.k.size(), " K and ", s.v.size(),
-                       " V scales) for a model of ", layers, " layers x ", heads, " kv heads"));
-    }
-    if (!s.bf16_layers.empty() && static_cast<int64_t>(s.bf16_layers.size()) != layers) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("CudaRunnerOptions.kv_scales: bf16_layers holds ", s.bf16_layers.size(),
-                       " layers for a model of ", layers));
-    }
+    RETURN_IF_ERROR(s.CheckFits(layers, heads, "CudaRunnerOptions.kv_scales"));
     kv_scales_ = s;
   } else {
     std::vector<std::vector<int32_t>> prompts = options_.kv_calibration_prompts;
@@ -135,10 +124,7 @@ absl::Status CudaRunnerImpl::CalibrateLayer(int layer, const StepShape& shape) {
                                          stream));
   CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
   std::vector<float> keys(k_bf16.size());
-  for (size_t i = 0; i < keys.size(); ++i) {
-    const uint32_t bits = uint32_t{k_bf16[i]} << 16;
-    std::memcpy(&keys[i], &bits, sizeof(float));
-  }
+  std::transform(k_bf16.begin(), k_bf16.end(), keys.begin(), Bf16ToFloat);
   kv_scales_.SetLayerKError(layer, keys, shape.tokens, config_.head_dim);
   const int64_t at = int64_t{layer} * heads;
   const KvFp8Scales scales = LayerKvScales(layer);

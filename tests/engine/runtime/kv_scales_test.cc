@@ -17,8 +17,10 @@
 #include <filesystem>
 #include <limits>
 #include <random>
+#include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "engine/common/fp16.h"
 #include "engine/common/fp8.h"
 #include "engine/kernels/bf16.h"
@@ -388,6 +390,28 @@ TEST(KvScalesTest, KErrorMarksABiasedLayerBf16) {
   // No variation: no error to weigh (0, kept FP8).
   const std::vector<float> constant(kTokens * kWidth, 5.0f);
   EXPECT_EQ(KvFp8KError(constant, kTokens, kHeads, kHeadDim, s.Layer(0).k), 0.0);
+}
+
+// Scales given to a runner must be of its model: a wrong layer or kv head
+// count, k / v of the wrong size or bf16_layers of the wrong size are
+// refused naming the option; empty bf16_layers fit any model.
+TEST(KvScalesTest, CheckFitsNamesTheOptionAndBothShapes) {
+  KvScales s = KvScales::Ones(3, 2, "test");
+  EXPECT_TRUE(s.CheckFits(3, 2, "Opt.kv_scales").ok());
+  s.bf16_layers = {0, 1, 0};
+  EXPECT_TRUE(s.CheckFits(3, 2, "Opt.kv_scales").ok());
+  for (const auto& [layers, heads] : {std::pair<int64_t, int64_t>{4, 2}, {3, 1}}) {
+    const absl::Status st = s.CheckFits(layers, heads, "Opt.kv_scales");
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(st.message(), HasSubstr("Opt.kv_scales: 3 layers x 2 kv heads"));
+    EXPECT_THAT(st.message(), HasSubstr(absl::StrCat("model of ", layers, " layers x ", heads)));
+  }
+  KvScales short_v = s;
+  short_v.v.pop_back();
+  EXPECT_EQ(short_v.CheckFits(3, 2, "Opt.kv_scales").code(), absl::StatusCode::kInvalidArgument);
+  KvScales short_bf16 = s;
+  short_bf16.bf16_layers.pop_back();
+  EXPECT_EQ(short_bf16.CheckFits(3, 2, "Opt.kv_scales").code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace
