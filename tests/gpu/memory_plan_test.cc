@@ -276,5 +276,42 @@ TEST(StepLayoutTest, RegionsAreOrderedAlignedAndDisjoint) {
   EXPECT_EQ(l.UsedBytes(10), l.history + 40);
 }
 
+// Offload (placement_plan.h): llama3-70b int4 (36.8 GiB) under 24 GiB is
+// refused whole; DeviceBytesForWeights is the budget less the workspace, the
+// reserve and one full-context sequence's KV (or the blocks asked), and a plan
+// given that many bytes of weights on the card fits with exactly that KV and
+// counts the rest as offloaded.
+TEST(MemoryPlanTest, OffloadLeavesTheCardsWeightsBesideOneSequence) {
+  MemoryPlanInput in;
+  in.config = *SyntheticModelConfig("llama3-70b");
+  in.weights = ModelWeightsSpec::Uniform(in.config, *ParseProjectionSpec("int4"));
+  in.budget_bytes = 24 * kGiB;
+  in.max_context = 4096;
+  EXPECT_EQ(PlanMemory(in).status().code(), absl::StatusCode::kResourceExhausted);
+  auto room = DeviceBytesForWeights(in);
+  ASSERT_TRUE(room.ok()) << room.status();
+  MemoryPlanInput on_card = in;
+  on_card.device_weight_bytes = *room;
+  auto plan = PlanMemory(on_card);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->weight_bytes, *room);
+  EXPECT_EQ(plan->num_kv_blocks, plan->max_blocks_per_seq);
+  EXPECT_LE(plan->total_bytes(), 24 * kGiB);
+  EXPECT_LT(24 * kGiB - plan->total_bytes(), plan->kv_block_bytes);
+  EXPECT_EQ(plan->offloaded_bytes, plan->weights.total - *room);
+  EXPECT_NE(plan->ToString().find("GiB of the model's 36."), std::string::npos) << plan->ToString();
+  // Blocks asked for come out of the weights' share.
+  MemoryPlanInput more_kv = in;
+  more_kv.num_kv_blocks = plan->max_blocks_per_seq + 100;
+  auto smaller = DeviceBytesForWeights(more_kv);
+  ASSERT_TRUE(smaller.ok()) << smaller.status();
+  EXPECT_EQ(*room - *smaller, 100 * plan->kv_block_bytes);
+  in.budget_bytes = kGiB;
+  auto none = DeviceBytesForWeights(in);
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(none.status().message().find("--gpu-memory-budget"), std::string::npos)
+      << none.status();
+}
+
 }  // namespace
 }  // namespace onecard::engine

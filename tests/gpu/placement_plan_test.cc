@@ -145,5 +145,22 @@ TEST(PlacementPlanTest, TooLittleMemoryIsRefusedNamingTheFlag) {
   EXPECT_EQ(PlanPlacement(bad).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+// --gpu-layers: at most that many leading layers stay on the card even where
+// more would fit; the rest go to the stream and the CPU as before.
+TEST(PlacementPlanTest, MaxDeviceLayersCapsTheCardsShare) {
+  PlacementInput in = Input("llama3-70b", "int4", 20, 100);
+  in.max_device_layers = 5;
+  auto plan = PlanPlacement(in);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->device_layers, 5);
+  EXPECT_EQ(plan->streamed_layers + plan->cpu_layers, 75);
+  in.max_device_layers = 0;
+  in.rates.host_read_bytes_per_s = 0;  // no CPU: every layer streamed
+  plan = PlanPlacement(in);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->device_layers, 0);
+  EXPECT_EQ(plan->streamed_layers, 80);
+}
+
 }  // namespace
 }  // namespace onecard::engine

@@ -244,9 +244,12 @@ absl::Status CudaRunnerImpl::EnqueueStep(const StepShape& shape) {
   embed.vocab_size = config_.vocab_size;
   embed.hidden = config_.hidden_size;
   RETURN_IF_ERROR(Embedding(embed, stream));
+  if (weight_stream_ != nullptr) RETURN_IF_ERROR(weight_stream_->BeginStep(stream));
   int32_t partials = 1;
   for (int layer = 0; layer < config_.num_layers; ++layer) {
+    if (weight_stream_ != nullptr) RETURN_IF_ERROR(weight_stream_->BeforeLayer(layer, stream));
     RETURN_IF_ERROR(EnqueueLayer(layer, shape, &partials));
+    if (weight_stream_ != nullptr) RETURN_IF_ERROR(weight_stream_->AfterLayer(layer, stream));
   }
   if (shape.all_logits || shape.rows == 0) return absl::OkStatus();
   const void* x = buf_.residual;

@@ -123,10 +123,11 @@ absl::StatusOr<std::unique_ptr<CudaRunnerImpl>> CudaRunnerImpl::Create(
   r->spec_ = spec;
   r->options_ = options;
   ASSIGN_OR_RETURN(r->ctx_, DeviceContext::Create(options.device));
-  ASSIGN_OR_RETURN(r->plan_,
-                   PlanMemory(CudaMemoryPlanInput(
-                       config, spec, options, r->ctx_->free_bytes_at_start(), r->ctx_->num_sms())));
-  if (options.print_plan) std::fprintf(stderr, "%s\n", r->plan_.ToString().c_str());
+  RETURN_IF_ERROR(r->PlanDevice());
+  if (options.print_plan) {
+    std::fprintf(stderr, "%s\n%s", r->plan_.ToString().c_str(),
+                 r->placement_.has_value() ? r->placement_->ToString().c_str() : "");
+  }
   RETURN_IF_ERROR(r->Allocate());
   r->buckets_ = Buckets(options.max_num_seqs);
   return r;
@@ -140,9 +141,65 @@ CudaRunnerImpl::~CudaRunnerImpl() {
   }
 }
 
+absl::Status CudaRunnerImpl::PlanDevice() {
+  MemoryPlanInput in =
+      CudaMemoryPlanInput(config_, spec_, options_, ctx_->free_bytes_at_start(), ctx_->num_sms());
+  const int64_t num_layers = config_.num_layers;
+  const bool offload = options_.cpu_memory_budget > 0;
+  if (!offload && options_.gpu_layers >= 0 && options_.gpu_layers < num_layers) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "gpu_layers = ", options_.gpu_layers, " leaves layers of ", config_.name, " (", num_layers,
+        ") off the card: needs a cpu_memory_budget (--cpu-memory-budget)"));
+  }
+  if (options_.offload_ring_layers < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("offload_ring_layers = ", options_.offload_ring_layers, ": must be >= 1"));
+  }
+  absl::StatusOr<MemoryPlan> whole = PlanMemory(in);
+  const bool layers_forced_off = options_.gpu_layers >= 0 && options_.gpu_layers < num_layers;
+  if (!offload || (whole.ok() && !layers_forced_off) ||
+      (!whole.ok() && !absl::IsResourceExhausted(whole.status()))) {
+    ASSIGN_OR_RETURN(plan_, std::move(whole));
+    return absl::OkStatus();
+  }
+  PlacementInput place;
+  place.config = config_;
+  place.weights = spec_;
+  ASSIGN_OR_RETURN(place.device_weight_bytes, DeviceBytesForWeights(in));
+  place.host_weight_bytes = options_.cpu_memory_budget;
+  place.ring_layers = options_.offload_ring_layers;
+  place.expected_batch = options_.max_num_seqs;
+  place.max_device_layers = options_.gpu_layers;
+  ASSIGN_OR_RETURN(place.rates, MeasureOffloadRates(ctx_->cublas(), ctx_->stream()));
+  ASSIGN_OR_RETURN(placement_, PlanPlacement(place));
+  // The KV cache: num_kv_blocks, or what the budget holds beside the card's
+  // weights (at least the one sequence DeviceBytesForWeights counted).
+  in.device_weight_bytes = placement_->device_bytes + placement_->ring_bytes;
+  ASSIGN_OR_RETURN(plan_, PlanMemory(in));
+  return absl::OkStatus();
+}
+
+std::optional<WeightHomes> CudaRunnerImpl::Homes() {
+  if (weight_stream_ == nullptr) return std::nullopt;
+  WeightStream* stream = weight_stream_.get();
+  cudaStream_t compute = ctx_->stream();
+  return WeightHomes{
+      .layer_arena = [stream](int64_t layer) { return stream->LayerArena(layer); },
+      .filled = [stream, compute](int64_t layer) { return stream->StoreLayer(layer, compute); }};
+}
+
 absl::Status CudaRunnerImpl::Allocate() {
   const WorkspaceSizes& w = plan_.workspace;
   ASSIGN_OR_RETURN(weight_arena_, DeviceArena::Create(plan_.weight_bytes, "weights"));
+  if (placement_.has_value() && placement_->streamed_layers > 0) {
+    std::vector<int64_t> layer_bytes(config_.num_layers);
+    for (int64_t l = 0; l < config_.num_layers; ++l) {
+      layer_bytes[l] = LayerWeightBytes(config_, spec_, l);
+    }
+    ASSIGN_OR_RETURN(weight_stream_,
+                     WeightStream::Create(placement_->layers, layer_bytes,
+                                          options_.offload_ring_layers, weight_arena_.get()));
+  }
   ASSIGN_OR_RETURN(workspace_arena_, DeviceArena::Create(w.Total(), "workspace"));
   ASSIGN_OR_RETURN(kv_arena_, DeviceArena::Create(plan_.kv_bytes(), "kv cache"));
   DeviceArena& a = *workspace_arena_;
@@ -233,13 +290,16 @@ absl::Status CudaRunnerImpl::TakeKvPools(int64_t num_blocks) {
 }
 
 absl::Status CudaRunnerImpl::LoadWeights(HostTensorSource& source) {
-  ASSIGN_OR_RETURN(weights_, engine::LoadWeights(config_, spec_, source, weight_arena_.get()));
+  const std::optional<WeightHomes> homes = Homes();
+  ASSIGN_OR_RETURN(weights_, engine::LoadWeights(config_, spec_, source, weight_arena_.get(),
+                                                 homes.has_value() ? &*homes : nullptr));
   return absl::OkStatus();
 }
 
 absl::Status CudaRunnerImpl::LoadRandomWeights(uint64_t seed) {
-  ASSIGN_OR_RETURN(weights_,
-                   RandomWeights(config_, spec_, seed, weight_arena_.get(), ctx_->stream()));
+  const std::optional<WeightHomes> homes = Homes();
+  ASSIGN_OR_RETURN(weights_, RandomWeights(config_, spec_, seed, weight_arena_.get(),
+                                           ctx_->stream(), homes.has_value() ? &*homes : nullptr));
   return absl::OkStatus();
 }
 

@@ -4,7 +4,9 @@
 //
 // - Memory is planned up front (memory_plan.h) from options.gpu_memory_budget
 //   (default: the card's free memory) and printed; a budget that cannot hold
-//   one full-context sequence is refused ("needs X GiB, budget Y GiB").
+//   one full-context sequence is refused ("needs X GiB, budget Y GiB"), or,
+//   with options.cpu_memory_budget, the layers that do not fit are streamed
+//   from pinned host memory (placement_plan.h, weight_stream.h).
 // - A step is: the metadata packed into one pinned buffer and copied once;
 //   embedding; per layer RMSNorm -> QKV -> bias + RoPE + KV write -> paged
 //   attention -> O (+ residual) -> RMSNorm -> gate_up -> SiLU*up -> down
@@ -39,6 +41,7 @@
 #include "engine/model/checkpoint.h"
 #include "engine/runtime/cuda/cuda_weights.h"
 #include "engine/runtime/cuda/memory_plan.h"
+#include "engine/runtime/cuda/placement_plan.h"
 #include "engine/runtime/cuda/weight_spec.h"
 #include "engine/runtime/kv_scales.h"
 #include "engine/runtime/model_runner.h"
@@ -95,6 +98,18 @@ struct CudaRunnerOptions {
   std::optional<KvScales> kv_scales;
   std::vector<std::vector<int32_t>> kv_calibration_prompts;
   bool print_plan = true;  // the memory plan to stderr at creation
+  // Weights larger than gpu_memory_budget (placement_plan.h, weight_stream.h):
+  // with cpu_memory_budget > 0 the layers the card cannot hold are streamed
+  // each step from that much pinned host memory through a ring of
+  // offload_ring_layers device slots; 0: such a model is refused. With
+  // offload the KV cache gets num_kv_blocks blocks, or one full-context
+  // sequence's when that is 0, and the rest of the budget goes to weights.
+  // gpu_layers >= 0 keeps at most that many leading layers on the card and
+  // offloads the rest (llama.cpp's -ngl; with cpu_memory_budget > 0);
+  // -1: as many as fit.
+  int64_t cpu_memory_budget = 0;
+  int32_t offload_ring_layers = 2;
+  int32_t gpu_layers = -1;
 };
 
 // Host-side time of the last step (what the CPU spent before waiting).
@@ -118,6 +133,10 @@ class CudaModelRunner : public ModelRunner {
   // gave them), after a line on what the tuning cache held when one was
   // loaded; empty without tuning.
   virtual std::string tuning_summary() const = 0;
+  // Where the layers live when some are offloaded (with its rates and
+  // predicted step: the offload benchmarks' floor); null when all are on
+  // the card.
+  virtual const PlacementPlan* placement() const = 0;
 };
 
 absl::StatusOr<std::unique_ptr<CudaModelRunner>> CreateCudaModelRunner(

@@ -10,6 +10,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -23,6 +24,7 @@
 #include "engine/runtime/cuda/device_context.h"
 #include "engine/runtime/cuda/memory_plan.h"
 #include "engine/runtime/cuda/step_layout.h"
+#include "engine/runtime/cuda/weight_stream.h"
 
 namespace onecard::engine {
 
@@ -102,6 +104,9 @@ class CudaRunnerImpl : public CudaModelRunner {
   int num_sms() const override { return ctx_->num_sms(); }
   std::string device_name() const override { return ctx_->device_name(); }
   std::string tuning_summary() const override { return tuning_summary_; }
+  const PlacementPlan* placement() const override {
+    return placement_.has_value() ? &*placement_ : nullptr;
+  }
   // The FP8 KV cache's scales (host copy); null for a BF16 cache.
   const KvScales* kv_scales() const override {
     return kv_k_scale_ == nullptr ? nullptr : &kv_scales_;
@@ -118,7 +123,13 @@ class CudaRunnerImpl : public CudaModelRunner {
   };
 
   CudaRunnerImpl() = default;
+  // With options_.cpu_memory_budget, when the model does not fit the budget
+  // (or options_.gpu_layers leaves layers off the card): the rates measured,
+  // placement_ planned and plan_ made for the card's part (else plan_ alone).
+  absl::Status PlanDevice();
   absl::Status Allocate();
+  // Where the weights go (null without streamed layers).
+  std::optional<WeightHomes> Homes();
   absl::Status Run(const BatchInput& batch, const SampleInputs* sample, std::vector<float>* logits,
                    std::vector<int32_t>* tokens);
   absl::Status RunAllLogits(const StepShape& shape, std::vector<float>* logits);
@@ -206,6 +217,8 @@ class CudaRunnerImpl : public CudaModelRunner {
   ModelWeightsSpec spec_;
   CudaRunnerOptions options_;
   MemoryPlan plan_;
+  std::optional<PlacementPlan> placement_;       // offload only
+  std::unique_ptr<WeightStream> weight_stream_;  // with streamed layers
   KvLayout kv_layout_;
   std::unique_ptr<DeviceContext> ctx_;
   std::unique_ptr<DeviceArena> weight_arena_;

@@ -16,7 +16,7 @@
 namespace onecard::engine {
 
 absl::StatusOr<CudaWeights> CarveWeights(const ModelConfig& c, const ModelWeightsSpec& spec,
-                                         DeviceArena* arena) {
+                                         DeviceArena* main_arena, const WeightHomes* homes) {
   if (static_cast<int64_t>(spec.layers.size()) != c.num_layers) {
     return absl::InvalidArgumentError(
         absl::StrCat("weight spec has ", spec.layers.size(), " layers, the model ", c.num_layers));
@@ -26,6 +26,8 @@ absl::StatusOr<CudaWeights> CarveWeights(const ModelConfig& c, const ModelWeight
   w.layers.resize(c.num_layers);
   for (int64_t l = 0; l < c.num_layers; ++l) {
     CudaLayerWeights& layer = w.layers[l];
+    DeviceArena* own = homes != nullptr && homes->layer_arena ? homes->layer_arena(l) : nullptr;
+    DeviceArena* arena = own != nullptr ? own : main_arena;
     ASSIGN_OR_RETURN(layer.attn_norm, arena->Take(c.hidden_size * 2));
     ASSIGN_OR_RETURN(layer.ffn_norm, arena->Take(c.hidden_size * 2));
     for (int p = 0; p < kNumProjections; ++p) {
@@ -57,6 +59,7 @@ absl::StatusOr<CudaWeights> CarveWeights(const ModelConfig& c, const ModelWeight
       ASSIGN_OR_RETURN(layer.bqkv, arena->Take(qkv_rows * 2));
     }
   }
+  DeviceArena* arena = main_arena;
   ASSIGN_OR_RETURN(w.embedding, arena->Take(c.vocab_size * c.hidden_size * 2));
   ASSIGN_OR_RETURN(w.final_norm, arena->Take(c.hidden_size * 2));
   if (c.tie_word_embeddings) {
@@ -68,8 +71,9 @@ absl::StatusOr<CudaWeights> CarveWeights(const ModelConfig& c, const ModelWeight
 }
 
 absl::StatusOr<CudaWeights> RandomWeights(const ModelConfig& c, const ModelWeightsSpec& spec,
-                                          uint64_t seed, DeviceArena* arena, cudaStream_t stream) {
-  ASSIGN_OR_RETURN(CudaWeights w, CarveWeights(c, spec, arena));
+                                          uint64_t seed, DeviceArena* arena, cudaStream_t stream,
+                                          const WeightHomes* homes) {
+  ASSIGN_OR_RETURN(CudaWeights w, CarveWeights(c, spec, arena, homes));
   uint64_t tensor = 0;
   auto next_seed = [&] { return seed * 0x100000001b3ull + (++tensor) * 0x9e3779b97f4a7c15ull; };
   auto fill = [&](void* p, int64_t n, float center, float half_width) {
@@ -77,7 +81,8 @@ absl::StatusOr<CudaWeights> RandomWeights(const ModelConfig& c, const ModelWeigh
   };
   auto bound = [](int64_t fan_in) { return std::sqrt(3.0f / static_cast<float>(fan_in)); };
   const int64_t h = c.hidden_size;
-  for (CudaLayerWeights& l : w.layers) {
+  for (int64_t layer = 0; layer < c.num_layers; ++layer) {
+    CudaLayerWeights& l = w.layers[layer];
     RETURN_IF_ERROR(fill(l.attn_norm, h, 1.0f, 0.05f));
     RETURN_IF_ERROR(fill(l.ffn_norm, h, 1.0f, 0.05f));
     for (CudaWeight& cw : l.proj) {
@@ -108,6 +113,7 @@ absl::StatusOr<CudaWeights> RandomWeights(const ModelConfig& c, const ModelWeigh
     if (l.bqkv != nullptr) {
       RETURN_IF_ERROR(fill(l.bqkv, ProjectionShape(c, Projection::kQkv)[0], 0.0f, 0.1f));
     }
+    if (homes != nullptr && homes->filled) RETURN_IF_ERROR(homes->filled(layer));
   }
   RETURN_IF_ERROR(fill(w.embedding, c.vocab_size * h, 0.0f, 1.0f));
   RETURN_IF_ERROR(fill(w.final_norm, h, 1.0f, 0.05f));

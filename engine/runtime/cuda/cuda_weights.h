@@ -28,6 +28,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -71,6 +72,16 @@ struct CudaWeights {
   void* final_norm = nullptr;  // BF16 [hidden]
   void* lm_head = nullptr;     // BF16 [vocab, hidden]; the embedding when tied
   std::vector<CudaLayerWeights> layers;
+};
+
+// Where each layer's tensors are carved and what follows its filling, for a
+// model whose layers do not all live on the card (weight_stream.h): a layer
+// for which layer_arena gives an arena is carved from it, from its start,
+// instead of the main arena, and `filled` runs once the layer holds its
+// values (before the next layer is filled: streamed layers share slots).
+struct WeightHomes {
+  std::function<DeviceArena*(int64_t layer)> layer_arena;
+  std::function<absl::Status(int64_t layer)> filled;
 };
 
 // A projection's parts in the fused order: [q; k; v], o, [gate; up], down.
@@ -132,15 +143,19 @@ std::unique_ptr<HostTensorSource> CheckpointTensorSource(const Checkpoint& check
 // host holds one BF16 projection at a time, or one layer's packed 4-bit
 // projections (buffers reused layer after layer) and one part's Int4Matrix,
 // and source.ReleaseRead() follows every layer.
+// `homes` (may be null): WeightHomes above.
 absl::StatusOr<CudaWeights> LoadWeights(const ModelConfig& config, const ModelWeightsSpec& spec,
-                                        HostTensorSource& source, DeviceArena* arena);
+                                        HostTensorSource& source, DeviceArena* arena,
+                                        const WeightHomes* homes = nullptr);
 
-// Pointers into `arena` for every tensor (contents undefined).
+// Pointers into `arena` (or a layer's own, WeightHomes) for every tensor
+// (contents undefined).
 absl::StatusOr<CudaWeights> CarveWeights(const ModelConfig& config, const ModelWeightsSpec& spec,
-                                         DeviceArena* arena);
+                                         DeviceArena* arena, const WeightHomes* homes = nullptr);
 
 absl::StatusOr<CudaWeights> RandomWeights(const ModelConfig& config, const ModelWeightsSpec& spec,
-                                          uint64_t seed, DeviceArena* arena, cudaStream_t stream);
+                                          uint64_t seed, DeviceArena* arena, cudaStream_t stream,
+                                          const WeightHomes* homes = nullptr);
 
 // Device kernels (synthetic_weights.cu), values from a counter-based hash of
 // (seed, index):

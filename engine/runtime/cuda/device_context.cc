@@ -56,8 +56,17 @@ absl::StatusOr<std::unique_ptr<DeviceArena>> DeviceArena::Create(int64_t bytes, 
   return arena;
 }
 
+std::unique_ptr<DeviceArena> DeviceArena::View(void* base, int64_t bytes, const char* what) {
+  std::unique_ptr<DeviceArena> arena(new DeviceArena());
+  arena->what_ = what;
+  arena->size_ = bytes;
+  arena->base_ = static_cast<char*>(base);
+  arena->owned_ = false;
+  return arena;
+}
+
 DeviceArena::~DeviceArena() {
-  if (base_ != nullptr) cudaFree(base_);
+  if (base_ != nullptr && owned_) cudaFree(base_);
 }
 
 absl::StatusOr<void*> DeviceArena::Take(int64_t bytes) {

@@ -2,8 +2,8 @@
 // properties, the compute stream and the cuBLAS handle (bound to the stream,
 // with a caller-given workspace so that GEMMs can be captured in graphs).
 // DeviceArena: one cudaMalloc carved into 256-byte aligned pieces (weights,
-// workspace, KV), freed at once. PinnedBuffer: page-locked host memory.
-// Tested through tests/gpu/cuda_model_runner_test.cc.
+// workspace, KV), freed at once, or a view of memory owned elsewhere. PinnedBuffer: page-locked
+// host memory. Tested through tests/gpu/cuda_model_runner_test.cc.
 #ifndef ONECARD_ENGINE_RUNTIME_CUDA_DEVICE_CONTEXT_H_
 #define ONECARD_ENGINE_RUNTIME_CUDA_DEVICE_CONTEXT_H_
 
@@ -49,6 +49,9 @@ class DeviceContext {
 class DeviceArena {
  public:
   static absl::StatusOr<std::unique_ptr<DeviceArena>> Create(int64_t bytes, const char* what);
+  // An arena over `bytes` of memory the caller owns (256-byte aligned), not
+  // freed with it: a streamed layer's ring slot (weight_stream.h).
+  static std::unique_ptr<DeviceArena> View(void* base, int64_t bytes, const char* what);
   ~DeviceArena();
   DeviceArena(const DeviceArena&) = delete;
   DeviceArena& operator=(const DeviceArena&) = delete;
@@ -63,6 +66,7 @@ class DeviceArena {
  private:
   DeviceArena() = default;
   char* base_ = nullptr;
+  bool owned_ = true;
   int64_t size_ = 0;
   int64_t used_ = 0;
   std::string what_;

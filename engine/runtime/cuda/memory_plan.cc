@@ -133,7 +133,10 @@ int64_t MemoryPlan::total_bytes() const {
   return weight_bytes + workspace.Total() + reserve_bytes + kv_bytes();
 }
 
-absl::StatusOr<MemoryPlan> PlanMemory(const MemoryPlanInput& input) {
+namespace {
+
+// Everything but the KV blocks and the checks.
+absl::StatusOr<MemoryPlan> PlanParts(const MemoryPlanInput& input) {
   RETURN_IF_ERROR(CheckInput(input));
   MemoryPlanInput in = input;
   if (in.weights.layers.empty()) in.weights = ModelWeightsSpec::Uniform(in.config, {});
@@ -152,6 +155,10 @@ absl::StatusOr<MemoryPlan> PlanMemory(const MemoryPlanInput& input) {
                      p.max_blocks_per_seq, static_cast<int64_t>(in.max_num_seqs) * p.max_context);
   ASSIGN_OR_RETURN(p.weights, CountWeightBytes(c, in.weights));
   p.weight_bytes = p.weights.total;
+  if (in.device_weight_bytes > 0 && in.device_weight_bytes < p.weights.total) {
+    p.weight_bytes = in.device_weight_bytes;
+    p.offloaded_bytes = p.weights.total - in.device_weight_bytes;
+  }
   p.workspace = Workspace(in, p.max_context, p.step_layout);
   p.reserve_bytes = in.reserve_bytes;
   p.kv_cache_dtype = in.kv_cache_dtype;
@@ -159,6 +166,29 @@ absl::StatusOr<MemoryPlan> PlanMemory(const MemoryPlanInput& input) {
   p.kv_bytes_per_token = c.num_layers * 2 * c.num_kv_heads * c.head_dim * kv_element_bytes;
   p.kv_block_bytes = p.kv_bytes_per_token * in.kv_block_size;
   p.kv_pool_padding = 2 * c.num_layers * 256;
+  return p;
+}
+
+}  // namespace
+
+absl::StatusOr<int64_t> DeviceBytesForWeights(const MemoryPlanInput& input) {
+  ASSIGN_OR_RETURN(const MemoryPlan p, PlanParts(input));
+  const int64_t kv_blocks = input.num_kv_blocks > 0 ? input.num_kv_blocks : p.max_blocks_per_seq;
+  const int64_t others =
+      p.workspace.Total() + p.reserve_bytes + p.kv_pool_padding + kv_blocks * p.kv_block_bytes;
+  if (others >= input.budget_bytes) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "%s: --gpu-memory-budget of %.2f GiB leaves nothing for weights (workspace %.2f + reserve "
+        "%.2f + KV of %d blocks %.2f GiB)",
+        p.model, GiB(input.budget_bytes), GiB(p.workspace.Total()), GiB(p.reserve_bytes), kv_blocks,
+        GiB(kv_blocks * p.kv_block_bytes + p.kv_pool_padding)));
+  }
+  return input.budget_bytes - others;
+}
+
+absl::StatusOr<MemoryPlan> PlanMemory(const MemoryPlanInput& in) {
+  ASSIGN_OR_RETURN(MemoryPlan p, PlanParts(in));
+  const ModelConfig& c = in.config;
   const int64_t fixed = p.weight_bytes + p.workspace.Total() + p.reserve_bytes + p.kv_pool_padding;
   const int64_t one_seq = static_cast<int64_t>(p.max_blocks_per_seq) * p.kv_block_bytes;
   if (fixed + one_seq > in.budget_bytes) {
@@ -186,7 +216,7 @@ std::string MemoryPlan::ToString() const {
   }
   return absl::StrFormat(
       "memory plan for %s (budget %.2f GiB):\n"
-      "  weights               %8.2f GiB\n"
+      "  weights               %8.2f GiB%s\n"
       "%s"
       "  workspace             %8.2f GiB  (%d tokens a step, %d sequences; logits %.2f, "
       "activations %.2f, 4-bit GEMM %.2f, FP8 GEMM %.2f, dequantized %.2f)\n"
@@ -194,8 +224,12 @@ std::string MemoryPlan::ToString() const {
       "  KV cache              %8.2f GiB  (%s; %d blocks of %d tokens, %.1f KiB a token; "
       "%d tokens = %.1f full %d-token sequences)\n"
       "  total                 %8.2f GiB",
-      model, GiB(budget_bytes), GiB(weight_bytes), formats, GiB(workspace.Total()),
-      max_batched_tokens, max_num_seqs, GiB(workspace.logits),
+      model, GiB(budget_bytes), GiB(weight_bytes),
+      offloaded_bytes > 0
+          ? absl::StrFormat("  on the card; %.2f GiB of the model's %.2f in host memory",
+                            GiB(offloaded_bytes), GiB(weights.total))
+          : "",
+      formats, GiB(workspace.Total()), max_batched_tokens, max_num_seqs, GiB(workspace.logits),
       GiB(workspace.residual + workspace.normed + workspace.qkv + workspace.attn_out +
           workspace.gate_up + workspace.act),
       GiB(workspace.int4_gemm + workspace.int4_gather), GiB(workspace.fp8_gemm),

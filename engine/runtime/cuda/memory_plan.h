@@ -38,6 +38,10 @@ struct MemoryPlanInput {
   int32_t num_sms = 132;               // sizes the attention split-K partials
   int64_t reserve_bytes = 768 * kMiB;  // CUDA context, cuBLAS, graphs
   int64_t cublas_workspace_bytes = 32 * kMiB;
+  // Weights larger than the card (placement_plan.h): the bytes of weights on
+  // the card (its layers, embeddings, LM head, norms and the streaming ring);
+  // 0: every weight.
+  int64_t device_weight_bytes = 0;
 };
 
 // The most split-K partials a decode step's o / down product writes
@@ -84,8 +88,9 @@ struct WorkspaceSizes {
 struct MemoryPlan {
   std::string model;
   int64_t budget_bytes = 0;
-  int64_t weight_bytes = 0;
-  WeightBytes weights;  // weight_bytes by format
+  int64_t weight_bytes = 0;     // on the card
+  WeightBytes weights;          // the model's, by format
+  int64_t offloaded_bytes = 0;  // weights.total not on the card (0 without offload)
   WorkspaceSizes workspace;
   int64_t reserve_bytes = 0;
   KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto;
@@ -110,6 +115,13 @@ struct MemoryPlan {
 };
 
 absl::StatusOr<MemoryPlan> PlanMemory(const MemoryPlanInput& input);
+
+// The device memory a plan of `input` leaves for weights once the workspace,
+// the reserve and a KV cache of input.num_kv_blocks blocks (0: one
+// full-context sequence's) are counted: what the placement plan
+// (placement_plan.h) may fill. ResourceExhausted naming --gpu-memory-budget
+// when nothing is left.
+absl::StatusOr<int64_t> DeviceBytesForWeights(const MemoryPlanInput& input);
 
 }  // namespace onecard::engine
 

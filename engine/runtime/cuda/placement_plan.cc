@@ -122,8 +122,9 @@ absl::StatusOr<PlacementPlan> PlanPlacement(const PlacementInput& input) {
   auto device_layers = [&](bool with_ring) {
     int64_t used = other + (with_ring ? ring : 0);
     int32_t n = 0;
-    while (n < num_layers && used + layer_bytes[n] <= in.device_weight_bytes)
-      used += layer_bytes[n++];
+    const int32_t most =
+        in.max_device_layers >= 0 ? std::min(in.max_device_layers, num_layers) : num_layers;
+    while (n < most && used + layer_bytes[n] <= in.device_weight_bytes) used += layer_bytes[n++];
     return used <= in.device_weight_bytes ? n : -1;
   };
   const bool can_stream = in.rates.h2d_bytes_per_s > 0;

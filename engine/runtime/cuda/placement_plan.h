@@ -17,7 +17,8 @@
 // Layers keep their order: the first ones stay on the card, then the streamed
 // ones, then the CPU's span (one span, so one activation round trip a step).
 // The card holds as many layers as fit beside the other weights (embeddings,
-// LM head, norms) and, when any layer streams, the ring; the rest is split
+// LM head, norms) and, when any layer streams, the ring (at most
+// max_device_layers when that is set); the rest is split
 // between streaming and the CPU at the count that minimises the step at the
 // expected batch. The predicted step is the floor of that split (perfect
 // overlap at the measured rates).
@@ -56,6 +57,9 @@ struct PlacementInput {
   int64_t host_weight_bytes = 0;    // pinned host memory for offloaded weights
   int32_t ring_layers = 2;          // device buffers the streamed layers pass through
   int32_t expected_batch = 1;       // the batch the split is chosen for
+  // At most this many leading layers on the card (the worker's --gpu-layers,
+  // llama.cpp's -ngl); -1: as many as fit.
+  int32_t max_device_layers = -1;
   OffloadRates rates;
 };
 

@@ -416,8 +416,9 @@ absl::StatusOr<ModelWeightsSpec> CheckpointWeightsSpec(const Checkpoint& checkpo
 }
 
 absl::StatusOr<CudaWeights> LoadWeights(const ModelConfig& c, const ModelWeightsSpec& spec,
-                                        HostTensorSource& source, DeviceArena* arena) {
-  ASSIGN_OR_RETURN(CudaWeights w, CarveWeights(c, spec, arena));
+                                        HostTensorSource& source, DeviceArena* arena,
+                                        const WeightHomes* homes) {
+  ASSIGN_OR_RETURN(CudaWeights w, CarveWeights(c, spec, arena, homes));
   const int64_t h = c.hidden_size;
   // The layers, then the embedding, final norm and head as one more item.
   Progress progress("loading weights onto the GPU", c.num_layers + 1, "layers");
@@ -444,12 +445,14 @@ absl::StatusOr<CudaWeights> LoadWeights(const ModelConfig& c, const ModelWeights
           break;
       }
     }
-    if (l.bqkv == nullptr) continue;
-    const int64_t q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
-    char* dst = static_cast<char*>(l.bqkv);
-    RETURN_IF_ERROR(UploadBf16(source, TensorPart::kQBias, layer, q, dst));
-    RETURN_IF_ERROR(UploadBf16(source, TensorPart::kKBias, layer, kv, dst + q * 2));
-    RETURN_IF_ERROR(UploadBf16(source, TensorPart::kVBias, layer, kv, dst + (q + kv) * 2));
+    if (l.bqkv != nullptr) {
+      const int64_t q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
+      char* dst = static_cast<char*>(l.bqkv);
+      RETURN_IF_ERROR(UploadBf16(source, TensorPart::kQBias, layer, q, dst));
+      RETURN_IF_ERROR(UploadBf16(source, TensorPart::kKBias, layer, kv, dst + q * 2));
+      RETURN_IF_ERROR(UploadBf16(source, TensorPart::kVBias, layer, kv, dst + (q + kv) * 2));
+    }
+    if (homes != nullptr && homes->filled) RETURN_IF_ERROR(homes->filled(layer));
   }
   RETURN_IF_ERROR(
       UploadBf16Table(source, TensorPart::kEmbedding, c.vocab_size, h, w.embedding, pool));
