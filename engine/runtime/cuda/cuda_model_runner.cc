@@ -175,6 +175,7 @@ absl::Status CudaRunnerImpl::PlanDevice() {
   // The KV cache: num_kv_blocks, or what the budget holds beside the card's
   // weights (at least the one sequence DeviceBytesForWeights counted).
   in.device_weight_bytes = placement_->device_bytes + placement_->ring_bytes;
+  in.offloaded_weight_bytes = placement_->streamed_bytes + placement_->cpu_bytes;
   ASSIGN_OR_RETURN(plan_, PlanMemory(in));
   return absl::OkStatus();
 }

@@ -104,9 +104,9 @@ struct CudaRunnerOptions {
   // offload_ring_layers device slots; 0: such a model is refused. With
   // offload the KV cache gets num_kv_blocks blocks, or one full-context
   // sequence's when that is 0, and the rest of the budget goes to weights.
-  // gpu_layers >= 0 keeps at most that many leading layers on the card and
-  // offloads the rest (llama.cpp's -ngl; with cpu_memory_budget > 0);
-  // -1: as many as fit.
+  // gpu_layers >= 0 keeps at most that many layers on the card and offloads
+  // the rest (llama.cpp's -ngl; with cpu_memory_budget > 0); -1: as many as
+  // fit. The streamed layers are spread among the card's (placement_plan.h).
   int64_t cpu_memory_budget = 0;
   int32_t offload_ring_layers = 2;
   int32_t gpu_layers = -1;

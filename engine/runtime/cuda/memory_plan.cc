@@ -155,9 +155,9 @@ absl::StatusOr<MemoryPlan> PlanParts(const MemoryPlanInput& input) {
                      p.max_blocks_per_seq, static_cast<int64_t>(in.max_num_seqs) * p.max_context);
   ASSIGN_OR_RETURN(p.weights, CountWeightBytes(c, in.weights));
   p.weight_bytes = p.weights.total;
-  if (in.device_weight_bytes > 0 && in.device_weight_bytes < p.weights.total) {
+  if (in.device_weight_bytes > 0) {
     p.weight_bytes = in.device_weight_bytes;
-    p.offloaded_bytes = p.weights.total - in.device_weight_bytes;
+    p.offloaded_bytes = in.offloaded_weight_bytes;
   }
   p.workspace = Workspace(in, p.max_context, p.step_layout);
   p.reserve_bytes = in.reserve_bytes;

@@ -40,8 +40,9 @@ struct MemoryPlanInput {
   int64_t cublas_workspace_bytes = 32 * kMiB;
   // Weights larger than the card (placement_plan.h): the bytes of weights on
   // the card (its layers, embeddings, LM head, norms and the streaming ring);
-  // 0: every weight.
+  // 0: every weight. offloaded_weight_bytes: those kept in host memory.
   int64_t device_weight_bytes = 0;
+  int64_t offloaded_weight_bytes = 0;
 };
 
 // The most split-K partials a decode step's o / down product writes
@@ -90,7 +91,7 @@ struct MemoryPlan {
   int64_t budget_bytes = 0;
   int64_t weight_bytes = 0;     // on the card
   WeightBytes weights;          // the model's, by format
-  int64_t offloaded_bytes = 0;  // weights.total not on the card (0 without offload)
+  int64_t offloaded_bytes = 0;  // weights in host memory (0 without offload)
   WorkspaceSizes workspace;
   int64_t reserve_bytes = 0;
   KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto;

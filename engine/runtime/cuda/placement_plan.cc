@@ -53,7 +53,10 @@ std::string Range(const std::vector<LayerPlace>& layers, LayerPlace place) {
     last = i;
   }
   if (first < 0) return "none";
-  return first == last ? absl::StrCat("layer ", first) : absl::StrCat("layers ", first, "-", last);
+  if (first == last) return absl::StrCat("layer ", first);
+  const int count = static_cast<int>(std::count(layers.begin(), layers.end(), place));
+  return count == last - first + 1 ? absl::StrCat("layers ", first, "-", last)
+                                   : absl::StrCat("spread over layers ", first, "-", last);
 }
 
 }  // namespace
@@ -150,7 +153,7 @@ absl::StatusOr<PlacementPlan> PlanPlacement(const PlacementInput& input) {
       best.device_layers = n_dev;
       best.streamed_layers = n_stream;
       best.cpu_layers = n_cpu;
-      best.ring_bytes = n_stream > 0 ? ring : 0;
+      best.ring_bytes = int64_t{std::min(in.ring_layers, n_stream)} * largest;
       best.expected = expected;
     }
   }
@@ -173,6 +176,25 @@ absl::StatusOr<PlacementPlan> PlanPlacement(const PlacementInput& input) {
         "take them, or the card cannot hold a ring of %d layers (%.2f GiB) beside the rest",
         c.name, GiB(offloaded_min), GiB(in.device_weight_bytes), in.rates.h2d_bytes_per_s / 1e9,
         in.rates.host_read_bytes_per_s / 1e9, in.ring_layers, GiB(ring)));
+  }
+  // The streamed layers spread evenly among the card's (the CPU's span stays
+  // last): their copies then overlap the card's layers' compute in a long
+  // prefill, where the ring alone would leave the link idle until the first
+  // streamed layer. Kept in front where that would change the card's bytes
+  // (layers of different sizes).
+  if (best.streamed_layers > 0 && best.device_layers > 0) {
+    const int32_t span = best.device_layers + best.streamed_layers;
+    std::vector<LayerPlace> spread = best.layers;
+    std::fill(spread.begin(), spread.begin() + span, LayerPlace::kDevice);
+    for (int32_t j = 0; j < best.streamed_layers; ++j) {
+      spread[(int64_t{j} + 1) * span / best.streamed_layers - 1] = LayerPlace::kStreamed;
+    }
+    int64_t front = 0, spread_bytes = 0;
+    for (int32_t l = 0; l < span; ++l) {
+      front += best.layers[l] == LayerPlace::kDevice ? layer_bytes[l] : 0;
+      spread_bytes += spread[l] == LayerPlace::kDevice ? layer_bytes[l] : 0;
+    }
+    if (spread_bytes == front) best.layers = spread;
   }
   best.model = c.name;
   best.other_bytes = other;

@@ -14,8 +14,9 @@
 //   the stream: streamed bytes / pinned host-to-device rate, running
 //     beside the chain (the copy engine fills the ring ahead of compute)
 //   step = max(chain, stream)
-// Layers keep their order: the first ones stay on the card, then the streamed
-// ones, then the CPU's span (one span, so one activation round trip a step).
+// The CPU's layers are the last ones (one span, so one activation round trip
+// a step); the streamed ones are spread evenly among the card's, so that
+// their copies overlap the card's compute in a long prefill.
 // The card holds as many layers as fit beside the other weights (embeddings,
 // LM head, norms) and, when any layer streams, the ring (at most
 // max_device_layers when that is set); the rest is split
@@ -57,7 +58,7 @@ struct PlacementInput {
   int64_t host_weight_bytes = 0;    // pinned host memory for offloaded weights
   int32_t ring_layers = 2;          // device buffers the streamed layers pass through
   int32_t expected_batch = 1;       // the batch the split is chosen for
-  // At most this many leading layers on the card (the worker's --gpu-layers,
+  // At most this many layers on the card (the worker's --gpu-layers,
   // llama.cpp's -ngl); -1: as many as fit.
   int32_t max_device_layers = -1;
   OffloadRates rates;
@@ -80,7 +81,7 @@ struct PlacementPlan {
   int32_t device_layers = 0, streamed_layers = 0, cpu_layers = 0;
   int64_t device_bytes = 0;    // the card's layers and the other weights
   int64_t other_bytes = 0;     // embeddings, LM head, final norm (on the card)
-  int64_t ring_bytes = 0;      // ring_layers x the largest streamed layer (0 without streaming)
+  int64_t ring_bytes = 0;      // min(ring_layers, streamed layers) x the largest layer
   int64_t streamed_bytes = 0;  // pinned host memory
   int64_t cpu_bytes = 0;       // host memory the CPU kernels read
   int64_t device_weight_bytes = 0;
