@@ -172,6 +172,18 @@ absl::Status CudaRunnerImpl::PlanDevice() {
   place.max_device_layers = options_.gpu_layers;
   ASSIGN_OR_RETURN(place.rates, MeasureOffloadRates(ctx_->cublas(), ctx_->stream()));
   ASSIGN_OR_RETURN(placement_, PlanPlacement(place));
+  // Pinned pages cannot be swapped: more than the host has free would take
+  // the machine down rather than fail.
+  const int64_t host_bytes = placement_->streamed_bytes + placement_->cpu_bytes;
+  const int64_t available = int64_t{sysconf(_SC_AVPHYS_PAGES)} * sysconf(_SC_PAGESIZE);
+  if (available > 0 && host_bytes > available) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "%s: %.2f GiB of layers would live in host memory (--cpu-memory-budget %.2f GiB), but "
+        "only %.2f GiB of the host's memory is free; free some or raise --gpu-memory-budget",
+        config_.name, static_cast<double>(host_bytes) / kGiB,
+        static_cast<double>(options_.cpu_memory_budget) / kGiB,
+        static_cast<double>(available) / kGiB));
+  }
   // The KV cache: num_kv_blocks, or what the budget holds beside the card's
   // weights (at least the one sequence DeviceBytesForWeights counted).
   in.device_weight_bytes = placement_->device_bytes + placement_->ring_bytes;
