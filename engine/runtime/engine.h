@@ -173,6 +173,14 @@ struct EngineOptions {
   // cuda backend: a file that keeps the tuned choices between starts (only
   // shapes it lacks are timed; CudaRunnerOptions::tuning_cache). Empty: none.
   std::string tuning_cache;
+  // cuda backend: bytes of pinned host memory for the layers the card cannot
+  // hold, streamed each step through the ring (CudaRunnerOptions); 0 = no
+  // offload (a model larger than gpu_memory_budget is refused).
+  int64_t cpu_memory_budget = 0;
+  int32_t offload_ring_layers = 2;  // cuda backend: device slots the streamed layers pass through
+  // cuda backend: at most this many layers on the card (llama.cpp's -ngl),
+  // needs cpu_memory_budget > 0; -1 = as many as fit.
+  int32_t gpu_layers = -1;
   int32_t max_num_seqs = 64;         // running sequences per step
   int32_t max_batched_tokens = 512;  // token budget per step (chunked prefill)
   // A request's priority rises by one each aging_interval (on `clock`) after

@@ -36,6 +36,9 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> CreateModelRunner(const Checkpoint&
     cuda.max_batched_tokens = options.max_batched_tokens;
     cuda.tune_gemms = options.tune_gemms;
     cuda.tuning_cache = options.tuning_cache;
+    cuda.cpu_memory_budget = options.cpu_memory_budget;
+    cuda.offload_ring_layers = options.offload_ring_layers;
+    cuda.gpu_layers = options.gpu_layers;
     cuda.fp8_compute = options.fp8_compute;
     cuda.kv_cache_dtype = options.kv_cache_dtype;
     return CreateCudaModelRunner(checkpoint, cuda);

@@ -10,6 +10,7 @@
 // Tested by tests/services/worker/worker_main_test.cc (the real process).
 #include <cstdio>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,14 @@ ABSL_FLAG(
     "CUDA backend: device memory to plan within, e.g. 24GiB (default: the card's free memory)");
 ABSL_FLAG(std::string, tune_gemms, "", "CUDA backend: true or false (default true)");
 ABSL_FLAG(std::string, tuning_cache, "", "CUDA backend: file keeping tuned GEMM choices");
+ABSL_FLAG(std::string, cpu_memory_budget, "",
+          "CUDA backend: pinned host memory for the layers the card cannot hold, streamed each "
+          "step, e.g. 96GiB (default: none; such a model is refused)");
+ABSL_FLAG(std::optional<int32_t>, gpu_layers, std::nullopt,
+          "CUDA backend: at most this many layers on the card, the rest streamed from host "
+          "memory (needs --cpu-memory-budget; default -1: as many as fit)");
+ABSL_FLAG(std::optional<int32_t>, offload_ring_layers, std::nullopt,
+          "CUDA backend: device slots the streamed layers pass through (default 2)");
 
 namespace onecard::services {
 
@@ -84,7 +93,9 @@ const CommandLineSpec kCommandLine = {
                {"Scheduler and admission",
                 {"max_num_seqs", "max_batched_tokens", "max_context", "aging_interval",
                  "max_waiting", "kv_watermark"}},
-               {"CUDA backend", {"gpu_memory_budget", "tune_gemms", "tuning_cache", "fp8_compute"}},
+               {"CUDA backend",
+                {"gpu_memory_budget", "cpu_memory_budget", "gpu_layers", "offload_ring_layers",
+                 "tune_gemms", "tuning_cache", "fp8_compute"}},
                ServiceIdentityFlagGroup(),
                {"Shutdown", {"grace_period"}}},
     .epilog = ServiceHelpEpilog()};
@@ -109,6 +120,7 @@ void OverrideStrings(v1::WorkerConfig* c) {
   set(absl::GetFlag(FLAGS_worker_id), c->mutable_worker_id());
   // Checked (ParseByteSize) with the rest of the config.
   set(absl::GetFlag(FLAGS_gpu_memory_budget), c->mutable_cuda()->mutable_memory_budget());
+  set(absl::GetFlag(FLAGS_cpu_memory_budget), c->mutable_cuda()->mutable_cpu_memory_budget());
   set(absl::GetFlag(FLAGS_tuning_cache), c->mutable_cuda()->mutable_tuning_cache());
   OverrideServiceAuthFromFlags(c->mutable_service_auth());
 }
@@ -137,6 +149,13 @@ absl::Status OverrideNumbers(v1::WorkerConfig* c) {
   if (double v = absl::GetFlag(FLAGS_kv_watermark); v >= 0)
     c->mutable_admission()->set_kv_watermark(v);
   if (int32_t v = absl::GetFlag(FLAGS_default_max_tokens); v >= 0) c->set_default_max_tokens(v);
+  // Unset is no value (gpu_layers -1 is one), so every given value is checked.
+  if (std::optional<int32_t> v = absl::GetFlag(FLAGS_gpu_layers)) {
+    c->mutable_cuda()->set_gpu_layers(*v);
+  }
+  if (std::optional<int32_t> v = absl::GetFlag(FLAGS_offload_ring_layers)) {
+    c->mutable_cuda()->set_offload_ring_layers(*v);
+  }
   return absl::OkStatus();
 }
 

@@ -22,13 +22,25 @@ void SetDurationIfUnset(google::protobuf::Duration* d, absl::Duration value) {
   ToProtoDuration(value, d);
 }
 
-absl::Status Bad(absl::string_view field, absl::string_view why) {
-  return absl::InvalidArgumentError(absl::StrCat("worker config: ", field, ": ", why));
+absl::Status FieldError(absl::string_view field, absl::string_view why) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
 }
 
 absl::Status Prefixed(absl::Status status) {
   if (status.ok()) return status;
   return absl::Status(status.code(), absl::StrCat("worker config: ", status.message()));
+}
+
+absl::Status Bad(absl::string_view field, absl::string_view why) {
+  return Prefixed(FieldError(field, why));
+}
+
+// A size field such as "24GiB"; empty: 0.
+absl::StatusOr<int64_t> ByteSizeField(absl::string_view field, const std::string& text) {
+  if (text.empty()) return 0;
+  absl::StatusOr<int64_t> bytes = ParseByteSize(text);
+  if (!bytes.ok()) return FieldError(field, bytes.status().message());
+  return bytes;
 }
 
 // What sizes the engine: threads, the KV pool, the batch, the context.
@@ -60,6 +72,25 @@ absl::Status ValidateEngineFields(const v1::WorkerConfig& c) {
       CheckDoubleRange("admission.kv_watermark", c.admission().kv_watermark(), 0.0, 1.0));
   RETURN_IF_ERROR(CheckRange("default_max_tokens", c.default_max_tokens(), 1, kMaxTokens));
   return CheckRange("max_request_bytes", c.max_request_bytes(), 1, kMaxMessageBytes);
+}
+
+// The CUDA backend's budgets and weight offload. cpu_memory_budget is
+// pinned host memory, so the host's memory bounds it.
+absl::Status ValidateCudaFields(const v1::CudaConfig& cuda) {
+  RETURN_IF_ERROR(ByteSizeField("cuda.memory_budget", cuda.memory_budget()).status());
+  ASSIGN_OR_RETURN(const int64_t cpu_bytes,
+                   ByteSizeField("cuda.cpu_memory_budget", cuda.cpu_memory_budget()));
+  RETURN_IF_ERROR(CheckHostBytes("cuda.cpu_memory_budget", cpu_bytes));
+  constexpr int64_t kMaxInt32 = std::numeric_limits<int32_t>::max();
+  RETURN_IF_ERROR(CheckRange("cuda.gpu_layers", cuda.gpu_layers(), -1, kMaxInt32));
+  RETURN_IF_ERROR(CheckRange("cuda.offload_ring_layers", cuda.offload_ring_layers(), 1, kMaxInt32));
+  if (cuda.gpu_layers() >= 0 && cpu_bytes == 0) {
+    return FieldError("cuda.gpu_layers",
+                      absl::StrCat(cuda.gpu_layers(),
+                                   " needs cuda.cpu_memory_budget: the layers past them are "
+                                   "streamed from pinned host memory"));
+  }
+  return absl::OkStatus();
 }
 
 // Periods of the worker's own loops and waits.
@@ -113,7 +144,11 @@ void ApplyWorkerDefaults(v1::WorkerConfig* c) {
   SetDurationIfUnset(c->mutable_reconnect()->mutable_max_backoff(), absl::Seconds(5));
   if (c->max_request_bytes() == 0) c->set_max_request_bytes(4 << 20);
   if (c->default_max_tokens() == 0) c->set_default_max_tokens(256);
-  if (!c->cuda().has_tune_gemms()) c->mutable_cuda()->set_tune_gemms(true);
+  v1::CudaConfig* cuda = c->mutable_cuda();
+  if (!cuda->has_tune_gemms()) cuda->set_tune_gemms(true);
+  // Presence, not zero, marks it unset: 0 keeps every layer in host memory.
+  if (!cuda->has_gpu_layers()) cuda->set_gpu_layers(-1);
+  if (cuda->offload_ring_layers() == 0) cuda->set_offload_ring_layers(2);
 }
 
 absl::Status ValidateWorkerConfig(const v1::WorkerConfig& c) {
@@ -123,11 +158,7 @@ absl::Status ValidateWorkerConfig(const v1::WorkerConfig& c) {
   }
   RETURN_IF_ERROR(Prefixed(ValidateEngineFields(c)));
   RETURN_IF_ERROR(Prefixed(ValidateServiceFields(c)));
-  if (!c.cuda().memory_budget().empty()) {
-    absl::StatusOr<int64_t> budget = ParseByteSize(c.cuda().memory_budget());
-    if (!budget.ok()) return Bad("cuda.memory_budget", budget.status().message());
-  }
-  return absl::OkStatus();
+  return Prefixed(ValidateCudaFields(c.cuda()));
 }
 
 engine::EngineOptions EngineOptionsFromConfig(const v1::WorkerConfig& c) {
@@ -155,6 +186,10 @@ engine::EngineOptions EngineOptionsFromConfig(const v1::WorkerConfig& c) {
   o.gpu_memory_budget = ParseByteSize(c.cuda().memory_budget()).value_or(0);
   o.tune_gemms = c.cuda().tune_gemms();  // ApplyWorkerDefaults sets it
   o.tuning_cache = c.cuda().tuning_cache();
+  o.cpu_memory_budget = ParseByteSize(c.cuda().cpu_memory_budget()).value_or(0);
+  // Unset (no ApplyWorkerDefaults): the engine's defaults, not proto zeros.
+  if (c.cuda().has_gpu_layers()) o.gpu_layers = c.cuda().gpu_layers();
+  if (c.cuda().offload_ring_layers() > 0) o.offload_ring_layers = c.cuda().offload_ring_layers();
   return o;
 }
 

@@ -5,7 +5,8 @@
 // termination grace covering preStop + drain, GPU requests and scheduling,
 // the HPA (targets, metrics, behavior), ServiceMonitors, the config files
 // parsed by the services' own typed loader (with worker.config's engine
-// options), API keys stored as hashes, and the tuning cache file's volume.
+// options, the cuda offload ones too), API keys stored as hashes, and the
+// tuning cache file's volume.
 #include <string>
 #include <utility>
 #include <vector>
@@ -136,14 +137,24 @@ TEST(HelmChartTest, WorkerConfigCarriesTheEngineOptions) {
   EXPECT_EQ(defaults.worker().kv_cache_dtype(), "auto");
   EXPECT_EQ(defaults.worker().fp8_compute(), "w8a8");
   EXPECT_EQ(Seconds(defaults.worker().scheduler().aging_interval()), 10);
+  EXPECT_EQ(defaults.worker().cuda().cpu_memory_budget(), "");  // no offload
+  EXPECT_TRUE(defaults.worker().cuda().has_gpu_layers());
+  EXPECT_EQ(defaults.worker().cuda().gpu_layers(), -1);
+  EXPECT_EQ(defaults.worker().cuda().offload_ring_layers(), 2);
   const std::vector<json> docs =
       Render({}, {"worker.config.kv_cache_dtype=bf16", "worker.config.fp8_compute=w8a16",
-                  "worker.config.scheduler.aging_interval=30s"});
+                  "worker.config.scheduler.aging_interval=30s",
+                  "worker.config.cuda.cpu_memory_budget=96GiB", "worker.config.cuda.gpu_layers=40",
+                  "worker.config.cuda.offload_ring_layers=3"});
   const v1::OnecardConfig set =
       ParseConfig(FindObject(docs, "ConfigMap", "-config"), "onecard.yaml");
   EXPECT_EQ(set.worker().kv_cache_dtype(), "bf16");
   EXPECT_EQ(set.worker().fp8_compute(), "w8a16");
   EXPECT_EQ(Seconds(set.worker().scheduler().aging_interval()), 30);
+  EXPECT_EQ(set.worker().cuda().cpu_memory_budget(), "96GiB");
+  EXPECT_EQ(set.worker().cuda().gpu_layers(), 40);
+  EXPECT_EQ(set.worker().cuda().offload_ring_layers(), 3);
+  EXPECT_TRUE(set.worker().cuda().tune_gemms());  // the rest of the cuda block is kept
 }
 
 TEST(HelmChartTest, TheHttpApiHasItsPortOnTheServiceAndAnOptionalIngress) {

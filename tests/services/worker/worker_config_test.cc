@@ -1,7 +1,7 @@
 // Tests of the worker's config handling: the defaults written in
 // config.proto, one refusal per out-of-range field (naming it), the engine
-// options derived from the config (scheduler.aging_interval from YAML too),
-// and the served model name.
+// options derived from the config (scheduler.aging_interval and the cuda
+// offload fields from YAML too), and the served model name.
 #include "services/worker/worker_config.h"
 
 #include <string>
@@ -48,6 +48,9 @@ TEST(WorkerConfigTest, DefaultsFromTheProto) {
   EXPECT_EQ(c.default_max_tokens(), 256);
   EXPECT_TRUE(c.cuda().tune_gemms());
   EXPECT_EQ(c.cuda().memory_budget(), "");
+  EXPECT_EQ(c.cuda().cpu_memory_budget(), "");  // no offload
+  EXPECT_EQ(c.cuda().gpu_layers(), -1);         // as many as fit
+  EXPECT_EQ(c.cuda().offload_ring_layers(), 2);
   EXPECT_TRUE(ValidateWorkerConfig(c).ok());
 }
 
@@ -59,6 +62,9 @@ TEST(WorkerConfigTest, DefaultsKeepSetFields) {
   c.set_fp8_compute("w8a16");
   c.mutable_kv_cache()->set_enable_prefix_caching(false);
   c.mutable_grace_period()->set_seconds(5);
+  c.mutable_cuda()->set_cpu_memory_budget("1GiB");
+  c.mutable_cuda()->set_gpu_layers(0);  // present, so not the default -1
+  c.mutable_cuda()->set_offload_ring_layers(4);
   ApplyWorkerDefaults(&c);
   EXPECT_EQ(c.backend(), "cuda");
   EXPECT_EQ(c.cpu_weights(), "f32");
@@ -66,6 +72,9 @@ TEST(WorkerConfigTest, DefaultsKeepSetFields) {
   EXPECT_EQ(c.fp8_compute(), "w8a16");
   EXPECT_FALSE(c.kv_cache().enable_prefix_caching());
   EXPECT_EQ(c.grace_period().seconds(), 5);
+  EXPECT_EQ(c.cuda().cpu_memory_budget(), "1GiB");
+  EXPECT_EQ(c.cuda().gpu_layers(), 0);
+  EXPECT_EQ(c.cuda().offload_ring_layers(), 4);
 }
 
 struct BadCase {
@@ -115,10 +124,20 @@ INSTANTIATE_TEST_SUITE_P(
                 "reconnect.max_backoff"},
         BadCase{[](auto* c) { c->mutable_cuda()->set_memory_budget("24GB"); },
                 "cuda.memory_budget"},
+        BadCase{[](auto* c) { c->mutable_cuda()->set_cpu_memory_budget("96GB"); },
+                "cuda.cpu_memory_budget"},
+        BadCase{[](auto* c) { c->mutable_cuda()->set_cpu_memory_budget("-1GiB"); },
+                "cuda.cpu_memory_budget"},
+        BadCase{[](auto* c) { c->mutable_cuda()->set_gpu_layers(-2); }, "cuda.gpu_layers"},
+        BadCase{[](auto* c) { c->mutable_cuda()->set_gpu_layers(0); }, "cuda.gpu_layers"},
+        BadCase{[](auto* c) { c->mutable_cuda()->set_offload_ring_layers(-1); },
+                "cuda.offload_ring_layers"},
         // Issue 22: values that exhausted memory or threads, or spun a core.
         BadCase{[](auto* c) { c->set_num_threads(100000); }, "num_threads"},
         BadCase{[](auto* c) { c->mutable_kv_cache()->set_cache_bytes(1000000000000000); },
                 "kv_cache.cache_bytes"},
+        BadCase{[](auto* c) { c->mutable_cuda()->set_cpu_memory_budget("1000000TiB"); },
+                "cuda.cpu_memory_budget"},
         BadCase{[](auto* c) { c->mutable_kv_cache()->set_block_size(1 << 20); },
                 "kv_cache.block_size"},
         BadCase{[](auto* c) { c->mutable_kv_cache()->set_num_blocks(1ll << 40); },
@@ -153,6 +172,36 @@ TEST(WorkerConfigTest, BoundsNameTheRange) {
   c.set_backend("cuda");
   c.mutable_kv_cache()->set_cache_bytes(1000000000000000);
   EXPECT_TRUE(ValidateWorkerConfig(c).ok());
+}
+
+// Weight offload: gpu_layers caps the card's layers only with host memory
+// for the rest, and the refusal names both fields; a budget of "0" is none.
+// cpu_memory_budget is pinned host memory, so the host's memory bounds it.
+TEST(WorkerConfigTest, GpuLayersNeedACpuMemoryBudget) {
+  v1::WorkerConfig c = Defaults();
+  c.set_backend("cuda");
+  c.mutable_cuda()->set_gpu_layers(20);
+  for (const char* none : {"", "0", "0GiB"}) {
+    c.mutable_cuda()->set_cpu_memory_budget(none);
+    const absl::Status s = ValidateWorkerConfig(c);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << none;
+    EXPECT_THAT(s.message(), HasSubstr("worker config: cuda.gpu_layers: 20 needs "
+                                       "cuda.cpu_memory_budget"))
+        << none;
+  }
+  for (int32_t gpu_layers : {-1, 0, 20}) {
+    c.mutable_cuda()->set_gpu_layers(gpu_layers);
+    c.mutable_cuda()->set_cpu_memory_budget("1GiB");
+    c.mutable_cuda()->set_offload_ring_layers(1);
+    EXPECT_TRUE(ValidateWorkerConfig(c).ok()) << gpu_layers << ": " << ValidateWorkerConfig(c);
+  }
+  c.mutable_cuda()->set_cpu_memory_budget("1000000TiB");
+  EXPECT_THAT(ValidateWorkerConfig(c).message(),
+              HasSubstr("cuda.cpu_memory_budget: 1099511627776000000 is outside [0, "));
+  c = Defaults();
+  c.mutable_cuda()->set_offload_ring_layers(-1);
+  EXPECT_THAT(ValidateWorkerConfig(c).message(),
+              HasSubstr("cuda.offload_ring_layers: -1 is outside [1, 2147483647]"));
 }
 
 // The config takes fp8 on either backend: both hold an fp8 KV cache (the
@@ -191,6 +240,9 @@ TEST(WorkerConfigTest, EngineOptions) {
   EXPECT_EQ(o.max_waiting, 9);
   EXPECT_EQ(o.gpu_memory_budget, 0);  // the card's free memory
   EXPECT_TRUE(o.tune_gemms);
+  EXPECT_EQ(o.cpu_memory_budget, 0);  // no offload
+  EXPECT_EQ(o.gpu_layers, -1);
+  EXPECT_EQ(o.offload_ring_layers, 2);
 
   c.set_cpu_weights("f32");
   EXPECT_EQ(EngineOptionsFromConfig(c).cpu_weight_format, engine::CpuWeightFormat::kF32);
@@ -204,10 +256,48 @@ TEST(WorkerConfigTest, EngineOptions) {
   c.mutable_cuda()->set_memory_budget("24GiB");
   c.mutable_cuda()->set_tune_gemms(false);
   c.mutable_cuda()->set_tuning_cache("/var/cache/onecard/h200.json");
+  c.mutable_cuda()->set_cpu_memory_budget("96GiB");
+  c.mutable_cuda()->set_gpu_layers(0);
+  c.mutable_cuda()->set_offload_ring_layers(3);
   const engine::EngineOptions cuda = EngineOptionsFromConfig(c);
   EXPECT_EQ(cuda.gpu_memory_budget, 24ll << 30);
   EXPECT_FALSE(cuda.tune_gemms);
   EXPECT_EQ(cuda.tuning_cache, "/var/cache/onecard/h200.json");
+  EXPECT_EQ(cuda.cpu_memory_budget, 96ll << 30);
+  EXPECT_EQ(cuda.gpu_layers, 0);
+  EXPECT_EQ(cuda.offload_ring_layers, 3);
+}
+
+// Without ApplyWorkerDefaults the unset offload fields keep the engine's
+// defaults: an absent gpu_layers is not 0 (every layer in host memory).
+TEST(WorkerConfigTest, EngineOptionsOfUnsetOffloadFields) {
+  v1::WorkerConfig c;
+  c.set_model_path("models/m.gguf");
+  const engine::EngineOptions o = EngineOptionsFromConfig(c);
+  EXPECT_EQ(o.cpu_memory_budget, 0);
+  EXPECT_EQ(o.gpu_layers, -1);
+  EXPECT_EQ(o.offload_ring_layers, 2);
+}
+
+// The offload fields from a YAML file, by proto name and lowerCamelCase.
+TEST(WorkerConfigTest, OffloadFieldsFromYaml) {
+  const std::vector<std::string> files = {
+      "model_path: m.gguf\nbackend: cuda\n"
+      "cuda: {cpu_memory_budget: 1GiB, gpu_layers: 0, offload_ring_layers: 3}\n",
+      "model_path: m.gguf\nbackend: cuda\n"
+      "cuda: {cpuMemoryBudget: 1GiB, gpuLayers: 0, offloadRingLayers: 3}\n",
+  };
+  for (const std::string& yaml : files) {
+    SCOPED_TRACE(yaml);
+    v1::WorkerConfig c;
+    ASSERT_TRUE(ParseConfigText(yaml, "worker.yaml", &c).ok());
+    ApplyWorkerDefaults(&c);
+    ASSERT_TRUE(ValidateWorkerConfig(c).ok()) << ValidateWorkerConfig(c);
+    const engine::EngineOptions o = EngineOptionsFromConfig(c);
+    EXPECT_EQ(o.cpu_memory_budget, 1ll << 30);
+    EXPECT_EQ(o.gpu_layers, 0);
+    EXPECT_EQ(o.offload_ring_layers, 3);
+  }
 }
 
 // scheduler.aging_interval from a YAML file: a duration, and 0s (present,

@@ -1,8 +1,9 @@
 // Tests of the onecard-worker process (services/worker/main.cc): with 8
 // streams running, SIGTERM makes it refuse new requests (UNAVAILABLE)
 // while all 8 complete, then exit 0; bad flags and a missing model exit
-// with their codes and a message naming the problem; an fp8 KV cache serves
-// on the cpu backend. Real process, real
+// with their codes and a message naming the problem; flags override the
+// config file (the cuda offload ones too, each value checked); an fp8 KV
+// cache serves on the cpu backend. Real process, real
 // engine (CPU backend, SmolLM2), loopback ports picked by the OS.
 #include <signal.h>
 
@@ -265,6 +266,34 @@ TEST(WorkerMainTest, ConfigFileErrorsNameFileLineAndField) {
       {fast_report, "load_report_interval: 1ns is outside [10ms, 1h]"},
   };
   for (const auto& [path, message] : cases) ExpectRefusedAtStart({"--config=" + path}, message);
+}
+
+// The offload flags override the file's cuda fields: each value given is
+// checked with the config (gpu_layers -1 is a value, so no sentinel hides
+// one), and a flag can supply what the file lacks.
+TEST(WorkerMainTest, OffloadFlagsOverrideTheConfigFile) {
+  const std::string offload =
+      WriteFile("worker_main_offload.yaml",
+                "model_path: models/does-not-exist.gguf\nbackend: cuda\n"
+                "cuda: {cpu_memory_budget: 1GiB, gpu_layers: 20, offload_ring_layers: 3}\n");
+  const std::string config = "--config=" + offload;
+  ExpectRefusedAtStart({config, "--cpu-memory-budget=96GB"},
+                       "worker config: cuda.cpu_memory_budget: \"96GB\" is not a size");
+  ExpectRefusedAtStart({config, "--cpu-memory-budget=0"},
+                       "worker config: cuda.gpu_layers: 20 needs cuda.cpu_memory_budget");
+  ExpectRefusedAtStart({config, "--gpu-layers=-2"},
+                       "worker config: cuda.gpu_layers: -2 is outside [-1, ");
+  ExpectRefusedAtStart({config, "--offload-ring-layers", "-1"},
+                       "worker config: cuda.offload_ring_layers: -1 is outside [1, ");
+  // The file's gpu_layers without a budget is refused; the flag's budget
+  // lets it start, and the missing model then exits 1.
+  const std::string no_budget =
+      WriteFile("worker_main_no_budget.yaml",
+                "model_path: models/does-not-exist.gguf\nbackend: cuda\ncuda: {gpu_layers: 20}\n");
+  ExpectRefusedAtStart({"--config=" + no_budget},
+                       "worker config: cuda.gpu_layers: 20 needs cuda.cpu_memory_budget");
+  ExpectRefusedAtStart({"--config=" + no_budget, "--cpu-memory-budget=1GiB"},
+                       "onecard-worker: cannot load the model", /*exit_code=*/1);
 }
 
 TEST(WorkerMainTest, FlagsOverrideTheConfigFile) {
