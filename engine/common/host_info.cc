@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <fstream>
+#include <string>
 #include <thread>
 
 namespace onecard {
@@ -16,6 +18,20 @@ int64_t HostMemoryBytes() {
     return static_cast<int64_t>(pages) * page_size;
   }();
   return bytes;
+}
+
+int64_t HostAvailableMemoryBytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key, unit;
+  int64_t value = 0;
+  while (meminfo >> key >> value) {
+    std::getline(meminfo, unit);  // " kB"
+    if (key == "MemAvailable:") return value * 1024;
+  }
+  const long pages = sysconf(_SC_AVPHYS_PAGES);
+  const long page_size = sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page_size <= 0) return 0;
+  return static_cast<int64_t>(pages) * page_size;
 }
 
 int HostCores() {

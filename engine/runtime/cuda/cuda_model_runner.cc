@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "engine/common/host_info.h"
 #include "engine/common/log.h"
 #include "engine/common/status_macros.h"
 #include "engine/kernels/cuda_check.h"
@@ -175,11 +176,12 @@ absl::Status CudaRunnerImpl::PlanDevice() {
   // Pinned pages cannot be swapped: more than the host has free would take
   // the machine down rather than fail.
   const int64_t host_bytes = placement_->streamed_bytes + placement_->cpu_bytes;
-  const int64_t available = int64_t{sysconf(_SC_AVPHYS_PAGES)} * sysconf(_SC_PAGESIZE);
+  const int64_t available = HostAvailableMemoryBytes();
   if (available > 0 && host_bytes > available) {
     return absl::ResourceExhaustedError(absl::StrFormat(
         "%s: %.2f GiB of layers would live in host memory (--cpu-memory-budget %.2f GiB), but "
-        "only %.2f GiB of the host's memory is free; free some or raise --gpu-memory-budget",
+        "only %.2f GiB of the host's memory is available; free some or raise "
+        "--gpu-memory-budget",
         config_.name, static_cast<double>(host_bytes) / kGiB,
         static_cast<double>(options_.cpu_memory_budget) / kGiB,
         static_cast<double>(available) / kGiB));

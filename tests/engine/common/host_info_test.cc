@@ -1,5 +1,6 @@
 // Tests of engine/common/host_info.h: the host's memory and cores are
-// positive and the thread cap is 4 a core, at most 1024.
+// positive, the memory available now is part of it, and the thread cap is 4
+// a core, at most 1024.
 #include "engine/common/host_info.h"
 
 #include <algorithm>
@@ -12,6 +13,14 @@ namespace {
 TEST(HostInfoTest, MemoryAndCoresArePositive) {
   EXPECT_GT(HostMemoryBytes(), 64ll << 20);
   EXPECT_GE(HostCores(), 1);
+}
+
+// What is available now is some of the host's memory: more than nothing on
+// any machine that runs these tests, never more than all of it.
+TEST(HostInfoTest, AvailableMemoryIsPartOfTheHosts) {
+  const int64_t available = HostAvailableMemoryBytes();
+  EXPECT_GT(available, 16ll << 20);
+  EXPECT_LE(available, HostMemoryBytes());
 }
 
 TEST(HostInfoTest, ThreadCapIsFourACoreAtMost1024) {
