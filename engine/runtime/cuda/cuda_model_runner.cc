@@ -147,7 +147,8 @@ absl::Status CudaRunnerImpl::PlanDevice() {
       CudaMemoryPlanInput(config_, spec_, options_, ctx_->free_bytes_at_start(), ctx_->num_sms());
   const int64_t num_layers = config_.num_layers;
   const bool offload = options_.cpu_memory_budget > 0;
-  if (!offload && options_.gpu_layers >= 0 && options_.gpu_layers < num_layers) {
+  const bool layers_forced_off = options_.gpu_layers >= 0 && options_.gpu_layers < num_layers;
+  if (!offload && layers_forced_off) {
     return absl::InvalidArgumentError(absl::StrCat(
         "gpu_layers = ", options_.gpu_layers, " leaves layers of ", config_.name, " (", num_layers,
         ") off the card: needs a cpu_memory_budget (--cpu-memory-budget)"));
@@ -157,7 +158,6 @@ absl::Status CudaRunnerImpl::PlanDevice() {
         absl::StrCat("offload_ring_layers = ", options_.offload_ring_layers, ": must be >= 1"));
   }
   absl::StatusOr<MemoryPlan> whole = PlanMemory(in);
-  const bool layers_forced_off = options_.gpu_layers >= 0 && options_.gpu_layers < num_layers;
   if (!offload || (whole.ok() && !layers_forced_off) ||
       (!whole.ok() && !absl::IsResourceExhausted(whole.status()))) {
     ASSIGN_OR_RETURN(plan_, std::move(whole));

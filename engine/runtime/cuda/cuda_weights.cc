@@ -16,7 +16,7 @@
 namespace onecard::engine {
 
 absl::StatusOr<CudaWeights> CarveWeights(const ModelConfig& c, const ModelWeightsSpec& spec,
-                                         DeviceArena* main_arena, const WeightHomes* homes) {
+                                         DeviceArena* arena, const WeightHomes* homes) {
   if (static_cast<int64_t>(spec.layers.size()) != c.num_layers) {
     return absl::InvalidArgumentError(
         absl::StrCat("weight spec has ", spec.layers.size(), " layers, the model ", c.num_layers));
@@ -26,10 +26,11 @@ absl::StatusOr<CudaWeights> CarveWeights(const ModelConfig& c, const ModelWeight
   w.layers.resize(c.num_layers);
   for (int64_t l = 0; l < c.num_layers; ++l) {
     CudaLayerWeights& layer = w.layers[l];
-    DeviceArena* own = homes != nullptr && homes->layer_arena ? homes->layer_arena(l) : nullptr;
-    DeviceArena* arena = own != nullptr ? own : main_arena;
-    ASSIGN_OR_RETURN(layer.attn_norm, arena->Take(c.hidden_size * 2));
-    ASSIGN_OR_RETURN(layer.ffn_norm, arena->Take(c.hidden_size * 2));
+    const std::unique_ptr<DeviceArena> own =
+        homes != nullptr && homes->layer_arena ? homes->layer_arena(l) : nullptr;
+    DeviceArena* into = own != nullptr ? own.get() : arena;
+    ASSIGN_OR_RETURN(layer.attn_norm, into->Take(c.hidden_size * 2));
+    ASSIGN_OR_RETURN(layer.ffn_norm, into->Take(c.hidden_size * 2));
     for (int p = 0; p < kNumProjections; ++p) {
       CudaWeight& cw = layer.proj[p];
       cw.spec = spec.layers[l][p];
@@ -37,29 +38,28 @@ absl::StatusOr<CudaWeights> CarveWeights(const ModelConfig& c, const ModelWeight
       cw.n = n;
       cw.k = k;
       if (cw.spec.format == WeightFormat::kBf16) {
-        ASSIGN_OR_RETURN(cw.data, arena->Take(cw.n * cw.k * 2));
+        ASSIGN_OR_RETURN(cw.data, into->Take(cw.n * cw.k * 2));
         continue;
       }
       if (cw.spec.format == WeightFormat::kFp8) {
-        ASSIGN_OR_RETURN(cw.data, arena->Take(cw.n * cw.k));
-        ASSIGN_OR_RETURN(cw.scales, arena->Take(Fp8ScaleCount(cw.n, cw.k, cw.spec.fp8_scales) * 4));
+        ASSIGN_OR_RETURN(cw.data, into->Take(cw.n * cw.k));
+        ASSIGN_OR_RETURN(cw.scales, into->Take(Fp8ScaleCount(cw.n, cw.k, cw.spec.fp8_scales) * 4));
         continue;
       }
-      ASSIGN_OR_RETURN(cw.data, arena->Take(Int4CodeBytes(cw.n, cw.k)));
-      ASSIGN_OR_RETURN(cw.scales, arena->Take(Int4ScaleBytes(cw.n, cw.k, cw.spec.group)));
+      ASSIGN_OR_RETURN(cw.data, into->Take(Int4CodeBytes(cw.n, cw.k)));
+      ASSIGN_OR_RETURN(cw.scales, into->Take(Int4ScaleBytes(cw.n, cw.k, cw.spec.group)));
       if (cw.spec.offsets != Int4Offsets::kSymmetric) {
-        ASSIGN_OR_RETURN(cw.offsets, arena->Take(Int4ScaleBytes(cw.n, cw.k, cw.spec.group)));
+        ASSIGN_OR_RETURN(cw.offsets, into->Take(Int4ScaleBytes(cw.n, cw.k, cw.spec.group)));
       }
       if (cw.spec.act_order) {
-        ASSIGN_OR_RETURN(void* columns, arena->Take(cw.k * 4));
+        ASSIGN_OR_RETURN(void* columns, into->Take(cw.k * 4));
         cw.columns = static_cast<int32_t*>(columns);
       }
     }
     if (c.attention_bias) {
-      ASSIGN_OR_RETURN(layer.bqkv, arena->Take(qkv_rows * 2));
+      ASSIGN_OR_RETURN(layer.bqkv, into->Take(qkv_rows * 2));
     }
   }
-  DeviceArena* arena = main_arena;
   ASSIGN_OR_RETURN(w.embedding, arena->Take(c.vocab_size * c.hidden_size * 2));
   ASSIGN_OR_RETURN(w.final_norm, arena->Take(c.hidden_size * 2));
   if (c.tie_word_embeddings) {

@@ -76,11 +76,11 @@ struct CudaWeights {
 
 // Where each layer's tensors are carved and what follows its filling, for a
 // model whose layers do not all live on the card (weight_stream.h): a layer
-// for which layer_arena gives an arena is carved from it, from its start,
-// instead of the main arena, and `filled` runs once the layer holds its
-// values (before the next layer is filled: streamed layers share slots).
+// for which layer_arena gives an arena (not null) is carved from it, from its
+// start, instead of the main arena, and `filled` runs once the layer holds
+// its values (before the next layer is filled: streamed layers share slots).
 struct WeightHomes {
-  std::function<DeviceArena*(int64_t layer)> layer_arena;
+  std::function<std::unique_ptr<DeviceArena>(int64_t layer)> layer_arena;
   std::function<absl::Status(int64_t layer)> filled;
 };
 

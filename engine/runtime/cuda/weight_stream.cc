@@ -68,11 +68,10 @@ WeightStream::~WeightStream() {
   if (host_ != nullptr) cudaFreeHost(host_);
 }
 
-DeviceArena* WeightStream::LayerArena(int64_t layer) {
+std::unique_ptr<DeviceArena> WeightStream::LayerArena(int64_t layer) const {
   const int64_t i = index_[layer];
   if (i < 0) return nullptr;
-  views_.push_back(DeviceArena::View(slots_[i % slots_.size()], slot_bytes_, "streamed layer"));
-  return views_.back().get();
+  return DeviceArena::View(slots_[i % slots_.size()], slot_bytes_, "streamed layer");
 }
 
 absl::Status WeightStream::StoreLayer(int64_t layer, cudaStream_t stream) {

@@ -48,9 +48,9 @@ class WeightStream {
   WeightStream& operator=(const WeightStream&) = delete;
 
   bool Streams(int64_t layer) const { return index_[layer] >= 0; }
-  // The arena a streamed layer's tensors are carved from (its slot, from the
-  // start); null for a layer that is not streamed.
-  DeviceArena* LayerArena(int64_t layer);
+  // An arena over a streamed layer's slot, its tensors carved from the
+  // start; null for a layer that is not streamed.
+  std::unique_ptr<DeviceArena> LayerArena(int64_t layer) const;
   // After streamed layer `layer` was filled in its slot by work on `stream`:
   // waits for it and copies the slot to the layer's host memory (before the
   // next layer of the slot is filled).
@@ -78,10 +78,9 @@ class WeightStream {
   int64_t host_bytes_ = 0;
   char* host_ = nullptr;  // cudaMallocHost
   cudaStream_t copy_ = nullptr;
-  cudaEvent_t start_ = nullptr;                      // the compute stream at a step's start
-  std::vector<cudaEvent_t> filled_;                  // streamed index -> its copy done
-  std::vector<cudaEvent_t> freed_;                   // slot -> its last layer's kernels done
-  std::vector<std::unique_ptr<DeviceArena>> views_;  // LayerArena's
+  cudaEvent_t start_ = nullptr;      // the compute stream at a step's start
+  std::vector<cudaEvent_t> filled_;  // streamed index -> its copy done
+  std::vector<cudaEvent_t> freed_;   // slot -> its last layer's kernels done
 };
 
 // The cost model's rates measured on the card (placement_plan.h): the device
