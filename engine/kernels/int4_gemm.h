@@ -22,6 +22,7 @@
 #define ONECARD_ENGINE_KERNELS_INT4_GEMM_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
@@ -94,6 +95,9 @@ int64_t Int4GemmWorkspaceBytes(int64_t max_n, int32_t num_sms);
 absl::Status CheckInt4GemmParams(const Int4GemmParams& params, absl::string_view op);
 
 absl::Status Int4GemmRef(const Int4GemmParams& params);
+// Row r of W in fp32 (Int4Value of each code, in stored column order), as the
+// references read it (Int4GemmRef, HostLinearRef).
+void Int4WeightRowRef(const Int4WeightView& w, int64_t r, std::vector<float>* row);
 absl::Status Int4Gemm(const Int4GemmParams& params, cudaStream_t stream);
 
 }  // namespace onecard::engine

@@ -23,8 +23,9 @@ absl::Status Error(absl::string_view op, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat(op, ": ", what));
 }
 
-// Row r of W in fp32.
-void WeightRow(const Int4WeightView& w, int64_t r, std::vector<float>* row) {
+}  // namespace
+
+void Int4WeightRowRef(const Int4WeightView& w, int64_t r, std::vector<float>* row) {
   const auto* codes = static_cast<const uint8_t*>(w.codes);
   const auto* scales = static_cast<const uint32_t*>(w.scales);
   const auto* offsets = static_cast<const uint32_t*>(w.offsets);
@@ -41,8 +42,6 @@ void WeightRow(const Int4WeightView& w, int64_t r, std::vector<float>* row) {
                           half(offsets));
   }
 }
-
-}  // namespace
 
 Int4GemmWorkspaceLayout Int4GemmWorkspace(int64_t n, int32_t num_sms) {
   const int64_t row_groups = (n + kInt4GemmRowGroup - 1) / kInt4GemmRowGroup;
@@ -108,7 +107,7 @@ absl::Status Int4GemmRef(const Int4GemmParams& p) {
   std::vector<float> dots(p.rows * n);  // [rows, n]
   std::vector<float> row;
   for (int64_t r = 0; r < n; ++r) {
-    WeightRow(p.w, r, &row);
+    Int4WeightRowRef(p.w, r, &row);
     for (int32_t m = 0; m < p.rows; ++m) {
       float acc = 0.0f;
       for (int64_t c = 0; c < k; ++c) acc += row[c] * Bf16ToFloat(xs[m * k + c]);

@@ -267,6 +267,14 @@ bool CpuSupports(CpuIsa isa) {
   return false;
 }
 
+std::vector<CpuIsa> SupportedCpuIsas() {
+  std::vector<CpuIsa> out;
+  for (CpuIsa isa : {CpuIsa::kGeneric, CpuIsa::kAvx2, CpuIsa::kAvx512Vnni}) {
+    if (CpuSupports(isa)) out.push_back(isa);
+  }
+  return out;
+}
+
 CpuIsa DetectCpuIsa() {
   static const CpuIsa isa = [] {
     for (CpuIsa i : {CpuIsa::kAvx512Vnni, CpuIsa::kAvx2}) {

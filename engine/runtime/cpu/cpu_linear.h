@@ -113,6 +113,8 @@ enum class CpuIsa { kGeneric, kAvx2, kAvx512Vnni };
 CpuIsa DetectCpuIsa();
 // Whether this processor runs `isa`.
 bool CpuSupports(CpuIsa isa);
+// Every CpuIsa this processor runs, kGeneric first (the kernels' tests).
+std::vector<CpuIsa> SupportedCpuIsas();
 const char* CpuIsaName(CpuIsa isa);
 
 // Reused between calls so that a step allocates nothing.

@@ -64,14 +64,6 @@ std::vector<uint8_t> RandomBlocks(DType dtype, int64_t rows, int64_t cols, uint3
   return out;
 }
 
-std::vector<CpuIsa> Isas() {
-  std::vector<CpuIsa> out;
-  for (CpuIsa isa : {CpuIsa::kGeneric, CpuIsa::kAvx2, CpuIsa::kAvx512Vnni}) {
-    if (CpuSupports(isa)) out.push_back(isa);
-  }
-  return out;
-}
-
 // x with a few outliers 100x the rest (activations' usual shape).
 std::vector<float> Activations(int64_t n, uint32_t seed) {
   std::vector<float> x = RandomFloats(n, seed);
@@ -116,7 +108,7 @@ TEST_P(CpuLinearTest, MatchesReference) {
   CpuLinearRef(*w, {x.data(), bias, want.data(), rows});
   const std::vector<float> bound = Bounds(*w, x, rows);
   ThreadPool pool(2);
-  for (CpuIsa isa : Isas()) {
+  for (CpuIsa isa : SupportedCpuIsas()) {
     std::vector<float> got(rows * out, NAN);
     CpuLinearScratch scratch;
     CpuLinearForward(pool, *w, {x.data(), bias, got.data(), rows}, &scratch, isa);
@@ -135,7 +127,7 @@ TEST_P(CpuLinearTest, RowsAreBitwiseIndependent) {
   const std::vector<float> x = Activations(rows * in, 22), b = RandomFloats(out, 23);
   const float* bias = with_bias ? b.data() : nullptr;
   ThreadPool two(2), three(3);
-  for (CpuIsa isa : Isas()) {
+  for (CpuIsa isa : SupportedCpuIsas()) {
     CpuLinearScratch scratch;
     std::vector<float> together(rows * out), on_three(rows * out);
     CpuLinearForward(two, *w, {x.data(), bias, together.data(), rows}, &scratch, isa);
@@ -181,7 +173,7 @@ TEST(CpuLinearMixedTest, StackedRunsMatchReference) {
   CpuLinearRef(w, {x.data(), nullptr, want.data(), rows});
   const std::vector<float> bound = Bounds(w, x, rows);
   ThreadPool pool(3);
-  for (CpuIsa isa : Isas()) {
+  for (CpuIsa isa : SupportedCpuIsas()) {
     std::vector<float> got(rows * out, NAN);
     CpuLinearScratch scratch;
     CpuLinearForward(pool, w, {x.data(), nullptr, got.data(), rows}, &scratch, isa);
