@@ -1,0 +1,84 @@
+// HostLinear: y = x W^T on the CPU over a weight kept in the CUDA backend's
+// device layout in host memory (a layer streamed to the card from pinned
+// memory, which the CPU may also compute at decode batch sizes).
+//
+// Formats (HostWeight::Format):
+//   kBf16: W row-major [n, k] BF16 (any n, k >= 1).
+//   kInt4: the 4-bit layout of engine/kernels/int4_layout.h (n % 16 == 0,
+//          k % 64 == 0, group % 32 == 0 dividing k), every Int4Offsets kind,
+//          with an optional act-order column map.
+// Numerics: W's values exactly (Int4Value's), x as given (on the GPU path a
+// BF16 value, so every product is exact in fp32), fp32 sums; x is never
+// quantized. A 4-bit weight is summed per group as s * sum((q - 8) x) plus,
+// for kZero and kFloat, the group's offset term c * sum(x), c = s (8 - z) or
+// 8 s + m (w = s (q - 8) + c in each case).
+//
+// Every y[r][o] is computed from row r of x and row o of W by one sequence of
+// operations, whatever the number of rows in the call or of threads (the
+// kernels are batch- and thread-count-invariant, bit for bit, on one ISA).
+// Threads split the output rows in 16-row tiles (ThreadPool's fixed
+// partition); a call takes up to kHostLinearMaxRows rows of x at a time.
+//
+// Kernels: a portable one (host_linear.cc) and AVX-512 (host_linear_avx512.cc,
+// CpuIsa::kAvx512Vnni; CpuIsa::kAvx2 runs the portable one). The reference
+// HostLinearRef (host_linear_ref.cc) decodes W through Int4CodePosition /
+// Int4ScalePosition / Int4Value and sums in double.
+// Tested by tests/engine/runtime/cpu/host_linear_test.cc; timed by
+// `onecard-bench host-linear` (tools/bench/host_linear.cc).
+#ifndef ONECARD_ENGINE_RUNTIME_CPU_HOST_LINEAR_H_
+#define ONECARD_ENGINE_RUNTIME_CPU_HOST_LINEAR_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "engine/common/thread_pool.h"
+#include "engine/kernels/int4_layout.h"
+#include "engine/runtime/cpu/cpu_linear.h"
+
+namespace onecard::engine {
+
+// Rows of x one pass over the weights takes; more rows loop over chunks.
+inline constexpr int kHostLinearMaxRows = 8;
+
+// A weight as the CUDA backend lays it out (CudaWeight), in host memory. The
+// caller owns the buffers.
+struct HostWeight {
+  enum class Format : uint8_t { kBf16, kInt4 };
+  Format format = Format::kBf16;
+  int64_t n = 0;  // [n, k]: n outputs, k inputs
+  int64_t k = 0;
+  const void* data = nullptr;     // BF16 [n, k], or the 4-bit codes (Int4CodeBytes(n, k))
+  const void* scales = nullptr;   // 4-bit: uint32 [n / 128][k / group][tiles][8] (int4_layout.h)
+  const void* offsets = nullptr;  // 4-bit kZero / kFloat: as scales; null otherwise
+  int32_t group = 0;              // 4-bit: columns a scale covers
+  Int4Offsets offset_kind = Int4Offsets::kSymmetric;
+  const int32_t* columns = nullptr;  // 4-bit act order: [k], stored column j is x's columns[j]
+};
+
+// Reused between calls so that a call allocates nothing after the first of
+// its size. One scratch serves one call at a time.
+struct HostLinearScratch {
+  std::vector<float> x_lanes;  // x in the kernels' lane order (host_linear_kernels.h)
+  std::vector<float> x_sums;   // 4-bit: [rows, k / group] sums of x over each group
+};
+
+// OK, or InvalidArgument naming `name` and what is wrong: the shape rules
+// above, the pointers the format needs (and none it does not take), a column
+// map that is not a permutation of [0, k).
+absl::Status CheckHostWeight(const HostWeight& w, absl::string_view name);
+
+// y [rows, w.n] = x [rows, w.k] W^T, fp32 in and out, with the kernels of
+// `isa` (which the processor must run). w must pass CheckHostWeight; y must
+// not alias x. rows <= 0 does nothing.
+void HostLinearForward(ThreadPool& pool, const HostWeight& w, const float* x, int64_t rows,
+                       float* y, HostLinearScratch* scratch, CpuIsa isa = DetectCpuIsa());
+
+// The reference: W decoded value by value from its layout, x gathered by the
+// column map, every dot product in double.
+void HostLinearRef(const HostWeight& w, const float* x, int64_t rows, float* y);
+
+}  // namespace onecard::engine
+
+#endif  // ONECARD_ENGINE_RUNTIME_CPU_HOST_LINEAR_H_

@@ -1,0 +1,82 @@
+// The kernels behind HostLinearForward (host_linear.h), one table per
+// instruction set, over x already laid out in their lane order by
+// host_linear.cc. The AVX-512 table lives in host_linear_avx512.cc, compiled
+// for AVX-512 alone, which includes nothing that defines inline code shared
+// with the rest of the program (this header has declarations and constants
+// only). Internal to the cpu backend. Tested through
+// tests/engine/runtime/cpu/host_linear_test.cc.
+//
+// 4-bit lanes. One 64-byte line of a tile (int4_layout.h) at row pair gr
+// (lanes 4 gr .. 4 gr + 3) holds rows gr and gr + 8 over the tile's 64
+// columns: its dword d = 4 t + i is word i of lane 4 gr + t, and nibble m of
+// every dword is the code of row gr + 8 (m & 1) at column 16 i + 4 t +
+// kInt4NibbleColumn[m]. So with x in "lanes" (lane d of vector (kt, j) =
+// x[64 kt + 16 i + 4 t + j]) each nibble position is one 16-wide multiply-add
+// of the codes against one x vector, and a lane sums a fixed set of columns.
+// A group of 32 columns covers lanes with i < 2 (its first half) or i >= 2.
+//
+// BF16 lanes. A 64-byte run of 32 columns of a weight row is 16 dwords, dword
+// d = columns 2 d (low half) and 2 d + 1 (high half); x is laid out per run
+// of 32 columns as an even vector (lane d = x[32 c + 2 d]) and an odd one,
+// zero past k.
+#ifndef ONECARD_ENGINE_RUNTIME_CPU_HOST_LINEAR_KERNELS_H_
+#define ONECARD_ENGINE_RUNTIME_CPU_HOST_LINEAR_KERNELS_H_
+
+#include <cstdint>
+
+namespace onecard::engine::host_linear {
+
+inline constexpr int kMaxRows = 8;  // rows of x a kernel call takes
+inline constexpr int kLanes = 16;
+inline constexpr int kTileRows = 16;
+inline constexpr int kTileCols = 64;
+inline constexpr int kTileBytes = 512;
+inline constexpr int kBf16RunCols = 32;  // columns of one 64-byte BF16 load
+// Column j (within the 4 of a lane) of nibble m: the table of int4_layout.h.
+inline constexpr int kInt4NibbleColumn[8] = {0, 0, 2, 2, 1, 1, 3, 3};
+
+// What a 4-bit group adds besides s * sum((q - 8) x): nothing (kSymmetric),
+// s (8 - z) sum(x) (kZero, int16 z) or (8 s + m) sum(x) (kFloat, fp16 m).
+enum class OffsetTerm : uint8_t { kNone, kZero, kFloat };
+
+struct Int4Args {
+  const uint8_t* codes = nullptr;     // int4_layout.h
+  const uint32_t* scales = nullptr;   // [n / 128][k / group][tiles][8] fp16 pairs
+  const uint32_t* offsets = nullptr;  // as scales; null for kNone
+  int64_t n = 0;
+  int64_t k = 0;
+  int64_t group = 0;
+  OffsetTerm offset_term = OffsetTerm::kNone;
+  int rows = 0;                    // 1..kMaxRows
+  const float* x_lanes = nullptr;  // [k / 64][4 (j)][rows][16]: x (gathered) in lanes
+  const float* x_sums = nullptr;   // [rows][k / group]: sum of the gathered x over each group
+  float* y = nullptr;              // [rows, y_stride]
+  int64_t y_stride = 0;
+};
+
+struct Bf16Args {
+  const uint16_t* w = nullptr;  // [n, k]
+  int64_t n = 0;
+  int64_t k = 0;
+  int rows = 0;                    // 1..kMaxRows
+  const float* x_lanes = nullptr;  // [ceil(k / 32)][2 (even, odd)][rows][16]
+  float* y = nullptr;              // [rows, y_stride]
+  int64_t y_stride = 0;
+};
+
+// y for the output rows of 16-row tiles [tile_begin, tile_end) (the last BF16
+// tile may hold fewer rows). Each y[r][o] depends on x row r and W row o alone.
+using Int4Tiles = void (*)(const Int4Args& args, int64_t tile_begin, int64_t tile_end);
+using Bf16Tiles = void (*)(const Bf16Args& args, int64_t tile_begin, int64_t tile_end);
+
+struct Kernels {
+  Int4Tiles int4 = nullptr;
+  Bf16Tiles bf16 = nullptr;
+};
+
+const Kernels& GenericKernels();
+const Kernels& Avx512Kernels();
+
+}  // namespace onecard::engine::host_linear
+
+#endif  // ONECARD_ENGINE_RUNTIME_CPU_HOST_LINEAR_KERNELS_H_

@@ -1,0 +1,271 @@
+// Tests of HostLinearForward (engine/runtime/cpu/host_linear.h): every kernel
+// set the processor runs against HostLinearRef (W decoded from the device
+// layout, sums in double) over awkward shapes: 4-bit n = 16..1040 (more than
+// eight row groups, the last one partial), k = 64..4096, groups of 32, 64,
+// 128, groups that straddle the kernels' blocks, and one group a row, every
+// offset kind, with and without an act-order column map; BF16 of odd sizes
+// (k not a multiple of 32, n not of 16); 1, 3, 8 and 11 rows (two passes).
+// Outputs start poisoned. Also: the reference against the logical
+// Int4Matrix; bitwise batch and thread-count invariance; CheckHostWeight.
+#include "engine/runtime/cpu/host_linear.h"
+
+#include <cmath>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "engine/kernels/bf16.h"
+#include "engine/kernels/int4_matrix.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/engine/kernels/kernel_test_util.h"
+#include "tests/testing/int4_testing.h"
+
+namespace onecard::engine {
+namespace {
+
+using ::testing::HasSubstr;
+
+// BF16 values (as the GPU's activations are) in [-2, 2), a few 50x larger.
+std::vector<float> Activations(int64_t n, uint32_t seed) {
+  std::vector<float> x = testing::RandomFloats(n, seed, -2.0f, 2.0f);
+  for (int64_t i = 0; i < n; i += 37) x[i] *= 50.0f;
+  for (float& v : x) v = Bf16ToFloat(FloatToBf16(v));
+  return x;
+}
+
+// A packed 4-bit weight and the logical matrix it came from.
+struct Int4Fixture {
+  Int4Matrix m;
+  Int4Packed packed;
+  HostWeight w;
+};
+
+Int4Fixture MakeInt4(int64_t n, int64_t k, int32_t group, Int4Offsets offsets, bool act_order,
+                     uint32_t seed) {
+  Int4Fixture f;
+  f.m = onecard::testing::RandomInt4Matrix(n, k, group, offsets, seed);
+  if (act_order) f.m.columns = testing::Shuffled(static_cast<int32_t>(k), seed + 1);
+  f.packed = MakeInt4Packed(n, k, group, offsets);
+  EXPECT_TRUE(PackInt4Rows(f.m, ConcatRows(n, 0), n, &f.packed).ok());
+  f.w = {.format = HostWeight::Format::kInt4,
+         .n = n,
+         .k = k,
+         .data = f.packed.codes.data(),
+         .scales = f.packed.scales.data(),
+         .offsets = f.packed.offsets.empty() ? nullptr : f.packed.offsets.data(),
+         .group = group,
+         .offset_kind = offsets,
+         .columns = act_order ? f.m.columns.data() : nullptr};
+  return f;
+}
+
+struct Bf16Fixture {
+  std::vector<uint16_t> bits;
+  HostWeight w;
+};
+
+Bf16Fixture MakeBf16(int64_t n, int64_t k, uint32_t seed) {
+  Bf16Fixture f;
+  const std::vector<float> v = testing::RandomFloats(n * k, seed, -0.1f, 0.1f);
+  for (float x : v) f.bits.push_back(FloatToBf16(x));
+  f.w = {.format = HostWeight::Format::kBf16, .n = n, .k = k, .data = f.bits.data()};
+  return f;
+}
+
+std::vector<float> Dense(const Bf16Fixture& f) {
+  std::vector<float> dense;
+  for (uint16_t b : f.bits) dense.push_back(Bf16ToFloat(b));
+  return dense;
+}
+
+// The error bound of an fp32 sum against the double reference: relative
+// 1e-5 of sum |w x|.
+std::vector<float> Bounds(const std::vector<float>& dense, const HostWeight& w,
+                          const std::vector<float>& x, int64_t rows) {
+  std::vector<float> bound(rows * w.n);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t o = 0; o < w.n; ++o) {
+      double s = 0;
+      for (int64_t c = 0; c < w.k; ++c) s += std::fabs(dense[o * w.k + c] * x[r * w.k + c]);
+      bound[r * w.n + o] = static_cast<float>(1e-5 * s + 1e-30);
+    }
+  }
+  return bound;
+}
+
+// dense: W [n, k] in fp32 in x's column order (for the bound).
+void ExpectMatchesReference(const HostWeight& w, const std::vector<float>& dense, int64_t rows,
+                            uint32_t seed) {
+  const std::vector<float> x = Activations(rows * w.k, seed);
+  std::vector<float> want(rows * w.n);
+  HostLinearRef(w, x.data(), rows, want.data());
+  const std::vector<float> bound = Bounds(dense, w, x, rows);
+  ThreadPool pool(3);
+  for (CpuIsa isa : SupportedCpuIsas()) {
+    std::vector<float> got = testing::Poisoned(rows * w.n);
+    HostLinearScratch scratch;
+    HostLinearForward(pool, w, x.data(), rows, got.data(), &scratch, isa);
+    for (int64_t i = 0; i < rows * w.n; ++i) {
+      ASSERT_NEAR(got[i], want[i], bound[i])
+          << CpuIsaName(isa) << " row " << i / w.n << " output " << i % w.n;
+    }
+  }
+}
+
+// (n, k, group)
+using Int4Shape = std::tuple<int64_t, int64_t, int32_t>;
+constexpr Int4Shape kInt4Shapes[] = {
+    {16, 64, 32},      {16, 64, 64},    {48, 192, 32},    {48, 192, 64},   {48, 192, 192},
+    {48, 960, 192},    {48, 960, 320},  {16, 4096, 64},   {144, 4096, 32}, {144, 4096, 128},
+    {144, 4096, 4096}, {1040, 192, 64}, {1040, 4096, 128}};
+
+// (shape, offsets, act order, rows)
+using Int4Case = std::tuple<Int4Shape, Int4Offsets, bool, int64_t>;
+
+class HostLinearInt4Test : public ::testing::TestWithParam<Int4Case> {};
+
+TEST_P(HostLinearInt4Test, MatchesReference) {
+  const auto [shape, offsets, act_order, rows] = GetParam();
+  const auto [n, k, group] = shape;
+  const Int4Fixture f = MakeInt4(n, k, group, offsets, act_order, static_cast<uint32_t>(n + k));
+  ASSERT_TRUE(CheckHostWeight(f.w, "w").ok());
+  ExpectMatchesReference(f.w, DequantizeInt4(f.m), rows, static_cast<uint32_t>(rows + group));
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, HostLinearInt4Test,
+                         ::testing::Combine(::testing::ValuesIn(kInt4Shapes),
+                                            ::testing::Values(Int4Offsets::kSymmetric,
+                                                              Int4Offsets::kZero,
+                                                              Int4Offsets::kFloat),
+                                            ::testing::Bool(), ::testing::Values(1, 3, 8, 11)));
+
+// (n, k, rows)
+using Bf16Case = std::tuple<int64_t, int64_t, int64_t>;
+
+class HostLinearBf16Test : public ::testing::TestWithParam<Bf16Case> {};
+
+TEST_P(HostLinearBf16Test, MatchesReference) {
+  const auto [n, k, rows] = GetParam();
+  const Bf16Fixture f = MakeBf16(n, k, static_cast<uint32_t>(n * 7 + k));
+  ASSERT_TRUE(CheckHostWeight(f.w, "w").ok());
+  ExpectMatchesReference(f.w, Dense(f), rows, static_cast<uint32_t>(rows + k));
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, HostLinearBf16Test,
+                         ::testing::Combine(::testing::Values(1, 17, 144, 1040),
+                                            ::testing::Values(7, 64, 100, 192, 4096),
+                                            ::testing::Values(1, 3, 8, 11)));
+
+// The reference's weights are the logical matrix's (Int4Matrix::Value, the
+// column map undone by DequantizeInt4), not only the layout read back.
+TEST(HostLinearRefTest, DecodesTheLogicalMatrix) {
+  for (const auto offsets : {Int4Offsets::kSymmetric, Int4Offsets::kZero, Int4Offsets::kFloat}) {
+    for (bool act_order : {false, true}) {
+      const Int4Fixture f = MakeInt4(144, 256, 64, offsets, act_order, 5);
+      const std::vector<float> want = DequantizeInt4(f.m);
+      std::vector<float> basis(f.w.k, 0.0f), column(f.w.n);
+      for (int64_t c = 0; c < f.w.k; ++c) {  // W e_c: column c of W in x's order
+        basis[c] = 1.0f;
+        HostLinearRef(f.w, basis.data(), 1, column.data());
+        basis[c] = 0.0f;
+        for (int64_t o = 0; o < f.w.n; ++o) {
+          ASSERT_EQ(column[o], want[o * f.w.k + c])
+              << static_cast<int>(offsets) << " " << act_order;
+        }
+      }
+    }
+  }
+}
+
+// Row r of a many-row call equals a one-row call on row r, bit for bit, and
+// 1 and 3 threads agree bit for bit, on every ISA.
+void ExpectInvariant(const HostWeight& w) {
+  for (int64_t rows : {5, 11}) {
+    const std::vector<float> x = Activations(rows * w.k, 71);
+    ThreadPool one(1), three(3);
+    for (CpuIsa isa : SupportedCpuIsas()) {
+      HostLinearScratch scratch;
+      std::vector<float> together(rows * w.n), on_one(rows * w.n);
+      HostLinearForward(three, w, x.data(), rows, together.data(), &scratch, isa);
+      HostLinearForward(one, w, x.data(), rows, on_one.data(), &scratch, isa);
+      EXPECT_EQ(together, on_one) << CpuIsaName(isa) << " threads";
+      for (int64_t r = 0; r < rows; ++r) {
+        std::vector<float> alone(w.n);
+        HostLinearForward(three, w, x.data() + r * w.k, 1, alone.data(), &scratch, isa);
+        ASSERT_EQ(alone,
+                  std::vector<float>(together.begin() + r * w.n, together.begin() + (r + 1) * w.n))
+            << CpuIsaName(isa) << " row " << r << " of " << rows;
+      }
+    }
+  }
+}
+
+TEST(HostLinearInvarianceTest, Int4BatchAndThreads) {
+  ExpectInvariant(MakeInt4(1040, 512, 32, Int4Offsets::kZero, true, 81).w);
+  ExpectInvariant(MakeInt4(1040, 960, 320, Int4Offsets::kFloat, false, 82).w);
+  ExpectInvariant(MakeInt4(144, 256, 128, Int4Offsets::kSymmetric, false, 83).w);
+}
+
+TEST(HostLinearInvarianceTest, Bf16BatchAndThreads) {
+  ExpectInvariant(MakeBf16(1040, 100, 84).w);
+  ExpectInvariant(MakeBf16(33, 512, 85).w);
+}
+
+TEST(HostLinearTest, NoRowsWritesNothing) {
+  const Int4Fixture f = MakeInt4(16, 64, 32, Int4Offsets::kSymmetric, false, 91);
+  ThreadPool pool(2);
+  HostLinearScratch scratch;
+  std::vector<float> y = {1.0f};
+  HostLinearForward(pool, f.w, nullptr, 0, y.data(), &scratch);
+  EXPECT_EQ(y[0], 1.0f);
+}
+
+TEST(CheckHostWeightTest, NamesTheWeightAndTheProblem) {
+  const Int4Fixture good = MakeInt4(32, 128, 64, Int4Offsets::kZero, false, 101);
+  ASSERT_TRUE(CheckHostWeight(good.w, "layers.0.mlp.down").ok());
+  auto error = [](HostWeight w) { return std::string(CheckHostWeight(w, "proj").message()); };
+  HostWeight w = good.w;
+  w.n = 40;
+  EXPECT_THAT(error(w), HasSubstr("n % 16 == 0"));
+  w = good.w;
+  w.k = 96;
+  EXPECT_THAT(error(w), HasSubstr("k % 64 == 0"));
+  w = good.w;
+  w.group = 48;
+  EXPECT_THAT(error(w), HasSubstr("group size 48"));
+  w = good.w;
+  w.group = 256;  // does not divide k = 128
+  EXPECT_THAT(error(w), HasSubstr("dividing k = 128"));
+  w = good.w;
+  w.scales = nullptr;
+  EXPECT_THAT(error(w), HasSubstr("scales must not be null"));
+  w = good.w;
+  w.offsets = nullptr;
+  EXPECT_THAT(error(w), HasSubstr("offsets must be given"));
+  w = good.w;
+  w.offset_kind = Int4Offsets::kSymmetric;  // offsets given
+  EXPECT_THAT(error(w), HasSubstr("offsets must be given"));
+  std::vector<int32_t> columns = testing::Shuffled(128, 3);
+  columns[5] = columns[6];
+  w = good.w;
+  w.columns = columns.data();
+  EXPECT_THAT(error(w), HasSubstr("not a permutation"));
+  columns[5] = 128;
+  EXPECT_THAT(error(w), HasSubstr("not a permutation"));
+  const Bf16Fixture bf16 = MakeBf16(3, 5, 102);
+  ASSERT_TRUE(CheckHostWeight(bf16.w, "lm_head").ok());
+  w = bf16.w;
+  w.k = 0;
+  EXPECT_THAT(error(w), HasSubstr("must be positive"));
+  w = bf16.w;
+  w.scales = good.w.scales;
+  EXPECT_THAT(error(w), HasSubstr("no scales"));
+  w = bf16.w;
+  w.data = nullptr;
+  EXPECT_THAT(error(w), HasSubstr("data must not be null"));
+  EXPECT_THAT(error(w), HasSubstr("host weight proj"));
+}
+
+}  // namespace
+}  // namespace onecard::engine
