@@ -6,6 +6,7 @@
 //   onecard-bench list
 //   onecard-bench cpu-decode [--model PATH] [--threads N] [--cpu-weights native|f32]
 //                            [--prompt-tokens N] [--new-tokens N] [--results PATH]
+//   onecard-bench host-linear [--threads N] [--results PATH]
 // Flags are absl flags, parsed here only ("--new-tokens" = "--new_tokens").
 // Scenarios register themselves (bench_registry.h).
 #include <cstdint>
