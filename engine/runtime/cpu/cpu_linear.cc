@@ -55,6 +55,7 @@ cpu_linear::RowDot KernelFor(const cpu_linear::Kernels& k, DType dtype) {
 const cpu_linear::Kernels& KernelsFor(CpuIsa isa) {
   switch (isa) {
     case CpuIsa::kAvx512Vnni:
+    case CpuIsa::kAvx512Bf16:
       return cpu_linear::Avx512VnniKernels();
     case CpuIsa::kAvx2:
       return cpu_linear::Avx2Kernels();
@@ -263,13 +264,15 @@ bool CpuSupports(CpuIsa isa) {
       return CpuSupports(CpuIsa::kAvx2) && __builtin_cpu_supports("avx512f") &&
              __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
              __builtin_cpu_supports("avx512vnni");
+    case CpuIsa::kAvx512Bf16:
+      return CpuSupports(CpuIsa::kAvx512Vnni) && __builtin_cpu_supports("avx512bf16");
   }
   return false;
 }
 
 std::vector<CpuIsa> SupportedCpuIsas() {
   std::vector<CpuIsa> out;
-  for (CpuIsa isa : {CpuIsa::kGeneric, CpuIsa::kAvx2, CpuIsa::kAvx512Vnni}) {
+  for (CpuIsa isa : {CpuIsa::kGeneric, CpuIsa::kAvx2, CpuIsa::kAvx512Vnni, CpuIsa::kAvx512Bf16}) {
     if (CpuSupports(isa)) out.push_back(isa);
   }
   return out;
@@ -277,7 +280,7 @@ std::vector<CpuIsa> SupportedCpuIsas() {
 
 CpuIsa DetectCpuIsa() {
   static const CpuIsa isa = [] {
-    for (CpuIsa i : {CpuIsa::kAvx512Vnni, CpuIsa::kAvx2}) {
+    for (CpuIsa i : {CpuIsa::kAvx512Bf16, CpuIsa::kAvx512Vnni, CpuIsa::kAvx2}) {
       if (CpuSupports(i)) return i;
     }
     return CpuIsa::kGeneric;
@@ -293,6 +296,8 @@ const char* CpuIsaName(CpuIsa isa) {
       return "avx2";
     case CpuIsa::kAvx512Vnni:
       return "avx512vnni";
+    case CpuIsa::kAvx512Bf16:
+      return "avx512bf16";
   }
   return "?";
 }

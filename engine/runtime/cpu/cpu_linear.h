@@ -106,8 +106,10 @@ struct QuantizedRows {
 // this one function, so codes are identical everywhere.
 void QuantizeRowsQ8(const float* x, int64_t rows, int64_t cols, QuantizedRows* out);
 
-// The instruction sets the kernels come in.
-enum class CpuIsa { kGeneric, kAvx2, kAvx512Vnni };
+// The instruction sets the kernels come in, each including the ones before:
+// kAvx512Bf16 adds AVX512_BF16 (Sapphire Rapids, Zen 4) for HostLinear's
+// kernels (host_linear.h); CpuLinear runs its kAvx512Vnni kernels there.
+enum class CpuIsa { kGeneric, kAvx2, kAvx512Vnni, kAvx512Bf16 };
 
 // The best of them this processor runs (cpuid, once).
 CpuIsa DetectCpuIsa();

@@ -11,7 +11,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "engine/common/fp16.h"
+#include "engine/kernels/bf16.h"
 #include "engine/runtime/cpu/host_linear_kernels.h"
 
 namespace onecard::engine {
@@ -55,12 +55,13 @@ absl::Status CheckInt4(const HostWeight& w, absl::string_view name) {
   return absl::OkStatus();
 }
 
-// Storage of at least `count` floats starting on a 64-byte boundary.
-float* AlignedFloats(std::vector<float>* v, int64_t count) {
-  constexpr int64_t kPad = 64 / sizeof(float);
+// Storage of at least `count` elements starting on a 64-byte boundary.
+template <typename T>
+T* Aligned64(std::vector<T>* v, int64_t count) {
+  constexpr int64_t kPad = 64 / sizeof(T);
   if (static_cast<int64_t>(v->size()) < count + kPad) v->resize(count + kPad);
   const auto address = reinterpret_cast<uintptr_t>(v->data());
-  return v->data() + ((64 - address % 64) % 64) / sizeof(float);
+  return v->data() + ((64 - address % 64) % 64) / sizeof(T);
 }
 
 OffsetTerm TermOf(Int4Offsets kind) {
@@ -75,48 +76,75 @@ OffsetTerm TermOf(Int4Offsets kind) {
   return OffsetTerm::kNone;
 }
 
-// x rows [0, rows) in 4-bit lanes (host_linear_kernels.h), and their sums
-// over each group (in column order, fp32) where the weight has offsets.
-void LayOutInt4X(const HostWeight& w, const float* x, int rows, HostLinearScratch* s, Int4Args* a) {
+// x rows [0, rows) rounded to BF16 into scratch->x_bf16 [rows, k], in the
+// weight's stored column order (gathered by the act-order map).
+void RoundX(const HostWeight& w, const float* x, int rows, HostLinearScratch* s) {
+  const int64_t k = w.k;
+  s->x_bf16.resize(rows * k);
+  for (int r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < k; ++c) {
+      s->x_bf16[r * k + c] = FloatToBf16(x[r * k + (w.columns == nullptr ? c : w.columns[c])]);
+    }
+  }
+}
+
+// The rounded x in the 4-bit kernels' layout (host_linear_kernels.h), and its
+// sums over each group (in column order, fp32) where the weight has offsets.
+void LayOutInt4X(const HostWeight& w, int rows, host_linear::XLayout layout, HostLinearScratch* s,
+                 Int4Args* a) {
   const int64_t k = w.k, k_tiles = k / kInt4TileCols, groups = k / w.group;
-  float* lanes = AlignedFloats(&s->x_lanes, k * rows);
-  auto source = [&](int r, int64_t c) {
-    return x[r * k + (w.columns == nullptr ? c : w.columns[c])];
+  const uint16_t* xb = s->x_bf16.data();
+  auto at = [&](int r, int64_t kt, int d, int j) {  // d = 4 t + i: column 16 i + 4 t + j
+    return xb[r * k + kt * kInt4TileCols + 16 * (d % 4) + 4 * (d / 4) + j];
   };
-  for (int64_t kt = 0; kt < k_tiles; ++kt) {
-    for (int j = 0; j < 4; ++j) {
-      for (int r = 0; r < rows; ++r) {
-        float* v = lanes + ((kt * 4 + j) * rows + r) * kLanes;
-        for (int d = 0; d < kLanes; ++d) {  // d = 4 t + i: column 16 i + 4 t + j
-          v[d] = source(r, kt * kInt4TileCols + 16 * (d % 4) + 4 * (d / 4) + j);
+  if (layout == host_linear::XLayout::kF32Lanes) {
+    float* lanes = Aligned64(&s->x_lanes, k * rows);
+    for (int64_t kt = 0; kt < k_tiles; ++kt) {
+      for (int j = 0; j < 4; ++j) {
+        for (int r = 0; r < rows; ++r) {
+          float* v = lanes + ((kt * 4 + j) * rows + r) * kLanes;
+          for (int d = 0; d < kLanes; ++d) v[d] = Bf16ToFloat(at(r, kt, d, j));
         }
       }
     }
+    a->x_lanes = lanes;
+  } else {
+    uint32_t* pairs = Aligned64(&s->x_pairs, k / 2 * rows);
+    for (int64_t kt = 0; kt < k_tiles; ++kt) {
+      for (int p = 0; p < 2; ++p) {
+        for (int r = 0; r < rows; ++r) {
+          uint32_t* v = pairs + ((kt * 2 + p) * rows + r) * kLanes;
+          for (int d = 0; d < kLanes; ++d) {
+            v[d] = at(r, kt, d, 2 * p) | static_cast<uint32_t>(at(r, kt, d, 2 * p + 1)) << 16;
+          }
+        }
+      }
+    }
+    a->x_pairs = pairs;
   }
-  a->x_lanes = lanes;
   if (w.offset_kind == Int4Offsets::kSymmetric) return;
   s->x_sums.resize(rows * groups);
   for (int r = 0; r < rows; ++r) {
     for (int64_t gi = 0; gi < groups; ++gi) {
       float sum = 0.0f;
-      for (int64_t c = gi * w.group; c < (gi + 1) * w.group; ++c) sum += source(r, c);
+      for (int64_t c = gi * w.group; c < (gi + 1) * w.group; ++c) sum += Bf16ToFloat(xb[r * k + c]);
       s->x_sums[r * groups + gi] = sum;
     }
   }
   a->x_sums = s->x_sums.data();
 }
 
-// x rows [0, rows) in BF16 lanes: per 32 columns an even and an odd vector.
-void LayOutBf16X(const HostWeight& w, const float* x, int rows, HostLinearScratch* s, Bf16Args* a) {
+// The rounded x in BF16 lanes: per 32 columns an even and an odd vector.
+void LayOutBf16X(const HostWeight& w, int rows, HostLinearScratch* s, Bf16Args* a) {
   const int64_t k = w.k, runs = (k + host_linear::kBf16RunCols - 1) / host_linear::kBf16RunCols;
-  float* lanes = AlignedFloats(&s->x_lanes, runs * 2 * rows * kLanes);
+  float* lanes = Aligned64(&s->x_lanes, runs * 2 * rows * kLanes);
   for (int64_t c = 0; c < runs; ++c) {
     for (int p = 0; p < 2; ++p) {
       for (int r = 0; r < rows; ++r) {
         float* v = lanes + ((c * 2 + p) * rows + r) * kLanes;
         for (int d = 0; d < kLanes; ++d) {
           const int64_t col = c * host_linear::kBf16RunCols + 2 * d + p;
-          v[d] = col < k ? x[r * k + col] : 0.0f;
+          v[d] = col < k ? Bf16ToFloat(s->x_bf16[r * k + col]) : 0.0f;
         }
       }
     }
@@ -126,6 +154,8 @@ void LayOutBf16X(const HostWeight& w, const float* x, int rows, HostLinearScratc
 
 const host_linear::Kernels& KernelsFor(CpuIsa isa) {
   switch (isa) {
+    case CpuIsa::kAvx512Bf16:
+      return host_linear::Avx512Bf16Kernels();
     case CpuIsa::kAvx512Vnni:
       return host_linear::Avx512Kernels();
     case CpuIsa::kAvx2:
@@ -151,7 +181,8 @@ void ForwardChunk(ThreadPool& pool, const HostWeight& w, const float* x, int row
                  .rows = rows,
                  .y = y,
                  .y_stride = w.n};
-      LayOutInt4X(w, x, rows, scratch, &a);
+      RoundX(w, x, rows, scratch);
+      LayOutInt4X(w, rows, kernels.int4_x, scratch, &a);
       pool.ParallelFor(tiles, [&](int64_t begin, int64_t end) { kernels.int4(a, begin, end); });
       return;
     }
@@ -162,7 +193,8 @@ void ForwardChunk(ThreadPool& pool, const HostWeight& w, const float* x, int row
                  .rows = rows,
                  .y = y,
                  .y_stride = w.n};
-      LayOutBf16X(w, x, rows, scratch, &a);
+      RoundX(w, x, rows, scratch);
+      LayOutBf16X(w, rows, scratch, &a);
       pool.ParallelFor(tiles, [&](int64_t begin, int64_t end) { kernels.bf16(a, begin, end); });
       return;
     }

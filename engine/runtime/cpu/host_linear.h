@@ -7,11 +7,13 @@
 //   kInt4: the 4-bit layout of engine/kernels/int4_layout.h (n % 16 == 0,
 //          k % 64 == 0, group % 32 == 0 dividing k), every Int4Offsets kind,
 //          with an optional act-order column map.
-// Numerics: W's values exactly (Int4Value's), x as given (on the GPU path a
-// BF16 value, so every product is exact in fp32), fp32 sums; x is never
-// quantized. A 4-bit weight is summed per group as s * sum((q - 8) x) plus,
-// for kZero and kFloat, the group's offset term c * sum(x), c = s (8 - z) or
-// 8 s + m (w = s (q - 8) + c in each case).
+// Numerics: W's values exactly (Int4Value's), x rounded to BF16 (to nearest
+// even; exact for the GPU's activations, which are BF16), so that every
+// product is exact in fp32, and fp32 sums; x is never quantized further. A
+// 4-bit weight is summed per group as s * sum((q - 8) x) plus, for kZero and
+// kFloat, the group's offset term c * sum(x), c = s (8 - z) or 8 s + m
+// (w = s (q - 8) + c in each case). The BF16 dot products of kAvx512Bf16
+// treat denormal inputs and sums as zero (vdpbf16ps).
 //
 // Every y[r][o] is computed from row r of x and row o of W by one sequence of
 // operations, whatever the number of rows in the call or of threads (the
@@ -19,8 +21,10 @@
 // Threads split the output rows in 16-row tiles (ThreadPool's fixed
 // partition); a call takes up to kHostLinearMaxRows rows of x at a time.
 //
-// Kernels: a portable one (host_linear.cc) and AVX-512 (host_linear_avx512.cc,
-// CpuIsa::kAvx512Vnni; CpuIsa::kAvx2 runs the portable one). The reference
+// Kernels: portable (host_linear_generic.cc; also for CpuIsa::kAvx2), AVX-512
+// (host_linear_avx512.cc, kAvx512Vnni: fp32 multiply-adds) and AVX-512 BF16
+// (host_linear_avx512bf16.cc, kAvx512Bf16: the 4-bit products as BF16 dot
+// products), the 4-bit ones sharing host_linear_int4_avx512.inc. The reference
 // HostLinearRef (host_linear_ref.cc) decodes W through Int4CodePosition /
 // Int4ScalePosition / Int4Value and sums in double.
 // Tested by tests/engine/runtime/cpu/host_linear_test.cc; timed by
@@ -60,8 +64,10 @@ struct HostWeight {
 // Reused between calls so that a call allocates nothing after the first of
 // its size. One scratch serves one call at a time.
 struct HostLinearScratch {
-  std::vector<float> x_lanes;  // x in the kernels' lane order (host_linear_kernels.h)
-  std::vector<float> x_sums;   // 4-bit: [rows, k / group] sums of x over each group
+  std::vector<uint16_t> x_bf16;   // [rows, k]: x rounded to BF16, in stored column order
+  std::vector<float> x_lanes;     // x in the kernels' lane order (host_linear_kernels.h)
+  std::vector<uint32_t> x_pairs;  // or as BF16 pairs
+  std::vector<float> x_sums;      // 4-bit: [rows, k / group] sums of x over each group
 };
 
 // OK, or InvalidArgument naming `name` and what is wrong: the shape rules
@@ -75,8 +81,8 @@ absl::Status CheckHostWeight(const HostWeight& w, absl::string_view name);
 void HostLinearForward(ThreadPool& pool, const HostWeight& w, const float* x, int64_t rows,
                        float* y, HostLinearScratch* scratch, CpuIsa isa = DetectCpuIsa());
 
-// The reference: W decoded value by value from its layout, x gathered by the
-// column map, every dot product in double.
+// The reference: W decoded value by value from its layout, x rounded to BF16
+// and gathered by the column map, every dot product in double.
 void HostLinearRef(const HostWeight& w, const float* x, int64_t rows, float* y);
 
 }  // namespace onecard::engine

@@ -14,6 +14,8 @@
 // x[64 kt + 16 i + 4 t + j]) each nibble position is one 16-wide multiply-add
 // of the codes against one x vector, and a lane sums a fixed set of columns.
 // A group of 32 columns covers lanes with i < 2 (its first half) or i >= 2.
+// The BF16 dot-product kernels take x as BF16 pairs instead: dword d of pair
+// vector (kt, p) = x[64 kt + 16 i + 4 t + 2 p] (low half), ... + 1 (high half).
 //
 // BF16 lanes. A 64-byte run of 32 columns of a weight row is 16 dwords, dword
 // d = columns 2 d (low half) and 2 d + 1 (high half); x is laid out per run
@@ -39,6 +41,9 @@ inline constexpr int kInt4NibbleColumn[8] = {0, 0, 2, 2, 1, 1, 3, 3};
 // s (8 - z) sum(x) (kZero, int16 z) or (8 s + m) sum(x) (kFloat, fp16 m).
 enum class OffsetTerm : uint8_t { kNone, kZero, kFloat };
 
+// How a 4-bit kernel set takes x.
+enum class XLayout : uint8_t { kF32Lanes, kBf16Pairs };
+
 struct Int4Args {
   const uint8_t* codes = nullptr;     // int4_layout.h
   const uint32_t* scales = nullptr;   // [n / 128][k / group][tiles][8] fp16 pairs
@@ -47,10 +52,11 @@ struct Int4Args {
   int64_t k = 0;
   int64_t group = 0;
   OffsetTerm offset_term = OffsetTerm::kNone;
-  int rows = 0;                    // 1..kMaxRows
-  const float* x_lanes = nullptr;  // [k / 64][4 (j)][rows][16]: x (gathered) in lanes
-  const float* x_sums = nullptr;   // [rows][k / group]: sum of the gathered x over each group
-  float* y = nullptr;              // [rows, y_stride]
+  int rows = 0;                       // 1..kMaxRows
+  const float* x_lanes = nullptr;     // kF32Lanes: [k / 64][4 (j)][rows][16], x (gathered) in lanes
+  const uint32_t* x_pairs = nullptr;  // kBf16Pairs: [k / 64][2 (p)][rows][16] BF16 pairs
+  const float* x_sums = nullptr;      // [rows][k / group]: sum of the gathered x over each group
+  float* y = nullptr;                 // [rows, y_stride]
   int64_t y_stride = 0;
 };
 
@@ -72,10 +78,12 @@ using Bf16Tiles = void (*)(const Bf16Args& args, int64_t tile_begin, int64_t til
 struct Kernels {
   Int4Tiles int4 = nullptr;
   Bf16Tiles bf16 = nullptr;
+  XLayout int4_x = XLayout::kF32Lanes;
 };
 
 const Kernels& GenericKernels();
-const Kernels& Avx512Kernels();
+const Kernels& Avx512Kernels();      // CpuIsa::kAvx512Vnni
+const Kernels& Avx512Bf16Kernels();  // CpuIsa::kAvx512Bf16
 
 }  // namespace onecard::engine::host_linear
 

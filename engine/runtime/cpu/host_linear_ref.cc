@@ -1,10 +1,10 @@
 // HostLinearRef (see host_linear.h): the spec of HostLinearForward. Each
 // weight row is decoded value by value from the device layout
 // (Int4WeightRowRef: Int4CodePosition, Int4ScalePosition, Int4Value; BF16
-// bits as they are), x
-// is gathered by the act-order column map, and every dot product is summed in
-// double. Tested as the spec of tests/engine/runtime/cpu/host_linear_test.cc,
-// which also checks it against the logical Int4Matrix.
+// bits as they are), x is rounded to BF16 and gathered by the act-order
+// column map, and every dot product is summed in double. Tested as the spec of
+// tests/engine/runtime/cpu/host_linear_test.cc, which also checks it against the logical
+// Int4Matrix.
 #include <vector>
 
 #include "engine/kernels/bf16.h"
@@ -42,7 +42,7 @@ void HostLinearRef(const HostWeight& w, const float* x, int64_t rows, float* y) 
       double acc = 0;
       for (int64_t c = 0; c < w.k; ++c) {
         const int64_t source = w.columns == nullptr ? c : w.columns[c];
-        acc += static_cast<double>(row[c]) * x[r * w.k + source];
+        acc += static_cast<double>(row[c]) * Bf16ToFloat(FloatToBf16(x[r * w.k + source]));
       }
       y[r * w.n + o] = static_cast<float>(acc);
     }

@@ -6,7 +6,8 @@
 // offset kind, with and without an act-order column map; BF16 of odd sizes
 // (k not a multiple of 32, n not of 16); 1, 3, 8 and 11 rows (two passes).
 // Outputs start poisoned. Also: the reference against the logical
-// Int4Matrix; bitwise batch and thread-count invariance; CheckHostWeight.
+// Int4Matrix; bitwise batch and thread-count invariance; x rounded to BF16;
+// CheckHostWeight.
 #include "engine/runtime/cpu/host_linear.h"
 
 #include <cmath>
@@ -210,6 +211,26 @@ TEST(HostLinearInvarianceTest, Int4BatchAndThreads) {
 TEST(HostLinearInvarianceTest, Bf16BatchAndThreads) {
   ExpectInvariant(MakeBf16(1040, 100, 84).w);
   ExpectInvariant(MakeBf16(33, 512, 85).w);
+}
+
+// x that is not BF16 is rounded to it first, on every ISA.
+TEST(HostLinearTest, RoundsXToBf16) {
+  const Int4Fixture int4 = MakeInt4(144, 256, 32, Int4Offsets::kZero, true, 95);
+  const Bf16Fixture bf16 = MakeBf16(33, 100, 96);
+  for (const HostWeight* w : {&int4.w, &bf16.w}) {
+    const std::vector<float> x = testing::RandomFloats(3 * w->k, 97);
+    std::vector<float> rounded = x;
+    for (float& v : rounded) v = Bf16ToFloat(FloatToBf16(v));
+    ASSERT_NE(x, rounded);
+    ThreadPool pool(2);
+    for (CpuIsa isa : SupportedCpuIsas()) {
+      HostLinearScratch scratch;
+      std::vector<float> got(3 * w->n), want(3 * w->n);
+      HostLinearForward(pool, *w, x.data(), 3, got.data(), &scratch, isa);
+      HostLinearForward(pool, *w, rounded.data(), 3, want.data(), &scratch, isa);
+      EXPECT_EQ(got, want) << CpuIsaName(isa);
+    }
+  }
 }
 
 TEST(HostLinearTest, NoRowsWritesNothing) {

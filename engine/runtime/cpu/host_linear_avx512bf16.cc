@@ -1,0 +1,69 @@
+// The AVX-512 BF16 kernels of HostLinearForward (host_linear_kernels.h):
+// 4-bit weights through host_linear_int4_avx512.inc with BF16 dot products
+// (vdpbf16ps: two exact products a lane); BF16 weights as
+// host_linear_avx512.cc computes them. This file is compiled for AVX-512 with
+// AVX512_BF16 alone (see CMakeLists.txt) and includes no header with inline
+// code shared elsewhere.
+//
+// 4-bit lines: (line >> 4 S) as 16-bit indices picks, with vpermw, the BF16
+// value q - 8 (exact) of nibble S in each dword's low half and of nibble
+// S + 4 in its high half: the codes of one row (gr for even S, gr + 8 for
+// odd S) at columns j and j + 1 (j = 0 for S < 2, else 2) of the lane's four.
+// One vdpbf16ps against the BF16 pairs (x[j], x[j + 1]) adds both products.
+// Per 64-byte line: three shifts, four vpermw, four dot products a row of x.
+// Tested by tests/engine/runtime/cpu/host_linear_test.cc.
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "engine/runtime/cpu/host_linear_kernels.h"
+
+namespace onecard::engine::host_linear {
+namespace {
+
+// BF16 bits of q - 8 for 16-bit index i (vpermw reads its low 5 bits): q = i & 15.
+alignas(64) constexpr uint16_t kCodeBf16[32] = {
+    0xC100, 0xC0E0, 0xC0C0, 0xC0A0, 0xC080, 0xC040, 0xC000, 0xBF80,   // -8 .. -1
+    0x0000, 0x3F80, 0x4000, 0x4040, 0x4080, 0x40A0, 0x40C0, 0x40E0,   //  0 ..  7
+    0xC100, 0xC0E0, 0xC0C0, 0xC0A0, 0xC080, 0xC040, 0xC000, 0xBF80,   // i >= 16:
+    0x0000, 0x3F80, 0x4000, 0x4040, 0x4080, 0x40A0, 0x40C0, 0x40E0};  // the same
+
+// Nibbles S and S + 4 of P lines (row gr + 8 (S & 1), columns j, j + 1 with
+// j = 2 (S >> 1)) against the x pairs of rows [R0, R0 + R).
+template <int RT, int R, int R0, int P, int S>
+inline void Quarter(const __m512i (&lines)[P], const uint32_t* xk, __m512 (&acc)[P][2][R]) {
+  const __m512i table = _mm512_load_si512(kCodeBf16);
+  __m512bh x[R];
+  for (int r = 0; r < R; ++r) {
+    x[r] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(xk + ((S >> 1) * RT + R0 + r) * kLanes));
+  }
+  for (int pp = 0; pp < P; ++pp) {
+    const __m512i idx = S == 0 ? lines[pp] : _mm512_srli_epi16(lines[pp], 4 * S);
+    const __m512bh q = reinterpret_cast<__m512bh>(_mm512_permutexvar_epi16(idx, table));
+    for (int r = 0; r < R; ++r) acc[pp][S & 1][r] = _mm512_dpbf16_ps(acc[pp][S & 1][r], q, x[r]);
+  }
+}
+
+struct Lines {
+  template <int RT, int R, int R0, int P>
+  static void Add(const Int4Args& a, int64_t kt, const __m512i (&lines)[P],
+                  __m512 (&acc)[P][2][R]) {
+    const uint32_t* xk = a.x_pairs + kt * 2 * RT * kLanes;  // [2 (j / 2)][RT][16]
+    Quarter<RT, R, R0, P, 0>(lines, xk, acc);
+    Quarter<RT, R, R0, P, 1>(lines, xk, acc);
+    Quarter<RT, R, R0, P, 2>(lines, xk, acc);
+    Quarter<RT, R, R0, P, 3>(lines, xk, acc);
+  }
+};
+
+#include "engine/runtime/cpu/host_linear_int4_avx512.inc"
+
+}  // namespace
+
+const Kernels& Avx512Bf16Kernels() {
+  static const Kernels kernels = {
+      .int4 = &Int4ForRows, .bf16 = Avx512Kernels().bf16, .int4_x = XLayout::kBf16Pairs};
+  return kernels;
+}
+
+}  // namespace onecard::engine::host_linear
