@@ -1,8 +1,7 @@
-// CheckHostWeight and HostLinearForward (see host_linear.h): x laid out in the
-// kernels' lanes once a call (gathered by the column map, with the 4-bit
-// groups' sums of x), then threads over 16-row tiles. Also the portable
-// kernels, which follow the same lanes in plain loops (the index math through
-// int4_layout.h, an independent check of the AVX-512 file's own).
+// CheckHostWeight and HostLinearForward (see host_linear.h): x rounded,
+// gathered by the column map and laid out in the kernels' lanes once a call
+// (threads over its k tiles; the 4-bit groups' sums of x from the kernels'
+// half sums), then threads over 16-row tiles of the weight.
 // Tested by tests/engine/runtime/cpu/host_linear_test.cc.
 #include "engine/runtime/cpu/host_linear.h"
 
@@ -11,7 +10,6 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "engine/kernels/bf16.h"
 #include "engine/runtime/cpu/host_linear_kernels.h"
 
 namespace onecard::engine {
@@ -76,80 +74,46 @@ OffsetTerm TermOf(Int4Offsets kind) {
   return OffsetTerm::kNone;
 }
 
-// x rows [0, rows) rounded to BF16 into scratch->x_bf16 [rows, k], in the
-// weight's stored column order (gathered by the act-order map).
-void RoundX(const HostWeight& w, const float* x, int rows, HostLinearScratch* s) {
-  const int64_t k = w.k;
-  s->x_bf16.resize(rows * k);
+// X[r][gi]: the half sums of group gi, in order.
+void GroupSums(const HostWeight& w, int rows, const float* half_sums, float* sums) {
+  const int64_t halves = w.k / 32, per_group = w.group / 32, groups = w.k / w.group;
   for (int r = 0; r < rows; ++r) {
-    for (int64_t c = 0; c < k; ++c) {
-      s->x_bf16[r * k + c] = FloatToBf16(x[r * k + (w.columns == nullptr ? c : w.columns[c])]);
+    for (int64_t gi = 0; gi < groups; ++gi) {
+      const float* h = half_sums + r * halves + gi * per_group;
+      float sum = h[0];
+      for (int64_t i = 1; i < per_group; ++i) sum += h[i];
+      sums[r * groups + gi] = sum;
     }
   }
 }
 
-// The rounded x in the 4-bit kernels' layout (host_linear_kernels.h), and its
-// sums over each group (in column order, fp32) where the weight has offsets.
-void LayOutInt4X(const HostWeight& w, int rows, host_linear::XLayout layout, HostLinearScratch* s,
-                 Int4Args* a) {
-  const int64_t k = w.k, k_tiles = k / kInt4TileCols, groups = k / w.group;
-  const uint16_t* xb = s->x_bf16.data();
-  auto at = [&](int r, int64_t kt, int d, int j) {  // d = 4 t + i: column 16 i + 4 t + j
-    return xb[r * k + kt * kInt4TileCols + 16 * (d % 4) + 4 * (d / 4) + j];
-  };
-  if (layout == host_linear::XLayout::kF32Lanes) {
-    float* lanes = Aligned64(&s->x_lanes, k * rows);
-    for (int64_t kt = 0; kt < k_tiles; ++kt) {
-      for (int j = 0; j < 4; ++j) {
-        for (int r = 0; r < rows; ++r) {
-          float* v = lanes + ((kt * 4 + j) * rows + r) * kLanes;
-          for (int d = 0; d < kLanes; ++d) v[d] = Bf16ToFloat(at(r, kt, d, j));
-        }
-      }
-    }
-    a->x_lanes = lanes;
+// Lays out x for a 4-bit weight, in parallel over k tiles (a.x_lanes or
+// a.x_pairs, and a.x_sums where the weight has offsets).
+void PrepareInt4X(ThreadPool& pool, const HostWeight& w, const float* x, int rows,
+                  const host_linear::Kernels& kernels, HostLinearScratch* s, Int4Args* a) {
+  host_linear::XArgs xa{.x = x, .columns = w.columns, .k = w.k, .rows = rows};
+  if (kernels.int4_layout == host_linear::XLayout::kF32Lanes) {
+    a->x_lanes = xa.lanes = Aligned64(&s->x_lanes, w.k * rows);
   } else {
-    uint32_t* pairs = Aligned64(&s->x_pairs, k / 2 * rows);
-    for (int64_t kt = 0; kt < k_tiles; ++kt) {
-      for (int p = 0; p < 2; ++p) {
-        for (int r = 0; r < rows; ++r) {
-          uint32_t* v = pairs + ((kt * 2 + p) * rows + r) * kLanes;
-          for (int d = 0; d < kLanes; ++d) {
-            v[d] = at(r, kt, d, 2 * p) | static_cast<uint32_t>(at(r, kt, d, 2 * p + 1)) << 16;
-          }
-        }
-      }
-    }
-    a->x_pairs = pairs;
+    a->x_pairs = xa.pairs = Aligned64(&s->x_pairs, w.k / 2 * rows);
   }
-  if (w.offset_kind == Int4Offsets::kSymmetric) return;
-  s->x_sums.resize(rows * groups);
-  for (int r = 0; r < rows; ++r) {
-    for (int64_t gi = 0; gi < groups; ++gi) {
-      float sum = 0.0f;
-      for (int64_t c = gi * w.group; c < (gi + 1) * w.group; ++c) sum += Bf16ToFloat(xb[r * k + c]);
-      s->x_sums[r * groups + gi] = sum;
-    }
-  }
+  const bool sums = w.offset_kind != Int4Offsets::kSymmetric;
+  if (sums) xa.half_sums = Aligned64(&s->x_half_sums, w.k / 32 * rows);
+  pool.ParallelFor(w.k / kInt4TileCols,
+                   [&](int64_t begin, int64_t end) { kernels.int4_x(xa, begin, end); });
+  if (!sums) return;
+  s->x_sums.resize(rows * (w.k / w.group));
+  GroupSums(w, rows, xa.half_sums, s->x_sums.data());
   a->x_sums = s->x_sums.data();
 }
 
-// The rounded x in BF16 lanes: per 32 columns an even and an odd vector.
-void LayOutBf16X(const HostWeight& w, int rows, HostLinearScratch* s, Bf16Args* a) {
-  const int64_t k = w.k, runs = (k + host_linear::kBf16RunCols - 1) / host_linear::kBf16RunCols;
-  float* lanes = Aligned64(&s->x_lanes, runs * 2 * rows * kLanes);
-  for (int64_t c = 0; c < runs; ++c) {
-    for (int p = 0; p < 2; ++p) {
-      for (int r = 0; r < rows; ++r) {
-        float* v = lanes + ((c * 2 + p) * rows + r) * kLanes;
-        for (int d = 0; d < kLanes; ++d) {
-          const int64_t col = c * host_linear::kBf16RunCols + 2 * d + p;
-          v[d] = col < k ? Bf16ToFloat(s->x_bf16[r * k + col]) : 0.0f;
-        }
-      }
-    }
-  }
-  a->x_lanes = lanes;
+// Lays out x for a BF16 weight, in parallel over runs of 32 columns.
+void PrepareBf16X(ThreadPool& pool, const HostWeight& w, const float* x, int rows,
+                  const host_linear::Kernels& kernels, HostLinearScratch* s, Bf16Args* a) {
+  const int64_t runs = (w.k + host_linear::kBf16RunCols - 1) / host_linear::kBf16RunCols;
+  host_linear::XArgs xa{.x = x, .k = w.k, .rows = rows};
+  a->x_lanes = xa.lanes = Aligned64(&s->x_lanes, runs * 2 * rows * kLanes);
+  pool.ParallelFor(runs, [&](int64_t begin, int64_t end) { kernels.bf16_x(xa, begin, end); });
 }
 
 const host_linear::Kernels& KernelsFor(CpuIsa isa) {
@@ -181,8 +145,7 @@ void ForwardChunk(ThreadPool& pool, const HostWeight& w, const float* x, int row
                  .rows = rows,
                  .y = y,
                  .y_stride = w.n};
-      RoundX(w, x, rows, scratch);
-      LayOutInt4X(w, rows, kernels.int4_x, scratch, &a);
+      PrepareInt4X(pool, w, x, rows, kernels, scratch, &a);
       pool.ParallelFor(tiles, [&](int64_t begin, int64_t end) { kernels.int4(a, begin, end); });
       return;
     }
@@ -193,8 +156,7 @@ void ForwardChunk(ThreadPool& pool, const HostWeight& w, const float* x, int row
                  .rows = rows,
                  .y = y,
                  .y_stride = w.n};
-      RoundX(w, x, rows, scratch);
-      LayOutBf16X(w, rows, scratch, &a);
+      PrepareBf16X(pool, w, x, rows, kernels, scratch, &a);
       pool.ParallelFor(tiles, [&](int64_t begin, int64_t end) { kernels.bf16(a, begin, end); });
       return;
     }

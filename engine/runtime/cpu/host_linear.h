@@ -64,10 +64,10 @@ struct HostWeight {
 // Reused between calls so that a call allocates nothing after the first of
 // its size. One scratch serves one call at a time.
 struct HostLinearScratch {
-  std::vector<uint16_t> x_bf16;   // [rows, k]: x rounded to BF16, in stored column order
-  std::vector<float> x_lanes;     // x in the kernels' lane order (host_linear_kernels.h)
-  std::vector<uint32_t> x_pairs;  // or as BF16 pairs
-  std::vector<float> x_sums;      // 4-bit: [rows, k / group] sums of x over each group
+  std::vector<float> x_lanes;      // x in the kernels' lane order (host_linear_kernels.h)
+  std::vector<uint32_t> x_pairs;   // or as BF16 pairs
+  std::vector<float> x_half_sums;  // 4-bit: [rows, k / 32] sums of x over each 32 columns
+  std::vector<float> x_sums;       // 4-bit: [rows, k / group] sums of x over each group
 };
 
 // OK, or InvalidArgument naming `name` and what is wrong: the shape rules

@@ -19,6 +19,105 @@
 namespace onecard::engine::host_linear {
 namespace {
 
+// BF16 bits (in each dword's low half) of v rounded to nearest even, NaN
+// kept a quiet NaN: FloatToBf16 (engine/kernels/bf16.h) sixteen at a time.
+inline __m512i RoundToBf16(__m512 v) {
+  const __m512i u = _mm512_castps_si512(v);
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  const __m512i bias = _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb);
+  const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(u, bias), 16);
+  const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
+                                                _mm512_set1_epi32(0x7f800000));
+  return _mm512_mask_or_epi32(rounded, nan, _mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
+}
+
+// The fp32 value of BF16 bits in each dword's low half.
+inline __m512 Bf16Value(__m512i bits) { return _mm512_castsi512_ps(_mm512_slli_epi32(bits, 16)); }
+
+// Row r's 16 stored columns from col (all below k), gathered, as BF16 bits.
+inline __m512i Bits16(const XArgs& a, int r, int64_t col) {
+  const float* row = a.x + r * a.k;
+  const __m512 v = a.columns == nullptr
+                       ? _mm512_loadu_ps(row + col)
+                       : _mm512_i32gather_ps(_mm512_loadu_si512(a.columns + col), row, 4);
+  return RoundToBf16(v);
+}
+
+// Row r's k tile kt as BF16 bits (columns 16 i .. 16 i + 15 in bits[i]), and
+// its half sums.
+inline void TileBits(const XArgs& a, int r, int64_t kt, __m512i (&bits)[4]) {
+  for (int i = 0; i < 4; ++i) bits[i] = Bits16(a, r, kt * kTileCols + 16 * i);
+  if (a.half_sums == nullptr) return;
+  for (int h = 0; h < 2; ++h) {
+    a.half_sums[r * (a.k / 32) + 2 * kt + h] =
+        _mm512_reduce_add_ps(_mm512_add_ps(Bf16Value(bits[2 * h]), Bf16Value(bits[2 * h + 1])));
+  }
+}
+
+// 4-bit x in fp32 lanes: lane d = 4 t + i of vector j is column 16 i + 4 t + j,
+// element 4 t + j of bits[i].
+void Int4LanesX(const XArgs& a, int64_t begin, int64_t end) {
+  // Element 4 t + j of bits[i] for i even (first source), bits[i] for i odd (second, + 16).
+  const __m512i base = _mm512_setr_epi32(0, 16, 0, 16, 4, 20, 4, 20, 8, 24, 8, 24, 12, 28, 12, 28);
+  for (int64_t kt = begin; kt < end; ++kt) {
+    for (int r = 0; r < a.rows; ++r) {
+      __m512i bits[4];
+      TileBits(a, r, kt, bits);
+      for (int j = 0; j < 4; ++j) {
+        const __m512i idx = _mm512_add_epi32(base, _mm512_set1_epi32(j));
+        const __m512i low = _mm512_permutex2var_epi32(bits[0], idx, bits[1]);   // i < 2
+        const __m512i high = _mm512_permutex2var_epi32(bits[2], idx, bits[3]);  // i >= 2
+        const __m512i lanes = _mm512_mask_blend_epi32(0xCCCC, low, high);
+        _mm512_storeu_ps(a.lanes + ((kt * 4 + j) * a.rows + r) * kLanes, Bf16Value(lanes));
+      }
+    }
+  }
+}
+
+// 4-bit x as BF16 pairs: dword d = 4 t + i of pair vector p holds columns
+// 16 i + 4 t + 2 p and + 1, that is pair m = 8 i + 2 t + p of the tile's
+// 32 column pairs.
+void Int4PairsX(const XArgs& a, int64_t begin, int64_t end) {
+  const __m512i idx = _mm512_setr_epi32(0, 8, 16, 24, 2, 10, 18, 26, 4, 12, 20, 28, 6, 14, 22, 30);
+  for (int64_t kt = begin; kt < end; ++kt) {
+    for (int r = 0; r < a.rows; ++r) {
+      __m512i bits[4];
+      TileBits(a, r, kt, bits);
+      // Pairs 0..15 and 16..31: the bits packed two to a dword, in column order.
+      const __m512i lo = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi32_epi16(bits[0])),
+                                            _mm512_cvtepi32_epi16(bits[1]), 1);
+      const __m512i hi = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi32_epi16(bits[2])),
+                                            _mm512_cvtepi32_epi16(bits[3]), 1);
+      for (int p = 0; p < 2; ++p) {
+        _mm512_storeu_si512(
+            a.pairs + ((kt * 2 + p) * a.rows + r) * kLanes,
+            _mm512_permutex2var_epi32(lo, _mm512_add_epi32(idx, _mm512_set1_epi32(p)), hi));
+      }
+    }
+  }
+}
+
+// BF16 weights' x: per 32 columns the even and the odd ones, zero past k.
+void Bf16LanesX(const XArgs& a, int64_t begin, int64_t end) {
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  for (int64_t c = begin; c < end; ++c) {
+    for (int r = 0; r < a.rows; ++r) {
+      __m512 v[2];
+      for (int h = 0; h < 2; ++h) {
+        const int64_t col = c * kBf16RunCols + 16 * h;
+        const int64_t left = a.k - col;
+        const __mmask16 mask = left >= 16 ? 0xFFFF : left <= 0 ? 0 : (1u << left) - 1;
+        v[h] = Bf16Value(RoundToBf16(_mm512_maskz_loadu_ps(mask, a.x + r * a.k + col)));
+      }
+      for (int p = 0; p < 2; ++p) {
+        _mm512_storeu_ps(
+            a.lanes + ((c * 2 + p) * a.rows + r) * kLanes,
+            _mm512_permutex2var_ps(v[0], _mm512_add_epi32(even, _mm512_set1_epi32(p)), v[1]));
+      }
+    }
+  }
+}
+
 // Nibbles 2 NP (row gr) and 2 NP + 1 (row gr + 8) of P lines against x
 // vector kInt4NibbleColumn[2 NP] of rows [R0, R0 + R).
 template <int RT, int R, int R0, int P, int NP>
@@ -103,11 +202,16 @@ void Bf16ForRows(const Bf16Args& a, int64_t tile_begin, int64_t tile_end) {
   kBf16ByRows[a.rows - 1](a, tile_begin, tile_end);
 }
 
-const Kernels kAvx512Kernels = {
-    .int4 = &Int4ForRows, .bf16 = &Bf16ForRows, .int4_x = XLayout::kF32Lanes};
+const Kernels kAvx512Kernels = {.int4 = &Int4ForRows,
+                                .bf16 = &Bf16ForRows,
+                                .int4_layout = XLayout::kF32Lanes,
+                                .int4_x = &Int4LanesX,
+                                .bf16_x = &Bf16LanesX};
 
 }  // namespace
 
 const Kernels& Avx512Kernels() { return kAvx512Kernels; }
+
+LayOutX Avx512Int4PairsX() { return &Int4PairsX; }
 
 }  // namespace onecard::engine::host_linear

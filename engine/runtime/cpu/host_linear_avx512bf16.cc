@@ -61,8 +61,11 @@ struct Lines {
 }  // namespace
 
 const Kernels& Avx512Bf16Kernels() {
-  static const Kernels kernels = {
-      .int4 = &Int4ForRows, .bf16 = Avx512Kernels().bf16, .int4_x = XLayout::kBf16Pairs};
+  static const Kernels kernels = {.int4 = &Int4ForRows,
+                                  .bf16 = Avx512Kernels().bf16,
+                                  .int4_layout = XLayout::kBf16Pairs,
+                                  .int4_x = Avx512Int4PairsX(),
+                                  .bf16_x = Avx512Kernels().bf16_x};
   return kernels;
 }
 

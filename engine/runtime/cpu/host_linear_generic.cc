@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "engine/common/fp16.h"
+#include "engine/kernels/bf16.h"
 #include "engine/kernels/int4_layout.h"
 #include "engine/runtime/cpu/host_linear_kernels.h"
 
@@ -123,7 +124,63 @@ void Bf16Tiles(const Bf16Args& a, int64_t tile_begin, int64_t tile_end) {
   for (int64_t o = tile_begin * kTileRows; o < end; ++o) Bf16Row(a, o);
 }
 
-const Kernels kGenericKernels = {.int4 = &Int4Tiles, .bf16 = &Bf16Tiles};
+// Row r's columns [col, col + count) of x, gathered and rounded to BF16 bits.
+void RoundedBits(const XArgs& a, int r, int64_t col, int count, uint16_t* bits) {
+  for (int c = 0; c < count; ++c) {
+    const int64_t stored = col + c;
+    if (stored >= a.k) {
+      bits[c] = 0;
+      continue;
+    }
+    bits[c] = FloatToBf16(a.x[r * a.k + (a.columns == nullptr ? stored : a.columns[stored])]);
+  }
+}
+
+// The half sums of row r's k tile kt (its rounded bits), column by column.
+void HalfSums(const XArgs& a, int r, int64_t kt, const uint16_t (&bits)[kTileCols]) {
+  if (a.half_sums == nullptr) return;
+  for (int h = 0; h < 2; ++h) {
+    float sum = 0.0f;
+    for (int c = 32 * h; c < 32 * h + 32; ++c) sum += Bf16ToFloat(bits[c]);
+    a.half_sums[r * (a.k / 32) + 2 * kt + h] = sum;
+  }
+}
+
+// Column (within the tile) of lane d = 4 t + i, position j: 16 i + 4 t + j.
+int LaneColumn(int d, int j) { return 16 * (d % 4) + 4 * (d / 4) + j; }
+
+void Int4Lanes(const XArgs& a, int64_t begin, int64_t end) {
+  uint16_t bits[kTileCols];
+  for (int64_t kt = begin; kt < end; ++kt) {
+    for (int r = 0; r < a.rows; ++r) {
+      RoundedBits(a, r, kt * kTileCols, kTileCols, bits);
+      for (int j = 0; j < 4; ++j) {
+        float* v = a.lanes + ((kt * 4 + j) * a.rows + r) * kLanes;
+        for (int d = 0; d < kLanes; ++d) v[d] = Bf16ToFloat(bits[LaneColumn(d, j)]);
+      }
+      HalfSums(a, r, kt, bits);
+    }
+  }
+}
+
+void Bf16Lanes(const XArgs& a, int64_t begin, int64_t end) {
+  uint16_t bits[kBf16RunCols];
+  for (int64_t c = begin; c < end; ++c) {
+    for (int r = 0; r < a.rows; ++r) {
+      RoundedBits(a, r, c * kBf16RunCols, kBf16RunCols, bits);
+      for (int p = 0; p < 2; ++p) {
+        float* v = a.lanes + ((c * 2 + p) * a.rows + r) * kLanes;
+        for (int d = 0; d < kLanes; ++d) v[d] = Bf16ToFloat(bits[2 * d + p]);
+      }
+    }
+  }
+}
+
+const Kernels kGenericKernels = {.int4 = &Int4Tiles,
+                                 .bf16 = &Bf16Tiles,
+                                 .int4_layout = XLayout::kF32Lanes,
+                                 .int4_x = &Int4Lanes,
+                                 .bf16_x = &Bf16Lanes};
 
 }  // namespace
 

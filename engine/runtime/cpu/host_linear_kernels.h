@@ -60,6 +60,20 @@ struct Int4Args {
   int64_t y_stride = 0;
 };
 
+// x for one call, and where its layout goes (the arrays of Int4Args or
+// Bf16Args, written through these).
+struct XArgs {
+  const float* x = nullptr;  // [rows, k]
+  const int32_t* columns =
+      nullptr;  // [k]: 4-bit act order (stored column j is x's columns[j]) or null
+  int64_t k = 0;
+  int rows = 0;               // 1..kMaxRows
+  float* lanes = nullptr;     // 4-bit kF32Lanes, or BF16 weights' lanes
+  uint32_t* pairs = nullptr;  // 4-bit kBf16Pairs
+  float* half_sums =
+      nullptr;  // 4-bit: [rows][k / 32] sums of the rounded x over each 32 columns, or null
+};
+
 struct Bf16Args {
   const uint16_t* w = nullptr;  // [n, k]
   int64_t n = 0;
@@ -70,6 +84,11 @@ struct Bf16Args {
   int64_t y_stride = 0;
 };
 
+// Rounds x to BF16 (as FloatToBf16 does), gathers it by `columns` and lays
+// out 4-bit k tiles (64 columns) or BF16 runs (32 columns, zero past k)
+// [begin, end) of every row; each half sum in a fixed order.
+using LayOutX = void (*)(const XArgs& args, int64_t begin, int64_t end);
+
 // y for the output rows of 16-row tiles [tile_begin, tile_end) (the last BF16
 // tile may hold fewer rows). Each y[r][o] depends on x row r and W row o alone.
 using Int4Tiles = void (*)(const Int4Args& args, int64_t tile_begin, int64_t tile_end);
@@ -78,12 +97,15 @@ using Bf16Tiles = void (*)(const Bf16Args& args, int64_t tile_begin, int64_t til
 struct Kernels {
   Int4Tiles int4 = nullptr;
   Bf16Tiles bf16 = nullptr;
-  XLayout int4_x = XLayout::kF32Lanes;
+  XLayout int4_layout = XLayout::kF32Lanes;  // what int4 reads
+  LayOutX int4_x = nullptr;                  // writes it
+  LayOutX bf16_x = nullptr;                  // BF16 weights' lanes
 };
 
 const Kernels& GenericKernels();
 const Kernels& Avx512Kernels();      // CpuIsa::kAvx512Vnni
 const Kernels& Avx512Bf16Kernels();  // CpuIsa::kAvx512Bf16
+LayOutX Avx512Int4PairsX();          // kBf16Pairs for Avx512Bf16Kernels
 
 }  // namespace onecard::engine::host_linear
 
