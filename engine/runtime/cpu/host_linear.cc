@@ -112,7 +112,11 @@ void PrepareBf16X(ThreadPool& pool, const HostWeight& w, const float* x, int row
                   const host_linear::Kernels& kernels, HostLinearScratch* s, Bf16Args* a) {
   const int64_t runs = (w.k + host_linear::kBf16RunCols - 1) / host_linear::kBf16RunCols;
   host_linear::XArgs xa{.x = x, .k = w.k, .rows = rows};
-  a->x_lanes = xa.lanes = Aligned64(&s->x_lanes, runs * 2 * rows * kLanes);
+  if (kernels.bf16_layout == host_linear::XLayout::kF32Lanes) {
+    a->x_lanes = xa.lanes = Aligned64(&s->x_lanes, runs * 2 * rows * kLanes);
+  } else {
+    a->x_pairs = xa.pairs = Aligned64(&s->x_pairs, runs * rows * kLanes);
+  }
   pool.ParallelFor(runs, [&](int64_t begin, int64_t end) { kernels.bf16_x(xa, begin, end); });
 }
 

@@ -97,23 +97,37 @@ void Int4PairsX(const XArgs& a, int64_t begin, int64_t end) {
   }
 }
 
-// BF16 weights' x: per 32 columns the even and the odd ones, zero past k.
+// Row r's columns 32 c + 16 h .. + 15 as BF16 bits, zero past k.
+inline __m512i RunBits(const XArgs& a, int r, int64_t c, int h) {
+  const int64_t col = c * kBf16RunCols + 16 * h;
+  const int64_t left = a.k - col;
+  const __mmask16 mask = left >= 16 ? 0xFFFF : left <= 0 ? 0 : (1u << left) - 1;
+  return RoundToBf16(_mm512_maskz_loadu_ps(mask, a.x + r * a.k + col));
+}
+
+// BF16 weights' x: per 32 columns the even and the odd ones.
 void Bf16LanesX(const XArgs& a, int64_t begin, int64_t end) {
   const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   for (int64_t c = begin; c < end; ++c) {
     for (int r = 0; r < a.rows; ++r) {
-      __m512 v[2];
-      for (int h = 0; h < 2; ++h) {
-        const int64_t col = c * kBf16RunCols + 16 * h;
-        const int64_t left = a.k - col;
-        const __mmask16 mask = left >= 16 ? 0xFFFF : left <= 0 ? 0 : (1u << left) - 1;
-        v[h] = Bf16Value(RoundToBf16(_mm512_maskz_loadu_ps(mask, a.x + r * a.k + col)));
-      }
+      const __m512 v0 = Bf16Value(RunBits(a, r, c, 0)), v1 = Bf16Value(RunBits(a, r, c, 1));
       for (int p = 0; p < 2; ++p) {
         _mm512_storeu_ps(
             a.lanes + ((c * 2 + p) * a.rows + r) * kLanes,
-            _mm512_permutex2var_ps(v[0], _mm512_add_epi32(even, _mm512_set1_epi32(p)), v[1]));
+            _mm512_permutex2var_ps(v0, _mm512_add_epi32(even, _mm512_set1_epi32(p)), v1));
       }
+    }
+  }
+}
+
+// BF16 weights' x as BF16 pairs: per 32 columns their bits in order.
+void Bf16PairsX(const XArgs& a, int64_t begin, int64_t end) {
+  for (int64_t c = begin; c < end; ++c) {
+    for (int r = 0; r < a.rows; ++r) {
+      const __m256i lo = _mm512_cvtepi32_epi16(RunBits(a, r, c, 0));
+      const __m256i hi = _mm512_cvtepi32_epi16(RunBits(a, r, c, 1));
+      _mm512_storeu_si512(a.pairs + (c * a.rows + r) * kLanes,
+                          _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1));
     }
   }
 }
@@ -153,6 +167,26 @@ struct Lines {
 
 #include "engine/runtime/cpu/host_linear_int4_avx512.inc"
 
+// Adds run c (32 columns; with kTail the `tail` columns of the last run) of
+// BF16 rows [o, o + W) into the even and odd columns' sums of each row of x.
+template <int R, int W, bool kTail>
+inline void Bf16Run(const Bf16Args& a, int64_t o, int64_t c, int tail, __m512 (&even)[W][R],
+                    __m512 (&odd)[W][R]) {
+  const __m512i high = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
+  const float* xc = a.x_lanes + c * 2 * R * kLanes;
+  for (int w = 0; w < W; ++w) {
+    const uint16_t* p = a.w + (o + w) * a.k + c * kBf16RunCols;
+    const __m512i v =
+        kTail ? _mm512_maskz_loadu_epi16((__mmask32{1} << tail) - 1, p) : _mm512_loadu_si512(p);
+    const __m512 ev = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
+    const __m512 od = _mm512_castsi512_ps(_mm512_and_si512(v, high));
+    for (int r = 0; r < R; ++r) {
+      even[w][r] = _mm512_fmadd_ps(ev, _mm512_loadu_ps(xc + r * kLanes), even[w][r]);
+      odd[w][r] = _mm512_fmadd_ps(od, _mm512_loadu_ps(xc + (R + r) * kLanes), odd[w][r]);
+    }
+  }
+}
+
 // BF16 rows [o, o + W): even and odd columns' sums a row of x, summed at the end.
 template <int R, int W>
 void Bf16RowBlock(const Bf16Args& a, int64_t o, float* y) {
@@ -160,24 +194,10 @@ void Bf16RowBlock(const Bf16Args& a, int64_t o, float* y) {
   for (int w = 0; w < W; ++w) {
     for (int r = 0; r < R; ++r) even[w][r] = odd[w][r] = _mm512_setzero_ps();
   }
-  const __m512i high = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
-  const int64_t runs = (a.k + kBf16RunCols - 1) / kBf16RunCols;
+  const int64_t full = a.k / kBf16RunCols;
   const int tail = static_cast<int>(a.k % kBf16RunCols);
-  for (int64_t c = 0; c < runs; ++c) {
-    const float* xc = a.x_lanes + c * 2 * R * kLanes;
-    for (int w = 0; w < W; ++w) {
-      const uint16_t* p = a.w + (o + w) * a.k + c * kBf16RunCols;
-      const __m512i v = c + 1 < runs || tail == 0
-                            ? _mm512_loadu_si512(p)
-                            : _mm512_maskz_loadu_epi16((__mmask32{1} << tail) - 1, p);
-      const __m512 ev = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
-      const __m512 od = _mm512_castsi512_ps(_mm512_and_si512(v, high));
-      for (int r = 0; r < R; ++r) {
-        even[w][r] = _mm512_fmadd_ps(ev, _mm512_loadu_ps(xc + r * kLanes), even[w][r]);
-        odd[w][r] = _mm512_fmadd_ps(od, _mm512_loadu_ps(xc + (R + r) * kLanes), odd[w][r]);
-      }
-    }
-  }
+  for (int64_t c = 0; c < full; ++c) Bf16Run<R, W, false>(a, o, c, 0, even, odd);
+  if (tail != 0) Bf16Run<R, W, true>(a, o, full, tail, even, odd);
   for (int w = 0; w < W; ++w) {
     for (int r = 0; r < R; ++r) {
       y[r * a.y_stride + o + w] = _mm512_reduce_add_ps(_mm512_add_ps(even[w][r], odd[w][r]));
@@ -213,5 +233,6 @@ const Kernels kAvx512Kernels = {.int4 = &Int4ForRows,
 const Kernels& Avx512Kernels() { return kAvx512Kernels; }
 
 LayOutX Avx512Int4PairsX() { return &Int4PairsX; }
+LayOutX Avx512Bf16PairsX() { return &Bf16PairsX; }
 
 }  // namespace onecard::engine::host_linear

@@ -1,7 +1,8 @@
 // The AVX-512 BF16 kernels of HostLinearForward (host_linear_kernels.h):
-// 4-bit weights through host_linear_int4_avx512.inc with BF16 dot products
-// (vdpbf16ps: two exact products a lane); BF16 weights as
-// host_linear_avx512.cc computes them. This file is compiled for AVX-512 with
+// 4-bit weights through host_linear_int4_avx512.inc, and BF16 weights, with
+// BF16 dot products (vdpbf16ps: two exact products a lane; x as BF16 pairs,
+// half the bytes of fp32 lanes, so that 8 rows of x stream from L2 at the
+// weights' pace). This file is compiled for AVX-512 with
 // AVX512_BF16 alone (see CMakeLists.txt) and includes no header with inline
 // code shared elsewhere.
 //
@@ -58,14 +59,66 @@ struct Lines {
 
 #include "engine/runtime/cpu/host_linear_int4_avx512.inc"
 
+// Adds run c (32 columns; with kTail the `tail` columns of the last run) of
+// BF16 rows [o, o + W) into their dot products with each row of x.
+template <int R, int W, bool kTail>
+inline void DotRun(const Bf16Args& a, int64_t o, int64_t c, int tail, __m512 (&acc)[W][R]) {
+  __m512bh x[R];
+  for (int r = 0; r < R; ++r) {
+    x[r] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(a.x_pairs + (c * R + r) * kLanes));
+  }
+  for (int w = 0; w < W; ++w) {
+    const uint16_t* p = a.w + (o + w) * a.k + c * kBf16RunCols;
+    const __m512i v =
+        kTail ? _mm512_maskz_loadu_epi16((__mmask32{1} << tail) - 1, p) : _mm512_loadu_si512(p);
+    for (int r = 0; r < R; ++r) {
+      acc[w][r] = _mm512_dpbf16_ps(acc[w][r], reinterpret_cast<__m512bh>(v), x[r]);
+    }
+  }
+}
+
+// BF16 rows [o, o + W) against every row of x.
+template <int R, int W>
+void DotRowBlock(const Bf16Args& a, int64_t o) {
+  __m512 acc[W][R];
+  for (int w = 0; w < W; ++w) {
+    for (int r = 0; r < R; ++r) acc[w][r] = _mm512_setzero_ps();
+  }
+  const int64_t full = a.k / kBf16RunCols;
+  const int tail = static_cast<int>(a.k % kBf16RunCols);
+  for (int64_t c = 0; c < full; ++c) DotRun<R, W, false>(a, o, c, 0, acc);
+  if (tail != 0) DotRun<R, W, true>(a, o, full, tail, acc);
+  for (int w = 0; w < W; ++w) {
+    for (int r = 0; r < R; ++r) a.y[r * a.y_stride + o + w] = _mm512_reduce_add_ps(acc[w][r]);
+  }
+}
+
+template <int R>
+void Bf16TilesFor(const Bf16Args& a, int64_t tile_begin, int64_t tile_end) {
+  constexpr int kW = R <= 2 ? 8 / R : R <= 4 ? 4 : 2;  // weight rows a pass: <= 16 sums
+  const int64_t end = tile_end * kTileRows < a.n ? tile_end * kTileRows : a.n;
+  int64_t o = tile_begin * kTileRows;
+  for (; o + kW <= end; o += kW) DotRowBlock<R, kW>(a, o);
+  for (; o < end; ++o) DotRowBlock<R, 1>(a, o);
+}
+
+constexpr Bf16Tiles kBf16ByRows[kMaxRows] = {&Bf16TilesFor<1>, &Bf16TilesFor<2>, &Bf16TilesFor<3>,
+                                             &Bf16TilesFor<4>, &Bf16TilesFor<5>, &Bf16TilesFor<6>,
+                                             &Bf16TilesFor<7>, &Bf16TilesFor<8>};
+
+void Bf16ForRows(const Bf16Args& a, int64_t tile_begin, int64_t tile_end) {
+  kBf16ByRows[a.rows - 1](a, tile_begin, tile_end);
+}
+
 }  // namespace
 
 const Kernels& Avx512Bf16Kernels() {
   static const Kernels kernels = {.int4 = &Int4ForRows,
-                                  .bf16 = Avx512Kernels().bf16,
+                                  .bf16 = &Bf16ForRows,
                                   .int4_layout = XLayout::kBf16Pairs,
                                   .int4_x = Avx512Int4PairsX(),
-                                  .bf16_x = Avx512Kernels().bf16_x};
+                                  .bf16_layout = XLayout::kBf16Pairs,
+                                  .bf16_x = Avx512Bf16PairsX()};
   return kernels;
 }
 

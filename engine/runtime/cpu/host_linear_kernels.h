@@ -20,7 +20,7 @@
 // BF16 lanes. A 64-byte run of 32 columns of a weight row is 16 dwords, dword
 // d = columns 2 d (low half) and 2 d + 1 (high half); x is laid out per run
 // of 32 columns as an even vector (lane d = x[32 c + 2 d]) and an odd one,
-// zero past k.
+// zero past k; or, for the BF16 dot products, as the run's BF16 pairs.
 #ifndef ONECARD_ENGINE_RUNTIME_CPU_HOST_LINEAR_KERNELS_H_
 #define ONECARD_ENGINE_RUNTIME_CPU_HOST_LINEAR_KERNELS_H_
 
@@ -78,9 +78,10 @@ struct Bf16Args {
   const uint16_t* w = nullptr;  // [n, k]
   int64_t n = 0;
   int64_t k = 0;
-  int rows = 0;                    // 1..kMaxRows
-  const float* x_lanes = nullptr;  // [ceil(k / 32)][2 (even, odd)][rows][16]
-  float* y = nullptr;              // [rows, y_stride]
+  int rows = 0;                       // 1..kMaxRows
+  const float* x_lanes = nullptr;     // kF32Lanes: [ceil(k / 32)][2 (even, odd)][rows][16]
+  const uint32_t* x_pairs = nullptr;  // kBf16Pairs: [ceil(k / 32)][rows][16], columns in order
+  float* y = nullptr;                 // [rows, y_stride]
   int64_t y_stride = 0;
 };
 
@@ -99,13 +100,16 @@ struct Kernels {
   Bf16Tiles bf16 = nullptr;
   XLayout int4_layout = XLayout::kF32Lanes;  // what int4 reads
   LayOutX int4_x = nullptr;                  // writes it
-  LayOutX bf16_x = nullptr;                  // BF16 weights' lanes
+  XLayout bf16_layout = XLayout::kF32Lanes;  // what bf16 reads
+  LayOutX bf16_x = nullptr;                  // writes it
 };
 
 const Kernels& GenericKernels();
 const Kernels& Avx512Kernels();      // CpuIsa::kAvx512Vnni
 const Kernels& Avx512Bf16Kernels();  // CpuIsa::kAvx512Bf16
-LayOutX Avx512Int4PairsX();          // kBf16Pairs for Avx512Bf16Kernels
+// The x layouts of Avx512Bf16Kernels, in host_linear_avx512.cc.
+LayOutX Avx512Int4PairsX();
+LayOutX Avx512Bf16PairsX();
 
 }  // namespace onecard::engine::host_linear
 
