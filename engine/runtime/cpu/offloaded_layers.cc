@@ -1,0 +1,224 @@
+// OffloadedLayers (see offloaded_layers.h).
+// Tested by tests/engine/runtime/cpu/offloaded_layers_test.cc.
+#include "engine/runtime/cpu/offloaded_layers.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "engine/common/status_macros.h"
+#include "engine/kernels/bf16.h"
+#include "engine/kernels/kv_cache_write.h"
+#include "engine/kernels/paged_attention.h"
+#include "engine/kernels/rms_norm.h"
+#include "engine/kernels/rope.h"
+#include "engine/kernels/silu_mul.h"
+#include "engine/runtime/cpu/cpu_attention.h"
+
+namespace onecard::engine {
+namespace {
+
+absl::Status CheckShape(const HostWeight& w, int64_t n, int64_t k, int64_t layer,
+                        const char* name) {
+  const std::string what = absl::StrCat("offloaded layer ", layer, " ", name);
+  RETURN_IF_ERROR(CheckHostWeight(w, what));
+  if (w.n != n || w.k != k) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": [", w.n, ", ", w.k, "], the model needs [", n, ", ", k, "]"));
+  }
+  return absl::OkStatus();
+}
+
+template <typename T>
+T* Grown(std::vector<T>& v, int64_t n) {
+  if (static_cast<int64_t>(v.size()) < n) v.resize(n);
+  return v.data();
+}
+
+}  // namespace
+
+OffloadedLayers::OffloadedLayers(const ModelConfig& config, const KvLayout& layout, int num_threads)
+    : config_(config),
+      layout_(layout),
+      q_dim_(config.num_heads * config.head_dim),
+      kv_dim_(config.num_kv_heads * config.head_dim),
+      qkv_dim_(q_dim_ + 2 * kv_dim_),
+      inv_freq_(RopeInvFreq(static_cast<int32_t>(config.head_dim), config.rope_theta,
+                            config.rope_scaling)),
+      pool_(num_threads) {}
+
+absl::StatusOr<std::unique_ptr<OffloadedLayers>> OffloadedLayers::Create(
+    const ModelConfig& config, const KvLayout& layout, std::vector<OffloadedLayerWeights> layers,
+    int num_threads, int32_t max_tokens) {
+  if (layout.num_blocks <= 0 || layout.num_kv_heads != config.num_kv_heads ||
+      layout.head_dim != config.head_dim || max_tokens < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("offloaded layers: a KV layout of ", layout.num_blocks, " blocks, ",
+                     layout.num_kv_heads, " kv heads of ", layout.head_dim, " for a model of ",
+                     config.num_kv_heads, " of ", config.head_dim, "; max_tokens ", max_tokens));
+  }
+  std::unique_ptr<OffloadedLayers> o(new OffloadedLayers(config, layout, num_threads));
+  const int64_t h = config.hidden_size, inter = config.intermediate_size;
+  o->index_.assign(config.num_layers, -1);
+  for (const OffloadedLayerWeights& w : layers) {
+    if (w.layer < 0 || w.layer >= config.num_layers || o->index_[w.layer] >= 0) {
+      return absl::InvalidArgumentError(absl::StrCat("offloaded layers: layer ", w.layer,
+                                                     " is outside the model (", config.num_layers,
+                                                     " layers) or given twice"));
+    }
+    if (w.attn_norm == nullptr || w.ffn_norm == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("offloaded layer ", w.layer, ": the norms' weights are missing"));
+    }
+    RETURN_IF_ERROR(CheckShape(w.qkv, o->qkv_dim_, h, w.layer, "qkv"));
+    RETURN_IF_ERROR(CheckShape(w.o, h, o->q_dim_, w.layer, "o"));
+    RETURN_IF_ERROR(CheckShape(w.gate_up, 2 * inter, h, w.layer, "gate_up"));
+    RETURN_IF_ERROR(CheckShape(w.down, h, inter, w.layer, "down"));
+    o->index_[w.layer] = static_cast<int64_t>(o->layers_.size());
+    o->layers_.push_back(w);
+    o->k_pools_.emplace_back(layout.PoolElements());
+    o->v_pools_.emplace_back(layout.PoolElements());
+  }
+  // The activations for max_tokens (Run grows them for more).
+  const int64_t t = max_tokens;
+  o->normed_.resize(t * h);
+  o->qkv_.resize(t * o->qkv_dim_);
+  o->attn_.resize(t * o->q_dim_);
+  o->proj_.resize(t * h);
+  o->gate_up_.resize(t * 2 * inter);
+  o->act_.resize(t * inter);
+  return o;
+}
+
+int64_t OffloadedLayers::pool_bytes() const {
+  return 2 * static_cast<int64_t>(k_pools_.size()) * layout_.PoolElements() *
+         static_cast<int64_t>(sizeof(float));
+}
+
+void OffloadedLayers::Linear(const HostWeight& w, const uint16_t* x, int32_t t, uint16_t* y) {
+  float* xf = Grown(x_f32_, int64_t{t} * w.k);
+  float* yf = Grown(y_f32_, int64_t{t} * w.n);
+  for (int64_t i = 0; i < int64_t{t} * w.k; ++i) xf[i] = Bf16ToFloat(x[i]);
+  HostLinearForward(pool_, w, xf, t, yf, &scratch_);
+  for (int64_t i = 0; i < int64_t{t} * w.n; ++i) y[i] = FloatToBf16(yf[i]);
+}
+
+absl::Status OffloadedLayers::Run(int64_t first, int64_t last, const OffloadedStep& step,
+                                  uint16_t* residual, uint16_t* kv_out) {
+  for (int64_t l = first; l <= last; ++l) {
+    if (!Holds(l)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("offloaded layers: layer ", l, " is not held"));
+    }
+  }
+  if (step.num_tokens <= 0) return absl::OkStatus();
+  const int64_t t = step.num_tokens, h = config_.hidden_size, inter = config_.intermediate_size;
+  Grown(normed_, t * h), Grown(qkv_, t * qkv_dim_), Grown(attn_, t * q_dim_);
+  Grown(proj_, t * h), Grown(gate_up_, t * 2 * inter), Grown(act_, t * inter);
+  for (int64_t l = first; l <= last; ++l) {
+    const int64_t i = index_[l];
+    RETURN_IF_ERROR(RunLayer(layers_[i], i, step, residual, kv_out + (l - first) * t * kv_row()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status OffloadedLayers::RunLayer(const OffloadedLayerWeights& w, int64_t index,
+                                       const OffloadedStep& step, uint16_t* residual,
+                                       uint16_t* kv_out) {
+  const int32_t t = step.num_tokens;
+  const int64_t h = config_.hidden_size, inter = config_.intermediate_size;
+  const float eps = config_.rms_norm_eps;
+  RETURN_IF_ERROR(RmsNormRef({DType::kBF16, residual, w.attn_norm, normed_.data(), t, h, eps}));
+  Linear(w.qkv, normed_.data(), t, qkv_.data());
+  if (w.bqkv != nullptr) {
+    for (int64_t r = 0; r < t; ++r) {
+      uint16_t* row = qkv_.data() + r * qkv_dim_;
+      for (int64_t c = 0; c < qkv_dim_; ++c) {
+        row[c] = FloatToBf16(Bf16ToFloat(row[c]) + Bf16ToFloat(w.bqkv[c]));
+      }
+    }
+  }
+  RETURN_IF_ERROR(RopeRef(
+      {DType::kBF16, qkv_.data(), qkv_.data() + q_dim_, qkv_dim_, qkv_dim_, step.positions,
+       inv_freq_.data(), t, static_cast<int32_t>(config_.num_heads),
+       static_cast<int32_t>(config_.num_kv_heads), static_cast<int32_t>(config_.head_dim)}));
+  for (int64_t r = 0; r < t; ++r) {
+    std::copy_n(qkv_.data() + r * qkv_dim_ + q_dim_, kv_row(), kv_out + r * kv_row());
+  }
+  RETURN_IF_ERROR(WriteKv(layers_[index].layer, step, kv_out));
+  RETURN_IF_ERROR(Attention(index, step));
+  Linear(w.o, attn_.data(), t, proj_.data());
+  RETURN_IF_ERROR(FusedAddRmsNormRef(
+      {DType::kBF16, proj_.data(), residual, w.ffn_norm, normed_.data(), t, h, eps}));
+  Linear(w.gate_up, normed_.data(), t, gate_up_.data());
+  if (w.gate_up_interleaved) {  // fused row (j / 8) * 16 + 8 * part + j % 8 -> [gate; up]
+    uint16_t* fused = Grown(fused_, 2 * inter);
+    for (int64_t r = 0; r < t; ++r) {
+      uint16_t* row = gate_up_.data() + r * 2 * inter;
+      std::copy_n(row, 2 * inter, fused);
+      for (int64_t j = 0; j < inter; ++j) {
+        row[j] = fused[(j / 8) * 16 + j % 8];
+        row[inter + j] = fused[(j / 8) * 16 + 8 + j % 8];
+      }
+    }
+  }
+  RETURN_IF_ERROR(SiluMulRef({DType::kBF16, gate_up_.data(), act_.data(), t, inter}));
+  Linear(w.down, act_.data(), t, proj_.data());
+  for (int64_t i = 0; i < int64_t{t} * h; ++i) {
+    residual[i] = FloatToBf16(Bf16ToFloat(proj_[i]) + Bf16ToFloat(residual[i]));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status OffloadedLayers::Attention(int64_t index, const OffloadedStep& step) {
+  const int32_t t = step.num_tokens;
+  float* q = Grown(q_f32_, int64_t{t} * q_dim_);
+  float* out = Grown(attn_f32_, int64_t{t} * q_dim_);
+  for (int64_t r = 0; r < t; ++r) {
+    for (int64_t c = 0; c < q_dim_; ++c) q[r * q_dim_ + c] = Bf16ToFloat(qkv_[r * qkv_dim_ + c]);
+  }
+  PagedAttentionParams attn;
+  attn.dtype = DType::kF32;
+  attn.q = q;
+  attn.q_token_stride = q_dim_;
+  attn.k_cache = k_pools_[index].data();
+  attn.v_cache = v_pools_[index].data();
+  attn.out = out;
+  attn.layout = layout_;
+  attn.num_heads = static_cast<int32_t>(config_.num_heads);
+  attn.num_tokens = t;
+  attn.num_seqs = step.num_seqs;
+  attn.cu_query_lens = step.cu_query_lens;
+  attn.start_pos = step.start_pos;
+  attn.block_tables = step.block_tables;
+  attn.max_blocks_per_seq = step.max_blocks_per_seq;
+  attn.scale = 1.0f / std::sqrt(static_cast<float>(config_.head_dim));
+  RETURN_IF_ERROR(PagedAttentionCpu(pool_, attn));
+  for (int64_t i = 0; i < int64_t{t} * q_dim_; ++i) attn_[i] = FloatToBf16(out[i]);
+  return absl::OkStatus();
+}
+
+absl::Status OffloadedLayers::WriteKv(int64_t layer, const OffloadedStep& step,
+                                      const uint16_t* kv) {
+  if (!Holds(layer)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("offloaded layers: layer ", layer, " is not held"));
+  }
+  const int64_t index = index_[layer];
+  const int64_t t = step.num_tokens;
+  float* f = Grown(kv_f32_, t * kv_row());
+  for (int64_t i = 0; i < t * kv_row(); ++i) f[i] = Bf16ToFloat(kv[i]);
+  return KvCacheWriteRef({.dtype = DType::kF32,
+                          .k = f,
+                          .v = f + kv_dim_,
+                          .k_token_stride = kv_row(),
+                          .v_token_stride = kv_row(),
+                          .k_cache = k_pools_[index].data(),
+                          .v_cache = v_pools_[index].data(),
+                          .layout = layout_,
+                          .slot_mapping = step.slots,
+                          .num_tokens = step.num_tokens});
+}
+
+}  // namespace onecard::engine
