@@ -1,14 +1,16 @@
 // The placement plan (plain C++; label unit, built with the CUDA backend): a
 // model that fits stays on the card; llama3-70b int4 over 20 GiB for weights
 // splits its other layers between streaming and the CPU at the count whose
-// step is within one layer's upload of the continuous optimum solved here in
-// closed form (the chain card + CPU equal to the stream), and no neighbouring
-// split predicts less; a large batch moves layers from the CPU to the stream
-// when the CPU's arithmetic binds; without a link every offloaded layer runs
-// on the CPU (no ring); too little device or host memory is refused naming
-// the flag and the bytes.
+// batch-1 step is within one layer's upload of the continuous optimum solved
+// here in closed form (the chain card + CPU equal to the stream), no
+// neighbouring split predicts less, the offloaded layers are spread evenly
+// among the card's and the CPU's evenly among them; large batches stream the
+// CPU's layers too, the sooner the slower the CPU's arithmetic; without a
+// link offloading is refused; too little device or host memory is refused
+// naming the flag and the bytes.
 #include "engine/runtime/cuda/placement_plan.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -41,12 +43,24 @@ PlacementInput Input(const char* model, const char* weights, int64_t device_gib,
   return in;
 }
 
-std::vector<LayerPlace> Split(int32_t layers, int32_t device, int32_t streamed) {
-  std::vector<LayerPlace> out(layers, LayerPlace::kCpu);
-  for (int32_t l = 0; l < device + streamed; ++l) {
-    out[l] = l < device ? LayerPlace::kDevice : LayerPlace::kStreamed;
+std::vector<int64_t> LayerBytes(const PlacementInput& in) {
+  std::vector<int64_t> out(in.config.num_layers);
+  for (int64_t l = 0; l < in.config.num_layers; ++l) {
+    out[l] = LayerWeightBytes(in.config, in.weights, l);
   }
   return out;
+}
+
+// Whether the leading p of `layers` hold p * count(place) / layers.size() of
+// `place`, give or take one, for every p.
+void ExpectEven(const std::vector<LayerPlace>& layers, LayerPlace place, const char* what) {
+  const int64_t total = std::count(layers.begin(), layers.end(), place);
+  int64_t before = 0;
+  for (size_t p = 1; p <= layers.size(); ++p) {
+    before += layers[p - 1] == place ? 1 : 0;
+    const double even = static_cast<double>(p) * total / layers.size();
+    EXPECT_LE(std::abs(before - even), 1.0) << what << ": first " << p;
+  }
 }
 
 TEST(PlacementPlanTest, AModelThatFitsStaysOnTheCard) {
@@ -76,25 +90,28 @@ TEST(PlacementPlanTest, Llama70bSplitsItsRestBetweenStreamAndCpu) {
   EXPECT_GT(plan->cpu_layers, 0);
   EXPECT_EQ(plan->device_layers + plan->streamed_layers + plan->cpu_layers, 80);
   EXPECT_LE(plan->device_bytes + plan->ring_bytes, 20 * kGiB);
-  // The CPU's layers last; the streamed ones spread evenly over the rest: any
-  // leading p of those layers hold p S / span of them, give or take one.
-  const int32_t span = plan->device_layers + plan->streamed_layers;
-  for (int32_t l = span; l < 80; ++l) EXPECT_EQ(plan->layers[l], LayerPlace::kCpu) << l;
-  int32_t streamed_before = 0;
-  for (int32_t p = 1; p <= span; ++p) {
-    streamed_before += plan->layers[p - 1] == LayerPlace::kStreamed ? 1 : 0;
-    const double even = static_cast<double>(p) * plan->streamed_layers / span;
-    EXPECT_LE(std::abs(streamed_before - even), 1.0) << "first " << p << " layers";
+  // The offloaded layers spread evenly over all; among them, the CPU's.
+  std::vector<LayerPlace> off_only = plan->layers;
+  for (LayerPlace& p : off_only) p = p == LayerPlace::kDevice ? p : LayerPlace::kStreamed;
+  ExpectEven(off_only, LayerPlace::kStreamed, "offloaded");
+  std::vector<LayerPlace> offloaded;
+  for (LayerPlace p : plan->layers) {
+    if (p != LayerPlace::kDevice) offloaded.push_back(p);
   }
-  EXPECT_EQ(streamed_before, plan->streamed_layers);
-  // No neighbouring split of the same offloaded layers predicts less.
+  ExpectEven(offloaded, LayerPlace::kCpu, "cpu among the offloaded");
+  EXPECT_EQ(plan->layers, ArrangePlacement(LayerBytes(in), plan->device_layers,
+                                           plan->streamed_layers, plan->cpu_layers));
+  // No neighbouring split of the same offloaded layers predicts less at batch 1.
   for (int32_t d : {-1, 1}) {
     const int32_t streamed = plan->streamed_layers + d;
-    if (streamed < 1 || streamed > plan->streamed_layers + plan->cpu_layers) continue;
-    const StepPrediction other =
-        PredictStep(in, Split(80, plan->device_layers, streamed), in.expected_batch);
-    EXPECT_GE(other.step_s, plan->expected.step_s) << "streamed " << streamed;
+    const int32_t off = plan->streamed_layers + plan->cpu_layers;
+    if (streamed < 0 || streamed > off) continue;
+    const StepPrediction other = PredictStep(
+        in, ArrangePlacement(LayerBytes(in), plan->device_layers, streamed, off - streamed), 1);
+    EXPECT_GE(other.step_s, plan->batch1.step_s) << "streamed " << streamed;
   }
+  EXPECT_GE(plan->cpu_max_rows, 1);
+  EXPECT_NE(plan->ToString().find("computed by the CPU in steps of up to"), std::string::npos);
   // The continuous optimum: S streamed bytes such that the chain (card: its
   // layers D, the streamed ones and the LM head H; CPU: the rest of the
   // offloaded bytes B, and one span) equals the stream S / r_p.
@@ -112,31 +129,37 @@ TEST(PlacementPlanTest, Llama70bSplitsItsRestBetweenStreamAndCpu) {
   EXPECT_NEAR(plan->batch1.chain_s, plan->batch1.stream_s, layer / r.h2d_bytes_per_s);
 }
 
-TEST(PlacementPlanTest, ALargeBatchStreamsMoreWhenTheCpuArithmeticBinds) {
+TEST(PlacementPlanTest, LargeStepsStreamTheCpuLayersToo) {
   PlacementInput in = Input("llama3-70b", "int4", 20, 100);
-  in.rates.host_flops_per_s = 0.5e12;
-  const auto one = PlanPlacement(in);
   in.expected_batch = 64;
-  const auto many = PlanPlacement(in);
-  ASSERT_TRUE(one.ok() && many.ok()) << one.status() << many.status();
-  EXPECT_LT(many->cpu_layers, one->cpu_layers);
-  EXPECT_EQ(many->expected.batch, 64);
-  EXPECT_NE(many->ToString().find("predicted step at batch 64"), std::string::npos);
+  const auto fast = PlanPlacement(in);
+  in.rates.host_flops_per_s = 0.2e12;  // the CPU's arithmetic binds from fewer rows
+  const auto slow = PlanPlacement(in);
+  ASSERT_TRUE(fast.ok() && slow.ok()) << fast.status() << slow.status();
+  EXPECT_GE(fast->cpu_max_rows, 1);
+  EXPECT_LE(fast->cpu_max_rows, kCpuMaxRows);
+  EXPECT_LT(slow->cpu_max_rows, fast->cpu_max_rows);
+  // Beyond cpu_max_rows the prediction is the all-streamed one.
+  const StepPrediction streamed = PredictStep(in, StreamedInstead(slow->layers), 64);
+  EXPECT_EQ(slow->expected.step_s, streamed.step_s);
+  EXPECT_EQ(slow->expected.cpu_s, 0.0);
+  EXPECT_EQ(PredictPlanStep(in, *slow, 1).step_s, slow->batch1.step_s);
+  EXPECT_GT(slow->batch1.cpu_s, 0.0);
+  EXPECT_NE(slow->ToString().find("predicted step at batch 64"), std::string::npos);
 }
 
-TEST(PlacementPlanTest, WithoutALinkTheCpuTakesEveryOffloadedLayer) {
+TEST(PlacementPlanTest, WithoutALinkOffloadingIsRefused) {
+  // Every offloaded layer must be able to pass through the ring (the steps
+  // too large for the CPU stream them).
   PlacementInput in = Input("llama3-70b", "int4", 20, 100);
   in.rates.h2d_bytes_per_s = 0;
   auto plan = PlanPlacement(in);
-  ASSERT_TRUE(plan.ok()) << plan.status();
-  EXPECT_EQ(plan->streamed_layers, 0);
-  EXPECT_EQ(plan->ring_bytes, 0);
-  EXPECT_GT(plan->cpu_layers, 0);
-  // The card holds more layers without a ring.
-  in.rates = MachineRates();
-  auto streaming = PlanPlacement(in);
-  ASSERT_TRUE(streaming.ok());
-  EXPECT_GT(plan->device_layers, streaming->device_layers);
+  EXPECT_EQ(plan.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(plan.status().message().find("pinned upload rate 0.0 GB/s"), std::string::npos)
+      << plan.status();
+  PlacementInput fits = Input("llama3-8b", "bf16", 24, 0);
+  fits.rates.h2d_bytes_per_s = 0;
+  EXPECT_TRUE(PlanPlacement(fits).ok());  // a model that fits needs no link
 }
 
 TEST(PlacementPlanTest, TooLittleMemoryIsRefusedNamingTheFlag) {
@@ -169,6 +192,22 @@ TEST(PlacementPlanTest, MaxDeviceLayersCapsTheCardsShare) {
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(plan->device_layers, 0);
   EXPECT_EQ(plan->streamed_layers, 80);
+}
+
+// The ring: the streamed layers' slots, and one of the CPU layers' own beside
+// them (all theirs without streamed layers).
+TEST(PlacementPlanTest, RingSlotsKeepAKindInItsOwnSlots) {
+  EXPECT_EQ(RingSlots(2, 10, 0), 2);
+  EXPECT_EQ(RingSlots(2, 1, 0), 1);
+  EXPECT_EQ(RingSlots(2, 10, 5), 3);
+  EXPECT_EQ(RingSlots(2, 0, 5), 2);
+  EXPECT_EQ(RingSlots(3, 0, 1), 1);
+  EXPECT_EQ(RingSlots(2, 0, 0), 0);
+  const PlacementInput in = Input("llama3-70b", "int4", 20, 100);
+  auto plan = PlanPlacement(in);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->ring_bytes, int64_t{RingSlots(2, plan->streamed_layers, plan->cpu_layers)} *
+                                  LayerWeightBytes(in.config, in.weights, 0));
 }
 
 }  // namespace

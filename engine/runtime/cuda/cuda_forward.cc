@@ -244,12 +244,22 @@ absl::Status CudaRunnerImpl::EnqueueStep(const StepShape& shape) {
   embed.vocab_size = config_.vocab_size;
   embed.hidden = config_.hidden_size;
   RETURN_IF_ERROR(Embedding(embed, stream));
-  if (weight_stream_ != nullptr) RETURN_IF_ERROR(weight_stream_->BeginStep(stream));
+  const bool cpu = CpuComputes(shape);
+  if (weight_stream_ != nullptr) RETURN_IF_ERROR(weight_stream_->BeginStep(stream, cpu));
   int32_t partials = 1;
+  auto span = cpu_spans_.begin();
   for (int layer = 0; layer < config_.num_layers; ++layer) {
+    const bool cpu_layer = cpu_layers_ != nullptr && cpu_layers_->Holds(layer);
+    if (cpu_layer && cpu) {  // the span from this layer on, on the CPU
+      while ((*span)->first != layer) ++span;
+      RETURN_IF_ERROR(EnqueueCpuSpan(**span, shape, &partials));
+      layer = static_cast<int>((*span)->last);
+      continue;
+    }
     if (weight_stream_ != nullptr) RETURN_IF_ERROR(weight_stream_->BeforeLayer(layer, stream));
     RETURN_IF_ERROR(EnqueueLayer(layer, shape, &partials));
     if (weight_stream_ != nullptr) RETURN_IF_ERROR(weight_stream_->AfterLayer(layer, stream));
+    if (cpu_layer) RETURN_IF_ERROR(EnqueueKvMirror(layer, shape));
   }
   if (shape.all_logits || shape.rows == 0) return absl::OkStatus();
   const void* x = buf_.residual;

@@ -22,6 +22,7 @@
 #include "engine/kernels/cuda_check.h"
 #include "engine/kernels/paged_attention_split.h"
 #include "engine/kernels/rope.h"
+#include "engine/runtime/cuda/cpu_span.h"
 #include "engine/runtime/cuda/cuda_runner_impl.h"
 #include "engine/runtime/cuda/synthetic_shapes.h"
 
@@ -137,6 +138,7 @@ absl::StatusOr<std::unique_ptr<CudaRunnerImpl>> CudaRunnerImpl::Create(
 CudaRunnerImpl::~CudaRunnerImpl() {
   if (step_start_ != nullptr) cudaEventDestroy(step_start_);
   if (step_end_ != nullptr) cudaEventDestroy(step_end_);
+  if (cpu_step_done_ != nullptr) cudaEventDestroy(cpu_step_done_);
   for (auto& [key, graph] : graphs_) {
     if (graph.exec != nullptr) cudaGraphExecDestroy(graph.exec);
   }
@@ -171,7 +173,12 @@ absl::Status CudaRunnerImpl::PlanDevice() {
   place.ring_layers = options_.offload_ring_layers;
   place.expected_batch = options_.max_num_seqs;
   place.max_device_layers = options_.gpu_layers;
+  place.cpu_layers = options_.offload_cpu_layers;
   ASSIGN_OR_RETURN(place.rates, MeasureOffloadRates(ctx_->cublas(), ctx_->stream()));
+  if (CpuCanCompute()) {
+    ThreadPool pool(CpuThreads());
+    RETURN_IF_ERROR(MeasureCpuRates(pool, config_.hidden_size, ctx_->stream(), &place.rates));
+  }
   ASSIGN_OR_RETURN(placement_, PlanPlacement(place));
   // Pinned pages cannot be swapped: more than the host has free would take
   // the machine down rather than fail.
@@ -206,7 +213,7 @@ std::optional<WeightHomes> CudaRunnerImpl::Homes() {
 absl::Status CudaRunnerImpl::Allocate() {
   const WorkspaceSizes& w = plan_.workspace;
   ASSIGN_OR_RETURN(weight_arena_, DeviceArena::Create(plan_.weight_bytes, "weights"));
-  if (placement_.has_value() && placement_->streamed_layers > 0) {
+  if (placement_.has_value() && placement_->offloads()) {
     std::vector<int64_t> layer_bytes(config_.num_layers);
     for (int64_t l = 0; l < config_.num_layers; ++l) {
       layer_bytes[l] = LayerWeightBytes(config_, spec_, l);
@@ -371,8 +378,12 @@ absl::Status CudaRunnerImpl::Run(const BatchInput& batch, const SampleInputs* sa
   CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(buf_.meta, meta_host_->data(), bytes, cudaMemcpyHostToDevice, stream));
   timing_ = CudaStepTiming{.graph = shape.graph};
+  cpu_shape_ = shape;
+  cpu_status_ = absl::OkStatus();
+  cpu_us_ = 0;
   if (shape.all_logits) {
     RETURN_IF_ERROR(RunAllLogits(shape, logits));
+    RETURN_IF_ERROR(FinishCpuStep(shape));
     timing_.total_us = MicrosSince(t0);
     return absl::OkStatus();
   }
@@ -385,7 +396,14 @@ absl::Status CudaRunnerImpl::Run(const BatchInput& batch, const SampleInputs* sa
       cudaMemcpyAsync(out_host_->data(), src, out_bytes, cudaMemcpyDeviceToHost, stream));
   if (options_.time_steps) CUDA_RETURN_IF_ERROR(cudaEventRecord(step_end_, stream));
   timing_.enqueue_us = MicrosSince(t0);
+  if (CpuComputes(shape)) {
+    // The CPU's host nodes want every core: wait asleep, not spinning.
+    CUDA_RETURN_IF_ERROR(cudaEventRecord(cpu_step_done_, stream));
+    CUDA_RETURN_IF_ERROR(cudaEventSynchronize(cpu_step_done_));
+  }
   CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+  RETURN_IF_ERROR(FinishCpuStep(shape));
+  timing_.cpu_us = cpu_us_;
   if (options_.time_steps) {
     float gpu_ms = 0.0f;
     CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&gpu_ms, step_start_, step_end_));
@@ -468,6 +486,7 @@ absl::StatusOr<std::unique_ptr<CudaModelRunner>> CreateRandomCudaModelRunner(
   ASSIGN_OR_RETURN(std::unique_ptr<CudaRunnerImpl> r,
                    CudaRunnerImpl::Create(config, spec, options));
   RETURN_IF_ERROR(r->LoadRandomWeights(options.synthetic_seed));
+  RETURN_IF_ERROR(r->PrepareCpuLayers());
   RETURN_IF_ERROR(r->PrepareKvScales());
   RETURN_IF_ERROR(r->TuneGemms());
   return std::unique_ptr<CudaModelRunner>(std::move(r));
@@ -485,6 +504,7 @@ absl::StatusOr<std::unique_ptr<CudaModelRunner>> CreateCudaModelRunnerFromSource
   ASSIGN_OR_RETURN(std::unique_ptr<CudaRunnerImpl> r,
                    CudaRunnerImpl::Create(config, spec, options));
   RETURN_IF_ERROR(r->LoadWeights(source));
+  RETURN_IF_ERROR(r->PrepareCpuLayers());
   RETURN_IF_ERROR(r->PrepareKvScales());
   RETURN_IF_ERROR(r->TuneGemms());
   return std::unique_ptr<CudaModelRunner>(std::move(r));

@@ -99,17 +99,25 @@ struct CudaRunnerOptions {
   std::vector<std::vector<int32_t>> kv_calibration_prompts;
   bool print_plan = true;  // the memory plan to stderr at creation
   // Weights larger than gpu_memory_budget (placement_plan.h, weight_stream.h):
-  // with cpu_memory_budget > 0 the layers the card cannot hold are streamed
-  // each step from that much pinned host memory through a ring of
-  // offload_ring_layers device slots; 0: such a model is refused. With
+  // with cpu_memory_budget > 0 the layers the card cannot hold live in that
+  // much pinned host memory, each computed by the CPU or streamed through a
+  // ring of offload_ring_layers device slots, as the cost model splits them;
+  // 0: such a model is refused. With
   // offload the KV cache gets num_kv_blocks blocks, or one full-context
   // sequence's when that is 0, and the rest of the budget goes to weights.
   // gpu_layers >= 0 keeps at most that many layers on the card and offloads
   // the rest (llama.cpp's -ngl; with cpu_memory_budget > 0); -1: as many as
-  // fit. The streamed layers are spread among the card's (placement_plan.h).
+  // fit. The offloaded layers are spread among the card's (placement_plan.h).
   int64_t cpu_memory_budget = 0;
   int32_t offload_ring_layers = 2;
   int32_t gpu_layers = -1;
+  // Threads the CPU computes offloaded layers with (steps of up to
+  // PlacementPlan::cpu_max_rows rows; the cost model decides how many layers,
+  // cpu_span.h); 0: one a hardware thread but one (the runner's thread's);
+  // -1: the CPU computes none (every offloaded layer streams).
+  int32_t offload_cpu_threads = 0;
+  // This many of the offloaded layers on the CPU; -1: the cost model's count.
+  int32_t offload_cpu_layers = -1;
 };
 
 // Host-side time of the last step (what the CPU spent before waiting).
@@ -119,6 +127,7 @@ struct CudaStepTiming {
   double gpu_us = 0;      // on the device: the metadata copy in to the outputs' copy out
                           // (options.time_steps; 0 for steps returning every token's logits)
   bool graph = false;     // ran as a CUDA graph replay
+  double cpu_us = 0;      // the CPU computing offloaded layers (its host nodes, summed)
 };
 
 class CudaModelRunner : public ModelRunner {

@@ -19,6 +19,8 @@
 #include "engine/kernels/blas_tuner.h"
 #include "engine/kernels/fp8_matmul.h"
 #include "engine/kernels/gemv.h"
+#include "engine/runtime/cpu/host_linear.h"
+#include "engine/runtime/cpu/offloaded_layers.h"
 #include "engine/runtime/cuda/cuda_model_runner.h"
 #include "engine/runtime/cuda/cuda_weights.h"
 #include "engine/runtime/cuda/device_context.h"
@@ -86,6 +88,9 @@ class CudaRunnerImpl : public CudaModelRunner {
   // gives (exactly one of these, once, after Create).
   absl::Status LoadWeights(HostTensorSource& source);
   absl::Status LoadRandomWeights(uint64_t seed);
+  // After the weights, with CPU layers in the placement: their host copies
+  // handed to an OffloadedLayers and the span buffers made (cpu_span.cc).
+  absl::Status PrepareCpuLayers();
   // After the weights: tunes the cuBLAS products of the decode buckets that
   // do not use Gemv (options.tune_gemms; cuda_forward.cc).
   absl::Status TuneGemms();
@@ -121,6 +126,11 @@ class CudaRunnerImpl : public CudaModelRunner {
     bool warm = false;  // ran once eagerly (module loads, attributes)
     cudaGraphExec_t exec = nullptr;
   };
+  // A run of consecutive CPU layers, the data of its host node.
+  struct CpuSpan {
+    CudaRunnerImpl* runner = nullptr;
+    int64_t first = 0, last = 0;
+  };
 
   CudaRunnerImpl() = default;
   // With options_.cpu_memory_budget, when the model does not fit the budget
@@ -140,6 +150,27 @@ class CudaRunnerImpl : public CudaModelRunner {
   StepShape ShapeStep(const BatchInput& batch, const SampleInputs* sample) const;
   int64_t PackStep(const BatchInput& batch, const SampleInputs* sample,
                    const StepShape& shape) const;  // returns the bytes to copy
+
+  // cpu_span.cc (cpu_span.h says how a step runs the CPU's layers).
+  // Whether the CPU may compute layers: offload_cpu_threads >= 0, a BF16 KV
+  // cache, no FP8 weights.
+  bool CpuCanCompute() const;
+  int CpuThreads() const;
+  // Whether the CPU computes its layers in this step (else they stream).
+  bool CpuComputes(const StepShape& shape) const {
+    return cpu_layers_ != nullptr && shape.tokens <= placement_->cpu_max_rows;
+  }
+  HostWeight HostCopy(const CudaWeight& w, int64_t layer) const;
+  OffloadedStep HostStep(const StepShape& shape) const;
+  // Where the span starting at layer `first` leaves its layers' K/V rows.
+  uint16_t* CpuKvRows(int64_t first) const;
+  static void RunCpuSpan(void* span);  // the host node
+  absl::Status EnqueueCpuSpan(const CpuSpan& span, const StepShape& shape, int32_t* partials);
+  // After a CPU layer ran on the card: its K/V rows of the step down to kv_mirror_.
+  absl::Status EnqueueKvMirror(int64_t layer, const StepShape& shape);
+  // After the step: a host node's error, or the mirrored K/V rows into the
+  // CPU's pools.
+  absl::Status FinishCpuStep(const StepShape& shape);
 
   // cuda_forward.cc
   absl::Status EnqueueStep(const StepShape& shape);
@@ -218,7 +249,22 @@ class CudaRunnerImpl : public CudaModelRunner {
   CudaRunnerOptions options_;
   MemoryPlan plan_;
   std::optional<PlacementPlan> placement_;       // offload only
-  std::unique_ptr<WeightStream> weight_stream_;  // with streamed layers
+  std::unique_ptr<WeightStream> weight_stream_;  // with offloaded layers
+  // With CPU layers: the CPU's side, its spans, each CPU layer's index, the
+  // pinned span buffers (BF16: the residual [kCpuMaxRows, hidden], then
+  // [cpu layers, kCpuMaxRows, kv_row] K/V rows) and the K/V rows the card
+  // wrote for them in a step that streamed them ([cpu layers,
+  // max_batched_tokens, kv_row]); the step the host nodes read, and their
+  // error.
+  std::unique_ptr<OffloadedLayers> cpu_layers_;
+  std::vector<std::unique_ptr<CpuSpan>> cpu_spans_;
+  std::map<int64_t, int64_t> cpu_index_;
+  std::unique_ptr<PinnedBuffer> cpu_io_;
+  std::unique_ptr<PinnedBuffer> kv_mirror_;
+  StepShape cpu_shape_;
+  absl::Status cpu_status_;
+  double cpu_us_ = 0;  // the host nodes' time in the step (CudaStepTiming::cpu_us)
+  cudaEvent_t cpu_step_done_ = nullptr;  // cudaEventBlockingSync: a CPU step's end
   KvLayout kv_layout_;
   std::unique_ptr<DeviceContext> ctx_;
   std::unique_ptr<DeviceArena> weight_arena_;

@@ -2,6 +2,13 @@
 // Tested through tests/gpu/cuda_model_runner_test.cc.
 #include "engine/runtime/cuda/device_context.h"
 
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+
 #include "absl/strings/str_cat.h"
 #include "engine/kernels/cuda_check.h"
 
@@ -90,8 +97,48 @@ absl::StatusOr<std::unique_ptr<PinnedBuffer>> PinnedBuffer::Create(int64_t bytes
   return buffer;
 }
 
+absl::StatusOr<std::unique_ptr<PinnedBuffer>> PinnedBuffer::CreateLarge(int64_t bytes) {
+  constexpr int64_t kHuge = 2LL << 20;
+  const int64_t mapped = (std::max<int64_t>(bytes, 1) + kHuge - 1) / kHuge * kHuge;
+  // Mapped with 2 MiB to spare, then trimmed to a 2 MiB-aligned run (mmap
+  // aligns to pages only; huge pages need the alignment).
+  void* raw = mmap(nullptr, static_cast<size_t>(mapped + kHuge), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (raw == MAP_FAILED) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("mapping ", mapped, " bytes of host memory failed: ", std::strerror(errno)));
+  }
+  const auto start = reinterpret_cast<uintptr_t>(raw);
+  const uintptr_t aligned = (start + kHuge - 1) / kHuge * kHuge;
+  if (aligned > start) munmap(raw, aligned - start);
+  const uintptr_t end = start + static_cast<uintptr_t>(mapped + kHuge);
+  if (end > aligned + mapped)
+    munmap(reinterpret_cast<void*>(aligned + mapped), end - aligned - mapped);
+  void* p = reinterpret_cast<void*>(aligned);
+  madvise(p, static_cast<size_t>(mapped), MADV_HUGEPAGE);
+  const cudaError_t registered =
+      cudaHostRegister(p, static_cast<size_t>(mapped), cudaHostRegisterDefault);
+  if (registered != cudaSuccess) {
+    cudaGetLastError();
+    munmap(p, static_cast<size_t>(mapped));
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "pinning ", mapped, " bytes of host memory failed: ", cudaGetErrorString(registered)));
+  }
+  std::unique_ptr<PinnedBuffer> buffer(new PinnedBuffer());
+  buffer->data_ = static_cast<char*>(p);
+  buffer->size_ = bytes;
+  buffer->mapped_ = mapped;
+  return buffer;
+}
+
 PinnedBuffer::~PinnedBuffer() {
-  if (data_ != nullptr) cudaFreeHost(data_);
+  if (data_ == nullptr) return;
+  if (mapped_ > 0) {
+    cudaHostUnregister(data_);
+    munmap(data_, static_cast<size_t>(mapped_));
+  } else {
+    cudaFreeHost(data_);
+  }
 }
 
 }  // namespace onecard::engine

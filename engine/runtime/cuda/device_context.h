@@ -75,6 +75,13 @@ class DeviceArena {
 class PinnedBuffer {
  public:
   static absl::StatusOr<std::unique_ptr<PinnedBuffer>> Create(int64_t bytes);
+  // Page-locked memory for a large buffer the CPU streams through as well
+  // as the copy engine (offloaded weights): anonymous memory in 2 MiB
+  // aligned runs, advised into transparent huge pages (the CPU's prefetchers
+  // stop at page boundaries, and 4 KiB pages cost the kernels a quarter of
+  // their read rate), then registered with CUDA. ResourceExhausted when the
+  // host refuses either step.
+  static absl::StatusOr<std::unique_ptr<PinnedBuffer>> CreateLarge(int64_t bytes);
   ~PinnedBuffer();
   PinnedBuffer(const PinnedBuffer&) = delete;
   PinnedBuffer& operator=(const PinnedBuffer&) = delete;
@@ -85,6 +92,7 @@ class PinnedBuffer {
   PinnedBuffer() = default;
   char* data_ = nullptr;
   int64_t size_ = 0;
+  int64_t mapped_ = 0;  // CreateLarge: bytes mapped (registered, not cudaMallocHost)
 };
 
 }  // namespace onecard::engine

@@ -1,5 +1,5 @@
 // PlanPlacement (placement_plan.h): the card's layers, then the split of the
-// rest between streaming and the CPU by the predicted step.
+// rest between streaming and the CPU by the predicted batch-1 step.
 #include "engine/runtime/cuda/placement_plan.h"
 
 #include <algorithm>
@@ -32,6 +32,12 @@ double Time(double bytes, double read_rate, double flops, double flop_rate) {
 
 absl::Status CheckInput(const PlacementInput& in) {
   const OffloadRates& r = in.rates;
+  if (in.cpu_layers > 0 && r.host_read_bytes_per_s <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "placement: ", in.cpu_layers,
+        " layers asked of the CPU (offload_cpu_layers), which "
+        "computes none here (offload_cpu_threads -1, an FP8 KV cache or FP8 weights)"));
+  }
   if (in.device_weight_bytes <= 0 || in.host_weight_bytes < 0 || in.ring_layers < 1 ||
       in.expected_batch < 1 || r.device_read_bytes_per_s <= 0 || r.device_flops_per_s <= 0 ||
       r.h2d_bytes_per_s < 0 || r.host_read_bytes_per_s < 0 || r.host_flops_per_s < 0 ||
@@ -78,19 +84,26 @@ StepPrediction PredictStep(const PlacementInput& in, const std::vector<LayerPlac
   const ModelConfig& c = in.config;
   const OffloadRates& r = in.rates;
   const double flops = 2.0 * LayerParams(c) * batch;
+  // With layers both on the CPU and streamed, the two share host memory.
+  const bool shared = std::count(layers.begin(), layers.end(), LayerPlace::kCpu) > 0 &&
+                      std::count(layers.begin(), layers.end(), LayerPlace::kStreamed) > 0;
+  const double host_read = shared && r.host_read_shared_bytes_per_s > 0
+                               ? r.host_read_shared_bytes_per_s
+                               : r.host_read_bytes_per_s;
+  const double h2d =
+      shared && r.h2d_shared_bytes_per_s > 0 ? r.h2d_shared_bytes_per_s : r.h2d_bytes_per_s;
   StepPrediction s;
   s.batch = batch;
-  bool cpu = false;
+  int32_t spans = 0;
   for (int64_t l = 0; l < static_cast<int64_t>(layers.size()); ++l) {
     const double bytes = static_cast<double>(LayerWeightBytes(c, in.weights, l));
     if (layers[l] == LayerPlace::kCpu) {
-      s.cpu_s += Time(bytes, r.host_read_bytes_per_s, flops, r.host_flops_per_s);
-      cpu = true;
+      s.cpu_s += Time(bytes, host_read, flops, r.host_flops_per_s);
+      if (l == 0 || layers[l - 1] != LayerPlace::kCpu) ++spans;
     } else {
       s.device_s += Time(bytes, r.device_read_bytes_per_s, flops, r.device_flops_per_s);
       if (layers[l] == LayerPlace::kStreamed) {
-        s.stream_s += r.h2d_bytes_per_s > 0 ? bytes / r.h2d_bytes_per_s
-                                            : std::numeric_limits<double>::infinity();
+        s.stream_s += h2d > 0 ? bytes / h2d : std::numeric_limits<double>::infinity();
       }
     }
   }
@@ -99,10 +112,53 @@ StepPrediction PredictStep(const PlacementInput& in, const std::vector<LayerPlac
   s.device_s +=
       Time(head_bytes, r.device_read_bytes_per_s,
            2.0 * static_cast<double>(c.vocab_size) * c.hidden_size * batch, r.device_flops_per_s);
-  if (cpu) s.cpu_s += r.span_s;
+  s.cpu_s += spans * r.span_s;
   s.chain_s = s.device_s + s.cpu_s;
   s.step_s = std::max(s.chain_s, s.stream_s);
   return s;
+}
+
+int32_t RingSlots(int32_t ring_layers, int64_t n_stream, int64_t n_cpu) {
+  const int64_t streamed = std::min<int64_t>(ring_layers, n_stream);
+  const int64_t cpu = n_cpu == 0 ? 0 : n_stream > 0 ? 1 : std::min<int64_t>(ring_layers, n_cpu);
+  return static_cast<int32_t>(streamed + cpu);
+}
+
+std::vector<LayerPlace> StreamedInstead(std::vector<LayerPlace> layers) {
+  for (LayerPlace& p : layers) {
+    if (p == LayerPlace::kCpu) p = LayerPlace::kStreamed;
+  }
+  return layers;
+}
+
+StepPrediction PredictPlanStep(const PlacementInput& input, const PlacementPlan& plan,
+                               int32_t batch) {
+  return batch <= plan.cpu_max_rows ? PredictStep(input, plan.layers, batch)
+                                    : PredictStep(input, StreamedInstead(plan.layers), batch);
+}
+
+std::vector<LayerPlace> ArrangePlacement(const std::vector<int64_t>& layer_bytes, int32_t n_dev,
+                                         int32_t n_stream, int32_t n_cpu) {
+  const int32_t num_layers = static_cast<int32_t>(layer_bytes.size());
+  const int32_t n_off = n_stream + n_cpu;
+  std::vector<int32_t> slots;  // the offloaded layers' positions
+  int64_t front = 0, spread_bytes = 0;
+  for (int32_t l = 0; l < n_dev; ++l) front += layer_bytes[l];
+  std::vector<bool> off(num_layers, false);
+  for (int32_t j = 0; j < n_off; ++j) off[(2 * int64_t{j} + 1) * num_layers / (2 * n_off)] = true;
+  for (int32_t l = 0; l < num_layers; ++l) spread_bytes += off[l] ? 0 : layer_bytes[l];
+  for (int32_t l = 0; l < num_layers; ++l) {
+    if (spread_bytes == front ? off[l] : l >= n_dev) slots.push_back(l);
+  }
+  std::vector<LayerPlace> layers(num_layers, LayerPlace::kDevice);
+  for (int32_t j = 0; j < n_off; ++j) {
+    // The first offloaded layer is the CPU's (when it has any): the copy of
+    // the first streamed one then runs beside it, not before the chain.
+    const bool cpu =
+        ((int64_t{j} + 1) * n_cpu + n_off - 1) / n_off > (int64_t{j} * n_cpu + n_off - 1) / n_off;
+    layers[slots[j]] = cpu ? LayerPlace::kCpu : LayerPlace::kStreamed;
+  }
+  return layers;
 }
 
 absl::StatusOr<PlacementPlan> PlanPlacement(const PlacementInput& input) {
@@ -119,9 +175,12 @@ absl::StatusOr<PlacementPlan> PlanPlacement(const PlacementInput& input) {
     largest = std::max(largest, layer_bytes[l]);
   }
   const int64_t other = OtherWeightBytes(c);
-  const int64_t ring = int64_t{in.ring_layers} * largest;
+  // The card keeps room for the largest ring any split needs (ring_layers
+  // slots, and one for the CPU's layers when the CPU may take some).
+  const bool can_cpu = in.rates.host_read_bytes_per_s > 0 && in.cpu_layers != 0;
+  const int64_t ring = int64_t{in.ring_layers + (can_cpu ? 1 : 0)} * largest;
   // The most leading layers the card holds beside the other weights (and the
-  // ring when something streams).
+  // ring when any layer is offloaded).
   auto device_layers = [&](bool with_ring) {
     int64_t used = other + (with_ring ? ring : 0);
     int32_t n = 0;
@@ -131,36 +190,37 @@ absl::StatusOr<PlacementPlan> PlanPlacement(const PlacementInput& input) {
     return used <= in.device_weight_bytes ? n : -1;
   };
   const bool can_stream = in.rates.h2d_bytes_per_s > 0;
-  const bool can_cpu = in.rates.host_read_bytes_per_s > 0;
   PlacementPlan best;
   bool found = false;
-  for (int32_t n_cpu = 0; n_cpu <= num_layers; ++n_cpu) {
-    // With the ring, then without it (every offloaded layer on the CPU).
-    for (bool with_ring : {true, false}) {
-      const int32_t n_dev = device_layers(with_ring);
-      if (n_dev < 0 || n_dev + n_cpu > num_layers) continue;
-      const int32_t n_stream = num_layers - n_dev - n_cpu;
-      if (with_ring != (n_stream > 0)) continue;
-      if ((n_stream > 0 && !can_stream) || (n_cpu > 0 && !can_cpu)) continue;
-      std::vector<LayerPlace> layers(num_layers, LayerPlace::kDevice);
-      for (int32_t l = n_dev; l < n_dev + n_stream; ++l) layers[l] = LayerPlace::kStreamed;
-      for (int32_t l = n_dev + n_stream; l < num_layers; ++l) layers[l] = LayerPlace::kCpu;
-      const StepPrediction expected = PredictStep(in, layers, in.expected_batch);
-      // Ties keep the split with fewer CPU layers (the first found).
-      if (found && expected.step_s >= best.expected.step_s) continue;
+  int32_t n_dev = device_layers(false);
+  if (n_dev >= 0 && n_dev < num_layers) n_dev = device_layers(true);  // offloading: the ring too
+  // Every offloaded layer passes through the ring in the steps too large
+  // for the CPU; of them, the CPU computes those that make the batch-1 step
+  // shortest (ties: fewer CPU layers).
+  if (n_dev >= 0 && (n_dev == num_layers || can_stream)) {
+    const int32_t n_off = num_layers - n_dev;
+    const int32_t forced = std::min(in.cpu_layers, n_off);
+    for (int32_t n_cpu = std::max(forced, 0); n_cpu <= (forced >= 0 ? forced
+                                                        : can_cpu   ? n_off
+                                                                    : 0);
+         ++n_cpu) {
+      const std::vector<LayerPlace> layers =
+          ArrangePlacement(layer_bytes, n_dev, n_off - n_cpu, n_cpu);
+      const StepPrediction batch1 = PredictStep(in, layers, 1);
+      if (found && batch1.step_s >= best.batch1.step_s) continue;
       found = true;
       best.layers = layers;
       best.device_layers = n_dev;
-      best.streamed_layers = n_stream;
+      best.streamed_layers = n_off - n_cpu;
       best.cpu_layers = n_cpu;
-      best.ring_bytes = int64_t{std::min(in.ring_layers, n_stream)} * largest;
-      best.expected = expected;
+      best.ring_bytes = int64_t{RingSlots(in.ring_layers, n_off - n_cpu, n_cpu)} * largest;
+      best.batch1 = batch1;
     }
   }
   const int64_t offloaded_min = [&] {
-    const int32_t n_dev = std::max(device_layers(false), 0);
+    const int32_t n = std::max(device_layers(false), 0);
     int64_t bytes = 0;
-    for (int32_t l = n_dev; l < num_layers; ++l) bytes += layer_bytes[l];
+    for (int32_t l = n; l < num_layers; ++l) bytes += layer_bytes[l];
     return bytes;
   }();
   if (!found) {
@@ -172,29 +232,21 @@ absl::StatusOr<PlacementPlan> PlanPlacement(const PlacementInput& input) {
     }
     return absl::ResourceExhaustedError(absl::StrFormat(
         "%s: %.2f GiB of layers do not fit the %.2f GiB of device memory for weights, and "
-        "neither streaming (pinned upload rate %.1f GB/s) nor the CPU (read rate %.1f GB/s) can "
-        "take them, or the card cannot hold a ring of %d layers (%.2f GiB) beside the rest",
+        "either nothing can stream them (pinned upload rate %.1f GB/s) or the card cannot hold "
+        "a ring of %d layers (%.2f GiB) beside the rest",
         c.name, GiB(offloaded_min), GiB(in.device_weight_bytes), in.rates.h2d_bytes_per_s / 1e9,
-        in.rates.host_read_bytes_per_s / 1e9, in.ring_layers, GiB(ring)));
+        in.ring_layers, GiB(ring)));
   }
-  // The streamed layers spread evenly among the card's (the CPU's span stays
-  // last): their copies then overlap the card's layers' compute in a long
-  // prefill, where the ring alone would leave the link idle until the first
-  // streamed layer. Kept in front where that would change the card's bytes
-  // (layers of different sizes).
-  if (best.streamed_layers > 0 && best.device_layers > 0) {
-    const int32_t span = best.device_layers + best.streamed_layers;
-    std::vector<LayerPlace> spread = best.layers;
-    std::fill(spread.begin(), spread.begin() + span, LayerPlace::kDevice);
-    for (int32_t j = 0; j < best.streamed_layers; ++j) {
-      spread[(int64_t{j} + 1) * span / best.streamed_layers - 1] = LayerPlace::kStreamed;
+  // The steps of up to cpu_max_rows rows leave the CPU layers to the CPU
+  // (where that is predicted faster than streaming them too; all up to
+  // kCpuMaxRows when the count was given).
+  if (in.cpu_layers >= 0 && best.cpu_layers > 0) best.cpu_max_rows = kCpuMaxRows;
+  for (int32_t rows = 1; in.cpu_layers < 0 && best.cpu_layers > 0 && rows <= kCpuMaxRows; ++rows) {
+    if (PredictStep(in, best.layers, rows).step_s >=
+        PredictStep(in, StreamedInstead(best.layers), rows).step_s) {
+      break;
     }
-    int64_t front = 0, spread_bytes = 0;
-    for (int32_t l = 0; l < span; ++l) {
-      front += best.layers[l] == LayerPlace::kDevice ? layer_bytes[l] : 0;
-      spread_bytes += spread[l] == LayerPlace::kDevice ? layer_bytes[l] : 0;
-    }
-    if (spread_bytes == front) best.layers = spread;
+    best.cpu_max_rows = rows;
   }
   best.model = c.name;
   best.other_bytes = other;
@@ -222,7 +274,8 @@ absl::StatusOr<PlacementPlan> PlanPlacement(const PlacementInput& input) {
         c.name, GiB(host), best.streamed_layers, best.cpu_layers, GiB(in.device_weight_bytes),
         GiB(in.host_weight_bytes)));
   }
-  best.batch1 = PredictStep(in, best.layers, 1);
+  best.batch1 = PredictPlanStep(in, best, 1);
+  best.expected = PredictPlanStep(in, best, in.expected_batch);
   return best;
 }
 
@@ -237,16 +290,21 @@ std::string PlacementPlan::ToString() const {
   std::string out = absl::StrFormat(
       "placement for %s (%.2f GiB of device memory for weights):\n"
       "  device     %3d layers (%s) + embeddings, LM head, norms: %8.2f GiB\n"
-      "  streamed   %3d layers (%s): %8.2f GiB pinned, through a ring of %.2f GiB\n"
-      "  cpu        %3d layers (%s): %8.2f GiB\n"
+      "  streamed   %3d layers (%s): %8.2f GiB pinned\n"
+      "  cpu        %3d layers (%s): %8.2f GiB pinned, computed by the CPU in steps of up to %d "
+      "rows\n"
+      "  ring       %.2f GiB on the card (the offloaded layers a step runs on the card pass "
+      "through it)\n"
       "  rates: device read %.0f GB/s, %.0f TFLOP/s; host-to-device %.1f GB/s; host read %.1f "
-      "GB/s, %.2f TFLOP/s; %.0f us a CPU span\n",
+      "GB/s, %.2f TFLOP/s; %.0f us a CPU span; both at once: host read %.1f GB/s, "
+      "host-to-device %.1f GB/s\n",
       model, GiB(device_weight_bytes), device_layers, Range(layers, LayerPlace::kDevice),
       GiB(device_bytes), streamed_layers, Range(layers, LayerPlace::kStreamed), GiB(streamed_bytes),
-      GiB(ring_bytes), cpu_layers, Range(layers, LayerPlace::kCpu), GiB(cpu_bytes),
+      cpu_layers, Range(layers, LayerPlace::kCpu), GiB(cpu_bytes), cpu_max_rows, GiB(ring_bytes),
       rates.device_read_bytes_per_s / 1e9, rates.device_flops_per_s / 1e12,
       rates.h2d_bytes_per_s / 1e9, rates.host_read_bytes_per_s / 1e9, rates.host_flops_per_s / 1e12,
-      rates.span_s * 1e6);
+      rates.span_s * 1e6, rates.host_read_shared_bytes_per_s / 1e9,
+      rates.h2d_shared_bytes_per_s / 1e9);
   absl::StrAppend(&out, line(batch1));
   if (expected.batch != 1) absl::StrAppend(&out, line(expected));
   return out;

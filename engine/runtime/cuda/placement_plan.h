@@ -1,28 +1,34 @@
 // Where each layer's weights live and run when the model is larger than the
-// device memory given to weights (issue 19's placement plan): on the card,
-// streamed from pinned host memory through a ring of device buffers and
-// computed on the card, or computed on the CPU from host memory. Decided by
-// a cost model of one decode step of `batch` sequences, from rates measured
-// at start:
+// device memory given to weights (issue 19's placement plan): on the card, or
+// offloaded to pinned host memory, where each offloaded layer is either
+// streamed through a ring of device buffers and computed on the card, or
+// computed on the CPU from host memory. Decided by a cost model of one decode
+// step of `batch` sequences, from rates measured at start:
 //   a layer on the card or streamed: max(bytes / device read rate,
 //                                        2 params batch / device FLOP rate)
 //   a layer on the CPU:              max(bytes / host read rate,
 //                                        2 params batch / host FLOP rate)
 //   the step's chain (layers run in order): the card's layers, the streamed
-//     ones and the LM head on the card, the CPU's span, plus one span
-//     overhead (activations down and back) when the CPU computes any layer
+//     ones and the LM head on the card, the CPU's layers, plus one span
+//     overhead (activations down and back) per run of consecutive CPU layers
 //   the stream: streamed bytes / pinned host-to-device rate, running
-//     beside the chain (the copy engine fills the ring ahead of compute)
+//     beside the chain (the copy engine fills the ring while the card and
+//     the CPU compute)
+//   with layers both on the CPU and streamed, the host read and upload rates
+//     measured with both running at once (they share the host's memory)
 //   step = max(chain, stream)
-// The CPU's layers are the last ones (one span, so one activation round trip
-// a step); the streamed ones are spread evenly among the card's, so that
-// their copies overlap the card's compute in a long prefill.
-// The card holds as many layers as fit beside the other weights (embeddings,
-// LM head, norms) and, when any layer streams, the ring (at most
-// max_device_layers when that is set); the rest is split
-// between streaming and the CPU at the count that minimises the step at the
-// expected batch. The predicted step is the floor of that split (perfect
-// overlap at the measured rates).
+// The offloaded layers are spread evenly among the card's, and the CPU's
+// evenly among the offloaded: while the CPU computes a layer the copy engine
+// fills the ring with the next streamed ones, so the two overlap with a ring
+// of a few layers (a CPU span at the end would leave the link idle through
+// it), and in a long prefill the copies overlap the card's compute.
+// Steps of more than cpu_max_rows rows stream the CPU's layers too (the CPU's
+// arithmetic rate is the bound there: the same layers, computed on the card),
+// so every offloaded layer passes through the ring, which the card holds
+// beside the other weights (embeddings, LM head, norms) and as many layers as
+// fit (at most max_device_layers when that is set). The CPU's share is the
+// count that minimises the batch-1 step. The predicted step is the floor of
+// that split (perfect overlap at the measured rates).
 // Plain C++. Tested by tests/gpu/placement_plan_test.cc (label unit).
 #ifndef ONECARD_ENGINE_RUNTIME_CUDA_PLACEMENT_PLAN_H_
 #define ONECARD_ENGINE_RUNTIME_CUDA_PLACEMENT_PLAN_H_
@@ -39,6 +45,10 @@ namespace onecard::engine {
 
 enum class LayerPlace : uint8_t { kDevice, kStreamed, kCpu };
 
+// The most rows of a step the CPU computes its layers for (HostLinear's fast
+// path); larger steps stream them.
+inline constexpr int32_t kCpuMaxRows = 8;
+
 const char* LayerPlaceName(LayerPlace place);  // "device", "streamed", "cpu"
 
 // Rates measured at start (bytes and FLOPs a second; seconds).
@@ -49,6 +59,11 @@ struct OffloadRates {
   double host_read_bytes_per_s = 0;    // the CPU kernels reading weights; 0: no CPU compute
   double host_flops_per_s = 0;         // the CPU kernels' arithmetic rate
   double span_s = 0;                   // a CPU span's activations down and back, and its sync
+  // The two host-memory readers at once (the CPU kernels and the pinned
+  // uploads share the host's memory); 0: as alone. A step with CPU and
+  // streamed layers is predicted at these.
+  double host_read_shared_bytes_per_s = 0;
+  double h2d_shared_bytes_per_s = 0;
 };
 
 struct PlacementInput {
@@ -61,6 +76,9 @@ struct PlacementInput {
   // At most this many layers on the card (the worker's --gpu-layers,
   // llama.cpp's -ngl); -1: as many as fit.
   int32_t max_device_layers = -1;
+  // This many of the offloaded layers (at most all) on the CPU, computed in
+  // every step of up to kCpuMaxRows rows; -1: the cost model's choice.
+  int32_t cpu_layers = -1;
   OffloadRates rates;
 };
 
@@ -81,10 +99,13 @@ struct PlacementPlan {
   int32_t device_layers = 0, streamed_layers = 0, cpu_layers = 0;
   int64_t device_bytes = 0;    // the card's layers and the other weights
   int64_t other_bytes = 0;     // embeddings, LM head, final norm (on the card)
-  int64_t ring_bytes = 0;      // min(ring_layers, streamed layers) x the largest layer
+  int64_t ring_bytes = 0;      // min(ring_layers, offloaded layers) x the largest layer
   int64_t streamed_bytes = 0;  // pinned host memory
   int64_t cpu_bytes = 0;       // host memory the CPU kernels read
   int64_t device_weight_bytes = 0;
+  // Steps of at most this many rows leave the CPU layers to the CPU (those
+  // where that is predicted faster than streaming them; 0 without CPU layers).
+  int32_t cpu_max_rows = 0;
   OffloadRates rates;
   StepPrediction batch1;
   StepPrediction expected;  // at PlacementInput::expected_batch
@@ -104,6 +125,23 @@ absl::StatusOr<PlacementPlan> PlanPlacement(const PlacementInput& input);
 // The predicted step of `layers` (a placement of input's model) at `batch`.
 StepPrediction PredictStep(const PlacementInput& input, const std::vector<LayerPlace>& layers,
                            int32_t batch);
+// A placement of layers of layer_bytes: the bytes of the n_dev leading layers
+// on the card, the n_stream + n_cpu others offloaded, spread evenly among
+// the card's (kept behind them where spreading would change the card's
+// bytes: layers of different sizes), the CPU's evenly among the offloaded.
+std::vector<LayerPlace> ArrangePlacement(const std::vector<int64_t>& layer_bytes, int32_t n_dev,
+                                         int32_t n_stream, int32_t n_cpu);
+// The ring's slots for n_stream streamed and n_cpu CPU layers:
+// min(ring_layers, n_stream) that the streamed layers take turns in, and the
+// CPU layers' own (which steps past cpu_max_rows copy them into): one beside
+// streamed layers, else min(ring_layers, n_cpu).
+int32_t RingSlots(int32_t ring_layers, int64_t n_stream, int64_t n_cpu);
+// `layers` with every CPU layer streamed instead.
+std::vector<LayerPlace> StreamedInstead(std::vector<LayerPlace> layers);
+// The predicted step of `plan` at `batch`: its CPU layers on the CPU up to
+// plan.cpu_max_rows rows, streamed beyond.
+StepPrediction PredictPlanStep(const PlacementInput& input, const PlacementPlan& plan,
+                               int32_t batch);
 
 }  // namespace onecard::engine
 

@@ -1,4 +1,5 @@
-// GatherRowsBf16 (see runner_kernels.h): one block per row, 16 bytes a thread.
+// GatherRowsBf16 and GatherKvRowsBf16 (see runner_kernels.h): one block per
+// row, 16 bytes a thread.
 // Tested through tests/gpu/cuda_model_runner_test.cc.
 #include "engine/kernels/cuda_check.h"
 #include "engine/kernels/cuda_common.cuh"
@@ -17,7 +18,32 @@ __global__ void GatherRowsKernel(const uint4* __restrict__ src, const int32_t* _
   for (int64_t i = threadIdx.x; i < vecs; i += blockDim.x) dst[r * vecs + i] = s[i];
 }
 
+__global__ void GatherKvRowsKernel(const uint4* __restrict__ k, const uint4* __restrict__ v,
+                                   const int32_t* __restrict__ slots, uint4* __restrict__ dst,
+                                   int64_t vecs) {
+  cuda::GridDependencyWait();
+  cuda::LaunchDependents();
+  const int64_t t = blockIdx.x;
+  const int64_t slot = slots[t];
+  for (int64_t i = threadIdx.x; i < 2 * vecs; i += blockDim.x) {
+    const uint4* src = i < vecs ? k + slot * vecs + i : v + slot * vecs + (i - vecs);
+    dst[t * 2 * vecs + i] = slot < 0 ? make_uint4(0, 0, 0, 0) : *src;
+  }
+}
+
 }  // namespace
+
+absl::Status GatherKvRowsBf16(const void* k_pool, const void* v_pool, const int32_t* slots,
+                              void* dst, int32_t num_tokens, int64_t kv_dim, cudaStream_t stream) {
+  if (num_tokens <= 0) return absl::OkStatus();
+  if (kv_dim % 8 != 0) {
+    return absl::UnimplementedError("GatherKvRowsBf16: kv_dim must be a multiple of 8");
+  }
+  CUDA_RETURN_IF_ERROR(cuda::LaunchPdl(
+      GatherKvRowsKernel, dim3(num_tokens), dim3(128), 0, stream, static_cast<const uint4*>(k_pool),
+      static_cast<const uint4*>(v_pool), slots, static_cast<uint4*>(dst), kv_dim / 8));
+  return absl::OkStatus();
+}
 
 absl::Status GatherRowsBf16(const void* src, const int32_t* rows, void* dst, int32_t num_rows,
                             int64_t hidden, cudaStream_t stream) {

@@ -24,30 +24,40 @@ absl::StatusOr<std::unique_ptr<WeightStream>> WeightStream::Create(
   std::unique_ptr<WeightStream> s(new WeightStream());
   s->index_.assign(places.size(), -1);
   for (size_t l = 0; l < places.size(); ++l) {
-    if (places[l] != LayerPlace::kStreamed) continue;
+    if (places[l] == LayerPlace::kDevice) continue;
     s->index_[l] = static_cast<int64_t>(s->layers_.size());
     s->layers_.push_back(static_cast<int64_t>(l));
+    s->cpu_.push_back(places[l] == LayerPlace::kCpu);
     s->bytes_.push_back(layer_bytes[l]);
     s->host_at_.push_back(s->host_bytes_);
     s->host_bytes_ += layer_bytes[l];
     s->slot_bytes_ = std::max(s->slot_bytes_, layer_bytes[l]);
   }
   if (s->layers_.empty()) return s;
-  const int64_t slots = std::min<int64_t>(ring_layers, static_cast<int64_t>(s->layers_.size()));
+  // Streamed layers take turns in their slots, CPU layers in theirs
+  // (RingSlots), so that each kind cycles its own slots whether or not the
+  // other runs on the card in a step.
+  const int64_t num_streamed = std::count(s->cpu_.begin(), s->cpu_.end(), false);
+  const int64_t num_cpu = static_cast<int64_t>(s->cpu_.size()) - num_streamed;
+  const int64_t for_streamed = std::min<int64_t>(ring_layers, num_streamed);
+  const int64_t slots = RingSlots(ring_layers, num_streamed, num_cpu);
+  int64_t streamed_rank = 0, cpu_rank = 0;
+  for (bool cpu : s->cpu_) {
+    s->slot_of_.push_back(cpu ? for_streamed + cpu_rank++ % (slots - for_streamed)
+                              : streamed_rank++ % for_streamed);
+  }
   for (int64_t i = 0; i < slots; ++i) {
     ASSIGN_OR_RETURN(void* slot, arena->Take(s->slot_bytes_));
     s->slots_.push_back(static_cast<char*>(slot));
   }
-  void* host = nullptr;
-  const cudaError_t pinned = cudaMallocHost(&host, static_cast<size_t>(s->host_bytes_));
-  if (pinned != cudaSuccess) {
-    cudaGetLastError();
+  absl::StatusOr<std::unique_ptr<PinnedBuffer>> host = PinnedBuffer::CreateLarge(s->host_bytes_);
+  if (!host.ok()) {
     return absl::ResourceExhaustedError(
-        absl::StrCat("pinning ", s->host_bytes_, " bytes of host memory for ", s->layers_.size(),
-                     " streamed layers failed (", cudaGetErrorString(pinned),
-                     "); lower --cpu-memory-budget or raise --gpu-memory-budget"));
+        absl::StrCat(host.status().message(), " (", s->layers_.size(),
+                     " offloaded layers); lower --cpu-memory-budget or raise --gpu-memory-budget"));
   }
-  s->host_ = static_cast<char*>(host);
+  s->pinned_ = *std::move(host);
+  s->host_ = s->pinned_->data();
   CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&s->copy_, cudaStreamNonBlocking));
   const auto event = [](cudaEvent_t* e) {
     return cudaEventCreateWithFlags(e, cudaEventDisableTiming);
@@ -57,6 +67,8 @@ absl::StatusOr<std::unique_ptr<WeightStream>> WeightStream::Create(
   for (cudaEvent_t& e : s->filled_) CUDA_RETURN_IF_ERROR(event(&e));
   s->freed_.resize(s->slots_.size());
   for (cudaEvent_t& e : s->freed_) CUDA_RETURN_IF_ERROR(event(&e));
+  s->slot_user_.assign(s->slots_.size(), -1);
+  s->slot_freed_.assign(s->slots_.size(), false);
   return s;
 }
 
@@ -65,55 +77,83 @@ WeightStream::~WeightStream() {
   for (cudaEvent_t e : freed_) cudaEventDestroy(e);
   if (start_ != nullptr) cudaEventDestroy(start_);
   if (copy_ != nullptr) cudaStreamDestroy(copy_);
-  if (host_ != nullptr) cudaFreeHost(host_);
 }
 
 std::unique_ptr<DeviceArena> WeightStream::LayerArena(int64_t layer) const {
   const int64_t i = index_[layer];
   if (i < 0) return nullptr;
-  return DeviceArena::View(slots_[i % slots_.size()], slot_bytes_, "streamed layer");
+  return DeviceArena::View(slots_[slot_of_[i]], slot_bytes_, "streamed layer");
 }
 
 absl::Status WeightStream::StoreLayer(int64_t layer, cudaStream_t stream) {
   const int64_t i = index_[layer];
   if (i < 0) return absl::OkStatus();
   CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
-  CUDA_RETURN_IF_ERROR(cudaMemcpy(host_ + host_at_[i], slots_[i % slots_.size()], bytes_[i],
-                                  cudaMemcpyDeviceToHost));
+  CUDA_RETURN_IF_ERROR(
+      cudaMemcpy(host_ + host_at_[i], slots_[slot_of_[i]], bytes_[i], cudaMemcpyDeviceToHost));
   return absl::OkStatus();
 }
 
 absl::Status WeightStream::Copy(int64_t i) {
-  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(slots_[i % slots_.size()], host_ + host_at_[i], bytes_[i],
+  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(slots_[slot_of_[i]], host_ + host_at_[i], bytes_[i],
                                        cudaMemcpyHostToDevice, copy_));
   CUDA_RETURN_IF_ERROR(cudaEventRecord(filled_[i], copy_));
   return absl::OkStatus();
 }
 
-absl::Status WeightStream::BeginStep(cudaStream_t compute) {
+const void* WeightStream::HostAddress(int64_t layer, const void* device) const {
+  const int64_t i = index_[layer];
+  const char* slot = slots_[slot_of_[i]];
+  return host_ + host_at_[i] + (static_cast<const char*>(device) - slot);
+}
+
+absl::Status WeightStream::IssueCopies() {
+  const int64_t count = static_cast<int64_t>(layers_.size());
+  while (next_copy_ < count) {
+    if (!Runs(next_copy_)) {
+      ++next_copy_;
+      continue;
+    }
+    const int64_t slot = slot_of_[next_copy_];
+    if (slot_user_[slot] >= 0) {
+      if (!slot_freed_[slot]) return absl::OkStatus();  // its layer has not run yet
+      CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(copy_, freed_[slot], 0));
+    }
+    slot_user_[slot] = next_copy_;
+    slot_freed_[slot] = false;
+    RETURN_IF_ERROR(Copy(next_copy_++));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WeightStream::BeginStep(cudaStream_t compute, bool cpu_computes) {
+  cpu_computes_ = cpu_computes;
+  next_copy_ = 0;
+  std::fill(slot_user_.begin(), slot_user_.end(), -1);
+  std::fill(slot_freed_.begin(), slot_freed_.end(), false);
   if (layers_.empty()) return absl::OkStatus();
   // The slots are free once the compute stream's earlier work has run.
   CUDA_RETURN_IF_ERROR(cudaEventRecord(start_, compute));
   CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(copy_, start_, 0));
-  for (int64_t i = 0; i < static_cast<int64_t>(slots_.size()); ++i) RETURN_IF_ERROR(Copy(i));
-  return absl::OkStatus();
+  return IssueCopies();
 }
 
 absl::Status WeightStream::BeforeLayer(int64_t layer, cudaStream_t compute) {
   const int64_t i = index_[layer];
-  if (i < 0) return absl::OkStatus();
+  if (i < 0 || !Runs(i)) return absl::OkStatus();
   CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(compute, filled_[i], 0));
   return absl::OkStatus();
 }
 
 absl::Status WeightStream::AfterLayer(int64_t layer, cudaStream_t compute) {
   const int64_t i = index_[layer];
-  const int64_t next = i + static_cast<int64_t>(slots_.size());
-  if (i < 0 || next >= static_cast<int64_t>(layers_.size())) return absl::OkStatus();
-  cudaEvent_t freed = freed_[i % slots_.size()];
-  CUDA_RETURN_IF_ERROR(cudaEventRecord(freed, compute));
-  CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(copy_, freed, 0));
-  return Copy(next);
+  if (i < 0 || !Runs(i) || next_copy_ >= static_cast<int64_t>(layers_.size())) {
+    return absl::OkStatus();
+  }
+  const int64_t slot = slot_of_[i];
+  CUDA_RETURN_IF_ERROR(cudaEventRecord(freed_[slot], compute));
+  slot_freed_[slot] = true;
+  return IssueCopies();
 }
 
 absl::StatusOr<OffloadRates> MeasureOffloadRates(cublasHandle_t cublas, cudaStream_t stream) {

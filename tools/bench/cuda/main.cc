@@ -47,6 +47,11 @@ ABSL_FLAG(std::string, fused_rope, "after_cublas",
 ABSL_FLAG(bool, tuner_search, true, "search around cuBLASLt's heuristic when tuning");
 ABSL_FLAG(int64_t, tuner_at_cap, 0,
           "rank tuned shapes of at least this many rows at the power cap; 0 = none");
+ABSL_FLAG(int32_t, offload_cpu_layers, -1,
+          "offload presets: this many offloaded layers on the CPU; -1 = the cost model's count");
+ABSL_FLAG(int32_t, offload_cpu_threads, 0,
+          "offload presets: the CPU's threads; 0 = every core but one, -1 = stream every layer");
+ABSL_FLAG(int32_t, offload_ring_layers, 2, "offload presets: device slots of the ring");
 ABSL_FLAG(std::string, kv_cache_dtype, "auto",
           "the decode presets' KV cache: auto (BF16), bf16 or fp8 (E4M3, calibrated scales)");
 
@@ -64,7 +69,8 @@ onecard::services::CommandLineSpec CommandLine() {
                  {"Results", {"results", "commit"}},
                  {"Comparison arms (the defaults are what serves)",
                   {"pdl", "gemv_blocks_per_sm", "gemm_splits", "fused_rope", "tuner_search",
-                   "tuner_at_cap"}}},
+                   "tuner_at_cap", "offload_cpu_layers", "offload_cpu_threads",
+                   "offload_ring_layers"}}},
       .epilog =
           "The commit defaults to $ONECARD_COMMIT (scripts/device/run.sh sets it), else git."};
   for (const onecard::bench::Scenario* s : onecard::bench::AllScenarios()) {
@@ -112,6 +118,9 @@ absl::Status ApplyComparisonArms() {
   }
   ASSIGN_OR_RETURN(o.kv_cache_dtype, onecard::engine::ParseKvCacheDtype(
                                          absl::GetFlag(FLAGS_kv_cache_dtype), "--kv_cache_dtype"));
+  o.offload_cpu_layers = absl::GetFlag(FLAGS_offload_cpu_layers);
+  o.offload_cpu_threads = absl::GetFlag(FLAGS_offload_cpu_threads);
+  o.offload_ring_layers = absl::GetFlag(FLAGS_offload_ring_layers);
   o.tuner.search = absl::GetFlag(FLAGS_tuner_search);
   o.tuner.at_cap_rows = absl::GetFlag(FLAGS_tuner_at_cap);
   return absl::OkStatus();

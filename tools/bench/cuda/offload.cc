@@ -3,22 +3,29 @@
 // projections (groups of 128, symmetric; synthetic) under a 24 / 32 GiB
 // --gpu-memory-budget and 96 GiB of pinned host memory
 // (CudaRunnerOptions::cpu_memory_budget) for the layers the card cannot
-// hold, streamed every step through a ring of two slots (weight_stream.h).
-// At batches 1, 8 and 64: a 128-token prompt per sequence, then 24 greedy
-// decode steps sampled on the GPU (the first two untimed: eager, capture),
-// CUDA graphs on; the KV cache holds the largest batch (64 sequences of 160
-// tokens), the rest of the budget goes to layers. Reports tok/s against the
-// cost model's floor for the runner's own placement at that batch
-// (PredictStep over the rates the runner measured at start: the larger of
-// the card's chain and the streamed bytes over the pinned upload rate), the
-// bytes streamed a token, the achieved upload rate (streamed bytes a step
-// over the step), the split and the runner's creation time. Then TTFT of one
-// 2048-token prompt (one step; median of 3 after one) against the larger of
-// its stream time and its compute time, the latter the same prefill on a
-// runner of the same model with every layer on the card (made after the
-// offloading one is gone); --batches skips it.
+// hold, split by the runner's cost model between the CPU (steps of up to
+// cpu_max_rows rows; cpu_span.h) and streaming through a ring of two slots
+// (weight_stream.h; larger steps stream the CPU's layers too).
+// At batches 1, 8 and 64, each on a runner made for it (max_num_seqs the
+// batch; KV for that many sequences of 160 tokens, or for one full-context
+// sequence of 2112 tokens when that is more; the rest of the budget goes to
+// layers): a 128-token prompt per sequence, then 24 greedy decode steps
+// sampled on the GPU (the first two untimed: eager, capture), CUDA graphs
+// on. Reports tok/s against the cost model's floor for the runner's own
+// placement at that batch (PredictPlanStep over the rates the runner
+// measured at start: the larger of the chain, the card's and the CPU's
+// layers in order, and the streamed bytes over the pinned upload rate), the
+// bytes streamed and CPU-computed a token, the achieved upload rate (streamed
+// bytes a step over the step), the split and the runner's creation time.
+// Then, on the batch-1 runner, TTFT of one 2048-token prompt (one step, every
+// offloaded layer streamed; median of 3 after one) against the larger of its
+// stream time and its compute time, the latter the same prefill on a runner
+// of the same model with every layer on the card (made after the offloading
+// ones are gone); --batches skips it.
 #include <algorithm>
 #include <chrono>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -36,7 +43,7 @@ namespace {
 constexpr int32_t kPrompt = 128;
 constexpr int32_t kSteps = 24;
 constexpr int32_t kUntimed = 2;
-constexpr int32_t kMaxBatch = 64;
+constexpr int32_t kMaxBatch = 64;  // the largest --batches value
 constexpr int32_t kPrefill = 2048;
 constexpr int kPrefillRuns = 3;
 
@@ -62,119 +69,133 @@ struct Preset {
   std::vector<int32_t> batches;
 };
 
-absl::Status RunOffload(const Preset& preset, BenchReporter& reporter) {
-  const char* kScenario = preset.scenario;
+// A runner of the preset for steps of up to `batch` sequences: KV for that
+// many sequences of the decode run, or for one full-context sequence when
+// that is more (the rest of the budget goes to layers).
+absl::StatusOr<std::unique_ptr<engine::CudaModelRunner>> MakeRunner(const Preset& preset,
+                                                                    int32_t batch,
+                                                                    BenchReporter& reporter) {
   engine::CudaRunnerOptions o = BenchRunnerOptions();
   ASSIGN_OR_RETURN(o.synthetic_weights, engine::ParseProjectionSpec("int4"));
   o.gpu_memory_budget = preset.budget_gib * engine::kGiB;
   o.cpu_memory_budget = 96 * engine::kGiB;
-  o.max_num_seqs = kMaxBatch;
-  o.max_batched_tokens = 2048;
+  o.max_num_seqs = batch;
+  o.max_batched_tokens = kPrefill;
   o.max_context = kPrefill + 64;
-  const int32_t blocks_per_seq = (kPrompt + kSteps + 8 + o.kv_block_size - 1) / o.kv_block_size;
-  o.num_kv_blocks = int64_t{kMaxBatch} * blocks_per_seq;
+  const int64_t blocks_per_seq = (kPrompt + kSteps + 8 + o.kv_block_size - 1) / o.kv_block_size;
+  const int64_t context_blocks = (o.max_context + o.kv_block_size - 1) / o.kv_block_size;
+  o.num_kv_blocks = std::max(int64_t{batch} * blocks_per_seq, context_blocks);
   o.time_steps = true;
   const auto created = std::chrono::steady_clock::now();
   ASSIGN_OR_RETURN(auto runner, engine::CreateSyntheticCudaModelRunner(preset.model, o));
   const double create_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - created).count();
-  reporter.Add({kScenario, "startup", "runner_create_s", create_s, "s", {}});
   const engine::PlacementPlan* place = runner->placement();
   if (place == nullptr) {
     return absl::FailedPreconditionError(
-        absl::StrCat(kScenario, ": the model fit the card; nothing was offloaded"));
+        absl::StrCat(preset.scenario, ": the model fit the card; nothing was offloaded"));
   }
-  reporter.Add({kScenario,
-                "placement",
-                "device_layers",
-                static_cast<double>(place->device_layers),
-                "layers",
-                {}});
-  reporter.Add({kScenario,
-                "placement",
-                "streamed_layers",
-                static_cast<double>(place->streamed_layers),
-                "layers",
-                {}});
-  reporter.Add(
-      {kScenario, "placement", "cpu_layers", static_cast<double>(place->cpu_layers), "layers", {}});
-  reporter.Add({kScenario,
-                "placement",
-                "streamed_gib",
-                static_cast<double>(place->streamed_bytes) / engine::kGiB,
-                "GiB",
-                {}});
-  reporter.Add(
-      {kScenario, "placement", "h2d_rate", place->rates.h2d_bytes_per_s / 1e9, "GB/s", {}});
+  const std::string name = absl::StrCat("batch", batch);
+  const auto add = [&](const char* metric, double value, const char* unit) {
+    reporter.Add({preset.scenario, name, metric, value, unit, {}});
+  };
+  add("runner_create_s", create_s, "s");
+  add("device_layers", place->device_layers, "layers");
+  add("streamed_layers", place->streamed_layers, "layers");
+  add("cpu_layers", place->cpu_layers, "layers");
+  add("streamed_gib", static_cast<double>(place->streamed_bytes) / engine::kGiB, "GiB");
+  add("cpu_gib", static_cast<double>(place->cpu_bytes) / engine::kGiB, "GiB");
+  add("cpu_max_rows", place->cpu_max_rows, "rows");
+  add("h2d_rate", place->rates.h2d_bytes_per_s / 1e9, "GB/s");
+  add("host_read_rate", place->rates.host_read_bytes_per_s / 1e9, "GB/s");
+  add("cpu_span_us", place->rates.span_s * 1e6, "us");
+  return runner;
+}
+
+// Decode at `batch` on a runner made for it (MakeRunner).
+absl::Status Decode(const Preset& preset, int32_t batch, engine::CudaModelRunner& runner,
+                    BenchReporter& reporter) {
+  const engine::PlacementPlan* place = runner.placement();
   engine::PlacementInput in;
-  in.config = runner->config();
-  in.weights = engine::ModelWeightsSpec::Uniform(in.config, o.synthetic_weights);
+  in.config = runner.config();
+  ASSIGN_OR_RETURN(const engine::ProjectionSpec spec, engine::ParseProjectionSpec("int4"));
+  in.weights = engine::ModelWeightsSpec::Uniform(in.config, spec);
   in.rates = place->rates;
-  std::vector<int32_t> batches = preset.batches;
-  if (const std::vector<int32_t>& only = CurrentBenchSelection().batches; !only.empty()) {
-    batches = only;
+  BatchDriver driver(&runner, batch, kPrompt, kPrompt + kSteps + 8);
+  RETURN_IF_ERROR(driver.Prefill());
+  double total_ms = 0;
+  std::vector<double> step_ms, cpu_ms;
+  for (int32_t i = 0; i < kSteps; ++i) {
+    ASSIGN_OR_RETURN(const double ms, driver.DecodeStep());
+    if (i < kUntimed) continue;
+    total_ms += ms;
+    step_ms.push_back(ms);
+    cpu_ms.push_back(runner.last_step_timing().cpu_us * 1e-3);
   }
+  const engine::StepPrediction predicted = engine::PredictPlanStep(in, *place, batch);
+  const bool cpu = batch <= place->cpu_max_rows;
+  const double streamed = static_cast<double>(place->streamed_bytes + (cpu ? 0 : place->cpu_bytes));
+  const double cpu_bytes = cpu ? static_cast<double>(place->cpu_bytes) : 0.0;
+  const double steps = static_cast<double>(step_ms.size());
+  const double tok_s = batch * steps / (total_ms * 1e-3);
+  const std::string name = absl::StrCat("batch", batch);
+  const char* kScenario = preset.scenario;
+  reporter.Add({kScenario, name, "decode_tok_per_s", tok_s, "tok/s", predicted.tokens_per_s()});
+  reporter.Add({kScenario, name, "ms_per_step", Median(step_ms), "ms", {}});
+  reporter.Add({kScenario, name, "predicted_ms_per_step", predicted.step_s * 1e3, "ms", {}});
+  reporter.Add({kScenario, name, "cpu_ms_per_step", Median(cpu_ms), "ms", {}});
+  reporter.Add({kScenario, name, "predicted_cpu_ms", predicted.cpu_s * 1e3, "ms", {}});
+  reporter.Add({kScenario, name, "predicted_stream_ms", predicted.stream_s * 1e3, "ms", {}});
+  reporter.Add({kScenario, name, "streamed_bytes_per_token", streamed / batch, "B", {}});
+  reporter.Add({kScenario, name, "cpu_bytes_per_token", cpu_bytes / batch, "B", {}});
+  reporter.Add({kScenario, name, "achieved_h2d_rate", streamed / (Median(step_ms) * 1e-3) / 1e9,
+                "GB/s", place->rates.h2d_bytes_per_s / 1e9});
+  return absl::OkStatus();
+}
+
+absl::Status RunOffload(const Preset& preset, BenchReporter& reporter) {
+  std::vector<int32_t> batches = preset.batches;
+  const bool only = !CurrentBenchSelection().batches.empty();
+  if (only) batches = CurrentBenchSelection().batches;
   for (const int32_t batch : batches) {
     if (batch > kMaxBatch) {
       return absl::InvalidArgumentError(
           absl::StrCat("--batches: ", batch, " is over the offload presets' ", kMaxBatch));
     }
-    BatchDriver driver(runner.get(), batch, kPrompt, kPrompt + kSteps + 8);
-    RETURN_IF_ERROR(driver.Prefill());
-    double total_ms = 0;
-    std::vector<double> step_ms;
-    for (int32_t i = 0; i < kSteps; ++i) {
-      ASSIGN_OR_RETURN(const double ms, driver.DecodeStep());
-      if (i < kUntimed) continue;
-      total_ms += ms;
-      step_ms.push_back(ms);
-    }
-    const engine::StepPrediction predicted = engine::PredictStep(in, place->layers, batch);
-    const double steps = static_cast<double>(step_ms.size());
-    const double tok_s = batch * steps / (total_ms * 1e-3);
-    const std::string name = absl::StrCat("batch", batch);
-    reporter.Add({kScenario, name, "decode_tok_per_s", tok_s, "tok/s", predicted.tokens_per_s()});
-    reporter.Add({kScenario, name, "ms_per_step", Median(step_ms), "ms", {}});
-    reporter.Add({kScenario, name, "predicted_ms_per_step", predicted.step_s * 1e3, "ms", {}});
-    reporter.Add({kScenario,
-                  name,
-                  "streamed_bytes_per_token",
-                  static_cast<double>(place->streamed_bytes) / batch,
-                  "B",
-                  {}});
-    reporter.Add({kScenario,
-                  name,
-                  "cpu_bytes_per_token",
-                  static_cast<double>(place->cpu_bytes) / batch,
-                  "B",
-                  {}});
-    reporter.Add({kScenario, name, "achieved_h2d_rate",
-                  static_cast<double>(place->streamed_bytes) / (Median(step_ms) * 1e-3) / 1e9,
-                  "GB/s", place->rates.h2d_bytes_per_s / 1e9});
   }
-  if (!CurrentBenchSelection().batches.empty()) return absl::OkStatus();
-  // Prefill under offload against the larger of its stream (the streamed
-  // bytes at the measured upload rate) and its compute: the same prefill
-  // with every layer on the card, timed on a second runner of the same model
-  // made after this one is gone.
-  ASSIGN_OR_RETURN(const double ttft, PrefillSeconds(*runner));
-  const double stream_s = static_cast<double>(place->streamed_bytes) / place->rates.h2d_bytes_per_s;
-  const int64_t streamed_bytes = place->streamed_bytes;
-  runner.reset();
-  engine::CudaRunnerOptions whole = o;
-  whole.gpu_memory_budget = 0;
-  whole.cpu_memory_budget = 0;
-  whole.num_kv_blocks = 0;
+  double ttft = 0, stream_s = 0, rate = 0;
+  int64_t streamed_bytes = 0;
+  for (const int32_t batch : batches) {
+    ASSIGN_OR_RETURN(auto runner, MakeRunner(preset, batch, reporter));
+    RETURN_IF_ERROR(Decode(preset, batch, *runner, reporter));
+    if (batch != 1 || only) continue;
+    // Prefill under offload (every offloaded layer streamed: a step past the
+    // CPU's rows) on the batch-1 runner.
+    const engine::PlacementPlan* place = runner->placement();
+    ASSIGN_OR_RETURN(ttft, PrefillSeconds(*runner));
+    streamed_bytes = place->streamed_bytes + place->cpu_bytes;
+    rate = place->rates.h2d_bytes_per_s;
+    stream_s = static_cast<double>(streamed_bytes) / rate;
+  }
+  if (only || ttft == 0) return absl::OkStatus();
+  // Its compute: the same prefill with every layer on the card, timed on a
+  // runner of the same model made after the offloading ones are gone.
+  engine::CudaRunnerOptions whole = BenchRunnerOptions();
+  ASSIGN_OR_RETURN(whole.synthetic_weights, engine::ParseProjectionSpec("int4"));
+  whole.max_num_seqs = 1;
+  whole.max_batched_tokens = kPrefill;
+  whole.max_context = kPrefill + 64;
   ASSIGN_OR_RETURN(auto card, engine::CreateSyntheticCudaModelRunner(preset.model, whole));
   ASSIGN_OR_RETURN(const double compute_s, PrefillSeconds(*card));
   const std::string name = absl::StrCat("prefill", kPrefill);
+  const char* kScenario = preset.scenario;
   reporter.Add({kScenario, name, "prefill_tok_per_s", kPrefill / ttft, "tok/s",
                 kPrefill / std::max(stream_s, compute_s)});
   reporter.Add({kScenario, name, "ttft", ttft, "s", {}});
   reporter.Add({kScenario, name, "stream_s", stream_s, "s", {}});
   reporter.Add({kScenario, name, "on_card_ttft", compute_s, "s", {}});
-  reporter.Add({kScenario, name, "achieved_h2d_rate", streamed_bytes / ttft / 1e9, "GB/s",
-                place->rates.h2d_bytes_per_s / 1e9});
+  reporter.Add(
+      {kScenario, name, "achieved_h2d_rate", streamed_bytes / ttft / 1e9, "GB/s", rate / 1e9});
   return absl::OkStatus();
 }
 
@@ -188,7 +209,8 @@ const bool kRegistered = [] {
     RegisterScenario(
         {p.scenario,
          absl::StrCat("CUDA: ", p.model, " int4 under ", p.budget_gib,
-                      " GiB, the rest streamed from pinned host memory, batch ",
+                      " GiB, the rest computed by the CPU or streamed from pinned host memory, "
+                      "batch ",
                       absl::StrJoin(p.batches, "/"), ", vs the placement's predicted step"),
          [&p](const BenchOptions&, BenchReporter& r) { return RunOffload(p, r); }});
   }
