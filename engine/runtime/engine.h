@@ -181,6 +181,11 @@ struct EngineOptions {
   // cuda backend: at most this many layers on the card (llama.cpp's -ngl),
   // needs cpu_memory_budget > 0; -1 = as many as fit.
   int32_t gpu_layers = -1;
+  // cuda backend: threads the CPU computes offloaded layers with (0 = every
+  // hardware thread but one, -1 = none: every offloaded layer streams), and
+  // how many of them it takes (-1 = the cost model's count).
+  int32_t offload_cpu_threads = 0;
+  int32_t offload_cpu_layers = -1;
   int32_t max_num_seqs = 64;         // running sequences per step
   int32_t max_batched_tokens = 512;  // token budget per step (chunked prefill)
   // A request's priority rises by one each aging_interval (on `clock`) after

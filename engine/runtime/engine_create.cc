@@ -39,6 +39,8 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> CreateModelRunner(const Checkpoint&
     cuda.cpu_memory_budget = options.cpu_memory_budget;
     cuda.offload_ring_layers = options.offload_ring_layers;
     cuda.gpu_layers = options.gpu_layers;
+    cuda.offload_cpu_threads = options.offload_cpu_threads;
+    cuda.offload_cpu_layers = options.offload_cpu_layers;
     cuda.fp8_compute = options.fp8_compute;
     cuda.kv_cache_dtype = options.kv_cache_dtype;
     return CreateCudaModelRunner(checkpoint, cuda);

@@ -73,6 +73,12 @@ ABSL_FLAG(std::optional<int32_t>, gpu_layers, std::nullopt,
           "memory (needs --cpu-memory-budget; default -1: as many as fit)");
 ABSL_FLAG(std::optional<int32_t>, offload_ring_layers, std::nullopt,
           "CUDA backend: device slots the streamed layers pass through (default 2)");
+ABSL_FLAG(std::optional<int32_t>, offload_cpu_threads, std::nullopt,
+          "CUDA backend: threads the CPU computes offloaded layers with (default 0: every "
+          "hardware thread but one; -1: the CPU computes none, every offloaded layer streams)");
+ABSL_FLAG(std::optional<int32_t>, offload_cpu_layers, std::nullopt,
+          "CUDA backend: this many offloaded layers on the CPU (default -1: the cost model's "
+          "count)");
 
 namespace onecard::services {
 
@@ -95,7 +101,8 @@ const CommandLineSpec kCommandLine = {
                  "max_waiting", "kv_watermark"}},
                {"CUDA backend",
                 {"gpu_memory_budget", "cpu_memory_budget", "gpu_layers", "offload_ring_layers",
-                 "tune_gemms", "tuning_cache", "fp8_compute"}},
+                 "offload_cpu_threads", "offload_cpu_layers", "tune_gemms", "tuning_cache",
+                 "fp8_compute"}},
                ServiceIdentityFlagGroup(),
                {"Shutdown", {"grace_period"}}},
     .epilog = ServiceHelpEpilog()};
@@ -155,6 +162,12 @@ absl::Status OverrideNumbers(v1::WorkerConfig* c) {
   }
   if (std::optional<int32_t> v = absl::GetFlag(FLAGS_offload_ring_layers)) {
     c->mutable_cuda()->set_offload_ring_layers(*v);
+  }
+  if (std::optional<int32_t> v = absl::GetFlag(FLAGS_offload_cpu_threads)) {
+    c->mutable_cuda()->set_offload_cpu_threads(*v);
+  }
+  if (std::optional<int32_t> v = absl::GetFlag(FLAGS_offload_cpu_layers)) {
+    c->mutable_cuda()->set_offload_cpu_layers(*v);
   }
   return absl::OkStatus();
 }

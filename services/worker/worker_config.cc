@@ -84,6 +84,14 @@ absl::Status ValidateCudaFields(const v1::CudaConfig& cuda) {
   constexpr int64_t kMaxInt32 = std::numeric_limits<int32_t>::max();
   RETURN_IF_ERROR(CheckRange("cuda.gpu_layers", cuda.gpu_layers(), -1, kMaxInt32));
   RETURN_IF_ERROR(CheckRange("cuda.offload_ring_layers", cuda.offload_ring_layers(), 1, kMaxInt32));
+  RETURN_IF_ERROR(CheckRange("cuda.offload_cpu_threads", cuda.offload_cpu_threads(), -1, 4096));
+  RETURN_IF_ERROR(CheckRange("cuda.offload_cpu_layers", cuda.offload_cpu_layers(), -1, kMaxInt32));
+  if (cuda.offload_cpu_layers() > 0 && cuda.offload_cpu_threads() < 0) {
+    return FieldError("cuda.offload_cpu_layers",
+                      absl::StrCat(cuda.offload_cpu_layers(),
+                                   " layers on the CPU, but cuda.offload_cpu_threads -1 gives it "
+                                   "no threads"));
+  }
   if (cuda.gpu_layers() >= 0 && cpu_bytes == 0) {
     return FieldError("cuda.gpu_layers",
                       absl::StrCat(cuda.gpu_layers(),
@@ -149,6 +157,8 @@ void ApplyWorkerDefaults(v1::WorkerConfig* c) {
   // Presence, not zero, marks it unset: 0 keeps every layer in host memory.
   if (!cuda->has_gpu_layers()) cuda->set_gpu_layers(-1);
   if (cuda->offload_ring_layers() == 0) cuda->set_offload_ring_layers(2);
+  if (!cuda->has_offload_cpu_threads()) cuda->set_offload_cpu_threads(0);
+  if (!cuda->has_offload_cpu_layers()) cuda->set_offload_cpu_layers(-1);
 }
 
 absl::Status ValidateWorkerConfig(const v1::WorkerConfig& c) {
@@ -190,6 +200,8 @@ engine::EngineOptions EngineOptionsFromConfig(const v1::WorkerConfig& c) {
   // Unset (no ApplyWorkerDefaults): the engine's defaults, not proto zeros.
   if (c.cuda().has_gpu_layers()) o.gpu_layers = c.cuda().gpu_layers();
   if (c.cuda().offload_ring_layers() > 0) o.offload_ring_layers = c.cuda().offload_ring_layers();
+  if (c.cuda().has_offload_cpu_threads()) o.offload_cpu_threads = c.cuda().offload_cpu_threads();
+  if (c.cuda().has_offload_cpu_layers()) o.offload_cpu_layers = c.cuda().offload_cpu_layers();
   return o;
 }
 

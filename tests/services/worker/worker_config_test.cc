@@ -51,6 +51,8 @@ TEST(WorkerConfigTest, DefaultsFromTheProto) {
   EXPECT_EQ(c.cuda().cpu_memory_budget(), "");  // no offload
   EXPECT_EQ(c.cuda().gpu_layers(), -1);         // as many as fit
   EXPECT_EQ(c.cuda().offload_ring_layers(), 2);
+  EXPECT_EQ(c.cuda().offload_cpu_threads(), 0);  // every hardware thread but one
+  EXPECT_EQ(c.cuda().offload_cpu_layers(), -1);  // the cost model's count
   EXPECT_TRUE(ValidateWorkerConfig(c).ok());
 }
 
@@ -65,6 +67,8 @@ TEST(WorkerConfigTest, DefaultsKeepSetFields) {
   c.mutable_cuda()->set_cpu_memory_budget("1GiB");
   c.mutable_cuda()->set_gpu_layers(0);  // present, so not the default -1
   c.mutable_cuda()->set_offload_ring_layers(4);
+  c.mutable_cuda()->set_offload_cpu_threads(-1);
+  c.mutable_cuda()->set_offload_cpu_layers(0);  // present, so not the default -1
   ApplyWorkerDefaults(&c);
   EXPECT_EQ(c.backend(), "cuda");
   EXPECT_EQ(c.cpu_weights(), "f32");
@@ -75,6 +79,8 @@ TEST(WorkerConfigTest, DefaultsKeepSetFields) {
   EXPECT_EQ(c.cuda().cpu_memory_budget(), "1GiB");
   EXPECT_EQ(c.cuda().gpu_layers(), 0);
   EXPECT_EQ(c.cuda().offload_ring_layers(), 4);
+  EXPECT_EQ(c.cuda().offload_cpu_threads(), -1);
+  EXPECT_EQ(c.cuda().offload_cpu_layers(), 0);
 }
 
 struct BadCase {
@@ -132,6 +138,17 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{[](auto* c) { c->mutable_cuda()->set_gpu_layers(0); }, "cuda.gpu_layers"},
         BadCase{[](auto* c) { c->mutable_cuda()->set_offload_ring_layers(-1); },
                 "cuda.offload_ring_layers"},
+        BadCase{[](auto* c) { c->mutable_cuda()->set_offload_cpu_threads(-2); },
+                "cuda.offload_cpu_threads"},
+        BadCase{[](auto* c) { c->mutable_cuda()->set_offload_cpu_threads(5000); },
+                "cuda.offload_cpu_threads"},
+        BadCase{[](auto* c) { c->mutable_cuda()->set_offload_cpu_layers(-2); },
+                "cuda.offload_cpu_layers"},
+        BadCase{[](auto* c) {
+                  c->mutable_cuda()->set_offload_cpu_threads(-1);
+                  c->mutable_cuda()->set_offload_cpu_layers(3);
+                },
+                "cuda.offload_cpu_layers"},
         // Issue 22: values that exhausted memory or threads, or spun a core.
         BadCase{[](auto* c) { c->set_num_threads(100000); }, "num_threads"},
         BadCase{[](auto* c) { c->mutable_kv_cache()->set_cache_bytes(1000000000000000); },
@@ -259,6 +276,8 @@ TEST(WorkerConfigTest, EngineOptions) {
   c.mutable_cuda()->set_cpu_memory_budget("96GiB");
   c.mutable_cuda()->set_gpu_layers(0);
   c.mutable_cuda()->set_offload_ring_layers(3);
+  c.mutable_cuda()->set_offload_cpu_threads(12);
+  c.mutable_cuda()->set_offload_cpu_layers(7);
   const engine::EngineOptions cuda = EngineOptionsFromConfig(c);
   EXPECT_EQ(cuda.gpu_memory_budget, 24ll << 30);
   EXPECT_FALSE(cuda.tune_gemms);
@@ -266,6 +285,8 @@ TEST(WorkerConfigTest, EngineOptions) {
   EXPECT_EQ(cuda.cpu_memory_budget, 96ll << 30);
   EXPECT_EQ(cuda.gpu_layers, 0);
   EXPECT_EQ(cuda.offload_ring_layers, 3);
+  EXPECT_EQ(cuda.offload_cpu_threads, 12);
+  EXPECT_EQ(cuda.offload_cpu_layers, 7);
 }
 
 // Without ApplyWorkerDefaults the unset offload fields keep the engine's
@@ -277,15 +298,19 @@ TEST(WorkerConfigTest, EngineOptionsOfUnsetOffloadFields) {
   EXPECT_EQ(o.cpu_memory_budget, 0);
   EXPECT_EQ(o.gpu_layers, -1);
   EXPECT_EQ(o.offload_ring_layers, 2);
+  EXPECT_EQ(o.offload_cpu_threads, 0);
+  EXPECT_EQ(o.offload_cpu_layers, -1);
 }
 
 // The offload fields from a YAML file, by proto name and lowerCamelCase.
 TEST(WorkerConfigTest, OffloadFieldsFromYaml) {
   const std::vector<std::string> files = {
       "model_path: m.gguf\nbackend: cuda\n"
-      "cuda: {cpu_memory_budget: 1GiB, gpu_layers: 0, offload_ring_layers: 3}\n",
+      "cuda: {cpu_memory_budget: 1GiB, gpu_layers: 0, offload_ring_layers: 3, "
+      "offload_cpu_threads: 6, offload_cpu_layers: 4}\n",
       "model_path: m.gguf\nbackend: cuda\n"
-      "cuda: {cpuMemoryBudget: 1GiB, gpuLayers: 0, offloadRingLayers: 3}\n",
+      "cuda: {cpuMemoryBudget: 1GiB, gpuLayers: 0, offloadRingLayers: 3, offloadCpuThreads: 6, "
+      "offloadCpuLayers: 4}\n",
   };
   for (const std::string& yaml : files) {
     SCOPED_TRACE(yaml);
@@ -297,6 +322,8 @@ TEST(WorkerConfigTest, OffloadFieldsFromYaml) {
     EXPECT_EQ(o.cpu_memory_budget, 1ll << 30);
     EXPECT_EQ(o.gpu_layers, 0);
     EXPECT_EQ(o.offload_ring_layers, 3);
+    EXPECT_EQ(o.offload_cpu_threads, 6);
+    EXPECT_EQ(o.offload_cpu_layers, 4);
   }
 }
 

@@ -285,6 +285,10 @@ TEST(WorkerMainTest, OffloadFlagsOverrideTheConfigFile) {
                        "worker config: cuda.gpu_layers: -2 is outside [-1, ");
   ExpectRefusedAtStart({config, "--offload-ring-layers", "-1"},
                        "worker config: cuda.offload_ring_layers: -1 is outside [1, ");
+  ExpectRefusedAtStart({config, "--offload-cpu-threads=-2"},
+                       "worker config: cuda.offload_cpu_threads: -2 is outside [-1, 4096]");
+  ExpectRefusedAtStart({config, "--offload-cpu-threads=-1", "--offload-cpu-layers=5"},
+                       "worker config: cuda.offload_cpu_layers: 5 layers on the CPU");
   // The file's gpu_layers without a budget is refused; the flag's budget
   // lets it start, and the missing model then exits 1.
   const std::string no_budget =
