@@ -194,12 +194,12 @@ TEST(PlacementPlanTest, MaxDeviceLayersCapsTheCardsShare) {
   EXPECT_EQ(plan->streamed_layers, 80);
 }
 
-// The ring: the streamed layers' slots, and one of the CPU layers' own beside
-// them (all theirs without streamed layers).
+// The ring: the streamed layers' slots, and as many of the CPU layers' own.
 TEST(PlacementPlanTest, RingSlotsKeepAKindInItsOwnSlots) {
   EXPECT_EQ(RingSlots(2, 10, 0), 2);
   EXPECT_EQ(RingSlots(2, 1, 0), 1);
-  EXPECT_EQ(RingSlots(2, 10, 5), 3);
+  EXPECT_EQ(RingSlots(2, 10, 5), 4);
+  EXPECT_EQ(RingSlots(2, 10, 1), 3);
   EXPECT_EQ(RingSlots(2, 0, 5), 2);
   EXPECT_EQ(RingSlots(3, 0, 1), 1);
   EXPECT_EQ(RingSlots(2, 0, 0), 0);

@@ -120,7 +120,7 @@ StepPrediction PredictStep(const PlacementInput& in, const std::vector<LayerPlac
 
 int32_t RingSlots(int32_t ring_layers, int64_t n_stream, int64_t n_cpu) {
   const int64_t streamed = std::min<int64_t>(ring_layers, n_stream);
-  const int64_t cpu = n_cpu == 0 ? 0 : n_stream > 0 ? 1 : std::min<int64_t>(ring_layers, n_cpu);
+  const int64_t cpu = std::min<int64_t>(ring_layers, n_cpu);
   return static_cast<int32_t>(streamed + cpu);
 }
 
@@ -176,9 +176,9 @@ absl::StatusOr<PlacementPlan> PlanPlacement(const PlacementInput& input) {
   }
   const int64_t other = OtherWeightBytes(c);
   // The card keeps room for the largest ring any split needs (ring_layers
-  // slots, and one for the CPU's layers when the CPU may take some).
+  // slots, and as many for the CPU's layers when the CPU may take some).
   const bool can_cpu = in.rates.host_read_bytes_per_s > 0 && in.cpu_layers != 0;
-  const int64_t ring = int64_t{in.ring_layers + (can_cpu ? 1 : 0)} * largest;
+  const int64_t ring = int64_t{in.ring_layers} * (can_cpu ? 2 : 1) * largest;
   // The most leading layers the card holds beside the other weights (and the
   // ring when any layer is offloaded).
   auto device_layers = [&](bool with_ring) {

@@ -132,9 +132,10 @@ StepPrediction PredictStep(const PlacementInput& input, const std::vector<LayerP
 std::vector<LayerPlace> ArrangePlacement(const std::vector<int64_t>& layer_bytes, int32_t n_dev,
                                          int32_t n_stream, int32_t n_cpu);
 // The ring's slots for n_stream streamed and n_cpu CPU layers:
-// min(ring_layers, n_stream) that the streamed layers take turns in, and the
-// CPU layers' own (which steps past cpu_max_rows copy them into): one beside
-// streamed layers, else min(ring_layers, n_cpu).
+// min(ring_layers, n_stream) that the streamed layers take turns in, and
+// min(ring_layers, n_cpu) of the CPU layers' own (which steps past
+// cpu_max_rows copy them into: a prefill, copy-bound, keeps the copy engine
+// busy only when a CPU layer's copy need not wait for the last one's compute).
 int32_t RingSlots(int32_t ring_layers, int64_t n_stream, int64_t n_cpu);
 // `layers` with every CPU layer streamed instead.
 std::vector<LayerPlace> StreamedInstead(std::vector<LayerPlace> layers);
