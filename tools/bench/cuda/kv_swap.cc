@@ -121,7 +121,9 @@ absl::Status RunKvSwap(const BenchOptions&, BenchReporter& reporter) {
                    engine::KvSwap::Create(parts, kBlocks, kPoolBytes));
   reporter.Add({kScenario, "layout", "block_bytes", static_cast<double>(kBlockBytes), "B", {}});
   for (const int64_t gib : {2, 8}) {
-    const int32_t n = static_cast<int32_t>(std::min<int64_t>((gib << 30) / kBlockBytes, kBlocks));
+    // Whole runs of 8 (runs8 shuffles them among the pools' whole runs).
+    const int32_t n =
+        static_cast<int32_t>(std::min<int64_t>((gib << 30) / kBlockBytes, kBlocks) / 8 * 8);
     for (const std::string pattern : {"contiguous", "runs8", "scattered"}) {
       const std::vector<engine::KvBlockCopy> copies = Pattern(pattern, n, 17);
       // Pools of random values again (the swap-in case zeroed them).
