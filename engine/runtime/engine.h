@@ -122,7 +122,19 @@ struct EngineStats {
   int64_t kv_blocks_used = 0;
   int64_t kv_blocks_total = 0;
   double tokens_per_second = 0;  // generated, over the last few seconds
-  int64_t num_preemptions = 0;
+  int64_t num_preemptions = 0;   // by swap or by recompute
+  // KV swap (EngineOptions::swap_space_bytes): sequences whose KV waits in
+  // the swap space (counted in num_waiting too), the swap space's blocks in
+  // use and in all, the preemptions by swap (counted in num_preemptions
+  // too), and the blocks and bytes copied out to it and in from it.
+  int64_t num_swapped = 0;
+  int64_t kv_swap_blocks_used = 0;
+  int64_t kv_swap_blocks_total = 0;
+  int64_t num_swap_preemptions = 0;
+  int64_t kv_swapped_out_blocks_total = 0;
+  int64_t kv_swapped_in_blocks_total = 0;
+  int64_t kv_swap_out_bytes_total = 0;
+  int64_t kv_swap_in_bytes_total = 0;
   int64_t prompt_tokens_total = 0;
   int64_t generation_tokens_total = 0;
   int64_t steps_total = 0;
@@ -195,6 +207,12 @@ struct EngineOptions {
   absl::Duration aging_interval = absl::Seconds(10);
   int32_t max_context = 0;  // 0 = the model's max_position_embeddings
   bool enable_prefix_caching = true;
+  // Bytes of host memory (pinned on cuda) for KV swap: a sequence preempted
+  // under KV pressure has its computed blocks copied there while they fit,
+  // and copied back when it resumes; else it is recomputed
+  // (engine/scheduler/scheduler.h). 0 = no swap space; a runner without
+  // swap refuses more, as does a host without that much memory available.
+  int64_t swap_space_bytes = 0;
   int32_t max_waiting = 0;   // 0 = unbounded; else Submit refuses past it
   bool start_thread = true;  // false: the caller drives Step() (tests)
   Clock* clock = nullptr;    // nullptr = RealClock (tests inject a FakeClock)

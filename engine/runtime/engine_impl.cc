@@ -12,13 +12,14 @@ namespace onecard::engine {
 namespace {
 
 SchedulerOptions MakeSchedulerOptions(const EngineOptions& options, const KvLayout& layout,
-                                      int32_t max_context) {
+                                      int32_t max_context, int32_t num_swap_blocks) {
   return {.max_num_seqs = options.max_num_seqs,
           .max_batched_tokens = options.max_batched_tokens,
           .max_context = max_context,
           .blocks = {.num_blocks = layout.num_blocks,
                      .block_size = layout.block_size,
                      .enable_prefix_caching = options.enable_prefix_caching},
+          .num_swap_blocks = num_swap_blocks,
           .aging_interval = options.aging_interval,
           .clock = options.clock};
 }
@@ -50,6 +51,26 @@ absl::StatusOr<int32_t> ResolveMaxContext(const EngineOptions& options, const Mo
   return static_cast<int32_t>(max_context);
 }
 
+// The runner's swap space of options.swap_space_bytes (none for 0).
+absl::StatusOr<KvSwapSpace> MakeSwapSpace(const EngineOptions& options, ModelRunner& runner) {
+  if (options.swap_space_bytes < 0) return Invalid("swap_space_bytes", "negative");
+  if (options.swap_space_bytes == 0) return KvSwapSpace{};
+  absl::StatusOr<KvSwapSpace> swap = runner.AllocateSwapSpace(options.swap_space_bytes);
+  if (!swap.ok()) {
+    return absl::Status(swap.status().code(),
+                        absl::StrCat("EngineOptions.swap_space_bytes: ", swap.status().message()));
+  }
+  if (swap->num_blocks < 1) {
+    return Invalid("swap_space_bytes",
+                   absl::StrCat(options.swap_space_bytes, " bytes hold no KV block of ",
+                                swap->block_bytes, " bytes (runner ", runner.name(), ")"));
+  }
+  Log(LogLevel::kInfo, "engine", "KV swap space: %d blocks of %d bytes (%.1f MiB)",
+      swap->num_blocks, swap->block_bytes,
+      static_cast<double>(swap->num_blocks) * swap->block_bytes / (1 << 20));
+  return swap;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Engine>> CreateEngine(EngineParts parts,
@@ -67,21 +88,26 @@ absl::StatusOr<std::unique_ptr<Engine>> CreateEngine(EngineParts parts,
                                                    layout.block_size, " tokens"));
   }
   ASSIGN_OR_RETURN(int32_t max_context, ResolveMaxContext(options, parts.runner->config(), layout));
-  auto engine = std::make_unique<EngineImpl>(std::move(parts), options, max_context);
+  ASSIGN_OR_RETURN(const KvSwapSpace swap, MakeSwapSpace(options, *parts.runner));
+  auto engine = std::make_unique<EngineImpl>(std::move(parts), options, max_context, swap);
   if (options.start_thread) engine->StartThread();
   return std::unique_ptr<Engine>(std::move(engine));
 }
 
-EngineImpl::EngineImpl(EngineParts parts, const EngineOptions& options, int32_t max_context)
+EngineImpl::EngineImpl(EngineParts parts, const EngineOptions& options, int32_t max_context,
+                       KvSwapSpace swap_space)
     : options_(options),
       parts_(std::move(parts)),
       clock_(options.clock != nullptr ? options.clock : RealClock::Get()),
       max_context_(max_context),
       vocab_size_(parts_.runner->config().vocab_size),
       start_time_(clock_->Now()),
-      scheduler_(MakeSchedulerOptions(options, parts_.runner->kv_layout(), max_context)) {
+      swap_space_(swap_space),
+      scheduler_(MakeSchedulerOptions(options, parts_.runner->kv_layout(), max_context,
+                                      swap_space.num_blocks)) {
   absl::MutexLock lock(&mu_);
   stats_.kv_blocks_total = parts_.runner->kv_layout().num_blocks;
+  stats_.kv_swap_blocks_total = swap_space.num_blocks;
 }
 
 EngineImpl::~EngineImpl() {

@@ -4,14 +4,16 @@
 //
 // The step loop (its own thread, or the caller of Step()):
 //   admit submitted requests -> end cancelled / expired ones -> Schedule ->
-//   build the BatchInput -> runner->Forward -> sample each logits row ->
-//   RequestState (detokenize, stop checks) -> callbacks.
+//   the plan's swaps (runner->SwapOut, then SwapIn) -> build the BatchInput
+//   -> runner->Forward -> sample each logits row -> RequestState
+//   (detokenize, stop checks) -> callbacks.
 // Threads: Submit, Cancel, Stats and Drain may be called from any thread;
 // they touch only the mu_-guarded hand-over state. Everything else (the
 // scheduler, the requests, the sampler) belongs to the step loop. Callbacks
 // run on the step loop without any lock held, so they may call Cancel or
-// Submit. A runner error ends the requests of that batch with kError; the
-// engine keeps serving. Destroying the engine cancels what is left (each
+// Submit. A runner error ends the requests of that batch with kError (a
+// failed swap: those of the step's chunks and the sequences it swapped out);
+// the engine keeps serving. Destroying the engine cancels what is left (each
 // request still gets its one final output). Drain returns OK when everything
 // finished in time, else DeadlineExceeded after cancelling the rest (each
 // cancelled request's final output is delivered before Drain returns). Its
@@ -52,14 +54,18 @@ struct EngineParts {
 // Builds an engine from its parts. Uses options' scheduling fields
 // (max_num_seqs, max_batched_tokens, aging_interval, max_context,
 // enable_prefix_caching, max_waiting, start_thread, clock: the scheduler ages
-// on the same clock); the KV pool is the runner's kv_layout().
-// InvalidArgument naming the option when one is out of range.
+// on the same clock); the KV pool is the runner's kv_layout(), and with
+// swap_space_bytes > 0 the swap space is the runner's AllocateSwapSpace.
+// InvalidArgument naming the option when one is out of range; the runner's
+// error prefixed with "EngineOptions.swap_space_bytes: " when it cannot
+// swap or the host lacks the memory.
 absl::StatusOr<std::unique_ptr<Engine>> CreateEngine(EngineParts parts,
                                                      const EngineOptions& options);
 
 class EngineImpl : public Engine {
  public:
-  EngineImpl(EngineParts parts, const EngineOptions& options, int32_t max_context);
+  EngineImpl(EngineParts parts, const EngineOptions& options, int32_t max_context,
+             KvSwapSpace swap_space = {});
   ~EngineImpl() override;
 
   absl::StatusOr<uint64_t> Submit(GenerationRequest request) override;
@@ -81,6 +87,10 @@ class EngineImpl : public Engine {
   bool AdmitIncoming();
   bool EndCancelledAndExpired();
   void OnScheduled(const SchedulerOutput& plan);
+  // The plan's swaps (scheduler.h: swap_out, then swap_in); on a runner
+  // error, fails the plan's requests (those of its chunks and those it
+  // swapped out) and returns false.
+  bool RunSwaps(const SchedulerOutput& plan);
   BatchInput BuildBatch(const SchedulerOutput& plan, size_t* rows) const;
   absl::Status RunForward(const SchedulerOutput& plan, std::vector<float>* logits);
   void SampleAndEmit(const SchedulerOutput& plan, const std::vector<float>& logits);
@@ -106,6 +116,7 @@ class EngineImpl : public Engine {
   const int32_t max_context_;
   const int64_t vocab_size_;
   const absl::Time start_time_;
+  const KvSwapSpace swap_space_;  // num_blocks 0: no swap
 
   // The step loop's own state (step_mu_ only serializes Step/Drain callers).
   absl::Mutex step_mu_;
@@ -116,6 +127,8 @@ class EngineImpl : public Engine {
   int64_t prompt_tokens_total_ = 0;
   int64_t generation_tokens_total_ = 0;
   int64_t steps_total_ = 0;
+  int64_t swapped_out_blocks_total_ = 0;  // copied by the runner
+  int64_t swapped_in_blocks_total_ = 0;
   // When the last step's runner call ended; reset by a step that ran none.
   std::optional<absl::Time> last_forward_end_;
 

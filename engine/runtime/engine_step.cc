@@ -1,5 +1,5 @@
-// EngineImpl's step: admit, end cancelled/expired requests, schedule, run the
-// batch, sample, stream. Contract in engine_impl.h.
+// EngineImpl's step: admit, end cancelled/expired requests, schedule, swap,
+// run the batch, sample, stream. Contract in engine_impl.h.
 // Tested by tests/engine/runtime/engine_impl_test.cc.
 #include <algorithm>
 #include <cmath>
@@ -34,6 +34,13 @@ bool EngineImpl::RunStep() {
   bool progressed = AdmitIncoming();
   progressed |= EndCancelledAndExpired();
   const SchedulerOutput plan = scheduler_.Schedule();
+  if (!plan.swap_out.empty() || !plan.swap_in.empty()) {
+    progressed = true;
+    if (!RunSwaps(plan)) {
+      PublishStats(0);
+      return true;
+    }
+  }
   if (plan.empty()) {
     last_forward_end_.reset();  // the model's idle time is not a step's gap
     PublishStats(0);
@@ -128,6 +135,25 @@ void EngineImpl::OnScheduled(const SchedulerOutput& plan) {
     if (it == requests_.end()) continue;
     it->second->OnFirstScheduled(now, scheduler_.Find(id)->num_cached_tokens);
   }
+}
+
+bool EngineImpl::RunSwaps(const SchedulerOutput& plan) {
+  absl::Status status = parts_.runner->SwapOut(plan.swap_out);
+  if (status.ok()) status = parts_.runner->SwapIn(plan.swap_in);
+  if (status.ok()) {
+    swapped_out_blocks_total_ += static_cast<int64_t>(plan.swap_out.size());
+    swapped_in_blocks_total_ += static_cast<int64_t>(plan.swap_in.size());
+    return true;
+  }
+  // The swapped-out sequences' KV may be lost, and the resumed ones' (all
+  // in the chunks) not there.
+  for (int64_t id : plan.swapped_out) {
+    auto it = requests_.find(static_cast<uint64_t>(id));
+    if (it == requests_.end()) continue;
+    FinishRequest(it->first, it->second->Finish(FinishReason::kError, status));
+  }
+  FailBatch(plan, status);
+  return false;
 }
 
 BatchInput EngineImpl::BuildBatch(const SchedulerOutput& plan, size_t* rows) const {
@@ -304,7 +330,15 @@ void EngineImpl::PublishStats(int64_t generated_tokens) {
   stats_.kv_blocks_used = blocks.num_used_blocks();
   stats_.kv_blocks_total = blocks.num_blocks();
   stats_.tokens_per_second = window_s > 0 ? static_cast<double>(window_tokens) / window_s : 0.0;
-  stats_.num_preemptions = scheduler_.num_preemptions();
+  const SchedulerStats sched = scheduler_.Stats();
+  stats_.num_preemptions = sched.num_preemptions;
+  stats_.num_swapped = sched.num_swapped;
+  stats_.kv_swap_blocks_used = sched.swap_blocks_used;
+  stats_.num_swap_preemptions = sched.num_swap_preemptions;
+  stats_.kv_swapped_out_blocks_total = swapped_out_blocks_total_;
+  stats_.kv_swapped_in_blocks_total = swapped_in_blocks_total_;
+  stats_.kv_swap_out_bytes_total = swapped_out_blocks_total_ * swap_space_.block_bytes;
+  stats_.kv_swap_in_bytes_total = swapped_in_blocks_total_ * swap_space_.block_bytes;
   stats_.prompt_tokens_total = prompt_tokens_total_;
   stats_.generation_tokens_total = generation_tokens_total_;
   stats_.steps_total = steps_total_;

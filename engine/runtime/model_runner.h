@@ -2,7 +2,8 @@
 // and the paged KV pools and runs one forward pass over a batch of sequence
 // chunks (continuous batching with chunked prefill: a chunk is any run of a
 // sequence's tokens, a whole prompt, part of one, or one decode token).
-// The scheduler decides which chunks run; BlockManager owns block ids.
+// The scheduler decides which chunks run and which blocks are swapped;
+// BlockManager and SwapSpace own the block ids.
 #ifndef ONECARD_ENGINE_RUNTIME_MODEL_RUNNER_H_
 #define ONECARD_ENGINE_RUNTIME_MODEL_RUNNER_H_
 
@@ -17,6 +18,7 @@
 #include "absl/strings/string_view.h"
 #include "engine/kernels/sample.h"
 #include "engine/kv_cache/kv_layout.h"
+#include "engine/kv_cache/swap_space.h"
 #include "engine/model/model_config.h"
 
 namespace onecard::engine {
@@ -121,6 +123,12 @@ struct BatchInput {
   bool all_logits = false;
 };
 
+// The host memory a runner holds for KV swap (AllocateSwapSpace).
+struct KvSwapSpace {
+  int32_t num_blocks = 0;   // host blocks, each the shape of a device block
+  int64_t block_bytes = 0;  // bytes a block moves: every layer's K and V
+};
+
 class ModelRunner {
  public:
   virtual ~ModelRunner() = default;
@@ -145,6 +153,28 @@ class ModelRunner {
                                      std::vector<int32_t>* tokens) {
     (void)batch, (void)rows, (void)histories, (void)tokens;
     return absl::UnimplementedError(name() + " runner does not sample on the device");
+  }
+
+  // KV swap (engine/scheduler/scheduler.h: "Preemption", "Swap ordering").
+  // AllocateSwapSpace, called at most once, holds as many host blocks as
+  // `bytes` (> 0) has room for (pinned memory on cuda), or ResourceExhausted
+  // when the host has not that much memory available. SwapOut copies each
+  // pair's device block to its host block, SwapIn each host block to its
+  // device block; the copies of one call are independent. Whatever the
+  // runner overlaps, it keeps the contract's order: the copies of a SwapOut
+  // complete before those of a later SwapIn write, and both before a later
+  // Forward touches any block. Runners without swap: Unimplemented.
+  virtual absl::StatusOr<KvSwapSpace> AllocateSwapSpace(int64_t bytes) {
+    (void)bytes;
+    return absl::UnimplementedError(name() + " runner does not swap KV blocks");
+  }
+  virtual absl::Status SwapOut(std::span<const KvBlockCopy> copies) {
+    (void)copies;
+    return absl::UnimplementedError(name() + " runner does not swap KV blocks");
+  }
+  virtual absl::Status SwapIn(std::span<const KvBlockCopy> copies) {
+    (void)copies;
+    return absl::UnimplementedError(name() + " runner does not swap KV blocks");
   }
 };
 

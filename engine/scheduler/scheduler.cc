@@ -17,10 +17,12 @@ Scheduler::Scheduler(const SchedulerOptions& options)
           static_cast<int64_t>(options.blocks.num_blocks) * options.blocks.block_size))),
       clock_(options.clock != nullptr ? options.clock : RealClock::Get()),
       aging_origin_(clock_->Now()),
-      blocks_(options.blocks) {
+      blocks_(options.blocks),
+      swap_(options.num_swap_blocks) {
   assert(options.max_num_seqs > 0 && "max_num_seqs must be positive");
   assert(options.max_batched_tokens > 0 && "max_batched_tokens must be positive");
   assert(options.aging_interval >= absl::ZeroDuration() && "aging_interval must not be negative");
+  stats_.swap_blocks_total = swap_.num_blocks();
 }
 
 void Scheduler::AdvanceEpoch() {
@@ -62,6 +64,7 @@ SchedulerOutput Scheduler::Schedule() {
   PreemptForHigherPriority(&out);
   ScheduleDecodes(&budget, &out);
   SchedulePrefills(&budget, &out);
+  swap_.EndStep();  // the resumed sequences' host blocks: free for the next step
   return out;
 }
 
@@ -130,16 +133,36 @@ bool Scheduler::Admit(Sequence& seq, int32_t* budget, SchedulerOutput* out) {
   std::optional<int32_t> cached = blocks_.Allocate(seq.id, seq.token_ids);
   if (!cached.has_value()) return false;
   RemoveWaiting(seq);
+  if (seq.status == SequenceStatus::kSwapped) {
+    SwapIn(seq, *cached, out);
+  } else {
+    seq.num_computed_tokens = *cached;
+  }
   seq.status = SequenceStatus::kRunning;
-  seq.num_computed_tokens = *cached;
   running_.insert(Rank(seq));
   if (!seq.admitted_once) {
     seq.admitted_once = true;
     seq.num_cached_tokens = *cached;
     out->admitted.push_back(seq.id);
   }
+  assert(seq.num_uncomputed() > 0 && "a waiting sequence has a token to compute");
   AddChunk(seq, std::min(seq.num_uncomputed(), *budget), budget, out);
   return true;
+}
+
+void Scheduler::SwapIn(Sequence& seq, int32_t hit_tokens, SchedulerOutput* out) {
+  const std::span<const int32_t> device = blocks_.BlockTable(seq.id);
+  const std::span<const int32_t> host = swap_.Table(seq.id);
+  // Blocks [0, hits) are prefix hits: their KV is on the device already.
+  const size_t hits = static_cast<size_t>(hit_tokens / blocks_.block_size());
+  for (size_t i = hits; i < host.size(); ++i) {
+    out->swap_in.push_back({.device_block = device[i], .host_block = host[i]});
+    ++stats_.num_swapped_in_blocks;
+  }
+  swap_.Release(seq.id);  // free from the next step: no swap_out reuses them in this one
+  seq.num_computed_tokens = std::max(seq.num_computed_tokens, hit_tokens);
+  --stats_.num_swapped;
+  out->swapped_in.push_back(seq.id);
 }
 
 bool Scheduler::EnsureCapacity(Sequence& seq, int32_t num_tokens, SchedulerOutput* out) {
@@ -158,14 +181,43 @@ bool Scheduler::EnsureCapacity(Sequence& seq, int32_t num_tokens, SchedulerOutpu
 
 void Scheduler::Preempt(Sequence& seq, SchedulerOutput* out) {
   assert(seq.status == SequenceStatus::kRunning && "only running sequences are preempted");
-  blocks_.Free(seq.id);
   running_.erase(Rank(seq));
-  seq.status = SequenceStatus::kWaiting;
-  seq.num_computed_tokens = 0;  // before AddWaiting: the prefill order counts it
+  if (!SwapOut(seq, out)) {
+    seq.status = SequenceStatus::kWaiting;
+    seq.num_computed_tokens = 0;  // before AddWaiting: the prefill order counts it
+  }
+  blocks_.Free(seq.id);
   AddWaiting(seq);
   ++seq.num_preemptions;
-  ++num_preemptions_;
+  ++stats_.num_preemptions;
   out->preempted.push_back(seq.id);
+}
+
+bool Scheduler::SwapOut(Sequence& seq, SchedulerOutput* out) {
+  const int32_t bs = blocks_.block_size();
+  const int32_t n = (seq.num_computed_tokens + bs - 1) / bs;
+  if (n == 0) return false;
+  std::optional<std::span<int32_t>> host = swap_.Allocate(seq.id, n);
+  if (!host.has_value()) return false;
+  // The ascending host blocks go to the blocks in device id order, so that
+  // consecutive device blocks make runs (KvBlockRuns) whatever the table's
+  // order.
+  const std::span<const int32_t> device = blocks_.BlockTable(seq.id).first(n);
+  std::vector<int32_t> order(n);
+  for (int32_t i = 0; i < n; ++i) order[i] = i;
+  std::sort(order.begin(), order.end(),
+            [&](int32_t a, int32_t b) { return device[a] < device[b]; });
+  const std::vector<int32_t> ascending(host->begin(), host->end());
+  for (int32_t j = 0; j < n; ++j) (*host)[order[j]] = ascending[j];
+  for (int32_t i = 0; i < n; ++i) {
+    out->swap_out.push_back({.device_block = device[i], .host_block = (*host)[i]});
+  }
+  seq.status = SequenceStatus::kSwapped;
+  stats_.num_swapped_out_blocks += n;
+  ++stats_.num_swap_preemptions;
+  ++stats_.num_swapped;
+  out->swapped_out.push_back(seq.id);
+  return true;
 }
 
 void Scheduler::AddChunk(Sequence& seq, int32_t num_tokens, int32_t* budget, SchedulerOutput* out) {
@@ -210,6 +262,10 @@ void Scheduler::Remove(int64_t seq_id) {
   } else {
     RemoveWaiting(seq);
   }
+  if (seq.status == SequenceStatus::kSwapped) {
+    swap_.Free(seq_id);
+    --stats_.num_swapped;
+  }
   scheduled_.erase(seq_id);
   seqs_.erase(it);
 }
@@ -230,6 +286,12 @@ void Scheduler::RemoveWaiting(const Sequence& seq) {
   if (--it->second == 0) waiting_by_priority_.erase(it);
 }
 
+SchedulerStats Scheduler::Stats() const {
+  SchedulerStats stats = stats_;
+  stats.swap_blocks_used = swap_.num_used_blocks();
+  return stats;
+}
+
 std::span<const int32_t> Scheduler::BlockTable(int64_t seq_id, int32_t num_tokens) const {
   std::span<const int32_t> table = blocks_.BlockTable(seq_id);
   const size_t n =
@@ -239,6 +301,7 @@ std::span<const int32_t> Scheduler::BlockTable(int64_t seq_id, int32_t num_token
 
 absl::Status Scheduler::CheckInvariants() const {
   RETURN_IF_ERROR(blocks_.CheckInvariants());
+  RETURN_IF_ERROR(swap_.CheckInvariants());
   if (waiting_.size() + running_.size() != seqs_.size()) {
     return absl::InternalError("a sequence is in no queue or in both");
   }
@@ -254,27 +317,47 @@ absl::Status Scheduler::CheckInvariants() const {
   if (static_cast<int32_t>(running_.size()) > options_.max_num_seqs) {
     return absl::InternalError("more running sequences than max_num_seqs");
   }
+  int64_t num_swapped = 0;
   for (const auto& [id, ptr] : seqs_) {
-    const Sequence& seq = *ptr;
-    const bool running = seq.status == SequenceStatus::kRunning;
-    if (running ? !running_.contains(Rank(seq)) : !waiting_.contains(PrefillOrder(seq))) {
-      return absl::InternalError(absl::StrCat("seq ", id, ": not in its status's queue"));
-    }
-    if (seq.aging_epoch > epoch_) {
-      return absl::InternalError(absl::StrCat("seq ", id, ": added in a later aging epoch"));
-    }
-    if (seq.num_tokens() > max_context_ || seq.num_tokens() < seq.num_prompt_tokens ||
-        seq.num_prompt_tokens < 1) {
-      return absl::InternalError(absl::StrCat("seq ", id, ": ", seq.num_tokens(),
-                                              " tokens outside [prompt, max_context]"));
-    }
-    if (running != blocks_.HasSequence(id)) {
-      return absl::InternalError(absl::StrCat("seq ", id, ": holds blocks iff running broken"));
-    }
-    if (seq.num_computed_tokens > (running ? blocks_.num_tokens(id) : 0) ||
-        seq.num_computed_tokens > seq.num_tokens()) {
-      return absl::InternalError(absl::StrCat("seq ", id, ": computed tokens past its blocks"));
-    }
+    RETURN_IF_ERROR(CheckSequence(*ptr));
+    num_swapped += ptr->status == SequenceStatus::kSwapped ? 1 : 0;
+  }
+  if (num_swapped != stats_.num_swapped) {
+    return absl::InternalError(
+        absl::StrCat(num_swapped, " sequences swapped, ", stats_.num_swapped, " counted"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Scheduler::CheckSequence(const Sequence& seq) const {
+  const int64_t id = seq.id;
+  const bool running = seq.status == SequenceStatus::kRunning;
+  const bool swapped = seq.status == SequenceStatus::kSwapped;
+  if (running ? !running_.contains(Rank(seq)) : !waiting_.contains(PrefillOrder(seq))) {
+    return absl::InternalError(absl::StrCat("seq ", id, ": not in its status's queue"));
+  }
+  if (seq.aging_epoch > epoch_) {
+    return absl::InternalError(absl::StrCat("seq ", id, ": added in a later aging epoch"));
+  }
+  if (seq.num_tokens() > max_context_ || seq.num_tokens() < seq.num_prompt_tokens ||
+      seq.num_prompt_tokens < 1) {
+    return absl::InternalError(
+        absl::StrCat("seq ", id, ": ", seq.num_tokens(), " tokens outside [prompt, max_context]"));
+  }
+  if (running != blocks_.HasSequence(id) || swapped != swap_.HasSequence(id)) {
+    return absl::InternalError(
+        absl::StrCat("seq ", id, ": holds device blocks iff running, host blocks iff swapped"));
+  }
+  const int32_t bs = blocks_.block_size();
+  const int32_t covered = running   ? blocks_.num_tokens(id)
+                          : swapped ? static_cast<int32_t>(swap_.Table(id).size()) * bs
+                                    : 0;
+  if (seq.num_computed_tokens > covered || seq.num_computed_tokens > seq.num_tokens()) {
+    return absl::InternalError(absl::StrCat("seq ", id, ": computed tokens past its blocks"));
+  }
+  if (swapped && (seq.num_computed_tokens <= covered - bs || seq.num_uncomputed() < 1)) {
+    return absl::InternalError(
+        absl::StrCat("seq ", id, ": host blocks beyond its computed tokens, or none to compute"));
   }
   return absl::OkStatus();
 }

@@ -2,8 +2,9 @@
 // (in the spirit of vLLM v1's scheduler: there are no prefill and decode
 // phases, only sequences whose computed tokens lag their known tokens).
 // Tested by tests/engine/scheduler/scheduler_test.cc: hand-built cases and
-// randomized operation sequences with CheckInvariants() after every call and a
-// simulated KV pool that checks each chunk's block table.
+// randomized operation sequences with CheckInvariants() after every call and
+// simulated KV pools (device and swap space) that check each chunk's block
+// table.
 //
 // Contract (one Schedule() call = one engine step):
 // - A sequence knows token_ids (prompt, then sampled tokens) and has the KV of
@@ -26,7 +27,8 @@
 //   arrival ascending.
 // - Prefill order: effective priority descending, then expected remaining
 //   cost ascending (uncomputed known tokens: the whole prompt for a waiting
-//   sequence, prefix-cache hits not foreseen), then arrival ascending.
+//   sequence, prefix-cache hits not foreseen; those past its computed ones
+//   for a swapped sequence), then arrival ascending.
 // - Order, as phases: (1) preempt running sequences that rank below (strictly
 //   lower effective priority than) the first waiting sequence in prefill order
 //   while it cannot otherwise start (no free slot or blocks); (2) running
@@ -59,18 +61,50 @@
 //   interactive one added 30 s or more after it.
 // - Preemption: when a running sequence needs a block and none is free, the
 //   lowest-ranked running sequence not yet scheduled this step (lowest
-//   effective priority, then latest arrival) is preempted by recompute: its
-//   blocks are freed, its num_computed_tokens drops to 0, and it waits again
-//   with its original arrival and aging epoch, and all its tokens (generated
-//   ones too) as prompt. If it is the sequence itself, that sequence waits.
-//   So a sequence is only ever preempted in favour of one that ranks ahead of
-//   it (phase 1: strictly higher effective priority; a decode's block: the
-//   victim ranks no higher than the decode). Preemptions are counted.
+//   effective priority, then latest arrival) is preempted; if it is the
+//   sequence itself, that sequence waits. So a sequence is only ever
+//   preempted in favour of one that ranks ahead of it (phase 1: strictly
+//   higher effective priority; a decode's block: the victim ranks no higher
+//   than the decode). A victim keeps its original arrival and aging epoch,
+//   and is preempted (vLLM v0's rule: swap while there is room, else
+//   recompute)
+//   * by swap when options.num_swap_blocks > 0 and the swap space has a free
+//     host block for each block holding its computed tokens
+//     (ceil(num_computed_tokens / block_size), at least one):
+//     SchedulerOutput::swap_out gets a {device, host} pair for each of those
+//     blocks (host blocks ascending with the device ids), its device blocks
+//     are freed (this step may give them to others: see Swap ordering), and
+//     it waits as kSwapped with its tokens and num_computed_tokens kept;
+//   * else by recompute: its blocks are freed, its num_computed_tokens drops
+//     to 0, and it waits (kWaiting) with all its tokens (generated ones too)
+//     as prompt.
+//   Preemptions are counted, those by swap and the blocks copied too (Stats).
+// - Resuming a swapped sequence: it waits in the waiting queue like the
+//   others; its prefill-order cost is its uncomputed tokens (usually one, so
+//   within its level it comes before fresh prompts). It is admitted as a
+//   waiting sequence is (a slot, device blocks for all its known tokens,
+//   prefix-cache hits reused, no overtaking); each block holding its computed
+//   tokens that is not a prefix hit gets a swap_in pair {device, host}; its
+//   num_computed_tokens becomes the larger of its own and the hits'; its host
+//   blocks are free again from the next Schedule() call on. It gets its
+//   chunk in the same step.
+// - Shared blocks: a swap-out copies every block holding the victim's
+//   computed tokens, prefix-cached blocks shared with running sequences too
+//   (a host block belongs to one sequence); on resume the blocks still cached
+//   on the device are prefix hits and are not copied back.
+// - Swap ordering (what the engine must do with a step's output): every
+//   swap_out copy completes before any swap_in copy writes, and both before
+//   the step's forward pass touches any block: a swap_out's device block may
+//   be freed and given, in the same step, to a swap_in or a chunk. Within
+//   each list the copies are independent (no host block twice in swap_out,
+//   no device block twice in swap_in; a device block two victims shared is
+//   read twice). A step's swaps run even when it has no chunks.
 // - A sequence never exceeds max_context tokens: Add refuses longer prompts
 //   and AppendToken must not be called on a sequence at max_context (the
 //   engine finishes it first). max_context is capped at the pool's capacity,
 //   so a lone sequence always fits.
-// - Ownership: the scheduler owns the sequences and the BlockManager. Spans
+// - Ownership: the scheduler owns the sequences, the BlockManager and the
+//   SwapSpace (the host blocks' ids; the runner owns their memory). Spans
 //   and pointers it returns stay valid until the next non-const call.
 // Not thread-safe: one owner (the engine's step loop) drives it.
 #ifndef ONECARD_ENGINE_SCHEDULER_SCHEDULER_H_
@@ -91,10 +125,13 @@
 #include "absl/time/time.h"
 #include "engine/common/clock.h"
 #include "engine/kv_cache/block_manager.h"
+#include "engine/kv_cache/swap_space.h"
 
 namespace onecard::engine {
 
-enum class SequenceStatus { kWaiting, kRunning };
+// kWaiting and kSwapped sequences wait (in the waiting queue); a kSwapped
+// one's computed KV is in the swap space.
+enum class SequenceStatus { kWaiting, kRunning, kSwapped };
 
 struct Sequence {
   int64_t id = 0;
@@ -118,6 +155,9 @@ struct SchedulerOptions {
   int32_t max_batched_tokens = 512;
   int32_t max_context = 2048;
   BlockManagerOptions blocks;
+  // Host blocks of the swap space (each the shape of a device block); 0: no
+  // swap, every preemption recomputes.
+  int32_t num_swap_blocks = 0;
   // A sequence's effective priority rises by one each aging_interval after
   // its Add (the contract's aging bound); zero: no aging. Not negative.
   absl::Duration aging_interval = absl::Seconds(10);
@@ -134,9 +174,25 @@ struct ScheduledChunk {
 struct SchedulerOutput {
   std::vector<ScheduledChunk> chunks;  // decodes by rank, then prefills in prefill order
   std::vector<int64_t> preempted;      // sequences preempted this step
+  std::vector<int64_t> swapped_out;    // of those, the ones preempted by swap
+  std::vector<int64_t> swapped_in;     // sequences resumed from the swap space
   std::vector<int64_t> admitted;       // sequences admitted for the first time
+  // Block copies before the chunks run (see Swap ordering in the contract).
+  std::vector<KvBlockCopy> swap_out;  // device -> host
+  std::vector<KvBlockCopy> swap_in;   // host -> device
   int32_t num_batched_tokens = 0;
-  bool empty() const { return chunks.empty(); }
+  bool empty() const { return chunks.empty(); }  // no chunks (swaps may remain)
+};
+
+// What the scheduler has done since its construction, and its swap space now.
+struct SchedulerStats {
+  int64_t num_preemptions = 0;         // by swap or by recompute
+  int64_t num_swap_preemptions = 0;    // of those, by swap
+  int64_t num_swapped_out_blocks = 0;  // pairs in swap_out, all steps
+  int64_t num_swapped_in_blocks = 0;   // pairs in swap_in, all steps
+  int64_t num_swapped = 0;             // kSwapped sequences now
+  int32_t swap_blocks_used = 0;        // host blocks held by them
+  int32_t swap_blocks_total = 0;       // options.num_swap_blocks
 };
 
 class Scheduler {
@@ -168,14 +224,15 @@ class Scheduler {
   // up to date as sequences enter and leave the waiting queue.
   const std::map<int32_t, int64_t>& NumWaitingByPriority() const { return waiting_by_priority_; }
   int64_t num_running() const { return static_cast<int64_t>(running_.size()); }
-  int64_t num_preemptions() const { return num_preemptions_; }
+  SchedulerStats Stats() const;
   // seq's effective priority (see the contract) in the aging epoch of the
   // last Add or Schedule call.
   int64_t EffectivePriority(const Sequence& seq) const { return epoch_ - Level(seq); }
 
   // Checks every invariant (each sequence in exactly one queue matching its
-  // status, limits, block tables cover computed tokens, the block manager's
-  // own invariants). For tests.
+  // status, limits, block tables cover computed tokens, host blocks held by
+  // exactly the swapped sequences and covering their computed tokens, the
+  // block manager's and the swap space's own invariants). For tests.
   absl::Status CheckInvariants() const;
 
  private:
@@ -186,7 +243,7 @@ class Scheduler {
   using RankKey = std::tuple<int64_t, int64_t, int64_t>;
   static RankKey Rank(const Sequence& seq) { return {Level(seq), seq.arrival, seq.id}; }
   // (level, uncomputed tokens, arrival, id): the prefill order. Static while
-  // a sequence waits (its tokens are all uncomputed and do not change).
+  // a sequence waits (its tokens and computed tokens do not change).
   using PrefillKey = std::tuple<int64_t, int32_t, int64_t, int64_t>;
   static PrefillKey PrefillOrder(const Sequence& seq) {
     return {Level(seq), seq.num_uncomputed(), seq.arrival, seq.id};
@@ -201,14 +258,20 @@ class Scheduler {
   // Admits a waiting sequence and gives it its first chunk; false (and no
   // change) when no slot or too few blocks are free.
   bool Admit(Sequence& seq, int32_t* budget, SchedulerOutput* out);
+  // After Admit's allocation of a swapped sequence (`hit_tokens` from the
+  // prefix cache): its swap_in pairs and computed tokens.
+  void SwapIn(Sequence& seq, int32_t hit_tokens, SchedulerOutput* out);
 
   // Grows seq's table to cover num_tokens, preempting the lowest-ranked
   // unscheduled running sequence while blocks are short. False when seq itself
   // was preempted.
   bool EnsureCapacity(Sequence& seq, int32_t num_tokens, SchedulerOutput* out);
   void Preempt(Sequence& seq, SchedulerOutput* out);
+  // Preempt's swap: false (and no change) when the swap space lacks room.
+  bool SwapOut(Sequence& seq, SchedulerOutput* out);
   void AddChunk(Sequence& seq, int32_t num_tokens, int32_t* budget, SchedulerOutput* out);
   bool HeadFits() const;  // the first waiting sequence could start now
+  absl::Status CheckSequence(const Sequence& seq) const;  // CheckInvariants' part
   // Every change to waiting_ goes through these (they keep the counts).
   void AddWaiting(const Sequence& seq);
   void RemoveWaiting(const Sequence& seq);
@@ -219,13 +282,14 @@ class Scheduler {
   absl::Time aging_origin_;  // start of epoch 0
   int64_t epoch_ = 0;        // the aging epoch of the last Add or Schedule
   BlockManager blocks_;
+  SwapSpace swap_;
   std::unordered_map<int64_t, std::unique_ptr<Sequence>> seqs_;
   std::set<PrefillKey> waiting_;                    // in prefill order
   std::map<int32_t, int64_t> waiting_by_priority_;  // waiting_ counted by priority
   std::set<RankKey> running_;
   std::unordered_set<int64_t> scheduled_;  // this step's chunks
   int64_t next_arrival_ = 0;
-  int64_t num_preemptions_ = 0;
+  SchedulerStats stats_;  // the counters (the rest is filled by Stats())
 };
 
 }  // namespace onecard::engine

@@ -50,6 +50,9 @@ ABSL_FLAG(std::string, kv_cache_dtype, "",
           "How K and V are held: auto (the backend's own: cpu fp32, cuda BF16; default), bf16, "
           "or fp8 (E4M3, scales from the checkpoint or calibrated at load; cpu backend)");
 ABSL_FLAG(std::string, prefix_caching, "", "true or false");
+ABSL_FLAG(std::string, swap_space, "",
+          "Host memory for KV swap (pinned on the CUDA backend): preempted requests' KV blocks "
+          "wait there instead of being recomputed, e.g. 16GiB (default: none)");
 ABSL_FLAG(int32_t, max_num_seqs, -1, "Sequences per engine step");
 ABSL_FLAG(int32_t, max_batched_tokens, -1, "Token budget per engine step");
 ABSL_FLAG(int32_t, max_context, -1, "Context length served (0 = the model's)");
@@ -95,7 +98,8 @@ const CommandLineSpec kCommandLine = {
                 {"model", "model_name", "backend", "threads", "cpu_weights", "default_max_tokens"}},
                {"Network", {"listen", "metrics_listen", "control_plane", "advertise", "worker_id"}},
                {"KV cache",
-                {"kv_block_size", "kv_blocks", "kv_cache_mib", "kv_cache_dtype", "prefix_caching"}},
+                {"kv_block_size", "kv_blocks", "kv_cache_mib", "kv_cache_dtype", "prefix_caching",
+                 "swap_space"}},
                {"Scheduler and admission",
                 {"max_num_seqs", "max_batched_tokens", "max_context", "aging_interval",
                  "max_waiting", "kv_watermark"}},
@@ -128,6 +132,7 @@ void OverrideStrings(v1::WorkerConfig* c) {
   // Checked (ParseByteSize) with the rest of the config.
   set(absl::GetFlag(FLAGS_gpu_memory_budget), c->mutable_cuda()->mutable_memory_budget());
   set(absl::GetFlag(FLAGS_cpu_memory_budget), c->mutable_cuda()->mutable_cpu_memory_budget());
+  set(absl::GetFlag(FLAGS_swap_space), c->mutable_kv_cache()->mutable_swap_space());
   set(absl::GetFlag(FLAGS_tuning_cache), c->mutable_cuda()->mutable_tuning_cache());
   OverrideServiceAuthFromFlags(c->mutable_service_auth());
 }

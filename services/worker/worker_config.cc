@@ -53,6 +53,8 @@ absl::Status ValidateEngineFields(const v1::WorkerConfig& c) {
   RETURN_IF_ERROR(CheckRange("kv_cache.block_size", kv.block_size(), 1, kMaxKvBlockSize));
   RETURN_IF_ERROR(
       CheckRange("kv_cache.num_blocks", kv.num_blocks(), 0, std::numeric_limits<int32_t>::max()));
+  ASSIGN_OR_RETURN(const int64_t swap_bytes, ByteSizeField("kv_cache.swap_space", kv.swap_space()));
+  RETURN_IF_ERROR(CheckHostBytes("kv_cache.swap_space", swap_bytes));
   if (c.backend() == "cpu") {
     RETURN_IF_ERROR(CheckHostBytes("kv_cache.cache_bytes", kv.cache_bytes()));
   } else {
@@ -187,6 +189,8 @@ engine::EngineOptions EngineOptionsFromConfig(const v1::WorkerConfig& c) {
   o.num_kv_blocks = c.kv_cache().num_blocks();
   o.kv_cache_bytes = c.kv_cache().cache_bytes();
   o.enable_prefix_caching = c.kv_cache().enable_prefix_caching();
+  // Validated by ValidateWorkerConfig; empty (or unparsable): none.
+  o.swap_space_bytes = ParseByteSize(c.kv_cache().swap_space()).value_or(0);
   o.max_num_seqs = c.scheduler().max_num_seqs();
   o.max_batched_tokens = c.scheduler().max_batched_tokens();
   o.max_context = c.scheduler().max_context();

@@ -39,6 +39,19 @@ MetricFamily One(const std::string& name, const std::string& help, MetricType ty
   return family;
 }
 
+// A counter family with one metric a swap direction: out (device to host),
+// in (host to device).
+MetricFamily ByDirection(const std::string& name, const std::string& help, double out, double in) {
+  MetricFamily family{name, help, MetricType::Counter, {}};
+  for (const auto& [direction, value] : {std::pair{"out", out}, std::pair{"in", in}}) {
+    prometheus::ClientMetric metric;
+    metric.label.push_back({"direction", direction});
+    metric.counter.value = value;
+    family.metric.push_back(std::move(metric));
+  }
+  return family;
+}
+
 class EngineStatsCollectable : public prometheus::Collectable {
  public:
   explicit EngineStatsCollectable(std::function<WorkerSnapshot()> source)
@@ -76,6 +89,22 @@ class EngineStatsCollectable : public prometheus::Collectable {
         One("onecard_worker_preemptions_total", "Sequences preempted for lack of KV blocks.",
             kCounter, e.num_preemptions),
         One("onecard_worker_engine_steps_total", "Engine steps run.", kCounter, e.steps_total),
+        One("onecard_worker_requests_swapped",
+            "Requests waiting with their KV blocks in the swap space (also counted as waiting).",
+            kGauge, e.num_swapped),
+        One("onecard_worker_kv_swap_blocks_used", "Swap space blocks holding swapped-out KV.",
+            kGauge, e.kv_swap_blocks_used),
+        One("onecard_worker_kv_swap_blocks_total", "Blocks of the swap space (0: no KV swap).",
+            kGauge, e.kv_swap_blocks_total),
+        One("onecard_worker_kv_swap_preemptions_total",
+            "Preemptions that swapped the sequence's KV out (the rest recomputed it).", kCounter,
+            e.num_swap_preemptions),
+        ByDirection("onecard_worker_kv_swapped_blocks_total",
+                    "KV blocks copied to the swap space (out) and back (in).",
+                    e.kv_swapped_out_blocks_total, e.kv_swapped_in_blocks_total),
+        ByDirection("onecard_worker_kv_swap_bytes_total",
+                    "Bytes of KV swap copies to the swap space (out) and back (in).",
+                    e.kv_swap_out_bytes_total, e.kv_swap_in_bytes_total),
     };
   }
 

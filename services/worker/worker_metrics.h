@@ -1,7 +1,7 @@
 // The worker's Prometheus metrics (names listed in docs/metrics.md):
 // request outcomes and latency histograms observed by the streams, step
 // durations observed by the engine's on_step hook, and the engine's gauges
-// and counters (waiting, running, KV blocks, tokens, preemptions) read from
+// and counters (waiting, running, KV blocks, tokens, preemptions, KV swap) read from
 // Engine::Stats at scrape time, so /metrics and the load reports read the
 // same numbers.
 // Tested by tests/services/worker/worker_metrics_test.cc.

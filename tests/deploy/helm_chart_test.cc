@@ -138,6 +138,7 @@ TEST(HelmChartTest, WorkerConfigCarriesTheEngineOptions) {
   EXPECT_EQ(defaults.worker().fp8_compute(), "w8a8");
   EXPECT_EQ(Seconds(defaults.worker().scheduler().aging_interval()), 10);
   EXPECT_EQ(defaults.worker().cuda().cpu_memory_budget(), "");  // no offload
+  EXPECT_EQ(defaults.worker().kv_cache().swap_space(), "");     // no KV swap
   EXPECT_TRUE(defaults.worker().cuda().has_gpu_layers());
   EXPECT_EQ(defaults.worker().cuda().gpu_layers(), -1);
   EXPECT_EQ(defaults.worker().cuda().offload_ring_layers(), 2);
@@ -148,7 +149,8 @@ TEST(HelmChartTest, WorkerConfigCarriesTheEngineOptions) {
       {"worker.config.kv_cache_dtype=bf16", "worker.config.fp8_compute=w8a16",
        "worker.config.scheduler.aging_interval=30s", "worker.config.cuda.cpu_memory_budget=96GiB",
        "worker.config.cuda.gpu_layers=40", "worker.config.cuda.offload_ring_layers=3",
-       "worker.config.cuda.offload_cpu_threads=14", "worker.config.cuda.offload_cpu_layers=30"});
+       "worker.config.cuda.offload_cpu_threads=14", "worker.config.cuda.offload_cpu_layers=30",
+       "worker.config.kv_cache.swap_space=32GiB"});
   const v1::OnecardConfig set =
       ParseConfig(FindObject(docs, "ConfigMap", "-config"), "onecard.yaml");
   EXPECT_EQ(set.worker().kv_cache_dtype(), "bf16");
@@ -159,6 +161,7 @@ TEST(HelmChartTest, WorkerConfigCarriesTheEngineOptions) {
   EXPECT_EQ(set.worker().cuda().offload_ring_layers(), 3);
   EXPECT_EQ(set.worker().cuda().offload_cpu_threads(), 14);
   EXPECT_EQ(set.worker().cuda().offload_cpu_layers(), 30);
+  EXPECT_EQ(set.worker().kv_cache().swap_space(), "32GiB");
   EXPECT_TRUE(set.worker().cuda().tune_gemms());  // the rest of the cuda block is kept
 }
 

@@ -101,7 +101,7 @@ INSTANTIATE_TEST_SUITE_P(
                  {"\nConfiguration:\n  --config\n", "\nKV cache:\n  --kv-block-size",
                   "\nCUDA backend:\n  --gpu-memory-budget", "\nShutdown:\n  --grace-period",
                   "  --cpu-memory-budget\n", "  --gpu-layers\n", "  --offload-ring-layers\n",
-                  "  --offload-cpu-threads\n", "  --offload-cpu-layers\n",
+                  "  --offload-cpu-threads\n", "  --offload-cpu-layers\n", "  --swap-space\n",
                   "  --worker-token-file\n", "SIGTERM", "  --fp8-compute\n"}},
         HelpCase{ONECARD_ROUTER_BIN,
                  {"\nWorkers:\n  --control-plane\n", "  --static-workers\n",

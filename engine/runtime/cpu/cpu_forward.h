@@ -63,6 +63,8 @@ class CpuForward {
   const KvScales& kv_scales() const { return kv_scales_; }
 
   int num_threads() const { return pool_.num_threads(); }
+  // Layer `layer`'s K (v false) or V pool, for KV swap (cpu_kv_swap.h).
+  float* KvPool(int64_t layer, bool v) { return (v ? v_pools_ : k_pools_)[layer].data(); }
 
  private:
   // Activations of one Run, [num_tokens, ...] each; reused between runs.

@@ -2,7 +2,8 @@
 // CreateCpuModelRunnerFromWeights / FromCpuWeights (see cpu_model_runner.h):
 // sizes the KV pool, sets an fp8 cache's scales (the checkpoint's, or one
 // calibration batch), then each Forward checks and flattens the batch
-// (cpu_batch.h) and runs the decoder (cpu_forward.h).
+// (cpu_batch.h) and runs the decoder (cpu_forward.h); KV swap copies between
+// the pools and a CpuKvSwap (cpu_kv_swap.h).
 // Tested by tests/engine/runtime/cpu/cpu_model_runner_test.cc.
 #include <algorithm>
 #include <chrono>
@@ -17,6 +18,7 @@
 #include "engine/common/status_macros.h"
 #include "engine/runtime/cpu/cpu_batch.h"
 #include "engine/runtime/cpu/cpu_forward.h"
+#include "engine/runtime/cpu/cpu_kv_swap.h"
 #include "engine/runtime/cpu/cpu_model_runner.h"
 #include "engine/runtime/cpu/cpu_weights.h"
 #include "engine/runtime/kv_scales.h"
@@ -78,12 +80,40 @@ class CpuModelRunner : public ModelRunner {
     return forward_.Run(flat, logits);
   }
 
+  absl::StatusOr<KvSwapSpace> AllocateSwapSpace(int64_t bytes) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (swap_ != nullptr) return absl::FailedPreconditionError("cpu runner: swap space exists");
+    std::vector<float*> pools;
+    for (int64_t l = 0; l < config_.num_layers; ++l) {
+      pools.push_back(forward_.KvPool(l, /*v=*/false));
+      pools.push_back(forward_.KvPool(l, /*v=*/true));
+    }
+    ASSIGN_OR_RETURN(swap_, CpuKvSwap::Create(pools, layout_, bytes));
+    return swap_->space();
+  }
+  absl::Status SwapOut(std::span<const KvBlockCopy> copies) override {
+    return Swap(copies, KvSwapDirection::kOut);
+  }
+  absl::Status SwapIn(std::span<const KvBlockCopy> copies) override {
+    return Swap(copies, KvSwapDirection::kIn);
+  }
+
  private:
+  absl::Status Swap(std::span<const KvBlockCopy> copies, KvSwapDirection direction) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (swap_ == nullptr) {
+      return copies.empty() ? absl::OkStatus()
+                            : absl::FailedPreconditionError("cpu runner: no swap space");
+    }
+    return swap_->Copy(copies, direction);
+  }
+
   const ModelConfig config_;
   const KvLayout layout_;
   BatchLimits limits_;
-  std::mutex mu_;  // one Forward at a time
+  std::mutex mu_;  // one Forward (or swap) at a time
   CpuForward forward_;
+  std::unique_ptr<CpuKvSwap> swap_;  // null until AllocateSwapSpace
 };
 
 absl::StatusOr<KvLayout> PlanKvLayout(const ModelConfig& config, const CpuRunnerOptions& o) {

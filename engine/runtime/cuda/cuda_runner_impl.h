@@ -24,6 +24,7 @@
 #include "engine/runtime/cuda/cuda_model_runner.h"
 #include "engine/runtime/cuda/cuda_weights.h"
 #include "engine/runtime/cuda/device_context.h"
+#include "engine/runtime/cuda/kv_swap.h"
 #include "engine/runtime/cuda/memory_plan.h"
 #include "engine/runtime/cuda/step_layout.h"
 #include "engine/runtime/cuda/weight_stream.h"
@@ -116,6 +117,10 @@ class CudaRunnerImpl : public CudaModelRunner {
   const KvScales* kv_scales() const override {
     return kv_k_scale_ == nullptr ? nullptr : &kv_scales_;
   }
+  // kv_swap.cc: a KvSwap over the pools (model_runner.h, kv_swap.h).
+  absl::StatusOr<KvSwapSpace> AllocateSwapSpace(int64_t bytes) override;
+  absl::Status SwapOut(std::span<const KvBlockCopy> copies) override;
+  absl::Status SwapIn(std::span<const KvBlockCopy> copies) override;
   // After the weights, for an FP8 KV cache: its scales from the options, or
   // calibrated by a forward pass over the calibration prompts
   // (kv_calibration.cc); uploaded and printed.
@@ -292,6 +297,9 @@ class CudaRunnerImpl : public CudaModelRunner {
   float* kv_amax_ = nullptr;
   KvScales kv_scales_;        // the host copy (source, values)
   bool calibrating_ = false;  // the calibration pass: EnqueueLayer calls CalibrateLayer
+
+  // KV swap's pinned host memory and copy stream; null until AllocateSwapSpace.
+  std::unique_ptr<KvSwap> kv_swap_;
 };
 
 }  // namespace onecard::engine

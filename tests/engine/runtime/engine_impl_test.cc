@@ -269,6 +269,26 @@ TEST(EngineImplTest, CreateEngineRejectsBadOptions) {
   EXPECT_EQ(CreateEngine({}, {}).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+// swap_space_bytes needs a runner that swaps, and room for a block.
+TEST(EngineImplTest, CreateEngineRefusesASwapSpaceItCannotHave) {
+  auto make = [](int64_t bytes, bool swap) {
+    EngineParts parts{.runner = std::make_unique<FakeModelRunner>(FakeRunnerOptions{.swap = swap}),
+                      .tokenizer = std::make_unique<FakeTokenizer>()};
+    return CreateEngine(std::move(parts), {.swap_space_bytes = bytes, .start_thread = false})
+        .status();
+  };
+  const absl::Status no_swap = make(1 << 20, false);
+  EXPECT_EQ(no_swap.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(std::string(no_swap.message()),
+              HasSubstr("EngineOptions.swap_space_bytes: fake runner does not swap KV blocks"));
+  EXPECT_THAT(std::string(make(-1, true).message()), HasSubstr("swap_space_bytes: negative"));
+  // The fake's blocks are 16 bytes (4 tokens of a 4-byte id).
+  EXPECT_THAT(std::string(make(15, true).message()),
+              HasSubstr("swap_space_bytes: 15 bytes hold no KV block of 16 bytes"));
+  EXPECT_TRUE(make(16, true).ok());
+  EXPECT_TRUE(make(0, false).ok());
+}
+
 TEST(EngineImplTest, ContextIsCappedByTheKvPool) {
   auto t = MakeTestEngine({.num_blocks = 8, .block_size = 4});
   EXPECT_EQ(t->engine->max_context(), 32);

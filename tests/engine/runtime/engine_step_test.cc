@@ -1,7 +1,9 @@
 // Tests of the engine's step loop with the fake runner (whose logits depend
 // on the context read back through the block tables): many concurrent
 // requests with mixed sampling equal their solo reference runs; tiny KV pools
-// force preemption without changing any output; priorities order admission
+// force preemption (by recompute, or by swap through the fake's swap space)
+// without changing any output, a swap space too small recomputes, a failed
+// swap ends what it touched; priorities order admission
 // and age on the engine's clock; random mixes of cancels, deadlines and
 // runner failures keep the exactly-one-final-output invariant and free every
 // block.
@@ -18,6 +20,7 @@
 namespace onecard::engine::testing {
 namespace {
 
+using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
 // A request with random prompt, length and sampling parameters.
@@ -102,6 +105,107 @@ TEST(EngineStepTest, TinyKvPoolsPreemptWithoutChangingOutputs) {
     EXPECT_EQ(rec.Final(absl::StrCat(i)).usage.completion_tokens, 20);
   }
   EXPECT_EQ(t->engine->Stats().kv_blocks_used, 0);
+}
+
+// The ten requests of TinyKvPoolsPreemptWithoutChangingOutputs on an engine
+// with a swap space of `swap_blocks` blocks (the fake's are 16 bytes), no
+// prefix caching, and swapped-out device blocks poisoned (a block not copied
+// back fails the read); returns the engine after the run.
+std::unique_ptr<TestEngine> RunTenUnderKvPressure(int32_t swap_blocks, bool fail_swap,
+                                                  Recorder& rec,
+                                                  std::vector<GenerationRequest>* requests) {
+  auto t = MakeTestEngine({.num_blocks = 12,
+                           .block_size = 4,
+                           .swap = true,
+                           .poison_swapped_out = true,
+                           .fail_swap = fail_swap},
+                          {.max_num_seqs = 10,
+                           .max_batched_tokens = 64,
+                           .enable_prefix_caching = false,
+                           .swap_space_bytes = int64_t{16} * swap_blocks});
+  for (int i = 0; i < 10; ++i) {
+    GenerationRequest r = Request({i, i + 1, i + 2, 30, 31, 32}, 20,
+                                  {.temperature = 0.7f, .seed = uint64_t(100 + i)});
+    r.priority = i % 3;
+    requests->push_back(r);
+    r.on_output = rec.Callback(absl::StrCat(i));
+    EXPECT_TRUE(t->engine->Submit(std::move(r)).ok());
+  }
+  RunUntilIdle(*t->engine);
+  return t;
+}
+
+// Preempted sequences go to the swap space and come back: the same tokens,
+// fewer computed than by recompute, and the traffic counted.
+TEST(EngineStepTest, SwapPreemptionsKeepOutputsAndCountTheTraffic) {
+  Recorder rec, rec_recompute;
+  std::vector<GenerationRequest> requests, unused;
+  auto t = RunTenUnderKvPressure(/*swap_blocks=*/24, /*fail_swap=*/false, rec, &requests);
+  auto recompute = MakeTestEngine(
+      {.num_blocks = 12, .block_size = 4},
+      {.max_num_seqs = 10, .max_batched_tokens = 64, .enable_prefix_caching = false});
+  for (int i = 0; i < 10; ++i) {
+    EXPECT_EQ(rec.Tokens(absl::StrCat(i)), ReferenceTokens(requests[i])) << "request " << i;
+    EXPECT_EQ(rec.Final(absl::StrCat(i)).finish_reason, FinishReason::kLength);
+    GenerationRequest r = requests[i];
+    r.on_output = rec_recompute.Callback(absl::StrCat(i));
+    ASSERT_TRUE(recompute->engine->Submit(std::move(r)).ok());
+  }
+  RunUntilIdle(*recompute->engine);
+  const EngineStats stats = t->engine->Stats();
+  EXPECT_GT(stats.num_swap_preemptions, 0);
+  EXPECT_EQ(stats.num_swap_preemptions, stats.num_preemptions);  // room for every victim
+  EXPECT_GT(stats.kv_swapped_out_blocks_total, 0);
+  EXPECT_EQ(stats.kv_swapped_in_blocks_total, stats.kv_swapped_out_blocks_total);
+  EXPECT_EQ(stats.kv_swap_out_bytes_total, 16 * stats.kv_swapped_out_blocks_total);
+  EXPECT_EQ(stats.kv_swap_in_bytes_total, 16 * stats.kv_swapped_in_blocks_total);
+  EXPECT_EQ(stats.kv_swap_blocks_total, 24);
+  EXPECT_EQ(stats.kv_swap_blocks_used, 0);
+  EXPECT_EQ(stats.num_swapped, 0);
+  EXPECT_EQ(stats.kv_blocks_used, 0);
+  EXPECT_GT(recompute->engine->Stats().num_preemptions, 0);
+  EXPECT_LT(t->runner->num_tokens_computed(), recompute->runner->num_tokens_computed());
+}
+
+// A swap space too small for any victim (one block; each holds two or more):
+// every preemption recomputes, and no request is lost.
+TEST(EngineStepTest, ASwapSpaceTooSmallRecomputesAndLosesNothing) {
+  Recorder rec;
+  std::vector<GenerationRequest> requests;
+  auto t = RunTenUnderKvPressure(/*swap_blocks=*/1, /*fail_swap=*/false, rec, &requests);
+  for (int i = 0; i < 10; ++i) {
+    EXPECT_EQ(rec.Tokens(absl::StrCat(i)), ReferenceTokens(requests[i])) << "request " << i;
+    EXPECT_EQ(rec.Final(absl::StrCat(i)).finish_reason, FinishReason::kLength);
+  }
+  const EngineStats stats = t->engine->Stats();
+  EXPECT_GT(stats.num_preemptions, 0);
+  EXPECT_EQ(stats.num_swap_preemptions, 0);
+  EXPECT_EQ(stats.kv_swapped_out_blocks_total, 0);
+}
+
+// A failed swap ends the requests it touched with kError (each exactly
+// once); the others finish, and every block comes back.
+TEST(EngineStepTest, AFailedSwapEndsTheRequestsItTouched) {
+  Recorder rec;
+  std::vector<GenerationRequest> requests;
+  auto t = RunTenUnderKvPressure(/*swap_blocks=*/24, /*fail_swap=*/true, rec, &requests);
+  EXPECT_THAT(rec.Violations(), IsEmpty());
+  int errors = 0;
+  for (int i = 0; i < 10; ++i) {
+    const StreamOutput final_out = rec.Final(absl::StrCat(i));
+    if (final_out.finish_reason == FinishReason::kError) {
+      ++errors;
+      EXPECT_THAT(std::string(final_out.error.message()), HasSubstr("injected swap failure"));
+    } else {
+      EXPECT_EQ(final_out.finish_reason, FinishReason::kLength);
+      EXPECT_EQ(rec.Tokens(absl::StrCat(i)), ReferenceTokens(requests[i])) << "request " << i;
+    }
+  }
+  EXPECT_GT(errors, 0);
+  const EngineStats stats = t->engine->Stats();
+  EXPECT_EQ(stats.kv_blocks_used, 0);
+  EXPECT_EQ(stats.kv_swap_blocks_used, 0);
+  EXPECT_EQ(stats.num_running + stats.num_waiting, 0);
 }
 
 TEST(EngineStepTest, HigherPriorityRunsFirst) {

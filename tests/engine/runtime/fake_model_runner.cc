@@ -1,6 +1,8 @@
 // FakeModelRunner (see fake_model_runner.h).
 #include "tests/engine/runtime/fake_model_runner.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "engine/common/status_macros.h"
 
@@ -124,6 +126,37 @@ absl::Status FakeModelRunner::ForwardSample(const BatchInput& batch,
   for (size_t r = 0; r < rows.size(); ++r) {
     const auto begin = logits.begin() + static_cast<std::ptrdiff_t>(r * vocab);
     tokens->push_back(static_cast<int32_t>(std::max_element(begin, begin + vocab) - begin));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<KvSwapSpace> FakeModelRunner::AllocateSwapSpace(int64_t bytes) {
+  if (!options_.swap) return ModelRunner::AllocateSwapSpace(bytes);
+  const int64_t block_bytes = int64_t{4} * layout_.block_size;
+  host_pool_.assign(static_cast<size_t>(bytes / block_bytes) * layout_.block_size, -1);
+  return KvSwapSpace{.num_blocks = static_cast<int32_t>(bytes / block_bytes),
+                     .block_bytes = block_bytes};
+}
+
+absl::Status FakeModelRunner::SwapOut(std::span<const KvBlockCopy> copies) {
+  if (!options_.swap) return ModelRunner::SwapOut(copies);
+  if (options_.fail_swap) return absl::InternalError("injected swap failure");
+  const size_t bs = static_cast<size_t>(layout_.block_size);
+  for (const KvBlockCopy& c : copies) {
+    std::copy_n(pool_.begin() + c.device_block * bs, bs, host_pool_.begin() + c.host_block * bs);
+  }
+  if (options_.poison_swapped_out) {
+    for (const KvBlockCopy& c : copies) std::fill_n(pool_.begin() + c.device_block * bs, bs, -1);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status FakeModelRunner::SwapIn(std::span<const KvBlockCopy> copies) {
+  if (!options_.swap) return ModelRunner::SwapIn(copies);
+  if (options_.fail_swap) return absl::InternalError("injected swap failure");
+  const size_t bs = static_cast<size_t>(layout_.block_size);
+  for (const KvBlockCopy& c : copies) {
+    std::copy_n(host_pool_.begin() + c.host_block * bs, bs, pool_.begin() + c.device_block * bs);
   }
   return absl::OkStatus();
 }

@@ -3,8 +3,9 @@
 // whole context read back through the chunk's block table, so a wrong table
 // (bad sharing, stale block, lost preemption state) changes the output.
 // Reading a slot never written is an error. BatchInput::all_logits gives a
-// row for every token of every chunk. Used by tests/engine/runtime/ and
-// tests/tools/onecard/.
+// row for every token of every chunk. With swap, a host pool of token ids
+// (a block of block_size ids, "4 bytes" each) that SwapOut / SwapIn copy. Used by
+// tests/engine/runtime/ and tests/tools/onecard/.
 #ifndef ONECARD_TESTS_ENGINE_RUNTIME_FAKE_MODEL_RUNNER_H_
 #define ONECARD_TESTS_ENGINE_RUNTIME_FAKE_MODEL_RUNNER_H_
 
@@ -35,6 +36,13 @@ struct FakeRunnerOptions {
   bool device_sampling = false;
   std::function<void(std::span<const SampleRowParams>, std::span<const std::span<const int32_t>>)>
       on_forward_sample;
+  // KV swap: false keeps ModelRunner's defaults (Unimplemented).
+  bool swap = false;
+  // SwapOut leaves its device blocks unwritten (so a resumed sequence that
+  // reads one not copied back fails): only where nothing else reads a freed
+  // block, i.e. without prefix caching.
+  bool poison_swapped_out = false;
+  bool fail_swap = false;  // SwapOut and SwapIn fail (injected)
 };
 
 class FakeModelRunner : public ModelRunner {
@@ -48,6 +56,9 @@ class FakeModelRunner : public ModelRunner {
   absl::Status ForwardSample(const BatchInput& batch, std::span<const SampleRowParams> rows,
                              std::span<const std::span<const int32_t>> histories,
                              std::vector<int32_t>* tokens) override;
+  absl::StatusOr<KvSwapSpace> AllocateSwapSpace(int64_t bytes) override;
+  absl::Status SwapOut(std::span<const KvBlockCopy> copies) override;
+  absl::Status SwapIn(std::span<const KvBlockCopy> copies) override;
 
   int64_t num_forward_calls() const { return num_forward_calls_; }
   int64_t num_forward_sample_calls() const { return num_forward_sample_calls_; }
@@ -63,7 +74,8 @@ class FakeModelRunner : public ModelRunner {
   FakeRunnerOptions options_;
   ModelConfig config_;
   KvLayout layout_;
-  std::vector<int32_t> pool_;  // [num_blocks * block_size] token per slot, -1 unwritten
+  std::vector<int32_t> pool_;       // [num_blocks * block_size] token per slot, -1 unwritten
+  std::vector<int32_t> host_pool_;  // [swap blocks * block_size]
   int64_t num_forward_calls_ = 0;
   int64_t num_forward_sample_calls_ = 0;
   int64_t num_tokens_computed_ = 0;

@@ -1,9 +1,11 @@
 // Tests of Scheduler: hand-built steps (chunked prefill, phase order, the
 // prefill order by effective priority and remaining cost, no overtaking,
-// limits, preemption by blocks and by priority, aging on a fake clock and its
-// bound, prefix hits) and randomized operation sequences driven through a
-// simulated engine whose KV pool records the token written at each slot:
-// every chunk must read back its whole context through its block table.
+// limits, preemption by blocks and by priority, by swap or by recompute,
+// aging on a fake clock and its bound, prefix hits) and randomized operation
+// sequences driven through a simulated engine whose KV pool and swap space
+// record the token written at each slot (swaps copy them, in the contract's
+// order): every chunk must read back its whole context through its block
+// table.
 // CheckInvariants() runs after every call, and every step's plan is checked
 // against the documented order (Driver::CheckOrder).
 #include "engine/scheduler/scheduler.h"
@@ -72,7 +74,8 @@ class Driver {
   explicit Driver(const SchedulerOptions& options)
       : options_(options),
         scheduler_(options),
-        pool_(static_cast<size_t>(options.blocks.num_blocks) * kBs, -1) {}
+        pool_(static_cast<size_t>(options.blocks.num_blocks) * kBs, -1),
+        host_pool_(static_cast<size_t>(options.num_swap_blocks) * kBs, -1) {}
 
   Scheduler& scheduler() { return scheduler_; }
   void Add(int64_t id, std::vector<int32_t> prompt, int32_t priority, int32_t target_len) {
@@ -81,11 +84,13 @@ class Driver {
   }
   // Runs one step; returns the plan.
   SchedulerOutput Step() {
-    const std::map<int64_t, bool> waiting_before = WaitingNow();
+    const std::map<int64_t, Before> before = WaitingNow();
     SchedulerOutput out = scheduler_.Schedule();
     EXPECT_TRUE(scheduler_.CheckInvariants().ok()) << scheduler_.CheckInvariants();
     CheckPlan(out);
-    CheckOrder(waiting_before, out);
+    CheckSwaps(out);
+    CheckOrder(before, out);
+    Swap(out);
     for (const ScheduledChunk& c : out.chunks) Compute(c);
     scheduler_.OnStepComputed(out);
     EXPECT_TRUE(scheduler_.CheckInvariants().ok()) << scheduler_.CheckInvariants();
@@ -122,14 +127,64 @@ class Driver {
     }
     EXPECT_EQ(total, out.num_batched_tokens);
   }
-  // Every live sequence: whether it waits.
-  std::map<int64_t, bool> WaitingNow() const {
-    std::map<int64_t, bool> waiting;
+  // Every live sequence: whether it waits (swapped or not), and its
+  // uncomputed tokens.
+  struct Before {
+    bool waiting = false;
+    int32_t uncomputed = 0;
+  };
+  std::map<int64_t, Before> WaitingNow() const {
+    std::map<int64_t, Before> before;
     for (const auto& [id, target] : targets_) {
       const Sequence* seq = scheduler_.Find(id);
-      if (seq != nullptr) waiting[id] = seq->status == SequenceStatus::kWaiting;
+      if (seq != nullptr) {
+        before[id] = {seq->status != SequenceStatus::kRunning, seq->num_uncomputed()};
+      }
     }
-    return waiting;
+    return before;
+  }
+  // The swap lists: independent copies (no host block twice in swap_out, no
+  // device block twice in swap_in), swapped_out among the preempted, each
+  // swapped-out sequence holding its computed tokens' blocks.
+  void CheckSwaps(const SchedulerOutput& out) {
+    std::set<int32_t> hosts, devices;
+    for (const KvBlockCopy& c : out.swap_out) {
+      EXPECT_TRUE(hosts.insert(c.host_block).second) << "host block " << c.host_block;
+      EXPECT_LT(c.host_block, options_.num_swap_blocks);
+    }
+    for (const KvBlockCopy& c : out.swap_in) {
+      EXPECT_TRUE(devices.insert(c.device_block).second) << "device block " << c.device_block;
+    }
+    const std::set<int64_t> preempted(out.preempted.begin(), out.preempted.end());
+    int32_t blocks_out = 0;
+    for (int64_t id : out.swapped_out) {
+      EXPECT_TRUE(preempted.contains(id)) << id;
+      const Sequence& seq = *scheduler_.Find(id);
+      if (seq.status == SequenceStatus::kSwapped) EXPECT_GT(seq.num_computed_tokens, 0) << id;
+      blocks_out += (seq.num_computed_tokens + kBs - 1) / kBs;
+    }
+    if (out.swapped_in.empty()) EXPECT_EQ(blocks_out, static_cast<int32_t>(out.swap_out.size()));
+    if (options_.num_swap_blocks == 0) {
+      EXPECT_TRUE(out.swap_out.empty() && out.swap_in.empty());
+    }
+  }
+  // The swaps in the contract's order: every swap_out copy, then every
+  // swap_in copy. Without prefix caching no freed block is read again unless
+  // written first, so the blocks swapped out are poisoned in between.
+  void Swap(const SchedulerOutput& out) {
+    auto device = [&](int32_t block) { return pool_.begin() + static_cast<size_t>(block) * kBs; };
+    auto host = [&](int32_t block) {
+      return host_pool_.begin() + static_cast<size_t>(block) * kBs;
+    };
+    for (const KvBlockCopy& c : out.swap_out) {
+      std::copy(device(c.device_block), device(c.device_block) + kBs, host(c.host_block));
+    }
+    if (!options_.blocks.enable_prefix_caching) {
+      for (const KvBlockCopy& c : out.swap_out) std::fill_n(device(c.device_block), kBs, -7);
+    }
+    for (const KvBlockCopy& c : out.swap_in) {
+      std::copy(host(c.host_block), host(c.host_block) + kBs, device(c.device_block));
+    }
   }
   // The keys of the contract, as of this step, written from Sequence fields.
   using Key = std::tuple<int64_t, int32_t, int64_t, int64_t>;
@@ -143,10 +198,16 @@ class Driver {
   // in prefill order; no waiting sequence left waiting ranks before one
   // admitted (no overtaking); every preempted sequence ranks below each
   // running one left without a chunk.
-  void CheckOrder(const std::map<int64_t, bool>& waiting_before, const SchedulerOutput& out) {
+  void CheckOrder(const std::map<int64_t, Before>& before, const SchedulerOutput& out) {
     const std::set<int64_t> preempted(out.preempted.begin(), out.preempted.end());
+    const std::set<int64_t> swapped(out.swapped_out.begin(), out.swapped_out.end());
     // Waiting when the prefills were planned: before the step, or preempted.
-    auto was_waiting = [&](int64_t id) { return waiting_before.at(id) || preempted.contains(id); };
+    auto was_waiting = [&](int64_t id) { return before.at(id).waiting || preempted.contains(id); };
+    // Its uncomputed tokens then: a recompute's victim has none computed.
+    auto waiting_cost = [&](int64_t id) {
+      const bool recomputed = preempted.contains(id) && !swapped.contains(id);
+      return recomputed ? scheduler_.Find(id)->num_tokens() : before.at(id).uncomputed;
+    };
     std::set<int64_t> chunked;
     std::vector<Key> admitted;
     std::optional<Key> last_prefill;
@@ -159,17 +220,17 @@ class Driver {
         continue;
       }
       const Key key =
-          PrefillKey(seq, was_waiting(c.seq_id) ? seq.num_tokens() : seq.num_uncomputed());
+          PrefillKey(seq, was_waiting(c.seq_id) ? waiting_cost(c.seq_id) : seq.num_uncomputed());
       if (last_prefill.has_value()) {
         EXPECT_LT(*last_prefill, key) << "prefill of " << c.seq_id << " out of prefill order";
       }
       last_prefill = key;
       if (was_waiting(c.seq_id)) admitted.push_back(key);
     }
-    for (const auto& [id, unused] : waiting_before) {
+    for (const auto& [id, unused] : before) {
       const Sequence& seq = *scheduler_.Find(id);
-      if (seq.status == SequenceStatus::kWaiting) {
-        for (const Key& a : admitted) EXPECT_LT(a, PrefillKey(seq, seq.num_tokens())) << id;
+      if (seq.status != SequenceStatus::kRunning) {
+        for (const Key& a : admitted) EXPECT_LT(a, PrefillKey(seq, seq.num_uncomputed())) << id;
       } else if (!chunked.contains(id)) {
         for (int64_t victim : preempted) {
           EXPECT_LT(RankKey(seq), RankKey(*scheduler_.Find(victim))) << victim << " over " << id;
@@ -194,7 +255,8 @@ class Driver {
 
   SchedulerOptions options_;
   Scheduler scheduler_;
-  std::vector<int32_t> pool_;  // [num_blocks * block_size]
+  std::vector<int32_t> pool_;       // [num_blocks * block_size]
+  std::vector<int32_t> host_pool_;  // [num_swap_blocks * block_size]
   std::map<int64_t, int32_t> targets_;
   std::map<int64_t, std::vector<int32_t>> finished_;
 };
@@ -427,19 +489,24 @@ TEST(SchedulerTest, WaitingIsCountedByPriority) {
   EXPECT_EQ(d.scheduler().num_waiting(), 2);
 }
 
-TEST(SchedulerTest, OutOfBlocksPreemptsLowestPriorityLatestArrivalByRecompute) {
-  // 6 blocks of 4: three sequences of 7 prompt tokens take 2 blocks each;
-  // the first decode past 8 tokens needs a seventh block.
-  Driver d(Options(6, /*budget=*/64));
+// With 6 blocks of 4 (options): three sequences of 7 prompt tokens take 2
+// blocks each; the first decode past 8 tokens needs a seventh block. Runs
+// them to that step and returns its plan.
+SchedulerOutput StepToASeventhBlock(Driver& d) {
   d.Add(1, Prompt(7, 10), 0, 12);
   d.Add(2, Prompt(7, 20), 1, 12);  // highest priority
   d.Add(3, Prompt(7, 30), 0, 12);  // lowest priority, latest arrival: the victim
   d.Step();                        // prefill all three
   SchedulerOutput s = d.Step();    // decode position 7: still inside block 2
   EXPECT_TRUE(s.preempted.empty());
-  s = d.Step();  // position 8 needs a third block each: 3 is preempted
+  return d.Step();  // position 8 needs a third block each: 3 is preempted
+}
+
+TEST(SchedulerTest, OutOfBlocksPreemptsLowestPriorityLatestArrivalByRecompute) {
+  Driver d(Options(6, /*budget=*/64));
+  SchedulerOutput s = StepToASeventhBlock(d);
   EXPECT_EQ(s.preempted, std::vector<int64_t>{3});
-  EXPECT_EQ(d.scheduler().num_preemptions(), 1);
+  EXPECT_EQ(d.scheduler().Stats().num_preemptions, 1);
   const Sequence* victim = d.scheduler().Find(3);
   ASSERT_NE(victim, nullptr);
   EXPECT_EQ(victim->status, SequenceStatus::kWaiting);
@@ -451,6 +518,93 @@ TEST(SchedulerTest, OutOfBlocksPreemptsLowestPriorityLatestArrivalByRecompute) {
   for (int64_t id = 1; id <= 3; ++id) {
     EXPECT_EQ(d.finished().at(id), RunAlone(Prompt(7, 10 * id), 12)) << "seq " << id;
   }
+}
+
+// The same pressure with a swap space: 3 is swapped out with its 8
+// computed tokens (two blocks) and resumes past them, its two blocks copied
+// back (no prefix caching here, so nothing else holds them).
+TEST(SchedulerTest, OutOfBlocksPreemptsBySwapWhenTheSwapSpaceHasRoom) {
+  SchedulerOptions options = Options(6, /*budget=*/64, /*max_seqs=*/8, /*caching=*/false);
+  options.num_swap_blocks = 4;
+  Driver d(options);
+  SchedulerOutput s = StepToASeventhBlock(d);
+  EXPECT_EQ(s.preempted, std::vector<int64_t>{3});
+  EXPECT_EQ(s.swapped_out, std::vector<int64_t>{3});
+  ASSERT_EQ(s.swap_out.size(), 2u);
+  EXPECT_EQ(s.swap_out[0].host_block, 0);  // a fresh swap space: one run
+  EXPECT_EQ(s.swap_out[1].host_block, 1);
+  const Sequence* victim = d.scheduler().Find(3);
+  EXPECT_EQ(victim->status, SequenceStatus::kSwapped);
+  EXPECT_EQ(victim->num_computed_tokens, 8);
+  EXPECT_EQ(victim->num_tokens(), 9);
+  SchedulerStats stats = d.scheduler().Stats();
+  EXPECT_EQ(stats.num_preemptions, 1);
+  EXPECT_EQ(stats.num_swap_preemptions, 1);
+  EXPECT_EQ(stats.num_swapped, 1);
+  EXPECT_EQ(stats.swap_blocks_used, 2);
+  bool resumed = false;
+  for (int i = 0; i < 40 && d.finished().size() < 3; ++i) {
+    s = d.Step();
+    if (s.swapped_in.empty()) continue;
+    resumed = true;
+    EXPECT_EQ(s.swapped_in, std::vector<int64_t>{3});
+    EXPECT_EQ(s.swap_in.size(), 2u);
+    for (const ScheduledChunk& c : s.chunks) {
+      if (c.seq_id == 3) EXPECT_EQ(c.start_pos, 8) << "resumed past its computed tokens";
+    }
+  }
+  EXPECT_TRUE(resumed);
+  ASSERT_EQ(d.finished().size(), 3u);
+  for (int64_t id = 1; id <= 3; ++id) {
+    EXPECT_EQ(d.finished().at(id), RunAlone(Prompt(7, 10 * id), 12)) << "seq " << id;
+  }
+  stats = d.scheduler().Stats();
+  EXPECT_EQ(stats.num_swapped_out_blocks, 2);
+  EXPECT_EQ(stats.num_swapped_in_blocks, 2);
+  EXPECT_EQ(stats.swap_blocks_used, 0);
+}
+
+// A swap space too small for the victim's blocks: recompute, as without one.
+TEST(SchedulerTest, RecomputesWhenTheSwapSpaceIsFull) {
+  SchedulerOptions options = Options(6, /*budget=*/64);
+  options.num_swap_blocks = 1;
+  Driver d(options);
+  const SchedulerOutput s = StepToASeventhBlock(d);
+  EXPECT_EQ(s.preempted, std::vector<int64_t>{3});
+  EXPECT_TRUE(s.swapped_out.empty());
+  EXPECT_TRUE(s.swap_out.empty());
+  EXPECT_EQ(d.scheduler().Find(3)->status, SequenceStatus::kWaiting);
+  EXPECT_EQ(d.scheduler().Find(3)->num_computed_tokens, 0);
+  for (int i = 0; i < 40 && d.finished().size() < 3; ++i) d.Step();
+  ASSERT_EQ(d.finished().size(), 3u);
+  EXPECT_EQ(d.finished().at(3), RunAlone(Prompt(7, 30), 12));
+  EXPECT_EQ(d.scheduler().Stats().num_swap_preemptions, 0);
+}
+
+// With prefix caching the victim's full blocks stay cached on the device
+// after the swap-out; on resume those nobody evicted are prefix hits, and
+// only the others are copied back.
+TEST(SchedulerTest, ResumeTakesStillCachedBlocksAndCopiesTheRest) {
+  SchedulerOptions options = Options(4, /*budget=*/64);
+  options.num_swap_blocks = 4;
+  Driver d(options);
+  d.Add(1, Prompt(7, 10), 1, 9);
+  d.Add(2, Prompt(7, 20), 0, 10);
+  d.Step();
+  d.Step();
+  // Both need a third block: 2 is swapped out (blocks of tokens 0-3 and
+  // 4-7); 1's new block evicts the least recently freed, 2's second.
+  SchedulerOutput s = d.Step();
+  EXPECT_EQ(s.swapped_out, std::vector<int64_t>{2});
+  ASSERT_EQ(s.swap_out.size(), 2u);
+  s = d.Step();  // 1 finished last step; 2 resumes
+  ASSERT_EQ(s.swapped_in, std::vector<int64_t>{2});
+  ASSERT_EQ(s.swap_in.size(), 1u);
+  EXPECT_EQ(s.swap_in[0].host_block, 1);  // the second block's copy
+  ASSERT_EQ(s.chunks.size(), 1u);
+  EXPECT_EQ(s.chunks[0].start_pos, 8);
+  for (int i = 0; i < 40 && d.finished().size() < 2; ++i) d.Step();
+  EXPECT_EQ(d.finished().at(2), RunAlone(Prompt(7, 20), 10));
 }
 
 // Under KV pressure the victim is the lowest effective priority: 1, of
@@ -556,11 +710,14 @@ std::vector<int32_t> RandomPrompt(std::mt19937_64& rng) {
 }
 
 // Random arrivals, priorities, prompt lengths with shared stems, removals,
-// tiny pools and aging on a fake clock (off, or intervals of 1 to 5 s with
-// 0 to 2 s a step): every sequence that finishes must equal its solo run, and
-// every plan follows the documented order (Driver::CheckOrder).
+// tiny pools, swap spaces (none, or 1 to 12 host blocks) and aging on a fake
+// clock (off, or intervals of 1 to 5 s with 0 to 2 s a step): every sequence
+// that finishes must equal its solo run, and every plan follows the
+// documented order (Driver::CheckOrder) and swap ordering (Driver::Swap).
 TEST(SchedulerTest, RandomOperationSequences) {
   int64_t preemptions = 0;
+  int64_t swap_preemptions = 0;
+  int64_t swapped_in_blocks = 0;
   int64_t aged = 0;  // checks of a sequence whose effective priority had risen
   for (uint64_t seed = 0; seed < 30; ++seed) {
     SCOPED_TRACE(::testing::Message() << "seed " << seed);
@@ -573,6 +730,7 @@ TEST(SchedulerTest, RandomOperationSequences) {
     SchedulerOptions options = Options(num_blocks, uniform(1, 16), uniform(1, 6), seed % 3 != 0);
     options.aging_interval = absl::Seconds(seed % 4 == 0 ? 0 : uniform(1, 5));
     options.clock = &clock;
+    options.num_swap_blocks = seed % 5 == 1 ? 0 : uniform(1, 12);
     Driver d(options);
     // The aging epoch of a time, from the contract (the clock starts at the
     // scheduler's construction).
@@ -623,9 +781,16 @@ TEST(SchedulerTest, RandomOperationSequences) {
       EXPECT_EQ(tokens, RunAlone(submitted.at(id).first, submitted.at(id).second)) << id;
     }
     EXPECT_EQ(d.finished().size() + removed.size(), submitted.size());
-    preemptions += d.scheduler().num_preemptions();
+    const SchedulerStats stats = d.scheduler().Stats();
+    preemptions += stats.num_preemptions;
+    swap_preemptions += stats.num_swap_preemptions;
+    swapped_in_blocks += stats.num_swapped_in_blocks;
+    EXPECT_EQ(stats.swap_blocks_used, 0);
+    EXPECT_EQ(stats.num_swapped, 0);
   }
-  EXPECT_GT(preemptions, 0) << "the random runs never exercised preemption";
+  EXPECT_GT(preemptions, swap_preemptions) << "the random runs never recomputed";
+  EXPECT_GT(swap_preemptions, 0) << "the random runs never swapped";
+  EXPECT_GT(swapped_in_blocks, 0) << "the random runs never copied a block back";
   EXPECT_GT(aged, 0) << "the random runs never exercised aging";
 }
 

@@ -49,6 +49,7 @@ TEST(WorkerConfigTest, DefaultsFromTheProto) {
   EXPECT_TRUE(c.cuda().tune_gemms());
   EXPECT_EQ(c.cuda().memory_budget(), "");
   EXPECT_EQ(c.cuda().cpu_memory_budget(), "");  // no offload
+  EXPECT_EQ(c.kv_cache().swap_space(), "");     // no KV swap
   EXPECT_EQ(c.cuda().gpu_layers(), -1);         // as many as fit
   EXPECT_EQ(c.cuda().offload_ring_layers(), 2);
   EXPECT_EQ(c.cuda().offload_cpu_threads(), 0);  // every hardware thread but one
@@ -134,6 +135,10 @@ INSTANTIATE_TEST_SUITE_P(
                 "cuda.cpu_memory_budget"},
         BadCase{[](auto* c) { c->mutable_cuda()->set_cpu_memory_budget("-1GiB"); },
                 "cuda.cpu_memory_budget"},
+        BadCase{[](auto* c) { c->mutable_kv_cache()->set_swap_space("16GB"); },
+                "kv_cache.swap_space"},
+        BadCase{[](auto* c) { c->mutable_kv_cache()->set_swap_space("1000000TiB"); },
+                "kv_cache.swap_space"},
         BadCase{[](auto* c) { c->mutable_cuda()->set_gpu_layers(-2); }, "cuda.gpu_layers"},
         BadCase{[](auto* c) { c->mutable_cuda()->set_gpu_layers(0); }, "cuda.gpu_layers"},
         BadCase{[](auto* c) { c->mutable_cuda()->set_offload_ring_layers(-1); },
@@ -260,7 +265,12 @@ TEST(WorkerConfigTest, EngineOptions) {
   EXPECT_EQ(o.cpu_memory_budget, 0);  // no offload
   EXPECT_EQ(o.gpu_layers, -1);
   EXPECT_EQ(o.offload_ring_layers, 2);
+  EXPECT_EQ(o.swap_space_bytes, 0);  // no KV swap
 
+  c.mutable_kv_cache()->set_swap_space("16GiB");
+  EXPECT_EQ(EngineOptionsFromConfig(c).swap_space_bytes, 16ll << 30);
+  c.mutable_kv_cache()->set_swap_space("0");
+  EXPECT_EQ(EngineOptionsFromConfig(c).swap_space_bytes, 0);
   c.set_cpu_weights("f32");
   EXPECT_EQ(EngineOptionsFromConfig(c).cpu_weight_format, engine::CpuWeightFormat::kF32);
   c.set_kv_cache_dtype("fp8");

@@ -195,6 +195,8 @@ TEST(WorkerMainTest, ValuesThatWouldExhaustTheHostExitTwoNamingTheField) {
       {{"--model=m.gguf", "--kv-cache-mib=100000000"}, "kv_cache.cache_bytes: "},
       {{"--model=m.gguf", "--kv-cache-mib=9223372036854775807"}, "--kv-cache-mib: "},
       {{"--model=m.gguf", "--threads=100000"}, "num_threads: 100000 is outside"},
+      {{"--model=m.gguf", "--swap-space=1000000TiB"}, "kv_cache.swap_space: "},
+      {{"--model=m.gguf", "--swap-space=16GB"}, "kv_cache.swap_space: \"16GB\" is not a size"},
   };
   for (const auto& [args, field] : cases) ExpectRefusedAtStart(args, field);
 }

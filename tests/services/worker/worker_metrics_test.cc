@@ -51,6 +51,12 @@ TEST(WorkerMetricsTest, EveryFamilyHasItsType) {
       {"onecard_worker_generation_tokens_total", "counter"},
       {"onecard_worker_preemptions_total", "counter"},
       {"onecard_worker_engine_steps_total", "counter"},
+      {"onecard_worker_requests_swapped", "gauge"},
+      {"onecard_worker_kv_swap_blocks_used", "gauge"},
+      {"onecard_worker_kv_swap_blocks_total", "gauge"},
+      {"onecard_worker_kv_swap_preemptions_total", "counter"},
+      {"onecard_worker_kv_swapped_blocks_total", "counter"},
+      {"onecard_worker_kv_swap_bytes_total", "counter"},
       {"onecard_worker_prefix_cache_hit_tokens_total", "counter"},
       {"onecard_worker_prefix_cache_miss_tokens_total", "counter"},
   };
@@ -58,6 +64,34 @@ TEST(WorkerMetricsTest, EveryFamilyHasItsType) {
   EXPECT_EQ(text.Value("onecard_worker_info", {{"model", "smol"}, {"backend", "cpu"}}), 1);
   EXPECT_EQ(text.Value("onecard_worker_requests_total", {{"outcome", "deadline"}}), 0)
       << "every outcome is exported from the start";
+  EXPECT_EQ(text.Value("onecard_worker_kv_swap_bytes_total", {{"direction", "in"}}), 0)
+      << "both swap directions are exported from the start";
+}
+
+// The KV swap figures of Engine::Stats: gauges, and counters a direction
+// whose rate() is the swap traffic.
+TEST(WorkerMetricsTest, KvSwapFiguresComeFromTheEngineStats) {
+  prometheus::Registry registry;
+  WorkerMetrics metrics(registry, "smol", "cuda");
+  WorkerSnapshot snapshot;
+  snapshot.stats.num_swapped = 2;
+  snapshot.stats.kv_swap_blocks_used = 30;
+  snapshot.stats.kv_swap_blocks_total = 4096;
+  snapshot.stats.num_swap_preemptions = 5;
+  snapshot.stats.kv_swapped_out_blocks_total = 70;
+  snapshot.stats.kv_swapped_in_blocks_total = 40;
+  snapshot.stats.kv_swap_out_bytes_total = 70 << 20;
+  snapshot.stats.kv_swap_in_bytes_total = 40 << 20;
+  auto gauges = WorkerMetrics::EngineCollectable([&] { return snapshot; });
+  const testing::PromText text = Scrape(registry, *gauges);
+  EXPECT_EQ(text.Value("onecard_worker_requests_swapped"), 2);
+  EXPECT_EQ(text.Value("onecard_worker_kv_swap_blocks_used"), 30);
+  EXPECT_EQ(text.Value("onecard_worker_kv_swap_blocks_total"), 4096);
+  EXPECT_EQ(text.Value("onecard_worker_kv_swap_preemptions_total"), 5);
+  EXPECT_EQ(text.Value("onecard_worker_kv_swapped_blocks_total", {{"direction", "out"}}), 70);
+  EXPECT_EQ(text.Value("onecard_worker_kv_swapped_blocks_total", {{"direction", "in"}}), 40);
+  EXPECT_EQ(text.Value("onecard_worker_kv_swap_bytes_total", {{"direction", "out"}}), 70 << 20);
+  EXPECT_EQ(text.Value("onecard_worker_kv_swap_bytes_total", {{"direction", "in"}}), 40 << 20);
 }
 
 // Hits are the prompt tokens served from the prefix cache, misses the rest;
