@@ -2,7 +2,8 @@
 # One call on the GPU machine for issue 19 (models larger than the card):
 # what pack.sh bundled (PACK_TARGETS="gpu_cuda_model_runner_test
 # cuda_memory_plan_test onecard-bench-cuda" at least), then
-#   tests   the offload suites (CudaModelRunnerOffloadTest, PlacementPlanTest)
+#   tests   the offload suites (CudaModelRunnerOffloadTest, PlacementPlanTest,
+#           CudaKvSwapTest)
 #           and the host's CPU facts (lscpu), in $OUT/tests.log, $OUT/machine.txt
 #   bench   onecard-bench-cuda with the given arguments, records in
 #           $OUT/results.jsonl, tables in $OUT/bench.log
@@ -30,7 +31,7 @@ if [[ $what == tests || $what == both ]]; then
     >"$OUT/machine.txt" 2>&1
   "$dir/bin/cuda_memory_plan_test" --gtest_filter='PlacementPlanTest.*' >"$OUT/tests.log" 2>&1 ||
     status=1
-  timeout 400 "$dir/bin/gpu_cuda_model_runner_test" --gtest_filter='*Offload*' >>"$OUT/tests.log" 2>&1 ||
+  timeout 400 "$dir/bin/gpu_cuda_model_runner_test" --gtest_filter='*Offload*:*KvSwap*' >>"$OUT/tests.log" 2>&1 ||
     status=1
   grep -E "^\[  (PASSED|FAILED) |tests? ran" "$OUT/tests.log"
 fi

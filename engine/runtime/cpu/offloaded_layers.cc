@@ -3,7 +3,9 @@
 #include "engine/runtime/cpu/offloaded_layers.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <mutex>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -100,7 +102,10 @@ void OffloadedLayers::Linear(const HostWeight& w, const uint16_t* x, int32_t t, 
   float* xf = Grown(x_f32_, int64_t{t} * w.k);
   float* yf = Grown(y_f32_, int64_t{t} * w.n);
   for (int64_t i = 0; i < int64_t{t} * w.k; ++i) xf[i] = Bf16ToFloat(x[i]);
+  const auto t0 = std::chrono::steady_clock::now();
   HostLinearForward(pool_, w, xf, t, yf, &scratch_);
+  linear_us_ +=
+      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
   for (int64_t i = 0; i < int64_t{t} * w.n; ++i) y[i] = FloatToBf16(yf[i]);
 }
 
@@ -208,17 +213,27 @@ absl::Status OffloadedLayers::WriteKv(int64_t layer, const OffloadedStep& step,
   const int64_t index = index_[layer];
   const int64_t t = step.num_tokens;
   float* f = Grown(kv_f32_, t * kv_row());
-  for (int64_t i = 0; i < t * kv_row(); ++i) f[i] = Bf16ToFloat(kv[i]);
-  return KvCacheWriteRef({.dtype = DType::kF32,
-                          .k = f,
-                          .v = f + kv_dim_,
-                          .k_token_stride = kv_row(),
-                          .v_token_stride = kv_row(),
-                          .k_cache = k_pools_[index].data(),
-                          .v_cache = v_pools_[index].data(),
-                          .layout = layout_,
-                          .slot_mapping = step.slots,
-                          .num_tokens = step.num_tokens});
+  // Tokens in parallel (a prefill's rows: thousands of tokens a layer).
+  std::mutex mu;
+  absl::Status status;
+  pool_.ParallelFor(t, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin * kv_row(); i < end * kv_row(); ++i) f[i] = Bf16ToFloat(kv[i]);
+    absl::Status s = KvCacheWriteRef({.dtype = DType::kF32,
+                                      .k = f + begin * kv_row(),
+                                      .v = f + begin * kv_row() + kv_dim_,
+                                      .k_token_stride = kv_row(),
+                                      .v_token_stride = kv_row(),
+                                      .k_cache = k_pools_[index].data(),
+                                      .v_cache = v_pools_[index].data(),
+                                      .layout = layout_,
+                                      .slot_mapping = step.slots + begin,
+                                      .num_tokens = static_cast<int32_t>(end - begin)});
+    if (!s.ok()) {
+      std::lock_guard<std::mutex> lock(mu);
+      status.Update(s);
+    }
+  });
+  return status;
 }
 
 }  // namespace onecard::engine

@@ -29,6 +29,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -80,6 +81,8 @@ class OffloadedLayers {
   int64_t kv_row() const { return 2 * kv_dim_; }
   int64_t pool_bytes() const;
   int num_threads() const { return pool_.num_threads(); }
+  // Time spent in HostLinearForward since the last call (microseconds).
+  double TakeLinearMicros() { return std::exchange(linear_us_, 0.0); }
 
   // Layers first..last (each held) over residual (BF16 [num_tokens, hidden],
   // in place); the i-th layer's K/V rows go to
@@ -107,6 +110,7 @@ class OffloadedLayers {
   std::vector<std::vector<float>> k_pools_, v_pools_;  // per held layer [PoolElements()]
   ThreadPool pool_;
   HostLinearScratch scratch_;
+  double linear_us_ = 0;
   // Activations of one Run, for max_tokens tokens.
   std::vector<uint16_t> normed_, qkv_, attn_, proj_, gate_up_, act_, fused_;  // BF16
   std::vector<float> x_f32_, y_f32_, q_f32_, kv_f32_, attn_f32_;

@@ -404,6 +404,7 @@ absl::Status CudaRunnerImpl::Run(const BatchInput& batch, const SampleInputs* sa
   CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
   RETURN_IF_ERROR(FinishCpuStep(shape));
   timing_.cpu_us = cpu_us_;
+  if (cpu_layers_ != nullptr) timing_.cpu_linear_us = cpu_layers_->TakeLinearMicros();
   if (options_.time_steps) {
     float gpu_ms = 0.0f;
     CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&gpu_ms, step_start_, step_end_));

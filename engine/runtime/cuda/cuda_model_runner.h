@@ -113,7 +113,7 @@ struct CudaRunnerOptions {
   int32_t gpu_layers = -1;
   // Threads the CPU computes offloaded layers with (steps of up to
   // PlacementPlan::cpu_max_rows rows; the cost model decides how many layers,
-  // cpu_span.h); 0: one a hardware thread but one (the runner's thread's);
+  // cpu_span.h); 0: one a hardware thread but four (the CUDA driver's);
   // -1: the CPU computes none (every offloaded layer streams).
   int32_t offload_cpu_threads = 0;
   // This many of the offloaded layers on the CPU; -1: the cost model's count.
@@ -127,7 +127,8 @@ struct CudaStepTiming {
   double gpu_us = 0;      // on the device: the metadata copy in to the outputs' copy out
                           // (options.time_steps; 0 for steps returning every token's logits)
   bool graph = false;     // ran as a CUDA graph replay
-  double cpu_us = 0;      // the CPU computing offloaded layers (its host nodes, summed)
+  double cpu_us = 0;         // the CPU computing offloaded layers (its host nodes, summed)
+  double cpu_linear_us = 0;  // of which in the products (HostLinearForward)
 };
 
 class CudaModelRunner : public ModelRunner {

@@ -124,13 +124,14 @@ absl::Status Decode(const Preset& preset, int32_t batch, engine::CudaModelRunner
   BatchDriver driver(&runner, batch, kPrompt, kPrompt + kSteps + 8);
   RETURN_IF_ERROR(driver.Prefill());
   double total_ms = 0;
-  std::vector<double> step_ms, cpu_ms;
+  std::vector<double> step_ms, cpu_ms, linear_ms;
   for (int32_t i = 0; i < kSteps; ++i) {
     ASSIGN_OR_RETURN(const double ms, driver.DecodeStep());
     if (i < kUntimed) continue;
     total_ms += ms;
     step_ms.push_back(ms);
     cpu_ms.push_back(runner.last_step_timing().cpu_us * 1e-3);
+    linear_ms.push_back(runner.last_step_timing().cpu_linear_us * 1e-3);
   }
   const engine::StepPrediction predicted = engine::PredictPlanStep(in, *place, batch);
   const bool cpu = batch <= place->cpu_max_rows;
@@ -144,6 +145,7 @@ absl::Status Decode(const Preset& preset, int32_t batch, engine::CudaModelRunner
   reporter.Add({kScenario, name, "ms_per_step", Median(step_ms), "ms", {}});
   reporter.Add({kScenario, name, "predicted_ms_per_step", predicted.step_s * 1e3, "ms", {}});
   reporter.Add({kScenario, name, "cpu_ms_per_step", Median(cpu_ms), "ms", {}});
+  reporter.Add({kScenario, name, "cpu_products_ms_per_step", Median(linear_ms), "ms", {}});
   reporter.Add({kScenario, name, "predicted_cpu_ms", predicted.cpu_s * 1e3, "ms", {}});
   reporter.Add({kScenario, name, "predicted_stream_ms", predicted.stream_s * 1e3, "ms", {}});
   reporter.Add({kScenario, name, "streamed_bytes_per_token", streamed / batch, "B", {}});
