@@ -194,7 +194,7 @@ struct EngineOptions {
   // needs cpu_memory_budget > 0; -1 = as many as fit.
   int32_t gpu_layers = -1;
   // cuda backend: threads the CPU computes offloaded layers with (0 = every
-  // hardware thread but four, -1 = none: every offloaded layer streams), and
+  // hardware thread but one, -1 = none: every offloaded layer streams), and
   // how many of them it takes (-1 = the cost model's count).
   int32_t offload_cpu_threads = 0;
   int32_t offload_cpu_layers = -1;

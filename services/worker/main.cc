@@ -78,7 +78,7 @@ ABSL_FLAG(std::optional<int32_t>, offload_ring_layers, std::nullopt,
           "CUDA backend: device slots the streamed layers pass through (default 2)");
 ABSL_FLAG(std::optional<int32_t>, offload_cpu_threads, std::nullopt,
           "CUDA backend: threads the CPU computes offloaded layers with (default 0: every "
-          "hardware thread but four; -1: the CPU computes none, every offloaded layer streams)");
+          "hardware thread but one; -1: the CPU computes none, every offloaded layer streams)");
 ABSL_FLAG(std::optional<int32_t>, offload_cpu_layers, std::nullopt,
           "CUDA backend: this many offloaded layers on the CPU (default -1: the cost model's "
           "count)");

@@ -149,13 +149,13 @@ bool CudaRunnerImpl::CpuCanCompute() const {
 }
 
 int CudaRunnerImpl::CpuThreads() const {
-  // By default every hardware thread but four: the CUDA driver's threads
-  // run beside the host nodes, and a pool thread that shares a core with one
-  // holds up every fixed partition it is part of (on the 16-core H200 host,
-  // 15 threads computed a 123B layer in ~16 ms where 12 took ~12 ms).
+  // By default every hardware thread but one (the runner's thread, which
+  // sleeps on a blocking-sync event through a CPU step; 16 threads on the
+  // 16-core H200 host were slower than 15, and 12 slower still: the kernel
+  // is bound by each core's arithmetic as much as by memory).
   return options_.offload_cpu_threads > 0
              ? options_.offload_cpu_threads
-             : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) - 4);
+             : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) - 1);
 }
 
 HostWeight CudaRunnerImpl::HostCopy(const CudaWeight& w, int64_t layer) const {

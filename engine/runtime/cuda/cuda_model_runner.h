@@ -113,7 +113,7 @@ struct CudaRunnerOptions {
   int32_t gpu_layers = -1;
   // Threads the CPU computes offloaded layers with (steps of up to
   // PlacementPlan::cpu_max_rows rows; the cost model decides how many layers,
-  // cpu_span.h); 0: one a hardware thread but four (the CUDA driver's);
+  // cpu_span.h); 0: one a hardware thread but one (the runner's);
   // -1: the CPU computes none (every offloaded layer streams).
   int32_t offload_cpu_threads = 0;
   // This many of the offloaded layers on the CPU; -1: the cost model's count.

@@ -52,7 +52,7 @@ TEST(WorkerConfigTest, DefaultsFromTheProto) {
   EXPECT_EQ(c.kv_cache().swap_space(), "");     // no KV swap
   EXPECT_EQ(c.cuda().gpu_layers(), -1);         // as many as fit
   EXPECT_EQ(c.cuda().offload_ring_layers(), 2);
-  EXPECT_EQ(c.cuda().offload_cpu_threads(), 0);  // every hardware thread but four
+  EXPECT_EQ(c.cuda().offload_cpu_threads(), 0);  // every hardware thread but one
   EXPECT_EQ(c.cuda().offload_cpu_layers(), -1);  // the cost model's count
   EXPECT_TRUE(ValidateWorkerConfig(c).ok());
 }

@@ -50,7 +50,7 @@ ABSL_FLAG(int64_t, tuner_at_cap, 0,
 ABSL_FLAG(int32_t, offload_cpu_layers, -1,
           "offload presets: this many offloaded layers on the CPU; -1 = the cost model's count");
 ABSL_FLAG(int32_t, offload_cpu_threads, 0,
-          "offload presets: the CPU's threads; 0 = every core but four, -1 = stream every layer");
+          "offload presets: the CPU's threads; 0 = every core but one, -1 = stream every layer");
 ABSL_FLAG(int32_t, offload_ring_layers, 2, "offload presets: device slots of the ring");
 ABSL_FLAG(std::string, kv_cache_dtype, "auto",
           "the decode presets' KV cache: auto (BF16), bf16 or fp8 (E4M3, calibrated scales)");
