@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cassert>
-#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "engine/runtime/cpu/host_linear_kernels.h"
@@ -24,15 +23,19 @@ absl::Status WeightError(absl::string_view name, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat("host weight ", name, ": ", what));
 }
 
+absl::Status Unsupported(absl::string_view name, absl::string_view what) {
+  return absl::UnimplementedError(absl::StrCat("host weight ", name, ": ", what));
+}
+
 absl::Status CheckInt4(const HostWeight& w, absl::string_view name) {
   if (w.n <= 0 || w.n % kInt4TileRows != 0 || w.k <= 0 || w.k % kInt4TileCols != 0) {
-    return WeightError(
-        name, absl::StrCat("4-bit shape [", w.n, ", ", w.k, "] must have n % ", kInt4TileRows,
-                           " == 0 and k % ", kInt4TileCols, " == 0, both positive"));
+    return Unsupported(
+        name, absl::StrCat("4-bit shape [", w.n, ", ", w.k, "] is not supported; supported: n % ",
+                           kInt4TileRows, " == 0 and k % ", kInt4TileCols, " == 0, both positive"));
   }
   if (w.group < kInt4MinGroup || w.group % kInt4MinGroup != 0 || w.k % w.group != 0) {
-    return WeightError(name, absl::StrCat("group size ", w.group, " must be a multiple of ",
-                                          kInt4MinGroup, " dividing k = ", w.k));
+    return Unsupported(name, absl::StrCat("group size ", w.group, " is not supported; supported: ",
+                                          "a multiple of ", kInt4MinGroup, " dividing k = ", w.k));
   }
   if (w.data == nullptr || w.scales == nullptr) {
     return WeightError(name, "4-bit codes and scales must not be null");
@@ -184,7 +187,7 @@ absl::Status CheckHostWeight(const HostWeight& w, absl::string_view name) {
       }
       return absl::OkStatus();
   }
-  return WeightError(name, absl::StrCat("format ", static_cast<int>(w.format),
+  return Unsupported(name, absl::StrCat("format ", static_cast<int>(w.format),
                                         " is not supported; supported: BF16, 4-bit"));
 }
 

@@ -70,9 +70,10 @@ struct HostLinearScratch {
   std::vector<float> x_sums;       // 4-bit: [rows, k / group] sums of x over each group
 };
 
-// OK, or InvalidArgument naming `name` and what is wrong: the shape rules
-// above, the pointers the format needs (and none it does not take), a column
-// map that is not a permutation of [0, k).
+// OK; Unimplemented naming `name` and what is supported for a format, shape
+// or group size outside the rules above; InvalidArgument naming `name` for a
+// pointer the format needs that is null (or one it does not take that is
+// not), or a column map that is not a permutation of [0, k).
 absl::Status CheckHostWeight(const HostWeight& w, absl::string_view name);
 
 // y [rows, w.n] = x [rows, w.k] W^T, fp32 in and out, with the kernels of

@@ -9,6 +9,9 @@
 // multiply-adds a row of x (in fp32 lanes).
 // BF16: 1, 2 or 4 weight rows at a time, a 64-byte load a row giving its even
 // (shifted up) and odd (masked) columns in fp32.
+// Also the x layouts of both AVX-512 sets: sixteen columns a step (a gather
+// for act order), rounded to BF16 with integer operations (FloatToBf16's
+// result, NaN included), then permuted into lanes or packed into pairs.
 // Tested by tests/engine/runtime/cpu/host_linear_test.cc.
 #include <immintrin.h>
 

@@ -1,7 +1,8 @@
 // The portable kernels of HostLinearForward (host_linear_kernels.h): plain
 // loops over the same lanes as the AVX-512 ones, the layout's index math
 // through int4_layout.h. A 4-bit group's lane sums are summed, then scaled:
-// sum += s * (sum of (q - 8) x) + c * (sum of x).
+// sum += s * (sum of (q - 8) x) + c * (sum of x). Also x's layouts in fp32
+// lanes, column by column through FloatToBf16.
 // Tested by tests/engine/runtime/cpu/host_linear_test.cc.
 #include <cstring>
 

@@ -242,50 +242,60 @@ TEST(HostLinearTest, NoRowsWritesNothing) {
   EXPECT_EQ(y[0], 1.0f);
 }
 
-TEST(CheckHostWeightTest, NamesTheWeightAndTheProblem) {
+std::string CheckError(const HostWeight& w) {
+  return std::string(CheckHostWeight(w, "proj").message());
+}
+
+TEST(CheckHostWeightTest, Int4NamesTheWeightAndTheProblem) {
   const Int4Fixture good = MakeInt4(32, 128, 64, Int4Offsets::kZero, false, 101);
   ASSERT_TRUE(CheckHostWeight(good.w, "layers.0.mlp.down").ok());
-  auto error = [](HostWeight w) { return std::string(CheckHostWeight(w, "proj").message()); };
   HostWeight w = good.w;
   w.n = 40;
-  EXPECT_THAT(error(w), HasSubstr("n % 16 == 0"));
+  EXPECT_EQ(CheckHostWeight(w, "proj").code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(CheckError(w), HasSubstr("n % 16 == 0"));
   w = good.w;
   w.k = 96;
-  EXPECT_THAT(error(w), HasSubstr("k % 64 == 0"));
+  EXPECT_THAT(CheckError(w), HasSubstr("k % 64 == 0"));
   w = good.w;
   w.group = 48;
-  EXPECT_THAT(error(w), HasSubstr("group size 48"));
+  EXPECT_THAT(CheckError(w), HasSubstr("group size 48"));
   w = good.w;
   w.group = 256;  // does not divide k = 128
-  EXPECT_THAT(error(w), HasSubstr("dividing k = 128"));
+  EXPECT_THAT(CheckError(w), HasSubstr("dividing k = 128"));
   w = good.w;
   w.scales = nullptr;
-  EXPECT_THAT(error(w), HasSubstr("scales must not be null"));
+  EXPECT_EQ(CheckHostWeight(w, "proj").code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(CheckError(w), HasSubstr("scales must not be null"));
   w = good.w;
   w.offsets = nullptr;
-  EXPECT_THAT(error(w), HasSubstr("offsets must be given"));
+  EXPECT_THAT(CheckError(w), HasSubstr("offsets must be given"));
   w = good.w;
   w.offset_kind = Int4Offsets::kSymmetric;  // offsets given
-  EXPECT_THAT(error(w), HasSubstr("offsets must be given"));
+  EXPECT_THAT(CheckError(w), HasSubstr("offsets must be given"));
   std::vector<int32_t> columns = testing::Shuffled(128, 3);
   columns[5] = columns[6];
   w = good.w;
   w.columns = columns.data();
-  EXPECT_THAT(error(w), HasSubstr("not a permutation"));
+  EXPECT_THAT(CheckError(w), HasSubstr("not a permutation"));
   columns[5] = 128;
-  EXPECT_THAT(error(w), HasSubstr("not a permutation"));
+  EXPECT_THAT(CheckError(w), HasSubstr("not a permutation"));
+  EXPECT_THAT(CheckError(w), HasSubstr("host weight proj"));
+}
+
+TEST(CheckHostWeightTest, Bf16NamesTheWeightAndTheProblem) {
+  const Int4Fixture int4 = MakeInt4(32, 128, 64, Int4Offsets::kZero, false, 101);
   const Bf16Fixture bf16 = MakeBf16(3, 5, 102);
   ASSERT_TRUE(CheckHostWeight(bf16.w, "lm_head").ok());
-  w = bf16.w;
+  HostWeight w = bf16.w;
   w.k = 0;
-  EXPECT_THAT(error(w), HasSubstr("must be positive"));
+  EXPECT_THAT(CheckError(w), HasSubstr("must be positive"));
   w = bf16.w;
-  w.scales = good.w.scales;
-  EXPECT_THAT(error(w), HasSubstr("no scales"));
+  w.scales = int4.w.scales;
+  EXPECT_THAT(CheckError(w), HasSubstr("no scales"));
   w = bf16.w;
   w.data = nullptr;
-  EXPECT_THAT(error(w), HasSubstr("data must not be null"));
-  EXPECT_THAT(error(w), HasSubstr("host weight proj"));
+  EXPECT_THAT(CheckError(w), HasSubstr("data must not be null"));
+  EXPECT_THAT(CheckError(w), HasSubstr("host weight proj"));
 }
 
 }  // namespace
