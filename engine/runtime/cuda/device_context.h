@@ -77,10 +77,9 @@ class PinnedBuffer {
   static absl::StatusOr<std::unique_ptr<PinnedBuffer>> Create(int64_t bytes);
   // Page-locked memory for a large buffer the CPU streams through as well
   // as the copy engine (offloaded weights): anonymous memory in 2 MiB
-  // aligned runs, advised into transparent huge pages (the CPU's prefetchers
-  // stop at page boundaries, and 4 KiB pages cost the kernels a quarter of
-  // their read rate), then registered with CUDA. ResourceExhausted when the
-  // host refuses either step.
+  // aligned runs, advised into transparent huge pages (fewer TLB misses and
+  // page-bounded prefetch streams for the CPU's kernels), then registered
+  // with CUDA. ResourceExhausted when the host refuses either step.
   static absl::StatusOr<std::unique_ptr<PinnedBuffer>> CreateLarge(int64_t bytes);
   ~PinnedBuffer();
   PinnedBuffer(const PinnedBuffer&) = delete;
