@@ -175,14 +175,12 @@ absl::StatusOr<PlacementPlan> PlanPlacement(const PlacementInput& input) {
     largest = std::max(largest, layer_bytes[l]);
   }
   const int64_t other = OtherWeightBytes(c);
-  // The card keeps room for the largest ring any split needs (ring_layers
-  // slots, and as many for the CPU's layers when the CPU may take some).
   const bool can_cpu = in.rates.host_read_bytes_per_s > 0 && in.cpu_layers != 0;
-  const int64_t ring = int64_t{in.ring_layers} * (can_cpu ? 2 : 1) * largest;
-  // The most leading layers the card holds beside the other weights (and the
-  // ring when any layer is offloaded).
-  auto device_layers = [&](bool with_ring) {
-    int64_t used = other + (with_ring ? ring : 0);
+  const int64_t ring = int64_t{in.ring_layers} * largest;
+  // The most leading layers the card holds beside the other weights and a
+  // ring of `rings` times ring_layers slots.
+  auto device_layers = [&](int rings) {
+    int64_t used = other + rings * ring;
     int32_t n = 0;
     const int32_t most =
         in.max_device_layers >= 0 ? std::min(in.max_device_layers, num_layers) : num_layers;
@@ -192,39 +190,46 @@ absl::StatusOr<PlacementPlan> PlanPlacement(const PlacementInput& input) {
   const bool can_stream = in.rates.h2d_bytes_per_s > 0;
   PlacementPlan best;
   bool found = false;
-  int32_t n_dev = device_layers(false);
-  if (n_dev >= 0 && n_dev < num_layers) n_dev = device_layers(true);  // offloading: the ring too
-  // Every offloaded layer passes through the ring in the steps too large
-  // for the CPU; of them, the CPU computes those that make the batch-1 step
-  // shortest (ties: fewer CPU layers).
-  if (n_dev >= 0 && (n_dev == num_layers || can_stream)) {
+  const auto consider = [&](int32_t n_dev, int32_t n_cpu) {
     const int32_t n_off = num_layers - n_dev;
-    const int32_t forced = std::min(in.cpu_layers, n_off);
-    for (int32_t n_cpu = std::max(forced, 0); n_cpu <= (forced >= 0 ? forced
-                                                        : can_cpu   ? n_off
-                                                                    : 0);
-         ++n_cpu) {
-      const std::vector<LayerPlace> layers =
-          ArrangePlacement(layer_bytes, n_dev, n_off - n_cpu, n_cpu);
-      const StepPrediction batch1 = PredictStep(in, layers, 1);
-      if (found && batch1.step_s >= best.batch1.step_s) continue;
-      found = true;
-      best.layers = layers;
-      best.device_layers = n_dev;
-      best.streamed_layers = n_off - n_cpu;
-      best.cpu_layers = n_cpu;
-      best.ring_bytes = int64_t{RingSlots(in.ring_layers, n_off - n_cpu, n_cpu)} * largest;
-      best.batch1 = batch1;
+    const std::vector<LayerPlace> layers =
+        ArrangePlacement(layer_bytes, n_dev, n_off - n_cpu, n_cpu);
+    const StepPrediction batch1 = PredictStep(in, layers, 1);
+    if (found && batch1.step_s >= best.batch1.step_s) return;
+    found = true;
+    best.layers = layers;
+    best.device_layers = n_dev;
+    best.streamed_layers = n_off - n_cpu;
+    best.cpu_layers = n_cpu;
+    best.ring_bytes = int64_t{RingSlots(in.ring_layers, n_off - n_cpu, n_cpu)} * largest;
+    best.batch1 = batch1;
+  };
+  // Every offloaded layer passes through the ring in the steps too large
+  // for the CPU (ring_layers slots, and as many more when the CPU takes
+  // some); of them, the CPU computes those that make the batch-1 step
+  // shortest (ties: fewer CPU layers).
+  const int32_t whole = device_layers(0);
+  if (whole == num_layers) {
+    consider(whole, 0);
+  } else if (whole >= 0 && can_stream) {
+    if (const int32_t n_dev = device_layers(1); n_dev >= 0 && in.cpu_layers <= 0) {
+      consider(n_dev, 0);
+    }
+    if (const int32_t n_dev = device_layers(2); n_dev >= 0 && can_cpu) {
+      const int32_t n_off = num_layers - n_dev;
+      const int32_t lo = in.cpu_layers > 0 ? std::min(in.cpu_layers, n_off) : 1;
+      const int32_t hi = in.cpu_layers > 0 ? lo : n_off;
+      for (int32_t n_cpu = lo; n_cpu <= hi; ++n_cpu) consider(n_dev, n_cpu);
     }
   }
   const int64_t offloaded_min = [&] {
-    const int32_t n = std::max(device_layers(false), 0);
+    const int32_t n = std::max(device_layers(0), 0);
     int64_t bytes = 0;
     for (int32_t l = n; l < num_layers; ++l) bytes += layer_bytes[l];
     return bytes;
   }();
   if (!found) {
-    if (device_layers(false) < 0) {
+    if (device_layers(0) < 0) {
       return absl::ResourceExhaustedError(absl::StrFormat(
           "%s: --gpu-memory-budget leaves %.2f GiB for weights; the embeddings, LM head and norms "
           "alone take %.2f GiB (weights %s)",
