@@ -145,12 +145,11 @@ TEST(HelmChartTest, WorkerConfigCarriesTheEngineOptions) {
   EXPECT_EQ(defaults.worker().cuda().offload_cpu_threads(), 0);
   EXPECT_EQ(defaults.worker().cuda().offload_cpu_layers(), -1);
   const std::vector<json> docs = Render(
-      {},
-      {"worker.config.kv_cache_dtype=bf16", "worker.config.fp8_compute=w8a16",
-       "worker.config.scheduler.aging_interval=30s", "worker.config.cuda.cpu_memory_budget=96GiB",
-       "worker.config.cuda.gpu_layers=40", "worker.config.cuda.offload_ring_layers=3",
-       "worker.config.cuda.offload_cpu_threads=14", "worker.config.cuda.offload_cpu_layers=30",
-       "worker.config.kv_cache.swap_space=32GiB"});
+      {}, {"worker.config.kv_cache_dtype=bf16", "worker.config.fp8_compute=w8a16",
+           "worker.config.scheduler.aging_interval=30s",
+           "worker.config.cuda.cpu_memory_budget=96GiB", "worker.config.cuda.gpu_layers=40",
+           "worker.config.cuda.offload_ring_layers=3", "worker.config.cuda.offload_cpu_threads=14",
+           "worker.config.cuda.offload_cpu_layers=30", "worker.config.kv_cache.swap_space=32GiB"});
   const v1::OnecardConfig set =
       ParseConfig(FindObject(docs, "ConfigMap", "-config"), "onecard.yaml");
   EXPECT_EQ(set.worker().kv_cache_dtype(), "bf16");

@@ -31,20 +31,7 @@ constexpr int32_t kBlock = 16;
 constexpr int32_t kPrompt = 40;  // three blocks
 constexpr int32_t kDecodes = 6;  // the third block fills up to 46 tokens
 
-ModelConfig Config() {
-  ModelConfig c;
-  c.architecture = Architecture::kLlama;
-  c.name = "kv-swap-4l";
-  c.vocab_size = 1000;
-  c.hidden_size = 256;
-  c.intermediate_size = 512;
-  c.num_layers = 4;
-  c.num_heads = 4;
-  c.num_kv_heads = 2;
-  c.head_dim = 64;
-  c.max_position_embeddings = 512;
-  return c;
-}
+ModelConfig Config() { return SmallLlamaConfig("kv-swap-4l", 4); }
 
 CudaRunnerOptions Options(bool fp8) {
   CudaRunnerOptions o = TestOptions();

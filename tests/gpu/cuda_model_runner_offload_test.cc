@@ -31,20 +31,7 @@ namespace {
 
 using onecard::testing::SourcePath;
 
-ModelConfig SixLayers() {
-  ModelConfig c;
-  c.architecture = Architecture::kLlama;
-  c.name = "offload-6l";
-  c.vocab_size = 1000;
-  c.hidden_size = 256;
-  c.intermediate_size = 512;
-  c.num_layers = 6;
-  c.num_heads = 4;
-  c.num_kv_heads = 2;
-  c.head_dim = 64;
-  c.max_position_embeddings = 512;
-  return c;
-}
+ModelConfig SixLayers() { return SmallLlamaConfig("offload-6l", 6); }
 
 CudaRunnerOptions Base() {
   CudaRunnerOptions o = TestOptions();

@@ -65,6 +65,21 @@ double Rms(const std::vector<float>& v) {
   return std::sqrt(s / std::max<size_t>(v.size(), 1));
 }
 
+ModelConfig SmallLlamaConfig(const std::string& name, int64_t num_layers) {
+  ModelConfig c;
+  c.architecture = Architecture::kLlama;
+  c.name = name;
+  c.vocab_size = 1000;
+  c.hidden_size = 256;
+  c.intermediate_size = 512;
+  c.num_layers = num_layers;
+  c.num_heads = 4;
+  c.num_kv_heads = 2;
+  c.head_dim = 64;
+  c.max_position_embeddings = 512;
+  return c;
+}
+
 CudaRunnerOptions TestOptions() {
   CudaRunnerOptions o;
   o.gpu_memory_budget = 3 * kGiB;

@@ -80,6 +80,9 @@ class OneSequence {
 
 double Rms(const std::vector<float>& v);
 CudaRunnerOptions TestOptions();
+// A small Llama-shaped model for random-weight runner tests: vocab 1000,
+// hidden 256, intermediate 512, 4 heads of 64, 2 KV heads, 512 positions.
+ModelConfig SmallLlamaConfig(const std::string& name, int64_t num_layers);
 
 // A golden checkpoint and its CPU runner, the reference (the checkpoint on
 // the heap: the runner may keep pointers into it).

@@ -40,20 +40,6 @@ double MeanCall(Fn fn) {
   return s / static_cast<double>(calls);
 }
 
-// The best of `runs` timings of fn after one untimed (seconds).
-template <typename Fn>
-double BestOf(int runs, Fn fn) {
-  fn();
-  double best = 0;
-  for (int i = 0; i < runs; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
-    fn();
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (i == 0 || s < best) best = s;
-  }
-  return best;
-}
-
 }  // namespace
 
 absl::Status MeasureCpuRates(ThreadPool& pool, int64_t hidden, cudaStream_t stream,
@@ -90,16 +76,15 @@ absl::Status MeasureCpuRates(ThreadPool& pool, int64_t hidden, cudaStream_t stre
   // the kernel runs over and over until they are done.
   constexpr int64_t kCopy = 256LL << 20, kCopies = 24;
   void* device = nullptr;
-  void* host = nullptr;
   cudaEvent_t start = nullptr, stop = nullptr;
   absl::Cleanup freed = [&] {
     if (device != nullptr) cudaFree(device);
-    if (host != nullptr) cudaFreeHost(host);
     if (start != nullptr) cudaEventDestroy(start);
     if (stop != nullptr) cudaEventDestroy(stop);
   };
   CUDA_RETURN_IF_ERROR(cudaMalloc(&device, kCopy));
-  CUDA_RETURN_IF_ERROR(cudaMallocHost(&host, kCopy));
+  ASSIGN_OR_RETURN(std::unique_ptr<PinnedBuffer> pinned, PinnedBuffer::Create(kCopy));
+  char* host = pinned->data();
   std::memset(host, 0, kCopy);
   CUDA_RETURN_IF_ERROR(cudaEventCreate(&start));
   CUDA_RETURN_IF_ERROR(cudaEventCreate(&stop));
@@ -126,7 +111,7 @@ absl::Status MeasureCpuRates(ThreadPool& pool, int64_t hidden, cudaStream_t stre
   const auto call = [&](cudaError_t e, const char* what) {
     status.Update(CudaCallStatus(e, what, __FILE__, __LINE__));
   };
-  rates->span_s = BestOf(5, [&] {
+  rates->span_s = MeanCall([&] {
     if (!status.ok()) return;
     call(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, stream), "span down");
     call(cudaLaunchHostFunc(stream, NoOp, nullptr), "span host node");
@@ -254,7 +239,7 @@ void CudaRunnerImpl::RunCpuSpan(void* data) {
       std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
 }
 
-absl::Status CudaRunnerImpl::EnqueueCpuSpan(const CpuSpan& span, const StepShape& shape,
+absl::Status CudaRunnerImpl::EnqueueCpuSpan(CpuSpan& span, const StepShape& shape,
                                             int32_t* partials) {
   cudaStream_t stream = ctx_->stream();
   const int32_t t = shape.tokens;
@@ -263,8 +248,7 @@ absl::Status CudaRunnerImpl::EnqueueCpuSpan(const CpuSpan& span, const StepShape
   *partials = 1;
   CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(cpu_io_->data(), buf_.residual, residual_bytes,
                                        cudaMemcpyDeviceToHost, stream));
-  CUDA_RETURN_IF_ERROR(
-      cudaLaunchHostFunc(stream, &CudaRunnerImpl::RunCpuSpan, const_cast<CpuSpan*>(&span)));
+  CUDA_RETURN_IF_ERROR(cudaLaunchHostFunc(stream, &CudaRunnerImpl::RunCpuSpan, &span));
   CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(buf_.residual, cpu_io_->data(), residual_bytes,
                                        cudaMemcpyHostToDevice, stream));
   const int64_t kv_row = cpu_layers_->kv_row();

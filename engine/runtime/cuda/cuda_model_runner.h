@@ -122,11 +122,11 @@ struct CudaRunnerOptions {
 
 // Host-side time of the last step (what the CPU spent before waiting).
 struct CudaStepTiming {
-  double enqueue_us = 0;  // packing metadata + copies + launches (or graph launch)
-  double total_us = 0;    // until the outputs were on the host
-  double gpu_us = 0;      // on the device: the metadata copy in to the outputs' copy out
-                          // (options.time_steps; 0 for steps returning every token's logits)
-  bool graph = false;     // ran as a CUDA graph replay
+  double enqueue_us = 0;     // packing metadata + copies + launches (or graph launch)
+  double total_us = 0;       // until the outputs were on the host
+  double gpu_us = 0;         // on the device: the metadata copy in to the outputs' copy out
+                             // (options.time_steps; 0 for steps returning every token's logits)
+  bool graph = false;        // ran as a CUDA graph replay
   double cpu_us = 0;         // the CPU computing offloaded layers (its host nodes, summed)
   double cpu_linear_us = 0;  // of which in the products (HostLinearForward)
 };

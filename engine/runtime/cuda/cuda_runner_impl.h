@@ -170,7 +170,7 @@ class CudaRunnerImpl : public CudaModelRunner {
   // Where the span starting at layer `first` leaves its layers' K/V rows.
   uint16_t* CpuKvRows(int64_t first) const;
   static void RunCpuSpan(void* span);  // the host node
-  absl::Status EnqueueCpuSpan(const CpuSpan& span, const StepShape& shape, int32_t* partials);
+  absl::Status EnqueueCpuSpan(CpuSpan& span, const StepShape& shape, int32_t* partials);
   // After a CPU layer ran on the card: its K/V rows of the step down to kv_mirror_.
   absl::Status EnqueueKvMirror(int64_t layer, const StepShape& shape);
   // After the step: a host node's error, or the mirrored K/V rows into the
