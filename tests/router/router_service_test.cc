@@ -471,6 +471,17 @@ TEST_F(RouterServiceTest, ClientDeadlineIsCountedAsDeadlineExceeded) {
   std::thread holder = Occupy(worker.get(), 2006, &held, &held_context);
   Result queued = Generate(Tokens({1001}), kKey, absl::Milliseconds(300));
   EXPECT_EQ(queued.status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  // The router's deadline for a call is set when the call reaches it, a
+  // moment after the client's: the worker is freed only once the router has
+  // taken the call off its queue, or it could still start it there.
+  const absl::Time until = absl::Now() + absl::Seconds(10);
+  auto queued_calls = [&] {
+    int64_t n = 0;
+    for (int64_t depth : router_->core().dispatcher().QueueDepths()) n += depth;
+    return n;
+  };
+  while (queued_calls() > 0 && absl::Now() < until) absl::SleepFor(absl::Milliseconds(5));
+  EXPECT_EQ(queued_calls(), 0);
   worker->Release();
   holder.join();
   // A call is counted when gRPC is done with it: wait until none is open.
