@@ -33,22 +33,28 @@ int64_t RunBytes(DType dtype, int64_t rows, int64_t cols) {
   return rows * (cols / BlockElements(dtype)) * BlockBytes(dtype);
 }
 
-cpu_linear::RowDot KernelFor(const cpu_linear::Kernels& k, DType dtype) {
+// A dtype's kernels: one row at a time, and kRowsAtOnce rows (null where none).
+struct DtypeKernels {
+  cpu_linear::RowDot row = nullptr;
+  cpu_linear::RowsDot rows = nullptr;
+};
+
+DtypeKernels KernelFor(const cpu_linear::Kernels& k, DType dtype) {
   switch (dtype) {
     case DType::kQ4_0:
-      return k.q4_0;
+      return {k.q4_0, k.q4_0_x4};
     case DType::kQ4_1:
-      return k.q4_1;
+      return {k.q4_1, k.q4_1_x4};
     case DType::kQ8_0:
-      return k.q8_0;
+      return {k.q8_0};
     case DType::kQ4_K:
-      return k.q4_k;
+      return {k.q4_k};
     case DType::kQ5_K:
-      return k.q5_k;
+      return {k.q5_k};
     case DType::kQ6_K:
-      return k.q6_k;
+      return {k.q6_k};
     default:
-      return nullptr;
+      return {};
   }
 }
 
@@ -68,10 +74,11 @@ const cpu_linear::Kernels& KernelsFor(CpuIsa isa) {
 // Output features [o_begin, o_end) of run `run` (whose first row is output
 // feature run_offset) for every row of x. fp32 runs are MatMul's slices;
 // block runs: each weight row meets the rows of x kMaxRows at a time (its
-// codes unpacked once for them).
+// codes unpacked once for them); a single row of x meets the weight rows
+// kRowsAtOnce at a time where the dtype has such a kernel (the same bits).
 void LinearSlice(const CpuWeightRows& run, int64_t run_offset, int64_t o_begin, int64_t o_end,
                  int64_t in, const CpuLinearArgs& a, int64_t out_features, const QuantizedRows& xq,
-                 cpu_linear::RowDot dot) {
+                 DtypeKernels kernels) {
   const float* bias = a.bias != nullptr ? a.bias + run_offset : nullptr;
   if (run.dtype == DType::kF32) {
     MatMulSlice({a.x, run.f32.data(), bias, a.y + run_offset, a.num_rows, in, run.rows},
@@ -79,6 +86,19 @@ void LinearSlice(const CpuWeightRows& run, int64_t run_offset, int64_t o_begin, 
     return;
   }
   const int64_t row_bytes = RunBytes(run.dtype, 1, in);
+  int64_t o = o_begin - run_offset;
+  if (a.num_rows == 1 && kernels.rows != nullptr) {
+    const cpu_linear::XRow x = {xq.q.data(), xq.d.data(), xq.sum16.data(), xq.dsum.data()};
+    for (; o + cpu_linear::kRowsAtOnce <= o_end - run_offset; o += cpu_linear::kRowsAtOnce) {
+      float dots[cpu_linear::kRowsAtOnce];
+      kernels.rows(run.blocks.data() + o * row_bytes, row_bytes, x, in, dots);
+      for (int i = 0; i < cpu_linear::kRowsAtOnce; ++i) {
+        a.y[run_offset + o + i] = bias != nullptr ? dots[i] + bias[o + i] : dots[i];
+      }
+    }
+  }
+  const int64_t o_first = o;  // the rows still to do
+  const cpu_linear::RowDot dot = kernels.row;
   cpu_linear::XRow x[kRowBlock];
   for (int64_t r0 = 0; r0 < a.num_rows; r0 += kRowBlock) {
     const int64_t r_end = std::min(a.num_rows, r0 + kRowBlock);
@@ -86,7 +106,7 @@ void LinearSlice(const CpuWeightRows& run, int64_t run_offset, int64_t o_begin, 
       x[r - r0] = {xq.q.data() + r * in, xq.d.data() + r * (in / 32),
                    xq.sum16.data() + r * (in / 16), xq.dsum.data() + r * (in / 32)};
     }
-    for (int64_t o = o_begin - run_offset; o < o_end - run_offset; ++o) {
+    for (o = o_first; o < o_end - run_offset; ++o) {
       const uint8_t* w = run.blocks.data() + o * row_bytes;
       for (int64_t r = r0; r < r_end; r += cpu_linear::kMaxRows) {
         const int n = static_cast<int>(std::min<int64_t>(cpu_linear::kMaxRows, r_end - r));
@@ -149,6 +169,12 @@ absl::StatusOr<CpuLinear> CpuLinear::FromBlocks(DType dtype, std::vector<uint8_t
         absl::StrCat(name, ": ", blocks.size(), " bytes of ", TypeName(dtype), " blocks; [", rows,
                      ", ", in_features, "] needs ", RunBytes(dtype, rows, in_features)));
   }
+  if (dtype == DType::kQ4_0 || dtype == DType::kQ4_1) {
+    const int64_t row_bytes = RunBytes(dtype, 1, in_features);
+    for (int64_t r = 0; r < rows; ++r) {
+      cpu_linear::PackQ4Row(dtype == DType::kQ4_1, blocks.data() + r * row_bytes, in_features);
+    }
+  }
   CpuLinear out;
   out.in_features_ = in_features;
   out.out_features_ = rows;
@@ -195,16 +221,29 @@ void CpuLinear::RowF32(int64_t r, float* out) const {
       std::copy_n(run.f32.data() + r * in_features_, in_features_, out);
       return;
     }
-    DequantizeElements(run.dtype, run.blocks.data() + RunBytes(run.dtype, r, in_features_),
-                       in_features_, out);
+    const uint8_t* row = run.blocks.data() + RunBytes(run.dtype, r, in_features_);
+    if (run.dtype == DType::kQ4_0 || run.dtype == DType::kQ4_1) {  // groups packed: unpack them
+      const int64_t row_bytes = RunBytes(run.dtype, 1, in_features_);
+      const int64_t group_bytes = 8 * BlockBytes(run.dtype);
+      std::vector<uint8_t> blocks(row, row + row_bytes);
+      for (int64_t at = 0; at + group_bytes <= row_bytes; at += group_bytes) {
+        cpu_linear::UnpackQ4Group(run.dtype == DType::kQ4_1, row + at, blocks.data() + at);
+      }
+      DequantizeElements(run.dtype, blocks.data(), in_features_, out);
+      return;
+    }
+    DequantizeElements(run.dtype, row, in_features_, out);
     return;
   }
 }
 
 namespace {
 
-// Blocks [b_begin, b_end) of 32 values of x into out (sized).
-void QuantizeBlocks(const float* x, int64_t b_begin, int64_t b_end, QuantizedRows* out) {
+// Blocks [b_begin, b_end) of 32 values of x into out (sized). Cloned for
+// AVX-512 and AVX2 so that the rounding is an instruction, not a call (the
+// same values in each: nearbyint rounds to nearest even in every clone).
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void QuantizeBlocks(
+    const float* x, int64_t b_begin, int64_t b_end, QuantizedRows* out) {
   for (int64_t b = b_begin; b < b_end; ++b) {
     const float* xb = x + b * 32;
     float amax = 0.0f;

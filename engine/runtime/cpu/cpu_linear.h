@@ -47,7 +47,9 @@ namespace onecard::engine {
 bool IsCpuLinearDtype(DType dtype);
 
 // Rows of one dtype: fp32 values in `f32`, or whole blocks in `blocks`
-// (rows * in_features / BlockElements(dtype) blocks, row after row).
+// (rows * in_features / BlockElements(dtype) blocks, row after row; in Q4_0
+// and Q4_1 rows each whole group of eight blocks is packed for the kernels,
+// the same bytes rearranged: PackQ4Row in cpu_linear_kernels.h).
 struct CpuWeightRows {
   DType dtype = DType::kF32;
   int64_t rows = 0;
@@ -62,9 +64,9 @@ class CpuLinear {
   // W from fp32 values [rows, in_features] (w.size() must be rows * in).
   static absl::StatusOr<CpuLinear> FromF32(std::vector<float> w, int64_t rows, int64_t in_features,
                                            absl::string_view name);
-  // W from GGUF blocks of `dtype`, row after row; in_features must be a
-  // multiple of the block's elements and blocks.size() match. Errors name
-  // `name` and what is wrong.
+  // W from GGUF blocks of `dtype`, row after row (Q4_0 and Q4_1 rows are
+  // packed in place); in_features must be a multiple of the block's elements
+  // and blocks.size() match. Errors name `name` and what is wrong.
   static absl::StatusOr<CpuLinear> FromBlocks(DType dtype, std::vector<uint8_t> blocks,
                                               int64_t rows, int64_t in_features,
                                               absl::string_view name);
@@ -81,7 +83,7 @@ class CpuLinear {
   bool quantized() const;
   // Bytes the weights hold.
   int64_t bytes() const;
-  // Row r in fp32 (embedding lookups, references).
+  // Row r in fp32, by the GGUF dequantizers (embedding lookups, references).
   void RowF32(int64_t r, float* out) const;
 
  private:

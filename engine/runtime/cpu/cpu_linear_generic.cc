@@ -1,6 +1,9 @@
 // The portable row kernels of CpuLinearForward (cpu_linear_kernels.h): plain
-// integer loops over each block, one fp32 sum a row in block order.
+// integer loops over each block, one fp32 sum a row in block order; and the
+// packing of Q4_0 / Q4_1 rows (PackQ4Row, UnpackQ4Group).
 // Tested by tests/engine/runtime/cpu/cpu_linear_test.cc.
+#include <cstring>
+
 #include "engine/common/fp16.h"
 #include "engine/model/quant_blocks.h"
 #include "engine/runtime/cpu/cpu_linear_kernels.h"
@@ -10,13 +13,19 @@ namespace {
 
 int32_t Sum32(const XRow& x, int64_t b) { return x.sum16[2 * b] + x.sum16[2 * b + 1]; }
 
-// Q4_0 (y = d (q - 8)) and Q4_1 (y = d q + m).
+// Q4_0 (y = d (q - 8)) and Q4_1 (y = d q + m); whole groups of eight blocks
+// are packed (PackQ4Row) and read back as blocks a group at a time.
 template <typename Block, bool kMin>
 float DotQ4(const uint8_t* w, const XRow& x, int64_t cols) {
   const auto* blocks = reinterpret_cast<const Block*>(w);
+  const int64_t nb = cols / 32, nb8 = nb - nb % 8;
+  Block group[8];
   float sum = 0.0f;
-  for (int64_t b = 0; b < cols / 32; ++b) {
-    const Block& blk = blocks[b];
+  for (int64_t b = 0; b < nb; ++b) {
+    if (b < nb8 && b % 8 == 0) {
+      UnpackQ4Group(kMin, w + b * sizeof(Block), reinterpret_cast<uint8_t*>(group));
+    }
+    const Block& blk = b < nb8 ? group[b % 8] : blocks[b];
     const int8_t* q = x.q + b * 32;
     int32_t dot = 0;
     for (int j = 0; j < 16; ++j) dot += (blk.qs[j] & 15) * q[j] + (blk.qs[j] >> 4) * q[j + 16];
@@ -122,6 +131,51 @@ void Rows(const uint8_t* w, const XRow* x, int n, int64_t cols, float* out) {
 }
 
 }  // namespace
+
+namespace {
+
+// Code l (0..31) of a Q4 block's 16 bytes of nibbles.
+uint8_t Code(const uint8_t* qs, int l) { return l < 16 ? qs[l] & 15 : qs[l - 16] >> 4; }
+
+}  // namespace
+
+void PackQ4Row(bool with_min, uint8_t* row, int64_t cols) {
+  const int bytes = with_min ? 20 : 18, codes_at = with_min ? 4 : 2;
+  const int64_t nb = cols / 32, nb8 = nb - nb % 8;
+  uint8_t group[160];
+  for (int64_t b0 = 0; b0 < nb8; b0 += 8) {
+    uint8_t* blocks = row + b0 * bytes;
+    for (int j = 0; j < 8; ++j) {
+      std::memcpy(group + 2 * j, blocks + j * bytes, 2);
+      if (with_min) std::memcpy(group + 16 + 2 * j, blocks + j * bytes + 2, 2);
+    }
+    uint8_t* codes = group + (with_min ? 32 : 16);
+    for (int c = 0; c < 4; ++c) {
+      const uint8_t* lo = blocks + 2 * c * bytes + codes_at;
+      const uint8_t* hi = lo + bytes;
+      for (int l = 0; l < 32; ++l) {
+        codes[32 * c + l] = static_cast<uint8_t>(Code(lo, l) | Code(hi, l) << 4);
+      }
+    }
+    std::memcpy(blocks, group, 8 * bytes);
+  }
+}
+
+void UnpackQ4Group(bool with_min, const uint8_t* group, uint8_t* blocks) {
+  const int bytes = with_min ? 20 : 18, codes_at = with_min ? 4 : 2;
+  const uint8_t* codes = group + (with_min ? 32 : 16);
+  for (int j = 0; j < 8; ++j) {
+    uint8_t* blk = blocks + j * bytes;
+    std::memcpy(blk, group + 2 * j, 2);
+    if (with_min) std::memcpy(blk + 2, group + 16 + 2 * j, 2);
+    const uint8_t* chunk = codes + 32 * (j / 2);
+    const int shift = 4 * (j % 2);
+    for (int l = 0; l < 16; ++l) {
+      blk[codes_at + l] =
+          static_cast<uint8_t>(((chunk[l] >> shift) & 15) | ((chunk[l + 16] >> shift) & 15) << 4);
+    }
+  }
+}
 
 const Kernels& GenericKernels() {
   static const Kernels k{Rows<DotQ4<BlockQ4_0, false>>,

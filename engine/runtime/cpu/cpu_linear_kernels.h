@@ -30,6 +30,13 @@ inline constexpr int kMaxRows = 4;  // rows of x a kernel call takes
 // same order whatever n.
 using RowDot = void (*)(const uint8_t* w, const XRow* x, int n, int64_t cols, float* out);
 
+// out[i] = W[o + i] . x for i < kRowsAtOnce consecutive weight rows (the i-th
+// at w + i row_bytes) and one row of x: the same bits as RowDot computes for
+// each row alone, with the rows' overheads (the call, the reductions) shared.
+inline constexpr int kRowsAtOnce = 4;
+using RowsDot = void (*)(const uint8_t* w, int64_t row_bytes, const XRow& x, int64_t cols,
+                         float* out);
+
 struct Kernels {
   RowDot q4_0 = nullptr;
   RowDot q4_1 = nullptr;
@@ -37,7 +44,23 @@ struct Kernels {
   RowDot q4_k = nullptr;
   RowDot q5_k = nullptr;
   RowDot q6_k = nullptr;
+  // kRowsAtOnce weight rows at once, one row of x; null where a set has none.
+  RowsDot q4_0_x4 = nullptr;
+  RowsDot q4_1_x4 = nullptr;
 };
+
+// Q4_0 and Q4_1 rows are held with each whole group of eight blocks
+// rearranged (the same bytes: 144 or 160 a group), the blocks after the last
+// whole group as the file has them. A group is the eight fp16 d, for Q4_1 the
+// eight fp16 m, then four chunks of 32 bytes: byte l of chunk c holds code l
+// of block 2 c in its low nibble and code l of block 2 c + 1 in its high one
+// (code l: element l of the block, 0..31). So a 32-byte load and two masks
+// give two blocks' codes in element order, and a 16-byte load a group's
+// scales.
+// PackQ4Row rearranges one row of GGUF blocks in place; UnpackQ4Group writes
+// a packed group back as eight GGUF blocks.
+void PackQ4Row(bool with_min, uint8_t* row, int64_t cols);
+void UnpackQ4Group(bool with_min, const uint8_t* group, uint8_t* blocks);
 
 const Kernels& GenericKernels();
 const Kernels& Avx2Kernels();

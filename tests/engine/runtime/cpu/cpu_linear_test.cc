@@ -2,10 +2,12 @@
 // every kernel set the processor runs against CpuLinearRef (the GGUF
 // dequantizers and the same 8-bit activations, summed in double) for every
 // block type, over awkward shapes (1/3/33 rows, outputs that are not
-// multiples of the 4-wide tile, widths of 1, 3 and 7 blocks, runs of mixed
-// types stacked as fused weights, large activation outliers), with and
+// multiples of the 4-wide tile, widths of 1, 3, 7 and 18 blocks (18: two
+// whole groups of eight and a tail), runs of mixed types stacked as fused
+// weights, large activation outliers), with and
 // without bias; bitwise batch invariance; fp32 runs bitwise equal to MatMul;
-// QuantizeRowsQ8's codes and sums; and the errors of the constructors.
+// rows read back as the file's blocks dequantize (RowF32); QuantizeRowsQ8's
+// codes and sums; and the errors of the constructors.
 #include "engine/runtime/cpu/cpu_linear.h"
 
 #include <cmath>
@@ -16,6 +18,7 @@
 #include <vector>
 
 #include "engine/common/fp16.h"
+#include "engine/model/dequantize.h"
 #include "engine/model/quant_blocks.h"
 #include "engine/runtime/cpu/cpu_matmul.h"
 #include "gmock/gmock.h"
@@ -145,7 +148,8 @@ TEST_P(CpuLinearTest, RowsAreBitwiseIndependent) {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, CpuLinearTest,
                          ::testing::Combine(::testing::ValuesIn(kBlockTypes),
-                                            ::testing::Values(1, 3, 33), ::testing::Values(1, 3, 7),
+                                            ::testing::Values(1, 3, 33),
+                                            ::testing::Values(1, 3, 7, 18),
                                             ::testing::Values(1, 6, 13), ::testing::Bool()));
 
 // q, k, v as three runs (Q4_K, Q4_K, Q6_K as in a Q4_K_M file) and an fp32
@@ -180,6 +184,25 @@ TEST(CpuLinearMixedTest, StackedRunsMatchReference) {
     for (int64_t i = 0; i < rows * out; ++i) {
       // The fp32 run multiplies x itself; its bound uses |x| too.
       ASSERT_NEAR(got[i], want[i], bound[i]) << CpuIsaName(isa) << " element " << i;
+    }
+  }
+}
+
+// Rows come back as the file's blocks dequantize, whatever the kernels'
+// layout (Q4_0 and Q4_1 rows are packed in groups of eight blocks).
+TEST(CpuLinearRowsTest, RowF32IsTheFilesDequantizedRow) {
+  for (DType dtype : kBlockTypes) {
+    for (int64_t blocks : {1, 8, 18, 40}) {
+      const int64_t in = blocks * BlockElements(dtype), out = 3;
+      const std::vector<uint8_t> file = RandomBlocks(dtype, out, in, 61);
+      auto w = CpuLinear::FromBlocks(dtype, file, out, in, "w");
+      ASSERT_TRUE(w.ok()) << w.status();
+      std::vector<float> got(in), want(in);
+      for (int64_t r = 0; r < out; ++r) {
+        w->RowF32(r, got.data());
+        DequantizeElements(dtype, file.data() + r * (file.size() / out), in, want.data());
+        ASSERT_EQ(got, want) << DTypeName(dtype) << " " << blocks << " blocks, row " << r;
+      }
     }
   }
 }
