@@ -27,6 +27,7 @@ struct BenchOptions {
   std::string cpu_weights = "native";  // cpu backend: engine::ParseCpuWeightFormat
   int32_t prompt_tokens = 128;
   int32_t new_tokens = 64;
+  std::vector<int32_t> batches = {1, 8};  // cpu-decode's batch sizes
 };
 
 using ScenarioFn =

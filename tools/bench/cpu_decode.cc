@@ -1,6 +1,7 @@
 // Scenario cpu-decode (../shared/benchmarks.md): decode tokens per second of
 // a GGUF file (--model, SmolLM2's by default) on the cpu backend of this
-// machine, at batch 1 and batch 8, with the weights in --cpu-weights' format;
+// machine, at the batch sizes of --batches (1 and 8 by default), with the
+// weights in --cpu-weights' format;
 // cases are named after the file, the batch and the format
 // ("SmolLM2-135M-Instruct.Q4_1-batch1-native"). Each request has a prompt of
 // --prompt-tokens synthetic ids and generates --new-tokens greedily
@@ -89,7 +90,8 @@ absl::StatusOr<DecodeResult> MeasureDecode(Engine& engine, int32_t batch, int32_
 }
 
 absl::Status RunCpuDecode(const BenchOptions& options, BenchReporter& reporter) {
-  constexpr int32_t kMaxBatch = 8;
+  if (options.batches.empty()) return absl::InvalidArgumentError("--batches: no batch size");
+  const int32_t max_batch = *std::max_element(options.batches.begin(), options.batches.end());
   // Cases are named after the file and the weights' format:
   // "SmolLM2-135M-Instruct.Q4_1-batch1-native".
   const std::string model = std::filesystem::path(options.model_path).stem().string();
@@ -101,14 +103,14 @@ absl::Status RunCpuDecode(const BenchOptions& options, BenchReporter& reporter) 
   engine_options.num_threads = options.num_threads;
   ASSIGN_OR_RETURN(engine_options.cpu_weight_format,
                    engine::ParseCpuWeightFormat(options.cpu_weights, "--cpu-weights"));
-  engine_options.max_num_seqs = kMaxBatch;
-  engine_options.max_batched_tokens = kMaxBatch * options.prompt_tokens;
+  engine_options.max_num_seqs = max_batch;
+  engine_options.max_batched_tokens = max_batch * options.prompt_tokens;
   engine_options.enable_prefix_caching = false;
   engine_options.start_thread = false;
   ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(engine_options));
   const int64_t rss_loaded = ResidentBytes();
   RETURN_IF_ERROR(MeasureDecode(*engine, 1, 8, 4).status());  // warm-up
-  for (int32_t batch : {1, kMaxBatch}) {
+  for (int32_t batch : options.batches) {
     ASSIGN_OR_RETURN(DecodeResult r,
                      MeasureDecode(*engine, batch, options.prompt_tokens, options.new_tokens));
     std::cerr << absl::StrFormat("cpu-decode batch%d: %d tokens, prefill %.2f s, %.2f tok/s\n",
@@ -144,7 +146,8 @@ absl::Status RunCpuDecode(const BenchOptions& options, BenchReporter& reporter) 
 }
 
 const bool kRegistered = RegisterScenario(
-    {"cpu-decode", "decode tokens/s of a GGUF file on the cpu backend, batch 1 and 8, and the RSS",
+    {"cpu-decode",
+     "decode tokens/s of a GGUF file on the cpu backend, batch 1 and 8 (--batches), and the RSS",
      &RunCpuDecode});
 
 }  // namespace
