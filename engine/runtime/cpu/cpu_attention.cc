@@ -2,15 +2,19 @@
 // kv head). An item scores its query group against every visible position
 // (each K row read once for the group), takes a max-subtracted softmax per
 // head, and sums the V rows weighted by the probabilities (each V row read
-// once for the group). Tested by tests/engine/runtime/cpu/cpu_attention_test.cc.
+// once for the group); the AVX-512 kernels (cpu_attention_kernels.h) do the
+// scores and the sum where they apply, the softmax is shared.
+// Tested by tests/engine/runtime/cpu/cpu_attention_test.cc.
 #include "engine/runtime/cpu/cpu_attention.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "engine/common/status_macros.h"
+#include "engine/runtime/cpu/cpu_attention_kernels.h"
 
 namespace onecard::engine {
 namespace {
@@ -97,9 +101,39 @@ __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) vo
   }
 }
 
+// The same item by the AVX-512 kernels.
+void AttendGroupAvx512(const PagedAttentionParams& p, const TokenPlace& place, int32_t t,
+                       int32_t kv_head, std::vector<float>& scratch) {
+  const KvLayout& l = p.layout;
+  const int32_t group = p.num_heads / l.num_kv_heads;
+  const int32_t context = place.position + 1;
+  scratch.resize(static_cast<size_t>(group) * context);
+  const cpu_attention::GroupArgs args = {
+      .q = static_cast<const float*>(p.q) + t * p.q_token_stride +
+           static_cast<int64_t>(kv_head) * group * l.head_dim,
+      .out = static_cast<float*>(p.out) +
+             (static_cast<int64_t>(t) * p.num_heads + kv_head * group) * l.head_dim,
+      .k_cache = static_cast<const float*>(p.k_cache),
+      .v_cache = static_cast<const float*>(p.v_cache),
+      .block_table = place.block_table,
+      .context = context,
+      .group = group,
+      .head_dim = l.head_dim,
+      .block_size = l.block_size,
+      .block_stride = l.BlockStride(),
+      .slot_stride = static_cast<int64_t>(l.num_kv_heads) * l.head_dim,
+      .head_offset = static_cast<int64_t>(kv_head) * l.head_dim,
+      .scale = p.scale,
+      .scores = scratch.data()};
+  cpu_attention::ScoresAvx512(args);
+  for (int32_t h = 0; h < group; ++h) Softmax(&scratch[h * context], context);
+  cpu_attention::WeightedValuesAvx512(args);
+}
+
 }  // namespace
 
-absl::Status PagedAttentionCpu(ThreadPool& pool, const PagedAttentionParams& p) {
+absl::Status PagedAttentionCpu(ThreadPool& pool, const PagedAttentionParams& p, CpuIsa isa) {
+  assert(CpuSupports(isa) && "PagedAttentionCpu: the processor does not run this isa");
   RETURN_IF_ERROR(ValidatePagedAttention(p));
   if (p.dtype != DType::kF32) {
     return absl::UnimplementedError(absl::StrCat("PagedAttentionCpu: dtype ",
@@ -111,14 +145,21 @@ absl::Status PagedAttentionCpu(ThreadPool& pool, const PagedAttentionParams& p) 
   }
   const std::vector<TokenPlace> places = PlaceTokens(p);
   const int32_t num_kv_heads = p.layout.num_kv_heads;
-  pool.ParallelFor(
-      static_cast<int64_t>(p.num_tokens) * num_kv_heads, [&](int64_t begin, int64_t end) {
-        std::vector<float> scratch;
-        for (int64_t item = begin; item < end; ++item) {
-          const int32_t t = static_cast<int32_t>(item / num_kv_heads);
-          AttendGroup(p, places[t], t, static_cast<int32_t>(item % num_kv_heads), scratch);
-        }
-      });
+  const bool avx512 = (isa == CpuIsa::kAvx512Vnni || isa == CpuIsa::kAvx512Bf16) &&
+                      cpu_attention::Avx512TakesHeadDim(p.layout.head_dim);
+  pool.ParallelFor(static_cast<int64_t>(p.num_tokens) * num_kv_heads,
+                   [&](int64_t begin, int64_t end) {
+                     std::vector<float> scratch;
+                     for (int64_t item = begin; item < end; ++item) {
+                       const int32_t t = static_cast<int32_t>(item / num_kv_heads);
+                       const int32_t kv_head = static_cast<int32_t>(item % num_kv_heads);
+                       if (avx512) {
+                         AttendGroupAvx512(p, places[t], t, kv_head, scratch);
+                       } else {
+                         AttendGroup(p, places[t], t, kv_head, scratch);
+                       }
+                     }
+                   });
   return absl::OkStatus();
 }
 

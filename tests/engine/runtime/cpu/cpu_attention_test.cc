@@ -1,12 +1,14 @@
 // Tests of PagedAttentionCpu (engine/runtime/cpu/cpu_attention.cc): against
 // PagedAttentionRef and dense attention in double on paged batches that mix
 // decode tokens, whole prompts and continuing chunks (random non-contiguous
-// block tables, contexts ending mid-block, GQA, head_dim 64/128 and odd 24);
-// each token's output is bitwise the same computed alone; errors match the
-// reference's checks.
+// block tables, contexts ending mid-block, GQA groups of 1 to 8, head_dim
+// 64/128 and odd 24), with the code of every instruction set this processor
+// runs, which all compute the same bits; each token's output is bitwise the
+// same computed alone; errors match the reference's checks.
 #include "engine/runtime/cpu/cpu_attention.h"
 
 #include <cmath>
+#include <cstring>
 
 #include "gtest/gtest.h"
 #include "tests/engine/kernels/kernel_test_util.h"
@@ -30,17 +32,27 @@ TEST_P(PagedAttentionCpuTest, MatchesReference) {
   const int64_t q_stride = int64_t(s.num_heads + 2 * s.num_kv_heads) * s.head_dim;
   const int32_t n = b.cu_query_lens.back();
   const std::vector<float> q = testing::RandomFloats(n * q_stride, 82, -2.0f, 2.0f);
-  std::vector<float> got = testing::Poisoned(int64_t(n) * s.num_heads * s.head_dim);
-  std::vector<float> want = got;
-  ThreadPool pool(3);
-  ASSERT_TRUE(PagedAttentionCpu(pool, MakeParams(s, b, DType::kF32, q.data(), q_stride,
-                                                 b.k_cache.data(), b.v_cache.data(), got.data()))
-                  .ok());
+  std::vector<float> want = testing::Poisoned(int64_t(n) * s.num_heads * s.head_dim);
   ASSERT_TRUE(PagedAttentionRef(MakeParams(s, b, DType::kF32, q.data(), q_stride, b.k_cache.data(),
                                            b.v_cache.data(), want.data()))
                   .ok());
-  EXPECT_ALL_CLOSE(got, want, (Tolerance{2e-5, 1e-4, 1e-9}));
-  EXPECT_ALL_CLOSE(got, testing::DenseAttention(s, b, q, q_stride), (Tolerance{2e-5, 1e-4, 1e-9}));
+  const std::vector<float> dense = testing::DenseAttention(s, b, q, q_stride);
+  ThreadPool pool(3);
+  std::vector<float> portable;
+  for (CpuIsa isa : SupportedCpuIsas()) {  // kGeneric first
+    SCOPED_TRACE(CpuIsaName(isa));
+    std::vector<float> got = testing::Poisoned(int64_t(n) * s.num_heads * s.head_dim);
+    ASSERT_TRUE(PagedAttentionCpu(pool,
+                                  MakeParams(s, b, DType::kF32, q.data(), q_stride,
+                                             b.k_cache.data(), b.v_cache.data(), got.data()),
+                                  isa)
+                    .ok());
+    EXPECT_ALL_CLOSE(got, want, (Tolerance{2e-5, 1e-4, 1e-9}));
+    EXPECT_ALL_CLOSE(got, dense, (Tolerance{2e-5, 1e-4, 1e-9}));
+    // Every instruction set's code adds the same products in the same order.
+    if (isa == CpuIsa::kGeneric) portable = got;
+    EXPECT_EQ(std::memcmp(got.data(), portable.data(), got.size() * sizeof(float)), 0);
+  }
 }
 
 TEST_P(PagedAttentionCpuTest, EachChunkAloneIsBitwiseEqual) {
@@ -49,34 +61,40 @@ TEST_P(PagedAttentionCpuTest, EachChunkAloneIsBitwiseEqual) {
   const int64_t q_stride = int64_t(s.num_heads) * s.head_dim;
   const int32_t n = b.cu_query_lens.back();
   const std::vector<float> q = testing::RandomFloats(n * q_stride, 84);
-  std::vector<float> together(n * q_stride);
   ThreadPool pool(2);
-  PagedAttentionParams p = MakeParams(s, b, DType::kF32, q.data(), q_stride, b.k_cache.data(),
-                                      b.v_cache.data(), together.data());
-  ASSERT_TRUE(PagedAttentionCpu(pool, p).ok());
-  for (int32_t i = 0; i < s.num_seqs; ++i) {
-    const int32_t first = b.cu_query_lens[i], len = b.cu_query_lens[i + 1] - first;
-    const int32_t cu[2] = {0, len};
-    std::vector<float> alone(len * q_stride);
-    PagedAttentionParams one = p;
-    one.q = q.data() + first * q_stride;
-    one.out = alone.data();
-    one.num_tokens = len;
-    one.num_seqs = 1;
-    one.cu_query_lens = cu;
-    one.start_pos = &b.start_pos[i];
-    one.block_tables = &b.block_tables[i * b.max_blocks_per_seq];
-    ASSERT_TRUE(PagedAttentionCpu(pool, one).ok());
-    ASSERT_EQ(alone, std::vector<float>(together.begin() + first * q_stride,
-                                        together.begin() + (first + len) * q_stride))
-        << "chunk " << i;
+  for (CpuIsa isa : SupportedCpuIsas()) {
+    SCOPED_TRACE(CpuIsaName(isa));
+    std::vector<float> together(n * q_stride);
+    PagedAttentionParams p = MakeParams(s, b, DType::kF32, q.data(), q_stride, b.k_cache.data(),
+                                        b.v_cache.data(), together.data());
+    ASSERT_TRUE(PagedAttentionCpu(pool, p, isa).ok());
+    for (int32_t i = 0; i < s.num_seqs; ++i) {
+      const int32_t first = b.cu_query_lens[i], len = b.cu_query_lens[i + 1] - first;
+      const int32_t cu[2] = {0, len};
+      std::vector<float> alone(len * q_stride);
+      PagedAttentionParams one = p;
+      one.q = q.data() + first * q_stride;
+      one.out = alone.data();
+      one.num_tokens = len;
+      one.num_seqs = 1;
+      one.cu_query_lens = cu;
+      one.start_pos = &b.start_pos[i];
+      one.block_tables = &b.block_tables[i * b.max_blocks_per_seq];
+      ASSERT_TRUE(PagedAttentionCpu(pool, one, isa).ok());
+      ASSERT_EQ(alone, std::vector<float>(together.begin() + first * q_stride,
+                                          together.begin() + (first + len) * q_stride))
+          << "chunk " << i;
+    }
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, PagedAttentionCpuTest,
                          ::testing::Values(Shape{1, 64, 9, 3, 16}, Shape{7, 64, 9, 3, 16},
                                            Shape{33, 64, 9, 3, 16}, Shape{7, 128, 8, 2, 5},
-                                           Shape{33, 128, 4, 4, 16}, Shape{7, 24, 4, 1, 1}));
+                                           Shape{33, 128, 4, 4, 16}, Shape{7, 24, 4, 1, 1},
+                                           // groups past what one AVX-512 pass holds
+                                           Shape{7, 64, 7, 1, 5}, Shape{7, 64, 16, 2, 16},
+                                           Shape{7, 128, 12, 2, 16}, Shape{5, 128, 10, 2, 3}));
 
 TEST(PagedAttentionCpuErrorsTest, SameChecksAsTheReference) {
   const Shape s{3, 64, 4, 2, 16};
