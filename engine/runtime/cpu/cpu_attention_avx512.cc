@@ -109,30 +109,21 @@ void WeightedValues(const GroupArgs& a, int32_t h0) {
   }
 }
 
+// The last `left` heads (fewer than a whole run), from h0.
+template <int kVectors, int kHeads>
+void WeightedValuesLeft(const GroupArgs& a, int32_t h0, int32_t left) {
+  if constexpr (kHeads > 0) {
+    if (left == kHeads) return WeightedValues<kVectors, kHeads>(a, h0);
+    WeightedValuesLeft<kVectors, kHeads - 1>(a, h0, left);
+  }
+}
+
 template <int kVectors, int kMaxHeads>
 void WeightedValuesAll(const GroupArgs& a) {
   static_assert(kMaxHeads * kVectors <= kAccumulators);
   int32_t h0 = 0;
   for (; h0 + kMaxHeads <= a.group; h0 += kMaxHeads) WeightedValues<kVectors, kMaxHeads>(a, h0);
-  switch (a.group - h0) {  // the heads after the last whole run of kMaxHeads
-    case 1:
-      WeightedValues<kVectors, 1>(a, h0);
-      break;
-    case 2:
-      if constexpr (kMaxHeads > 2) WeightedValues<kVectors, 2>(a, h0);
-      break;
-    case 3:
-      if constexpr (kMaxHeads > 3) WeightedValues<kVectors, 3>(a, h0);
-      break;
-    case 4:
-      if constexpr (kMaxHeads > 4) WeightedValues<kVectors, 4>(a, h0);
-      break;
-    case 5:
-      if constexpr (kMaxHeads > 5) WeightedValues<kVectors, 5>(a, h0);
-      break;
-    default:
-      break;
-  }
+  WeightedValuesLeft<kVectors, kMaxHeads - 1>(a, h0, a.group - h0);
 }
 
 }  // namespace
