@@ -57,13 +57,8 @@ absl::StatusOr<RoutingModel> LoadRoutingModel(const std::string& path, const std
     return absl::Status(checkpoint.status().code(),
                         absl::StrCat("model_path ", path, ": ", checkpoint.status().message()));
   }
-  std::unique_ptr<engine::Tokenizer> tokenizer;
-  if (const engine::GgufFile* gguf = checkpoint->gguf()) {
-    ASSIGN_OR_RETURN(tokenizer, engine::Tokenizer::FromGguf(*gguf));
-  } else {
-    ASSIGN_OR_RETURN(tokenizer, engine::Tokenizer::FromHfJson(checkpoint->tokenizer_json_path,
-                                                              checkpoint->tokenizer_config_path));
-  }
+  ASSIGN_OR_RETURN(std::unique_ptr<engine::Tokenizer> tokenizer,
+                   engine::OpenTokenizer(*checkpoint));
   ASSIGN_OR_RETURN(engine::ChatTemplate chat_template,
                    engine::ChatTemplate::ForTokenizer(*tokenizer));
   const engine::ModelConfig& config = checkpoint->config;

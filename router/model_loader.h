@@ -2,7 +2,8 @@
 // template, context length and vocabulary — read from the model file (a
 // .gguf or an HF directory) without loading any weights (the checkpoint is
 // only mapped), or from an HF folder holding only config.json and the
-// tokenizer files (the Helm chart's router.tokenizer mount).
+// tokenizer files (the Helm chart's router.tokenizer mount), or a synthetic
+// model path ("synthetic:llama3-8b": its shape and synthetic tokenizer).
 // Tested by tests/router/model_loader_test.cc on SmolLM2.
 #ifndef ONECARD_ROUTER_MODEL_LOADER_H_
 #define ONECARD_ROUTER_MODEL_LOADER_H_

@@ -1,5 +1,6 @@
-// OpenCheckpoint: a .gguf file (or any file starting with the GGUF magic) or
-// an HF folder (config.json + safetensors, optionally tokenizer files).
+// OpenCheckpoint: a .gguf file (or any file starting with the GGUF magic), an
+// HF folder (config.json + safetensors, optionally tokenizer files) or a
+// synthetic model path.
 // Tested by tests/engine/model/checkpoint_test.cc.
 #include "engine/model/checkpoint.h"
 
@@ -16,6 +17,7 @@
 #include "engine/model/hf_config.h"
 #include "engine/model/hf_quant_config.h"
 #include "engine/model/safetensors.h"
+#include "engine/model/synthetic_shapes.h"
 
 namespace onecard::engine {
 namespace {
@@ -65,6 +67,15 @@ const GgufFile* Checkpoint::gguf() const {
 }
 
 absl::StatusOr<Checkpoint> OpenCheckpoint(const std::string& path) {
+  if (IsSyntheticModelPath(path)) {
+    ASSIGN_OR_RETURN(const SyntheticModelPath synthetic, ParseSyntheticModelPath(path));
+    Checkpoint checkpoint;
+    checkpoint.path = path;
+    checkpoint.format = CheckpointFormat::kSynthetic;
+    ASSIGN_OR_RETURN(checkpoint.config, SyntheticModelConfig(synthetic.shape));
+    checkpoint.synthetic_weights = synthetic.weights;
+    return checkpoint;
+  }
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) {
     return absl::NotFoundError(absl::StrCat(path, ": no such file or directory"));

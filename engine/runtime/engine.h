@@ -158,7 +158,9 @@ struct StepInfo {
 };
 
 struct EngineOptions {
-  std::string model_path;       // .gguf file or HF checkpoint directory
+  // .gguf file, HF checkpoint directory, or synthetic:<shape>[:<weights>]
+  // (engine/model/synthetic_shapes.h; cuda backend only).
+  std::string model_path;
   std::string backend = "cpu";  // "cpu" or "cuda"
   int32_t num_threads = 0;      // cpu backend; 0 = hardware concurrency
   int32_t kv_block_size = 16;
@@ -205,6 +207,9 @@ struct EngineOptions {
   // ahead of every priority <= P one that arrives (P - c + 1) * aging_interval
   // after it (engine/scheduler/scheduler.h). Zero: no aging; not negative.
   absl::Duration aging_interval = absl::Seconds(10);
+  // Arrival order only, request priorities ignored (SchedulerOptions::fifo:
+  // the baseline of the serving benchmarks' priority comparison).
+  bool fifo_scheduling = false;
   int32_t max_context = 0;  // 0 = the model's max_position_embeddings
   bool enable_prefix_caching = true;
   // Bytes of host memory (pinned on cuda) for KV swap: a sequence preempted

@@ -21,6 +21,7 @@ SchedulerOptions MakeSchedulerOptions(const EngineOptions& options, const KvLayo
                      .enable_prefix_caching = options.enable_prefix_caching},
           .num_swap_blocks = num_swap_blocks,
           .aging_interval = options.aging_interval,
+          .fifo = options.fifo_scheduling,
           .clock = options.clock};
 }
 

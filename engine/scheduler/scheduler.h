@@ -161,6 +161,11 @@ struct SchedulerOptions {
   // A sequence's effective priority rises by one each aging_interval after
   // its Add (the contract's aging bound); zero: no aging. Not negative.
   absl::Duration aging_interval = absl::Seconds(10);
+  // Arrival order only (the baseline the serving benchmarks compare classes
+  // against, as vLLM's first-come-first-served policy): priorities, aging
+  // and the expected-cost term are ignored, so rank and prefill order are
+  // arrival ascending and nothing is preempted for a higher class.
+  bool fifo = false;
   Clock* clock = nullptr;  // the aging clock; nullptr = RealClock (tests inject a FakeClock)
 };
 
@@ -226,8 +231,10 @@ class Scheduler {
   int64_t num_running() const { return static_cast<int64_t>(running_.size()); }
   SchedulerStats Stats() const;
   // seq's effective priority (see the contract) in the aging epoch of the
-  // last Add or Schedule call.
-  int64_t EffectivePriority(const Sequence& seq) const { return epoch_ - Level(seq); }
+  // last Add or Schedule call; 0 for every sequence with options.fifo.
+  int64_t EffectivePriority(const Sequence& seq) const {
+    return options_.fifo ? 0 : epoch_ - Level(seq);
+  }
 
   // Checks every invariant (each sequence in exactly one queue matching its
   // status, limits, block tables cover computed tokens, host blocks held by
@@ -238,15 +245,18 @@ class Scheduler {
  private:
   // Both orders start with the level: aging_epoch - priority, lower first
   // (effective priority descending, see the contract).
-  static int64_t Level(const Sequence& seq) { return seq.aging_epoch - seq.priority; }
+  // With options.fifo every level is 0 and the cost term too: arrival order.
+  int64_t Level(const Sequence& seq) const {
+    return options_.fifo ? 0 : seq.aging_epoch - seq.priority;
+  }
   // (level, arrival, id): begin() ranks first, rbegin() last.
   using RankKey = std::tuple<int64_t, int64_t, int64_t>;
-  static RankKey Rank(const Sequence& seq) { return {Level(seq), seq.arrival, seq.id}; }
+  RankKey Rank(const Sequence& seq) const { return {Level(seq), seq.arrival, seq.id}; }
   // (level, uncomputed tokens, arrival, id): the prefill order. Static while
   // a sequence waits (its tokens and computed tokens do not change).
   using PrefillKey = std::tuple<int64_t, int32_t, int64_t, int64_t>;
-  static PrefillKey PrefillOrder(const Sequence& seq) {
-    return {Level(seq), seq.num_uncomputed(), seq.arrival, seq.id};
+  PrefillKey PrefillOrder(const Sequence& seq) const {
+    return {Level(seq), options_.fifo ? 0 : seq.num_uncomputed(), seq.arrival, seq.id};
   }
 
   // Moves epoch_ to the clock's aging epoch (never back).

@@ -58,7 +58,8 @@ class Tokenizer {
 };
 
 // The tokenizer of an opened checkpoint: a GGUF file's metadata (FromGguf),
-// else the HF folder's tokenizer files (FromHfJson).
+// a synthetic model's (synthetic_tokenizer.h), else the HF folder's
+// tokenizer files (FromHfJson).
 absl::StatusOr<std::unique_ptr<Tokenizer>> OpenTokenizer(const Checkpoint& checkpoint);
 
 // Streams text for a growing list of ids: each Add returns the new, complete

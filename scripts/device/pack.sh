@@ -11,6 +11,8 @@
 # Usage: scripts/device/pack.sh            (then the `run` call in docs/cuda.md)
 #        scripts/device/pack.sh services   onecard-worker and onecard instead (for
 #                                          scripts/device/worker-smoke.sh)
+#        scripts/device/pack.sh cluster    onecard-worker, onecard-router, onecard-bench
+#                                          and onecard-bench-cuda (scripts/device/cluster.sh)
 #        PACK_TARGETS="gpu_kernels_test onecard-bench-cuda" scripts/device/pack.sh
 #                                          those targets only (a smaller bundle: each
 #                                          binary holds every kernel, ~27 MB)
@@ -23,6 +25,9 @@ targets=(gpu_kernels_test gpu_cuda_model_runner_test cuda_memory_plan_test oneca
 if [[ ${1:-} == services ]]; then
   targets=(onecard-worker onecard)
 fi
+if [[ ${1:-} == cluster ]]; then
+  targets=(onecard-worker onecard-router onecard-bench onecard-bench-cuda)
+fi
 if [[ -n ${PACK_TARGETS:-} ]]; then
   read -r -a targets <<<"$PACK_TARGETS"
 fi
@@ -31,7 +36,7 @@ cmake -S "$root" -B "$build" -G Ninja -DONECARD_CUDA=ON -DCMAKE_BUILD_TYPE=Relea
 cmake --build "$build" -j "$jobs" --target "${targets[@]}"
 
 out="$root/.device"
-rm -rf "${out:?}/bin" "${out:?}/lib" "$out/COMMIT" "$out/bundle.tgz"  # not arms.sh's arms
+rm -rf "${out:?}/bin" "${out:?}/lib" "$out/COMMIT" "$out/bundle.tgz" "$out/bundle.txz"  # not arms.sh's arms
 mkdir -p "$out/bin" "$out/lib"
 for t in "${targets[@]}"; do
   src=$(find "$build" -type f -name "$t" -perm -u+x | head -1)
@@ -53,10 +58,20 @@ echo "$commit" >"$out/COMMIT"
 size=$(du -sm "$out" | cut -f1)
 echo "pack: .device/ holds $size MiB ($(find "$out/bin" -type f | wc -l) binaries, $(find "$out/lib" -type f | wc -l) libraries), commit $commit"
 # The same as one gzip'd tar (the binaries' kernels compress ~5x): what a
-# call carries (run.sh unpacks it when .device/bin is not there).
-tar -C "$out" -czf "$out/bundle.tgz" bin lib COMMIT
-bundle=$(du -sm "$out/bundle.tgz" | cut -f1)
-echo "pack: .device/bundle.tgz: $bundle MiB (carry it alone: [\".device/bundle.tgz\"])"
+# call carries (run.sh unpacks it when .device/bin is not there). The cluster's
+# four binaries and the services' libraries (ICU's data alone is 30 MiB) are
+# 46 MiB so, too much beside the tree: xz takes them to ~22 MiB (bundle.txz,
+# ~75 s here; cluster.sh unpacks it).
+if [[ ${1:-} == cluster ]]; then
+  bundle_file=bundle.txz
+  rm -f "$out/bundle.txz"
+  tar -C "$out" -cf - bin lib COMMIT | xz -9 -T2 >"$out/bundle.txz"
+else
+  bundle_file=bundle.tgz
+  tar -C "$out" -czf "$out/bundle.tgz" bin lib COMMIT
+fi
+bundle=$(du -sm "$out/$bundle_file" | cut -f1)
+echo "pack: .device/$bundle_file: $bundle MiB (carry it alone: [\".device/$bundle_file\"])"
 tree=$(git -C "$root" ls-files -z | (cd "$root" && xargs -0 du -cm 2>/dev/null) | tail -1 | cut -f1)
 if ((bundle + tree >= 63)); then
   echo "pack: the bundle ($bundle MiB) and the tracked tree ($tree MiB) pass a call's 64 MiB;" \

@@ -59,6 +59,9 @@ ABSL_FLAG(int32_t, max_context, -1, "Context length served (0 = the model's)");
 ABSL_FLAG(std::string, aging_interval, "",
           "A request's priority rises one class per this much time in the engine, e.g. 10s "
           "(default 10s; 0s = off)");
+ABSL_FLAG(std::string, fifo, "",
+          "true: arrival order only, request priorities ignored (the benchmarks' baseline; "
+          "default false)");
 ABSL_FLAG(int32_t, max_waiting, -1, "Waiting requests before RESOURCE_EXHAUSTED (0 = no limit)");
 ABSL_FLAG(double, kv_watermark, -1, "KV usage ratio that refuses new requests (0 = off)");
 ABSL_FLAG(int32_t, default_max_tokens, -1, "max_tokens of requests that set none");
@@ -101,7 +104,7 @@ const CommandLineSpec kCommandLine = {
                 {"kv_block_size", "kv_blocks", "kv_cache_mib", "kv_cache_dtype", "prefix_caching",
                  "swap_space"}},
                {"Scheduler and admission",
-                {"max_num_seqs", "max_batched_tokens", "max_context", "aging_interval",
+                {"max_num_seqs", "max_batched_tokens", "max_context", "aging_interval", "fifo",
                  "max_waiting", "kv_watermark"}},
                {"CUDA backend",
                 {"gpu_memory_budget", "cpu_memory_budget", "gpu_layers", "offload_ring_layers",
@@ -208,6 +211,8 @@ absl::Status OverrideOthers(v1::WorkerConfig* c) {
   RETURN_IF_ERROR(OverrideBool("prefix-caching", absl::GetFlag(FLAGS_prefix_caching), [c](bool v) {
     c->mutable_kv_cache()->set_enable_prefix_caching(v);
   }));
+  RETURN_IF_ERROR(OverrideBool("fifo", absl::GetFlag(FLAGS_fifo),
+                               [c](bool v) { c->mutable_scheduler()->set_fifo(v); }));
   RETURN_IF_ERROR(OverrideBool("tune-gemms", absl::GetFlag(FLAGS_tune_gemms),
                                [c](bool v) { c->mutable_cuda()->set_tune_gemms(v); }));
   RETURN_IF_ERROR(OverrideDuration(

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/common/status_macros.h"
+#include "engine/model/synthetic_shapes.h"
 #include "services/common/config.h"
 #include "services/common/config_bounds.h"
 #include "services/common/proto_time.h"
@@ -168,6 +169,17 @@ absl::Status ValidateWorkerConfig(const v1::WorkerConfig& c) {
   if (c.backend() != "cpu" && c.backend() != "cuda") {
     return Bad("backend", absl::StrCat("\"", c.backend(), "\" is not one of cpu, cuda"));
   }
+  if (engine::IsSyntheticModelPath(c.model_path())) {
+    if (absl::StatusOr<engine::SyntheticModelPath> p =
+            engine::ParseSyntheticModelPath(c.model_path());
+        !p.ok()) {
+      return Bad("model_path", p.status().message());
+    }
+    if (c.backend() != "cuda") {
+      return Bad("model_path",
+                 "a synthetic model needs backend cuda (its weights are made on the card)");
+    }
+  }
   RETURN_IF_ERROR(Prefixed(ValidateEngineFields(c)));
   RETURN_IF_ERROR(Prefixed(ValidateServiceFields(c)));
   return Prefixed(ValidateCudaFields(c.cuda()));
@@ -195,6 +207,7 @@ engine::EngineOptions EngineOptionsFromConfig(const v1::WorkerConfig& c) {
   o.max_batched_tokens = c.scheduler().max_batched_tokens();
   o.max_context = c.scheduler().max_context();
   o.aging_interval = FromProtoDuration(c.scheduler().aging_interval());
+  o.fifo_scheduling = c.scheduler().fifo();
   o.max_waiting = c.admission().max_waiting();
   // Validated by ValidateWorkerConfig; empty (or unparsable): the card's memory.
   o.gpu_memory_budget = ParseByteSize(c.cuda().memory_budget()).value_or(0);

@@ -14,7 +14,7 @@
 #include <cmath>
 #include <string>
 
-#include "engine/runtime/cuda/synthetic_shapes.h"
+#include "engine/model/synthetic_shapes.h"
 #include "gtest/gtest.h"
 
 namespace onecard::engine {

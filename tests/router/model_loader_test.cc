@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -46,6 +47,21 @@ TEST(ModelLoaderTest, ReadsATokenizerOnlyFolder) {
   EXPECT_EQ(m->tokenizer->Encode("Hello world", false),
             whole->tokenizer->Encode("Hello world", false));
   std::filesystem::remove_all(dir);
+}
+
+// A synthetic model: Llama-3-8B's published config, the synthetic
+// tokenizer (engine/tokenizer/synthetic_tokenizer.h) and ChatML.
+TEST(ModelLoaderTest, ReadsASyntheticModel) {
+  absl::StatusOr<RoutingModel> m = LoadRoutingModel("synthetic:llama3-8b", "");
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->spec.name, "synthetic:llama3-8b");
+  EXPECT_EQ(m->spec.architecture, "llama");
+  EXPECT_EQ(m->spec.context_length, 8192);
+  EXPECT_EQ(m->spec.vocab_size, 128256);
+  EXPECT_EQ(m->spec.eos_token_id, 128001);
+  EXPECT_EQ(m->chat_template.kind(), engine::ChatTemplateKind::kChatML);
+  EXPECT_EQ(m->tokenizer->Encode("ab", false), (std::vector<int32_t>{97, 98}));
+  EXPECT_FALSE(LoadRoutingModel("synthetic:nope", "").ok());
 }
 
 TEST(ModelLoaderTest, MissingFileNamesThePath) {

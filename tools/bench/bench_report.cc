@@ -3,6 +3,7 @@
 #include "tools/bench/bench_report.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <ostream>
@@ -30,7 +31,12 @@ std::string CpuModelName() {
   return "unknown CPU";
 }
 
+// $ONECARD_COMMIT when set (scripts/device/*.sh: the GPU machine has no
+// .git), else `git rev-parse --short HEAD`.
 std::string GitShortCommit() {
+  if (const char* env = std::getenv("ONECARD_COMMIT"); env != nullptr && *env != '\0') {
+    return env;
+  }
   FILE* pipe = popen("git rev-parse --short HEAD 2>/dev/null", "r");
   if (pipe == nullptr) return "unknown";
   char buffer[64] = {0};

@@ -26,7 +26,7 @@ struct BenchRecord {
 
 // Where and when the run happened.
 struct RunInfo {
-  std::string commit;  // git short hash, "unknown" outside a checkout
+  std::string commit;  // $ONECARD_COMMIT, else the git short hash; "unknown" outside a checkout
   std::string device;  // "AMD EPYC (2 cores)"
   std::string date;    // ISO 8601 UTC
 };

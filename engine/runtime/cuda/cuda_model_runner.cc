@@ -22,9 +22,9 @@
 #include "engine/kernels/cuda_check.h"
 #include "engine/kernels/paged_attention_split.h"
 #include "engine/kernels/rope.h"
+#include "engine/model/synthetic_shapes.h"
 #include "engine/runtime/cuda/cpu_span.h"
 #include "engine/runtime/cuda/cuda_runner_impl.h"
-#include "engine/runtime/cuda/synthetic_shapes.h"
 
 namespace onecard::engine {
 namespace {
@@ -514,9 +514,6 @@ absl::StatusOr<std::unique_ptr<CudaModelRunner>> CreateCudaModelRunnerFromSource
 absl::StatusOr<std::unique_ptr<CudaModelRunner>> CreateCudaModelRunner(
     const Checkpoint& checkpoint, const CudaRunnerOptions& options) {
   RETURN_IF_ERROR(checkpoint.config.Validate());
-  ASSIGN_OR_RETURN(const ModelWeightsSpec spec,
-                   CheckpointWeightsSpec(checkpoint, /*all_bf16=*/!options.keep_quantized));
-  std::unique_ptr<HostTensorSource> source = CheckpointTensorSource(checkpoint);
   CudaRunnerOptions with_scales = options;
   if (options.kv_cache_dtype == KvCacheDtype::kFp8E4m3 && !options.kv_scales.has_value()) {
     ASSIGN_OR_RETURN(with_scales.kv_scales, ReadCheckpointKvScales(checkpoint));
@@ -525,6 +522,18 @@ absl::StatusOr<std::unique_ptr<CudaModelRunner>> CreateCudaModelRunner(
                        KvCalibrationPrompts(&checkpoint, checkpoint.config));
     }
   }
+  if (checkpoint.format == CheckpointFormat::kSynthetic) {
+    absl::StatusOr<ProjectionSpec> format = ParseProjectionSpec(checkpoint.synthetic_weights);
+    if (!format.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("model path ", checkpoint.path, ": ", format.status().message()));
+    }
+    with_scales.synthetic_weights = *format;
+    return CreateRandomCudaModelRunner(checkpoint.config, with_scales);
+  }
+  ASSIGN_OR_RETURN(const ModelWeightsSpec spec,
+                   CheckpointWeightsSpec(checkpoint, /*all_bf16=*/!options.keep_quantized));
+  std::unique_ptr<HostTensorSource> source = CheckpointTensorSource(checkpoint);
   return CreateCudaModelRunnerFromSource(checkpoint.config, spec, *source, with_scales);
 }
 

@@ -1,8 +1,10 @@
 // OpenCheckpoint: a .gguf file (also without the extension), an HF folder
-// with or without tokenizer files, and the errors for everything else.
+// with or without tokenizer files, a synthetic model path, and the errors for
+// everything else.
 #include "engine/model/checkpoint.h"
 
 #include "engine/model/gguf.h"
+#include "engine/model/synthetic_shapes.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/engine/model/tiny_model.h"
@@ -73,6 +75,40 @@ TEST(CheckpointTest, Errors) {
   dir.Write("badconfig/config.json", R"({"architectures": ["BertModel"]})");
   EXPECT_THAT(std::string(OpenCheckpoint(dir.path() + "/badconfig").status().message()),
               HasSubstr("config.json: field 'architectures'"));
+}
+
+TEST(CheckpointTest, OpensASyntheticModelPath) {
+  auto ckpt = OpenCheckpoint("synthetic:llama3-70b:int4-g64");
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  EXPECT_EQ(ckpt->format, CheckpointFormat::kSynthetic);
+  EXPECT_EQ(ckpt->path, "synthetic:llama3-70b:int4-g64");
+  EXPECT_EQ(ckpt->synthetic_weights, "int4-g64");
+  EXPECT_EQ(ckpt->weights, nullptr);
+  EXPECT_EQ(ckpt->gguf(), nullptr);
+  // Llama-3-70B's published config.json.
+  EXPECT_EQ(ckpt->config.hidden_size, 8192);
+  EXPECT_EQ(ckpt->config.intermediate_size, 28672);
+  EXPECT_EQ(ckpt->config.num_layers, 80);
+  EXPECT_EQ(ckpt->config.vocab_size, 128256);
+
+  auto bf16 = OpenCheckpoint("synthetic:qwen2-72b");
+  ASSERT_TRUE(bf16.ok()) << bf16.status();
+  EXPECT_EQ(bf16->synthetic_weights, "bf16");
+  EXPECT_TRUE(bf16->config.attention_bias);
+}
+
+TEST(CheckpointTest, RefusesMalformedSyntheticPaths) {
+  auto unknown = OpenCheckpoint("synthetic:llama3-9b");
+  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(unknown.status().message(), HasSubstr("llama3-8b, llama3-70b"));
+  for (const char* path :
+       {"synthetic:", "synthetic:llama3-8b:", "synthetic:llama3-8b:int4:x", "synthetic::int4"}) {
+    auto bad = OpenCheckpoint(path);
+    EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument) << path;
+    EXPECT_THAT(bad.status().message(), HasSubstr(path)) << path;
+  }
+  EXPECT_FALSE(IsSyntheticModelPath("models/synthetic:llama3-8b"));
+  EXPECT_TRUE(IsSyntheticModelPath("synthetic:llama3-8b"));
 }
 
 }  // namespace

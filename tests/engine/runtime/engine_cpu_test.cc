@@ -221,6 +221,11 @@ TEST(EngineCreateTest, BadPathsAndBackendsAreNamed) {
   absl::Status missing = Engine::Create(options).status();
   EXPECT_FALSE(missing.ok());
   EXPECT_THAT(std::string(missing.message()), HasSubstr("no-such-model.gguf"));
+  // A synthetic model's weights are made on the card: the cpu backend refuses it.
+  options.model_path = "synthetic:llama3-8b";
+  absl::Status synthetic = Engine::Create(options).status();
+  EXPECT_EQ(synthetic.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(synthetic.message()), HasSubstr("cuda backend only"));
   if (!std::filesystem::exists(kModel)) GTEST_SKIP() << kModel << " is missing";
   options.model_path = kModel;
   options.backend = "tpu";

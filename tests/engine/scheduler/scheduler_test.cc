@@ -1,7 +1,8 @@
 // Tests of Scheduler: hand-built steps (chunked prefill, phase order, the
 // prefill order by effective priority and remaining cost, no overtaking,
 // limits, preemption by blocks and by priority, by swap or by recompute,
-// aging on a fake clock and its bound, prefix hits) and randomized operation
+// aging on a fake clock and its bound, prefix hits, arrival order under
+// options.fifo) and randomized operation
 // sequences driven through a simulated engine whose KV pool and swap space
 // record the token written at each slot (swaps copy them, in the contract's
 // order): every chunk must read back its whole context through its block
@@ -189,7 +190,8 @@ class Driver {
   // The keys of the contract, as of this step, written from Sequence fields.
   using Key = std::tuple<int64_t, int32_t, int64_t, int64_t>;
   Key PrefillKey(const Sequence& seq, int32_t uncomputed) const {
-    return {-scheduler_.EffectivePriority(seq), uncomputed, seq.arrival, seq.id};
+    return {-scheduler_.EffectivePriority(seq), options_.fifo ? 0 : uncomputed, seq.arrival,
+            seq.id};
   }
   std::tuple<int64_t, int64_t, int64_t> RankKey(const Sequence& seq) const {
     return {-scheduler_.EffectivePriority(seq), seq.arrival, seq.id};
@@ -374,6 +376,60 @@ TEST(SchedulerTest, EqualPriorityFewerTokensLeftFirst) {
   EXPECT_EQ(s.chunks[2].seq_id, 1);  // the budget left
   EXPECT_EQ(s.chunks[2].num_tokens, 4);
   EXPECT_EQ(s.admitted, (std::vector<int64_t>{3, 2}));
+}
+
+SchedulerOptions FifoOptions(int32_t num_blocks, int32_t budget) {
+  SchedulerOptions o = Options(num_blocks, budget);
+  o.fifo = true;
+  return o;
+}
+
+// options.fifo: the same arrivals as the two tests above, in arrival order:
+// the short high-priority prompt waits for the long prefill's chunks, and is
+// not let in by preempting it.
+TEST(SchedulerTest, FifoKeepsArrivalOrderWhateverThePriority) {
+  Driver d(FifoOptions(/*num_blocks=*/1100, /*budget=*/512));
+  d.Add(1, Prompt(4000), /*priority=*/0, 4001);
+  d.Step();
+  d.Step();  // 1024 of 4000 computed
+  d.Add(2, Prompt(50, 9000), /*priority=*/2, 52);
+  SchedulerOutput s = d.Step();
+  ASSERT_EQ(s.chunks.size(), 1u);
+  EXPECT_EQ(s.chunks[0].seq_id, 1);
+  EXPECT_EQ(s.chunks[0].num_tokens, 512);
+  EXPECT_EQ(d.scheduler().EffectivePriority(*d.scheduler().Find(2)),
+            d.scheduler().EffectivePriority(*d.scheduler().Find(1)));
+  int steps = 1;
+  while (d.scheduler().Find(2)->num_computed_tokens == 0) {
+    d.Step();
+    ++steps;
+  }
+  EXPECT_EQ(steps, 6);  // 1's last 2976 prompt tokens, 512 a step; 2 in the sixth's 96 left
+  for (int i = 0; i < 20 && d.finished().size() < 2; ++i) d.Step();
+  ASSERT_EQ(d.finished().size(), 2u);
+  EXPECT_EQ(d.finished().at(2), RunAlone(Prompt(50, 9000), 52));
+
+  Driver full(FifoOptions(/*num_blocks=*/1005, /*budget=*/512));
+  full.Add(1, Prompt(4000), /*priority=*/0, 4001);  // 1000 blocks
+  full.Step();
+  full.Add(2, Prompt(50, 9000), /*priority=*/2, 52);  // 13 blocks; 5 are free
+  s = full.Step();
+  EXPECT_TRUE(s.preempted.empty());
+  ASSERT_EQ(s.chunks.size(), 1u);
+  EXPECT_EQ(s.chunks[0].seq_id, 1);
+}
+
+TEST(SchedulerTest, FifoPrefillsInArrivalOrderWhateverTheCost) {
+  Driver d(FifoOptions(/*num_blocks=*/128, /*budget=*/64));
+  d.Add(1, Prompt(300), 1, 301);
+  d.Step();  // 236 tokens left
+  d.Add(2, Prompt(40, 1000), 1, 41);
+  d.Add(3, Prompt(20, 2000), 1, 21);  // added last, shortest
+  SchedulerOutput s = d.Step();
+  ASSERT_EQ(s.chunks.size(), 1u);
+  EXPECT_EQ(s.chunks[0].seq_id, 1);
+  EXPECT_EQ(s.chunks[0].num_tokens, 64);
+  EXPECT_TRUE(s.admitted.empty());
 }
 
 TEST(SchedulerTest, AWaitingSequenceThatCannotStartStopsAdmissionNotPrefills) {
@@ -728,6 +784,7 @@ TEST(SchedulerTest, RandomOperationSequences) {
     const int32_t num_blocks = uniform(6, 24);
     FakeClock clock;
     SchedulerOptions options = Options(num_blocks, uniform(1, 16), uniform(1, 6), seed % 3 != 0);
+    options.fifo = seed % 5 == 4;
     options.aging_interval = absl::Seconds(seed % 4 == 0 ? 0 : uniform(1, 5));
     options.clock = &clock;
     options.num_swap_blocks = seed % 5 == 1 ? 0 : uniform(1, 12);
@@ -769,9 +826,9 @@ TEST(SchedulerTest, RandomOperationSequences) {
         const Sequence* seq = d.scheduler().Find(id);
         if (seq == nullptr) continue;
         const auto& [priority, time] = added.at(id);
-        const int64_t expected = priority + epoch(clock.Now()) - epoch(time);
+        const int64_t expected = options.fifo ? 0 : priority + epoch(clock.Now()) - epoch(time);
         ASSERT_EQ(d.scheduler().EffectivePriority(*seq), expected) << id;
-        aged += expected != priority;
+        aged += !options.fifo && expected != priority;
       }
       clock.Advance(absl::Seconds(uniform(0, 2)));
     }

@@ -104,6 +104,17 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         BadCase{[](auto* c) { c->clear_model_path(); }, "model_path"},
         BadCase{[](auto* c) { c->set_backend("tpu"); }, "backend"},
+        BadCase{[](auto* c) { c->set_model_path("synthetic:llama3-8b"); }, "model_path"},
+        BadCase{[](auto* c) {
+                  c->set_backend("cuda");
+                  c->set_model_path("synthetic:llama3-9b");
+                },
+                "model_path"},
+        BadCase{[](auto* c) {
+                  c->set_backend("cuda");
+                  c->set_model_path("synthetic:llama3-8b:int4:g64");
+                },
+                "model_path"},
         BadCase{[](auto* c) { c->set_num_threads(-1); }, "num_threads"},
         BadCase{[](auto* c) { c->set_cpu_weights("q4"); }, "cpu_weights"},
         BadCase{[](auto* c) { c->set_kv_cache_dtype("int8"); }, "kv_cache_dtype"},
@@ -352,6 +363,30 @@ TEST(WorkerConfigTest, AgingIntervalFromYaml) {
     ApplyWorkerDefaults(&c);
     ASSERT_TRUE(ValidateWorkerConfig(c).ok()) << ValidateWorkerConfig(c);
     EXPECT_EQ(EngineOptionsFromConfig(c).aging_interval, want);
+  }
+}
+
+TEST(WorkerConfigTest, SyntheticModelsOnTheCudaBackend) {
+  v1::WorkerConfig c = Defaults();
+  c.set_backend("cuda");
+  c.set_model_path("synthetic:llama3-70b:int4");
+  EXPECT_TRUE(ValidateWorkerConfig(c).ok()) << ValidateWorkerConfig(c);
+  EXPECT_EQ(EngineOptionsFromConfig(c).model_path, "synthetic:llama3-70b:int4");
+  EXPECT_EQ(ServedModelName(c), "synthetic:llama3-70b:int4");
+  c.set_backend("cpu");
+  EXPECT_THAT(ValidateWorkerConfig(c).message(), HasSubstr("needs backend cuda"));
+}
+
+TEST(WorkerConfigTest, FifoFromYaml) {
+  for (const auto& [yaml, want] : std::vector<std::pair<std::string, bool>>{
+           {"model_path: m.gguf\nscheduler: {fifo: true}\n", true},
+           {"model_path: m.gguf\n", false}}) {
+    SCOPED_TRACE(yaml);
+    v1::WorkerConfig c;
+    ASSERT_TRUE(ParseConfigText(yaml, "worker.yaml", &c).ok());
+    ApplyWorkerDefaults(&c);
+    ASSERT_TRUE(ValidateWorkerConfig(c).ok()) << ValidateWorkerConfig(c);
+    EXPECT_EQ(EngineOptionsFromConfig(c).fifo_scheduling, want);
   }
 }
 

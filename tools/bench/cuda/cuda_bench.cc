@@ -12,8 +12,8 @@
 #include "engine/kernels/blas_gemm.h"
 #include "engine/kernels/cuda_check.h"
 #include "engine/kernels/fp8_matmul.h"
+#include "engine/model/synthetic_shapes.h"
 #include "engine/runtime/cuda/cuda_weights.h"
-#include "engine/runtime/cuda/synthetic_shapes.h"
 
 namespace onecard::bench {
 namespace {

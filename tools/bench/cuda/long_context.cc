@@ -21,9 +21,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/common/status_macros.h"
+#include "engine/model/synthetic_shapes.h"
 #include "engine/runtime/cuda/cuda_model_runner.h"
 #include "engine/runtime/cuda/memory_plan.h"
-#include "engine/runtime/cuda/synthetic_shapes.h"
 #include "tools/bench/bench_registry.h"
 #include "tools/bench/bench_report.h"
 #include "tools/bench/cuda/cuda_bench.h"

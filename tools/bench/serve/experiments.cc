@@ -1,4 +1,5 @@
-// serve-priority and router-overhead on a local cluster (see experiments.h).
+// serve-priority, serve-load, stability and router-overhead on a local cluster
+// (see experiments.h).
 // Tested by tests/integration/router_priority_test.cc and
 // router_overhead_test.cc.
 #include "tools/bench/serve/experiments.h"
@@ -6,14 +7,18 @@
 #include <signal.h>
 
 #include <array>
+#include <cstdio>
 #include <limits>
 #include <memory>
+#include <thread>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "engine/common/status_macros.h"
 #include "grpcpp/client_context.h"
@@ -199,6 +204,45 @@ absl::StatusOr<double> Calibrate(const LoadSpec& base, int32_t requests_per_clas
   return 1.0 / seconds_per_request;
 }
 
+// Requests per second one worker completes for `mix` with `users` closed-loop
+// users (requests_per_user each; prompts of their own: seed + 1000).
+absl::StatusOr<double> CalibrateConcurrent(const LoadSpec& base, int32_t users,
+                                           int32_t requests_per_user) {
+  LoadSpec spec = base;
+  spec.mode = ArrivalMode::kClosedLoop;
+  spec.users = users;
+  spec.num_requests = static_cast<int64_t>(users) * requests_per_user;
+  spec.duration = absl::ZeroDuration();
+  spec.warmup_requests = users;
+  spec.seed = base.seed + 1000;
+  ASSIGN_OR_RETURN(LoadRun run, RunLoad(spec));
+  if (run.result.total.ok == 0) return absl::UnavailableError("calibration requests failed");
+  return run.result.requests_per_second;
+}
+
+// The value of an unlabelled gauge in a Prometheus text page; 0 when absent.
+double Gauge(absl::string_view page, absl::string_view name) {
+  for (absl::string_view line : absl::StrSplit(page, '\n')) {
+    if (!absl::ConsumePrefix(&line, name) || !absl::ConsumePrefix(&line, " ")) continue;
+    double v = 0;
+    if (absl::SimpleAtod(line, &v)) return v;
+  }
+  return 0;
+}
+
+// GPU 0's used memory from nvidia-smi, bytes; -1 when it gives none.
+int64_t DeviceMemoryUsed() {
+  FILE* pipe = ::popen(
+      "nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -i 0 2>/dev/null", "r");
+  if (pipe == nullptr) return -1;
+  char line[64] = {};
+  const bool read = std::fgets(line, sizeof(line), pipe) != nullptr;
+  ::pclose(pipe);
+  int64_t mib = 0;
+  if (!read || !absl::SimpleAtoi(absl::StripAsciiWhitespace(line), &mib)) return -1;
+  return mib << 20;
+}
+
 }  // namespace
 
 ClusterOptions WithDefaultBinaries(ClusterOptions options) {
@@ -214,7 +258,9 @@ absl::StatusOr<PriorityComparison> RunPriorityComparison(const PriorityCompariso
   for (bool fifo : {true, false}) {
     // A fresh worker per policy: no prefix cache carried from one run to the other.
     const std::string name = fifo ? "serve-priority-fifo" : "serve-priority";
-    ASSIGN_OR_RETURN(auto worker, StartWorker(c, name + "-worker"));
+    ClusterOptions arm = c;
+    if (fifo) arm.worker_args.insert(arm.worker_args.end(), {"--fifo", "true"});
+    ASSIGN_OR_RETURN(auto worker, StartWorker(arm, name + "-worker"));
     ASSIGN_OR_RETURN(auto router,
                      StartRouter(c, name + "-router", worker->grpc_address(),
                                  {"--fifo", fifo ? "true" : "false", "--max-in-flight-per-worker",
@@ -223,7 +269,10 @@ absl::StatusOr<PriorityComparison> RunPriorityComparison(const PriorityCompariso
     LoadSpec load = o.load;
     load.target = router->grpc_address();
     if (fifo && o.target_load > 0) {
-      ASSIGN_OR_RETURN(out.capacity_per_second, Calibrate(load, o.calibration_requests));
+      ASSIGN_OR_RETURN(out.capacity_per_second,
+                       o.calibration_users > 1
+                           ? CalibrateConcurrent(load, o.calibration_users, o.calibration_requests)
+                           : Calibrate(load, o.calibration_requests));
       out.rate_per_second = o.target_load * out.capacity_per_second;
     }
     if (out.rate_per_second > 0) {
@@ -248,6 +297,86 @@ absl::StatusOr<PriorityComparison> RunPriorityComparison(const PriorityCompariso
   out.short_p95_ttft_fifo_s = fifo_short->ttft.p95;
   out.short_p95_ttft_priority_s = prio_short->ttft.p95;
   out.ratio = out.short_p95_ttft_fifo_s / out.short_p95_ttft_priority_s;
+  return out;
+}
+
+// A worker behind a router whose queue holds every request of a run; the
+// load's target set to the router.
+struct RoutedWorker {
+  std::unique_ptr<ChildProcess> worker, router;
+  LoadSpec load;
+};
+
+absl::StatusOr<RoutedWorker> StartRoutedWorker(const ClusterOptions& options,
+                                               const std::string& name, const LoadSpec& load) {
+  const ClusterOptions c = WithDefaultBinaries(options);
+  RoutedWorker out;
+  ASSIGN_OR_RETURN(out.worker, StartWorker(c, name + "-worker"));
+  ASSIGN_OR_RETURN(out.router, StartRouter(c, name + "-router", out.worker->grpc_address(),
+                                           {"--queue-max-depth", "100000"}));
+  out.load = load;
+  out.load.target = out.router->grpc_address();
+  return out;
+}
+
+absl::StatusOr<ServeLoad> RunServeLoad(const ServeLoadOptions& o) {
+  ASSIGN_OR_RETURN(RoutedWorker cluster, StartRoutedWorker(o.cluster, "serve-load", o.load));
+  ChildProcess* worker = cluster.worker.get();
+  ServeLoad out;
+  absl::Mutex mu;
+  bool done = false;
+  const absl::Time start = absl::Now();
+  std::thread poller([&] {
+    absl::MutexLock lock(&mu);
+    while (!mu.AwaitWithTimeout(absl::Condition(&done), o.metrics_interval)) {
+      mu.Unlock();
+      absl::StatusOr<onecard::testing::HttpResponse> page =
+          onecard::testing::HttpGet(worker->metrics_address(), "/metrics");
+      mu.Lock();
+      if (!page.ok()) continue;
+      out.samples.push_back({absl::ToDoubleSeconds(absl::Now() - start),
+                             Gauge(page->body, "onecard_worker_requests_waiting"),
+                             Gauge(page->body, "onecard_worker_requests_running"),
+                             Gauge(page->body, "onecard_worker_kv_cache_usage_ratio")});
+    }
+  });
+  absl::StatusOr<LoadRun> run = RunLoad(cluster.load);
+  {
+    absl::MutexLock lock(&mu);
+    done = true;
+  }
+  poller.join();
+  cluster.router->Terminate(absl::Seconds(30));
+  worker->Terminate(absl::Seconds(30));
+  if (!run.ok()) return run.status();
+  out.result = std::move(run->result);
+  return out;
+}
+
+absl::StatusOr<Stability> RunStability(const StabilityOptions& o) {
+  ASSIGN_OR_RETURN(RoutedWorker cluster, StartRoutedWorker(o.cluster, "stability", o.load));
+  LoadSpec& load = cluster.load;
+  ChildProcess* worker = cluster.worker.get();
+  Stability out;
+  if (load.warmup_requests > 0) {
+    LoadSpec warmup = load;
+    warmup.num_requests = load.warmup_requests;
+    warmup.duration = absl::ZeroDuration();
+    warmup.warmup_requests = 0;
+    warmup.seed = load.seed + 2000;
+    RETURN_IF_ERROR(RunLoad(warmup).status());
+    load.warmup_requests = 0;
+  }
+  absl::SleepFor(absl::Seconds(1));  // the warm-up's last stream closed
+  out.device_memory_before = DeviceMemoryUsed();
+  out.worker_rss_before = worker->RssBytes();
+  ASSIGN_OR_RETURN(LoadRun run, RunLoad(load));
+  absl::SleepFor(absl::Seconds(1));
+  out.device_memory_after = DeviceMemoryUsed();
+  out.worker_rss_after = worker->RssBytes();
+  out.result = std::move(run.result);
+  cluster.router->Terminate(absl::Seconds(30));
+  worker->Terminate(absl::Seconds(30));
   return out;
 }
 

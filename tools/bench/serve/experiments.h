@@ -2,8 +2,9 @@
 // onecard-bench (serve_scenarios.cc) and the integration tests:
 //
 // RunPriorityComparison (scenario serve-priority): one onecard-worker behind
-// a FIFO router (queue.fifo), then a fresh worker behind a router with
-// priority scheduling, each router dispatching at most
+// a FIFO router (queue.fifo) with the worker's scheduler in arrival order
+// too (--fifo), then a fresh worker behind a router with priority
+// scheduling (and the worker's class-aware scheduler), each router dispatching at most
 // `max_in_flight_per_worker` requests to its worker so the queue stays in the
 // router. The same seeded load (a short/long mix: same classes, arrival
 // times and prompts) goes through each. Result: the short class's P95 TTFT
@@ -17,8 +18,17 @@
 // first event with text), rotating which goes first, one at a time and each
 // with a fresh prompt. Result: the three latency distributions and the added
 // P50/P99 (router minus direct) of TTFT and end-to-end latency for each API.
-// Tested by tests/integration/router_priority_test.cc and
-// router_overhead_test.cc.
+// RunServeLoad (scenario serve-load, its first part): one worker behind one
+// router with priority scheduling; the load through the router while the
+// worker's /metrics is read at an interval: the gauges an autoscaler uses
+// (requests waiting and running, KV usage) as a time series.
+//
+// RunStability (scenario stability): one worker behind one router; a
+// warm-up, the card's used memory (nvidia-smi), the load, the card's used
+// memory again.
+//
+// Tested by tests/integration/router_priority_test.cc,
+// router_overhead_test.cc and serve_experiments_test.cc.
 #ifndef ONECARD_TOOLS_BENCH_SERVE_EXPERIMENTS_H_
 #define ONECARD_TOOLS_BENCH_SERVE_EXPERIMENTS_H_
 
@@ -55,6 +65,11 @@ struct PriorityComparisonOptions {
   // the offered load follows the machine's speed.
   double target_load = 0;
   int32_t calibration_requests = 4;
+  // > 1: calibrate instead with this many closed-loop users over the whole
+  // mix (calibration_requests each), capacity = completed requests / wall
+  // time: a batching worker's capacity at that concurrency (set it to
+  // max_in_flight_per_worker).
+  int32_t calibration_users = 1;
 };
 
 struct PriorityComparison {
@@ -99,6 +114,40 @@ struct RouterOverhead {
 };
 
 absl::StatusOr<RouterOverhead> RunRouterOverhead(const RouterOverheadOptions& options);
+
+struct MetricsSample {
+  double t_s = 0;  // since the load started
+  double waiting = 0, running = 0, kv_usage_ratio = 0;
+};
+
+struct ServeLoadOptions {
+  ClusterOptions cluster;
+  LoadSpec load;  // target is filled in
+  absl::Duration metrics_interval = absl::Milliseconds(250);
+};
+
+struct ServeLoad {
+  LoadResult result;
+  std::vector<MetricsSample> samples;  // the worker's gauges during the load
+};
+
+absl::StatusOr<ServeLoad> RunServeLoad(const ServeLoadOptions& options);
+
+struct StabilityOptions {
+  ClusterOptions cluster;
+  LoadSpec load;  // target is filled in; its warm-up runs before the first reading
+};
+
+struct Stability {
+  LoadResult result;
+  // The card's used memory (nvidia-smi memory.used, GPU 0), bytes; -1
+  // where nvidia-smi gives none (a machine without a GPU).
+  int64_t device_memory_before = -1;
+  int64_t device_memory_after = -1;
+  int64_t worker_rss_before = 0, worker_rss_after = 0;  // bytes
+};
+
+absl::StatusOr<Stability> RunStability(const StabilityOptions& options);
 
 // Fills empty binary paths with FindBinary's.
 ClusterOptions WithDefaultBinaries(ClusterOptions options);

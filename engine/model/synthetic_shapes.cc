@@ -1,9 +1,13 @@
 // The synthetic shapes (see synthetic_shapes.h), from the models' published
-// config.json files. Tested by tests/gpu/memory_plan_test.cc (SyntheticShapesTest).
-#include "engine/runtime/cuda/synthetic_shapes.h"
+// config.json files, and synthetic model paths. Tested by
+// tests/gpu/memory_plan_test.cc (SyntheticShapesTest) and
+// tests/engine/model/synthetic_shapes_test.cc.
+#include "engine/model/synthetic_shapes.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "engine/common/status_macros.h"
 
 namespace onecard::engine {
 namespace {
@@ -84,6 +88,27 @@ absl::StatusOr<ModelConfig> SyntheticModelConfig(std::string_view name) {
   return absl::NotFoundError(
       absl::StrCat("unknown synthetic model '", std::string(name),
                    "'; known: ", absl::StrJoin(SyntheticModelNames(), ", ")));
+}
+
+bool IsSyntheticModelPath(std::string_view path) { return path.starts_with(kSyntheticPathPrefix); }
+
+absl::StatusOr<SyntheticModelPath> ParseSyntheticModelPath(std::string_view path) {
+  if (!IsSyntheticModelPath(path)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model path \"", std::string(path), "\": not synthetic:<shape>[:<weights>]"));
+  }
+  const std::string rest(path.substr(kSyntheticPathPrefix.size()));
+  const std::vector<std::string> parts = absl::StrSplit(rest, ':');
+  if (parts.size() > 2 || parts[0].empty() || (parts.size() == 2 && parts[1].empty())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model path \"", std::string(path),
+                     "\": expected synthetic:<shape>[:<weights>], e.g. synthetic:llama3-8b or "
+                     "synthetic:llama3-70b:int4"));
+  }
+  RETURN_IF_ERROR(SyntheticModelConfig(parts[0]).status());
+  SyntheticModelPath out{.shape = parts[0]};
+  if (parts.size() == 2) out.weights = parts[1];
+  return out;
 }
 
 int64_t MatmulParameters(const ModelConfig& c) {

@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine, from the repository root: the serving path on the
+# card (issue 20), from what `scripts/device/pack.sh cluster` bundled
+# (.device/bundle.txz: onecard-worker, onecard-router, onecard-bench,
+# onecard-bench-cuda and the services' libraries). Synthetic models
+# (--model synthetic:<shape>[:<weights>]) give the workers real step times.
+# Parts (arguments, in order; default: 8b):
+#   8b         onecard-bench-cuda decode-8b-bf16 batch 1 (the raw decode of
+#              the same run), then one worker on synthetic:llama3-8b: serve-mix
+#              (each class alone: warm-up, then 10 runs), one stream of
+#              128/256 (host work against the raw decode), offline throughput
+#              (128 users of 128/128, then of 1000/1000), and `stability`
+#              (1,000 requests through a router, device memory before/after)
+#   72b        `serve-load` on synthetic:qwen2-72b:int4 under --gpu-memory-budget
+#              $BUDGET_72B (default 48GiB): 150 closed-loop users of 128/128
+#              through a router with the worker's gauges sampled, then the
+#              90/10 short/long mix at 0.8x capacity, priority against FIFO
+#   70b-stability  `stability` on synthetic:llama3-70b:int4
+# Under $OUT: results.jsonl (every record, the H200 as their device), *.json
+# (each run's full result), bench.log, logs/ (each process's log),
+# gpu_memory.txt (nvidia-smi while each worker serves), summary.txt.
+# Exit status: non-zero when a step failed.
+set -uo pipefail
+OUT=${OUT:-/tmp/onecard-out}
+mkdir -p "$OUT/logs"
+parts=("$@")
+((${#parts[@]})) || parts=(8b)
+
+unpacked=${TMPDIR:-/tmp}/onecard-cluster
+if [[ ! -x $unpacked/bin/onecard-worker || .device/bundle.txz -nt $unpacked/bin ]]; then
+  rm -rf "$unpacked" && mkdir -p "$unpacked"
+  python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
+    .device/bundle.txz "$unpacked" || { echo "cluster: cannot unpack .device/bundle.txz" >&2; exit 1; }
+fi
+bin=$unpacked/bin
+cuda_libs=/usr/local/cuda/lib64
+if [[ ! -e $cuda_libs/libcublasLt.so.13 ]]; then
+  found=$(find / -name 'libcublasLt.so.13*' -not -path '*/proc/*' 2>/dev/null | head -1)
+  [[ -n "$found" ]] && cuda_libs=$(dirname "$found")
+fi
+export LD_LIBRARY_PATH="$unpacked/lib:$cuda_libs:${LD_LIBRARY_PATH:-}"
+export ONECARD_COMMIT=$(cat "$unpacked/COMMIT" 2>/dev/null || echo unknown)
+work=${TMPDIR:-/tmp}/onecard-cluster-work
+mkdir -p "$work"
+results=$OUT/results.jsonl
+status=0
+say() { echo "$*" | tee -a "$OUT/summary.txt"; }
+step() {  # step NAME COMMAND...: runs it, logs it, counts a failure
+  local name=$1
+  shift
+  echo "===== $name: $*" >>"$OUT/bench.log"
+  local t0=$SECONDS
+  if "$@" >>"$OUT/bench.log" 2>&1; then
+    say "ok     $name ($((SECONDS - t0)) s)"
+  else
+    say "FAILED $name ($((SECONDS - t0)) s, exit $?)"
+    status=1
+  fi
+}
+gpu_memory() { echo "$1: $(nvidia-smi --query-gpu=memory.used,memory.total --format=csv,noheader)" \
+  >>"$OUT/gpu_memory.txt"; }
+say "commit $ONECARD_COMMIT, $(date -u), $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader)"
+
+# The device string the CUDA benchmark writes, so every record names the card.
+device_of_records() {
+  python3 -c 'import json, sys
+lines = [l for l in open(sys.argv[1]) if l.strip()]
+print(json.loads(lines[-1])["device"] if lines else "")' "$results" 2>/dev/null
+}
+bench() { "$bin/onecard-bench" "$@" --device "$device" --results "$results" --log_dir "$OUT/logs"; }
+
+# One worker on `model` at 127.0.0.1:$port; waits for READY.
+start_worker() {
+  local model=$1 port=$2 log=$3
+  shift 3
+  "$bin/onecard-worker" --model "$model" --backend cuda --listen "127.0.0.1:$port" \
+    --metrics-listen 127.0.0.1:0 "$@" >"$OUT/logs/$log.out" 2>"$OUT/logs/$log.log" &
+  worker_pid=$!
+  for _ in $(seq 1 600); do
+    grep -q READY "$OUT/logs/$log.out" && return 0
+    kill -0 "$worker_pid" 2>/dev/null || break
+    sleep 0.5
+  done
+  say "FAILED worker $log did not become ready"
+  status=1
+  return 1
+}
+stop_worker() { kill -TERM "$worker_pid" 2>/dev/null && wait "$worker_pid"; }
+
+gpu_args="--max-num-seqs 128 --max-batched-tokens 2048"
+device=""
+for part in "${parts[@]}"; do
+  case $part in
+  8b)
+    step decode-8b-bf16 "$bin/onecard-bench-cuda" decode-8b-bf16 --batches 1 --results "$results"
+    device=$(device_of_records)
+    tune="--tuning-cache $work/tuning-llama3-8b.txt"
+    # shellcheck disable=SC2086
+    if start_worker synthetic:llama3-8b 50161 worker-8b $gpu_args $tune; then
+      gpu_memory "llama3-8b bf16 worker, loaded"
+      t=127.0.0.1:50161
+      for c in short-qa long-generation long-context multi-turn; do
+        step "serve-mix $c" bench serve --target $t --mix $c --users 1 --requests 10 --warmup 1 \
+          --json "$OUT/serve-mix-$c.json"
+      done
+      step single-stream bench serve --target $t --mix "single-stream=1:128/256" --users 1 \
+        --requests 5 --warmup 1 --json "$OUT/single-stream.json"
+      step offline-128 bench serve --target $t --mix "offline-128=1:128/128" --users 128 \
+        --requests 1024 --warmup 128 --json "$OUT/offline-128.json"
+      gpu_memory "llama3-8b bf16 worker, after offline-128"
+      step offline-1000 bench serve --target $t --mix "offline-1000=1:1000/1000" --users 128 \
+        --requests 256 --warmup 0 --json "$OUT/offline-1000.json"
+      gpu_memory "llama3-8b bf16 worker, after offline-1000"
+      stop_worker
+    fi
+    step stability-8b bench stability --model synthetic:llama3-8b \
+      --worker_bin "$bin/onecard-worker" --router_bin "$bin/onecard-router" \
+      --worker_args "--backend cuda $gpu_args $tune" --users 64 --requests 1000 --warmup 64 \
+      --json "$OUT/stability-8b.json"
+    ;;
+  72b)
+    [[ -n $device ]] || { step ceilings "$bin/onecard-bench-cuda" ceilings --results "$results";
+                          device=$(device_of_records); }
+    step serve-load-72b bench serve-load --model synthetic:qwen2-72b:int4 \
+      --worker_bin "$bin/onecard-worker" --router_bin "$bin/onecard-router" \
+      --worker_args "--backend cuda --gpu-memory-budget ${BUDGET_72B:-48GiB} --max-context 4096 $gpu_args --tuning-cache $work/tuning-qwen2-72b.txt" \
+      --users 150 --requests 450 --warmup 16 --router_max_in_flight 32 \
+      --priority_mix "short=0.9:64/32@interactive,long=0.1:2048/32@batch" \
+      --priority_requests 300 --target_load 0.8 --json "$OUT/serve-load-72b.json"
+    ;;
+  70b-stability)
+    [[ -n $device ]] || { step ceilings "$bin/onecard-bench-cuda" ceilings --results "$results";
+                          device=$(device_of_records); }
+    step stability-70b bench stability --model synthetic:llama3-70b:int4 \
+      --worker_bin "$bin/onecard-worker" --router_bin "$bin/onecard-router" \
+      --worker_args "--backend cuda --max-context 4096 $gpu_args --tuning-cache $work/tuning-llama3-70b.txt" \
+      --users 64 --requests 1000 --warmup 64 --json "$OUT/stability-70b.json"
+    ;;
+  *)
+    say "unknown part $part (8b, 72b, 70b-stability)"
+    status=1
+    ;;
+  esac
+done
+cp "$work"/tuning-*.txt "$OUT/" 2>/dev/null
+exit $status
