@@ -67,7 +67,12 @@ device_of_records() {
 lines = [l for l in open(sys.argv[1]) if l.strip()]
 print(json.loads(lines[-1])["device"] if lines else "")' "$results" 2>/dev/null
 }
-bench() { "$bin/onecard-bench" "$@" --device "$device" --results "$results" --log_dir "$OUT/logs"; }
+# onecard-bench with the card named in its records, under $limit seconds
+# (default 240: one stuck run must not take the whole call).
+bench() {
+  timeout "${limit:-240}" "$bin/onecard-bench" "$@" --device "$device" --results "$results" \
+    --log_dir "$OUT/logs"
+}
 
 # One worker on `model` at 127.0.0.1:$port; waits for READY.
 start_worker() {
@@ -121,12 +126,12 @@ for part in "${parts[@]}"; do
   72b)
     [[ -n $device ]] || { step ceilings "$bin/onecard-bench-cuda" ceilings --results "$results";
                           device=$(device_of_records); }
-    step serve-load-72b bench serve-load --model synthetic:qwen2-72b:int4 \
+    limit=300 step serve-load-72b bench serve-load --model synthetic:qwen2-72b:int4 \
       --worker_bin "$bin/onecard-worker" --router_bin "$bin/onecard-router" \
       --worker_args "--backend cuda --gpu-memory-budget ${BUDGET_72B:-48GiB} --max-context 4096 $gpu_args --tuning-cache $work/tuning-qwen2-72b.txt" \
-      --users 150 --requests 450 --warmup 16 --router_max_in_flight 32 \
+      --users 150 --requests 300 --warmup 16 --router_max_in_flight 32 \
       --priority_mix "short=0.9:64/32@interactive,long=0.1:2048/32@batch" \
-      --priority_requests 300 --target_load 0.8 --json "$OUT/serve-load-72b.json"
+      --priority_requests 200 --target_load 0.8 --json "$OUT/serve-load-72b.json"
     ;;
   70b-stability)
     [[ -n $device ]] || { step ceilings "$bin/onecard-bench-cuda" ceilings --results "$results";

@@ -59,10 +59,10 @@ absl::StatusOr<RequestClass> ParseClass(absl::string_view item) {
 
 std::vector<RequestClass> ServeMixClasses() {
   return {
-      RequestClass{"short-qa", 1, 50, 50, 1, onecard::v1::PRIORITY_UNSPECIFIED},
-      RequestClass{"long-generation", 1, 200, 1000, 1, onecard::v1::PRIORITY_UNSPECIFIED},
-      RequestClass{"long-context", 1, 4000, 200, 1, onecard::v1::PRIORITY_UNSPECIFIED},
-      RequestClass{"multi-turn", 1, 100, 100, 5, onecard::v1::PRIORITY_UNSPECIFIED},
+      RequestClass{.name = "short-qa", .prompt_tokens = 50, .max_tokens = 50},
+      RequestClass{.name = "long-generation", .prompt_tokens = 200, .max_tokens = 1000},
+      RequestClass{.name = "long-context", .prompt_tokens = 4000, .max_tokens = 200},
+      RequestClass{.name = "multi-turn", .prompt_tokens = 100, .max_tokens = 100, .turns = 5},
   };
 }
 
@@ -108,6 +108,10 @@ absl::Status ValidateLoadSpec(const LoadSpec& s) {
     return absl::InvalidArgumentError("--requests or --duration: one must be set");
   }
   for (const RequestClass& c : s.mix) {
+    if (c.burst < 1 || c.turns < 1 || !(c.weight > 0)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--mix: class ", c.name, " needs burst >= 1, turns >= 1 and a weight > 0"));
+    }
     if (c.prompt_tokens * c.turns + c.max_tokens * c.turns > 1 << 20) {
       return absl::InvalidArgumentError(absl::StrCat("--mix: class ", c.name, " is too long"));
     }

@@ -20,6 +20,12 @@ TEST(LoadSpecTest, ServeMixIsTheFourClassesOfBenchmarksMd) {
   EXPECT_EQ(mix[2].max_tokens, 200);
   EXPECT_EQ(mix[3].turns, 5);
   EXPECT_EQ(mix[3].prompt_tokens, 100);
+  for (const RequestClass& c : mix) {
+    EXPECT_EQ(c.weight, 1) << c.name;
+    EXPECT_EQ(c.burst, 1) << c.name;  // a burst of 0 started no conversation at all
+    EXPECT_EQ(c.turns, c.name == "multi-turn" ? 5 : 1) << c.name;
+    EXPECT_EQ(c.priority, onecard::v1::PRIORITY_UNSPECIFIED) << c.name;
+  }
   EXPECT_EQ(ParseMix("serve-mix")->size(), 4u);
   EXPECT_EQ(ParseMix("")->size(), 4u);
   std::vector<RequestClass> one = *ParseMix("long-context");
@@ -71,6 +77,10 @@ TEST(LoadSpecTest, ValidateNamesTheFlag) {
   s.rate_per_second = 1;
   s.num_requests = 0;
   EXPECT_NE(ValidateLoadSpec(s).message().find("--requests"), std::string::npos);
+  s.num_requests = 1;
+  s.mix[0].burst = 0;
+  EXPECT_NE(ValidateLoadSpec(s).message().find("class short-qa needs burst >= 1"),
+            std::string::npos);
 }
 
 }  // namespace
