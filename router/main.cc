@@ -78,7 +78,8 @@ const services::CommandLineSpec kCommandLine = {
                {"Access", {"allow_unauthenticated"}},
                services::ServiceIdentityFlagGroup(),
                {"Shutdown", {"grace_period"}}},
-    .epilog = services::ServiceHelpEpilog()};
+    .epilog = services::ServiceHelpEpilog(),
+    .flags_only = true};
 
 namespace {
 

@@ -15,10 +15,13 @@
 #              $BUDGET_72B (default 48GiB): 150 closed-loop users of 128/128
 #              through a router with the worker's gauges sampled, then the
 #              90/10 short/long mix at 0.8x capacity, priority against FIFO
-#   70b-stability  `stability` on synthetic:llama3-70b:int4
+#   70b        onecard-bench-cuda decode-70b-int4 batch 1, one stream of 128/256
+#              through a worker on synthetic:llama3-70b:int4, and `stability` on it
+#              (1,000 requests of 128/32, 32 users)
 # Under $OUT: results.jsonl (every record, the H200 as their device), *.json
 # (each run's full result), bench.log, logs/ (each process's log),
 # gpu_memory.txt (nvidia-smi while each worker serves), summary.txt.
+# A call brings back few files: `tar` $OUT's JSON and logs into one after it.
 # Exit status: non-zero when a step failed.
 set -uo pipefail
 OUT=${OUT:-/tmp/onecard-out}
@@ -133,16 +136,24 @@ for part in "${parts[@]}"; do
       --priority_mix "short=0.9:64/32@interactive,long=0.1:2048/32@batch" \
       --priority_requests 200 --target_load 0.8 --json "$OUT/serve-load-72b.json"
     ;;
-  70b-stability)
-    [[ -n $device ]] || { step ceilings "$bin/onecard-bench-cuda" ceilings --results "$results";
-                          device=$(device_of_records); }
+  70b)
+    step decode-70b-int4 "$bin/onecard-bench-cuda" decode-70b-int4 --batches 1 --results "$results"
+    device=$(device_of_records)
+    tune="--tuning-cache $work/tuning-llama3-70b.txt"
+    # shellcheck disable=SC2086
+    if start_worker synthetic:llama3-70b:int4 50162 worker-70b $gpu_args $tune; then
+      step single-stream-70b bench serve --target 127.0.0.1:50162 \
+        --mix "single-stream-70b=1:128/256" --users 1 --requests 5 --warmup 1 \
+        --json "$OUT/single-stream-70b.json"
+      stop_worker
+    fi
     step stability-70b bench stability --model synthetic:llama3-70b:int4 \
       --worker_bin "$bin/onecard-worker" --router_bin "$bin/onecard-router" \
-      --worker_args "--backend cuda --max-context 4096 $gpu_args --tuning-cache $work/tuning-llama3-70b.txt" \
-      --users 64 --requests 1000 --warmup 64 --json "$OUT/stability-70b.json"
+      --worker_args "--backend cuda $gpu_args $tune" --mix "chat=1:128/32" --users 32 \
+      --requests 1000 --warmup 32 --json "$OUT/stability-70b.json"
     ;;
   *)
-    say "unknown part $part (8b, 72b, 70b-stability)"
+    say "unknown part $part (8b, 72b, 70b)"
     status=1
     ;;
   esac

@@ -234,6 +234,10 @@ CommandLine ParseCommandLine(const CommandLineSpec& spec, int argc, char** argv)
   }
   absl::StatusOr<std::vector<std::string>> parsed = ParseFlagArgs(args);
   absl::Status status = parsed.status();
+  if (status.ok() && spec.flags_only && parsed->size() > 1) {
+    status = absl::InvalidArgumentError(
+        absl::StrCat("unexpected argument '", (*parsed)[1], "': it takes flags only"));
+  }
   if (status.ok()) status = ApplyLogFlags();
   if (!status.ok()) {
     std::cerr << spec.program << ": " << status.message() << " (see " << spec.program

@@ -38,6 +38,9 @@ struct CommandLineSpec {
   std::vector<Subcommand> subcommands;
   std::vector<FlagGroup> groups;
   std::string epilog;  // after the flags (environment variables, examples)
+  // The services take flags only: a positional argument (a flag's value
+  // passed on its own, a misspelt "-flag") is a usage error naming it.
+  bool flags_only = false;
 };
 
 // The service-identity flags (service_auth_flags.h) as one group, and the

@@ -3,6 +3,7 @@
 #include "services/common/flag_names.h"
 
 #include <algorithm>
+#include <cctype>
 
 namespace onecard::services {
 
@@ -14,7 +15,12 @@ std::vector<std::string> NormalizeFlagNames(int argc, char** argv) {
     if (a == "--") after_double_dash = true;
     if (after_double_dash || a.rfind("--", 0) != 0) continue;
     const size_t end = std::min(a.find('='), a.size());
-    std::replace(a.begin() + 2, a.begin() + end, '-', '_');
+    // Not a flag name (a value that starts with "--", e.g. "--a 1 --b 2"):
+    // left as it is.
+    const bool name = std::all_of(a.begin() + 2, a.begin() + end, [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_';
+    });
+    if (name) std::replace(a.begin() + 2, a.begin() + end, '-', '_');
   }
   return args;
 }

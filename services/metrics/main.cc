@@ -41,7 +41,8 @@ const CommandLineSpec kCommandLine = {
     .groups = {{"Configuration", {"config"}},
                {"Network", {"listen", "metrics_listen"}},
                ServiceIdentityFlagGroup()},
-    .epilog = ServiceHelpEpilog()};
+    .epilog = ServiceHelpEpilog(),
+    .flags_only = true};
 
 namespace {
 

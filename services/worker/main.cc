@@ -112,7 +112,8 @@ const CommandLineSpec kCommandLine = {
                  "fp8_compute"}},
                ServiceIdentityFlagGroup(),
                {"Shutdown", {"grace_period"}}},
-    .epilog = ServiceHelpEpilog()};
+    .epilog = ServiceHelpEpilog(),
+    .flags_only = true};
 
 namespace {
 

@@ -122,6 +122,12 @@ TEST(CommandLineTest, ParseCommandLineReturnsExitCodesForHelpAndErrors) {
   EXPECT_EQ(ok.exit_code, std::nullopt);
   EXPECT_THAT(ok.args, ElementsAre("prog", "run"));
   EXPECT_EQ(absl::GetFlag(FLAGS_cl_max_tokens), 4);
+  // A service (flags only) refuses the positional argument.
+  CommandLineSpec service = Spec();
+  service.flags_only = true;
+  EXPECT_THAT(ParseCommandLine(service, 3, argv.data()).exit_code, Optional(2));
+  argv = {in[0].data(), in[1].data()};
+  EXPECT_EQ(ParseCommandLine(service, 2, argv.data()).exit_code, std::nullopt);
 }
 
 // Runs ParseCommandLine on `in`; the exit code it asks for, if any.

@@ -20,5 +20,17 @@ TEST(FlagNamesTest, DashesInFlagNamesBecomeUnderscores) {
                           "-x-y", "--json", "--", "--not-a-flag"));
 }
 
+// A flag's value that starts with "--" but is no flag name (the bench's
+// --worker-args) is passed on untouched.
+TEST(FlagNamesTest, ValuesThatAreNoFlagNameAreKept) {
+  std::vector<std::string> in = {"onecard-bench", "--worker-args",
+                                 "--max-num-seqs 128 --kv-blocks 200", "--x-y=--a b"};
+  std::vector<char*> argv;
+  for (std::string& s : in) argv.push_back(s.data());
+  EXPECT_THAT(NormalizeFlagNames(static_cast<int>(argv.size()), argv.data()),
+              ElementsAre("onecard-bench", "--worker_args", "--max-num-seqs 128 --kv-blocks 200",
+                          "--x_y=--a b"));
+}
+
 }  // namespace
 }  // namespace onecard::services
