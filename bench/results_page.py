@@ -29,7 +29,10 @@ HEADLINE_METRICS = [
     (r"router-overhead", ["added_ttft_p50", "added_ttft_p99", "added_ttft_p50_http",
                           "added_ttft_p99_http", "admissions_per_second"]),
     (r"serve.*", ["ttft_p50", "ttft_p95", "ttft_p99", "tpot_p95", "output_tokens_per_second",
-                  "short_p95_ttft_fifo_over_priority", "poisson_rate"]),
+                  "short_p95_ttft_fifo_over_priority", "poisson_rate", "peak_kv_usage_ratio",
+                  "peak_requests_waiting"]),
+    (r"stability", ["ttft_p99", "tpot_p99", "requests_ok", "requests_failed",
+                    "device_memory_change"]),
 ]
 
 # Decode throughput against batch: these metrics, in cases named ...batchN...

@@ -95,7 +95,8 @@ start_worker() {
 }
 stop_worker() { kill -TERM "$worker_pid" 2>/dev/null && wait "$worker_pid"; }
 
-gpu_args="--max-num-seqs 128 --max-batched-tokens 2048"
+# A step's token budget (the worker's --max-batched-tokens): $BATCHED_TOKENS, default 2048.
+gpu_args="--max-num-seqs 128 --max-batched-tokens ${BATCHED_TOKENS:-2048}"
 device=""
 for part in "${parts[@]}"; do
   case $part in
