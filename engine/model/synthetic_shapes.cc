@@ -1,7 +1,7 @@
 // The synthetic shapes (see synthetic_shapes.h), from the models' published
 // config.json files, and synthetic model paths. Tested by
 // tests/gpu/memory_plan_test.cc (SyntheticShapesTest) and
-// tests/engine/model/synthetic_shapes_test.cc.
+// tests/engine/model/checkpoint_test.cc (synthetic model paths).
 #include "engine/model/synthetic_shapes.h"
 
 #include "absl/strings/str_cat.h"

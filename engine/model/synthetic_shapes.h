@@ -7,7 +7,7 @@
 // the worker, the router, the CLI and the benchmarks serve it with the
 // synthetic tokenizer (engine/tokenizer/synthetic_tokenizer.h).
 // Tested by tests/gpu/memory_plan_test.cc (SyntheticShapesTest; label unit)
-// and tests/engine/model/synthetic_shapes_test.cc.
+// and tests/engine/model/checkpoint_test.cc (synthetic model paths).
 #ifndef ONECARD_ENGINE_MODEL_SYNTHETIC_SHAPES_H_
 #define ONECARD_ENGINE_MODEL_SYNTHETIC_SHAPES_H_
 

@@ -15,11 +15,14 @@
 #              $BUDGET_72B (default 48GiB): 150 closed-loop users of 128/128
 #              through a router with the worker's gauges sampled, then the
 #              90/10 short/long mix at 0.8x capacity, priority against FIFO
+#   70b-mix    the 8b part's serve-mix, single stream and offline runs on
+#              synthetic:llama3-70b:int4 (about 5 minutes)
 #   70b        onecard-bench-cuda decode-70b-int4 batch 1, one stream of 128/256
 #              through a worker on synthetic:llama3-70b:int4, and `stability` on it
 #              (1,000 requests of 128/32, 32 users)
 # Under $OUT: results.jsonl (every record, the H200 as their device), *.json
-# (each run's full result), bench.log, logs/ (each process's log),
+# (each run's full result), metrics-*.txt (a worker's /metrics around its offline runs),
+# bench.log, logs/ (each process's log),
 # gpu_memory.txt (nvidia-smi while each worker serves), summary.txt.
 # A call brings back few files: `tar` $OUT's JSON and logs into one after it.
 # Exit status: non-zero when a step failed.
@@ -97,6 +100,44 @@ stop_worker() { kill -TERM "$worker_pid" 2>/dev/null && wait "$worker_pid"; }
 
 # A step's token budget (the worker's --max-batched-tokens): $BATCHED_TOKENS, default 2048.
 gpu_args="--max-num-seqs 128 --max-batched-tokens ${BATCHED_TOKENS:-2048}"
+# The worker's /metrics (its address from the worker's stdout) into $OUT/metrics-$1.txt:
+# the step host time and idle gap histograms, to break a served step down.
+scrape() {
+  local addr
+  addr=$(awk '/^LISTENING metrics/{print $3}' "$OUT/logs/worker-$2.out")
+  python3 -c 'import sys, urllib.request
+open(sys.argv[2], "w").write(urllib.request.urlopen("http://" + sys.argv[1] + "/metrics", timeout=10).read().decode())' \
+    "$addr" "$OUT/metrics-$1.txt" || say "FAILED scraping $1"
+}
+
+# One worker on model $1 at port $2 (logs worker-$3; records' cases start "$3-"): serve-mix (each class alone: warm-up,
+# then 10 runs), one stream of 128/256, offline throughput (128 users of 128/128, then of
+# 1000/1000), the worker's metrics scraped around the offline runs.
+serve_tables() {
+  local model=$1 port=$2 name=$3 t=127.0.0.1:$2
+  # shellcheck disable=SC2086
+  start_worker "$model" "$port" "worker-$name" $gpu_args $tune || return
+  gpu_memory "$model worker, loaded"
+  for c in short-qa long-generation long-context multi-turn; do
+    step "serve-mix $c ($name)" bench serve --target $t --mix $c --users 1 --requests 10 \
+      --warmup 1 --case_prefix "$name-" --json "$OUT/serve-mix-$c-$name.json"
+  done
+  step "single-stream ($name)" bench serve --target $t --mix "single-stream=1:128/256" \
+    --users 1 --requests 5 --warmup 1 --case_prefix "$name-" \
+    --json "$OUT/single-stream-$name.json"
+  scrape "$name-before-offline" "$name"
+  step "offline-128 ($name)" bench serve --target $t --mix "offline-128=1:128/128" --users 128 \
+    --requests 1024 --warmup 128 --case_prefix "$name-" \
+    --json "$OUT/offline-128-$name.json"
+  scrape "$name-after-offline-128" "$name"
+  gpu_memory "$model worker, after offline-128"
+  limit=400 step "offline-1000 ($name)" bench serve --target $t \
+    --mix "offline-1000=1:1000/1000" --users 128 --requests 256 --warmup 0 \
+    --case_prefix "$name-" --json "$OUT/offline-1000-$name.json"
+  gpu_memory "$model worker, after offline-1000"
+  stop_worker
+}
+
 device=""
 for part in "${parts[@]}"; do
   case $part in
@@ -104,24 +145,7 @@ for part in "${parts[@]}"; do
     step decode-8b-bf16 "$bin/onecard-bench-cuda" decode-8b-bf16 --batches 1 --results "$results"
     device=$(device_of_records)
     tune="--tuning-cache $work/tuning-llama3-8b.txt"
-    # shellcheck disable=SC2086
-    if start_worker synthetic:llama3-8b 50161 worker-8b $gpu_args $tune; then
-      gpu_memory "llama3-8b bf16 worker, loaded"
-      t=127.0.0.1:50161
-      for c in short-qa long-generation long-context multi-turn; do
-        step "serve-mix $c" bench serve --target $t --mix $c --users 1 --requests 10 --warmup 1 \
-          --json "$OUT/serve-mix-$c.json"
-      done
-      step single-stream bench serve --target $t --mix "single-stream=1:128/256" --users 1 \
-        --requests 5 --warmup 1 --json "$OUT/single-stream.json"
-      step offline-128 bench serve --target $t --mix "offline-128=1:128/128" --users 128 \
-        --requests 1024 --warmup 128 --json "$OUT/offline-128.json"
-      gpu_memory "llama3-8b bf16 worker, after offline-128"
-      step offline-1000 bench serve --target $t --mix "offline-1000=1:1000/1000" --users 128 \
-        --requests 256 --warmup 0 --json "$OUT/offline-1000.json"
-      gpu_memory "llama3-8b bf16 worker, after offline-1000"
-      stop_worker
-    fi
+    serve_tables synthetic:llama3-8b 50161 8b-bf16
     step stability-8b bench stability --model synthetic:llama3-8b \
       --worker_bin "$bin/onecard-worker" --router_bin "$bin/onecard-router" \
       --worker_args "--backend cuda $gpu_args $tune" --users 64 --requests 1000 --warmup 64 \
@@ -136,6 +160,12 @@ for part in "${parts[@]}"; do
       --users 150 --requests 300 --warmup 16 --router_max_in_flight 32 \
       --priority_mix "short=0.9:64/32@interactive,long=0.1:2048/32@batch" \
       --priority_requests 200 --target_load 0.8 --json "$OUT/serve-load-72b.json"
+    ;;
+  70b-mix)
+    [[ -n $device ]] || { step ceilings "$bin/onecard-bench-cuda" ceilings --results "$results";
+                          device=$(device_of_records); }
+    tune="--tuning-cache $work/tuning-llama3-70b.txt"
+    serve_tables synthetic:llama3-70b:int4 50163 70b-int4
     ;;
   70b)
     step decode-70b-int4 "$bin/onecard-bench-cuda" decode-70b-int4 --batches 1 --results "$results"
@@ -154,7 +184,7 @@ for part in "${parts[@]}"; do
       --requests 1000 --warmup 32 --json "$OUT/stability-70b.json"
     ;;
   *)
-    say "unknown part $part (8b, 72b, 70b)"
+    say "unknown part $part (8b, 72b, 70b, 70b-mix)"
     status=1
     ;;
   esac

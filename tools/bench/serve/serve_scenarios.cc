@@ -54,6 +54,9 @@ ABSL_FLAG(std::string, worker_bin, "", "local scenarios: onecard-worker (default
 ABSL_FLAG(std::string, router_bin, "", "local scenarios: onecard-router (default: build tree)");
 ABSL_FLAG(int32_t, pairs, 200, "router-overhead: request pairs");
 ABSL_FLAG(int32_t, router_max_in_flight, 1, "serve-priority: requests in flight per worker");
+ABSL_FLAG(std::string, case_prefix, "",
+          "serve: put this before every record's case (e.g. the model, when one run serves "
+          "several)");
 ABSL_FLAG(std::string, worker_args, "",
           "local scenarios: extra onecard-worker flags, space-separated (e.g. \"--backend cuda\")");
 ABSL_FLAG(int32_t, prompt_vocab, 49152,
@@ -131,6 +134,7 @@ absl::Status RunServe(const BenchOptions& options, BenchReporter& reporter) {
   bool preset = mix.empty() || mix == "serve-mix";
   for (const RequestClass& c : ServeMixClasses()) preset = preset || mix == c.name;
   for (BenchRecord& r : ToBenchRecords(run.result, preset ? "serve-mix" : "serve")) {
+    r.case_name = absl::GetFlag(FLAGS_case_prefix) + r.case_name;
     reporter.Add(std::move(r));
   }
   return WriteJson(ToJson(run.result));
