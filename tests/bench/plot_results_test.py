@@ -39,6 +39,11 @@ class CurrentFiguresTest(unittest.TestCase):
         self.assertEqual(c.records_at_commit, 2)
         self.assertEqual(rp.command_of(c.record), "onecard-bench cpu-decode --threads 1")
 
+    def test_serving_on_the_gpu_names_the_cluster_script(self):
+        record = rp.Record("stability", "requests1000", "ttft_p99", 1.0, "s", None, "abc",
+                           GPU, "2026-12-03", None, 1)
+        self.assertEqual(rp.command_of(record), "scripts/device/cluster.sh (its parts)")
+
     def test_devices_are_kept_apart(self):
         c = self.current[(CPU, "decode-8b-bf16", "batch1", "decode_tok_per_s")]
         self.assertEqual(c.record.value, 100.0)
