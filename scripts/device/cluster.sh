@@ -39,11 +39,9 @@ if [[ ! -x $unpacked/bin/onecard-worker || .device/bundle.txz -nt $unpacked/bin 
     .device/bundle.txz "$unpacked" || { echo "cluster: cannot unpack .device/bundle.txz" >&2; exit 1; }
 fi
 bin=$unpacked/bin
-cuda_libs=/usr/local/cuda/lib64
-if [[ ! -e $cuda_libs/libcublasLt.so.13 ]]; then
-  found=$(find / -name 'libcublasLt.so.13*' -not -path '*/proc/*' 2>/dev/null | head -1)
-  [[ -n "$found" ]] && cuda_libs=$(dirname "$found")
-fi
+# shellcheck source=scripts/device/libs.sh
+source scripts/device/libs.sh
+cuda_libs=$(cuda_lib_dir)
 export LD_LIBRARY_PATH="$unpacked/lib:$cuda_libs:${LD_LIBRARY_PATH:-}"
 export ONECARD_COMMIT=$(cat "$unpacked/COMMIT" 2>/dev/null || echo unknown)
 work=${TMPDIR:-/tmp}/onecard-cluster-work

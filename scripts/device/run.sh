@@ -47,12 +47,9 @@ if [[ -f .device/bundle.tgz && (! -d $bin || .device/bundle.tgz -nt $bin) ]]; th
   DEVICE_LIB=${DEVICE_LIB:-$unpacked/lib}
 fi
 
-# CUDA libraries of the machine: the toolkit's, else the ones pip installed.
-cuda_libs=/usr/local/cuda/lib64
-if [[ ! -e $cuda_libs/libcublasLt.so.13 ]]; then
-  found=$(find / -name 'libcublasLt.so.13*' -not -path '*/proc/*' 2>/dev/null | head -1)
-  [[ -n "$found" ]] && cuda_libs=$(dirname "$found")
-fi
+# shellcheck source=scripts/device/libs.sh
+source scripts/device/libs.sh
+cuda_libs=$(cuda_lib_dir)
 # $DEVICE_LIB: where an earlier call left .device/lib when the bundle was
 # more than one call may carry (ICU alone is 30 MiB; docs/cuda.md).
 export LD_LIBRARY_PATH="${DEVICE_LIB:-$PWD/.device/lib}:$cuda_libs:${LD_LIBRARY_PATH:-}"

@@ -161,12 +161,7 @@ int main(int argc, char** argv) {
   }
   onecard::bench::RunInfo info = onecard::bench::CurrentRunInfo();
   info.device = onecard::bench::CudaDeviceDescription();
-  const char* env_commit = std::getenv("ONECARD_COMMIT");
-  if (!absl::GetFlag(FLAGS_commit).empty()) {
-    info.commit = absl::GetFlag(FLAGS_commit);
-  } else if (env_commit != nullptr && *env_commit != '\0') {
-    info.commit = env_commit;
-  }
+  if (!absl::GetFlag(FLAGS_commit).empty()) info.commit = absl::GetFlag(FLAGS_commit);
   onecard::bench::BenchReporter reporter(info);
   onecard::bench::BenchOptions options;
   options.model_path = absl::GetFlag(FLAGS_model);

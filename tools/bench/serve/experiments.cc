@@ -18,7 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "engine/common/status_macros.h"
 #include "grpcpp/client_context.h"
@@ -322,17 +322,13 @@ absl::StatusOr<RoutedWorker> StartRoutedWorker(const ClusterOptions& options,
 absl::StatusOr<ServeLoad> RunServeLoad(const ServeLoadOptions& o) {
   ASSIGN_OR_RETURN(RoutedWorker cluster, StartRoutedWorker(o.cluster, "serve-load", o.load));
   ChildProcess* worker = cluster.worker.get();
-  ServeLoad out;
-  absl::Mutex mu;
-  bool done = false;
+  ServeLoad out;  // samples: the poller's alone until it is joined
+  absl::Notification done;
   const absl::Time start = absl::Now();
   std::thread poller([&] {
-    absl::MutexLock lock(&mu);
-    while (!mu.AwaitWithTimeout(absl::Condition(&done), o.metrics_interval)) {
-      mu.Unlock();
+    while (!done.WaitForNotificationWithTimeout(o.metrics_interval)) {
       absl::StatusOr<onecard::testing::HttpResponse> page =
           onecard::testing::HttpGet(worker->metrics_address(), "/metrics");
-      mu.Lock();
       if (!page.ok()) continue;
       out.samples.push_back({absl::ToDoubleSeconds(absl::Now() - start),
                              Gauge(page->body, "onecard_worker_requests_waiting"),
@@ -341,10 +337,7 @@ absl::StatusOr<ServeLoad> RunServeLoad(const ServeLoadOptions& o) {
     }
   });
   absl::StatusOr<LoadRun> run = RunLoad(cluster.load);
-  {
-    absl::MutexLock lock(&mu);
-    done = true;
-  }
+  done.Notify();
   poller.join();
   cluster.router->Terminate(absl::Seconds(30));
   worker->Terminate(absl::Seconds(30));

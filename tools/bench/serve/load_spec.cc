@@ -109,8 +109,8 @@ absl::Status ValidateLoadSpec(const LoadSpec& s) {
   }
   for (const RequestClass& c : s.mix) {
     if (c.burst < 1 || c.turns < 1 || !(c.weight > 0)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--mix: class ", c.name, " needs burst >= 1, turns >= 1 and a weight > 0"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--mix: class ", c.name, " needs burst >= 1, turns >= 1 and a weight > 0"));
     }
     if (c.prompt_tokens * c.turns + c.max_tokens * c.turns > 1 << 20) {
       return absl::InvalidArgumentError(absl::StrCat("--mix: class ", c.name, " is too long"));

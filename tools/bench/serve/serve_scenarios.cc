@@ -225,10 +225,8 @@ absl::Status RunServeLoadScenario(const BenchOptions& options, BenchReporter& re
                 std::nullopt});
 
   PriorityComparisonOptions p = PriorityOptions(options);
-  ASSIGN_OR_RETURN(p.load, SpecFromFlags(options, absl::GetFlag(FLAGS_priority_mix), 1,
-                                         absl::GetFlag(FLAGS_priority_requests), 0));
+  p.load = o.load;  // target, key, seed and prompt ids; the rest is the comparison's
   ASSIGN_OR_RETURN(p.load.mix, ParseMix(absl::GetFlag(FLAGS_priority_mix)));
-  p.load.users = 1;
   p.load.num_requests = absl::GetFlag(FLAGS_priority_requests);
   p.load.duration = absl::ZeroDuration();
   p.load.warmup_requests = 0;
