@@ -1,6 +1,5 @@
-// Int4Gemm on CUDA (see int4_gemm.h and the layout in int4_layout.h). Design,
-// for the HBM floor of decode, where a step reads every weight once, and
-// the middle steps (up to 64 rows):
+// Int4Gemm on CUDA (int4_gemm.h; layout: int4_layout.h): the entry and the kStream
+// kernel (kTiled: int4_gemm_tiled.cu), for the HBM floor of decode. Design:
 // - Tensor cores with the weights as the A operand: a warp owns one 16-row
 //   tile; the step's rows are the mma's n (8 a tile, padded with zeros), in
 //   tiles of 8 NT rows (NT = 1, 2, 4, 8: Cfg), so the dequantization of a
@@ -32,8 +31,7 @@
 //   straight-line code (ComputeFull, ~60 warp instructions a 512-byte code
 //   tile against ~75 with the per-slice group tests of Compute), chosen once
 //   a launch (ConsumeStages' kSpan).
-// - Launched with programmatic dependent launch: the first stages' codes and
-//   scales are requested before griddepcontrol.wait.
+// - Programmatic dependent launch: the first stages' weights come before the wait.
 // Tested by tests/gpu/int4_gemm_test.cc against Int4GemmRef.
 #include <cuda_fp16.h>
 
@@ -44,15 +42,20 @@
 #include "engine/kernels/cuda_common.cuh"
 #include "engine/kernels/cuda_pipeline.cuh"
 #include "engine/kernels/cuda_ptx.cuh"
+#include "engine/kernels/int4_codes.cuh"
 #include "engine/kernels/int4_gemm.h"
+#include "engine/kernels/int4_gemm_internal.h"
 
 namespace onecard::engine {
 namespace {
 
 constexpr int kWarps = 8;                    // consumer warps: one 16-row tile each
 constexpr int kThreads = 32 * (kWarps + 1);  // + the producer warp
-constexpr uint32_t kOnes = 0x3F803F80u;      // bf16 pair (1, 1)
-constexpr uint32_t kMagic136 = 0x43084308u;  // bf16 pair (136, 136): 128 + 8
+using int4::Dequant128;
+using int4::HalfPair;
+using int4::kMagic136;
+using int4::kOnes;
+using int4::SubBf16x2;
 
 // The shape of a launch for rows in (8 (NT / 2), 8 NT]: the k tiles a stage
 // holds, the stages and the blocks an SM (shared memory: up to 16 KB of
@@ -72,33 +75,18 @@ struct Cfg {
 template <Int4Offsets kKind>
 constexpr bool kSumX = kKind == Int4Offsets::kFloat;
 
-enum class YKind : int32_t { kBf16, kBf16Add, kF32, kSiluMul };
+using int4::YKind;
 
-struct Args {
-  const uint4* codes;
-  const uint32_t* scales;
-  const uint32_t* offsets;
-  int32_t n_tiles;  // n / 16
-  int32_t k_tiles;  // k / 64
-  int32_t group;
-  float inv_group;     // 1 / group (GroupOf)
-  int32_t num_groups;  // k / group
+struct Args : int4::LaunchArgs {
   // A full stage's group spans, for ComputeFull (Launch sets it from the
   // stage shape): 0 two a tile (groups of 32), j a span every j tiles, -1 the
   // general Compute only.
   int32_t tiles_per_span;
-  const cuda::bf16* x;
-  int64_t x_stride;
   const cuda::bf16* norm_w;
   float eps;
-  void* y;
-  YKind y_kind;
-  int64_t n;
-  int32_t rows;
   int32_t row_groups;
   int64_t iters;  // row_groups * k_tiles
-  float* partials;
-  int32_t* counters_end;  // one a row tile: tile t's is counters_end[-1 - t]
+  // counters_end: one a row tile
 };
 
 // A stage's copy of the row group's codes, scales and offsets keeps their
@@ -190,10 +178,8 @@ struct Walker {
   }
 };
 
-// The group of column c: exact for c < 2^22 - 1 (kInt4MaxK), and a few
-// float instructions where an integer division takes ~28 a stage.
 __device__ __forceinline__ int32_t GroupOf(int32_t c, const Args& a) {
-  return __float2int_rd((static_cast<float>(c) + 0.5f) * a.inv_group);
+  return int4::GroupOf(c, a.inv_group);
 }
 
 // Groups of the stage's columns: the first, and how many.
@@ -345,25 +331,6 @@ __device__ void Producer(Smem<NT>& sm, const Args& a, int64_t begin, int64_t end
 
 // ---------------------------------------------------------------- consumers
 
-// The bf16 pair 128 + q of nibbles m and m + 4 of a code word.
-__device__ __forceinline__ uint32_t Dequant128(uint32_t word, int m) {
-  uint32_t out;
-  asm("lop3.b32 %0, %1, %2, %3, 0xEA;\n"
-      : "=r"(out)
-      : "r"(word >> (4 * m)), "n"(0x000f000f), "n"(0x43004300));
-  return out;
-}
-
-__device__ __forceinline__ uint32_t SubBf16x2(uint32_t a, uint32_t b) {
-  uint32_t out;
-  asm("sub.rn.bf16x2 %0, %1, %2;\n" : "=r"(out) : "r"(a), "r"(b));
-  return out;
-}
-
-__device__ __forceinline__ float2 HalfPair(uint32_t w) {
-  return __half22float2(*reinterpret_cast<const __half2*>(&w));
-}
-
 // A group's constants for rows gr (.lo) and gr + 8 (.hi): the scales, and
 // the pair subtracted from 128 + q before the sums (kSymmetric, kZero) or
 // the factor c = m - 128 s of S after them (kFloat).
@@ -386,8 +353,8 @@ __device__ __forceinline__ Span LoadSpan(const Stage<NT>& st, int g, int warp, i
   } else {
     const uint32_t z = st.offsets[word];  // two int16 zero points, 0..127
     const uint32_t lo = z & 0xFFFF, hi = z >> 16;
-    s.sub_lo = 0x43004300u | lo | (lo << 16);
-    s.sub_hi = 0x43004300u | hi | (hi << 16);
+    s.sub_lo = int4::ZeroPair(lo);
+    s.sub_hi = int4::ZeroPair(hi);
   }
   return s;
 }
@@ -531,24 +498,14 @@ __device__ __forceinline__ void Epilogue(const Args& a, int32_t rt, const float 
       const int m = nt * 8 + 2 * t4 + e;
       if (m >= a.rows) continue;
       if (a.y_kind == YKind::kSiluMul) {
-        const float g = cuda::RoundTo<cuda::bf16>(v[nt][e]);
-        const float u = cuda::RoundTo<cuda::bf16>(v[nt][e + 2]);
-        static_cast<cuda::bf16*>(a.y)[m * (a.n / 2) + int64_t{rt} * 8 + gr] =
-            __float2bfloat16_rn(g / (1.0f + expf(-g)) * u);
+        int4::StoreSiluMul(a, m, int64_t{rt} * 8 + gr, v[nt][e], v[nt][e + 2]);
         continue;
       }
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const int64_t o = m * a.n + int64_t{rt} * 16 + gr + 8 * half;
         const float val = v[nt][e + 2 * half];
-        if (a.y_kind == YKind::kF32) {
-          static_cast<float*>(a.y)[o] = val;
-        } else if (a.y_kind == YKind::kBf16Add) {
-          cuda::bf16* y = static_cast<cuda::bf16*>(a.y);
-          y[o] = __float2bfloat16_rn(cuda::RoundTo<cuda::bf16>(val) + __bfloat162float(y[o]));
-        } else {
-          static_cast<cuda::bf16*>(a.y)[o] = __float2bfloat16_rn(val);
-        }
+        int4::StoreY(a, o, val);
       }
     }
   }
@@ -702,16 +659,15 @@ __global__ void __launch_bounds__(kThreads, Cfg<NT>::kBlocksPerSm) Int4GemmKerne
 int NumSms() {
   static const int sms = [] {
     int device = 0, count = 0;
-    if (cudaGetDevice(&device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
-      return 132;
-    }
-    return count;
+    const bool ok =
+        cudaGetDevice(&device) == cudaSuccess &&
+        cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) == cudaSuccess;
+    return ok ? count : 132;
   }();
   return sms;
 }
 
-constexpr int kMaxNt = kInt4GemmMaxRows / 8;
+constexpr int kMaxNt = kInt4GemmStreamMaxRows / 8;
 static_assert(kInt4GemmSlotBytes == int64_t{kWarps} * 32 * kMaxNt * 4 * 4, "a slot holds acc");
 static_assert(kInt4GemmRowGroup == kWarps * kInt4TileRows, "a row group is a block's tiles");
 
@@ -751,26 +707,10 @@ absl::Status LaunchKind(const Args& a, cudaStream_t stream) {
 absl::Status Int4Gemm(const Int4GemmParams& p, cudaStream_t stream) {
   RETURN_IF_ERROR(CheckInt4GemmParams(p, "Int4Gemm"));
   Args a{};
-  a.codes = static_cast<const uint4*>(p.w.codes);
-  a.scales = static_cast<const uint32_t*>(p.w.scales);
-  a.offsets = static_cast<const uint32_t*>(p.w.offsets);
-  a.n_tiles = static_cast<int32_t>(p.w.n / kInt4TileRows);
-  a.k_tiles = static_cast<int32_t>(p.w.k / kInt4TileCols);
-  a.group = p.w.group;
-  a.inv_group = 1.0f / static_cast<float>(p.w.group);
-  a.num_groups = static_cast<int32_t>(p.w.k / p.w.group);
-  a.x = static_cast<const cuda::bf16*>(p.x);
-  a.x_stride = p.x_row_stride;
+  static_cast<int4::LaunchArgs&>(a) = int4::MakeLaunchArgs(p);
   a.norm_w = p.prologue == GemvPrologue::kRmsNorm ? static_cast<const cuda::bf16*>(p.norm_weight)
                                                   : nullptr;
   a.eps = p.eps;
-  a.y = p.y;
-  a.y_kind = p.y_dtype == DType::kF32 ? YKind::kF32
-             : p.silu_mul_y           ? YKind::kSiluMul
-             : p.add_to_y             ? YKind::kBf16Add
-                                      : YKind::kBf16;
-  a.n = p.w.n;
-  a.rows = p.rows;
   a.row_groups = static_cast<int32_t>(cuda::CeilDiv(a.n_tiles, kWarps));
   a.iters = int64_t{a.row_groups} * a.k_tiles;
   if (a.iters > std::numeric_limits<int32_t>::max()) {  // a share's walk counts in int32
@@ -783,9 +723,7 @@ absl::Status Int4Gemm(const Int4GemmParams& p, cudaStream_t stream) {
                                                 " bytes; n = ", p.w.n, " needs ", ws.total_bytes,
                                                 " (Int4GemmWorkspaceBytes)"));
   }
-  a.partials = static_cast<float*>(p.workspace);
-  a.counters_end =
-      reinterpret_cast<int32_t*>(static_cast<char*>(p.workspace) + p.workspace_bytes / 4 * 4);
+  if (Int4GemmUsesTiled(p)) return LaunchInt4GemmTiled(p, NumSms(), stream);
   switch (p.w.offset_kind) {
     case Int4Offsets::kSymmetric:
       return LaunchKind<Int4Offsets::kSymmetric>(a, stream);

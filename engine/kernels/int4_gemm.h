@@ -1,5 +1,5 @@
 // Int4Gemm: y = x' W^T for 4-bit W (int4_layout.h) and BF16 activations
-// (W4A16), for the decode and middle steps of the CUDA runner (1..64 rows;
+// (W4A16), for the decode and middle steps of the CUDA runner (1..256 rows;
 // larger steps dequantize W to BF16 for cuBLAS: int4_dequant.h), with the
 // GEMV's fusions:
 //   prologue kRmsNorm: x' = RmsNorm(x) * norm_weight, rounded to BF16
@@ -8,14 +8,23 @@
 //                      (InterleavedGateUpRows); y [rows, n / 2] =
 //                      bf16(silu(bf16(gate)) * bf16(up))
 //   y_dtype kF32:      y = x' W^T in fp32
-// Reference: Int4GemmRef (int4_gemm_ref.cc): the prologue through RmsNormRef,
-// W's fp32 values (Int4Value), a plain fp32 dot per output, the epilogue's
-// roundings. The CUDA kernel (int4_gemm.cu) sums in fp32 in another order
-// (tensor cores over exact 128 + q codes, one scale a group after the sums),
-// so outputs agree to the BF16 rounding of y.
+// Two kernels, one arithmetic (tensor cores over exact 128 + q codes, one
+// scale a group applied to the fp32 sums):
+//   kStream (int4_gemm.cu): a warp a 16-row tile of W against every row of
+//     x, a producer warp streaming W with the copy engine; for the HBM floor
+//     of decode, up to kInt4GemmStreamMaxRows rows.
+//   kTiled (int4_gemm_tiled.cu): blocks of 128 W rows x tile_rows x rows, a
+//     warp 32 W rows x tile_rows / 2 x rows, cp.async stages; for the
+//     tensor-core rate of the middle steps.
+// kAuto takes kStream up to kInt4GemmTiledFromRows - 1 rows, then kTiled
+// (Int4GemmTiledRows picks its tile).
+// Reference: Int4GemmRef (int4_gemm_ref.cc): the prologue through
+// RmsNormRef, W's fp32 values (Int4Value), a plain fp32 dot per output, the
+// epilogue's roundings. The kernels sum in fp32 in another order, so outputs
+// agree to the BF16 rounding of y.
 // Supported: W n % 16 == 0, k % 64 == 0 (k <= kInt4MaxK), groups of 32 * j dividing k (or k),
 // every Int4Offsets kind; 1 <= rows <= kInt4GemmMaxRows; x_row_stride % 8 == 0;
-// kRmsNorm only up to kInt4GemmMaxNormRows rows (more: RmsNorm first).
+// kRmsNorm only up to kInt4GemmMaxNormRows rows (more: RmsNorm first), on kStream.
 // Tested by tests/gpu/int4_gemm_test.cc (MatchesReference) and, for the
 // reference, tests/engine/kernels/int4_gemm_ref_test.cc.
 #ifndef ONECARD_ENGINE_KERNELS_INT4_GEMM_H_
@@ -33,9 +42,9 @@
 
 namespace onecard::engine {
 
-// Past 64 rows the kernel (32-64 rows: 88-126 TFLOP/s on the H200) is no
-// faster than dequantizing to BF16 for cuBLAS (bench/results, 4-bit page).
-inline constexpr int32_t kInt4GemmMaxRows = 64;
+inline constexpr int32_t kInt4GemmMaxRows = 256;
+inline constexpr int32_t kInt4GemmStreamMaxRows = 64;
+inline constexpr int32_t kInt4GemmTiledFromRows = 17;
 inline constexpr int32_t kInt4GemmMaxNormRows = 4;
 // Columns up to 2^22 - 64 (the kernel finds a column's group in fp32).
 inline constexpr int64_t kInt4MaxK = (int64_t{1} << 22) - 64;
@@ -51,6 +60,9 @@ struct Int4WeightView {
   Int4Offsets offset_kind = Int4Offsets::kSymmetric;
 };
 
+// Which kernel runs a launch (see above); kAuto but for comparisons.
+enum class Int4GemmPath : uint8_t { kAuto, kStream, kTiled };
+
 struct Int4GemmParams {
   Int4WeightView w;
   GemvPrologue prologue = GemvPrologue::kNone;  // kNone or kRmsNorm
@@ -63,6 +75,10 @@ struct Int4GemmParams {
   bool add_to_y = false;         // BF16 y only
   bool silu_mul_y = false;       // BF16 y only, not with add_to_y
   int32_t rows = 0;
+  Int4GemmPath path = Int4GemmPath::kAuto;
+  // kTiled: x rows a block, 16, 32, 64 or 128; 0 picks by rows
+  // (Int4GemmTiledRows).
+  int32_t tile_rows = 0;
   // Split-K partial sums and arrival counters (Int4GemmWorkspaceBytes; zero
   // when first used; every launch leaves its counters zero again, the partial
   // sums are rewritten before they are read). Not needed by the reference.
@@ -77,6 +93,9 @@ struct Int4GemmParams {
 // counter per 16-row tile at its end, tile t's the (t + 1)-th int32 from the
 // end, so that weights of any n the workspace was sized for find their
 // counters at the same addresses and never in another launch's slots.
+// kTiled splits K only while its blocks fill the slots of n and its output
+// tiles (128 W rows x tile_rows x rows) number at most n / 16: a split's
+// partial sums in the slots, one counter per output tile.
 inline constexpr int kInt4GemmRowGroup = 128;
 inline constexpr int kInt4GemmMaxBlocksPerSm = 4;
 inline constexpr int64_t kInt4GemmSlotBytes = 256 * 8 * 4 * 4;  // threads x n8 tiles x floats
@@ -93,6 +112,10 @@ int64_t Int4GemmWorkspaceBytes(int64_t max_n, int32_t num_sms);
 // supported for a shape or option outside the set above, InvalidArgument for
 // inconsistent parameters; `op` starts the message.
 absl::Status CheckInt4GemmParams(const Int4GemmParams& params, absl::string_view op);
+
+// Whether a launch runs kTiled, and the x rows of its blocks.
+bool Int4GemmUsesTiled(const Int4GemmParams& params);
+int32_t Int4GemmTiledRows(const Int4GemmParams& params);
 
 absl::Status Int4GemmRef(const Int4GemmParams& params);
 // Row r of W in fp32 (Int4Value of each code, in stored column order), as the

@@ -56,6 +56,28 @@ int64_t Int4GemmWorkspaceBytes(int64_t max_n, int32_t num_sms) {
   return Int4GemmWorkspace(max_n, num_sms).total_bytes;
 }
 
+bool Int4GemmUsesTiled(const Int4GemmParams& p) {
+  switch (p.path) {
+    case Int4GemmPath::kStream:
+      return false;
+    case Int4GemmPath::kTiled:
+      return true;
+    case Int4GemmPath::kAuto:
+      break;
+  }
+  return p.rows >= kInt4GemmTiledFromRows && p.prologue == GemvPrologue::kNone;
+}
+
+int32_t Int4GemmTiledRows(const Int4GemmParams& p) {
+  if (p.tile_rows != 0) return p.tile_rows;
+  if (p.rows <= 16) return 16;
+  if (p.rows <= 32) return 32;
+  // 64 past 32 rows: 128-row tiles (one block an SM) were no faster over a
+  // whole layer at 128 and 256 rows (kernels-int4 on the H200:
+  // bench/results, 4-bit page).
+  return 64;
+}
+
 absl::Status CheckInt4GemmParams(const Int4GemmParams& p, absl::string_view op) {
   const Int4WeightView& w = p.w;
   if (w.n <= 0 || w.n % kInt4TileRows != 0 || w.k <= 0 || w.k % kInt4TileCols != 0 ||
@@ -71,10 +93,22 @@ absl::Status CheckInt4GemmParams(const Int4GemmParams& p, absl::string_view op) 
                                                  "supported: 1 to ", kInt4GemmMaxRows));
   }
   if (p.prologue == GemvPrologue::kSiluMul ||
-      (p.prologue == GemvPrologue::kRmsNorm && p.rows > kInt4GemmMaxNormRows)) {
-    return absl::UnimplementedError(absl::StrCat(op, ": prologue is not supported for ", p.rows,
-                                                 " rows; supported: none, or RMSNorm up to ",
-                                                 kInt4GemmMaxNormRows, " rows"));
+      (p.prologue == GemvPrologue::kRmsNorm &&
+       (p.rows > kInt4GemmMaxNormRows || p.path == Int4GemmPath::kTiled))) {
+    return absl::UnimplementedError(absl::StrCat(
+        op, ": prologue is not supported for ", p.rows, " rows on this path; supported: none, ",
+        "or RMSNorm up to ", kInt4GemmMaxNormRows, " rows on the kStream or kAuto path"));
+  }
+  if (p.path == Int4GemmPath::kStream && p.rows > kInt4GemmStreamMaxRows) {
+    return absl::UnimplementedError(
+        absl::StrCat(op, ": rows=", p.rows, " is not supported on path kStream; supported: 1 to ",
+                     kInt4GemmStreamMaxRows));
+  }
+  if (p.tile_rows != 0 && p.tile_rows != 16 && p.tile_rows != 32 && p.tile_rows != 64 &&
+      p.tile_rows != 128) {
+    return absl::UnimplementedError(absl::StrCat(op, ": tile_rows=", p.tile_rows,
+                                                 " is not supported; supported: 0 (by rows), 16, "
+                                                 "32, 64, 128"));
   }
   RETURN_IF_ERROR(
       ref::CheckGemmXAndEpilogue(op, w.k, p.x_row_stride, p.y_dtype, p.add_to_y, p.silu_mul_y));

@@ -7,7 +7,7 @@
 #           and the host's CPU facts (lscpu), in $OUT/tests.log, $OUT/machine.txt
 #   bench   onecard-bench-cuda with the given arguments, records in
 #           $OUT/results.jsonl, tables in $OUT/bench.log
-# Usage (a `run` call carrying [".device/bundle.tgz"]):
+# Usage (a `run` call carrying [".device/bundle.txz"]):
 #   bash scripts/device/offload-session.sh tests
 #   bash scripts/device/offload-session.sh bench SECONDS ARGS... [-- SECONDS ARGS...]...
 #   bash scripts/device/offload-session.sh both SECONDS ARGS... (tests, then bench)
@@ -19,7 +19,7 @@ mkdir -p "$OUT"
 what=${1:-tests}
 shift || true
 dir=${TMPDIR:-/tmp}/onecard-device
-rm -rf "$dir" && mkdir -p "$dir" && tar -C "$dir" -xzf .device/bundle.tgz
+rm -rf "$dir" && mkdir -p "$dir" && tar -C "$dir" -xJf .device/bundle.txz
 export LD_LIBRARY_PATH=$dir/lib:/usr/local/cuda/lib64
 ONECARD_COMMIT=$(cat "$dir/COMMIT")
 export ONECARD_COMMIT

@@ -57,19 +57,13 @@ fi
 echo "$commit" >"$out/COMMIT"
 size=$(du -sm "$out" | cut -f1)
 echo "pack: .device/ holds $size MiB ($(find "$out/bin" -type f | wc -l) binaries, $(find "$out/lib" -type f | wc -l) libraries), commit $commit"
-# The same as one gzip'd tar (the binaries' kernels compress ~5x): what a
-# call carries (run.sh unpacks it when .device/bin is not there). The cluster's
-# four binaries and the services' libraries (ICU's data alone is 30 MiB) are
-# 46 MiB so, too much beside the tree: xz takes them to ~22 MiB (bundle.txz,
-# ~75 s here; cluster.sh unpacks it).
-if [[ ${1:-} == cluster ]]; then
-  bundle_file=bundle.txz
-  rm -f "$out/bundle.txz"
-  tar -C "$out" -cf - bin lib COMMIT | xz -9 -T2 >"$out/bundle.txz"
-else
-  bundle_file=bundle.tgz
-  tar -C "$out" -czf "$out/bundle.tgz" bin lib COMMIT
-fi
+# The same as one xz'd tar (the binaries' kernels compress ~10x), what a call
+# carries: run.sh and cluster.sh unpack it. The test binaries and the bench
+# are 39 MiB as gzip, too much beside the tree (~25 MiB); xz takes them to
+# ~20 MiB (~75 s here).
+bundle_file=bundle.txz
+rm -f "$out/bundle.txz"
+tar -C "$out" -cf - bin lib COMMIT | xz -9 -T2 >"$out/bundle.txz"
 bundle=$(du -sm "$out/$bundle_file" | cut -f1)
 echo "pack: .device/$bundle_file: $bundle MiB (carry it alone: [\".device/$bundle_file\"])"
 tree=$(git -C "$root" ls-files -z | (cd "$root" && xargs -0 du -cm 2>/dev/null) | tail -1 | cut -f1)

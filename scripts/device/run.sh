@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine, from the repository root, what scripts/device/pack.sh
-# carried in .device/ (bundle.tgz, unpacked under $TMPDIR, or bin/ and lib/):
+# carried in .device/ (bundle.txz, unpacked under $TMPDIR, or bin/ and lib/):
 # the machine check, every gpu-labelled test and the
 # CUDA benchmarks, with logs under $OUT:
 #   machine.txt   nvidia-smi, nvcc --version, ldd of the binaries
@@ -25,6 +25,8 @@
 #                 "model", "backend", "result"}
 #                 (bench/results/accuracy.md)
 # Usage (see docs/cuda.md): scripts/device/run.sh [tests|bench|all|accuracy|int4-goldens] [scenario...]
+#   a scenario may carry its flags in one word: "decode-70b-int4 --batches 1,64";
+#   $GTEST_FILTER narrows the tests (default every one).
 # Exit status: non-zero when a test or a benchmark failed.
 set -uo pipefail
 what=${1:-all}
@@ -37,11 +39,11 @@ OUT=${OUT:-/tmp/onecard-out}
 mkdir -p "$OUT"
 bin=.device/bin
 commit_file=.device/COMMIT
-# What pack.sh bundled, when the call carried .device/bundle.tgz (alone, or
+# What pack.sh bundled, when the call carried .device/bundle.txz (alone, or
 # newer than a .device/bin an earlier call left on this machine).
-if [[ -f .device/bundle.tgz && (! -d $bin || .device/bundle.tgz -nt $bin) ]]; then
+if [[ -f .device/bundle.txz && (! -d $bin || .device/bundle.txz -nt $bin) ]]; then
   unpacked=${TMPDIR:-/tmp}/onecard-device
-  rm -rf "$unpacked" && mkdir -p "$unpacked" && tar -C "$unpacked" -xzf .device/bundle.tgz
+  rm -rf "$unpacked" && mkdir -p "$unpacked" && tar -C "$unpacked" -xJf .device/bundle.txz
   bin=$unpacked/bin
   commit_file=$unpacked/COMMIT
   DEVICE_LIB=${DEVICE_LIB:-$unpacked/lib}
@@ -69,7 +71,8 @@ if [[ $what == all || $what == tests ]]; then
   # Per-binary limits keep the whole run inside one 10-minute call.
   for t in cuda_memory_plan_test:20 gpu_kernels_test:300 gpu_cuda_model_runner_test:240; do
     echo "===== ${t%%:*}" | tee -a "$OUT/tests.log"
-    timeout "${t##*:}" "$bin/${t%%:*}" --gtest_color=no >>"$OUT/tests.log" 2>&1 || status=1
+    timeout "${t##*:}" "$bin/${t%%:*}" --gtest_color=no --gtest_filter="${GTEST_FILTER:-*}" \
+      >>"$OUT/tests.log" 2>&1 || status=1
     grep -E '^\[  (PASSED|FAILED) |^\[==========\] [0-9]+ tests' "$OUT/tests.log" | tail -3
   done
   grep -E '^\[  FAILED  \]' "$OUT/tests.log" | sort -u | head -40
@@ -77,7 +80,8 @@ fi
 if [[ $what == all || $what == bench ]]; then
   for s in "${scenarios[@]}"; do
     echo "===== onecard-bench-cuda $s" | tee -a "$OUT/bench.log"
-    timeout "${BENCH_TIMEOUT:-150}" "$bin/onecard-bench-cuda" "$s" --results "$OUT/results.jsonl" \
+    # shellcheck disable=SC2086  # a scenario and its flags ("decode-70b-int4 --batches 1,16")
+    timeout "${BENCH_TIMEOUT:-150}" "$bin/onecard-bench-cuda" $s --results "$OUT/results.jsonl" \
       >>"$OUT/bench.log" 2>&1 || { status=1; echo "FAILED: $s"; }
   done
   if [[ -z "${NO_AB_COMPARISON:-}" ]]; then  # with the main run this orders them

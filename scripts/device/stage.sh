@@ -4,7 +4,7 @@
 # machine keeps /tmp while it stays warm (about 30 s between calls), so a run
 # of back-to-back calls can bring a 1.1 GB model in pieces. Each step is one
 # short command of a `run` call, from the repository root there:
-#   stage.sh unpack                 .device/bundle.tgz -> /tmp/onecard-device,
+#   stage.sh unpack                 .device/bundle.txz -> /tmp/onecard-device,
 #                                   .model/wheels/*.whl -> /tmp/onecard-py
 #   stage.sh piece NAME FILE...     keep carried pieces (split's output, in
 #                                   name order) under /tmp/onecard-pieces/NAME/
@@ -34,7 +34,7 @@ bg=/tmp/onecard-bg
 
 case $cmd in
   unpack)
-    rm -rf "$dev" && mkdir -p "$dev" && tar -C "$dev" -xzf .device/bundle.tgz
+    rm -rf "$dev" && mkdir -p "$dev" && tar -C "$dev" -xJf .device/bundle.txz
     if compgen -G ".model/wheels/*.whl" >/dev/null; then
       python3 -m pip install -q --no-deps --target /tmp/onecard-py .model/wheels/*.whl
     fi

@@ -1,8 +1,8 @@
 // MatchesReference for Int4Gemm (W4A16) over awkward shapes: the projection
 // widths of llama3-8b / 70b, Qwen2-72B's padded 29696 and SmolLM2's 576 and
 // 960, groups of 32 (GGUF), 64, 96 (straddling the 64-column tiles), 128 and
-// one a row, the three offset kinds, 1..64 rows (every row-tile width the
-// kernel has), the RMSNorm prologue, the
+// one a row, the three offset kinds, 1..256 rows on both kernels (every
+// row-tile width each has), the RMSNorm prologue, the
 // residual add, the SiLU·mul of interleaved gate/up rows and fp32 outputs.
 // Each case runs twice on one workspace: the outputs must be identical bit
 // for bit (the split-K sums are ordered) and the arrival counters left zero.
@@ -43,11 +43,14 @@ struct Int4Case {
   int32_t rows;
   GemvPrologue prologue;
   Out out;
+  engine::Int4GemmPath path = engine::Int4GemmPath::kAuto;
+  int32_t tile_rows = 0;
 };
 
 std::vector<Int4Case> Cases() {
   const auto sym = Int4Offsets::kSymmetric, zero = Int4Offsets::kZero, fl = Int4Offsets::kFloat;
   const auto none = GemvPrologue::kNone, norm = GemvPrologue::kRmsNorm;
+  const auto kTiled = engine::Int4GemmPath::kTiled, kStream = engine::Int4GemmPath::kStream;
   return {
       {"qkv70b_norm_r1", 10240, 8192, 128, sym, 1, norm, Out::kBf16},
       {"o70b_add_r3", 8192, 8192, 128, zero, 3, none, Out::kAdd},
@@ -82,6 +85,26 @@ std::vector<Int4Case> Cases() {
       {"mid_g96_zero_add_r48", 512, 1152, 96, zero, 48, none, Out::kAdd},
       {"mid_zero_r64", 1536, 2048, 128, zero, 64, none, Out::kBf16},
       {"mid_per_channel_float_r40", 512, 1024, 1024, fl, 40, none, Out::kBf16},
+      // kTiled past the stream kernel's rows: two x tiles, split-K (a split
+      // cutting groups of 96 and a per-channel group), a partial row group
+      // (11 row tiles), rows short of a tile, each forced tile height.
+      {"tiled_sym_add_r128", 8192, 4096, 128, sym, 128, none, Out::kAdd},
+      {"tiled_zero_silu_r256", 4096, 2048, 64, zero, 256, none, Out::kSilu},
+      {"tiled_float_r100", 2048, 1536, 32, fl, 100, none, Out::kBf16},
+      {"tiled_g96_zero_add_r77", 512, 1152, 96, zero, 77, none, Out::kAdd},
+      {"tiled_partial_group_f32_r40", 176, 4096, 128, sym, 40, none, Out::kF32},
+      {"tiled_per_channel_zero_r200", 512, 2048, 2048, zero, 200, none, Out::kBf16},
+      {"tiled_g256_add_r64", 1024, 8192, 256, sym, 64, none, Out::kAdd},
+      {"tiled128_sym_r129", 1024, 4096, 128, sym, 129, none, Out::kBf16, kTiled, 128},
+      {"tiled128_float_silu_r90", 1024, 2048, 32, fl, 90, none, Out::kSilu, kTiled, 128},
+      {"tiled16_zero_add_r16", 4096, 4096, 128, zero, 16, none, Out::kAdd, kTiled, 16},
+      {"tiled16_float_r1", 960, 576, 32, fl, 1, none, Out::kBf16, kTiled, 16},
+      {"tiled32_float_silu_r3", 3072, 576, 32, fl, 3, none, Out::kSilu, kTiled, 32},
+      {"tiled64_sym_f32_r250", 256, 1024, 128, sym, 250, none, Out::kF32, kTiled, 64},
+      // kStream's middle row tiles, now taken only when asked for.
+      {"stream_sym_r33", 4096, 5120, 128, sym, 33, none, Out::kBf16, kStream},
+      {"stream_float_silu_r64", 2048, 2048, 32, fl, 64, none, Out::kSilu, kStream},
+      {"stream_zero_add_r20", 2048, 4096, 64, zero, 20, none, Out::kAdd, kStream},
   };
 }
 
@@ -119,7 +142,9 @@ TEST_P(Int4GemmTest, MatchesReference) {
       .y_dtype = f32 ? DType::kF32 : DType::kBF16,
       .add_to_y = c.out == Out::kAdd,
       .silu_mul_y = c.out == Out::kSilu,
-      .rows = c.rows};
+      .rows = c.rows,
+      .path = c.path,
+      .tile_rows = c.tile_rows};
   const std::vector<uint16_t> residual = y16;
   ASSERT_TRUE(engine::Int4GemmRef(p).ok());
 

@@ -13,6 +13,7 @@
 
 #include <string>
 
+#include "engine/kernels/int4_gemm.h"
 #include "engine/model/synthetic_shapes.h"
 #include "gtest/gtest.h"
 
@@ -163,8 +164,8 @@ TEST(MemoryPlanTest, ActOrderWeightsCarryTheirColumnMapsAndAGatherBuffer) {
   ASSERT_TRUE(zplan.ok());
   EXPECT_EQ(act->weights.by_format.at("int4 g128 zero act-order"),
             zplan->weights.by_format.at("int4 g128 zero") + maps);
-  // The widest input gathered: 64 rows of down's 14336 columns.
-  EXPECT_EQ(act->workspace.int4_gather, 64LL * 14336 * 2);
+  // The widest input gathered: kInt4GemmMaxRows rows of down's 14336 columns.
+  EXPECT_EQ(act->workspace.int4_gather, int64_t{kInt4GemmMaxRows} * 14336 * 2);
 }
 
 TEST(WeightSpecTest, ParsesFormatsAndRefusesShapesTheKernelsDoNotTake) {

@@ -14,8 +14,9 @@
 //   Each projection picks its kernel from its weight's format and the rows
 //   (cuda_projection.cc): BF16 up to 4 rows Gemv (gemv.h) with the norms,
 //   SiLU and residual adds fused, more cuBLAS with the residual add as
-//   beta = 1; 4-bit up to 64 rows Int4Gemm (int4_gemm.h), more dequantized
-//   to BF16 for cuBLAS.
+//   beta = 1; 4-bit up to 256 rows Int4Gemm (int4_gemm.h: its stream
+//   kernel to 16 rows, its tiled one past), more dequantized to BF16 for
+//   cuBLAS.
 // - Decode steps (every chunk one token) run as CUDA graphs captured per
 //   batch bucket (1, 2, 3, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, ...),
 //   padded rows writing no KV (slot -1); the first step of a bucket runs

@@ -8,7 +8,7 @@
 //         with the SiLU·mul and residual epilogues fused (W8A8, row scales,
 //         kFp8GemmChunkRows rows a call), or with fp8_compute kW8A16 and for
 //         block scales the weight dequantized to BF16 for the cuBLAS path.
-//   int4: up to kInt4GemmMaxRows rows RmsNorm, then Int4Gemm with the
+//   int4: up to kInt4GemmMaxRows (256) rows RmsNorm, then Int4Gemm with the
 //         SiLU·mul and residual epilogues fused; more rows dequantize the
 //         weight to BF16 (Int4DequantizeBf16) and take the cuBLAS path.
 //         Act order: Int4Gemm reads the input gathered by the weight's

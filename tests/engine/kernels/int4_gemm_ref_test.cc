@@ -8,6 +8,8 @@
 #include <cmath>
 #include <numeric>
 #include <random>
+#include <tuple>
+#include <vector>
 
 #include "engine/kernels/bf16.h"
 #include "engine/kernels/int4_dequant.h"
@@ -146,6 +148,53 @@ TEST(Int4GemmRefTest, RefusesWhatTheKernelsDoNotTake) {
   const absl::Status too_wide = Int4GemmRef(f.p);
   EXPECT_EQ(too_wide.code(), absl::StatusCode::kUnimplemented);
   EXPECT_THAT(too_wide.message(), ::testing::HasSubstr("up to 4194240"));
+}
+
+TEST(Int4GemmRefTest, RefusesWhatAPathDoesNotTake) {
+  Fixture f = Make(16, 64, 32, Int4Offsets::kSymmetric, 1);
+  std::vector<float> y(16 * (kInt4GemmStreamMaxRows + 1));
+  f.p.y = y.data();
+  f.p.y_dtype = DType::kF32;
+  f.p.path = Int4GemmPath::kStream;
+  f.p.rows = kInt4GemmStreamMaxRows + 1;
+  const absl::Status stream_rows = CheckInt4GemmParams(f.p, "op");
+  EXPECT_EQ(stream_rows.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(stream_rows.message(), ::testing::HasSubstr("path kStream"));
+  f.p.rows = 2;
+  f.p.path = Int4GemmPath::kTiled;
+  f.p.prologue = GemvPrologue::kRmsNorm;
+  std::vector<uint16_t> norm(64, 0x3F80);
+  f.p.norm_weight = norm.data();
+  EXPECT_EQ(CheckInt4GemmParams(f.p, "op").code(), absl::StatusCode::kUnimplemented);
+  f.p.path = Int4GemmPath::kAuto;
+  EXPECT_TRUE(CheckInt4GemmParams(f.p, "op").ok());
+  f.p.prologue = GemvPrologue::kNone;
+  f.p.tile_rows = 48;
+  const absl::Status tile = CheckInt4GemmParams(f.p, "op");
+  EXPECT_EQ(tile.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(tile.message(), ::testing::HasSubstr("tile_rows=48"));
+}
+
+// kAuto: the stream kernel up to 16 rows and with the RMSNorm prologue, the
+// tiled one from 17 rows, its tile by the rows.
+TEST(Int4GemmRefTest, PicksThePathByRows) {
+  Int4GemmParams p;
+  for (const auto [rows, tiled, tile_rows] :
+       {std::tuple{1, false, 16}, std::tuple{16, false, 16}, std::tuple{17, true, 32},
+        std::tuple{32, true, 32}, std::tuple{33, true, 64}, std::tuple{64, true, 64},
+        std::tuple{65, true, 64}, std::tuple{128, true, 64}, std::tuple{256, true, 64}}) {
+    p.rows = rows;
+    EXPECT_EQ(Int4GemmUsesTiled(p), tiled) << rows;
+    EXPECT_EQ(Int4GemmTiledRows(p), tile_rows) << rows;
+  }
+  p.rows = 3;
+  p.path = Int4GemmPath::kTiled;
+  p.tile_rows = 128;
+  EXPECT_TRUE(Int4GemmUsesTiled(p));
+  EXPECT_EQ(Int4GemmTiledRows(p), 128);
+  p.rows = 40;
+  p.path = Int4GemmPath::kStream;
+  EXPECT_FALSE(Int4GemmUsesTiled(p));
 }
 
 }  // namespace

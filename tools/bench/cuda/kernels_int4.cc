@@ -2,11 +2,11 @@
 // 128, symmetric: codes + one fp16 scale a group) on the llama3-8b,
 // llama3-70b and mistral-large-123b shapes, as the runner calls them (x
 // already normalized, gate_up with the SiLU·mul epilogue, o and down adding
-// to the residual), at 1 to 64 rows: GB/s of the weight bytes against this
-// run's copy rate, TFLOP/s against its bf16 matrix rate, and us a call. Weights rotate
-// over copies totalling >= 1.5 GB (L2 never holds them); 20 back-to-back
-// launches per timing, median of 5. Also Int4DequantizeBf16 (the prefill
-// path): GB/s of the bytes it reads and writes.
+// to the residual), at 1 to 256 rows, as the runner launches them and (cases
+// suffixed _stream, _t16 .. _t128) on each kernel and tile height: GB/s of the weight bytes against
+// this run's copy rate, TFLOP/s against its bf16 matrix rate, and us a call. Weights rotate over
+// copies totalling >= 1.5 GB (L2 never holds them); 20 back-to-back launches per timing, median
+// of 5. Also Int4DequantizeBf16 (the prefill path): GB/s of the bytes it reads and writes.
 #include <algorithm>
 #include <cstdlib>
 #include <string>
@@ -60,6 +60,33 @@ absl::StatusOr<Rotation> MakeRotation(int64_t n, int64_t k, cudaStream_t stream)
   return r;
 }
 
+// A launch shape: the rows, and the kernel (kAuto: what the runner gets;
+// the others, suffixed, for the comparison of the two kernels and of the
+// tiled kernel's tile heights).
+struct Variant {
+  int32_t rows;
+  engine::Int4GemmPath path = engine::Int4GemmPath::kAuto;
+  int32_t tile_rows = 0;
+  std::string suffix;
+};
+
+std::vector<Variant> Variants() {
+  using engine::Int4GemmPath;
+  std::vector<Variant> out;
+  for (int32_t rows : {1, 4, 8, 16, 32, 64, 128, 256}) {
+    out.push_back({rows});
+    if (rows < 16) continue;
+    if (rows <= engine::kInt4GemmStreamMaxRows) {
+      out.push_back({rows, Int4GemmPath::kStream, 0, "_stream"});
+    }
+    for (int32_t tile : {16, 32, 64, 128}) {
+      if (tile > 2 * rows || tile < rows / 8) continue;
+      out.push_back({rows, Int4GemmPath::kTiled, tile, absl::StrCat("_t", tile)});
+    }
+  }
+  return out;
+}
+
 absl::Status ShapeCases(const Ceilings& ceil, const Shape& s, cudaStream_t stream, void* ws,
                         int64_t ws_bytes, BenchReporter& reporter) {
   ASSIGN_OR_RETURN(Rotation rot, MakeRotation(s.n, s.k, stream));
@@ -70,7 +97,8 @@ absl::Status ShapeCases(const Ceilings& ceil, const Shape& s, cudaStream_t strea
   const bool add =
       s.projection == engine::Projection::kO || s.projection == engine::Projection::kDown;
   int next = 0;
-  for (int32_t rows : {1, 4, 8, 16, 32, 64}) {
+  for (const Variant& v : Variants()) {
+    const int32_t rows = v.rows;
     ASSIGN_OR_RETURN(const double ms, MedianMs(stream, 1, 5, [&]() -> absl::Status {
                        for (int i = 0; i < kLaunches; ++i) {
                          RETURN_IF_ERROR(engine::Int4Gemm({.w = rot.View(next++, s.n, s.k),
@@ -80,6 +108,8 @@ absl::Status ShapeCases(const Ceilings& ceil, const Shape& s, cudaStream_t strea
                                                            .add_to_y = add,
                                                            .silu_mul_y = silu,
                                                            .rows = rows,
+                                                           .path = v.path,
+                                                           .tile_rows = v.tile_rows,
                                                            .workspace = ws,
                                                            .workspace_bytes = ws_bytes},
                                                           stream));
@@ -87,11 +117,11 @@ absl::Status ShapeCases(const Ceilings& ceil, const Shape& s, cudaStream_t strea
                        return absl::OkStatus();
                      }));
     const double s_per_call = ms / kLaunches * 1e-3;
-    const std::string name = absl::StrCat(s.name, "_r", rows);
+    const std::string name = absl::StrCat(s.name, "_r", rows, v.suffix);
     reporter.Add({kScenario, name, "bandwidth", rot.weight_bytes / s_per_call / 1e9, "GB/s",
                   ceil.copy_bytes_per_s / 1e9});
     reporter.Add({kScenario, name, "time", s_per_call * 1e6, "us", {}});
-    if (rows >= 32) {
+    if (rows >= 16) {
       reporter.Add({kScenario, name, "compute", 2.0 * s.n * s.k * rows / s_per_call / 1e12,
                     "TFLOP/s", ceil.gemm_flops_per_s / 1e12});
     }
