@@ -21,6 +21,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -149,10 +150,18 @@ struct StepInfo {
   // work of the step (admission, schedule, batch, sampling on the host,
   // detokenization, stop checks, callbacks), during which the model idles.
   absl::Duration forward;
+  // The runner's own host work inside `forward` (checks, packing, launches:
+  // ModelRunner::last_step_times), zero where it tells none apart. The
+  // step's host work is duration - forward + runner_host.
+  absl::Duration runner_host;
   // From the end of the previous step's runner call to the start of this
   // one, when the previous step ran one and left requests (the engine busy):
   // the model's idle gap between two steps. Zero otherwise.
   absl::Duration gap;
+  // Where gap is not zero and the runner measures it on the device: the
+  // device's idle time between the two steps' work (it also holds the
+  // runner's host work before this step's launch).
+  std::optional<absl::Duration> device_gap;
   int32_t num_seqs = 0;    // sequences in the batch
   int32_t num_tokens = 0;  // tokens run (prefill chunks + decode tokens)
 };

@@ -3,6 +3,7 @@
 // Tested by tests/engine/runtime/engine_impl_test.cc.
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <span>
 
 #include "absl/strings/str_cat.h"
@@ -56,7 +57,9 @@ bool EngineImpl::RunStep() {
   const absl::Time forward_end = clock_->Now();
   const absl::Duration gap =
       last_forward_end_.has_value() ? forward_start - *last_forward_end_ : absl::ZeroDuration();
+  const bool consecutive = last_forward_end_.has_value();
   last_forward_end_ = forward_end;
+  const std::optional<RunnerStepTimes> runner_times = parts_.runner->last_step_times();
   const int64_t generated_before = generation_tokens_total_;
   if (status.ok()) {
     scheduler_.OnStepComputed(plan);
@@ -72,11 +75,16 @@ bool EngineImpl::RunStep() {
   if (requests_.empty()) last_forward_end_.reset();  // idle next: no gap to measure
   PublishStats(generation_tokens_total_ - generated_before);
   if (options_.on_step) {
-    options_.on_step(StepInfo{.duration = clock_->Now() - step_start,
-                              .forward = forward_end - forward_start,
-                              .gap = gap,
-                              .num_seqs = static_cast<int32_t>(plan.chunks.size()),
-                              .num_tokens = plan.num_batched_tokens});
+    StepInfo info{.duration = clock_->Now() - step_start,
+                  .forward = forward_end - forward_start,
+                  .gap = gap,
+                  .num_seqs = static_cast<int32_t>(plan.chunks.size()),
+                  .num_tokens = plan.num_batched_tokens};
+    if (runner_times.has_value()) {
+      info.runner_host = runner_times->host;
+      if (consecutive) info.device_gap = runner_times->device_gap;
+    }
+    options_.on_step(info);
   }
   return true;
 }

@@ -8,6 +8,7 @@
 #define ONECARD_ENGINE_RUNTIME_MODEL_RUNNER_H_
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "engine/kernels/sample.h"
 #include "engine/kv_cache/kv_layout.h"
 #include "engine/kv_cache/swap_space.h"
@@ -129,6 +131,18 @@ struct KvSwapSpace {
   int64_t block_bytes = 0;  // bytes a block moves: every layer's K and V
 };
 
+// What a runner tells apart in its last Forward or ForwardSample call
+// (ModelRunner::last_step_times).
+struct RunnerStepTimes {
+  // The call's host work outside its wait for the device: checks, packing,
+  // copies and launches enqueued, the results read back.
+  absl::Duration host;
+  // The device's idle time from the end of the previous call's work to the
+  // start of this call's (device events); absent for a call with no
+  // previous one.
+  std::optional<absl::Duration> device_gap;
+};
+
 class ModelRunner {
  public:
   virtual ~ModelRunner() = default;
@@ -141,6 +155,10 @@ class ModelRunner {
   // The FP8 KV cache's scales (kv_scales.h) with kv_cache_dtype fp8, owned
   // by the runner; null otherwise.
   virtual const KvScales* kv_scales() const { return nullptr; }
+  // The host's and the device's shares of the last Forward or ForwardSample
+  // call, where the runner can tell them apart (the CUDA runner); nullopt
+  // where the whole call is the model's work (the cpu runner).
+  virtual std::optional<RunnerStepTimes> last_step_times() const { return std::nullopt; }
 
   // Runners that sample on the device (the CUDA runner) return true and
   // implement ForwardSample: Forward, then one token per logits row, chosen

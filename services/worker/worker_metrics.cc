@@ -145,13 +145,15 @@ WorkerMetrics::WorkerMetrics(prometheus::Registry& registry, const std::string& 
                          {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5})),
       step_host_(AddHistogram(
           registry, "onecard_worker_step_host_seconds",
-          "Host work of one engine step: its duration less the model's call (schedule, batch, "
-          "sampling on the host, detokenization, callbacks).",
+          "Host work of one engine step: its duration less the model's call, plus the "
+          "runner's own host work in that call where it reports it (schedule, batch, packing "
+          "and launches, sampling on the host, detokenization, callbacks).",
           {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1})),
       model_gap_(AddHistogram(
           registry, "onecard_worker_model_idle_gap_seconds",
-          "Between two consecutive engine steps: from the end of one model call to the start "
-          "of the next, while requests were in flight.",
+          "Between two consecutive engine steps while requests were in flight: the device's "
+          "idle time between their work where the runner measures it (cuda), else from the "
+          "end of one model call to the start of the next.",
           {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1})) {
   for (const char* outcome : kOutcomes) {
     requests_by_outcome_[outcome] = &requests_.Add({{"outcome", outcome}});
@@ -183,8 +185,10 @@ void WorkerMetrics::ObserveRequest(const RequestRecord& record) {
 
 void WorkerMetrics::ObserveStep(const engine::StepInfo& step) {
   step_.Observe(absl::ToDoubleSeconds(step.duration));
-  step_host_.Observe(absl::ToDoubleSeconds(step.duration - step.forward));
-  if (step.gap > absl::ZeroDuration()) model_gap_.Observe(absl::ToDoubleSeconds(step.gap));
+  step_host_.Observe(absl::ToDoubleSeconds(step.duration - step.forward + step.runner_host));
+  if (step.gap > absl::ZeroDuration()) {
+    model_gap_.Observe(absl::ToDoubleSeconds(step.device_gap.value_or(step.gap)));
+  }
 }
 
 std::shared_ptr<prometheus::Collectable> WorkerMetrics::EngineCollectable(

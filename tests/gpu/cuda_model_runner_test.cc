@@ -29,11 +29,14 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "engine/common/status_macros.h"
 #include "engine/model/checkpoint.h"
 #include "engine/model/synthetic_shapes.h"
@@ -121,6 +124,39 @@ TEST(CudaModelRunnerTest, GraphsMatchEagerSteps) {
     const Tolerance tol = batch_size <= 4 ? Tolerance{0, 0, 0} : Tolerance{2e-2, 2e-2, 1e-5};
     for (int run = 1; run < 4; ++run) EXPECT_ALL_CLOSE(by_mode[run], by_mode[0], tol);
   }
+}
+
+// last_step_times: every call reports its host work; a call after another
+// reports the device's idle time between them, here at least the 20 ms the
+// host slept (and under a second).
+TEST(CudaModelRunnerTest, StepTimesHoldTheHostWorkAndTheDevicesGap) {
+  absl::StatusOr<Checkpoint> ckpt = OpenCheckpoint(SourcePath("tests/golden/tiny_llama"));
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  auto gpu = CreateCudaModelRunner(*ckpt, TestOptions());
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  const std::vector<int32_t> table = {0, 1};
+  const std::vector<int32_t> prompt = {5, 6, 7, 8};
+  std::vector<float> logits;
+  ASSERT_TRUE(
+      (*gpu)
+          ->Forward({.chunks = {{.seq_id = 0, .token_ids = prompt, .block_table = table}}}, &logits)
+          .ok());
+  std::optional<RunnerStepTimes> first = (*gpu)->last_step_times();
+  ASSERT_TRUE(first.has_value());
+  EXPECT_GT(first->host, absl::ZeroDuration());
+  EXPECT_FALSE(first->device_gap.has_value());
+  absl::SleepFor(absl::Milliseconds(20));
+  const std::vector<int32_t> next = {9};
+  ASSERT_TRUE(
+      (*gpu)
+          ->Forward(
+              {.chunks = {{.seq_id = 0, .token_ids = next, .start_pos = 4, .block_table = table}}},
+              &logits)
+          .ok());
+  std::optional<RunnerStepTimes> second = (*gpu)->last_step_times();
+  ASSERT_TRUE(second.has_value() && second->device_gap.has_value());
+  EXPECT_GE(*second->device_gap, absl::Milliseconds(20));
+  EXPECT_LT(*second->device_gap, absl::Seconds(1));
 }
 
 // A decode step of 8 sequences (a tuned bucket) with the o / down products

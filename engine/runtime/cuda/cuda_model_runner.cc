@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -16,6 +17,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/time.h"
 #include "engine/common/host_info.h"
 #include "engine/common/log.h"
 #include "engine/common/status_macros.h"
@@ -137,7 +139,9 @@ absl::StatusOr<std::unique_ptr<CudaRunnerImpl>> CudaRunnerImpl::Create(
 
 CudaRunnerImpl::~CudaRunnerImpl() {
   if (step_start_ != nullptr) cudaEventDestroy(step_start_);
-  if (step_end_ != nullptr) cudaEventDestroy(step_end_);
+  for (cudaEvent_t e : step_ends_) {
+    if (e != nullptr) cudaEventDestroy(e);
+  }
   if (cpu_step_done_ != nullptr) cudaEventDestroy(cpu_step_done_);
   for (auto& [key, graph] : graphs_) {
     if (graph.exec != nullptr) cudaGraphExecDestroy(graph.exec);
@@ -282,7 +286,7 @@ absl::Status CudaRunnerImpl::Allocate() {
   CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(buf_.inv_freq, inv_freq.data(), inv_freq.size() * 4,
                                        cudaMemcpyHostToDevice, stream));
   CUDA_RETURN_IF_ERROR(cudaEventCreate(&step_start_));
-  CUDA_RETURN_IF_ERROR(cudaEventCreate(&step_end_));
+  for (cudaEvent_t& e : step_ends_) CUDA_RETURN_IF_ERROR(cudaEventCreate(&e));
   ASSIGN_OR_RETURN(meta_host_, PinnedBuffer::Create(plan_.step_layout.size_bytes));
   ASSIGN_OR_RETURN(out_host_, PinnedBuffer::Create(w.logits));
   CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
@@ -374,7 +378,10 @@ absl::Status CudaRunnerImpl::Run(const BatchInput& batch, const SampleInputs* sa
   const StepShape shape = ShapeStep(batch, sample);
   const int64_t bytes = PackStep(batch, sample, shape);
   cudaStream_t stream = ctx_->stream();
-  if (options_.time_steps) CUDA_RETURN_IF_ERROR(cudaEventRecord(step_start_, stream));
+  step_times_.reset();
+  const bool measure_gap = previous_end_;  // the last step ended well, its end recorded
+  previous_end_ = false;
+  CUDA_RETURN_IF_ERROR(cudaEventRecord(step_start_, stream));
   CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(buf_.meta, meta_host_->data(), bytes, cudaMemcpyHostToDevice, stream));
   timing_ = CudaStepTiming{.graph = shape.graph};
@@ -382,7 +389,7 @@ absl::Status CudaRunnerImpl::Run(const BatchInput& batch, const SampleInputs* sa
   cpu_status_ = absl::OkStatus();
   cpu_us_ = 0;
   if (shape.all_logits) {
-    RETURN_IF_ERROR(RunAllLogits(shape, logits));
+    RETURN_IF_ERROR(RunAllLogits(shape, logits));  // no end event: the next step has no gap
     RETURN_IF_ERROR(FinishCpuStep(shape));
     timing_.total_us = MicrosSince(t0);
     return absl::OkStatus();
@@ -394,22 +401,35 @@ absl::Status CudaRunnerImpl::Run(const BatchInput& batch, const SampleInputs* sa
   const void* src = sample != nullptr ? static_cast<const void*>(buf_.out_tokens) : buf_.logits;
   CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(out_host_->data(), src, out_bytes, cudaMemcpyDeviceToHost, stream));
-  if (options_.time_steps) CUDA_RETURN_IF_ERROR(cudaEventRecord(step_end_, stream));
+  cudaEvent_t step_end = step_ends_[steps_run_ % 2];
+  CUDA_RETURN_IF_ERROR(cudaEventRecord(step_end, stream));
   timing_.enqueue_us = MicrosSince(t0);
+  const auto wait_start = std::chrono::steady_clock::now();
   if (CpuComputes(shape)) {
     // The CPU's host nodes want every core: wait asleep, not spinning.
     CUDA_RETURN_IF_ERROR(cudaEventRecord(cpu_step_done_, stream));
     CUDA_RETURN_IF_ERROR(cudaEventSynchronize(cpu_step_done_));
   }
   CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+  const double wait_us = MicrosSince(wait_start);
   RETURN_IF_ERROR(FinishCpuStep(shape));
   timing_.cpu_us = cpu_us_;
   if (cpu_layers_ != nullptr) timing_.cpu_linear_us = cpu_layers_->TakeLinearMicros();
   if (options_.time_steps) {
     float gpu_ms = 0.0f;
-    CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&gpu_ms, step_start_, step_end_));
+    CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&gpu_ms, step_start_, step_end));
     timing_.gpu_us = 1e3 * gpu_ms;
   }
+  std::optional<absl::Duration> device_gap;
+  if (measure_gap) {  // a failed query only loses the figure, not the step
+    float gap_ms = 0.0f;
+    if (cudaEventElapsedTime(&gap_ms, step_ends_[(steps_run_ + 1) % 2], step_start_) ==
+        cudaSuccess) {
+      device_gap = absl::Microseconds(static_cast<int64_t>(1e3 * gap_ms));
+    }
+  }
+  ++steps_run_;
+  previous_end_ = true;
   if (sample != nullptr) {
     const int32_t* t = reinterpret_cast<const int32_t*>(out_host_->data());
     tokens->assign(t, t + rows);
@@ -418,6 +438,9 @@ absl::Status CudaRunnerImpl::Run(const BatchInput& batch, const SampleInputs* sa
     logits->assign(f, f + rows * config_.vocab_size);
   }
   timing_.total_us = MicrosSince(t0);
+  step_times_ =
+      RunnerStepTimes{.host = absl::Microseconds(static_cast<int64_t>(timing_.total_us - wait_us)),
+                      .device_gap = device_gap};
   return absl::OkStatus();
 }
 

@@ -79,7 +79,7 @@ struct CudaRunnerOptions {
   // A file that cannot be read or parsed is reported and tuned over. Empty:
   // no file.
   std::string tuning_cache;
-  bool time_steps = false;      // CudaStepTiming::gpu_us (two events a step; benchmarks)
+  bool time_steps = false;      // CudaStepTiming::gpu_us (benchmarks)
   uint64_t synthetic_seed = 1;  // synthetic models only
   // The format of every projection of a synthetic model (BF16 by default).
   ProjectionSpec synthetic_weights;

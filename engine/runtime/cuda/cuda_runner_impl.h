@@ -107,6 +107,7 @@ class CudaRunnerImpl : public CudaModelRunner {
   const MemoryPlan& memory_plan() const override { return plan_; }
   void set_use_cuda_graphs(bool on) override { options_.use_cuda_graphs = on; }
   CudaStepTiming last_step_timing() const override { return timing_; }
+  std::optional<RunnerStepTimes> last_step_times() const override { return step_times_; }
   int num_sms() const override { return ctx_->num_sms(); }
   std::string device_name() const override { return ctx_->device_name(); }
   std::string tuning_summary() const override { return tuning_summary_; }
@@ -284,8 +285,14 @@ class CudaRunnerImpl : public CudaModelRunner {
   std::map<std::pair<int32_t, int>, Graph> graphs_;  // (bucket, sample | history << 1)
   std::vector<int32_t> buckets_;
   CudaStepTiming timing_;
-  cudaEvent_t step_start_ = nullptr;  // around a step's device work (CudaStepTiming::gpu_us)
-  cudaEvent_t step_end_ = nullptr;
+  // Around a step's device work, every step: gpu_us (time_steps) and the
+  // device's idle gap since the previous step's end (RunnerStepTimes). The
+  // ends alternate, so the previous one holds while this one is recorded.
+  cudaEvent_t step_start_ = nullptr;
+  cudaEvent_t step_ends_[2] = {nullptr, nullptr};
+  int64_t steps_run_ = 0;      // steps whose end was recorded (step_ends_[n % 2])
+  bool previous_end_ = false;  // step_ends_[(steps_run_ - 1) % 2] ended the last step
+  std::optional<RunnerStepTimes> step_times_;
   std::unique_ptr<Fp8Matmul> fp8_matmul_;  // with row-scaled FP8 weights (W8A8)
   std::unique_ptr<BlasTuner> tuner_;       // null: cuBLAS's default everywhere
   std::map<std::pair<Product, int32_t>, int32_t> gemm_splits_;  // (product, rows) -> splits

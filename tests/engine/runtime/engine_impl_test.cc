@@ -392,6 +392,29 @@ TEST(EngineImplTest, OnStepReportsEachBatchWithTheModelsTimeAndTheGap) {
   }
 }
 
+// A runner that tells its host work and the device's gap apart (cuda): every
+// step carries its host share, and the device's gap only where the engine
+// measures a gap (consecutive steps).
+TEST(EngineImplTest, OnStepCarriesTheRunnersHostTimeAndDeviceGap) {
+  std::vector<StepInfo> steps;
+  EngineOptions options;
+  options.on_step = [&](const StepInfo& step) { steps.push_back(step); };
+  auto t = MakeTestEngine({.step_times = RunnerStepTimes{.host = absl::Microseconds(250),
+                                                         .device_gap = absl::Microseconds(700)}},
+                          options);
+  GenerationRequest r = Request({1, 2, 3}, 3);
+  r.stopping.ignore_eos = true;
+  ASSERT_TRUE(t->engine->Submit(std::move(r)).ok());
+  RunUntilIdle(*t->engine);
+  ASSERT_EQ(steps.size(), 3u);
+  for (size_t i = 0; i < steps.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(steps[i].runner_host, absl::Microseconds(250));
+    EXPECT_EQ(steps[i].device_gap.has_value(), i > 0);
+  }
+  EXPECT_EQ(steps[1].device_gap, absl::Microseconds(700));
+}
+
 TEST(EngineImplTest, DrainFinishesWorkThenRefusesNewRequests) {
   auto t = MakeTestEngine({});
   Recorder rec;

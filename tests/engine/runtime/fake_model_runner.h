@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -43,6 +44,8 @@ struct FakeRunnerOptions {
   // block, i.e. without prefix caching.
   bool poison_swapped_out = false;
   bool fail_swap = false;  // SwapOut and SwapIn fail (injected)
+  // What last_step_times() answers after every call (nullopt: as the cpu runner).
+  std::optional<RunnerStepTimes> step_times;
 };
 
 class FakeModelRunner : public ModelRunner {
@@ -53,6 +56,7 @@ class FakeModelRunner : public ModelRunner {
   absl::Status Forward(const BatchInput& batch, std::vector<float>* logits) override;
   std::string name() const override { return "fake"; }
   bool SamplesOnDevice() const override { return options_.device_sampling; }
+  std::optional<RunnerStepTimes> last_step_times() const override { return options_.step_times; }
   absl::Status ForwardSample(const BatchInput& batch, std::span<const SampleRowParams> rows,
                              std::span<const std::span<const int32_t>> histories,
                              std::vector<int32_t>* tokens) override;

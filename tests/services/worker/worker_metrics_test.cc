@@ -145,6 +145,29 @@ TEST(WorkerMetricsTest, RequestsAndSteps) {
   EXPECT_EQ(text.Value("onecard_worker_model_idle_gap_seconds_bucket", {{"le", "0.00025"}}), 0);
 }
 
+// A runner that reports its own host work and the device's idle gap (cuda):
+// the step's host work adds the runner's; the gap is the device's, and only
+// where the engine saw one (two consecutive steps).
+TEST(WorkerMetricsTest, StepsWithTheRunnersTimes) {
+  prometheus::Registry registry;
+  WorkerMetrics metrics(registry, "smol", "cuda");
+  metrics.ObserveStep({.duration = absl::Milliseconds(10),
+                       .forward = absl::Milliseconds(9),
+                       .runner_host = absl::Microseconds(300),
+                       .gap = absl::Microseconds(400),
+                       .device_gap = absl::Microseconds(900)});
+  metrics.ObserveStep({.duration = absl::Milliseconds(10),
+                       .forward = absl::Milliseconds(10),
+                       .runner_host = absl::Microseconds(200),
+                       .device_gap = absl::Microseconds(5000)});  // no engine gap: not seen
+  auto gauges = WorkerMetrics::EngineCollectable([] { return WorkerSnapshot(); });
+  const testing::PromText text = Scrape(registry, *gauges);
+  EXPECT_EQ(text.Value("onecard_worker_step_host_seconds_count"), 2);
+  EXPECT_NEAR(*text.Value("onecard_worker_step_host_seconds_sum"), 0.0013 + 0.0002, 1e-12);
+  EXPECT_EQ(text.Value("onecard_worker_model_idle_gap_seconds_count"), 1);
+  EXPECT_NEAR(*text.Value("onecard_worker_model_idle_gap_seconds_sum"), 0.0009, 1e-12);
+}
+
 TEST(WorkerMetricsTest, EngineGaugesComeFromTheSnapshotAtScrapeTime) {
   prometheus::Registry registry;
   WorkerSnapshot snapshot;
