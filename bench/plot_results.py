@@ -22,6 +22,7 @@ import argparse
 import collections
 import io
 import os
+import re
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -41,11 +42,18 @@ def colour(i):
     return COLOURS[i % len(COLOURS)]
 
 
+# Comparison cases of a kernel scenario (kernels-int4's `_stream`, `_t64`, ...: one kernel
+# or tile height forced): in the table, not in the plot, which shows what the runner launches.
+COMPARISON_CASE_RE = re.compile(r"_(stream|t\d+)$")
+
+
 def floor_bars(current, device, kernels):
     """[(scenario, label, pct)] of the device's headline metrics that have a floor."""
     bars = []
     for dev, scenario, case, figures in rp.headline_figures(current):
         if dev != device or rp.is_kernel_scenario(scenario) != kernels:
+            continue
+        if kernels and COMPARISON_CASE_RE.search(case):
             continue
         with_floor = [c.record for c in figures if c.record.pct_of_floor is not None]
         for r in with_floor:
