@@ -706,6 +706,13 @@ absl::Status LaunchKind(const Args& a, cudaStream_t stream) {
 
 absl::Status Int4Gemm(const Int4GemmParams& p, cudaStream_t stream) {
   RETURN_IF_ERROR(CheckInt4GemmParams(p, "Int4Gemm"));
+  const Int4GemmWorkspaceLayout ws = Int4GemmWorkspace(p.w.n, NumSms());
+  if (p.workspace == nullptr || p.workspace_bytes < ws.total_bytes) {
+    return absl::InvalidArgumentError(cuda::Cat("Int4Gemm: workspace of ", p.workspace_bytes,
+                                                " bytes; n = ", p.w.n, " needs ", ws.total_bytes,
+                                                " (Int4GemmWorkspaceBytes)"));
+  }
+  if (Int4GemmUsesTiled(p)) return LaunchInt4GemmTiled(p, NumSms(), stream);
   Args a{};
   static_cast<int4::LaunchArgs&>(a) = int4::MakeLaunchArgs(p);
   a.norm_w = p.prologue == GemvPrologue::kRmsNorm ? static_cast<const cuda::bf16*>(p.norm_weight)
@@ -717,13 +724,6 @@ absl::Status Int4Gemm(const Int4GemmParams& p, cudaStream_t stream) {
     return absl::UnimplementedError(cuda::Cat("Int4Gemm: a weight of ", p.w.n, " x ", p.w.k,
                                               " holds over 2^31 tiles of 16 x 64 codes"));
   }
-  const Int4GemmWorkspaceLayout ws = Int4GemmWorkspace(p.w.n, NumSms());
-  if (p.workspace == nullptr || p.workspace_bytes < ws.total_bytes) {
-    return absl::InvalidArgumentError(cuda::Cat("Int4Gemm: workspace of ", p.workspace_bytes,
-                                                " bytes; n = ", p.w.n, " needs ", ws.total_bytes,
-                                                " (Int4GemmWorkspaceBytes)"));
-  }
-  if (Int4GemmUsesTiled(p)) return LaunchInt4GemmTiled(p, NumSms(), stream);
   switch (p.w.offset_kind) {
     case Int4Offsets::kSymmetric:
       return LaunchKind<Int4Offsets::kSymmetric>(a, stream);
