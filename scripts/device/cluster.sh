@@ -17,6 +17,8 @@
 #              90/10 short/long mix at 0.8x capacity, priority against FIFO
 #   70b-mix    the 8b part's serve-mix, single stream and offline runs on
 #              synthetic:llama3-70b:int4 (about 5 minutes)
+#   8b-offline, 70b-offline   the offline runs of 8b / 70b-mix alone (the worker's
+#              /metrics scraped before, between and after them)
 #   70b        onecard-bench-cuda decode-70b-int4 batch 1, one stream of 128/256
 #              through a worker on synthetic:llama3-70b:int4, and `stability` on it
 #              (1,000 requests of 128/32, 32 users)
@@ -108,31 +110,37 @@ open(sys.argv[2], "w").write(urllib.request.urlopen("http://" + sys.argv[1] + "/
     "$addr" "$OUT/metrics-$1.txt" || say "FAILED scraping $1"
 }
 
-# One worker on model $1 at port $2 (logs worker-$3; records' cases start "$3-"): serve-mix (each class alone: warm-up,
-# then 10 runs), one stream of 128/256, offline throughput (128 users of 128/128, then of
-# 1000/1000), the worker's metrics scraped around the offline runs.
+# One worker on model $1 at port $2 (logs worker-$3; records' cases start "$3-"): serve-mix (each
+# class alone: warm-up, then 10 runs) and one stream of 128/256 unless $4 is "offline", offline
+# throughput (128 users of 128/128, then of 1000/1000) unless $4 is "mix", the worker's metrics
+# scraped around the offline runs.
 serve_tables() {
-  local model=$1 port=$2 name=$3 t=127.0.0.1:$2
+  local model=$1 port=$2 name=$3 only=${4:-} t=127.0.0.1:$2
   # shellcheck disable=SC2086
   start_worker "$model" "$port" "worker-$name" $gpu_args $tune || return
   gpu_memory "$model worker, loaded"
-  for c in short-qa long-generation long-context multi-turn; do
-    step "serve-mix $c ($name)" bench serve --target $t --mix $c --users 1 --requests 10 \
-      --warmup 1 --case_prefix "$name-" --json "$OUT/serve-mix-$c-$name.json"
-  done
-  step "single-stream ($name)" bench serve --target $t --mix "single-stream=1:128/256" \
-    --users 1 --requests 5 --warmup 1 --case_prefix "$name-" \
-    --json "$OUT/single-stream-$name.json"
-  scrape "$name-before-offline" "$name"
-  step "offline-128 ($name)" bench serve --target $t --mix "offline-128=1:128/128" --users 128 \
-    --requests 1024 --warmup 128 --case_prefix "$name-" \
-    --json "$OUT/offline-128-$name.json"
-  scrape "$name-after-offline-128" "$name"
-  gpu_memory "$model worker, after offline-128"
-  limit=400 step "offline-1000 ($name)" bench serve --target $t \
-    --mix "offline-1000=1:1000/1000" --users 128 --requests 256 --warmup 0 \
-    --case_prefix "$name-" --json "$OUT/offline-1000-$name.json"
-  gpu_memory "$model worker, after offline-1000"
+  if [[ $only != offline ]]; then
+    for c in short-qa long-generation long-context multi-turn; do
+      step "serve-mix $c ($name)" bench serve --target $t --mix $c --users 1 --requests 10 \
+        --warmup 1 --case_prefix "$name-" --json "$OUT/serve-mix-$c-$name.json"
+    done
+    step "single-stream ($name)" bench serve --target $t --mix "single-stream=1:128/256" \
+      --users 1 --requests 5 --warmup 1 --case_prefix "$name-" \
+      --json "$OUT/single-stream-$name.json"
+  fi
+  if [[ $only != mix ]]; then
+    scrape "$name-before-offline" "$name"
+    step "offline-128 ($name)" bench serve --target $t --mix "offline-128=1:128/128" --users 128 \
+      --requests 1024 --warmup 128 --case_prefix "$name-" \
+      --json "$OUT/offline-128-$name.json"
+    scrape "$name-after-offline-128" "$name"
+    gpu_memory "$model worker, after offline-128"
+    limit=400 step "offline-1000 ($name)" bench serve --target $t \
+      --mix "offline-1000=1:1000/1000" --users 128 --requests 256 --warmup 0 \
+      --case_prefix "$name-" --json "$OUT/offline-1000-$name.json"
+    scrape "$name-after-offline-1000" "$name"
+    gpu_memory "$model worker, after offline-1000"
+  fi
   stop_worker
 }
 
@@ -165,6 +173,17 @@ for part in "${parts[@]}"; do
     tune="--tuning-cache $work/tuning-llama3-70b.txt"
     serve_tables synthetic:llama3-70b:int4 50163 70b-int4
     ;;
+  8b-offline | 70b-offline)
+    [[ -n $device ]] || { step ceilings "$bin/onecard-bench-cuda" ceilings --results "$results";
+                          device=$(device_of_records); }
+    if [[ $part == 8b-offline ]]; then
+      tune="--tuning-cache $work/tuning-llama3-8b.txt"
+      serve_tables synthetic:llama3-8b 50164 8b-bf16 offline
+    else
+      tune="--tuning-cache $work/tuning-llama3-70b.txt"
+      serve_tables synthetic:llama3-70b:int4 50165 70b-int4 offline
+    fi
+    ;;
   70b)
     step decode-70b-int4 "$bin/onecard-bench-cuda" decode-70b-int4 --batches 1 --results "$results"
     device=$(device_of_records)
@@ -182,7 +201,7 @@ for part in "${parts[@]}"; do
       --requests 1000 --warmup 32 --json "$OUT/stability-70b.json"
     ;;
   *)
-    say "unknown part $part (8b, 72b, 70b, 70b-mix)"
+    say "unknown part $part (8b, 72b, 70b, 70b-mix, 8b-offline, 70b-offline)"
     status=1
     ;;
   esac
