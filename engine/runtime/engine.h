@@ -237,6 +237,17 @@ struct EngineOptions {
   // same either way; a seeded draw picks by the device's rules, so the same
   // seed gives the same tokens on the same backend. false: always the host.
   bool device_sampling = true;
+  // One step of look-ahead: while the device runs step N, the host plans and
+  // launches step N+1 (its decodes take step N's tokens on the device,
+  // ModelRunner::LaunchSample) and then streams step N's tokens, so the
+  // host's work of a step (schedule, pack, detokenize, stop checks,
+  // callbacks) overlaps the device's instead of idling it. The tokens are
+  // the same as without it. A request that ends by eos or a stop has had one
+  // more row computed, discarded; a max_tokens or context end is foreseen.
+  // Taken while every request samples on the device without penalties,
+  // logprobs or min_tokens (device_sampling, a runner that samples); the
+  // engine steps one at a time otherwise.
+  bool async_scheduling = false;
   // Optional observer, called on the engine thread after every step that ran
   // a batch (the worker's step-duration histogram); must not block.
   std::function<void(const StepInfo&)> on_step;

@@ -236,6 +236,7 @@ void EngineImpl::CancelEverything() {
   for (uint64_t id : ids) {
     FinishRequest(id, requests_.at(id)->Finish(FinishReason::kCancelled, absl::OkStatus()));
   }
+  if (in_flight_.has_value()) CompleteInFlight();  // its rows are dropped; the runner idles
 }
 
 }  // namespace onecard::engine

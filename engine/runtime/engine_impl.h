@@ -7,6 +7,14 @@
 //   the plan's swaps (runner->SwapOut, then SwapIn) -> build the BatchInput
 //   -> runner->Forward -> sample each logits row -> RequestState
 //   (detokenize, stop checks) -> callbacks.
+// With options.async_scheduling, while every request can be sampled ahead
+// (engine_lookahead.cc): admit -> end cancelled / expired -> Schedule (the
+// sequences of the step in flight hold a pending token) -> swaps -> build ->
+// runner->LaunchSample -> the step's tokens become pending tokens -> wait for
+// the step launched before (runner->WaitSample) -> resolve its tokens ->
+// RequestState -> callbacks. A request that ends while its row is in flight
+// has that row dropped; its blocks are freed at once (the runner keeps the
+// device's order: the step in flight writes them before any later step).
 // Threads: Submit, Cancel, Stats and Drain may be called from any thread;
 // they touch only the mu_-guarded hand-over state. Everything else (the
 // scheduler, the requests, the sampler) belongs to the step loop. Callbacks
@@ -101,7 +109,28 @@ class EngineImpl : public Engine {
   void EmitTokens(const SchedulerOutput& plan, const std::vector<int32_t>& tokens);
   // Appends a sampled token to its sequence and streams it (or finishes).
   void EmitToken(const ScheduledChunk& chunk, const SampleResult& sample, absl::Time now);
+  // Streams a token already in the sequence (num_seq_tokens: up to and
+  // including it), or finishes the request with it.
+  void StreamToken(RequestState& state, const SampleResult& sample, int32_t num_seq_tokens,
+                   absl::Time now);
+  // The device sampler's parameters of a chunk's logits row.
+  SampleRowParams RowParams(const ScheduledChunk& chunk) const;
   void FailBatch(const SchedulerOutput& plan, const absl::Status& status);
+  // Calls options_.on_step (when set) for a step that ran `plan`.
+  void ReportStep(const SchedulerOutput& plan, absl::Time step_start, absl::Duration forward,
+                  absl::Duration gap, bool consecutive,
+                  const std::optional<RunnerStepTimes>& runner_times) const;
+
+  // engine_lookahead.cc (EngineOptions::async_scheduling).
+  // Whether this step may launch ahead: the option, a runner and requests
+  // that sample on the device without histories, logprobs or masks.
+  bool CanLookAhead() const;
+  bool RunStepAhead(absl::Time step_start, bool progressed);
+  // Waits for the step in flight and streams its tokens.
+  void CompleteInFlight();
+  // Whether the token a sequence's row samples now will be its last
+  // (max_tokens or the context reached).
+  bool LastTokenAhead(const Sequence& seq, const RequestState& state) const;
   // Ends a request: removes it everywhere, then delivers its final output.
   void FinishRequest(uint64_t id, const StreamOutput& final_output);
   void CancelEverything();  // at destruction
@@ -131,6 +160,12 @@ class EngineImpl : public Engine {
   int64_t swapped_in_blocks_total_ = 0;
   // When the last step's runner call ended; reset by a step that ran none.
   std::optional<absl::Time> last_forward_end_;
+  // The launched step whose tokens are not back yet (look-ahead): its logits
+  // rows' sequences, in order.
+  struct InFlight {
+    std::vector<int64_t> row_seqs;
+  };
+  std::optional<InFlight> in_flight_;
 
   // Hand-over state shared with callers.
   mutable absl::Mutex mu_;

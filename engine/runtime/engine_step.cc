@@ -34,6 +34,11 @@ bool EngineImpl::RunStep() {
   const absl::Time step_start = clock_->Now();
   bool progressed = AdmitIncoming();
   progressed |= EndCancelledAndExpired();
+  if (CanLookAhead()) return RunStepAhead(step_start, progressed);
+  if (in_flight_.has_value()) {  // a request that cannot go ahead arrived
+    CompleteInFlight();
+    progressed = true;
+  }
   const SchedulerOutput plan = scheduler_.Schedule();
   if (!plan.swap_out.empty() || !plan.swap_in.empty()) {
     progressed = true;
@@ -74,19 +79,24 @@ bool EngineImpl::RunStep() {
   ++steps_total_;
   if (requests_.empty()) last_forward_end_.reset();  // idle next: no gap to measure
   PublishStats(generation_tokens_total_ - generated_before);
-  if (options_.on_step) {
-    StepInfo info{.duration = clock_->Now() - step_start,
-                  .forward = forward_end - forward_start,
-                  .gap = gap,
-                  .num_seqs = static_cast<int32_t>(plan.chunks.size()),
-                  .num_tokens = plan.num_batched_tokens};
-    if (runner_times.has_value()) {
-      info.runner_host = runner_times->host;
-      if (consecutive) info.device_gap = runner_times->device_gap;
-    }
-    options_.on_step(info);
-  }
+  ReportStep(plan, step_start, forward_end - forward_start, gap, consecutive, runner_times);
   return true;
+}
+
+void EngineImpl::ReportStep(const SchedulerOutput& plan, absl::Time step_start,
+                            absl::Duration forward, absl::Duration gap, bool consecutive,
+                            const std::optional<RunnerStepTimes>& runner_times) const {
+  if (!options_.on_step) return;
+  StepInfo info{.duration = clock_->Now() - step_start,
+                .forward = forward,
+                .gap = gap,
+                .num_seqs = static_cast<int32_t>(plan.chunks.size()),
+                .num_tokens = plan.num_batched_tokens};
+  if (runner_times.has_value()) {
+    info.runner_host = runner_times->host;
+    if (consecutive) info.device_gap = runner_times->device_gap;
+  }
+  options_.on_step(info);
 }
 
 bool EngineImpl::AdmitIncoming() {
@@ -237,6 +247,22 @@ bool EngineImpl::CanSampleOnDevice(const SchedulerOutput& plan) const {
   return any_row;
 }
 
+SampleRowParams EngineImpl::RowParams(const ScheduledChunk& chunk) const {
+  const SamplingParams& p = requests_.at(static_cast<uint64_t>(chunk.seq_id))->request().sampling;
+  const Sequence& seq = *scheduler_.Find(chunk.seq_id);
+  // The host sampler's draw for this position (sampler.h: determinism).
+  const size_t num_output = static_cast<size_t>(seq.num_tokens() - seq.num_prompt_tokens);
+  return {.temperature = p.temperature,
+          .top_k = p.top_k,
+          .top_p = p.top_p,
+          .min_p = p.min_p,
+          .repetition_penalty = p.repetition_penalty,
+          .presence_penalty = p.presence_penalty,
+          .frequency_penalty = p.frequency_penalty,
+          .uniform = std::min(static_cast<float>(UniformDraw(p.seed, num_output)),
+                              std::nextafter(1.0f, 0.0f))};
+}
+
 absl::Status EngineImpl::RunForwardSample(const SchedulerOutput& plan,
                                           std::vector<int32_t>* tokens) {
   size_t rows = 0;
@@ -249,21 +275,11 @@ absl::Status EngineImpl::RunForwardSample(const SchedulerOutput& plan,
     const SamplingParams& p = requests_.at(static_cast<uint64_t>(chunk.seq_id))->request().sampling;
     const Sequence& seq = *scheduler_.Find(chunk.seq_id);
     const std::span<const int32_t> all(seq.token_ids);
-    const std::span<const int32_t> output = all.subspan(seq.num_prompt_tokens);
-    // The host sampler's draw for this position (sampler.h: determinism).
-    params.push_back({.temperature = p.temperature,
-                      .top_k = p.top_k,
-                      .top_p = p.top_p,
-                      .min_p = p.min_p,
-                      .repetition_penalty = p.repetition_penalty,
-                      .presence_penalty = p.presence_penalty,
-                      .frequency_penalty = p.frequency_penalty,
-                      .uniform = std::min(static_cast<float>(UniformDraw(p.seed, output.size())),
-                                          std::nextafter(1.0f, 0.0f))});
+    params.push_back(RowParams(chunk));
     if (RepetitionPenalized(p)) {
       histories.push_back(all);
     } else if (PresenceOrFrequencyPenalized(p)) {
-      histories.push_back(output);
+      histories.push_back(all.subspan(seq.num_prompt_tokens));
     } else {
       histories.emplace_back();
     }
@@ -292,8 +308,13 @@ void EngineImpl::EmitToken(const ScheduledChunk& chunk, const SampleResult& samp
   RequestState& state = *requests_.at(static_cast<uint64_t>(chunk.seq_id));
   const Sequence& seq = *scheduler_.Find(chunk.seq_id);
   scheduler_.AppendToken(seq.id, sample.token_id);
+  StreamToken(state, sample, seq.num_tokens(), now);
+}
+
+void EngineImpl::StreamToken(RequestState& state, const SampleResult& sample,
+                             int32_t num_seq_tokens, absl::Time now) {
   ++generation_tokens_total_;
-  StreamOutput out = state.OnToken(sample, seq.num_tokens(), max_context_, now);
+  StreamOutput out = state.OnToken(sample, num_seq_tokens, max_context_, now);
   if (out.finished) {
     FinishRequest(state.id(), out);
   } else {

@@ -7,7 +7,9 @@
 #ifndef ONECARD_ENGINE_RUNTIME_MODEL_RUNNER_H_
 #define ONECARD_ENGINE_RUNTIME_MODEL_RUNNER_H_
 
+#include <algorithm>
 #include <cstdint>
+#include <deque>
 #include <optional>
 #include <span>
 #include <string>
@@ -18,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "engine/common/pending_token.h"
 #include "engine/kernels/sample.h"
 #include "engine/kv_cache/kv_layout.h"
 #include "engine/kv_cache/swap_space.h"
@@ -173,6 +176,82 @@ class ModelRunner {
     return absl::UnimplementedError(name() + " runner does not sample on the device");
   }
 
+  // Look-ahead (EngineOptions::async_scheduling). LaunchSample starts a
+  // ForwardSample step without penalty histories and may return before its
+  // tokens are known; WaitSample answers the tokens of the oldest launched
+  // step not waited for yet (one a logits row, in chunk order), or that
+  // step's error. An error from LaunchSample launched nothing. The engine launches step N+1 and
+  // then waits for step N, so at most two launched steps are unwaited; Forward and ForwardSample
+  // are called only with none. A chunk's last token may be kPendingToken
+  // (engine/common/pending_token.h) when the previous launched step had a
+  // logits row for the same sequence: it stands for the token that row
+  // samples. Swaps between launches keep the order of the calls (SwapOut's
+  // copies read what the launched steps wrote). Launching a step whose
+  // pending token has no such row is InvalidArgument naming the sequence.
+  // The default, for runners whose calls block anyway: LaunchSample runs
+  // ForwardSample at once with the pending tokens filled in from the
+  // previous launch's result, and WaitSample hands its result over.
+  virtual absl::Status LaunchSample(const BatchInput& batch,
+                                    std::span<const SampleRowParams> rows) {
+    if (launches_.size() >= 2) {
+      return absl::FailedPreconditionError("LaunchSample: two launched steps are not waited for");
+    }
+    Launch launch;
+    BatchInput resolved;
+    std::vector<std::vector<int32_t>> storage;
+    launch.status = launches_.empty()
+                        ? ResolvePendingTokens(batch, {}, {}, &storage, &resolved)
+                        : ResolvePendingTokens(batch, launches_.back().seq_ids,
+                                               launches_.back().tokens, &storage, &resolved);
+    if (launch.status.ok()) launch.status = ForwardSample(resolved, rows, {}, &launch.tokens);
+    if (!launch.status.ok()) return launch.status;  // nothing launched
+    for (const SequenceChunk& chunk : batch.chunks) {
+      if (chunk.want_logits) launch.seq_ids.push_back(chunk.seq_id);
+    }
+    launches_.push_back(std::move(launch));
+    return absl::OkStatus();
+  }
+  virtual absl::Status WaitSample(std::vector<int32_t>* tokens) {
+    if (launches_.empty()) return absl::FailedPreconditionError("WaitSample: no launched step");
+    Launch launch = std::move(launches_.front());
+    launches_.pop_front();
+    *tokens = std::move(launch.tokens);
+    return launch.status;
+  }
+
+  // `batch` with each kPendingToken replaced by the token previous_tokens[i]
+  // of the row whose sequence previous_seqs[i] is the chunk's (the chunks
+  // that hold one copied into *storage); InvalidArgument naming the sequence
+  // when a pending token is not the chunk's last or has no such row.
+  static absl::Status ResolvePendingTokens(const BatchInput& batch,
+                                           std::span<const int64_t> previous_seqs,
+                                           std::span<const int32_t> previous_tokens,
+                                           std::vector<std::vector<int32_t>>* storage,
+                                           BatchInput* resolved) {
+    *resolved = batch;
+    storage->clear();
+    storage->reserve(batch.chunks.size());
+    for (SequenceChunk& chunk : resolved->chunks) {
+      const auto pending = std::find(chunk.token_ids.begin(), chunk.token_ids.end(), kPendingToken);
+      if (pending == chunk.token_ids.end()) continue;
+      if (pending + 1 != chunk.token_ids.end()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "sequence ", chunk.seq_id, ": a pending token that is not its chunk's last"));
+      }
+      const auto row = std::find(previous_seqs.begin(), previous_seqs.end(), chunk.seq_id);
+      if (row == previous_seqs.end() ||
+          static_cast<size_t>(row - previous_seqs.begin()) >= previous_tokens.size()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("sequence ", chunk.seq_id,
+                         ": a pending token without a row in the previous launched step"));
+      }
+      storage->emplace_back(chunk.token_ids.begin(), chunk.token_ids.end());
+      storage->back().back() = previous_tokens[static_cast<size_t>(row - previous_seqs.begin())];
+      chunk.token_ids = storage->back();
+    }
+    return absl::OkStatus();
+  }
+
   // KV swap (engine/scheduler/scheduler.h: "Preemption", "Swap ordering").
   // AllocateSwapSpace, called at most once, holds as many host blocks as
   // `bytes` (> 0) has room for (pinned memory on cuda), or ResourceExhausted
@@ -194,6 +273,15 @@ class ModelRunner {
     (void)copies;
     return absl::UnimplementedError(name() + " runner does not swap KV blocks");
   }
+
+ private:
+  // The default LaunchSample's results, oldest first.
+  struct Launch {
+    absl::Status status;
+    std::vector<int32_t> tokens;
+    std::vector<int64_t> seq_ids;  // of the logits rows, in order
+  };
+  std::deque<Launch> launches_;
 };
 
 }  // namespace onecard::engine

@@ -6,6 +6,7 @@
 #include <cassert>
 
 #include "absl/strings/str_cat.h"
+#include "engine/common/pending_token.h"
 #include "engine/common/status_macros.h"
 
 namespace onecard::engine {
@@ -72,7 +73,7 @@ bool Scheduler::HeadFits() const {
   if (waiting_.empty()) return false;
   if (static_cast<int32_t>(running_.size()) >= options_.max_num_seqs) return false;
   const Sequence& head = *seqs_.at(std::get<3>(*waiting_.begin()));
-  return blocks_.CanAllocate(head.token_ids);
+  return head.num_pending_tokens == 0 && blocks_.CanAllocate(head.token_ids);
 }
 
 void Scheduler::PreemptForHigherPriority(SchedulerOutput* out) {
@@ -80,6 +81,8 @@ void Scheduler::PreemptForHigherPriority(SchedulerOutput* out) {
     const int64_t head_level = std::get<0>(*waiting_.begin());
     const int64_t worst_level = std::get<0>(*running_.rbegin());
     if (worst_level <= head_level || HeadFits()) return;
+    // A head with pending tokens waits for them, not for room: nothing to free.
+    if (seqs_.at(std::get<3>(*waiting_.begin()))->num_pending_tokens > 0) return;
     Preempt(*seqs_.at(std::get<2>(*running_.rbegin())), out);
   }
 }
@@ -93,7 +96,7 @@ void Scheduler::ScheduleDecodes(int32_t* budget, SchedulerOutput* out) {
     Sequence& seq = *seqs_.at(id);
     // Skip sequences preempted earlier in this loop, or already given a chunk.
     if (seq.status != SequenceStatus::kRunning || scheduled_.contains(id)) continue;
-    if (seq.num_uncomputed() != 1) continue;
+    if (seq.num_uncomputed() != 1 || seq.last_token_pending) continue;
     if (!EnsureCapacity(seq, seq.num_computed_tokens + 1, out)) continue;
     AddChunk(seq, 1, budget, out);
   }
@@ -130,6 +133,7 @@ void Scheduler::SchedulePrefills(int32_t* budget, SchedulerOutput* out) {
 
 bool Scheduler::Admit(Sequence& seq, int32_t* budget, SchedulerOutput* out) {
   if (static_cast<int32_t>(running_.size()) >= options_.max_num_seqs) return false;
+  if (seq.num_pending_tokens > 0) return false;  // its prefill would read them
   std::optional<int32_t> cached = blocks_.Allocate(seq.id, seq.token_ids);
   if (!cached.has_value()) return false;
   RemoveWaiting(seq);
@@ -240,7 +244,8 @@ void Scheduler::OnStepComputed(const SchedulerOutput& output) {
       continue;  // removed and re-added, or preempted: the chunk is stale
     }
     seq.num_computed_tokens += chunk.num_tokens;
-    blocks_.CacheComputedBlocks(seq.id, seq.token_ids, seq.num_computed_tokens);
+    blocks_.CacheComputedBlocks(seq.id, seq.token_ids,
+                                std::min(seq.num_computed_tokens, seq.num_resolved()));
   }
 }
 
@@ -250,6 +255,24 @@ void Scheduler::AppendToken(int64_t seq_id, int32_t token_id) {
          "AppendToken: only after the chunk that reached the last token");
   assert(seq.num_tokens() < max_context_ && "AppendToken: the engine stops at max_context");
   seq.token_ids.push_back(token_id);
+}
+
+void Scheduler::AppendPendingToken(int64_t seq_id, bool last) {
+  AppendToken(seq_id, kPendingToken);
+  Sequence& seq = *seqs_.at(seq_id);
+  ++seq.num_pending_tokens;
+  seq.last_token_pending = last;
+}
+
+void Scheduler::ResolvePendingToken(int64_t seq_id, int32_t token_id) {
+  Sequence& seq = *seqs_.at(seq_id);
+  assert(seq.num_pending_tokens > 0 && "ResolvePendingToken: no pending token");
+  seq.token_ids[static_cast<size_t>(seq.num_resolved())] = token_id;
+  --seq.num_pending_tokens;
+  if (seq.status == SequenceStatus::kRunning) {
+    blocks_.CacheComputedBlocks(seq.id, seq.token_ids,
+                                std::min(seq.num_computed_tokens, seq.num_resolved()));
+  }
 }
 
 void Scheduler::Remove(int64_t seq_id) {
@@ -347,6 +370,15 @@ absl::Status Scheduler::CheckSequence(const Sequence& seq) const {
   if (running != blocks_.HasSequence(id) || swapped != swap_.HasSequence(id)) {
     return absl::InternalError(
         absl::StrCat("seq ", id, ": holds device blocks iff running, host blocks iff swapped"));
+  }
+  if (seq.num_pending_tokens < 0 || seq.num_pending_tokens > 2 ||
+      seq.num_resolved() < seq.num_prompt_tokens ||
+      std::count(seq.token_ids.begin(), seq.token_ids.end(), kPendingToken) !=
+          seq.num_pending_tokens ||
+      std::count(seq.token_ids.begin() + seq.num_resolved(), seq.token_ids.end(), kPendingToken) !=
+          seq.num_pending_tokens) {
+    return absl::InternalError(absl::StrCat("seq ", id, ": ", seq.num_pending_tokens,
+                                            " pending tokens, not its last ones"));
   }
   const int32_t bs = blocks_.block_size();
   const int32_t covered = running   ? blocks_.num_tokens(id)

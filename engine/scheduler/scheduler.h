@@ -99,6 +99,20 @@
 //   each list the copies are independent (no host block twice in swap_out,
 //   no device block twice in swap_in; a device block two victims shared is
 //   read twice). A step's swaps run even when it has no chunks.
+// - Look-ahead (the engine's async scheduling): the engine may plan and launch
+//   step N+1 before step N's tokens are back. After launching a step it calls
+//   OnStepComputed, then AppendPendingToken for each chunk wanting logits: the
+//   sequence gets a kPendingToken (engine/common/pending_token.h) as its next
+//   token, which the next Schedule() treats as known (a decode whose input the
+//   runner takes from step N's output on the device). ResolvePendingToken puts
+//   the sampled token in its place, oldest first. Pending tokens are never in
+//   a cached block (a block is cached once its tokens are computed and
+//   resolved); a sequence whose pending token is its last
+//   (AppendPendingToken's `last`) gets no further chunk; a waiting sequence
+//   with pending tokens is not admitted (it stops admission for the step, as
+//   one that does not fit does) and phase (1) preempts nothing for it. The
+//   sequence's pending tokens are the last of its tokens, at most two (one of
+//   a step being waited for, one of the step launched ahead).
 // - A sequence never exceeds max_context tokens: Add refuses longer prompts
 //   and AppendToken must not be called on a sequence at max_context (the
 //   engine finishes it first). max_context is capped at the pool's capacity,
@@ -143,11 +157,16 @@ struct Sequence {
   int32_t num_computed_tokens = 0;
   int32_t num_cached_tokens = 0;  // prefix-cache hit at the first admission
   int32_t num_preemptions = 0;
+  // Look-ahead: the last num_pending_tokens of token_ids are kPendingToken;
+  // last_token_pending: the newest of them ends the sequence.
+  int32_t num_pending_tokens = 0;
+  bool last_token_pending = false;
   bool admitted_once = false;
   SequenceStatus status = SequenceStatus::kWaiting;
 
   int32_t num_tokens() const { return static_cast<int32_t>(token_ids.size()); }
   int32_t num_uncomputed() const { return num_tokens() - num_computed_tokens; }
+  int32_t num_resolved() const { return num_tokens() - num_pending_tokens; }
 };
 
 struct SchedulerOptions {
@@ -215,6 +234,13 @@ class Scheduler {
   // Appends a sampled token to a running sequence whose known tokens are all
   // computed. The sequence must be below max_context().
   void AppendToken(int64_t seq_id, int32_t token_id);
+  // Look-ahead (see the contract): appends kPendingToken under AppendToken's
+  // preconditions; `last`: that token will be the sequence's last, so it is
+  // given no further chunk.
+  void AppendPendingToken(int64_t seq_id, bool last);
+  // Replaces seq_id's oldest pending token with token_id, whatever its
+  // status, and caches the blocks that completes. The sequence must have one.
+  void ResolvePendingToken(int64_t seq_id, int32_t token_id);
   // Removes a sequence wherever it is (finished, cancelled, failed) and frees
   // its blocks. Unknown ids are ignored.
   void Remove(int64_t seq_id);

@@ -19,6 +19,9 @@
 #              synthetic:llama3-70b:int4 (about 5 minutes)
 #   8b-offline, 70b-offline   the offline runs of 8b / 70b-mix alone (the worker's
 #              /metrics scraped before, between and after them)
+#   8b-ahead, 70b-ahead   one stream and the offline runs with the worker's
+#              --async-scheduling true (one step of look-ahead; cases "8b-bf16-ahead-",
+#              "70b-int4-ahead-"), to compare with 8b-offline / 70b-offline in the same call
 #   70b        onecard-bench-cuda decode-70b-int4 batch 1, one stream of 128/256
 #              through a worker on synthetic:llama3-70b:int4, and `stability` on it
 #              (1,000 requests of 128/32, 32 users)
@@ -111,19 +114,23 @@ open(sys.argv[2], "w").write(urllib.request.urlopen("http://" + sys.argv[1] + "/
 }
 
 # One worker on model $1 at port $2 (logs worker-$3; records' cases start "$3-"): serve-mix (each
-# class alone: warm-up, then 10 runs) and one stream of 128/256 unless $4 is "offline", offline
-# throughput (128 users of 128/128, then of 1000/1000) unless $4 is "mix", the worker's metrics
-# scraped around the offline runs.
+# class alone: warm-up, then 10 runs) unless $4 is "offline" or "ahead", one stream of 128/256
+# unless $4 is "offline", offline throughput (128 users of 128/128, then of 1000/1000) unless $4
+# is "mix", the worker's metrics scraped around the offline runs. $4 "ahead": the worker takes
+# --async-scheduling true (one step of look-ahead).
 serve_tables() {
-  local model=$1 port=$2 name=$3 only=${4:-} t=127.0.0.1:$2
+  local model=$1 port=$2 name=$3 only=${4:-} t=127.0.0.1:$2 extra=""
+  [[ $only == ahead ]] && extra="--async-scheduling true"
   # shellcheck disable=SC2086
-  start_worker "$model" "$port" "worker-$name" $gpu_args $tune || return
+  start_worker "$model" "$port" "worker-$name" $gpu_args $tune $extra || return
   gpu_memory "$model worker, loaded"
-  if [[ $only != offline ]]; then
+  if [[ $only != offline && $only != ahead ]]; then
     for c in short-qa long-generation long-context multi-turn; do
       step "serve-mix $c ($name)" bench serve --target $t --mix $c --users 1 --requests 10 \
         --warmup 1 --case_prefix "$name-" --json "$OUT/serve-mix-$c-$name.json"
     done
+  fi
+  if [[ $only != offline ]]; then
     step "single-stream ($name)" bench serve --target $t --mix "single-stream=1:128/256" \
       --users 1 --requests 5 --warmup 1 --case_prefix "$name-" \
       --json "$OUT/single-stream-$name.json"
@@ -173,16 +180,19 @@ for part in "${parts[@]}"; do
     tune="--tuning-cache $work/tuning-llama3-70b.txt"
     serve_tables synthetic:llama3-70b:int4 50163 70b-int4
     ;;
-  8b-offline | 70b-offline)
+  8b-offline | 70b-offline | 8b-ahead | 70b-ahead)
     [[ -n $device ]] || { step ceilings "$bin/onecard-bench-cuda" ceilings --results "$results";
                           device=$(device_of_records); }
-    if [[ $part == 8b-offline ]]; then
-      tune="--tuning-cache $work/tuning-llama3-8b.txt"
-      serve_tables synthetic:llama3-8b 50164 8b-bf16 offline
-    else
-      tune="--tuning-cache $work/tuning-llama3-70b.txt"
-      serve_tables synthetic:llama3-70b:int4 50165 70b-int4 offline
-    fi
+    case $part in
+      8b-offline) tune="--tuning-cache $work/tuning-llama3-8b.txt"
+                  serve_tables synthetic:llama3-8b 50164 8b-bf16 offline ;;
+      70b-offline) tune="--tuning-cache $work/tuning-llama3-70b.txt"
+                   serve_tables synthetic:llama3-70b:int4 50165 70b-int4 offline ;;
+      8b-ahead) tune="--tuning-cache $work/tuning-llama3-8b.txt"
+                serve_tables synthetic:llama3-8b 50166 8b-bf16-ahead ahead ;;
+      70b-ahead) tune="--tuning-cache $work/tuning-llama3-70b.txt"
+                 serve_tables synthetic:llama3-70b:int4 50167 70b-int4-ahead ahead ;;
+    esac
     ;;
   70b)
     step decode-70b-int4 "$bin/onecard-bench-cuda" decode-70b-int4 --batches 1 --results "$results"
@@ -201,7 +211,7 @@ for part in "${parts[@]}"; do
       --requests 1000 --warmup 32 --json "$OUT/stability-70b.json"
     ;;
   *)
-    say "unknown part $part (8b, 72b, 70b, 70b-mix, 8b-offline, 70b-offline)"
+    say "unknown part $part (8b, 72b, 70b, 70b-mix, 8b-offline, 70b-offline, 8b-ahead, 70b-ahead)"
     status=1
     ;;
   esac

@@ -62,6 +62,9 @@ ABSL_FLAG(std::string, aging_interval, "",
 ABSL_FLAG(std::string, fifo, "",
           "true: arrival order only, request priorities ignored (the benchmarks' baseline; "
           "default false)");
+ABSL_FLAG(std::string, async_scheduling, "",
+          "true: plan and launch the next step while the device runs this one (one step of "
+          "look-ahead; cuda backend; default false)");
 ABSL_FLAG(int32_t, max_waiting, -1, "Waiting requests before RESOURCE_EXHAUSTED (0 = no limit)");
 ABSL_FLAG(double, kv_watermark, -1, "KV usage ratio that refuses new requests (0 = off)");
 ABSL_FLAG(int32_t, default_max_tokens, -1, "max_tokens of requests that set none");
@@ -105,7 +108,7 @@ const CommandLineSpec kCommandLine = {
                  "swap_space"}},
                {"Scheduler and admission",
                 {"max_num_seqs", "max_batched_tokens", "max_context", "aging_interval", "fifo",
-                 "max_waiting", "kv_watermark"}},
+                 "async_scheduling", "max_waiting", "kv_watermark"}},
                {"CUDA backend",
                 {"gpu_memory_budget", "cpu_memory_budget", "gpu_layers", "offload_ring_layers",
                  "offload_cpu_threads", "offload_cpu_layers", "tune_gemms", "tuning_cache",
@@ -214,6 +217,9 @@ absl::Status OverrideOthers(v1::WorkerConfig* c) {
   }));
   RETURN_IF_ERROR(OverrideBool("fifo", absl::GetFlag(FLAGS_fifo),
                                [c](bool v) { c->mutable_scheduler()->set_fifo(v); }));
+  RETURN_IF_ERROR(
+      OverrideBool("async-scheduling", absl::GetFlag(FLAGS_async_scheduling),
+                   [c](bool v) { c->mutable_scheduler()->set_async_scheduling(v); }));
   RETURN_IF_ERROR(OverrideBool("tune-gemms", absl::GetFlag(FLAGS_tune_gemms),
                                [c](bool v) { c->mutable_cuda()->set_tune_gemms(v); }));
   RETURN_IF_ERROR(OverrideDuration(

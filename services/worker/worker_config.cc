@@ -208,6 +208,7 @@ engine::EngineOptions EngineOptionsFromConfig(const v1::WorkerConfig& c) {
   o.max_context = c.scheduler().max_context();
   o.aging_interval = FromProtoDuration(c.scheduler().aging_interval());
   o.fifo_scheduling = c.scheduler().fifo();
+  o.async_scheduling = c.scheduler().async_scheduling();
   o.max_waiting = c.admission().max_waiting();
   // Validated by ValidateWorkerConfig; empty (or unparsable): the card's memory.
   o.gpu_memory_budget = ParseByteSize(c.cuda().memory_budget()).value_or(0);

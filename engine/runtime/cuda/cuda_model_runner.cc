@@ -142,6 +142,11 @@ CudaRunnerImpl::~CudaRunnerImpl() {
   for (cudaEvent_t e : step_ends_) {
     if (e != nullptr) cudaEventDestroy(e);
   }
+  if (!launched_.empty()) cudaStreamSynchronize(ctx_->stream());  // no copy into freed buffers
+  for (int i = 0; i < 4; ++i) {
+    if (ahead_starts_[i] != nullptr) cudaEventDestroy(ahead_starts_[i]);
+    if (ahead_ends_[i] != nullptr) cudaEventDestroy(ahead_ends_[i]);
+  }
   if (cpu_step_done_ != nullptr) cudaEventDestroy(cpu_step_done_);
   for (auto& [key, graph] : graphs_) {
     if (graph.exec != nullptr) cudaGraphExecDestroy(graph.exec);
@@ -287,8 +292,12 @@ absl::Status CudaRunnerImpl::Allocate() {
                                        cudaMemcpyHostToDevice, stream));
   CUDA_RETURN_IF_ERROR(cudaEventCreate(&step_start_));
   for (cudaEvent_t& e : step_ends_) CUDA_RETURN_IF_ERROR(cudaEventCreate(&e));
+  for (cudaEvent_t& e : ahead_starts_) CUDA_RETURN_IF_ERROR(cudaEventCreate(&e));
+  for (cudaEvent_t& e : ahead_ends_) CUDA_RETURN_IF_ERROR(cudaEventCreate(&e));
   ASSIGN_OR_RETURN(meta_host_, PinnedBuffer::Create(plan_.step_layout.size_bytes));
   ASSIGN_OR_RETURN(out_host_, PinnedBuffer::Create(w.logits));
+  ASSIGN_OR_RETURN(meta_host_ahead_, PinnedBuffer::Create(plan_.step_layout.size_bytes));
+  ASSIGN_OR_RETURN(out_host_ahead_, PinnedBuffer::Create(int64_t{plan_.max_num_seqs} * 4));
   CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
   return absl::OkStatus();
 }
@@ -373,10 +382,16 @@ absl::Status CudaRunnerImpl::Launch(const StepShape& shape) {
 
 absl::Status CudaRunnerImpl::Run(const BatchInput& batch, const SampleInputs* sample,
                                  std::vector<float>* logits, std::vector<int32_t>* tokens) {
+  if (!launched_.empty()) {
+    return absl::FailedPreconditionError(
+        "cuda runner: Forward or ForwardSample with a launched step not waited for");
+  }
+  launch_chain_ = false;  // buf_.out_tokens no longer holds the last launch's tokens
+  last_launch_seqs_.clear();
   const auto t0 = std::chrono::steady_clock::now();
   RETURN_IF_ERROR(CheckBatch(batch, sample));
   const StepShape shape = ShapeStep(batch, sample);
-  const int64_t bytes = PackStep(batch, sample, shape);
+  const int64_t bytes = PackStep(batch, sample, shape, meta_host_->data());
   cudaStream_t stream = ctx_->stream();
   step_times_.reset();
   const bool measure_gap = previous_end_;  // the last step ended well, its end recorded

@@ -104,6 +104,13 @@ class CudaRunnerImpl : public CudaModelRunner {
   absl::Status ForwardSample(const BatchInput& batch, std::span<const SampleRowParams> rows,
                              std::span<const std::span<const int32_t>> histories,
                              std::vector<int32_t>* tokens) override;
+  // step_ahead.cc: the step is enqueued and its tokens copied back into one
+  // of two pinned buffers; a pending token is filled in on the device from
+  // the previous step's sampled tokens (FillPendingTokens). With offloaded
+  // layers (their host work is inside the step), ModelRunner's default.
+  absl::Status LaunchSample(const BatchInput& batch,
+                            std::span<const SampleRowParams> rows) override;
+  absl::Status WaitSample(std::vector<int32_t>* tokens) override;
   const MemoryPlan& memory_plan() const override { return plan_; }
   void set_use_cuda_graphs(bool on) override { options_.use_cuda_graphs = on; }
   CudaStepTiming last_step_timing() const override { return timing_; }
@@ -151,11 +158,15 @@ class CudaRunnerImpl : public CudaModelRunner {
   absl::Status RunAllLogits(const StepShape& shape, std::vector<float>* logits);
   absl::Status Launch(const StepShape& shape);
 
-  // step_pack.cc
-  absl::Status CheckBatch(const BatchInput& batch, const SampleInputs* sample) const;
+  // step_pack.cc. pending_allowed: a chunk's last token may be kPendingToken.
+  absl::Status CheckBatch(const BatchInput& batch, const SampleInputs* sample,
+                          bool pending_allowed = false) const;
   StepShape ShapeStep(const BatchInput& batch, const SampleInputs* sample) const;
-  int64_t PackStep(const BatchInput& batch, const SampleInputs* sample,
-                   const StepShape& shape) const;  // returns the bytes to copy
+  // Into `base` (a pinned buffer of step_layout.size_bytes); returns the bytes
+  // to copy. pending_rows (empty, or one a chunk): >= 0 where the chunk's last
+  // token is pending, the previous step's row it stands for.
+  int64_t PackStep(const BatchInput& batch, const SampleInputs* sample, const StepShape& shape,
+                   char* base, std::span<const int32_t> pending_rows = {}) const;
 
   // cpu_span.cc (cpu_span.h says how a step runs the CPU's layers).
   // Whether the CPU may compute layers: offload_cpu_threads >= 0, a BF16 KV
@@ -293,6 +304,26 @@ class CudaRunnerImpl : public CudaModelRunner {
   int64_t steps_run_ = 0;      // steps whose end was recorded (step_ends_[n % 2])
   bool previous_end_ = false;  // step_ends_[(steps_run_ - 1) % 2] ended the last step
   std::optional<RunnerStepTimes> step_times_;
+  // Look-ahead (step_ahead.cc). Steps launched by LaunchSample alternate
+  // between two pinned metadata and token buffers (slot 0 is meta_host_ and
+  // out_host_, which Forward and ForwardSample use); their events form a
+  // ring of four, so the previous step's end outlives two launches.
+  struct Launched {
+    int slot = 0;
+    int32_t rows = 0;
+    int64_t index = 0;  // launches_made_ at its launch: events [index % 4]
+    bool graph = false;
+    bool follows_launch = false;  // the previous launch's end event precedes it
+    double enqueue_us = 0;
+  };
+  std::unique_ptr<PinnedBuffer> meta_host_ahead_;  // slot 1
+  std::unique_ptr<PinnedBuffer> out_host_ahead_;   // slot 1: tokens [max_num_seqs]
+  cudaEvent_t ahead_starts_[4] = {};
+  cudaEvent_t ahead_ends_[4] = {};
+  std::vector<Launched> launched_;  // oldest first, at most two
+  int64_t launches_made_ = 0;
+  std::vector<int64_t> last_launch_seqs_;  // the logits rows' sequences of the newest launch
+  bool launch_chain_ = false;              // launches since the last Forward / ForwardSample
   std::unique_ptr<Fp8Matmul> fp8_matmul_;  // with row-scaled FP8 weights (W8A8)
   std::unique_ptr<BlasTuner> tuner_;       // null: cuBLAS's default everywhere
   std::map<std::pair<Product, int32_t>, int32_t> gemm_splits_;  // (product, rows) -> splits

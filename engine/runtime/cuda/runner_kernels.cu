@@ -1,5 +1,5 @@
 // GatherRowsBf16 and GatherKvRowsBf16 (see runner_kernels.h): one block per
-// row, 16 bytes a thread.
+// row, 16 bytes a thread; FillPendingTokens: a thread a token.
 // Tested through tests/gpu/cuda_model_runner_test.cc.
 #include "engine/kernels/cuda_check.h"
 #include "engine/kernels/cuda_common.cuh"
@@ -31,7 +31,27 @@ __global__ void GatherKvRowsKernel(const uint4* __restrict__ k, const uint4* __r
   }
 }
 
+// Launched plainly (not PDL) and never triggering its dependents early: the
+// step's first kernel reads the tokens only after this one has ended.
+__global__ void ResolvePendingKernel(int32_t* __restrict__ tokens, int32_t num_tokens,
+                                     const int32_t* __restrict__ previous) {
+  const int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= num_tokens) return;
+  const int32_t v = tokens[i];
+  if (v < 0) tokens[i] = previous[-v - 1];
+}
+
 }  // namespace
+
+absl::Status FillPendingTokens(int32_t* tokens, int32_t num_tokens, const int32_t* previous,
+                                  cudaStream_t stream) {
+  if (num_tokens <= 0) return absl::OkStatus();
+  constexpr int kThreads = 256;
+  ResolvePendingKernel<<<(num_tokens + kThreads - 1) / kThreads, kThreads, 0, stream>>>(
+      tokens, num_tokens, previous);
+  CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  return absl::OkStatus();
+}
 
 absl::Status GatherKvRowsBf16(const void* k_pool, const void* v_pool, const int32_t* slots,
                               void* dst, int32_t num_tokens, int64_t kv_dim, cudaStream_t stream) {

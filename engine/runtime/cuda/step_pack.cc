@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "engine/common/pending_token.h"
 #include "engine/common/status_macros.h"
 #include "engine/kernels/gemv.h"
 #include "engine/kernels/kv_cache_write.h"
@@ -17,7 +18,7 @@ namespace onecard::engine {
 namespace {
 
 absl::Status CheckChunk(const SequenceChunk& c, int32_t index, const MemoryPlan& plan,
-                        const KvLayout& kv, int64_t vocab) {
+                        const KvLayout& kv, int64_t vocab, bool pending_allowed) {
   const int64_t n = static_cast<int64_t>(c.token_ids.size());
   // Built only for an error: a 128-sequence step checks 128 chunks.
   auto where = [&] { return absl::StrCat("cuda runner: chunk ", index, " (seq ", c.seq_id, ")"); };
@@ -42,6 +43,8 @@ absl::Status CheckChunk(const SequenceChunk& c, int32_t index, const MemoryPlan&
     }
   }
   for (int64_t i = 0; i < n; ++i) {
+    // LaunchSample has matched a pending last token with its row already.
+    if (pending_allowed && i == n - 1 && c.token_ids[i] == kPendingToken) continue;
     if (c.token_ids[i] < 0 || c.token_ids[i] >= vocab) {
       return absl::InvalidArgumentError(absl::StrCat(
           where(), ": token_ids[", i, "] = ", c.token_ids[i], " is outside [0, ", vocab, ")"));
@@ -82,7 +85,8 @@ int64_t RowsWantingLogits(const BatchInput& batch) {
 
 }  // namespace
 
-absl::Status CudaRunnerImpl::CheckBatch(const BatchInput& batch, const SampleInputs* sample) const {
+absl::Status CudaRunnerImpl::CheckBatch(const BatchInput& batch, const SampleInputs* sample,
+                                        bool pending_allowed) const {
   const int64_t s = static_cast<int64_t>(batch.chunks.size());
   if (s == 0 || s > plan_.max_num_seqs) {
     return absl::InvalidArgumentError(
@@ -90,7 +94,8 @@ absl::Status CudaRunnerImpl::CheckBatch(const BatchInput& batch, const SampleInp
   }
   int64_t tokens = 0;
   for (int32_t i = 0; i < s; ++i) {
-    RETURN_IF_ERROR(CheckChunk(batch.chunks[i], i, plan_, kv_layout_, config_.vocab_size));
+    RETURN_IF_ERROR(
+        CheckChunk(batch.chunks[i], i, plan_, kv_layout_, config_.vocab_size, pending_allowed));
     tokens += static_cast<int64_t>(batch.chunks[i].token_ids.size());
   }
   if (tokens > plan_.max_batched_tokens) {
@@ -141,9 +146,9 @@ StepShape CudaRunnerImpl::ShapeStep(const BatchInput& batch, const SampleInputs*
 }
 
 int64_t CudaRunnerImpl::PackStep(const BatchInput& batch, const SampleInputs* sample,
-                                 const StepShape& shape) const {
+                                 const StepShape& shape, char* base,
+                                 std::span<const int32_t> pending_rows) const {
   const StepLayout& l = shape.layout;
-  char* base = meta_host_->data();
   auto at = [base](int64_t offset) { return reinterpret_cast<int32_t*>(base + offset); };
   int32_t* tokens = at(l.token_ids);
   int32_t* positions = at(l.positions);
@@ -164,6 +169,8 @@ int64_t CudaRunnerImpl::PackStep(const BatchInput& batch, const SampleInputs* sa
       positions[t] = c.start_pos + static_cast<int32_t>(i);
       slots[t] = KvSlot(kv_layout_, table, positions[t]);
     }
+    // A pending last token: -(the previous step's row + 1) (runner_kernels.h).
+    if (!pending_rows.empty() && pending_rows[s] >= 0) tokens[t - 1] = -pending_rows[s] - 1;
     if (c.want_logits && !batch.all_logits) rows[r++] = t - 1;
   }
   for (int32_t s = real_seqs; s < shape.seqs; ++s, ++t) {  // graph padding: no KV writes

@@ -130,6 +130,28 @@ absl::Status FakeModelRunner::ForwardSample(const BatchInput& batch,
   return absl::OkStatus();
 }
 
+absl::Status FakeModelRunner::LaunchSample(const BatchInput& batch,
+                                           std::span<const SampleRowParams> rows) {
+  int64_t pending = 0;
+  for (const SequenceChunk& chunk : batch.chunks) {
+    pending += std::count(chunk.token_ids.begin(), chunk.token_ids.end(), kPendingToken);
+  }
+  RETURN_IF_ERROR(ModelRunner::LaunchSample(batch, rows));
+  ++num_launches_;
+  num_pending_inputs_ += pending;
+  max_unwaited_ = std::max(max_unwaited_, num_launches_ - num_waits_);
+  return absl::OkStatus();
+}
+
+absl::Status FakeModelRunner::WaitSample(std::vector<int32_t>* tokens) {
+  const int64_t index = num_waits_++;
+  const absl::Status status = ModelRunner::WaitSample(tokens);
+  if (status.ok() && index == options_.fail_wait_of_launch) {
+    return absl::InternalError("injected device error");
+  }
+  return status;
+}
+
 absl::StatusOr<KvSwapSpace> FakeModelRunner::AllocateSwapSpace(int64_t bytes) {
   if (!options_.swap) return ModelRunner::AllocateSwapSpace(bytes);
   const int64_t block_bytes = int64_t{4} * layout_.block_size;

@@ -46,6 +46,9 @@ struct FakeRunnerOptions {
   bool fail_swap = false;  // SwapOut and SwapIn fail (injected)
   // What last_step_times() answers after every call (nullopt: as the cpu runner).
   std::optional<RunnerStepTimes> step_times;
+  // WaitSample of the launch with this index (0 = the first) answers an
+  // injected error instead of its tokens (a device error found late).
+  int64_t fail_wait_of_launch = -1;
 };
 
 class FakeModelRunner : public ModelRunner {
@@ -60,6 +63,10 @@ class FakeModelRunner : public ModelRunner {
   absl::Status ForwardSample(const BatchInput& batch, std::span<const SampleRowParams> rows,
                              std::span<const std::span<const int32_t>> histories,
                              std::vector<int32_t>* tokens) override;
+  // ModelRunner's defaults, counted (and fail_wait_of_launch).
+  absl::Status LaunchSample(const BatchInput& batch,
+                            std::span<const SampleRowParams> rows) override;
+  absl::Status WaitSample(std::vector<int32_t>* tokens) override;
   absl::StatusOr<KvSwapSpace> AllocateSwapSpace(int64_t bytes) override;
   absl::Status SwapOut(std::span<const KvBlockCopy> copies) override;
   absl::Status SwapIn(std::span<const KvBlockCopy> copies) override;
@@ -68,6 +75,9 @@ class FakeModelRunner : public ModelRunner {
   int64_t num_forward_sample_calls() const { return num_forward_sample_calls_; }
   int64_t num_tokens_computed() const { return num_tokens_computed_; }
   size_t max_chunks_in_a_batch() const { return max_chunks_; }
+  int64_t num_launches() const { return num_launches_; }
+  int64_t num_pending_inputs() const { return num_pending_inputs_; }  // pending tokens launched
+  int64_t max_unwaited() const { return max_unwaited_; }  // launched steps not waited for
 
  private:
   // Forward's work (on_forward, KV writes, logits), shared with ForwardSample.
@@ -84,6 +94,10 @@ class FakeModelRunner : public ModelRunner {
   int64_t num_forward_sample_calls_ = 0;
   int64_t num_tokens_computed_ = 0;
   size_t max_chunks_ = 0;
+  int64_t num_launches_ = 0;
+  int64_t num_waits_ = 0;
+  int64_t num_pending_inputs_ = 0;
+  int64_t max_unwaited_ = 0;
 };
 
 }  // namespace onecard::engine::testing

@@ -377,16 +377,23 @@ TEST(WorkerConfigTest, SyntheticModelsOnTheCudaBackend) {
   EXPECT_THAT(ValidateWorkerConfig(c).message(), HasSubstr("needs backend cuda"));
 }
 
-TEST(WorkerConfigTest, FifoFromYaml) {
-  for (const auto& [yaml, want] : std::vector<std::pair<std::string, bool>>{
-           {"model_path: m.gguf\nscheduler: {fifo: true}\n", true},
-           {"model_path: m.gguf\n", false}}) {
-    SCOPED_TRACE(yaml);
+TEST(WorkerConfigTest, SchedulerSwitchesFromYaml) {
+  struct Case {
+    std::string yaml;
+    bool fifo, async_scheduling;
+  };
+  for (const Case& want :
+       std::vector<Case>{{"model_path: m.gguf\nscheduler: {fifo: true}\n", true, false},
+                         {"model_path: m.gguf\nscheduler: {async_scheduling: true}\n", false, true},
+                         {"model_path: m.gguf\n", false, false}}) {
+    SCOPED_TRACE(want.yaml);
     v1::WorkerConfig c;
-    ASSERT_TRUE(ParseConfigText(yaml, "worker.yaml", &c).ok());
+    ASSERT_TRUE(ParseConfigText(want.yaml, "worker.yaml", &c).ok());
     ApplyWorkerDefaults(&c);
     ASSERT_TRUE(ValidateWorkerConfig(c).ok()) << ValidateWorkerConfig(c);
-    EXPECT_EQ(EngineOptionsFromConfig(c).fifo_scheduling, want);
+    const engine::EngineOptions o = EngineOptionsFromConfig(c);
+    EXPECT_EQ(o.fifo_scheduling, want.fifo);
+    EXPECT_EQ(o.async_scheduling, want.async_scheduling);
   }
 }
 
