@@ -156,11 +156,13 @@ struct StepInfo {
   absl::Duration runner_host;
   // From the end of the previous step's runner call to the start of this
   // one, when the previous step ran one and left requests (the engine busy):
-  // the model's idle gap between two steps. Zero otherwise.
+  // the model's idle gap between two steps. Zero otherwise, and with
+  // look-ahead (async_scheduling), whose steps overlap.
   absl::Duration gap;
-  // Where gap is not zero and the runner measures it on the device: the
-  // device's idle time between the two steps' work (it also holds the
-  // runner's host work before this step's launch).
+  // Where the runner measures it on the device and this step's work follows
+  // the previous step's (gap not zero, or a step launched ahead of the one
+  // it waited for): the device's idle time between the two steps' work (it
+  // also holds the runner's host work before this step's launch).
   std::optional<absl::Duration> device_gap;
   int32_t num_seqs = 0;    // sequences in the batch
   int32_t num_tokens = 0;  // tokens run (prefill chunks + decode tokens)

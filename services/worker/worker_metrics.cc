@@ -186,8 +186,10 @@ void WorkerMetrics::ObserveRequest(const RequestRecord& record) {
 void WorkerMetrics::ObserveStep(const engine::StepInfo& step) {
   step_.Observe(absl::ToDoubleSeconds(step.duration));
   step_host_.Observe(absl::ToDoubleSeconds(step.duration - step.forward + step.runner_host));
-  if (step.gap > absl::ZeroDuration()) {
-    model_gap_.Observe(absl::ToDoubleSeconds(step.device_gap.value_or(step.gap)));
+  if (step.device_gap.has_value()) {
+    model_gap_.Observe(absl::ToDoubleSeconds(*step.device_gap));
+  } else if (step.gap > absl::ZeroDuration()) {
+    model_gap_.Observe(absl::ToDoubleSeconds(step.gap));
   }
 }
 

@@ -146,8 +146,9 @@ TEST(WorkerMetricsTest, RequestsAndSteps) {
 }
 
 // A runner that reports its own host work and the device's idle gap (cuda):
-// the step's host work adds the runner's; the gap is the device's, and only
-// where the engine saw one (two consecutive steps).
+// the step's host work adds the runner's; the gap is the device's where the
+// engine passes one (two consecutive steps, or steps launched ahead, whose
+// engine gap is zero), else the engine's.
 TEST(WorkerMetricsTest, StepsWithTheRunnersTimes) {
   prometheus::Registry registry;
   WorkerMetrics metrics(registry, "smol", "cuda");
@@ -158,14 +159,17 @@ TEST(WorkerMetricsTest, StepsWithTheRunnersTimes) {
                        .device_gap = absl::Microseconds(900)});
   metrics.ObserveStep({.duration = absl::Milliseconds(10),
                        .forward = absl::Milliseconds(10),
-                       .runner_host = absl::Microseconds(200),
-                       .device_gap = absl::Microseconds(5000)});  // no engine gap: not seen
+                       .runner_host = absl::Microseconds(200)});  // the first: no gap at all
+  metrics.ObserveStep({.duration = absl::Milliseconds(10),
+                       .forward = absl::Milliseconds(10),
+                       .runner_host = absl::Microseconds(100),
+                       .device_gap = absl::Microseconds(50)});  // launched ahead
   auto gauges = WorkerMetrics::EngineCollectable([] { return WorkerSnapshot(); });
   const testing::PromText text = Scrape(registry, *gauges);
-  EXPECT_EQ(text.Value("onecard_worker_step_host_seconds_count"), 2);
-  EXPECT_NEAR(*text.Value("onecard_worker_step_host_seconds_sum"), 0.0013 + 0.0002, 1e-12);
-  EXPECT_EQ(text.Value("onecard_worker_model_idle_gap_seconds_count"), 1);
-  EXPECT_NEAR(*text.Value("onecard_worker_model_idle_gap_seconds_sum"), 0.0009, 1e-12);
+  EXPECT_EQ(text.Value("onecard_worker_step_host_seconds_count"), 3);
+  EXPECT_NEAR(*text.Value("onecard_worker_step_host_seconds_sum"), 0.0013 + 0.0002 + 0.0001, 1e-12);
+  EXPECT_EQ(text.Value("onecard_worker_model_idle_gap_seconds_count"), 2);
+  EXPECT_NEAR(*text.Value("onecard_worker_model_idle_gap_seconds_sum"), 0.0009 + 0.00005, 1e-12);
 }
 
 TEST(WorkerMetricsTest, EngineGaugesComeFromTheSnapshotAtScrapeTime) {
