@@ -19,9 +19,10 @@
 #              synthetic:llama3-70b:int4 (about 5 minutes)
 #   8b-offline, 70b-offline   the offline runs of 8b / 70b-mix alone (the worker's
 #              /metrics scraped before, between and after them)
-#   8b-ahead, 70b-ahead   one stream and the offline runs with the worker's
-#              --async-scheduling true (one step of look-ahead; cases "8b-bf16-ahead-",
-#              "70b-int4-ahead-"), to compare with 8b-offline / 70b-offline in the same call
+#   8b-ahead, 70b-ahead   the raw decode (8b: batches 1 and 128; 70b: 1), then one
+#              stream and the offline runs with the worker's --async-scheduling true (one
+#              step of look-ahead; cases "8b-bf16-ahead-", "70b-int4-ahead-"), to compare
+#              with 8b-offline / 70b-offline in the same call
 #   70b        onecard-bench-cuda decode-70b-int4 batch 1, one stream of 128/256
 #              through a worker on synthetic:llama3-70b:int4, and `stability` on it
 #              (1,000 requests of 128/32, 32 users)
@@ -189,8 +190,12 @@ for part in "${parts[@]}"; do
       70b-offline) tune="--tuning-cache $work/tuning-llama3-70b.txt"
                    serve_tables synthetic:llama3-70b:int4 50165 70b-int4 offline ;;
       8b-ahead) tune="--tuning-cache $work/tuning-llama3-8b.txt"
+                step decode-8b-bf16 "$bin/onecard-bench-cuda" decode-8b-bf16 --batches 1,128 \
+                  --results "$results"
                 serve_tables synthetic:llama3-8b 50166 8b-bf16-ahead ahead ;;
       70b-ahead) tune="--tuning-cache $work/tuning-llama3-70b.txt"
+                 step decode-70b-int4 "$bin/onecard-bench-cuda" decode-70b-int4 --batches 1 \
+                   --results "$results"
                  serve_tables synthetic:llama3-70b:int4 50167 70b-int4-ahead ahead ;;
     esac
     ;;
