@@ -23,6 +23,8 @@
 #              stream and the offline runs with the worker's --async-scheduling true (one
 #              step of look-ahead; cases "8b-bf16-ahead-", "70b-int4-ahead-"), to compare
 #              with 8b-offline / 70b-offline in the same call
+#   ttft-70b   one stream of 128/1 and of 128/32 on synthetic:llama3-70b:int4, without
+#              and with --async-scheduling true (the time to first token of each)
 #   70b        onecard-bench-cuda decode-70b-int4 batch 1, one stream of 128/256
 #              through a worker on synthetic:llama3-70b:int4, and `stability` on it
 #              (1,000 requests of 128/32, 32 users)
@@ -199,6 +201,25 @@ for part in "${parts[@]}"; do
                  serve_tables synthetic:llama3-70b:int4 50167 70b-int4-ahead ahead ;;
     esac
     ;;
+  ttft-70b)
+    # One stream on synthetic:llama3-70b:int4, without and with look-ahead: 128/1 (the
+    # prefill alone) and 128/32, five each after one warm-up.
+    [[ -n $device ]] || { step ceilings "$bin/onecard-bench-cuda" ceilings --results "$results";
+                          device=$(device_of_records); }
+    tune="--tuning-cache $work/tuning-llama3-70b.txt"
+    for arm in "" ahead; do
+      name=70b-int4${arm:+-$arm}
+      # shellcheck disable=SC2086
+      start_worker synthetic:llama3-70b:int4 50168 "worker-ttft-$name" $gpu_args $tune \
+        ${arm:+--async-scheduling true} || continue
+      for shape in 128/1 128/32; do
+        step "ttft $shape ($name)" bench serve --target 127.0.0.1:50168 \
+          --mix "ttft-${shape/\//-}=1:$shape" --users 1 --requests 5 --warmup 1 \
+          --case_prefix "$name-" --json "$OUT/ttft-${shape/\//-}-$name.json"
+      done
+      stop_worker
+    done
+    ;;
   70b)
     step decode-70b-int4 "$bin/onecard-bench-cuda" decode-70b-int4 --batches 1 --results "$results"
     device=$(device_of_records)
@@ -216,7 +237,7 @@ for part in "${parts[@]}"; do
       --requests 1000 --warmup 32 --json "$OUT/stability-70b.json"
     ;;
   *)
-    say "unknown part $part (8b, 72b, 70b, 70b-mix, 8b-offline, 70b-offline, 8b-ahead, 70b-ahead)"
+    say "unknown part $part (8b, 72b, 70b, 70b-mix, 8b-offline, 70b-offline, 8b-ahead, 70b-ahead, ttft-70b)"
     status=1
     ;;
   esac
