@@ -33,6 +33,13 @@ std::vector<int32_t> SyntheticPrompt(uint64_t seed, int64_t index, int32_t n, in
   return ids;
 }
 
+uint64_t ClassPromptSeed(uint64_t seed, const RequestClass& cls) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a over the name, then the length
+  for (const unsigned char c : cls.name) h = (h ^ c) * 1099511628211ull;
+  h = (h ^ static_cast<uint64_t>(cls.prompt_tokens)) * 1099511628211ull;
+  return seed ^ h;
+}
+
 namespace {
 
 class Phase;
@@ -148,8 +155,9 @@ void Stream::OnDone(const grpc::Status& status) {
 
 void Conversation::StartTurn() {
   const LoadSpec& spec = phase_->spec();
-  std::vector<int32_t> fresh = SyntheticPrompt(spec.seed, index_ * cls_->turns + turn_,
-                                               cls_->prompt_tokens, spec.vocab_size);
+  std::vector<int32_t> fresh =
+      SyntheticPrompt(ClassPromptSeed(spec.seed, *cls_), index_ * cls_->turns + turn_,
+                      cls_->prompt_tokens, spec.vocab_size);
   context_.insert(context_.end(), fresh.begin(), fresh.end());
   GenerateRequest r;
   r.set_model(spec.model);

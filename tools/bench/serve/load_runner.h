@@ -29,6 +29,12 @@ namespace onecard::bench::serve {
 // [100, vocab_size) from the seed (clear of special tokens).
 std::vector<int32_t> SyntheticPrompt(uint64_t seed, int64_t index, int32_t n, int32_t vocab_size);
 
+// The seed of a class's prompts: the run's seed mixed with the class's name
+// and prompt length, so that runs of different classes against one worker
+// share no prompt prefix (SyntheticPrompt's ids for one index are a prefix of
+// its longer prompts), which the worker's prefix cache would otherwise find.
+uint64_t ClassPromptSeed(uint64_t seed, const RequestClass& cls);
+
 struct LoadRun {
   LoadResult result;
   std::vector<RequestRecord> records;  // the counted ones, in completion order

@@ -190,5 +190,20 @@ TEST(SyntheticPromptTest, DeterministicAndClearOfSpecialIds) {
   }
 }
 
+// Two classes' prompts of one index share no prefix (a worker's prefix
+// cache would find it); one class's are the same from run to run.
+TEST(SyntheticPromptTest, ClassesShareNoPrefix) {
+  const RequestClass short_qa{.name = "short-qa", .prompt_tokens = 50};
+  const RequestClass single{.name = "single-stream", .prompt_tokens = 128};
+  const RequestClass longer{.name = "short-qa", .prompt_tokens = 128};
+  const std::vector<int32_t> a = SyntheticPrompt(ClassPromptSeed(1, short_qa), 0, 50, 49152);
+  const std::vector<int32_t> b = SyntheticPrompt(ClassPromptSeed(1, single), 0, 128, 49152);
+  const std::vector<int32_t> c = SyntheticPrompt(ClassPromptSeed(1, longer), 0, 128, 49152);
+  EXPECT_NE(a.front(), b.front());
+  EXPECT_NE(a.front(), c.front());
+  EXPECT_EQ(ClassPromptSeed(1, short_qa), ClassPromptSeed(1, short_qa));
+  EXPECT_NE(ClassPromptSeed(1, short_qa), ClassPromptSeed(2, short_qa));
+}
+
 }  // namespace
 }  // namespace onecard::bench::serve
