@@ -23,6 +23,8 @@
 #              stream and the offline runs with the worker's --async-scheduling true (one
 #              step of look-ahead; cases "8b-bf16-ahead-", "70b-int4-ahead-"), to compare
 #              with 8b-offline / 70b-offline in the same call
+#   8b-fp8     the 8b part's serve-mix, single stream and offline runs on
+#              synthetic:llama3-8b:fp8 (FP8 weights, W8A8 past the GEMV)
 #   ttft-70b   one stream of 128/1 and of 128/32 on synthetic:llama3-70b:int4, without
 #              and with --async-scheduling true (the time to first token of each)
 #   70b        onecard-bench-cuda decode-70b-int4 batch 1, one stream of 128/256
@@ -201,6 +203,12 @@ for part in "${parts[@]}"; do
                  serve_tables synthetic:llama3-70b:int4 50167 70b-int4-ahead ahead ;;
     esac
     ;;
+  8b-fp8)
+    [[ -n $device ]] || { step ceilings "$bin/onecard-bench-cuda" ceilings --results "$results";
+                          device=$(device_of_records); }
+    tune="--tuning-cache $work/tuning-llama3-8b-fp8.txt"
+    serve_tables synthetic:llama3-8b:fp8 50169 8b-fp8
+    ;;
   ttft-70b)
     # One stream on synthetic:llama3-70b:int4, without and with look-ahead: 128/1 (the
     # prefill alone) and 128/32, five each after one warm-up.
@@ -237,7 +245,7 @@ for part in "${parts[@]}"; do
       --requests 1000 --warmup 32 --json "$OUT/stability-70b.json"
     ;;
   *)
-    say "unknown part $part (8b, 72b, 70b, 70b-mix, 8b-offline, 70b-offline, 8b-ahead, 70b-ahead, ttft-70b)"
+    say "unknown part $part (8b, 72b, 70b, 70b-mix, 8b-offline, 70b-offline, 8b-ahead, 70b-ahead, 8b-fp8, ttft-70b)"
     status=1
     ;;
   esac
