@@ -221,6 +221,10 @@ struct EngineOptions {
   // Arrival order only, request priorities ignored (SchedulerOptions::fifo:
   // the baseline of the serving benchmarks' priority comparison).
   bool fifo_scheduling = false;
+  // A prefill chunk takes at most this many tokens (SchedulerOptions::
+  // long_prefill_token_threshold), so a long prompt does not fill a step of
+  // a large budget alone; 0 = off. Not negative.
+  int32_t long_prefill_token_threshold = 0;
   int32_t max_context = 0;  // 0 = the model's max_position_embeddings
   bool enable_prefix_caching = true;
   // Bytes of host memory (pinned on cuda) for KV swap: a sequence preempted

@@ -21,6 +21,7 @@ SchedulerOptions MakeSchedulerOptions(const EngineOptions& options, const KvLayo
                      .enable_prefix_caching = options.enable_prefix_caching},
           .num_swap_blocks = num_swap_blocks,
           .aging_interval = options.aging_interval,
+          .long_prefill_token_threshold = options.long_prefill_token_threshold,
           .fifo = options.fifo_scheduling,
           .clock = options.clock};
 }
@@ -81,6 +82,9 @@ absl::StatusOr<std::unique_ptr<Engine>> CreateEngine(EngineParts parts,
   if (options.max_num_seqs < 1) return Invalid("max_num_seqs", "must be >= 1");
   if (options.max_batched_tokens < 1) return Invalid("max_batched_tokens", "must be >= 1");
   if (options.aging_interval < absl::ZeroDuration()) return Invalid("aging_interval", "negative");
+  if (options.long_prefill_token_threshold < 0) {
+    return Invalid("long_prefill_token_threshold", "negative");
+  }
   if (options.max_waiting < 0) return Invalid("max_waiting", "negative");
   const KvLayout& layout = parts.runner->kv_layout();
   if (layout.num_blocks < 1 || layout.block_size < 1) {

@@ -23,6 +23,7 @@ Scheduler::Scheduler(const SchedulerOptions& options)
   assert(options.max_num_seqs > 0 && "max_num_seqs must be positive");
   assert(options.max_batched_tokens > 0 && "max_batched_tokens must be positive");
   assert(options.aging_interval >= absl::ZeroDuration() && "aging_interval must not be negative");
+  assert(options.long_prefill_token_threshold >= 0 && "the threshold must not be negative");
   stats_.swap_blocks_total = swap_.num_blocks();
 }
 
@@ -121,7 +122,7 @@ void Scheduler::SchedulePrefills(int32_t* budget, SchedulerOutput* out) {
     } else if (has_partial) {
       Sequence& seq = *seqs_.at(std::get<3>(partial[next_partial++]));
       if (seq.status != SequenceStatus::kRunning) continue;  // preempted in this loop
-      const int32_t n = std::min(seq.num_uncomputed(), *budget);
+      const int32_t n = ChunkTokens(seq, *budget);
       // Admission allocated blocks for every known token, so this never
       // preempts; it is kept for the rule's sake.
       if (EnsureCapacity(seq, seq.num_computed_tokens + n, out)) AddChunk(seq, n, budget, out);
@@ -150,7 +151,7 @@ bool Scheduler::Admit(Sequence& seq, int32_t* budget, SchedulerOutput* out) {
     out->admitted.push_back(seq.id);
   }
   assert(seq.num_uncomputed() > 0 && "a waiting sequence has a token to compute");
-  AddChunk(seq, std::min(seq.num_uncomputed(), *budget), budget, out);
+  AddChunk(seq, ChunkTokens(seq, *budget), budget, out);
   return true;
 }
 
@@ -222,6 +223,12 @@ bool Scheduler::SwapOut(Sequence& seq, SchedulerOutput* out) {
   ++stats_.num_swapped;
   out->swapped_out.push_back(seq.id);
   return true;
+}
+
+int32_t Scheduler::ChunkTokens(const Sequence& seq, int32_t budget) const {
+  const int32_t n = std::min(seq.num_uncomputed(), budget);
+  const int32_t cap = options_.long_prefill_token_threshold;
+  return cap > 0 ? std::min(n, cap) : n;
 }
 
 void Scheduler::AddChunk(Sequence& seq, int32_t num_tokens, int32_t* budget, SchedulerOutput* out) {

@@ -34,9 +34,10 @@
 //   while it cannot otherwise start (no free slot or blocks); (2) running
 //   sequences with one token to compute (decodes), by rank; (3) prefill work
 //   in prefill order, running partial prefills and waiting sequences together:
-//   a partial prefill gets min(its uncomputed tokens, the budget left); a
-//   waiting sequence is admitted (blocks for all its known tokens, prefix-cache
-//   hits count as computed) and gets its first chunk likewise.
+//   a partial prefill gets min(its uncomputed tokens, the budget left,
+//   long_prefill_token_threshold when set); a waiting sequence is admitted
+//   (blocks for all its known tokens, prefix-cache hits count as computed) and
+//   gets its first chunk likewise.
 // - No overtaking among waiting sequences: the first waiting sequence in
 //   prefill order that cannot be admitted (max_num_seqs reached, or too few
 //   free blocks) stops admission for the step: no waiting sequence after it in
@@ -180,6 +181,12 @@ struct SchedulerOptions {
   // A sequence's effective priority rises by one each aging_interval after
   // its Add (the contract's aging bound); zero: no aging. Not negative.
   absl::Duration aging_interval = absl::Seconds(10);
+  // A prefill chunk takes at most this many tokens (vLLM's
+  // long_prefill_token_threshold): a long prompt then spreads over steps of a
+  // large budget instead of filling one, so the step under way when a short
+  // prompt arrives stays short. 0: only the budget limits a chunk. Not
+  // negative.
+  int32_t long_prefill_token_threshold = 0;
   // Arrival order only (the baseline the serving benchmarks compare classes
   // against, as vLLM's first-come-first-served policy): priorities, aging
   // and the expected-cost term are ignored, so rank and prefill order are
@@ -306,6 +313,9 @@ class Scheduler {
   // Preempt's swap: false (and no change) when the swap space lacks room.
   bool SwapOut(Sequence& seq, SchedulerOutput* out);
   void AddChunk(Sequence& seq, int32_t num_tokens, int32_t* budget, SchedulerOutput* out);
+  // A prefill chunk's tokens: its uncomputed ones, at most `budget` and
+  // options.long_prefill_token_threshold.
+  int32_t ChunkTokens(const Sequence& seq, int32_t budget) const;
   bool HeadFits() const;  // the first waiting sequence could start now
   absl::Status CheckSequence(const Sequence& seq) const;  // CheckInvariants' part
   // Every change to waiting_ goes through these (they keep the counts).

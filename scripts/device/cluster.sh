@@ -14,7 +14,8 @@
 #   72b        `serve-load` on synthetic:qwen2-72b:int4 under --gpu-memory-budget
 #              $BUDGET_72B (default 48GiB): 150 closed-loop users of 128/128
 #              through a router with the worker's gauges sampled, then the
-#              90/10 short/long mix at 0.8x capacity, priority against FIFO
+#              90/10 short/long mix at 0.8x capacity, priority against FIFO; $PREFILL_CAP:
+#              the workers' --long-prefill-token-threshold
 #   70b-mix    the 8b part's serve-mix, single stream and offline runs on
 #              synthetic:llama3-70b:int4 (about 5 minutes)
 #   8b-offline, 70b-offline   the offline runs of 8b / 70b-mix alone (the worker's
@@ -174,7 +175,7 @@ for part in "${parts[@]}"; do
                           device=$(device_of_records); }
     limit=300 step serve-load-72b bench serve-load --model synthetic:qwen2-72b:int4 \
       --worker_bin "$bin/onecard-worker" --router_bin "$bin/onecard-router" \
-      --worker_args "--backend cuda --gpu-memory-budget ${BUDGET_72B:-48GiB} --max-context 4096 $gpu_args --tuning-cache $work/tuning-qwen2-72b.txt" \
+      --worker_args "--backend cuda --gpu-memory-budget ${BUDGET_72B:-48GiB} --max-context 4096 $gpu_args ${PREFILL_CAP:+--long-prefill-token-threshold $PREFILL_CAP} --tuning-cache $work/tuning-qwen2-72b.txt" \
       --users 150 --requests 300 --warmup 16 --router_max_in_flight 32 \
       --priority_mix "short=0.9:64/32@interactive,long=0.1:2048/32@batch" \
       --priority_requests 200 --target_load 0.8 --json "$OUT/serve-load-72b.json"

@@ -62,6 +62,8 @@ ABSL_FLAG(std::string, aging_interval, "",
 ABSL_FLAG(std::string, fifo, "",
           "true: arrival order only, request priorities ignored (the benchmarks' baseline; "
           "default false)");
+ABSL_FLAG(int32_t, long_prefill_token_threshold, -1,
+          "Tokens a prefill chunk takes at most, so a long prompt spreads over steps (0 = off)");
 ABSL_FLAG(std::string, async_scheduling, "",
           "true: plan and launch the next step while the device runs this one (one step of "
           "look-ahead; cuda backend; default false)");
@@ -107,8 +109,9 @@ const CommandLineSpec kCommandLine = {
                 {"kv_block_size", "kv_blocks", "kv_cache_mib", "kv_cache_dtype", "prefix_caching",
                  "swap_space"}},
                {"Scheduler and admission",
-                {"max_num_seqs", "max_batched_tokens", "max_context", "aging_interval", "fifo",
-                 "async_scheduling", "max_waiting", "kv_watermark"}},
+                {"max_num_seqs", "max_batched_tokens", "long_prefill_token_threshold",
+                 "max_context", "aging_interval", "fifo", "async_scheduling", "max_waiting",
+                 "kv_watermark"}},
                {"CUDA backend",
                 {"gpu_memory_budget", "cpu_memory_budget", "gpu_layers", "offload_ring_layers",
                  "offload_cpu_threads", "offload_cpu_layers", "tune_gemms", "tuning_cache",
@@ -160,6 +163,9 @@ absl::Status OverrideNumbers(v1::WorkerConfig* c) {
     c->mutable_scheduler()->set_max_num_seqs(v);
   if (int32_t v = absl::GetFlag(FLAGS_max_batched_tokens); v >= 0) {
     c->mutable_scheduler()->set_max_batched_tokens(v);
+  }
+  if (int32_t v = absl::GetFlag(FLAGS_long_prefill_token_threshold); v >= 0) {
+    c->mutable_scheduler()->set_long_prefill_token_threshold(v);
   }
   if (int32_t v = absl::GetFlag(FLAGS_max_context); v >= 0)
     c->mutable_scheduler()->set_max_context(v);
@@ -217,9 +223,8 @@ absl::Status OverrideOthers(v1::WorkerConfig* c) {
   }));
   RETURN_IF_ERROR(OverrideBool("fifo", absl::GetFlag(FLAGS_fifo),
                                [c](bool v) { c->mutable_scheduler()->set_fifo(v); }));
-  RETURN_IF_ERROR(
-      OverrideBool("async-scheduling", absl::GetFlag(FLAGS_async_scheduling),
-                   [c](bool v) { c->mutable_scheduler()->set_async_scheduling(v); }));
+  RETURN_IF_ERROR(OverrideBool("async-scheduling", absl::GetFlag(FLAGS_async_scheduling),
+                               [c](bool v) { c->mutable_scheduler()->set_async_scheduling(v); }));
   RETURN_IF_ERROR(OverrideBool("tune-gemms", absl::GetFlag(FLAGS_tune_gemms),
                                [c](bool v) { c->mutable_cuda()->set_tune_gemms(v); }));
   RETURN_IF_ERROR(OverrideDuration(

@@ -67,6 +67,8 @@ absl::Status ValidateEngineFields(const v1::WorkerConfig& c) {
   RETURN_IF_ERROR(
       CheckRange("scheduler.max_batched_tokens", s.max_batched_tokens(), 1, kMaxTokens));
   RETURN_IF_ERROR(CheckRange("scheduler.max_context", s.max_context(), 0, kMaxTokens));
+  RETURN_IF_ERROR(CheckRange("scheduler.long_prefill_token_threshold",
+                             s.long_prefill_token_threshold(), 0, kMaxTokens));
   RETURN_IF_ERROR(CheckDurationRange("scheduler.aging_interval",
                                      FromProtoDuration(s.aging_interval()), absl::ZeroDuration(),
                                      kMaxConfigDuration));
@@ -209,6 +211,7 @@ engine::EngineOptions EngineOptionsFromConfig(const v1::WorkerConfig& c) {
   o.aging_interval = FromProtoDuration(c.scheduler().aging_interval());
   o.fifo_scheduling = c.scheduler().fifo();
   o.async_scheduling = c.scheduler().async_scheduling();
+  o.long_prefill_token_threshold = c.scheduler().long_prefill_token_threshold();
   o.max_waiting = c.admission().max_waiting();
   // Validated by ValidateWorkerConfig; empty (or unparsable): the card's memory.
   o.gpu_memory_budget = ParseByteSize(c.cuda().memory_budget()).value_or(0);

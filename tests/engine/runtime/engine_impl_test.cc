@@ -265,6 +265,8 @@ TEST(EngineImplTest, CreateEngineRejectsBadOptions) {
               HasSubstr("max_batched_tokens"));
   EXPECT_THAT(std::string(make({.aging_interval = absl::Seconds(-1)}).message()),
               HasSubstr("aging_interval"));
+  EXPECT_THAT(std::string(make({.long_prefill_token_threshold = -1}).message()),
+              HasSubstr("long_prefill_token_threshold"));
   EXPECT_THAT(std::string(make({.max_context = 1 << 20}).message()), HasSubstr("max_context"));
   EXPECT_EQ(CreateEngine({}, {}).status().code(), absl::StatusCode::kInvalidArgument);
 }

@@ -40,6 +40,37 @@ TEST(SchedulerTest, ChunkedPrefillUnderTheTokenBudget) {
   EXPECT_EQ(d.scheduler().block_manager().num_used_blocks(), 0);
 }
 
+// long_prefill_token_threshold: no prefill chunk takes more than 16 tokens,
+// so a long prompt spreads over steps and the budget left goes to the next
+// sequence in prefill order.
+TEST(SchedulerTest, LongPrefillTokenThresholdCapsEveryPrefillChunk) {
+  SchedulerOptions options = Options(64, /*budget=*/64);
+  options.long_prefill_token_threshold = 16;
+  Driver d(options);
+  d.Add(1, Prompt(50), 0, 52);
+  d.Add(2, Prompt(40, 100), 0, 42);
+  d.Add(3, Prompt(10, 200), 0, 12);
+  SchedulerOutput s = d.Step();
+  ASSERT_EQ(s.chunks.size(), 3u);  // prefill order: fewest tokens first
+  EXPECT_EQ(s.chunks[0].seq_id, 3);
+  EXPECT_EQ(s.chunks[0].num_tokens, 10);
+  EXPECT_EQ(s.chunks[1].seq_id, 2);
+  EXPECT_EQ(s.chunks[1].num_tokens, 16);
+  EXPECT_EQ(s.chunks[2].seq_id, 1);
+  EXPECT_EQ(s.chunks[2].num_tokens, 16);
+  EXPECT_EQ(s.num_batched_tokens, 42);  // under the budget of 64: the cap, not the budget
+  s = d.Step();                         // 3's decode; 2 and 1 another 16 each
+  ASSERT_EQ(s.chunks.size(), 3u);
+  EXPECT_EQ(s.chunks[0].num_tokens, 1);
+  EXPECT_EQ(s.chunks[1].num_tokens, 16);
+  EXPECT_EQ(s.chunks[2].num_tokens, 16);
+  for (int i = 0; i < 100 && d.finished().size() < 3; ++i) d.Step();
+  ASSERT_EQ(d.finished().size(), 3u);
+  EXPECT_EQ(d.finished().at(1), RunAlone(Prompt(50), 52));
+  EXPECT_EQ(d.finished().at(2), RunAlone(Prompt(40, 100), 42));
+  EXPECT_EQ(d.finished().at(3), RunAlone(Prompt(10, 200), 12));
+}
+
 TEST(SchedulerTest, DecodesThenPrefillsByEffectivePriorityThenRemainingCost) {
   Driver d(Options(64, /*budget=*/8));
   d.Add(1, Prompt(2), 0, 100);   // decodes after step 1

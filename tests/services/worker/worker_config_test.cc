@@ -397,6 +397,20 @@ TEST(WorkerConfigTest, SchedulerSwitchesFromYaml) {
   }
 }
 
+TEST(WorkerConfigTest, LongPrefillTokenThreshold) {
+  v1::WorkerConfig c;
+  ASSERT_TRUE(
+      ParseConfigText("model_path: m.gguf\nscheduler: {long_prefill_token_threshold: 256}\n",
+                      "worker.yaml", &c)
+          .ok());
+  ApplyWorkerDefaults(&c);
+  ASSERT_TRUE(ValidateWorkerConfig(c).ok()) << ValidateWorkerConfig(c);
+  EXPECT_EQ(EngineOptionsFromConfig(c).long_prefill_token_threshold, 256);
+  c.mutable_scheduler()->set_long_prefill_token_threshold(-1);
+  EXPECT_THAT(ValidateWorkerConfig(c).message(),
+              HasSubstr("scheduler.long_prefill_token_threshold"));
+}
+
 TEST(WorkerConfigTest, ServedModelName) {
   v1::WorkerConfig c;
   c.set_model_path("models/SmolLM2-135M-Instruct.Q4_1.gguf");
