@@ -53,6 +53,13 @@
 
 namespace onecard::engine {
 
+// The penalty kinds, whose histories differ (sampler.h): prompt + output for
+// the repetition penalty, the output alone for presence and frequency.
+inline bool RepetitionPenalized(const SamplingParams& p) { return p.repetition_penalty != 1.0f; }
+inline bool PresenceOrFrequencyPenalized(const SamplingParams& p) {
+  return p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
+}
+
 struct EngineParts {
   std::unique_ptr<ModelRunner> runner;
   std::unique_ptr<Tokenizer> tokenizer;

@@ -23,7 +23,7 @@ bool EngineImpl::CanLookAhead() const {
     // Penalties read the whole history (pending tokens unknown); logprobs
     // and min_tokens masks need the host sampler.
     if (request.logprobs || request.top_logprobs > 0 || request.stopping.min_tokens > 0 ||
-        p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f) {
+        RepetitionPenalized(p) || PresenceOrFrequencyPenalized(p)) {
       return false;
     }
   }

@@ -20,13 +20,6 @@ void Deliver(const RequestState& state, const StreamOutput& output) {
   if (state.request().on_output) state.request().on_output(output);
 }
 
-// The penalty kinds, whose histories differ (sampler.h): prompt + output for
-// the repetition penalty, the output alone for presence and frequency.
-bool RepetitionPenalized(const SamplingParams& p) { return p.repetition_penalty != 1.0f; }
-bool PresenceOrFrequencyPenalized(const SamplingParams& p) {
-  return p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
-}
-
 }  // namespace
 
 bool EngineImpl::RunStep() {

@@ -13,6 +13,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -196,15 +197,22 @@ class ModelRunner {
     if (launches_.size() >= 2) {
       return absl::FailedPreconditionError("LaunchSample: two launched steps are not waited for");
     }
-    Launch launch;
-    BatchInput resolved;
+    absl::StatusOr<std::vector<int32_t>> pending = PendingRows(
+        batch, launches_.empty() ? std::span<const int64_t>() : launches_.back().seq_ids);
+    if (!pending.ok()) return pending.status();
+    // The chunks with a pending token, copied with the token filled in.
+    BatchInput resolved = batch;
     std::vector<std::vector<int32_t>> storage;
-    launch.status = launches_.empty()
-                        ? ResolvePendingTokens(batch, {}, {}, &storage, &resolved)
-                        : ResolvePendingTokens(batch, launches_.back().seq_ids,
-                                               launches_.back().tokens, &storage, &resolved);
-    if (launch.status.ok()) launch.status = ForwardSample(resolved, rows, {}, &launch.tokens);
-    if (!launch.status.ok()) return launch.status;  // nothing launched
+    for (size_t i = 0; i < resolved.chunks.size(); ++i) {
+      if ((*pending)[i] < 0) continue;
+      SequenceChunk& chunk = resolved.chunks[i];
+      storage.emplace_back(chunk.token_ids.begin(), chunk.token_ids.end());
+      storage.back().back() = launches_.back().tokens[static_cast<size_t>((*pending)[i])];
+      chunk.token_ids = storage.back();
+    }
+    Launch launch;
+    const absl::Status run = ForwardSample(resolved, rows, {}, &launch.tokens);
+    if (!run.ok()) return run;  // nothing launched
     for (const SequenceChunk& chunk : batch.chunks) {
       if (chunk.want_logits) launch.seq_ids.push_back(chunk.seq_id);
     }
@@ -213,43 +221,44 @@ class ModelRunner {
   }
   virtual absl::Status WaitSample(std::vector<int32_t>* tokens) {
     if (launches_.empty()) return absl::FailedPreconditionError("WaitSample: no launched step");
-    Launch launch = std::move(launches_.front());
+    *tokens = std::move(launches_.front().tokens);
     launches_.pop_front();
-    *tokens = std::move(launch.tokens);
-    return launch.status;
+    return absl::OkStatus();
   }
 
-  // `batch` with each kPendingToken replaced by the token previous_tokens[i]
-  // of the row whose sequence previous_seqs[i] is the chunk's (the chunks
-  // that hold one copied into *storage); InvalidArgument naming the sequence
-  // when a pending token is not the chunk's last or has no such row.
-  static absl::Status ResolvePendingTokens(const BatchInput& batch,
-                                           std::span<const int64_t> previous_seqs,
-                                           std::span<const int32_t> previous_tokens,
-                                           std::vector<std::vector<int32_t>>* storage,
-                                           BatchInput* resolved) {
-    *resolved = batch;
-    storage->clear();
-    storage->reserve(batch.chunks.size());
-    for (SequenceChunk& chunk : resolved->chunks) {
+  // For each chunk of `batch`: the index in previous_seqs (the logits rows'
+  // sequences of the previous launched step) of the chunk's sequence where
+  // its last token is kPendingToken, else -1. InvalidArgument naming the
+  // sequence when a pending token is not its chunk's last or its sequence
+  // had no row.
+  static absl::StatusOr<std::vector<int32_t>> PendingRows(const BatchInput& batch,
+                                                          std::span<const int64_t> previous_seqs) {
+    std::vector<int32_t> rows(batch.chunks.size(), -1);
+    std::vector<std::pair<int64_t, int32_t>> row_of;  // (sequence, row), sorted at first use
+    for (size_t i = 0; i < batch.chunks.size(); ++i) {
+      const SequenceChunk& chunk = batch.chunks[i];
       const auto pending = std::find(chunk.token_ids.begin(), chunk.token_ids.end(), kPendingToken);
       if (pending == chunk.token_ids.end()) continue;
       if (pending + 1 != chunk.token_ids.end()) {
         return absl::InvalidArgumentError(absl::StrCat(
             "sequence ", chunk.seq_id, ": a pending token that is not its chunk's last"));
       }
-      const auto row = std::find(previous_seqs.begin(), previous_seqs.end(), chunk.seq_id);
-      if (row == previous_seqs.end() ||
-          static_cast<size_t>(row - previous_seqs.begin()) >= previous_tokens.size()) {
+      if (row_of.empty()) {
+        for (size_t r = 0; r < previous_seqs.size(); ++r) {
+          row_of.emplace_back(previous_seqs[r], static_cast<int32_t>(r));
+        }
+        std::sort(row_of.begin(), row_of.end());
+      }
+      const auto row =
+          std::lower_bound(row_of.begin(), row_of.end(), std::make_pair(chunk.seq_id, int32_t{0}));
+      if (row == row_of.end() || row->first != chunk.seq_id) {
         return absl::InvalidArgumentError(
             absl::StrCat("sequence ", chunk.seq_id,
                          ": a pending token without a row in the previous launched step"));
       }
-      storage->emplace_back(chunk.token_ids.begin(), chunk.token_ids.end());
-      storage->back().back() = previous_tokens[static_cast<size_t>(row - previous_seqs.begin())];
-      chunk.token_ids = storage->back();
+      rows[i] = row->second;
     }
-    return absl::OkStatus();
+    return rows;
   }
 
   // KV swap (engine/scheduler/scheduler.h: "Preemption", "Swap ordering").
@@ -277,7 +286,6 @@ class ModelRunner {
  private:
   // The default LaunchSample's results, oldest first.
   struct Launch {
-    absl::Status status;
     std::vector<int32_t> tokens;
     std::vector<int64_t> seq_ids;  // of the logits rows, in order
   };

@@ -33,8 +33,8 @@ __global__ void GatherKvRowsKernel(const uint4* __restrict__ k, const uint4* __r
 
 // Launched plainly (not PDL) and never triggering its dependents early: the
 // step's first kernel reads the tokens only after this one has ended.
-__global__ void ResolvePendingKernel(int32_t* __restrict__ tokens, int32_t num_tokens,
-                                     const int32_t* __restrict__ previous) {
+__global__ void FillPendingKernel(int32_t* __restrict__ tokens, int32_t num_tokens,
+                                  const int32_t* __restrict__ previous) {
   const int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= num_tokens) return;
   const int32_t v = tokens[i];
@@ -44,10 +44,10 @@ __global__ void ResolvePendingKernel(int32_t* __restrict__ tokens, int32_t num_t
 }  // namespace
 
 absl::Status FillPendingTokens(int32_t* tokens, int32_t num_tokens, const int32_t* previous,
-                                  cudaStream_t stream) {
+                               cudaStream_t stream) {
   if (num_tokens <= 0) return absl::OkStatus();
   constexpr int kThreads = 256;
-  ResolvePendingKernel<<<(num_tokens + kThreads - 1) / kThreads, kThreads, 0, stream>>>(
+  FillPendingKernel<<<(num_tokens + kThreads - 1) / kThreads, kThreads, 0, stream>>>(
       tokens, num_tokens, previous);
   CUDA_RETURN_IF_ERROR(cudaGetLastError());
   return absl::OkStatus();

@@ -1,7 +1,7 @@
 // Small kernels of the CUDA runner itself (not ops of the model): gathering
 // the rows that want logits, a step's K/V rows of a layer the CPU also
-// keeps (cpu_span.cc), and the look-ahead's pending tokens (step_ahead.cc). Tested through
-// tests/gpu/cuda_model_runner_test.cc.
+// keeps (cpu_span.cc), and the look-ahead's pending tokens (step_ahead.cc).
+// Tested through tests/gpu/cuda_model_runner_test.cc and cuda_lookahead_test.cc.
 #ifndef ONECARD_ENGINE_RUNTIME_CUDA_RUNNER_KERNELS_H_
 #define ONECARD_ENGINE_RUNTIME_CUDA_RUNNER_KERNELS_H_
 
@@ -27,7 +27,7 @@ absl::Status GatherKvRowsBf16(const void* k_pool, const void* v_pool, const int3
 // the row of the previous step's sampled tokens it stands for), for i <
 // num_tokens; the other tokens stay.
 absl::Status FillPendingTokens(int32_t* tokens, int32_t num_tokens, const int32_t* previous,
-                                  cudaStream_t stream);
+                               cudaStream_t stream);
 
 }  // namespace onecard::engine
 

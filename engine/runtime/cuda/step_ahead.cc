@@ -13,12 +13,10 @@
 // stream order. Forward and ForwardSample use slot 0 and only with nothing
 // in flight; they break the chain (the next launch may hold no pending
 // token).
-// Tested by tests/gpu/cuda_model_runner_test.cc (against ForwardSample).
+// Tested by tests/gpu/cuda_lookahead_test.cc (against ForwardSample).
 #include <algorithm>
 #include <chrono>
 
-#include "absl/strings/str_cat.h"
-#include "engine/common/pending_token.h"
 #include "engine/common/status_macros.h"
 #include "engine/kernels/cuda_check.h"
 #include "engine/runtime/cuda/cuda_runner_impl.h"
@@ -44,22 +42,12 @@ absl::Status CudaRunnerImpl::LaunchSample(const BatchInput& batch,
   const auto t0 = std::chrono::steady_clock::now();
   const SampleInputs sample{rows, {}};
   RETURN_IF_ERROR(CheckBatch(batch, &sample, /*pending_allowed=*/true));
-  std::vector<int32_t> pending_rows(batch.chunks.size(), -1);
-  bool any_pending = false;
-  for (size_t i = 0; i < batch.chunks.size(); ++i) {
-    const SequenceChunk& c = batch.chunks[i];
-    if (c.token_ids.back() != kPendingToken) continue;
-    const auto row = std::find(last_launch_seqs_.begin(), last_launch_seqs_.end(), c.seq_id);
-    if (row == last_launch_seqs_.end()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "sequence ", c.seq_id, ": a pending token without a row in the previous launched step"));
-    }
-    pending_rows[i] = static_cast<int32_t>(row - last_launch_seqs_.begin());
-    any_pending = true;
-  }
+  ASSIGN_OR_RETURN(const std::vector<int32_t> pending_rows, PendingRows(batch, last_launch_seqs_));
+  const bool any_pending =
+      std::any_of(pending_rows.begin(), pending_rows.end(), [](int32_t r) { return r >= 0; });
   const StepShape shape = ShapeStep(batch, &sample);
   Launched step{.slot = static_cast<int>(launches_made_ % 2),
-                .rows = shape.rows,
+                .rows = static_cast<int32_t>(rows.size()),
                 .index = launches_made_,
                 .graph = shape.graph,
                 .follows_launch = launch_chain_};
@@ -74,12 +62,10 @@ absl::Status CudaRunnerImpl::LaunchSample(const BatchInput& batch,
                           shape.tokens, buf_.out_tokens, stream));
   }
   RETURN_IF_ERROR(Launch(shape));
-  const int32_t real_rows = static_cast<int32_t>(rows.size());
   char* out = (step.slot == 0 ? out_host_ : out_host_ahead_)->data();
-  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(out, buf_.out_tokens, int64_t{real_rows} * 4,
+  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(out, buf_.out_tokens, int64_t{step.rows} * 4,
                                        cudaMemcpyDeviceToHost, stream));
   CUDA_RETURN_IF_ERROR(cudaEventRecord(ahead_ends_[step.index % 4], stream));
-  step.rows = real_rows;
   step.enqueue_us = MicrosSince(t0);
   launched_.push_back(step);
   ++launches_made_;
