@@ -26,6 +26,12 @@
 #              with 8b-offline / 70b-offline in the same call
 #   8b-fp8     the 8b part's serve-mix, single stream and offline runs on
 #              synthetic:llama3-8b:fp8 (FP8 weights, W8A8 past the GEMV)
+#   70b-fp8-mix, 70b-fp8-offline   the serve-mix and single stream / the offline runs on
+#              synthetic:llama3-70b:fp8 (two parts: together they pass one call's 10 minutes);
+#              8b-fp8-offline the offline runs of 8b-fp8 alone; 70b-fp8-ahead one stream and
+#              the offline runs on synthetic:llama3-70b:fp8 with --async-scheduling true
+#   8b-fp8-ahead   the raw decode-8b-fp8 (batches 1 and 128), then one stream and the
+#              offline runs on synthetic:llama3-8b:fp8 with --async-scheduling true
 #   ttft-70b   one stream of 128/1 and of 128/32 on synthetic:llama3-70b:int4, without
 #              and with --async-scheduling true (the time to first token of each)
 #   70b        onecard-bench-cuda decode-70b-int4 batch 1, one stream of 128/256
@@ -132,7 +138,7 @@ serve_tables() {
   gpu_memory "$model worker, loaded"
   if [[ $only != offline && $only != ahead ]]; then
     for c in short-qa long-generation long-context multi-turn; do
-      step "serve-mix $c ($name)" bench serve --target $t --mix $c --users 1 --requests 10 \
+      limit=420 step "serve-mix $c ($name)" bench serve --target $t --mix $c --users 1 --requests 10 \
         --warmup 1 --case_prefix "$name-" --json "$OUT/serve-mix-$c-$name.json"
     done
   fi
@@ -210,6 +216,24 @@ for part in "${parts[@]}"; do
     tune="--tuning-cache $work/tuning-llama3-8b-fp8.txt"
     serve_tables synthetic:llama3-8b:fp8 50169 8b-fp8
     ;;
+  8b-fp8-offline | 70b-fp8-mix | 70b-fp8-offline | 70b-fp8-ahead)
+    [[ -n $device ]] || { step ceilings "$bin/onecard-bench-cuda" ceilings --results "$results";
+                          device=$(device_of_records); }
+    size=${part%%-*} mode=${part##*-}
+    tune="--tuning-cache $work/tuning-llama3-$size-fp8.txt"
+    name=$size-fp8
+    [[ $mode == ahead ]] && name=$size-fp8-ahead
+    case $part in 8b-fp8-offline) port=50172 ;; 70b-fp8-mix) port=50173 ;;
+                  70b-fp8-offline) port=50174 ;; *) port=50175 ;; esac
+    serve_tables "synthetic:llama3-$size:fp8" $port "$name" "$mode"
+    ;;
+  8b-fp8-ahead)
+    tune="--tuning-cache $work/tuning-llama3-8b-fp8.txt"
+    step decode-8b-fp8 "$bin/onecard-bench-cuda" decode-8b-fp8 --batches 1,128 \
+      --results "$results"
+    device=$(device_of_records)
+    serve_tables synthetic:llama3-8b:fp8 50171 8b-fp8-ahead ahead
+    ;;
   ttft-70b)
     # One stream on synthetic:llama3-70b:int4, without and with look-ahead: 128/1 (the
     # prefill alone) and 128/32, five each after one warm-up.
@@ -246,7 +270,7 @@ for part in "${parts[@]}"; do
       --requests 1000 --warmup 32 --json "$OUT/stability-70b.json"
     ;;
   *)
-    say "unknown part $part (8b, 72b, 70b, 70b-mix, 8b-offline, 70b-offline, 8b-ahead, 70b-ahead, 8b-fp8, ttft-70b)"
+    say "unknown part $part (8b, 72b, 70b, 70b-mix, 8b-offline, 70b-offline, 8b-ahead, 70b-ahead, 8b-fp8, 8b-fp8-offline, 70b-fp8-mix, 70b-fp8-offline, 70b-fp8-ahead, 8b-fp8-ahead, ttft-70b)"
     status=1
     ;;
   esac
