@@ -33,10 +33,17 @@ int64_t RunBytes(DType dtype, int64_t rows, int64_t cols) {
   return rows * (cols / BlockElements(dtype)) * BlockBytes(dtype);
 }
 
-// A dtype's kernels: one row at a time, and kRowsAtOnce rows (null where none).
+bool IsKQuant(DType dtype) {
+  return dtype == DType::kQ4_K || dtype == DType::kQ5_K || dtype == DType::kQ6_K;
+}
+
+// A dtype's kernels: one row at a time (`row`, or `row_k` for the K-quants,
+// which take QuantizedRowsK), and kRowsAtOnce rows (null where none).
 struct DtypeKernels {
   cpu_linear::RowDot row = nullptr;
   cpu_linear::RowsDot rows = nullptr;
+  cpu_linear::RowDotK row_k = nullptr;
+  cpu_linear::RowsDotK rows_k = nullptr;
 };
 
 DtypeKernels KernelFor(const cpu_linear::Kernels& k, DType dtype) {
@@ -48,13 +55,71 @@ DtypeKernels KernelFor(const cpu_linear::Kernels& k, DType dtype) {
     case DType::kQ8_0:
       return {k.q8_0};
     case DType::kQ4_K:
-      return {k.q4_k};
+      return {.row_k = k.q4_k, .rows_k = k.q4_k_x4};
     case DType::kQ5_K:
-      return {k.q5_k};
+      return {.row_k = k.q5_k, .rows_k = k.q5_k_x4};
     case DType::kQ6_K:
-      return {k.q6_k};
+      return {.row_k = k.q6_k, .rows_k = k.q6_k_x4};
     default:
       return {};
+  }
+}
+
+cpu_linear::XRow RowOf(const QuantizedRows& xq, int64_t r) {
+  const int64_t in = xq.cols;
+  return {xq.q.data() + r * in, xq.d.data() + r * (in / 32), xq.sum16.data() + r * (in / 16),
+          xq.dsum.data() + r * (in / 32)};
+}
+
+cpu_linear::XRowK RowOf(const QuantizedRowsK& xk, int64_t r) {
+  const int64_t in = xk.cols;
+  return {xk.q.data() + r * in, xk.d.data() + r * (in / 256), xk.sum16.data() + r * (in / 16)};
+}
+
+// With one row of x, weight rows from o_first kRowsAtOnce at a time by
+// `rows` (RowsDot or RowsDotK) while whole groups of them remain before
+// o_end; returns the first row left.
+template <typename Quantized, typename Dots>
+int64_t DotFourRowsAtOnce(const CpuWeightRows& run, int64_t run_offset, int64_t o_first,
+                          int64_t o_end, const CpuLinearArgs& a, const Quantized& xq, Dots rows) {
+  const float* bias = a.bias != nullptr ? a.bias + run_offset : nullptr;
+  const int64_t row_bytes = RunBytes(run.dtype, 1, xq.cols);
+  const auto x = RowOf(xq, 0);
+  int64_t o = o_first;
+  for (; o + cpu_linear::kRowsAtOnce <= o_end; o += cpu_linear::kRowsAtOnce) {
+    float dots[cpu_linear::kRowsAtOnce];
+    rows(run.blocks.data() + o * row_bytes, row_bytes, x, xq.cols, dots);
+    for (int i = 0; i < cpu_linear::kRowsAtOnce; ++i) {
+      a.y[run_offset + o + i] = bias != nullptr ? dots[i] + bias[o + i] : dots[i];
+    }
+  }
+  return o;
+}
+
+// Weight rows [o_first, o_end) of `run` (relative to its first, output
+// feature run_offset) against every row of x, kMaxRows rows of x a call of
+// `dot` (RowDot or RowDotK over the matching quantized rows).
+template <typename Quantized, typename Dot>
+void DotRowBlocks(const CpuWeightRows& run, int64_t run_offset, int64_t o_first, int64_t o_end,
+                  const CpuLinearArgs& a, int64_t out_features, const Quantized& xq, Dot dot) {
+  const float* bias = a.bias != nullptr ? a.bias + run_offset : nullptr;
+  const int64_t row_bytes = RunBytes(run.dtype, 1, xq.cols);
+  decltype(RowOf(xq, 0)) x[kRowBlock];
+  for (int64_t r0 = 0; r0 < a.num_rows; r0 += kRowBlock) {
+    const int64_t r_end = std::min(a.num_rows, r0 + kRowBlock);
+    for (int64_t r = r0; r < r_end; ++r) x[r - r0] = RowOf(xq, r);
+    for (int64_t o = o_first; o < o_end; ++o) {
+      const uint8_t* w = run.blocks.data() + o * row_bytes;
+      for (int64_t r = r0; r < r_end; r += cpu_linear::kMaxRows) {
+        const int n = static_cast<int>(std::min<int64_t>(cpu_linear::kMaxRows, r_end - r));
+        float dots[cpu_linear::kMaxRows];
+        dot(w, &x[r - r0], n, xq.cols, dots);
+        for (int k = 0; k < n; ++k) {
+          a.y[(r + k) * out_features + run_offset + o] =
+              bias != nullptr ? dots[k] + bias[o] : dots[k];
+        }
+      }
+    }
   }
 }
 
@@ -77,48 +142,27 @@ const cpu_linear::Kernels& KernelsFor(CpuIsa isa) {
 // codes unpacked once for them); a single row of x meets the weight rows
 // kRowsAtOnce at a time where the dtype has such a kernel (the same bits).
 void LinearSlice(const CpuWeightRows& run, int64_t run_offset, int64_t o_begin, int64_t o_end,
-                 int64_t in, const CpuLinearArgs& a, int64_t out_features, const QuantizedRows& xq,
-                 DtypeKernels kernels) {
+                 int64_t in, const CpuLinearArgs& a, int64_t out_features,
+                 const CpuLinearScratch& xs, DtypeKernels kernels) {
   const float* bias = a.bias != nullptr ? a.bias + run_offset : nullptr;
   if (run.dtype == DType::kF32) {
     MatMulSlice({a.x, run.f32.data(), bias, a.y + run_offset, a.num_rows, in, run.rows},
                 o_begin - run_offset, o_end - run_offset, out_features);
     return;
   }
-  const int64_t row_bytes = RunBytes(run.dtype, 1, in);
   int64_t o = o_begin - run_offset;
-  if (a.num_rows == 1 && kernels.rows != nullptr) {
-    const cpu_linear::XRow x = {xq.q.data(), xq.d.data(), xq.sum16.data(), xq.dsum.data()};
-    for (; o + cpu_linear::kRowsAtOnce <= o_end - run_offset; o += cpu_linear::kRowsAtOnce) {
-      float dots[cpu_linear::kRowsAtOnce];
-      kernels.rows(run.blocks.data() + o * row_bytes, row_bytes, x, in, dots);
-      for (int i = 0; i < cpu_linear::kRowsAtOnce; ++i) {
-        a.y[run_offset + o + i] = bias != nullptr ? dots[i] + bias[o + i] : dots[i];
-      }
+  const bool one_row = a.num_rows == 1;
+  if (kernels.row_k != nullptr) {
+    if (one_row && kernels.rows_k != nullptr) {
+      o = DotFourRowsAtOnce(run, run_offset, o, o_end - run_offset, a, xs.xk, kernels.rows_k);
     }
+    DotRowBlocks(run, run_offset, o, o_end - run_offset, a, out_features, xs.xk, kernels.row_k);
+    return;
   }
-  const int64_t o_first = o;  // the rows still to do
-  const cpu_linear::RowDot dot = kernels.row;
-  cpu_linear::XRow x[kRowBlock];
-  for (int64_t r0 = 0; r0 < a.num_rows; r0 += kRowBlock) {
-    const int64_t r_end = std::min(a.num_rows, r0 + kRowBlock);
-    for (int64_t r = r0; r < r_end; ++r) {
-      x[r - r0] = {xq.q.data() + r * in, xq.d.data() + r * (in / 32),
-                   xq.sum16.data() + r * (in / 16), xq.dsum.data() + r * (in / 32)};
-    }
-    for (o = o_first; o < o_end - run_offset; ++o) {
-      const uint8_t* w = run.blocks.data() + o * row_bytes;
-      for (int64_t r = r0; r < r_end; r += cpu_linear::kMaxRows) {
-        const int n = static_cast<int>(std::min<int64_t>(cpu_linear::kMaxRows, r_end - r));
-        float dots[cpu_linear::kMaxRows];
-        dot(w, &x[r - r0], n, in, dots);
-        for (int k = 0; k < n; ++k) {
-          a.y[(r + k) * out_features + run_offset + o] =
-              bias != nullptr ? dots[k] + bias[o] : dots[k];
-        }
-      }
-    }
+  if (one_row && kernels.rows != nullptr) {
+    o = DotFourRowsAtOnce(run, run_offset, o, o_end - run_offset, a, xs.xq, kernels.rows);
   }
+  DotRowBlocks(run, run_offset, o, o_end - run_offset, a, out_features, xs.xq, kernels.row);
 }
 
 }  // namespace
@@ -239,27 +283,34 @@ void CpuLinear::RowF32(int64_t r, float* out) const {
 
 namespace {
 
+// One block of kBlock values of x (a multiple of 16) into kBlock codes q and
+// their sums per 16 (sum16, Sum: int32_t or int16_t, |sum| <= 16 * 127);
+// returns the scale d. Inlined into each clone of its callers.
+template <int kBlock, typename Sum>
+[[gnu::always_inline]] inline float QuantizeBlock(const float* xb, int8_t* q, Sum* sum16) {
+  float amax = 0.0f;
+  for (int i = 0; i < kBlock; ++i) amax = std::max(amax, std::fabs(xb[i]));
+  const float d = amax / 127.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  for (int g = 0; g < kBlock / 16; ++g) {
+    int32_t sum = 0;
+    for (int i = 16 * g; i < 16 * g + 16; ++i) {
+      const float v = std::clamp(std::nearbyint(xb[i] * id), -127.0f, 127.0f);
+      q[i] = static_cast<int8_t>(v);
+      sum += q[i];
+    }
+    sum16[g] = static_cast<Sum>(sum);
+  }
+  return d;
+}
+
 // Blocks [b_begin, b_end) of 32 values of x into out (sized). Cloned for
 // AVX-512 and AVX2 so that the rounding is an instruction, not a call (the
 // same values in each: nearbyint rounds to nearest even in every clone).
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void QuantizeBlocks(
     const float* x, int64_t b_begin, int64_t b_end, QuantizedRows* out) {
   for (int64_t b = b_begin; b < b_end; ++b) {
-    const float* xb = x + b * 32;
-    float amax = 0.0f;
-    for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(xb[i]));
-    const float d = amax / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    int8_t* q = out->q.data() + b * 32;
-    for (int half = 0; half < 2; ++half) {
-      int32_t sum = 0;
-      for (int i = 16 * half; i < 16 * half + 16; ++i) {
-        const float v = std::clamp(std::nearbyint(xb[i] * id), -127.0f, 127.0f);
-        q[i] = static_cast<int8_t>(v);
-        sum += q[i];
-      }
-      out->sum16[2 * b + half] = sum;
-    }
+    const float d = QuantizeBlock<32>(x + b * 32, out->q.data() + b * 32, &out->sum16[2 * b]);
     out->d[b] = d;
     out->dsum[b] = d * static_cast<float>(out->sum16[2 * b] + out->sum16[2 * b + 1]);
   }
@@ -274,12 +325,35 @@ void SizeQuantizedRows(int64_t rows, int64_t cols, QuantizedRows* out) {
   out->dsum.resize(rows * (cols / 32));
 }
 
+// Blocks [b_begin, b_end) of 256 values of x into out (sized): the rule of
+// QuantizeRowsQ8KRef, cloned like QuantizeBlocks.
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void QuantizeBlocksK(
+    const float* x, int64_t b_begin, int64_t b_end, QuantizedRowsK* out) {
+  for (int64_t b = b_begin; b < b_end; ++b) {
+    out->d[b] = QuantizeBlock<256>(x + b * 256, out->q.data() + b * 256, &out->sum16[16 * b]);
+  }
+}
+
+void SizeQuantizedRowsK(int64_t rows, int64_t cols, QuantizedRowsK* out) {
+  out->rows = rows;
+  out->cols = cols;
+  out->q.resize(rows * cols);
+  out->d.resize(rows * (cols / 256));
+  out->sum16.resize(rows * (cols / 16));
+}
+
 }  // namespace
 
 void QuantizeRowsQ8(const float* x, int64_t rows, int64_t cols, QuantizedRows* out) {
   assert(cols % 32 == 0 && "QuantizeRowsQ8: cols must be a multiple of 32");
   SizeQuantizedRows(rows, cols, out);
   QuantizeBlocks(x, 0, rows * (cols / 32), out);
+}
+
+void QuantizeRowsQ8K(const float* x, int64_t rows, int64_t cols, QuantizedRowsK* out) {
+  assert(cols % 256 == 0 && "QuantizeRowsQ8K: cols must be a multiple of 256");
+  SizeQuantizedRowsK(rows, cols, out);
+  QuantizeBlocksK(x, 0, rows * (cols / 256), out);
 }
 
 namespace {
@@ -347,15 +421,24 @@ void CpuLinearForward(ThreadPool& pool, const CpuLinear& w, const CpuLinearArgs&
   assert(CpuSupports(isa) && "CpuLinearForward: the processor does not run this isa");
   if (args.num_rows <= 0) return;
   const int64_t in = w.in_features();
-  if (w.quantized()) {  // rows quantized in parallel (blocks are independent)
-    SizeQuantizedRows(args.num_rows, in, &scratch->xq);
+  const std::vector<CpuWeightRows>& runs = w.runs();
+  // Rows quantized in parallel (blocks are independent), in the formats the
+  // runs take.
+  const bool any_k = std::any_of(runs.begin(), runs.end(),
+                                 [](const CpuWeightRows& r) { return IsKQuant(r.dtype); });
+  const bool any_q8 = std::any_of(runs.begin(), runs.end(), [](const CpuWeightRows& r) {
+    return r.dtype != DType::kF32 && !IsKQuant(r.dtype);
+  });
+  if (any_q8) SizeQuantizedRows(args.num_rows, in, &scratch->xq);
+  if (any_k) SizeQuantizedRowsK(args.num_rows, in, &scratch->xk);
+  if (any_q8 || any_k) {
     pool.ParallelFor(args.num_rows, [&](int64_t begin, int64_t end) {
-      QuantizeBlocks(args.x, begin * (in / 32), end * (in / 32), &scratch->xq);
+      if (any_q8) QuantizeBlocks(args.x, begin * (in / 32), end * (in / 32), &scratch->xq);
+      if (any_k) QuantizeBlocksK(args.x, begin * (in / 256), end * (in / 256), &scratch->xk);
     });
   }
   const cpu_linear::Kernels& kernels = KernelsFor(isa);
   // Tiles of kTileOut features, run by run: tile_start[i] is run i's first.
-  const std::vector<CpuWeightRows>& runs = w.runs();
   absl::InlinedVector<int64_t, 8> tile_start(runs.size() + 1, 0), row_start(runs.size() + 1, 0);
   for (size_t i = 0; i < runs.size(); ++i) {
     tile_start[i + 1] = tile_start[i] + (runs[i].rows + kTileOut - 1) / kTileOut;
@@ -369,7 +452,7 @@ void CpuLinearForward(ThreadPool& pool, const CpuLinear& w, const CpuLinearArgs&
       const int64_t o_begin = row_start[i] + (t0 - tile_start[i]) * kTileOut;
       const int64_t o_end =
           std::min(row_start[i + 1], row_start[i] + (t1 - tile_start[i]) * kTileOut);
-      LinearSlice(runs[i], row_start[i], o_begin, o_end, in, args, w.out_features(), scratch->xq,
+      LinearSlice(runs[i], row_start[i], o_begin, o_end, in, args, w.out_features(), *scratch,
                   KernelFor(kernels, runs[i].dtype));
     }
   });

@@ -7,13 +7,16 @@
 // read at its own size. Fused weights stack their parts (q, k, v of one
 // layer may be Q4_K, Q4_K and Q6_K in a Q4_K_M file).
 //
-// The product: a block run multiplies 8-bit activations. Each row of x is
-// quantized per 32 columns (QuantizeRowsQ8: d = max|x| / 127, q = round to
-// nearest even of x / d), then every 32-column block of a weight row is an
-// exact integer dot product with the codes, scaled in fp32 by the weight's and
-// the activation's scales (with the offset terms through the codes' sums).
-// This is llama.cpp's scheme with a scale per 32 columns for every type
-// (its K-quants use one per 256). fp32 runs use cpu::DotRows (cpu_dot.h).
+// The product: a block run multiplies 8-bit activations. For Q4_0, Q4_1 and
+// Q8_0 runs each row of x is quantized per 32 columns (QuantizeRowsQ8:
+// d = max|x| / 127, q = round to nearest even of x / d), then every 32-column
+// block of a weight row is an exact integer dot product with the codes,
+// scaled in fp32 by the weight's and the activation's scales (with the offset
+// terms through the codes' sums). For the K-quant runs (Q4_K, Q5_K, Q6_K)
+// each row is quantized the same way per 256 columns (QuantizeRowsQ8K,
+// llama.cpp's Q8_K), so that a super-block's sub-block scales multiply its
+// integer sums in integers and the super-block costs one conversion to fp32.
+// This is llama.cpp's scheme. fp32 runs use cpu::DotRows (cpu_dot.h).
 //
 // Kernels: a portable one and, chosen at run time from what the processor
 // reports, AVX2 (+FMA) and AVX-512 VNNI (+BW, VL). Every y[r, o] is computed
@@ -108,6 +111,24 @@ struct QuantizedRows {
 // this one function, so codes are identical everywhere.
 void QuantizeRowsQ8(const float* x, int64_t rows, int64_t cols, QuantizedRows* out);
 
+// x rows in 8 bits for the K-quant runs (llama.cpp's Q8_K): per 256 columns
+// a scale d and int8 codes, x ~ d * q, and the codes' sums per 16 columns.
+struct QuantizedRowsK {
+  int64_t rows = 0;
+  int64_t cols = 0;            // a multiple of 256
+  std::vector<int8_t> q;       // [rows, cols]
+  std::vector<float> d;        // [rows, cols / 256]
+  std::vector<int16_t> sum16;  // [rows, cols / 16]: the sum of q over each 16 columns
+};
+
+// QuantizeRowsQ8's rule over blocks of 256 columns (cols a multiple of 256):
+// d = max|x| / 127, q = x * (1 / d) rounded to nearest even, clamped to
+// [-127, 127] (0 when d is 0), and the sums per 16 columns.
+void QuantizeRowsQ8K(const float* x, int64_t rows, int64_t cols, QuantizedRowsK* out);
+// The same, written as plain loops (cpu_linear_ref.cc): the spec the test
+// holds QuantizeRowsQ8K to, bit for bit.
+void QuantizeRowsQ8KRef(const float* x, int64_t rows, int64_t cols, QuantizedRowsK* out);
+
 // The instruction sets the kernels come in, each including the ones before:
 // kAvx512Bf16 adds AVX512_BF16 (Sapphire Rapids, Zen 4) for HostLinear's
 // kernels (host_linear.h); CpuLinear runs its kAvx512Vnni kernels there.
@@ -123,7 +144,8 @@ const char* CpuIsaName(CpuIsa isa);
 
 // Reused between calls so that a step allocates nothing.
 struct CpuLinearScratch {
-  QuantizedRows xq;
+  QuantizedRows xq;   // for the Q4_0, Q4_1, Q8_0 runs
+  QuantizedRowsK xk;  // for the K-quant runs
 };
 
 struct CpuLinearArgs {
@@ -137,8 +159,10 @@ struct CpuLinearArgs {
 void CpuLinearForward(ThreadPool& pool, const CpuLinear& w, const CpuLinearArgs& args,
                       CpuLinearScratch* scratch, CpuIsa isa = DetectCpuIsa());
 
-// The reference: the same quantized activations, the weights dequantized,
-// every dot product in double (fp32 runs: x itself, in double).
+// The reference: the same quantized activations (QuantizeRowsQ8 for the
+// Q4_0, Q4_1, Q8_0 runs, QuantizeRowsQ8KRef for the K-quant runs), the
+// weights dequantized, every dot product in double (fp32 runs: x itself, in
+// double).
 void CpuLinearRef(const CpuLinear& w, const CpuLinearArgs& args);
 
 }  // namespace onecard::engine

@@ -53,59 +53,62 @@ float DotQ8_0(const uint8_t* w, const XRow& x, int64_t cols) {
 }
 
 // Q4_K (qh null) and Q5_K: sub-block j of a super-block is the low (j even)
-// or high nibbles of qs[32 (j / 2) ...], plus bit j of qh[l] as 16.
+// or high nibbles of qs[32 (j / 2) ...], plus bit j of qh[l] as 16. The
+// sub-blocks' scales and mins multiply their integer sums in integers; the
+// super-block's activations (x.q + 256 b, scale x.d[b]) have one scale.
 float DotK4K5(uint16_t d_bits, uint16_t dmin_bits, const uint8_t* scales, const uint8_t* qs,
-              const uint8_t* qh, const XRow& x, int64_t b0) {
-  const float d = HalfToFloat(d_bits), dmin = HalfToFloat(dmin_bits);
-  float sum = 0.0f;
+              const uint8_t* qh, const XRowK& x, int64_t b) {
+  int32_t sum_sc = 0, sum_m = 0;
   for (int j = 0; j < 8; ++j) {
     uint8_t sc, m;
     Q4KScaleMin(scales, j, &sc, &m);
     const uint8_t* codes = qs + 32 * (j / 2);
     const int shift = 4 * (j % 2);
-    const int8_t* q = x.q + (b0 + j) * 32;
+    const int8_t* q = x.q + b * 256 + j * 32;
     int32_t dot = 0;
     for (int l = 0; l < 32; ++l) {
       int code = (codes[l] >> shift) & 15;
       if (qh != nullptr) code += ((qh[l] >> j) & 1) << 4;
       dot += code * q[l];
     }
-    const float dx = x.d[b0 + j];
-    sum += d * static_cast<float>(sc) * dx * static_cast<float>(dot);
-    sum -= dmin * static_cast<float>(m) * dx * static_cast<float>(Sum32(x, b0 + j));
+    sum_sc += sc * dot;
+    sum_m += m * (x.sum16[16 * b + 2 * j] + x.sum16[16 * b + 2 * j + 1]);
   }
-  return sum;
+  const float dx = x.d[b];
+  return HalfToFloat(d_bits) * dx * static_cast<float>(sum_sc) -
+         HalfToFloat(dmin_bits) * dx * static_cast<float>(sum_m);
 }
 
-float DotQ4_K(const uint8_t* w, const XRow& x, int64_t cols) {
+float DotQ4_K(const uint8_t* w, const XRowK& x, int64_t cols) {
   const auto* blocks = reinterpret_cast<const BlockQ4_K*>(w);
   float sum = 0.0f;
   for (int64_t i = 0; i < cols / 256; ++i) {
     const BlockQ4_K& blk = blocks[i];
-    sum += DotK4K5(blk.d, blk.dmin, blk.scales, blk.qs, nullptr, x, 8 * i);
+    sum += DotK4K5(blk.d, blk.dmin, blk.scales, blk.qs, nullptr, x, i);
   }
   return sum;
 }
 
-float DotQ5_K(const uint8_t* w, const XRow& x, int64_t cols) {
+float DotQ5_K(const uint8_t* w, const XRowK& x, int64_t cols) {
   const auto* blocks = reinterpret_cast<const BlockQ5_K*>(w);
   float sum = 0.0f;
   for (int64_t i = 0; i < cols / 256; ++i) {
     const BlockQ5_K& blk = blocks[i];
-    sum += DotK4K5(blk.d, blk.dmin, blk.scales, blk.qs, blk.qh, x, 8 * i);
+    sum += DotK4K5(blk.d, blk.dmin, blk.scales, blk.qs, blk.qh, x, i);
   }
   return sum;
 }
 
 // Element e of a Q6_K super-block: half n = e / 128, quarter t = (e % 128) / 32,
 // l = e % 32; low bits in ql[64 n + l + 32 (t % 2)] (high nibble for t >= 2),
-// high bits (qh[32 n + l] >> 2 t) & 3; scale e / 16; value d sc (q - 32).
-float DotQ6_K(const uint8_t* w, const XRow& x, int64_t cols) {
+// high bits (qh[32 n + l] >> 2 t) & 3; scale e / 16; value d sc (q - 32). The
+// 16 scales multiply their groups' integer sums in integers.
+float DotQ6_K(const uint8_t* w, const XRowK& x, int64_t cols) {
   const auto* blocks = reinterpret_cast<const BlockQ6_K*>(w);
   float sum = 0.0f;
   for (int64_t i = 0; i < cols / 256; ++i) {
     const BlockQ6_K& blk = blocks[i];
-    const float d = HalfToFloat(blk.d);
+    int32_t sum_sc = 0;
     for (int g = 0; g < 16; ++g) {  // 16 columns a scale
       const int8_t* q = x.q + i * 256 + g * 16;
       int32_t dot = 0;
@@ -117,16 +120,16 @@ float DotQ6_K(const uint8_t* w, const XRow& x, int64_t cols) {
             ((t >= 2 ? low >> 4 : low) & 15) | (((blk.qh[32 * n + l] >> (2 * t)) & 3) << 4);
         dot += code * q[k];
       }
-      dot -= 32 * x.sum16[i * 16 + g];
-      sum += d * static_cast<float>(blk.scales[g]) * x.d[i * 8 + g / 2] * static_cast<float>(dot);
+      sum_sc += blk.scales[g] * (dot - 32 * x.sum16[i * 16 + g]);
     }
+    sum += HalfToFloat(blk.d) * x.d[i] * static_cast<float>(sum_sc);
   }
   return sum;
 }
 
 // A one-row kernel over n rows, one after the other.
-template <float (*F)(const uint8_t*, const XRow&, int64_t)>
-void Rows(const uint8_t* w, const XRow* x, int n, int64_t cols, float* out) {
+template <typename X, float (*F)(const uint8_t*, const X&, int64_t)>
+void Rows(const uint8_t* w, const X* x, int n, int64_t cols, float* out) {
   for (int r = 0; r < n; ++r) out[r] = F(w, x[r], cols);
 }
 
@@ -178,12 +181,12 @@ void UnpackQ4Group(bool with_min, const uint8_t* group, uint8_t* blocks) {
 }
 
 const Kernels& GenericKernels() {
-  static const Kernels k{Rows<DotQ4<BlockQ4_0, false>>,
-                         Rows<DotQ4<BlockQ4_1, true>>,
-                         Rows<DotQ8_0>,
-                         Rows<DotQ4_K>,
-                         Rows<DotQ5_K>,
-                         Rows<DotQ6_K>};
+  static const Kernels k{Rows<XRow, DotQ4<BlockQ4_0, false>>,
+                         Rows<XRow, DotQ4<BlockQ4_1, true>>,
+                         Rows<XRow, DotQ8_0>,
+                         Rows<XRowK, DotQ4_K>,
+                         Rows<XRowK, DotQ5_K>,
+                         Rows<XRowK, DotQ6_K>};
   return k;
 }
 

@@ -1,6 +1,7 @@
 // The row kernels behind CpuLinearForward (cpu_linear.h), one table per
 // instruction set: each computes the dot products of one weight row, in its
-// GGUF blocks, with up to kMaxRows rows of 8-bit activations (QuantizedRows). The AVX2
+// GGUF blocks, with up to kMaxRows rows of 8-bit activations (QuantizedRows,
+// or QuantizedRowsK for the K-quants). The AVX2
 // and AVX-512 tables live in translation units compiled for those sets
 // (cpu_linear_avx2.cc, cpu_linear_avx512.cc), which include nothing that
 // defines inline code shared with the rest of the program, so no function
@@ -22,6 +23,14 @@ struct XRow {
   const float* dsum;
 };
 
+// One row of activations quantized per 256 columns (QuantizedRowsK), for the
+// K-quant kernels: q [cols], d [cols / 256], sum16 [cols / 16].
+struct XRowK {
+  const int8_t* q;
+  const float* d;
+  const int16_t* sum16;
+};
+
 inline constexpr int kMaxRows = 4;  // rows of x a kernel call takes
 
 // out[r] = the sum over the weight row's blocks of W[o, block] . x[r][block],
@@ -29,6 +38,8 @@ inline constexpr int kMaxRows = 4;  // rows of x a kernel call takes
 // dtype's block. out[r] depends on x[r] alone: the same operations in the
 // same order whatever n.
 using RowDot = void (*)(const uint8_t* w, const XRow* x, int n, int64_t cols, float* out);
+// The same for the K-quants, whose activations come per 256 columns.
+using RowDotK = void (*)(const uint8_t* w, const XRowK* x, int n, int64_t cols, float* out);
 
 // out[i] = W[o + i] . x for i < kRowsAtOnce consecutive weight rows (the i-th
 // at w + i row_bytes) and one row of x: the same bits as RowDot computes for
@@ -36,17 +47,22 @@ using RowDot = void (*)(const uint8_t* w, const XRow* x, int n, int64_t cols, fl
 inline constexpr int kRowsAtOnce = 4;
 using RowsDot = void (*)(const uint8_t* w, int64_t row_bytes, const XRow& x, int64_t cols,
                          float* out);
+using RowsDotK = void (*)(const uint8_t* w, int64_t row_bytes, const XRowK& x, int64_t cols,
+                          float* out);
 
 struct Kernels {
   RowDot q4_0 = nullptr;
   RowDot q4_1 = nullptr;
   RowDot q8_0 = nullptr;
-  RowDot q4_k = nullptr;
-  RowDot q5_k = nullptr;
-  RowDot q6_k = nullptr;
+  RowDotK q4_k = nullptr;
+  RowDotK q5_k = nullptr;
+  RowDotK q6_k = nullptr;
   // kRowsAtOnce weight rows at once, one row of x; null where a set has none.
   RowsDot q4_0_x4 = nullptr;
   RowsDot q4_1_x4 = nullptr;
+  RowsDotK q4_k_x4 = nullptr;
+  RowsDotK q5_k_x4 = nullptr;
+  RowsDotK q6_k_x4 = nullptr;
 };
 
 // Q4_0 and Q4_1 rows are held with each whole group of eight blocks

@@ -7,9 +7,12 @@
 // weights, large activation outliers), with and
 // without bias; bitwise batch invariance; fp32 runs bitwise equal to MatMul;
 // rows read back as the file's blocks dequantize (RowF32); QuantizeRowsQ8's
-// codes and sums; and the errors of the constructors.
+// codes and sums; QuantizeRowsQ8K bitwise against QuantizeRowsQ8KRef (and
+// that reference against the rule it states); and the errors of the
+// constructors.
 #include "engine/runtime/cpu/cpu_linear.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -245,6 +248,46 @@ TEST(QuantizeRowsQ8Test, CodesScalesAndSums) {
     EXPECT_EQ(q.sum16[2 * b + 1], s[1]);
     EXPECT_FLOAT_EQ(q.dsum[b], q.d[b] * static_cast<float>(s[0] + s[1]));
   }
+}
+
+// The K-quants' activations: the reference's codes, scales and sums against
+// the rule (d = max|x| / 127 a 256-column block, |x - d q| <= d / 2), then
+// QuantizeRowsQ8K bit for bit against the reference, on blocks with outliers,
+// an all-zero block and one of a single nonzero value.
+TEST(QuantizeRowsQ8KTest, MatchesTheReferenceBitwise) {
+  const int64_t rows = 3, cols = 512;
+  std::vector<float> x = Activations(rows * cols, 71);
+  for (int i = 256; i < 512; ++i) x[i] = 0.0f;  // row 0, block 1: all zero
+  for (int i = 512; i < 768; ++i) x[i] = i == 600 ? -3.5f : 0.0f;
+  QuantizedRowsK want;
+  QuantizeRowsQ8KRef(x.data(), rows, cols, &want);
+  ASSERT_EQ(want.q.size(), 1536u);
+  ASSERT_EQ(want.d.size(), 6u);
+  ASSERT_EQ(want.sum16.size(), 96u);
+  EXPECT_EQ(want.d[1], 0.0f);
+  EXPECT_EQ(want.q[600], -127);
+  for (int64_t b = 0; b < 6; ++b) {
+    float amax = 0;
+    for (int i = 0; i < 256; ++i) amax = std::max(amax, std::fabs(x[b * 256 + i]));
+    EXPECT_FLOAT_EQ(want.d[b], amax / 127.0f);
+    for (int g = 0; g < 16; ++g) {
+      int32_t sum = 0;
+      for (int i = 16 * g; i < 16 * g + 16; ++i) {
+        const int8_t code = want.q[b * 256 + i];
+        EXPECT_LE(std::abs(code), 127);
+        EXPECT_LE(std::fabs(want.d[b] * code - x[b * 256 + i]), 0.5f * want.d[b] * 1.0001f);
+        sum += code;
+      }
+      EXPECT_EQ(want.sum16[b * 16 + g], sum);
+    }
+  }
+  QuantizedRowsK got;
+  QuantizeRowsQ8K(x.data(), rows, cols, &got);
+  EXPECT_EQ(got.rows, rows);
+  EXPECT_EQ(got.cols, cols);
+  EXPECT_EQ(got.q, want.q);
+  EXPECT_EQ(got.d, want.d);
+  EXPECT_EQ(got.sum16, want.sum16);
 }
 
 TEST(CpuLinearErrorsTest, NameTheWeightAndWhatIsWrong) {

@@ -9,8 +9,9 @@
 //   the same HF row order);
 // - the runners' logits over a 40-token prefill and two decode steps differ
 //   by at most 5e-2 of the largest |logit| and 4e-2 in relative RMS: the
-//   error of quantizing each linear's input to 8 bits a 32-column block (up
-//   to 0.4 % of a block's largest value), carried through two layers.
+//   error of quantizing each linear's input to 8 bits a block (32 columns,
+//   256 for the K-quants; up to 0.4 % of a block's largest value), carried
+//   through two layers.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
