@@ -44,6 +44,11 @@ class RequestPrepTest : public ::testing::Test {
     EXPECT_EQ(p.status().message().substr(0, field.size() + 1), field + ":") << p.status();
     return p.status();
   }
+  // PrepareError where the test needs only its expectations.
+  void ExpectFieldError(const GenerateRequest& r, const std::string& field,
+                        absl::StatusCode code = absl::StatusCode::kInvalidArgument) {
+    PrepareError(r, field, code).IgnoreError();
+  }
   static GenerateRequest Prompt(const std::string& text) {
     GenerateRequest r;
     r.set_prompt(text);
@@ -170,44 +175,44 @@ TEST_F(RequestPrepTest, PriorityAgainstTheTenant) {
 
 TEST_F(RequestPrepTest, BadInputsNameTheField) {
   GenerateRequest r;
-  PrepareError(r, "input");
-  PrepareError(Prompt(""), "prompt");
+  ExpectFieldError(r, "input");
+  ExpectFieldError(Prompt(""), "prompt");
   r = Prompt("x");
   r.set_model("gpt-9");
-  PrepareError(r, "model", absl::StatusCode::kNotFound);
+  ExpectFieldError(r, "model", absl::StatusCode::kNotFound);
   r = GenerateRequest();
   r.mutable_messages();
-  PrepareError(r, "messages");
+  ExpectFieldError(r, "messages");
   r.mutable_messages()->add_messages()->set_role("user");
   r.mutable_messages()->add_messages()->set_role("wizard");
-  PrepareError(r, "messages[1].role");
+  ExpectFieldError(r, "messages[1].role");
   r = GenerateRequest();
   r.mutable_token_ids();
-  PrepareError(r, "token_ids.ids");
+  ExpectFieldError(r, "token_ids.ids");
   r.mutable_token_ids()->add_ids(5);
   r.mutable_token_ids()->add_ids(49152);
-  PrepareError(r, "token_ids.ids[1]");
+  ExpectFieldError(r, "token_ids.ids[1]");
   r = Prompt("x");
   r.mutable_stopping()->set_max_tokens(0);
-  PrepareError(r, "stopping.max_tokens");
+  ExpectFieldError(r, "stopping.max_tokens");
   r.mutable_stopping()->set_max_tokens(8192);
-  PrepareError(r, "stopping.max_tokens");
+  ExpectFieldError(r, "stopping.max_tokens");
   r = GenerateRequest();
   for (int i = 0; i < 8192; ++i) r.mutable_token_ids()->add_ids(100);
-  PrepareError(r, "token_ids.ids");
+  ExpectFieldError(r, "token_ids.ids");
   r = Prompt("x");
   r.set_priority(static_cast<onecard::v1::Priority>(99));
-  PrepareError(r, "priority");
+  ExpectFieldError(r, "priority");
   r = Prompt("x");
   r.mutable_stopping()->set_max_tokens(4);
   r.mutable_stopping()->set_min_tokens(5);
-  PrepareError(r, "stopping.min_tokens");
+  ExpectFieldError(r, "stopping.min_tokens");
   r = Prompt("x");
   r.mutable_stopping()->add_stop_token_ids(-1);
-  PrepareError(r, "stopping.stop_token_ids[0]");
+  ExpectFieldError(r, "stopping.stop_token_ids[0]");
   r = Prompt("x");
   r.mutable_stopping()->add_stop_strings("");
-  PrepareError(r, "stopping.stop_strings[0]");
+  ExpectFieldError(r, "stopping.stop_strings[0]");
 }
 
 TEST_F(RequestPrepTest, BadSamplingNamesTheField) {
@@ -240,13 +245,13 @@ TEST_F(RequestPrepTest, BadSamplingNamesTheField) {
   for (const Case& c : cases) {
     GenerateRequest r = Prompt("x");
     c.set(r);
-    PrepareError(r, c.field);
+    ExpectFieldError(r, c.field);
   }
 }
 
 TEST_F(RequestPrepTest, OversizedRequestIsRefusedNamingItsLargestField) {
   GenerateRequest r = Prompt(std::string(70000, 'a'));
-  PrepareError(r, "prompt");
+  ExpectFieldError(r, "prompt");
 }
 
 TEST_F(RequestPrepTest, TheWorkersServedContextIsTheLimit) {
