@@ -120,8 +120,9 @@ class EngineImpl : public Engine {
   // including it), or finishes the request with it.
   void StreamToken(RequestState& state, const SampleResult& sample, int32_t num_seq_tokens,
                    absl::Time now);
-  // The device sampler's parameters of a chunk's logits row.
-  SampleRowParams RowParams(const ScheduledChunk& chunk) const;
+  // The device sampler's parameters of a logits row of `seq`, which samples
+  // by `p`.
+  static SampleRowParams RowParams(const SamplingParams& p, const Sequence& seq);
   void FailBatch(const SchedulerOutput& plan, const absl::Status& status);
   // Calls options_.on_step (when set) for a step that ran `plan`.
   void ReportStep(const SchedulerOutput& plan, absl::Time step_start, absl::Duration forward,

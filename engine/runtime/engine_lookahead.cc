@@ -64,7 +64,10 @@ bool EngineImpl::RunStepAhead(absl::Time step_start, bool progressed) {
   std::vector<SampleRowParams> params;
   params.reserve(rows);
   for (const ScheduledChunk& chunk : plan.chunks) {
-    if (chunk.want_logits) params.push_back(RowParams(chunk));
+    if (!chunk.want_logits) continue;
+    params.push_back(
+        RowParams(requests_.at(static_cast<uint64_t>(chunk.seq_id))->request().sampling,
+                  *scheduler_.Find(chunk.seq_id)));
   }
   const absl::Time launch_start = clock_->Now();
   const absl::Status status = parts_.runner->LaunchSample(batch, params);

@@ -240,9 +240,7 @@ bool EngineImpl::CanSampleOnDevice(const SchedulerOutput& plan) const {
   return any_row;
 }
 
-SampleRowParams EngineImpl::RowParams(const ScheduledChunk& chunk) const {
-  const SamplingParams& p = requests_.at(static_cast<uint64_t>(chunk.seq_id))->request().sampling;
-  const Sequence& seq = *scheduler_.Find(chunk.seq_id);
+SampleRowParams EngineImpl::RowParams(const SamplingParams& p, const Sequence& seq) {
   // The host sampler's draw for this position (sampler.h: determinism).
   const size_t num_output = static_cast<size_t>(seq.num_tokens() - seq.num_prompt_tokens);
   return {.temperature = p.temperature,
@@ -268,7 +266,7 @@ absl::Status EngineImpl::RunForwardSample(const SchedulerOutput& plan,
     const SamplingParams& p = requests_.at(static_cast<uint64_t>(chunk.seq_id))->request().sampling;
     const Sequence& seq = *scheduler_.Find(chunk.seq_id);
     const std::span<const int32_t> all(seq.token_ids);
-    params.push_back(RowParams(chunk));
+    params.push_back(RowParams(p, seq));
     if (RepetitionPenalized(p)) {
       histories.push_back(all);
     } else if (PresenceOrFrequencyPenalized(p)) {

@@ -33,10 +33,6 @@ int64_t RunBytes(DType dtype, int64_t rows, int64_t cols) {
   return rows * (cols / BlockElements(dtype)) * BlockBytes(dtype);
 }
 
-bool IsKQuant(DType dtype) {
-  return dtype == DType::kQ4_K || dtype == DType::kQ5_K || dtype == DType::kQ6_K;
-}
-
 // A dtype's kernels: one row at a time (`row`, or `row_k` for the K-quants,
 // which take QuantizedRowsK), and kRowsAtOnce rows (null where none).
 struct DtypeKernels {
@@ -166,6 +162,10 @@ void LinearSlice(const CpuWeightRows& run, int64_t run_offset, int64_t o_begin, 
 }
 
 }  // namespace
+
+bool IsKQuant(DType dtype) {
+  return dtype == DType::kQ4_K || dtype == DType::kQ5_K || dtype == DType::kQ6_K;
+}
 
 bool IsCpuLinearDtype(DType dtype) {
   switch (dtype) {

@@ -48,6 +48,9 @@ namespace onecard::engine {
 // Whether a CpuLinear keeps rows of this dtype as they are: kF32 and the
 // GGUF block types Q4_0, Q4_1, Q8_0, Q4_K, Q5_K, Q6_K.
 bool IsCpuLinearDtype(DType dtype);
+// Whether runs of this dtype take their activations per 256 columns
+// (QuantizedRowsK): the K-quants Q4_K, Q5_K, Q6_K.
+bool IsKQuant(DType dtype);
 
 // Rows of one dtype: fp32 values in `f32`, or whole blocks in `blocks`
 // (rows * in_features / BlockElements(dtype) blocks, row after row; in Q4_0

@@ -12,13 +12,6 @@
 #include "engine/runtime/cpu/cpu_linear.h"
 
 namespace onecard::engine {
-namespace {
-
-bool IsKQuant(DType dtype) {
-  return dtype == DType::kQ4_K || dtype == DType::kQ5_K || dtype == DType::kQ6_K;
-}
-
-}  // namespace
 
 void QuantizeRowsQ8KRef(const float* x, int64_t rows, int64_t cols, QuantizedRowsK* out) {
   assert(cols % 256 == 0 && "QuantizeRowsQ8KRef: cols must be a multiple of 256");
