@@ -41,6 +41,7 @@ if(NOT TARGET onecard_kernels_cuda)
     ${_k}/paged_attention.cu
     ${_k}/paged_attention_decode.cu
     ${_k}/paged_attention_flash.cu
+    ${_k}/paged_attention_flash_sm90.cu
     ${_k}/rms_norm.cu
     ${_k}/rope.cu
     ${_k}/rope_kv_write.cu
@@ -49,6 +50,11 @@ if(NOT TARGET onecard_kernels_cuda)
   target_include_directories(onecard_kernels_cuda PUBLIC ${PROJECT_SOURCE_DIR})
   target_compile_options(onecard_kernels_cuda PRIVATE
     $<$<COMPILE_LANGUAGE:CUDA>:-lineinfo -Xptxas=-warn-spills>)
+  # Kernels with Hopper-only instructions (wgmma) are dispatched to only when
+  # every card the build targets has them.
+  if(ONECARD_CUDA_GENCODE MATCHES "sm_90a" AND NOT ONECARD_CUDA_GENCODE MATCHES "sm_[0-8]")
+    target_compile_definitions(onecard_kernels_cuda PRIVATE ONECARD_CUDA_SM90A=1)
+  endif()
   target_link_libraries(onecard_kernels_cuda
     PUBLIC onecard_kernels_ref onecard_common absl::status absl::statusor absl::strings
            CUDA::cudart_static ${CMAKE_DL_LIBS}

@@ -352,7 +352,8 @@ absl::Status Validate(const PagedAttentionParams& p, const PagedAttentionSplitOp
     return absl::UnimplementedError(cuda::Cat(
         kOp, ": an FP8 KV cache needs head_dim a multiple of 16 (16-byte rows), not ", d));
   }
-  if (o.kernel == AttentionKernel::kFlash && d != 64 && d != 128) {
+  if ((o.kernel == AttentionKernel::kFlash || o.kernel == AttentionKernel::kFlashMma) && d != 64 &&
+      d != 128) {
     return absl::UnimplementedError(
         cuda::Cat(kOp, ": the flash kernel takes head_dim 64 or 128, not ", d));
   }
@@ -420,6 +421,11 @@ absl::Status Run(const PagedAttentionParams& p, const PagedAttentionSplitOptions
   const bool decode = p.num_tokens == p.num_seqs;
   if (tensor_cores && !decode) {
     a.num_splits = 1;
+#if ONECARD_CUDA_SM90A
+    if (o.kernel != AttentionKernel::kFlashMma) {
+      return LaunchFlashPrefillSm90(a, d, p.num_tokens, stream);
+    }
+#endif
     return LaunchFlashPrefill(a, d, p.num_tokens, stream);
   }
   a.num_splits = o.num_splits;

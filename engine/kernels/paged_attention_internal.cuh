@@ -1,6 +1,6 @@
 // Internal to engine/kernels/paged_attention*.cu: the argument block of the
 // attention kernels, the paged-KV index math they share, and the launchers of
-// the tensor-core kernels (paged_attention_flash.cu) that the dispatch in
+// the tensor-core kernels (paged_attention_flash*.cu) that the dispatch in
 // paged_attention.cu calls. Tested through tests/gpu/paged_attention_test.cc.
 #ifndef ONECARD_ENGINE_KERNELS_PAGED_ATTENTION_INTERNAL_CUH_
 #define ONECARD_ENGINE_KERNELS_PAGED_ATTENTION_INTERNAL_CUH_
@@ -143,9 +143,13 @@ __device__ __forceinline__ float VScale(const AttnArgs& a, int kvh) {
   return a.v_scale == nullptr ? 1.0f : a.v_scale[kvh];
 }
 
-// Flash prefill: every chunk, causal, head_dim 64 or 128 (splits ignored).
+// Flash prefill: every chunk, causal, head_dim 64 or 128 (splits ignored):
+// the mma.sync kernel (paged_attention_flash.cu, any card) and the wgmma one
+// (paged_attention_flash_sm90.cu, sm_90a builds only).
 absl::Status LaunchFlashPrefill(const AttnArgs& a, int head_dim, int num_tokens,
                                 cudaStream_t stream);
+absl::Status LaunchFlashPrefillSm90(const AttnArgs& a, int head_dim, int num_tokens,
+                                    cudaStream_t stream);
 // Flash decode: every chunk one token; head_dim 64 or 128, group <= 16; writes
 // the output (num_splits == 1) or the split partials for the combine kernel.
 // `rope` (a.qkv_bias .. a.v_write set; every chunk exactly one token): the

@@ -4,13 +4,15 @@
 // its reference is PagedAttentionRef.
 //
 // Kernels (engine/kernels/paged_attention.cu, paged_attention_flash.cu,
-// paged_attention_decode.cu):
+// paged_attention_flash_sm90.cu, paged_attention_decode.cu):
 // - flash decode (every chunk one token; head_dim 64 / 128): tensor cores
 //   (mma.sync bf16) with the 16 mma rows holding a kv head's query group, so
 //   each kv head's K/V are read once for the whole group (GQA); each split
 //   covers a multiple of 64 keys (short contexts leave the last splits empty).
 // - flash prefill (any chunk longer than one token; head_dim 64 / 128):
-//   64 queries x one head a block, 64-key tiles streamed with cp.async.
+//   64 queries x one head a block, 64-key tiles streamed with cp.async;
+//   Hopper's warpgroup MMA (wgmma) on sm_90a builds, mma.sync otherwise
+//   (or with kFlashMma).
 // - general (the other head_dims, or kGeneral): one block per (kv head,
 //   query token, split) on CUDA cores, the group's K/V read once too.
 // A split's partial (normalized output, running max and sum) goes to the
@@ -37,14 +39,16 @@
 
 namespace onecard::engine {
 
-enum class AttentionKernel { kAuto, kGeneral, kFlash };
+enum class AttentionKernel { kAuto, kGeneral, kFlash, kFlashMma };
 
 struct PagedAttentionSplitOptions {
   int32_t num_splits = 1;     // splits of each query's key range (general kernel)
   void* workspace = nullptr;  // PagedAttentionWorkspaceBytes(...) bytes, device
   int64_t workspace_bytes = 0;
   // kAuto / kFlash: the flash kernels where the head_dim has them (decode
-  // when every chunk is one token, prefill otherwise); kGeneral: general.
+  // when every chunk is one token, prefill otherwise); kGeneral: general;
+  // kFlashMma: the flash kernels, the prefill one with mma.sync products
+  // even on an sm_90a build (what cards before Hopper run).
   AttentionKernel kernel = AttentionKernel::kAuto;
   // The step's RopeKvWrite (rope_kv_write.h), for a decode batch whose
   // every chunk is exactly one token at start_pos (the caller's promise;

@@ -3,8 +3,9 @@
 // 16 / 24 / 64 / 128; GQA groups 1 to 16; contexts ending mid-block; KV
 // blocks of 16, 24, 5 and 4 tokens; a zero-length chunk; block
 // tables drawn from a shuffled pool (non-contiguous); split-K 1 to 8 (with
-// splits left empty by short contexts); the flash kernels (decode and
-// prefill) and the general kernel on the same shapes; and the decode batches
+// splits left empty by short contexts); the flash kernels (decode, and both
+// prefill kernels: wgmma and mma.sync) and the general kernel on the same
+// shapes; and the decode batches
 // again with the step's RoPE and cache write fused in (FusedRopeMatchesReference).
 // Tolerance: the output is BF16 (2^-9 relative rounding) and the flash kernel
 // rounds P to BF16 before P V (each weight off by <= 2^-9 relative), so the

@@ -44,6 +44,7 @@ inline std::vector<std::pair<int32_t, int32_t>> DecodeChunks(int32_t n, int32_t 
 inline std::vector<AttnCase> PagedAttentionCases() {
   const auto kAuto = engine::AttentionKernel::kAuto;
   const auto kGeneral = engine::AttentionKernel::kGeneral;
+  const auto kFlashMma = engine::AttentionKernel::kFlashMma;
   return {
       {"decode_b1_d128_g4", 128, 32, 8, {{389, 1}}, 1, kAuto},
       {"decode_b1_d128_g4_split8", 128, 32, 8, {{4000, 1}}, 8, kAuto},
@@ -90,6 +91,28 @@ inline std::vector<AttnCase> PagedAttentionCases() {
       {"prefill_d24_g4", 24, 4, 1, {{0, 45}, {13, 20}}, 1, kAuto},
       {"prefill_d16_g2", 16, 4, 2, {{7, 33}, {0, 7}}, 1, kAuto},
       {"prefill_d128_g8_long", 128, 64, 8, {{0, 1100}}, 1, kAuto},
+      // The prefill kernels (wgmma on sm_90a builds, kAuto; mma.sync,
+      // kFlashMma) on awkward chunks: starts and ends off the 64-key tiles
+      // and off the blocks, several chunks of one step (the heaviest query
+      // tiles run first), blocks of 24 and 5 tokens, one-token chunks
+      // among them, and a chunk of one tile exactly.
+      {"prefill_d128_g4_mma", 128, 32, 8, {{0, 200}}, 1, kFlashMma},
+      {"chunked_d64_g3_mma", 64, 9, 3, {{300, 77}, {0, 1}, {31, 130}}, 1, kFlashMma},
+      {"chunked_d128_g4_bs24", 128, 32, 8, {{37, 300}, {0, 64}, {5, 1}, {130, 71}}, 1, kAuto, 24},
+      {"chunked_d128_g4_bs24_mma",
+       128,
+       32,
+       8,
+       {{37, 300}, {0, 64}, {5, 1}, {130, 71}},
+       1,
+       kFlashMma,
+       24},
+      {"chunked_d64_g2_bs5", 64, 8, 4, {{61, 129}, {0, 3}, {2000, 65}}, 1, kAuto, 5},
+      {"prefill_d128_g1_mid", 128, 8, 8, {{1000, 513}}, 1, kAuto},
+      {"prefill_d64_g1_one_tile", 64, 4, 4, {{0, 64}}, 1, kAuto},
+      {"prefill_d64_g4_short", 64, 32, 8, {{0, 30}}, 1, kAuto},
+      {"prefill_d64_g4", 64, 32, 8, {{0, 200}}, 1, kAuto},
+      {"prefill_d64_g4_mid", 64, 32, 8, {{100, 200}}, 1, kAuto},
   };
 }
 

@@ -15,7 +15,8 @@
 // - The small kernels of a batch-128 layer (RmsNorm, SiLU·mul, RoPE + KV
 //   write): time and GB/s of the bytes they must move.
 // - Flash attention prefill of 2048 and 8192 tokens (one layer, causal),
-//   over BF16 and FP8 caches: TFLOP/s vs the GEMM rate; cuBLAS on the four projections at m = 8,
+//   over BF16 and FP8 caches, the wgmma kernel and the mma.sync one
+//   (`_mma`): TFLOP/s vs the GEMM rate; cuBLAS on the four projections at m = 8,
 //   32, 128 (weight GB/s: batched decode) and 2048 (TFLOP/s: prefill).
 #include <algorithm>
 #include <functional>
@@ -122,10 +123,12 @@ absl::Status GemvCases(const Ceilings& ceil, cudaStream_t stream, cublasHandle_t
 // One layer's paged attention: `seqs` chunks of `len` query tokens each at
 // the end of `context` keys, contiguous block tables; `rope` (decode): with
 // the step's RopeKvWrite fused in (PagedAttentionSplitOptions::rope);
-// `fp8`: an FP8 E4M3 cache (every code 0x30, scales 1: a byte an element).
-absl::StatusOr<double> TimeAttention(cudaStream_t stream, int32_t seqs, int32_t context,
-                                     int32_t len, int32_t splits, bool rope = false,
-                                     bool fp8 = false) {
+// `fp8`: an FP8 E4M3 cache (every code 0x30, scales 1: a byte an element);
+// `kernel`: which attention kernels (paged_attention_split.h).
+absl::StatusOr<double> TimeAttention(
+    cudaStream_t stream, int32_t seqs, int32_t context, int32_t len, int32_t splits,
+    bool rope = false, bool fp8 = false,
+    engine::AttentionKernel kernel = engine::AttentionKernel::kAuto) {
   const engine::ModelConfig c = *engine::SyntheticModelConfig("llama3-8b");
   const int32_t bs = 16, blocks_each = (context + bs - 1) / bs;
   const engine::KvLayout layout{
@@ -193,6 +196,7 @@ absl::StatusOr<double> TimeAttention(cudaStream_t stream, int32_t seqs, int32_t 
                                                   {.num_splits = splits,
                                                    .workspace = ws.get(),
                                                    .workspace_bytes = ws_bytes,
+                                                   .kernel = kernel,
                                                    .rope = rope ? &fused : nullptr},
                                                   stream));
     }
@@ -230,14 +234,23 @@ absl::Status AttentionCases(const Ceilings& ceil, cudaStream_t stream, int num_s
                   "us",
                   {}});
   }
-  for (int32_t tokens : {2048, 8192}) {
-    ASSIGN_OR_RETURN(const double ms, TimeAttention(stream, 1, tokens, tokens, 1));
-    const double flops = 2.0 * tokens * (tokens + 1.0) * 128 * 32;
-    reporter.Add({kScenario, absl::StrCat("attn_flash_prefill", tokens), "rate",
-                  flops / (ms * 1e-3) / 1e12, "TFLOP/s", ceil.gemm_flops_per_s / 1e12});
+  // The prefill kernel the runner takes (wgmma on sm_90a builds) and the
+  // mma.sync one (`_mma`), BF16 and FP8 caches.
+  for (const bool fp8 : {false, true}) {
+    for (const bool mma : {false, true}) {
+      for (int32_t tokens : {2048, 8192}) {
+        ASSIGN_OR_RETURN(const double ms, TimeAttention(stream, 1, tokens, tokens, 1, false, fp8,
+                                                        mma ? engine::AttentionKernel::kFlashMma
+                                                            : engine::AttentionKernel::kAuto));
+        const double flops = 2.0 * tokens * (tokens + 1.0) * 128 * 32;
+        reporter.Add({kScenario,
+                      absl::StrCat("attn_flash_prefill", fp8 ? "_fp8" : "", mma ? "_mma" : "",
+                                   fp8 || mma ? "_" : "", tokens),
+                      "rate", flops / (ms * 1e-3) / 1e12, "TFLOP/s", ceil.gemm_flops_per_s / 1e12});
+      }
+    }
   }
-  // An FP8 cache: decode at a byte an element (bandwidth of those bytes),
-  // and the flash prefill over FP8 K / V.
+  // An FP8 cache: decode at a byte an element (bandwidth of those bytes).
   for (auto [seqs, context] : {std::pair{1, 4096}, {32, 384}, {32, 4096}, {32, 8192}}) {
     const int32_t splits = engine::PagedAttentionDecodeSplits(seqs, 8, 8192, num_sms);
     ASSIGN_OR_RETURN(const double ms,
@@ -247,12 +260,6 @@ absl::Status AttentionCases(const Ceilings& ceil, cudaStream_t stream, int num_s
     reporter.Add({kScenario, name, "bandwidth", bytes / (ms * 1e-3) / 1e9, "GB/s",
                   ceil.copy_bytes_per_s / 1e9});
     reporter.Add({kScenario, name, "time", ms * 1e3, "us", {}});
-  }
-  for (int32_t tokens : {2048, 8192}) {
-    ASSIGN_OR_RETURN(const double ms, TimeAttention(stream, 1, tokens, tokens, 1, false, true));
-    const double flops = 2.0 * tokens * (tokens + 1.0) * 128 * 32;
-    reporter.Add({kScenario, absl::StrCat("attn_flash_prefill_fp8_", tokens), "rate",
-                  flops / (ms * 1e-3) / 1e12, "TFLOP/s", ceil.gemm_flops_per_s / 1e12});
   }
   return absl::OkStatus();
 }

@@ -1,0 +1,411 @@
+// The Hopper prefill kernel of PagedAttention (see paged_attention_split.h;
+// the mma.sync prefill kernel that other cards run is in
+// paged_attention_flash.cu, decode in paged_attention_decode.cu):
+//
+// AttnFlashSm90Kernel: block = (query head, 64-query tile of one chunk), one
+// warpgroup (4 warps of 16 query rows). Per 64-key tile: S = Q K^T as
+// D / 16 wgmma m64n64k16 with Q's fragments in registers (head_dim 128; in
+// shared memory at 64, see kQInSmem) and K read by descriptor from shared
+// memory, the causal mask (only on tiles that reach
+// past the block's first query), online softmax in registers (base 2), then
+// O += P V as 4 wgmma m64n{D}k16 with P (bf16) in registers and V read
+// N-major (transposed) by descriptor. K / V tiles stream in with cp.async,
+// three stages deep (two for an FP8 cache), into 128-byte swizzled rows:
+//
+//   one tile of K (or V), head_dim D = 64 * panels, 64 keys:
+//     panel p (dims 64p .. 64p + 63) = 64 rows of 128 bytes, 8 KB,
+//     key j's dims 64p + 8c .. + 7 (16-byte chunk c) at
+//       p * 8192 + j * 128 + ((c ^ (j % 8)) * 16)
+//
+// which both products read without bank conflicts: S's K operand K-major
+// (a 16-dim step moves 32 bytes inside the row, 8-key groups 1 KB apart),
+// O's V operand N-major (panels 8 KB apart, 8-key groups 1 KB apart).
+// Blocks run heaviest first (the last query tiles of a chunk see the most
+// keys) and the heads of one tile side by side, so the query heads of one
+// kv head read its K / V while they sit in L2.
+//
+// An FP8 cache (kFp8): the copies land as codes in staging tiles that each
+// thread widens itself (its own copies) to f16 in the swizzled tiles before
+// the barrier that publishes them; Q and P are f16, the K scale multiplies
+// the scores and the V scale the output.
+//
+// Its reference is PagedAttentionRef (paged_attention_ref.cc), as for every
+// PagedAttention kernel; tested by tests/gpu/paged_attention_test.cc and
+// paged_attention_fp8_test.cc.
+#include "engine/kernels/cuda_ptx.cuh"
+#include "engine/kernels/cuda_wgmma.cuh"
+#include "engine/kernels/kv_fp8.cuh"
+#include "engine/kernels/paged_attention_internal.cuh"
+
+namespace onecard::engine::attention {
+namespace {
+
+template <int D, bool kFp8>
+struct Sm90Shape {
+  static constexpr int kPanels = D / 64;
+  static constexpr int kPanelBytes = kTileKeys * 128;
+  static constexpr int kTileBytes = kPanels * kPanelBytes;  // K or V of one tile
+  static constexpr int kStages = kFp8 ? 2 : 3;
+  static constexpr int kCodeBytes = kTileKeys * D;  // FP8: K or V codes of one tile
+  static constexpr int kSteps = D / 16;             // k-steps of Q K^T
+  // Q's A operand from shared memory (the 64 query rows as one swizzled
+  // tile) rather than registers: at head_dim 64 ptxas 13.0 gives the P
+  // fragments of P V the registers that hold Q's, which the next tile's
+  // Q K^T then reads (measured: every tile after the first wrong); 128 does
+  // not, and keeps the 16 KB.
+  static constexpr bool kQInSmem = D == 64;
+  static constexpr int kQBytes = kQInSmem ? kTileBytes : 0;
+  // 1 KB of slack to align the tiles to the 1024-byte swizzle atom.
+  static constexpr int kSmemBytes =
+      1024 + kStages * 2 * kTileBytes + kQBytes + (kFp8 ? kStages * 2 * kCodeBytes : 0);
+};
+
+// Byte offset of key j's 16-byte chunk c (dims 8c .. 8c + 7) in a tile.
+template <int D>
+__device__ __forceinline__ int SwizzledChunk(int j, int c) {
+  return (c >> 3) * (kTileKeys * 128) + j * 128 + (((c & 7) ^ (j & 7)) << 4);
+}
+
+// Keys [k_begin, k_begin + kTileKeys) of one kv head into the swizzled K and V
+// tiles; keys >= kv_len are zeros.
+template <int D>
+__device__ __forceinline__ void LoadTileSm90(const AttnArgs& a, const int32_t* table, int kvh,
+                                             int k_begin, int kv_len, unsigned char* ks,
+                                             unsigned char* vs) {
+  constexpr int kChunks = D / 8;
+  for (int i = threadIdx.x; i < kTileKeys * kChunks; i += kThreads) {
+    const int j = i / kChunks;
+    const int c = i - j * kChunks;
+    const int p = k_begin + j;
+    const bool valid = p < kv_len;
+    const int64_t off = valid ? KvOffset(a, table, p, kvh, D) + c * 8 : 0;
+    const int dst = SwizzledChunk<D>(j, c);
+    cuda::CpAsync16(ks + dst, a.k_cache + off, valid);
+    cuda::CpAsync16(vs + dst, a.v_cache + off, valid);
+  }
+}
+
+// FP8: the same keys' codes into staging tiles ([kTileKeys][D] codes).
+template <int D>
+__device__ __forceinline__ void LoadCodesSm90(const AttnArgs& a, const int32_t* table, int kvh,
+                                              int k_begin, int kv_len, unsigned char* ks8,
+                                              unsigned char* vs8) {
+  constexpr int kChunks = D / 16;
+  for (int i = threadIdx.x; i < kTileKeys * kChunks; i += kThreads) {
+    const int j = i / kChunks;
+    const int c = i - j * kChunks;
+    const int p = k_begin + j;
+    const bool valid = p < kv_len;
+    const int64_t off = valid ? KvOffset(a, table, p, kvh, D) + c * 16 : 0;
+    cuda::CpAsync16(ks8 + j * D + c * 16, a.k_codes + off, valid);
+    cuda::CpAsync16(vs8 + j * D + c * 16, a.v_codes + off, valid);
+  }
+}
+
+// FP8: the thread's own chunks of LoadCodesSm90 (landed) widened to f16 in
+// the swizzled tiles.
+template <int D>
+__device__ __forceinline__ void WidenTileSm90(const unsigned char* ks8, const unsigned char* vs8,
+                                              unsigned char* ks, unsigned char* vs) {
+  constexpr int kChunks = D / 16;
+  for (int i = threadIdx.x; i < kTileKeys * kChunks; i += kThreads) {
+    const int j = i / kChunks;
+    const int c = i - j * kChunks;
+    uint4 lo, hi;
+    kvfp8::Widen16(*reinterpret_cast<const uint4*>(ks8 + j * D + c * 16), &lo, &hi);
+    *reinterpret_cast<uint4*>(ks + SwizzledChunk<D>(j, 2 * c)) = lo;
+    *reinterpret_cast<uint4*>(ks + SwizzledChunk<D>(j, 2 * c + 1)) = hi;
+    kvfp8::Widen16(*reinterpret_cast<const uint4*>(vs8 + j * D + c * 16), &lo, &hi);
+    *reinterpret_cast<uint4*>(vs + SwizzledChunk<D>(j, 2 * c)) = lo;
+    *reinterpret_cast<uint4*>(vs + SwizzledChunk<D>(j, 2 * c + 1)) = hi;
+  }
+}
+
+template <bool kFp8>
+__device__ __forceinline__ uint32_t Pack2Sm90(float lo, float hi) {
+  return kFp8 ? kvfp8::PackF16x2(lo, hi) : cuda::PackBf16x2(lo, hi);
+}
+
+// o (+)= p x V for one 16-key step: m64n{D}k16, V N-major.
+template <int D, bool kFp8>
+__device__ __forceinline__ void MmaPv(float (&o)[D / 2], const uint32_t (&p)[4], uint64_t desc) {
+  if constexpr (D == 128) {
+    cuda::WgmmaM64N128K16<kFp8, 1>(o, p, desc, true);
+  } else {
+    cuda::WgmmaM64N64K16<kFp8, 1>(o, p, desc, true);
+  }
+}
+
+// Writes one row's output (o values c0,c1 or c2,c3 of every 8-dim tile) / l.
+template <int D>
+__device__ __forceinline__ void StoreRowSm90(bf16* out_row, const float (&o)[D / 2], int half,
+                                             float l, float out_scale, int tq) {
+  const float inv = out_scale / l;
+#pragma unroll
+  for (int dn = 0; dn < D / 8; ++dn) {
+    *reinterpret_cast<uint32_t*>(out_row + dn * 8 + 2 * tq) =
+        cuda::PackBf16x2(o[4 * dn + 2 * half] * inv, o[4 * dn + 2 * half + 1] * inv);
+  }
+}
+
+template <int D, bool kFp8>
+__global__ void __launch_bounds__(kThreads, 2) AttnFlashSm90Kernel(AttnArgs a) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using S = Sm90Shape<D, kFp8>;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  unsigned char* smem = smem_raw + ((1024 - (cuda::SmemAddr(smem_raw) & 1023)) & 1023);
+  unsigned char* k_tiles = smem;                                  // [kStages][kTileBytes]
+  unsigned char* v_tiles = k_tiles + S::kStages * S::kTileBytes;  // [kStages][kTileBytes]
+  unsigned char* q_tile = v_tiles + S::kStages * S::kTileBytes;   // kQInSmem: [kTileBytes]
+  unsigned char* k_codes = q_tile + S::kQBytes;                   // kFp8: [kStages][kCodeBytes]
+  unsigned char* v_codes = k_codes + S::kStages * S::kCodeBytes;  // kFp8: [kStages][kCodeBytes]
+  const int h = blockIdx.x;
+  const int kvh = h / a.group;
+  cuda::GridDependencyWait();
+  cuda::LaunchDependents();
+  int b = static_cast<int>(gridDim.y - 1 - blockIdx.y);  // heaviest tiles first
+  int s = -1;
+  for (int i = 0; i < a.num_seqs; ++i) {
+    const int tiles = (a.cu_query_lens[i + 1] - a.cu_query_lens[i] + 63) / 64;
+    if (b < tiles) {
+      s = i;
+      break;
+    }
+    b -= tiles;
+  }
+  if (s < 0) return;
+  const int q_begin = a.cu_query_lens[s] + b * 64;
+  const int q_end = min(a.cu_query_lens[s + 1], q_begin + 64);
+  const int pos0 = a.start_pos[s] + (q_begin - a.cu_query_lens[s]);
+  const int last_pos = pos0 + (q_end - q_begin) - 1;
+  const int kv_len = last_pos + 1;
+  const int num_tiles = (kv_len + kTileKeys - 1) / kTileKeys;
+  const int32_t* table = a.block_tables + static_cast<int64_t>(s) * a.max_blocks_per_seq;
+  const int warp = threadIdx.x >> 5;
+  const int lane = threadIdx.x & 31;
+  const int g = lane >> 2;
+  const int tq = lane & 3;
+  const int r0 = warp * 16 + g;
+  const int r1 = r0 + 8;
+  const int qpos0 = min(pos0 + r0, last_pos);  // rows past the chunk copy its last row
+  const int qpos1 = min(pos0 + r1, last_pos);
+  const bf16* q0 = a.q + min(q_begin + r0, q_end - 1) * a.q_stride + static_cast<int64_t>(h) * D;
+  const bf16* q1 = a.q + min(q_begin + r1, q_end - 1) * a.q_stride + static_cast<int64_t>(h) * D;
+  if constexpr (S::kQInSmem) {
+    // Rows past the chunk copy its last row; FP8: f16 like K.
+    for (int i = threadIdx.x; i < 64 * (D / 8); i += kThreads) {
+      const int r = i / (D / 8);
+      const int c = i - r * (D / 8);
+      const bf16* src =
+          a.q + min(q_begin + r, q_end - 1) * a.q_stride + static_cast<int64_t>(h) * D + c * 8;
+      uint4 v = *reinterpret_cast<const uint4*>(src);
+      if constexpr (kFp8) {
+        v = make_uint4(kvfp8::Bf16x2ToF16x2(v.x), kvfp8::Bf16x2ToF16x2(v.y),
+                       kvfp8::Bf16x2ToF16x2(v.z), kvfp8::Bf16x2ToF16x2(v.w));
+      }
+      *reinterpret_cast<uint4*>(q_tile + SwizzledChunk<D>(r, c)) = v;
+    }
+  }
+  // kQInSmem: unused (the compiler drops it).
+  uint32_t qa[S::kQInSmem ? 1 : S::kSteps][4];
+#pragma unroll
+  for (int kk = 0; kk < (S::kQInSmem ? 0 : S::kSteps); ++kk) {
+    qa[kk][0] = *reinterpret_cast<const uint32_t*>(q0 + kk * 16 + 2 * tq);
+    qa[kk][1] = *reinterpret_cast<const uint32_t*>(q1 + kk * 16 + 2 * tq);
+    qa[kk][2] = *reinterpret_cast<const uint32_t*>(q0 + kk * 16 + 8 + 2 * tq);
+    qa[kk][3] = *reinterpret_cast<const uint32_t*>(q1 + kk * 16 + 8 + 2 * tq);
+    if constexpr (kFp8) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) qa[kk][e] = kvfp8::Bf16x2ToF16x2(qa[kk][e]);
+    }
+  }
+  const float score_scale = kFp8 ? a.scale_log2 * KScale(a, kvh) : a.scale_log2;
+  float o[D / 2];
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) o[i] = 0.0f;
+  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+  const uint32_t k_addr = cuda::SmemAddr(k_tiles);
+  const uint32_t v_addr = cuda::SmemAddr(v_tiles);
+  const uint32_t q_addr = cuda::SmemAddr(q_tile);
+
+  // Tile i goes to stage i % kStages (FP8: its codes to staging i % kStages,
+  // widened by the threads that copied them).
+  auto load = [&](int tile) {
+    const int st = tile % S::kStages;
+    if constexpr (kFp8) {
+      LoadCodesSm90<D>(a, table, kvh, tile * kTileKeys, kv_len, k_codes + st * S::kCodeBytes,
+                       v_codes + st * S::kCodeBytes);
+    } else {
+      LoadTileSm90<D>(a, table, kvh, tile * kTileKeys, kv_len, k_tiles + st * S::kTileBytes,
+                      v_tiles + st * S::kTileBytes);
+    }
+  };
+#pragma unroll
+  for (int t = 0; t < S::kStages - 1; ++t) {
+    if (t < num_tiles) load(t);
+    cuda::CpAsyncCommit();
+  }
+  for (int tile = 0; tile < num_tiles; ++tile) {
+    const int st = tile % S::kStages;
+    if (tile + S::kStages - 1 < num_tiles) load(tile + S::kStages - 1);
+    cuda::CpAsyncCommit();
+    cuda::CpAsyncWait<S::kStages - 1>();
+    if constexpr (kFp8) {
+      WidenTileSm90<D>(k_codes + st * S::kCodeBytes, v_codes + st * S::kCodeBytes,
+                       k_tiles + st * S::kTileBytes, v_tiles + st * S::kTileBytes);
+    }
+    cuda::FenceProxyAsyncShared();
+    __syncthreads();
+
+    // S = Q K^T.
+    float sc[32];
+    cuda::WgmmaFence();
+#pragma unroll
+    for (int kk = 0; kk < S::kSteps; ++kk) {
+      const uint32_t k_step = (kk >> 2) * S::kPanelBytes + (kk & 3) * 32;
+      const uint64_t desc =
+          cuda::SmemDescriptor128B(k_addr + st * S::kTileBytes + k_step, 16, 1024);
+      if constexpr (S::kQInSmem) {
+        cuda::WgmmaM64N64K16Ss<kFp8>(sc, cuda::SmemDescriptor128B(q_addr + k_step, 16, 1024), desc,
+                                     kk > 0);
+      } else {
+        cuda::WgmmaM64N64K16<kFp8, 0>(sc, qa[kk], desc, kk > 0);
+      }
+    }
+    cuda::WgmmaCommit();
+    cuda::WgmmaWait<0>();
+#pragma unroll
+    for (int i = 0; i < 32; ++i) cuda::KeepOperand(sc[i]);
+
+    // Scale, mask (tiles with a key past the block's first query), online
+    // softmax. sc[4 nt + e]: keys 8 nt + 2 tq + (e & 1), row r0 (e < 2) or r1.
+    const int key_base = tile * kTileKeys;
+    float mx0 = m0, mx1 = m1;
+    if (key_base + kTileKeys - 1 > pos0) {
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int kpos = key_base + nt * 8 + 2 * tq + e;
+          sc[4 * nt + e] = kpos <= qpos0 ? sc[4 * nt + e] * score_scale : -INFINITY;
+          sc[4 * nt + 2 + e] = kpos <= qpos1 ? sc[4 * nt + 2 + e] * score_scale : -INFINITY;
+        }
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < 32; ++i) sc[i] *= score_scale;
+    }
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) {
+      mx0 = fmaxf(mx0, fmaxf(sc[4 * nt], sc[4 * nt + 1]));
+      mx1 = fmaxf(mx1, fmaxf(sc[4 * nt + 2], sc[4 * nt + 3]));
+    }
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+    // Every row sees key 0 in the first tile, so mx0 / mx1 are finite here.
+    const float al0 = exp2f(m0 - mx0);
+    const float al1 = exp2f(m1 - mx1);
+    m0 = mx0;
+    m1 = mx1;
+    float rs0 = 0.0f, rs1 = 0.0f;
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        sc[4 * nt + e] = exp2f(sc[4 * nt + e] - mx0);
+        sc[4 * nt + 2 + e] = exp2f(sc[4 * nt + 2 + e] - mx1);
+        rs0 += sc[4 * nt + e];
+        rs1 += sc[4 * nt + 2 + e];
+      }
+    }
+    l0 = l0 * al0 + rs0;
+    l1 = l1 * al1 + rs1;
+#pragma unroll
+    for (int dn = 0; dn < D / 8; ++dn) {
+      o[4 * dn] *= al0;
+      o[4 * dn + 1] *= al0;
+      o[4 * dn + 2] *= al1;
+      o[4 * dn + 3] *= al1;
+    }
+
+    // O += P V: P's 16-key steps as A fragments (the C layout of S is the A
+    // layout of P, two 8-key tiles a step).
+    uint32_t pa[4][4];
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) {
+      pa[ks][0] = Pack2Sm90<kFp8>(sc[8 * ks], sc[8 * ks + 1]);
+      pa[ks][1] = Pack2Sm90<kFp8>(sc[8 * ks + 2], sc[8 * ks + 3]);
+      pa[ks][2] = Pack2Sm90<kFp8>(sc[8 * ks + 4], sc[8 * ks + 5]);
+      pa[ks][3] = Pack2Sm90<kFp8>(sc[8 * ks + 6], sc[8 * ks + 7]);
+    }
+#pragma unroll
+    for (int i = 0; i < D / 2; ++i) cuda::KeepOperand(o[i]);
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) cuda::KeepOperand(pa[ks][e]);
+    }
+    cuda::WgmmaFence();
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) {
+      const uint64_t desc = cuda::SmemDescriptor128B(v_addr + st * S::kTileBytes + ks * 16 * 128,
+                                                     S::kPanelBytes, 1024);
+      MmaPv<D, kFp8>(o, pa[ks], desc);
+    }
+    cuda::WgmmaCommit();
+    cuda::WgmmaWait<0>();
+#pragma unroll
+    for (int i = 0; i < D / 2; ++i) cuda::KeepOperand(o[i]);
+    __syncthreads();  // every warp is done with stage st before it is refilled
+  }
+  cuda::CpAsyncWait<0>();
+  l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+  l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+  l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+  l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+  const float out_scale = kFp8 ? VScale(a, kvh) : 1.0f;
+  if (q_begin + r0 < q_end) {
+    StoreRowSm90<D>(a.out + (static_cast<int64_t>(q_begin + r0) * a.num_heads + h) * D, o, 0, l0,
+                    out_scale, tq);
+  }
+  if (q_begin + r1 < q_end) {
+    StoreRowSm90<D>(a.out + (static_cast<int64_t>(q_begin + r1) * a.num_heads + h) * D, o, 1, l1,
+                    out_scale, tq);
+  }
+#endif  // __CUDA_ARCH_FEAT_SM90_ALL
+}
+
+template <int D, bool kFp8>
+absl::Status LaunchSm90(const AttnArgs& a, int num_tokens, cudaStream_t stream) {
+  constexpr auto kKernel = AttnFlashSm90Kernel<D, kFp8>;
+  constexpr int kSmem = Sm90Shape<D, kFp8>::kSmemBytes;
+  static const cudaError_t carveout = cudaFuncSetAttribute(
+      kKernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
+  CUDA_RETURN_IF_ERROR(carveout);
+  // Tiles never cross chunks: at most ceil(T / 64) + num_seqs of them.
+  const int64_t tiles = cuda::CeilDiv(num_tokens, 64) + a.num_seqs;
+  if (tiles > 65535) {
+    return absl::InvalidArgumentError(
+        cuda::Cat("PagedAttention: ", num_tokens, " prefill tokens in ", a.num_seqs,
+                  " chunks need ", tiles, " query tiles; the flash prefill takes at most 65535"));
+  }
+  const dim3 grid(a.num_heads, static_cast<unsigned>(tiles));
+  return LaunchAttention<kKernel>(kSmem, grid, stream, a);
+}
+
+}  // namespace
+
+absl::Status LaunchFlashPrefillSm90(const AttnArgs& a, int head_dim, int num_tokens,
+                                    cudaStream_t stream) {
+  const bool fp8 = a.k_codes != nullptr;
+  if (head_dim == 64) {
+    return fp8 ? LaunchSm90<64, true>(a, num_tokens, stream)
+               : LaunchSm90<64, false>(a, num_tokens, stream);
+  }
+  return fp8 ? LaunchSm90<128, true>(a, num_tokens, stream)
+             : LaunchSm90<128, false>(a, num_tokens, stream);
+}
+
+}  // namespace onecard::engine::attention
