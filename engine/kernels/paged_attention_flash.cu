@@ -213,21 +213,10 @@ __global__ void __launch_bounds__(kThreads) AttnFlashKernel(AttnArgs a) {
   const int kvh = h / a.group;
   cuda::GridDependencyWait();
   cuda::LaunchDependents();
-  int b = blockIdx.x;
-  int s = -1;
-  for (int i = 0; i < a.num_seqs; ++i) {
-    const int tiles = (a.cu_query_lens[i + 1] - a.cu_query_lens[i] + 63) / 64;
-    if (b < tiles) {
-      s = i;
-      break;
-    }
-    b -= tiles;
-  }
-  if (s < 0) return;
-  const int q_begin = a.cu_query_lens[s] + b * 64;
-  const int q_end = min(a.cu_query_lens[s + 1], q_begin + 64);
-  const int pos0 = a.start_pos[s] + (q_begin - a.cu_query_lens[s]);
-  const int last_pos = pos0 + (q_end - q_begin) - 1;
+  PrefillTile tile_q;
+  if (!FindPrefillTile(a, blockIdx.x, 64, &tile_q)) return;
+  const int s = tile_q.s, q_begin = tile_q.q_begin, q_end = tile_q.q_end;
+  const int pos0 = tile_q.pos0, last_pos = tile_q.last_pos;
   const int kv_len = last_pos + 1;
   const int num_tiles = (kv_len + kTileKeys - 1) / kTileKeys;
   const int32_t* table = a.block_tables + static_cast<int64_t>(s) * a.max_blocks_per_seq;

@@ -2,15 +2,18 @@
 // the mma.sync prefill kernel that other cards run is in
 // paged_attention_flash.cu, decode in paged_attention_decode.cu):
 //
-// AttnFlashSm90Kernel: block = (query head, 64-query tile of one chunk), one
-// warpgroup (4 warps of 16 query rows). Per 64-key tile: S = Q K^T as
-// D / 16 wgmma m64n64k16 with Q's fragments in registers (head_dim 128; in
-// shared memory at 64, see kQInSmem) and K read by descriptor from shared
-// memory, the causal mask (only on tiles that reach
-// past the block's first query), online softmax in registers (base 2), then
-// O += P V as 4 wgmma m64n{D}k16 with P (bf16) in registers and V read
-// N-major (transposed) by descriptor. K / V tiles stream in with cp.async,
-// three stages deep (two for an FP8 cache), into 128-byte swizzled rows:
+// AttnFlashSm90Kernel: block = 128 query rows of one kv head, two
+// warpgroups of 64 rows (4 warps of 16): 128 / group tokens of one chunk x
+// the group's query heads (GQA packing: every K / V tile serves the whole
+// group, and 128 rows: 128 FLOP a byte of K / V brought to the SM). Per
+// 64-key tile t, each warpgroup issues S(t) = Q K(t)^T (D / 16 wgmma
+// m64n64k16, Q's fragments in registers at head_dim 128, in shared memory
+// at 64, see kQInSmem) and behind it O += P(t - 1) V(t - 1) (4 wgmma
+// m64n{D}k16, P in registers, V read N-major), and turns S(t) into P(t)
+// (scale, causal mask only on tiles that reach past the block's first
+// query, online softmax in base 2) while the tensor cores run P V(t - 1).
+// K / V tiles stream in with cp.async two tiles ahead, four stages, into
+// 128-byte swizzled rows:
 //
 //   one tile of K (or V), head_dim D = 64 * panels, 64 keys:
 //     panel p (dims 64p .. 64p + 63) = 64 rows of 128 bytes, 8 KB,
@@ -21,8 +24,7 @@
 // (a 16-dim step moves 32 bytes inside the row, 8-key groups 1 KB apart),
 // O's V operand N-major (panels 8 KB apart, 8-key groups 1 KB apart).
 // Blocks run heaviest first (the last query tiles of a chunk see the most
-// keys) and the heads of one tile side by side, so the query heads of one
-// kv head read its K / V while they sit in L2.
+// keys), the kv heads of one tile side by side.
 //
 // An FP8 cache (kFp8): the copies land as codes in staging tiles that each
 // thread widens itself (its own copies) to f16 in the swizzled tiles before
@@ -32,6 +34,8 @@
 // Its reference is PagedAttentionRef (paged_attention_ref.cc), as for every
 // PagedAttention kernel; tested by tests/gpu/paged_attention_test.cc and
 // paged_attention_fp8_test.cc.
+#include <algorithm>
+
 #include "engine/kernels/cuda_ptx.cuh"
 #include "engine/kernels/cuda_wgmma.cuh"
 #include "engine/kernels/kv_fp8.cuh"
@@ -40,21 +44,25 @@
 namespace onecard::engine::attention {
 namespace {
 
+constexpr int kSm90Threads = 256;  // two warpgroups
+constexpr int kSm90Rows = 128;     // query rows a block: 64 a warpgroup
+
 template <int D, bool kFp8>
 struct Sm90Shape {
   static constexpr int kPanels = D / 64;
   static constexpr int kPanelBytes = kTileKeys * 128;
   static constexpr int kTileBytes = kPanels * kPanelBytes;  // K or V of one tile
-  static constexpr int kStages = kFp8 ? 2 : 3;
+  // Tile t + 2 loads while S(t) and P V(t - 1) run: four stages.
+  static constexpr int kStages = 4;
   static constexpr int kCodeBytes = kTileKeys * D;  // FP8: K or V codes of one tile
   static constexpr int kSteps = D / 16;             // k-steps of Q K^T
-  // Q's A operand from shared memory (the 64 query rows as one swizzled
-  // tile) rather than registers: at head_dim 64 ptxas 13.0 gives the P
-  // fragments of P V the registers that hold Q's, which the next tile's
-  // Q K^T then reads (measured: every tile after the first wrong); 128 does
-  // not, and keeps the 16 KB.
+  // Q's A operand from shared memory (the 128 query rows as one swizzled
+  // tile) rather than registers: at head_dim 64 ptxas 13.0 gave the P
+  // fragments of P V the registers that held Q's, which the next tile's
+  // Q K^T then read (measured: every tile after the first wrong); 128 does
+  // not, and keeps the shared memory.
   static constexpr bool kQInSmem = D == 64;
-  static constexpr int kQBytes = kQInSmem ? kTileBytes : 0;
+  static constexpr int kQBytes = kQInSmem ? kSm90Rows * 128 : 0;
   // 1 KB of slack to align the tiles to the 1024-byte swizzle atom.
   static constexpr int kSmemBytes =
       1024 + kStages * 2 * kTileBytes + kQBytes + (kFp8 ? kStages * 2 * kCodeBytes : 0);
@@ -73,7 +81,7 @@ __device__ __forceinline__ void LoadTileSm90(const AttnArgs& a, const int32_t* t
                                              int k_begin, int kv_len, unsigned char* ks,
                                              unsigned char* vs) {
   constexpr int kChunks = D / 8;
-  for (int i = threadIdx.x; i < kTileKeys * kChunks; i += kThreads) {
+  for (int i = threadIdx.x; i < kTileKeys * kChunks; i += kSm90Threads) {
     const int j = i / kChunks;
     const int c = i - j * kChunks;
     const int p = k_begin + j;
@@ -91,7 +99,7 @@ __device__ __forceinline__ void LoadCodesSm90(const AttnArgs& a, const int32_t* 
                                               int k_begin, int kv_len, unsigned char* ks8,
                                               unsigned char* vs8) {
   constexpr int kChunks = D / 16;
-  for (int i = threadIdx.x; i < kTileKeys * kChunks; i += kThreads) {
+  for (int i = threadIdx.x; i < kTileKeys * kChunks; i += kSm90Threads) {
     const int j = i / kChunks;
     const int c = i - j * kChunks;
     const int p = k_begin + j;
@@ -108,7 +116,7 @@ template <int D>
 __device__ __forceinline__ void WidenTileSm90(const unsigned char* ks8, const unsigned char* vs8,
                                               unsigned char* ks, unsigned char* vs) {
   constexpr int kChunks = D / 16;
-  for (int i = threadIdx.x; i < kTileKeys * kChunks; i += kThreads) {
+  for (int i = threadIdx.x; i < kTileKeys * kChunks; i += kSm90Threads) {
     const int j = i / kChunks;
     const int c = i - j * kChunks;
     uint4 lo, hi;
@@ -148,57 +156,117 @@ __device__ __forceinline__ void StoreRowSm90(bf16* out_row, const float (&o)[D /
   }
 }
 
+// One tile's raw scores sc (S's C fragments: sc[4 nt + e] is key
+// key_base + 8 nt + 2 tq + (e & 1) of row r0 (e < 2) or r1): masked where a
+// key may pass a row's position, turned into exp2(s score_scale - m) with
+// the rows' running max m (scaled) updated; returns the old max's factors
+// al (rows r0, r1) and adds the tile's sums into l.
+struct SoftmaxRows {
+  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+};
+
+__device__ __forceinline__ void SoftmaxTile(float (&sc)[32], SoftmaxRows& r, bool masked,
+                                            int key_base, int qpos0, int qpos1, float score_scale,
+                                            int tq, float* al0, float* al1) {
+  // The max of the raw scores scaled is the max of the scaled ones (the
+  // scale is positive), so the scale folds into the exponent's FMA.
+  if (masked) {
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int kpos = key_base + nt * 8 + 2 * tq + e;
+        if (kpos > qpos0) sc[4 * nt + e] = -INFINITY;
+        if (kpos > qpos1) sc[4 * nt + 2 + e] = -INFINITY;
+      }
+    }
+  }
+  float raw0 = -INFINITY, raw1 = -INFINITY;
+#pragma unroll
+  for (int nt = 0; nt < 8; ++nt) {
+    raw0 = fmaxf(raw0, fmaxf(sc[4 * nt], sc[4 * nt + 1]));
+    raw1 = fmaxf(raw1, fmaxf(sc[4 * nt + 2], sc[4 * nt + 3]));
+  }
+  raw0 = fmaxf(raw0, __shfl_xor_sync(0xffffffffu, raw0, 1));
+  raw0 = fmaxf(raw0, __shfl_xor_sync(0xffffffffu, raw0, 2));
+  raw1 = fmaxf(raw1, __shfl_xor_sync(0xffffffffu, raw1, 1));
+  raw1 = fmaxf(raw1, __shfl_xor_sync(0xffffffffu, raw1, 2));
+  // Every row sees key 0 in the first tile, so the maxima are finite here.
+  const float mx0 = fmaxf(r.m0, raw0 * score_scale);
+  const float mx1 = fmaxf(r.m1, raw1 * score_scale);
+  *al0 = exp2f(r.m0 - mx0);
+  *al1 = exp2f(r.m1 - mx1);
+  r.m0 = mx0;
+  r.m1 = mx1;
+  float rs0 = 0.0f, rs1 = 0.0f;
+#pragma unroll
+  for (int nt = 0; nt < 8; ++nt) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      sc[4 * nt + e] = exp2f(fmaf(sc[4 * nt + e], score_scale, -mx0));
+      sc[4 * nt + 2 + e] = exp2f(fmaf(sc[4 * nt + 2 + e], score_scale, -mx1));
+      rs0 += sc[4 * nt + e];
+      rs1 += sc[4 * nt + 2 + e];
+    }
+  }
+  r.l0 = r.l0 * *al0 + rs0;
+  r.l1 = r.l1 * *al1 + rs1;
+}
+
 template <int D, bool kFp8>
-__global__ void __launch_bounds__(kThreads, 2) AttnFlashSm90Kernel(AttnArgs a) {
+__global__ void __launch_bounds__(kSm90Threads, 1) AttnFlashSm90Kernel(AttnArgs a) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using S = Sm90Shape<D, kFp8>;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   unsigned char* smem = smem_raw + ((1024 - (cuda::SmemAddr(smem_raw) & 1023)) & 1023);
   unsigned char* k_tiles = smem;                                  // [kStages][kTileBytes]
   unsigned char* v_tiles = k_tiles + S::kStages * S::kTileBytes;  // [kStages][kTileBytes]
-  unsigned char* q_tile = v_tiles + S::kStages * S::kTileBytes;   // kQInSmem: [kTileBytes]
+  unsigned char* q_tile = v_tiles + S::kStages * S::kTileBytes;   // kQInSmem: [kQBytes]
   unsigned char* k_codes = q_tile + S::kQBytes;                   // kFp8: [kStages][kCodeBytes]
   unsigned char* v_codes = k_codes + S::kStages * S::kCodeBytes;  // kFp8: [kStages][kCodeBytes]
-  const int h = blockIdx.x;
-  const int kvh = h / a.group;
+  // GQA packing: the block's 128 rows are `tokens` query tokens x hg query
+  // heads of one kv head (row r: token r / hg, head r % hg), so the group's
+  // heads share each K / V tile.
+  const int hg = min(a.group, kSm90Rows);
+  const int tokens = kSm90Rows / hg;
+  const int head_chunks = (a.group + hg - 1) / hg;
+  const int kvh = static_cast<int>(blockIdx.x) / head_chunks;
+  const int h_first = kvh * a.group + (static_cast<int>(blockIdx.x) - kvh * head_chunks) * hg;
+  const int h_end = (kvh + 1) * a.group;  // the group's heads past h_first
   cuda::GridDependencyWait();
   cuda::LaunchDependents();
-  int b = static_cast<int>(gridDim.y - 1 - blockIdx.y);  // heaviest tiles first
-  int s = -1;
-  for (int i = 0; i < a.num_seqs; ++i) {
-    const int tiles = (a.cu_query_lens[i + 1] - a.cu_query_lens[i] + 63) / 64;
-    if (b < tiles) {
-      s = i;
-      break;
-    }
-    b -= tiles;
-  }
-  if (s < 0) return;
-  const int q_begin = a.cu_query_lens[s] + b * 64;
-  const int q_end = min(a.cu_query_lens[s + 1], q_begin + 64);
-  const int pos0 = a.start_pos[s] + (q_begin - a.cu_query_lens[s]);
-  const int last_pos = pos0 + (q_end - q_begin) - 1;
+  PrefillTile tile_q;  // heaviest tiles first
+  if (!FindPrefillTile(a, static_cast<int>(gridDim.y - 1 - blockIdx.y), tokens, &tile_q)) return;
+  const int s = tile_q.s, q_begin = tile_q.q_begin, q_end = tile_q.q_end;
+  const int pos0 = tile_q.pos0, last_pos = tile_q.last_pos;
   const int kv_len = last_pos + 1;
   const int num_tiles = (kv_len + kTileKeys - 1) / kTileKeys;
   const int32_t* table = a.block_tables + static_cast<int64_t>(s) * a.max_blocks_per_seq;
-  const int warp = threadIdx.x >> 5;
+  const int wg = threadIdx.x >> 7;  // warpgroup: rows 64 wg ..
+  const int warp = (threadIdx.x >> 5) & 3;
   const int lane = threadIdx.x & 31;
   const int g = lane >> 2;
   const int tq = lane & 3;
-  const int r0 = warp * 16 + g;
+  // Row r's query (token, head) and whether it is stored: rows past the
+  // tile's tokens or the group's heads copy a live row.
+  auto row_token = [&](int r) { return min(q_begin + r / hg, q_end - 1); };
+  auto row_head = [&](int r) { return min(h_first + r % hg, h_end - 1); };
+  auto row_live = [&](int r) {
+    return r < tokens * hg && q_begin + r / hg < q_end && h_first + r % hg < h_end;
+  };
+  auto row_q = [&](int r) {
+    return a.q + row_token(r) * a.q_stride + static_cast<int64_t>(row_head(r)) * D;
+  };
+  const int r0 = wg * 64 + warp * 16 + g;
   const int r1 = r0 + 8;
-  const int qpos0 = min(pos0 + r0, last_pos);  // rows past the chunk copy its last row
-  const int qpos1 = min(pos0 + r1, last_pos);
-  const bf16* q0 = a.q + min(q_begin + r0, q_end - 1) * a.q_stride + static_cast<int64_t>(h) * D;
-  const bf16* q1 = a.q + min(q_begin + r1, q_end - 1) * a.q_stride + static_cast<int64_t>(h) * D;
+  const int qpos0 = min(pos0 + r0 / hg, last_pos);
+  const int qpos1 = min(pos0 + r1 / hg, last_pos);
   if constexpr (S::kQInSmem) {
-    // Rows past the chunk copy its last row; FP8: f16 like K.
-    for (int i = threadIdx.x; i < 64 * (D / 8); i += kThreads) {
+    // FP8: f16 like K.
+    for (int i = threadIdx.x; i < kSm90Rows * (D / 8); i += kSm90Threads) {
       const int r = i / (D / 8);
       const int c = i - r * (D / 8);
-      const bf16* src =
-          a.q + min(q_begin + r, q_end - 1) * a.q_stride + static_cast<int64_t>(h) * D + c * 8;
-      uint4 v = *reinterpret_cast<const uint4*>(src);
+      uint4 v = *reinterpret_cast<const uint4*>(row_q(r) + c * 8);
       if constexpr (kFp8) {
         v = make_uint4(kvfp8::Bf16x2ToF16x2(v.x), kvfp8::Bf16x2ToF16x2(v.y),
                        kvfp8::Bf16x2ToF16x2(v.z), kvfp8::Bf16x2ToF16x2(v.w));
@@ -207,6 +275,8 @@ __global__ void __launch_bounds__(kThreads, 2) AttnFlashSm90Kernel(AttnArgs a) {
     }
   }
   // kQInSmem: unused (the compiler drops it).
+  const bf16* q0 = row_q(r0);
+  const bf16* q1 = row_q(r1);
   uint32_t qa[S::kQInSmem ? 1 : S::kSteps][4];
 #pragma unroll
   for (int kk = 0; kk < (S::kQInSmem ? 0 : S::kSteps); ++kk) {
@@ -223,10 +293,11 @@ __global__ void __launch_bounds__(kThreads, 2) AttnFlashSm90Kernel(AttnArgs a) {
   float o[D / 2];
 #pragma unroll
   for (int i = 0; i < D / 2; ++i) o[i] = 0.0f;
-  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+  SoftmaxRows sm;
+  uint32_t pa[4][4];  // the previous tile's P, A fragments of its 16-key steps
   const uint32_t k_addr = cuda::SmemAddr(k_tiles);
   const uint32_t v_addr = cuda::SmemAddr(v_tiles);
-  const uint32_t q_addr = cuda::SmemAddr(q_tile);
+  const uint32_t q_addr = cuda::SmemAddr(q_tile) + wg * 64 * 128;
 
   // Tile i goes to stage i % kStages (FP8: its codes to staging i % kStages,
   // widened by the threads that copied them).
@@ -240,25 +311,41 @@ __global__ void __launch_bounds__(kThreads, 2) AttnFlashSm90Kernel(AttnArgs a) {
                       v_tiles + st * S::kTileBytes);
     }
   };
+  // O += P V over the previous tile's stage.
+  auto issue_pv = [&](int st) {
 #pragma unroll
-  for (int t = 0; t < S::kStages - 1; ++t) {
-    if (t < num_tiles) load(t);
-    cuda::CpAsyncCommit();
-  }
+    for (int ks = 0; ks < 4; ++ks) {
+      const uint64_t desc = cuda::SmemDescriptor128B(v_addr + st * S::kTileBytes + ks * 16 * 128,
+                                                     S::kPanelBytes, 1024);
+      MmaPv<D, kFp8>(o, pa[ks], desc);
+    }
+  };
+  load(0);
+  cuda::CpAsyncCommit();
+  if (num_tiles > 1) load(1);
+  cuda::CpAsyncCommit();
+  // Iteration t: S(t) = Q K(t), and P V(t - 1) behind it on the tensor
+  // cores while this warpgroup turns S(t) into P(t); tile t + 2 loads.
   for (int tile = 0; tile < num_tiles; ++tile) {
     const int st = tile % S::kStages;
-    if (tile + S::kStages - 1 < num_tiles) load(tile + S::kStages - 1);
-    cuda::CpAsyncCommit();
-    cuda::CpAsyncWait<S::kStages - 1>();
+    cuda::CpAsyncWait<1>();  // tile t landed (t + 1 may not have)
     if constexpr (kFp8) {
       WidenTileSm90<D>(k_codes + st * S::kCodeBytes, v_codes + st * S::kCodeBytes,
                        k_tiles + st * S::kTileBytes, v_tiles + st * S::kTileBytes);
     }
     cuda::FenceProxyAsyncShared();
+    // Tile t is visible, and every warp is past iteration t - 1, so P V(t - 2)
+    // is done and its stage (that of t + 2) is free.
     __syncthreads();
 
-    // S = Q K^T.
     float sc[32];
+#pragma unroll
+    for (int i = 0; i < D / 2; ++i) cuda::KeepOperand(o[i]);
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) cuda::KeepOperand(pa[ks][e]);
+    }
     cuda::WgmmaFence();
 #pragma unroll
     for (int kk = 0; kk < S::kSteps; ++kk) {
@@ -273,55 +360,30 @@ __global__ void __launch_bounds__(kThreads, 2) AttnFlashSm90Kernel(AttnArgs a) {
       }
     }
     cuda::WgmmaCommit();
-    cuda::WgmmaWait<0>();
+    // Tile t + 2's copies (block-table reads, addresses) go behind the
+    // products.
+    if (tile > 0) {
+      issue_pv((tile - 1) % S::kStages);
+      cuda::WgmmaCommit();
+      if (tile + 2 < num_tiles) load(tile + 2);
+      cuda::CpAsyncCommit();
+      cuda::WgmmaWait<1>();  // S(t) done; P V(t - 1) may run on
+    } else {
+      if (num_tiles > 2) load(2);
+      cuda::CpAsyncCommit();
+      cuda::WgmmaWait<0>();
+    }
 #pragma unroll
     for (int i = 0; i < 32; ++i) cuda::KeepOperand(sc[i]);
 
-    // Scale, mask (tiles with a key past the block's first query), online
-    // softmax. sc[4 nt + e]: keys 8 nt + 2 tq + (e & 1), row r0 (e < 2) or r1.
+    // Tiles with a key past the block's first query are masked.
     const int key_base = tile * kTileKeys;
-    float mx0 = m0, mx1 = m1;
-    if (key_base + kTileKeys - 1 > pos0) {
+    float al0, al1;
+    SoftmaxTile(sc, sm, key_base + kTileKeys - 1 > pos0, key_base, qpos0, qpos1, score_scale, tq,
+                &al0, &al1);
+    cuda::WgmmaWait<0>();  // P V(t - 1) done: O and P are free
 #pragma unroll
-      for (int nt = 0; nt < 8; ++nt) {
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int kpos = key_base + nt * 8 + 2 * tq + e;
-          sc[4 * nt + e] = kpos <= qpos0 ? sc[4 * nt + e] * score_scale : -INFINITY;
-          sc[4 * nt + 2 + e] = kpos <= qpos1 ? sc[4 * nt + 2 + e] * score_scale : -INFINITY;
-        }
-      }
-    } else {
-#pragma unroll
-      for (int i = 0; i < 32; ++i) sc[i] *= score_scale;
-    }
-#pragma unroll
-    for (int nt = 0; nt < 8; ++nt) {
-      mx0 = fmaxf(mx0, fmaxf(sc[4 * nt], sc[4 * nt + 1]));
-      mx1 = fmaxf(mx1, fmaxf(sc[4 * nt + 2], sc[4 * nt + 3]));
-    }
-    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-    // Every row sees key 0 in the first tile, so mx0 / mx1 are finite here.
-    const float al0 = exp2f(m0 - mx0);
-    const float al1 = exp2f(m1 - mx1);
-    m0 = mx0;
-    m1 = mx1;
-    float rs0 = 0.0f, rs1 = 0.0f;
-#pragma unroll
-    for (int nt = 0; nt < 8; ++nt) {
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        sc[4 * nt + e] = exp2f(sc[4 * nt + e] - mx0);
-        sc[4 * nt + 2 + e] = exp2f(sc[4 * nt + 2 + e] - mx1);
-        rs0 += sc[4 * nt + e];
-        rs1 += sc[4 * nt + 2 + e];
-      }
-    }
-    l0 = l0 * al0 + rs0;
-    l1 = l1 * al1 + rs1;
+    for (int i = 0; i < D / 2; ++i) cuda::KeepOperand(o[i]);
 #pragma unroll
     for (int dn = 0; dn < D / 8; ++dn) {
       o[4 * dn] *= al0;
@@ -329,10 +391,8 @@ __global__ void __launch_bounds__(kThreads, 2) AttnFlashSm90Kernel(AttnArgs a) {
       o[4 * dn + 2] *= al1;
       o[4 * dn + 3] *= al1;
     }
-
-    // O += P V: P's 16-key steps as A fragments (the C layout of S is the A
-    // layout of P, two 8-key tiles a step).
-    uint32_t pa[4][4];
+    // P's 16-key steps as A fragments (the C layout of S is the A layout of
+    // P, two 8-key tiles a step).
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks) {
       pa[ks][0] = Pack2Sm90<kFp8>(sc[8 * ks], sc[8 * ks + 1]);
@@ -340,39 +400,35 @@ __global__ void __launch_bounds__(kThreads, 2) AttnFlashSm90Kernel(AttnArgs a) {
       pa[ks][2] = Pack2Sm90<kFp8>(sc[8 * ks + 4], sc[8 * ks + 5]);
       pa[ks][3] = Pack2Sm90<kFp8>(sc[8 * ks + 6], sc[8 * ks + 7]);
     }
-#pragma unroll
-    for (int i = 0; i < D / 2; ++i) cuda::KeepOperand(o[i]);
-#pragma unroll
-    for (int ks = 0; ks < 4; ++ks) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) cuda::KeepOperand(pa[ks][e]);
-    }
-    cuda::WgmmaFence();
-#pragma unroll
-    for (int ks = 0; ks < 4; ++ks) {
-      const uint64_t desc = cuda::SmemDescriptor128B(v_addr + st * S::kTileBytes + ks * 16 * 128,
-                                                     S::kPanelBytes, 1024);
-      MmaPv<D, kFp8>(o, pa[ks], desc);
-    }
-    cuda::WgmmaCommit();
-    cuda::WgmmaWait<0>();
-#pragma unroll
-    for (int i = 0; i < D / 2; ++i) cuda::KeepOperand(o[i]);
-    __syncthreads();  // every warp is done with stage st before it is refilled
   }
+  // The last tile's P V.
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) cuda::KeepOperand(o[i]);
+#pragma unroll
+  for (int ks = 0; ks < 4; ++ks) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) cuda::KeepOperand(pa[ks][e]);
+  }
+  cuda::WgmmaFence();
+  issue_pv((num_tiles - 1) % S::kStages);
+  cuda::WgmmaCommit();
+  cuda::WgmmaWait<0>();
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) cuda::KeepOperand(o[i]);
   cuda::CpAsyncWait<0>();
+  float l0 = sm.l0, l1 = sm.l1;
   l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
   l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
   l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
   l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
   const float out_scale = kFp8 ? VScale(a, kvh) : 1.0f;
-  if (q_begin + r0 < q_end) {
-    StoreRowSm90<D>(a.out + (static_cast<int64_t>(q_begin + r0) * a.num_heads + h) * D, o, 0, l0,
-                    out_scale, tq);
+  if (row_live(r0)) {
+    StoreRowSm90<D>(a.out + (static_cast<int64_t>(row_token(r0)) * a.num_heads + row_head(r0)) * D,
+                    o, 0, l0, out_scale, tq);
   }
-  if (q_begin + r1 < q_end) {
-    StoreRowSm90<D>(a.out + (static_cast<int64_t>(q_begin + r1) * a.num_heads + h) * D, o, 1, l1,
-                    out_scale, tq);
+  if (row_live(r1)) {
+    StoreRowSm90<D>(a.out + (static_cast<int64_t>(row_token(r1)) * a.num_heads + row_head(r1)) * D,
+                    o, 1, l1, out_scale, tq);
   }
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 }
@@ -381,18 +437,21 @@ template <int D, bool kFp8>
 absl::Status LaunchSm90(const AttnArgs& a, int num_tokens, cudaStream_t stream) {
   constexpr auto kKernel = AttnFlashSm90Kernel<D, kFp8>;
   constexpr int kSmem = Sm90Shape<D, kFp8>::kSmemBytes;
-  static const cudaError_t carveout = cudaFuncSetAttribute(
-      kKernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
-  CUDA_RETURN_IF_ERROR(carveout);
-  // Tiles never cross chunks: at most ceil(T / 64) + num_seqs of them.
-  const int64_t tiles = cuda::CeilDiv(num_tokens, 64) + a.num_seqs;
+  static const cudaError_t allowed =
+      cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+  CUDA_RETURN_IF_ERROR(allowed);
+  // The kernel's GQA packing: tiles of 128 / min(group, 128) tokens, which
+  // never cross chunks: at most ceil(T / tokens) + num_seqs of them.
+  const int hg = std::min(a.group, kSm90Rows);
+  const int64_t tiles = cuda::CeilDiv(num_tokens, kSm90Rows / hg) + a.num_seqs;
   if (tiles > 65535) {
     return absl::InvalidArgumentError(
         cuda::Cat("PagedAttention: ", num_tokens, " prefill tokens in ", a.num_seqs,
                   " chunks need ", tiles, " query tiles; the flash prefill takes at most 65535"));
   }
-  const dim3 grid(a.num_heads, static_cast<unsigned>(tiles));
-  return LaunchAttention<kKernel>(kSmem, grid, stream, a);
+  const dim3 grid(a.num_kv_heads * cuda::CeilDiv(a.group, hg), static_cast<unsigned>(tiles));
+  CUDA_RETURN_IF_ERROR(cuda::LaunchPdl(kKernel, grid, dim3(kSm90Threads), kSmem, stream, a));
+  return absl::OkStatus();
 }
 
 }  // namespace

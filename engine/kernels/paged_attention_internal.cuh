@@ -77,6 +77,31 @@ __device__ __forceinline__ int FindSeq(const int32_t* cu, int num_seqs, int t) {
   return lo;
 }
 
+// One query tile of a prefill kernel: tokens [q_begin, q_end) of chunk s, at
+// positions pos0 .. last_pos.
+struct PrefillTile {
+  int s, q_begin, q_end, pos0, last_pos;
+};
+
+// Query tile b when every chunk is cut into tiles of tile_tokens tokens,
+// chunk after chunk (tiles never cross chunks); false past the last tile.
+__device__ __forceinline__ bool FindPrefillTile(const AttnArgs& a, int b, int tile_tokens,
+                                                PrefillTile* t) {
+  for (int i = 0; i < a.num_seqs; ++i) {
+    const int tiles = (a.cu_query_lens[i + 1] - a.cu_query_lens[i] + tile_tokens - 1) / tile_tokens;
+    if (b < tiles) {
+      t->s = i;
+      t->q_begin = a.cu_query_lens[i] + b * tile_tokens;
+      t->q_end = min(a.cu_query_lens[i + 1], t->q_begin + tile_tokens);
+      t->pos0 = a.start_pos[i] + (t->q_begin - a.cu_query_lens[i]);
+      t->last_pos = t->pos0 + (t->q_end - t->q_begin) - 1;
+      return true;
+    }
+    b -= tiles;
+  }
+  return false;
+}
+
 // Element offset of (position p, kv head, dim 0) in a layer's pool.
 __device__ __forceinline__ int64_t KvOffset(const AttnArgs& a, const int32_t* table, int p, int kvh,
                                             int head_dim) {

@@ -109,6 +109,10 @@ inline std::vector<AttnCase> PagedAttentionCases() {
        24},
       {"chunked_d64_g2_bs5", 64, 8, 4, {{61, 129}, {0, 3}, {2000, 65}}, 1, kAuto, 5},
       {"prefill_d128_g1_mid", 128, 8, 8, {{1000, 513}}, 1, kAuto},
+      // Groups whose heads do not divide the 64 rows of the wgmma kernel's
+      // GQA-packed tiles (12: 5 tokens x 12 heads), and the largest group.
+      {"chunked_d128_g12", 128, 96, 8, {{3, 150}, {0, 7}}, 1, kAuto},
+      {"prefill_d64_g16", 64, 32, 2, {{0, 90}}, 1, kAuto},
       {"prefill_d64_g1_one_tile", 64, 4, 4, {{0, 64}}, 1, kAuto},
       {"prefill_d64_g4_short", 64, 32, 8, {{0, 30}}, 1, kAuto},
       {"prefill_d64_g4", 64, 32, 8, {{0, 200}}, 1, kAuto},
