@@ -2,8 +2,9 @@
 // AllocateSwapSpace / SwapOut / SwapIn, the scheduler's "Swap ordering").
 // Pinned host memory (cudaHostAlloc) laid out as swap_copy.h says (every
 // layer's K pool and V pool in turn, [host block][block bytes]), and a
-// swap's copies queued on a copy stream of its own: one cudaMemcpyAsync a
-// run of consecutive blocks (KvBlockRuns) a layer for K and one for V.
+// swap's copies queued on a copy stream of its own: a run of consecutive
+// blocks (KvBlockRuns) a layer for K and one for V, every run of the swap in
+// one cudaMemcpyBatchAsync.
 //
 //   compute stream:  ... step N-1 ... | wait(done) | step N's kernels ...
 //                                   \      ^
@@ -69,6 +70,10 @@ class KvSwap {
   cudaStream_t copy_ = nullptr;
   cudaEvent_t ready_ = nullptr;  // the compute stream before the copies
   cudaEvent_t done_ = nullptr;   // the copies
+  // One swap's runs, for cudaMemcpyBatchAsync (kept to reuse their storage).
+  std::vector<void*> dsts_;
+  std::vector<const void*> srcs_;
+  std::vector<size_t> sizes_;
 };
 
 }  // namespace onecard::engine
