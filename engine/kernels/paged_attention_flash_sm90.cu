@@ -444,11 +444,10 @@ absl::Status LaunchSm90(const AttnArgs& a, int num_tokens, cudaStream_t stream) 
   // never cross chunks: at most ceil(T / tokens) + num_seqs of them.
   const int hg = std::min(a.group, kSm90Rows);
   const int64_t tiles = cuda::CeilDiv(num_tokens, kSm90Rows / hg) + a.num_seqs;
-  if (tiles > 65535) {
-    return absl::InvalidArgumentError(
-        cuda::Cat("PagedAttention: ", num_tokens, " prefill tokens in ", a.num_seqs,
-                  " chunks need ", tiles, " query tiles; the flash prefill takes at most 65535"));
-  }
+  // The tiles are the grid's y (at most 65535): a step of more tokens (up
+  // to 2^20 with 8 tokens a tile at group 16) takes the mma.sync kernel,
+  // whose tiles are its x.
+  if (tiles > 65535) return LaunchFlashPrefill(a, D, num_tokens, stream);
   const dim3 grid(a.num_kv_heads * cuda::CeilDiv(a.group, hg), static_cast<unsigned>(tiles));
   CUDA_RETURN_IF_ERROR(cuda::LaunchPdl(kKernel, grid, dim3(kSm90Threads), kSmem, stream, a));
   return absl::OkStatus();

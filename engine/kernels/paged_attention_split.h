@@ -9,10 +9,12 @@
 //   (mma.sync bf16) with the 16 mma rows holding a kv head's query group, so
 //   each kv head's K/V are read once for the whole group (GQA); each split
 //   covers a multiple of 64 keys (short contexts leave the last splits empty).
-// - flash prefill (any chunk longer than one token; head_dim 64 / 128):
-//   64 queries x one head a block, 64-key tiles streamed with cp.async;
-//   Hopper's warpgroup MMA (wgmma) on sm_90a builds, mma.sync otherwise
-//   (or with kFlashMma).
+// - flash prefill (any chunk longer than one token; head_dim 64 / 128),
+//   64-key tiles streamed with cp.async: on sm_90a builds Hopper's
+//   warpgroup MMA (wgmma), 128 query rows a block (tokens x the query heads
+//   of one kv head); mma.sync otherwise, with kFlashMma, or for a step of
+//   more than 65535 of the wgmma kernel's query tiles: 64 queries x one
+//   head a block.
 // - general (the other head_dims, or kGeneral): one block per (kv head,
 //   query token, split) on CUDA cores, the group's K/V read once too.
 // A split's partial (normalized output, running max and sum) goes to the
