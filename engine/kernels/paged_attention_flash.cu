@@ -41,37 +41,15 @@ struct FlashShape {
 template <int D>
 __device__ __forceinline__ void LoadTileFlash(const AttnArgs& a, const int32_t* table, int kvh,
                                               int k_begin, int kv_len, bf16* ks, bf16* vs) {
-  constexpr int kChunks = D / 8;
   constexpr int kRow = FlashShape<D>::kRow;
-  for (int i = threadIdx.x; i < kTileKeys * kChunks; i += kThreads) {
-    const int j = i / kChunks;
-    const int c = i - j * kChunks;
-    const int p = k_begin + j;
-    const bool valid = p < kv_len;
-    const int64_t off = valid ? KvOffset(a, table, p, kvh, D) + c * 8 : 0;
-    cuda::CpAsync16(ks + j * kRow + c * 8, a.k_cache + off, valid);
-    cuda::CpAsync16(vs + j * kRow + c * 8, a.v_cache + off, valid);
-  }
+  ForEachKvChunk<D, 8, kThreads>(a, table, kvh, k_begin, kv_len,
+                                 [&](int j, int c, int64_t off, bool valid) {
+                                   cuda::CpAsync16(ks + j * kRow + c * 8, a.k_cache + off, valid);
+                                   cuda::CpAsync16(vs + j * kRow + c * 8, a.v_cache + off, valid);
+                                 });
 }
 
-// FP8: the same keys' codes into staging tiles ks8 / vs8 ([kTileKeys][D]).
-template <int D>
-__device__ __forceinline__ void LoadTileFlashFp8(const AttnArgs& a, const int32_t* table, int kvh,
-                                                 int k_begin, int kv_len, unsigned char* ks8,
-                                                 unsigned char* vs8) {
-  constexpr int kChunks = D / 16;
-  for (int i = threadIdx.x; i < kTileKeys * kChunks; i += kThreads) {
-    const int j = i / kChunks;
-    const int c = i - j * kChunks;
-    const int p = k_begin + j;
-    const bool valid = p < kv_len;
-    const int64_t off = valid ? KvOffset(a, table, p, kvh, D) + c * 16 : 0;
-    cuda::CpAsync16(ks8 + j * D + c * 16, a.k_codes + off, valid);
-    cuda::CpAsync16(vs8 + j * D + c * 16, a.v_codes + off, valid);
-  }
-}
-
-// FP8: the thread's own chunks of LoadTileFlashFp8 (landed) widened to f16.
+// FP8: the thread's own chunks of LoadKvCodes (landed) widened to f16.
 template <int D>
 __device__ __forceinline__ void WidenTileFlash(const unsigned char* ks8, const unsigned char* vs8,
                                                bf16* ks, bf16* vs) {
@@ -103,11 +81,6 @@ __device__ __forceinline__ void Mma(float* c, const uint32_t* a, uint32_t b0, ui
   } else {
     cuda::MmaBf16(c, a, b0, b1);
   }
-}
-
-template <bool kFp8>
-__device__ __forceinline__ uint32_t Pack2(float lo, float hi) {
-  return kFp8 ? kvfp8::PackF16x2(lo, hi) : cuda::PackBf16x2(lo, hi);
 }
 
 // One 64-key tile: scores, mask, online softmax, and O += P V. kFp8: f16
@@ -174,10 +147,10 @@ __device__ __forceinline__ void FlashTile(FlashRows<D>& r, const uint32_t (*qa)[
   }
 #pragma unroll
   for (int ks = 0; ks < 4; ++ks) {
-    const uint32_t pa[4] = {Pack2<kFp8>(sacc[2 * ks][0], sacc[2 * ks][1]),
-                            Pack2<kFp8>(sacc[2 * ks][2], sacc[2 * ks][3]),
-                            Pack2<kFp8>(sacc[2 * ks + 1][0], sacc[2 * ks + 1][1]),
-                            Pack2<kFp8>(sacc[2 * ks + 1][2], sacc[2 * ks + 1][3])};
+    const uint32_t pa[4] = {PackPair<kFp8>(sacc[2 * ks][0], sacc[2 * ks][1]),
+                            PackPair<kFp8>(sacc[2 * ks][2], sacc[2 * ks][3]),
+                            PackPair<kFp8>(sacc[2 * ks + 1][0], sacc[2 * ks + 1][1]),
+                            PackPair<kFp8>(sacc[2 * ks + 1][2], sacc[2 * ks + 1][3])};
 #pragma unroll
     for (int dn = 0; dn < S::kDimTiles; dn += 2) {
       uint32_t b[4];
@@ -254,7 +227,7 @@ __global__ void __launch_bounds__(kThreads) AttnFlashKernel(AttnArgs a) {
   // Tile i goes to buffer i % 2 (FP8: its codes to staging buffer i % 2,
   // widened into buffer i % 2 by the threads that copied them).
   if constexpr (kFp8) {
-    LoadTileFlashFp8<D>(a, table, kvh, 0, kv_len, ks8, vs8);
+    LoadKvCodes<D, kThreads>(a, table, kvh, 0, kv_len, ks8, vs8);
   } else {
     LoadTileFlash<D>(a, table, kvh, 0, kv_len, ks, vs);
   }
@@ -263,8 +236,8 @@ __global__ void __launch_bounds__(kThreads) AttnFlashKernel(AttnArgs a) {
     const int buf = tile & 1;
     if (tile + 1 < num_tiles) {
       if constexpr (kFp8) {
-        LoadTileFlashFp8<D>(a, table, kvh, (tile + 1) * kTileKeys, kv_len,
-                            ks8 + (buf ^ 1) * kTileKeys * D, vs8 + (buf ^ 1) * kTileKeys * D);
+        LoadKvCodes<D, kThreads>(a, table, kvh, (tile + 1) * kTileKeys, kv_len,
+                                 ks8 + (buf ^ 1) * kTileKeys * D, vs8 + (buf ^ 1) * kTileKeys * D);
       } else {
         LoadTileFlash<D>(a, table, kvh, (tile + 1) * kTileKeys, kv_len,
                          ks + (buf ^ 1) * kTileKeys * S::kRow,

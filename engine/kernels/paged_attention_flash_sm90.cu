@@ -80,37 +80,15 @@ template <int D>
 __device__ __forceinline__ void LoadTileSm90(const AttnArgs& a, const int32_t* table, int kvh,
                                              int k_begin, int kv_len, unsigned char* ks,
                                              unsigned char* vs) {
-  constexpr int kChunks = D / 8;
-  for (int i = threadIdx.x; i < kTileKeys * kChunks; i += kSm90Threads) {
-    const int j = i / kChunks;
-    const int c = i - j * kChunks;
-    const int p = k_begin + j;
-    const bool valid = p < kv_len;
-    const int64_t off = valid ? KvOffset(a, table, p, kvh, D) + c * 8 : 0;
-    const int dst = SwizzledChunk<D>(j, c);
-    cuda::CpAsync16(ks + dst, a.k_cache + off, valid);
-    cuda::CpAsync16(vs + dst, a.v_cache + off, valid);
-  }
+  ForEachKvChunk<D, 8, kSm90Threads>(a, table, kvh, k_begin, kv_len,
+                                     [&](int j, int c, int64_t off, bool valid) {
+                                       const int dst = SwizzledChunk<D>(j, c);
+                                       cuda::CpAsync16(ks + dst, a.k_cache + off, valid);
+                                       cuda::CpAsync16(vs + dst, a.v_cache + off, valid);
+                                     });
 }
 
-// FP8: the same keys' codes into staging tiles ([kTileKeys][D] codes).
-template <int D>
-__device__ __forceinline__ void LoadCodesSm90(const AttnArgs& a, const int32_t* table, int kvh,
-                                              int k_begin, int kv_len, unsigned char* ks8,
-                                              unsigned char* vs8) {
-  constexpr int kChunks = D / 16;
-  for (int i = threadIdx.x; i < kTileKeys * kChunks; i += kSm90Threads) {
-    const int j = i / kChunks;
-    const int c = i - j * kChunks;
-    const int p = k_begin + j;
-    const bool valid = p < kv_len;
-    const int64_t off = valid ? KvOffset(a, table, p, kvh, D) + c * 16 : 0;
-    cuda::CpAsync16(ks8 + j * D + c * 16, a.k_codes + off, valid);
-    cuda::CpAsync16(vs8 + j * D + c * 16, a.v_codes + off, valid);
-  }
-}
-
-// FP8: the thread's own chunks of LoadCodesSm90 (landed) widened to f16 in
+// FP8: the thread's own chunks of LoadKvCodes (landed) widened to f16 in
 // the swizzled tiles.
 template <int D>
 __device__ __forceinline__ void WidenTileSm90(const unsigned char* ks8, const unsigned char* vs8,
@@ -127,11 +105,6 @@ __device__ __forceinline__ void WidenTileSm90(const unsigned char* ks8, const un
     *reinterpret_cast<uint4*>(vs + SwizzledChunk<D>(j, 2 * c)) = lo;
     *reinterpret_cast<uint4*>(vs + SwizzledChunk<D>(j, 2 * c + 1)) = hi;
   }
-}
-
-template <bool kFp8>
-__device__ __forceinline__ uint32_t Pack2Sm90(float lo, float hi) {
-  return kFp8 ? kvfp8::PackF16x2(lo, hi) : cuda::PackBf16x2(lo, hi);
 }
 
 // o (+)= p x V for one 16-key step: m64n{D}k16, V N-major.
@@ -304,8 +277,8 @@ __global__ void __launch_bounds__(kSm90Threads, 1) AttnFlashSm90Kernel(AttnArgs 
   auto load = [&](int tile) {
     const int st = tile % S::kStages;
     if constexpr (kFp8) {
-      LoadCodesSm90<D>(a, table, kvh, tile * kTileKeys, kv_len, k_codes + st * S::kCodeBytes,
-                       v_codes + st * S::kCodeBytes);
+      LoadKvCodes<D, kSm90Threads>(a, table, kvh, tile * kTileKeys, kv_len,
+                                   k_codes + st * S::kCodeBytes, v_codes + st * S::kCodeBytes);
     } else {
       LoadTileSm90<D>(a, table, kvh, tile * kTileKeys, kv_len, k_tiles + st * S::kTileBytes,
                       v_tiles + st * S::kTileBytes);
@@ -395,10 +368,10 @@ __global__ void __launch_bounds__(kSm90Threads, 1) AttnFlashSm90Kernel(AttnArgs 
     // P, two 8-key tiles a step).
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks) {
-      pa[ks][0] = Pack2Sm90<kFp8>(sc[8 * ks], sc[8 * ks + 1]);
-      pa[ks][1] = Pack2Sm90<kFp8>(sc[8 * ks + 2], sc[8 * ks + 3]);
-      pa[ks][2] = Pack2Sm90<kFp8>(sc[8 * ks + 4], sc[8 * ks + 5]);
-      pa[ks][3] = Pack2Sm90<kFp8>(sc[8 * ks + 6], sc[8 * ks + 7]);
+      pa[ks][0] = PackPair<kFp8>(sc[8 * ks], sc[8 * ks + 1]);
+      pa[ks][1] = PackPair<kFp8>(sc[8 * ks + 2], sc[8 * ks + 3]);
+      pa[ks][2] = PackPair<kFp8>(sc[8 * ks + 4], sc[8 * ks + 5]);
+      pa[ks][3] = PackPair<kFp8>(sc[8 * ks + 6], sc[8 * ks + 7]);
     }
   }
   // The last tile's P V.
@@ -437,9 +410,6 @@ template <int D, bool kFp8>
 absl::Status LaunchSm90(const AttnArgs& a, int num_tokens, cudaStream_t stream) {
   constexpr auto kKernel = AttnFlashSm90Kernel<D, kFp8>;
   constexpr int kSmem = Sm90Shape<D, kFp8>::kSmemBytes;
-  static const cudaError_t allowed =
-      cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
-  CUDA_RETURN_IF_ERROR(allowed);
   // The kernel's GQA packing: tiles of 128 / min(group, 128) tokens, which
   // never cross chunks: at most ceil(T / tokens) + num_seqs of them.
   const int hg = std::min(a.group, kSm90Rows);
@@ -449,8 +419,7 @@ absl::Status LaunchSm90(const AttnArgs& a, int num_tokens, cudaStream_t stream) 
   // whose tiles are its x.
   if (tiles > 65535) return LaunchFlashPrefill(a, D, num_tokens, stream);
   const dim3 grid(a.num_kv_heads * cuda::CeilDiv(a.group, hg), static_cast<unsigned>(tiles));
-  CUDA_RETURN_IF_ERROR(cuda::LaunchPdl(kKernel, grid, dim3(kSm90Threads), kSmem, stream, a));
-  return absl::OkStatus();
+  return LaunchAttention<kKernel, kSm90Threads>(kSmem, grid, stream, a);
 }
 
 }  // namespace

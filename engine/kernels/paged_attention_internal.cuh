@@ -13,6 +13,8 @@
 #include "absl/status/status.h"
 #include "engine/kernels/cuda_check.h"
 #include "engine/kernels/cuda_common.cuh"
+#include "engine/kernels/cuda_ptx.cuh"
+#include "engine/kernels/kv_fp8.cuh"
 
 namespace onecard::engine::attention {
 
@@ -110,17 +112,54 @@ __device__ __forceinline__ int64_t KvOffset(const AttnArgs& a, const int32_t* ta
   return (slot * a.num_kv_heads + kvh) * head_dim;
 }
 
+// This thread's share (threads threadIdx.x, + kStride, ...) of the 16-byte
+// chunks of keys [k_begin, k_begin + kTileKeys) of one kv head, kElems
+// elements a chunk: fn(key j of the tile, chunk c of its row, the chunk's
+// element offset in the pools (0 for a key >= kv_len), whether j < kv_len).
+template <int D, int kElems, int kStride, typename Fn>
+__device__ __forceinline__ void ForEachKvChunk(const AttnArgs& a, const int32_t* table, int kvh,
+                                               int k_begin, int kv_len, Fn&& fn) {
+  constexpr int kChunks = D / kElems;
+  for (int i = threadIdx.x; i < kTileKeys * kChunks; i += kStride) {
+    const int j = i / kChunks;
+    const int c = i - j * kChunks;
+    const int p = k_begin + j;
+    const bool valid = p < kv_len;
+    fn(j, c, valid ? KvOffset(a, table, p, kvh, D) + c * kElems : int64_t{0}, valid);
+  }
+}
+
+// FP8 prefill kernels: the same keys' codes into staging tiles ks8 / vs8
+// ([kTileKeys][D] codes; keys >= kv_len are zeros).
+template <int D, int kStride>
+__device__ __forceinline__ void LoadKvCodes(const AttnArgs& a, const int32_t* table, int kvh,
+                                            int k_begin, int kv_len, unsigned char* ks8,
+                                            unsigned char* vs8) {
+  ForEachKvChunk<D, 16, kStride>(a, table, kvh, k_begin, kv_len,
+                                 [&](int j, int c, int64_t off, bool valid) {
+                                   cuda::CpAsync16(ks8 + j * D + c * 16, a.k_codes + off, valid);
+                                   cuda::CpAsync16(vs8 + j * D + c * 16, a.v_codes + off, valid);
+                                 });
+}
+
+// Two probabilities packed as a tensor-core operand: f16 for the FP8
+// cache's f16 products, else bf16.
+template <bool kF16>
+__device__ __forceinline__ uint32_t PackPair(float lo, float hi) {
+  return kF16 ? kvfp8::PackF16x2(lo, hi) : cuda::PackBf16x2(lo, hi);
+}
+
 // Launches attention kernel `Kernel` with `smem` bytes of dynamic shared
 // memory (its limit raised on the first launch) over `grid` blocks of
-// kThreads, as a programmatic dependent launch.
-template <auto Kernel>
+// kBlockThreads, as a programmatic dependent launch.
+template <auto Kernel, int kBlockThreads = kThreads>
 absl::Status LaunchAttention(int smem, dim3 grid, cudaStream_t stream, const AttnArgs& a) {
   static const cudaError_t allowed =
       smem <= 48 * 1024
           ? cudaSuccess
           : cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   CUDA_RETURN_IF_ERROR(allowed);
-  CUDA_RETURN_IF_ERROR(cuda::LaunchPdl(Kernel, grid, dim3(kThreads), smem, stream, a));
+  CUDA_RETURN_IF_ERROR(cuda::LaunchPdl(Kernel, grid, dim3(kBlockThreads), smem, stream, a));
   return absl::OkStatus();
 }
 
