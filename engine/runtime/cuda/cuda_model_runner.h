@@ -54,6 +54,12 @@ namespace onecard::engine {
 // or nowhere (RopeKvWrite everywhere); the last two for comparisons.
 enum class FusedRope { kAfterCublas, kAll, kOff };
 
+// How KV swap moves a swap's blocks (kv_swap.h): the copy engines (one copy
+// a contiguous run and part), the SMs (CopyKvBlocks: one launch, any
+// blocks), or kAuto, which picks per swap from its runs' lengths (what
+// serves); the other two for comparisons and tests.
+enum class KvSwapCopy { kAuto, kCopyEngines, kSms };
+
 struct CudaRunnerOptions {
   int32_t device = 0;
   int64_t gpu_memory_budget = 0;  // bytes; 0 = the card's free memory
@@ -71,7 +77,9 @@ struct CudaRunnerOptions {
   // faster; 1 = always whole; N > 1 = N partials wherever k allows (tests).
   int32_t gemm_splits = 0;
   FusedRope fused_rope = FusedRope::kAfterCublas;
-  BlasTunerOptions tuner;  // blas_tuner.h: the search and power-cap ranking
+  KvSwapCopy kv_swap_copy = KvSwapCopy::kAuto;
+  int32_t kv_swap_sm_blocks = 0;  // kSms: blocks of CopyKvBlocks' grid; 0 = one an SM
+  BlasTunerOptions tuner;         // blas_tuner.h: the search and power-cap ranking
   // A file of tuned choices (BlasTuner::Serialize plus the split counts):
   // loaded at creation when it exists and was made on the same card and
   // cuBLASLt, so only missing shapes are timed (and those whose cuBLASLt

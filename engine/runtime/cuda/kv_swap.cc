@@ -16,7 +16,8 @@
 namespace onecard::engine {
 
 absl::StatusOr<std::unique_ptr<KvSwap>> KvSwap::Create(std::vector<KvPoolPart> parts,
-                                                       int32_t num_device_blocks, int64_t bytes) {
+                                                       int32_t num_device_blocks, int64_t bytes,
+                                                       KvSwapCopy copy, int32_t sm_blocks) {
   const int64_t block_bytes = KvSwapCopier::BlockBytes(parts);
   const int64_t num_blocks = std::min<int64_t>(block_bytes > 0 ? bytes / block_bytes : 0,
                                                std::numeric_limits<int32_t>::max());
@@ -42,6 +43,19 @@ absl::StatusOr<std::unique_ptr<KvSwap>> KvSwap::Create(std::vector<KvPoolPart> p
         "pinning a swap space of %d bytes failed (%s)", host_bytes, cudaGetErrorString(pinned)));
   }
   swap->host_ = static_cast<char*>(host);
+  swap->method_ = copy;
+  swap->sm_blocks_ = sm_blocks;
+  swap->num_device_blocks_ = num_device_blocks;
+  // The same layout as the copier's: [part][host block][block bytes].
+  char* host_part = swap->host_;
+  for (const KvPoolPart& part : parts) {
+    swap->copy_parts_.push_back({part.base, host_part, part.block_bytes});
+    host_part += num_blocks * part.block_bytes;
+  }
+  const size_t parts_bytes = swap->copy_parts_.size() * sizeof(KvCopyPart);
+  CUDA_RETURN_IF_ERROR(cudaMalloc(&swap->device_parts_, parts_bytes));
+  CUDA_RETURN_IF_ERROR(cudaMemcpy(swap->device_parts_, swap->copy_parts_.data(), parts_bytes,
+                                  cudaMemcpyHostToDevice));
   swap->copier_ = KvSwapCopier(std::move(parts), num_device_blocks, swap->host_,
                                static_cast<int32_t>(num_blocks));
   CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&swap->copy_, cudaStreamNonBlocking));
@@ -55,6 +69,7 @@ KvSwap::~KvSwap() {
   if (ready_ != nullptr) cudaEventDestroy(ready_);
   if (done_ != nullptr) cudaEventDestroy(done_);
   if (copy_ != nullptr) cudaStreamDestroy(copy_);
+  if (device_parts_ != nullptr) cudaFree(device_parts_);
   if (host_ != nullptr) cudaFreeHost(host_);
 }
 
@@ -64,27 +79,54 @@ absl::Status KvSwap::Copy(std::span<const KvBlockCopy> copies, KvSwapDirection d
   RETURN_IF_ERROR(copier_.Check(copies));  // before the streams are tied
   CUDA_RETURN_IF_ERROR(cudaEventRecord(ready_, compute));
   CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(copy_, ready_, 0));
-  // Every run in one cudaMemcpyBatchAsync: a swap of scattered blocks is
-  // thousands of 40-320 KiB runs, whose one-call-each submission cost more
-  // than their transfer.
-  dsts_.clear();
-  srcs_.clear();
-  sizes_.clear();
-  RETURN_IF_ERROR(copier_.ForEachRun(
-      copies, direction, [&](char* dst, const char* src, int64_t bytes) -> absl::Status {
-        dsts_.push_back(dst);
-        srcs_.push_back(src);
-        sizes_.push_back(static_cast<size_t>(bytes));
-        return absl::OkStatus();
-      }));
-  cudaMemcpyAttributes attrs{};
-  attrs.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
-  size_t attrs_index = 0;
-  CUDA_RETURN_IF_ERROR(cudaMemcpyBatchAsync(dsts_.data(), srcs_.data(), sizes_.data(),
-                                            sizes_.size(), &attrs, &attrs_index, 1, copy_));
+  if (UsesSms(copies)) {
+    pairs_.clear();
+    for (const KvBlockCopy& c : copies) pairs_.push_back({c.device_block, c.host_block});
+    RETURN_IF_ERROR(
+        CopyKvBlocks({.parts = copy_parts_,
+                      .device_parts = device_parts_,
+                      .pairs = pairs_,
+                      .num_device_blocks = num_device_blocks_,
+                      .num_host_blocks = copier_.num_host_blocks(),
+                      .direction = direction == KvSwapDirection::kOut ? KvCopyDirection::kToHost
+                                                                      : KvCopyDirection::kToDevice,
+                      .grid_blocks = sm_blocks_},
+                     copy_));
+  } else {
+    // Every run in one cudaMemcpyBatchAsync: one call a run costs more than
+    // the transfer of short runs.
+    dsts_.clear();
+    srcs_.clear();
+    sizes_.clear();
+    RETURN_IF_ERROR(copier_.ForEachRun(
+        copies, direction, [&](char* dst, const char* src, int64_t bytes) -> absl::Status {
+          dsts_.push_back(dst);
+          srcs_.push_back(src);
+          sizes_.push_back(static_cast<size_t>(bytes));
+          return absl::OkStatus();
+        }));
+    cudaMemcpyAttributes attrs{};
+    attrs.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+    size_t attrs_index = 0;
+    CUDA_RETURN_IF_ERROR(cudaMemcpyBatchAsync(dsts_.data(), srcs_.data(), sizes_.data(),
+                                              sizes_.size(), &attrs, &attrs_index, 1, copy_));
+  }
   CUDA_RETURN_IF_ERROR(cudaEventRecord(done_, copy_));
   CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(compute, done_, 0));
   return absl::OkStatus();
+}
+
+bool KvSwap::UsesSms(std::span<const KvBlockCopy> copies) const {
+  switch (method_) {
+    case KvSwapCopy::kCopyEngines:
+      return false;
+    case KvSwapCopy::kSms:
+      return true;
+    case KvSwapCopy::kAuto:
+      break;
+  }
+  const int64_t runs = static_cast<int64_t>(KvBlockRuns(copies).size());
+  return static_cast<int64_t>(copies.size()) < kEngineRunBlocks * runs;
 }
 
 absl::Status KvSwap::Synchronize() {
@@ -109,7 +151,8 @@ absl::StatusOr<KvSwapSpace> CudaRunnerImpl::AllocateSwapSpace(int64_t bytes) {
     parts.push_back({static_cast<char*>(k_cache_[l]), block_bytes});
     parts.push_back({static_cast<char*>(v_cache_[l]), block_bytes});
   }
-  ASSIGN_OR_RETURN(kv_swap_, KvSwap::Create(std::move(parts), kv_layout_.num_blocks, bytes));
+  ASSIGN_OR_RETURN(kv_swap_, KvSwap::Create(std::move(parts), kv_layout_.num_blocks, bytes,
+                                            options_.kv_swap_copy, options_.kv_swap_sm_blocks));
   return kv_swap_->space();
 }
 

@@ -2,9 +2,17 @@
 // AllocateSwapSpace / SwapOut / SwapIn, the scheduler's "Swap ordering").
 // Pinned host memory (cudaHostAlloc) laid out as swap_copy.h says (every
 // layer's K pool and V pool in turn, [host block][block bytes]), and a
-// swap's copies queued on a copy stream of its own: a run of consecutive
-// blocks (KvBlockRuns) a layer for K and one for V, every run of the swap in
-// one cudaMemcpyBatchAsync.
+// swap's copies queued on a copy stream of its own, moved one of two ways:
+//   copy engines: a run of consecutive blocks (KvBlockRuns) a part (a
+//     layer's K pool or V pool), every run of the swap in one
+//     cudaMemcpyBatchAsync; the engines reach the link's rate on long runs,
+//     but pay a submission a copy, so single scattered blocks (32 KiB a
+//     part at 70B) fall well short of it;
+//   SMs: CopyKvBlocks (engine/kernels/kv_block_copy.h), one launch for the
+//     whole swap, loads and stores to the pinned memory's device addresses.
+// KvSwapCopy::kAuto takes the copy engines when the swap's runs average at
+// least kEngineRunBlocks blocks, else the SMs (bench/results/offload.md,
+// "KV swap", measured both).
 //
 //   compute stream:  ... step N-1 ... | wait(done) | step N's kernels ...
 //                                   \      ^
@@ -34,7 +42,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/kernels/kv_block_copy.h"
 #include "engine/kv_cache/swap_copy.h"
+#include "engine/runtime/cuda/cuda_model_runner.h"
 #include "engine/runtime/model_runner.h"
 
 namespace onecard::engine {
@@ -46,9 +56,14 @@ class KvSwap {
   // in pinned host memory. InvalidArgument when that is none;
   // ResourceExhausted when `bytes` exceed the host's available memory
   // (pinned pages cannot be swapped: more would take the machine down) or
-  // the pinning fails.
+  // the pinning fails. `copy` and `sm_blocks`: CudaRunnerOptions'
+  // kv_swap_copy and kv_swap_sm_blocks.
   static absl::StatusOr<std::unique_ptr<KvSwap>> Create(std::vector<KvPoolPart> parts,
-                                                        int32_t num_device_blocks, int64_t bytes);
+                                                        int32_t num_device_blocks, int64_t bytes,
+                                                        KvSwapCopy copy = KvSwapCopy::kAuto,
+                                                        int32_t sm_blocks = 0);
+  // kAuto: the copy engines for swaps whose runs average this many blocks.
+  static constexpr int64_t kEngineRunBlocks = 8;
   ~KvSwap();
   KvSwap(const KvSwap&) = delete;
   KvSwap& operator=(const KvSwap&) = delete;
@@ -62,6 +77,8 @@ class KvSwap {
   absl::Status Synchronize();
   // The pinned host memory, [part][host block][block bytes] (tests, benchmarks).
   char* host() const { return host_; }
+  // Whether kAuto (or the fixed choice) moves `copies` with the SMs.
+  bool UsesSms(std::span<const KvBlockCopy> copies) const;
 
  private:
   KvSwap() = default;
@@ -70,6 +87,13 @@ class KvSwap {
   cudaStream_t copy_ = nullptr;
   cudaEvent_t ready_ = nullptr;  // the compute stream before the copies
   cudaEvent_t done_ = nullptr;   // the copies
+  KvSwapCopy method_ = KvSwapCopy::kAuto;
+  int32_t sm_blocks_ = 0;
+  int32_t num_device_blocks_ = 0;
+  // CopyKvBlocks' parts: in host memory, and in device memory for the kernel.
+  std::vector<KvCopyPart> copy_parts_;
+  KvCopyPart* device_parts_ = nullptr;
+  std::vector<KvBlockPair> pairs_;  // one swap's, for CopyKvBlocks
   // One swap's runs, for cudaMemcpyBatchAsync (kept to reuse their storage).
   std::vector<void*> dsts_;
   std::vector<const void*> srcs_;

@@ -15,7 +15,9 @@
 // of 5 after one untimed, CUDA events on the stream the copies are ordered
 // after (kv_swap.h), so the figure includes the host's queueing of the
 // copies. Reports GB/s out and in against the pinned D2H / H2D ceilings of
-// this run, and the copies a swap queues.
+// this run, the copies a swap queues on the copy engines, and whether it
+// moved by the SMs instead (--kv_swap_copy: auto, engines or sms;
+// --kv_swap_sm_blocks).
 #include "engine/runtime/cuda/kv_swap.h"
 
 #include <algorithm>
@@ -117,8 +119,10 @@ absl::Status RunKvSwap(const BenchOptions&, BenchReporter& reporter) {
   for (int64_t p = 0; p < 2 * kLayers; ++p) {
     parts.push_back({pools.get() + p * kBlocks * kPartBlockBytes, kPartBlockBytes});
   }
-  ASSIGN_OR_RETURN(std::unique_ptr<engine::KvSwap> swap,
-                   engine::KvSwap::Create(parts, kBlocks, kPoolBytes));
+  const engine::CudaRunnerOptions& o = BenchRunnerOptions();
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<engine::KvSwap> swap,
+      engine::KvSwap::Create(parts, kBlocks, kPoolBytes, o.kv_swap_copy, o.kv_swap_sm_blocks));
   reporter.Add({kScenario, "layout", "block_bytes", static_cast<double>(kBlockBytes), "B", {}});
   for (const int64_t gib : {2, 8}) {
     // Whole runs of 8 (runs8 shuffles them among the pools' whole runs).
@@ -140,6 +144,8 @@ absl::Status RunKvSwap(const BenchOptions&, BenchReporter& reporter) {
                     static_cast<double>(engine::KvBlockRuns(copies).size() * 2 * kLayers),
                     "copies",
                     {}});
+      reporter.Add(
+          {kScenario, name, "moved_by_sms", swap->UsesSms(copies) ? 1.0 : 0.0, "bool", {}});
     }
   }
   swap.reset();

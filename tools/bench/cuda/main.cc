@@ -52,6 +52,9 @@ ABSL_FLAG(int32_t, offload_cpu_layers, -1,
 ABSL_FLAG(int32_t, offload_cpu_threads, 0,
           "offload presets: the CPU's threads; 0 = every core but one, -1 = stream every layer");
 ABSL_FLAG(int32_t, offload_ring_layers, 2, "offload presets: device slots of the ring");
+ABSL_FLAG(std::string, kv_swap_copy, "auto",
+          "kv-swap: what moves the blocks: auto (by the runs' lengths), engines or sms");
+ABSL_FLAG(int32_t, kv_swap_sm_blocks, 0, "kv-swap: blocks of the SMs' copy kernel; 0 = one an SM");
 ABSL_FLAG(std::string, kv_cache_dtype, "auto",
           "the decode presets' KV cache: auto (BF16), bf16 or fp8 (E4M3, calibrated scales)");
 
@@ -70,7 +73,7 @@ onecard::services::CommandLineSpec CommandLine() {
                  {"Comparison arms (the defaults are what serves)",
                   {"pdl", "gemv_blocks_per_sm", "gemm_splits", "fused_rope", "tuner_search",
                    "tuner_at_cap", "offload_cpu_layers", "offload_cpu_threads",
-                   "offload_ring_layers"}}},
+                   "offload_ring_layers", "kv_swap_copy", "kv_swap_sm_blocks"}}},
       .epilog =
           "The commit defaults to $ONECARD_COMMIT (scripts/device/run.sh sets it), else git."};
   for (const onecard::bench::Scenario* s : onecard::bench::AllScenarios()) {
@@ -121,6 +124,18 @@ absl::Status ApplyComparisonArms() {
   o.offload_cpu_layers = absl::GetFlag(FLAGS_offload_cpu_layers);
   o.offload_cpu_threads = absl::GetFlag(FLAGS_offload_cpu_threads);
   o.offload_ring_layers = absl::GetFlag(FLAGS_offload_ring_layers);
+  const std::string swap_copy = absl::GetFlag(FLAGS_kv_swap_copy);
+  if (swap_copy == "auto") {
+    o.kv_swap_copy = onecard::engine::KvSwapCopy::kAuto;
+  } else if (swap_copy == "engines") {
+    o.kv_swap_copy = onecard::engine::KvSwapCopy::kCopyEngines;
+  } else if (swap_copy == "sms") {
+    o.kv_swap_copy = onecard::engine::KvSwapCopy::kSms;
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--kv_swap_copy=", swap_copy, ": must be auto, engines or sms"));
+  }
+  o.kv_swap_sm_blocks = absl::GetFlag(FLAGS_kv_swap_sm_blocks);
   o.tuner.search = absl::GetFlag(FLAGS_tuner_search);
   o.tuner.at_cap_rows = absl::GetFlag(FLAGS_tuner_at_cap);
   return absl::OkStatus();
