@@ -4,7 +4,8 @@
 // with the logits of the same sequence run uninterrupted on a runner of the
 // same weights, bit for bit, through the eager first decode step and the
 // captured graph of the next ones. Cases: a BF16 KV cache, and an FP8 one
-// with layer 0 kept in BF16 (parts of different block bytes). Also: a step
+// with layer 0 kept in BF16 (parts of different block bytes), each with the
+// blocks moved by the copy engines and by the SMs (CopyKvBlocks). Also: a step
 // that swaps one sequence out of blocks and another into the same blocks
 // (the outs complete before the ins write), the swap space's size, and its
 // refusals (more than the host has, ids out of range, no swap space).
@@ -13,6 +14,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "engine/common/host_info.h"
@@ -33,8 +35,9 @@ constexpr int32_t kDecodes = 6;  // the third block fills up to 46 tokens
 
 ModelConfig Config() { return SmallLlamaConfig("kv-swap-4l", 4); }
 
-CudaRunnerOptions Options(bool fp8) {
+CudaRunnerOptions Options(bool fp8, KvSwapCopy copy = KvSwapCopy::kAuto) {
   CudaRunnerOptions o = TestOptions();
+  o.kv_swap_copy = copy;
   o.tune_gemms = false;  // the same cuBLAS algorithms in both runners
   o.max_context = 256;
   o.kv_block_size = kBlock;
@@ -52,8 +55,8 @@ CudaRunnerOptions Options(bool fp8) {
   return o;
 }
 
-std::unique_ptr<CudaModelRunner> MakeRunner(bool fp8) {
-  auto runner = CreateRandomCudaModelRunner(Config(), Options(fp8));
+std::unique_ptr<CudaModelRunner> MakeRunner(bool fp8, KvSwapCopy copy = KvSwapCopy::kAuto) {
+  auto runner = CreateRandomCudaModelRunner(Config(), Options(fp8, copy));
   EXPECT_TRUE(runner.ok()) << runner.status();
   return runner.ok() ? std::move(runner).value() : nullptr;
 }
@@ -102,13 +105,13 @@ void ExpectBitwiseEqual(const std::vector<std::vector<float>>& a,
 }
 
 // Two runners of the same weights and KV cache (the parameter: FP8 with a
-// BF16 layer, else BF16): `whole_` runs sequences uninterrupted, `runner_`
-// swaps them.
-class CudaKvSwapTest : public ::testing::TestWithParam<bool> {
+// BF16 layer, else BF16; and what moves the blocks, the copy engines or the
+// SMs): `whole_` runs sequences uninterrupted, `runner_` swaps them.
+class CudaKvSwapTest : public ::testing::TestWithParam<std::tuple<bool, KvSwapCopy>> {
  protected:
   void SetUp() override {
-    whole_ = MakeRunner(GetParam());
-    runner_ = MakeRunner(GetParam());
+    whole_ = MakeRunner(std::get<0>(GetParam()));
+    runner_ = MakeRunner(std::get<0>(GetParam()), std::get<1>(GetParam()));
     ASSERT_NE(whole_, nullptr);
     ASSERT_NE(runner_, nullptr);
   }
@@ -116,7 +119,7 @@ class CudaKvSwapTest : public ::testing::TestWithParam<bool> {
 };
 
 TEST_P(CudaKvSwapTest, AResumedSequenceDecodesWithTheUninterruptedLogits) {
-  const bool fp8 = GetParam();
+  const bool fp8 = std::get<0>(GetParam());
   ModelRunner& whole = *whole_;
   ModelRunner& runner = *runner_;
   const std::vector<int32_t> prompt = Ids(kPrompt, 1);
@@ -163,9 +166,14 @@ TEST_P(CudaKvSwapTest, OutsCompleteBeforeInsOfTheSameStep) {
   ExpectBitwiseEqual(Decode(runner, 1, x, {7, 8, 13}, x_last), x_expected, "x resumed");
 }
 
-INSTANTIATE_TEST_SUITE_P(KvCache, CudaKvSwapTest, ::testing::Values(false, true),
-                         [](const ::testing::TestParamInfo<bool>& info) {
-                           return info.param ? std::string("Fp8") : std::string("Bf16");
+INSTANTIATE_TEST_SUITE_P(KvCache, CudaKvSwapTest,
+                         ::testing::Combine(::testing::Bool(),
+                                            ::testing::Values(KvSwapCopy::kCopyEngines,
+                                                              KvSwapCopy::kSms)),
+                         [](const ::testing::TestParamInfo<std::tuple<bool, KvSwapCopy>>& info) {
+                           return std::string(std::get<0>(info.param) ? "Fp8" : "Bf16") +
+                                  (std::get<1>(info.param) == KvSwapCopy::kSms ? "Sms"
+                                                                               : "CopyEngines");
                          });
 
 TEST(CudaKvSwapErrorsTest, RefusesWhatItCannotHold) {
