@@ -31,12 +31,16 @@
 // layer than RopeKvWrite + attention.
 //
 // An FP8 cache (kFp8; PagedAttentionParams::kv_fp8) halves the bytes a round
-// moves: the copies land as codes in two staging tiles (K, V) that each
-// thread widens itself (its own copies: no barrier between) to f16 in two
-// 16-bit slots, this round's K and V, before the barrier that publishes
-// them; the products are f16 (the query tile converted once, the weights P
-// packed as f16), the K scale multiplies the scores and the V scale the
-// output. 51 KB of shared memory at head_dim 128, still 4 blocks an SM.
+// moves, and takes another pipeline: a round's K and V land as codes in one
+// of two stages (a copy group a round, issued two rounds ahead), and a round
+// is two barriers: after the first, the threads widen the V codes to f16 in
+// the one V slot (ldmatrix.trans reads it as in BF16) while the warps score
+// K straight from its codes (ScoreKeysFp8: a thread's fragments are adjacent
+// codes, widened in registers); after the second, P V, and the next copies
+// into the stage just read. The products are f16 (the query tile converted
+// once, the weights P packed as f16), the K scale multiplies the scores and
+// the V scale the output. 55.3 KB of shared memory at head_dim 128 (55.8
+// with the fused RoPE), still 4 blocks an SM.
 //
 // Its reference is PagedAttentionRef (paged_attention_ref.cc), as for every
 // PagedAttention kernel (after RopeKvWriteRef when fused). Tested by
@@ -59,11 +63,16 @@ struct DecodeShape {
   static constexpr int kKeysPerPass = kThreads / kChunks;  // key rows one pass of the block loads
   static constexpr int kLoads = kTileKeys / kKeysPerPass;  // chunks a thread loads a K or V tile
   static constexpr int kSlotElems = kTileKeys * kRow;
-  // BF16: a ring of three slots the copies land in. FP8: two slots (the
-  // round's K and V, widened) after two staging tiles of codes.
-  static constexpr int kSlots = kFp8 ? 2 : 3;
+  // BF16: a ring of three slots the copies land in. FP8: one slot (the
+  // round's V, widened) before two stages of codes, each a K tile (rows of
+  // kKRow bytes, read by the products as they are) and a V tile.
+  static constexpr int kSlots = kFp8 ? 1 : 3;
   static constexpr int kRingBytes = kSlots * kSlotElems * 2;
-  static constexpr int kStagingBytes = kFp8 ? 2 * kTileKeys * D : 0;
+  // FP8 K rows: padded so that the eight keys' 16-byte reads of a quarter
+  // warp (ScoreKeysFp8) fall in distinct banks.
+  static constexpr int kKRow = D == 128 ? D + 16 : D;
+  static constexpr int kCodeStageBytes = kTileKeys * (kKRow + D);  // FP8: K and V codes
+  static constexpr int kStagingBytes = kFp8 ? 2 * kCodeStageBytes : 0;
   static constexpr int kDstRowBytes = kFp8 ? D : kRow * 2;  // a copy's destination row
   static constexpr int kQueryOffset = kRingBytes + kStagingBytes;
   static constexpr int kSmemBytes = kQueryOffset + 16 * kRow * 2;  // + the query tile
@@ -101,7 +110,8 @@ __device__ __forceinline__ void KeySlots(const AttnArgs& a, const int32_t* table
 // into a ring slot; FP8: codes into a staging tile.
 template <int D, bool kFp8>
 __device__ __forceinline__ void IssueTile(const void* cache, const AttnArgs& a, const int32_t* slot,
-                                          int kvh, int key0, int chunk, void* dst, int skip = -1) {
+                                          int kvh, int key0, int chunk, void* dst, int skip = -1,
+                                          int row_bytes = DecodeShape<D, kFp8>::kDstRowBytes) {
   using S = DecodeShape<D, kFp8>;
   constexpr int kElemBytes = kFp8 ? 1 : 2;
 #pragma unroll
@@ -109,21 +119,20 @@ __device__ __forceinline__ void IssueTile(const void* cache, const AttnArgs& a, 
     const int row = key0 + i * S::kKeysPerPass;
     if (row == skip) continue;
     const int64_t off = (static_cast<int64_t>(max(slot[i], 0)) * a.num_kv_heads + kvh) * D;
-    cuda::CpAsync16(static_cast<char*>(dst) + row * S::kDstRowBytes + chunk * 16,
+    cuda::CpAsync16(static_cast<char*>(dst) + row * row_bytes + chunk * 16,
                     static_cast<const char*>(cache) + off * kElemBytes + chunk * 16, slot[i] >= 0);
   }
 }
 
-// FP8: the thread's own chunks of a staging tile (landed: its copies are
-// complete) widened to f16 in a 16-bit slot, except row `skip`.
+// FP8: the thread's chunks of a staging tile of V codes (landed) widened to
+// f16 in the V slot.
 template <int D>
 __device__ __forceinline__ void WidenTile(const unsigned char* staging, bf16* slot_tile, int key0,
-                                          int chunk, int skip) {
+                                          int chunk) {
   using S = DecodeShape<D, true>;
 #pragma unroll
   for (int i = 0; i < S::kLoads; ++i) {
     const int row = key0 + i * S::kKeysPerPass;
-    if (row == skip) continue;
     const uint4 codes = *reinterpret_cast<const uint4*>(staging + row * D + chunk * 16);
     uint4 lo, hi;
     kvfp8::Widen16(codes, &lo, &hi);
@@ -141,34 +150,13 @@ struct DecodeRows {
   float l[2];
 };
 
-// Scores of the warp's 16 keys (kb: their first row) against the query tile
-// qs, masked at k_hi, and the running max / sum update; returns the weights
-// packed as the A operand of P V and rescales o. kFp8: f16 operands.
+// The warp's 16 raw scores sc (nt: keys 8 nt .. of key_base; entries 2 h,
+// 2 h + 1 row g + 8 h) masked at k_hi, the running max / sum updated and o
+// rescaled; the weights packed as the A operand of P V. kFp8: f16.
 template <int D, bool kFp8>
-__device__ __forceinline__ void ScoreKeys(DecodeRows<D>& r, const bf16* qs, const bf16* kb,
-                                          int key_base, int k_hi, float scale_log2, int lane,
-                                          uint32_t* pa) {
+__device__ __forceinline__ void UpdateRows(DecodeRows<D>& r, float (&sc)[2][4], int key_base,
+                                           int k_hi, float scale_log2, int tq, uint32_t* pa) {
   using S = DecodeShape<D, kFp8>;
-  const int tq = lane & 3;
-  float sc[2][4] = {};
-#pragma unroll
-  for (int kk = 0; kk < S::kSteps; kk += 2) {
-    uint32_t qa0[4], qa1[4];
-    cuda::LdMatrixX4(qa0, qs + (lane & 15) * S::kRow + kk * 16 + (lane >> 4) * 8);
-    cuda::LdMatrixX4(qa1, qs + (lane & 15) * S::kRow + kk * 16 + 16 + (lane >> 4) * 8);
-#pragma unroll
-    for (int nt = 0; nt < 2; ++nt) {
-      uint32_t b[4];
-      cuda::LdMatrixX4(b, kb + (nt * 8 + (lane & 7)) * S::kRow + kk * 16 + (lane >> 3) * 8);
-      if constexpr (kFp8) {
-        cuda::MmaF16(sc[nt], qa0, b[0], b[1]);
-        cuda::MmaF16(sc[nt], qa1, b[2], b[3]);
-      } else {
-        cuda::MmaBf16(sc[nt], qa0, b[0], b[1]);
-        cuda::MmaBf16(sc[nt], qa1, b[2], b[3]);
-      }
-    }
-  }
 #pragma unroll
   for (int h = 0; h < 2; ++h) {  // row g + 8 h: accumulator entries 2 h, 2 h + 1
     float mx = r.m[h];
@@ -210,6 +198,78 @@ __device__ __forceinline__ void ScoreKeys(DecodeRows<D>& r, const bf16* qs, cons
     const float hi = sc[i / 2][2 * (i % 2) + 1];
     pa[i] = kFp8 ? kvfp8::PackF16x2(lo, hi) : cuda::PackBf16x2(lo, hi);
   }
+}
+
+// BF16: scores of the warp's 16 keys (kb: their first row of a ring slot)
+// against the query tile qs, then UpdateRows.
+template <int D>
+__device__ __forceinline__ void ScoreKeys(DecodeRows<D>& r, const bf16* qs, const bf16* kb,
+                                          int key_base, int k_hi, float scale_log2, int lane,
+                                          uint32_t* pa) {
+  using S = DecodeShape<D, false>;
+  float sc[2][4] = {};
+#pragma unroll
+  for (int kk = 0; kk < S::kSteps; kk += 2) {
+    uint32_t qa0[4], qa1[4];
+    cuda::LdMatrixX4(qa0, qs + (lane & 15) * S::kRow + kk * 16 + (lane >> 4) * 8);
+    cuda::LdMatrixX4(qa1, qs + (lane & 15) * S::kRow + kk * 16 + 16 + (lane >> 4) * 8);
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+      uint32_t b[4];
+      cuda::LdMatrixX4(b, kb + (nt * 8 + (lane & 7)) * S::kRow + kk * 16 + (lane >> 3) * 8);
+      cuda::MmaBf16(sc[nt], qa0, b[0], b[1]);
+      cuda::MmaBf16(sc[nt], qa1, b[2], b[3]);
+    }
+  }
+  UpdateRows<D, false>(r, sc, key_base, k_hi, scale_log2, lane & 3, pa);
+}
+
+// FP8: the same from the K codes as they landed (kb: the warp's first row of
+// a staging tile, rows of kKRow bytes), widened in registers. The products'
+// k order is a permutation of the dims, the same for the query (a dot
+// product does not depend on it): in k-step kk, thread tq's k positions 2 tq,
+// 2 tq + 1, 2 tq + 8, 2 tq + 9 are dims tq D / 4 + 4 kk + 0, 1, 2, 3. So a
+// thread's K fragments of a key are its D / 4 adjacent codes (one 4-code
+// word a k-step: two 16-byte reads at head_dim 128), and its query
+// fragments 8 adjacent f16 values a pair of k-steps.
+template <int D>
+__device__ __forceinline__ void ScoreKeysFp8(DecodeRows<D>& r, const bf16* qs,
+                                             const unsigned char* kb, int key_base, int k_hi,
+                                             float scale_log2, int lane, uint32_t* pa) {
+  using S = DecodeShape<D, true>;
+  constexpr int kSpan = D / 4;  // a thread's dims (codes) of a row
+  const int g = lane >> 2;
+  const int tq = lane & 3;
+  uint32_t kc[2][kSpan / 4];  // keys g and 8 + g: a 4-code word a k-step
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt) {
+    const uint4* src = reinterpret_cast<const uint4*>(kb + (nt * 8 + g) * S::kKRow + tq * kSpan);
+#pragma unroll
+    for (int i = 0; i < kSpan / 16; ++i) {
+      const uint4 w = src[i];
+      kc[nt][4 * i] = w.x;
+      kc[nt][4 * i + 1] = w.y;
+      kc[nt][4 * i + 2] = w.z;
+      kc[nt][4 * i + 3] = w.w;
+    }
+  }
+  const bf16* q0 = qs + g * S::kRow + tq * kSpan;  // f16 values (QueryToF16)
+  const bf16* q1 = q0 + 8 * S::kRow;
+  float sc[2][4] = {};
+#pragma unroll
+  for (int kk = 0; kk < S::kSteps; kk += 2) {
+    const uint4 x0 = *reinterpret_cast<const uint4*>(q0 + kk * 4);  // row g, steps kk, kk + 1
+    const uint4 x1 = *reinterpret_cast<const uint4*>(q1 + kk * 4);  // row g + 8
+    const uint32_t qa0[4] = {x0.x, x1.x, x0.y, x1.y};
+    const uint32_t qa1[4] = {x0.z, x1.z, x0.w, x1.w};
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+      cuda::MmaF16(sc[nt], qa0, kvfp8::WidenF16x2(kc[nt][kk]), kvfp8::WidenF16x2(kc[nt][kk] >> 16));
+      cuda::MmaF16(sc[nt], qa1, kvfp8::WidenF16x2(kc[nt][kk + 1]),
+                   kvfp8::WidenF16x2(kc[nt][kk + 1] >> 16));
+    }
+  }
+  UpdateRows<D, true>(r, sc, key_base, k_hi, scale_log2, tq, pa);
 }
 
 // o += P V over the warp's 16 keys (vb: their first row). kFp8: f16 operands.
@@ -281,16 +341,17 @@ __device__ __forceinline__ void RopeLoad(const AttnArgs& a, int t, int kvh, int 
 
 // Once RopeLoad's group has landed (for every thread): the query tile rotated
 // in place (bias added first); the new key's K rotated and V biased, written
-// to the pools and, when the key falls in the first round (whose loads
-// skipped its row), into the ring's K(0) and V(0) rows. A later round loads
-// it from the pool, after the loop's barriers that order these writes first.
-// Same arithmetic as RopeKvWrite (rope_internal.cuh). A thread's dims are the
-// same in every head (kThreads is a multiple of D / 4): one pair of angles.
-// kFp8: the pools get the codes (kv_fp8.cuh) and the ring rows the codes
-// widened, as a load would have left them.
+// to the pools and, when the key falls in a round whose loads were issued
+// before (they skipped its row), where those loads would have put it: BF16,
+// the first round's ring rows K(0) and V(0); FP8, the codes into the staging
+// tiles of the first two rounds (`staging`), which the loop widens (V) or
+// reads (K) as it does the copies'. A later round loads it from the pool,
+// after the loop's barriers that order these writes first. Same arithmetic
+// as RopeKvWrite (rope_internal.cuh). A thread's dims are the same in every
+// head (kThreads is a multiple of D / 4): one pair of angles.
 template <int D, bool kFp8>
 __device__ __forceinline__ void RopeRotate(const AttnArgs& a, int t, int kvh, int new_row, bf16* qs,
-                                           const bf16* stage, bf16* ring) {
+                                           const bf16* stage, bf16* ring, unsigned char* staging) {
   using S = DecodeShape<D, kFp8>;
   constexpr int kHalf = D / 2;
   constexpr int kQuads = D / 4;  // (i0, i0 + 1) pairs of pairs a head
@@ -310,7 +371,12 @@ __device__ __forceinline__ void RopeRotate(const AttnArgs& a, int t, int kvh, in
   }
   if (new_row < 0) return;
   const int64_t pool = (static_cast<int64_t>(a.slot_mapping[t]) * a.num_kv_heads + kvh) * D;
-  const bool in_ring = new_row < kTileKeys;
+  const bool in_ring = new_row < (kFp8 ? 2 : 1) * kTileKeys;
+  // FP8: the row's K and V codes in its round's staging tiles.
+  unsigned char* k_codes =
+      staging + (new_row / kTileKeys) * S::kCodeStageBytes + (new_row % kTileKeys) * S::kKRow;
+  unsigned char* v_codes = staging + (new_row / kTileKeys) * S::kCodeStageBytes +
+                           kTileKeys * S::kKRow + (new_row % kTileKeys) * D;
   if (threadIdx.x < kQuads) {
     const bf16* b = bias == nullptr ? nullptr : bias + static_cast<int64_t>(a.num_heads + kvh) * D;
     __nv_bfloat162 lo, hi;
@@ -320,9 +386,8 @@ __device__ __forceinline__ void RopeRotate(const AttnArgs& a, int t, int kvh, in
       const uint16_t c_lo = kvfp8::Encode2(lo, scale);
       const uint16_t c_hi = kvfp8::Encode2(hi, scale);
       if (in_ring) {
-        *reinterpret_cast<uint32_t*>(ring + new_row * S::kRow + i0) = kvfp8::WidenF16x2(c_lo);
-        *reinterpret_cast<uint32_t*>(ring + new_row * S::kRow + i0 + kHalf) =
-            kvfp8::WidenF16x2(c_hi);
+        *reinterpret_cast<uint16_t*>(k_codes + i0) = c_lo;
+        *reinterpret_cast<uint16_t*>(k_codes + i0 + kHalf) = c_hi;
       }
       uint8_t* k_write = static_cast<uint8_t*>(a.k_write);
       *reinterpret_cast<uint16_t*>(k_write + pool + i0) = c_lo;
@@ -342,17 +407,12 @@ __device__ __forceinline__ void RopeRotate(const AttnArgs& a, int t, int kvh, in
                         ? nullptr
                         : bias + static_cast<int64_t>(a.num_heads + a.num_kv_heads + kvh) * D;
     const uint4 v = rope::LoadBiased8(stage + D, b, c);
-    bf16* v_row = ring + S::kSlotElems + new_row * S::kRow + c;
     if constexpr (kFp8) {
       const uint2 codes = kvfp8::Encode8(v, a.v_scale[kvh]);
-      if (in_ring) {
-        *reinterpret_cast<uint4*>(v_row) =
-            make_uint4(kvfp8::WidenF16x2(codes.x), kvfp8::WidenF16x2(codes.x >> 16),
-                       kvfp8::WidenF16x2(codes.y), kvfp8::WidenF16x2(codes.y >> 16));
-      }
+      if (in_ring) *reinterpret_cast<uint2*>(v_codes + c) = codes;
       *reinterpret_cast<uint2*>(static_cast<uint8_t*>(a.v_write) + pool + c) = codes;
     } else {
-      if (in_ring) *reinterpret_cast<uint4*>(v_row) = v;
+      if (in_ring) *reinterpret_cast<uint4*>(ring + S::kSlotElems + new_row * S::kRow + c) = v;
       *reinterpret_cast<uint4*>(static_cast<bf16*>(a.v_write) + pool + c) = v;
     }
   }
@@ -365,7 +425,7 @@ __global__ void __launch_bounds__(kThreads, kDecodeBlocksPerSm) AttnDecodeKernel
   using S = DecodeShape<D, kFp8>;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   bf16* ring = reinterpret_cast<bf16*>(smem_raw);     // [kSlots][kTileKeys][kRow]
-  unsigned char* staging = smem_raw + S::kRingBytes;  // kFp8: [2][kTileKeys][D] codes (K, V)
+  unsigned char* staging = smem_raw + S::kRingBytes;  // kFp8: [2][kCodeStageBytes] (K, V codes)
   bf16* qs = reinterpret_cast<bf16*>(smem_raw + S::kQueryOffset);  // [16][kRow]: the group's heads
   const int kvh = blockIdx.x;
   const int t = blockIdx.y;
@@ -426,25 +486,40 @@ __global__ void __launch_bounds__(kThreads, kDecodeBlocksPerSm) AttnDecodeKernel
     LoadQueryTile<D>(a, t, kvh, qs);  // joins K(0)'s copy group
   }
   // BF16: load i of the ring (K(r) = 2 r, V(r) = 2 r + 1) goes to slot
-  // i % 3. FP8: K(r) and V(r) to their staging tiles, widened into slots 0, 1.
-  void* k_dst0 = kFp8 ? static_cast<void*>(staging) : static_cast<void*>(ring);
-  void* v_dst0 =
-      kFp8 ? static_cast<void*>(staging + kTileKeys * D) : static_cast<void*>(ring + S::kSlotElems);
+  // i % 3. FP8: round r's K and V codes to stage r % 2, a copy group a round.
+  void* k_dst0 = ring;
+  void* v_dst0 = ring + S::kSlotElems;
   const int skip = new_row < kTileKeys ? new_row : -1;
-  if (rounds > 0) {
-    KeySlots<D, kFp8>(a, table, k_lo + key0, k_hi, slot);
-    IssueTile<D, kFp8>(k_pool, a, slot, kvh, key0, chunk, k_dst0, skip);
+  auto issue_fp8 = [&](int round, int skip_row) {
+    unsigned char* codes = staging + (round & 1) * S::kCodeStageBytes;
+    KeySlots<D, kFp8>(a, table, k_lo + round * kTileKeys + key0, k_hi, slot);
+    IssueTile<D, kFp8>(k_pool, a, slot, kvh, key0, chunk, codes, skip_row, S::kKRow);
+    IssueTile<D, kFp8>(v_pool, a, slot, kvh, key0, chunk, codes + kTileKeys * S::kKRow, skip_row);
+  };
+  if constexpr (kFp8) {
+    // Rounds 0 and 1 (RopeRotate writes the new key's row of either).
+    if (rounds > 0) issue_fp8(0, skip);
+    cuda::CpAsyncCommit();
+    if (rounds > 1) {
+      issue_fp8(1, new_row >= kTileKeys && new_row < 2 * kTileKeys ? new_row - kTileKeys : -1);
+    }
+    cuda::CpAsyncCommit();
+  } else {
+    if (rounds > 0) {
+      KeySlots<D, kFp8>(a, table, k_lo + key0, k_hi, slot);
+      IssueTile<D, kFp8>(k_pool, a, slot, kvh, key0, chunk, k_dst0, skip);
+    }
+    cuda::CpAsyncCommit();
+    if (rounds > 0) IssueTile<D, kFp8>(v_pool, a, slot, kvh, key0, chunk, v_dst0, skip);
+    cuda::CpAsyncCommit();
   }
-  cuda::CpAsyncCommit();
-  if (rounds > 0) IssueTile<D, kFp8>(v_pool, a, slot, kvh, key0, chunk, v_dst0, skip);
-  cuda::CpAsyncCommit();
-  // Fused RoPE: rotate while K(0) and V(0) are in flight; the first
+  // Fused RoPE: rotate while the first copies are in flight; the first
   // round's barrier publishes the results. FP8: then the query tile to f16.
   if constexpr (kRope || kFp8) {
     if (rounds > 0) {
       cuda::CpAsyncWait<2>();  // the query's group is in
       __syncthreads();         // ... for every thread
-      if constexpr (kRope) RopeRotate<D, kFp8>(a, t, kvh, new_row, qs, stage, ring);
+      if constexpr (kRope) RopeRotate<D, kFp8>(a, t, kvh, new_row, qs, stage, ring, staging);
       if constexpr (kFp8) {
         if constexpr (kRope) __syncthreads();  // the rotated rows are in place
         QueryToF16<D>(qs);
@@ -457,22 +532,15 @@ __global__ void __launch_bounds__(kThreads, kDecodeBlocksPerSm) AttnDecodeKernel
     const int key_base = k_lo + round * kTileKeys + warp * 16;
     uint32_t pa[4];
     if constexpr (kFp8) {
-      cuda::CpAsyncWait<1>();  // the thread's K(round) copies are in
-      WidenTile<D>(staging, ring, key0, chunk, round == 0 ? skip : -1);
-      __syncthreads();  // ... widened for every warp; V(round - 1)'s slot is free
-      if (more) {
-        KeySlots<D, kFp8>(a, table, k_lo + (round + 1) * kTileKeys + key0, k_hi, slot);
-        IssueTile<D, kFp8>(k_pool, a, slot, kvh, key0, chunk, k_dst0);
-      }
+      const unsigned char* codes = staging + (round & 1) * S::kCodeStageBytes;
+      cuda::CpAsyncWait<1>();  // the round's codes are in (the next round's may not be)
+      __syncthreads();         // ... for every thread; every warp is past round - 1's V slot
+      WidenTile<D>(codes + kTileKeys * S::kKRow, ring, key0, chunk);
+      ScoreKeysFp8<D>(r, qs, codes + warp * 16 * S::kKRow, key_base, k_hi, score_scale, lane, pa);
+      __syncthreads();  // V widened for every warp; the stage's codes are read
+      if (round + 2 < rounds) issue_fp8(round + 2, -1);
       cuda::CpAsyncCommit();
-      ScoreKeys<D, kFp8>(r, qs, ring + warp_row, key_base, k_hi, score_scale, lane, pa);
-      cuda::CpAsyncWait<1>();  // V(round)
-      WidenTile<D>(staging + kTileKeys * D, ring + S::kSlotElems, key0, chunk,
-                   round == 0 ? skip : -1);
-      __syncthreads();  // ... for every warp; K(round)'s slot is free
-      if (more) IssueTile<D, kFp8>(v_pool, a, slot, kvh, key0, chunk, v_dst0);
-      cuda::CpAsyncCommit();
-      ApplyWeights<D, kFp8>(r, pa, ring + S::kSlotElems + warp_row, lane);
+      ApplyWeights<D, kFp8>(r, pa, ring + warp_row, lane);
       continue;
     }
     cuda::CpAsyncWait<1>();  // K(round) is in
@@ -483,8 +551,8 @@ __global__ void __launch_bounds__(kThreads, kDecodeBlocksPerSm) AttnDecodeKernel
                          ring + ((2 * round + 2) % S::kSlots) * S::kSlotElems);
     }
     cuda::CpAsyncCommit();
-    ScoreKeys<D, kFp8>(r, qs, ring + ((2 * round) % S::kSlots) * S::kSlotElems + warp_row, key_base,
-                       k_hi, score_scale, lane, pa);
+    ScoreKeys<D>(r, qs, ring + ((2 * round) % S::kSlots) * S::kSlotElems + warp_row, key_base, k_hi,
+                 score_scale, lane, pa);
     cuda::CpAsyncWait<1>();  // V(round) is in
     __syncthreads();         // ... for every warp; K(round)'s slot is free
     if (more) {

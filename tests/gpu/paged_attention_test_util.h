@@ -47,6 +47,10 @@ inline std::vector<AttnCase> PagedAttentionCases() {
   const auto kFlashMma = engine::AttentionKernel::kFlashMma;
   return {
       {"decode_b1_d128_g4", 128, 32, 8, {{389, 1}}, 1, kAuto},
+      // The token's own key in the second round of 64 keys (the FP8 decode
+      // kernel issues two rounds' copies before its fused RoPE writes it).
+      {"decode_b1_d128_g4_pos100", 128, 32, 8, {{100, 1}}, 1, kAuto},
+      {"decode_b1_d64_g4_pos127", 64, 16, 4, {{127, 1}}, 1, kAuto},
       {"decode_b1_d128_g4_split8", 128, 32, 8, {{4000, 1}}, 8, kAuto},
       {"decode_b7_d128_g4_split4",
        128,

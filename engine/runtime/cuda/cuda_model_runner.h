@@ -78,7 +78,7 @@ struct CudaRunnerOptions {
   int32_t gemm_splits = 0;
   FusedRope fused_rope = FusedRope::kAfterCublas;
   KvSwapCopy kv_swap_copy = KvSwapCopy::kAuto;
-  int32_t kv_swap_sm_blocks = 0;  // kSms: blocks of CopyKvBlocks' grid; 0 = one an SM
+  int32_t kv_swap_sm_blocks = 0;  // blocks of CopyKvBlocks' grid; 0 = its default (32)
   BlasTunerOptions tuner;         // blas_tuner.h: the search and power-cap ranking
   // A file of tuned choices (BlasTuner::Serialize plus the split counts):
   // loaded at creation when it exists and was made on the same card and

@@ -54,7 +54,8 @@ ABSL_FLAG(int32_t, offload_cpu_threads, 0,
 ABSL_FLAG(int32_t, offload_ring_layers, 2, "offload presets: device slots of the ring");
 ABSL_FLAG(std::string, kv_swap_copy, "auto",
           "kv-swap: what moves the blocks: auto (by the runs' lengths), engines or sms");
-ABSL_FLAG(int32_t, kv_swap_sm_blocks, 0, "kv-swap: blocks of the SMs' copy kernel; 0 = one an SM");
+ABSL_FLAG(int32_t, kv_swap_sm_blocks, 0,
+          "kv-swap: blocks of the SMs' copy kernel; 0 = its default (32)");
 ABSL_FLAG(std::string, kv_cache_dtype, "auto",
           "the decode presets' KV cache: auto (BF16), bf16 or fp8 (E4M3, calibrated scales)");
 
