@@ -63,17 +63,17 @@ struct DecodeShape {
   static constexpr int kKeysPerPass = kThreads / kChunks;  // key rows one pass of the block loads
   static constexpr int kLoads = kTileKeys / kKeysPerPass;  // chunks a thread loads a K or V tile
   static constexpr int kSlotElems = kTileKeys * kRow;
-  // BF16: a ring of three slots the copies land in. FP8: one slot (the
-  // round's V, widened) before two stages of codes, each a K tile (rows of
-  // kKRow bytes, read by the products as they are) and a V tile.
-  static constexpr int kSlots = kFp8 ? 1 : 3;
+  // BF16: a ring of three slots the copies land in. FP8: three stages of
+  // codes, each a K tile and a V tile, which the products read as they
+  // landed (CodeOffset: rows swizzled at head_dim 128, V's padded at 64).
+  static constexpr int kSlots = kFp8 ? 0 : 3;
   static constexpr int kRingBytes = kSlots * kSlotElems * 2;
-  // FP8 K rows: padded so that the eight keys' 16-byte reads of a quarter
-  // warp (ScoreKeysFp8) fall in distinct banks.
-  static constexpr int kKRow = D == 128 ? D + 16 : D;
-  static constexpr int kCodeStageBytes = kTileKeys * (kKRow + D);  // FP8: K and V codes
-  static constexpr int kStagingBytes = kFp8 ? 2 * kCodeStageBytes : 0;
-  static constexpr int kDstRowBytes = kFp8 ? D : kRow * 2;  // a copy's destination row
+  static constexpr int kKRow = D;                      // FP8: bytes a K code row
+  static constexpr int kVRow = D == 128 ? D : D + 16;  // FP8: bytes a V code row
+  static constexpr int kVTileOffset = kTileKeys * kKRow;
+  static constexpr int kCodeStageBytes = kVTileOffset + kTileKeys * kVRow;
+  static constexpr int kCodeStages = 3;
+  static constexpr int kStagingBytes = kFp8 ? kCodeStages * kCodeStageBytes : 0;
   static constexpr int kQueryOffset = kRingBytes + kStagingBytes;
   static constexpr int kSmemBytes = kQueryOffset + 16 * kRow * 2;  // + the query tile
   static constexpr int kStageBytes = 2 * D * 2;  // fused RoPE: the new key's raw K and V
@@ -105,40 +105,52 @@ __device__ __forceinline__ void KeySlots(const AttnArgs& a, const int32_t* table
   }
 }
 
-// One K or V tile: the thread's kLoads chunks (rows key0 + i * kKeysPerPass),
-// except row `skip` (-1: none), which the fused RoPE writes itself. BF16:
-// into a ring slot; FP8: codes into a staging tile.
-template <int D, bool kFp8>
+// BF16: one K or V tile, the thread's kLoads chunks (rows key0 + i *
+// kKeysPerPass) into a ring slot, except row `skip` (-1: none), which the
+// fused RoPE writes itself.
+template <int D>
 __device__ __forceinline__ void IssueTile(const void* cache, const AttnArgs& a, const int32_t* slot,
-                                          int kvh, int key0, int chunk, void* dst, int skip = -1,
-                                          int row_bytes = DecodeShape<D, kFp8>::kDstRowBytes) {
-  using S = DecodeShape<D, kFp8>;
-  constexpr int kElemBytes = kFp8 ? 1 : 2;
+                                          int kvh, int key0, int chunk, bf16* dst, int skip = -1) {
+  using S = DecodeShape<D, false>;
 #pragma unroll
   for (int i = 0; i < S::kLoads; ++i) {
     const int row = key0 + i * S::kKeysPerPass;
     if (row == skip) continue;
     const int64_t off = (static_cast<int64_t>(max(slot[i], 0)) * a.num_kv_heads + kvh) * D;
-    cuda::CpAsync16(static_cast<char*>(dst) + row * row_bytes + chunk * 16,
-                    static_cast<const char*>(cache) + off * kElemBytes + chunk * 16, slot[i] >= 0);
+    cuda::CpAsync16(reinterpret_cast<char*>(dst) + row * (S::kRow * 2) + chunk * 16,
+                    static_cast<const char*>(cache) + off * 2 + chunk * 16, slot[i] >= 0);
   }
 }
 
-// FP8: the thread's chunks of a staging tile of V codes (landed) widened to
-// f16 in the V slot.
-template <int D>
-__device__ __forceinline__ void WidenTile(const unsigned char* staging, bf16* slot_tile, int key0,
-                                          int chunk) {
+// FP8: byte offset of 16-byte chunk c (dims 16 c ..) of key row j in a
+// staging tile of K (kV false) or V codes. Head_dim 128: rows of 128 bytes,
+// chunk c stored at c ^ (j & 7), so the reads of ScoreKeysFp8 (a row's
+// chunks 2 tq, 2 tq + 1 for keys g) and ApplyWeightsFp8 (chunk g of rows
+// 2 tq ..) fall in distinct banks; head_dim 64: K rows of 64 bytes, V rows
+// of 80 (the same for its 8-byte reads).
+template <int D, bool kV>
+__device__ __forceinline__ int CodeOffset(int j, int c) {
+  if constexpr (D == 128) {
+    return j * D + ((c ^ (j & 7)) << 4);
+  } else {
+    return j * (kV ? DecodeShape<D, true>::kVRow : D) + (c << 4);
+  }
+}
+
+// FP8: the thread's kLoads chunks of a K or V tile of codes (rows key0 + i *
+// kKeysPerPass) into a staging tile, except row `skip` (-1: none).
+template <int D, bool kV>
+__device__ __forceinline__ void IssueCodes(const void* pool, const AttnArgs& a, const int32_t* slot,
+                                           int kvh, int key0, int chunk, unsigned char* dst,
+                                           int skip) {
   using S = DecodeShape<D, true>;
 #pragma unroll
   for (int i = 0; i < S::kLoads; ++i) {
     const int row = key0 + i * S::kKeysPerPass;
-    const uint4 codes = *reinterpret_cast<const uint4*>(staging + row * D + chunk * 16);
-    uint4 lo, hi;
-    kvfp8::Widen16(codes, &lo, &hi);
-    uint4* dst = reinterpret_cast<uint4*>(slot_tile + row * S::kRow + chunk * 16);
-    dst[0] = lo;
-    dst[1] = hi;
+    if (row == skip) continue;
+    const int64_t off = (static_cast<int64_t>(max(slot[i], 0)) * a.num_kv_heads + kvh) * D;
+    cuda::CpAsync16(dst + CodeOffset<D, kV>(row, chunk),
+                    static_cast<const unsigned char*>(pool) + off + chunk * 16, slot[i] >= 0);
   }
 }
 
@@ -224,8 +236,8 @@ __device__ __forceinline__ void ScoreKeys(DecodeRows<D>& r, const bf16* qs, cons
   UpdateRows<D, false>(r, sc, key_base, k_hi, scale_log2, lane & 3, pa);
 }
 
-// FP8: the same from the K codes as they landed (kb: the warp's first row of
-// a staging tile, rows of kKRow bytes), widened in registers. The products'
+// FP8: the same from the K codes as they landed (kt: a staging tile; the
+// warp's keys are its rows 16 warp ..), widened in registers. The products'
 // k order is a permutation of the dims, the same for the query (a dot
 // product does not depend on it): in k-step kk, thread tq's k positions 2 tq,
 // 2 tq + 1, 2 tq + 8, 2 tq + 9 are dims tq D / 4 + 4 kk + 0, 1, 2, 3. So a
@@ -234,8 +246,8 @@ __device__ __forceinline__ void ScoreKeys(DecodeRows<D>& r, const bf16* qs, cons
 // fragments 8 adjacent f16 values a pair of k-steps.
 template <int D>
 __device__ __forceinline__ void ScoreKeysFp8(DecodeRows<D>& r, const bf16* qs,
-                                             const unsigned char* kb, int key_base, int k_hi,
-                                             float scale_log2, int lane, uint32_t* pa) {
+                                             const unsigned char* kt, int warp, int key_base,
+                                             int k_hi, float scale_log2, int lane, uint32_t* pa) {
   using S = DecodeShape<D, true>;
   constexpr int kSpan = D / 4;  // a thread's dims (codes) of a row
   const int g = lane >> 2;
@@ -243,10 +255,11 @@ __device__ __forceinline__ void ScoreKeysFp8(DecodeRows<D>& r, const bf16* qs,
   uint32_t kc[2][kSpan / 4];  // keys g and 8 + g: a 4-code word a k-step
 #pragma unroll
   for (int nt = 0; nt < 2; ++nt) {
-    const uint4* src = reinterpret_cast<const uint4*>(kb + (nt * 8 + g) * S::kKRow + tq * kSpan);
+    const int row = warp * 16 + nt * 8 + g;
 #pragma unroll
     for (int i = 0; i < kSpan / 16; ++i) {
-      const uint4 w = src[i];
+      const uint4 w =
+          *reinterpret_cast<const uint4*>(kt + CodeOffset<D, false>(row, tq * (kSpan / 16) + i));
       kc[nt][4 * i] = w.x;
       kc[nt][4 * i + 1] = w.y;
       kc[nt][4 * i + 2] = w.z;
@@ -272,23 +285,62 @@ __device__ __forceinline__ void ScoreKeysFp8(DecodeRows<D>& r, const bf16* qs,
   UpdateRows<D, true>(r, sc, key_base, k_hi, scale_log2, tq, pa);
 }
 
-// o += P V over the warp's 16 keys (vb: their first row). kFp8: f16 operands.
-template <int D, bool kFp8>
+// BF16: o += P V over the warp's 16 keys (vb: their first row of a ring slot).
+template <int D>
 __device__ __forceinline__ void ApplyWeights(DecodeRows<D>& r, const uint32_t* pa, const bf16* vb,
                                              int lane) {
-  using S = DecodeShape<D, kFp8>;
+  using S = DecodeShape<D, false>;
   const int key = (lane & 7) + ((lane >> 3) & 1) * 8;
 #pragma unroll
   for (int dn = 0; dn < S::kDimTiles; dn += 2) {
     uint32_t b[4];
     cuda::LdMatrixX4Trans(b, vb + key * S::kRow + dn * 8 + (lane >> 4) * 8);
-    if constexpr (kFp8) {
-      cuda::MmaF16(r.o[dn], pa, b[0], b[1]);
-      cuda::MmaF16(r.o[dn + 1], pa, b[2], b[3]);
+    cuda::MmaBf16(r.o[dn], pa, b[0], b[1]);
+    cuda::MmaBf16(r.o[dn + 1], pa, b[2], b[3]);
+  }
+}
+
+// FP8: o += P V over the warp's 16 keys from the V codes as they landed
+// (vt: a staging tile; the warp's keys are its rows 16 warp ..). The
+// products' n order is a permutation of the dims: n-tile dn's column n is
+// dim n D / 8 + dn (the kernel's merge undoes it), so a thread's B fragments of a
+// key are its D / 8 adjacent codes (dims g D / 8 ..: one 16-byte read at
+// head_dim 128), for the four keys of its k positions 2 tq, 2 tq + 1,
+// 2 tq + 8, 2 tq + 9; byte permutes pair the keys, then widen to f16.
+template <int D>
+__device__ __forceinline__ void ApplyWeightsFp8(DecodeRows<D>& r, const uint32_t* pa,
+                                                const unsigned char* vt, int warp, int lane) {
+  constexpr int kWords = D / 32;  // a thread's 4-code words of a key
+  const int g = lane >> 2;
+  const int tq = lane & 3;
+  uint32_t v[4][kWords];  // keys 2 tq, 2 tq + 1, 2 tq + 8, 2 tq + 9
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int row = warp * 16 + 2 * tq + (i & 1) + (i >> 1) * 8;
+    if constexpr (D == 128) {
+      const uint4 w = *reinterpret_cast<const uint4*>(vt + CodeOffset<D, true>(row, g));
+      v[i][0] = w.x;
+      v[i][1] = w.y;
+      v[i][2] = w.z;
+      v[i][3] = w.w;
     } else {
-      cuda::MmaBf16(r.o[dn], pa, b[0], b[1]);
-      cuda::MmaBf16(r.o[dn + 1], pa, b[2], b[3]);
+      const uint2 w =
+          *reinterpret_cast<const uint2*>(vt + CodeOffset<D, true>(row, g >> 1) + (g & 1) * 8);
+      v[i][0] = w.x;
+      v[i][1] = w.y;
     }
+  }
+#pragma unroll
+  for (int w = 0; w < kWords; ++w) {
+    // Bytes (key a, key b) of dims 4 w, 4 w + 1 (x) and 4 w + 2, 4 w + 3 (y).
+    const uint32_t x01 = __byte_perm(v[0][w], v[1][w], 0x5140);
+    const uint32_t y01 = __byte_perm(v[0][w], v[1][w], 0x7362);
+    const uint32_t x23 = __byte_perm(v[2][w], v[3][w], 0x5140);
+    const uint32_t y23 = __byte_perm(v[2][w], v[3][w], 0x7362);
+    cuda::MmaF16(r.o[4 * w], pa, kvfp8::WidenF16x2(x01), kvfp8::WidenF16x2(x23));
+    cuda::MmaF16(r.o[4 * w + 1], pa, kvfp8::WidenF16x2(x01 >> 16), kvfp8::WidenF16x2(x23 >> 16));
+    cuda::MmaF16(r.o[4 * w + 2], pa, kvfp8::WidenF16x2(y01), kvfp8::WidenF16x2(y23));
+    cuda::MmaF16(r.o[4 * w + 3], pa, kvfp8::WidenF16x2(y01 >> 16), kvfp8::WidenF16x2(y23 >> 16));
   }
 }
 
@@ -372,11 +424,9 @@ __device__ __forceinline__ void RopeRotate(const AttnArgs& a, int t, int kvh, in
   if (new_row < 0) return;
   const int64_t pool = (static_cast<int64_t>(a.slot_mapping[t]) * a.num_kv_heads + kvh) * D;
   const bool in_ring = new_row < (kFp8 ? 2 : 1) * kTileKeys;
-  // FP8: the row's K and V codes in its round's staging tiles.
-  unsigned char* k_codes =
-      staging + (new_row / kTileKeys) * S::kCodeStageBytes + (new_row % kTileKeys) * S::kKRow;
-  unsigned char* v_codes = staging + (new_row / kTileKeys) * S::kCodeStageBytes +
-                           kTileKeys * S::kKRow + (new_row % kTileKeys) * D;
+  // FP8: the row's round's staging tiles (K, then V).
+  unsigned char* codes = staging + (new_row / kTileKeys) * S::kCodeStageBytes;
+  const int j = new_row % kTileKeys;
   if (threadIdx.x < kQuads) {
     const bf16* b = bias == nullptr ? nullptr : bias + static_cast<int64_t>(a.num_heads + kvh) * D;
     __nv_bfloat162 lo, hi;
@@ -386,8 +436,9 @@ __device__ __forceinline__ void RopeRotate(const AttnArgs& a, int t, int kvh, in
       const uint16_t c_lo = kvfp8::Encode2(lo, scale);
       const uint16_t c_hi = kvfp8::Encode2(hi, scale);
       if (in_ring) {
-        *reinterpret_cast<uint16_t*>(k_codes + i0) = c_lo;
-        *reinterpret_cast<uint16_t*>(k_codes + i0 + kHalf) = c_hi;
+        *reinterpret_cast<uint16_t*>(codes + CodeOffset<D, false>(j, i0 >> 4) + (i0 & 15)) = c_lo;
+        *reinterpret_cast<uint16_t*>(codes + CodeOffset<D, false>(j, (i0 + kHalf) >> 4) +
+                                     ((i0 + kHalf) & 15)) = c_hi;
       }
       uint8_t* k_write = static_cast<uint8_t*>(a.k_write);
       *reinterpret_cast<uint16_t*>(k_write + pool + i0) = c_lo;
@@ -408,9 +459,12 @@ __device__ __forceinline__ void RopeRotate(const AttnArgs& a, int t, int kvh, in
                         : bias + static_cast<int64_t>(a.num_heads + a.num_kv_heads + kvh) * D;
     const uint4 v = rope::LoadBiased8(stage + D, b, c);
     if constexpr (kFp8) {
-      const uint2 codes = kvfp8::Encode8(v, a.v_scale[kvh]);
-      if (in_ring) *reinterpret_cast<uint2*>(v_codes + c) = codes;
-      *reinterpret_cast<uint2*>(static_cast<uint8_t*>(a.v_write) + pool + c) = codes;
+      const uint2 v_codes = kvfp8::Encode8(v, a.v_scale[kvh]);
+      if (in_ring) {
+        *reinterpret_cast<uint2*>(codes + S::kVTileOffset + CodeOffset<D, true>(j, c >> 4) +
+                                  (c & 15)) = v_codes;
+      }
+      *reinterpret_cast<uint2*>(static_cast<uint8_t*>(a.v_write) + pool + c) = v_codes;
     } else {
       if (in_ring) *reinterpret_cast<uint4*>(ring + S::kSlotElems + new_row * S::kRow + c) = v;
       *reinterpret_cast<uint4*>(static_cast<bf16*>(a.v_write) + pool + c) = v;
@@ -487,14 +541,14 @@ __global__ void __launch_bounds__(kThreads, kDecodeBlocksPerSm) AttnDecodeKernel
   }
   // BF16: load i of the ring (K(r) = 2 r, V(r) = 2 r + 1) goes to slot
   // i % 3. FP8: round r's K and V codes to stage r % 2, a copy group a round.
-  void* k_dst0 = ring;
-  void* v_dst0 = ring + S::kSlotElems;
+  bf16* k_dst0 = ring;
+  bf16* v_dst0 = ring + S::kSlotElems;
   const int skip = new_row < kTileKeys ? new_row : -1;
   auto issue_fp8 = [&](int round, int skip_row) {
-    unsigned char* codes = staging + (round & 1) * S::kCodeStageBytes;
+    unsigned char* codes = staging + (round % S::kCodeStages) * S::kCodeStageBytes;
     KeySlots<D, kFp8>(a, table, k_lo + round * kTileKeys + key0, k_hi, slot);
-    IssueTile<D, kFp8>(k_pool, a, slot, kvh, key0, chunk, codes, skip_row, S::kKRow);
-    IssueTile<D, kFp8>(v_pool, a, slot, kvh, key0, chunk, codes + kTileKeys * S::kKRow, skip_row);
+    IssueCodes<D, false>(k_pool, a, slot, kvh, key0, chunk, codes, skip_row);
+    IssueCodes<D, true>(v_pool, a, slot, kvh, key0, chunk, codes + S::kVTileOffset, skip_row);
   };
   if constexpr (kFp8) {
     // Rounds 0 and 1 (RopeRotate writes the new key's row of either).
@@ -507,10 +561,10 @@ __global__ void __launch_bounds__(kThreads, kDecodeBlocksPerSm) AttnDecodeKernel
   } else {
     if (rounds > 0) {
       KeySlots<D, kFp8>(a, table, k_lo + key0, k_hi, slot);
-      IssueTile<D, kFp8>(k_pool, a, slot, kvh, key0, chunk, k_dst0, skip);
+      IssueTile<D>(k_pool, a, slot, kvh, key0, chunk, k_dst0, skip);
     }
     cuda::CpAsyncCommit();
-    if (rounds > 0) IssueTile<D, kFp8>(v_pool, a, slot, kvh, key0, chunk, v_dst0, skip);
+    if (rounds > 0) IssueTile<D>(v_pool, a, slot, kvh, key0, chunk, v_dst0, skip);
     cuda::CpAsyncCommit();
   }
   // Fused RoPE: rotate while the first copies are in flight; the first
@@ -532,36 +586,34 @@ __global__ void __launch_bounds__(kThreads, kDecodeBlocksPerSm) AttnDecodeKernel
     const int key_base = k_lo + round * kTileKeys + warp * 16;
     uint32_t pa[4];
     if constexpr (kFp8) {
-      const unsigned char* codes = staging + (round & 1) * S::kCodeStageBytes;
+      const unsigned char* codes = staging + (round % S::kCodeStages) * S::kCodeStageBytes;
       cuda::CpAsyncWait<1>();  // the round's codes are in (the next round's may not be)
-      __syncthreads();         // ... for every thread; every warp is past round - 1's V slot
-      WidenTile<D>(codes + kTileKeys * S::kKRow, ring, key0, chunk);
-      ScoreKeysFp8<D>(r, qs, codes + warp * 16 * S::kKRow, key_base, k_hi, score_scale, lane, pa);
-      __syncthreads();  // V widened for every warp; the stage's codes are read
+      __syncthreads();         // ... for every thread; every warp is past round - 1, whose
+                               // stage round + 2 takes
       if (round + 2 < rounds) issue_fp8(round + 2, -1);
       cuda::CpAsyncCommit();
-      ApplyWeights<D, kFp8>(r, pa, ring + warp_row, lane);
-      continue;
+      ScoreKeysFp8<D>(r, qs, codes, warp, key_base, k_hi, score_scale, lane, pa);
+      ApplyWeightsFp8<D>(r, pa, codes + S::kVTileOffset, warp, lane);
+    } else {
+      cuda::CpAsyncWait<1>();  // K(round) is in
+      __syncthreads();         // ... for every warp; V(round - 1)'s slot is free
+      if (more) {
+        KeySlots<D, kFp8>(a, table, k_lo + (round + 1) * kTileKeys + key0, k_hi, slot);
+        IssueTile<D>(k_pool, a, slot, kvh, key0, chunk,
+                     ring + ((2 * round + 2) % S::kSlots) * S::kSlotElems);
+      }
+      cuda::CpAsyncCommit();
+      ScoreKeys<D>(r, qs, ring + ((2 * round) % S::kSlots) * S::kSlotElems + warp_row, key_base,
+                   k_hi, score_scale, lane, pa);
+      cuda::CpAsyncWait<1>();  // V(round) is in
+      __syncthreads();         // ... for every warp; K(round)'s slot is free
+      if (more) {
+        IssueTile<D>(v_pool, a, slot, kvh, key0, chunk,
+                     ring + ((2 * round + 3) % S::kSlots) * S::kSlotElems);
+      }
+      cuda::CpAsyncCommit();
+      ApplyWeights<D>(r, pa, ring + ((2 * round + 1) % S::kSlots) * S::kSlotElems + warp_row, lane);
     }
-    cuda::CpAsyncWait<1>();  // K(round) is in
-    __syncthreads();         // ... for every warp; V(round - 1)'s slot is free
-    if (more) {
-      KeySlots<D, kFp8>(a, table, k_lo + (round + 1) * kTileKeys + key0, k_hi, slot);
-      IssueTile<D, kFp8>(k_pool, a, slot, kvh, key0, chunk,
-                         ring + ((2 * round + 2) % S::kSlots) * S::kSlotElems);
-    }
-    cuda::CpAsyncCommit();
-    ScoreKeys<D>(r, qs, ring + ((2 * round) % S::kSlots) * S::kSlotElems + warp_row, key_base, k_hi,
-                 score_scale, lane, pa);
-    cuda::CpAsyncWait<1>();  // V(round) is in
-    __syncthreads();         // ... for every warp; K(round)'s slot is free
-    if (more) {
-      IssueTile<D, kFp8>(v_pool, a, slot, kvh, key0, chunk,
-                         ring + ((2 * round + 3) % S::kSlots) * S::kSlotElems);
-    }
-    cuda::CpAsyncCommit();
-    ApplyWeights<D, kFp8>(r, pa, ring + ((2 * round + 1) % S::kSlots) * S::kSlotElems + warp_row,
-                          lane);
   }
   cuda::CpAsyncWait<0>();
   __syncthreads();  // the ring becomes the merge buffer
@@ -578,10 +630,21 @@ __global__ void __launch_bounds__(kThreads, kDecodeBlocksPerSm) AttnDecodeKernel
   for (int h = 0; h < 2; ++h) {
     const int row = g + 8 * h;
     if (row < a.group) {
-      float* dst = red + (warp * 16 + row) * S::kRedRow + 2 * tq;
+      if constexpr (kFp8) {
+        // Column n of n-tile dn is dim n D / 8 + dn (ApplyWeightsFp8).
+        float* dst = red + (warp * 16 + row) * S::kRedRow + 2 * tq * (D / 8);
 #pragma unroll
-      for (int dn = 0; dn < S::kDimTiles; ++dn) {
-        *reinterpret_cast<float2*>(dst + dn * 8) = make_float2(r.o[dn][2 * h], r.o[dn][2 * h + 1]);
+        for (int dn = 0; dn < S::kDimTiles; ++dn) {
+          dst[dn] = r.o[dn][2 * h];
+          dst[D / 8 + dn] = r.o[dn][2 * h + 1];
+        }
+      } else {
+        float* dst = red + (warp * 16 + row) * S::kRedRow + 2 * tq;
+#pragma unroll
+        for (int dn = 0; dn < S::kDimTiles; ++dn) {
+          *reinterpret_cast<float2*>(dst + dn * 8) =
+              make_float2(r.o[dn][2 * h], r.o[dn][2 * h + 1]);
+        }
       }
       if (tq == 0) {
         red_m[warp * 16 + row] = r.m[h];
