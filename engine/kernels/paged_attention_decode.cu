@@ -32,19 +32,21 @@
 //
 // An FP8 cache (kFp8; PagedAttentionParams::kv_fp8) halves the bytes a round
 // moves, and takes another pipeline: a round's K and V land as codes in one
-// of two stages (a copy group a round, issued two rounds ahead), and a round
-// is two barriers: after the first, the threads widen the V codes to f16 in
-// the one V slot (ldmatrix.trans reads it as in BF16) while the warps score
-// K straight from its codes (ScoreKeysFp8: a thread's fragments are adjacent
-// codes, widened in registers); after the second, P V, and the next copies
-// into the stage just read. The products are f16 (the query tile converted
-// once, the weights P packed as f16), the K scale multiplies the scores and
-// the V scale the output. 55.3 KB of shared memory at head_dim 128 (55.8
-// with the fused RoPE), still 4 blocks an SM.
+// of three stages (a copy group a round, issued two rounds ahead), and the
+// warps read them as they landed, widening to f16 in registers: K's
+// fragments are a thread's adjacent codes because the products' k order is
+// a permutation of the dims shared with the query (ScoreKeysFp8), V's
+// because their n order is a permutation of the dims that the merge undoes
+// (ApplyWeightsFp8). So a round has one barrier (its codes in for every
+// warp; the stage two rounds ahead free) and no shared-memory pass besides
+// the copies. The products are f16 (the query tile converted once, the
+// weights P packed as f16), the K scale multiplies the scores and the V
+// scale the output. 52.3 KB of shared memory at head_dim 128 (52.8 with the
+// fused RoPE), still 4 blocks an SM.
 //
 // Its reference is PagedAttentionRef (paged_attention_ref.cc), as for every
 // PagedAttention kernel (after RopeKvWriteRef when fused). Tested by
-// tests/gpu/paged_attention_test.cc.
+// tests/gpu/paged_attention_test.cc and paged_attention_fp8_test.cc.
 #include "engine/kernels/cuda_ptx.cuh"
 #include "engine/kernels/kv_fp8.cuh"
 #include "engine/kernels/paged_attention_internal.cuh"
