@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 
 #include "engine/common/status_macros.h"
 #include "engine/kernels/cuda_check.h"
@@ -66,9 +67,12 @@ __global__ void __launch_bounds__(kThreads) CopyKvBlocksKernel(const __grid_cons
 
 template <typename V>
 absl::Status Launch(const CopyKvBlocksParams& p, int grid, cudaStream_t stream) {
-  // One launch's arguments (28 KiB: static rather than on the stack; the
-  // launch copies them, and the runner's swaps come from one thread).
-  thread_local CopyArgs args;
+  // The launches' arguments, 28 KiB: on the heap (the launch copies them).
+  // Not thread_local: 28 KiB of static TLS in every thread of the process
+  // leaves no room in threads made with small stacks (civetweb's, which then
+  // fail to start).
+  auto args_storage = std::make_unique<CopyArgs>();
+  CopyArgs& args = *args_storage;
   args.parts = p.device_parts;
   args.num_parts = static_cast<int32_t>(p.parts.size());
   args.to_host = p.direction == KvCopyDirection::kToHost ? 1 : 0;
