@@ -56,6 +56,20 @@ __device__ __forceinline__ void WgmmaWait() {
 
 __device__ __forceinline__ void KeepOperand(float& r) { asm volatile("" : "+f"(r)::"memory"); }
 __device__ __forceinline__ void KeepOperand(uint32_t& r) { asm volatile("" : "+r"(r)::"memory"); }
+// Every register of a fragment array, in order.
+template <int N>
+__device__ __forceinline__ void KeepOperands(float (&r)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) KeepOperand(r[i]);
+}
+template <int N, int M>
+__device__ __forceinline__ void KeepOperands(uint32_t (&r)[N][M]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+#pragma unroll
+    for (int j = 0; j < M; ++j) KeepOperand(r[i][j]);
+  }
+}
 
 __device__ __forceinline__ void FenceProxyAsyncShared() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");

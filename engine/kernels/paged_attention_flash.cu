@@ -204,17 +204,7 @@ __global__ void __launch_bounds__(kThreads) AttnFlashKernel(AttnArgs a) {
   const bf16* q0 = a.q + min(q_begin + r0, q_end - 1) * a.q_stride + static_cast<int64_t>(h) * D;
   const bf16* q1 = a.q + min(q_begin + r1, q_end - 1) * a.q_stride + static_cast<int64_t>(h) * D;
   uint32_t qa[S::kSteps][4];
-#pragma unroll
-  for (int kk = 0; kk < S::kSteps; ++kk) {
-    qa[kk][0] = *reinterpret_cast<const uint32_t*>(q0 + kk * 16 + 2 * tq);
-    qa[kk][1] = *reinterpret_cast<const uint32_t*>(q1 + kk * 16 + 2 * tq);
-    qa[kk][2] = *reinterpret_cast<const uint32_t*>(q0 + kk * 16 + 8 + 2 * tq);
-    qa[kk][3] = *reinterpret_cast<const uint32_t*>(q1 + kk * 16 + 8 + 2 * tq);
-    if constexpr (kFp8) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) qa[kk][e] = kvfp8::Bf16x2ToF16x2(qa[kk][e]);
-    }
-  }
+  LoadQueryFragments<kFp8>(q0, q1, tq, qa);
   const float score_scale = kFp8 ? a.scale_log2 * KScale(a, kvh) : a.scale_log2;
   FlashRows<D> r;
   r.m0 = r.m1 = -INFINITY;

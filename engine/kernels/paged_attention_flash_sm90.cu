@@ -251,17 +251,7 @@ __global__ void __launch_bounds__(kSm90Threads, 1) AttnFlashSm90Kernel(AttnArgs 
   const bf16* q0 = row_q(r0);
   const bf16* q1 = row_q(r1);
   uint32_t qa[S::kQInSmem ? 1 : S::kSteps][4];
-#pragma unroll
-  for (int kk = 0; kk < (S::kQInSmem ? 0 : S::kSteps); ++kk) {
-    qa[kk][0] = *reinterpret_cast<const uint32_t*>(q0 + kk * 16 + 2 * tq);
-    qa[kk][1] = *reinterpret_cast<const uint32_t*>(q1 + kk * 16 + 2 * tq);
-    qa[kk][2] = *reinterpret_cast<const uint32_t*>(q0 + kk * 16 + 8 + 2 * tq);
-    qa[kk][3] = *reinterpret_cast<const uint32_t*>(q1 + kk * 16 + 8 + 2 * tq);
-    if constexpr (kFp8) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) qa[kk][e] = kvfp8::Bf16x2ToF16x2(qa[kk][e]);
-    }
-  }
+  if constexpr (!S::kQInSmem) LoadQueryFragments<kFp8>(q0, q1, tq, qa);
   const float score_scale = kFp8 ? a.scale_log2 * KScale(a, kvh) : a.scale_log2;
   float o[D / 2];
 #pragma unroll
@@ -312,13 +302,8 @@ __global__ void __launch_bounds__(kSm90Threads, 1) AttnFlashSm90Kernel(AttnArgs 
     __syncthreads();
 
     float sc[32];
-#pragma unroll
-    for (int i = 0; i < D / 2; ++i) cuda::KeepOperand(o[i]);
-#pragma unroll
-    for (int ks = 0; ks < 4; ++ks) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) cuda::KeepOperand(pa[ks][e]);
-    }
+    cuda::KeepOperands(o);
+    cuda::KeepOperands(pa);
     cuda::WgmmaFence();
 #pragma unroll
     for (int kk = 0; kk < S::kSteps; ++kk) {
@@ -346,8 +331,7 @@ __global__ void __launch_bounds__(kSm90Threads, 1) AttnFlashSm90Kernel(AttnArgs 
       cuda::CpAsyncCommit();
       cuda::WgmmaWait<0>();
     }
-#pragma unroll
-    for (int i = 0; i < 32; ++i) cuda::KeepOperand(sc[i]);
+    cuda::KeepOperands(sc);
 
     // Tiles with a key past the block's first query are masked.
     const int key_base = tile * kTileKeys;
@@ -355,8 +339,7 @@ __global__ void __launch_bounds__(kSm90Threads, 1) AttnFlashSm90Kernel(AttnArgs 
     SoftmaxTile(sc, sm, key_base + kTileKeys - 1 > pos0, key_base, qpos0, qpos1, score_scale, tq,
                 &al0, &al1);
     cuda::WgmmaWait<0>();  // P V(t - 1) done: O and P are free
-#pragma unroll
-    for (int i = 0; i < D / 2; ++i) cuda::KeepOperand(o[i]);
+    cuda::KeepOperands(o);
 #pragma unroll
     for (int dn = 0; dn < D / 8; ++dn) {
       o[4 * dn] *= al0;
@@ -375,19 +358,13 @@ __global__ void __launch_bounds__(kSm90Threads, 1) AttnFlashSm90Kernel(AttnArgs 
     }
   }
   // The last tile's P V.
-#pragma unroll
-  for (int i = 0; i < D / 2; ++i) cuda::KeepOperand(o[i]);
-#pragma unroll
-  for (int ks = 0; ks < 4; ++ks) {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) cuda::KeepOperand(pa[ks][e]);
-  }
+  cuda::KeepOperands(o);
+  cuda::KeepOperands(pa);
   cuda::WgmmaFence();
   issue_pv((num_tiles - 1) % S::kStages);
   cuda::WgmmaCommit();
   cuda::WgmmaWait<0>();
-#pragma unroll
-  for (int i = 0; i < D / 2; ++i) cuda::KeepOperand(o[i]);
+  cuda::KeepOperands(o);
   cuda::CpAsyncWait<0>();
   float l0 = sm.l0, l1 = sm.l1;
   l0 += __shfl_xor_sync(0xffffffffu, l0, 1);

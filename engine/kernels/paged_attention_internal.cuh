@@ -142,6 +142,25 @@ __device__ __forceinline__ void LoadKvCodes(const AttnArgs& a, const int32_t* ta
                                  });
 }
 
+// Query rows q0 (a thread's row g) and q1 (g + 8) as the A fragments of
+// kSteps 16-dim k-steps (thread tq's pairs, the m16n8k16 / wgmma m64 A
+// layout); kF16: converted to f16 for the FP8 cache's f16 products.
+template <bool kF16, int kSteps>
+__device__ __forceinline__ void LoadQueryFragments(const bf16* q0, const bf16* q1, int tq,
+                                                   uint32_t (&qa)[kSteps][4]) {
+#pragma unroll
+  for (int kk = 0; kk < kSteps; ++kk) {
+    qa[kk][0] = *reinterpret_cast<const uint32_t*>(q0 + kk * 16 + 2 * tq);
+    qa[kk][1] = *reinterpret_cast<const uint32_t*>(q1 + kk * 16 + 2 * tq);
+    qa[kk][2] = *reinterpret_cast<const uint32_t*>(q0 + kk * 16 + 8 + 2 * tq);
+    qa[kk][3] = *reinterpret_cast<const uint32_t*>(q1 + kk * 16 + 8 + 2 * tq);
+    if constexpr (kF16) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) qa[kk][e] = kvfp8::Bf16x2ToF16x2(qa[kk][e]);
+    }
+  }
+}
+
 // Two probabilities packed as a tensor-core operand: f16 for the FP8
 // cache's f16 products, else bf16.
 template <bool kF16>

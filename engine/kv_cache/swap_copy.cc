@@ -15,6 +15,12 @@ KvSwapCopier::KvSwapCopier(std::vector<KvPoolPart> parts, int32_t num_device_blo
       host_(host),
       num_host_blocks_(num_host_blocks) {}
 
+char* KvSwapCopier::HostPart(size_t i) const {
+  char* part = host_;
+  for (size_t p = 0; p < i; ++p) part += num_host_blocks_ * parts_[p].block_bytes;
+  return part;
+}
+
 int64_t KvSwapCopier::BlockBytes(std::span<const KvPoolPart> parts) {
   int64_t bytes = 0;
   for (const KvPoolPart& part : parts) bytes += part.block_bytes;

@@ -44,6 +44,10 @@ class KvSwapCopier {
 
   int64_t block_bytes() const { return BlockBytes(parts_); }
   int32_t num_host_blocks() const { return num_host_blocks_; }
+  int32_t num_device_blocks() const { return num_device_blocks_; }
+  std::span<const KvPoolPart> parts() const { return parts_; }
+  // Where part i's blocks start in the host memory.
+  char* HostPart(size_t i) const;
 
   // InvalidArgument naming the first pair with a block id out of range.
   absl::Status Check(std::span<const KvBlockCopy> copies) const;
@@ -55,7 +59,14 @@ class KvSwapCopier {
   absl::Status ForEachRun(std::span<const KvBlockCopy> copies, KvSwapDirection direction,
                           CopyFn copy) const {
     RETURN_IF_ERROR(Check(copies));
-    for (const KvBlockRun& run : KvBlockRuns(copies)) {
+    return ForEachPart(KvBlockRuns(copies), direction, copy);
+  }
+
+  // The same over runs the caller made (KvBlockRuns of copies it checked).
+  template <typename CopyFn>
+  absl::Status ForEachPart(std::span<const KvBlockRun> runs, KvSwapDirection direction,
+                           CopyFn copy) const {
+    for (const KvBlockRun& run : runs) {
       char* host_part = host_;
       for (const KvPoolPart& part : parts_) {
         char* device = part.base + run.device_block * part.block_bytes;

@@ -45,19 +45,18 @@ absl::StatusOr<std::unique_ptr<KvSwap>> KvSwap::Create(std::vector<KvPoolPart> p
   swap->host_ = static_cast<char*>(host);
   swap->method_ = copy;
   swap->sm_blocks_ = sm_blocks;
-  swap->num_device_blocks_ = num_device_blocks;
-  // The same layout as the copier's: [part][host block][block bytes].
-  char* host_part = swap->host_;
-  for (const KvPoolPart& part : parts) {
-    swap->copy_parts_.push_back({part.base, host_part, part.block_bytes});
-    host_part += num_blocks * part.block_bytes;
+  swap->copier_ = KvSwapCopier(std::move(parts), num_device_blocks, swap->host_,
+                               static_cast<int32_t>(num_blocks));
+  // The copier's parts and host layout, for CopyKvBlocks.
+  const std::span<const KvPoolPart> copier_parts = swap->copier_.parts();
+  for (size_t i = 0; i < copier_parts.size(); ++i) {
+    swap->copy_parts_.push_back(
+        {copier_parts[i].base, swap->copier_.HostPart(i), copier_parts[i].block_bytes});
   }
   const size_t parts_bytes = swap->copy_parts_.size() * sizeof(KvCopyPart);
   CUDA_RETURN_IF_ERROR(cudaMalloc(&swap->device_parts_, parts_bytes));
   CUDA_RETURN_IF_ERROR(cudaMemcpy(swap->device_parts_, swap->copy_parts_.data(), parts_bytes,
                                   cudaMemcpyHostToDevice));
-  swap->copier_ = KvSwapCopier(std::move(parts), num_device_blocks, swap->host_,
-                               static_cast<int32_t>(num_blocks));
   CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&swap->copy_, cudaStreamNonBlocking));
   CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&swap->ready_, cudaEventDisableTiming));
   CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&swap->done_, cudaEventDisableTiming));
@@ -79,14 +78,17 @@ absl::Status KvSwap::Copy(std::span<const KvBlockCopy> copies, KvSwapDirection d
   RETURN_IF_ERROR(copier_.Check(copies));  // before the streams are tied
   CUDA_RETURN_IF_ERROR(cudaEventRecord(ready_, compute));
   CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(copy_, ready_, 0));
-  if (UsesSms(copies)) {
+  // The runs decide kAuto and are the copy engines' copies (kSms needs none).
+  std::vector<KvBlockRun> runs;
+  if (method_ != KvSwapCopy::kSms) runs = KvBlockRuns(copies);
+  if (UsesSms(static_cast<int64_t>(copies.size()), static_cast<int64_t>(runs.size()))) {
     pairs_.clear();
     for (const KvBlockCopy& c : copies) pairs_.push_back({c.device_block, c.host_block});
     RETURN_IF_ERROR(
         CopyKvBlocks({.parts = copy_parts_,
                       .device_parts = device_parts_,
                       .pairs = pairs_,
-                      .num_device_blocks = num_device_blocks_,
+                      .num_device_blocks = copier_.num_device_blocks(),
                       .num_host_blocks = copier_.num_host_blocks(),
                       .direction = direction == KvSwapDirection::kOut ? KvCopyDirection::kToHost
                                                                       : KvCopyDirection::kToDevice,
@@ -98,8 +100,8 @@ absl::Status KvSwap::Copy(std::span<const KvBlockCopy> copies, KvSwapDirection d
     dsts_.clear();
     srcs_.clear();
     sizes_.clear();
-    RETURN_IF_ERROR(copier_.ForEachRun(
-        copies, direction, [&](char* dst, const char* src, int64_t bytes) -> absl::Status {
+    RETURN_IF_ERROR(copier_.ForEachPart(
+        runs, direction, [&](char* dst, const char* src, int64_t bytes) -> absl::Status {
           dsts_.push_back(dst);
           srcs_.push_back(src);
           sizes_.push_back(static_cast<size_t>(bytes));
@@ -116,7 +118,7 @@ absl::Status KvSwap::Copy(std::span<const KvBlockCopy> copies, KvSwapDirection d
   return absl::OkStatus();
 }
 
-bool KvSwap::UsesSms(std::span<const KvBlockCopy> copies) const {
+bool KvSwap::UsesSms(int64_t num_copies, int64_t num_runs) const {
   switch (method_) {
     case KvSwapCopy::kCopyEngines:
       return false;
@@ -125,8 +127,7 @@ bool KvSwap::UsesSms(std::span<const KvBlockCopy> copies) const {
     case KvSwapCopy::kAuto:
       break;
   }
-  const int64_t runs = static_cast<int64_t>(KvBlockRuns(copies).size());
-  return static_cast<int64_t>(copies.size()) < kEngineRunBlocks * runs;
+  return num_copies < kEngineRunBlocks * num_runs;
 }
 
 absl::Status KvSwap::Synchronize() {

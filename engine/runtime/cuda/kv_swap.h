@@ -77,8 +77,9 @@ class KvSwap {
   absl::Status Synchronize();
   // The pinned host memory, [part][host block][block bytes] (tests, benchmarks).
   char* host() const { return host_; }
-  // Whether kAuto (or the fixed choice) moves `copies` with the SMs.
-  bool UsesSms(std::span<const KvBlockCopy> copies) const;
+  // Whether kAuto (or the fixed choice) moves a swap of num_copies copies in
+  // num_runs runs (KvBlockRuns) with the SMs.
+  bool UsesSms(int64_t num_copies, int64_t num_runs) const;
 
  private:
   KvSwap() = default;
@@ -89,7 +90,6 @@ class KvSwap {
   cudaEvent_t done_ = nullptr;   // the copies
   KvSwapCopy method_ = KvSwapCopy::kAuto;
   int32_t sm_blocks_ = 0;
-  int32_t num_device_blocks_ = 0;
   // CopyKvBlocks' parts: in host memory, and in device memory for the kernel.
   std::vector<KvCopyPart> copy_parts_;
   KvCopyPart* device_parts_ = nullptr;

@@ -1,7 +1,7 @@
 // Tests of KvSwapCopier: swapped-out blocks come back byte for byte into
 // other device blocks, parts of different block sizes keep their own host
-// ranges, each run costs one copy a part, and ids out of range are refused
-// before anything is copied.
+// ranges (HostPart says where), each run costs one copy a part, and ids out
+// of range are refused before anything is copied.
 #include "engine/kv_cache/swap_copy.h"
 
 #include <cstring>
@@ -73,6 +73,14 @@ TEST_F(SwapCopyTest, EachPartHasItsOwnHostRange) {
   const std::vector<char> v_host(host_.begin() + kHostBlocks * 24 + 5 * 8,
                                  host_.begin() + kHostBlocks * 24 + 6 * 8);
   EXPECT_EQ(v_host, Block(v_, 4, 8));
+}
+
+TEST_F(SwapCopyTest, HostPartIsWhereEachPartsCopiesLand) {
+  EXPECT_EQ(copier_.HostPart(0), host_.data());
+  EXPECT_EQ(copier_.HostPart(1), host_.data() + kHostBlocks * 24);
+  ASSERT_TRUE(Copy(std::vector<KvBlockCopy>{{7, 2}}, KvSwapDirection::kOut).ok());
+  EXPECT_EQ(std::vector<char>(copier_.HostPart(1) + 2 * 8, copier_.HostPart(1) + 3 * 8),
+            Block(v_, 7, 8));
 }
 
 TEST_F(SwapCopyTest, IdsOutOfRangeAreRefusedBeforeAnyCopy) {

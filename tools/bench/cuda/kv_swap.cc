@@ -138,14 +138,15 @@ absl::Status RunKvSwap(const BenchOptions&, BenchReporter& reporter) {
           {kScenario, name, "swap_out_rate", s.out_gb_s, "GB/s", ceil.d2h_bytes_per_s / 1e9});
       reporter.Add(
           {kScenario, name, "swap_in_rate", s.in_gb_s, "GB/s", ceil.h2d_bytes_per_s / 1e9});
+      const int64_t runs = static_cast<int64_t>(engine::KvBlockRuns(copies).size());
       reporter.Add({kScenario,
                     name,
                     "copies_a_swap",
-                    static_cast<double>(engine::KvBlockRuns(copies).size() * 2 * kLayers),
+                    static_cast<double>(runs * 2 * kLayers),
                     "copies",
                     {}});
-      reporter.Add(
-          {kScenario, name, "moved_by_sms", swap->UsesSms(copies) ? 1.0 : 0.0, "bool", {}});
+      const bool sms = swap->UsesSms(static_cast<int64_t>(copies.size()), runs);
+      reporter.Add({kScenario, name, "moved_by_sms", sms ? 1.0 : 0.0, "bool", {}});
     }
   }
   swap.reset();

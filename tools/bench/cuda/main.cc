@@ -13,13 +13,16 @@
 // --fused_rope, --tuner_search, --tuner_at_cap), which set the kernels'
 // launch settings and the options of every runner a preset creates.
 #include <cstdlib>
+#include <initializer_list>
 #include <iostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "engine/common/status_macros.h"
 #include "engine/kernels/launch_settings.h"
@@ -101,41 +104,45 @@ absl::Status ApplySelection() {
   return absl::OkStatus();
 }
 
+// Flag `flag`'s `value` as one of `choices` (its spelling, its value); an
+// error names the flag and the spellings.
+template <typename T>
+absl::StatusOr<T> ParseChoice(absl::string_view flag, absl::string_view value,
+                              std::initializer_list<std::pair<absl::string_view, T>> choices) {
+  std::vector<absl::string_view> names;
+  for (const auto& [name, choice] : choices) {
+    if (name == value) return choice;
+    names.push_back(name);
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("--", flag, "=", value, ": must be one of ", absl::StrJoin(names, ", ")));
+}
+
 // The flags' arms into the kernels' launch settings and the presets' runner
 // options; an error names the flag.
 absl::Status ApplyComparisonArms() {
+  using onecard::engine::FusedRope;
+  using onecard::engine::KvSwapCopy;
   RETURN_IF_ERROR(onecard::engine::SetLaunchSettings(
       {.programmatic_launch = absl::GetFlag(FLAGS_pdl),
        .gemv_blocks_per_sm = absl::GetFlag(FLAGS_gemv_blocks_per_sm)}));
   onecard::engine::CudaRunnerOptions& o = onecard::bench::BenchRunnerOptions();
   o.gemm_splits = absl::GetFlag(FLAGS_gemm_splits);
-  const std::string rope = absl::GetFlag(FLAGS_fused_rope);
-  if (rope == "after_cublas") {
-    o.fused_rope = onecard::engine::FusedRope::kAfterCublas;
-  } else if (rope == "all") {
-    o.fused_rope = onecard::engine::FusedRope::kAll;
-  } else if (rope == "off") {
-    o.fused_rope = onecard::engine::FusedRope::kOff;
-  } else {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--fused_rope=", rope, ": must be after_cublas, all or off"));
-  }
+  ASSIGN_OR_RETURN(o.fused_rope,
+                   ParseChoice<FusedRope>("fused_rope", absl::GetFlag(FLAGS_fused_rope),
+                                          {{"after_cublas", FusedRope::kAfterCublas},
+                                           {"all", FusedRope::kAll},
+                                           {"off", FusedRope::kOff}}));
   ASSIGN_OR_RETURN(o.kv_cache_dtype, onecard::engine::ParseKvCacheDtype(
                                          absl::GetFlag(FLAGS_kv_cache_dtype), "--kv_cache_dtype"));
   o.offload_cpu_layers = absl::GetFlag(FLAGS_offload_cpu_layers);
   o.offload_cpu_threads = absl::GetFlag(FLAGS_offload_cpu_threads);
   o.offload_ring_layers = absl::GetFlag(FLAGS_offload_ring_layers);
-  const std::string swap_copy = absl::GetFlag(FLAGS_kv_swap_copy);
-  if (swap_copy == "auto") {
-    o.kv_swap_copy = onecard::engine::KvSwapCopy::kAuto;
-  } else if (swap_copy == "engines") {
-    o.kv_swap_copy = onecard::engine::KvSwapCopy::kCopyEngines;
-  } else if (swap_copy == "sms") {
-    o.kv_swap_copy = onecard::engine::KvSwapCopy::kSms;
-  } else {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--kv_swap_copy=", swap_copy, ": must be auto, engines or sms"));
-  }
+  ASSIGN_OR_RETURN(o.kv_swap_copy,
+                   ParseChoice<KvSwapCopy>("kv_swap_copy", absl::GetFlag(FLAGS_kv_swap_copy),
+                                           {{"auto", KvSwapCopy::kAuto},
+                                            {"engines", KvSwapCopy::kCopyEngines},
+                                            {"sms", KvSwapCopy::kSms}}));
   o.kv_swap_sm_blocks = absl::GetFlag(FLAGS_kv_swap_sm_blocks);
   o.tuner.search = absl::GetFlag(FLAGS_tuner_search);
   o.tuner.at_cap_rows = absl::GetFlag(FLAGS_tuner_at_cap);
