@@ -14,6 +14,11 @@
 #                                       $OUT/arms.log
 # e.g. run(command='bash scripts/device/arms.sh run "A B" kernels-int4 "decode-70b-int4 --batches 1,16"',
 #          carry=[".device/arms.tgz"])
+# Arms that differ only in onecard-bench-cuda's comparison flags run the one
+# binary of the bundle (scripts/device/pack.sh), after run.sh unpacked it:
+#   scripts/device/arms.sh flags "A= B=--early_dependents" SCENARIO...
+#                                       NAME=FLAGS (comma-separated flags), the same
+#                                       order and reversal; records in $OUT/arm_NAME.jsonl
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 arms="$root/.device/arms"
@@ -63,8 +68,36 @@ case ${1:-} in
     grep -E '^== |tok/s|GB/s' "$OUT/arms.log" | cut -c1-110
     exit $status
     ;;
+  flags)
+    read -r -a order <<<"${2:?arms.sh flags \"A=FLAGS B=FLAGS\" SCENARIO...}"
+    shift 2
+    OUT=${OUT:-/tmp/onecard-out}
+    mkdir -p "$OUT"
+    bin=${TMPDIR:-/tmp}/onecard-device/bin
+    [[ -x $bin/onecard-bench-cuda ]] || bin=$root/.device/bin
+    commit=$(cat "$bin/../COMMIT" 2>/dev/null || echo unknown)
+    source "$root/scripts/device/libs.sh"
+    export LD_LIBRARY_PATH="${DEVICE_LIB:-$bin/../lib}:$(cuda_lib_dir):${LD_LIBRARY_PATH:-}"
+    reversed=()
+    for ((i = ${#order[@]} - 1; i >= 0; --i)); do reversed+=("${order[i]}"); done
+    status=0
+    for arm in "${order[@]}" "${reversed[@]}"; do
+      name=${arm%%=*}
+      flags=${arm#*=}
+      export ONECARD_COMMIT="$commit"
+      for s in "$@"; do
+        echo "== $name ($flags) $s" >>"$OUT/arms.log"
+        # shellcheck disable=SC2086  # a scenario and its flags
+        timeout "${BENCH_TIMEOUT:-150}" "$bin/onecard-bench-cuda" $s ${flags//,/ } \
+          --results "$OUT/arm_$name.jsonl" >>"$OUT/arms.log" 2>&1 ||
+          { status=1; echo "FAILED: $name $s"; }
+      done
+    done
+    grep -E '^== |tok/s|GB/s' "$OUT/arms.log" | cut -c1-110
+    exit $status
+    ;;
   *)
-    echo "usage: arms.sh add NAME | pack | run \"A B ...\" SCENARIO..." >&2
+    echo "usage: arms.sh add NAME | pack | run \"A B ...\" SCENARIO... | flags \"A=F B=F\" SCENARIO..." >&2
     exit 2
     ;;
 esac
