@@ -22,6 +22,29 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 arms="$root/.device/arms"
+
+# Runs each scenario of "$@" (a scenario and its flags) for every arm of
+# `order` and then in reverse (A B B A: drift shows), an arm's binary, flags
+# and commit from `arm_setup ARM`; records in $OUT/arm_NAME.jsonl, tables in
+# $OUT/arms.log; exits 1 when a run failed.
+run_arms() {
+  OUT=${OUT:-/tmp/onecard-out}
+  mkdir -p "$OUT"
+  local reversed=() status=0 arm s i
+  for ((i = ${#order[@]} - 1; i >= 0; --i)); do reversed+=("${order[i]}"); done
+  for arm in "${order[@]}" "${reversed[@]}"; do
+    arm_setup "$arm"
+    export ONECARD_COMMIT
+    for s in "$@"; do
+      echo "== $arm_name${arm_flags:+ ($arm_flags)} $s" >>"$OUT/arms.log"
+      # shellcheck disable=SC2086  # a scenario and its flags
+      timeout "${BENCH_TIMEOUT:-150}" "$arm_bin" $s $arm_flags --results "$OUT/arm_$arm_name.jsonl" \
+        >>"$OUT/arms.log" 2>&1 || { status=1; echo "FAILED: $arm_name $s"; }
+    done
+  done
+  grep -E '^== |tok/s|GB/s' "$OUT/arms.log" | cut -c1-110
+  exit $status
+}
 case ${1:-} in
   add)
     name=${2:?arms.sh add NAME}
@@ -47,54 +70,30 @@ case ${1:-} in
   run)
     read -r -a order <<<"${2:?arms.sh run \"A B\" SCENARIO...}"
     shift 2
-    OUT=${OUT:-/tmp/onecard-out}
-    mkdir -p "$OUT"
     dir=${TMPDIR:-/tmp}/onecard-arms
     rm -rf "$dir" && mkdir -p "$dir" && tar -C "$dir" -xzf "$root/.device/arms.tgz"
     export LD_LIBRARY_PATH="$dir/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
-    reversed=()
-    for ((i = ${#order[@]} - 1; i >= 0; --i)); do reversed+=("${order[i]}"); done
-    status=0
-    for arm in "${order[@]}" "${reversed[@]}"; do
-      ONECARD_COMMIT="$(cat "$dir/COMMIT_$arm")-arm$arm"
-      export ONECARD_COMMIT
-      for s in "$@"; do
-        echo "== $arm $s" >>"$OUT/arms.log"
-        # shellcheck disable=SC2086  # a scenario and its flags
-        timeout "${BENCH_TIMEOUT:-150}" "$dir/bench_$arm" $s --results "$OUT/arm_$arm.jsonl" \
-          >>"$OUT/arms.log" 2>&1 || { status=1; echo "FAILED: $arm $s"; }
-      done
-    done
-    grep -E '^== |tok/s|GB/s' "$OUT/arms.log" | cut -c1-110
-    exit $status
+    arm_setup() {  # ARM: its own binary
+      arm_name=$1 arm_bin=$dir/bench_$1 arm_flags=""
+      ONECARD_COMMIT="$(cat "$dir/COMMIT_$1")-arm$1"
+    }
+    run_arms "$@"
     ;;
   flags)
     read -r -a order <<<"${2:?arms.sh flags \"A=FLAGS B=FLAGS\" SCENARIO...}"
     shift 2
-    OUT=${OUT:-/tmp/onecard-out}
-    mkdir -p "$OUT"
     bin=${TMPDIR:-/tmp}/onecard-device/bin
     [[ -x $bin/onecard-bench-cuda ]] || bin=$root/.device/bin
     commit=$(cat "$bin/../COMMIT" 2>/dev/null || echo unknown)
+    # shellcheck source=scripts/device/libs.sh
     source "$root/scripts/device/libs.sh"
     export LD_LIBRARY_PATH="${DEVICE_LIB:-$bin/../lib}:$(cuda_lib_dir):${LD_LIBRARY_PATH:-}"
-    reversed=()
-    for ((i = ${#order[@]} - 1; i >= 0; --i)); do reversed+=("${order[i]}"); done
-    status=0
-    for arm in "${order[@]}" "${reversed[@]}"; do
-      name=${arm%%=*}
-      flags=${arm#*=}
-      export ONECARD_COMMIT="$commit"
-      for s in "$@"; do
-        echo "== $name ($flags) $s" >>"$OUT/arms.log"
-        # shellcheck disable=SC2086  # a scenario and its flags
-        timeout "${BENCH_TIMEOUT:-150}" "$bin/onecard-bench-cuda" $s ${flags//,/ } \
-          --results "$OUT/arm_$name.jsonl" >>"$OUT/arms.log" 2>&1 ||
-          { status=1; echo "FAILED: $name $s"; }
-      done
-    done
-    grep -E '^== |tok/s|GB/s' "$OUT/arms.log" | cut -c1-110
-    exit $status
+    arm_setup() {  # NAME=FLAGS: the bundle's binary with those flags
+      arm_name=${1%%=*} arm_bin=$bin/onecard-bench-cuda arm_flags=${1#*=}
+      arm_flags=${arm_flags//,/ }
+      ONECARD_COMMIT=$commit
+    }
+    run_arms "$@"
     ;;
   *)
     echo "usage: arms.sh add NAME | pack | run \"A B ...\" SCENARIO... | flags \"A=F B=F\" SCENARIO..." >&2

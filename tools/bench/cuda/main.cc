@@ -9,9 +9,9 @@
 // Differs from onecard-bench's main in RunInfo: the device is the GPU
 // ("NVIDIA H200 (132 SMs, 139.8 GiB)") and the commit comes from --commit or
 // $ONECARD_COMMIT (the GPU machine has no .git), else `git rev-parse`; and in
-// the comparison arms (--pdl, --gemv_blocks_per_sm, --gemm_splits,
-// --fused_rope, --tuner_search, --tuner_at_cap), which set the kernels'
-// launch settings and the options of every runner a preset creates.
+// the comparison arms (the "Comparison arms" group of CommandLine below),
+// which set the kernels' launch settings and the options of every runner a
+// preset creates.
 #include <cstdlib>
 #include <initializer_list>
 #include <iostream>
