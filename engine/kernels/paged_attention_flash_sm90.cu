@@ -167,8 +167,8 @@ __device__ __forceinline__ void SoftmaxTile(float (&sc)[32], SoftmaxRows& r, boo
   // Every row sees key 0 in the first tile, so the maxima are finite here.
   const float mx0 = fmaxf(r.m0, raw0 * score_scale);
   const float mx1 = fmaxf(r.m1, raw1 * score_scale);
-  *al0 = exp2f(r.m0 - mx0);
-  *al1 = exp2f(r.m1 - mx1);
+  *al0 = cuda::Exp2Approx(r.m0 - mx0);
+  *al1 = cuda::Exp2Approx(r.m1 - mx1);
   r.m0 = mx0;
   r.m1 = mx1;
   float rs0 = 0.0f, rs1 = 0.0f;
@@ -176,8 +176,8 @@ __device__ __forceinline__ void SoftmaxTile(float (&sc)[32], SoftmaxRows& r, boo
   for (int nt = 0; nt < 8; ++nt) {
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
-      sc[4 * nt + e] = exp2f(fmaf(sc[4 * nt + e], score_scale, -mx0));
-      sc[4 * nt + 2 + e] = exp2f(fmaf(sc[4 * nt + 2 + e], score_scale, -mx1));
+      sc[4 * nt + e] = cuda::Exp2Approx(fmaf(sc[4 * nt + e], score_scale, -mx0));
+      sc[4 * nt + 2 + e] = cuda::Exp2Approx(fmaf(sc[4 * nt + 2 + e], score_scale, -mx1));
       rs0 += sc[4 * nt + e];
       rs1 += sc[4 * nt + 2 + e];
     }
