@@ -13,6 +13,7 @@
 // Tested by tests/gpu/paged_attention_test.cc against PagedAttentionRef.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "engine/common/fp8.h"
 #include "engine/kernels/cuda_ptx.cuh"
@@ -337,6 +338,13 @@ absl::Status Validate(const PagedAttentionParams& p, const PagedAttentionSplitOp
     return absl::InvalidArgumentError(cuda::Cat(
         kOp, ": bad sizes num_tokens=", p.num_tokens, " num_seqs=", p.num_seqs, " block_size=",
         p.layout.block_size, " num_splits=", o.num_splits, " q_token_stride=", p.q_token_stride));
+  }
+  // The kernels' offsets within a KV block are 32-bit.
+  if (int64_t{p.layout.block_size} * p.layout.num_kv_heads * d * 2 >
+      std::numeric_limits<int32_t>::max()) {
+    return absl::UnimplementedError(cuda::Cat(
+        kOp, ": layout.block_size ", p.layout.block_size, " x num_kv_heads ", p.layout.num_kv_heads,
+        " x head_dim ", d, " makes KV blocks over 2 GiB; supported: less"));
   }
   if (o.num_splits > 1 && o.workspace_bytes < PagedAttentionWorkspaceBytes(
                                                   p.num_tokens, p.num_heads, d, o.num_splits)) {
