@@ -12,8 +12,9 @@
 // m64n{D}k16, P in registers, V read N-major), and turns S(t) into P(t)
 // (scale, causal mask only on tiles that reach past the block's first
 // query, online softmax in base 2) while the tensor cores run P V(t - 1).
-// K / V tiles stream in with cp.async two tiles ahead, four stages, into
-// 128-byte swizzled rows:
+// K / V tiles stream in with cp.async two tiles ahead, four stages (or, in
+// the kTma variant, AttentionKernel::kFlashTma, full tiles of BF16 pools by
+// TMA onto a stage's mbarrier), into 128-byte swizzled rows:
 //
 //   one tile of K (or V), head_dim D = 64 * panels, 64 keys:
 //     panel p (dims 64p .. 64p + 63) = 64 rows of 128 bytes, 8 KB,
@@ -167,7 +168,7 @@ __device__ __forceinline__ void LoadCodesSm90(const AttnArgs& a, const KvChunks<
   });
 }
 
-// FP8: the thread's own chunks of LoadKvCodes (landed) widened to f16 in
+// FP8: the thread's own chunks of LoadCodesSm90 (landed) widened to f16 in
 // the swizzled tiles.
 template <int D>
 __device__ __forceinline__ void WidenTileSm90(const unsigned char* ks8, const unsigned char* vs8,
