@@ -1,7 +1,8 @@
 // Thin wrappers over the PTX instructions the tensor-core and streaming
 // kernels use: cp.async (16-byte global -> shared copies, zero-fill when not
 // valid; 4-byte ones), ldmatrix (x4, plain and transposed), mma.sync m16n8k16 bf16 with
-// fp32 accumulators, and a streaming 16-byte global load that skips L1.
+// fp32 accumulators, a streaming 16-byte global load that skips L1, and the
+// approximate 2^x of the special function unit.
 // Fragment layouts (PTX ISA, "mma.m16n8k16"): lane = 4 * g + t;
 //   A (16x16, row): a0 (g, 2t..2t+1), a1 (g+8, 2t..), a2 (g, 2t+8..), a3 (g+8, 2t+8..)
 //   B (16x8, col):  b0 (k 2t..2t+1, n g), b1 (k 2t+8..2t+9, n g)
@@ -18,6 +19,15 @@ namespace onecard::engine::cuda {
 
 __device__ __forceinline__ uint32_t SmemAddr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// 2^x by the special function unit alone (ex2.approx.ftz: relative error
+// about 2^-22, results below 2^-126 flushed to zero, 2^-inf = 0); exp2f adds
+// a range fix-up of four instructions around the same MUFU.EX2.
+__device__ __forceinline__ float Exp2Approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
 }
 
 // Copies 16 bytes global -> shared asynchronously; writes zeros when !valid.

@@ -13,6 +13,7 @@
 // Tested by tests/gpu/paged_attention_test.cc against PagedAttentionRef.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "engine/common/fp8.h"
 #include "engine/kernels/cuda_ptx.cuh"
@@ -338,6 +339,13 @@ absl::Status Validate(const PagedAttentionParams& p, const PagedAttentionSplitOp
         kOp, ": bad sizes num_tokens=", p.num_tokens, " num_seqs=", p.num_seqs, " block_size=",
         p.layout.block_size, " num_splits=", o.num_splits, " q_token_stride=", p.q_token_stride));
   }
+  // The kernels' offsets within a KV block are 32-bit.
+  if (int64_t{p.layout.block_size} * p.layout.num_kv_heads * d * 2 >
+      std::numeric_limits<int32_t>::max()) {
+    return absl::UnimplementedError(cuda::Cat(
+        kOp, ": layout.block_size ", p.layout.block_size, " x num_kv_heads ", p.layout.num_kv_heads,
+        " x head_dim ", d, " makes KV blocks over 2 GiB; supported: less"));
+  }
   if (o.num_splits > 1 && o.workspace_bytes < PagedAttentionWorkspaceBytes(
                                                   p.num_tokens, p.num_heads, d, o.num_splits)) {
     return absl::InvalidArgumentError(cuda::Cat(kOp, ": workspace of ", o.workspace_bytes,
@@ -352,8 +360,9 @@ absl::Status Validate(const PagedAttentionParams& p, const PagedAttentionSplitOp
     return absl::UnimplementedError(cuda::Cat(
         kOp, ": an FP8 KV cache needs head_dim a multiple of 16 (16-byte rows), not ", d));
   }
-  if ((o.kernel == AttentionKernel::kFlash || o.kernel == AttentionKernel::kFlashMma) && d != 64 &&
-      d != 128) {
+  if ((o.kernel == AttentionKernel::kFlash || o.kernel == AttentionKernel::kFlashMma ||
+       o.kernel == AttentionKernel::kFlashTma) &&
+      d != 64 && d != 128) {
     return absl::UnimplementedError(
         cuda::Cat(kOp, ": the flash kernel takes head_dim 64 or 128, not ", d));
   }
@@ -423,7 +432,9 @@ absl::Status Run(const PagedAttentionParams& p, const PagedAttentionSplitOptions
     a.num_splits = 1;
 #if ONECARD_CUDA_SM90A
     if (o.kernel != AttentionKernel::kFlashMma) {
-      return LaunchFlashPrefillSm90(a, d, p.num_tokens, stream);
+      return LaunchFlashPrefillSm90(a, d, p.num_tokens,
+                                    int64_t{p.layout.num_blocks} * p.layout.block_size,
+                                    o.kernel == AttentionKernel::kFlashTma, stream);
     }
 #endif
     return LaunchFlashPrefill(a, d, p.num_tokens, stream);

@@ -107,8 +107,11 @@ __device__ __forceinline__ bool FindPrefillTile(const AttnArgs& a, int b, int ti
 // Element offset of (position p, kv head, dim 0) in a layer's pool.
 __device__ __forceinline__ int64_t KvOffset(const AttnArgs& a, const int32_t* table, int p, int kvh,
                                             int head_dim) {
-  const int64_t slot =
-      static_cast<int64_t>(table[p / a.block_size]) * a.block_size + p % a.block_size;
+  // Block sizes of a power of two (the usual 16) shift and mask instead of
+  // dividing (~20 instructions).
+  const int blk = a.block_shift >= 0 ? p >> a.block_shift : p / a.block_size;
+  const int in_blk = a.block_shift >= 0 ? p & (a.block_size - 1) : p - blk * a.block_size;
+  const int64_t slot = static_cast<int64_t>(table[blk]) * a.block_size + in_blk;
   return (slot * a.num_kv_heads + kvh) * head_dim;
 }
 
@@ -231,8 +234,11 @@ __device__ __forceinline__ float VScale(const AttnArgs& a, int kvh) {
 // (paged_attention_flash_sm90.cu, sm_90a builds only).
 absl::Status LaunchFlashPrefill(const AttnArgs& a, int head_dim, int num_tokens,
                                 cudaStream_t stream);
+// tma: full K / V tiles of BF16 pools by the tensor memory accelerator
+// where the block size allows it (AttentionKernel::kFlashTma); pool_slots:
+// the pools' slots (num_blocks x block_size), for its tensor maps.
 absl::Status LaunchFlashPrefillSm90(const AttnArgs& a, int head_dim, int num_tokens,
-                                    cudaStream_t stream);
+                                    int64_t pool_slots, bool tma, cudaStream_t stream);
 // Flash decode: every chunk one token; head_dim 64 or 128, group <= 16; writes
 // the output (num_splits == 1) or the split partials for the combine kernel.
 // `rope` (a.qkv_bias .. a.v_write set; every chunk exactly one token): the

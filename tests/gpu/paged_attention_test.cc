@@ -162,5 +162,17 @@ TEST(PagedAttentionTest, UnsupportedHeadDimIsUnimplemented) {
   EXPECT_EQ(st.code(), absl::StatusCode::kUnimplemented) << st;
 }
 
+TEST(PagedAttentionTest, KvBlocksOver2GiBAreRefusedNamingTheBlockSize) {
+  engine::PagedAttentionParams p;
+  p.dtype = DType::kBF16;
+  p.layout = {.num_blocks = 1, .block_size = 1 << 20, .num_kv_heads = 8, .head_dim = 128};
+  p.num_heads = 8;
+  p.num_seqs = 1;
+  p.q_token_stride = 8 * 128;
+  const absl::Status st = engine::PagedAttention(p, nullptr);
+  EXPECT_EQ(st.code(), absl::StatusCode::kUnimplemented) << st;
+  EXPECT_NE(st.message().find("layout.block_size 1048576"), std::string_view::npos) << st;
+}
+
 }  // namespace
 }  // namespace onecard::testing
