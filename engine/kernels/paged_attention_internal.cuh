@@ -234,11 +234,8 @@ __device__ __forceinline__ float VScale(const AttnArgs& a, int kvh) {
 // (paged_attention_flash_sm90.cu, sm_90a builds only).
 absl::Status LaunchFlashPrefill(const AttnArgs& a, int head_dim, int num_tokens,
                                 cudaStream_t stream);
-// tma: full K / V tiles of BF16 pools by the tensor memory accelerator
-// where the block size allows it (AttentionKernel::kFlashTma); pool_slots:
-// the pools' slots (num_blocks x block_size), for its tensor maps.
 absl::Status LaunchFlashPrefillSm90(const AttnArgs& a, int head_dim, int num_tokens,
-                                    int64_t pool_slots, bool tma, cudaStream_t stream);
+                                    cudaStream_t stream);
 // Flash decode: every chunk one token; head_dim 64 or 128, group <= 16; writes
 // the output (num_splits == 1) or the split partials for the combine kernel.
 // `rope` (a.qkv_bias .. a.v_write set; every chunk exactly one token): the
