@@ -74,55 +74,13 @@ __device__ __forceinline__ int SwizzledChunk(int j, int c) {
   return (c >> 3) * (kTileKeys * 128) + j * 128 + (((c & 7) ^ (j & 7)) << 4);
 }
 
-// This thread's 16-byte chunks of a tile's keys of one kv head, kElems
-// elements of kElemBytes a chunk, in ForEachKvChunk's assignment (chunk c =
-// threadIdx.x % kChunks of keys threadIdx.x / kChunks + kRows i, which
-// WidenTileSm90 relies on), with what stays from tile to tile worked out
-// once: a chunk's byte offset in the pools is the block's (one 32 x 32-bit
-// product: a block of a layer's pool is at most 2^31 bytes, PagedAttention
-// checks) plus its place in the block.
 template <int D, int kElems, int kElemBytes>
-struct KvChunks {
-  static constexpr int kChunks = D / kElems;
-  static constexpr int kRows = kSm90Threads / kChunks;  // keys a pass
-  static constexpr int kPasses = kTileKeys / kRows;
-  static_assert(kSm90Threads % kChunks == 0 && kTileKeys % kRows == 0, "whole passes");
-  int j0, c;
-  uint32_t lane_bytes;   // (kvh * D + c * kElems) * kElemBytes
-  uint32_t row_bytes;    // a slot's: num_kv_heads * D * kElemBytes
-  uint32_t block_bytes;  // block_size slots
-
-  __device__ __forceinline__ KvChunks(const AttnArgs& a, int kvh)
-      : j0(threadIdx.x / kChunks),
-        c(threadIdx.x % kChunks),
-        lane_bytes(static_cast<uint32_t>((kvh * D + c * kElems) * kElemBytes)),
-        row_bytes(static_cast<uint32_t>(a.num_kv_heads * D * kElemBytes)),
-        block_bytes(static_cast<uint32_t>(a.block_size) * row_bytes) {}
-
-  // fn(key j of the tile, chunk c, the chunk's byte offset in the pools,
-  // whether the key is below kv_len) for each of the thread's chunks.
-  template <typename Fn>
-  __device__ __forceinline__ void ForEach(const AttnArgs& a, const int32_t* table, int k_begin,
-                                          int kv_len, Fn&& fn) const {
-#pragma unroll
-    for (int i = 0; i < kPasses; ++i) {
-      const int j = j0 + i * kRows;
-      // Keys past kv_len take the last key's address (no branch; the copy
-      // reads nothing and writes zeros).
-      const int p = min(k_begin + j, kv_len - 1);
-      const int blk = a.block_shift >= 0 ? p >> a.block_shift : p / a.block_size;
-      const int in_blk = a.block_shift >= 0 ? p & (a.block_size - 1) : p - blk * a.block_size;
-      const uint64_t off = static_cast<uint64_t>(static_cast<uint32_t>(table[blk])) * block_bytes +
-                           (static_cast<uint32_t>(in_blk) * row_bytes + lane_bytes);
-      fn(j, c, off, k_begin + j < kv_len);
-    }
-  }
-};
+using KvChunksSm90 = KvChunks<D, kElems, kElemBytes, kSm90Threads>;
 
 // Keys [k_begin, k_begin + kTileKeys) into the swizzled K and V tiles; keys
 // >= kv_len are zeros.
 template <int D>
-__device__ __forceinline__ void LoadTileSm90(const AttnArgs& a, const KvChunks<D, 8, 2>& chunks,
+__device__ __forceinline__ void LoadTileSm90(const AttnArgs& a, const KvChunksSm90<D, 8, 2>& chunks,
                                              const int32_t* table, int k_begin, int kv_len,
                                              unsigned char* ks, unsigned char* vs) {
   const auto* k = reinterpret_cast<const unsigned char*>(a.k_cache);
@@ -131,18 +89,6 @@ __device__ __forceinline__ void LoadTileSm90(const AttnArgs& a, const KvChunks<D
     const int dst = SwizzledChunk<D>(j, c);
     cuda::CpAsync16(ks + dst, k + off, valid);
     cuda::CpAsync16(vs + dst, v + off, valid);
-  });
-}
-
-// FP8: the same keys' codes into staging tiles ks8 / vs8 ([kTileKeys][D]
-// codes; keys >= kv_len are zeros).
-template <int D>
-__device__ __forceinline__ void LoadCodesSm90(const AttnArgs& a, const KvChunks<D, 16, 1>& chunks,
-                                              const int32_t* table, int k_begin, int kv_len,
-                                              unsigned char* ks8, unsigned char* vs8) {
-  chunks.ForEach(a, table, k_begin, kv_len, [&](int j, int c, uint64_t off, bool valid) {
-    cuda::CpAsync16(ks8 + j * D + c * 16, a.k_codes + off, valid);
-    cuda::CpAsync16(vs8 + j * D + c * 16, a.v_codes + off, valid);
   });
 }
 
@@ -322,12 +268,12 @@ __global__ void __launch_bounds__(kSm90Threads, 1) AttnFlashSm90Kernel(AttnArgs 
 
   // Tile i goes to stage i % kStages (FP8: its codes to staging i % kStages,
   // widened by the threads that copied them).
-  const KvChunks<D, kFp8 ? 16 : 8, kFp8 ? 1 : 2> chunks(a, kvh);
+  const KvChunksSm90<D, kFp8 ? 16 : 8, kFp8 ? 1 : 2> chunks(a, kvh);
   auto load = [&](int tile) {
     const int st = tile % S::kStages;
     if constexpr (kFp8) {
-      LoadCodesSm90<D>(a, chunks, table, tile * kTileKeys, kv_len, k_codes + st * S::kCodeBytes,
-                       v_codes + st * S::kCodeBytes);
+      LoadKvCodes<D, kSm90Threads>(a, chunks, table, tile * kTileKeys, kv_len,
+                                   k_codes + st * S::kCodeBytes, v_codes + st * S::kCodeBytes);
     } else {
       LoadTileSm90<D>(a, chunks, table, tile * kTileKeys, kv_len, k_tiles + st * S::kTileBytes,
                       v_tiles + st * S::kTileBytes);
