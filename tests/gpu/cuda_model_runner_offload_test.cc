@@ -7,7 +7,9 @@
 // model (BF16 and 4-bit g128 weights) with one layer on the card and a ring
 // of two slots (the ring wraps twice a step), every layer streamed through
 // one slot, and the tiny_qwen2 checkpoint (biases, loaded from its file)
-// with every layer streamed. Also: the placement is exposed with measured
+// with every layer streamed. The random model's untied token embeddings
+// then live in host memory too (the card gathers their rows over the link);
+// tiny_qwen2's tied ones stay on the card. Also: the placement is exposed with measured
 // rates and the memory plan counts the card's part; gpu_layers without a
 // cpu_memory_budget is refused naming it. And layers computed by the CPU
 // (CpuLayersGiveTheCardsTokens, below).
@@ -22,6 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/model/checkpoint.h"
 #include "engine/runtime/cuda/cuda_model_runner.h"
+#include "engine/runtime/cuda/weight_spec.h"
 #include "gtest/gtest.h"
 #include "tests/gpu/runner_test_util.h"
 #include "tests/testing/all_close.h"
@@ -178,7 +181,10 @@ TEST(CudaModelRunnerOffloadTest, StreamedLayersGiveTheCardsLogitsBitForBit) {
     EXPECT_GT(place->batch1.stream_s, 0) << label;
     const MemoryPlan& plan = (*streamed)->memory_plan();
     EXPECT_EQ(plan.weight_bytes, place->device_bytes + place->ring_bytes) << label;
-    EXPECT_EQ(plan.offloaded_bytes, place->streamed_bytes) << label;  // no CPU layers
+    // Untied: the token embeddings in host memory too, read by the card.
+    EXPECT_EQ(place->host_embedding_bytes, EmbeddingTableBytes(c)) << label;
+    EXPECT_EQ(plan.offloaded_bytes, place->streamed_bytes + place->host_embedding_bytes)
+        << label;  // no CPU layers
     EXPECT_NE(plan.ToString().find("in host memory"), std::string::npos) << plan.ToString();
     ExpectSameLogits(**card, **streamed, label);
   }
@@ -193,6 +199,7 @@ TEST(CudaModelRunnerOffloadTest, TinyQwen2StreamedFromItsFile) {
   ASSERT_TRUE(streamed.ok()) << streamed.status();
   ASSERT_NE((*streamed)->placement(), nullptr);
   EXPECT_EQ((*streamed)->placement()->streamed_layers, ckpt->config.num_layers);
+  EXPECT_EQ((*streamed)->placement()->host_embedding_bytes, 0);  // tied: the LM head's table
   ExpectSameLogits(**card, **streamed, "tiny_qwen2");
 }
 
@@ -220,7 +227,8 @@ TEST(CudaModelRunnerOffloadTest, CpuLayersGiveTheCardsTokens) {
     EXPECT_EQ(place->cpu_max_rows, kCpuMaxRows);
     EXPECT_GT(place->rates.host_read_bytes_per_s, 1e9);
     EXPECT_GT(place->rates.span_s, 0);
-    EXPECT_EQ((*split)->memory_plan().offloaded_bytes, place->streamed_bytes + place->cpu_bytes);
+    EXPECT_EQ((*split)->memory_plan().offloaded_bytes,
+              place->streamed_bytes + place->cpu_bytes + place->host_embedding_bytes);
     ExpectSameLogits(**card, **split, absl::StrCat(weights, " with 2 CPU layers"), 0.05,
                      /*tail=*/true);
   }

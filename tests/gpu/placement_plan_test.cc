@@ -7,7 +7,8 @@
 // among the card's and the CPU's evenly among them; large batches stream the
 // CPU's layers too, the sooner the slower the CPU's arithmetic; without a
 // link offloading is refused; too little device or host memory is refused
-// naming the flag and the bytes.
+// naming the flag and the bytes; untied embeddings leave the card once a
+// layer does.
 #include "engine/runtime/cuda/placement_plan.h"
 
 #include <algorithm>
@@ -175,6 +176,48 @@ TEST(PlacementPlanTest, TooLittleMemoryIsRefusedNamingTheFlag) {
   PlacementInput bad = Input("llama3-8b", "bf16", 24, 0);
   bad.rates.device_read_bytes_per_s = 0;
   EXPECT_EQ(PlanPlacement(bad).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// Untied embeddings: on the card while every layer fits, in pinned host
+// memory once one does not, and the card holds layers in their place; tied
+// ones (the LM head's table) stay.
+TEST(PlacementPlanTest, UntiedEmbeddingsLeaveTheCardWithTheFirstLayer) {
+  const auto fits = PlanPlacement(Input("llama3-8b", "bf16", 24, 0));
+  ASSERT_TRUE(fits.ok()) << fits.status();
+  EXPECT_EQ(fits->host_embedding_bytes, 0);
+  EXPECT_EQ(fits->other_bytes, OtherWeightBytes(*SyntheticModelConfig("llama3-8b")));
+  EXPECT_EQ(fits->ToString().find("token embeddings"), std::string::npos);
+
+  PlacementInput in = Input("llama3-70b", "int4", 20, 100);
+  const auto plan = PlanPlacement(in);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  const int64_t table = EmbeddingTableBytes(in.config);
+  EXPECT_EQ(table, int64_t{128256} * 8192 * 2);
+  EXPECT_EQ(plan->host_embedding_bytes, table);
+  EXPECT_EQ(plan->other_bytes, OtherWeightBytes(in.config) - table);
+  EXPECT_NE(plan->ToString().find("host       token embeddings:     1.96 GiB pinned"),
+            std::string::npos)
+      << plan->ToString();
+  EXPECT_NE(plan->ToString().find("+ LM head, norms:"), std::string::npos);
+  // The card fills with layers where the table was: no further layer fits.
+  const int64_t layer = LayerWeightBytes(in.config, in.weights, 0);
+  EXPECT_LE(plan->device_bytes + plan->ring_bytes, in.device_weight_bytes);
+  EXPECT_GT(plan->device_bytes + plan->ring_bytes + layer, in.device_weight_bytes);
+  // Tied, the one table is the LM head's and stays on the card.
+  in.config.tie_word_embeddings = true;
+  const auto tied = PlanPlacement(in);
+  ASSERT_TRUE(tied.ok()) << tied.status();
+  EXPECT_EQ(tied->host_embedding_bytes, 0);
+  EXPECT_EQ(tied->other_bytes, OtherWeightBytes(in.config));
+  EXPECT_EQ(tied->other_bytes, plan->other_bytes);
+  EXPECT_EQ(tied->ToString().find("token embeddings"), std::string::npos);
+  // The host budget counts the table: refused naming both.
+  in.config.tie_word_embeddings = false;
+  in.host_weight_bytes = plan->streamed_bytes + plan->cpu_bytes + table - 1;
+  const auto short_host = PlanPlacement(in);
+  EXPECT_EQ(short_host.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(short_host.status().message().find("and 1.96 GiB of embeddings"), std::string::npos)
+      << short_host.status();
 }
 
 // --gpu-layers: at most that many leading layers stay on the card even where

@@ -191,7 +191,8 @@ absl::Status CudaRunnerImpl::PlanDevice() {
   ASSIGN_OR_RETURN(placement_, PlanPlacement(place));
   // Pinned pages cannot be swapped: more than the host has free would take
   // the machine down rather than fail.
-  const int64_t host_bytes = placement_->streamed_bytes + placement_->cpu_bytes;
+  const int64_t host_bytes =
+      placement_->streamed_bytes + placement_->cpu_bytes + placement_->host_embedding_bytes;
   const int64_t available = HostAvailableMemoryBytes();
   if (available > 0 && host_bytes > available) {
     return absl::ResourceExhaustedError(absl::StrFormat(
@@ -205,18 +206,21 @@ absl::Status CudaRunnerImpl::PlanDevice() {
   // The KV cache: num_kv_blocks, or what the budget holds beside the card's
   // weights (at least the one sequence DeviceBytesForWeights counted).
   in.device_weight_bytes = placement_->device_bytes + placement_->ring_bytes;
-  in.offloaded_weight_bytes = placement_->streamed_bytes + placement_->cpu_bytes;
+  in.offloaded_weight_bytes = host_bytes;
   ASSIGN_OR_RETURN(plan_, PlanMemory(in));
   return absl::OkStatus();
 }
 
 std::optional<WeightHomes> CudaRunnerImpl::Homes() {
-  if (weight_stream_ == nullptr) return std::nullopt;
+  if (weight_stream_ == nullptr && host_embedding_ == nullptr) return std::nullopt;
+  WeightHomes homes;
+  if (host_embedding_ != nullptr) homes.embedding = host_embedding_->data();
+  if (weight_stream_ == nullptr) return homes;
   WeightStream* stream = weight_stream_.get();
   cudaStream_t compute = ctx_->stream();
-  return WeightHomes{
-      .layer_arena = [stream](int64_t layer) { return stream->LayerArena(layer); },
-      .filled = [stream, compute](int64_t layer) { return stream->StoreLayer(layer, compute); }};
+  homes.layer_arena = [stream](int64_t layer) { return stream->LayerArena(layer); };
+  homes.filled = [stream, compute](int64_t layer) { return stream->StoreLayer(layer, compute); };
+  return homes;
 }
 
 absl::Status CudaRunnerImpl::Allocate() {
@@ -230,6 +234,16 @@ absl::Status CudaRunnerImpl::Allocate() {
     ASSIGN_OR_RETURN(weight_stream_,
                      WeightStream::Create(placement_->layers, layer_bytes,
                                           options_.offload_ring_layers, weight_arena_.get()));
+  }
+  if (placement_.has_value() && placement_->host_embedding_bytes > 0) {
+    absl::StatusOr<std::unique_ptr<PinnedBuffer>> table =
+        PinnedBuffer::Create(placement_->host_embedding_bytes);
+    if (!table.ok()) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          config_.name, ": pinning the token embeddings in host memory: ", table.status().message(),
+          "; lower --cpu-memory-budget or raise --gpu-memory-budget"));
+    }
+    host_embedding_ = *std::move(table);
   }
   ASSIGN_OR_RETURN(workspace_arena_, DeviceArena::Create(w.Total(), "workspace"));
   ASSIGN_OR_RETURN(kv_arena_, DeviceArena::Create(plan_.kv_bytes(), "kv cache"));

@@ -267,6 +267,9 @@ class CudaRunnerImpl : public CudaModelRunner {
   MemoryPlan plan_;
   std::optional<PlacementPlan> placement_;       // offload only
   std::unique_ptr<WeightStream> weight_stream_;  // with offloaded layers
+  // The token embedding table in pinned host memory (placement_plan.h), which
+  // the embedding kernel reads over the link; null when it is on the card.
+  std::unique_ptr<PinnedBuffer> host_embedding_;
   // With CPU layers: the CPU's side, its spans, each CPU layer's index, the
   // pinned span buffers (BF16: the residual [kCpuMaxRows, hidden], then
   // [cpu layers, kCpuMaxRows, kv_row] K/V rows) and the K/V rows the card

@@ -60,7 +60,15 @@ absl::StatusOr<CudaWeights> CarveWeights(const ModelConfig& c, const ModelWeight
       ASSIGN_OR_RETURN(layer.bqkv, into->Take(qkv_rows * 2));
     }
   }
-  ASSIGN_OR_RETURN(w.embedding, arena->Take(c.vocab_size * c.hidden_size * 2));
+  if (homes != nullptr && homes->embedding != nullptr) {
+    if (c.tie_word_embeddings) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          c.name, ": tied embeddings (the LM head's table) cannot live in host memory"));
+    }
+    w.embedding = homes->embedding;
+  } else {
+    ASSIGN_OR_RETURN(w.embedding, arena->Take(c.vocab_size * c.hidden_size * 2));
+  }
   ASSIGN_OR_RETURN(w.final_norm, arena->Take(c.hidden_size * 2));
   if (c.tie_word_embeddings) {
     w.lm_head = w.embedding;

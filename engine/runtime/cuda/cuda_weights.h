@@ -79,9 +79,12 @@ struct CudaWeights {
 // for which layer_arena gives an arena (not null) is carved from it, from its
 // start, instead of the main arena, and `filled` runs once the layer holds
 // its values (before the next layer is filled: streamed layers share slots).
+// With `embedding` (pinned host memory the card reads, placement_plan.h) the
+// token embedding table lives there instead (untied embeddings only).
 struct WeightHomes {
   std::function<std::unique_ptr<DeviceArena>(int64_t layer)> layer_arena;
   std::function<absl::Status(int64_t layer)> filled;
+  void* embedding = nullptr;
 };
 
 // A projection's parts in the fused order: [q; k; v], o, [gate; up], down.

@@ -174,7 +174,7 @@ absl::StatusOr<PlacementPlan> PlanPlacement(const PlacementInput& input) {
     layer_bytes[l] = LayerWeightBytes(c, in.weights, l);
     largest = std::max(largest, layer_bytes[l]);
   }
-  const int64_t other = OtherWeightBytes(c);
+  int64_t other = OtherWeightBytes(c);
   const bool can_cpu = in.rates.host_read_bytes_per_s > 0 && in.cpu_layers != 0;
   const int64_t ring = int64_t{in.ring_layers} * largest;
   // The most leading layers the card holds beside the other weights and a
@@ -187,6 +187,12 @@ absl::StatusOr<PlacementPlan> PlanPlacement(const PlacementInput& input) {
     while (n < most && used + layer_bytes[n] <= in.device_weight_bytes) used += layer_bytes[n++];
     return used <= in.device_weight_bytes ? n : -1;
   };
+  // Untied embeddings leave the card once a layer must (placement_plan.h).
+  int64_t host_embedding = 0;
+  if (!c.tie_word_embeddings && device_layers(0) != num_layers) {
+    host_embedding = EmbeddingTableBytes(c);
+    other -= host_embedding;
+  }
   const bool can_stream = in.rates.h2d_bytes_per_s > 0;
   PlacementPlan best;
   bool found = false;
@@ -231,9 +237,10 @@ absl::StatusOr<PlacementPlan> PlanPlacement(const PlacementInput& input) {
   if (!found) {
     if (device_layers(0) < 0) {
       return absl::ResourceExhaustedError(absl::StrFormat(
-          "%s: --gpu-memory-budget leaves %.2f GiB for weights; the embeddings, LM head and norms "
-          "alone take %.2f GiB (weights %s)",
-          c.name, GiB(in.device_weight_bytes), GiB(other), total.ToString()));
+          "%s: --gpu-memory-budget leaves %.2f GiB for weights; the LM head%s and norms alone "
+          "take %.2f GiB (weights %s)",
+          c.name, GiB(in.device_weight_bytes), c.tie_word_embeddings ? " (the embeddings)" : "",
+          GiB(other), total.ToString()));
     }
     return absl::ResourceExhaustedError(absl::StrFormat(
         "%s: %.2f GiB of layers do not fit the %.2f GiB of device memory for weights, and "
@@ -255,6 +262,7 @@ absl::StatusOr<PlacementPlan> PlanPlacement(const PlacementInput& input) {
   }
   best.model = c.name;
   best.other_bytes = other;
+  best.host_embedding_bytes = host_embedding;
   best.device_weight_bytes = in.device_weight_bytes;
   best.rates = in.rates;
   best.device_bytes = other;
@@ -271,13 +279,14 @@ absl::StatusOr<PlacementPlan> PlanPlacement(const PlacementInput& input) {
         break;
     }
   }
-  const int64_t host = best.streamed_bytes + best.cpu_bytes;
+  const int64_t host = best.streamed_bytes + best.cpu_bytes + host_embedding;
   if (host > in.host_weight_bytes) {
     return absl::ResourceExhaustedError(absl::StrFormat(
-        "%s: %.2f GiB of layers (%d streamed, %d on the CPU) do not fit the card's %.2f GiB for "
-        "weights, and --cpu-memory-budget gives %.2f GiB of host memory for them",
-        c.name, GiB(host), best.streamed_layers, best.cpu_layers, GiB(in.device_weight_bytes),
-        GiB(in.host_weight_bytes)));
+        "%s: %.2f GiB of layers (%d streamed, %d on the CPU) and %.2f GiB of embeddings do not "
+        "fit the card's %.2f GiB for weights, and --cpu-memory-budget gives %.2f GiB of host "
+        "memory for them",
+        c.name, GiB(host - host_embedding), best.streamed_layers, best.cpu_layers,
+        GiB(host_embedding), GiB(in.device_weight_bytes), GiB(in.host_weight_bytes)));
   }
   best.batch1 = PredictPlanStep(in, best, 1);
   best.expected = PredictPlanStep(in, best, in.expected_batch);
@@ -294,7 +303,8 @@ std::string PlacementPlan::ToString() const {
   };
   std::string out = absl::StrFormat(
       "placement for %s (%.2f GiB of device memory for weights):\n"
-      "  device     %3d layers (%s) + embeddings, LM head, norms: %8.2f GiB\n"
+      "  device     %3d layers (%s) + %s: %8.2f GiB\n"
+      "%s"
       "  streamed   %3d layers (%s): %8.2f GiB pinned\n"
       "  cpu        %3d layers (%s): %8.2f GiB pinned, computed by the CPU in steps of up to %d "
       "rows\n"
@@ -304,8 +314,14 @@ std::string PlacementPlan::ToString() const {
       "GB/s, %.2f TFLOP/s; %.0f us a CPU span; both at once: host read %.1f GB/s, "
       "host-to-device %.1f GB/s\n",
       model, GiB(device_weight_bytes), device_layers, Range(layers, LayerPlace::kDevice),
-      GiB(device_bytes), streamed_layers, Range(layers, LayerPlace::kStreamed), GiB(streamed_bytes),
-      cpu_layers, Range(layers, LayerPlace::kCpu), GiB(cpu_bytes), cpu_max_rows, GiB(ring_bytes),
+      host_embedding_bytes > 0 ? "LM head, norms" : "embeddings, LM head, norms", GiB(device_bytes),
+      host_embedding_bytes > 0
+          ? absl::StrFormat("  host       token embeddings: %8.2f GiB pinned, a step's rows "
+                            "read by the card\n",
+                            GiB(host_embedding_bytes))
+          : "",
+      streamed_layers, Range(layers, LayerPlace::kStreamed), GiB(streamed_bytes), cpu_layers,
+      Range(layers, LayerPlace::kCpu), GiB(cpu_bytes), cpu_max_rows, GiB(ring_bytes),
       rates.device_read_bytes_per_s / 1e9, rates.device_flops_per_s / 1e12,
       rates.h2d_bytes_per_s / 1e9, rates.host_read_bytes_per_s / 1e9, rates.host_flops_per_s / 1e12,
       rates.span_s * 1e6, rates.host_read_shared_bytes_per_s / 1e9,

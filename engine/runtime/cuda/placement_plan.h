@@ -17,6 +17,12 @@
 //   with layers both on the CPU and streamed, the host read and upload rates
 //     measured with both running at once (they share the host's memory)
 //   step = max(chain, stream)
+// Once a layer leaves the card, a model whose embeddings are not tied to its
+// LM head keeps the token embedding table in pinned host memory too
+// (llama.cpp's place for it):
+// a step reads only its tokens' rows, which the embedding kernel gathers
+// over the link (a 16 KB row a token for a 70B: microseconds), and the
+// card holds more layers in the table's place (2 GiB for Llama 3 70B's).
 // The offloaded layers are spread evenly among the card's, and the CPU's
 // evenly among the offloaded: while the CPU computes a layer the copy engine
 // fills the ring with the next streamed ones, so the two overlap with a ring
@@ -97,11 +103,12 @@ struct PlacementPlan {
   std::string model;
   std::vector<LayerPlace> layers;  // [num_layers]
   int32_t device_layers = 0, streamed_layers = 0, cpu_layers = 0;
-  int64_t device_bytes = 0;    // the card's layers and the other weights
-  int64_t other_bytes = 0;     // embeddings, LM head, final norm (on the card)
-  int64_t ring_bytes = 0;      // min(ring_layers, offloaded layers) x the largest layer
-  int64_t streamed_bytes = 0;  // pinned host memory
-  int64_t cpu_bytes = 0;       // host memory the CPU kernels read
+  int64_t device_bytes = 0;          // the card's layers and the other weights
+  int64_t other_bytes = 0;           // LM head, final norm and the embeddings held on the card
+  int64_t host_embedding_bytes = 0;  // the embedding table in pinned host memory (untied)
+  int64_t ring_bytes = 0;            // min(ring_layers, offloaded layers) x the largest layer
+  int64_t streamed_bytes = 0;        // pinned host memory
+  int64_t cpu_bytes = 0;             // host memory the CPU kernels read
   int64_t device_weight_bytes = 0;
   // Steps of at most this many rows leave the CPU layers to the CPU (those
   // where that is predicted faster than streaming them; 0 without CPU layers).
@@ -119,7 +126,8 @@ struct PlacementPlan {
 // InvalidArgument for missing rates or sizes; ResourceExhausted naming
 // --gpu-memory-budget when the card cannot hold the other weights (and a
 // ring, when a layer must stream), or --cpu-memory-budget when host memory
-// cannot hold the offloaded layers, with the bytes each needs.
+// cannot hold the offloaded layers and the embedding table, with the bytes
+// each needs.
 absl::StatusOr<PlacementPlan> PlanPlacement(const PlacementInput& input);
 
 // The predicted step of `layers` (a placement of input's model) at `batch`.

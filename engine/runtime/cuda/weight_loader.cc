@@ -22,8 +22,9 @@
 namespace onecard::engine {
 namespace {
 
+// dst: device memory, or pinned host memory the card reads (WeightHomes).
 absl::Status Upload(void* dst, const void* src, int64_t bytes) {
-  CUDA_RETURN_IF_ERROR(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+  CUDA_RETURN_IF_ERROR(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
   return absl::OkStatus();
 }
 

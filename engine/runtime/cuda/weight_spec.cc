@@ -109,8 +109,12 @@ int64_t LayerBf16Bytes(const ModelConfig& c) {
   return 2 * Align(c.hidden_size * 2) + (c.attention_bias ? Align(qkv_rows * 2) : 0);
 }
 
+int64_t EmbeddingTableBytes(const ModelConfig& c) {
+  return Align(c.vocab_size * c.hidden_size * 2);
+}
+
 int64_t OtherWeightBytes(const ModelConfig& c) {
-  const int64_t table = Align(c.vocab_size * c.hidden_size * 2);
+  const int64_t table = EmbeddingTableBytes(c);
   return table + Align(c.hidden_size * 2) + (c.tie_word_embeddings ? 0 : table);
 }
 

@@ -77,6 +77,8 @@ absl::StatusOr<WeightBytes> CountWeightBytes(const ModelConfig& config,
 int64_t LayerWeightBytes(const ModelConfig& config, const ModelWeightsSpec& spec, int64_t layer);
 int64_t LayerBf16Bytes(const ModelConfig& config);
 int64_t OtherWeightBytes(const ModelConfig& config);
+// The token embedding table's share of OtherWeightBytes.
+int64_t EmbeddingTableBytes(const ModelConfig& config);
 
 // Whether 4-bit weights take this projection's shape (int4_layout.h); the
 // error names the projection and the supported shapes.

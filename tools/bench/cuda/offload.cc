@@ -105,6 +105,7 @@ absl::StatusOr<std::unique_ptr<engine::CudaModelRunner>> MakeRunner(const Preset
   add("cpu_layers", place->cpu_layers, "layers");
   add("streamed_gib", static_cast<double>(place->streamed_bytes) / engine::kGiB, "GiB");
   add("cpu_gib", static_cast<double>(place->cpu_bytes) / engine::kGiB, "GiB");
+  add("host_embedding_gib", static_cast<double>(place->host_embedding_bytes) / engine::kGiB, "GiB");
   add("cpu_max_rows", place->cpu_max_rows, "rows");
   add("h2d_rate", place->rates.h2d_bytes_per_s / 1e9, "GB/s");
   add("host_read_rate", place->rates.host_read_bytes_per_s / 1e9, "GB/s");
