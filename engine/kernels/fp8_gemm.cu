@@ -1,8 +1,13 @@
-// Fp8Gemm on CUDA (see fp8_gemm.h), three launches on the stream:
+// Fp8Gemm on CUDA (see fp8_gemm.h), launches on the stream:
 //   QuantizeRowsKernel: a block a row of x; 16-byte loads, the row's amax
 //     (BlockMax), then the codes (Fp8ActivationCode: fp8.h's FloatToE4m3,
 //     so the codes are the reference's bit for bit) 8 a store, and the scale;
-//   Fp8Matmul::Run: the codes times W's codes into fp32 sums (cuBLASLt);
+//   then, from kFp8GemmScaledMinRows rows with
+//   LaunchSettings::fp8_gemm_cublas_scales where cuBLASLt has the
+//   algorithm: Fp8Matmul::Run's scaled form, both scales and the BF16
+//   output (and the residual, beta 1) inside cuBLASLt's product, SiluMul
+//   after it for silu_mul_y (its BF16 gate/up in the workspace's sums);
+//   otherwise: Fp8Matmul::Run into fp32 sums, then
 //   EpilogueKernel<kind>: a thread an output, the two scales and the
 //     epilogue's roundings (coalesced over the sums' rows and y's).
 // Tested by tests/gpu/fp8_gemm_test.cc.
@@ -15,6 +20,8 @@
 #include "engine/kernels/cuda_common.cuh"
 #include "engine/kernels/fp8_gemm.h"
 #include "engine/kernels/fp8_matmul.h"
+#include "engine/kernels/launch_settings.h"
+#include "engine/kernels/silu_mul.h"
 
 namespace onecard::engine {
 namespace {
@@ -130,13 +137,52 @@ Fp8MatmulArgs MatmulArgs(const Fp8GemmParams& p, const Fp8GemmWorkspaceLayout& w
           .acc_row_stride = ws.acc_row_stride};
 }
 
+// The product in cuBLASLt's scaled form: straight into y, or, for
+// silu_mul_y, into BF16 gate/up in the workspace's sums (rows x n x 2 bytes
+// of their rows x acc_row_stride x 4).
+Fp8MatmulArgs ScaledArgs(const Fp8GemmParams& p, const Fp8GemmWorkspaceLayout& ws) {
+  char* base = static_cast<char*>(p.workspace);
+  Fp8MatmulArgs a = MatmulArgs(p, ws);
+  a.acc = nullptr;
+  a.scaled = true;
+  a.x_scales = base == nullptr ? nullptr : reinterpret_cast<const float*>(base + ws.scales_offset);
+  a.w_scales = p.w.scales;
+  a.out = p.silu_mul_y ? (base == nullptr ? nullptr : base + ws.acc_offset) : p.y;
+  a.out_row_stride = p.w.n;
+  a.accumulate = p.add_to_y;
+  return a;
+}
+
+bool WantsScaled(const Fp8GemmParams& p) {
+  return p.y_dtype == DType::kBF16 && p.rows >= kFp8GemmScaledMinRows &&
+         GetLaunchSettings().fp8_gemm_cublas_scales;
+}
+
+// Whether the scaled form serves p (planning it once): false when the
+// setting is off, y is fp32 or cuBLASLt has no such algorithm here.
+absl::StatusOr<bool> TakeScaled(Fp8Matmul& matmul, const Fp8GemmParams& p,
+                                const Fp8GemmWorkspaceLayout& ws) {
+  if (!WantsScaled(p)) return false;
+  const absl::Status st = matmul.Prepare(ScaledArgs(p, ws));
+  if (st.ok()) return true;
+  if (st.code() == absl::StatusCode::kUnimplemented) return false;
+  return st;
+}
+
 }  // namespace
+
+absl::StatusOr<bool> Fp8GemmUsesCublasScales(Fp8Matmul& matmul, const Fp8GemmParams& p) {
+  Fp8GemmParams shape = p;  // only the shape matters here
+  shape.workspace = nullptr;
+  return TakeScaled(matmul, shape, Fp8GemmWorkspace(p.rows, p.w.n, p.w.k));
+}
 
 absl::Status PrepareFp8Gemm(Fp8Matmul& matmul, const Fp8GemmParams& p) {
   Fp8GemmParams shape = p;  // only the shape matters here
   shape.workspace = nullptr;
   const Fp8GemmWorkspaceLayout ws = Fp8GemmWorkspace(p.rows, p.w.n, p.w.k);
-  return matmul.Prepare(MatmulArgs(shape, ws));
+  ASSIGN_OR_RETURN(const bool scaled, TakeScaled(matmul, shape, ws));
+  return scaled ? absl::OkStatus() : matmul.Prepare(MatmulArgs(shape, ws));
 }
 
 absl::Status Fp8Gemm(Fp8Matmul& matmul, const Fp8GemmParams& p, cudaStream_t stream) {
@@ -149,6 +195,28 @@ absl::Status Fp8Gemm(Fp8Matmul& matmul, const Fp8GemmParams& p, cudaStream_t str
   QuantizeRowsKernel<<<static_cast<unsigned>(p.rows), kQuantizeThreads, 0, stream>>>(
       static_cast<const cuda::bf16*>(p.x), p.x_row_stride, p.w.k, codes, x_scales);
   CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  // During graph capture nothing is planned: a shape PrepareFp8Gemm found no
+  // scaled algorithm for has its fp32 form prepared, and an unprepared one
+  // is refused by Fp8Matmul::Run.
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  CUDA_RETURN_IF_ERROR(cudaStreamIsCapturing(stream, &capture));
+  bool scaled = false;
+  if (capture == cudaStreamCaptureStatusNone) {
+    ASSIGN_OR_RETURN(scaled, TakeScaled(matmul, p, ws));
+  } else {
+    scaled = WantsScaled(p) && matmul.Prepared(ScaledArgs(p, ws));
+  }
+  if (scaled) {
+    const Fp8MatmulArgs s = ScaledArgs(p, ws);
+    RETURN_IF_ERROR(matmul.Run(s, stream));
+    if (!p.silu_mul_y) return absl::OkStatus();
+    return SiluMul({.dtype = DType::kBF16,
+                    .gate_up = s.out,
+                    .out = p.y,
+                    .num_tokens = p.rows,
+                    .inter = p.w.n / 2},
+                   stream);
+  }
   const Fp8MatmulArgs mm = MatmulArgs(p, ws);
   RETURN_IF_ERROR(matmul.Run(mm, stream));
   const EpilogueArgs a{.acc = mm.acc,

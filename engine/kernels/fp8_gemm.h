@@ -11,7 +11,12 @@
 //   2. acc[m][j] = sum_c E4m3ToFloat(code[m][c]) * E4m3ToFloat(W code[j][c]),
 //      in fp32 (Fp8Matmul, fp8_matmul.h: cuBLASLt)
 //   3. v = (acc[m][j] * x_scale[m]) * w_scale[j] in fp32, with the GEMV's
-//      epilogues (gemv.h) rounding where they do:
+//      epilogues (gemv.h) rounding where they do (the CUDA version, from
+//      kFp8GemmScaledMinRows rows of BF16 y with
+//      LaunchSettings::fp8_gemm_cublas_scales, where cuBLASLt has the
+//      algorithm, forms v inside cuBLASLt's product in its own order and
+//      rounds the residual add once, bf16(v + y); fp8_matmul.h's scaled
+//      form):
 //        BF16 y:      y = bf16(v)
 //        add_to_y:    y = bf16(bf16(v) + y)                    (the residual add)
 //        silu_mul_y:  W's rows are [gate; up] stacked (rows 0..n/2-1 gate,
@@ -37,6 +42,7 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "engine/common/dtype.h"
 #include "engine/common/fp8.h"
@@ -47,6 +53,13 @@
 namespace onecard::engine {
 
 class Fp8Matmul;  // fp8_matmul.h
+
+// Rows from which Fp8Gemm takes cuBLASLt's scaled form (above). Measured on
+// the H200 with cuBLASLt 13.1 (bench/experiments/fp8_block_scales.cu,
+// bench/results/fp8.md): its outer-vector kernels beat the fp32 sums plus
+// the epilogue kernel on every 8B and 70B product from 128 rows (and by
+// 1.4-2x at 2048), and lose to them on the MLP products at 8-32 rows.
+inline constexpr int32_t kFp8GemmScaledMinRows = 64;
 
 struct Fp8GemmParams {
   Fp8WeightView w;               // E4M3 [n, k], kRow scales [n]
@@ -117,6 +130,9 @@ absl::Status Fp8Gemm(Fp8Matmul& matmul, const Fp8GemmParams& params, cudaStream_
 // read, nothing is enqueued), so that Fp8Gemm with that shape can be
 // captured into a CUDA graph.
 absl::Status PrepareFp8Gemm(Fp8Matmul& matmul, const Fp8GemmParams& params);
+// Whether Fp8Gemm takes cuBLASLt's scaled form for params' shape and output
+// under the current LaunchSettings (planning it; no pointer is read).
+absl::StatusOr<bool> Fp8GemmUsesCublasScales(Fp8Matmul& matmul, const Fp8GemmParams& params);
 
 }  // namespace onecard::engine
 

@@ -31,6 +31,8 @@
 
 #include "engine/kernels/fp8_dequant.h"
 #include "engine/kernels/fp8_matmul.h"
+#include "engine/kernels/launch_settings.h"
+#include "engine/kernels/silu_mul.h"
 #include "tests/gpu/gpu_test_util.h"
 #include "tests/testing/all_close.h"
 #include "tests/testing/fp8_testing.h"
@@ -127,10 +129,73 @@ struct Matmul {
   }
 };
 
-class Fp8GemmTest : public ::testing::TestWithParam<Fp8Case> {};
+// y of the scaled form against the reference's products v_ref: each within
+// BF16's rounding (2^-8, cuBLASLt's fp32 order inside) plus 2^-9 of the
+// products' magnitudes (the FP8 accumulation); the residual added once;
+// silu_mul_y's BF16 gate/up (left in the workspace's sums) so, and y the
+// spec's SiLU·mul of them (SiluMulRef).
+void CheckScaledForm(const Fp8Case& c, const std::vector<double>& sums,
+                     const std::vector<float>& v_ref, const std::vector<uint16_t>& residual,
+                     const std::vector<uint8_t>& workspace,
+                     const engine::Fp8GemmWorkspaceLayout& ws, const std::vector<float>& got) {
+  const int64_t y_cols = c.out == Out::kSilu ? c.n / 2 : c.n;
+  std::vector<uint16_t> gate_up(c.rows * c.n);
+  if (c.out == Out::kSilu) {
+    std::memcpy(gate_up.data(), workspace.data() + ws.acc_offset, gate_up.size() * 2);
+  }
+  int bad = 0;
+  for (int32_t m = 0; m < c.rows; ++m) {
+    for (int64_t j = 0; j < (c.out == Out::kSilu ? c.n : y_cols); ++j) {
+      const int64_t o = m * c.n + j;
+      double want = v_ref[o], have = 0, scale = std::abs(v_ref[o]);
+      if (c.out == Out::kSilu) {
+        have = engine::Bf16ToFloat(gate_up[o]);
+      } else {
+        have = got[m * y_cols + j];
+        if (c.out == Out::kAdd) {
+          const double r = engine::Bf16ToFloat(residual[m * y_cols + j]);
+          want += r;
+          scale += std::abs(r);
+        }
+      }
+      const double bound = std::ldexp(scale, -8) + std::ldexp(sums[o], -9) + 1e-30;
+      if (!std::isfinite(have) || std::abs(have - want) > bound) {
+        if (++bad <= 8)
+          ADD_FAILURE() << "[" << m << "][" << j << "] = " << have << ", want " << want;
+      }
+    }
+  }
+  EXPECT_EQ(bad, 0);
+  if (c.out != Out::kSilu) return;
+  std::vector<uint16_t> want(c.rows * y_cols);
+  ASSERT_TRUE(engine::SiluMulRef({.dtype = DType::kBF16,
+                                  .gate_up = gate_up.data(),
+                                  .out = want.data(),
+                                  .num_tokens = c.rows,
+                                  .inter = y_cols})
+                  .ok());
+  EXPECT_ALL_CLOSE(got, ToFloats(want), Tolerance::For(DType::kBF16));
+}
+
+// Fp8Gemm's two forms (LaunchSettings::fp8_gemm_cublas_scales): the
+// cuBLASLt product's fp32 sums then the epilogue kernel, or the scales and
+// BF16 output inside cuBLASLt's product.
+class Fp8GemmTest : public ::testing::TestWithParam<std::tuple<Fp8Case, bool>> {
+ protected:
+  void SetUp() override {
+    engine::LaunchSettings s = engine::GetLaunchSettings();
+    saved_ = s;
+    s.fp8_gemm_cublas_scales = std::get<1>(GetParam());
+    ASSERT_TRUE(engine::SetLaunchSettings(s).ok());
+  }
+  void TearDown() override { ASSERT_TRUE(engine::SetLaunchSettings(saved_).ok()); }
+
+ private:
+  engine::LaunchSettings saved_;
+};
 
 TEST_P(Fp8GemmTest, MatchesReference) {
-  const Fp8Case& c = GetParam();
+  const Fp8Case& c = std::get<0>(GetParam());
   const uint32_t seed = std::hash<std::string>()(c.name) & 0xffff;
   std::mt19937 rng = SeededRng(seed, 53);
   engine::Fp8Matrix w = RandomFp8Matrix(c.n, c.k, Fp8Scales::kRow, seed);
@@ -208,6 +273,18 @@ TEST_P(Fp8GemmTest, MatchesReference) {
   plain.add_to_y = plain.silu_mul_y = false;
   ASSERT_TRUE(engine::Fp8GemmRef(plain).ok());
   const std::vector<double> sums = MagnitudeSums(w, x, stride, c.rows);
+  absl::StatusOr<bool> scaled = engine::Fp8GemmUsesCublasScales(*mm.mm, p);
+  ASSERT_TRUE(scaled.ok()) << scaled.status();
+  const bool wanted = std::get<1>(GetParam()) && !f32 && c.rows >= engine::kFp8GemmScaledMinRows;
+  EXPECT_TRUE(wanted || !*scaled) << "the scaled form below its rows or for fp32 y";
+  if (wanted && !*scaled) {
+    GTEST_SKIP() << "cuBLASLt has no outer-vector-scaled E4M3 algorithm for this shape here";
+  }
+  if (*scaled) {
+    CheckScaledForm(c, sums, v_ref, residual, left, ws,
+                    f32 ? std::vector<float>{} : ToFloats(dy16.Download()));
+    return;
+  }
   std::vector<float> v(c.rows * c.n);
   int bad = 0;
   double worst = 0;  // |v - v_ref| / magnitude sum
@@ -253,8 +330,12 @@ TEST_P(Fp8GemmTest, MatchesReference) {
   EXPECT_ALL_CLOSE(got, want, f32 ? (Tolerance{0, 0, 0}) : Tolerance::For(DType::kBF16));
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, Fp8GemmTest, ::testing::ValuesIn(Cases()),
-                         [](const auto& info) { return info.param.name; });
+INSTANTIATE_TEST_SUITE_P(Cases, Fp8GemmTest,
+                         ::testing::Combine(::testing::ValuesIn(Cases()), ::testing::Bool()),
+                         [](const auto& info) {
+                           return std::get<0>(info.param).name +
+                                  (std::get<1>(info.param) ? "_cublas_scales" : "_epilogue");
+                         });
 
 // Fp8DequantizeBf16 against its reference: equal bit for bit, for both scale
 // kinds, blocks cut short at the edges, and every finite code.
