@@ -1,10 +1,12 @@
 // Fp8Gemm on CUDA (see fp8_gemm.h), launches on the stream:
 //   QuantizeRowsKernel: a block a row of x; 16-byte loads, the row's amax
 //     (BlockMax), then the codes (Fp8ActivationCode: fp8.h's FloatToE4m3,
-//     so the codes are the reference's bit for bit) 8 a store, and the scale;
-//   then, from kFp8GemmScaledMinRows rows with
-//   LaunchSettings::fp8_gemm_cublas_scales where cuBLASLt has the
-//   algorithm: Fp8Matmul::Run's scaled form, both scales and the BF16
+//     so the codes are the reference's bit for bit) 8 a store, and the scale
+//     (once a 128-column block: the workspace's layout);
+//   then, with LaunchSettings::fp8_gemm_cublas_scales where cuBLASLt has the
+//   algorithm: Fp8Matmul::Run's scaled form (with 1x128 scales up to
+//   kFp8GemmBlockScalesMaxRows rows of a weight whose scales are by block,
+//   with outer vectors from kFp8GemmScaledMinRows rows), both scales and the BF16
 //   output (and the residual, beta 1) inside cuBLASLt's product, SiluMul
 //   after it for silu_mul_y (its BF16 gate/up in the workspace's sums);
 //   otherwise: Fp8Matmul::Run into fp32 sums, then
@@ -15,6 +17,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 
 #include "engine/kernels/cuda_check.h"
 #include "engine/kernels/cuda_common.cuh"
@@ -33,7 +36,7 @@ constexpr int kMaxGridY = 65535;
 enum class YKind { kBf16, kBf16Add, kSiluMul, kF32 };
 
 __global__ void QuantizeRowsKernel(const cuda::bf16* x, int64_t x_row_stride, int64_t k,
-                                   uint8_t* codes, float* scales) {
+                                   uint8_t* codes, float* scales, int32_t blocks) {
   __shared__ float scratch[32];
   const int64_t m = blockIdx.x;
   const uint4* row = reinterpret_cast<const uint4*>(x + m * x_row_stride);
@@ -46,7 +49,9 @@ __global__ void QuantizeRowsKernel(const cuda::bf16* x, int64_t x_row_stride, in
     for (int e = 0; e < 8; ++e) amax = fmaxf(amax, fabsf(v[e]));
   }
   const float scale = Fp8ActivationScale(cuda::BlockMax(amax, scratch));
-  if (threadIdx.x == 0) scales[m] = scale;
+  // [blocks][rows] (fp8_gemm.h's workspace): block 0's are the row scales.
+  for (int32_t b = threadIdx.x; b < blocks; b += kQuantizeThreads)
+    scales[b * gridDim.x + m] = scale;
   uint2* out = reinterpret_cast<uint2*>(codes + m * k);
   for (int64_t i = threadIdx.x; i < vectors; i += kQuantizeThreads) {
     float v[8];
@@ -140,11 +145,12 @@ Fp8MatmulArgs MatmulArgs(const Fp8GemmParams& p, const Fp8GemmWorkspaceLayout& w
 // The product in cuBLASLt's scaled form: straight into y, or, for
 // silu_mul_y, into BF16 gate/up in the workspace's sums (rows x n x 2 bytes
 // of their rows x acc_row_stride x 4).
-Fp8MatmulArgs ScaledArgs(const Fp8GemmParams& p, const Fp8GemmWorkspaceLayout& ws) {
+Fp8MatmulArgs ScaledArgs(const Fp8GemmParams& p, const Fp8GemmWorkspaceLayout& ws, bool by_block) {
   char* base = static_cast<char*>(p.workspace);
   Fp8MatmulArgs a = MatmulArgs(p, ws);
   a.acc = nullptr;
   a.scaled = true;
+  a.by_block = by_block;
   a.x_scales = base == nullptr ? nullptr : reinterpret_cast<const float*>(base + ws.scales_offset);
   a.w_scales = p.w.scales;
   a.out = p.silu_mul_y ? (base == nullptr ? nullptr : base + ws.acc_offset) : p.y;
@@ -153,20 +159,36 @@ Fp8MatmulArgs ScaledArgs(const Fp8GemmParams& p, const Fp8GemmWorkspaceLayout& w
   return a;
 }
 
-bool WantsScaled(const Fp8GemmParams& p) {
-  return p.y_dtype == DType::kBF16 && p.rows >= kFp8GemmScaledMinRows &&
-         GetLaunchSettings().fp8_gemm_cublas_scales;
+// Whether p may take the scaled form with 1x128 scales (by_block) or with
+// outer vectors (fp8_gemm.h: the rows each is for).
+bool Wants(const Fp8GemmParams& p, bool by_block) {
+  if (p.y_dtype != DType::kBF16 || !GetLaunchSettings().fp8_gemm_cublas_scales) return false;
+  if (!by_block) return p.rows >= kFp8GemmScaledMinRows;
+  return p.w.scales_by_block && p.w.k % kFp8Block == 0 && p.rows <= kFp8GemmBlockScalesMaxRows;
 }
 
-// Whether the scaled form serves p (planning it once): false when the
-// setting is off, y is fp32 or cuBLASLt has no such algorithm here.
-absl::StatusOr<bool> TakeScaled(Fp8Matmul& matmul, const Fp8GemmParams& p,
-                                const Fp8GemmWorkspaceLayout& ws) {
-  if (!WantsScaled(p)) return false;
-  const absl::Status st = matmul.Prepare(ScaledArgs(p, ws));
-  if (st.ok()) return true;
-  if (st.code() == absl::StatusCode::kUnimplemented) return false;
-  return st;
+// The scaled form that serves p (planning it once): 1x128 scales where
+// wanted and cuBLASLt has the algorithm, else outer vectors so; nullopt for
+// the fp32 sums and the epilogue kernel.
+absl::StatusOr<std::optional<bool>> TakeScaled(Fp8Matmul& matmul, const Fp8GemmParams& p,
+                                               const Fp8GemmWorkspaceLayout& ws) {
+  for (const bool by_block : {true, false}) {
+    if (!Wants(p, by_block)) continue;
+    const absl::Status st = matmul.Prepare(ScaledArgs(p, ws, by_block));
+    if (st.ok()) return by_block;
+    if (st.code() != absl::StatusCode::kUnimplemented) return st;
+  }
+  return std::nullopt;
+}
+
+// TakeScaled during graph capture, where nothing is planned: the first
+// wanted form already prepared.
+std::optional<bool> PreparedScaled(const Fp8Matmul& matmul, const Fp8GemmParams& p,
+                                   const Fp8GemmWorkspaceLayout& ws) {
+  for (const bool by_block : {true, false}) {
+    if (Wants(p, by_block) && matmul.Prepared(ScaledArgs(p, ws, by_block))) return by_block;
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -174,15 +196,17 @@ absl::StatusOr<bool> TakeScaled(Fp8Matmul& matmul, const Fp8GemmParams& p,
 absl::StatusOr<bool> Fp8GemmUsesCublasScales(Fp8Matmul& matmul, const Fp8GemmParams& p) {
   Fp8GemmParams shape = p;  // only the shape matters here
   shape.workspace = nullptr;
-  return TakeScaled(matmul, shape, Fp8GemmWorkspace(p.rows, p.w.n, p.w.k));
+  ASSIGN_OR_RETURN(const std::optional<bool> form,
+                   TakeScaled(matmul, shape, Fp8GemmWorkspace(p.rows, p.w.n, p.w.k)));
+  return form.has_value();
 }
 
 absl::Status PrepareFp8Gemm(Fp8Matmul& matmul, const Fp8GemmParams& p) {
   Fp8GemmParams shape = p;  // only the shape matters here
   shape.workspace = nullptr;
   const Fp8GemmWorkspaceLayout ws = Fp8GemmWorkspace(p.rows, p.w.n, p.w.k);
-  ASSIGN_OR_RETURN(const bool scaled, TakeScaled(matmul, shape, ws));
-  return scaled ? absl::OkStatus() : matmul.Prepare(MatmulArgs(shape, ws));
+  ASSIGN_OR_RETURN(const std::optional<bool> form, TakeScaled(matmul, shape, ws));
+  return form.has_value() ? absl::OkStatus() : matmul.Prepare(MatmulArgs(shape, ws));
 }
 
 absl::Status Fp8Gemm(Fp8Matmul& matmul, const Fp8GemmParams& p, cudaStream_t stream) {
@@ -193,21 +217,22 @@ absl::Status Fp8Gemm(Fp8Matmul& matmul, const Fp8GemmParams& p, cudaStream_t str
   auto* codes = reinterpret_cast<uint8_t*>(base + ws.codes_offset);
   auto* x_scales = reinterpret_cast<float*>(base + ws.scales_offset);
   QuantizeRowsKernel<<<static_cast<unsigned>(p.rows), kQuantizeThreads, 0, stream>>>(
-      static_cast<const cuda::bf16*>(p.x), p.x_row_stride, p.w.k, codes, x_scales);
+      static_cast<const cuda::bf16*>(p.x), p.x_row_stride, p.w.k, codes, x_scales,
+      static_cast<int32_t>(cuda::CeilDiv(p.w.k, kFp8Block)));
   CUDA_RETURN_IF_ERROR(cudaGetLastError());
   // During graph capture nothing is planned: a shape PrepareFp8Gemm found no
   // scaled algorithm for has its fp32 form prepared, and an unprepared one
   // is refused by Fp8Matmul::Run.
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   CUDA_RETURN_IF_ERROR(cudaStreamIsCapturing(stream, &capture));
-  bool scaled = false;
+  std::optional<bool> form;  // by_block, or none: the fp32 sums
   if (capture == cudaStreamCaptureStatusNone) {
-    ASSIGN_OR_RETURN(scaled, TakeScaled(matmul, p, ws));
+    ASSIGN_OR_RETURN(form, TakeScaled(matmul, p, ws));
   } else {
-    scaled = WantsScaled(p) && matmul.Prepared(ScaledArgs(p, ws));
+    form = PreparedScaled(matmul, p, ws);
   }
-  if (scaled) {
-    const Fp8MatmulArgs s = ScaledArgs(p, ws);
+  if (form.has_value()) {
+    const Fp8MatmulArgs s = ScaledArgs(p, ws, *form);
     RETURN_IF_ERROR(matmul.Run(s, stream));
     if (!p.silu_mul_y) return absl::OkStatus();
     return SiluMul({.dtype = DType::kBF16,

@@ -1,7 +1,7 @@
 // MatchesReference for Fp8Gemm (W8A8 through cuBLASLt) over awkward shapes:
-// 1, 5, 17, 64, 128 and 300 rows; n of 48, 208, 528, 1008, 3008, 4144 (not
-// multiples of 128); k of 16, 48, 576, 1040,
-// 4096 and 4112 (4096 + 16); x rows strided; activations uniform, with one
+// 1, 5, 8, 17, 32, 64, 96, 128 and 300 rows; n of 48, 208, 528, 1008, 1024,
+// 2048, 3008, 4144; k of 16, 48, 256, 512, 576, 1024, 1040, 4096 and 4112
+// (4096 + 16); x rows strided; activations uniform, with one
 // huge value a row (the rest quantized to a few codes, subnormals and
 // zeros), with all-zero rows (scale 1), or spread over 34 decades (codes at
 // 448 and flushed to zero in one row); weight scales with outliers (x 1e4
@@ -74,6 +74,11 @@ std::vector<Fp8Case> Cases() {
       {"r128_n4096_k4096", 128, 4096, 4096, uni, plain, Out::kBf16},
       {"r300_n528_k4112_add_zero_rows", 300, 528, 4112, zero, scaled, Out::kAdd},
       {"r300_n1008_k1040_silu_wide", 300, 1008, 1040, wide, plain, Out::kSilu},
+      // k a multiple of 128 at 8-128 rows: the 1x128-scaled form.
+      {"r8_n1024_k1024_add", 8, 1024, 1024, uni, scaled, Out::kAdd},
+      {"r17_n528_k4096_outlier", 17, 528, 4096, outl, plain, Out::kBf16},
+      {"r32_n2048_k512_silu", 32, 2048, 512, uni, scaled, Out::kSilu},
+      {"r96_n1008_k256_add_zero_rows", 96, 1008, 256, zero, plain, Out::kAdd},
   };
 }
 
@@ -227,12 +232,15 @@ TEST_P(Fp8GemmTest, MatchesReference) {
   Matmul mm;
   ASSERT_NE(mm.mm, nullptr);
   DeviceBuf<uint8_t> dcodes(w.codes);
-  DeviceBuf<float> dscales(w.scales), dy32(y32.size());
+  // The scales as the runner keeps them (once a 128-column block).
+  DeviceBuf<float> dscales(engine::Fp8DeviceScales(w.scales, c.n, c.k, Fp8Scales::kRow));
+  DeviceBuf<float> dy32(y32.size());
   DeviceBuf<uint16_t> dx(x), dy16(y16.size());
   const engine::Fp8GemmWorkspaceLayout ws = engine::Fp8GemmWorkspace(c.rows, c.n, c.k);
   DeviceBuf<uint8_t> dws(engine::Fp8GemmWorkspaceBytes(c.rows, c.n, c.k));
   p.w.codes = dcodes.get();
   p.w.scales = dscales.get();
+  p.w.scales_by_block = true;
   p.x = dx.get();
   p.y = f32 ? static_cast<void*>(dy32.get()) : dy16.get();
   p.workspace = dws.get();
@@ -250,9 +258,11 @@ TEST_P(Fp8GemmTest, MatchesReference) {
   std::vector<uint8_t> codes(c.k);
   for (int32_t m = 0; m < c.rows; ++m) {
     const float scale = engine::Fp8QuantizeActivationRow(x.data() + m * stride, c.k, codes.data());
-    float got_scale = 0;
-    std::memcpy(&got_scale, left.data() + ws.scales_offset + 4 * m, 4);
-    ASSERT_EQ(got_scale, scale) << "row " << m;
+    for (int64_t b = 0; b < (c.k + 127) / 128; ++b) {  // once a 128-column block
+      float got_scale = 0;
+      std::memcpy(&got_scale, left.data() + ws.scales_offset + 4 * (b * c.rows + m), 4);
+      ASSERT_EQ(got_scale, scale) << "row " << m << ", block " << b;
+    }
     ASSERT_TRUE(std::equal(codes.begin(), codes.end(), left.begin() + ws.codes_offset + m * c.k))
         << "codes of row " << m;
   }
@@ -275,7 +285,9 @@ TEST_P(Fp8GemmTest, MatchesReference) {
   const std::vector<double> sums = MagnitudeSums(w, x, stride, c.rows);
   absl::StatusOr<bool> scaled = engine::Fp8GemmUsesCublasScales(*mm.mm, p);
   ASSERT_TRUE(scaled.ok()) << scaled.status();
-  const bool wanted = std::get<1>(GetParam()) && !f32 && c.rows >= engine::kFp8GemmScaledMinRows;
+  const bool wanted = std::get<1>(GetParam()) && !f32 &&
+                      (c.rows >= engine::kFp8GemmScaledMinRows ||
+                       (c.k % 128 == 0 && c.rows <= engine::kFp8GemmBlockScalesMaxRows));
   EXPECT_TRUE(wanted || !*scaled) << "the scaled form below its rows or for fp32 y";
   if (wanted && !*scaled) {
     GTEST_SKIP() << "cuBLASLt has no outer-vector-scaled E4M3 algorithm for this shape here";
