@@ -1,6 +1,7 @@
 // Fp8Gemm on CUDA (see fp8_gemm.h), launches on the stream:
 //   QuantizeRowsKernel: a block a row of x; 16-byte loads, the row's amax
-//     (BlockMax), then the codes (Fp8ActivationCode: fp8.h's FloatToE4m3,
+//     (BlockMax; with norm_weight the row's RMSNorm first, computed again
+//     for the codes), then the codes (Fp8ActivationCode: fp8.h's FloatToE4m3,
 //     so the codes are the reference's bit for bit) 8 a store, and the scale
 //     (once a 128-column block: the workspace's layout);
 //   then, with LaunchSettings::fp8_gemm_cublas_scales where cuBLASLt has the
@@ -35,27 +36,63 @@ constexpr int kMaxGridY = 65535;
 
 enum class YKind { kBf16, kBf16Add, kSiluMul, kF32 };
 
-__global__ void QuantizeRowsKernel(const cuda::bf16* x, int64_t x_row_stride, int64_t k,
-                                   uint8_t* codes, float* scales, int32_t blocks) {
+struct QuantizeArgs {
+  const cuda::bf16* x;
+  int64_t x_row_stride;
+  int64_t k;
+  const cuda::bf16* norm_w;  // kNorm
+  float eps;
+  uint8_t* codes;
+  float* scales;
+  int32_t blocks;  // 128-column blocks of a row
+};
+
+// Eight activations from vector i of the row: x's, or with kNorm
+// bf16(w * (x * inv_rms)) as RmsNorm rounds them.
+template <bool kNorm>
+__device__ __forceinline__ void Activations(const QuantizeArgs& a, const uint4* row, int64_t i,
+                                            float inv_rms, float (&v)[8]) {
+  cuda::Unpack8(row[i], v);
+  if constexpr (kNorm) {
+    float w[8];
+    cuda::Unpack8(reinterpret_cast<const uint4*>(a.norm_w)[i], w);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) v[e] = cuda::RoundTo<cuda::bf16>(w[e] * (v[e] * inv_rms));
+  }
+}
+
+template <bool kNorm>
+__global__ void QuantizeRowsKernel(QuantizeArgs a) {
   __shared__ float scratch[32];
   const int64_t m = blockIdx.x;
-  const uint4* row = reinterpret_cast<const uint4*>(x + m * x_row_stride);
-  const int64_t vectors = k / 8;
+  const uint4* row = reinterpret_cast<const uint4*>(a.x + m * a.x_row_stride);
+  const int64_t vectors = a.k / 8;
+  float inv_rms = 1.0f;
+  if constexpr (kNorm) {  // rms_norm.cu's: fp32 mean of squares, rsqrtf
+    float sum_sq = 0.0f;
+    for (int64_t i = threadIdx.x; i < vectors; i += kQuantizeThreads) {
+      float v[8];
+      cuda::Unpack8(row[i], v);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) sum_sq += v[e] * v[e];
+    }
+    inv_rms = rsqrtf(cuda::BlockSum(sum_sq, scratch) / static_cast<float>(a.k) + a.eps);
+  }
   float amax = 0.0f;
   for (int64_t i = threadIdx.x; i < vectors; i += kQuantizeThreads) {
     float v[8];
-    cuda::Unpack8(row[i], v);
+    Activations<kNorm>(a, row, i, inv_rms, v);
 #pragma unroll
     for (int e = 0; e < 8; ++e) amax = fmaxf(amax, fabsf(v[e]));
   }
   const float scale = Fp8ActivationScale(cuda::BlockMax(amax, scratch));
   // [blocks][rows] (fp8_gemm.h's workspace): block 0's are the row scales.
-  for (int32_t b = threadIdx.x; b < blocks; b += kQuantizeThreads)
-    scales[b * gridDim.x + m] = scale;
-  uint2* out = reinterpret_cast<uint2*>(codes + m * k);
+  for (int32_t b = threadIdx.x; b < a.blocks; b += kQuantizeThreads)
+    a.scales[b * gridDim.x + m] = scale;
+  uint2* out = reinterpret_cast<uint2*>(a.codes + m * a.k);
   for (int64_t i = threadIdx.x; i < vectors; i += kQuantizeThreads) {
     float v[8];
-    cuda::Unpack8(row[i], v);
+    Activations<kNorm>(a, row, i, inv_rms, v);
     uint32_t words[2] = {0, 0};
 #pragma unroll
     for (int e = 0; e < 8; ++e) {
@@ -119,8 +156,9 @@ bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 // The CUDA version's own checks (beyond CheckFp8GemmParams): alignment and
 // the workspace.
 absl::Status CheckCudaParams(const Fp8GemmParams& p, const Fp8GemmWorkspaceLayout& ws) {
-  if (!Aligned16(p.w.codes) || !Aligned16(p.x)) {
-    return absl::InvalidArgumentError("Fp8Gemm: w.codes and x must be 16-byte aligned");
+  if (!Aligned16(p.w.codes) || !Aligned16(p.x) || !Aligned16(p.norm_weight)) {
+    return absl::InvalidArgumentError(
+        "Fp8Gemm: w.codes, x and norm_weight must be 16-byte aligned");
   }
   if (p.workspace == nullptr || p.workspace_bytes < ws.total_bytes ||
       reinterpret_cast<uintptr_t>(p.workspace) % 256 != 0) {
@@ -216,9 +254,17 @@ absl::Status Fp8Gemm(Fp8Matmul& matmul, const Fp8GemmParams& p, cudaStream_t str
   char* base = static_cast<char*>(p.workspace);
   auto* codes = reinterpret_cast<uint8_t*>(base + ws.codes_offset);
   auto* x_scales = reinterpret_cast<float*>(base + ws.scales_offset);
-  QuantizeRowsKernel<<<static_cast<unsigned>(p.rows), kQuantizeThreads, 0, stream>>>(
-      static_cast<const cuda::bf16*>(p.x), p.x_row_stride, p.w.k, codes, x_scales,
-      static_cast<int32_t>(cuda::CeilDiv(p.w.k, kFp8Block)));
+  const QuantizeArgs q{.x = static_cast<const cuda::bf16*>(p.x),
+                       .x_row_stride = p.x_row_stride,
+                       .k = p.w.k,
+                       .norm_w = static_cast<const cuda::bf16*>(p.norm_weight),
+                       .eps = p.eps,
+                       .codes = codes,
+                       .scales = x_scales,
+                       .blocks = static_cast<int32_t>(cuda::CeilDiv(p.w.k, kFp8Block))};
+  const auto quantize =
+      p.norm_weight != nullptr ? QuantizeRowsKernel<true> : QuantizeRowsKernel<false>;
+  quantize<<<static_cast<unsigned>(p.rows), kQuantizeThreads, 0, stream>>>(q);
   CUDA_RETURN_IF_ERROR(cudaGetLastError());
   // During graph capture nothing is planned: a shape PrepareFp8Gemm found no
   // scaled algorithm for has its fp32 form prepared, and an unprepared one

@@ -2,7 +2,8 @@
 // scale a row (fp8_weight.h, kRow), through FP8 tensor cores (W8A8): the
 // CUDA runner's steps of more rows than the FP8 GEMV takes (prefill, large
 // batches). Three stages:
-//   1. activations, per row (per token), dynamically:
+//   1. activations, per row (per token), dynamically (of RmsNorm(x) with
+//      norm_weight: below):
 //        amax     = max_c |x[m][c]|
 //        x_scale  = Fp8ActivationScale(amax) = amax / 448 (IEEE fp32 division;
 //                   1 for an all-zero row)
@@ -40,6 +41,7 @@
 #define ONECARD_ENGINE_KERNELS_FP8_GEMM_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -75,6 +77,12 @@ struct Fp8GemmParams {
   bool add_to_y = false;         // BF16 y only
   bool silu_mul_y = false;       // BF16 y only, not with add_to_y
   int32_t rows = 0;
+  // With norm_weight (BF16 [k]): x is the residual stream and the
+  // activations are its RMSNorm first, rms_norm.h's math (fp32 mean of
+  // squares, rsqrt, each value bf16(w * (x * inv_rms))), so that the step
+  // needs no RmsNorm kernel before the product.
+  const void* norm_weight = nullptr;
+  float eps = 1e-5f;
   // x's codes and scales and the fp32 sums (Fp8GemmWorkspace); 256-byte
   // aligned, at least Fp8GemmWorkspace(rows, n, k).total_bytes. Not needed
   // by the reference. One workspace serves one stream at a time.
@@ -120,6 +128,11 @@ ONECARD_HOST_DEVICE inline uint8_t Fp8ActivationCode(float v, float scale) {
 // Stage 1 on the host for one row of k BF16 values: writes k codes and
 // returns the scale (the spec of the CUDA kernel's codes, bit for bit).
 float Fp8QuantizeActivationRow(const uint16_t* x, int64_t k, uint8_t* codes);
+// A row of Fp8GemmParams' activations on the host: x's row, or with
+// norm_weight its RMSNorm (RmsNormRef's sums in order; the CUDA kernel sums
+// in another order, so its values may differ by a BF16 unit where the
+// inverse RMS rounds otherwise).
+absl::StatusOr<std::vector<uint16_t>> Fp8GemmActivationRow(const Fp8GemmParams& params, int32_t m);
 
 // The checks both implementations make: Unimplemented naming what is
 // supported for a shape, scale kind or dtype outside the set above,

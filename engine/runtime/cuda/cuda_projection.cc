@@ -4,9 +4,10 @@
 //         fused); more rows cuBLAS (RmsNorm first, SiluMul after, the
 //         residual add as beta = 1 or split-K partials the next norm folds).
 //   FP8:  up to 4 rows Gemv reading the codes (its fusions as for BF16);
-//         more rows RmsNorm, then per-token E4M3 activations and Fp8Gemm
-//         with the SiLU·mul and residual epilogues fused (W8A8, row scales,
-//         kFp8GemmChunkRows rows a call), or with fp8_compute kW8A16 and for
+//         more rows Fp8Gemm: per-token E4M3 activations (of the RMSNorm,
+//         computed in the same pass) with the SiLU·mul and residual
+//         epilogues fused (W8A8, row scales, kFp8GemmChunkRows rows a call),
+//         or with fp8_compute kW8A16 and for
 //         block scales the weight dequantized to BF16 for the cuBLAS path.
 //   int4: up to kInt4GemmMaxRows (256) rows RmsNorm, then Int4Gemm with the
 //         SiLU·mul and residual epilogues fused; more rows dequantize the
@@ -186,22 +187,29 @@ absl::StatusOr<int32_t> CudaRunnerImpl::ProjectFp8(Projection p, int layer, int3
     RETURN_IF_ERROR(Fp8DequantizeBf16({.w = w.Fp8(), .out = buf_.dequant}, stream));
     return ProjectBf16(p, layer, t, in_partials, buf_.dequant, /*allow_splits=*/false);
   }
-  // W8A8: the norm apart, then Fp8Gemm with the SiLU·mul and residual
-  // epilogues, kFp8GemmChunkRows rows a call.
+  // W8A8: Fp8Gemm with the norm in its activations' pass (apart when the
+  // previous product left split-K partials to fold in), the SiLU·mul and
+  // residual epilogues, kFp8GemmChunkRows rows a call.
   const BlasGemmParams g = ProductParams(ProductOf(p), t);
-  if (NormedInput(p)) RETURN_IF_ERROR(NormResidual(NormWeight(p, layer), t, in_partials));
+  const bool norm_inside = NormedInput(p) && in_partials == 1;
+  if (NormedInput(p) && !norm_inside) {
+    RETURN_IF_ERROR(NormResidual(NormWeight(p, layer), t, in_partials));
+  }
+  const void* x = norm_inside ? buf_.residual : g.x;
   void* y = p == Projection::kGateUp ? buf_.act : g.y;
   const int64_t y_cols = p == Projection::kGateUp ? config_.intermediate_size : g.n;
   for (int64_t row = 0; row < t; row += kFp8GemmChunkRows) {
     const int32_t rows = static_cast<int32_t>(std::min<int64_t>(kFp8GemmChunkRows, t - row));
     RETURN_IF_ERROR(Fp8Gemm(*fp8_matmul_,
                             {.w = w.Fp8(),
-                             .x = static_cast<const char*>(g.x) + row * g.k * 2,
+                             .x = static_cast<const char*>(x) + row * g.k * 2,
                              .x_row_stride = g.k,
                              .y = static_cast<char*>(y) + row * y_cols * 2,
                              .add_to_y = p == Projection::kO || p == Projection::kDown,
                              .silu_mul_y = p == Projection::kGateUp,
                              .rows = rows,
+                             .norm_weight = norm_inside ? NormWeight(p, layer) : nullptr,
+                             .eps = config_.rms_norm_eps,
                              .workspace = buf_.fp8_gemm,
                              .workspace_bytes = plan_.workspace.fp8_gemm},
                             stream));

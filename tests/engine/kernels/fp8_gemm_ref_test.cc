@@ -11,6 +11,7 @@
 
 #include "engine/kernels/bf16.h"
 #include "engine/kernels/fp8_gemm.h"
+#include "engine/kernels/rms_norm.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/engine/kernels/kernel_test_util.h"
@@ -126,6 +127,43 @@ TEST(Fp8GemmRefTest, AddRoundsTheProductThenTheSum) {
     const float want = Bf16ToFloat(FloatToBf16(product + Bf16ToFloat(before[o])));
     EXPECT_NEAR(Bf16ToFloat(y[o]), want, 1e-2 * std::abs(want) + 1e-3) << o;
   }
+}
+
+// With norm_weight the activations are RmsNormRef's rows: the same y as
+// Fp8GemmRef over x normalized first, bit for bit, and not x's own.
+TEST(Fp8GemmRefTest, NormWeightNormalizesXFirst) {
+  Fixture f = Make(48, 96, 3);
+  const std::vector<uint16_t> norm = testing::ToBf16(testing::RandomFloats(96, 7, 0.5f, 1.5f));
+  std::vector<uint16_t> normed(3 * 96);
+  for (int32_t m = 0; m < 3; ++m) {
+    ASSERT_TRUE(RmsNormRef({.dtype = DType::kBF16,
+                            .x = f.x.data() + m * f.p.x_row_stride,
+                            .weight = norm.data(),
+                            .out = normed.data() + m * 96,
+                            .num_tokens = 1,
+                            .hidden = 96,
+                            .eps = 1e-6f})
+                    .ok());
+  }
+  std::vector<uint16_t> fused(3 * 48), apart(3 * 48), plain(3 * 48);
+  Fp8GemmParams p = f.p;
+  p.y = fused.data();
+  p.norm_weight = norm.data();
+  p.eps = 1e-6f;
+  ASSERT_TRUE(Fp8GemmRef(p).ok());
+  const absl::StatusOr<std::vector<uint16_t>> row = Fp8GemmActivationRow(p, 1);
+  ASSERT_TRUE(row.ok()) << row.status();
+  EXPECT_EQ(*row, std::vector<uint16_t>(normed.begin() + 96, normed.begin() + 192));
+  Fp8GemmParams q = f.p;
+  q.x = normed.data();
+  q.x_row_stride = 96;
+  q.y = apart.data();
+  ASSERT_TRUE(Fp8GemmRef(q).ok());
+  EXPECT_EQ(fused, apart);
+  Fp8GemmParams r = f.p;
+  r.y = plain.data();
+  ASSERT_TRUE(Fp8GemmRef(r).ok());
+  EXPECT_NE(fused, plain);
 }
 
 TEST(Fp8GemmRefTest, SiluMulPairsRowsHalfTheWeightApart) {
