@@ -1,8 +1,8 @@
 // Fp8Gemm on CUDA (see fp8_gemm.h), launches on the stream:
 //   QuantizeRowsKernel: a block a row of x; 16-byte loads, the row's amax
-//     (BlockMax; with norm_weight the row's RMSNorm first, computed again
-//     for the codes), then the codes (Fp8ActivationCode: fp8.h's FloatToE4m3,
-//     so the codes are the reference's bit for bit) 8 a store, and the scale
+//     (BlockMax; with norm_weight the row's RMSNorm first, with silu_mul_x
+//     SiLU(gate) * up, each computed again for the codes), then the codes (Fp8ActivationCode:
+//     fp8.h's FloatToE4m3, so the codes are the reference's bit for bit) 8 a store, and the scale
 //     (once a 128-column block: the workspace's layout);
 //   then, with LaunchSettings::fp8_gemm_cublas_scales where cuBLASLt has the
 //   algorithm: Fp8Matmul::Run's scaled form (with 1x128 scales up to
@@ -47,28 +47,38 @@ struct QuantizeArgs {
   int32_t blocks;  // 128-column blocks of a row
 };
 
-// Eight activations from vector i of the row: x's, or with kNorm
-// bf16(w * (x * inv_rms)) as RmsNorm rounds them.
-template <bool kNorm>
+// What the activations are made of: x itself, its RMSNorm, SiLU(gate) * up.
+enum class XKind { kPlain, kNorm, kSiluMul };
+
+// Eight activations from vector i of the row: x's, with kNorm
+// bf16(w * (x * inv_rms)) as RmsNorm rounds them, with kSiluMul
+// bf16(silu(gate) * up) as SiluMul does (the up half k / 8 vectors on).
+template <XKind kX>
 __device__ __forceinline__ void Activations(const QuantizeArgs& a, const uint4* row, int64_t i,
                                             float inv_rms, float (&v)[8]) {
   cuda::Unpack8(row[i], v);
-  if constexpr (kNorm) {
+  if constexpr (kX == XKind::kNorm) {
     float w[8];
     cuda::Unpack8(reinterpret_cast<const uint4*>(a.norm_w)[i], w);
 #pragma unroll
     for (int e = 0; e < 8; ++e) v[e] = cuda::RoundTo<cuda::bf16>(w[e] * (v[e] * inv_rms));
+  } else if constexpr (kX == XKind::kSiluMul) {
+    float u[8];
+    cuda::Unpack8(row[a.k / 8 + i], u);
+#pragma unroll
+    for (int e = 0; e < 8; ++e)
+      v[e] = cuda::RoundTo<cuda::bf16>(v[e] / (1.0f + expf(-v[e])) * u[e]);
   }
 }
 
-template <bool kNorm>
+template <XKind kX>
 __global__ void QuantizeRowsKernel(QuantizeArgs a) {
   __shared__ float scratch[32];
   const int64_t m = blockIdx.x;
   const uint4* row = reinterpret_cast<const uint4*>(a.x + m * a.x_row_stride);
   const int64_t vectors = a.k / 8;
   float inv_rms = 1.0f;
-  if constexpr (kNorm) {  // rms_norm.cu's: fp32 mean of squares, rsqrtf
+  if constexpr (kX == XKind::kNorm) {  // rms_norm.cu's: fp32 mean of squares, rsqrtf
     float sum_sq = 0.0f;
     for (int64_t i = threadIdx.x; i < vectors; i += kQuantizeThreads) {
       float v[8];
@@ -81,7 +91,7 @@ __global__ void QuantizeRowsKernel(QuantizeArgs a) {
   float amax = 0.0f;
   for (int64_t i = threadIdx.x; i < vectors; i += kQuantizeThreads) {
     float v[8];
-    Activations<kNorm>(a, row, i, inv_rms, v);
+    Activations<kX>(a, row, i, inv_rms, v);
 #pragma unroll
     for (int e = 0; e < 8; ++e) amax = fmaxf(amax, fabsf(v[e]));
   }
@@ -92,7 +102,7 @@ __global__ void QuantizeRowsKernel(QuantizeArgs a) {
   uint2* out = reinterpret_cast<uint2*>(a.codes + m * a.k);
   for (int64_t i = threadIdx.x; i < vectors; i += kQuantizeThreads) {
     float v[8];
-    Activations<kNorm>(a, row, i, inv_rms, v);
+    Activations<kX>(a, row, i, inv_rms, v);
     uint32_t words[2] = {0, 0};
 #pragma unroll
     for (int e = 0; e < 8; ++e) {
@@ -262,8 +272,9 @@ absl::Status Fp8Gemm(Fp8Matmul& matmul, const Fp8GemmParams& p, cudaStream_t str
                        .codes = codes,
                        .scales = x_scales,
                        .blocks = static_cast<int32_t>(cuda::CeilDiv(p.w.k, kFp8Block))};
-  const auto quantize =
-      p.norm_weight != nullptr ? QuantizeRowsKernel<true> : QuantizeRowsKernel<false>;
+  const auto quantize = p.norm_weight != nullptr ? QuantizeRowsKernel<XKind::kNorm>
+                        : p.silu_mul_x           ? QuantizeRowsKernel<XKind::kSiluMul>
+                                                 : QuantizeRowsKernel<XKind::kPlain>;
   quantize<<<static_cast<unsigned>(p.rows), kQuantizeThreads, 0, stream>>>(q);
   CUDA_RETURN_IF_ERROR(cudaGetLastError());
   // During graph capture nothing is planned: a shape PrepareFp8Gemm found no

@@ -3,7 +3,7 @@
 // CUDA runner's steps of more rows than the FP8 GEMV takes (prefill, large
 // batches). Three stages:
 //   1. activations, per row (per token), dynamically (of RmsNorm(x) with
-//      norm_weight: below):
+//      norm_weight, of SiLU(gate) * up with silu_mul_x: below):
 //        amax     = max_c |x[m][c]|
 //        x_scale  = Fp8ActivationScale(amax) = amax / 448 (IEEE fp32 division;
 //                   1 for an all-zero row)
@@ -83,6 +83,11 @@ struct Fp8GemmParams {
   // needs no RmsNorm kernel before the product.
   const void* norm_weight = nullptr;
   float eps = 1e-5f;
+  // x's rows hold [gate | up], 2k values (x_row_stride >= 2k): the
+  // activations are silu_mul.h's bf16(silu(gate) * up), so that a step
+  // whose gate/up product wrote them as they came needs no SiluMul kernel.
+  // Not with norm_weight.
+  bool silu_mul_x = false;
   // x's codes and scales and the fp32 sums (Fp8GemmWorkspace); 256-byte
   // aligned, at least Fp8GemmWorkspace(rows, n, k).total_bytes. Not needed
   // by the reference. One workspace serves one stream at a time.
@@ -131,7 +136,8 @@ float Fp8QuantizeActivationRow(const uint16_t* x, int64_t k, uint8_t* codes);
 // A row of Fp8GemmParams' activations on the host: x's row, or with
 // norm_weight its RMSNorm (RmsNormRef's sums in order; the CUDA kernel sums
 // in another order, so its values may differ by a BF16 unit where the
-// inverse RMS rounds otherwise).
+// inverse RMS rounds otherwise), or with silu_mul_x SiluMulRef of it (the
+// CUDA kernel's expf may round a value to the next BF16 too).
 absl::StatusOr<std::vector<uint16_t>> Fp8GemmActivationRow(const Fp8GemmParams& params, int32_t m);
 
 // The checks both implementations make: Unimplemented naming what is

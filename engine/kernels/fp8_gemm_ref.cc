@@ -53,6 +53,12 @@ float Fp8QuantizeActivationRow(const uint16_t* x, int64_t k, uint8_t* codes) {
 
 absl::StatusOr<std::vector<uint16_t>> Fp8GemmActivationRow(const Fp8GemmParams& p, int32_t m) {
   const auto* x = static_cast<const uint16_t*>(p.x) + m * p.x_row_stride;
+  if (p.silu_mul_x) {
+    std::vector<uint16_t> act(p.w.k);
+    RETURN_IF_ERROR(SiluMulRef(
+        {.dtype = DType::kBF16, .gate_up = x, .out = act.data(), .num_tokens = 1, .inter = p.w.k}));
+    return act;
+  }
   std::vector<uint16_t> row(x, x + p.w.k);
   if (p.norm_weight == nullptr) return row;
   std::vector<uint16_t> normed(p.w.k);
@@ -84,6 +90,13 @@ absl::Status CheckFp8GemmParams(const Fp8GemmParams& p, absl::string_view op) {
       ref::CheckGemmXAndEpilogue(op, w.k, p.x_row_stride, p.y_dtype, p.add_to_y, p.silu_mul_y));
   if (w.codes == nullptr || w.scales == nullptr || p.x == nullptr || p.y == nullptr) {
     return Error(op, "a pointer it needs is null (w.codes, w.scales, x or y)");
+  }
+  if (p.silu_mul_x && p.norm_weight != nullptr) {
+    return Error(op, "silu_mul_x and norm_weight are not taken together");
+  }
+  if (p.silu_mul_x && p.x_row_stride < 2 * w.k) {
+    return Error(op, absl::StrCat("silu_mul_x: x_row_stride ", p.x_row_stride, " must be >= 2 k (",
+                                  2 * w.k, ")"));
   }
   return absl::OkStatus();
 }

@@ -55,7 +55,8 @@ struct Fp8Case {
   XKind x;
   WKind w;
   Out out;
-  bool norm = false;  // norm_weight: x normalized in the activations' pass
+  bool norm = false;    // norm_weight: x normalized in the activations' pass
+  bool silu_x = false;  // silu_mul_x: x holds [gate | up], SiLU·mul in that pass
 };
 
 std::vector<Fp8Case> Cases() {
@@ -84,6 +85,9 @@ std::vector<Fp8Case> Cases() {
       {"r5_n208_k576_norm", 5, 208, 576, uni, plain, Out::kBf16, true},
       {"r64_n1024_k4096_norm_silu_outlier", 64, 1024, 4096, outl, plain, Out::kSilu, true},
       {"r300_n528_k1024_norm_zero_rows", 300, 528, 1024, zero, scaled, Out::kBf16, true},
+      // SiLU·mul in the activations' pass (down of a W8A8 step).
+      {"r8_n1024_k2048_silux_add", 8, 1024, 2048, uni, plain, Out::kAdd, false, true},
+      {"r130_n528_k576_silux_outlier_add", 130, 528, 576, outl, scaled, Out::kAdd, false, true},
   };
 }
 
@@ -216,7 +220,7 @@ TEST_P(Fp8GemmTest, MatchesReference) {
     }
   }
   ASSERT_TRUE(w.Validate(c.name).ok());
-  const int64_t stride = c.k + 8;  // rows not packed
+  const int64_t stride = (c.silu_x ? 2 * c.k : c.k) + 8;  // rows not packed
   const std::vector<uint16_t> x = MakeX(c, stride, rng);
   const int64_t y_cols = c.out == Out::kSilu ? c.n / 2 : c.n;
   const bool f32 = c.out == Out::kF32;
@@ -236,11 +240,13 @@ TEST_P(Fp8GemmTest, MatchesReference) {
     p.norm_weight = norm.data();
     p.eps = 1e-5f;
   }
+  p.silu_mul_x = c.silu_x;
+  const bool approx = c.norm || c.silu_x;  // activations computed in the pass
   const std::vector<uint16_t> residual = y16;
   ASSERT_TRUE(engine::Fp8GemmRef(p).ok());
   // The activations the reference quantizes (x's rows, or their RMSNorm).
   std::vector<uint16_t> xa = x;
-  for (int32_t m = 0; m < c.rows && c.norm; ++m) {
+  for (int32_t m = 0; m < c.rows && approx; ++m) {
     const absl::StatusOr<std::vector<uint16_t>> row = engine::Fp8GemmActivationRow(p, m);
     ASSERT_TRUE(row.ok()) << row.status();
     std::copy(row->begin(), row->end(), xa.begin() + m * stride);
@@ -273,8 +279,9 @@ TEST_P(Fp8GemmTest, MatchesReference) {
 
   // The activations as the kernel quantized them: the reference's, bit for
   // bit; with the norm (whose mean of squares the kernel sums in another
-  // order, so a value may round to the next BF16) the scale within a BF16
-  // unit and under 1 % of the codes off, each by one code at most.
+  // order) or SiLU·mul (the kernel's expf against std::exp) a value may
+  // round to the next BF16: the scale within a BF16 unit and under 1 % of
+  // the codes off, each by one code at most.
   const std::vector<uint8_t> left = dws.Download();
   std::vector<uint8_t> codes(c.k);
   for (int32_t m = 0; m < c.rows; ++m) {
@@ -282,14 +289,14 @@ TEST_P(Fp8GemmTest, MatchesReference) {
     for (int64_t b = 0; b < (c.k + 127) / 128; ++b) {  // once a 128-column block
       float got_scale = 0;
       std::memcpy(&got_scale, left.data() + ws.scales_offset + 4 * (b * c.rows + m), 4);
-      if (c.norm) {
+      if (approx) {
         ASSERT_NEAR(got_scale, scale, std::ldexp(scale, -7)) << "row " << m << ", block " << b;
       } else {
         ASSERT_EQ(got_scale, scale) << "row " << m << ", block " << b;
       }
     }
     const uint8_t* got = left.data() + ws.codes_offset + m * c.k;
-    if (!c.norm) {
+    if (!approx) {
       ASSERT_TRUE(std::equal(codes.begin(), codes.end(), got)) << "codes of row " << m;
       continue;
     }
@@ -314,6 +321,7 @@ TEST_P(Fp8GemmTest, MatchesReference) {
   plain.w = {.codes = w.codes.data(), .scales = w.scales.data(), .n = c.n, .k = c.k};
   plain.x = xa.data();
   plain.norm_weight = nullptr;
+  plain.silu_mul_x = false;
   plain.y = v_ref.data();
   plain.y_dtype = DType::kF32;
   plain.add_to_y = plain.silu_mul_y = false;
