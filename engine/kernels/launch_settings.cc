@@ -9,6 +9,7 @@ namespace {
 
 std::atomic<bool> programmatic_launch{true};
 std::atomic<int32_t> gemv_blocks_per_sm{2};
+std::atomic<bool> fp8_gemm_cublas_scales{true};
 
 }  // namespace
 
@@ -19,12 +20,14 @@ absl::Status SetLaunchSettings(const LaunchSettings& settings) {
   }
   programmatic_launch.store(settings.programmatic_launch, std::memory_order_relaxed);
   gemv_blocks_per_sm.store(settings.gemv_blocks_per_sm, std::memory_order_relaxed);
+  fp8_gemm_cublas_scales.store(settings.fp8_gemm_cublas_scales, std::memory_order_relaxed);
   return absl::OkStatus();
 }
 
 LaunchSettings GetLaunchSettings() {
   return {.programmatic_launch = programmatic_launch.load(std::memory_order_relaxed),
-          .gemv_blocks_per_sm = gemv_blocks_per_sm.load(std::memory_order_relaxed)};
+          .gemv_blocks_per_sm = gemv_blocks_per_sm.load(std::memory_order_relaxed),
+          .fp8_gemm_cublas_scales = fp8_gemm_cublas_scales.load(std::memory_order_relaxed)};
 }
 
 }  // namespace onecard::engine

@@ -11,6 +11,7 @@ TEST(LaunchSettingsTest, DefaultsAreWhatServes) {
   const LaunchSettings s = GetLaunchSettings();
   EXPECT_TRUE(s.programmatic_launch);
   EXPECT_EQ(s.gemv_blocks_per_sm, 2);
+  EXPECT_TRUE(s.fp8_gemm_cublas_scales);
 }
 
 TEST(LaunchSettingsTest, SetThenGetAndBack) {
