@@ -360,9 +360,8 @@ absl::Status Validate(const PagedAttentionParams& p, const PagedAttentionSplitOp
     return absl::UnimplementedError(cuda::Cat(
         kOp, ": an FP8 KV cache needs head_dim a multiple of 16 (16-byte rows), not ", d));
   }
-  if ((o.kernel == AttentionKernel::kFlash || o.kernel == AttentionKernel::kFlashMma ||
-       o.kernel == AttentionKernel::kFlashTma) &&
-      d != 64 && d != 128) {
+  if ((o.kernel == AttentionKernel::kFlash || o.kernel == AttentionKernel::kFlashMma) && d != 64 &&
+      d != 128) {
     return absl::UnimplementedError(
         cuda::Cat(kOp, ": the flash kernel takes head_dim 64 or 128, not ", d));
   }
@@ -432,9 +431,7 @@ absl::Status Run(const PagedAttentionParams& p, const PagedAttentionSplitOptions
     a.num_splits = 1;
 #if ONECARD_CUDA_SM90A
     if (o.kernel != AttentionKernel::kFlashMma) {
-      return LaunchFlashPrefillSm90(a, d, p.num_tokens,
-                                    int64_t{p.layout.num_blocks} * p.layout.block_size,
-                                    o.kernel == AttentionKernel::kFlashTma, stream);
+      return LaunchFlashPrefillSm90(a, d, p.num_tokens, stream);
     }
 #endif
     return LaunchFlashPrefill(a, d, p.num_tokens, stream);

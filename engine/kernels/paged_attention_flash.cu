@@ -39,14 +39,17 @@ struct FlashShape {
 
 // Keys [k_begin, k_begin + kTileKeys) of one kv head; keys >= kv_len are zeros.
 template <int D>
-__device__ __forceinline__ void LoadTileFlash(const AttnArgs& a, const int32_t* table, int kvh,
-                                              int k_begin, int kv_len, bf16* ks, bf16* vs) {
+__device__ __forceinline__ void LoadTileFlash(const AttnArgs& a,
+                                              const KvChunks<D, 8, 2, kThreads>& chunks,
+                                              const int32_t* table, int k_begin, int kv_len,
+                                              bf16* ks, bf16* vs) {
   constexpr int kRow = FlashShape<D>::kRow;
-  ForEachKvChunk<D, 8, kThreads>(a, table, kvh, k_begin, kv_len,
-                                 [&](int j, int c, int64_t off, bool valid) {
-                                   cuda::CpAsync16(ks + j * kRow + c * 8, a.k_cache + off, valid);
-                                   cuda::CpAsync16(vs + j * kRow + c * 8, a.v_cache + off, valid);
-                                 });
+  const auto* k = reinterpret_cast<const unsigned char*>(a.k_cache);
+  const auto* v = reinterpret_cast<const unsigned char*>(a.v_cache);
+  chunks.ForEach(a, table, k_begin, kv_len, [&](int j, int c, uint64_t off, bool valid) {
+    cuda::CpAsync16(ks + j * kRow + c * 8, k + off, valid);
+    cuda::CpAsync16(vs + j * kRow + c * 8, v + off, valid);
+  });
 }
 
 // FP8: the thread's own chunks of LoadKvCodes (landed) widened to f16.
@@ -216,24 +219,21 @@ __global__ void __launch_bounds__(kThreads) AttnFlashKernel(AttnArgs a) {
   }
   // Tile i goes to buffer i % 2 (FP8: its codes to staging buffer i % 2,
   // widened into buffer i % 2 by the threads that copied them).
-  if constexpr (kFp8) {
-    LoadKvCodes<D, kThreads>(a, table, kvh, 0, kv_len, ks8, vs8);
-  } else {
-    LoadTileFlash<D>(a, table, kvh, 0, kv_len, ks, vs);
-  }
+  const KvChunks<D, kFp8 ? 16 : 8, kFp8 ? 1 : 2, kThreads> chunks(a, kvh);
+  auto load = [&](int tile, int buf) {
+    if constexpr (kFp8) {
+      LoadKvCodes<D, kThreads>(a, chunks, table, tile * kTileKeys, kv_len,
+                               ks8 + buf * kTileKeys * D, vs8 + buf * kTileKeys * D);
+    } else {
+      LoadTileFlash<D>(a, chunks, table, tile * kTileKeys, kv_len, ks + buf * kTileKeys * S::kRow,
+                       vs + buf * kTileKeys * S::kRow);
+    }
+  };
+  load(0, 0);
   cuda::CpAsyncCommit();
   for (int tile = 0; tile < num_tiles; ++tile) {
     const int buf = tile & 1;
-    if (tile + 1 < num_tiles) {
-      if constexpr (kFp8) {
-        LoadKvCodes<D, kThreads>(a, table, kvh, (tile + 1) * kTileKeys, kv_len,
-                                 ks8 + (buf ^ 1) * kTileKeys * D, vs8 + (buf ^ 1) * kTileKeys * D);
-      } else {
-        LoadTileFlash<D>(a, table, kvh, (tile + 1) * kTileKeys, kv_len,
-                         ks + (buf ^ 1) * kTileKeys * S::kRow,
-                         vs + (buf ^ 1) * kTileKeys * S::kRow);
-      }
-    }
+    if (tile + 1 < num_tiles) load(tile + 1, buf ^ 1);
     cuda::CpAsyncCommit();
     cuda::CpAsyncWait<1>();
     if constexpr (kFp8) {

@@ -12,9 +12,8 @@
 // m64n{D}k16, P in registers, V read N-major), and turns S(t) into P(t)
 // (scale, causal mask only on tiles that reach past the block's first
 // query, online softmax in base 2) while the tensor cores run P V(t - 1).
-// K / V tiles stream in with cp.async two tiles ahead, four stages (or, in
-// the kTma variant, AttentionKernel::kFlashTma, full tiles of BF16 pools by
-// TMA onto a stage's mbarrier), into 128-byte swizzled rows:
+// K / V tiles stream in with cp.async two tiles ahead, four stages, into
+// 128-byte swizzled rows:
 //
 //   one tile of K (or V), head_dim D = 64 * panels, 64 keys:
 //     panel p (dims 64p .. 64p + 63) = 64 rows of 128 bytes, 8 KB,
@@ -35,14 +34,8 @@
 // Its reference is PagedAttentionRef (paged_attention_ref.cc), as for every
 // PagedAttention kernel; tested by tests/gpu/paged_attention_test.cc and
 // paged_attention_fp8_test.cc.
-#include <cuda.h>  // CUtensorMap; the encoder comes through the runtime's driver entry point
-
 #include <algorithm>
-#include <tuple>
 
-#include "engine/common/status_macros.h"
-#include "engine/kernels/cuda_check.h"
-#include "engine/kernels/cuda_pipeline.cuh"
 #include "engine/kernels/cuda_ptx.cuh"
 #include "engine/kernels/cuda_wgmma.cuh"
 #include "engine/kernels/kv_fp8.cuh"
@@ -70,25 +63,10 @@ struct Sm90Shape {
   // not, and keeps the shared memory.
   static constexpr bool kQInSmem = D == 64;
   static constexpr int kQBytes = kQInSmem ? kSm90Rows * 128 : 0;
-  // 1 KB of slack to align the tiles to the 1024-byte swizzle atom; the
-  // stages' mbarriers (kTma) last.
-  static constexpr int kBarrierOffset =
-      kStages * 2 * kTileBytes + kQBytes + (kFp8 ? kStages * 2 * kCodeBytes : 0);
-  static constexpr int kSmemBytes = 1024 + kBarrierOffset + kStages * 8;
+  // 1 KB of slack to align the tiles to the 1024-byte swizzle atom.
+  static constexpr int kSmemBytes =
+      1024 + kStages * 2 * kTileBytes + kQBytes + (kFp8 ? kStages * 2 * kCodeBytes : 0);
 };
-
-// The tensor maps of a layer's K and V pools for the kTma kernel's copies
-// (BF16 pools only): dims (head_dim, kv head, slot), a box of 64 dims x one
-// head x min(block_size, 64) slots landing 128-byte swizzled, i.e. as the
-// tiles' panels are laid out (one copy a panel and KV block of a tile).
-struct KvMaps {
-  CUtensorMap k;
-  CUtensorMap v;
-};
-
-// Whether the kTma kernel's copies fit the pools: a power-of-two block of at
-// least 8 slots (each copy a whole number of 8-row swizzle atoms).
-__host__ __device__ inline bool TmaBlocks(int block_shift) { return block_shift >= 3; }
 
 // Byte offset of key j's 16-byte chunk c (dims 8c .. 8c + 7) in a tile.
 template <int D>
@@ -96,55 +74,13 @@ __device__ __forceinline__ int SwizzledChunk(int j, int c) {
   return (c >> 3) * (kTileKeys * 128) + j * 128 + (((c & 7) ^ (j & 7)) << 4);
 }
 
-// This thread's 16-byte chunks of a tile's keys of one kv head, kElems
-// elements of kElemBytes a chunk, in ForEachKvChunk's assignment (chunk c =
-// threadIdx.x % kChunks of keys threadIdx.x / kChunks + kRows i, which
-// WidenTileSm90 relies on), with what stays from tile to tile worked out
-// once: a chunk's byte offset in the pools is the block's (one 32 x 32-bit
-// product: a block of a layer's pool is at most 2^31 bytes, PagedAttention
-// checks) plus its place in the block.
 template <int D, int kElems, int kElemBytes>
-struct KvChunks {
-  static constexpr int kChunks = D / kElems;
-  static constexpr int kRows = kSm90Threads / kChunks;  // keys a pass
-  static constexpr int kPasses = kTileKeys / kRows;
-  static_assert(kSm90Threads % kChunks == 0 && kTileKeys % kRows == 0, "whole passes");
-  int j0, c;
-  uint32_t lane_bytes;   // (kvh * D + c * kElems) * kElemBytes
-  uint32_t row_bytes;    // a slot's: num_kv_heads * D * kElemBytes
-  uint32_t block_bytes;  // block_size slots
-
-  __device__ __forceinline__ KvChunks(const AttnArgs& a, int kvh)
-      : j0(threadIdx.x / kChunks),
-        c(threadIdx.x % kChunks),
-        lane_bytes(static_cast<uint32_t>((kvh * D + c * kElems) * kElemBytes)),
-        row_bytes(static_cast<uint32_t>(a.num_kv_heads * D * kElemBytes)),
-        block_bytes(static_cast<uint32_t>(a.block_size) * row_bytes) {}
-
-  // fn(key j of the tile, chunk c, the chunk's byte offset in the pools,
-  // whether the key is below kv_len) for each of the thread's chunks.
-  template <typename Fn>
-  __device__ __forceinline__ void ForEach(const AttnArgs& a, const int32_t* table, int k_begin,
-                                          int kv_len, Fn&& fn) const {
-#pragma unroll
-    for (int i = 0; i < kPasses; ++i) {
-      const int j = j0 + i * kRows;
-      // Keys past kv_len take the last key's address (no branch; the copy
-      // reads nothing and writes zeros).
-      const int p = min(k_begin + j, kv_len - 1);
-      const int blk = a.block_shift >= 0 ? p >> a.block_shift : p / a.block_size;
-      const int in_blk = a.block_shift >= 0 ? p & (a.block_size - 1) : p - blk * a.block_size;
-      const uint64_t off = static_cast<uint64_t>(static_cast<uint32_t>(table[blk])) * block_bytes +
-                           (static_cast<uint32_t>(in_blk) * row_bytes + lane_bytes);
-      fn(j, c, off, k_begin + j < kv_len);
-    }
-  }
-};
+using KvChunksSm90 = KvChunks<D, kElems, kElemBytes, kSm90Threads>;
 
 // Keys [k_begin, k_begin + kTileKeys) into the swizzled K and V tiles; keys
 // >= kv_len are zeros.
 template <int D>
-__device__ __forceinline__ void LoadTileSm90(const AttnArgs& a, const KvChunks<D, 8, 2>& chunks,
+__device__ __forceinline__ void LoadTileSm90(const AttnArgs& a, const KvChunksSm90<D, 8, 2>& chunks,
                                              const int32_t* table, int k_begin, int kv_len,
                                              unsigned char* ks, unsigned char* vs) {
   const auto* k = reinterpret_cast<const unsigned char*>(a.k_cache);
@@ -156,19 +92,7 @@ __device__ __forceinline__ void LoadTileSm90(const AttnArgs& a, const KvChunks<D
   });
 }
 
-// FP8: the same keys' codes into staging tiles ks8 / vs8 ([kTileKeys][D]
-// codes; keys >= kv_len are zeros).
-template <int D>
-__device__ __forceinline__ void LoadCodesSm90(const AttnArgs& a, const KvChunks<D, 16, 1>& chunks,
-                                              const int32_t* table, int k_begin, int kv_len,
-                                              unsigned char* ks8, unsigned char* vs8) {
-  chunks.ForEach(a, table, k_begin, kv_len, [&](int j, int c, uint64_t off, bool valid) {
-    cuda::CpAsync16(ks8 + j * D + c * 16, a.k_codes + off, valid);
-    cuda::CpAsync16(vs8 + j * D + c * 16, a.v_codes + off, valid);
-  });
-}
-
-// FP8: the thread's own chunks of LoadCodesSm90 (landed) widened to f16 in
+// FP8: the thread's own chunks of LoadKvCodes (landed) widened to f16 in
 // the swizzled tiles.
 template <int D>
 __device__ __forceinline__ void WidenTileSm90(const unsigned char* ks8, const unsigned char* vs8,
@@ -266,53 +190,8 @@ __device__ __forceinline__ void SoftmaxTile(float (&sc)[32], SoftmaxRows& r, boo
   r.l1 = r.l1 * *al1 + rs1;
 }
 
-// One TMA copy: box `coords` of `map` into shared memory at dst, completing
-// on bar's transaction count.
-__device__ __forceinline__ void TmaCopy3d(uint32_t dst, const CUtensorMap* map, int c0, int c1,
-                                          int c2, uint64_t* bar) {
-  asm volatile(
-      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
-      " [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(dst),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(cuda::SmemAddr(bar))
-      : "memory");
-}
-
-// Tile `tile`'s K and V (all 64 keys below kv_len) by TMA onto the stage's
-// full barrier, from warp 0: lane 0 announces the tile's bytes, then lane
-// i < 2 panels (64 / rows) issues copy i (K or V by its low bit, then the
-// panel, then the KV block of `rows` slots).
-template <int D>
-__device__ __forceinline__ void LoadTileTma(const AttnArgs& a, const KvMaps& maps,
-                                            const int32_t* table, int kvh, int tile,
-                                            uint32_t k_addr, uint32_t v_addr, uint64_t* full) {
-  using S = Sm90Shape<D, false>;
-  const int lane = threadIdx.x & 31;
-  const int st = tile % S::kStages;
-  const int rows = min(a.block_size, kTileKeys);  // slots a copy: the box's
-  const int copies = 2 * S::kPanels * (kTileKeys / rows);
-  if (lane == 0) cuda::MbarrierArriveExpectTx(&full[st], 2 * S::kTileBytes);
-  __syncwarp();
-  if (lane < copies) {
-    const int kv = lane & 1;
-    const int panel = (lane >> 1) % S::kPanels;
-    const int piece = (lane >> 1) / S::kPanels;
-    const int key = tile * kTileKeys + piece * rows;
-    const int slot = table[key >> a.block_shift] * a.block_size + (key & (a.block_size - 1));
-    const uint32_t dst =
-        (kv ? v_addr : k_addr) + st * S::kTileBytes + panel * S::kPanelBytes + piece * rows * 128;
-    TmaCopy3d(dst, kv ? &maps.v : &maps.k, panel * 64, kvh, slot, &full[st]);
-  }
-}
-
-// kTma (BF16 pools whose blocks TmaBlocks takes; the others as without): a
-// tile whose 64 keys are all below kv_len comes by TMA, one copy a panel and
-// KV block, issued by a lane of warp 0 each (the block-table reads side by
-// side) onto the stage's mbarrier; a tile with keys past kv_len (the last of
-// a chunk's keys) by the threads' cp.async, which writes zeros there, its
-// stage's mbarrier phase completed by thread 0's plain arrival.
-template <int D, bool kFp8, bool kTma>
-__global__ void __launch_bounds__(kSm90Threads, 1)
-    AttnFlashSm90Kernel(const __grid_constant__ AttnArgs a, const __grid_constant__ KvMaps maps) {
+template <int D, bool kFp8>
+__global__ void __launch_bounds__(kSm90Threads, 1) AttnFlashSm90Kernel(AttnArgs a) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using S = Sm90Shape<D, kFp8>;
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -322,15 +201,6 @@ __global__ void __launch_bounds__(kSm90Threads, 1)
   unsigned char* q_tile = v_tiles + S::kStages * S::kTileBytes;   // kQInSmem: [kQBytes]
   unsigned char* k_codes = q_tile + S::kQBytes;                   // kFp8: [kStages][kCodeBytes]
   unsigned char* v_codes = k_codes + S::kStages * S::kCodeBytes;  // kFp8: [kStages][kCodeBytes]
-  uint64_t* full = reinterpret_cast<uint64_t*>(smem + S::kBarrierOffset);  // kTma: [kStages]
-  constexpr bool kTmaLoads = kTma && !kFp8;
-  if constexpr (kTmaLoads) {
-    if (threadIdx.x == 0) {
-      for (int st = 0; st < S::kStages; ++st) cuda::MbarrierInit(&full[st], 1);
-      cuda::FenceMbarrierInit();
-    }
-    __syncthreads();  // the barriers, before anyone uses them
-  }
   // GQA packing: the block's 128 rows are `tokens` query tokens x hg query
   // heads of one kv head (row r: token r / hg, head r % hg), so the group's
   // heads share each K / V tile.
@@ -398,20 +268,12 @@ __global__ void __launch_bounds__(kSm90Threads, 1)
 
   // Tile i goes to stage i % kStages (FP8: its codes to staging i % kStages,
   // widened by the threads that copied them).
-  const KvChunks<D, kFp8 ? 16 : 8, kFp8 ? 1 : 2> chunks(a, kvh);
-  const bool tma = kTmaLoads && TmaBlocks(a.block_shift);
+  const KvChunksSm90<D, kFp8 ? 16 : 8, kFp8 ? 1 : 2> chunks(a, kvh);
   auto load = [&](int tile) {
     const int st = tile % S::kStages;
-    if constexpr (kTmaLoads) {
-      if (tma && (tile + 1) * kTileKeys <= kv_len) {
-        if (threadIdx.x < 32) LoadTileTma<D>(a, maps, table, kvh, tile, k_addr, v_addr, full);
-        return;
-      }
-      if (threadIdx.x == 0) cuda::MbarrierArrive(&full[st]);  // the phase: cp.async below
-    }
     if constexpr (kFp8) {
-      LoadCodesSm90<D>(a, chunks, table, tile * kTileKeys, kv_len, k_codes + st * S::kCodeBytes,
-                       v_codes + st * S::kCodeBytes);
+      LoadKvCodes<D, kSm90Threads>(a, chunks, table, tile * kTileKeys, kv_len,
+                                   k_codes + st * S::kCodeBytes, v_codes + st * S::kCodeBytes);
     } else {
       LoadTileSm90<D>(a, chunks, table, tile * kTileKeys, kv_len, k_tiles + st * S::kTileBytes,
                       v_tiles + st * S::kTileBytes);
@@ -435,7 +297,6 @@ __global__ void __launch_bounds__(kSm90Threads, 1)
   for (int tile = 0; tile < num_tiles; ++tile) {
     const int st = tile % S::kStages;
     cuda::CpAsyncWait<1>();  // tile t landed (t + 1 may not have)
-    if constexpr (kTmaLoads) cuda::MbarrierWait(&full[st], (tile / S::kStages) & 1);
     if constexpr (kFp8) {
       WidenTileSm90<D>(k_codes + st * S::kCodeBytes, v_codes + st * S::kCodeBytes,
                        k_tiles + st * S::kTileBytes, v_tiles + st * S::kTileBytes);
@@ -527,56 +388,9 @@ __global__ void __launch_bounds__(kSm90Threads, 1)
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 }
 
-using TensorMapEncoder = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*,
-                                      const cuuint64_t*, const cuuint64_t*, const cuuint32_t*,
-                                      const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
-                                      CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-
-// cuTensorMapEncodeTiled from the driver, through the runtime (no link to
-// libcuda).
-absl::StatusOr<TensorMapEncoder> Encoder() {
-  static const absl::StatusOr<TensorMapEncoder> encoder = []() -> absl::StatusOr<TensorMapEncoder> {
-    void* fn = nullptr;
-    cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
-    CUDA_RETURN_IF_ERROR(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000,
-                                                          cudaEnableDefault, &found));
-    if (found != cudaDriverEntryPointSuccess || fn == nullptr) {
-      return absl::UnavailableError("PagedAttention: the driver has no cuTensorMapEncodeTiled");
-    }
-    return reinterpret_cast<TensorMapEncoder>(fn);
-  }();
-  return encoder;
-}
-
-// KvMaps for pools of pool_slots slots (TmaBlocks(a.block_shift) holds).
-absl::StatusOr<KvMaps> MakeKvMaps(const AttnArgs& a, int head_dim, int64_t pool_slots) {
-  ASSIGN_OR_RETURN(const TensorMapEncoder encode, Encoder());
-  KvMaps maps{};
-  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(head_dim),
-                              static_cast<cuuint64_t>(a.num_kv_heads),
-                              static_cast<cuuint64_t>(pool_slots)};
-  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(head_dim) * 2,
-                                 static_cast<cuuint64_t>(a.num_kv_heads) * head_dim * 2};
-  const cuuint32_t box[3] = {64, 1, static_cast<cuuint32_t>(std::min(a.block_size, kTileKeys))};
-  const cuuint32_t steps[3] = {1, 1, 1};
-  for (const auto& [map, pool, name] :
-       {std::tuple{&maps.k, a.k_cache, "k_cache"}, std::tuple{&maps.v, a.v_cache, "v_cache"}}) {
-    const CUresult r =
-        encode(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<bf16*>(pool), dims, strides,
-               box, steps, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-               CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-    if (r != CUDA_SUCCESS) {
-      return absl::InternalError(cuda::Cat("PagedAttention: cuTensorMapEncodeTiled failed (",
-                                           static_cast<int>(r), ") for ", name));
-    }
-  }
-  return maps;
-}
-
-template <int D, bool kFp8, bool kTma>
-absl::Status LaunchSm90(const AttnArgs& a, int num_tokens, int64_t pool_slots,
-                        cudaStream_t stream) {
-  constexpr auto kKernel = AttnFlashSm90Kernel<D, kFp8, kTma>;
+template <int D, bool kFp8>
+absl::Status LaunchSm90(const AttnArgs& a, int num_tokens, cudaStream_t stream) {
+  constexpr auto kKernel = AttnFlashSm90Kernel<D, kFp8>;
   constexpr int kSmem = Sm90Shape<D, kFp8>::kSmemBytes;
   // The kernel's GQA packing: tiles of 128 / min(group, 128) tokens, which
   // never cross chunks: at most ceil(T / tokens) + num_seqs of them.
@@ -587,34 +401,20 @@ absl::Status LaunchSm90(const AttnArgs& a, int num_tokens, int64_t pool_slots,
   // whose tiles are its x.
   if (tiles > 65535) return LaunchFlashPrefill(a, D, num_tokens, stream);
   const dim3 grid(a.num_kv_heads * cuda::CeilDiv(a.group, hg), static_cast<unsigned>(tiles));
-  KvMaps maps{};
-  if constexpr (kTma && !kFp8) {
-    if (TmaBlocks(a.block_shift)) {
-      ASSIGN_OR_RETURN(maps, MakeKvMaps(a, D, pool_slots));
-    }
-  }
-  static const cudaError_t allowed =
-      cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
-  CUDA_RETURN_IF_ERROR(allowed);
-  CUDA_RETURN_IF_ERROR(cuda::LaunchPdl(kKernel, grid, dim3(kSm90Threads), kSmem, stream, a, maps));
-  return absl::OkStatus();
+  return LaunchAttention<kKernel, kSm90Threads>(kSmem, grid, stream, a);
 }
 
 }  // namespace
 
 absl::Status LaunchFlashPrefillSm90(const AttnArgs& a, int head_dim, int num_tokens,
-                                    int64_t pool_slots, bool tma, cudaStream_t stream) {
-  // FP8 pools take the cp.async kernel either way (its codes are widened by
-  // the threads that copied them).
+                                    cudaStream_t stream) {
   const bool fp8 = a.k_codes != nullptr;
   if (head_dim == 64) {
-    if (fp8) return LaunchSm90<64, true, false>(a, num_tokens, pool_slots, stream);
-    return tma ? LaunchSm90<64, false, true>(a, num_tokens, pool_slots, stream)
-               : LaunchSm90<64, false, false>(a, num_tokens, pool_slots, stream);
+    return fp8 ? LaunchSm90<64, true>(a, num_tokens, stream)
+               : LaunchSm90<64, false>(a, num_tokens, stream);
   }
-  if (fp8) return LaunchSm90<128, true, false>(a, num_tokens, pool_slots, stream);
-  return tma ? LaunchSm90<128, false, true>(a, num_tokens, pool_slots, stream)
-             : LaunchSm90<128, false, false>(a, num_tokens, pool_slots, stream);
+  return fp8 ? LaunchSm90<128, true>(a, num_tokens, stream)
+             : LaunchSm90<128, false>(a, num_tokens, stream);
 }
 
 }  // namespace onecard::engine::attention

@@ -115,34 +115,64 @@ __device__ __forceinline__ int64_t KvOffset(const AttnArgs& a, const int32_t* ta
   return (slot * a.num_kv_heads + kvh) * head_dim;
 }
 
-// This thread's share (threads threadIdx.x, + kStride, ...) of the 16-byte
-// chunks of keys [k_begin, k_begin + kTileKeys) of one kv head, kElems
-// elements a chunk: fn(key j of the tile, chunk c of its row, the chunk's
-// element offset in the pools (0 for a key >= kv_len), whether j < kv_len).
-template <int D, int kElems, int kStride, typename Fn>
-__device__ __forceinline__ void ForEachKvChunk(const AttnArgs& a, const int32_t* table, int kvh,
-                                               int k_begin, int kv_len, Fn&& fn) {
-  constexpr int kChunks = D / kElems;
-  for (int i = threadIdx.x; i < kTileKeys * kChunks; i += kStride) {
-    const int j = i / kChunks;
-    const int c = i - j * kChunks;
-    const int p = k_begin + j;
-    const bool valid = p < kv_len;
-    fn(j, c, valid ? KvOffset(a, table, p, kvh, D) + c * kElems : int64_t{0}, valid);
-  }
-}
+// This thread's 16-byte chunks of a tile's keys [k_begin, k_begin +
+// kTileKeys) of one kv head, kElems elements of kElemBytes a chunk, among
+// the kernel's kThreads threads: chunk c = threadIdx.x % kChunks of keys
+// threadIdx.x / kChunks + kRows i (the FP8 kernels' widening passes rely on
+// that assignment), with what stays from tile to tile worked out once, when
+// the kernel knows its kv head: a chunk's byte offset in the pools is its
+// block's (one 32 x 32-bit product: a block of a layer's pool is at most
+// 2^31 bytes, PagedAttention checks) plus its place in the block.
+template <int D, int kElems, int kElemBytes, int kThreads>
+struct KvChunks {
+  static constexpr int kChunks = D / kElems;
+  static constexpr int kRows = kThreads / kChunks;  // keys a pass
+  static constexpr int kPasses = kTileKeys / kRows;
+  static_assert(kThreads % kChunks == 0 && kTileKeys % kRows == 0, "whole passes");
+  int j0, c;
+  uint32_t lane_bytes;   // (kvh * D + c * kElems) * kElemBytes
+  uint32_t row_bytes;    // a slot's: num_kv_heads * D * kElemBytes
+  uint32_t block_bytes;  // block_size slots
 
-// FP8 prefill kernels: the same keys' codes into staging tiles ks8 / vs8
+  __device__ __forceinline__ KvChunks(const AttnArgs& a, int kvh)
+      : j0(threadIdx.x / kChunks),
+        c(threadIdx.x % kChunks),
+        lane_bytes(static_cast<uint32_t>((kvh * D + c * kElems) * kElemBytes)),
+        row_bytes(static_cast<uint32_t>(a.num_kv_heads * D * kElemBytes)),
+        block_bytes(static_cast<uint32_t>(a.block_size) * row_bytes) {}
+
+  // fn(key j of the tile, chunk c, the chunk's byte offset in the pools,
+  // whether the key is below kv_len) for each of the thread's chunks.
+  template <typename Fn>
+  __device__ __forceinline__ void ForEach(const AttnArgs& a, const int32_t* table, int k_begin,
+                                          int kv_len, Fn&& fn) const {
+#pragma unroll
+    for (int i = 0; i < kPasses; ++i) {
+      const int j = j0 + i * kRows;
+      // Keys past kv_len take the last key's address (no branch; the copy
+      // reads nothing and writes zeros). Block sizes of a power of two (the
+      // usual 16) shift and mask instead of dividing (~20 instructions).
+      const int p = min(k_begin + j, kv_len - 1);
+      const int blk = a.block_shift >= 0 ? p >> a.block_shift : p / a.block_size;
+      const int in_blk = a.block_shift >= 0 ? p & (a.block_size - 1) : p - blk * a.block_size;
+      const uint64_t off = static_cast<uint64_t>(static_cast<uint32_t>(table[blk])) * block_bytes +
+                           (static_cast<uint32_t>(in_blk) * row_bytes + lane_bytes);
+      fn(j, c, off, k_begin + j < kv_len);
+    }
+  }
+};
+
+// FP8 prefill kernels: the tile's codes into staging tiles ks8 / vs8
 // ([kTileKeys][D] codes; keys >= kv_len are zeros).
-template <int D, int kStride>
-__device__ __forceinline__ void LoadKvCodes(const AttnArgs& a, const int32_t* table, int kvh,
-                                            int k_begin, int kv_len, unsigned char* ks8,
-                                            unsigned char* vs8) {
-  ForEachKvChunk<D, 16, kStride>(a, table, kvh, k_begin, kv_len,
-                                 [&](int j, int c, int64_t off, bool valid) {
-                                   cuda::CpAsync16(ks8 + j * D + c * 16, a.k_codes + off, valid);
-                                   cuda::CpAsync16(vs8 + j * D + c * 16, a.v_codes + off, valid);
-                                 });
+template <int D, int kThreads>
+__device__ __forceinline__ void LoadKvCodes(const AttnArgs& a,
+                                            const KvChunks<D, 16, 1, kThreads>& chunks,
+                                            const int32_t* table, int k_begin, int kv_len,
+                                            unsigned char* ks8, unsigned char* vs8) {
+  chunks.ForEach(a, table, k_begin, kv_len, [&](int j, int c, uint64_t off, bool valid) {
+    cuda::CpAsync16(ks8 + j * D + c * 16, a.k_codes + off, valid);
+    cuda::CpAsync16(vs8 + j * D + c * 16, a.v_codes + off, valid);
+  });
 }
 
 // Query rows q0 (a thread's row g) and q1 (g + 8) as the A fragments of
@@ -234,11 +264,8 @@ __device__ __forceinline__ float VScale(const AttnArgs& a, int kvh) {
 // (paged_attention_flash_sm90.cu, sm_90a builds only).
 absl::Status LaunchFlashPrefill(const AttnArgs& a, int head_dim, int num_tokens,
                                 cudaStream_t stream);
-// tma: full K / V tiles of BF16 pools by the tensor memory accelerator
-// where the block size allows it (AttentionKernel::kFlashTma); pool_slots:
-// the pools' slots (num_blocks x block_size), for its tensor maps.
 absl::Status LaunchFlashPrefillSm90(const AttnArgs& a, int head_dim, int num_tokens,
-                                    int64_t pool_slots, bool tma, cudaStream_t stream);
+                                    cudaStream_t stream);
 // Flash decode: every chunk one token; head_dim 64 or 128, group <= 16; writes
 // the output (num_splits == 1) or the split partials for the combine kernel.
 // `rope` (a.qkv_bias .. a.v_write set; every chunk exactly one token): the

@@ -41,7 +41,7 @@
 
 namespace onecard::engine {
 
-enum class AttentionKernel { kAuto, kGeneral, kFlash, kFlashMma, kFlashTma };
+enum class AttentionKernel { kAuto, kGeneral, kFlash, kFlashMma };
 
 struct PagedAttentionSplitOptions {
   int32_t num_splits = 1;     // splits of each query's key range (general kernel)
@@ -50,10 +50,7 @@ struct PagedAttentionSplitOptions {
   // kAuto / kFlash: the flash kernels where the head_dim has them (decode
   // when every chunk is one token, prefill otherwise); kGeneral: general;
   // kFlashMma: the flash kernels, the prefill one with mma.sync products
-  // even on an sm_90a build (what cards before Hopper run); kFlashTma: the
-  // flash kernels, the Hopper prefill one bringing full K / V tiles of BF16
-  // pools by TMA when the block size is a power of two of at least 8 (a
-  // comparison arm of kernels-8b; elsewhere as kFlash).
+  // even on an sm_90a build (what cards before Hopper run).
   AttentionKernel kernel = AttentionKernel::kAuto;
   // The step's RopeKvWrite (rope_kv_write.h), for a decode batch whose
   // every chunk is exactly one token at start_pos (the caller's promise;

@@ -45,7 +45,6 @@ inline std::vector<AttnCase> PagedAttentionCases() {
   const auto kAuto = engine::AttentionKernel::kAuto;
   const auto kGeneral = engine::AttentionKernel::kGeneral;
   const auto kFlashMma = engine::AttentionKernel::kFlashMma;
-  const auto kFlashTma = engine::AttentionKernel::kFlashTma;
   return {
       {"decode_b1_d128_g4", 128, 32, 8, {{389, 1}}, 1, kAuto},
       // The token's own key in the second round of 64 keys (the FP8 decode
@@ -122,20 +121,6 @@ inline std::vector<AttnCase> PagedAttentionCases() {
       {"prefill_d64_g4_short", 64, 32, 8, {{0, 30}}, 1, kAuto},
       {"prefill_d64_g4", 64, 32, 8, {{0, 200}}, 1, kAuto},
       {"prefill_d64_g4_mid", 64, 32, 8, {{100, 200}}, 1, kAuto},
-      // The Hopper prefill kernel with full K / V tiles by TMA (kFlashTma):
-      // blocks of 16 (4 a tile), 8 (the most copies: 32), 64 and 128 slots
-      // (a tile inside a block, off its start), the last partial tile of
-      // each chunk by cp.async, chunks off the tiles, several chunks, a
-      // decode token among them; blocks of 24 (not a power of two) and an
-      // FP8 cache (the FP8 suite) take the cp.async kernel.
-      {"prefill_d128_g4_tma", 128, 32, 8, {{0, 200}}, 1, kFlashTma},
-      {"chunked_d64_g3_tma", 64, 9, 3, {{300, 77}, {0, 1}, {31, 130}}, 1, kFlashTma},
-      {"mixed_d128_g4_tma", 128, 32, 8, {{57, 1}, {0, 33}, {700, 1}, {129, 64}}, 1, kFlashTma},
-      {"prefill_d128_g8_long_tma", 128, 64, 8, {{0, 1100}}, 1, kFlashTma},
-      {"prefill_d128_g4_bs8_tma", 128, 32, 8, {{0, 200}}, 1, kFlashTma, 8},
-      {"chunked_d128_g4_bs64_tma", 128, 32, 8, {{37, 300}, {0, 64}, {130, 71}}, 1, kFlashTma, 64},
-      {"chunked_d64_g4_bs128_tma", 64, 32, 8, {{100, 200}, {0, 129}}, 1, kFlashTma, 128},
-      {"chunked_d128_g4_bs24_tma", 128, 32, 8, {{37, 300}, {0, 64}, {5, 1}}, 1, kFlashTma, 24},
   };
 }
 

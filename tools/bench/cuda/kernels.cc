@@ -15,16 +15,14 @@
 // - The small kernels of a batch-128 layer (RmsNorm, SiLU·mul, RoPE + KV
 //   write): time and GB/s of the bytes they must move.
 // - Flash attention prefill of 2048 and 8192 tokens (one layer, causal),
-//   over BF16 and FP8 caches, the wgmma kernel, the mma.sync one (`_mma`)
-//   and over BF16 the wgmma one with TMA loads (`_tma`): TFLOP/s vs the
-//   GEMM rate; cuBLAS on the four projections at m = 8,
+//   over BF16 and FP8 caches, the wgmma kernel and the mma.sync one
+//   (`_mma`): TFLOP/s vs the GEMM rate; cuBLAS on the four projections at m = 8,
 //   32, 128 (weight GB/s: batched decode) and 2048 (TFLOP/s: prefill).
 #include <algorithm>
 #include <functional>
 #include <numeric>
 #include <string>
 #include <tuple>
-#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -236,23 +234,18 @@ absl::Status AttentionCases(const Ceilings& ceil, cudaStream_t stream, int num_s
                   "us",
                   {}});
   }
-  // The prefill kernel the runner takes (wgmma on sm_90a builds), the
-  // mma.sync one (`_mma`), and, over BF16 pools, the wgmma one with its
-  // K / V tiles by TMA (`_tma`); BF16 and FP8 caches.
-  using engine::AttentionKernel;
+  // The prefill kernel the runner takes (wgmma on sm_90a builds) and the
+  // mma.sync one (`_mma`), BF16 and FP8 caches.
   for (const bool fp8 : {false, true}) {
-    for (const auto& [kernel, suffix] :
-         {std::pair{AttentionKernel::kAuto, ""}, std::pair{AttentionKernel::kFlashMma, "_mma"},
-          std::pair{AttentionKernel::kFlashTma, "_tma"}}) {
-      if (fp8 && kernel == AttentionKernel::kFlashTma) continue;  // the same kernel as kAuto
+    for (const bool mma : {false, true}) {
       for (int32_t tokens : {2048, 8192}) {
-        ASSIGN_OR_RETURN(const double ms,
-                         TimeAttention(stream, 1, tokens, tokens, 1, false, fp8, kernel));
+        ASSIGN_OR_RETURN(const double ms, TimeAttention(stream, 1, tokens, tokens, 1, false, fp8,
+                                                        mma ? engine::AttentionKernel::kFlashMma
+                                                            : engine::AttentionKernel::kAuto));
         const double flops = 2.0 * tokens * (tokens + 1.0) * 128 * 32;
-        const bool plain = !fp8 && kernel == AttentionKernel::kAuto;
         reporter.Add({kScenario,
-                      absl::StrCat("attn_flash_prefill", fp8 ? "_fp8" : "", suffix,
-                                   plain ? "" : "_", tokens),
+                      absl::StrCat("attn_flash_prefill", fp8 ? "_fp8" : "", mma ? "_mma" : "",
+                                   fp8 || mma ? "_" : "", tokens),
                       "rate", flops / (ms * 1e-3) / 1e12, "TFLOP/s", ceil.gemm_flops_per_s / 1e12});
       }
     }
