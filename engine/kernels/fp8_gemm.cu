@@ -2,12 +2,10 @@
 //   QuantizeRowsKernel: a block a row of x; 16-byte loads, the row's amax
 //     (BlockMax; with norm_weight the row's RMSNorm first, with silu_mul_x
 //     SiLU(gate) * up, each computed again for the codes), then the codes (Fp8ActivationCode:
-//     fp8.h's FloatToE4m3, so the codes are the reference's bit for bit) 8 a store, and the scale
-//     (once a 128-column block: the workspace's layout);
-//   then, with LaunchSettings::fp8_gemm_cublas_scales where cuBLASLt has the
-//   algorithm: Fp8Matmul::Run's scaled form (with 1x128 scales up to
-//   kFp8GemmBlockScalesMaxRows rows of a weight whose scales are by block,
-//   with outer vectors from kFp8GemmScaledMinRows rows), both scales and the BF16
+//     fp8.h's FloatToE4m3, so the codes are the reference's bit for bit) 8 a store, and the scale;
+//   then, from LaunchSettings::fp8_gemm_scaled_min_rows rows with
+//   LaunchSettings::fp8_gemm_cublas_scales where cuBLASLt has the
+//   algorithm: Fp8Matmul::Run's scaled form, both scales and the BF16
 //   output (and the residual, beta 1) inside cuBLASLt's product, SiluMul
 //   after it for silu_mul_y (its BF16 gate/up in the workspace's sums);
 //   otherwise: Fp8Matmul::Run into fp32 sums, then
@@ -18,7 +16,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <optional>
 
 #include "engine/kernels/cuda_check.h"
 #include "engine/kernels/cuda_common.cuh"
@@ -44,7 +41,6 @@ struct QuantizeArgs {
   float eps;
   uint8_t* codes;
   float* scales;
-  int32_t blocks;  // 128-column blocks of a row
 };
 
 // What the activations are made of: x itself, its RMSNorm, SiLU(gate) * up.
@@ -96,9 +92,7 @@ __global__ void QuantizeRowsKernel(QuantizeArgs a) {
     for (int e = 0; e < 8; ++e) amax = fmaxf(amax, fabsf(v[e]));
   }
   const float scale = Fp8ActivationScale(cuda::BlockMax(amax, scratch));
-  // [blocks][rows] (fp8_gemm.h's workspace): block 0's are the row scales.
-  for (int32_t b = threadIdx.x; b < a.blocks; b += kQuantizeThreads)
-    a.scales[b * gridDim.x + m] = scale;
+  if (threadIdx.x == 0) a.scales[m] = scale;
   uint2* out = reinterpret_cast<uint2*>(a.codes + m * a.k);
   for (int64_t i = threadIdx.x; i < vectors; i += kQuantizeThreads) {
     float v[8];
@@ -193,12 +187,11 @@ Fp8MatmulArgs MatmulArgs(const Fp8GemmParams& p, const Fp8GemmWorkspaceLayout& w
 // The product in cuBLASLt's scaled form: straight into y, or, for
 // silu_mul_y, into BF16 gate/up in the workspace's sums (rows x n x 2 bytes
 // of their rows x acc_row_stride x 4).
-Fp8MatmulArgs ScaledArgs(const Fp8GemmParams& p, const Fp8GemmWorkspaceLayout& ws, bool by_block) {
+Fp8MatmulArgs ScaledArgs(const Fp8GemmParams& p, const Fp8GemmWorkspaceLayout& ws) {
   char* base = static_cast<char*>(p.workspace);
   Fp8MatmulArgs a = MatmulArgs(p, ws);
   a.acc = nullptr;
   a.scaled = true;
-  a.by_block = by_block;
   a.x_scales = base == nullptr ? nullptr : reinterpret_cast<const float*>(base + ws.scales_offset);
   a.w_scales = p.w.scales;
   a.out = p.silu_mul_y ? (base == nullptr ? nullptr : base + ws.acc_offset) : p.y;
@@ -207,36 +200,21 @@ Fp8MatmulArgs ScaledArgs(const Fp8GemmParams& p, const Fp8GemmWorkspaceLayout& w
   return a;
 }
 
-// Whether p may take the scaled form with 1x128 scales (by_block) or with
-// outer vectors (fp8_gemm.h: the rows each is for).
-bool Wants(const Fp8GemmParams& p, bool by_block) {
-  if (p.y_dtype != DType::kBF16 || !GetLaunchSettings().fp8_gemm_cublas_scales) return false;
-  if (!by_block) return p.rows >= kFp8GemmScaledMinRows;
-  return p.w.scales_by_block && p.w.k % kFp8Block == 0 && p.rows <= kFp8GemmBlockScalesMaxRows;
+bool WantsScaled(const Fp8GemmParams& p) {
+  const LaunchSettings s = GetLaunchSettings();
+  return p.y_dtype == DType::kBF16 && p.rows >= s.fp8_gemm_scaled_min_rows &&
+         s.fp8_gemm_cublas_scales;
 }
 
-// The scaled form that serves p (planning it once): 1x128 scales where
-// wanted and cuBLASLt has the algorithm, else outer vectors so; nullopt for
-// the fp32 sums and the epilogue kernel.
-absl::StatusOr<std::optional<bool>> TakeScaled(Fp8Matmul& matmul, const Fp8GemmParams& p,
-                                               const Fp8GemmWorkspaceLayout& ws) {
-  for (const bool by_block : {true, false}) {
-    if (!Wants(p, by_block)) continue;
-    const absl::Status st = matmul.Prepare(ScaledArgs(p, ws, by_block));
-    if (st.ok()) return by_block;
-    if (st.code() != absl::StatusCode::kUnimplemented) return st;
-  }
-  return std::nullopt;
-}
-
-// TakeScaled during graph capture, where nothing is planned: the first
-// wanted form already prepared.
-std::optional<bool> PreparedScaled(const Fp8Matmul& matmul, const Fp8GemmParams& p,
-                                   const Fp8GemmWorkspaceLayout& ws) {
-  for (const bool by_block : {true, false}) {
-    if (Wants(p, by_block) && matmul.Prepared(ScaledArgs(p, ws, by_block))) return by_block;
-  }
-  return std::nullopt;
+// Whether the scaled form serves p (planning it once): false when the
+// setting is off, y is fp32 or cuBLASLt has no such algorithm here.
+absl::StatusOr<bool> TakeScaled(Fp8Matmul& matmul, const Fp8GemmParams& p,
+                                const Fp8GemmWorkspaceLayout& ws) {
+  if (!WantsScaled(p)) return false;
+  const absl::Status st = matmul.Prepare(ScaledArgs(p, ws));
+  if (st.ok()) return true;
+  if (st.code() == absl::StatusCode::kUnimplemented) return false;
+  return st;
 }
 
 }  // namespace
@@ -244,17 +222,15 @@ std::optional<bool> PreparedScaled(const Fp8Matmul& matmul, const Fp8GemmParams&
 absl::StatusOr<bool> Fp8GemmUsesCublasScales(Fp8Matmul& matmul, const Fp8GemmParams& p) {
   Fp8GemmParams shape = p;  // only the shape matters here
   shape.workspace = nullptr;
-  ASSIGN_OR_RETURN(const std::optional<bool> form,
-                   TakeScaled(matmul, shape, Fp8GemmWorkspace(p.rows, p.w.n, p.w.k)));
-  return form.has_value();
+  return TakeScaled(matmul, shape, Fp8GemmWorkspace(p.rows, p.w.n, p.w.k));
 }
 
 absl::Status PrepareFp8Gemm(Fp8Matmul& matmul, const Fp8GemmParams& p) {
   Fp8GemmParams shape = p;  // only the shape matters here
   shape.workspace = nullptr;
   const Fp8GemmWorkspaceLayout ws = Fp8GemmWorkspace(p.rows, p.w.n, p.w.k);
-  ASSIGN_OR_RETURN(const std::optional<bool> form, TakeScaled(matmul, shape, ws));
-  return form.has_value() ? absl::OkStatus() : matmul.Prepare(MatmulArgs(shape, ws));
+  ASSIGN_OR_RETURN(const bool scaled, TakeScaled(matmul, shape, ws));
+  return scaled ? absl::OkStatus() : matmul.Prepare(MatmulArgs(shape, ws));
 }
 
 absl::Status Fp8Gemm(Fp8Matmul& matmul, const Fp8GemmParams& p, cudaStream_t stream) {
@@ -270,8 +246,7 @@ absl::Status Fp8Gemm(Fp8Matmul& matmul, const Fp8GemmParams& p, cudaStream_t str
                        .norm_w = static_cast<const cuda::bf16*>(p.norm_weight),
                        .eps = p.eps,
                        .codes = codes,
-                       .scales = x_scales,
-                       .blocks = static_cast<int32_t>(cuda::CeilDiv(p.w.k, kFp8Block))};
+                       .scales = x_scales};
   const auto quantize = p.norm_weight != nullptr ? QuantizeRowsKernel<XKind::kNorm>
                         : p.silu_mul_x           ? QuantizeRowsKernel<XKind::kSiluMul>
                                                  : QuantizeRowsKernel<XKind::kPlain>;
@@ -282,14 +257,14 @@ absl::Status Fp8Gemm(Fp8Matmul& matmul, const Fp8GemmParams& p, cudaStream_t str
   // is refused by Fp8Matmul::Run.
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   CUDA_RETURN_IF_ERROR(cudaStreamIsCapturing(stream, &capture));
-  std::optional<bool> form;  // by_block, or none: the fp32 sums
+  bool scaled = false;
   if (capture == cudaStreamCaptureStatusNone) {
-    ASSIGN_OR_RETURN(form, TakeScaled(matmul, p, ws));
+    ASSIGN_OR_RETURN(scaled, TakeScaled(matmul, p, ws));
   } else {
-    form = PreparedScaled(matmul, p, ws);
+    scaled = WantsScaled(p) && matmul.Prepared(ScaledArgs(p, ws));
   }
-  if (form.has_value()) {
-    const Fp8MatmulArgs s = ScaledArgs(p, ws, *form);
+  if (scaled) {
+    const Fp8MatmulArgs s = ScaledArgs(p, ws);
     RETURN_IF_ERROR(matmul.Run(s, stream));
     if (!p.silu_mul_y) return absl::OkStatus();
     return SiluMul({.dtype = DType::kBF16,

@@ -12,8 +12,8 @@
 //   2. acc[m][j] = sum_c E4m3ToFloat(code[m][c]) * E4m3ToFloat(W code[j][c]),
 //      in fp32 (Fp8Matmul, fp8_matmul.h: cuBLASLt)
 //   3. v = (acc[m][j] * x_scale[m]) * w_scale[j] in fp32, with the GEMV's
-//      epilogues (gemv.h) rounding where they do (the CUDA version, for
-//      BF16 y in the rows given below kFp8GemmScaledMinRows, with
+//      epilogues (gemv.h) rounding where they do (the CUDA version, from
+//      LaunchSettings::fp8_gemm_scaled_min_rows rows of BF16 y with
 //      LaunchSettings::fp8_gemm_cublas_scales, where cuBLASLt has the
 //      algorithm, forms v inside cuBLASLt's product in its own order and
 //      rounds the residual add once, bf16(v + y); fp8_matmul.h's scaled
@@ -56,20 +56,8 @@ namespace onecard::engine {
 
 class Fp8Matmul;  // fp8_matmul.h
 
-// When Fp8Gemm takes cuBLASLt's scaled form (above). Measured on the H200
-// with cuBLASLt 13.1 (bench/experiments/fp8_block_scales.cu,
-// bench/results/fp8.md): with 1x128 scales (both operands' scales repeated
-// once a 128-column block: w.scales_by_block, k a multiple of 128) it runs
-// within 0-6 % of the plain product at 8-32 rows and near it at 128, but
-// 30-45 % behind it at 2048: up to kFp8GemmBlockScalesMaxRows rows. With
-// outer vectors it beats the fp32 sums plus the epilogue kernel on every 8B
-// and 70B product from 128 rows (1.3-2x at 2048) and loses on the MLP
-// products at 8-32 rows: from kFp8GemmScaledMinRows rows.
-inline constexpr int32_t kFp8GemmBlockScalesMaxRows = 128;
-inline constexpr int32_t kFp8GemmScaledMinRows = 64;
-
 struct Fp8GemmParams {
-  Fp8WeightView w;               // E4M3 [n, k], kRow scales [n] (or by block: fp8_weight.h)
+  Fp8WeightView w;               // E4M3 [n, k], kRow scales [n]
   const void* x = nullptr;       // BF16 [rows, x_row_stride], k values a row
   int64_t x_row_stride = 0;      // elements between rows of x
   void* y = nullptr;             // [rows, n] (silu_mul_y: [rows, n / 2]) of y_dtype
@@ -96,10 +84,8 @@ struct Fp8GemmParams {
 };
 
 // Where a call's intermediates lie in the workspace (byte offsets, each
-// 256-byte aligned): x's codes uint8 [rows, k], x's scales fp32
-// [ceil(k / 128)][rows] (a row's scale once a 128-column block, for
-// cuBLASLt's 1x128 mode; the first rows are the per-row scales), the sums
-// acc fp32 [rows, acc_row_stride] (n rounded up to a multiple of 16).
+// 256-byte aligned): x's codes uint8 [rows, k], x's scales fp32 [rows], the
+// sums acc fp32 [rows, acc_row_stride] (n rounded up to a multiple of 16).
 struct Fp8GemmWorkspaceLayout {
   int64_t codes_offset = 0;
   int64_t scales_offset = 0;

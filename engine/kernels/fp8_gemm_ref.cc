@@ -34,7 +34,7 @@ Fp8GemmWorkspaceLayout Fp8GemmWorkspace(int64_t rows, int64_t n, int64_t k) {
   l.acc_row_stride = (n + 15) / 16 * 16;
   l.codes_offset = 0;
   l.scales_offset = Align256(rows * k);
-  l.acc_offset = l.scales_offset + Align256((k + kFp8Block - 1) / kFp8Block * rows * 4);
+  l.acc_offset = l.scales_offset + Align256(rows * 4);
   l.total_bytes = l.acc_offset + Align256(rows * l.acc_row_stride * 4);
   return l;
 }

@@ -85,9 +85,7 @@ absl::Status Fp8Matmul::CheckShape(const Fp8MatmulArgs& a) {
 }
 
 Fp8Matmul::Key Fp8Matmul::KeyOf(const Fp8MatmulArgs& a) {
-  return Key{a.m,      a.n,
-             a.k,      a.scaled ? a.out_row_stride : a.acc_row_stride,
-             a.scaled, a.scaled && a.by_block};
+  return Key{a.m, a.n, a.k, a.scaled ? a.out_row_stride : a.acc_row_stride, a.scaled};
 }
 
 // The column-major view cuBLASLt takes: acc^T [n, m] = op_T(w^T [k, n]) x^T [k, m],
@@ -107,10 +105,8 @@ absl::StatusOr<std::unique_ptr<Fp8Matmul::Plan>> Fp8Matmul::NewPlan(const Fp8Mat
                                    sizeof(fast_accumulation)));
   CUDA_RETURN_IF_ERROR(lt.layout_create(&plan->w, CUDA_R_8F_E4M3, a.k, a.n, a.k));
   CUDA_RETURN_IF_ERROR(lt.layout_create(&plan->x, CUDA_R_8F_E4M3, a.k, a.m, a.k));
-  if (a.scaled) {  // w's scales along cuBLASLt's rows (A), x's along its columns (B); 1x128
-                   // ones [k / 128][rows] (bench/experiments/fp8_block_scales.cu)
-    const int32_t mode = a.by_block ? CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F
-                                    : CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+  if (a.scaled) {  // w's scales along cuBLASLt's rows (A), x's along its columns (B)
+    const int32_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
     CUDA_RETURN_IF_ERROR(
         lt.desc_set(plan->desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode, sizeof(mode)));
     CUDA_RETURN_IF_ERROR(
@@ -149,9 +145,8 @@ absl::StatusOr<std::unique_ptr<Fp8Matmul::Plan>> Fp8Matmul::NewPlan(const Fp8Mat
   if (st == CUBLAS_STATUS_NOT_SUPPORTED ||
       (st == CUBLAS_STATUS_SUCCESS && (found == 0 || result.state != CUBLAS_STATUS_SUCCESS))) {
     return absl::UnimplementedError(absl::StrCat(
-        "Fp8Matmul: cuBLASLt has no E4M3 algorithm",
-        a.scaled ? (a.by_block ? " with 1x128 scales" : " with outer-vector scales") : "", " for ",
-        ShapeName(a), " within ", workspace_bytes_,
+        "Fp8Matmul: cuBLASLt has no E4M3 algorithm", a.scaled ? " with outer-vector scales" : "",
+        " for ", ShapeName(a), " within ", workspace_bytes_,
         " workspace bytes on this device (FP8 needs sm_89 or later)"));
   }
   CUDA_RETURN_IF_ERROR(st);

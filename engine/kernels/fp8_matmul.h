@@ -55,13 +55,9 @@ struct Fp8MatmulArgs {
   // (one rounding; cuBLASLt's order of the fp32 products). Its plans are
   // its own (the same shape may have either form or both); a device whose
   // cuBLASLt has no such algorithm gets Unimplemented from Prepare.
-  // by_block: the scales are cuBLASLt's 1x128 ones (VEC128_32F on both):
-  // x_scales [ceil(k / 128)][m] and w_scales [ceil(k / 128)][n], each sum of
-  // a 128-column block times its block's two scales.
   bool scaled = false;
-  bool by_block = false;
-  const float* x_scales = nullptr;  // [m] (by_block: above)
-  const float* w_scales = nullptr;  // [n] (by_block: above)
+  const float* x_scales = nullptr;  // [m]
+  const float* w_scales = nullptr;  // [n]
   void* out = nullptr;              // BF16 [m, out_row_stride]
   int64_t out_row_stride = 0;       // >= n, a multiple of 8
   bool accumulate = false;
@@ -97,8 +93,8 @@ class Fp8Matmul {
 
  private:
   struct Plan;  // fp8_matmul.cc
-  // m, n, k, acc_row_stride (out_row_stride when scaled), scaled, by_block
-  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, bool, bool>;
+  // m, n, k, acc_row_stride (out_row_stride when scaled), scaled
+  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, bool>;
   static Key KeyOf(const Fp8MatmulArgs& args);
 
   Fp8Matmul() = default;

@@ -24,21 +24,6 @@ int64_t Fp8ScaleCount(int64_t n, int64_t k, Fp8Scales kind) {
   return CeilDiv(n, kFp8Block) * CeilDiv(k, kFp8Block);
 }
 
-int64_t Fp8DeviceScaleCount(int64_t n, int64_t k, Fp8Scales kind) {
-  if (kind == Fp8Scales::kRow) return CeilDiv(k, kFp8Block) * n;
-  return Fp8ScaleCount(n, k, kind);
-}
-
-std::vector<float> Fp8DeviceScales(const std::vector<float>& scales, int64_t n, int64_t k,
-                                   Fp8Scales kind) {
-  if (kind != Fp8Scales::kRow) return scales;
-  std::vector<float> out;
-  out.reserve(Fp8DeviceScaleCount(n, k, kind));
-  for (int64_t b = 0; b < CeilDiv(k, kFp8Block); ++b)
-    out.insert(out.end(), scales.begin(), scales.end());
-  return out;
-}
-
 absl::Status Fp8Matrix::Validate(absl::string_view name) const {
   if (n <= 0 || k <= 0) {
     return absl::InvalidArgumentError(

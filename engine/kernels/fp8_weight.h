@@ -38,27 +38,13 @@ ONECARD_HOST_DEVICE inline int64_t Fp8ScaleIndex(int64_t r, int64_t c, int64_t k
   return (r / kFp8Block) * ((k + kFp8Block - 1) / kFp8Block) + c / kFp8Block;
 }
 
-// Scales the CUDA runner keeps for a weight of this kind: for kRow
-// ceil(k / 128) * n, the row scales repeated once a 128-column block,
-// [ceil(k / 128)][n] (block b's copy at b * n; the first n are the row
-// scales), the layout of cuBLASLt's 1x128 scale mode (Fp8Gemm); for
-// kBlock128 Fp8ScaleCount.
-int64_t Fp8DeviceScaleCount(int64_t n, int64_t k, Fp8Scales kind);
-// `scales` (Fp8ScaleCount of them) as the runner keeps them (above).
-std::vector<float> Fp8DeviceScales(const std::vector<float>& scales, int64_t n, int64_t k,
-                                   Fp8Scales kind);
-
-// Device pointers of a weight (codes [n, k], scales as above; kRow scales may
-// be the runner's repeated copy, whose first n are the row scales).
+// Device pointers of a weight (codes [n, k], scales as above).
 struct Fp8WeightView {
   const void* codes = nullptr;
   const float* scales = nullptr;
   int64_t n = 0;
   int64_t k = 0;
   Fp8Scales scales_kind = Fp8Scales::kRow;
-  // kRow: true when `scales` holds Fp8DeviceScaleCount of them, the copy a
-  // 128-column block that lets Fp8Gemm use cuBLASLt's 1x128 scale mode.
-  bool scales_by_block = false;
 };
 
 struct Fp8Matrix {

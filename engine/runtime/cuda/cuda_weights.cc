@@ -43,8 +43,7 @@ absl::StatusOr<CudaWeights> CarveWeights(const ModelConfig& c, const ModelWeight
       }
       if (cw.spec.format == WeightFormat::kFp8) {
         ASSIGN_OR_RETURN(cw.data, into->Take(cw.n * cw.k));
-        ASSIGN_OR_RETURN(cw.scales,
-                         into->Take(Fp8DeviceScaleCount(cw.n, cw.k, cw.spec.fp8_scales) * 4));
+        ASSIGN_OR_RETURN(cw.scales, into->Take(Fp8ScaleCount(cw.n, cw.k, cw.spec.fp8_scales) * 4));
         continue;
       }
       ASSIGN_OR_RETURN(cw.data, into->Take(Int4CodeBytes(cw.n, cw.k)));
@@ -71,24 +70,6 @@ absl::StatusOr<CudaWeights> CarveWeights(const ModelConfig& c, const ModelWeight
   return w;
 }
 
-namespace {
-
-// A row-scaled FP8 weight whose first n scales are written: the copies of
-// them after (Fp8DeviceScaleCount), doubling the copied blocks each time.
-absl::Status RepeatFp8RowScales(const CudaWeight& w, cudaStream_t stream) {
-  if (w.spec.fp8_scales != Fp8Scales::kRow) return absl::OkStatus();
-  const int64_t blocks = Fp8DeviceScaleCount(w.n, w.k, Fp8Scales::kRow) / w.n;
-  float* scales = static_cast<float*>(w.scales);
-  for (int64_t done = 1; done < blocks; done *= 2) {
-    const int64_t copy = std::min(done, blocks - done);
-    CUDA_RETURN_IF_ERROR(
-        cudaMemcpyAsync(scales + done * w.n, scales, copy * w.n * 4, cudaMemcpyDefault, stream));
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
-
 absl::StatusOr<CudaWeights> RandomWeights(const ModelConfig& c, const ModelWeightsSpec& spec,
                                           uint64_t seed, DeviceArena* arena, cudaStream_t stream,
                                           const WeightHomes* homes) {
@@ -113,7 +94,6 @@ absl::StatusOr<CudaWeights> RandomWeights(const ModelConfig& c, const ModelWeigh
         RETURN_IF_ERROR(FillFp8(cw.data, cw.n * cw.k, static_cast<float*>(cw.scales),
                                 Fp8ScaleCount(cw.n, cw.k, cw.spec.fp8_scales), next_seed(),
                                 bound(cw.k) / kE4m3Max, stream));
-        RETURN_IF_ERROR(RepeatFp8RowScales(cw, stream));
         continue;
       }
       // Codes 0..15 around 8 with scales of bound / 8: the BF16 weights' range.

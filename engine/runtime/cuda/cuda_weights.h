@@ -49,19 +49,13 @@ struct CudaWeight {
   int64_t n = 0;  // [n, k]
   int64_t k = 0;
   Residency residency = Residency::kDevice;
-  void* data = nullptr;  // BF16 [n, k], the 4-bit codes (int4_layout.h) or FP8 codes [n, k]
-  // 4-bit: uint32 [n / 16][8][k / group]; FP8: fp32, Fp8DeviceScaleCount (fp8_weight.h)
-  void* scales = nullptr;
+  void* data = nullptr;        // BF16 [n, k], the 4-bit codes (int4_layout.h) or FP8 codes [n, k]
+  void* scales = nullptr;      // 4-bit: uint32 [n / 16][8][k / group]; FP8: fp32 (fp8_weight.h)
   void* offsets = nullptr;     // 4-bit kZero / kFloat: as scales
   int32_t* columns = nullptr;  // 4-bit act order: int32 [k], stored column j is column columns[j]
   Int4WeightView Int4() const { return {data, scales, offsets, n, k, spec.group, spec.offsets}; }
   Fp8WeightView Fp8() const {
-    return {data,
-            static_cast<const float*>(scales),
-            n,
-            k,
-            spec.fp8_scales,
-            spec.fp8_scales == Fp8Scales::kRow};
+    return {data, static_cast<const float*>(scales), n, k, spec.fp8_scales};
   }
 };
 

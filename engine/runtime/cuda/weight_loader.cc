@@ -119,8 +119,7 @@ absl::Status LoadFp8Projection(HostTensorSource& source, Projection p, int64_t l
                      w.k, "] with ", Fp8ScalesName(w.spec.fp8_scales), " scales"));
   }
   RETURN_IF_ERROR(Upload(w.data, fused.codes.data(), w.n * w.k));
-  const std::vector<float> scales = Fp8DeviceScales(fused.scales, w.n, w.k, w.spec.fp8_scales);
-  return Upload(w.scales, scales.data(), static_cast<int64_t>(scales.size()) * 4);
+  return Upload(w.scales, fused.scales.data(), static_cast<int64_t>(fused.scales.size()) * 4);
 }
 
 // Where part `part` (n rows, after `row` rows of the parts before it) goes

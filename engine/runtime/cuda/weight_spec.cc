@@ -62,7 +62,7 @@ std::array<int64_t, 2> ProjectionShape(const ModelConfig& c, Projection projecti
 int64_t ProjectionBytes(const ProjectionSpec& spec, int64_t n, int64_t k) {
   if (spec.format == WeightFormat::kBf16) return Align(n * k * 2);
   if (spec.format == WeightFormat::kFp8) {
-    return Align(n * k) + Align(Fp8DeviceScaleCount(n, k, spec.fp8_scales) * 4);
+    return Align(n * k) + Align(Fp8ScaleCount(n, k, spec.fp8_scales) * 4);
   }
   return Align(Int4CodeBytes(n, k)) + Align(Int4ScaleBytes(n, k, spec.group)) +
          Align(Int4OffsetBytes(n, k, spec.group, spec.offsets)) +

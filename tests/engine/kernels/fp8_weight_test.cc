@@ -48,23 +48,6 @@ TEST(Fp8WeightTest, ScaleCounts) {
   EXPECT_EQ(Fp8ScaleCount(300, 200, Fp8Scales::kRow), 300);
   EXPECT_EQ(Fp8ScaleCount(300, 200, Fp8Scales::kBlock128), 3 * 2);
   EXPECT_EQ(Fp8ScaleCount(256, 128, Fp8Scales::kBlock128), 2);
-  EXPECT_EQ(Fp8DeviceScaleCount(300, 200, Fp8Scales::kRow), 2 * 300);
-  EXPECT_EQ(Fp8DeviceScaleCount(300, 256, Fp8Scales::kRow), 2 * 300);
-  EXPECT_EQ(Fp8DeviceScaleCount(300, 257, Fp8Scales::kRow), 3 * 300);
-  EXPECT_EQ(Fp8DeviceScaleCount(300, 200, Fp8Scales::kBlock128), 3 * 2);
-}
-
-// The runner's copy of row scales: block b's copy of row r at b * n + r, the
-// first n the row scales; block scales as they are.
-TEST(Fp8WeightTest, DeviceScalesRepeatRowScalesOnceABlock) {
-  const std::vector<float> rows = {1.0f, 2.0f, 3.0f};
-  const std::vector<float> got = Fp8DeviceScales(rows, 3, 300, Fp8Scales::kRow);
-  ASSERT_EQ(static_cast<int64_t>(got.size()), Fp8DeviceScaleCount(3, 300, Fp8Scales::kRow));
-  for (int64_t b = 0; b < 3; ++b) {
-    for (int64_t r = 0; r < 3; ++r) EXPECT_EQ(got[b * 3 + r], rows[r]) << b << " " << r;
-  }
-  const std::vector<float> blocks = {4.0f, 5.0f};
-  EXPECT_EQ(Fp8DeviceScales(blocks, 128, 256, Fp8Scales::kBlock128), blocks);
 }
 
 TEST(Fp8WeightTest, ValuesAreTheDecodedCodeTimesTheScale) {

@@ -12,7 +12,6 @@
 #include "engine/kernels/blas_gemm.h"
 #include "engine/kernels/cuda_check.h"
 #include "engine/kernels/fp8_matmul.h"
-#include "engine/kernels/fp8_weight.h"
 #include "engine/model/synthetic_shapes.h"
 #include "engine/runtime/cuda/cuda_weights.h"
 
@@ -218,20 +217,7 @@ double DecodeStepBytes(const engine::ModelConfig& c, const engine::ModelWeightsS
       2.0 * c.num_layers * c.num_kv_heads * c.head_dim * static_cast<double>(kv_element_bytes);
   const absl::StatusOr<engine::WeightBytes> w = engine::CountWeightBytes(c, spec);
   const double embedding = c.tie_word_embeddings ? 0.0 : 2.0 * c.vocab_size * c.hidden_size;
-  double weights = w.ok() ? static_cast<double>(w->total) - embedding : 0.0;
-  // The runner keeps FP8 row scales once a 128-column block
-  // (Fp8DeviceScaleCount) for its own kernels' sake: the bytes a step must
-  // move are a scale a row.
-  for (const auto& layer : spec.layers) {
-    for (int p = 0; p < engine::kNumProjections; ++p) {
-      if (layer[p].format != engine::WeightFormat::kFp8 ||
-          layer[p].fp8_scales != engine::Fp8Scales::kRow) {
-        continue;
-      }
-      const auto [n, k] = engine::ProjectionShape(c, static_cast<engine::Projection>(p));
-      weights -= 4.0 * (engine::Fp8DeviceScaleCount(n, k, engine::Fp8Scales::kRow) - n);
-    }
-  }
+  const double weights = w.ok() ? static_cast<double>(w->total) - embedding : 0.0;
   return weights + batch * (context + 1) * kv_token + batch * c.hidden_size * 2.0;
 }
 

@@ -17,7 +17,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/common/status_macros.h"
-#include "engine/kernels/cuda_check.h"
 #include "engine/kernels/fp8_gemm.h"
 #include "engine/kernels/fp8_matmul.h"
 #include "engine/kernels/gemv.h"
@@ -35,41 +34,31 @@ constexpr int kLaunches = 20;
 
 using Shape = ProjectionCase;
 
-// Copies of one FP8 weight (codes, then its scales as the runner keeps them:
-// a float a row, once a 128-column block, Fp8DeviceScaleCount; each
+// Copies of one FP8 weight (codes, then a float scale a row, each
 // 256-aligned) that together pass 1.5 GB.
 struct Rotation {
   DeviceMem mem;
   int64_t stride = 0;
   int copies = 0;
   int64_t code_bytes = 0;
-  int64_t weight_bytes = 0;  // codes + a scale a row: what a call must read
+  int64_t weight_bytes = 0;  // codes + scales: what a call must read
   engine::Fp8WeightView View(int i, int64_t n, int64_t k) const {
     char* base = mem.get() + (i % copies) * stride;
-    return {base,
-            reinterpret_cast<const float*>(base + code_bytes),
-            n,
-            k,
-            engine::Fp8Scales::kRow,
-            /*scales_by_block=*/true};
+    return {base, reinterpret_cast<const float*>(base + code_bytes), n, k, engine::Fp8Scales::kRow};
   }
 };
 
 absl::StatusOr<Rotation> MakeRotation(int64_t n, int64_t k, cudaStream_t stream) {
   Rotation r;
-  const int64_t scales = engine::Fp8DeviceScaleCount(n, k, engine::Fp8Scales::kRow);
   r.code_bytes = (n * k + 255) / 256 * 256;
   r.weight_bytes = n * k + n * 4;
-  r.stride = r.code_bytes + (scales * 4 + 255) / 256 * 256;
+  r.stride = r.code_bytes + (n * 4 + 255) / 256 * 256;
   r.copies = static_cast<int>(std::max<int64_t>(2, (1536LL << 20) / r.stride + 1));
   ASSIGN_OR_RETURN(r.mem, DeviceMem::Random(r.stride * r.copies, 31, stream));
   for (int i = 0; i < r.copies; ++i) {
     char* base = r.mem.get() + i * r.stride;
-    float* s = reinterpret_cast<float*>(base + r.code_bytes);
-    RETURN_IF_ERROR(engine::FillFp8(base, n * k, s, n, 32 + i, 0.002f / 448.0f, stream));
-    for (int64_t b = 1; b < scales / n; ++b) {  // the row scales once a block
-      CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s + b * n, s, n * 4, cudaMemcpyDeviceToDevice, stream));
-    }
+    RETURN_IF_ERROR(engine::FillFp8(base, n * k, reinterpret_cast<float*>(base + r.code_bytes), n,
+                                    32 + i, 0.002f / 448.0f, stream));
   }
   return r;
 }
