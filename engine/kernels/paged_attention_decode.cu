@@ -93,8 +93,8 @@ template <int D, bool kFp8>
 __device__ __forceinline__ void KeySlots(const AttnArgs& a, const int32_t* table, int p0, int k_hi,
                                          int32_t* slot) {
   using S = DecodeShape<D, kFp8>;
-  int blk = a.block_shift >= 0 ? p0 >> a.block_shift : p0 / a.block_size;
-  int in = p0 - blk * a.block_size;
+  const KvPlace at = PlaceOf(a, p0);
+  int blk = at.blk, in = at.in_blk;
 #pragma unroll
   for (int i = 0; i < S::kLoads; ++i) {
     const int p = p0 + i * S::kKeysPerPass;

@@ -104,14 +104,23 @@ __device__ __forceinline__ bool FindPrefillTile(const AttnArgs& a, int b, int ti
   return false;
 }
 
+// Position p's block in its sequence's table and its place in that block.
+// Block sizes of a power of two (the usual 16) shift and mask instead of
+// dividing (~20 instructions).
+struct KvPlace {
+  int blk, in_blk;
+};
+__device__ __forceinline__ KvPlace PlaceOf(const AttnArgs& a, int p) {
+  if (a.block_shift >= 0) return {p >> a.block_shift, p & (a.block_size - 1)};
+  const int blk = p / a.block_size;
+  return {blk, p - blk * a.block_size};
+}
+
 // Element offset of (position p, kv head, dim 0) in a layer's pool.
 __device__ __forceinline__ int64_t KvOffset(const AttnArgs& a, const int32_t* table, int p, int kvh,
                                             int head_dim) {
-  // Block sizes of a power of two (the usual 16) shift and mask instead of
-  // dividing (~20 instructions).
-  const int blk = a.block_shift >= 0 ? p >> a.block_shift : p / a.block_size;
-  const int in_blk = a.block_shift >= 0 ? p & (a.block_size - 1) : p - blk * a.block_size;
-  const int64_t slot = static_cast<int64_t>(table[blk]) * a.block_size + in_blk;
+  const KvPlace at = PlaceOf(a, p);
+  const int64_t slot = static_cast<int64_t>(table[at.blk]) * a.block_size + at.in_blk;
   return (slot * a.num_kv_heads + kvh) * head_dim;
 }
 
@@ -150,13 +159,11 @@ struct KvChunks {
     for (int i = 0; i < kPasses; ++i) {
       const int j = j0 + i * kRows;
       // Keys past kv_len take the last key's address (no branch; the copy
-      // reads nothing and writes zeros). Block sizes of a power of two (the
-      // usual 16) shift and mask instead of dividing (~20 instructions).
-      const int p = min(k_begin + j, kv_len - 1);
-      const int blk = a.block_shift >= 0 ? p >> a.block_shift : p / a.block_size;
-      const int in_blk = a.block_shift >= 0 ? p & (a.block_size - 1) : p - blk * a.block_size;
-      const uint64_t off = static_cast<uint64_t>(static_cast<uint32_t>(table[blk])) * block_bytes +
-                           (static_cast<uint32_t>(in_blk) * row_bytes + lane_bytes);
+      // reads nothing and writes zeros).
+      const KvPlace at = PlaceOf(a, min(k_begin + j, kv_len - 1));
+      const uint64_t off =
+          static_cast<uint64_t>(static_cast<uint32_t>(table[at.blk])) * block_bytes +
+          (static_cast<uint32_t>(at.in_blk) * row_bytes + lane_bytes);
       fn(j, c, off, k_begin + j < kv_len);
     }
   }
