@@ -2,7 +2,8 @@
 // scale a row (fp8_weight.h, kRow), through FP8 tensor cores (W8A8): the
 // CUDA runner's steps of more rows than the FP8 GEMV takes (prefill, large
 // batches). Three stages:
-//   1. activations, per row (per token), dynamically:
+//   1. activations, per row (per token), dynamically (of RmsNorm(x) with
+//      norm_weight, of SiLU(gate) * up with silu_mul_x: below):
 //        amax     = max_c |x[m][c]|
 //        x_scale  = Fp8ActivationScale(amax) = amax / 448 (IEEE fp32 division;
 //                   1 for an all-zero row)
@@ -11,7 +12,12 @@
 //   2. acc[m][j] = sum_c E4m3ToFloat(code[m][c]) * E4m3ToFloat(W code[j][c]),
 //      in fp32 (Fp8Matmul, fp8_matmul.h: cuBLASLt)
 //   3. v = (acc[m][j] * x_scale[m]) * w_scale[j] in fp32, with the GEMV's
-//      epilogues (gemv.h) rounding where they do:
+//      epilogues (gemv.h) rounding where they do (the CUDA version, from
+//      LaunchSettings::fp8_gemm_scaled_min_rows rows of BF16 y with
+//      LaunchSettings::fp8_gemm_cublas_scales, where cuBLASLt has the
+//      algorithm, forms v inside cuBLASLt's product in its own order and
+//      rounds the residual add once, bf16(v + y); fp8_matmul.h's scaled
+//      form):
 //        BF16 y:      y = bf16(v)
 //        add_to_y:    y = bf16(bf16(v) + y)                    (the residual add)
 //        silu_mul_y:  W's rows are [gate; up] stacked (rows 0..n/2-1 gate,
@@ -35,8 +41,10 @@
 #define ONECARD_ENGINE_KERNELS_FP8_GEMM_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "engine/common/dtype.h"
 #include "engine/common/fp8.h"
@@ -57,6 +65,17 @@ struct Fp8GemmParams {
   bool add_to_y = false;         // BF16 y only
   bool silu_mul_y = false;       // BF16 y only, not with add_to_y
   int32_t rows = 0;
+  // With norm_weight (BF16 [k]): x is the residual stream and the
+  // activations are its RMSNorm first, rms_norm.h's math (fp32 mean of
+  // squares, rsqrt, each value bf16(w * (x * inv_rms))), so that the step
+  // needs no RmsNorm kernel before the product.
+  const void* norm_weight = nullptr;
+  float eps = 1e-5f;
+  // x's rows hold [gate | up], 2k values (x_row_stride >= 2k): the
+  // activations are silu_mul.h's bf16(silu(gate) * up), so that a step
+  // whose gate/up product wrote them as they came needs no SiluMul kernel.
+  // Not with norm_weight.
+  bool silu_mul_x = false;
   // x's codes and scales and the fp32 sums (Fp8GemmWorkspace); 256-byte
   // aligned, at least Fp8GemmWorkspace(rows, n, k).total_bytes. Not needed
   // by the reference. One workspace serves one stream at a time.
@@ -100,6 +119,12 @@ ONECARD_HOST_DEVICE inline uint8_t Fp8ActivationCode(float v, float scale) {
 // Stage 1 on the host for one row of k BF16 values: writes k codes and
 // returns the scale (the spec of the CUDA kernel's codes, bit for bit).
 float Fp8QuantizeActivationRow(const uint16_t* x, int64_t k, uint8_t* codes);
+// A row of Fp8GemmParams' activations on the host: x's row, or with
+// norm_weight its RMSNorm (RmsNormRef's sums in order; the CUDA kernel sums
+// in another order, so its values may differ by a BF16 unit where the
+// inverse RMS rounds otherwise), or with silu_mul_x SiluMulRef of it (the
+// CUDA kernel's expf may round a value to the next BF16 too).
+absl::StatusOr<std::vector<uint16_t>> Fp8GemmActivationRow(const Fp8GemmParams& params, int32_t m);
 
 // The checks both implementations make: Unimplemented naming what is
 // supported for a shape, scale kind or dtype outside the set above,
@@ -117,6 +142,9 @@ absl::Status Fp8Gemm(Fp8Matmul& matmul, const Fp8GemmParams& params, cudaStream_
 // read, nothing is enqueued), so that Fp8Gemm with that shape can be
 // captured into a CUDA graph.
 absl::Status PrepareFp8Gemm(Fp8Matmul& matmul, const Fp8GemmParams& params);
+// Whether Fp8Gemm takes cuBLASLt's scaled form for params' shape and output
+// under the current LaunchSettings (planning it; no pointer is read).
+absl::StatusOr<bool> Fp8GemmUsesCublasScales(Fp8Matmul& matmul, const Fp8GemmParams& params);
 
 }  // namespace onecard::engine
 

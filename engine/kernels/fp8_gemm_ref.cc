@@ -15,6 +15,7 @@
 #include "engine/kernels/bf16.h"
 #include "engine/kernels/fp8_gemm.h"
 #include "engine/kernels/ref_util.h"
+#include "engine/kernels/rms_norm.h"
 #include "engine/kernels/silu_mul.h"
 
 namespace onecard::engine {
@@ -50,6 +51,27 @@ float Fp8QuantizeActivationRow(const uint16_t* x, int64_t k, uint8_t* codes) {
   return scale;
 }
 
+absl::StatusOr<std::vector<uint16_t>> Fp8GemmActivationRow(const Fp8GemmParams& p, int32_t m) {
+  const auto* x = static_cast<const uint16_t*>(p.x) + m * p.x_row_stride;
+  if (p.silu_mul_x) {
+    std::vector<uint16_t> act(p.w.k);
+    RETURN_IF_ERROR(SiluMulRef(
+        {.dtype = DType::kBF16, .gate_up = x, .out = act.data(), .num_tokens = 1, .inter = p.w.k}));
+    return act;
+  }
+  std::vector<uint16_t> row(x, x + p.w.k);
+  if (p.norm_weight == nullptr) return row;
+  std::vector<uint16_t> normed(p.w.k);
+  RETURN_IF_ERROR(RmsNormRef({.dtype = DType::kBF16,
+                              .x = row.data(),
+                              .weight = p.norm_weight,
+                              .out = normed.data(),
+                              .num_tokens = 1,
+                              .hidden = p.w.k,
+                              .eps = p.eps}));
+  return normed;
+}
+
 absl::Status CheckFp8GemmParams(const Fp8GemmParams& p, absl::string_view op) {
   const Fp8WeightView& w = p.w;
   if (w.scales_kind != Fp8Scales::kRow) {
@@ -69,6 +91,13 @@ absl::Status CheckFp8GemmParams(const Fp8GemmParams& p, absl::string_view op) {
   if (w.codes == nullptr || w.scales == nullptr || p.x == nullptr || p.y == nullptr) {
     return Error(op, "a pointer it needs is null (w.codes, w.scales, x or y)");
   }
+  if (p.silu_mul_x && p.norm_weight != nullptr) {
+    return Error(op, "silu_mul_x and norm_weight are not taken together");
+  }
+  if (p.silu_mul_x && p.x_row_stride < 2 * w.k) {
+    return Error(op, absl::StrCat("silu_mul_x: x_row_stride ", p.x_row_stride, " must be >= 2 k (",
+                                  2 * w.k, ")"));
+  }
   return absl::OkStatus();
 }
 
@@ -79,8 +108,8 @@ absl::Status Fp8GemmRef(const Fp8GemmParams& p) {
   std::vector<float> x_scales(p.rows);
   std::vector<uint8_t> codes(k);
   for (int32_t m = 0; m < p.rows; ++m) {
-    x_scales[m] = Fp8QuantizeActivationRow(static_cast<const uint16_t*>(p.x) + m * p.x_row_stride,
-                                           k, codes.data());
+    ASSIGN_OR_RETURN(const std::vector<uint16_t> row, Fp8GemmActivationRow(p, m));
+    x_scales[m] = Fp8QuantizeActivationRow(row.data(), k, codes.data());
     for (int64_t c = 0; c < k; ++c) xs[m * k + c] = E4m3ToFloat(codes[c]);
   }
   const auto* w_codes = static_cast<const uint8_t*>(p.w.codes);

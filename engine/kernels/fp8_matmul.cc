@@ -28,7 +28,7 @@ std::string ShapeName(const Fp8MatmulArgs& a) {
 struct Fp8Matmul::Plan {
   const cuda::CublasLt* lt = nullptr;
   cublasLtMatmulDesc_t desc = nullptr;
-  cublasLtMatrixLayout_t w = nullptr, x = nullptr, acc = nullptr;
+  cublasLtMatrixLayout_t w = nullptr, x = nullptr, acc = nullptr;  // acc: out when scaled
   cublasLtMatmulAlgo_t algo{};
   size_t workspace = 0;
   ~Plan() {
@@ -62,6 +62,17 @@ absl::Status Fp8Matmul::CheckShape(const Fp8MatmulArgs& a) {
         absl::StrCat("Fp8Matmul: m = ", a.m, ", n = ", a.n, ", k = ", a.k,
                      " is not supported; supported: m >= 1, n and k positive multiples of 16"));
   }
+  if (a.scaled) {
+    if (a.out_row_stride < a.n || a.out_row_stride % 8 != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("Fp8Matmul: out_row_stride ", a.out_row_stride,
+                                                     " must be >= n (", a.n,
+                                                     ") and a multiple of 8"));
+    }
+    if (!Aligned(a.x) || !Aligned(a.w) || !Aligned(a.out)) {
+      return absl::InvalidArgumentError("Fp8Matmul: x, w and out must be 16-byte aligned");
+    }
+    return absl::OkStatus();
+  }
   if (a.acc_row_stride < a.n || a.acc_row_stride % 4 != 0) {
     return absl::InvalidArgumentError(absl::StrCat("Fp8Matmul: acc_row_stride ", a.acc_row_stride,
                                                    " must be >= n (", a.n,
@@ -71,6 +82,10 @@ absl::Status Fp8Matmul::CheckShape(const Fp8MatmulArgs& a) {
     return absl::InvalidArgumentError("Fp8Matmul: x, w and acc must be 16-byte aligned");
   }
   return absl::OkStatus();
+}
+
+Fp8Matmul::Key Fp8Matmul::KeyOf(const Fp8MatmulArgs& a) {
+  return Key{a.m, a.n, a.k, a.scaled ? a.out_row_stride : a.acc_row_stride, a.scaled};
 }
 
 // The column-major view cuBLASLt takes: acc^T [n, m] = op_T(w^T [k, n]) x^T [k, m],
@@ -90,7 +105,23 @@ absl::StatusOr<std::unique_ptr<Fp8Matmul::Plan>> Fp8Matmul::NewPlan(const Fp8Mat
                                    sizeof(fast_accumulation)));
   CUDA_RETURN_IF_ERROR(lt.layout_create(&plan->w, CUDA_R_8F_E4M3, a.k, a.n, a.k));
   CUDA_RETURN_IF_ERROR(lt.layout_create(&plan->x, CUDA_R_8F_E4M3, a.k, a.m, a.k));
-  CUDA_RETURN_IF_ERROR(lt.layout_create(&plan->acc, CUDA_R_32F, a.n, a.m, a.acc_row_stride));
+  if (a.scaled) {  // w's scales along cuBLASLt's rows (A), x's along its columns (B)
+    const int32_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+    CUDA_RETURN_IF_ERROR(
+        lt.desc_set(plan->desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode, sizeof(mode)));
+    CUDA_RETURN_IF_ERROR(
+        lt.desc_set(plan->desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode, sizeof(mode)));
+    // The heuristic is asked with scale pointers set (each call sets its
+    // own): a 16-byte-aligned stand-in that is never read.
+    const void* stand_in = reinterpret_cast<const void*>(uintptr_t{256});
+    CUDA_RETURN_IF_ERROR(
+        lt.desc_set(plan->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &stand_in, sizeof(stand_in)));
+    CUDA_RETURN_IF_ERROR(
+        lt.desc_set(plan->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &stand_in, sizeof(stand_in)));
+    CUDA_RETURN_IF_ERROR(lt.layout_create(&plan->acc, CUDA_R_16BF, a.n, a.m, a.out_row_stride));
+  } else {
+    CUDA_RETURN_IF_ERROR(lt.layout_create(&plan->acc, CUDA_R_32F, a.n, a.m, a.acc_row_stride));
+  }
 
   cublasLtMatmulPreference_t pref = nullptr;
   CUDA_RETURN_IF_ERROR(lt.pref_create(&pref));
@@ -114,8 +145,9 @@ absl::StatusOr<std::unique_ptr<Fp8Matmul::Plan>> Fp8Matmul::NewPlan(const Fp8Mat
   if (st == CUBLAS_STATUS_NOT_SUPPORTED ||
       (st == CUBLAS_STATUS_SUCCESS && (found == 0 || result.state != CUBLAS_STATUS_SUCCESS))) {
     return absl::UnimplementedError(absl::StrCat(
-        "Fp8Matmul: cuBLASLt has no E4M3 algorithm for ", ShapeName(a), " within ",
-        workspace_bytes_, " workspace bytes on this device (FP8 needs sm_89 or later)"));
+        "Fp8Matmul: cuBLASLt has no E4M3 algorithm", a.scaled ? " with outer-vector scales" : "",
+        " for ", ShapeName(a), " within ", workspace_bytes_,
+        " workspace bytes on this device (FP8 needs sm_89 or later)"));
   }
   CUDA_RETURN_IF_ERROR(st);
   plan->algo = result.algo;
@@ -126,23 +158,31 @@ absl::StatusOr<std::unique_ptr<Fp8Matmul::Plan>> Fp8Matmul::NewPlan(const Fp8Mat
 absl::Status Fp8Matmul::Prepare(const Fp8MatmulArgs& a) {
   Fp8MatmulArgs shape = a;  // only the shape is checked here
   shape.x = shape.w = shape.acc = nullptr;
+  shape.out = nullptr;
   RETURN_IF_ERROR(CheckShape(shape));
   if (Prepared(a)) return absl::OkStatus();
-  ASSIGN_OR_RETURN(std::unique_ptr<Plan> plan, NewPlan(a));
-  plans_[Key{a.m, a.n, a.k, a.acc_row_stride}] = std::move(plan);
+  const Key key = KeyOf(a);
+  if (auto it = unsupported_.find(key); it != unsupported_.end()) return it->second;
+  absl::StatusOr<std::unique_ptr<Plan>> plan = NewPlan(a);
+  if (plan.status().code() == absl::StatusCode::kUnimplemented) {
+    unsupported_.emplace(key, plan.status());
+  }
+  if (!plan.ok()) return plan.status();
+  plans_[key] = *std::move(plan);
   return absl::OkStatus();
 }
 
-bool Fp8Matmul::Prepared(const Fp8MatmulArgs& a) const {
-  return plans_.contains(Key{a.m, a.n, a.k, a.acc_row_stride});
-}
+bool Fp8Matmul::Prepared(const Fp8MatmulArgs& a) const { return plans_.contains(KeyOf(a)); }
 
 absl::Status Fp8Matmul::Run(const Fp8MatmulArgs& a, cudaStream_t stream) {
   RETURN_IF_ERROR(CheckShape(a));
-  if (a.x == nullptr || a.w == nullptr || a.acc == nullptr) {
-    return absl::InvalidArgumentError("Fp8Matmul: x, w or acc is null");
+  if (a.x == nullptr || a.w == nullptr ||
+      (a.scaled ? a.out == nullptr || a.x_scales == nullptr || a.w_scales == nullptr
+                : a.acc == nullptr)) {
+    return absl::InvalidArgumentError(a.scaled ? "Fp8Matmul: x, w, out or a scale is null"
+                                               : "Fp8Matmul: x, w or acc is null");
   }
-  auto it = plans_.find(Key{a.m, a.n, a.k, a.acc_row_stride});
+  auto it = plans_.find(KeyOf(a));
   if (it == plans_.end()) {
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
     CUDA_RETURN_IF_ERROR(cudaStreamIsCapturing(stream, &capture));
@@ -152,13 +192,23 @@ absl::Status Fp8Matmul::Run(const Fp8MatmulArgs& a, cudaStream_t stream) {
                        " was not prepared; Prepare every shape before capturing a graph"));
     }
     RETURN_IF_ERROR(Prepare(a));
-    it = plans_.find(Key{a.m, a.n, a.k, a.acc_row_stride});
+    it = plans_.find(KeyOf(a));
   }
   const Plan& plan = *it->second;
-  const float alpha = 1.0f, beta = 0.0f;
+  const float alpha = 1.0f, beta = a.scaled && a.accumulate ? 1.0f : 0.0f;
+  void* d = a.acc;
+  if (a.scaled) {  // the scales' addresses go with the call (a graph keeps them)
+    const void* w_scales = a.w_scales;
+    const void* x_scales = a.x_scales;
+    CUDA_RETURN_IF_ERROR(lt_->desc_set(plan.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &w_scales,
+                                       sizeof(w_scales)));
+    CUDA_RETURN_IF_ERROR(lt_->desc_set(plan.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &x_scales,
+                                       sizeof(x_scales)));
+    d = a.out;
+  }
   CUDA_RETURN_IF_ERROR(lt_->matmul(lt_->handle, plan.desc, &alpha, a.w, plan.w, a.x, plan.x, &beta,
-                                   a.acc, plan.acc, a.acc, plan.acc, &plan.algo, workspace_,
-                                   plan.workspace, stream));
+                                   d, plan.acc, d, plan.acc, &plan.algo, workspace_, plan.workspace,
+                                   stream));
   return absl::OkStatus();
 }
 

@@ -48,6 +48,19 @@ struct Fp8MatmulArgs {
   int64_t n = 0;
   int64_t k = 0;
   int64_t acc_row_stride = 0;  // elements between rows of acc
+  // The scaled form (acc unused): cuBLASLt multiplies each sum by its row's
+  // and column's scales (CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F on both
+  // operands) and writes BF16, adding out's old value first when accumulate:
+  //   out[i][j] = bf16(acc[i][j] * x_scales[i] * w_scales[j] (+ out[i][j]))
+  // (one rounding; cuBLASLt's order of the fp32 products). Its plans are
+  // its own (the same shape may have either form or both); a device whose
+  // cuBLASLt has no such algorithm gets Unimplemented from Prepare.
+  bool scaled = false;
+  const float* x_scales = nullptr;  // [m]
+  const float* w_scales = nullptr;  // [n]
+  void* out = nullptr;              // BF16 [m, out_row_stride]
+  int64_t out_row_stride = 0;       // >= n, a multiple of 8
+  bool accumulate = false;
 };
 
 class Fp8Matmul {
@@ -65,11 +78,13 @@ class Fp8Matmul {
 
   // The checks Run makes of `args`' shape and pointers (null pointers are
   // allowed here, for Prepare): Unimplemented or InvalidArgument naming the
-  // field.
+  // field (scaled: out_row_stride >= n and a multiple of 8, out 16-byte
+  // aligned).
   static absl::Status CheckShape(const Fp8MatmulArgs& args);
-  // Makes the plan of `args`' shape (its pointers are not read): no
-  // device work, no synchronization. Unimplemented when cuBLASLt has no FP8
-  // algorithm for it on this device.
+  // Makes the plan of `args`' shape and form (its pointers are not read):
+  // no device work, no synchronization. Unimplemented when cuBLASLt has no
+  // FP8 algorithm for it on this device (remembered: asking again answers
+  // the same at once).
   absl::Status Prepare(const Fp8MatmulArgs& args);
   bool Prepared(const Fp8MatmulArgs& args) const;
   // Enqueues the product on `stream` (plans a new shape first, outside graph
@@ -77,8 +92,10 @@ class Fp8Matmul {
   absl::Status Run(const Fp8MatmulArgs& args, cudaStream_t stream);
 
  private:
-  struct Plan;                                                 // fp8_matmul.cc
-  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t>;  // m, n, k, acc_row_stride
+  struct Plan;  // fp8_matmul.cc
+  // m, n, k, acc_row_stride (out_row_stride when scaled), scaled
+  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, bool>;
+  static Key KeyOf(const Fp8MatmulArgs& args);
 
   Fp8Matmul() = default;
   absl::StatusOr<std::unique_ptr<Plan>> NewPlan(const Fp8MatmulArgs& args) const;
@@ -87,6 +104,7 @@ class Fp8Matmul {
   void* workspace_ = nullptr;
   int64_t workspace_bytes_ = 0;
   std::map<Key, std::unique_ptr<Plan>> plans_;
+  std::map<Key, absl::Status> unsupported_;  // shapes cuBLASLt has no algorithm for
 };
 
 }  // namespace onecard::engine

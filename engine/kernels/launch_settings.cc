@@ -9,6 +9,8 @@ namespace {
 
 std::atomic<bool> programmatic_launch{true};
 std::atomic<int32_t> gemv_blocks_per_sm{2};
+std::atomic<bool> fp8_gemm_cublas_scales{true};
+std::atomic<int32_t> fp8_gemm_scaled_min_rows{64};
 
 }  // namespace
 
@@ -17,14 +19,23 @@ absl::Status SetLaunchSettings(const LaunchSettings& settings) {
     return absl::InvalidArgumentError(absl::StrCat(
         "LaunchSettings.gemv_blocks_per_sm = ", settings.gemv_blocks_per_sm, ": must be 1 or 2"));
   }
+  if (settings.fp8_gemm_scaled_min_rows < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "LaunchSettings.fp8_gemm_scaled_min_rows = ", settings.fp8_gemm_scaled_min_rows,
+        ": must be at least 1"));
+  }
   programmatic_launch.store(settings.programmatic_launch, std::memory_order_relaxed);
   gemv_blocks_per_sm.store(settings.gemv_blocks_per_sm, std::memory_order_relaxed);
+  fp8_gemm_cublas_scales.store(settings.fp8_gemm_cublas_scales, std::memory_order_relaxed);
+  fp8_gemm_scaled_min_rows.store(settings.fp8_gemm_scaled_min_rows, std::memory_order_relaxed);
   return absl::OkStatus();
 }
 
 LaunchSettings GetLaunchSettings() {
   return {.programmatic_launch = programmatic_launch.load(std::memory_order_relaxed),
-          .gemv_blocks_per_sm = gemv_blocks_per_sm.load(std::memory_order_relaxed)};
+          .gemv_blocks_per_sm = gemv_blocks_per_sm.load(std::memory_order_relaxed),
+          .fp8_gemm_cublas_scales = fp8_gemm_cublas_scales.load(std::memory_order_relaxed),
+          .fp8_gemm_scaled_min_rows = fp8_gemm_scaled_min_rows.load(std::memory_order_relaxed)};
 }
 
 }  // namespace onecard::engine

@@ -1,7 +1,7 @@
 // How the CUDA kernels launch, process-wide: the settings that are measured
-// against each other (onecard-bench-cuda's --pdl and --gemv_blocks_per_sm
-// flags) rather than chosen per call. The defaults are what serves; a
-// runner never changes them. Set them before the first launch (a kernel
+// against each other (onecard-bench-cuda's --pdl, --gemv_blocks_per_sm,
+// --fp8_gemm_cublas_scales and --fp8_gemm_scaled_min_rows flags) rather than chosen per call. The
+// defaults are what serves; a runner never changes them. Set them before the first launch (a kernel
 // launched meanwhile sees either the old or the new value).
 #ifndef ONECARD_ENGINE_KERNELS_LAUNCH_SETTINGS_H_
 #define ONECARD_ENGINE_KERNELS_LAUNCH_SETTINGS_H_
@@ -18,6 +18,17 @@ struct LaunchSettings {
   bool programmatic_launch = true;
   // Blocks of Gemv resident on an SM (1 or 2; gemv.cu).
   int32_t gemv_blocks_per_sm = 2;
+  // Fp8Gemm (fp8_gemm.h) with the activations' and the weight's scales and
+  // the BF16 output inside cuBLASLt's product (its outer-vector scale modes)
+  // where cuBLASLt has such an algorithm for the shape; false: the product's
+  // fp32 sums, then Fp8Gemm's own epilogue kernel.
+  bool fp8_gemm_cublas_scales = true;
+  // The rows of x from which Fp8Gemm takes that scaled form (at least 1).
+  // Measured on the H200 with cuBLASLt 13.1 (bench/experiments/fp8_block_scales.cu,
+  // bench/results/fp8.md): its outer-vector kernels beat the fp32 sums plus the
+  // epilogue kernel on every 8B and 70B product from 128 rows (by 1.4-2x at
+  // 2048) and lose to them on the MLP products at 8-32 rows.
+  int32_t fp8_gemm_scaled_min_rows = 64;
 };
 
 // InvalidArgument naming the field for a value out of range; nothing changes then.

@@ -31,6 +31,8 @@
 
 #include "engine/kernels/fp8_dequant.h"
 #include "engine/kernels/fp8_matmul.h"
+#include "engine/kernels/launch_settings.h"
+#include "engine/kernels/silu_mul.h"
 #include "tests/gpu/gpu_test_util.h"
 #include "tests/testing/all_close.h"
 #include "tests/testing/fp8_testing.h"
@@ -53,6 +55,8 @@ struct Fp8Case {
   XKind x;
   WKind w;
   Out out;
+  bool norm = false;    // norm_weight: x normalized in the activations' pass
+  bool silu_x = false;  // silu_mul_x: x holds [gate | up], SiLU·mul in that pass
 };
 
 std::vector<Fp8Case> Cases() {
@@ -72,6 +76,17 @@ std::vector<Fp8Case> Cases() {
       {"r128_n4096_k4096", 128, 4096, 4096, uni, plain, Out::kBf16},
       {"r300_n528_k4112_add_zero_rows", 300, 528, 4112, zero, scaled, Out::kAdd},
       {"r300_n1008_k1040_silu_wide", 300, 1008, 1040, wide, plain, Out::kSilu},
+      {"r8_n1024_k1024_add", 8, 1024, 1024, uni, scaled, Out::kAdd},
+      {"r17_n528_k4096_outlier", 17, 528, 4096, outl, plain, Out::kBf16},
+      {"r32_n2048_k512_silu", 32, 2048, 512, uni, scaled, Out::kSilu},
+      {"r96_n1008_k256_add_zero_rows", 96, 1008, 256, zero, plain, Out::kAdd},
+      // The RMSNorm in the activations' pass (qkv and gate_up of a W8A8 step).
+      {"r5_n208_k576_norm", 5, 208, 576, uni, plain, Out::kBf16, true},
+      {"r64_n1024_k4096_norm_silu_outlier", 64, 1024, 4096, outl, plain, Out::kSilu, true},
+      {"r300_n528_k1024_norm_zero_rows", 300, 528, 1024, zero, scaled, Out::kBf16, true},
+      // SiLU·mul in the activations' pass (down of a W8A8 step).
+      {"r8_n1024_k2048_silux_add", 8, 1024, 2048, uni, plain, Out::kAdd, false, true},
+      {"r130_n528_k576_silux_outlier_add", 130, 528, 576, outl, scaled, Out::kAdd, false, true},
   };
 }
 
@@ -116,6 +131,31 @@ std::vector<double> MagnitudeSums(const engine::Fp8Matrix& w, const std::vector<
   return out;
 }
 
+// The products of given activation codes and scales ([rows, k] and [rows],
+// as Fp8Gemm's workspace holds them): v = (sum_c code * w code, in double,
+// then fp32) * x_scale * w_scale, and each output's |product| sum times both
+// scales.
+void ProductsOfCodes(const engine::Fp8Matrix& w, const uint8_t* codes, const uint8_t* scales,
+                     int32_t rows, std::vector<float>& v, std::vector<double>& sums) {
+  v.assign(rows * w.n, 0.0f);
+  sums.assign(rows * w.n, 0.0);
+  for (int32_t m = 0; m < rows; ++m) {
+    float xs = 0;
+    std::memcpy(&xs, scales + 4 * m, 4);
+    for (int64_t j = 0; j < w.n; ++j) {
+      double sum = 0, mag = 0;
+      for (int64_t c = 0; c < w.k; ++c) {
+        const double prod = double{engine::E4m3ToFloat(codes[m * w.k + c])} *
+                            engine::E4m3ToFloat(w.codes[j * w.k + c]);
+        sum += prod;
+        mag += std::abs(prod);
+      }
+      v[m * w.n + j] = (static_cast<float>(sum) * xs) * w.scales[j];
+      sums[m * w.n + j] = mag * xs * w.scales[j];
+    }
+  }
+}
+
 struct Matmul {
   DeviceBuf<uint8_t> workspace{32 << 20};
   std::unique_ptr<engine::Fp8Matmul> mm;
@@ -127,10 +167,73 @@ struct Matmul {
   }
 };
 
-class Fp8GemmTest : public ::testing::TestWithParam<Fp8Case> {};
+// y of the scaled form against the reference's products v_ref: each within
+// BF16's rounding (2^-8, cuBLASLt's fp32 order inside) plus 2^-9 of the
+// products' magnitudes (the FP8 accumulation); the residual added once;
+// silu_mul_y's BF16 gate/up (left in the workspace's sums) so, and y the
+// spec's SiLU·mul of them (SiluMulRef).
+void CheckScaledForm(const Fp8Case& c, const std::vector<double>& sums,
+                     const std::vector<float>& v_ref, const std::vector<uint16_t>& residual,
+                     const std::vector<uint8_t>& workspace,
+                     const engine::Fp8GemmWorkspaceLayout& ws, const std::vector<float>& got) {
+  const int64_t y_cols = c.out == Out::kSilu ? c.n / 2 : c.n;
+  std::vector<uint16_t> gate_up(c.rows * c.n);
+  if (c.out == Out::kSilu) {
+    std::memcpy(gate_up.data(), workspace.data() + ws.acc_offset, gate_up.size() * 2);
+  }
+  int bad = 0;
+  for (int32_t m = 0; m < c.rows; ++m) {
+    for (int64_t j = 0; j < (c.out == Out::kSilu ? c.n : y_cols); ++j) {
+      const int64_t o = m * c.n + j;
+      double want = v_ref[o], have = 0, scale = std::abs(v_ref[o]);
+      if (c.out == Out::kSilu) {
+        have = engine::Bf16ToFloat(gate_up[o]);
+      } else {
+        have = got[m * y_cols + j];
+        if (c.out == Out::kAdd) {
+          const double r = engine::Bf16ToFloat(residual[m * y_cols + j]);
+          want += r;
+          scale += std::abs(r);
+        }
+      }
+      const double bound = std::ldexp(scale, -8) + std::ldexp(sums[o], -9) + 1e-30;
+      if (!std::isfinite(have) || std::abs(have - want) > bound) {
+        if (++bad <= 8)
+          ADD_FAILURE() << "[" << m << "][" << j << "] = " << have << ", want " << want;
+      }
+    }
+  }
+  EXPECT_EQ(bad, 0);
+  if (c.out != Out::kSilu) return;
+  std::vector<uint16_t> want(c.rows * y_cols);
+  ASSERT_TRUE(engine::SiluMulRef({.dtype = DType::kBF16,
+                                  .gate_up = gate_up.data(),
+                                  .out = want.data(),
+                                  .num_tokens = c.rows,
+                                  .inter = y_cols})
+                  .ok());
+  EXPECT_ALL_CLOSE(got, ToFloats(want), Tolerance::For(DType::kBF16));
+}
+
+// Fp8Gemm's two forms (LaunchSettings::fp8_gemm_cublas_scales): the
+// cuBLASLt product's fp32 sums then the epilogue kernel, or the scales and
+// BF16 output inside cuBLASLt's product.
+class Fp8GemmTest : public ::testing::TestWithParam<std::tuple<Fp8Case, bool>> {
+ protected:
+  void SetUp() override {
+    engine::LaunchSettings s = engine::GetLaunchSettings();
+    saved_ = s;
+    s.fp8_gemm_cublas_scales = std::get<1>(GetParam());
+    ASSERT_TRUE(engine::SetLaunchSettings(s).ok());
+  }
+  void TearDown() override { ASSERT_TRUE(engine::SetLaunchSettings(saved_).ok()); }
+
+ private:
+  engine::LaunchSettings saved_;
+};
 
 TEST_P(Fp8GemmTest, MatchesReference) {
-  const Fp8Case& c = GetParam();
+  const Fp8Case& c = std::get<0>(GetParam());
   const uint32_t seed = std::hash<std::string>()(c.name) & 0xffff;
   std::mt19937 rng = SeededRng(seed, 53);
   engine::Fp8Matrix w = RandomFp8Matrix(c.n, c.k, Fp8Scales::kRow, seed);
@@ -141,7 +244,7 @@ TEST_P(Fp8GemmTest, MatchesReference) {
     }
   }
   ASSERT_TRUE(w.Validate(c.name).ok());
-  const int64_t stride = c.k + 8;  // rows not packed
+  const int64_t stride = (c.silu_x ? 2 * c.k : c.k) + 8;  // rows not packed
   const std::vector<uint16_t> x = MakeX(c, stride, rng);
   const int64_t y_cols = c.out == Out::kSilu ? c.n / 2 : c.n;
   const bool f32 = c.out == Out::kF32;
@@ -156,19 +259,34 @@ TEST_P(Fp8GemmTest, MatchesReference) {
       .add_to_y = c.out == Out::kAdd,
       .silu_mul_y = c.out == Out::kSilu,
       .rows = c.rows};
+  const std::vector<uint16_t> norm = RandomBf16(c.k, rng, 0.5f, 1.5f);
+  if (c.norm) {
+    p.norm_weight = norm.data();
+    p.eps = 1e-5f;
+  }
+  p.silu_mul_x = c.silu_x;
+  const bool approx = c.norm || c.silu_x;  // activations computed in the pass
   const std::vector<uint16_t> residual = y16;
   ASSERT_TRUE(engine::Fp8GemmRef(p).ok());
+  // The activations the reference quantizes (x's rows, or their RMSNorm).
+  std::vector<uint16_t> xa = x;
+  for (int32_t m = 0; m < c.rows && approx; ++m) {
+    const absl::StatusOr<std::vector<uint16_t>> row = engine::Fp8GemmActivationRow(p, m);
+    ASSERT_TRUE(row.ok()) << row.status();
+    std::copy(row->begin(), row->end(), xa.begin() + m * stride);
+  }
 
   Matmul mm;
   ASSERT_NE(mm.mm, nullptr);
   DeviceBuf<uint8_t> dcodes(w.codes);
   DeviceBuf<float> dscales(w.scales), dy32(y32.size());
-  DeviceBuf<uint16_t> dx(x), dy16(y16.size());
+  DeviceBuf<uint16_t> dx(x), dy16(y16.size()), dnorm(norm);
   const engine::Fp8GemmWorkspaceLayout ws = engine::Fp8GemmWorkspace(c.rows, c.n, c.k);
   DeviceBuf<uint8_t> dws(engine::Fp8GemmWorkspaceBytes(c.rows, c.n, c.k));
   p.w.codes = dcodes.get();
   p.w.scales = dscales.get();
   p.x = dx.get();
+  if (c.norm) p.norm_weight = dnorm.get();
   p.y = f32 ? static_cast<void*>(dy32.get()) : dy16.get();
   p.workspace = dws.get();
   p.workspace_bytes = dws.size();
@@ -180,16 +298,35 @@ TEST_P(Fp8GemmTest, MatchesReference) {
       f32 ? y32.size() * 4 : y16.size() * 2);
   if (HasFatalFailure()) return;
 
-  // The activations as the kernel quantized them: the reference's, bit for bit.
+  // The activations as the kernel quantized them: the reference's, bit for
+  // bit; with the norm (whose mean of squares the kernel sums in another
+  // order) or SiLU·mul (the kernel's expf against std::exp) a value may
+  // round to the next BF16: the scale within a BF16 unit and under 1 % of
+  // the codes off, each by one code at most.
   const std::vector<uint8_t> left = dws.Download();
   std::vector<uint8_t> codes(c.k);
   for (int32_t m = 0; m < c.rows; ++m) {
-    const float scale = engine::Fp8QuantizeActivationRow(x.data() + m * stride, c.k, codes.data());
+    const float scale = engine::Fp8QuantizeActivationRow(xa.data() + m * stride, c.k, codes.data());
     float got_scale = 0;
     std::memcpy(&got_scale, left.data() + ws.scales_offset + 4 * m, 4);
-    ASSERT_EQ(got_scale, scale) << "row " << m;
-    ASSERT_TRUE(std::equal(codes.begin(), codes.end(), left.begin() + ws.codes_offset + m * c.k))
-        << "codes of row " << m;
+    const uint8_t* got = left.data() + ws.codes_offset + m * c.k;
+    if (!approx) {
+      ASSERT_EQ(got_scale, scale) << "row " << m;
+      ASSERT_TRUE(std::equal(codes.begin(), codes.end(), got)) << "codes of row " << m;
+      continue;
+    }
+    ASSERT_NEAR(got_scale, scale, std::ldexp(scale, -7)) << "row " << m;
+    int64_t off = 0;
+    for (int64_t i = 0; i < c.k; ++i) {
+      if (got[i] == codes[i]) continue;
+      ++off;
+      ASSERT_LE(std::abs(int{got[i] & 0x7f} - int{codes[i] & 0x7f}), 1) << "row " << m << " " << i;
+    }
+    // A scale one BF16 unit off (its row's amax rounded otherwise) moves every
+    // quotient by 2^-8 of itself: those within 2^-8 of a rounding boundary, at
+    // most 2^-8 / 2^-4 of them where E4M3's codes lie closest (3 mantissa
+    // bits: 1/16), round to the neighbouring code.
+    ASSERT_LE(off * (got_scale == scale ? 100 : 8), c.k) << "codes of row " << m;
   }
 
   // The product before the epilogue: the kernel's fp32 sums (left in the
@@ -199,15 +336,37 @@ TEST_P(Fp8GemmTest, MatchesReference) {
   // promotions, so sums differ from fp32's by more than BF16 rounding where
   // they cancel or one product dominates: on the H200 up to 0.07 % of the
   // output, more than 2^-13 of the magnitudes.
-  engine::Fp8GemmParams plain = p;
+  // Where the pass computed the activations (codes a step apart from the
+  // reference's, checked above), the products' reference is that of the
+  // kernel's own codes and scales.
   std::vector<float> v_ref(c.rows * c.n);
-  plain.w = {.codes = w.codes.data(), .scales = w.scales.data(), .n = c.n, .k = c.k};
-  plain.x = x.data();
-  plain.y = v_ref.data();
-  plain.y_dtype = DType::kF32;
-  plain.add_to_y = plain.silu_mul_y = false;
-  ASSERT_TRUE(engine::Fp8GemmRef(plain).ok());
-  const std::vector<double> sums = MagnitudeSums(w, x, stride, c.rows);
+  std::vector<double> sums;
+  if (approx) {
+    ProductsOfCodes(w, left.data() + ws.codes_offset, left.data() + ws.scales_offset, c.rows, v_ref,
+                    sums);
+  } else {
+    engine::Fp8GemmParams plain = p;
+    plain.w = {.codes = w.codes.data(), .scales = w.scales.data(), .n = c.n, .k = c.k};
+    plain.x = xa.data();
+    plain.y = v_ref.data();
+    plain.y_dtype = DType::kF32;
+    plain.add_to_y = plain.silu_mul_y = false;
+    ASSERT_TRUE(engine::Fp8GemmRef(plain).ok());
+    sums = MagnitudeSums(w, xa, stride, c.rows);
+  }
+  absl::StatusOr<bool> scaled = engine::Fp8GemmUsesCublasScales(*mm.mm, p);
+  ASSERT_TRUE(scaled.ok()) << scaled.status();
+  const bool wanted = std::get<1>(GetParam()) && !f32 &&
+                      c.rows >= engine::GetLaunchSettings().fp8_gemm_scaled_min_rows;
+  EXPECT_TRUE(wanted || !*scaled) << "the scaled form below its rows or for fp32 y";
+  if (wanted && !*scaled) {
+    GTEST_SKIP() << "cuBLASLt has no outer-vector-scaled E4M3 algorithm for this shape here";
+  }
+  if (*scaled) {
+    CheckScaledForm(c, sums, v_ref, residual, left, ws,
+                    f32 ? std::vector<float>{} : ToFloats(dy16.Download()));
+    return;
+  }
   std::vector<float> v(c.rows * c.n);
   int bad = 0;
   double worst = 0;  // |v - v_ref| / magnitude sum
@@ -253,8 +412,12 @@ TEST_P(Fp8GemmTest, MatchesReference) {
   EXPECT_ALL_CLOSE(got, want, f32 ? (Tolerance{0, 0, 0}) : Tolerance::For(DType::kBF16));
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, Fp8GemmTest, ::testing::ValuesIn(Cases()),
-                         [](const auto& info) { return info.param.name; });
+INSTANTIATE_TEST_SUITE_P(Cases, Fp8GemmTest,
+                         ::testing::Combine(::testing::ValuesIn(Cases()), ::testing::Bool()),
+                         [](const auto& info) {
+                           return std::get<0>(info.param).name +
+                                  (std::get<1>(info.param) ? "_cublas_scales" : "_epilogue");
+                         });
 
 // Fp8DequantizeBf16 against its reference: equal bit for bit, for both scale
 // kinds, blocks cut short at the edges, and every finite code.

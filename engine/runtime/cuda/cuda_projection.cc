@@ -4,9 +4,11 @@
 //         fused); more rows cuBLAS (RmsNorm first, SiluMul after, the
 //         residual add as beta = 1 or split-K partials the next norm folds).
 //   FP8:  up to 4 rows Gemv reading the codes (its fusions as for BF16);
-//         more rows RmsNorm, then per-token E4M3 activations and Fp8Gemm
-//         with the SiLU·mul and residual epilogues fused (W8A8, row scales,
-//         kFp8GemmChunkRows rows a call), or with fp8_compute kW8A16 and for
+//         more rows Fp8Gemm: per-token E4M3 activations (of the RMSNorm,
+//         or for down of SiLU·mul, computed in the same pass) with the
+//         SiLU·mul and residual epilogues fused (W8A8, row scales,
+//         kFp8GemmChunkRows rows a call),
+//         or with fp8_compute kW8A16 and for
 //         block scales the weight dequantized to BF16 for the cuBLAS path.
 //   int4: up to kInt4GemmMaxRows (256) rows RmsNorm, then Int4Gemm with the
 //         SiLU·mul and residual epilogues fused; more rows dequantize the
@@ -186,27 +188,67 @@ absl::StatusOr<int32_t> CudaRunnerImpl::ProjectFp8(Projection p, int layer, int3
     RETURN_IF_ERROR(Fp8DequantizeBf16({.w = w.Fp8(), .out = buf_.dequant}, stream));
     return ProjectBf16(p, layer, t, in_partials, buf_.dequant, /*allow_splits=*/false);
   }
-  // W8A8: the norm apart, then Fp8Gemm with the SiLU·mul and residual
-  // epilogues, kFp8GemmChunkRows rows a call.
+  // W8A8: Fp8Gemm with the norm in its activations' pass (apart when the
+  // previous product left split-K partials to fold in), the SiLU·mul
+  // epilogue (or, where gate_up takes cuBLASLt's scaled form, SiLU·mul in
+  // down's activations' pass: Fp8SiluInDown) and the residual epilogue,
+  // kFp8GemmChunkRows rows a call.
   const BlasGemmParams g = ProductParams(ProductOf(p), t);
-  if (NormedInput(p)) RETURN_IF_ERROR(NormResidual(NormWeight(p, layer), t, in_partials));
-  void* y = p == Projection::kGateUp ? buf_.act : g.y;
-  const int64_t y_cols = p == Projection::kGateUp ? config_.intermediate_size : g.n;
+  const bool norm_inside = NormedInput(p) && in_partials == 1;
+  if (NormedInput(p) && !norm_inside) {
+    RETURN_IF_ERROR(NormResidual(NormWeight(p, layer), t, in_partials));
+  }
+  const bool gate_up = p == Projection::kGateUp, down = p == Projection::kDown;
+  bool silu_in_down = false;
+  if (gate_up || down) {
+    ASSIGN_OR_RETURN(silu_in_down, Fp8SiluInDown(layer, t));
+  }
+  const bool silu_x = down && silu_in_down;
+  const void* x = norm_inside ? buf_.residual : silu_x ? buf_.gate_up : g.x;
+  const int64_t x_cols = silu_x ? 2 * g.k : g.k;
+  const int64_t inter = config_.intermediate_size;
+  void* y = gate_up ? (silu_in_down ? buf_.gate_up : buf_.act) : g.y;
+  const int64_t y_cols = gate_up ? (silu_in_down ? 2 * inter : inter) : g.n;
   for (int64_t row = 0; row < t; row += kFp8GemmChunkRows) {
     const int32_t rows = static_cast<int32_t>(std::min<int64_t>(kFp8GemmChunkRows, t - row));
     RETURN_IF_ERROR(Fp8Gemm(*fp8_matmul_,
                             {.w = w.Fp8(),
-                             .x = static_cast<const char*>(g.x) + row * g.k * 2,
-                             .x_row_stride = g.k,
+                             .x = static_cast<const char*>(x) + row * x_cols * 2,
+                             .x_row_stride = x_cols,
                              .y = static_cast<char*>(y) + row * y_cols * 2,
-                             .add_to_y = p == Projection::kO || p == Projection::kDown,
-                             .silu_mul_y = p == Projection::kGateUp,
+                             .add_to_y = p == Projection::kO || down,
+                             .silu_mul_y = gate_up && !silu_in_down,
                              .rows = rows,
+                             .norm_weight = norm_inside ? NormWeight(p, layer) : nullptr,
+                             .eps = config_.rms_norm_eps,
+                             .silu_mul_x = silu_x,
                              .workspace = buf_.fp8_gemm,
                              .workspace_bytes = plan_.workspace.fp8_gemm},
                             stream));
   }
   return 1;
+}
+
+absl::StatusOr<bool> CudaRunnerImpl::Fp8SiluInDown(int layer, int32_t t) {
+  const CudaWeight& gate_up = weights_.layers[layer][Projection::kGateUp];
+  const CudaWeight& down = weights_.layers[layer][Projection::kDown];
+  const auto w8a8 = [&](const CudaWeight& w) {
+    return w.spec.format == WeightFormat::kFp8 && w.spec.fp8_scales == Fp8Scales::kRow;
+  };
+  if (UseGemv(t) || options_.fp8_compute == Fp8Compute::kW8A16 || !w8a8(gate_up) || !w8a8(down)) {
+    return false;
+  }
+  for (int64_t row = 0; row < t; row += kFp8GemmChunkRows) {
+    const int32_t rows = static_cast<int32_t>(std::min<int64_t>(kFp8GemmChunkRows, t - row));
+    ASSIGN_OR_RETURN(const bool scaled,
+                     Fp8GemmUsesCublasScales(*fp8_matmul_, {.w = gate_up.Fp8(),
+                                                            .x = buf_.residual,
+                                                            .x_row_stride = gate_up.k,
+                                                            .y = buf_.gate_up,
+                                                            .rows = rows}));
+    if (!scaled) return false;
+  }
+  return true;
 }
 
 }  // namespace onecard::engine

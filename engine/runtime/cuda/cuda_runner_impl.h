@@ -232,6 +232,12 @@ class CudaRunnerImpl : public CudaModelRunner {
   // FP8 weights (cuda_projection.cc says how).
   absl::StatusOr<int32_t> ProjectFp8(Projection p, int layer, int32_t t, int32_t in_partials,
                                      const CudaWeight& w);
+  // Whether a W8A8 step of t tokens leaves layer's gate_up product as its
+  // BF16 [gate | up] rows (buf_.gate_up) and down takes SiLU·mul in its
+  // activations' pass: both FP8 row-scaled through Fp8Gemm, and every chunk
+  // of gate_up in cuBLASLt's scaled form (else gate_up's epilogue applies
+  // SiLU·mul into buf_.act).
+  absl::StatusOr<bool> Fp8SiluInDown(int layer, int32_t t);
   // The GEMV of projection p (UseGemv(t) steps) with its norm prologue and
   // SiLU·mul / residual epilogue; the weight fields are the caller's.
   GemvParams GemvFor(Projection p, int layer, int32_t t) const;

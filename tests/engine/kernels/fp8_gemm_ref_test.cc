@@ -11,6 +11,8 @@
 
 #include "engine/kernels/bf16.h"
 #include "engine/kernels/fp8_gemm.h"
+#include "engine/kernels/rms_norm.h"
+#include "engine/kernels/silu_mul.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/engine/kernels/kernel_test_util.h"
@@ -126,6 +128,80 @@ TEST(Fp8GemmRefTest, AddRoundsTheProductThenTheSum) {
     const float want = Bf16ToFloat(FloatToBf16(product + Bf16ToFloat(before[o])));
     EXPECT_NEAR(Bf16ToFloat(y[o]), want, 1e-2 * std::abs(want) + 1e-3) << o;
   }
+}
+
+// Fp8GemmRef's BF16 y of f's weight over activations [rows, k] (packed).
+std::vector<uint16_t> PlainY(const Fixture& f, const std::vector<uint16_t>& activations) {
+  std::vector<uint16_t> y(f.p.rows * f.w.n);
+  Fp8GemmParams q = f.p;
+  q.x = activations.data();
+  q.x_row_stride = f.w.k;
+  q.y = y.data();
+  EXPECT_TRUE(Fp8GemmRef(q).ok());
+  return y;
+}
+
+// With norm_weight the activations are RmsNormRef's rows: the same y as
+// Fp8GemmRef over x normalized first, bit for bit, and not x's own.
+TEST(Fp8GemmRefTest, NormWeightNormalizesXFirst) {
+  Fixture f = Make(48, 96, 3);
+  const std::vector<uint16_t> norm = testing::ToBf16(testing::RandomFloats(96, 7, 0.5f, 1.5f));
+  std::vector<uint16_t> normed(3 * 96);
+  for (int32_t m = 0; m < 3; ++m) {
+    ASSERT_TRUE(RmsNormRef({.dtype = DType::kBF16,
+                            .x = f.x.data() + m * f.p.x_row_stride,
+                            .weight = norm.data(),
+                            .out = normed.data() + m * 96,
+                            .num_tokens = 1,
+                            .hidden = 96,
+                            .eps = 1e-6f})
+                    .ok());
+  }
+  std::vector<uint16_t> fused(3 * 48), plain(3 * 48);
+  Fp8GemmParams p = f.p;
+  p.y = fused.data();
+  p.norm_weight = norm.data();
+  p.eps = 1e-6f;
+  ASSERT_TRUE(Fp8GemmRef(p).ok());
+  const absl::StatusOr<std::vector<uint16_t>> row = Fp8GemmActivationRow(p, 1);
+  ASSERT_TRUE(row.ok()) << row.status();
+  EXPECT_EQ(*row, std::vector<uint16_t>(normed.begin() + 96, normed.begin() + 192));
+  EXPECT_EQ(fused, PlainY(f, normed));
+  Fp8GemmParams r = f.p;
+  r.y = plain.data();
+  ASSERT_TRUE(Fp8GemmRef(r).ok());
+  EXPECT_NE(fused, plain);
+}
+
+// With silu_mul_x the activations are SiluMulRef's of x's [gate | up] rows:
+// the same y as Fp8GemmRef over those, bit for bit; the stride must hold
+// both halves, and the norm is not taken with it.
+TEST(Fp8GemmRefTest, SiluMulXTakesGateAndUpHalves) {
+  Fixture f = Make(48, 96, 3);
+  std::vector<uint16_t> gate_up = testing::ToBf16(testing::RandomFloats(3 * 200, 9, -3.0f, 3.0f));
+  std::vector<uint16_t> act(3 * 96);
+  for (int32_t m = 0; m < 3; ++m) {
+    ASSERT_TRUE(SiluMulRef({.dtype = DType::kBF16,
+                            .gate_up = gate_up.data() + m * 200,
+                            .out = act.data() + m * 96,
+                            .num_tokens = 1,
+                            .inter = 96})
+                    .ok());
+  }
+  std::vector<uint16_t> fused(3 * 48);
+  Fp8GemmParams p = f.p;
+  p.x = gate_up.data();
+  p.x_row_stride = 200;
+  p.silu_mul_x = true;
+  p.y = fused.data();
+  ASSERT_TRUE(Fp8GemmRef(p).ok());
+  EXPECT_EQ(fused, PlainY(f, act));
+  p.x_row_stride = 184;  // >= k, < 2 k
+  EXPECT_THAT(Fp8GemmRef(p).message(), HasSubstr("x_row_stride"));
+  p.x_row_stride = 200;
+  const std::vector<uint16_t> norm(96, 0x3F80);
+  p.norm_weight = norm.data();
+  EXPECT_THAT(Fp8GemmRef(p).message(), HasSubstr("silu_mul_x and norm_weight"));
 }
 
 TEST(Fp8GemmRefTest, SiluMulPairsRowsHalfTheWeightApart) {

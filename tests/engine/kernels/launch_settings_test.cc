@@ -11,15 +11,22 @@ TEST(LaunchSettingsTest, DefaultsAreWhatServes) {
   const LaunchSettings s = GetLaunchSettings();
   EXPECT_TRUE(s.programmatic_launch);
   EXPECT_EQ(s.gemv_blocks_per_sm, 2);
+  EXPECT_TRUE(s.fp8_gemm_cublas_scales);
+  EXPECT_EQ(s.fp8_gemm_scaled_min_rows, 64);
 }
 
 TEST(LaunchSettingsTest, SetThenGetAndBack) {
-  ASSERT_TRUE(SetLaunchSettings({.programmatic_launch = false, .gemv_blocks_per_sm = 1}).ok());
+  ASSERT_TRUE(
+      SetLaunchSettings(
+          {.programmatic_launch = false, .gemv_blocks_per_sm = 1, .fp8_gemm_scaled_min_rows = 129})
+          .ok());
   EXPECT_FALSE(GetLaunchSettings().programmatic_launch);
   EXPECT_EQ(GetLaunchSettings().gemv_blocks_per_sm, 1);
+  EXPECT_EQ(GetLaunchSettings().fp8_gemm_scaled_min_rows, 129);
   ASSERT_TRUE(SetLaunchSettings({}).ok());
   EXPECT_TRUE(GetLaunchSettings().programmatic_launch);
   EXPECT_EQ(GetLaunchSettings().gemv_blocks_per_sm, 2);
+  EXPECT_EQ(GetLaunchSettings().fp8_gemm_scaled_min_rows, 64);
 }
 
 TEST(LaunchSettingsTest, OutOfRangeIsRefusedNamingTheFieldAndChangesNothing) {
@@ -30,6 +37,14 @@ TEST(LaunchSettingsTest, OutOfRangeIsRefusedNamingTheFieldAndChangesNothing) {
     EXPECT_NE(std::string(st.message()).find("gemv_blocks_per_sm"), std::string::npos) << st;
     EXPECT_TRUE(GetLaunchSettings().programmatic_launch);
     EXPECT_EQ(GetLaunchSettings().gemv_blocks_per_sm, 2);
+  }
+  for (int32_t rows : {0, -64}) {
+    const absl::Status st =
+        SetLaunchSettings({.programmatic_launch = false, .fp8_gemm_scaled_min_rows = rows});
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(std::string(st.message()).find("fp8_gemm_scaled_min_rows"), std::string::npos) << st;
+    EXPECT_TRUE(GetLaunchSettings().programmatic_launch);
+    EXPECT_EQ(GetLaunchSettings().fp8_gemm_scaled_min_rows, 64);
   }
 }
 

@@ -43,6 +43,11 @@ ABSL_FLAG(std::string, tuning_cache, "",
 // Comparison arms: the defaults are what serves.
 ABSL_FLAG(bool, pdl, true, "launch kernels with programmatic dependent launch");
 ABSL_FLAG(int32_t, gemv_blocks_per_sm, 2, "Gemv blocks resident an SM (1 or 2)");
+ABSL_FLAG(bool, fp8_gemm_cublas_scales, true,
+          "Fp8Gemm: scales and BF16 output inside cuBLASLt's product where it has the algorithm "
+          "(false: fp32 sums, then Fp8Gemm's epilogue kernel)");
+ABSL_FLAG(int32_t, fp8_gemm_scaled_min_rows, 64,
+          "Fp8Gemm: the rows of x from which it takes cuBLASLt's scaled form");
 ABSL_FLAG(int32_t, gemm_splits, 0,
           "o / down products of the decode buckets: 0 = timed choice, 1 = whole, N = N partials");
 ABSL_FLAG(std::string, fused_rope, "after_cublas",
@@ -75,7 +80,8 @@ onecard::services::CommandLineSpec CommandLine() {
       .groups = {{"Run", {"model", "batches", "shape", "tuning_cache"}},
                  {"Results", {"results", "commit"}},
                  {"Comparison arms (the defaults are what serves)",
-                  {"pdl", "gemv_blocks_per_sm", "gemm_splits", "fused_rope", "tuner_search",
+                  {"pdl", "gemv_blocks_per_sm", "fp8_gemm_cublas_scales",
+                   "fp8_gemm_scaled_min_rows", "gemm_splits", "fused_rope", "tuner_search",
                    "tuner_at_cap", "offload_cpu_layers", "offload_cpu_threads",
                    "offload_ring_layers", "kv_swap_copy", "kv_swap_sm_blocks"}}},
       .epilog =
@@ -125,7 +131,9 @@ absl::Status ApplyComparisonArms() {
   using onecard::engine::KvSwapCopy;
   RETURN_IF_ERROR(onecard::engine::SetLaunchSettings(
       {.programmatic_launch = absl::GetFlag(FLAGS_pdl),
-       .gemv_blocks_per_sm = absl::GetFlag(FLAGS_gemv_blocks_per_sm)}));
+       .gemv_blocks_per_sm = absl::GetFlag(FLAGS_gemv_blocks_per_sm),
+       .fp8_gemm_cublas_scales = absl::GetFlag(FLAGS_fp8_gemm_cublas_scales),
+       .fp8_gemm_scaled_min_rows = absl::GetFlag(FLAGS_fp8_gemm_scaled_min_rows)}));
   onecard::engine::CudaRunnerOptions& o = onecard::bench::BenchRunnerOptions();
   o.gemm_splits = absl::GetFlag(FLAGS_gemm_splits);
   ASSIGN_OR_RETURN(o.fused_rope,
