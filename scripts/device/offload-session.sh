@@ -7,10 +7,16 @@
 #           and the host's CPU facts (lscpu), in $OUT/tests.log, $OUT/machine.txt
 #   bench   onecard-bench-cuda with the given arguments, records in
 #           $OUT/results.jsonl, tables in $OUT/bench.log
+#   host    the host kernels on the machine's CPU, from a bundle that also
+#           holds host_linear_test, host_linear_amx_test and onecard-bench:
+#           both tests (the AMX kernels where the CPU has AMX), then
+#           onecard-bench host-linear on every core with each kernel set the CPU
+#           runs from avx512bf16 on (records in $OUT/results.jsonl)
 # Usage (a `run` call carrying [".device/bundle.txz"]):
 #   bash scripts/device/offload-session.sh tests
 #   bash scripts/device/offload-session.sh bench SECONDS ARGS... [-- SECONDS ARGS...]...
 #   bash scripts/device/offload-session.sh both SECONDS ARGS... (tests, then bench)
+#   bash scripts/device/offload-session.sh host
 # e.g. both 300 --batches 1 offload-123b-32g -- 240 offload-70b-24g
 # Exit status: non-zero when a test or a benchmark failed.
 set -uo pipefail
@@ -34,6 +40,20 @@ if [[ $what == tests || $what == both ]]; then
   timeout 400 "$dir/bin/gpu_cuda_model_runner_test" --gtest_filter='*Offload*:*KvSwap*' >>"$OUT/tests.log" 2>&1 ||
     status=1
   grep -E "^\[  (PASSED|FAILED) |tests? ran" "$OUT/tests.log"
+fi
+
+if [[ $what == host ]]; then
+  for t in host_linear_test host_linear_amx_test; do
+    timeout 300 "$dir/bin/$t" --gtest_color=no >>"$OUT/tests.log" 2>&1 || status=1
+    grep -E "^\[  (PASSED|FAILED) |tests? ran|SKIPPED" "$OUT/tests.log" | tail -3
+  done
+  grep -E '^\[  FAILED  \]' "$OUT/tests.log" | sort -u | head -20
+  for isa in avx512bf16 amxbf16; do
+    timeout 150 "$dir/bin/onecard-bench" host-linear --threads "$(nproc)" --cpu_isa "$isa" \
+      --results "$OUT/results.jsonl" >>"$OUT/bench.log" 2>&1
+    echo "host-linear $isa rc=$?"
+  done
+  grep -E "weight_read|fraction" "$OUT/bench.log" | cut -c1-100
 fi
 
 if [[ $what == bench || $what == both ]]; then

@@ -28,6 +28,7 @@ struct BenchOptions {
   int32_t prompt_tokens = 128;
   int32_t new_tokens = 64;
   std::vector<int32_t> batches = {1, 8};  // cpu-decode's batch sizes
+  std::string cpu_isa;                    // host-linear's kernels (CpuIsaName); empty: the best
 };
 
 using ScenarioFn =

@@ -3,7 +3,8 @@
 // host memory, against the rate at which the same threads read plain memory.
 // Cases: 4-bit (groups of 128, symmetric) 8192 x 8192 and 28672 x 8192, BF16
 // 8192 x 8192, at 1, 4 and 8 rows of x, with --threads threads (0: all
-// cores). Each weight is copied until the copies fill about 1 GiB and a pass
+// cores) and the kernels of --cpu_isa (empty: the best the processor runs;
+// its name ends each case's). Each weight is copied until the copies fill about 1 GiB and a pass
 // runs the product over every copy once, so the bytes come from memory, not
 // a cache; the figure is the median pass's weight bytes (codes, scales) per
 // second. Alternating with those passes, the same threads sum the copies as
@@ -20,8 +21,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "engine/common/status_macros.h"
 #include "engine/common/thread_pool.h"
 #include "tools/bench/bench_registry.h"
 #include "tools/bench/bench_report.h"
@@ -119,13 +122,13 @@ Copies MakeCopies(const WeightCase& c) {
 
 // HostLinearForward over every copy at `rows` rows, and a plain read of the
 // copies, pass after pass (both see the machine as it is then): medians.
-Rates Measure(ThreadPool& pool, const Copies& copies, int64_t rows) {
+Rates Measure(ThreadPool& pool, const Copies& copies, int64_t rows, engine::CpuIsa isa) {
   const HostWeight& w = copies.weights.front();
   std::vector<float> x(rows * w.k, 0.5f), y(rows * w.n);
   engine::HostLinearScratch scratch;
   auto forward = [&] {
     for (const HostWeight& c : copies.weights) {
-      engine::HostLinearForward(pool, c, x.data(), rows, y.data(), &scratch);
+      engine::HostLinearForward(pool, c, x.data(), rows, y.data(), &scratch, isa);
     }
   };
   const auto size = static_cast<int64_t>(copies.bytes.size());
@@ -138,7 +141,21 @@ Rates Measure(ThreadPool& pool, const Copies& copies, int64_t rows) {
   return {.kernel = Median(kernel), .plain = Median(plain)};
 }
 
+// The kernel set named `name` (CpuIsaName), or the best; FailedPrecondition
+// naming --cpu_isa for one this processor does not run.
+absl::StatusOr<engine::CpuIsa> IsaNamed(const std::string& name) {
+  if (name.empty()) return engine::DetectCpuIsa();
+  std::string supported;
+  for (engine::CpuIsa isa : engine::SupportedCpuIsas()) {
+    if (name == engine::CpuIsaName(isa)) return isa;
+    absl::StrAppend(&supported, supported.empty() ? "" : ", ", engine::CpuIsaName(isa));
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "--cpu_isa ", name, ": not a kernel set this processor runs (it runs ", supported, ")"));
+}
+
 absl::Status RunHostLinear(const BenchOptions& options, BenchReporter& reporter) {
+  ASSIGN_OR_RETURN(const engine::CpuIsa isa, IsaNamed(options.cpu_isa));
   ThreadPool pool(options.num_threads);
   const std::string threads = absl::StrCat(pool.num_threads(), "threads");
   auto add = [&](const std::string& case_name, const std::string& metric, double value,
@@ -158,8 +175,9 @@ absl::Status RunHostLinear(const BenchOptions& options, BenchReporter& reporter)
   for (const WeightCase& c : cases) {
     const Copies copies = MakeCopies(c);
     for (int64_t rows : {1, 4, 8}) {
-      const Rates r = Measure(pool, copies, rows);
-      const std::string name = absl::StrCat(c.name, "-rows", rows, "-", threads);
+      const Rates r = Measure(pool, copies, rows, isa);
+      const std::string name =
+          absl::StrCat(c.name, "-rows", rows, "-", threads, "-", engine::CpuIsaName(isa));
       add(name, "weight_read_gb_per_second", r.kernel / 1e9, "GB/s");
       add(name, "plain_read_gb_per_second", r.plain / 1e9, "GB/s");
       add(name, "fraction_of_plain_read", r.kernel / r.plain, "ratio");

@@ -145,8 +145,9 @@ absl::Status PagedAttentionCpu(ThreadPool& pool, const PagedAttentionParams& p, 
   }
   const std::vector<TokenPlace> places = PlaceTokens(p);
   const int32_t num_kv_heads = p.layout.num_kv_heads;
-  const bool avx512 = (isa == CpuIsa::kAvx512Vnni || isa == CpuIsa::kAvx512Bf16) &&
-                      cpu_attention::Avx512TakesHeadDim(p.layout.head_dim);
+  const bool avx512 =
+      (isa == CpuIsa::kAvx512Vnni || isa == CpuIsa::kAvx512Bf16 || isa == CpuIsa::kAmxBf16) &&
+      cpu_attention::Avx512TakesHeadDim(p.layout.head_dim);
   pool.ParallelFor(static_cast<int64_t>(p.num_tokens) * num_kv_heads,
                    [&](int64_t begin, int64_t end) {
                      std::vector<float> scratch;

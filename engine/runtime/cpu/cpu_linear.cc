@@ -7,6 +7,8 @@
 #include "engine/runtime/cpu/cpu_linear.h"
 
 #include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cassert>
@@ -123,6 +125,7 @@ const cpu_linear::Kernels& KernelsFor(CpuIsa isa) {
   switch (isa) {
     case CpuIsa::kAvx512Vnni:
     case CpuIsa::kAvx512Bf16:
+    case CpuIsa::kAmxBf16:
       return cpu_linear::Avx512VnniKernels();
     case CpuIsa::kAvx2:
       return cpu_linear::Avx2Kernels();
@@ -367,6 +370,21 @@ bool HasF16c() {
 
 }  // namespace
 
+namespace {
+
+// Linux hands a process the AMX tile state only when asked
+// (arch_prctl ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA, 18); asked once.
+bool TileStatePermitted() {
+  static const bool permitted = [] {
+    constexpr int kArchReqXcompPerm = 0x1023;
+    constexpr int kXfeatureXtiledata = 18;
+    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+  }();
+  return permitted;
+}
+
+}  // namespace
+
 bool CpuSupports(CpuIsa isa) {
   switch (isa) {
     case CpuIsa::kGeneric:
@@ -379,13 +397,17 @@ bool CpuSupports(CpuIsa isa) {
              __builtin_cpu_supports("avx512vnni");
     case CpuIsa::kAvx512Bf16:
       return CpuSupports(CpuIsa::kAvx512Vnni) && __builtin_cpu_supports("avx512bf16");
+    case CpuIsa::kAmxBf16:
+      return CpuSupports(CpuIsa::kAvx512Bf16) && __builtin_cpu_supports("amx-tile") &&
+             __builtin_cpu_supports("amx-bf16") && TileStatePermitted();
   }
   return false;
 }
 
 std::vector<CpuIsa> SupportedCpuIsas() {
   std::vector<CpuIsa> out;
-  for (CpuIsa isa : {CpuIsa::kGeneric, CpuIsa::kAvx2, CpuIsa::kAvx512Vnni, CpuIsa::kAvx512Bf16}) {
+  for (CpuIsa isa : {CpuIsa::kGeneric, CpuIsa::kAvx2, CpuIsa::kAvx512Vnni, CpuIsa::kAvx512Bf16,
+                     CpuIsa::kAmxBf16}) {
     if (CpuSupports(isa)) out.push_back(isa);
   }
   return out;
@@ -393,7 +415,7 @@ std::vector<CpuIsa> SupportedCpuIsas() {
 
 CpuIsa DetectCpuIsa() {
   static const CpuIsa isa = [] {
-    for (CpuIsa i : {CpuIsa::kAvx512Bf16, CpuIsa::kAvx512Vnni, CpuIsa::kAvx2}) {
+    for (CpuIsa i : {CpuIsa::kAmxBf16, CpuIsa::kAvx512Bf16, CpuIsa::kAvx512Vnni, CpuIsa::kAvx2}) {
       if (CpuSupports(i)) return i;
     }
     return CpuIsa::kGeneric;
@@ -411,6 +433,8 @@ const char* CpuIsaName(CpuIsa isa) {
       return "avx512vnni";
     case CpuIsa::kAvx512Bf16:
       return "avx512bf16";
+    case CpuIsa::kAmxBf16:
+      return "amxbf16";
   }
   return "?";
 }

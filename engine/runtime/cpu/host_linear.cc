@@ -125,6 +125,8 @@ void PrepareBf16X(ThreadPool& pool, const HostWeight& w, const float* x, int row
 
 const host_linear::Kernels& KernelsFor(CpuIsa isa) {
   switch (isa) {
+    case CpuIsa::kAmxBf16:
+      return host_linear::AmxBf16Kernels();
     case CpuIsa::kAvx512Bf16:
       return host_linear::Avx512Bf16Kernels();
     case CpuIsa::kAvx512Vnni:
@@ -193,9 +195,13 @@ absl::Status CheckHostWeight(const HostWeight& w, absl::string_view name) {
 
 void HostLinearForward(ThreadPool& pool, const HostWeight& w, const float* x, int64_t rows,
                        float* y, HostLinearScratch* scratch, CpuIsa isa) {
-  assert(CheckHostWeight(w, "HostLinearForward").ok() && "HostLinearForward: a checked weight");
   assert(CpuSupports(isa) && "HostLinearForward: the processor does not run this isa");
-  const host_linear::Kernels& kernels = KernelsFor(isa);
+  host_linear::ForwardWith(pool, w, x, rows, y, scratch, KernelsFor(isa));
+}
+
+void host_linear::ForwardWith(ThreadPool& pool, const HostWeight& w, const float* x, int64_t rows,
+                              float* y, HostLinearScratch* scratch, const Kernels& kernels) {
+  assert(CheckHostWeight(w, "HostLinearForward").ok() && "HostLinearForward: a checked weight");
   for (int64_t r = 0; r < rows; r += kHostLinearMaxRows) {
     const int chunk = static_cast<int>(std::min<int64_t>(kHostLinearMaxRows, rows - r));
     ForwardChunk(pool, w, x + r * w.k, chunk, y + r * w.n, scratch, kernels);

@@ -22,18 +22,11 @@
 namespace onecard::engine::host_linear {
 namespace {
 
-// BF16 bits of q - 8 for 16-bit index i (vpermw reads its low 5 bits): q = i & 15.
-alignas(64) constexpr uint16_t kCodeBf16[32] = {
-    0xC100, 0xC0E0, 0xC0C0, 0xC0A0, 0xC080, 0xC040, 0xC000, 0xBF80,   // -8 .. -1
-    0x0000, 0x3F80, 0x4000, 0x4040, 0x4080, 0x40A0, 0x40C0, 0x40E0,   //  0 ..  7
-    0xC100, 0xC0E0, 0xC0C0, 0xC0A0, 0xC080, 0xC040, 0xC000, 0xBF80,   // i >= 16:
-    0x0000, 0x3F80, 0x4000, 0x4040, 0x4080, 0x40A0, 0x40C0, 0x40E0};  // the same
-
 // Nibbles S and S + 4 of P lines (row gr + 8 (S & 1), columns j, j + 1 with
 // j = 2 (S >> 1)) against the x pairs of rows [R0, R0 + R).
 template <int RT, int R, int R0, int P, int S>
 inline void Quarter(const __m512i (&lines)[P], const uint32_t* xk, __m512 (&acc)[P][2][R]) {
-  const __m512i table = _mm512_load_si512(kCodeBf16);
+  const __m512i table = _mm512_load_si512(kInt4CodeBf16);
   __m512bh x[R];
   for (int r = 0; r < R; ++r) {
     x[r] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(xk + ((S >> 1) * RT + R0 + r) * kLanes));

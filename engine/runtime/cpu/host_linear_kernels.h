@@ -3,7 +3,7 @@
 // host_linear.cc. The AVX-512 table lives in host_linear_avx512.cc, compiled
 // for AVX-512 alone, which includes nothing that defines inline code shared
 // with the rest of the program (this header has declarations and constants
-// only). Internal to the cpu backend. Tested through
+// only); likewise the AVX-512 BF16 and AMX tables. Internal to the cpu backend. Tested through
 // tests/engine/runtime/cpu/host_linear_test.cc.
 //
 // 4-bit lanes. One 64-byte line of a tile (int4_layout.h) at row pair gr
@@ -26,6 +26,14 @@
 
 #include <cstdint>
 
+namespace onecard {
+class ThreadPool;
+namespace engine {
+struct HostWeight;
+struct HostLinearScratch;
+}  // namespace engine
+}  // namespace onecard
+
 namespace onecard::engine::host_linear {
 
 inline constexpr int kMaxRows = 8;  // rows of x a kernel call takes
@@ -36,13 +44,21 @@ inline constexpr int kTileBytes = 512;
 inline constexpr int kBf16RunCols = 32;  // columns of one 64-byte BF16 load
 // Column j (within the 4 of a lane) of nibble m: the table of int4_layout.h.
 inline constexpr int kInt4NibbleColumn[8] = {0, 0, 2, 2, 1, 1, 3, 3};
+// The BF16 bits of q - 8 for a 16-bit index i whose low 5 bits vpermw reads
+// (q = i & 15): the BF16 kernels' decoding table.
+alignas(64) inline constexpr uint16_t kInt4CodeBf16[32] = {
+    0xC100, 0xC0E0, 0xC0C0, 0xC0A0, 0xC080, 0xC040, 0xC000, 0xBF80,   // -8 .. -1
+    0x0000, 0x3F80, 0x4000, 0x4040, 0x4080, 0x40A0, 0x40C0, 0x40E0,   //  0 ..  7
+    0xC100, 0xC0E0, 0xC0C0, 0xC0A0, 0xC080, 0xC040, 0xC000, 0xBF80,   // i >= 16:
+    0x0000, 0x3F80, 0x4000, 0x4040, 0x4080, 0x40A0, 0x40C0, 0x40E0};  // the same
 
 // What a 4-bit group adds besides s * sum((q - 8) x): nothing (kSymmetric),
 // s (8 - z) sum(x) (kZero, int16 z) or (8 s + m) sum(x) (kFloat, fp16 m).
 enum class OffsetTerm : uint8_t { kNone, kZero, kFloat };
 
-// How a 4-bit kernel set takes x.
-enum class XLayout : uint8_t { kF32Lanes, kBf16Pairs };
+// How a 4-bit kernel set takes x: fp32 lanes, BF16 pairs (both above), or
+// the AMX kernels' B tiles (host_linear_amx.cc; as many dwords as the pairs).
+enum class XLayout : uint8_t { kF32Lanes, kBf16Pairs, kAmxPairs };
 
 struct Int4Args {
   const uint8_t* codes = nullptr;     // int4_layout.h
@@ -54,7 +70,8 @@ struct Int4Args {
   OffsetTerm offset_term = OffsetTerm::kNone;
   int rows = 0;                       // 1..kMaxRows
   const float* x_lanes = nullptr;     // kF32Lanes: [k / 64][4 (j)][rows][16], x (gathered) in lanes
-  const uint32_t* x_pairs = nullptr;  // kBf16Pairs: [k / 64][2 (p)][rows][16] BF16 pairs
+  const uint32_t* x_pairs = nullptr;  // kBf16Pairs: [k / 64][2 (p)][rows][16] BF16 pairs;
+                                      // kAmxPairs: [k / 64][2 (p)][16][rows]
   const float* x_sums = nullptr;      // [rows][k / group]: sum of the gathered x over each group
   float* y = nullptr;                 // [rows, y_stride]
   int64_t y_stride = 0;
@@ -107,6 +124,12 @@ struct Kernels {
 const Kernels& GenericKernels();
 const Kernels& Avx512Kernels();      // CpuIsa::kAvx512Vnni
 const Kernels& Avx512Bf16Kernels();  // CpuIsa::kAvx512Bf16
+const Kernels& AmxBf16Kernels();     // CpuIsa::kAmxBf16
+// HostLinearForward (host_linear.h) through a given table: the tests'
+// emulation of the AMX kernels' tile unit (host_linear_amx.inc).
+void ForwardWith(ThreadPool& pool, const HostWeight& w, const float* x, int64_t rows, float* y,
+                 HostLinearScratch* scratch, const Kernels& kernels);
+
 // The x layouts of Avx512Bf16Kernels, in host_linear_avx512.cc.
 LayOutX Avx512Int4PairsX();
 LayOutX Avx512Bf16PairsX();
