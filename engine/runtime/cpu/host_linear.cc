@@ -33,9 +33,10 @@ absl::Status CheckInt4(const HostWeight& w, absl::string_view name) {
         name, absl::StrCat("4-bit shape [", w.n, ", ", w.k, "] is not supported; supported: n % ",
                            kInt4TileRows, " == 0 and k % ", kInt4TileCols, " == 0, both positive"));
   }
-  if (w.group < kInt4MinGroup || w.group % kInt4MinGroup != 0 || w.k % w.group != 0) {
-    return Unsupported(name, absl::StrCat("group size ", w.group, " is not supported; supported: ",
-                                          "a multiple of ", kInt4MinGroup, " dividing k = ", w.k));
+  if (!HostLinearTakesGroup(w.group) || w.k % w.group != 0) {
+    return Unsupported(
+        name, absl::StrCat("group size ", w.group, " is not supported; supported: ", kInt4MinGroup,
+                           ", or a multiple of ", kInt4TileCols, ", dividing k = ", w.k));
   }
   if (w.data == nullptr || w.scales == nullptr) {
     return WeightError(name, "4-bit codes and scales must not be null");
@@ -173,6 +174,10 @@ void ForwardChunk(ThreadPool& pool, const HostWeight& w, const float* x, int row
 }
 
 }  // namespace
+
+bool HostLinearTakesGroup(int32_t group) {
+  return group == kInt4MinGroup || (group > 0 && group % kInt4TileCols == 0);
+}
 
 absl::Status CheckHostWeight(const HostWeight& w, absl::string_view name) {
   switch (w.format) {

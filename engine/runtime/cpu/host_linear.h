@@ -5,7 +5,9 @@
 // Formats (HostWeight::Format):
 //   kBf16: W row-major [n, k] BF16 (any n, k >= 1).
 //   kInt4: the 4-bit layout of engine/kernels/int4_layout.h (n % 16 == 0,
-//          k % 64 == 0, group % 32 == 0 dividing k), every Int4Offsets kind,
+//          k % 64 == 0, a group of 32 or a multiple of 64 dividing k: the
+//          kernels close groups at k tile halves or ends, so groups of 96,
+//          160, ... are refused, HostLinearTakesGroup), every Int4Offsets kind,
 //          with an optional act-order column map.
 // Numerics: W's values exactly (Int4Value's), x rounded to BF16 (to nearest
 // even; exact for the GPU's activations, which are BF16), so that every
@@ -72,6 +74,10 @@ struct HostLinearScratch {
   std::vector<float> x_half_sums;  // 4-bit: [rows, k / 32] sums of x over each 32 columns
   std::vector<float> x_sums;       // 4-bit: [rows, k / group] sums of x over each group
 };
+
+// Whether the 4-bit kernels take groups of `group` columns (32, or a
+// multiple of 64); CheckHostWeight also wants it to divide k.
+bool HostLinearTakesGroup(int32_t group);
 
 // OK; Unimplemented naming `name` and what is supported for a format, shape
 // or group size outside the rules above; InvalidArgument naming `name` for a

@@ -128,6 +128,7 @@ bool CudaRunnerImpl::CpuCanCompute() const {
   for (const auto& layer : spec_.layers) {
     for (const ProjectionSpec& p : layer) {
       if (p.format == WeightFormat::kFp8) return false;
+      if (p.format == WeightFormat::kInt4 && !HostLinearTakesGroup(p.group)) return false;
     }
   }
   return config_.hidden_size % 8 == 0 && (config_.num_kv_heads * config_.head_dim) % 8 == 0;

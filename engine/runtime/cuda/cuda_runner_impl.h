@@ -170,7 +170,8 @@ class CudaRunnerImpl : public CudaModelRunner {
 
   // cpu_span.cc (cpu_span.h says how a step runs the CPU's layers).
   // Whether the CPU may compute layers: offload_cpu_threads >= 0, a BF16 KV
-  // cache, no FP8 weights.
+  // cache, no FP8 weights, 4-bit groups the host kernels take
+  // (HostLinearTakesGroup: not 96, 160, ...; such layers stream).
   bool CpuCanCompute() const;
   int CpuThreads() const;
   // Whether the CPU computes its layers in this step (else they stream).

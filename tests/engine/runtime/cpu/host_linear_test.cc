@@ -215,6 +215,18 @@ TEST(CheckHostWeightTest, Int4NamesTheWeightAndTheProblem) {
   w = good.w;
   w.group = 48;
   EXPECT_THAT(CheckError(w), HasSubstr("group size 48"));
+  // A multiple of 32 that ends groups inside a k tile's half: refused, not
+  // summed across its ends.
+  w = MakeInt4(48, 192, 64, Int4Offsets::kZero, false, 102).w;
+  w.group = 96;
+  EXPECT_EQ(CheckHostWeight(w, "proj").code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(CheckError(w), HasSubstr("group size 96 is not supported; supported: 32, or a "
+                                       "multiple of 64, dividing k = 192"));
+  EXPECT_FALSE(HostLinearTakesGroup(96));
+  EXPECT_FALSE(HostLinearTakesGroup(160));
+  EXPECT_TRUE(HostLinearTakesGroup(32));
+  EXPECT_TRUE(HostLinearTakesGroup(192));
+  EXPECT_TRUE(HostLinearTakesGroup(4096));
   w = good.w;
   w.group = 256;  // does not divide k = 128
   EXPECT_THAT(CheckError(w), HasSubstr("dividing k = 128"));
