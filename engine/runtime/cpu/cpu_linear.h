@@ -136,7 +136,7 @@ void QuantizeRowsQ8KRef(const float* x, int64_t rows, int64_t cols, QuantizedRow
 // kAvx512Bf16 adds AVX512_BF16 (Sapphire Rapids, Zen 4) for HostLinear's
 // kernels (host_linear.h), kAmxBf16 the tile unit's AMX-TILE and AMX-BF16
 // (Sapphire Rapids and later, with the kernel's permission for the tile
-// state) for HostLinear's 4-bit kernel; CpuLinear runs its kAvx512Vnni
+// state) for HostLinear's kernels; CpuLinear runs its kAvx512Vnni
 // kernels on both.
 enum class CpuIsa { kGeneric, kAvx2, kAvx512Vnni, kAvx512Bf16, kAmxBf16 };
 

@@ -27,9 +27,8 @@
 // (host_linear_avx512.cc, kAvx512Vnni: fp32 multiply-adds), AVX-512 BF16
 // (host_linear_avx512bf16.cc, kAvx512Bf16: the 4-bit products as BF16 dot
 // products), the 4-bit ones sharing host_linear_int4_avx512.inc, and AMX
-// (host_linear_amx.cc, kAmxBf16: the 4-bit products as tile products, all
-// rows of x in one; BF16 weights as kAvx512Bf16). The treatment of denormals
-// above holds for kAmxBf16 too. The reference
+// (host_linear_amx.cc, kAmxBf16: the products as tile products, all rows of
+// x in one). The treatment of denormals above holds for kAmxBf16 too. The reference
 // HostLinearRef (host_linear_ref.cc) decodes W through Int4CodePosition /
 // Int4ScalePosition / Int4Value and sums in double.
 // Tested by tests/engine/runtime/cpu/host_linear_test.cc; timed by

@@ -1,6 +1,6 @@
 // The AMX kernels of HostLinearForward (host_linear_kernels.h),
-// CpuIsa::kAmxBf16: 4-bit weights through the tile unit's BF16 products
-// (TDPBF16PS), BF16 weights through the AVX-512 BF16 kernels. This file is
+// CpuIsa::kAmxBf16: 4-bit and BF16 weights through the tile unit's BF16
+// products (TDPBF16PS). This file is
 // compiled for AVX-512 BF16 with AMX-TILE and AMX-BF16 (see CMakeLists.txt)
 // and includes no header with inline code shared elsewhere.
 //
@@ -21,10 +21,15 @@
 // totals ([16][rows] in memory) and zeroed; a C whose group goes on past a
 // block is kept in memory until the tile's next block. The outputs are the
 // totals plus the offset terms (c . the sums of x over the groups).
-//
 // Tile registers: tmm0 C0, tmm1 C1 (16 rows x rows fp32), tmm2 / tmm3 A
-// halves (16 rows x 16 BF16), tmm4 / tmm5 B halves (8 pairs x rows); the
-// numbers are literals because the intrinsics paste them into the assembly.
+// halves (16 rows x 16 BF16), tmm4 / tmm5 B halves (8 pairs x rows).
+//
+// A BF16 weight's 16-row tile is one TDPBF16PS a run of 32 columns: A (tmm2,
+// 16 rows x 32 BF16) read straight from the weight's rows (stride 2 k bytes;
+// a zero-padded copy for a short last tile or run), B (tmm4) the run's x
+// pairs [16][rows]; C (tmm0) holds the tile's whole sums.
+// The register numbers are literals because the intrinsics paste them into
+// the assembly.
 //
 // Each output's sums see the same TDPBF16PS sequence whatever the rows of x
 // in the call (they are C's columns: the products of one never meet
@@ -32,7 +37,7 @@
 // inputs and results as zero, as vdpbf16ps does.
 // Tested by tests/engine/runtime/cpu/host_linear_test.cc (on processors
 // with AMX; CpuSupports(CpuIsa::kAmxBf16) asks the kernel for the tile
-// state first).
+// state first) and, over an emulated tile unit, host_linear_amx_test.cc.
 #include <immintrin.h>
 
 #include <cstddef>

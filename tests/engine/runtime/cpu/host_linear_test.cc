@@ -27,29 +27,13 @@ namespace onecard::engine {
 namespace {
 
 using testing::Activations;
+using testing::Bf16Fixture;
 using testing::Bounds;
+using testing::Dense;
 using ::testing::HasSubstr;
 using testing::Int4Fixture;
+using testing::MakeBf16;
 using testing::MakeInt4;
-
-struct Bf16Fixture {
-  std::vector<uint16_t> bits;
-  HostWeight w;
-};
-
-Bf16Fixture MakeBf16(int64_t n, int64_t k, uint32_t seed) {
-  Bf16Fixture f;
-  const std::vector<float> v = testing::RandomFloats(n * k, seed, -0.1f, 0.1f);
-  for (float x : v) f.bits.push_back(FloatToBf16(x));
-  f.w = {.format = HostWeight::Format::kBf16, .n = n, .k = k, .data = f.bits.data()};
-  return f;
-}
-
-std::vector<float> Dense(const Bf16Fixture& f) {
-  std::vector<float> dense;
-  for (uint16_t b : f.bits) dense.push_back(Bf16ToFloat(b));
-  return dense;
-}
 
 // dense: W [n, k] in fp32 in x's column order (for the bound).
 void ExpectMatchesReference(const HostWeight& w, const std::vector<float>& dense, int64_t rows,

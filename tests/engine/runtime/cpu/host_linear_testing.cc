@@ -49,4 +49,18 @@ std::vector<float> Bounds(const std::vector<float>& dense, const HostWeight& w,
   return bound;
 }
 
+Bf16Fixture MakeBf16(int64_t n, int64_t k, uint32_t seed) {
+  Bf16Fixture f;
+  const std::vector<float> v = testing::RandomFloats(n * k, seed, -0.1f, 0.1f);
+  for (float x : v) f.bits.push_back(FloatToBf16(x));
+  f.w = {.format = HostWeight::Format::kBf16, .n = n, .k = k, .data = f.bits.data()};
+  return f;
+}
+
+std::vector<float> Dense(const Bf16Fixture& f) {
+  std::vector<float> dense;
+  for (uint16_t b : f.bits) dense.push_back(Bf16ToFloat(b));
+  return dense;
+}
+
 }  // namespace onecard::engine::testing

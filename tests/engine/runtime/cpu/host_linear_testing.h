@@ -1,7 +1,7 @@
 // Fixtures of the HostLinearForward tests (host_linear_test.cc,
 // host_linear_amx_test.cc): BF16 activations, packed 4-bit weights with the
-// logical matrix they came from, and the error bound against the double
-// reference.
+// logical matrix they came from, BF16 weights, and the error bound against
+// the double reference.
 #ifndef ONECARD_TESTS_ENGINE_RUNTIME_CPU_HOST_LINEAR_TESTING_H_
 #define ONECARD_TESTS_ENGINE_RUNTIME_CPU_HOST_LINEAR_TESTING_H_
 
@@ -24,6 +24,14 @@ struct Int4Fixture {
 };
 Int4Fixture MakeInt4(int64_t n, int64_t k, int32_t group, Int4Offsets offsets, bool act_order,
                      uint32_t seed);
+
+// A BF16 weight of values in [-0.1, 0.1), and them as fp32.
+struct Bf16Fixture {
+  std::vector<uint16_t> bits;
+  HostWeight w;
+};
+Bf16Fixture MakeBf16(int64_t n, int64_t k, uint32_t seed);
+std::vector<float> Dense(const Bf16Fixture& f);
 
 // The error bound of an fp32 sum against the double reference: relative
 // 1e-5 of sum |w x| (dense: W [n, k] in fp32 in x's column order).
