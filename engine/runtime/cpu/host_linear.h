@@ -6,8 +6,9 @@
 //   kBf16: W row-major [n, k] BF16 (any n, k >= 1).
 //   kInt4: the 4-bit layout of engine/kernels/int4_layout.h (n % 16 == 0,
 //          k % 64 == 0, a group of 32 or a multiple of 64 dividing k: the
-//          kernels close groups at k tile halves or ends, so groups of 96,
-//          160, ... are refused, HostLinearTakesGroup), every Int4Offsets kind,
+//          kernels close groups at every half k tile for groups of 32, else
+//          at k tile ends, so groups of 96, 160, ..., which end mid-tile, are
+//          refused, HostLinearTakesGroup), every Int4Offsets kind,
 //          with an optional act-order column map.
 // Numerics: W's values exactly (Int4Value's), x rounded to BF16 (to nearest
 // even; exact for the GPU's activations, which are BF16), so that every

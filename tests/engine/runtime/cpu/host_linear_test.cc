@@ -199,8 +199,8 @@ TEST(CheckHostWeightTest, Int4NamesTheWeightAndTheProblem) {
   w = good.w;
   w.group = 48;
   EXPECT_THAT(CheckError(w), HasSubstr("group size 48"));
-  // A multiple of 32 that ends groups inside a k tile's half: refused, not
-  // summed across its ends.
+  // A multiple of 32 whose groups end in the middle of a k tile: refused,
+  // not summed across its ends.
   w = MakeInt4(48, 192, 64, Int4Offsets::kZero, false, 102).w;
   w.group = 96;
   EXPECT_EQ(CheckHostWeight(w, "proj").code(), absl::StatusCode::kUnimplemented);
