@@ -169,7 +169,9 @@ struct Matmul {
 
 // y of the scaled form against the reference's products v_ref: each within
 // BF16's rounding (2^-8, cuBLASLt's fp32 order inside) plus 2^-9 of the
-// products' magnitudes (the FP8 accumulation); the residual added once;
+// products' magnitudes (the FP8 accumulation); with the residual r, the
+// spec's second rounding too (y = bf16(bf16(v) + r): 2^-8 of |v| and of
+// |v + r|);
 // silu_mul_y's BF16 gate/up (left in the workspace's sums) so, and y the
 // spec's SiLU·mul of them (SiluMulRef).
 void CheckScaledForm(const Fp8Case& c, const std::vector<double>& sums,
@@ -191,9 +193,8 @@ void CheckScaledForm(const Fp8Case& c, const std::vector<double>& sums,
       } else {
         have = got[m * y_cols + j];
         if (c.out == Out::kAdd) {
-          const double r = engine::Bf16ToFloat(residual[m * y_cols + j]);
-          want += r;
-          scale += std::abs(r);
+          want += engine::Bf16ToFloat(residual[m * y_cols + j]);
+          scale += std::abs(want);
         }
       }
       const double bound = std::ldexp(scale, -8) + std::ldexp(sums[o], -9) + 1e-30;
