@@ -3,6 +3,7 @@
 #include <atomic>
 
 #include "absl/strings/str_cat.h"
+#include "engine/kernels/int4_gemm.h"
 
 namespace onecard::engine {
 namespace {
@@ -11,6 +12,7 @@ std::atomic<bool> programmatic_launch{true};
 std::atomic<int32_t> gemv_blocks_per_sm{2};
 std::atomic<bool> fp8_gemm_cublas_scales{true};
 std::atomic<int32_t> fp8_gemm_scaled_min_rows{64};
+std::atomic<int32_t> int4_norm_in_gemm_max_rows{0};
 
 }  // namespace
 
@@ -24,10 +26,17 @@ absl::Status SetLaunchSettings(const LaunchSettings& settings) {
         "LaunchSettings.fp8_gemm_scaled_min_rows = ", settings.fp8_gemm_scaled_min_rows,
         ": must be at least 1"));
   }
+  if (settings.int4_norm_in_gemm_max_rows < 0 ||
+      settings.int4_norm_in_gemm_max_rows > kInt4GemmMaxNormRows) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "LaunchSettings.int4_norm_in_gemm_max_rows = ", settings.int4_norm_in_gemm_max_rows,
+        ": must be 0 to ", kInt4GemmMaxNormRows));
+  }
   programmatic_launch.store(settings.programmatic_launch, std::memory_order_relaxed);
   gemv_blocks_per_sm.store(settings.gemv_blocks_per_sm, std::memory_order_relaxed);
   fp8_gemm_cublas_scales.store(settings.fp8_gemm_cublas_scales, std::memory_order_relaxed);
   fp8_gemm_scaled_min_rows.store(settings.fp8_gemm_scaled_min_rows, std::memory_order_relaxed);
+  int4_norm_in_gemm_max_rows.store(settings.int4_norm_in_gemm_max_rows, std::memory_order_relaxed);
   return absl::OkStatus();
 }
 
@@ -35,7 +44,8 @@ LaunchSettings GetLaunchSettings() {
   return {.programmatic_launch = programmatic_launch.load(std::memory_order_relaxed),
           .gemv_blocks_per_sm = gemv_blocks_per_sm.load(std::memory_order_relaxed),
           .fp8_gemm_cublas_scales = fp8_gemm_cublas_scales.load(std::memory_order_relaxed),
-          .fp8_gemm_scaled_min_rows = fp8_gemm_scaled_min_rows.load(std::memory_order_relaxed)};
+          .fp8_gemm_scaled_min_rows = fp8_gemm_scaled_min_rows.load(std::memory_order_relaxed),
+          .int4_norm_in_gemm_max_rows = int4_norm_in_gemm_max_rows.load(std::memory_order_relaxed)};
 }
 
 }  // namespace onecard::engine

@@ -1,6 +1,7 @@
 // How the CUDA kernels launch, process-wide: the settings that are measured
 // against each other (onecard-bench-cuda's --pdl, --gemv_blocks_per_sm,
-// --fp8_gemm_cublas_scales and --fp8_gemm_scaled_min_rows flags) rather than chosen per call. The
+// --fp8_gemm_cublas_scales, --fp8_gemm_scaled_min_rows and --int4_norm_in_gemm_max_rows flags)
+// rather than chosen per call. The
 // defaults are what serves; a runner never changes them. Set them before the first launch (a kernel
 // launched meanwhile sees either the old or the new value).
 #ifndef ONECARD_ENGINE_KERNELS_LAUNCH_SETTINGS_H_
@@ -29,6 +30,10 @@ struct LaunchSettings {
   // epilogue kernel on every 8B and 70B product from 128 rows (by 1.4-2x at
   // 2048) and lose to them on the MLP products at 8-32 rows.
   int32_t fp8_gemm_scaled_min_rows = 64;
+  // The CUDA runner's 4-bit q/k/v and gate/up products of up to this many
+  // rows (0 to kInt4GemmMaxNormRows) take the RMSNorm in Int4Gemm's prologue
+  // instead of an RmsNorm launch before them; 0: always apart.
+  int32_t int4_norm_in_gemm_max_rows = 0;
 };
 
 // InvalidArgument naming the field for a value out of range; nothing changes then.

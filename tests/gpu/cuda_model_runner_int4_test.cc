@@ -33,7 +33,9 @@
 #include <set>
 #include <utility>
 
+#include "engine/kernels/int4_gemm.h"
 #include "engine/kernels/int4_matrix.h"
+#include "engine/kernels/launch_settings.h"
 #include "engine/model/model_weights.h"
 #include "engine/runtime/cpu/cpu_model_runner.h"
 #include "engine/runtime/cuda/cuda_model_runner.h"
@@ -108,6 +110,23 @@ TEST(CudaModelRunnerInt4Test, QuantizedTinyCheckpointsMatchCpu) {
     CompareRunners(*q.cpu, *q.gpu, q.config, path, label);
     DecodeStepsMatch(*q.cpu, *q.gpu, q.config, label);
   }
+}
+
+// The comparison arm LaunchSettings::int4_norm_in_gemm_max_rows: the greedy
+// steps' q/k/v and gate/up products (one row) take the RMSNorm in Int4Gemm's
+// prologue instead of an RmsNorm launch, against the same CPU runner.
+TEST(CudaModelRunnerInt4Test, NormInTheProductMatchesCpu) {
+  LaunchSettings arm = GetLaunchSettings();
+  arm.int4_norm_in_gemm_max_rows = kInt4GemmMaxNormRows;
+  ASSERT_TRUE(SetLaunchSettings(arm).ok());
+  const char* path = "tests/golden/tiny_llama";  // its q/k/v and gate/up are 4-bit
+  Quantized q;
+  Quantize(path, Int4Offsets::kZero, &q);
+  if (!HasFatalFailure()) {
+    CompareRunners(*q.cpu, *q.gpu, q.config, path, "tiny_llama int4, norm in the product");
+  }
+  arm.int4_norm_in_gemm_max_rows = 0;
+  ASSERT_TRUE(SetLaunchSettings(arm).ok());
 }
 
 TEST(CudaModelRunnerInt4Test, HfCheckpointsMatchCpu) {

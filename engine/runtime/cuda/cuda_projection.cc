@@ -26,6 +26,7 @@
 #include "engine/kernels/gemv.h"
 #include "engine/kernels/int4_dequant.h"
 #include "engine/kernels/int4_gemm.h"
+#include "engine/kernels/launch_settings.h"
 #include "engine/kernels/silu_mul.h"
 #include "engine/runtime/cuda/cuda_runner_impl.h"
 
@@ -148,11 +149,20 @@ absl::StatusOr<int32_t> CudaRunnerImpl::ProjectInt4(Projection p, int layer, int
                    .rows = t,
                    .workspace = buf_.int4_gemm,
                    .workspace_bytes = plan_.workspace.int4_gemm};
-  // The norm runs as its own kernel: Int4Gemm's fused RMSNorm prologue
-  // (every block reading whole rows of x, then normalizing each stage) made a
-  // 70B batch-1 step slower than a batch-8 step with RmsNorm apart
-  // (bench/results, 4-bit page).
-  if (NormedInput(p)) RETURN_IF_ERROR(NormResidual(NormWeight(p, layer), t, in_partials));
+  // The norm runs as its own kernel unless LaunchSettings says otherwise for
+  // t rows: Int4Gemm's fused RMSNorm prologue (every block reading whole rows
+  // of x, then normalizing each stage) made a 70B batch-1 step slower than a
+  // batch-8 step with RmsNorm apart (bench/results, 4-bit page).
+  const bool norm_in_gemm = NormedInput(p) && in_partials == 1 && w.columns == nullptr &&
+                            t <= GetLaunchSettings().int4_norm_in_gemm_max_rows;
+  if (norm_in_gemm) {
+    q.prologue = GemvPrologue::kRmsNorm;
+    q.x = buf_.residual;
+    q.norm_weight = NormWeight(p, layer);
+    q.eps = config_.rms_norm_eps;
+  } else if (NormedInput(p)) {
+    RETURN_IF_ERROR(NormResidual(NormWeight(p, layer), t, in_partials));
+  }
   if (w.columns != nullptr) {  // act order: the input in the weight's column order
     RETURN_IF_ERROR(GatherColumns({.x = g.x,
                                    .x_row_stride = g.k,

@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "engine/kernels/int4_gemm.h"
 #include "gtest/gtest.h"
 
 namespace onecard::engine {
@@ -13,13 +14,16 @@ TEST(LaunchSettingsTest, DefaultsAreWhatServes) {
   EXPECT_EQ(s.gemv_blocks_per_sm, 2);
   EXPECT_TRUE(s.fp8_gemm_cublas_scales);
   EXPECT_EQ(s.fp8_gemm_scaled_min_rows, 64);
+  EXPECT_EQ(s.int4_norm_in_gemm_max_rows, 0);
 }
 
 TEST(LaunchSettingsTest, SetThenGetAndBack) {
-  ASSERT_TRUE(
-      SetLaunchSettings(
-          {.programmatic_launch = false, .gemv_blocks_per_sm = 1, .fp8_gemm_scaled_min_rows = 129})
-          .ok());
+  ASSERT_TRUE(SetLaunchSettings({.programmatic_launch = false,
+                                 .gemv_blocks_per_sm = 1,
+                                 .fp8_gemm_scaled_min_rows = 129,
+                                 .int4_norm_in_gemm_max_rows = 4})
+                  .ok());
+  EXPECT_EQ(GetLaunchSettings().int4_norm_in_gemm_max_rows, 4);
   EXPECT_FALSE(GetLaunchSettings().programmatic_launch);
   EXPECT_EQ(GetLaunchSettings().gemv_blocks_per_sm, 1);
   EXPECT_EQ(GetLaunchSettings().fp8_gemm_scaled_min_rows, 129);
@@ -27,6 +31,7 @@ TEST(LaunchSettingsTest, SetThenGetAndBack) {
   EXPECT_TRUE(GetLaunchSettings().programmatic_launch);
   EXPECT_EQ(GetLaunchSettings().gemv_blocks_per_sm, 2);
   EXPECT_EQ(GetLaunchSettings().fp8_gemm_scaled_min_rows, 64);
+  EXPECT_EQ(GetLaunchSettings().int4_norm_in_gemm_max_rows, 0);
 }
 
 TEST(LaunchSettingsTest, OutOfRangeIsRefusedNamingTheFieldAndChangesNothing) {
@@ -45,6 +50,15 @@ TEST(LaunchSettingsTest, OutOfRangeIsRefusedNamingTheFieldAndChangesNothing) {
     EXPECT_NE(std::string(st.message()).find("fp8_gemm_scaled_min_rows"), std::string::npos) << st;
     EXPECT_TRUE(GetLaunchSettings().programmatic_launch);
     EXPECT_EQ(GetLaunchSettings().fp8_gemm_scaled_min_rows, 64);
+  }
+  for (int32_t rows : {-1, kInt4GemmMaxNormRows + 1}) {
+    const absl::Status st =
+        SetLaunchSettings({.programmatic_launch = false, .int4_norm_in_gemm_max_rows = rows});
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(std::string(st.message()).find("int4_norm_in_gemm_max_rows"), std::string::npos)
+        << st;
+    EXPECT_TRUE(GetLaunchSettings().programmatic_launch);
+    EXPECT_EQ(GetLaunchSettings().int4_norm_in_gemm_max_rows, 0);
   }
 }
 

@@ -48,6 +48,9 @@ ABSL_FLAG(bool, fp8_gemm_cublas_scales, true,
           "(false: fp32 sums, then Fp8Gemm's epilogue kernel)");
 ABSL_FLAG(int32_t, fp8_gemm_scaled_min_rows, 64,
           "Fp8Gemm: the rows of x from which it takes cuBLASLt's scaled form");
+ABSL_FLAG(int32_t, int4_norm_in_gemm_max_rows, 0,
+          "4-bit q/k/v and gate/up products of up to this many rows (0-4) take the RMSNorm in "
+          "Int4Gemm's prologue instead of an RmsNorm launch");
 ABSL_FLAG(int32_t, gemm_splits, 0,
           "o / down products of the decode buckets: 0 = timed choice, 1 = whole, N = N partials");
 ABSL_FLAG(std::string, fused_rope, "after_cublas",
@@ -81,9 +84,10 @@ onecard::services::CommandLineSpec CommandLine() {
                  {"Results", {"results", "commit"}},
                  {"Comparison arms (the defaults are what serves)",
                   {"pdl", "gemv_blocks_per_sm", "fp8_gemm_cublas_scales",
-                   "fp8_gemm_scaled_min_rows", "gemm_splits", "fused_rope", "tuner_search",
-                   "tuner_at_cap", "offload_cpu_layers", "offload_cpu_threads",
-                   "offload_ring_layers", "kv_swap_copy", "kv_swap_sm_blocks"}}},
+                   "fp8_gemm_scaled_min_rows", "int4_norm_in_gemm_max_rows", "gemm_splits",
+                   "fused_rope", "tuner_search", "tuner_at_cap", "offload_cpu_layers",
+                   "offload_cpu_threads", "offload_ring_layers", "kv_swap_copy",
+                   "kv_swap_sm_blocks"}}},
       .epilog =
           "The commit defaults to $ONECARD_COMMIT (scripts/device/run.sh sets it), else git."};
   for (const onecard::bench::Scenario* s : onecard::bench::AllScenarios()) {
@@ -133,7 +137,8 @@ absl::Status ApplyComparisonArms() {
       {.programmatic_launch = absl::GetFlag(FLAGS_pdl),
        .gemv_blocks_per_sm = absl::GetFlag(FLAGS_gemv_blocks_per_sm),
        .fp8_gemm_cublas_scales = absl::GetFlag(FLAGS_fp8_gemm_cublas_scales),
-       .fp8_gemm_scaled_min_rows = absl::GetFlag(FLAGS_fp8_gemm_scaled_min_rows)}));
+       .fp8_gemm_scaled_min_rows = absl::GetFlag(FLAGS_fp8_gemm_scaled_min_rows),
+       .int4_norm_in_gemm_max_rows = absl::GetFlag(FLAGS_int4_norm_in_gemm_max_rows)}));
   onecard::engine::CudaRunnerOptions& o = onecard::bench::BenchRunnerOptions();
   o.gemm_splits = absl::GetFlag(FLAGS_gemm_splits);
   ASSIGN_OR_RETURN(o.fused_rope,
