@@ -22,9 +22,9 @@
 // operations, whatever the number of rows in the call or of threads (the
 // kernels are batch- and thread-count-invariant, bit for bit, on one ISA),
 // with one exception: kAmxBf16 gives a call of one row against 4-bit codes to
-// the kAvx512Bf16 kernels (on a 16-core Sapphire Rapids host, 77-78 GB/s of
-// codes against the tile kernels' 55-69 at one row; 45-61 against 28-31 at
-// four rows and 58-60 against 16 at eight: bench/results/offload.md), so
+// the kAvx512Bf16 kernels (on the 16-core Xeon of the H100 machine, 77-78
+// GB/s of codes against the tile kernels' 55-69 at one row; 45-61 against
+// 28-31 at four rows: bench/results/host-linear.md), so
 // there a row's outputs depend on whether it came alone.
 // Threads split the output rows in 16-row tiles (ThreadPool's fixed
 // partition); a call takes up to kHostLinearMaxRows rows of x at a time.
