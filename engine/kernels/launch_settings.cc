@@ -13,6 +13,7 @@ std::atomic<int32_t> gemv_blocks_per_sm{2};
 std::atomic<bool> fp8_gemm_cublas_scales{true};
 std::atomic<int32_t> fp8_gemm_scaled_min_rows{64};
 std::atomic<int32_t> int4_norm_in_gemm_max_rows{0};
+std::atomic<bool> prefetch_o_in_attention{false};
 
 }  // namespace
 
@@ -37,6 +38,7 @@ absl::Status SetLaunchSettings(const LaunchSettings& settings) {
   fp8_gemm_cublas_scales.store(settings.fp8_gemm_cublas_scales, std::memory_order_relaxed);
   fp8_gemm_scaled_min_rows.store(settings.fp8_gemm_scaled_min_rows, std::memory_order_relaxed);
   int4_norm_in_gemm_max_rows.store(settings.int4_norm_in_gemm_max_rows, std::memory_order_relaxed);
+  prefetch_o_in_attention.store(settings.prefetch_o_in_attention, std::memory_order_relaxed);
   return absl::OkStatus();
 }
 

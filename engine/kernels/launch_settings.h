@@ -1,7 +1,7 @@
 // How the CUDA kernels launch, process-wide: the settings that are measured
 // against each other (onecard-bench-cuda's --pdl, --gemv_blocks_per_sm,
-// --fp8_gemm_cublas_scales, --fp8_gemm_scaled_min_rows and --int4_norm_in_gemm_max_rows flags)
-// rather than chosen per call. The
+// --fp8_gemm_cublas_scales, --fp8_gemm_scaled_min_rows, --int4_norm_in_gemm_max_rows and
+// --prefetch_o_in_attention flags) rather than chosen per call. The
 // defaults are what serves; a runner never changes them. Set them before the first launch (a kernel
 // launched meanwhile sees either the old or the new value).
 #ifndef ONECARD_ENGINE_KERNELS_LAUNCH_SETTINGS_H_
@@ -34,6 +34,10 @@ struct LaunchSettings {
   // rows (0 to kInt4GemmMaxNormRows) take the RMSNorm in Int4Gemm's prologue
   // instead of an RmsNorm launch before them; 0: always apart.
   int32_t int4_norm_in_gemm_max_rows = 0;
+  // The CUDA runner's decode attention asks the L2 cache for the o
+  // projection's weights while it runs (PagedAttentionSplitOptions::prefetch),
+  // where they take at most three quarters of the L2 cache.
+  bool prefetch_o_in_attention = false;
 };
 
 // InvalidArgument naming the field for a value out of range; nothing changes then.

@@ -453,6 +453,7 @@ absl::Status Run(const PagedAttentionParams& p, const PagedAttentionSplitOptions
     a.v_write = o.rope->v_cache;
   }
   if (tensor_cores) {
+    a.prefetch = o.prefetch;
     RETURN_IF_ERROR(LaunchFlashDecode(a, d, p.num_tokens, fuse_rope, stream));
   } else {
     RETURN_IF_ERROR(LaunchGeneralForDim(a, d, p.num_tokens, stream));

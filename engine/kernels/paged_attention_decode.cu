@@ -49,6 +49,7 @@
 // tests/gpu/paged_attention_test.cc and paged_attention_fp8_test.cc.
 #include "engine/kernels/cuda_ptx.cuh"
 #include "engine/kernels/kv_fp8.cuh"
+#include "engine/kernels/l2_prefetch.cuh"
 #include "engine/kernels/paged_attention_internal.cuh"
 #include "engine/kernels/paged_attention_split.h"
 #include "engine/kernels/rope_internal.cuh"
@@ -493,6 +494,11 @@ __global__ void __launch_bounds__(kThreads, kDecodeBlocksPerSm) AttnDecodeKernel
   const void* k_pool = kFp8 ? static_cast<const void*>(a.k_codes) : a.k_cache;
   const void* v_pool = kFp8 ? static_cast<const void*>(a.v_codes) : a.v_cache;
 
+  // Constant data for the kernel after this one: asked for before the wait.
+  if (warp == kThreads / 32 - 1 && a.prefetch.Bytes() > 0) {
+    cuda::IssueL2Prefetch(a.prefetch, (int64_t{split} * gridDim.y + t) * gridDim.x + kvh,
+                          int64_t{gridDim.x} * gridDim.y * gridDim.z, lane);
+  }
   // Metadata (copied before the step's kernels ran): safe before the wait.
   int s = t;
   int pos = a.start_pos[t];

@@ -15,6 +15,7 @@
 #include "engine/kernels/cuda_common.cuh"
 #include "engine/kernels/cuda_ptx.cuh"
 #include "engine/kernels/kv_fp8.cuh"
+#include "engine/kernels/l2_prefetch.h"
 
 namespace onecard::engine::attention {
 
@@ -63,6 +64,8 @@ struct AttnArgs {
   const uint8_t* v_codes;
   const float* k_scale;
   const float* v_scale;
+  // Asked of the L2 cache by the flash decode kernel (PagedAttentionSplitOptions::prefetch).
+  L2Prefetch prefetch;
 };
 
 // The chunk holding token t: the largest s with cu[s] <= t.

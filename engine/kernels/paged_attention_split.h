@@ -35,6 +35,7 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "engine/kernels/l2_prefetch.h"
 #include "engine/kernels/paged_attention.h"
 #include "engine/kernels/rope_kv_write.h"
 #include "engine/kernels/stream.h"
@@ -63,6 +64,10 @@ struct PagedAttentionSplitOptions {
   // Same results either way; only q's contents afterwards differ (left as
   // the projection wrote them when fused, rotated in place when not).
   const RopeKvWriteParams* rope = nullptr;
+  // Memory the flash decode kernel asks the L2 cache to fetch while it runs
+  // (l2_prefetch.h: the next projection's weights); the other kernels ignore
+  // it. No result depends on it.
+  L2Prefetch prefetch;
 };
 
 // Whether the kernels take this head_dim (16, 24, 32, 64, 96, 128).

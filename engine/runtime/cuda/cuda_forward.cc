@@ -368,12 +368,14 @@ absl::Status CudaRunnerImpl::EnqueueLayer(int layer, const StepShape& shape, int
   attn.max_blocks_per_seq = shape.layout.max_blocks_per_seq;
   attn.scale = 1.0f / std::sqrt(static_cast<float>(config_.head_dim));
   attn.kv_fp8 = rope.fp8;
-  RETURN_IF_ERROR(PagedAttentionSplit(attn,
-                                      {.num_splits = shape.splits,
-                                       .workspace = buf_.attn_split,
-                                       .workspace_bytes = plan_.workspace.attn_split,
-                                       .rope = fuse_rope ? &rope : nullptr},
-                                      stream));
+  RETURN_IF_ERROR(
+      PagedAttentionSplit(attn,
+                          {.num_splits = shape.splits,
+                           .workspace = buf_.attn_split,
+                           .workspace_bytes = plan_.workspace.attn_split,
+                           .rope = fuse_rope ? &rope : nullptr,
+                           .prefetch = shape.decode ? OWeightsForL2(layer) : L2Prefetch{}},
+                          stream));
   ASSIGN_OR_RETURN(const int32_t o_partials, Project(Projection::kO, layer, t, 1));
   RETURN_IF_ERROR(Project(Projection::kGateUp, layer, t, o_partials).status());
   ASSIGN_OR_RETURN(*partials, Project(Projection::kDown, layer, t, 1));

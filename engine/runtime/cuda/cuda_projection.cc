@@ -56,6 +56,26 @@ const void* CudaRunnerImpl::NormWeight(Projection p, int layer) const {
   return p == Projection::kQkv ? l.attn_norm : l.ffn_norm;
 }
 
+L2Prefetch CudaRunnerImpl::OWeightsForL2(int layer) const {
+  if (!GetLaunchSettings().prefetch_o_in_attention || weight_stream_ != nullptr) return {};
+  const CudaWeight& w = weights_.layers[layer][Projection::kO];
+  L2Prefetch p;
+  switch (w.spec.format) {
+    case WeightFormat::kBf16:
+      p.range[0] = {w.data, w.n * w.k * 2};
+      break;
+    case WeightFormat::kInt4:
+      p.range[0] = {w.data, Int4CodeBytes(w.n, w.k)};
+      p.range[1] = {w.scales, Int4ScaleBytes(w.n, w.k, w.spec.group)};
+      p.range[2] = {w.offsets, Int4OffsetBytes(w.n, w.k, w.spec.group, w.spec.offsets)};
+      break;
+    case WeightFormat::kFp8:
+      p.range[0] = {w.data, w.n * w.k};  // the codes (the scales are a row's few bytes)
+      break;
+  }
+  return 4 * p.Bytes() <= 3 * ctx_->l2_bytes() ? p : L2Prefetch{};
+}
+
 bool CudaRunnerImpl::ProjectsByLibrary(Projection p, int layer, int32_t t) const {
   const CudaWeight& w = weights_.layers[layer][p];
   return w.spec.format == WeightFormat::kInt4 ? t > kInt4GemmMaxRows : !UseGemv(t);

@@ -19,6 +19,7 @@
 #include "engine/kernels/blas_tuner.h"
 #include "engine/kernels/fp8_matmul.h"
 #include "engine/kernels/gemv.h"
+#include "engine/kernels/l2_prefetch.h"
 #include "engine/runtime/cpu/host_linear.h"
 #include "engine/runtime/cpu/offloaded_layers.h"
 #include "engine/runtime/cuda/cuda_model_runner.h"
@@ -243,6 +244,11 @@ class CudaRunnerImpl : public CudaModelRunner {
   // SiLU·mul / residual epilogue; the weight fields are the caller's.
   GemvParams GemvFor(Projection p, int layer, int32_t t) const;
   const void* NormWeight(Projection p, int layer) const;
+  // The o projection's weights of `layer` for the decode attention to ask
+  // the L2 cache for (LaunchSettings::prefetch_o_in_attention), when they
+  // take at most three quarters of it and every layer lives on the card;
+  // else none.
+  L2Prefetch OWeightsForL2(int layer) const;
   // Whether the projection runs through cuBLAS (whose kernels let the next
   // kernel start only at their end: where attention may fuse the RoPE).
   bool ProjectsByLibrary(Projection p, int layer, int32_t t) const;

@@ -27,6 +27,7 @@ absl::StatusOr<std::unique_ptr<DeviceContext>> DeviceContext::Create(int device)
   cudaDeviceProp prop;
   CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, device));
   ctx->num_sms_ = prop.multiProcessorCount;
+  ctx->l2_bytes_ = prop.l2CacheSize;
   ctx->device_name_ = prop.name;
   size_t free_bytes = 0, total_bytes = 0;
   CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes));

@@ -29,6 +29,7 @@ class DeviceContext {
   cudaStream_t stream() const { return stream_; }
   cublasHandle_t cublas() const { return cublas_; }
   int num_sms() const { return num_sms_; }
+  int64_t l2_bytes() const { return l2_bytes_; }  // the L2 cache
   const std::string& device_name() const { return device_name_; }
   int64_t total_bytes() const { return total_bytes_; }
   int64_t free_bytes_at_start() const { return free_bytes_at_start_; }
@@ -41,6 +42,7 @@ class DeviceContext {
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   int num_sms_ = 0;
+  int64_t l2_bytes_ = 0;
   std::string device_name_;
   int64_t total_bytes_ = 0;
   int64_t free_bytes_at_start_ = 0;

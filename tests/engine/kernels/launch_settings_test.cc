@@ -15,6 +15,7 @@ TEST(LaunchSettingsTest, DefaultsAreWhatServes) {
   EXPECT_TRUE(s.fp8_gemm_cublas_scales);
   EXPECT_EQ(s.fp8_gemm_scaled_min_rows, 64);
   EXPECT_EQ(s.int4_norm_in_gemm_max_rows, 0);
+  EXPECT_FALSE(s.prefetch_o_in_attention);
 }
 
 TEST(LaunchSettingsTest, SetThenGetAndBack) {
@@ -32,6 +33,7 @@ TEST(LaunchSettingsTest, SetThenGetAndBack) {
   EXPECT_EQ(GetLaunchSettings().gemv_blocks_per_sm, 2);
   EXPECT_EQ(GetLaunchSettings().fp8_gemm_scaled_min_rows, 64);
   EXPECT_EQ(GetLaunchSettings().int4_norm_in_gemm_max_rows, 0);
+  EXPECT_FALSE(GetLaunchSettings().prefetch_o_in_attention);
 }
 
 TEST(LaunchSettingsTest, OutOfRangeIsRefusedNamingTheFieldAndChangesNothing) {

@@ -51,6 +51,8 @@ ABSL_FLAG(int32_t, fp8_gemm_scaled_min_rows, 64,
 ABSL_FLAG(int32_t, int4_norm_in_gemm_max_rows, 0,
           "4-bit q/k/v and gate/up products of up to this many rows (0-4) take the RMSNorm in "
           "Int4Gemm's prologue instead of an RmsNorm launch");
+ABSL_FLAG(bool, prefetch_o_in_attention, false,
+          "decode attention asks the L2 cache for the o projection's weights while it runs");
 ABSL_FLAG(int32_t, gemm_splits, 0,
           "o / down products of the decode buckets: 0 = timed choice, 1 = whole, N = N partials");
 ABSL_FLAG(std::string, fused_rope, "after_cublas",
@@ -84,10 +86,10 @@ onecard::services::CommandLineSpec CommandLine() {
                  {"Results", {"results", "commit"}},
                  {"Comparison arms (the defaults are what serves)",
                   {"pdl", "gemv_blocks_per_sm", "fp8_gemm_cublas_scales",
-                   "fp8_gemm_scaled_min_rows", "int4_norm_in_gemm_max_rows", "gemm_splits",
-                   "fused_rope", "tuner_search", "tuner_at_cap", "offload_cpu_layers",
-                   "offload_cpu_threads", "offload_ring_layers", "kv_swap_copy",
-                   "kv_swap_sm_blocks"}}},
+                   "fp8_gemm_scaled_min_rows", "int4_norm_in_gemm_max_rows",
+                   "prefetch_o_in_attention", "gemm_splits", "fused_rope", "tuner_search",
+                   "tuner_at_cap", "offload_cpu_layers", "offload_cpu_threads",
+                   "offload_ring_layers", "kv_swap_copy", "kv_swap_sm_blocks"}}},
       .epilog =
           "The commit defaults to $ONECARD_COMMIT (scripts/device/run.sh sets it), else git."};
   for (const onecard::bench::Scenario* s : onecard::bench::AllScenarios()) {
@@ -138,7 +140,8 @@ absl::Status ApplyComparisonArms() {
        .gemv_blocks_per_sm = absl::GetFlag(FLAGS_gemv_blocks_per_sm),
        .fp8_gemm_cublas_scales = absl::GetFlag(FLAGS_fp8_gemm_cublas_scales),
        .fp8_gemm_scaled_min_rows = absl::GetFlag(FLAGS_fp8_gemm_scaled_min_rows),
-       .int4_norm_in_gemm_max_rows = absl::GetFlag(FLAGS_int4_norm_in_gemm_max_rows)}));
+       .int4_norm_in_gemm_max_rows = absl::GetFlag(FLAGS_int4_norm_in_gemm_max_rows),
+       .prefetch_o_in_attention = absl::GetFlag(FLAGS_prefetch_o_in_attention)}));
   onecard::engine::CudaRunnerOptions& o = onecard::bench::BenchRunnerOptions();
   o.gemm_splits = absl::GetFlag(FLAGS_gemm_splits);
   ASSIGN_OR_RETURN(o.fused_rope,
