@@ -368,9 +368,13 @@ bool HasF16c() {
   return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
 }
 
-}  // namespace
-
-namespace {
+// AMX-TILE and AMX-BF16: CPUID leaf 7, subleaf 0, EDX bits 24 and 22 (read
+// directly: older compilers' __builtin_cpu_supports has no names for them).
+bool HasAmxBf16() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) != 0 && (edx & (1u << 24)) != 0 &&
+         (edx & (1u << 22)) != 0;
+}
 
 // Linux hands a process the AMX tile state only when asked
 // (arch_prctl ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA, 18); asked once.
@@ -398,8 +402,7 @@ bool CpuSupports(CpuIsa isa) {
     case CpuIsa::kAvx512Bf16:
       return CpuSupports(CpuIsa::kAvx512Vnni) && __builtin_cpu_supports("avx512bf16");
     case CpuIsa::kAmxBf16:
-      return CpuSupports(CpuIsa::kAvx512Bf16) && __builtin_cpu_supports("amx-tile") &&
-             __builtin_cpu_supports("amx-bf16") && TileStatePermitted();
+      return CpuSupports(CpuIsa::kAvx512Bf16) && HasAmxBf16() && TileStatePermitted();
   }
   return false;
 }
