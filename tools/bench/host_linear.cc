@@ -2,7 +2,7 @@
 // (engine/runtime/cpu/host_linear.h) reads a weight kept in the CUDA layout in
 // host memory, against the rate at which the same threads read plain memory.
 // Cases: 4-bit (groups of 128, symmetric) 8192 x 8192 and 28672 x 8192, BF16
-// 8192 x 8192, at 1, 4 and 8 rows of x, with --threads threads (0: all
+// 8192 x 8192, at 1, 2, 4 and 8 rows of x, with --threads threads (0: all
 // cores) and the kernels of --cpu_isa (empty: the best the processor runs;
 // its name ends each case's). Each weight is copied until the copies fill about 1 GiB and a pass
 // runs the product over every copy once, so the bytes come from memory, not
@@ -174,7 +174,7 @@ absl::Status RunHostLinear(const BenchOptions& options, BenchReporter& reporter)
   };
   for (const WeightCase& c : cases) {
     const Copies copies = MakeCopies(c);
-    for (int64_t rows : {1, 4, 8}) {
+    for (int64_t rows : {1, 2, 4, 8}) {
       const Rates r = Measure(pool, copies, rows, isa);
       const std::string name =
           absl::StrCat(c.name, "-rows", rows, "-", threads, "-", engine::CpuIsaName(isa));
@@ -188,7 +188,7 @@ absl::Status RunHostLinear(const BenchOptions& options, BenchReporter& reporter)
 
 const bool kRegistered = RegisterScenario(
     {"host-linear",
-     "HostLinearForward's weight read rate (4-bit, BF16; 1, 4, 8 rows) against a plain read",
+     "HostLinearForward's weight read rate (4-bit, BF16; 1, 2, 4, 8 rows) against a plain read",
      &RunHostLinear});
 
 }  // namespace
