@@ -87,6 +87,13 @@ __device__ __forceinline__ uint4 LoadStreaming(const uint4* p) {
   return v;
 }
 
+// The GPU's global timer (ns; the same clock on every SM), for timelines.
+__device__ __forceinline__ uint64_t GlobalTimerNs() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t));
+  return t;
+}
+
 // Programmatic dependent launch (sm_90). A kernel launched with LaunchPdl
 // (cuda_common.cuh) may start while the previous kernel of the stream still
 // runs: it must call GridDependencyWait() before it reads anything that

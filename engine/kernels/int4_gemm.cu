@@ -87,6 +87,7 @@ struct Args : int4::LaunchArgs {
   int32_t row_groups;
   int64_t iters;  // row_groups * k_tiles
   // counters_end: one a row tile
+  uint64_t* trace;  // Int4GemmParams::trace
 };
 
 // A stage's copy of the row group's codes, scales and offsets keeps their
@@ -109,6 +110,8 @@ struct Smem {
   uint64_t empty[Cfg<NT>::kStages];  // the consumers are done with it
   float inv_rms[kInt4GemmMaxNormRows];
   float red[kWarps];
+  uint64_t t_start;          // Args::trace: the block's start
+  uint64_t t_first[kWarps];  // and each consumer warp's first stage landed
 };
 
 // First iteration of block b: b * iters / grid.
@@ -592,6 +595,7 @@ __device__ __forceinline__ void ConsumeStages(Smem<NT>& sm, const Args& a, int64
     const Sub s = walk.Next(a);
     const int st = j % S;
     cuda::MbarrierWait(kNorm ? &sm.ready[st] : &sm.full[st], (j / S) & 1);
+    if (j == 0 && lane == 0 && a.trace != nullptr) sm.t_first[warp] = cuda::GlobalTimerNs();
     if (s.rg * kWarps + warp < a.n_tiles) ComputeStage<NT, kKind, kSpan>(sm.stage[st], s, a, acc);
     __syncwarp();
     if (lane == 0) cuda::MbarrierArrive(&sm.empty[st]);
@@ -641,6 +645,7 @@ __global__ void __launch_bounds__(kThreads, Cfg<NT>::kBlocksPerSm) Int4GemmKerne
   const int64_t end = ShareStart(int64_t{blockIdx.x} + 1, a);
   if (begin >= end) return;
   if (threadIdx.x == 0) {
+    if (a.trace != nullptr) sm.t_start = cuda::GlobalTimerNs();
     for (int s = 0; s < Cfg<NT>::kStages; ++s) {
       cuda::MbarrierInit(&sm.full[s], kFullArrivals<NT>);
       cuda::MbarrierInit(&sm.ready[s], 1);
@@ -653,6 +658,13 @@ __global__ void __launch_bounds__(kThreads, Cfg<NT>::kBlocksPerSm) Int4GemmKerne
     Producer<NT, kKind, kNorm>(sm, a, begin, end);
   } else {
     Consumer<NT, kKind, kNorm>(sm, a, begin, end);
+    const int warp = threadIdx.x >> 5;
+    if (a.trace != nullptr && (threadIdx.x & 31) == 0) {
+      uint64_t* r = a.trace + (int64_t{blockIdx.x} * kWarps + warp) * 3;
+      r[0] = sm.t_start;
+      r[1] = sm.t_first[warp];
+      r[2] = cuda::GlobalTimerNs();
+    }
   }
 }
 
@@ -670,6 +682,7 @@ int NumSms() {
 constexpr int kMaxNt = kInt4GemmStreamMaxRows / 8;
 static_assert(kInt4GemmSlotBytes == int64_t{kWarps} * 32 * kMaxNt * 4 * 4, "a slot holds acc");
 static_assert(kInt4GemmRowGroup == kWarps * kInt4TileRows, "a row group is a block's tiles");
+static_assert(kInt4GemmTraceWarps == kWarps && kInt4GemmMaxBlocksPerSm == 4, "the trace's shape");
 
 template <int NT, Int4Offsets kKind, bool kNorm>
 absl::Status Launch(const Args& a, cudaStream_t stream) {
@@ -718,6 +731,7 @@ absl::Status Int4Gemm(const Int4GemmParams& p, cudaStream_t stream) {
   a.norm_w = p.prologue == GemvPrologue::kRmsNorm ? static_cast<const cuda::bf16*>(p.norm_weight)
                                                   : nullptr;
   a.eps = p.eps;
+  a.trace = p.trace;
   a.row_groups = static_cast<int32_t>(cuda::CeilDiv(a.n_tiles, kWarps));
   a.iters = int64_t{a.row_groups} * a.k_tiles;
   if (a.iters > std::numeric_limits<int32_t>::max()) {  // a share's walk counts in int32

@@ -85,7 +85,20 @@ struct Int4GemmParams {
   // One workspace serves one stream at a time.
   void* workspace = nullptr;
   int64_t workspace_bytes = 0;
+  // kStream only, for timelines (onecard-bench-cuda's timeline-int4): each
+  // launched block's consumer warp w writes trace[(block * kInt4GemmTraceWarps
+  // + w) * 3 + {0, 1, 2}] = the block's start, the warp's first stage landed
+  // and the warp's end, in the GPU's global timer's ns (device memory of
+  // Int4GemmTraceWords words; blocks with no work write nothing). Null: none.
+  uint64_t* trace = nullptr;
 };
+
+// The consumer warps of a kStream block, and the trace's words for a device
+// of num_sms SMs (every block a launch may have).
+inline constexpr int kInt4GemmTraceWarps = 8;
+inline int64_t Int4GemmTraceWords(int32_t num_sms) {
+  return int64_t{num_sms} * 4 * kInt4GemmTraceWarps * 3;  // 4: kInt4GemmMaxBlocksPerSm
+}
 
 // The workspace (int4_gemm.cu): partial-sum slots of kInt4GemmSlotBytes from
 // its start, one per (row group of 128 weight rows, resident block) pair for

@@ -5,7 +5,9 @@
 // row-tile width each has), the RMSNorm prologue, the
 // residual add, the SiLU·mul of interleaved gate/up rows and fp32 outputs.
 // Each case runs twice on one workspace: the outputs must be identical bit
-// for bit (the split-K sums are ordered) and the arrival counters left zero.
+// for bit (the split-K sums are ordered) and the arrival counters left zero;
+// kStream cases a third time with timeline stamps (Int4GemmParams::trace):
+// the same output, each warp's stamps in order.
 // Tolerance: the kernel rounds where the reference does (x', y), and sums in
 // fp32 in another order (tensor cores over 128 + q, the scale once a group):
 // BF16 outputs within Tolerance::For(BF16); fp32 outputs within 1e-3.
@@ -182,6 +184,32 @@ TEST_P(Int4GemmTest, MatchesReference) {
   } else {
     EXPECT_ALL_CLOSE(ToFloats(dy16.Download()), ToFloats(y16), Tolerance::For(DType::kBF16));
   }
+  if (engine::Int4GemmUsesTiled(p)) return;
+  // kStream again with its timeline stamps (Int4GemmParams::trace): the same
+  // output bit for bit, and each launched warp's stamps in order.
+  const std::vector<float> was32 = f32 ? dy32.Download() : std::vector<float>{};
+  const std::vector<uint16_t> was16 = f32 ? std::vector<uint16_t>{} : dy16.Download();
+  DeviceBuf<uint64_t> trace(engine::Int4GemmTraceWords(sms));
+  ASSERT_CUDA_OK(cudaMemset(trace.get(), 0, trace.size() * 8));
+  if (c.out == Out::kAdd) dy16.Upload(residual);
+  p.trace = trace.get();
+  ASSERT_TRUE(engine::Int4Gemm(p, nullptr).ok());
+  ASSERT_CUDA_OK(cudaDeviceSynchronize());
+  if (f32) {
+    EXPECT_EQ(dy32.Download(), was32) << "with a trace";
+  } else {
+    EXPECT_EQ(dy16.Download(), was16) << "with a trace";
+  }
+  const std::vector<uint64_t> stamps = trace.Download();
+  int warps = 0;
+  for (size_t i = 0; i + 2 < stamps.size(); i += 3) {
+    if (stamps[i] == 0) continue;
+    ++warps;
+    EXPECT_LE(stamps[i], stamps[i + 1]) << "warp record " << i / 3;
+    EXPECT_LE(stamps[i + 1], stamps[i + 2]) << "warp record " << i / 3;
+  }
+  EXPECT_GT(warps, 0);
+  EXPECT_EQ(warps % engine::kInt4GemmTraceWarps, 0) << "every consumer warp of a block writes";
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, Int4GemmTest, ::testing::ValuesIn(Cases()),

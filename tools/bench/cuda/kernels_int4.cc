@@ -7,6 +7,8 @@
 // this run's copy rate, TFLOP/s against its bf16 matrix rate, and us a call. Weights rotate over
 // copies totalling >= 1.5 GB (L2 never holds them); 20 back-to-back launches per timing, median
 // of 5. Also Int4DequantizeBf16 (the prefill path): GB/s of the bytes it reads and writes.
+#include "tools/bench/cuda/kernels_int4.h"
+
 #include <algorithm>
 #include <cstdlib>
 #include <string>
@@ -22,32 +24,11 @@
 #include "tools/bench/cuda/cuda_bench.h"
 
 namespace onecard::bench {
-namespace {
 
-constexpr char kScenario[] = "kernels-int4";
-constexpr int kLaunches = 20;
-constexpr int32_t kGroup = 128;
-
-using Shape = ProjectionCase;
-
-// Copies of one packed weight (codes then scales, each 256-aligned) that
-// together pass 1.5 GB.
-struct Rotation {
-  DeviceMem mem;
-  int64_t stride = 0;  // bytes a copy
-  int copies = 0;
-  int64_t code_bytes = 0;
-  int64_t weight_bytes = 0;  // codes + scales: what a call must read
-  engine::Int4WeightView View(int i, int64_t n, int64_t k) const {
-    char* base = mem.get() + (i % copies) * stride;
-    return {base, base + code_bytes, nullptr, n, k, kGroup, engine::Int4Offsets::kSymmetric};
-  }
-};
-
-absl::StatusOr<Rotation> MakeRotation(int64_t n, int64_t k, cudaStream_t stream) {
-  Rotation r;
+absl::StatusOr<Int4Rotation> MakeInt4Rotation(int64_t n, int64_t k, cudaStream_t stream) {
+  Int4Rotation r;
   r.code_bytes = (engine::Int4CodeBytes(n, k) + 255) / 256 * 256;
-  const int64_t scale_bytes = engine::Int4ScaleBytes(n, k, kGroup);
+  const int64_t scale_bytes = engine::Int4ScaleBytes(n, k, kInt4BenchGroup);
   r.weight_bytes = engine::Int4CodeBytes(n, k) + scale_bytes;
   r.stride = r.code_bytes + (scale_bytes + 255) / 256 * 256;
   r.copies = static_cast<int>(std::max<int64_t>(2, (1536LL << 20) / r.stride + 1));
@@ -59,6 +40,13 @@ absl::StatusOr<Rotation> MakeRotation(int64_t n, int64_t k, cudaStream_t stream)
   }
   return r;
 }
+
+namespace {
+
+constexpr char kScenario[] = "kernels-int4";
+constexpr int kLaunches = 20;
+
+using Shape = ProjectionCase;
 
 // A launch shape: the rows, and the kernel (kAuto: what the runner gets;
 // the others, suffixed, for the comparison of the two kernels and of the
@@ -89,7 +77,7 @@ std::vector<Variant> Variants() {
 
 absl::Status ShapeCases(const Ceilings& ceil, const Shape& s, cudaStream_t stream, void* ws,
                         int64_t ws_bytes, BenchReporter& reporter) {
-  ASSIGN_OR_RETURN(Rotation rot, MakeRotation(s.n, s.k, stream));
+  ASSIGN_OR_RETURN(Int4Rotation rot, MakeInt4Rotation(s.n, s.k, stream));
   constexpr int32_t kMaxRows = engine::kInt4GemmMaxRows;
   ASSIGN_OR_RETURN(DeviceMem x, DeviceMem::Random(kMaxRows * s.k * 2, 23, stream));
   ASSIGN_OR_RETURN(DeviceMem y, DeviceMem::Random(kMaxRows * s.n * 2, 25, stream));

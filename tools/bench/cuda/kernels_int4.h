@@ -1,0 +1,37 @@
+// The 4-bit weights of the kernels-int4 and timeline-int4 scenarios
+// (kernels_int4.cc, timeline_int4.cc): copies of one packed weight, groups of
+// 128, symmetric (codes + one fp16 scale a group), rotated so that L2 never
+// holds the one a launch reads.
+#ifndef ONECARD_TOOLS_BENCH_CUDA_KERNELS_INT4_H_
+#define ONECARD_TOOLS_BENCH_CUDA_KERNELS_INT4_H_
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "engine/kernels/int4_gemm.h"
+#include "tools/bench/cuda/cuda_bench.h"
+
+namespace onecard::bench {
+
+inline constexpr int32_t kInt4BenchGroup = 128;
+
+// Copies of one packed weight (codes then scales, each 256-aligned) that
+// together pass 1.5 GB.
+struct Int4Rotation {
+  DeviceMem mem;
+  int64_t stride = 0;  // bytes a copy
+  int copies = 0;
+  int64_t code_bytes = 0;
+  int64_t weight_bytes = 0;  // codes + scales: what a call must read
+  engine::Int4WeightView View(int i, int64_t n, int64_t k) const {
+    char* base = mem.get() + (i % copies) * stride;
+    return {
+        base, base + code_bytes, nullptr, n, k, kInt4BenchGroup, engine::Int4Offsets::kSymmetric};
+  }
+};
+
+absl::StatusOr<Int4Rotation> MakeInt4Rotation(int64_t n, int64_t k, cudaStream_t stream);
+
+}  // namespace onecard::bench
+
+#endif  // ONECARD_TOOLS_BENCH_CUDA_KERNELS_INT4_H_

@@ -1,0 +1,219 @@
+// Scenario "timeline-int4": where a 4-bit projection's time goes inside its
+// launch. Int4Gemm's kStream kernel (the decode path, 1 and 16 rows, as the
+// runner calls it: gate_up with the SiLU·mul epilogue, o and down adding to
+// the residual) writes, for each consumer warp of each block, the block's
+// start, the warp's first stage landed and the warp's end in the GPU's global
+// timer (Int4GemmParams::trace). Two launches on rotated weights run back to
+// back as in a decode step (programmatic dependent launch), both traced, and
+// the scenario reports, in us (the median of kPairs pairs):
+//   start_skew   the first launch's last block start after its first
+//   first_data   the median warp's wait from its block's start to its first
+//                stage of weights landed (the pipeline's ramp)
+//   end_median   the median warp's end after the launch's first block start
+//   span         the last warp's end after it (the launch's time on the SMs)
+//   tail         span - end_median (the last blocks and the split-K sums)
+//   gap          the second launch's first block start after the first's
+//                last end (negative: they overlapped)
+//   pair         CUDA events around both launches
+//   timer_step   the smallest nonzero step seen between two stamps (ns: the
+//                timer's resolution bounds every figure above)
+// and span_bandwidth, the weight bytes over span (GB/s, against the copy rate).
+// Shapes: those of kernels-int4 (--shape picks one).
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "engine/common/status_macros.h"
+#include "engine/kernels/int4_gemm.h"
+#include "tools/bench/bench_registry.h"
+#include "tools/bench/bench_report.h"
+#include "tools/bench/cuda/cuda_bench.h"
+#include "tools/bench/cuda/kernels_int4.h"
+
+namespace onecard::bench {
+namespace {
+
+constexpr char kScenario[] = "timeline-int4";
+constexpr int kPairs = 7;
+constexpr int kWarmup = 5;
+
+// One warp's stamps (ns).
+struct WarpStamps {
+  uint64_t start = 0, first = 0, end = 0;
+};
+
+// The warps that wrote (start != 0) in a trace of `words` words.
+std::vector<WarpStamps> Stamps(const std::vector<uint64_t>& trace) {
+  std::vector<WarpStamps> out;
+  for (size_t i = 0; i + 2 < trace.size(); i += 3) {
+    if (trace[i] == 0) continue;
+    out.push_back({trace[i], trace[i + 1], trace[i + 2]});
+  }
+  return out;
+}
+
+struct PairFigures {
+  double start_skew = 0, first_data = 0, end_median = 0, span = 0, tail = 0, gap = 0, pair = 0;
+  double timer_step = 0;
+};
+
+double Us(double ns) { return ns * 1e-3; }
+
+absl::StatusOr<PairFigures> Figures(const std::vector<WarpStamps>& a,
+                                    const std::vector<WarpStamps>& b, double pair_ms) {
+  if (a.empty() || b.empty()) {
+    return absl::InternalError("timeline-int4: a traced launch wrote no stamps");
+  }
+  uint64_t a_first_start = UINT64_MAX, a_last_start = 0, a_last_end = 0, b_first_start = UINT64_MAX;
+  std::vector<double> first_data, ends;
+  std::vector<uint64_t> all;
+  for (const WarpStamps& w : a) {
+    a_first_start = std::min(a_first_start, w.start);
+    a_last_start = std::max(a_last_start, w.start);
+    a_last_end = std::max(a_last_end, w.end);
+    first_data.push_back(static_cast<double>(w.first) - static_cast<double>(w.start));
+    all.insert(all.end(), {w.start, w.first, w.end});
+  }
+  for (const WarpStamps& w : a) ends.push_back(static_cast<double>(w.end - a_first_start));
+  for (const WarpStamps& w : b) {
+    b_first_start = std::min(b_first_start, w.start);
+    all.insert(all.end(), {w.start, w.first, w.end});
+  }
+  std::sort(all.begin(), all.end());
+  uint64_t step = UINT64_MAX;
+  for (size_t i = 1; i < all.size(); ++i) {
+    if (all[i] > all[i - 1]) step = std::min(step, all[i] - all[i - 1]);
+  }
+  PairFigures f;
+  f.start_skew = Us(static_cast<double>(a_last_start - a_first_start));
+  f.first_data = Us(Median(first_data));
+  f.end_median = Us(Median(ends));
+  f.span = Us(static_cast<double>(a_last_end - a_first_start));
+  f.tail = f.span - f.end_median;
+  f.gap = Us(static_cast<double>(b_first_start) - static_cast<double>(a_last_end));
+  f.pair = pair_ms * 1e3;
+  f.timer_step = step == UINT64_MAX ? 0 : static_cast<double>(step);
+  return f;
+}
+
+absl::Status ShapeTimeline(const Ceilings& ceil, const ProjectionCase& s, int32_t rows,
+                           cudaStream_t stream, void* ws, int64_t ws_bytes, uint64_t* traces[2],
+                           int64_t trace_words, BenchReporter& reporter) {
+  ASSIGN_OR_RETURN(Int4Rotation rot, MakeInt4Rotation(s.n, s.k, stream));
+  ASSIGN_OR_RETURN(DeviceMem x, DeviceMem::Random(int64_t{rows} * s.k * 2, 23, stream));
+  ASSIGN_OR_RETURN(DeviceMem y, DeviceMem::Random(int64_t{rows} * s.n * 2, 25, stream));
+  const bool silu = s.projection == engine::Projection::kGateUp;
+  const bool add =
+      s.projection == engine::Projection::kO || s.projection == engine::Projection::kDown;
+  int next = 0;
+  auto launch = [&](uint64_t* trace) {
+    return engine::Int4Gemm({.w = rot.View(next++, s.n, s.k),
+                             .x = x.get(),
+                             .x_row_stride = s.k,
+                             .y = y.get(),
+                             .add_to_y = add,
+                             .silu_mul_y = silu,
+                             .rows = rows,
+                             .path = engine::Int4GemmPath::kStream,
+                             .workspace = ws,
+                             .workspace_bytes = ws_bytes,
+                             .trace = trace},
+                            stream);
+  };
+  for (int i = 0; i < kWarmup; ++i) RETURN_IF_ERROR(launch(nullptr));
+  cudaEvent_t e0 = nullptr, e1 = nullptr;
+  CUDA_RETURN_IF_ERROR(cudaEventCreate(&e0));
+  CUDA_RETURN_IF_ERROR(cudaEventCreate(&e1));
+  std::vector<PairFigures> figures;
+  absl::Status st;
+  for (int p = 0; p < kPairs && st.ok(); ++p) {
+    st = [&]() -> absl::Status {
+      for (int t = 0; t < 2; ++t) {
+        CUDA_RETURN_IF_ERROR(cudaMemsetAsync(traces[t], 0, trace_words * 8, stream));
+      }
+      RETURN_IF_ERROR(launch(nullptr));  // the kernel before, as in a step
+      CUDA_RETURN_IF_ERROR(cudaEventRecord(e0, stream));
+      RETURN_IF_ERROR(launch(traces[0]));
+      RETURN_IF_ERROR(launch(traces[1]));
+      CUDA_RETURN_IF_ERROR(cudaEventRecord(e1, stream));
+      CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+      float ms = 0;
+      CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, e0, e1));
+      std::vector<uint64_t> host[2];
+      for (int t = 0; t < 2; ++t) {
+        host[t].resize(trace_words);
+        CUDA_RETURN_IF_ERROR(
+            cudaMemcpy(host[t].data(), traces[t], trace_words * 8, cudaMemcpyDeviceToHost));
+      }
+      ASSIGN_OR_RETURN(PairFigures f, Figures(Stamps(host[0]), Stamps(host[1]), ms));
+      figures.push_back(f);
+      return absl::OkStatus();
+    }();
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  RETURN_IF_ERROR(st);
+  auto median = [&](double PairFigures::*field) {
+    std::vector<double> v;
+    for (const PairFigures& f : figures) v.push_back(f.*field);
+    return Median(v);
+  };
+  const std::string name = absl::StrCat(s.name, "_r", rows);
+  const std::pair<const char*, double PairFigures::*> fields[] = {
+      {"start_skew", &PairFigures::start_skew},
+      {"first_data", &PairFigures::first_data},
+      {"end_median", &PairFigures::end_median},
+      {"span", &PairFigures::span},
+      {"tail", &PairFigures::tail},
+      {"gap", &PairFigures::gap},
+      {"pair", &PairFigures::pair}};
+  for (const auto& [metric, field] : fields) {
+    reporter.Add({kScenario, name, metric, median(field), "us", {}});
+  }
+  reporter.Add({kScenario, name, "timer_step", median(&PairFigures::timer_step), "ns", {}});
+  reporter.Add({kScenario, name, "span_bandwidth",
+                rot.weight_bytes / (median(&PairFigures::span) * 1e-6) / 1e9, "GB/s",
+                ceil.copy_bytes_per_s / 1e9});
+  return absl::OkStatus();
+}
+
+absl::Status RunTimelineInt4(const BenchOptions&, BenchReporter& reporter) {
+  ASSIGN_OR_RETURN(const Ceilings ceil, MeasureCeilings());
+  cudaStream_t stream;
+  CUDA_RETURN_IF_ERROR(cudaStreamCreate(&stream));
+  int device = 0, sms = 0;
+  CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
+  CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  ASSIGN_OR_RETURN(const std::vector<ProjectionCase> shapes, SelectedProjectionCases());
+  int64_t widest = 0;
+  for (const ProjectionCase& s : shapes) widest = std::max(widest, s.n);
+  const int64_t ws_bytes = engine::Int4GemmWorkspaceBytes(widest, sms);
+  const int64_t trace_words = engine::Int4GemmTraceWords(sms);
+  void* ws = nullptr;
+  uint64_t* traces[2] = {nullptr, nullptr};
+  absl::Status st = [&]() -> absl::Status {
+    CUDA_RETURN_IF_ERROR(cudaMalloc(&ws, ws_bytes));
+    CUDA_RETURN_IF_ERROR(cudaMemset(ws, 0, ws_bytes));
+    for (uint64_t*& t : traces) CUDA_RETURN_IF_ERROR(cudaMalloc(&t, trace_words * 8));
+    for (const ProjectionCase& s : shapes) {
+      for (int32_t rows : {1, 16}) {
+        RETURN_IF_ERROR(
+            ShapeTimeline(ceil, s, rows, stream, ws, ws_bytes, traces, trace_words, reporter));
+      }
+    }
+    return absl::OkStatus();
+  }();
+  cudaFree(ws);
+  for (uint64_t* t : traces) cudaFree(t);
+  cudaStreamDestroy(stream);
+  return st;
+}
+
+const bool kRegistered = RegisterScenario(
+    {kScenario, "CUDA: a 4-bit projection's launch from the inside (per-warp global-timer stamps)",
+     &RunTimelineInt4});
+
+}  // namespace
+}  // namespace onecard::bench
