@@ -149,6 +149,35 @@ TEST(PlacementPlanTest, LargeStepsStreamTheCpuLayersToo) {
   EXPECT_NE(slow->ToString().find("predicted step at batch 64"), std::string::npos);
 }
 
+// The CPU kernels' rate at 2 rows bounds every step of 2 or more rows (the
+// AMX tile kernels' time hardly grows with the rows), and the plan prints it.
+TEST(PlacementPlanTest, TheTwoRowRateBoundsLargerSteps) {
+  PlacementInput in = Input("llama3-70b", "int4", 20, 100);
+  in.cpu_layers = 8;
+  const auto plan = PlanPlacement(in);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  double cpu_bytes = 0;
+  for (int64_t l = 0; l < in.config.num_layers; ++l) {
+    if (plan->layers[l] == LayerPlace::kCpu) {
+      cpu_bytes += static_cast<double>(LayerWeightBytes(in.config, in.weights, l));
+    }
+  }
+  ASSERT_GT(cpu_bytes, 0);
+  const StepPrediction one = PredictStep(in, plan->layers, 1);
+  const StepPrediction two = PredictStep(in, plan->layers, 2);
+  const double spans_s = one.cpu_s - cpu_bytes / in.rates.host_read_bytes_per_s;
+  in.rates.host_rows2_bytes_per_s = 20e9;
+  EXPECT_EQ(PredictStep(in, plan->layers, 1).cpu_s, one.cpu_s);
+  for (int32_t rows : {2, 5, 8}) {
+    EXPECT_NEAR(PredictStep(in, plan->layers, rows).cpu_s, cpu_bytes / 20e9 + spans_s, 1e-9)
+        << rows;
+  }
+  EXPECT_GT(PredictStep(in, plan->layers, 2).cpu_s, two.cpu_s);
+  const auto printed = PlanPlacement(in);
+  ASSERT_TRUE(printed.ok()) << printed.status();
+  EXPECT_NE(printed->ToString().find("(20.0 at 2 rows)"), std::string::npos) << printed->ToString();
+}
+
 TEST(PlacementPlanTest, WithoutALinkOffloadingIsRefused) {
   // Every offloaded layer must be able to pass through the ring (the steps
   // too large for the CPU stream them).

@@ -66,10 +66,12 @@ absl::Status MeasureCpuRates(ThreadPool& pool, int64_t hidden, cudaStream_t stre
   std::vector<float> x(int64_t{kCpuMaxRows} * kK, 0.5f), y(int64_t{kCpuMaxRows} * kN);
   HostLinearScratch scratch;
   const double one = MeanCall([&] { HostLinearForward(pool, w, x.data(), 1, y.data(), &scratch); });
+  const double two = MeanCall([&] { HostLinearForward(pool, w, x.data(), 2, y.data(), &scratch); });
   const double most =
       MeanCall([&] { HostLinearForward(pool, w, x.data(), kCpuMaxRows, y.data(), &scratch); });
   const int64_t weight_bytes = kCodeBytes + 2 * kScaleCount;
   rates->host_read_bytes_per_s = static_cast<double>(weight_bytes) / one;
+  rates->host_rows2_bytes_per_s = static_cast<double>(weight_bytes) / two;
   rates->host_flops_per_s = 2.0 * kN * kK * kCpuMaxRows / most;
 
   // Both at once: kCopies pinned uploads of kCopy bytes queued on `stream` while

@@ -27,7 +27,8 @@ namespace onecard::engine {
 // Sets rates->host_read_bytes_per_s (HostLinearForward at 1 row over a
 // 4-bit weight of 256 MiB of codes, larger than the caches, in memory made
 // as the offloaded weights' is, on `pool`: bytes of the weight over the
-// time) and host_flops_per_s (the same at kCpuMaxRows rows), each the mean
+// time), host_rows2_bytes_per_s (the same at 2 rows) and host_flops_per_s
+// (the FLOPs at kCpuMaxRows rows over the time), each the mean
 // of the calls over 0.2 s after one untimed; both
 // readers at once (host_read_shared_bytes_per_s, h2d_shared_bytes_per_s):
 // 6 GiB of pinned uploads queued on `stream` while the kernel runs at 1 row

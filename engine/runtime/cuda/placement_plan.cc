@@ -41,7 +41,7 @@ absl::Status CheckInput(const PlacementInput& in) {
   if (in.device_weight_bytes <= 0 || in.host_weight_bytes < 0 || in.ring_layers < 1 ||
       in.expected_batch < 1 || r.device_read_bytes_per_s <= 0 || r.device_flops_per_s <= 0 ||
       r.h2d_bytes_per_s < 0 || r.host_read_bytes_per_s < 0 || r.host_flops_per_s < 0 ||
-      r.span_s < 0) {
+      r.host_rows2_bytes_per_s < 0 || r.span_s < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("placement: needs device_weight_bytes > 0 (", in.device_weight_bytes,
                      "), host_weight_bytes >= 0 (", in.host_weight_bytes, "), ring_layers >= 1 (",
@@ -98,7 +98,11 @@ StepPrediction PredictStep(const PlacementInput& in, const std::vector<LayerPlac
   for (int64_t l = 0; l < static_cast<int64_t>(layers.size()); ++l) {
     const double bytes = static_cast<double>(LayerWeightBytes(c, in.weights, l));
     if (layers[l] == LayerPlace::kCpu) {
-      s.cpu_s += Time(bytes, host_read, flops, r.host_flops_per_s);
+      double t = Time(bytes, host_read, flops, r.host_flops_per_s);
+      if (batch >= 2 && r.host_rows2_bytes_per_s > 0) {
+        t = std::max(t, bytes / r.host_rows2_bytes_per_s);
+      }
+      s.cpu_s += t;
       if (l == 0 || layers[l - 1] != LayerPlace::kCpu) ++spans;
     } else {
       s.device_s += Time(bytes, r.device_read_bytes_per_s, flops, r.device_flops_per_s);
@@ -311,7 +315,7 @@ std::string PlacementPlan::ToString() const {
       "  ring       %.2f GiB on the card (the offloaded layers a step runs on the card pass "
       "through it)\n"
       "  rates: device read %.0f GB/s, %.0f TFLOP/s; host-to-device %.1f GB/s; host read %.1f "
-      "GB/s, %.2f TFLOP/s; %.0f us a CPU span; both at once: host read %.1f GB/s, "
+      "GB/s (%.1f at 2 rows), %.2f TFLOP/s; %.0f us a CPU span; both at once: host read %.1f GB/s, "
       "host-to-device %.1f GB/s\n",
       model, GiB(device_weight_bytes), device_layers, Range(layers, LayerPlace::kDevice),
       host_embedding_bytes > 0 ? "LM head, norms" : "embeddings, LM head, norms", GiB(device_bytes),
@@ -323,9 +327,9 @@ std::string PlacementPlan::ToString() const {
       streamed_layers, Range(layers, LayerPlace::kStreamed), GiB(streamed_bytes), cpu_layers,
       Range(layers, LayerPlace::kCpu), GiB(cpu_bytes), cpu_max_rows, GiB(ring_bytes),
       rates.device_read_bytes_per_s / 1e9, rates.device_flops_per_s / 1e12,
-      rates.h2d_bytes_per_s / 1e9, rates.host_read_bytes_per_s / 1e9, rates.host_flops_per_s / 1e12,
-      rates.span_s * 1e6, rates.host_read_shared_bytes_per_s / 1e9,
-      rates.h2d_shared_bytes_per_s / 1e9);
+      rates.h2d_bytes_per_s / 1e9, rates.host_read_bytes_per_s / 1e9,
+      rates.host_rows2_bytes_per_s / 1e9, rates.host_flops_per_s / 1e12, rates.span_s * 1e6,
+      rates.host_read_shared_bytes_per_s / 1e9, rates.h2d_shared_bytes_per_s / 1e9);
   absl::StrAppend(&out, line(batch1));
   if (expected.batch != 1) absl::StrAppend(&out, line(expected));
   return out;

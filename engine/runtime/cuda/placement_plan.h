@@ -64,7 +64,11 @@ struct OffloadRates {
   double h2d_bytes_per_s = 0;          // pinned host -> device; 0: no streaming
   double host_read_bytes_per_s = 0;    // the CPU kernels reading weights; 0: no CPU compute
   double host_flops_per_s = 0;         // the CPU kernels' arithmetic rate
-  double span_s = 0;                   // a CPU span's activations down and back, and its sync
+  // The CPU kernels' weight rate at 2 rows: a bound for every step of 2 or
+  // more rows (AMX's tile kernels take nearly the same time at 2 as at 8
+  // rows, which host_flops_per_s alone would scale with the rows); 0: none.
+  double host_rows2_bytes_per_s = 0;
+  double span_s = 0;  // a CPU span's activations down and back, and its sync
   // The two host-memory readers at once (the CPU kernels and the pinned
   // uploads share the host's memory); 0: as alone. A step with CPU and
   // streamed layers is predicted at these.

@@ -109,6 +109,7 @@ absl::StatusOr<std::unique_ptr<engine::CudaModelRunner>> MakeRunner(const Preset
   add("cpu_max_rows", place->cpu_max_rows, "rows");
   add("h2d_rate", place->rates.h2d_bytes_per_s / 1e9, "GB/s");
   add("host_read_rate", place->rates.host_read_bytes_per_s / 1e9, "GB/s");
+  add("host_rows2_rate", place->rates.host_rows2_bytes_per_s / 1e9, "GB/s");
   add("cpu_span_us", place->rates.span_s * 1e6, "us");
   return runner;
 }
