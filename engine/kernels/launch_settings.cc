@@ -47,7 +47,8 @@ LaunchSettings GetLaunchSettings() {
           .gemv_blocks_per_sm = gemv_blocks_per_sm.load(std::memory_order_relaxed),
           .fp8_gemm_cublas_scales = fp8_gemm_cublas_scales.load(std::memory_order_relaxed),
           .fp8_gemm_scaled_min_rows = fp8_gemm_scaled_min_rows.load(std::memory_order_relaxed),
-          .int4_norm_in_gemm_max_rows = int4_norm_in_gemm_max_rows.load(std::memory_order_relaxed)};
+          .int4_norm_in_gemm_max_rows = int4_norm_in_gemm_max_rows.load(std::memory_order_relaxed),
+          .prefetch_o_in_attention = prefetch_o_in_attention.load(std::memory_order_relaxed)};
 }
 
 }  // namespace onecard::engine

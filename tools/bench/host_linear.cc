@@ -4,7 +4,8 @@
 // Cases: 4-bit (groups of 128, symmetric) 8192 x 8192 and 28672 x 8192, BF16
 // 8192 x 8192, at 1, 2, 4 and 8 rows of x, with --threads threads (0: all
 // cores) and the kernels of --cpu_isa (empty: the best the processor runs;
-// its name ends each case's). Each weight is copied until the copies fill about 1 GiB and a pass
+// its name ends each case's; as in serving, amxbf16's one-row 4-bit cases run
+// the AVX-512 BF16 kernels). Each weight is copied until the copies fill about 1 GiB and a pass
 // runs the product over every copy once, so the bytes come from memory, not
 // a cache; the figure is the median pass's weight bytes (codes, scales) per
 // second. Alternating with those passes, the same threads sum the copies as

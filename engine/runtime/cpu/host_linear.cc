@@ -202,9 +202,9 @@ void HostLinearForward(ThreadPool& pool, const HostWeight& w, const float* x, in
                        float* y, HostLinearScratch* scratch, CpuIsa isa) {
   assert(CpuSupports(isa) && "HostLinearForward: the processor does not run this isa");
   // One row of x against 4-bit codes: the AVX-512 BF16 kernels, which read the
-  // codes faster there than the tile unit (host_linear.h).
-  if (isa == CpuIsa::kAmxBf16 && rows == 1 && w.format == HostWeight::Format::kInt4 &&
-      CpuSupports(CpuIsa::kAvx512Bf16)) {
+  // codes faster there than the tile unit (host_linear.h; kAmxBf16 includes
+  // AVX-512 BF16).
+  if (isa == CpuIsa::kAmxBf16 && rows == 1 && w.format == HostWeight::Format::kInt4) {
     isa = CpuIsa::kAvx512Bf16;
   }
   host_linear::ForwardWith(pool, w, x, rows, y, scratch, KernelsFor(isa));

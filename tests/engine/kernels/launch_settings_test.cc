@@ -22,9 +22,11 @@ TEST(LaunchSettingsTest, SetThenGetAndBack) {
   ASSERT_TRUE(SetLaunchSettings({.programmatic_launch = false,
                                  .gemv_blocks_per_sm = 1,
                                  .fp8_gemm_scaled_min_rows = 129,
-                                 .int4_norm_in_gemm_max_rows = 4})
+                                 .int4_norm_in_gemm_max_rows = 4,
+                                 .prefetch_o_in_attention = true})
                   .ok());
   EXPECT_EQ(GetLaunchSettings().int4_norm_in_gemm_max_rows, 4);
+  EXPECT_TRUE(GetLaunchSettings().prefetch_o_in_attention);
   EXPECT_FALSE(GetLaunchSettings().programmatic_launch);
   EXPECT_EQ(GetLaunchSettings().gemv_blocks_per_sm, 1);
   EXPECT_EQ(GetLaunchSettings().fp8_gemm_scaled_min_rows, 129);
