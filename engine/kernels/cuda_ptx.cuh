@@ -109,6 +109,16 @@ __device__ __forceinline__ void LaunchDependents() {
   asm volatile("griddepcontrol.launch_dependents;\n" :::);
 }
 
+// A kernel's entry after its constant-data prologue: waits for the previous
+// kernel and lets the next one launch, that one first when `early`
+// (LaunchSettings::early_dependents). Either order is safe: the next kernel's
+// own wait ends only when this one has finished, after this one's wait.
+__device__ __forceinline__ void PdlEnter(bool early) {
+  if (early) LaunchDependents();
+  GridDependencyWait();
+  if (!early) LaunchDependents();
+}
+
 }  // namespace onecard::engine::cuda
 
 #endif  // ONECARD_ENGINE_KERNELS_CUDA_PTX_CUH_

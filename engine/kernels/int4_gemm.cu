@@ -45,6 +45,7 @@
 #include "engine/kernels/int4_codes.cuh"
 #include "engine/kernels/int4_gemm.h"
 #include "engine/kernels/int4_gemm_internal.h"
+#include "engine/kernels/launch_settings.h"
 
 namespace onecard::engine {
 namespace {
@@ -87,7 +88,8 @@ struct Args : int4::LaunchArgs {
   int32_t row_groups;
   int64_t iters;  // row_groups * k_tiles
   // counters_end: one a row tile
-  uint64_t* trace;  // Int4GemmParams::trace
+  uint64_t* trace;        // Int4GemmParams::trace
+  bool early_dependents;  // LaunchSettings::early_dependents
 };
 
 // A stage's copy of the row group's codes, scales and offsets keeps their
@@ -285,6 +287,7 @@ template <int NT, Int4Offsets kKind, bool kNorm>
 __device__ void Producer(Smem<NT>& sm, const Args& a, int64_t begin, int64_t end) {
   constexpr int S = Cfg<NT>::kStages;
   const int lane = threadIdx.x & 31;
+  if (a.early_dependents) cuda::LaunchDependents();
   // The first stages' weights before the wait (constants), their x after.
   Walker<Cfg<NT>::kTpu, kFullStages<NT, kKind>> issue(begin, end, a);
   Sub first[S];
@@ -297,7 +300,7 @@ __device__ void Producer(Smem<NT>& sm, const Args& a, int64_t begin, int64_t end
     CopyConstants<NT, kKind>(sm.stage[issued], &sm.full[issued], first[issued], a, lane);
   }
   cuda::GridDependencyWait();
-  cuda::LaunchDependents();
+  if (!a.early_dependents) cuda::LaunchDependents();
   for (int j = 0; j < issued; ++j) {
     if (lane == 0) cuda::MbarrierArriveExpectTx(&sm.full[j], XBytes<NT, kNorm>(first[j], a));
     __syncwarp();
@@ -618,8 +621,7 @@ __device__ void Consumer(Smem<NT>& sm, const Args& a, int64_t begin, int64_t end
       }
     }
   }
-  cuda::GridDependencyWait();  // x and y come from the previous kernel
-  cuda::LaunchDependents();
+  cuda::PdlEnter(a.early_dependents);  // x and y come from the previous kernel
   if constexpr (kNorm) RowNorms<NT>(sm, a);
   __syncthreads();  // inv_rms for the producer, the zero rows for every consumer
   if constexpr (kFullStages<NT, kKind> && !(kNorm && kSumX<kKind>)) {  // that one would spill
@@ -696,7 +698,9 @@ absl::Status Launch(const Args& a, cudaStream_t stream) {
     return std::clamp(blocks, 1, kInt4GemmMaxBlocksPerSm);
   }();
   RETURN_IF_ERROR(per_sm.status());
-  const int64_t grid = std::min<int64_t>(a.iters, int64_t{NumSms()} * *per_sm);
+  const int32_t asked = GetLaunchSettings().int4_stream_blocks_per_sm;
+  const int blocks_per_sm = asked > 0 ? std::min(asked, *per_sm) : *per_sm;
+  const int64_t grid = std::min<int64_t>(a.iters, int64_t{NumSms()} * blocks_per_sm);
   Args b = a;
   b.tiles_per_span = TilesPerSpan(a.group, Cfg<NT>::kTpu);
   CUDA_RETURN_IF_ERROR(cuda::LaunchPdl(Int4GemmKernel<NT, kKind, kNorm>,
@@ -732,6 +736,7 @@ absl::Status Int4Gemm(const Int4GemmParams& p, cudaStream_t stream) {
                                                   : nullptr;
   a.eps = p.eps;
   a.trace = p.trace;
+  a.early_dependents = GetLaunchSettings().early_dependents;
   a.row_groups = static_cast<int32_t>(cuda::CeilDiv(a.n_tiles, kWarps));
   a.iters = int64_t{a.row_groups} * a.k_tiles;
   if (a.iters > std::numeric_limits<int32_t>::max()) {  // a share's walk counts in int32

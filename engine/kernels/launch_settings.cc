@@ -14,6 +14,8 @@ std::atomic<bool> fp8_gemm_cublas_scales{true};
 std::atomic<int32_t> fp8_gemm_scaled_min_rows{64};
 std::atomic<int32_t> int4_norm_in_gemm_max_rows{0};
 std::atomic<bool> prefetch_o_in_attention{false};
+std::atomic<int32_t> int4_stream_blocks_per_sm{0};
+std::atomic<bool> early_dependents{false};
 
 }  // namespace
 
@@ -33,12 +35,20 @@ absl::Status SetLaunchSettings(const LaunchSettings& settings) {
         "LaunchSettings.int4_norm_in_gemm_max_rows = ", settings.int4_norm_in_gemm_max_rows,
         ": must be 0 to ", kInt4GemmMaxNormRows));
   }
+  if (settings.int4_stream_blocks_per_sm < 0 ||
+      settings.int4_stream_blocks_per_sm > kInt4GemmMaxBlocksPerSm) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "LaunchSettings.int4_stream_blocks_per_sm = ", settings.int4_stream_blocks_per_sm,
+        ": must be 0 to ", kInt4GemmMaxBlocksPerSm));
+  }
   programmatic_launch.store(settings.programmatic_launch, std::memory_order_relaxed);
   gemv_blocks_per_sm.store(settings.gemv_blocks_per_sm, std::memory_order_relaxed);
   fp8_gemm_cublas_scales.store(settings.fp8_gemm_cublas_scales, std::memory_order_relaxed);
   fp8_gemm_scaled_min_rows.store(settings.fp8_gemm_scaled_min_rows, std::memory_order_relaxed);
   int4_norm_in_gemm_max_rows.store(settings.int4_norm_in_gemm_max_rows, std::memory_order_relaxed);
   prefetch_o_in_attention.store(settings.prefetch_o_in_attention, std::memory_order_relaxed);
+  int4_stream_blocks_per_sm.store(settings.int4_stream_blocks_per_sm, std::memory_order_relaxed);
+  early_dependents.store(settings.early_dependents, std::memory_order_relaxed);
   return absl::OkStatus();
 }
 
@@ -48,7 +58,9 @@ LaunchSettings GetLaunchSettings() {
           .fp8_gemm_cublas_scales = fp8_gemm_cublas_scales.load(std::memory_order_relaxed),
           .fp8_gemm_scaled_min_rows = fp8_gemm_scaled_min_rows.load(std::memory_order_relaxed),
           .int4_norm_in_gemm_max_rows = int4_norm_in_gemm_max_rows.load(std::memory_order_relaxed),
-          .prefetch_o_in_attention = prefetch_o_in_attention.load(std::memory_order_relaxed)};
+          .prefetch_o_in_attention = prefetch_o_in_attention.load(std::memory_order_relaxed),
+          .int4_stream_blocks_per_sm = int4_stream_blocks_per_sm.load(std::memory_order_relaxed),
+          .early_dependents = early_dependents.load(std::memory_order_relaxed)};
 }
 
 }  // namespace onecard::engine

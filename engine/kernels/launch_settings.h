@@ -1,9 +1,9 @@
 // How the CUDA kernels launch, process-wide: the settings that are measured
 // against each other (onecard-bench-cuda's --pdl, --gemv_blocks_per_sm,
-// --fp8_gemm_cublas_scales, --fp8_gemm_scaled_min_rows, --int4_norm_in_gemm_max_rows and
-// --prefetch_o_in_attention flags) rather than chosen per call. The
-// defaults are what serves; a runner never changes them. Set them before the first launch (a kernel
-// launched meanwhile sees either the old or the new value).
+// --fp8_gemm_cublas_scales, --fp8_gemm_scaled_min_rows, --int4_norm_in_gemm_max_rows,
+// --prefetch_o_in_attention, --int4_stream_blocks_per_sm and --early_dependents flags) rather than
+// chosen per call. The defaults are what serves; a runner never changes them. Set them before the
+// first launch (a kernel launched meanwhile sees either the old or the new value).
 #ifndef ONECARD_ENGINE_KERNELS_LAUNCH_SETTINGS_H_
 #define ONECARD_ENGINE_KERNELS_LAUNCH_SETTINGS_H_
 
@@ -38,6 +38,17 @@ struct LaunchSettings {
   // projection's weights while it runs (PagedAttentionSplitOptions::prefetch),
   // where they take at most three quarters of the L2 cache.
   bool prefetch_o_in_attention = false;
+  // Blocks of Int4Gemm's kStream kernel an SM (1 to kInt4GemmMaxBlocksPerSm,
+  // at most what fits); 0: as many as fit. Fewer leave an SM room for the next
+  // launch's blocks, whose weight copies then overlap this launch.
+  int32_t int4_stream_blocks_per_sm = 0;
+  // The kernels between the decode step's projections (RMSNorm, RoPE and the
+  // cache write, decode attention and its combine) and Int4Gemm's kStream
+  // kernel let the next kernel launch before they wait for the previous one
+  // (griddepcontrol.launch_dependents first), so that a projection's blocks
+  // can be resident, and copying their weights, before the kernel ahead of
+  // it has started; false: after the wait.
+  bool early_dependents = false;
 };
 
 // InvalidArgument naming the field for a value out of range; nothing changes then.

@@ -17,6 +17,7 @@
 
 #include "engine/common/fp8.h"
 #include "engine/kernels/cuda_ptx.cuh"
+#include "engine/kernels/launch_settings.h"
 #include "engine/kernels/paged_attention.h"
 #include "engine/kernels/paged_attention_internal.cuh"
 #include "engine/kernels/paged_attention_split.h"
@@ -172,8 +173,7 @@ __global__ void __launch_bounds__(kThreads) AttnGeneralKernel(AttnArgs a) {
   const int split = blockIdx.z;
   const int warp = threadIdx.x >> 5;
   const int lane = threadIdx.x & 31;
-  cuda::GridDependencyWait();
-  cuda::LaunchDependents();
+  cuda::PdlEnter(a.early_dependents);
   const int s = FindSeq(a.cu_query_lens, a.num_seqs, t);
   const int len = a.start_pos[s] + (t - a.cu_query_lens[s]) + 1;  // keys 0 .. pos
   const int per_split = (len + a.num_splits - 1) / a.num_splits;
@@ -232,12 +232,12 @@ __global__ void __launch_bounds__(kThreads) AttnGeneralKernel(AttnArgs a) {
 // loads.
 __global__ void __launch_bounds__(128)
     AttnCombineKernel(const float* __restrict__ o_part, const float2* __restrict__ ml_part,
-                      bf16* __restrict__ out, int num_heads, int num_splits, int head_dim) {
+                      bf16* __restrict__ out, int num_heads, int num_splits, int head_dim,
+                      bool early) {
   __shared__ float weight[kMaxSplits];
   __shared__ float inv_den;
   __shared__ int used;  // the non-empty splits: a prefix (splits cover the keys in order)
-  cuda::GridDependencyWait();
-  cuda::LaunchDependents();
+  cuda::PdlEnter(early);
   const int t = blockIdx.x;
   const int h = blockIdx.y;
   const int64_t base = (static_cast<int64_t>(t) * num_heads + h) * num_splits;
@@ -399,6 +399,7 @@ absl::Status Run(const PagedAttentionParams& p, const PagedAttentionSplitOptions
   if (p.num_tokens == 0) return absl::OkStatus();
   const int d = p.layout.head_dim;
   AttnArgs a{};
+  a.early_dependents = GetLaunchSettings().early_dependents;
   a.q = static_cast<const bf16*>(p.q);
   a.q_stride = p.q_token_stride;
   a.k_cache = static_cast<const bf16*>(p.k_cache);
@@ -461,7 +462,7 @@ absl::Status Run(const PagedAttentionParams& p, const PagedAttentionSplitOptions
   if (o.num_splits > 1) {
     CUDA_RETURN_IF_ERROR(cuda::LaunchPdl(AttnCombineKernel, dim3(p.num_tokens, p.num_heads),
                                          dim3(128), 0, stream, a.o_part, a.ml_part, a.out,
-                                         p.num_heads, o.num_splits, d));
+                                         p.num_heads, o.num_splits, d, a.early_dependents));
   }
   return absl::OkStatus();
 }

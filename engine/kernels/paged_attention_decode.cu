@@ -522,8 +522,7 @@ __global__ void __launch_bounds__(kThreads, kDecodeBlocksPerSm) AttnDecodeKernel
   const int chunk = threadIdx.x % S::kChunks;
   int32_t slot[S::kLoads];  // cache slots of the round being issued
 
-  cuda::GridDependencyWait();  // q and the newest key come from the previous kernel
-  cuda::LaunchDependents();
+  cuda::PdlEnter(a.early_dependents);  // q and the newest key come from the previous kernel
   const float score_scale = kFp8 ? a.scale_log2 * KScale(a, kvh) : a.scale_log2;
   DecodeRows<D> r;
 #pragma unroll

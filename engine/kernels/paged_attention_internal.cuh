@@ -66,6 +66,9 @@ struct AttnArgs {
   const float* v_scale;
   // Asked of the L2 cache by the flash decode kernel (PagedAttentionSplitOptions::prefetch).
   L2Prefetch prefetch;
+  // The decode and general kernels let the next kernel launch before their
+  // wait (LaunchSettings::early_dependents; cuda::PdlEnter).
+  bool early_dependents;
 };
 
 // The chunk holding token t: the largest s with cu[s] <= t.

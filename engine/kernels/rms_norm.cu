@@ -14,6 +14,7 @@
 #include "engine/kernels/cuda_check.h"
 #include "engine/kernels/cuda_common.cuh"
 #include "engine/kernels/cuda_ptx.cuh"
+#include "engine/kernels/launch_settings.h"
 #include "engine/kernels/rms_norm.h"
 
 namespace onecard::engine {
@@ -48,10 +49,9 @@ __device__ __forceinline__ void SumPartials8(const float4* p, int n, int64_t sli
 template <typename T, bool kPartials>
 __global__ void __launch_bounds__(kThreads)
     RmsNormKernel(const T* x, const float* partials, int num_partials, T* residual,
-                  const T* __restrict__ weight, T* out, int64_t hidden, float eps) {
+                  const T* __restrict__ weight, T* out, int64_t hidden, float eps, bool early) {
   __shared__ float scratch[32];
-  cuda::GridDependencyWait();  // x and residual come from the previous kernel
-  cuda::LaunchDependents();
+  cuda::PdlEnter(early);  // x and residual come from the previous kernel
   const int64_t row = blockIdx.x * hidden;
   const int64_t slice = static_cast<int64_t>(gridDim.x) * hidden;
   float sum_sq = 0.0f;
@@ -77,10 +77,9 @@ template <bool kPartials>
 __global__ void __launch_bounds__(kThreads)
     RmsNormBf16x8Kernel(const uint4* x, const float4* partials, int num_partials, uint4* residual,
                         const uint4* __restrict__ weight, uint4* out, int64_t vecs, float eps,
-                        int64_t hidden) {
+                        int64_t hidden, bool early) {
   __shared__ float scratch[32];
-  cuda::GridDependencyWait();
-  cuda::LaunchDependents();
+  cuda::PdlEnter(early);
   const int64_t row = blockIdx.x * vecs;
   const int64_t slice4 = static_cast<int64_t>(gridDim.x) * vecs * 2;
   float sum_sq = 0.0f;
@@ -124,7 +123,7 @@ template <int kVecs, bool kPartials>
 __global__ void __launch_bounds__(kThreads)
     RmsNormBf16RegsKernel(const uint4* x, const float4* partials, int num_partials, uint4* residual,
                           const uint4* __restrict__ weight, uint4* out, int64_t vecs, float eps,
-                          int64_t hidden) {
+                          int64_t hidden, bool early) {
   __shared__ float scratch[32];
   const int64_t row = blockIdx.x * vecs;
   const int64_t slice4 = static_cast<int64_t>(gridDim.x) * vecs * 2;
@@ -135,8 +134,7 @@ __global__ void __launch_bounds__(kThreads)
     const int64_t i = threadIdx.x + k * kThreads;
     if (i < vecs) w[k] = weight[i];  // a constant: read while the previous kernel ends
   }
-  cuda::GridDependencyWait();
-  cuda::LaunchDependents();
+  cuda::PdlEnter(early);
 #pragma unroll
   for (int k = 0; k < kVecs; ++k) {
     const int64_t i = threadIdx.x + k * kThreads;
@@ -193,6 +191,7 @@ template <bool kPartials>
 absl::Status Launch(DType dtype, const void* x, const float* partials, int num_partials,
                     void* residual, const void* weight, void* out, int32_t num_tokens,
                     int64_t hidden, float eps, cudaStream_t stream, const char* op) {
+  const bool early = GetLaunchSettings().early_dependents;
   return cuda::DispatchFloatDType(op, dtype, [&]<typename T>() -> absl::Status {
     if constexpr (std::is_same_v<T, cuda::bf16>) {
       if (hidden % 8 == 0) {
@@ -204,14 +203,14 @@ absl::Status Launch(DType dtype, const void* x, const float* partials, int num_p
         CUDA_RETURN_IF_ERROR(cuda::LaunchPdl(
             kernel, dim3(num_tokens), dim3(kThreads), 0, stream, static_cast<const uint4*>(x),
             reinterpret_cast<const float4*>(partials), num_partials, static_cast<uint4*>(residual),
-            static_cast<const uint4*>(weight), static_cast<uint4*>(out), vecs, eps, hidden));
+            static_cast<const uint4*>(weight), static_cast<uint4*>(out), vecs, eps, hidden, early));
         return absl::OkStatus();
       }
     }
     CUDA_RETURN_IF_ERROR(
         cuda::LaunchPdl(&RmsNormKernel<T, kPartials>, dim3(num_tokens), dim3(kThreads), 0, stream,
                         static_cast<const T*>(x), partials, num_partials, static_cast<T*>(residual),
-                        static_cast<const T*>(weight), static_cast<T*>(out), hidden, eps));
+                        static_cast<const T*>(weight), static_cast<T*>(out), hidden, eps, early));
     return absl::OkStatus();
   });
 }

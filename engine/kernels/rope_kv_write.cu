@@ -12,6 +12,7 @@
 #include "engine/kernels/cuda_common.cuh"
 #include "engine/kernels/cuda_ptx.cuh"
 #include "engine/kernels/kv_fp8.cuh"
+#include "engine/kernels/launch_settings.h"
 #include "engine/kernels/rope_internal.cuh"
 #include "engine/kernels/rope_kv_write.h"
 
@@ -27,9 +28,8 @@ __device__ __forceinline__ float LoadBiased(const T* x, const T* bias, int64_t i
 // kFp8: the pools hold codes (p.fp8); a separate instantiation, so the BF16
 // and F32 kernels carry no FP8 code.
 template <typename T, bool kFp8>
-__global__ void RopeKvWriteKernel(RopeKvWriteParams p) {
-  cuda::GridDependencyWait();
-  cuda::LaunchDependents();
+__global__ void RopeKvWriteKernel(RopeKvWriteParams p, bool early) {
+  cuda::PdlEnter(early);
   const int64_t t = blockIdx.x;
   const int32_t d = p.layout.head_dim;
   const int32_t half = d / 2;
@@ -94,10 +94,10 @@ __global__ void RopeKvWriteKernel(RopeKvWriteParams p) {
 constexpr int kTokenThreads = 256;
 
 template <bool kFp8>
-__global__ void __launch_bounds__(kTokenThreads) RopeKvWriteBf16Kernel(RopeKvWriteParams p) {
+__global__ void __launch_bounds__(kTokenThreads)
+    RopeKvWriteBf16Kernel(RopeKvWriteParams p, bool early) {
   using cuda::bf16;
-  cuda::GridDependencyWait();
-  cuda::LaunchDependents();
+  cuda::PdlEnter(early);
   const int64_t t = blockIdx.x;
   const int32_t d = p.layout.head_dim;
   const int32_t half = d / 2;
@@ -171,8 +171,8 @@ absl::Status RopeKvWrite(const RopeKvWriteParams& p, cudaStream_t stream) {
         static_cast<unsigned>(cuda::CeilDiv(p.num_heads + p.layout.num_kv_heads, heads_per_block));
     const auto kernel =
         p.fp8.enabled() ? RopeKvWriteBf16Kernel<true> : RopeKvWriteBf16Kernel<false>;
-    CUDA_RETURN_IF_ERROR(
-        cuda::LaunchPdl(kernel, dim3(p.num_tokens, blocks), dim3(kTokenThreads), 0, stream, p));
+    CUDA_RETURN_IF_ERROR(cuda::LaunchPdl(kernel, dim3(p.num_tokens, blocks), dim3(kTokenThreads), 0,
+                                         stream, p, GetLaunchSettings().early_dependents));
     return absl::OkStatus();
   }
   return cuda::DispatchFloatDType(kOp, p.dtype, [&]<typename T>() -> absl::Status {
@@ -182,8 +182,8 @@ absl::Status RopeKvWrite(const RopeKvWriteParams& p, cudaStream_t stream) {
     const unsigned per_token =
         static_cast<unsigned>(std::min<int64_t>(cuda::CeilDiv(pairs, 128), 16));
     const auto kernel = p.fp8.enabled() ? RopeKvWriteKernel<T, true> : RopeKvWriteKernel<T, false>;
-    CUDA_RETURN_IF_ERROR(
-        cuda::LaunchPdl(kernel, dim3(p.num_tokens, per_token), dim3(128), 0, stream, p));
+    CUDA_RETURN_IF_ERROR(cuda::LaunchPdl(kernel, dim3(p.num_tokens, per_token), dim3(128), 0,
+                                         stream, p, GetLaunchSettings().early_dependents));
     return absl::OkStatus();
   });
 }

@@ -129,6 +129,27 @@ TEST(CudaModelRunnerInt4Test, NormInTheProductMatchesCpu) {
   ASSERT_TRUE(SetLaunchSettings(arm).ok());
 }
 
+// The comparison arms LaunchSettings::int4_stream_blocks_per_sm = 1 and
+// early_dependents: the step's kernels launch ahead of their predecessors'
+// waits, with room an SM for the next projection's block; the prompt and the
+// greedy steps still match the same CPU runner.
+TEST(CudaModelRunnerInt4Test, EarlyLaunchesMatchCpu) {
+  LaunchSettings arm = GetLaunchSettings();
+  arm.int4_stream_blocks_per_sm = 1;
+  arm.early_dependents = true;
+  ASSERT_TRUE(SetLaunchSettings(arm).ok());
+  const char* path = "tests/golden/tiny_llama";
+  Quantized q;
+  Quantize(path, Int4Offsets::kZero, &q);
+  if (!HasFatalFailure()) {
+    CompareRunners(*q.cpu, *q.gpu, q.config, path, "tiny_llama int4, early launches");
+    DecodeStepsMatch(*q.cpu, *q.gpu, q.config, "tiny_llama int4, early launches");
+  }
+  arm.int4_stream_blocks_per_sm = 0;
+  arm.early_dependents = false;
+  ASSERT_TRUE(SetLaunchSettings(arm).ok());
+}
+
 TEST(CudaModelRunnerInt4Test, HfCheckpointsMatchCpu) {
   const std::pair<const char*, std::set<std::string>> cases[] = {
       {"gptq_v1_act", {"bf16", "int4 g32 zero act-order"}},

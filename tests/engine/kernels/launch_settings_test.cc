@@ -16,6 +16,8 @@ TEST(LaunchSettingsTest, DefaultsAreWhatServes) {
   EXPECT_EQ(s.fp8_gemm_scaled_min_rows, 64);
   EXPECT_EQ(s.int4_norm_in_gemm_max_rows, 0);
   EXPECT_FALSE(s.prefetch_o_in_attention);
+  EXPECT_EQ(s.int4_stream_blocks_per_sm, 0);
+  EXPECT_FALSE(s.early_dependents);
 }
 
 TEST(LaunchSettingsTest, SetThenGetAndBack) {
@@ -23,8 +25,12 @@ TEST(LaunchSettingsTest, SetThenGetAndBack) {
                                  .gemv_blocks_per_sm = 1,
                                  .fp8_gemm_scaled_min_rows = 129,
                                  .int4_norm_in_gemm_max_rows = 4,
-                                 .prefetch_o_in_attention = true})
+                                 .prefetch_o_in_attention = true,
+                                 .int4_stream_blocks_per_sm = 1,
+                                 .early_dependents = true})
                   .ok());
+  EXPECT_EQ(GetLaunchSettings().int4_stream_blocks_per_sm, 1);
+  EXPECT_TRUE(GetLaunchSettings().early_dependents);
   EXPECT_EQ(GetLaunchSettings().int4_norm_in_gemm_max_rows, 4);
   EXPECT_TRUE(GetLaunchSettings().prefetch_o_in_attention);
   EXPECT_FALSE(GetLaunchSettings().programmatic_launch);
@@ -36,6 +42,8 @@ TEST(LaunchSettingsTest, SetThenGetAndBack) {
   EXPECT_EQ(GetLaunchSettings().fp8_gemm_scaled_min_rows, 64);
   EXPECT_EQ(GetLaunchSettings().int4_norm_in_gemm_max_rows, 0);
   EXPECT_FALSE(GetLaunchSettings().prefetch_o_in_attention);
+  EXPECT_EQ(GetLaunchSettings().int4_stream_blocks_per_sm, 0);
+  EXPECT_FALSE(GetLaunchSettings().early_dependents);
 }
 
 TEST(LaunchSettingsTest, OutOfRangeIsRefusedNamingTheFieldAndChangesNothing) {
@@ -63,6 +71,14 @@ TEST(LaunchSettingsTest, OutOfRangeIsRefusedNamingTheFieldAndChangesNothing) {
         << st;
     EXPECT_TRUE(GetLaunchSettings().programmatic_launch);
     EXPECT_EQ(GetLaunchSettings().int4_norm_in_gemm_max_rows, 0);
+  }
+  for (int32_t blocks : {-1, kInt4GemmMaxBlocksPerSm + 1}) {
+    const absl::Status st =
+        SetLaunchSettings({.programmatic_launch = false, .int4_stream_blocks_per_sm = blocks});
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(std::string(st.message()).find("int4_stream_blocks_per_sm"), std::string::npos) << st;
+    EXPECT_TRUE(GetLaunchSettings().programmatic_launch);
+    EXPECT_EQ(GetLaunchSettings().int4_stream_blocks_per_sm, 0);
   }
 }
 

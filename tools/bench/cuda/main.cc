@@ -53,6 +53,11 @@ ABSL_FLAG(int32_t, int4_norm_in_gemm_max_rows, 0,
           "Int4Gemm's prologue instead of an RmsNorm launch");
 ABSL_FLAG(bool, prefetch_o_in_attention, false,
           "decode attention asks the L2 cache for the o projection's weights while it runs");
+ABSL_FLAG(int32_t, int4_stream_blocks_per_sm, 0,
+          "Int4Gemm's kStream kernel: blocks an SM (1-4, at most what fits); 0 = as many as fit");
+ABSL_FLAG(bool, early_dependents, false,
+          "the decode step's norm, RoPE, attention and kStream Int4Gemm kernels let the next "
+          "kernel launch before they wait for the previous one");
 ABSL_FLAG(int32_t, gemm_splits, 0,
           "o / down products of the decode buckets: 0 = timed choice, 1 = whole, N = N partials");
 ABSL_FLAG(std::string, fused_rope, "after_cublas",
@@ -87,9 +92,10 @@ onecard::services::CommandLineSpec CommandLine() {
                  {"Comparison arms (the defaults are what serves)",
                   {"pdl", "gemv_blocks_per_sm", "fp8_gemm_cublas_scales",
                    "fp8_gemm_scaled_min_rows", "int4_norm_in_gemm_max_rows",
-                   "prefetch_o_in_attention", "gemm_splits", "fused_rope", "tuner_search",
-                   "tuner_at_cap", "offload_cpu_layers", "offload_cpu_threads",
-                   "offload_ring_layers", "kv_swap_copy", "kv_swap_sm_blocks"}}},
+                   "prefetch_o_in_attention", "int4_stream_blocks_per_sm", "early_dependents",
+                   "gemm_splits", "fused_rope", "tuner_search", "tuner_at_cap",
+                   "offload_cpu_layers", "offload_cpu_threads", "offload_ring_layers",
+                   "kv_swap_copy", "kv_swap_sm_blocks"}}},
       .epilog =
           "The commit defaults to $ONECARD_COMMIT (scripts/device/run.sh sets it), else git."};
   for (const onecard::bench::Scenario* s : onecard::bench::AllScenarios()) {
@@ -141,7 +147,9 @@ absl::Status ApplyComparisonArms() {
        .fp8_gemm_cublas_scales = absl::GetFlag(FLAGS_fp8_gemm_cublas_scales),
        .fp8_gemm_scaled_min_rows = absl::GetFlag(FLAGS_fp8_gemm_scaled_min_rows),
        .int4_norm_in_gemm_max_rows = absl::GetFlag(FLAGS_int4_norm_in_gemm_max_rows),
-       .prefetch_o_in_attention = absl::GetFlag(FLAGS_prefetch_o_in_attention)}));
+       .prefetch_o_in_attention = absl::GetFlag(FLAGS_prefetch_o_in_attention),
+       .int4_stream_blocks_per_sm = absl::GetFlag(FLAGS_int4_stream_blocks_per_sm),
+       .early_dependents = absl::GetFlag(FLAGS_early_dependents)}));
   onecard::engine::CudaRunnerOptions& o = onecard::bench::BenchRunnerOptions();
   o.gemm_splits = absl::GetFlag(FLAGS_gemm_splits);
   ASSIGN_OR_RETURN(o.fused_rope,
