@@ -15,7 +15,7 @@ std::atomic<int32_t> fp8_gemm_scaled_min_rows{64};
 std::atomic<int32_t> int4_norm_in_gemm_max_rows{0};
 std::atomic<bool> prefetch_o_in_attention{false};
 std::atomic<int32_t> int4_stream_blocks_per_sm{0};
-std::atomic<bool> early_dependents{false};
+std::atomic<bool> early_dependents{true};
 
 }  // namespace
 

@@ -39,16 +39,19 @@ struct LaunchSettings {
   // where they take at most three quarters of the L2 cache.
   bool prefetch_o_in_attention = false;
   // Blocks of Int4Gemm's kStream kernel an SM (1 to kInt4GemmMaxBlocksPerSm,
-  // at most what fits); 0: as many as fit. Fewer leave an SM room for the next
-  // launch's blocks, whose weight copies then overlap this launch.
+  // at most what fits); 0: as many as fit (two at 1-8 rows). Fewer leave an
+  // SM room for the next launch's blocks; measured slower at one block (an
+  // H100: 8B 4-bit decode at batch 1 -7 %; bench/results' int4 page).
   int32_t int4_stream_blocks_per_sm = 0;
   // The kernels between the decode step's projections (RMSNorm, RoPE and the
   // cache write, decode attention and its combine) and Int4Gemm's kStream
   // kernel let the next kernel launch before they wait for the previous one
-  // (griddepcontrol.launch_dependents first), so that a projection's blocks
-  // can be resident, and copying their weights, before the kernel ahead of
-  // it has started; false: after the wait.
-  bool early_dependents = false;
+  // (griddepcontrol.launch_dependents first, cuda::PdlEnter), so that the
+  // kernel after a small one is launched, and a projection's producer is
+  // copying its first stages of weights, while the kernels ahead still run
+  // (an H100, batch 1: 8B 4-bit decode +3.6 %, 70B +2.7 %); false: after
+  // the wait.
+  bool early_dependents = true;
 };
 
 // InvalidArgument naming the field for a value out of range; nothing changes then.

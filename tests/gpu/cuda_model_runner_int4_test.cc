@@ -129,25 +129,34 @@ TEST(CudaModelRunnerInt4Test, NormInTheProductMatchesCpu) {
   ASSERT_TRUE(SetLaunchSettings(arm).ok());
 }
 
-// The comparison arms LaunchSettings::int4_stream_blocks_per_sm = 1 and
-// early_dependents: the step's kernels launch ahead of their predecessors'
-// waits, with room an SM for the next projection's block; the prompt and the
+// The comparison arms LaunchSettings::int4_stream_blocks_per_sm = 1 (room an
+// SM for the next projection's block) and early_dependents = false (each
+// kernel lets the next launch only after its own wait): the prompt and the
 // greedy steps still match the same CPU runner.
-TEST(CudaModelRunnerInt4Test, EarlyLaunchesMatchCpu) {
-  LaunchSettings arm = GetLaunchSettings();
-  arm.int4_stream_blocks_per_sm = 1;
-  arm.early_dependents = true;
-  ASSERT_TRUE(SetLaunchSettings(arm).ok());
+TEST(CudaModelRunnerInt4Test, LaunchArmsMatchCpu) {
+  const LaunchSettings served = GetLaunchSettings();
+  const struct {
+    int32_t blocks_per_sm;
+    bool early;
+    const char* label;
+  } kArms[] = {{1, true, "tiny_llama int4, one block an SM"},
+               {0, false, "tiny_llama int4, dependents after the wait"}};
   const char* path = "tests/golden/tiny_llama";
-  Quantized q;
-  Quantize(path, Int4Offsets::kZero, &q);
-  if (!HasFatalFailure()) {
-    CompareRunners(*q.cpu, *q.gpu, q.config, path, "tiny_llama int4, early launches");
-    DecodeStepsMatch(*q.cpu, *q.gpu, q.config, "tiny_llama int4, early launches");
+  for (const auto& arm : kArms) {
+    SCOPED_TRACE(arm.label);
+    LaunchSettings s = served;
+    s.int4_stream_blocks_per_sm = arm.blocks_per_sm;
+    s.early_dependents = arm.early;
+    ASSERT_TRUE(SetLaunchSettings(s).ok());
+    Quantized q;
+    Quantize(path, Int4Offsets::kZero, &q);
+    if (!HasFatalFailure()) {
+      CompareRunners(*q.cpu, *q.gpu, q.config, path, arm.label);
+      DecodeStepsMatch(*q.cpu, *q.gpu, q.config, arm.label);
+    }
+    ASSERT_TRUE(SetLaunchSettings(served).ok());
+    if (HasFatalFailure()) return;
   }
-  arm.int4_stream_blocks_per_sm = 0;
-  arm.early_dependents = false;
-  ASSERT_TRUE(SetLaunchSettings(arm).ok());
 }
 
 TEST(CudaModelRunnerInt4Test, HfCheckpointsMatchCpu) {

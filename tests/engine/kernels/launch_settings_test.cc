@@ -17,7 +17,7 @@ TEST(LaunchSettingsTest, DefaultsAreWhatServes) {
   EXPECT_EQ(s.int4_norm_in_gemm_max_rows, 0);
   EXPECT_FALSE(s.prefetch_o_in_attention);
   EXPECT_EQ(s.int4_stream_blocks_per_sm, 0);
-  EXPECT_FALSE(s.early_dependents);
+  EXPECT_TRUE(s.early_dependents);
 }
 
 TEST(LaunchSettingsTest, SetThenGetAndBack) {
@@ -27,10 +27,10 @@ TEST(LaunchSettingsTest, SetThenGetAndBack) {
                                  .int4_norm_in_gemm_max_rows = 4,
                                  .prefetch_o_in_attention = true,
                                  .int4_stream_blocks_per_sm = 1,
-                                 .early_dependents = true})
+                                 .early_dependents = false})
                   .ok());
   EXPECT_EQ(GetLaunchSettings().int4_stream_blocks_per_sm, 1);
-  EXPECT_TRUE(GetLaunchSettings().early_dependents);
+  EXPECT_FALSE(GetLaunchSettings().early_dependents);
   EXPECT_EQ(GetLaunchSettings().int4_norm_in_gemm_max_rows, 4);
   EXPECT_TRUE(GetLaunchSettings().prefetch_o_in_attention);
   EXPECT_FALSE(GetLaunchSettings().programmatic_launch);
@@ -43,7 +43,7 @@ TEST(LaunchSettingsTest, SetThenGetAndBack) {
   EXPECT_EQ(GetLaunchSettings().int4_norm_in_gemm_max_rows, 0);
   EXPECT_FALSE(GetLaunchSettings().prefetch_o_in_attention);
   EXPECT_EQ(GetLaunchSettings().int4_stream_blocks_per_sm, 0);
-  EXPECT_FALSE(GetLaunchSettings().early_dependents);
+  EXPECT_TRUE(GetLaunchSettings().early_dependents);
 }
 
 TEST(LaunchSettingsTest, OutOfRangeIsRefusedNamingTheFieldAndChangesNothing) {

@@ -55,7 +55,7 @@ ABSL_FLAG(bool, prefetch_o_in_attention, false,
           "decode attention asks the L2 cache for the o projection's weights while it runs");
 ABSL_FLAG(int32_t, int4_stream_blocks_per_sm, 0,
           "Int4Gemm's kStream kernel: blocks an SM (1-4, at most what fits); 0 = as many as fit");
-ABSL_FLAG(bool, early_dependents, false,
+ABSL_FLAG(bool, early_dependents, true,
           "the decode step's norm, RoPE, attention and kStream Int4Gemm kernels let the next "
           "kernel launch before they wait for the previous one");
 ABSL_FLAG(int32_t, gemm_splits, 0,
