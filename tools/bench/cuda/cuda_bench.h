@@ -87,6 +87,12 @@ class DeviceMem {
     RETURN_IF_ERROR(engine::FillUniformBf16(m.p_, bytes / 2, seed, 0.0f, 0.05f, stream));
     return m;
   }
+  static absl::StatusOr<DeviceMem> Zeroed(int64_t bytes) {
+    DeviceMem m;
+    CUDA_RETURN_IF_ERROR(cudaMalloc(&m.p_, bytes));
+    CUDA_RETURN_IF_ERROR(cudaMemset(m.p_, 0, bytes));
+    return m;
+  }
   DeviceMem() = default;
   DeviceMem(DeviceMem&& o) noexcept : p_(o.p_) { o.p_ = nullptr; }
   DeviceMem& operator=(DeviceMem&& o) noexcept {

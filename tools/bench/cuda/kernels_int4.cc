@@ -41,6 +41,19 @@ absl::StatusOr<Int4Rotation> MakeInt4Rotation(int64_t n, int64_t k, cudaStream_t
   return r;
 }
 
+absl::StatusOr<Int4BenchSetup> MakeInt4BenchSetup() {
+  Int4BenchSetup setup;
+  int device = 0;
+  CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
+  CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&setup.sms, cudaDevAttrMultiProcessorCount, device));
+  ASSIGN_OR_RETURN(setup.shapes, SelectedProjectionCases());
+  int64_t widest = 0;
+  for (const ProjectionCase& s : setup.shapes) widest = std::max(widest, s.n);
+  setup.workspace_bytes = engine::Int4GemmWorkspaceBytes(widest, setup.sms);
+  ASSIGN_OR_RETURN(setup.workspace, DeviceMem::Zeroed(setup.workspace_bytes));
+  return setup;
+}
+
 namespace {
 
 constexpr char kScenario[] = "kernels-int4";
@@ -133,23 +146,15 @@ absl::Status ShapeCases(const Ceilings& ceil, const Shape& s, cudaStream_t strea
 
 absl::Status RunKernelsInt4(const BenchOptions&, BenchReporter& reporter) {
   ASSIGN_OR_RETURN(const Ceilings ceil, MeasureCeilings());
+  ASSIGN_OR_RETURN(Int4BenchSetup setup, MakeInt4BenchSetup());
   cudaStream_t stream;
   CUDA_RETURN_IF_ERROR(cudaStreamCreate(&stream));
-  int device = 0, sms = 0;
-  CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
-  CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  ASSIGN_OR_RETURN(const std::vector<Shape> shapes, SelectedProjectionCases());
-  int64_t widest = 0;
-  for (const Shape& s : shapes) widest = std::max(widest, s.n);
-  const int64_t ws_bytes = engine::Int4GemmWorkspaceBytes(widest, sms);
-  void* ws = nullptr;
-  CUDA_RETURN_IF_ERROR(cudaMalloc(&ws, ws_bytes));
-  CUDA_RETURN_IF_ERROR(cudaMemset(ws, 0, ws_bytes));
   absl::Status st;
-  for (const Shape& s : shapes) {
-    if (st.ok()) st = ShapeCases(ceil, s, stream, ws, ws_bytes, reporter);
+  for (const Shape& s : setup.shapes) {
+    if (st.ok()) {
+      st = ShapeCases(ceil, s, stream, setup.workspace.get(), setup.workspace_bytes, reporter);
+    }
   }
-  cudaFree(ws);
   cudaStreamDestroy(stream);
   return st;
 }

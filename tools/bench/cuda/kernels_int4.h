@@ -6,6 +6,7 @@
 #define ONECARD_TOOLS_BENCH_CUDA_KERNELS_INT4_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "engine/kernels/int4_gemm.h"
@@ -31,6 +32,18 @@ struct Int4Rotation {
 };
 
 absl::StatusOr<Int4Rotation> MakeInt4Rotation(int64_t n, int64_t k, cudaStream_t stream);
+
+// What both scenarios run over: the selected projection shapes
+// (SelectedProjectionCases), the device's SMs and a zeroed Int4Gemm
+// workspace for the widest shape.
+struct Int4BenchSetup {
+  std::vector<ProjectionCase> shapes;
+  int sms = 0;
+  DeviceMem workspace;
+  int64_t workspace_bytes = 0;
+};
+
+absl::StatusOr<Int4BenchSetup> MakeInt4BenchSetup();
 
 }  // namespace onecard::bench
 

@@ -181,32 +181,25 @@ absl::Status ShapeTimeline(const Ceilings& ceil, const ProjectionCase& s, int32_
 
 absl::Status RunTimelineInt4(const BenchOptions&, BenchReporter& reporter) {
   ASSIGN_OR_RETURN(const Ceilings ceil, MeasureCeilings());
+  ASSIGN_OR_RETURN(Int4BenchSetup setup, MakeInt4BenchSetup());
+  const int64_t trace_words = engine::Int4GemmTraceWords(setup.sms);
+  DeviceMem trace_mem[2];
+  for (DeviceMem& t : trace_mem) {
+    ASSIGN_OR_RETURN(t, DeviceMem::Zeroed(trace_words * 8));
+  }
+  uint64_t* traces[2] = {reinterpret_cast<uint64_t*>(trace_mem[0].get()),
+                         reinterpret_cast<uint64_t*>(trace_mem[1].get())};
   cudaStream_t stream;
   CUDA_RETURN_IF_ERROR(cudaStreamCreate(&stream));
-  int device = 0, sms = 0;
-  CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
-  CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  ASSIGN_OR_RETURN(const std::vector<ProjectionCase> shapes, SelectedProjectionCases());
-  int64_t widest = 0;
-  for (const ProjectionCase& s : shapes) widest = std::max(widest, s.n);
-  const int64_t ws_bytes = engine::Int4GemmWorkspaceBytes(widest, sms);
-  const int64_t trace_words = engine::Int4GemmTraceWords(sms);
-  void* ws = nullptr;
-  uint64_t* traces[2] = {nullptr, nullptr};
-  absl::Status st = [&]() -> absl::Status {
-    CUDA_RETURN_IF_ERROR(cudaMalloc(&ws, ws_bytes));
-    CUDA_RETURN_IF_ERROR(cudaMemset(ws, 0, ws_bytes));
-    for (uint64_t*& t : traces) CUDA_RETURN_IF_ERROR(cudaMalloc(&t, trace_words * 8));
-    for (const ProjectionCase& s : shapes) {
-      for (int32_t rows : {1, 16}) {
-        RETURN_IF_ERROR(
-            ShapeTimeline(ceil, s, rows, stream, ws, ws_bytes, traces, trace_words, reporter));
+  absl::Status st;
+  for (const ProjectionCase& s : setup.shapes) {
+    for (int32_t rows : {1, 16}) {
+      if (st.ok()) {
+        st = ShapeTimeline(ceil, s, rows, stream, setup.workspace.get(), setup.workspace_bytes,
+                           traces, trace_words, reporter);
       }
     }
-    return absl::OkStatus();
-  }();
-  cudaFree(ws);
-  for (uint64_t* t : traces) cudaFree(t);
+  }
   cudaStreamDestroy(stream);
   return st;
 }
