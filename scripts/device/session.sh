@@ -5,29 +5,23 @@
 # records in $OUT/results.jsonl unless ARGS give their own --results, tables
 # appended to $OUT/bench.log.
 # The tests take minutes: on a machine still warm from an earlier call where
-# they passed for the same bundle (its COMMIT, kept in
-# $TMPDIR/onecard-tests-passed), they are skipped, unless SESSION_TESTS=always;
-# SESSION_TESTS=never skips them whatever ran before.
+# they passed for the same bundle (its checksum, kept in
+# $TMPDIR/onecard-tests-passed; run.sh left it unpacked then), they are
+# skipped, unless SESSION_TESTS=always.
 # shellcheck shell=bash
 export TMPDIR=${TMPDIR:-/tmp}
 session_tests=${SESSION_TESTS:-auto}
 tests_passed_file=$TMPDIR/onecard-tests-passed
-bundle_commit=$(tar -xJOf .device/bundle.txz COMMIT 2>/dev/null || echo unknown)
-if [[ $session_tests == never ||
-      ($session_tests == auto && $bundle_commit != unknown &&
-       $(cat "$tests_passed_file" 2>/dev/null) == "$bundle_commit") ]]; then
-  echo "tests: skipped (SESSION_TESTS=$session_tests; last passed on this machine for" \
-       "$(cat "$tests_passed_file" 2>/dev/null || echo none), the bundle is $bundle_commit)"
-  # run.sh unpacks the bundle; with no tests, unpack it here when it is newer.
-  if [[ ! -d $TMPDIR/onecard-device/bin || .device/bundle.txz -nt $TMPDIR/onecard-device/bin ]]; then
-    rm -rf "$TMPDIR/onecard-device" && mkdir -p "$TMPDIR/onecard-device" &&
-      tar -C "$TMPDIR/onecard-device" -xJf .device/bundle.txz
-  fi
+bundle_sum=$(cksum <.device/bundle.txz)
+if [[ $session_tests != always && -d $TMPDIR/onecard-device/bin &&
+      $(cat "$tests_passed_file" 2>/dev/null) == "$bundle_sum" ]]; then
+  echo "tests: skipped (they passed on this machine for this bundle, of" \
+       "$(cat "$TMPDIR/onecard-device/COMMIT"); SESSION_TESTS=always runs them)"
 else
   bash scripts/device/run.sh tests >"$OUT/tests_run.txt" 2>&1
   tests_rc=$?
   echo "tests: rc=$tests_rc"
-  ((tests_rc == 0)) && echo "$bundle_commit" >"$tests_passed_file"
+  ((tests_rc == 0)) && echo "$bundle_sum" >"$tests_passed_file"
 fi
 session_dir=$TMPDIR/onecard-device
 session_bin=$session_dir/bin/onecard-bench-cuda
