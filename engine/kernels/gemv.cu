@@ -12,7 +12,9 @@
 // - blocks per SM: 2 by default; LaunchSettings::gemv_blocks_per_sm = 1 leaves half of
 //   each SM to the next kernel, whose first weight loads then start early;
 // - launched with programmatic dependent launch: those first weight loads are
-//   issued before griddepcontrol.wait, while the previous kernel finishes.
+//   issued before griddepcontrol.wait, while the previous kernel finishes;
+//   the next kernel's launch is let go after the wait, or before it with
+//   LaunchSettings::gemv_early_dependents (cuda::PdlEnter).
 // Accumulation is fp32; see gemv.h for the rounding points.
 // Tested by tests/gpu/gemv_test.cc against GemvRef.
 #include <algorithm>
@@ -23,6 +25,7 @@
 #include "engine/kernels/cuda_ptx.cuh"
 #include "engine/kernels/gemv.h"
 #include "engine/kernels/gemv_internal.cuh"
+#include "engine/kernels/launch_settings.h"
 
 namespace onecard::engine {
 namespace gemv_internal {
@@ -92,8 +95,7 @@ __global__ void __launch_bounds__(kThreads, 2) GemvKernel(GemvArgs a) {
   int base = 0;
   uint4 wv[kUnroll];
   if (j < a.n) LoadChunk<kUnroll>(wv, RowOf(a, j, 0), 0, a.kvec, lane);  // weights: before the wait
-  cuda::GridDependencyWait();  // x and y come from the previous kernel
-  cuda::LaunchDependents();
+  cuda::PdlEnter(a.early_dependents);  // x and y come from the previous kernel
   StageX<M, P>(a, xs, scratch);
   __syncthreads();
   float acc[M], gate[M];
@@ -211,6 +213,7 @@ absl::Status Gemv(const GemvParams& p, cudaStream_t stream) {
   a.scales = nullptr;
   a.kvec = static_cast<int32_t>(p.k / 8);
   a.scale_blocks = 0;
+  a.early_dependents = GetLaunchSettings().gemv_early_dependents;
   switch (p.prologue) {
     case GemvPrologue::kRmsNorm:
       return LaunchRows<GemvPrologue::kRmsNorm>(p, a, stream);

@@ -14,6 +14,7 @@
 
 #include "engine/kernels/cuda_check.h"
 #include "engine/kernels/gemv_internal.cuh"
+#include "engine/kernels/launch_settings.h"
 
 namespace onecard::engine::gemv_internal {
 namespace {
@@ -84,8 +85,7 @@ __global__ void __launch_bounds__(kThreads, 2) GemvFp8Kernel(GemvArgs a) {
   int base = 0;
   uint4 wv[kUnroll];
   if (j < a.n) LoadChunk<kUnroll>(wv, a.w + row_of(j, 0) * wvec, 0, wvec, lane);  // before the wait
-  cuda::GridDependencyWait();  // x and y come from the previous kernel
-  cuda::LaunchDependents();
+  cuda::PdlEnter(a.early_dependents);  // x and y come from the previous kernel
   StageX<M, P>(a, xs, scratch);
   __syncthreads();
   float acc[M], gate[M];
@@ -186,6 +186,7 @@ absl::Status GemvFp8(const GemvParams& p, cudaStream_t stream) {
   a.n = p.n;
   a.kvec = static_cast<int32_t>(p.k / 8);
   a.scale_blocks = static_cast<int32_t>(cuda::CeilDiv(p.k, kFp8Block));
+  a.early_dependents = GetLaunchSettings().gemv_early_dependents;
   if (p.w_scales_kind == Fp8Scales::kBlock128) return LaunchPrologue<true>(p, a, stream);
   return LaunchPrologue<false>(p, a, stream);
 }

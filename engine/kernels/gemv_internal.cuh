@@ -29,8 +29,9 @@ struct GemvArgs {
   const float* scales;  // FP8 only (gemv.h: w_scales)
   void* y;
   int64_t n;
-  int32_t kvec;          // k / 8: x' vectors a row
-  int32_t scale_blocks;  // FP8 kBlock128: ceil(k / 128), scales a 128-row block
+  int32_t kvec;           // k / 8: x' vectors a row
+  int32_t scale_blocks;   // FP8 kBlock128: ceil(k / 128), scales a 128-row block
+  bool early_dependents;  // LaunchSettings::gemv_early_dependents (cuda::PdlEnter)
 };
 
 __device__ __forceinline__ float Silu(float g) { return g / (1.0f + expf(-g)); }

@@ -16,6 +16,7 @@ std::atomic<int32_t> int4_norm_in_gemm_max_rows{0};
 std::atomic<bool> prefetch_o_in_attention{false};
 std::atomic<int32_t> int4_stream_blocks_per_sm{0};
 std::atomic<bool> early_dependents{true};
+std::atomic<bool> gemv_early_dependents{false};
 
 }  // namespace
 
@@ -49,6 +50,7 @@ absl::Status SetLaunchSettings(const LaunchSettings& settings) {
   prefetch_o_in_attention.store(settings.prefetch_o_in_attention, std::memory_order_relaxed);
   int4_stream_blocks_per_sm.store(settings.int4_stream_blocks_per_sm, std::memory_order_relaxed);
   early_dependents.store(settings.early_dependents, std::memory_order_relaxed);
+  gemv_early_dependents.store(settings.gemv_early_dependents, std::memory_order_relaxed);
   return absl::OkStatus();
 }
 
@@ -60,7 +62,8 @@ LaunchSettings GetLaunchSettings() {
           .int4_norm_in_gemm_max_rows = int4_norm_in_gemm_max_rows.load(std::memory_order_relaxed),
           .prefetch_o_in_attention = prefetch_o_in_attention.load(std::memory_order_relaxed),
           .int4_stream_blocks_per_sm = int4_stream_blocks_per_sm.load(std::memory_order_relaxed),
-          .early_dependents = early_dependents.load(std::memory_order_relaxed)};
+          .early_dependents = early_dependents.load(std::memory_order_relaxed),
+          .gemv_early_dependents = gemv_early_dependents.load(std::memory_order_relaxed)};
 }
 
 }  // namespace onecard::engine

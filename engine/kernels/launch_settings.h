@@ -1,7 +1,8 @@
 // How the CUDA kernels launch, process-wide: the settings that are measured
 // against each other (onecard-bench-cuda's --pdl, --gemv_blocks_per_sm,
 // --fp8_gemm_cublas_scales, --fp8_gemm_scaled_min_rows, --int4_norm_in_gemm_max_rows,
-// --prefetch_o_in_attention, --int4_stream_blocks_per_sm and --early_dependents flags) rather than
+// --prefetch_o_in_attention, --int4_stream_blocks_per_sm, --early_dependents and
+// --gemv_early_dependents flags) rather than
 // chosen per call. The defaults are what serves; a runner never changes them. Set them before the
 // first launch (a kernel launched meanwhile sees either the old or the new value).
 #ifndef ONECARD_ENGINE_KERNELS_LAUNCH_SETTINGS_H_
@@ -52,6 +53,10 @@ struct LaunchSettings {
   // (an H100, batch 1: 8B 4-bit decode +3.6 %, 70B +2.7 %); false: after
   // the wait.
   bool early_dependents = true;
+  // The BF16 and FP8 Gemv kernels (the projections of the BF16 and FP8
+  // decode steps) let the next kernel launch before their wait too, as
+  // early_dependents does for the kernels between them; false: after it.
+  bool gemv_early_dependents = false;
 };
 
 // InvalidArgument naming the field for a value out of range; nothing changes then.

@@ -36,6 +36,7 @@
 
 #include "engine/common/fp8.h"
 #include "engine/kernels/fp8_weight.h"
+#include "engine/kernels/launch_settings.h"
 #include "engine/model/model_weights.h"
 #include "engine/runtime/cpu/cpu_model_runner.h"
 #include "engine/runtime/cuda/cuda_model_runner.h"
@@ -157,6 +158,23 @@ TEST(CudaModelRunnerFp8Test, QuantizedTinyCheckpointsMatchCpu) {
       EXPECT_LT(relative, kW8A8RelativeError) << p.name;
     }
   }
+}
+
+// The comparison arm LaunchSettings::gemv_early_dependents on the FP8 Gemv
+// kernel (W8A16 decode at batch 1): the prompts and the greedy steps still
+// match the CPU runner on the dequantized weights.
+TEST(CudaModelRunnerFp8Test, GemvEarlyLaunchesMatchCpu) {
+  const LaunchSettings served = GetLaunchSettings();
+  LaunchSettings early = served;
+  early.gemv_early_dependents = true;
+  ASSERT_TRUE(SetLaunchSettings(early).ok());
+  const char* path = "tests/golden/tiny_llama";
+  Quantized q;
+  Quantize(path, &q);
+  if (!HasFatalFailure()) {
+    CompareRunners(*q.cpu, *q.w8a16, q.config, path, "tiny_llama fp8 w8a16, early Gemv");
+  }
+  ASSERT_TRUE(SetLaunchSettings(served).ok());
 }
 
 // The relative RMS of got against want.

@@ -38,6 +38,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "engine/common/status_macros.h"
+#include "engine/kernels/launch_settings.h"
 #include "engine/model/checkpoint.h"
 #include "engine/model/synthetic_shapes.h"
 #include "engine/runtime/cpu/cpu_model_runner.h"
@@ -75,6 +76,21 @@ TEST(CudaModelRunnerTest, MatchesCpuOnTinyLlama) {
 
 TEST(CudaModelRunnerTest, MatchesCpuOnTinyQwen2) {
   CompareOnCheckpoint("tests/golden/tiny_qwen2", "tests/golden/tiny_qwen2");
+}
+
+// The comparison arm LaunchSettings::gemv_early_dependents (the Gemv
+// kernels let the next kernel launch before their own wait): the prompts and
+// the greedy steps of batch 1, all through Gemv, still match the CPU runner.
+TEST(CudaModelRunnerTest, GemvEarlyLaunchesMatchCpu) {
+  const LaunchSettings served = GetLaunchSettings();
+  LaunchSettings early = served;
+  early.gemv_early_dependents = true;
+  ASSERT_TRUE(SetLaunchSettings(early).ok());
+  for (const char* path : {"tests/golden/tiny_llama", "tests/golden/tiny_qwen2"}) {
+    SCOPED_TRACE(path);
+    CompareOnCheckpoint(path, path);
+  }
+  ASSERT_TRUE(SetLaunchSettings(served).ok());
 }
 
 TEST(CudaModelRunnerTest, MatchesCpuOnSmolLm2) {

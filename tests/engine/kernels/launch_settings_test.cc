@@ -18,6 +18,7 @@ TEST(LaunchSettingsTest, DefaultsAreWhatServes) {
   EXPECT_FALSE(s.prefetch_o_in_attention);
   EXPECT_EQ(s.int4_stream_blocks_per_sm, 0);
   EXPECT_TRUE(s.early_dependents);
+  EXPECT_FALSE(s.gemv_early_dependents);
 }
 
 TEST(LaunchSettingsTest, SetThenGetAndBack) {
@@ -27,10 +28,12 @@ TEST(LaunchSettingsTest, SetThenGetAndBack) {
                                  .int4_norm_in_gemm_max_rows = 4,
                                  .prefetch_o_in_attention = true,
                                  .int4_stream_blocks_per_sm = 1,
-                                 .early_dependents = false})
+                                 .early_dependents = false,
+                                 .gemv_early_dependents = true})
                   .ok());
   EXPECT_EQ(GetLaunchSettings().int4_stream_blocks_per_sm, 1);
   EXPECT_FALSE(GetLaunchSettings().early_dependents);
+  EXPECT_TRUE(GetLaunchSettings().gemv_early_dependents);
   EXPECT_EQ(GetLaunchSettings().int4_norm_in_gemm_max_rows, 4);
   EXPECT_TRUE(GetLaunchSettings().prefetch_o_in_attention);
   EXPECT_FALSE(GetLaunchSettings().programmatic_launch);
@@ -44,6 +47,7 @@ TEST(LaunchSettingsTest, SetThenGetAndBack) {
   EXPECT_FALSE(GetLaunchSettings().prefetch_o_in_attention);
   EXPECT_EQ(GetLaunchSettings().int4_stream_blocks_per_sm, 0);
   EXPECT_TRUE(GetLaunchSettings().early_dependents);
+  EXPECT_FALSE(GetLaunchSettings().gemv_early_dependents);
 }
 
 TEST(LaunchSettingsTest, OutOfRangeIsRefusedNamingTheFieldAndChangesNothing) {
