@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# One GPU call for the decode acceptance figures of issues 16 (4-bit) and 18
+# (FP8), from what scripts/device/pack.sh carried (PACK_TARGETS with
+# gpu_kernels_test gpu_cuda_model_runner_test cuda_memory_plan_test
+# onecard-bench-cuda): every gpu-labelled test (scripts/device/session.sh:
+# skipped on a warm machine where they passed for this bundle), then each
+# scenario as served, under its own timeout so a slow one cannot take the rest.
+#   DECODE_PART=int4 (default): decode-70b-int4 at every preset batch,
+#     decode-8b-int4 at 1, 16, 64 and 128, decode-8b-bf16 at 1, 8, 32 and 128
+#     (the BF16 figure issue 16 keeps), timeline-int4;
+#   DECODE_PART=fp8: decode-70b-fp8 at 1 and 8, decode-8b-fp8 at 1, 8 and 128;
+#   DECODE_PART=wide: decode-72b-int4 and decode-123b-int4 at 1 and 16.
+# Records in $OUT/results.jsonl, tables in $OUT/bench.log, tests in
+# $OUT/tests_run.txt.
+# Usage (a `run` call carrying [".device/bundle.txz"]):
+#   export OUT; DECODE_PART=int4 bash scripts/device/decode-session.sh
+set -uo pipefail
+# shellcheck source=scripts/device/session.sh
+source scripts/device/session.sh
+case ${DECODE_PART:-int4} in
+  int4)
+    bench 150 decode-70b-int4
+    bench 90 decode-8b-int4 --batches 1,16,64,128
+    bench 90 decode-8b-bf16 --batches 1,8,32,128
+    bench 60 timeline-int4
+    ;;
+  fp8)
+    bench 120 decode-70b-fp8 --batches 1,8
+    bench 90 decode-8b-fp8 --batches 1,8,128
+    ;;
+  wide)
+    bench 120 decode-72b-int4 --batches 1,16
+    bench 150 decode-123b-int4 --batches 1,16
+    ;;
+  *)
+    echo "DECODE_PART: int4, fp8 or wide" >&2
+    exit 2
+    ;;
+esac
+grep -E 'tok/s|FAILED|error' "$OUT/bench.log" | cut -c1-110
