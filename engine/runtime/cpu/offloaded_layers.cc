@@ -15,7 +15,6 @@
 #include "engine/kernels/paged_attention.h"
 #include "engine/kernels/rms_norm.h"
 #include "engine/kernels/rope.h"
-#include "engine/kernels/silu_mul.h"
 #include "engine/runtime/cpu/cpu_attention.h"
 
 namespace onecard::engine {
@@ -36,6 +35,23 @@ template <typename T>
 T* Grown(std::vector<T>& v, int64_t n) {
   if (static_cast<int64_t>(v.size()) < n) v.resize(n);
   return v.data();
+}
+
+// The elementwise passes between the products run on the pool in chunks of
+// this many elements (fewer run on the calling thread): at 8 rows of a 70B
+// layer they took ~3 ms of a step's layer on one thread
+// (bench/experiments/offloaded_layer_time.cc).
+constexpr int64_t kChunk = 8192;
+
+// fn(begin, end) over [0, n) in chunks of kChunk on `pool`.
+template <typename Fn>
+void ForChunks(ThreadPool& pool, int64_t n, Fn&& fn) {
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+  if (chunks <= 1) {
+    if (n > 0) fn(int64_t{0}, n);
+    return;
+  }
+  pool.ParallelFor(chunks, [&](int64_t b, int64_t e) { fn(b * kChunk, std::min(n, e * kChunk)); });
 }
 
 }  // namespace
@@ -101,12 +117,52 @@ int64_t OffloadedLayers::pool_bytes() const {
 void OffloadedLayers::Linear(const HostWeight& w, const uint16_t* x, int32_t t, uint16_t* y) {
   float* xf = Grown(x_f32_, int64_t{t} * w.k);
   float* yf = Grown(y_f32_, int64_t{t} * w.n);
-  for (int64_t i = 0; i < int64_t{t} * w.k; ++i) xf[i] = Bf16ToFloat(x[i]);
+  ForChunks(pool_, int64_t{t} * w.k, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) xf[i] = Bf16ToFloat(x[i]);
+  });
   const auto t0 = std::chrono::steady_clock::now();
   HostLinearForward(pool_, w, xf, t, yf, &scratch_);
   linear_us_ +=
       std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
-  for (int64_t i = 0; i < int64_t{t} * w.n; ++i) y[i] = FloatToBf16(yf[i]);
+  ForChunks(pool_, int64_t{t} * w.n, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) y[i] = FloatToBf16(yf[i]);
+  });
+}
+
+// RopeRef's rotation of q and k in qkv_ (the same fp32 expressions, so the
+// same bits), with each token's cos / sin computed once for all its heads and
+// the (token, head) pairs on the pool.
+absl::Status OffloadedLayers::Rope(const OffloadedStep& step) {
+  const int32_t t = step.num_tokens;
+  const int64_t head_dim = config_.head_dim, half = head_dim / 2;
+  const int64_t heads = config_.num_heads + config_.num_kv_heads;  // q's, then k's, in a row
+  float* cs = Grown(rope_cs_, int64_t{t} * head_dim);  // a token: cos [half], sin [half]
+  for (int32_t r = 0; r < t; ++r) {
+    if (step.positions[r] < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("offloaded layers: positions[", r, "] = ", step.positions[r], " < 0"));
+    }
+    for (int64_t i = 0; i < half; ++i) {
+      const float angle = static_cast<float>(step.positions[r]) * inv_freq_[i];
+      cs[r * head_dim + i] = std::cos(angle);
+      cs[r * head_dim + half + i] = std::sin(angle);
+    }
+  }
+  pool_.ParallelFor(int64_t{t} * heads, [&](int64_t b, int64_t e) {
+    for (int64_t u = b; u < e; ++u) {
+      const int64_t r = u / heads;
+      uint16_t* x = qkv_.data() + r * qkv_dim_ + (u % heads) * head_dim;
+      const float* c = cs + r * head_dim;
+      const float* s = c + half;
+      for (int64_t i = 0; i < half; ++i) {
+        const float x1 = Bf16ToFloat(x[i]);
+        const float x2 = Bf16ToFloat(x[i + half]);
+        x[i] = FloatToBf16(x1 * c[i] - x2 * s[i]);
+        x[i + half] = FloatToBf16(x2 * c[i] + x1 * s[i]);
+      }
+    }
+  });
+  return absl::OkStatus();
 }
 
 absl::Status OffloadedLayers::Run(int64_t first, int64_t last, const OffloadedStep& step,
@@ -137,17 +193,13 @@ absl::Status OffloadedLayers::RunLayer(const OffloadedLayerWeights& w, int64_t i
   RETURN_IF_ERROR(RmsNormRef({DType::kBF16, residual, w.attn_norm, normed_.data(), t, h, eps}));
   Linear(w.qkv, normed_.data(), t, qkv_.data());
   if (w.bqkv != nullptr) {
-    for (int64_t r = 0; r < t; ++r) {
-      uint16_t* row = qkv_.data() + r * qkv_dim_;
-      for (int64_t c = 0; c < qkv_dim_; ++c) {
-        row[c] = FloatToBf16(Bf16ToFloat(row[c]) + Bf16ToFloat(w.bqkv[c]));
+    ForChunks(pool_, int64_t{t} * qkv_dim_, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        qkv_[i] = FloatToBf16(Bf16ToFloat(qkv_[i]) + Bf16ToFloat(w.bqkv[i % qkv_dim_]));
       }
-    }
+    });
   }
-  RETURN_IF_ERROR(RopeRef(
-      {DType::kBF16, qkv_.data(), qkv_.data() + q_dim_, qkv_dim_, qkv_dim_, step.positions,
-       inv_freq_.data(), t, static_cast<int32_t>(config_.num_heads),
-       static_cast<int32_t>(config_.num_kv_heads), static_cast<int32_t>(config_.head_dim)}));
+  RETURN_IF_ERROR(Rope(step));
   for (int64_t r = 0; r < t; ++r) {
     std::copy_n(qkv_.data() + r * qkv_dim_ + q_dim_, kv_row(), kv_out + r * kv_row());
   }
@@ -157,22 +209,26 @@ absl::Status OffloadedLayers::RunLayer(const OffloadedLayerWeights& w, int64_t i
   RETURN_IF_ERROR(FusedAddRmsNormRef(
       {DType::kBF16, proj_.data(), residual, w.ffn_norm, normed_.data(), t, h, eps}));
   Linear(w.gate_up, normed_.data(), t, gate_up_.data());
-  if (w.gate_up_interleaved) {  // fused row (j / 8) * 16 + 8 * part + j % 8 -> [gate; up]
-    uint16_t* fused = Grown(fused_, 2 * inter);
-    for (int64_t r = 0; r < t; ++r) {
-      uint16_t* row = gate_up_.data() + r * 2 * inter;
-      std::copy_n(row, 2 * inter, fused);
-      for (int64_t j = 0; j < inter; ++j) {
-        row[j] = fused[(j / 8) * 16 + j % 8];
-        row[inter + j] = fused[(j / 8) * 16 + 8 + j % 8];
-      }
+  // SiluMulRef's act = bf16(silu(gate) * up), reading gate j and up j where
+  // the row holds them: [gate; up], or interleaved (gate j at (j / 8) * 16 +
+  // j % 8, up j 8 after it).
+  const bool interleaved = w.gate_up_interleaved;
+  ForChunks(pool_, int64_t{t} * inter, [&](int64_t b, int64_t e) {
+    for (int64_t u = b; u < e; ++u) {
+      const int64_t j = u % inter;
+      const uint16_t* row = gate_up_.data() + (u / inter) * 2 * inter;
+      const int64_t gi = interleaved ? (j / 8) * 16 + j % 8 : j;
+      const float g = Bf16ToFloat(row[gi]);
+      const float silu = g / (1.0f + std::exp(-g));
+      act_[u] = FloatToBf16(silu * Bf16ToFloat(row[interleaved ? gi + 8 : inter + j]));
     }
-  }
-  RETURN_IF_ERROR(SiluMulRef({DType::kBF16, gate_up_.data(), act_.data(), t, inter}));
+  });
   Linear(w.down, act_.data(), t, proj_.data());
-  for (int64_t i = 0; i < int64_t{t} * h; ++i) {
-    residual[i] = FloatToBf16(Bf16ToFloat(proj_[i]) + Bf16ToFloat(residual[i]));
-  }
+  ForChunks(pool_, int64_t{t} * h, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      residual[i] = FloatToBf16(Bf16ToFloat(proj_[i]) + Bf16ToFloat(residual[i]));
+    }
+  });
   return absl::OkStatus();
 }
 
@@ -180,9 +236,9 @@ absl::Status OffloadedLayers::Attention(int64_t index, const OffloadedStep& step
   const int32_t t = step.num_tokens;
   float* q = Grown(q_f32_, int64_t{t} * q_dim_);
   float* out = Grown(attn_f32_, int64_t{t} * q_dim_);
-  for (int64_t r = 0; r < t; ++r) {
-    for (int64_t c = 0; c < q_dim_; ++c) q[r * q_dim_ + c] = Bf16ToFloat(qkv_[r * qkv_dim_ + c]);
-  }
+  ForChunks(pool_, int64_t{t} * q_dim_, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) q[i] = Bf16ToFloat(qkv_[(i / q_dim_) * qkv_dim_ + i % q_dim_]);
+  });
   PagedAttentionParams attn;
   attn.dtype = DType::kF32;
   attn.q = q;
@@ -200,7 +256,9 @@ absl::Status OffloadedLayers::Attention(int64_t index, const OffloadedStep& step
   attn.max_blocks_per_seq = step.max_blocks_per_seq;
   attn.scale = 1.0f / std::sqrt(static_cast<float>(config_.head_dim));
   RETURN_IF_ERROR(PagedAttentionCpu(pool_, attn));
-  for (int64_t i = 0; i < int64_t{t} * q_dim_; ++i) attn_[i] = FloatToBf16(out[i]);
+  ForChunks(pool_, int64_t{t} * q_dim_, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) attn_[i] = FloatToBf16(out[i]);
+  });
   return absl::OkStatus();
 }
 
