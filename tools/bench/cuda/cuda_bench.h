@@ -136,6 +136,8 @@ class BatchDriver {
               int32_t max_tokens, int32_t first_block = 0);
   // Prefills every prompt (as many per step as the plan allows); each
   // sequence's first token comes from its last prompt position.
+  // ResourceExhausted naming the blocks when the runner's KV cache holds
+  // fewer than the batch's tables reach.
   absl::Status Prefill();
   // One decode step for every sequence; returns the step's wall time (ms).
   absl::StatusOr<double> DecodeStep();
@@ -147,7 +149,9 @@ class BatchDriver {
   engine::CudaModelRunner* runner_;
   int32_t batch_;
   int32_t prompt_tokens_;
-  int32_t position_ = 0;  // of the next token to decode
+  int32_t first_block_;
+  int32_t blocks_each_ = 0;  // a sequence's table
+  int32_t position_ = 0;     // of the next token to decode
   std::vector<std::vector<int32_t>> tables_;
   std::vector<std::vector<int32_t>> prompts_;
   std::vector<int32_t> last_;
