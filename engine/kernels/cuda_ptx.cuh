@@ -94,6 +94,13 @@ __device__ __forceinline__ uint64_t GlobalTimerNs() {
   return t;
 }
 
+// The SM this thread runs on (%smid), for timelines.
+__device__ __forceinline__ uint32_t SmId() {
+  uint32_t id;
+  asm volatile("mov.u32 %0, %%smid;\n" : "=r"(id));
+  return id;
+}
+
 // Programmatic dependent launch (sm_90). A kernel launched with LaunchPdl
 // (cuda_common.cuh) may start while the previous kernel of the stream still
 // runs: it must call GridDependencyWait() before it reads anything that

@@ -114,6 +114,7 @@ struct Smem {
   float red[kWarps];
   uint64_t t_start;          // Args::trace: the block's start
   uint64_t t_first[kWarps];  // and each consumer warp's first stage landed
+  uint64_t t_last[kWarps];   // and its last stage computed
 };
 
 // First iteration of block b: b * iters / grid.
@@ -586,8 +587,9 @@ __device__ __forceinline__ void RowNorms(Smem<NT>& sm, const Args& a) {
   }
 }
 
-// The consumers' loop over the block's stages (kSpan: ComputeStage).
-template <int NT, Int4Offsets kKind, bool kNorm, int kSpan>
+// The consumers' loop over the block's stages (kSpan: ComputeStage; kTrace:
+// Args::trace is set, and the loop stamps it).
+template <int NT, Int4Offsets kKind, bool kNorm, bool kTrace, int kSpan>
 __device__ __forceinline__ void ConsumeStages(Smem<NT>& sm, const Args& a, int64_t begin,
                                               int64_t end) {
   constexpr int S = Cfg<NT>::kStages;
@@ -598,11 +600,13 @@ __device__ __forceinline__ void ConsumeStages(Smem<NT>& sm, const Args& a, int64
     const Sub s = walk.Next(a);
     const int st = j % S;
     cuda::MbarrierWait(kNorm ? &sm.ready[st] : &sm.full[st], (j / S) & 1);
-    if (j == 0 && lane == 0 && a.trace != nullptr) sm.t_first[warp] = cuda::GlobalTimerNs();
+    if (kTrace && j == 0 && lane == 0) sm.t_first[warp] = cuda::GlobalTimerNs();
     if (s.rg * kWarps + warp < a.n_tiles) ComputeStage<NT, kKind, kSpan>(sm.stage[st], s, a, acc);
     __syncwarp();
     if (lane == 0) cuda::MbarrierArrive(&sm.empty[st]);
     if (s.seg_last) {
+      // The last segment's overwrites the others': its last stage computed.
+      if (kTrace && lane == 0) sm.t_last[warp] = cuda::GlobalTimerNs();
       FinishSegment<NT>(s, a, acc);
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.0f;
@@ -610,7 +614,7 @@ __device__ __forceinline__ void ConsumeStages(Smem<NT>& sm, const Args& a, int64
   }
 }
 
-template <int NT, Int4Offsets kKind, bool kNorm>
+template <int NT, Int4Offsets kKind, bool kNorm, bool kTrace>
 __device__ void Consumer(Smem<NT>& sm, const Args& a, int64_t begin, int64_t end) {
   constexpr int S = Cfg<NT>::kStages;
   // x rows past a.rows stay zero (the copies never write them).
@@ -626,20 +630,20 @@ __device__ void Consumer(Smem<NT>& sm, const Args& a, int64_t begin, int64_t end
   __syncthreads();  // inv_rms for the producer, the zero rows for every consumer
   if constexpr (kFullStages<NT, kKind> && !(kNorm && kSumX<kKind>)) {  // that one would spill
     const int32_t span = a.tiles_per_span;
-    if (span == 0) return ConsumeStages<NT, kKind, kNorm, 0>(sm, a, begin, end);
-    if (span == 1) return ConsumeStages<NT, kKind, kNorm, 1>(sm, a, begin, end);
-    if (span == 2) return ConsumeStages<NT, kKind, kNorm, 2>(sm, a, begin, end);
+    if (span == 0) return ConsumeStages<NT, kKind, kNorm, kTrace, 0>(sm, a, begin, end);
+    if (span == 1) return ConsumeStages<NT, kKind, kNorm, kTrace, 1>(sm, a, begin, end);
+    if (span == 2) return ConsumeStages<NT, kKind, kNorm, kTrace, 2>(sm, a, begin, end);
     if constexpr (Cfg<NT>::kTpu >= 4) {
-      if (span == 4) return ConsumeStages<NT, kKind, kNorm, 4>(sm, a, begin, end);
+      if (span == 4) return ConsumeStages<NT, kKind, kNorm, kTrace, 4>(sm, a, begin, end);
       if constexpr (Cfg<NT>::kTpu == 8) {
-        if (span == 8) return ConsumeStages<NT, kKind, kNorm, 8>(sm, a, begin, end);
+        if (span == 8) return ConsumeStages<NT, kKind, kNorm, kTrace, 8>(sm, a, begin, end);
       }
     }
   }
-  ConsumeStages<NT, kKind, kNorm, -1>(sm, a, begin, end);
+  ConsumeStages<NT, kKind, kNorm, kTrace, -1>(sm, a, begin, end);
 }
 
-template <int NT, Int4Offsets kKind, bool kNorm>
+template <int NT, Int4Offsets kKind, bool kNorm, bool kTrace>
 __global__ void __launch_bounds__(kThreads, Cfg<NT>::kBlocksPerSm) Int4GemmKernel(Args a) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
   Smem<NT>& sm = *reinterpret_cast<Smem<NT>*>(smem_raw);
@@ -647,7 +651,7 @@ __global__ void __launch_bounds__(kThreads, Cfg<NT>::kBlocksPerSm) Int4GemmKerne
   const int64_t end = ShareStart(int64_t{blockIdx.x} + 1, a);
   if (begin >= end) return;
   if (threadIdx.x == 0) {
-    if (a.trace != nullptr) sm.t_start = cuda::GlobalTimerNs();
+    if constexpr (kTrace) sm.t_start = cuda::GlobalTimerNs();
     for (int s = 0; s < Cfg<NT>::kStages; ++s) {
       cuda::MbarrierInit(&sm.full[s], kFullArrivals<NT>);
       cuda::MbarrierInit(&sm.ready[s], 1);
@@ -659,13 +663,15 @@ __global__ void __launch_bounds__(kThreads, Cfg<NT>::kBlocksPerSm) Int4GemmKerne
   if (threadIdx.x >= 32 * kWarps) {
     Producer<NT, kKind, kNorm>(sm, a, begin, end);
   } else {
-    Consumer<NT, kKind, kNorm>(sm, a, begin, end);
+    Consumer<NT, kKind, kNorm, kTrace>(sm, a, begin, end);
     const int warp = threadIdx.x >> 5;
-    if (a.trace != nullptr && (threadIdx.x & 31) == 0) {
-      uint64_t* r = a.trace + (int64_t{blockIdx.x} * kWarps + warp) * 3;
+    if (kTrace && (threadIdx.x & 31) == 0) {
+      uint64_t* r = a.trace + (int64_t{blockIdx.x} * kWarps + warp) * kInt4GemmTraceStamps;
       r[0] = sm.t_start;
       r[1] = sm.t_first[warp];
-      r[2] = cuda::GlobalTimerNs();
+      r[2] = sm.t_last[warp];
+      r[3] = cuda::GlobalTimerNs();
+      r[4] = cuda::SmId();
     }
   }
 }
@@ -684,12 +690,14 @@ int NumSms() {
 constexpr int kMaxNt = kInt4GemmStreamMaxRows / 8;
 static_assert(kInt4GemmSlotBytes == int64_t{kWarps} * 32 * kMaxNt * 4 * 4, "a slot holds acc");
 static_assert(kInt4GemmRowGroup == kWarps * kInt4TileRows, "a row group is a block's tiles");
-static_assert(kInt4GemmTraceWarps == kWarps && kInt4GemmMaxBlocksPerSm == 4, "the trace's shape");
+static_assert(kInt4GemmTraceWarps == kWarps && kInt4GemmMaxBlocksPerSm == 4 &&
+                  kInt4GemmTraceStamps == 5,
+              "the trace's shape");
 
-template <int NT, Int4Offsets kKind, bool kNorm>
+template <int NT, Int4Offsets kKind, bool kNorm, bool kTrace>
 absl::Status Launch(const Args& a, cudaStream_t stream) {
   static const absl::StatusOr<int> per_sm = []() -> absl::StatusOr<int> {
-    auto* kernel = Int4GemmKernel<NT, kKind, kNorm>;
+    auto* kernel = Int4GemmKernel<NT, kKind, kNorm, kTrace>;
     CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                               sizeof(Smem<NT>)));
     int blocks = 0;
@@ -703,20 +711,28 @@ absl::Status Launch(const Args& a, cudaStream_t stream) {
   const int64_t grid = std::min<int64_t>(a.iters, int64_t{NumSms()} * blocks_per_sm);
   Args b = a;
   b.tiles_per_span = TilesPerSpan(a.group, Cfg<NT>::kTpu);
-  CUDA_RETURN_IF_ERROR(cuda::LaunchPdl(Int4GemmKernel<NT, kKind, kNorm>,
+  CUDA_RETURN_IF_ERROR(cuda::LaunchPdl(Int4GemmKernel<NT, kKind, kNorm, kTrace>,
                                        dim3(static_cast<int>(grid)), dim3(kThreads),
                                        sizeof(Smem<NT>), stream, b));
   return absl::OkStatus();
 }
 
-// One switch on the offset kind, then the rows (n8 tiles) and the prologue.
+// One switch on the offset kind, then the rows (n8 tiles), the prologue and
+// whether the launch is traced (a kernel of its own: the served one has no
+// stamps).
+template <Int4Offsets kKind, bool kTrace>
+absl::Status LaunchRows(const Args& a, cudaStream_t stream) {
+  if (a.rows > 32) return Launch<8, kKind, false, kTrace>(a, stream);
+  if (a.rows > 16) return Launch<4, kKind, false, kTrace>(a, stream);
+  if (a.rows > 8) return Launch<2, kKind, false, kTrace>(a, stream);
+  if (a.norm_w != nullptr) return Launch<1, kKind, true, kTrace>(a, stream);
+  return Launch<1, kKind, false, kTrace>(a, stream);
+}
+
 template <Int4Offsets kKind>
 absl::Status LaunchKind(const Args& a, cudaStream_t stream) {
-  if (a.rows > 32) return Launch<8, kKind, false>(a, stream);
-  if (a.rows > 16) return Launch<4, kKind, false>(a, stream);
-  if (a.rows > 8) return Launch<2, kKind, false>(a, stream);
-  if (a.norm_w != nullptr) return Launch<1, kKind, true>(a, stream);
-  return Launch<1, kKind, false>(a, stream);
+  if (a.trace != nullptr) return LaunchRows<kKind, true>(a, stream);
+  return LaunchRows<kKind, false>(a, stream);
 }
 
 }  // namespace

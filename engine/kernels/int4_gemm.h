@@ -87,8 +87,10 @@ struct Int4GemmParams {
   int64_t workspace_bytes = 0;
   // kStream only, for timelines (onecard-bench-cuda's timeline-int4): each
   // launched block's consumer warp w writes trace[(block * kInt4GemmTraceWarps
-  // + w) * 3 + {0, 1, 2}] = the block's start, the warp's first stage landed
-  // and the warp's end, in the GPU's global timer's ns (device memory of
+  // + w) * kInt4GemmTraceStamps + {0, 1, 2, 3, 4}] = the block's start, the
+  // warp's first stage landed, its last stage computed (before its last
+  // segment's split-K sums and epilogue) and its end, in the GPU's global
+  // timer's ns, then the SM the block ran on (%smid) (device memory of
   // Int4GemmTraceWords words; blocks with no work write nothing). Null: none.
   uint64_t* trace = nullptr;
 };
@@ -96,8 +98,10 @@ struct Int4GemmParams {
 // The consumer warps of a kStream block, and the trace's words for a device
 // of num_sms SMs (every block a launch may have).
 inline constexpr int kInt4GemmTraceWarps = 8;
+inline constexpr int kInt4GemmTraceStamps = 5;  // words a warp writes
 inline int64_t Int4GemmTraceWords(int32_t num_sms) {
-  return int64_t{num_sms} * 4 * kInt4GemmTraceWarps * 3;  // 4: kInt4GemmMaxBlocksPerSm
+  // 4: kInt4GemmMaxBlocksPerSm
+  return int64_t{num_sms} * 4 * kInt4GemmTraceWarps * kInt4GemmTraceStamps;
 }
 
 // The workspace (int4_gemm.cu): partial-sum slots of kInt4GemmSlotBytes from

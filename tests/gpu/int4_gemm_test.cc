@@ -7,7 +7,8 @@
 // Each case runs twice on one workspace: the outputs must be identical bit
 // for bit (the split-K sums are ordered) and the arrival counters left zero;
 // kStream cases a third time with timeline stamps (Int4GemmParams::trace):
-// the same output, each warp's stamps in order.
+// the same output, each warp's four stamps in order and its SM one of the
+// device's.
 // Tolerance: the kernel rounds where the reference does (x', y), and sums in
 // fp32 in another order (tensor cores over 128 + q, the scale once a group):
 // BF16 outputs within Tolerance::For(BF16); fp32 outputs within 1e-3.
@@ -201,12 +202,16 @@ TEST_P(Int4GemmTest, MatchesReference) {
     EXPECT_EQ(dy16.Download(), was16) << "with a trace";
   }
   const std::vector<uint64_t> stamps = trace.Download();
+  constexpr int kWords = engine::kInt4GemmTraceStamps;
   int warps = 0;
-  for (size_t i = 0; i + 2 < stamps.size(); i += 3) {
+  for (size_t i = 0; i + kWords <= stamps.size(); i += kWords) {
     if (stamps[i] == 0) continue;
     ++warps;
-    EXPECT_LE(stamps[i], stamps[i + 1]) << "warp record " << i / 3;
-    EXPECT_LE(stamps[i + 1], stamps[i + 2]) << "warp record " << i / 3;
+    for (int w = 0; w < 3; ++w) {
+      EXPECT_LE(stamps[i + w], stamps[i + w + 1])
+          << "warp record " << i / kWords << ", stamp " << w;
+    }
+    EXPECT_LT(stamps[i + 4], static_cast<uint64_t>(sms)) << "warp record " << i / kWords;
   }
   EXPECT_GT(warps, 0);
   EXPECT_EQ(warps % engine::kInt4GemmTraceWarps, 0) << "every consumer warp of a block writes";

@@ -3,7 +3,8 @@
 // runner calls it: gate_up with the SiLU·mul epilogue, o and down adding to
 // the residual) writes, for each consumer warp of each block, the block's
 // start, the warp's first stage landed and the warp's end in the GPU's global
-// timer (Int4GemmParams::trace). Two launches on rotated weights run back to
+// timer, its last stage computed, and the block's SM (Int4GemmParams::trace).
+// Two launches on rotated weights run back to
 // back as in a decode step (programmatic dependent launch), both traced, and
 // the scenario reports, in us (the median of kPairs pairs):
 //   start_skew   the first launch's last block start after its first
@@ -12,6 +13,13 @@
 //   end_median   the median warp's end after the launch's first block start
 //   span         the last warp's end after it (the launch's time on the SMs)
 //   tail         span - end_median (the last blocks and the split-K sums)
+//   last_spread  the last warp's last stage computed after the median warp's
+//                (the streaming's own imbalance)
+//   finish_max   the longest time from a warp's last stage computed to its
+//                end (its last segment's split-K sums and epilogue)
+//   late_sm_repeat  of the tenth of the SMs whose last warp ends latest in the
+//                first launch, the fraction that are so in the second too
+//                (near 1: the same SMs are slow every launch; ~0.1: chance)
 //   gap          the second launch's first block start after the first's
 //                last end (negative: they overlapped)
 //   pair         CUDA events around both launches
@@ -21,7 +29,9 @@
 // Shapes: those of kernels-int4 (--shape picks one).
 #include <algorithm>
 #include <cstdint>
+#include <iterator>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -39,25 +49,48 @@ constexpr char kScenario[] = "timeline-int4";
 constexpr int kPairs = 7;
 constexpr int kWarmup = 5;
 
-// One warp's stamps (ns).
+// One warp's stamps (ns) and its block's SM.
 struct WarpStamps {
-  uint64_t start = 0, first = 0, end = 0;
+  uint64_t start = 0, first = 0, last = 0, end = 0, sm = 0;
 };
 
-// The warps that wrote (start != 0) in a trace of `words` words.
+// The warps that wrote (start != 0) in a trace.
 std::vector<WarpStamps> Stamps(const std::vector<uint64_t>& trace) {
+  constexpr size_t kWords = engine::kInt4GemmTraceStamps;
   std::vector<WarpStamps> out;
-  for (size_t i = 0; i + 2 < trace.size(); i += 3) {
+  for (size_t i = 0; i + kWords <= trace.size(); i += kWords) {
     if (trace[i] == 0) continue;
-    out.push_back({trace[i], trace[i + 1], trace[i + 2]});
+    out.push_back({trace[i], trace[i + 1], trace[i + 2], trace[i + 3], trace[i + 4]});
   }
   return out;
 }
 
 struct PairFigures {
   double start_skew = 0, first_data = 0, end_median = 0, span = 0, tail = 0, gap = 0, pair = 0;
+  double last_spread = 0, finish_max = 0, late_sm_repeat = 0;
   double timer_step = 0;
 };
+
+// The tenth of the SMs (at least one) whose last warp ends latest in a launch.
+std::vector<uint64_t> LateSms(const std::vector<WarpStamps>& warps) {
+  std::vector<std::pair<uint64_t, uint64_t>> by_sm;  // (sm, its last end)
+  for (const WarpStamps& w : warps) {
+    auto it =
+        std::find_if(by_sm.begin(), by_sm.end(), [&](const auto& e) { return e.first == w.sm; });
+    if (it == by_sm.end()) {
+      by_sm.push_back({w.sm, w.end});
+    } else {
+      it->second = std::max(it->second, w.end);
+    }
+  }
+  std::sort(by_sm.begin(), by_sm.end(),
+            [](const auto& x, const auto& y) { return x.second > y.second; });
+  by_sm.resize(std::max<size_t>(1, by_sm.size() / 10));
+  std::vector<uint64_t> sms;
+  for (const auto& e : by_sm) sms.push_back(e.first);
+  std::sort(sms.begin(), sms.end());
+  return sms;
+}
 
 double Us(double ns) { return ns * 1e-3; }
 
@@ -67,19 +100,22 @@ absl::StatusOr<PairFigures> Figures(const std::vector<WarpStamps>& a,
     return absl::InternalError("timeline-int4: a traced launch wrote no stamps");
   }
   uint64_t a_first_start = UINT64_MAX, a_last_start = 0, a_last_end = 0, b_first_start = UINT64_MAX;
-  std::vector<double> first_data, ends;
+  std::vector<double> first_data, ends, lasts;
   std::vector<uint64_t> all;
+  double finish_max = 0;
   for (const WarpStamps& w : a) {
     a_first_start = std::min(a_first_start, w.start);
     a_last_start = std::max(a_last_start, w.start);
     a_last_end = std::max(a_last_end, w.end);
     first_data.push_back(static_cast<double>(w.first) - static_cast<double>(w.start));
-    all.insert(all.end(), {w.start, w.first, w.end});
+    lasts.push_back(static_cast<double>(w.last));
+    finish_max = std::max(finish_max, static_cast<double>(w.end) - static_cast<double>(w.last));
+    all.insert(all.end(), {w.start, w.first, w.last, w.end});
   }
   for (const WarpStamps& w : a) ends.push_back(static_cast<double>(w.end - a_first_start));
   for (const WarpStamps& w : b) {
     b_first_start = std::min(b_first_start, w.start);
-    all.insert(all.end(), {w.start, w.first, w.end});
+    all.insert(all.end(), {w.start, w.first, w.last, w.end});
   }
   std::sort(all.begin(), all.end());
   uint64_t step = UINT64_MAX;
@@ -95,6 +131,13 @@ absl::StatusOr<PairFigures> Figures(const std::vector<WarpStamps>& a,
   f.gap = Us(static_cast<double>(b_first_start) - static_cast<double>(a_last_end));
   f.pair = pair_ms * 1e3;
   f.timer_step = step == UINT64_MAX ? 0 : static_cast<double>(step);
+  f.last_spread = Us(*std::max_element(lasts.begin(), lasts.end()) - Median(lasts));
+  f.finish_max = Us(finish_max);
+  const std::vector<uint64_t> late_a = LateSms(a), late_b = LateSms(b);
+  std::vector<uint64_t> both;
+  std::set_intersection(late_a.begin(), late_a.end(), late_b.begin(), late_b.end(),
+                        std::back_inserter(both));
+  f.late_sm_repeat = static_cast<double>(both.size()) / static_cast<double>(late_a.size());
   return f;
 }
 
@@ -168,10 +211,14 @@ absl::Status ShapeTimeline(const Ceilings& ceil, const ProjectionCase& s, int32_
       {"span", &PairFigures::span},
       {"tail", &PairFigures::tail},
       {"gap", &PairFigures::gap},
-      {"pair", &PairFigures::pair}};
+      {"pair", &PairFigures::pair},
+      {"last_spread", &PairFigures::last_spread},
+      {"finish_max", &PairFigures::finish_max}};
   for (const auto& [metric, field] : fields) {
     reporter.Add({kScenario, name, metric, median(field), "us", {}});
   }
+  reporter.Add(
+      {kScenario, name, "late_sm_repeat", median(&PairFigures::late_sm_repeat), "fraction", {}});
   reporter.Add({kScenario, name, "timer_step", median(&PairFigures::timer_step), "ns", {}});
   reporter.Add({kScenario, name, "span_bandwidth",
                 rot.weight_bytes / (median(&PairFigures::span) * 1e-6) / 1e9, "GB/s",
