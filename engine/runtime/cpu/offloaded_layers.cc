@@ -54,6 +54,22 @@ void ForChunks(ThreadPool& pool, int64_t n, Fn&& fn) {
   pool.ParallelFor(chunks, [&](int64_t b, int64_t e) { fn(b * kChunk, std::min(n, e * kChunk)); });
 }
 
+// The pool's ranges of [0, n), each through fn(begin, end) -> Status; the
+// errors merged.
+template <typename Fn>
+absl::Status ForRanges(ThreadPool& pool, int64_t n, Fn&& fn) {
+  std::mutex mu;
+  absl::Status status;
+  pool.ParallelFor(n, [&](int64_t begin, int64_t end) {
+    absl::Status s = fn(begin, end);
+    if (!s.ok()) {
+      std::lock_guard<std::mutex> lock(mu);
+      status.Update(s);
+    }
+  });
+  return status;
+}
+
 }  // namespace
 
 OffloadedLayers::OffloadedLayers(const ModelConfig& config, const KvLayout& layout, int num_threads)
@@ -129,42 +145,6 @@ void OffloadedLayers::Linear(const HostWeight& w, const uint16_t* x, int32_t t, 
   });
 }
 
-// RopeRef's rotation of q and k in qkv_ (the same fp32 expressions, so the
-// same bits), with each token's cos / sin computed once for all its heads and
-// the (token, head) pairs on the pool.
-absl::Status OffloadedLayers::Rope(const OffloadedStep& step) {
-  const int32_t t = step.num_tokens;
-  const int64_t head_dim = config_.head_dim, half = head_dim / 2;
-  const int64_t heads = config_.num_heads + config_.num_kv_heads;  // q's, then k's, in a row
-  float* cs = Grown(rope_cs_, int64_t{t} * head_dim);  // a token: cos [half], sin [half]
-  for (int32_t r = 0; r < t; ++r) {
-    if (step.positions[r] < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("offloaded layers: positions[", r, "] = ", step.positions[r], " < 0"));
-    }
-    for (int64_t i = 0; i < half; ++i) {
-      const float angle = static_cast<float>(step.positions[r]) * inv_freq_[i];
-      cs[r * head_dim + i] = std::cos(angle);
-      cs[r * head_dim + half + i] = std::sin(angle);
-    }
-  }
-  pool_.ParallelFor(int64_t{t} * heads, [&](int64_t b, int64_t e) {
-    for (int64_t u = b; u < e; ++u) {
-      const int64_t r = u / heads;
-      uint16_t* x = qkv_.data() + r * qkv_dim_ + (u % heads) * head_dim;
-      const float* c = cs + r * head_dim;
-      const float* s = c + half;
-      for (int64_t i = 0; i < half; ++i) {
-        const float x1 = Bf16ToFloat(x[i]);
-        const float x2 = Bf16ToFloat(x[i + half]);
-        x[i] = FloatToBf16(x1 * c[i] - x2 * s[i]);
-        x[i + half] = FloatToBf16(x2 * c[i] + x1 * s[i]);
-      }
-    }
-  });
-  return absl::OkStatus();
-}
-
 absl::Status OffloadedLayers::Run(int64_t first, int64_t last, const OffloadedStep& step,
                                   uint16_t* residual, uint16_t* kv_out) {
   for (int64_t l = first; l <= last; ++l) {
@@ -199,7 +179,14 @@ absl::Status OffloadedLayers::RunLayer(const OffloadedLayerWeights& w, int64_t i
       }
     });
   }
-  RETURN_IF_ERROR(Rope(step));
+  // RoPE of q and k, tokens in parallel.
+  RETURN_IF_ERROR(ForRanges(pool_, t, [&](int64_t begin, int64_t end) {
+    uint16_t* q = qkv_.data() + begin * qkv_dim_;
+    return RopeRef(
+        {DType::kBF16, q, q + q_dim_, qkv_dim_, qkv_dim_, step.positions + begin, inv_freq_.data(),
+         static_cast<int32_t>(end - begin), static_cast<int32_t>(config_.num_heads),
+         static_cast<int32_t>(config_.num_kv_heads), static_cast<int32_t>(config_.head_dim)});
+  }));
   for (int64_t r = 0; r < t; ++r) {
     std::copy_n(qkv_.data() + r * qkv_dim_ + q_dim_, kv_row(), kv_out + r * kv_row());
   }
@@ -272,26 +259,19 @@ absl::Status OffloadedLayers::WriteKv(int64_t layer, const OffloadedStep& step,
   const int64_t t = step.num_tokens;
   float* f = Grown(kv_f32_, t * kv_row());
   // Tokens in parallel (a prefill's rows: thousands of tokens a layer).
-  std::mutex mu;
-  absl::Status status;
-  pool_.ParallelFor(t, [&](int64_t begin, int64_t end) {
+  return ForRanges(pool_, t, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin * kv_row(); i < end * kv_row(); ++i) f[i] = Bf16ToFloat(kv[i]);
-    absl::Status s = KvCacheWriteRef({.dtype = DType::kF32,
-                                      .k = f + begin * kv_row(),
-                                      .v = f + begin * kv_row() + kv_dim_,
-                                      .k_token_stride = kv_row(),
-                                      .v_token_stride = kv_row(),
-                                      .k_cache = k_pools_[index].data(),
-                                      .v_cache = v_pools_[index].data(),
-                                      .layout = layout_,
-                                      .slot_mapping = step.slots + begin,
-                                      .num_tokens = static_cast<int32_t>(end - begin)});
-    if (!s.ok()) {
-      std::lock_guard<std::mutex> lock(mu);
-      status.Update(s);
-    }
+    return KvCacheWriteRef({.dtype = DType::kF32,
+                            .k = f + begin * kv_row(),
+                            .v = f + begin * kv_row() + kv_dim_,
+                            .k_token_stride = kv_row(),
+                            .v_token_stride = kv_row(),
+                            .k_cache = k_pools_[index].data(),
+                            .v_cache = v_pools_[index].data(),
+                            .layout = layout_,
+                            .slot_mapping = step.slots + begin,
+                            .num_tokens = static_cast<int32_t>(end - begin)});
   });
-  return status;
 }
 
 }  // namespace onecard::engine

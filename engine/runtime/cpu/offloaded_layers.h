@@ -100,8 +100,6 @@ class OffloadedLayers {
   // y_bf16 [t, w.n] = bf16(x [t, w.k] W^T).
   void Linear(const HostWeight& w, const uint16_t* x, int32_t t, uint16_t* y);
   absl::Status Attention(int64_t index, const OffloadedStep& step);
-  // RoPE of the step's q and k rows in qkv_.
-  absl::Status Rope(const OffloadedStep& step);
 
   ModelConfig config_;
   KvLayout layout_;
@@ -115,7 +113,7 @@ class OffloadedLayers {
   double linear_us_ = 0;
   // Activations of one Run, for max_tokens tokens.
   std::vector<uint16_t> normed_, qkv_, attn_, proj_, gate_up_, act_;  // BF16
-  std::vector<float> x_f32_, y_f32_, q_f32_, kv_f32_, attn_f32_, rope_cs_;
+  std::vector<float> x_f32_, y_f32_, q_f32_, kv_f32_, attn_f32_;
 };
 
 }  // namespace onecard::engine

@@ -30,6 +30,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <iterator>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -73,21 +74,14 @@ struct PairFigures {
 
 // The tenth of the SMs (at least one) whose last warp ends latest in a launch.
 std::vector<uint64_t> LateSms(const std::vector<WarpStamps>& warps) {
-  std::vector<std::pair<uint64_t, uint64_t>> by_sm;  // (sm, its last end)
-  for (const WarpStamps& w : warps) {
-    auto it =
-        std::find_if(by_sm.begin(), by_sm.end(), [&](const auto& e) { return e.first == w.sm; });
-    if (it == by_sm.end()) {
-      by_sm.push_back({w.sm, w.end});
-    } else {
-      it->second = std::max(it->second, w.end);
-    }
-  }
-  std::sort(by_sm.begin(), by_sm.end(),
-            [](const auto& x, const auto& y) { return x.second > y.second; });
-  by_sm.resize(std::max<size_t>(1, by_sm.size() / 10));
+  std::map<uint64_t, uint64_t> last_end;  // SM -> its last warp's end
+  for (const WarpStamps& w : warps) last_end[w.sm] = std::max(last_end[w.sm], w.end);
+  std::vector<std::pair<uint64_t, uint64_t>> by_end;  // (end, SM)
+  for (const auto& [sm, end] : last_end) by_end.push_back({end, sm});
+  std::sort(by_end.rbegin(), by_end.rend());
+  by_end.resize(std::max<size_t>(1, by_end.size() / 10));
   std::vector<uint64_t> sms;
-  for (const auto& e : by_sm) sms.push_back(e.first);
+  for (const auto& e : by_end) sms.push_back(e.second);
   std::sort(sms.begin(), sms.end());
   return sms;
 }
