@@ -87,6 +87,27 @@ __device__ __forceinline__ uint4 LoadStreaming(const uint4* p) {
   return v;
 }
 
+// A 32-bit load with acquire semantics at GPU scope: what the writer stored
+// before its release (a fence, then the atomic this load reads) is visible
+// to this thread's later loads.
+__device__ __forceinline__ int32_t LoadAcquireGpu(const int32_t* p) {
+  int32_t v;
+  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+// atomicAdd with acquire and release semantics at GPU scope (a release of
+// what this thread, and any thread it synchronized with, stored before; an
+// acquire of what the writers of the values it follows released).
+__device__ __forceinline__ int32_t AtomicAddAcqRelGpu(int32_t* p, int32_t v) {
+  int32_t old;
+  asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], %2;\n"
+               : "=r"(old)
+               : "l"(p), "r"(v)
+               : "memory");
+  return old;
+}
+
 // The GPU's global timer (ns; the same clock on every SM), for timelines.
 __device__ __forceinline__ uint64_t GlobalTimerNs() {
   uint64_t t;

@@ -22,8 +22,9 @@
 // - Work split "stream-K": the (row group of 8 tiles) x (64-column k tile)
 //   iterations are cut into one equal contiguous share per resident block,
 //   so every SM streams to the end whatever n and k are. A row tile cut
-//   between blocks is summed by the warp that brings its last part, in block
-//   order from partial slots (deterministic), which also writes y.
+//   between blocks is summed in block order (deterministic) by the warp that
+//   brings its last part, which also writes y: from partial slots, its own
+//   part from registers when the others were in before it ended (FinishSegment).
 // - Full stages: up to 16 rows a block's stages end on multiples of kTpu k
 //   tiles, so all but a segment's first and last hold kTpu k tiles from an
 //   aligned start, where groups of 32, 64, 128 and 256 or more columns open
@@ -518,9 +519,51 @@ __device__ __forceinline__ void Epilogue(const Args& a, int32_t rt, const float 
   }
 }
 
-// Ends the warp's segment of tile rt: a whole row group writes y; a part
-// leaves its sums in its slot, and the warp that brings the tile's last part
-// sums the slots in block order and writes y.
+// The sum of a split tile's parts, the slots of blocks first..last in block
+// order (this block's part from acc, not read back): a chunk of slots' loads
+// is issued before any of them is used, so a tile of p parts waits about
+// p / kChunk L2 round trips, not p.
+template <int NT>
+__device__ __forceinline__ void SumParts(const Sub& s, const Args& a, int32_t first, int32_t last,
+                                         const float (&acc)[NT][4], float (&sum)[NT][4]) {
+  constexpr int kChunk = NT >= 8 ? 1 : 8 / NT;
+  constexpr int kSlotFloats = 32 * NT * 4;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int32_t self = blockIdx.x;
+  for (int32_t b0 = first; b0 <= last; b0 += kChunk) {
+    float4 v[kChunk][NT];
+#pragma unroll
+    for (int c = 0; c < kChunk; ++c) {
+      const int32_t blk = b0 + c;
+      const float4* slot = reinterpret_cast<const float4*>(
+                               a.partials + ((int64_t{s.rg} + blk) * kWarps + warp) * kSlotFloats) +
+                           lane * NT;
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+        v[c][nt] = blk <= last && blk != self
+                       ? __ldcg(slot + nt)
+                       : make_float4(acc[nt][0], acc[nt][1], acc[nt][2], acc[nt][3]);
+      }
+    }
+#pragma unroll
+    for (int c = 0; c < kChunk; ++c) {
+      if (b0 + c > last) break;
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+        sum[nt][0] += v[c][nt].x, sum[nt][1] += v[c][nt].y;
+        sum[nt][2] += v[c][nt].z, sum[nt][3] += v[c][nt].w;
+      }
+    }
+  }
+}
+
+// Ends the warp's segment of tile rt: a whole row group writes y. A part
+// whose tile's other parts are all in already (the counter, read with
+// acquire: the usual case for the part that ends a block's share, at the
+// end of the launch) sums them and writes y without publishing its own;
+// otherwise it leaves its sums in its slot and arrives on the counter, and
+// the warp that arrives last sums the slots and writes y. Either way the
+// parts are summed in block order (deterministic).
 template <int NT>
 __device__ void FinishSegment(const Sub& s, const Args& a, const float (&acc)[NT][4]) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -530,33 +573,30 @@ __device__ void FinishSegment(const Sub& s, const Args& a, const float (&acc)[NT
     Epilogue<NT>(a, rt, acc);
     return;
   }
-  constexpr int kSlotFloats = 32 * NT * 4;
-  auto slot = [&](int32_t blk) {
-    return reinterpret_cast<float4*>(a.partials +
-                                     ((int64_t{s.rg} + blk) * kWarps + warp) * kSlotFloats) +
-           lane * NT;
-  };
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt) {
-    __stcg(slot(blockIdx.x) + nt, make_float4(acc[nt][0], acc[nt][1], acc[nt][2], acc[nt][3]));
-  }
-  __threadfence();
-  __syncwarp();
   const int64_t row_begin = int64_t{s.rg} * a.k_tiles;
   const int32_t first = BlockOf(row_begin, a), last = BlockOf(row_begin + a.k_tiles - 1, a);
-  int is_last = 0;
   int32_t* counter = a.counters_end - 1 - rt;
-  if (lane == 0) is_last = atomicAdd(counter, 1) == last - first;
-  if (!__shfl_sync(0xffffffffu, is_last, 0)) return;
-  __threadfence();
-  float sum[NT][4] = {};
-  for (int32_t blk = first; blk <= last; ++blk) {
+  // Every lane reads the counter (one transaction), each its own acquire.
+  const bool others_in = __all_sync(0xffffffffu, cuda::LoadAcquireGpu(counter) == last - first);
+  if (!others_in) {
+    constexpr int kSlotFloats = 32 * NT * 4;
+    float4* slot = reinterpret_cast<float4*>(
+                       a.partials + ((int64_t{s.rg} + blockIdx.x) * kWarps + warp) * kSlotFloats) +
+                   lane * NT;
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
-      const float4 v = __ldcg(slot(blk) + nt);
-      sum[nt][0] += v.x, sum[nt][1] += v.y, sum[nt][2] += v.z, sum[nt][3] += v.w;
+      __stcg(slot + nt, make_float4(acc[nt][0], acc[nt][1], acc[nt][2], acc[nt][3]));
     }
+    // The warp's barrier orders its lanes' stores before lane 0's release
+    // (cumulative), and lane 0's acquire before the lanes' loads after it.
+    __syncwarp();
+    int is_last = 0;
+    if (lane == 0) is_last = cuda::AtomicAddAcqRelGpu(counter, 1) == last - first;
+    if (!__shfl_sync(0xffffffffu, is_last, 0)) return;
+    __syncwarp();
   }
+  float sum[NT][4] = {};
+  SumParts<NT>(s, a, first, last, acc, sum);
   Epilogue<NT>(a, rt, sum);
   if (lane == 0) *counter = 0;
 }
