@@ -433,13 +433,13 @@ __global__ void __launch_bounds__(kThreads, Cfg<kNt>::kBlocksPerSm) Int4TiledKer
              make_float4(acc[r][nt][0], acc[r][nt][1], acc[r][nt][2], acc[r][nt][3]));
     }
   }
-  __threadfence();
+  // The barrier orders every thread's stores before thread 0's release
+  // (cumulative); the second, thread 0's acquire before everyone's loads.
   __syncthreads();
   int32_t* counter = a.counters_end - 1 - out_tile;
-  if (threadIdx.x == 0) last_block = atomicAdd(counter, 1) == a.splits - 1;
+  if (threadIdx.x == 0) last_block = cuda::AtomicAddAcqRelGpu(counter, 1) == a.splits - 1;
   __syncthreads();
   if (!last_block) return;
-  __threadfence();
   float sum[2][kNt][4] = {};
   for (int32_t sp = 0; sp < a.splits; ++sp) {
 #pragma unroll
