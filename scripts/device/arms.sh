@@ -6,6 +6,13 @@
 #                                       (incremental) and keeps it as .device/arms/bench_NAME
 #   scripts/device/arms.sh pack         .device/arms.tgz: the arms and the libraries
 #                                       they need (carry it alone: ~5 MiB an arm + ~10)
+#   ARMS_BESIDE_BUNDLE=NAME scripts/device/arms.sh pack
+#                                       the arms without libraries, for a call that also
+#                                       carries .device/bundle.txz (scripts/device/pack.sh,
+#                                       unpacked first, e.g. by session.sh): arm NAME is the
+#                                       bundle's own onecard-bench-cuda (so pack.sh builds it
+#                                       from the tree in that arm's state), the others run on
+#                                       the bundle's libraries (~10 MiB an arm)
 # On the GPU machine:
 #   scripts/device/arms.sh run "A B" SCENARIO...   runs the arms in the order given and
 #                                       then reversed (A B B A: drift shows), each scenario
@@ -61,18 +68,43 @@ case ${1:-} in
     ;;
   pack)
     compgen -G "$arms/bench_*" >/dev/null || { echo "arms: none yet (arms.sh add NAME)" >&2; exit 1; }
-    # shellcheck source=scripts/device/libs.sh
-    source "$root/scripts/device/libs.sh"
-    copy_device_libs "$arms/lib" "$arms"/bench_*
-    tar -C "$arms" -czf "$root/.device/arms.tgz" .
-    echo "arms: .device/arms.tgz $(du -sm "$root/.device/arms.tgz" | cut -f1) MiB: $(cd "$arms" && echo bench_*)"
+    rm -rf "${arms:?}/lib"
+    beside=${ARMS_BESIDE_BUNDLE:-}
+    if [[ -n $beside ]]; then
+      # Arm $beside: named in BUNDLE_ARM; `run` links it to the unpacked bundle.
+      [[ -f $root/.device/COMMIT ]] || { echo "arms: no bundle (scripts/device/pack.sh)" >&2; exit 1; }
+      stage=$(mktemp -d)
+      trap 'rm -rf "$stage"' EXIT
+      for f in "$arms"/bench_* "$arms"/COMMIT_*; do
+        case ${f##*/} in bench_"$beside" | COMMIT_"$beside") ;; *) cp "$f" "$stage/" ;; esac
+      done
+      echo "$beside" >"$stage/BUNDLE_ARM"
+      cp "$root/.device/COMMIT" "$stage/COMMIT_$beside"
+      tar -C "$stage" -czf "$root/.device/arms.tgz" .
+    else
+      # shellcheck source=scripts/device/libs.sh
+      source "$root/scripts/device/libs.sh"
+      copy_device_libs "$arms/lib" "$arms"/bench_*
+      stage=$arms
+      tar -C "$arms" -czf "$root/.device/arms.tgz" .
+    fi
+    echo "arms: .device/arms.tgz $(du -sm "$root/.device/arms.tgz" | cut -f1) MiB:" \
+      "$(cd "$stage" && echo bench_*)${beside:+, and bench_$beside from the bundle}"
     ;;
   run)
     read -r -a order <<<"${2:?arms.sh run \"A B\" SCENARIO...}"
     shift 2
     dir=${TMPDIR:-/tmp}/onecard-arms
     rm -rf "$dir" && mkdir -p "$dir" && tar -C "$dir" -xzf "$root/.device/arms.tgz"
-    export LD_LIBRARY_PATH="$dir/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+    # Packed with ARMS_BESIDE_BUNDLE: one arm is the unpacked bundle's binary,
+    # and the others run on its libraries.
+    bundle=${TMPDIR:-/tmp}/onecard-device
+    if [[ -f $dir/BUNDLE_ARM ]]; then
+      [[ -x $bundle/bin/onecard-bench-cuda ]] ||
+        { echo "arms: no unpacked bundle in $bundle (run.sh or session.sh first)" >&2; exit 1; }
+      ln -s "$bundle/bin/onecard-bench-cuda" "$dir/bench_$(cat "$dir/BUNDLE_ARM")"
+    fi
+    export LD_LIBRARY_PATH="$dir/lib:$bundle/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
     arm_setup() {  # ARM: its own binary
       arm_name=$1 arm_bin=$dir/bench_$1 arm_flags=""
       ONECARD_COMMIT="$(cat "$dir/COMMIT_$1")-arm$1"
