@@ -20,6 +20,9 @@
 //   late_sm_repeat  of the tenth of the SMs whose last warp ends latest in the
 //                first launch, the fraction that are so in the second too
 //                (near 1: the same SMs are slow every launch; ~0.1: chance)
+//   late_block_repeat  the same for the blocks (a block's share and its
+//                split-K parts are the same in both launches, its SM and its
+//                weights' copy are not)
 //   gap          the second launch's first block start after the first's
 //                last end (negative: they overlapped)
 //   pair         CUDA events around both launches
@@ -50,40 +53,53 @@ constexpr char kScenario[] = "timeline-int4";
 constexpr int kPairs = 7;
 constexpr int kWarmup = 5;
 
-// One warp's stamps (ns) and its block's SM.
+// One warp's stamps (ns), its block's SM and its block.
 struct WarpStamps {
-  uint64_t start = 0, first = 0, last = 0, end = 0, sm = 0;
+  uint64_t start = 0, first = 0, last = 0, end = 0, sm = 0, block = 0;
 };
 
 // The warps that wrote (start != 0) in a trace.
 std::vector<WarpStamps> Stamps(const std::vector<uint64_t>& trace) {
   constexpr size_t kWords = engine::kInt4GemmTraceStamps;
+  constexpr size_t kBlockWords = kWords * engine::kInt4GemmTraceWarps;
   std::vector<WarpStamps> out;
   for (size_t i = 0; i + kWords <= trace.size(); i += kWords) {
     if (trace[i] == 0) continue;
-    out.push_back({trace[i], trace[i + 1], trace[i + 2], trace[i + 3], trace[i + 4]});
+    out.push_back(
+        {trace[i], trace[i + 1], trace[i + 2], trace[i + 3], trace[i + 4], i / kBlockWords});
   }
   return out;
 }
 
 struct PairFigures {
   double start_skew = 0, first_data = 0, end_median = 0, span = 0, tail = 0, gap = 0, pair = 0;
-  double last_spread = 0, finish_max = 0, late_sm_repeat = 0;
+  double last_spread = 0, finish_max = 0, late_sm_repeat = 0, late_block_repeat = 0;
   double timer_step = 0;
 };
 
-// The tenth of the SMs (at least one) whose last warp ends latest in a launch.
-std::vector<uint64_t> LateSms(const std::vector<WarpStamps>& warps) {
-  std::map<uint64_t, uint64_t> last_end;  // SM -> its last warp's end
-  for (const WarpStamps& w : warps) last_end[w.sm] = std::max(last_end[w.sm], w.end);
-  std::vector<std::pair<uint64_t, uint64_t>> by_end;  // (end, SM)
-  for (const auto& [sm, end] : last_end) by_end.push_back({end, sm});
+// The tenth (at least one) of the SMs or of the blocks (key: WarpStamps::sm
+// or ::block) whose last warp ends latest in a launch, sorted.
+std::vector<uint64_t> Late(const std::vector<WarpStamps>& warps, uint64_t WarpStamps::*key) {
+  std::map<uint64_t, uint64_t> last_end;  // key -> its last warp's end
+  for (const WarpStamps& w : warps) last_end[w.*key] = std::max(last_end[w.*key], w.end);
+  std::vector<std::pair<uint64_t, uint64_t>> by_end;  // (end, key)
+  for (const auto& [k, end] : last_end) by_end.push_back({end, k});
   std::sort(by_end.rbegin(), by_end.rend());
   by_end.resize(std::max<size_t>(1, by_end.size() / 10));
-  std::vector<uint64_t> sms;
-  for (const auto& e : by_end) sms.push_back(e.second);
-  std::sort(sms.begin(), sms.end());
-  return sms;
+  std::vector<uint64_t> keys;
+  for (const auto& e : by_end) keys.push_back(e.second);
+  std::sort(keys.begin(), keys.end());
+  return keys;
+}
+
+// The fraction of the first launch's late keys that are late in the second.
+double LateRepeat(const std::vector<WarpStamps>& a, const std::vector<WarpStamps>& b,
+                  uint64_t WarpStamps::*key) {
+  const std::vector<uint64_t> late_a = Late(a, key), late_b = Late(b, key);
+  std::vector<uint64_t> both;
+  std::set_intersection(late_a.begin(), late_a.end(), late_b.begin(), late_b.end(),
+                        std::back_inserter(both));
+  return static_cast<double>(both.size()) / static_cast<double>(late_a.size());
 }
 
 double Us(double ns) { return ns * 1e-3; }
@@ -127,11 +143,8 @@ absl::StatusOr<PairFigures> Figures(const std::vector<WarpStamps>& a,
   f.timer_step = step == UINT64_MAX ? 0 : static_cast<double>(step);
   f.last_spread = Us(*std::max_element(lasts.begin(), lasts.end()) - Median(lasts));
   f.finish_max = Us(finish_max);
-  const std::vector<uint64_t> late_a = LateSms(a), late_b = LateSms(b);
-  std::vector<uint64_t> both;
-  std::set_intersection(late_a.begin(), late_a.end(), late_b.begin(), late_b.end(),
-                        std::back_inserter(both));
-  f.late_sm_repeat = static_cast<double>(both.size()) / static_cast<double>(late_a.size());
+  f.late_sm_repeat = LateRepeat(a, b, &WarpStamps::sm);
+  f.late_block_repeat = LateRepeat(a, b, &WarpStamps::block);
   return f;
 }
 
@@ -213,6 +226,12 @@ absl::Status ShapeTimeline(const Ceilings& ceil, const ProjectionCase& s, int32_
   }
   reporter.Add(
       {kScenario, name, "late_sm_repeat", median(&PairFigures::late_sm_repeat), "fraction", {}});
+  reporter.Add({kScenario,
+                name,
+                "late_block_repeat",
+                median(&PairFigures::late_block_repeat),
+                "fraction",
+                {}});
   reporter.Add({kScenario, name, "timer_step", median(&PairFigures::timer_step), "ns", {}});
   reporter.Add({kScenario, name, "span_bandwidth",
                 rot.weight_bytes / (median(&PairFigures::span) * 1e-6) / 1e9, "GB/s",
