@@ -170,7 +170,11 @@ absl::Status OffloadedLayers::RunLayer(const OffloadedLayerWeights& w, int64_t i
   const int32_t t = step.num_tokens;
   const int64_t h = config_.hidden_size, inter = config_.intermediate_size;
   const float eps = config_.rms_norm_eps;
-  RETURN_IF_ERROR(RmsNormRef({DType::kBF16, residual, w.attn_norm, normed_.data(), t, h, eps}));
+  // The norms row by row on the pool (a row's arithmetic is RmsNormRef's).
+  RETURN_IF_ERROR(ForRanges(pool_, t, [&](int64_t begin, int64_t end) {
+    return RmsNormRef({DType::kBF16, residual + begin * h, w.attn_norm, normed_.data() + begin * h,
+                       static_cast<int32_t>(end - begin), h, eps});
+  }));
   Linear(w.qkv, normed_.data(), t, qkv_.data());
   if (w.bqkv != nullptr) {
     ForChunks(pool_, int64_t{t} * qkv_dim_, [&](int64_t b, int64_t e) {
@@ -193,8 +197,11 @@ absl::Status OffloadedLayers::RunLayer(const OffloadedLayerWeights& w, int64_t i
   RETURN_IF_ERROR(WriteKv(layers_[index].layer, step, kv_out));
   RETURN_IF_ERROR(Attention(index, step));
   Linear(w.o, attn_.data(), t, proj_.data());
-  RETURN_IF_ERROR(FusedAddRmsNormRef(
-      {DType::kBF16, proj_.data(), residual, w.ffn_norm, normed_.data(), t, h, eps}));
+  RETURN_IF_ERROR(ForRanges(pool_, t, [&](int64_t begin, int64_t end) {
+    return FusedAddRmsNormRef({DType::kBF16, proj_.data() + begin * h, residual + begin * h,
+                               w.ffn_norm, normed_.data() + begin * h,
+                               static_cast<int32_t>(end - begin), h, eps});
+  }));
   Linear(w.gate_up, normed_.data(), t, gate_up_.data());
   // SiluMulRef's act = bf16(silu(gate) * up), reading gate j and up j where
   // the row holds them: [gate; up], or interleaved (gate j at (j / 8) * 16 +
