@@ -23,6 +23,10 @@
 //   late_block_repeat  the same for the blocks (a block's share and its
 //                split-K parts are the same in both launches, its SM and its
 //                weights' copy are not)
+//   late_block_segments  the late tenth of the blocks' mean count of
+//                segments (row groups its share touches: 1 + its split-K
+//                finishes mid-share) over every block's (above 1: the blocks
+//                with more finishes end last)
 //   gap          the second launch's first block start after the first's
 //                last end (negative: they overlapped)
 //   pair         CUDA events around both launches
@@ -74,6 +78,7 @@ std::vector<WarpStamps> Stamps(const std::vector<uint64_t>& trace) {
 struct PairFigures {
   double start_skew = 0, first_data = 0, end_median = 0, span = 0, tail = 0, gap = 0, pair = 0;
   double last_spread = 0, finish_max = 0, late_sm_repeat = 0, late_block_repeat = 0;
+  double late_block_segments = 0;
   double timer_step = 0;
 };
 
@@ -102,10 +107,33 @@ double LateRepeat(const std::vector<WarpStamps>& a, const std::vector<WarpStamps
   return static_cast<double>(both.size()) / static_cast<double>(late_a.size());
 }
 
+// The late tenth of a launch's blocks' mean segments over every block's: a
+// block's share is Int4Gemm's stream-K share (iterations b * iters / grid to
+// (b + 1) * iters / grid of row groups of k_tiles iterations), the grid the
+// blocks that wrote.
+double LateBlockSegments(const std::vector<WarpStamps>& warps, int64_t iters, int64_t k_tiles) {
+  uint64_t grid = 0;
+  for (const WarpStamps& w : warps) grid = std::max(grid, w.block + 1);
+  const auto segments = [&](uint64_t b) {
+    const int64_t g = static_cast<int64_t>(grid), blk = static_cast<int64_t>(b);
+    const int64_t begin = blk * iters / g, end = (blk + 1) * iters / g;
+    return end > begin ? static_cast<double>((end - 1) / k_tiles - begin / k_tiles + 1) : 0.0;
+  };
+  double all = 0;
+  for (uint64_t b = 0; b < grid; ++b) all += segments(b);
+  const std::vector<uint64_t> late = Late(warps, &WarpStamps::block);
+  double late_sum = 0;
+  for (uint64_t b : late) late_sum += segments(b);
+  return all > 0 ? (late_sum / static_cast<double>(late.size())) / (all / static_cast<double>(grid))
+                 : 0.0;
+}
+
 double Us(double ns) { return ns * 1e-3; }
 
+// iters and k_tiles: the launches' stream-K walk (LateBlockSegments).
 absl::StatusOr<PairFigures> Figures(const std::vector<WarpStamps>& a,
-                                    const std::vector<WarpStamps>& b, double pair_ms) {
+                                    const std::vector<WarpStamps>& b, double pair_ms, int64_t iters,
+                                    int64_t k_tiles) {
   if (a.empty() || b.empty()) {
     return absl::InternalError("timeline-int4: a traced launch wrote no stamps");
   }
@@ -145,6 +173,7 @@ absl::StatusOr<PairFigures> Figures(const std::vector<WarpStamps>& a,
   f.finish_max = Us(finish_max);
   f.late_sm_repeat = LateRepeat(a, b, &WarpStamps::sm);
   f.late_block_repeat = LateRepeat(a, b, &WarpStamps::block);
+  f.late_block_segments = LateBlockSegments(a, iters, k_tiles);
   return f;
 }
 
@@ -197,7 +226,10 @@ absl::Status ShapeTimeline(const Ceilings& ceil, const ProjectionCase& s, int32_
         CUDA_RETURN_IF_ERROR(
             cudaMemcpy(host[t].data(), traces[t], trace_words * 8, cudaMemcpyDeviceToHost));
       }
-      ASSIGN_OR_RETURN(PairFigures f, Figures(Stamps(host[0]), Stamps(host[1]), ms));
+      const int64_t k_tiles = s.k / engine::kInt4TileCols;
+      const int64_t row_groups = (s.n + engine::kInt4GemmRowGroup - 1) / engine::kInt4GemmRowGroup;
+      ASSIGN_OR_RETURN(PairFigures f, Figures(Stamps(host[0]), Stamps(host[1]), ms,
+                                              row_groups * k_tiles, k_tiles));
       figures.push_back(f);
       return absl::OkStatus();
     }();
@@ -224,14 +256,17 @@ absl::Status ShapeTimeline(const Ceilings& ceil, const ProjectionCase& s, int32_
   for (const auto& [metric, field] : fields) {
     reporter.Add({kScenario, name, metric, median(field), "us", {}});
   }
-  reporter.Add(
-      {kScenario, name, "late_sm_repeat", median(&PairFigures::late_sm_repeat), "fraction", {}});
-  reporter.Add({kScenario,
-                name,
-                "late_block_repeat",
-                median(&PairFigures::late_block_repeat),
-                "fraction",
-                {}});
+  struct Shares {
+    const char* metric;
+    double PairFigures::*field;
+    const char* unit;
+  };
+  const Shares shares[] = {{"late_sm_repeat", &PairFigures::late_sm_repeat, "fraction"},
+                           {"late_block_repeat", &PairFigures::late_block_repeat, "fraction"},
+                           {"late_block_segments", &PairFigures::late_block_segments, "ratio"}};
+  for (const Shares& m : shares) {
+    reporter.Add({kScenario, name, m.metric, median(m.field), m.unit, {}});
+  }
   reporter.Add({kScenario, name, "timer_step", median(&PairFigures::timer_step), "ns", {}});
   reporter.Add({kScenario, name, "span_bandwidth",
                 rot.weight_bytes / (median(&PairFigures::span) * 1e-6) / 1e9, "GB/s",
