@@ -66,6 +66,22 @@ __device__ __forceinline__ void MbarrierWait(uint64_t* bar, uint32_t parity) {
       : "memory");
 }
 
+// Whether the phase of `parity` has completed (MbarrierWait would return at
+// once), without waiting.
+__device__ __forceinline__ bool MbarrierTestWait(uint64_t* bar, uint32_t parity) {
+  uint32_t done;
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+      "selp.u32 %0, 1, 0, p;\n"
+      "}\n"
+      : "=r"(done)
+      : "r"(SmemAddr(bar)), "r"(parity)
+      : "memory");
+  return done != 0;
+}
+
 // Copies `bytes` (a multiple of 16; both addresses 16-byte aligned) from
 // global to shared memory with the copy engine, completing on `bar`.
 __device__ __forceinline__ void BulkCopy(void* smem, const void* gmem, uint32_t bytes,

@@ -309,23 +309,30 @@ __device__ void Producer(Smem<NT>& sm, const Args& a, int64_t begin, int64_t end
     CopyX<NT, kNorm>(sm.stage[j], &sm.full[j], first[j], a, lane);
   }
   __syncthreads();  // the consumers' inv_rms
+  // Refills stage `issued % S` (sub `issued`) after the consumers left it.
+  const auto refill = [&] {
+    const int st = issued % S;
+    cuda::MbarrierWait(&sm.empty[st], ((issued / S) & 1) ^ 1);
+    const Sub s = issue.Next(a);
+    if (lane == 0) {
+      cuda::MbarrierArriveExpectTx(&sm.full[st],
+                                   ConstantBytes<NT, kKind>(s, a) + XBytes<NT, kNorm>(s, a));
+    }
+    __syncwarp();
+    CopyConstants<NT, kKind>(sm.stage[st], &sm.full[st], s, a, lane);
+    CopyX<NT, kNorm>(sm.stage[st], &sm.full[st], s, a, lane);
+    ++issued;
+  };
   Walker<Cfg<NT>::kTpu, kFullStages<NT, kKind>> norm(begin, end, a);
   for (int j = 0; !norm.done(); ++j) {
-    if (!issue.done()) {  // refill: stage of sub `issued`, after the consumers left it
-      const int st = issued % S;
-      cuda::MbarrierWait(&sm.empty[st], ((issued / S) & 1) ^ 1);
-      const Sub s = issue.Next(a);
-      if (lane == 0) {
-        cuda::MbarrierArriveExpectTx(&sm.full[st],
-                                     ConstantBytes<NT, kKind>(s, a) + XBytes<NT, kNorm>(s, a));
-      }
-      __syncwarp();
-      CopyConstants<NT, kKind>(sm.stage[st], &sm.full[st], s, a, lane);
-      CopyX<NT, kNorm>(sm.stage[st], &sm.full[st], s, a, lane);
-      ++issued;
-    }
     const Sub s = norm.Next(a);
     if constexpr (kNorm) {
+      // Stage j is normalized as soon as it lands, before the refill of a
+      // slot the consumers still hold (they are computing stage j - 1 and
+      // next wait for this one); a slot already free is refilled first.
+      const bool free_slot =
+          !issue.done() && cuda::MbarrierTestWait(&sm.empty[issued % S], ((issued / S) & 1) ^ 1);
+      if (free_slot) refill();
       const int st = j % S;
       cuda::MbarrierWait(&sm.full[st], (j / S) & 1);
       NormalizeX<NT>(sm.stage[st], sm, s, a, lane);
@@ -333,6 +340,9 @@ __device__ void Producer(Smem<NT>& sm, const Args& a, int64_t begin, int64_t end
       cuda::FenceProxyAsync();  // the copy engine writes this buffer again later
       __syncwarp();
       if (lane == 0) cuda::MbarrierArrive(&sm.ready[st]);
+      if (!free_slot && !issue.done()) refill();
+    } else {
+      if (!issue.done()) refill();
     }
   }
 }
