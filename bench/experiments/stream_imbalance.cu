@@ -20,7 +20,8 @@
 // block's end and the last's, the GB/s over the span, and of the tenth of
 // the blocks (and of the SMs) that end last in a pair's first launch the
 // share that end last in its second (chance: 0.1).
-// Build: nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a stream_imbalance.cu -o si
+// Build (from this folder): nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -I../..
+//   stream_imbalance.cu -o si
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -31,55 +32,15 @@
 #include <map>
 #include <vector>
 
+#include "engine/kernels/cuda_pipeline.cuh"
 #include "experiment_common.cuh"
+
+namespace cuda = onecard::engine::cuda;
 
 constexpr int kWarps = 8;
 constexpr int kThreads = 32 * (kWarps + 1);
 constexpr uint32_t kChunk = 16 << 10;
 constexpr int kMaxStages = 8;
-
-__device__ __forceinline__ uint64_t GlobalTimer() {
-  uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-
-__device__ __forceinline__ uint32_t Smem(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-__device__ __forceinline__ void BarInit(uint64_t* b, uint32_t count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(Smem(b)), "r"(count) : "memory");
-}
-
-__device__ __forceinline__ void BarArrive(uint64_t* b) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(Smem(b)) : "memory");
-}
-
-__device__ __forceinline__ void BarArriveTx(uint64_t* b, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(Smem(b)), "r"(bytes)
-               : "memory");
-}
-
-__device__ __forceinline__ void BarWait(uint64_t* b, uint32_t parity) {
-  asm volatile(
-      "{\n"
-      ".reg .pred done;\n"
-      "wait_%=:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra wait_%=;\n"
-      "}\n" ::"r"(Smem(b)),
-      "r"(parity)
-      : "memory");
-}
-
-__device__ __forceinline__ void BulkCopy(void* dst, const void* src, uint32_t bytes, uint64_t* b) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::
-          "r"(Smem(dst)),
-      "l"(src), "r"(bytes), "r"(Smem(b))
-      : "memory");
-}
 
 struct Args {
   const char* src;
@@ -100,13 +61,13 @@ __global__ void __launch_bounds__(kThreads) Stream(Args a) {
   extern __shared__ __align__(128) unsigned char raw[];
   Shared& sh = *reinterpret_cast<Shared*>(raw);
   unsigned char* slots = raw + 1024;
-  const uint64_t t0 = GlobalTimer();
+  const uint64_t t0 = cuda::GlobalTimerNs();
   if (threadIdx.x == 0) {
     for (int s = 0; s < a.stages; ++s) {
-      BarInit(&sh.full[s], 1);
-      BarInit(&sh.empty[s], kWarps);
+      cuda::MbarrierInit(&sh.full[s], 1);
+      cuda::MbarrierInit(&sh.empty[s], kWarps);
     }
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    cuda::FenceMbarrierInit();
   }
   __syncthreads();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -117,7 +78,7 @@ __global__ void __launch_bounds__(kThreads) Stream(Args a) {
     int64_t next = begin;
     for (int64_t i = 0;; ++i) {
       const int s = static_cast<int>(i % a.stages);
-      BarWait(&sh.empty[s], static_cast<uint32_t>(((i / a.stages) & 1) ^ 1));
+      cuda::MbarrierWait(&sh.empty[s], static_cast<uint32_t>(((i / a.stages) & 1) ^ 1));
       int64_t c = -1;
       if (next < end) {
         c = next++;
@@ -127,31 +88,29 @@ __global__ void __launch_bounds__(kThreads) Stream(Args a) {
       }
       sh.chunk[s] = c;
       if (c < 0) {
-        BarArrive(&sh.full[s]);
+        cuda::MbarrierArrive(&sh.full[s]);
         return;
       }
-      BarArriveTx(&sh.full[s], kChunk);
-      BulkCopy(slots + s * kChunk, a.src + c * kChunk, kChunk, &sh.full[s]);
+      cuda::MbarrierArriveExpectTx(&sh.full[s], kChunk);
+      cuda::BulkCopy(slots + s * kChunk, a.src + c * kChunk, kChunk, &sh.full[s]);
     }
   }
   for (int64_t i = 0;; ++i) {
     const int s = static_cast<int>(i % a.stages);
-    BarWait(&sh.full[s], static_cast<uint32_t>((i / a.stages) & 1));
-    if (i == 0 && threadIdx.x == 0) sh.t_first = GlobalTimer();
+    cuda::MbarrierWait(&sh.full[s], static_cast<uint32_t>((i / a.stages) & 1));
+    if (i == 0 && threadIdx.x == 0) sh.t_first = cuda::GlobalTimerNs();
     const int64_t c = sh.chunk[s];
     __syncwarp();
-    if (lane == 0) BarArrive(&sh.empty[s]);
+    if (lane == 0) cuda::MbarrierArrive(&sh.empty[s]);
     if (c < 0) break;
   }
-  asm volatile("bar.sync 1, %0;" ::"r"(32 * kWarps));
+  cuda::NamedBarrier(1, 32 * kWarps);
   if (threadIdx.x == 0) {
-    uint32_t sm;
-    asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
     uint64_t* r = a.trace + blockIdx.x * 4;
     r[0] = t0;
     r[1] = sh.t_first;
-    r[2] = GlobalTimer();
-    r[3] = sm;
+    r[2] = cuda::GlobalTimerNs();
+    r[3] = cuda::SmId();
   }
 }
 
