@@ -20,7 +20,8 @@ set -uo pipefail
 # shellcheck source=scripts/device/session.sh
 source scripts/device/session.sh
 si=$TMPDIR/stream_imbalance
-if nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -I. \
+nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+if "$nvcc" -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -I. \
   bench/experiments/stream_imbalance.cu -o "$si"; then
   { timeout 120 "$si" && timeout 120 "$si" --one; } >"$OUT/stream_imbalance.txt" 2>&1
   echo "stream_imbalance rc=$?"
