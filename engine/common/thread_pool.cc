@@ -95,6 +95,22 @@ void ThreadPool::ParallelFor(int64_t n, const RangeFn& fn) {
   }
 }
 
+absl::Status ThreadPool::ParallelForStatus(int64_t n, const StatusRangeFn& fn) {
+  std::mutex mu;
+  absl::Status first_error;  // the error of the lowest failing range
+  int64_t first_error_begin = n;
+  ParallelFor(n, [&](int64_t begin, int64_t end) {
+    absl::Status status = fn(begin, end);
+    if (status.ok()) return;
+    std::lock_guard<std::mutex> lock(mu);
+    if (begin < first_error_begin) {
+      first_error = std::move(status);
+      first_error_begin = begin;
+    }
+  });
+  return first_error;
+}
+
 void ThreadPool::WorkerLoop(int worker) {
   in_parallel_for = true;
   uint64_t seen = 0;

@@ -5,6 +5,8 @@
 // all are done. Work split this way is deterministic: which thread computes an
 // element never changes what is computed. Calls from several threads take
 // turns; a call from inside fn runs inline on that thread, all of [0, n) at once.
+// ParallelForStatus does the same with an fn that may fail and returns the
+// error of the lowest failing range (whatever the timing), OK when none failed.
 // Between calls, workers and the waiting caller spin for up to kSpin before
 // they sleep on a condition variable: a decode step makes hundreds of short
 // calls back to back, and a sleeping thread takes tens of microseconds to
@@ -22,11 +24,14 @@
 #include <thread>
 #include <vector>
 
+#include "absl/status/status.h"
+
 namespace onecard {
 
 class ThreadPool {
  public:
   using RangeFn = std::function<void(int64_t begin, int64_t end)>;
+  using StatusRangeFn = std::function<absl::Status(int64_t begin, int64_t end)>;
 
   // num_threads counts the calling thread: 1 runs everything inline.
   // Values below 1 mean std::thread::hardware_concurrency(). When the system
@@ -40,6 +45,7 @@ class ThreadPool {
   int num_threads() const { return static_cast<int>(workers_.size()) + 1; }
 
   void ParallelFor(int64_t n, const RangeFn& fn);
+  absl::Status ParallelForStatus(int64_t n, const StatusRangeFn& fn);
 
   // The range [begin, end) of part `part` of `num_parts` over [0, n): the
   // first n % num_parts parts get one element more.

@@ -276,19 +276,9 @@ absl::Status CpuForward::Logits(const FlatBatch& flat, std::vector<float>* logit
 
 absl::Status CpuForward::ForTokenRanges(int32_t num_tokens,
                                         const std::function<absl::Status(int32_t, int32_t)>& fn) {
-  std::mutex mu;
-  absl::Status first_error;  // the error of the lowest failing range
-  int64_t first_error_begin = num_tokens;
-  pool_.ParallelFor(num_tokens, [&](int64_t begin, int64_t end) {
-    absl::Status status = fn(static_cast<int32_t>(begin), static_cast<int32_t>(end));
-    if (status.ok()) return;
-    std::lock_guard<std::mutex> lock(mu);
-    if (begin < first_error_begin) {
-      first_error = std::move(status);
-      first_error_begin = begin;
-    }
+  return pool_.ParallelForStatus(num_tokens, [&](int64_t begin, int64_t end) {
+    return fn(static_cast<int32_t>(begin), static_cast<int32_t>(end));
   });
-  return first_error;
 }
 
 }  // namespace onecard::engine

@@ -96,8 +96,8 @@ class CpuForward {
   absl::Status AddAndNorm(bool add_proj, const std::vector<float>& weight, int32_t num_tokens);
   // Shows the observer (if any) a linear's input of n rows.
   void Observe(int64_t layer, LinearInput input, const std::vector<float>& x, int32_t n) const;
-  // Runs fn over [0, num_tokens) split across the pool; returns the error of
-  // the lowest failing range, if any.
+  // ThreadPool::ParallelForStatus over [0, num_tokens) with int32 token
+  // indices: the error of the lowest failing range, if any.
   absl::Status ForTokenRanges(int32_t num_tokens,
                               const std::function<absl::Status(int32_t, int32_t)>& fn);
 

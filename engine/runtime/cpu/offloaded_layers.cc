@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <mutex>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -52,22 +51,6 @@ void ForChunks(ThreadPool& pool, int64_t n, Fn&& fn) {
     return;
   }
   pool.ParallelFor(chunks, [&](int64_t b, int64_t e) { fn(b * kChunk, std::min(n, e * kChunk)); });
-}
-
-// The pool's ranges of [0, n), each through fn(begin, end) -> Status; the
-// errors merged.
-template <typename Fn>
-absl::Status ForRanges(ThreadPool& pool, int64_t n, Fn&& fn) {
-  std::mutex mu;
-  absl::Status status;
-  pool.ParallelFor(n, [&](int64_t begin, int64_t end) {
-    absl::Status s = fn(begin, end);
-    if (!s.ok()) {
-      std::lock_guard<std::mutex> lock(mu);
-      status.Update(s);
-    }
-  });
-  return status;
 }
 
 }  // namespace
@@ -171,7 +154,7 @@ absl::Status OffloadedLayers::RunLayer(const OffloadedLayerWeights& w, int64_t i
   const int64_t h = config_.hidden_size, inter = config_.intermediate_size;
   const float eps = config_.rms_norm_eps;
   // The norms row by row on the pool (a row's arithmetic is RmsNormRef's).
-  RETURN_IF_ERROR(ForRanges(pool_, t, [&](int64_t begin, int64_t end) {
+  RETURN_IF_ERROR(pool_.ParallelForStatus(t, [&](int64_t begin, int64_t end) {
     return RmsNormRef({DType::kBF16, residual + begin * h, w.attn_norm, normed_.data() + begin * h,
                        static_cast<int32_t>(end - begin), h, eps});
   }));
@@ -184,7 +167,7 @@ absl::Status OffloadedLayers::RunLayer(const OffloadedLayerWeights& w, int64_t i
     });
   }
   // RoPE of q and k, tokens in parallel.
-  RETURN_IF_ERROR(ForRanges(pool_, t, [&](int64_t begin, int64_t end) {
+  RETURN_IF_ERROR(pool_.ParallelForStatus(t, [&](int64_t begin, int64_t end) {
     uint16_t* q = qkv_.data() + begin * qkv_dim_;
     return RopeRef(
         {DType::kBF16, q, q + q_dim_, qkv_dim_, qkv_dim_, step.positions + begin, inv_freq_.data(),
@@ -197,7 +180,7 @@ absl::Status OffloadedLayers::RunLayer(const OffloadedLayerWeights& w, int64_t i
   RETURN_IF_ERROR(WriteKv(layers_[index].layer, step, kv_out));
   RETURN_IF_ERROR(Attention(index, step));
   Linear(w.o, attn_.data(), t, proj_.data());
-  RETURN_IF_ERROR(ForRanges(pool_, t, [&](int64_t begin, int64_t end) {
+  RETURN_IF_ERROR(pool_.ParallelForStatus(t, [&](int64_t begin, int64_t end) {
     return FusedAddRmsNormRef({DType::kBF16, proj_.data() + begin * h, residual + begin * h,
                                w.ffn_norm, normed_.data() + begin * h,
                                static_cast<int32_t>(end - begin), h, eps});
@@ -266,7 +249,7 @@ absl::Status OffloadedLayers::WriteKv(int64_t layer, const OffloadedStep& step,
   const int64_t t = step.num_tokens;
   float* f = Grown(kv_f32_, t * kv_row());
   // Tokens in parallel (a prefill's rows: thousands of tokens a layer).
-  return ForRanges(pool_, t, [&](int64_t begin, int64_t end) {
+  return pool_.ParallelForStatus(t, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin * kv_row(); i < end * kv_row(); ++i) f[i] = Bf16ToFloat(kv[i]);
     return KvCacheWriteRef({.dtype = DType::kF32,
                             .k = f + begin * kv_row(),

@@ -3,19 +3,20 @@
 // exactly PartRange's, nested and concurrent calls, and many calls in a row.
 #include "engine/common/thread_pool.h"
 
-#include <algorithm>
-#include <atomic>
-#include <mutex>
-#include <thread>
-#include <vector>
-
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <fstream>
+#include <mutex>
 #include <string>
+#include <thread>
+#include <vector>
 
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
 namespace onecard {
@@ -62,6 +63,26 @@ TEST(ThreadPoolTest, VisitsEveryIndexOnceWithPartRangeRanges) {
       std::sort(ranges.begin(), ranges.end());
       EXPECT_EQ(ranges, want) << "threads " << threads << " n " << n;
     }
+  }
+}
+
+TEST(ThreadPoolTest, ParallelForStatusReturnsTheLowestFailingRange) {
+  ThreadPool pool(4);
+  std::atomic<int64_t> visited{0};
+  EXPECT_TRUE(pool.ParallelForStatus(100,
+                                     [&](int64_t begin, int64_t end) {
+                                       visited += end - begin;
+                                       return absl::OkStatus();
+                                     })
+                  .ok());
+  EXPECT_EQ(visited.load(), 100);
+  for (int rep = 0; rep < 20; ++rep) {  // whichever range fails first in time
+    const absl::Status status = pool.ParallelForStatus(100, [](int64_t begin, int64_t /*end*/) {
+      if (begin == 0) return absl::OkStatus();
+      return absl::InvalidArgumentError(absl::StrCat("range from ", begin));
+    });
+    EXPECT_EQ(status, absl::InvalidArgumentError(
+                          absl::StrCat("range from ", ThreadPool::PartRange(100, 1, 4).first)));
   }
 }
 
