@@ -246,9 +246,9 @@ std::vector<int32_t> SyntheticPrompt(int32_t tokens, int32_t index, int64_t voca
 
 BatchDriver::BatchDriver(engine::CudaModelRunner* runner, int32_t batch, int32_t prompt_tokens,
                          int32_t max_tokens, int32_t first_block)
-    : runner_(runner), batch_(batch), prompt_tokens_(prompt_tokens), first_block_(first_block) {
+    : runner_(runner), batch_(batch), prompt_tokens_(prompt_tokens) {
   const int32_t bs = runner->kv_layout().block_size;
-  const int32_t blocks = blocks_each_ = (max_tokens + bs - 1) / bs;
+  const int32_t blocks = (max_tokens + bs - 1) / bs;
   for (int32_t s = 0; s < batch; ++s) {
     std::vector<int32_t> table(blocks);
     for (int32_t b = 0; b < blocks; ++b) table[b] = first_block + s * blocks + b;
@@ -260,12 +260,14 @@ BatchDriver::BatchDriver(engine::CudaModelRunner* runner, int32_t batch, int32_t
 
 absl::Status BatchDriver::Prefill() {
   const engine::KvLayout& kv = runner_->kv_layout();
-  const int64_t needed = int64_t{first_block_} + int64_t{batch_} * blocks_each_;
+  // The tables hold consecutive blocks, the last sequence's last one highest.
+  const int64_t needed =
+      tables_.empty() || tables_.back().empty() ? 0 : int64_t{tables_.back().back()} + 1;
   if (needed > kv.num_blocks) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "batch ", batch_, ": ", batch_, " sequences of ", int64_t{blocks_each_} * kv.block_size,
-        " tokens need ", needed, " KV blocks of ", kv.block_size,
-        " tokens, the runner's plan holds ", kv.num_blocks,
+        "batch ", batch_, ": ", batch_, " sequences of ",
+        static_cast<int64_t>(tables_.back().size()) * kv.block_size, " tokens need ", needed,
+        " KV blocks of ", kv.block_size, " tokens, the runner's plan holds ", kv.num_blocks,
         " on this card: a smaller --batches, or a card with more memory"));
   }
   const engine::MemoryPlan& plan = runner_->memory_plan();

@@ -149,9 +149,7 @@ class BatchDriver {
   engine::CudaModelRunner* runner_;
   int32_t batch_;
   int32_t prompt_tokens_;
-  int32_t first_block_;
-  int32_t blocks_each_ = 0;  // a sequence's table
-  int32_t position_ = 0;     // of the next token to decode
+  int32_t position_ = 0;  // of the next token to decode
   std::vector<std::vector<int32_t>> tables_;
   std::vector<std::vector<int32_t>> prompts_;
   std::vector<int32_t> last_;
