@@ -391,6 +391,17 @@ __device__ __forceinline__ void Epilogue(const Args& a, int32_t rt, const float 
   }
 }
 
+// This lane's NT float4 of the partial slot of block blk's part of the
+// warp's tile in row group s.rg.
+template <int NT>
+__device__ __forceinline__ float4* PartSlot(const Sub& s, const Args& a, int32_t blk) {
+  constexpr int kSlotFloats = 32 * NT * 4;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  return reinterpret_cast<float4*>(a.partials +
+                                   ((int64_t{s.rg} + blk) * kWarps + warp) * kSlotFloats) +
+         lane * NT;
+}
+
 // The sum of a split tile's parts, the slots of blocks first..last in block
 // order (this block's part from acc, not read back): a chunk of slots' loads
 // is issued before any of them is used, so a tile of p parts waits about
@@ -399,17 +410,13 @@ template <int NT>
 __device__ __forceinline__ void SumParts(const Sub& s, const Args& a, int32_t first, int32_t last,
                                          const float (&acc)[NT][4], float (&sum)[NT][4]) {
   constexpr int kChunk = NT >= 8 ? 1 : 8 / NT;
-  constexpr int kSlotFloats = 32 * NT * 4;
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int32_t self = blockIdx.x;
   for (int32_t b0 = first; b0 <= last; b0 += kChunk) {
     float4 v[kChunk][NT];
 #pragma unroll
     for (int c = 0; c < kChunk; ++c) {
       const int32_t blk = b0 + c;
-      const float4* slot = reinterpret_cast<const float4*>(
-                               a.partials + ((int64_t{s.rg} + blk) * kWarps + warp) * kSlotFloats) +
-                           lane * NT;
+      const float4* slot = PartSlot<NT>(s, a, blk);
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
         v[c][nt] = blk <= last && blk != self
@@ -451,10 +458,7 @@ __device__ void FinishSegment(const Sub& s, const Args& a, const float (&acc)[NT
   // Every lane reads the counter (one transaction), each its own acquire.
   const bool others_in = __all_sync(0xffffffffu, cuda::LoadAcquireGpu(counter) == last - first);
   if (!others_in) {
-    constexpr int kSlotFloats = 32 * NT * 4;
-    float4* slot = reinterpret_cast<float4*>(
-                       a.partials + ((int64_t{s.rg} + blockIdx.x) * kWarps + warp) * kSlotFloats) +
-                   lane * NT;
+    float4* slot = PartSlot<NT>(s, a, blockIdx.x);
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
       __stcg(slot + nt, make_float4(acc[nt][0], acc[nt][1], acc[nt][2], acc[nt][3]));
