@@ -6,6 +6,9 @@
 #   bench/experiments/stream_imbalance.cu, compiled on the machine (its nvcc),
 #     on kStream's grid and on one block an SM: whether blocks that only
 #     stream end as unevenly as Int4Gemm's ($OUT/stream_imbalance.txt);
+#   bench/experiments/launch_chain.cu, the same way: a chain of streaming
+#     launches' period with kStream's split-K finish, a cluster's (distributed
+#     shared memory) or none ($OUT/launch_chain.txt);
 #   timeline-int4 (late_block_repeat, late_block_segments: whether the late
 #     blocks are those with a split-K finish mid-share);
 #   the RMSNorm-in-product arm against the served path, order A B B A
@@ -28,7 +31,15 @@ if "$nvcc" -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -I. \
 else
   echo "stream_imbalance: did not build"
 fi
+lc=$TMPDIR/launch_chain
+if "$nvcc" -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -I. \
+  bench/experiments/launch_chain.cu -o "$lc"; then
+  timeout 120 "$lc" >"$OUT/launch_chain.txt" 2>&1
+  echo "launch_chain rc=$?"
+else
+  echo "launch_chain: did not build"
+fi
 bench 60 timeline-int4
 BENCH_TIMEOUT=120 bash scripts/device/arms.sh flags "A= B=--int4_norm_in_gemm_max_rows=4" \
   "decode-70b-int4 --batches 1" "decode-8b-int4 --batches 1"
-cat "$OUT/stream_imbalance.txt" 2>/dev/null
+cat "$OUT/stream_imbalance.txt" "$OUT/launch_chain.txt" 2>/dev/null
