@@ -34,8 +34,10 @@ fi
 lc=$TMPDIR/launch_chain
 if "$nvcc" -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -I. \
   bench/experiments/launch_chain.cu -o "$lc"; then
-  timeout 120 "$lc" >"$OUT/launch_chain.txt" 2>&1
-  echo "launch_chain rc=$?"
+  for forms in global cluster persist; do
+    timeout 60 "$lc" "$forms" >>"$OUT/launch_chain.txt" 2>&1
+    echo "launch_chain $forms rc=$?"
+  done
 else
   echo "launch_chain: did not build"
 fi
