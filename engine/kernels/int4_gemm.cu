@@ -366,10 +366,41 @@ constexpr int32_t TilesPerSpan(int32_t group, int32_t tpu) {
   return tpg % tpu == 0 ? tpu : -1;
 }
 
-// Writes the outputs of the warp's tile rt from its sums v (rows gr, gr + 8;
-// x rows nt * 8 + 2 t4 + {0, 1}).
+// The values of y that a kBf16Add epilogue of the warp's tile rt adds its
+// sums to, in the sums' layout (r[nt][e + 2 half]; untouched for other
+// kinds): loaded before the split-K sums, so that their round trip to L2
+// overlaps the counter's and the slots' instead of following them. Only the
+// tile's finishing warp writes these outputs, after every part has read them.
+// Up to 16 rows (kPrefetchResidual); past that the registers would spill and
+// the epilogue reads y itself.
 template <int NT>
-__device__ __forceinline__ void Epilogue(const Args& a, int32_t rt, const float (&v)[NT][4]) {
+inline constexpr bool kPrefetchResidual = NT <= 2;
+
+template <int NT>
+__device__ __forceinline__ void LoadResidual(const Args& a, int32_t rt, float (&r)[NT][4]) {
+  if (!kPrefetchResidual<NT> || a.y_kind != YKind::kBf16Add) return;
+  const int lane = threadIdx.x & 31, gr = lane >> 2, t4 = lane & 3;
+  const cuda::bf16* y = static_cast<const cuda::bf16*>(a.y);
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int m = nt * 8 + 2 * t4 + e;
+      if (m >= a.rows) continue;
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        r[nt][e + 2 * half] = __bfloat162float(y[m * a.n + int64_t{rt} * 16 + gr + 8 * half]);
+      }
+    }
+  }
+}
+
+// Writes the outputs of the warp's tile rt from its sums v (rows gr, gr + 8;
+// x rows nt * 8 + 2 t4 + {0, 1}); kBf16Add adds them to `residual`
+// (LoadResidual) with StoreY's two roundings.
+template <int NT>
+__device__ __forceinline__ void Epilogue(const Args& a, int32_t rt, const float (&v)[NT][4],
+                                         const float (&residual)[NT][4]) {
   const int lane = threadIdx.x & 31, gr = lane >> 2, t4 = lane & 3;
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt) {
@@ -385,7 +416,12 @@ __device__ __forceinline__ void Epilogue(const Args& a, int32_t rt, const float 
       for (int half = 0; half < 2; ++half) {
         const int64_t o = m * a.n + int64_t{rt} * 16 + gr + 8 * half;
         const float val = v[nt][e + 2 * half];
-        int4::StoreY(a, o, val);
+        if (kPrefetchResidual<NT> && a.y_kind == YKind::kBf16Add) {
+          static_cast<cuda::bf16*>(a.y)[o] =
+              __float2bfloat16_rn(cuda::RoundTo<cuda::bf16>(val) + residual[nt][e + 2 * half]);
+        } else {
+          int4::StoreY(a, o, val);
+        }
       }
     }
   }
@@ -448,8 +484,10 @@ __device__ void FinishSegment(const Sub& s, const Args& a, const float (&acc)[NT
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int32_t rt = s.rg * kWarps + warp;
   if (rt >= a.n_tiles) return;
+  float residual[NT][4] = {};
+  LoadResidual<NT>(a, rt, residual);
   if (s.whole) {
-    Epilogue<NT>(a, rt, acc);
+    Epilogue<NT>(a, rt, acc, residual);
     return;
   }
   const int64_t row_begin = int64_t{s.rg} * a.k_tiles;
@@ -473,7 +511,7 @@ __device__ void FinishSegment(const Sub& s, const Args& a, const float (&acc)[NT
   }
   float sum[NT][4] = {};
   SumParts<NT>(s, a, first, last, acc, sum);
-  Epilogue<NT>(a, rt, sum);
+  Epilogue<NT>(a, rt, sum, residual);
   if (lane == 0) *counter = 0;
 }
 
