@@ -366,6 +366,22 @@ constexpr int32_t TilesPerSpan(int32_t group, int32_t tpu) {
   return tpg % tpu == 0 ? tpu : -1;
 }
 
+// Calls f(nt, e, m) for each x row m = nt * 8 + 2 t4 + e (< a.rows) whose
+// sums this lane holds (v[nt][e] and v[nt][e + 2]: outputs gr and gr + 8 of
+// the tile).
+template <int NT, typename F>
+__device__ __forceinline__ void ForLaneRows(const Args& a, F&& f) {
+  const int t4 = threadIdx.x & 3;
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int m = nt * 8 + 2 * t4 + e;
+      if (m < a.rows) f(nt, e, m);
+    }
+  }
+}
+
 // The values of y that a kBf16Add epilogue of the warp's tile rt adds its
 // sums to, in the sums' layout (r[nt][e + 2 half]; untouched for other
 // kinds): loaded before the split-K sums, so that their round trip to L2
@@ -379,20 +395,14 @@ inline constexpr bool kPrefetchResidual = NT <= 2;
 template <int NT>
 __device__ __forceinline__ void LoadResidual(const Args& a, int32_t rt, float (&r)[NT][4]) {
   if (!kPrefetchResidual<NT> || a.y_kind != YKind::kBf16Add) return;
-  const int lane = threadIdx.x & 31, gr = lane >> 2, t4 = lane & 3;
+  const int gr = (threadIdx.x & 31) >> 2;
   const cuda::bf16* y = static_cast<const cuda::bf16*>(a.y);
+  ForLaneRows<NT>(a, [&](int nt, int e, int m) {
 #pragma unroll
-  for (int nt = 0; nt < NT; ++nt) {
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const int m = nt * 8 + 2 * t4 + e;
-      if (m >= a.rows) continue;
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        r[nt][e + 2 * half] = __bfloat162float(y[m * a.n + int64_t{rt} * 16 + gr + 8 * half]);
-      }
+    for (int half = 0; half < 2; ++half) {
+      r[nt][e + 2 * half] = __bfloat162float(y[m * a.n + int64_t{rt} * 16 + gr + 8 * half]);
     }
-  }
+  });
 }
 
 // Writes the outputs of the warp's tile rt from its sums v (rows gr, gr + 8;
@@ -401,30 +411,24 @@ __device__ __forceinline__ void LoadResidual(const Args& a, int32_t rt, float (&
 template <int NT>
 __device__ __forceinline__ void Epilogue(const Args& a, int32_t rt, const float (&v)[NT][4],
                                          const float (&residual)[NT][4]) {
-  const int lane = threadIdx.x & 31, gr = lane >> 2, t4 = lane & 3;
+  const int gr = (threadIdx.x & 31) >> 2;
+  ForLaneRows<NT>(a, [&](int nt, int e, int m) {
+    if (a.y_kind == YKind::kSiluMul) {
+      int4::StoreSiluMul(a, m, int64_t{rt} * 8 + gr, v[nt][e], v[nt][e + 2]);
+      return;
+    }
 #pragma unroll
-  for (int nt = 0; nt < NT; ++nt) {
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const int m = nt * 8 + 2 * t4 + e;
-      if (m >= a.rows) continue;
-      if (a.y_kind == YKind::kSiluMul) {
-        int4::StoreSiluMul(a, m, int64_t{rt} * 8 + gr, v[nt][e], v[nt][e + 2]);
-        continue;
-      }
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int64_t o = m * a.n + int64_t{rt} * 16 + gr + 8 * half;
-        const float val = v[nt][e + 2 * half];
-        if (kPrefetchResidual<NT> && a.y_kind == YKind::kBf16Add) {
-          static_cast<cuda::bf16*>(a.y)[o] =
-              __float2bfloat16_rn(cuda::RoundTo<cuda::bf16>(val) + residual[nt][e + 2 * half]);
-        } else {
-          int4::StoreY(a, o, val);
-        }
+    for (int half = 0; half < 2; ++half) {
+      const int64_t o = m * a.n + int64_t{rt} * 16 + gr + 8 * half;
+      const float val = v[nt][e + 2 * half];
+      if (kPrefetchResidual<NT> && a.y_kind == YKind::kBf16Add) {
+        static_cast<cuda::bf16*>(a.y)[o] =
+            __float2bfloat16_rn(cuda::RoundTo<cuda::bf16>(val) + residual[nt][e + 2 * half]);
+      } else {
+        int4::StoreY(a, o, val);
       }
     }
-  }
+  });
 }
 
 // This lane's NT float4 of the partial slot of block blk's part of the
