@@ -19,9 +19,10 @@
 //                 arrives (acq_rel atomic); the last sums the slots and adds
 //                 to the residual y
 //   cluster G     the G blocks of a group form a thread block cluster; each
-//                 warp stores its sums into the leader block's shared memory
-//                 (distributed shared memory), one cluster barrier, and the
-//                 leader's warps sum and add to the residual y
+//                 warp sends its sums (st.async) into the shared memory of
+//                 the cluster's block of rank warp % G, which sums the G
+//                 parts and adds to the residual y (Int4Gemm's
+//                 FinishInCluster, --int4_cluster_split_k)
 //   persist ...   one cooperative launch runs the 40 products as phases with
 //                 a grid barrier between them (none, or global G); its
 //                 producer streams the next phase's weights as soon as
@@ -72,42 +73,21 @@ struct Args {
 
 struct Shared {
   uint64_t full[kStages], empty[kStages], xbar;
+  uint64_t parts;  // kCluster: the parts the other blocks send this one
 };
 
 // Layout of the dynamic shared memory: barriers, stages, x, the cluster's parts.
 constexpr uint32_t kStageOffset = 1024;
 constexpr uint32_t kXOffset = kStageOffset + kStages * kChunk;
-constexpr uint32_t kPartsOffset = kXOffset + kXBytes;  // [G][kWarps][32] float4
-// Every form takes the same footprint, two blocks an SM as kStream.
-constexpr int kSmem = kPartsOffset + kMaxGroup * kWarps * 32 * 16;
-static_assert(2 * (kSmem + 1024) <= 228 << 10, "two blocks an SM");
-
-__device__ __forceinline__ uint32_t ClusterRank() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-  return r;
-}
-__device__ __forceinline__ void ClusterArriveRelaxed() {
-  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
-}
-__device__ __forceinline__ void ClusterWait() {
-  asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");
-}
-__device__ __forceinline__ void ClusterArriveRelease() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
-}
-__device__ __forceinline__ void ClusterWaitAcquire() {
-  asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-}
-__device__ __forceinline__ void StoreRemote(const void* local, uint32_t rank, float4 v) {
-  uint32_t remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n"
-               : "=r"(remote)
-               : "r"(cuda::SmemAddr(local)), "r"(rank));
-  asm volatile("st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(remote), "f"(v.x),
-               "f"(v.y), "f"(v.z), "f"(v.w)
-               : "memory");
-}
+// kCluster's parts: [sender rank][warp / G][lane] float4 (Int4Gemm's ClusterParts).
+constexpr uint32_t kPartsOffset = kXOffset + kXBytes;
+// Every form takes kStream's footprint: two blocks an SM, never three. The
+// persistent form's second x buffer lies where kCluster's parts do.
+constexpr int kSmem = 100 << 10;
+static_assert(kPartsOffset + kWarps * 32 * 16 <= kSmem && kPartsOffset + kXBytes <= kSmem,
+              "the parts and the second x buffer fit");
+static_assert(2 * (kSmem + 1024) <= 228 << 10 && 3 * (kSmem + 1024) > 228 << 10,
+              "two blocks an SM");
 
 // A consumer warp's share of the i-th chunk the block streams: it waits for
 // its stage, reads 64 bytes a thread (4 x 16; a stand-in for the
@@ -178,10 +158,14 @@ __global__ void __launch_bounds__(kThreads, 2) Stream(Args a) {
       cuda::MbarrierInit(&sh.empty[s], kWarps);
     }
     cuda::MbarrierInit(&sh.xbar, 1);
+    if constexpr (kFinish == Finish::kCluster) {
+      cuda::MbarrierInit(&sh.parts, 1);
+      cuda::MbarrierArriveExpectTx(&sh.parts, (a.group - 1) * (kWarps / a.group) * 32 * 16);
+    }
     cuda::FenceMbarrierInit();
   }
   __syncthreads();
-  if constexpr (kFinish == Finish::kCluster) ClusterArriveRelaxed();  // every block has started
+  if constexpr (kFinish == Finish::kCluster) cuda::ClusterArriveRelaxed();
   cuda::LaunchDependents();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t begin = blockIdx.x * a.chunks / gridDim.x;
@@ -205,9 +189,7 @@ __global__ void __launch_bounds__(kThreads, 2) Stream(Args a) {
     }
     if constexpr (kFinish == Finish::kCluster) {
       __syncwarp();
-      ClusterWait();  // the two cluster barriers take every thread
-      ClusterArriveRelease();
-      ClusterWaitAcquire();
+      cuda::ClusterWaitAcquire();  // every thread arrives and waits once
     }
     return;
   }
@@ -227,16 +209,24 @@ __global__ void __launch_bounds__(kThreads, 2) Stream(Args a) {
   } else if constexpr (kFinish == Finish::kGlobal) {
     GlobalFinish(acc, a.y, a.partials, a.counters, a.group);
   } else {
-    const uint32_t rank = ClusterRank();
-    // The residual's load overlaps the barrier (the leader's only).
-    const float4 residual = rank == 0 ? *yv : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    ClusterWait();  // every block of the cluster has started (the arrive above)
-    StoreRemote(&parts[(rank * kWarps + warp) * 32 + lane], 0, acc);
-    ClusterArriveRelease();
-    ClusterWaitAcquire();
-    if (rank != 0) return;
+    // Int4Gemm's FinishInCluster: the warp's sums to the block of rank
+    // warp % G by st.async; that block's warp sums the G parts in rank order
+    // and adds to the residual.
+    const uint32_t rank = cuda::ClusterRank(), finisher = warp % a.group;
+    const int per = kWarps / a.group;
+    cuda::ClusterWaitAcquire();  // every block has started
+    if (finisher != rank) {
+      cuda::StoreAsyncCluster(&parts[(rank * per + warp / a.group) * 32 + lane], &sh.parts,
+                              finisher, acc);
+      return;
+    }
+    const float4 residual = *yv;
+    cuda::MbarrierWait(&sh.parts, 0);
     float4 sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    for (int r = 0; r < a.group; ++r) sum = add(sum, parts[(r * kWarps + warp) * 32 + lane]);
+    for (int r = 0; r < a.group; ++r) {
+      sum = add(sum,
+                r == static_cast<int>(rank) ? acc : parts[(r * per + warp / a.group) * 32 + lane]);
+    }
     *yv = add(residual, sum);
   }
 }

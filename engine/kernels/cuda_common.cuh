@@ -123,21 +123,33 @@ inline bool ProgrammaticLaunchEnabled() { return GetLaunchSettings().programmati
 
 // Launches kernel<<<grid, block, smem, stream>>>(args...) with the
 // programmatic-stream-serialization attribute (see cuda_ptx.cuh), so the
-// kernel's launch and its constant-data prologue overlap the previous kernel.
+// kernel's launch and its constant-data prologue overlap the previous kernel;
+// with cluster > 0, in thread block clusters of that many blocks along x
+// (grid.x a multiple of it).
 template <typename... KernelArgs, typename... Args>
-cudaError_t LaunchPdl(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem,
-                      cudaStream_t stream, Args&&... args) {
-  cudaLaunchAttribute attr[1];
+cudaError_t LaunchPdlInClusters(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem,
+                                cudaStream_t stream, int cluster, Args&&... args) {
+  cudaLaunchAttribute attr[2];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = ProgrammaticLaunchEnabled() ? 1 : 0;
+  attr[1].id = cudaLaunchAttributeClusterDimension;
+  attr[1].val.clusterDim.x = static_cast<unsigned>(cluster);
+  attr[1].val.clusterDim.y = 1;
+  attr[1].val.clusterDim.z = 1;
   cudaLaunchConfig_t config = {};
   config.gridDim = grid;
   config.blockDim = block;
   config.dynamicSmemBytes = smem;
   config.stream = stream;
   config.attrs = attr;
-  config.numAttrs = 1;
+  config.numAttrs = cluster > 0 ? 2 : 1;
   return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+}
+
+template <typename... KernelArgs, typename... Args>
+cudaError_t LaunchPdl(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem,
+                      cudaStream_t stream, Args&&... args) {
+  return LaunchPdlInClusters(kernel, grid, block, smem, stream, 0, std::forward<Args>(args)...);
 }
 
 inline int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }

@@ -8,6 +8,11 @@
 // barrier that the producer waits on before refilling it.
 // Shared memory written with ordinary stores that the copy engine writes
 // next needs FenceProxyAsync() in the writing thread first.
+// Thread block clusters (sm_90): a block's rank in its cluster, the cluster
+// barrier (every thread of every block of the cluster arrives; a thread that
+// waits returns once all have), and a 16-byte store into another block's
+// shared memory (distributed shared memory: the same offset in block `rank`)
+// that completes on that block's mbarrier.
 // Tested through tests/gpu/int4_gemm_test.cc.
 #ifndef ONECARD_ENGINE_KERNELS_CUDA_PIPELINE_CUH_
 #define ONECARD_ENGINE_KERNELS_CUDA_PIPELINE_CUH_
@@ -112,6 +117,45 @@ __device__ __forceinline__ void CpAsyncArriveNoinc(uint64_t* bar) {
 // barrier `id` (1..15; 0 is __syncthreads').
 __device__ __forceinline__ void NamedBarrier(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+__device__ __forceinline__ uint32_t ClusterRank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+}
+
+// Arrival on the cluster barrier without ordering (the whole warp executes
+// it); after FenceMbarrierInit it makes the block's barriers known to the
+// cluster's other blocks once they wait.
+__device__ __forceinline__ void ClusterArriveRelaxed() {
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+}
+
+// Waits until every thread of the cluster has arrived (acquire semantics).
+__device__ __forceinline__ void ClusterWaitAcquire() {
+  asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+
+// Stores v at `local`'s offset in the shared memory of the cluster's block
+// `rank`, completing 16 bytes of transactions on that block's mbarrier at
+// `bar`'s offset (st.async: the receiver waits on its barrier, the sender
+// does not wait).
+__device__ __forceinline__ void StoreAsyncCluster(const void* local, const uint64_t* bar,
+                                                  uint32_t rank, float4 v) {
+  uint32_t remote, remote_bar;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n"
+               : "=r"(remote)
+               : "r"(SmemAddr(local)), "r"(rank));
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n"
+               : "=r"(remote_bar)
+               : "r"(SmemAddr(bar)), "r"(rank));
+  asm volatile(
+      "st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, "
+      "[%5];\n" ::"r"(remote),
+      "r"(__float_as_uint(v.x)), "r"(__float_as_uint(v.y)), "r"(__float_as_uint(v.z)),
+      "r"(__float_as_uint(v.w)), "r"(remote_bar)
+      : "memory");
 }
 
 }  // namespace onecard::engine::cuda

@@ -37,6 +37,7 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <array>
 #include <limits>
 
 #include "engine/kernels/cuda_check.h"
@@ -45,6 +46,7 @@
 #include "engine/kernels/cuda_ptx.cuh"
 #include "engine/kernels/int4_codes.cuh"
 #include "engine/kernels/int4_gemm.h"
+#include "engine/kernels/int4_gemm_finish.cuh"
 #include "engine/kernels/int4_gemm_internal.h"
 #include "engine/kernels/int4_gemm_stream.cuh"
 #include "engine/kernels/launch_settings.h"
@@ -366,159 +368,6 @@ constexpr int32_t TilesPerSpan(int32_t group, int32_t tpu) {
   return tpg % tpu == 0 ? tpu : -1;
 }
 
-// Calls f(nt, e, m) for each x row m = nt * 8 + 2 t4 + e (< a.rows) whose
-// sums this lane holds (v[nt][e] and v[nt][e + 2]: outputs gr and gr + 8 of
-// the tile).
-template <int NT, typename F>
-__device__ __forceinline__ void ForLaneRows(const Args& a, F&& f) {
-  const int t4 = threadIdx.x & 3;
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt) {
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const int m = nt * 8 + 2 * t4 + e;
-      if (m < a.rows) f(nt, e, m);
-    }
-  }
-}
-
-// The values of y that a kBf16Add epilogue of the warp's tile rt adds its
-// sums to, in the sums' layout (r[nt][e + 2 half]; untouched for other
-// kinds): loaded before the split-K sums, so that their round trip to L2
-// overlaps the counter's and the slots' instead of following them. Only the
-// tile's finishing warp writes these outputs, after every part has read them.
-// Up to 16 rows (kPrefetchResidual); past that the registers would spill and
-// the epilogue reads y itself.
-template <int NT>
-inline constexpr bool kPrefetchResidual = NT <= 2;
-
-template <int NT>
-__device__ __forceinline__ void LoadResidual(const Args& a, int32_t rt, float (&r)[NT][4]) {
-  if (!kPrefetchResidual<NT> || a.y_kind != YKind::kBf16Add) return;
-  const int gr = (threadIdx.x & 31) >> 2;
-  const cuda::bf16* y = static_cast<const cuda::bf16*>(a.y);
-  ForLaneRows<NT>(a, [&](int nt, int e, int m) {
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      r[nt][e + 2 * half] = __bfloat162float(y[m * a.n + int64_t{rt} * 16 + gr + 8 * half]);
-    }
-  });
-}
-
-// Writes the outputs of the warp's tile rt from its sums v (rows gr, gr + 8;
-// x rows nt * 8 + 2 t4 + {0, 1}); kBf16Add adds them to `residual`
-// (LoadResidual) with StoreY's two roundings.
-template <int NT>
-__device__ __forceinline__ void Epilogue(const Args& a, int32_t rt, const float (&v)[NT][4],
-                                         const float (&residual)[NT][4]) {
-  const int gr = (threadIdx.x & 31) >> 2;
-  ForLaneRows<NT>(a, [&](int nt, int e, int m) {
-    if (a.y_kind == YKind::kSiluMul) {
-      int4::StoreSiluMul(a, m, int64_t{rt} * 8 + gr, v[nt][e], v[nt][e + 2]);
-      return;
-    }
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int64_t o = m * a.n + int64_t{rt} * 16 + gr + 8 * half;
-      const float val = v[nt][e + 2 * half];
-      if (kPrefetchResidual<NT> && a.y_kind == YKind::kBf16Add) {
-        static_cast<cuda::bf16*>(a.y)[o] =
-            __float2bfloat16_rn(cuda::RoundTo<cuda::bf16>(val) + residual[nt][e + 2 * half]);
-      } else {
-        int4::StoreY(a, o, val);
-      }
-    }
-  });
-}
-
-// This lane's NT float4 of the partial slot of block blk's part of the
-// warp's tile in row group s.rg.
-template <int NT>
-__device__ __forceinline__ float4* PartSlot(const Sub& s, const Args& a, int32_t blk) {
-  constexpr int kSlotFloats = 32 * NT * 4;
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  return reinterpret_cast<float4*>(a.partials +
-                                   ((int64_t{s.rg} + blk) * kWarps + warp) * kSlotFloats) +
-         lane * NT;
-}
-
-// The sum of a split tile's parts, the slots of blocks first..last in block
-// order (this block's part from acc, not read back): a chunk of slots' loads
-// is issued before any of them is used, so a tile of p parts waits about
-// p / kChunk L2 round trips, not p.
-template <int NT>
-__device__ __forceinline__ void SumParts(const Sub& s, const Args& a, int32_t first, int32_t last,
-                                         const float (&acc)[NT][4], float (&sum)[NT][4]) {
-  constexpr int kChunk = NT >= 8 ? 1 : 8 / NT;
-  const int32_t self = blockIdx.x;
-  for (int32_t b0 = first; b0 <= last; b0 += kChunk) {
-    float4 v[kChunk][NT];
-#pragma unroll
-    for (int c = 0; c < kChunk; ++c) {
-      const int32_t blk = b0 + c;
-      const float4* slot = PartSlot<NT>(s, a, blk);
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {
-        v[c][nt] = blk <= last && blk != self
-                       ? __ldcg(slot + nt)
-                       : make_float4(acc[nt][0], acc[nt][1], acc[nt][2], acc[nt][3]);
-      }
-    }
-#pragma unroll
-    for (int c = 0; c < kChunk; ++c) {
-      if (b0 + c > last) break;
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {
-        sum[nt][0] += v[c][nt].x, sum[nt][1] += v[c][nt].y;
-        sum[nt][2] += v[c][nt].z, sum[nt][3] += v[c][nt].w;
-      }
-    }
-  }
-}
-
-// Ends the warp's segment of tile rt: a whole row group writes y. A part
-// whose tile's other parts are all in already (the counter, read with
-// acquire: the usual case for the part that ends a block's share, at the
-// end of the launch) sums them and writes y without publishing its own;
-// otherwise it leaves its sums in its slot and arrives on the counter, and
-// the warp that arrives last sums the slots and writes y. Either way the
-// parts are summed in block order (deterministic).
-template <int NT>
-__device__ void FinishSegment(const Sub& s, const Args& a, const float (&acc)[NT][4]) {
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int32_t rt = s.rg * kWarps + warp;
-  if (rt >= a.n_tiles) return;
-  float residual[NT][4] = {};
-  LoadResidual<NT>(a, rt, residual);
-  if (s.whole) {
-    Epilogue<NT>(a, rt, acc, residual);
-    return;
-  }
-  const int64_t row_begin = int64_t{s.rg} * a.k_tiles;
-  const int32_t first = BlockOf(row_begin, a), last = BlockOf(row_begin + a.k_tiles - 1, a);
-  int32_t* counter = a.counters_end - 1 - rt;
-  // Every lane reads the counter (one transaction), each its own acquire.
-  const bool others_in = __all_sync(0xffffffffu, cuda::LoadAcquireGpu(counter) == last - first);
-  if (!others_in) {
-    float4* slot = PartSlot<NT>(s, a, blockIdx.x);
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
-      __stcg(slot + nt, make_float4(acc[nt][0], acc[nt][1], acc[nt][2], acc[nt][3]));
-    }
-    // The warp's barrier orders its lanes' stores before lane 0's release
-    // (cumulative), and lane 0's acquire before the lanes' loads after it.
-    __syncwarp();
-    int is_last = 0;
-    if (lane == 0) is_last = cuda::AtomicAddAcqRelGpu(counter, 1) == last - first;
-    if (!__shfl_sync(0xffffffffu, is_last, 0)) return;
-    __syncwarp();
-  }
-  float sum[NT][4] = {};
-  SumParts<NT>(s, a, first, last, acc, sum);
-  Epilogue<NT>(a, rt, sum, residual);
-  if (lane == 0) *counter = 0;
-}
-
 // inv_rms of every row (kRmsNorm), over all of k, by the consumer warps.
 template <int NT>
 __device__ __forceinline__ void RowNorms(Smem<NT>& sm, const Args& a) {
@@ -546,8 +395,8 @@ __device__ __forceinline__ void RowNorms(Smem<NT>& sm, const Args& a) {
 }
 
 // The consumers' loop over the block's stages (kSpan: ComputeStage; kTrace:
-// Args::trace is set, and the loop stamps it).
-template <int NT, Int4Offsets kKind, bool kNorm, bool kTrace, int kSpan>
+// Args::trace is set, and the loop stamps it; kCluster: a cluster split).
+template <int NT, Int4Offsets kKind, bool kNorm, bool kTrace, bool kCluster, int kSpan>
 __device__ __forceinline__ void ConsumeStages(Smem<NT>& sm, const Args& a, int64_t begin,
                                               int64_t end) {
   constexpr int S = Cfg<NT>::kStages;
@@ -565,14 +414,14 @@ __device__ __forceinline__ void ConsumeStages(Smem<NT>& sm, const Args& a, int64
     if (s.seg_last) {
       // The last segment's overwrites the others': its last stage computed.
       if (kTrace && lane == 0) sm.t_last[warp] = cuda::GlobalTimerNs();
-      FinishSegment<NT>(s, a, acc);
+      Finish<NT, kCluster>(sm, s, a, acc);
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.0f;
     }
   }
 }
 
-template <int NT, Int4Offsets kKind, bool kNorm, bool kTrace>
+template <int NT, Int4Offsets kKind, bool kNorm, bool kTrace, bool kCluster>
 __device__ void Consumer(Smem<NT>& sm, const Args& a, int64_t begin, int64_t end) {
   constexpr int S = Cfg<NT>::kStages;
   // x rows past a.rows stay zero (the copies never write them).
@@ -588,26 +437,30 @@ __device__ void Consumer(Smem<NT>& sm, const Args& a, int64_t begin, int64_t end
   __syncthreads();  // inv_rms for the producer, the zero rows for every consumer
   if constexpr (kFullStages<NT, kKind> && !(kNorm && kSumX<kKind>)) {  // that one would spill
     const int32_t span = a.tiles_per_span;
-    if (span == 0) return ConsumeStages<NT, kKind, kNorm, kTrace, 0>(sm, a, begin, end);
-    if (span == 1) return ConsumeStages<NT, kKind, kNorm, kTrace, 1>(sm, a, begin, end);
-    if (span == 2) return ConsumeStages<NT, kKind, kNorm, kTrace, 2>(sm, a, begin, end);
+    if (span == 0) return ConsumeStages<NT, kKind, kNorm, kTrace, kCluster, 0>(sm, a, begin, end);
+    if (span == 1) return ConsumeStages<NT, kKind, kNorm, kTrace, kCluster, 1>(sm, a, begin, end);
+    if (span == 2) return ConsumeStages<NT, kKind, kNorm, kTrace, kCluster, 2>(sm, a, begin, end);
     if constexpr (Cfg<NT>::kTpu >= 4) {
-      if (span == 4) return ConsumeStages<NT, kKind, kNorm, kTrace, 4>(sm, a, begin, end);
+      if (span == 4) return ConsumeStages<NT, kKind, kNorm, kTrace, kCluster, 4>(sm, a, begin, end);
       if constexpr (Cfg<NT>::kTpu == 8) {
-        if (span == 8) return ConsumeStages<NT, kKind, kNorm, kTrace, 8>(sm, a, begin, end);
+        if (span == 8)
+          return ConsumeStages<NT, kKind, kNorm, kTrace, kCluster, 8>(sm, a, begin, end);
       }
     }
   }
-  ConsumeStages<NT, kKind, kNorm, kTrace, -1>(sm, a, begin, end);
+  ConsumeStages<NT, kKind, kNorm, kTrace, kCluster, -1>(sm, a, begin, end);
 }
 
-template <int NT, Int4Offsets kKind, bool kNorm, bool kTrace>
+// kCluster: a cluster split (Args::cluster, int4_gemm_finish.cuh), a kernel
+// of its own so that stream-K's carry none of its code.
+template <int NT, Int4Offsets kKind, bool kNorm, bool kTrace, bool kCluster>
 __global__ void __launch_bounds__(kThreads, Cfg<NT>::kBlocksPerSm) Int4GemmKernel(Args a) {
+  static_assert(!kCluster || kClusterSplit<NT>, "cluster splits up to 16 rows");
   extern __shared__ __align__(128) unsigned char smem_raw[];
   Smem<NT>& sm = *reinterpret_cast<Smem<NT>*>(smem_raw);
-  const int64_t begin = ShareStart(blockIdx.x, a);
-  const int64_t end = ShareStart(int64_t{blockIdx.x} + 1, a);
-  if (begin >= end) return;
+  int64_t begin = 0, end = 0;
+  ShareOf<kCluster>(blockIdx.x, a, &begin, &end);
+  if (begin >= end) return;  // stream-K only: a cluster split gives every block k tiles
   if (threadIdx.x == 0) {
     if constexpr (kTrace) sm.t_start = cuda::GlobalTimerNs();
     for (int s = 0; s < Cfg<NT>::kStages; ++s) {
@@ -615,13 +468,16 @@ __global__ void __launch_bounds__(kThreads, Cfg<NT>::kBlocksPerSm) Int4GemmKerne
       cuda::MbarrierInit(&sm.ready[s], 1);
       cuda::MbarrierInit(&sm.empty[s], kWarps);
     }
+    if constexpr (kCluster) InitClusterParts<NT>(sm, a);
     cuda::FenceMbarrierInit();
   }
-  __syncthreads();  // the barriers, before anyone uses them
+  __syncthreads();                                       // the barriers, before anyone uses them
+  if constexpr (kCluster) cuda::ClusterArriveRelaxed();  // for FinishInCluster's senders
   if (threadIdx.x >= 32 * kWarps) {
     Producer<NT, kKind, kNorm>(sm, a, begin, end);
+    if constexpr (kCluster) cuda::ClusterWaitAcquire();  // its arrival's pair
   } else {
-    Consumer<NT, kKind, kNorm, kTrace>(sm, a, begin, end);
+    Consumer<NT, kKind, kNorm, kTrace, kCluster>(sm, a, begin, end);
     const int warp = threadIdx.x >> 5;
     if (kTrace && (threadIdx.x & 31) == 0) {
       uint64_t* r = a.trace + (int64_t{blockIdx.x} * kWarps + warp) * kInt4GemmTraceStamps;
@@ -652,24 +508,83 @@ static_assert(kInt4GemmTraceWarps == kWarps && kInt4GemmMaxBlocksPerSm == 4 &&
                   kInt4GemmTraceStamps == 5,
               "the trace's shape");
 
+// `kernel`'s dynamic shared memory (`smem` bytes) set, and the blocks an SM
+// it then holds (1 to kInt4GemmMaxBlocksPerSm).
+template <typename Kernel>
+absl::StatusOr<int> KernelBlocksPerSm(Kernel kernel, size_t smem) {
+  CUDA_RETURN_IF_ERROR(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  int blocks = 0;
+  CUDA_RETURN_IF_ERROR(
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kThreads, smem));
+  return std::clamp(blocks, 1, kInt4GemmMaxBlocksPerSm);
+}
+
+// The clusters of each size (2 to kInt4GemmMaxCluster) that a cluster
+// split's `kernel` can hold resident at once.
+template <int NT, typename Kernel>
+absl::StatusOr<std::array<int, kInt4GemmMaxCluster + 1>> ResidentClusters(Kernel kernel) {
+  RETURN_IF_ERROR(KernelBlocksPerSm(kernel, kClusterSmemBytes<NT>).status());
+  std::array<int, kInt4GemmMaxCluster + 1> count{};
+  for (int g = 2; g <= kInt4GemmMaxCluster; ++g) {
+    cudaLaunchAttribute attr;
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = static_cast<unsigned>(g);
+    attr.val.clusterDim.y = 1;
+    attr.val.clusterDim.z = 1;
+    cudaLaunchConfig_t config = {};
+    config.blockDim = dim3(kThreads);
+    config.gridDim = dim3(g);
+    config.dynamicSmemBytes = kClusterSmemBytes<NT>;
+    config.attrs = &attr;
+    config.numAttrs = 1;
+    CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveClusters(&count[g], kernel, &config));
+  }
+  return count;
+}
+
+// A launch of NT row tiles: a cluster split where the launch settings ask
+// for one and the weight's row groups fill the grid in one wave of clusters
+// (Int4GemmClusterSize, ResidentClusters), else stream-K's shares. With
+// `cluster_size` set, only the cluster size it would take (0: stream-K) into
+// it, no launch.
 template <int NT, Int4Offsets kKind, bool kNorm, bool kTrace>
-absl::Status Launch(const Args& a, cudaStream_t stream) {
-  static const absl::StatusOr<int> per_sm = []() -> absl::StatusOr<int> {
-    auto* kernel = Int4GemmKernel<NT, kKind, kNorm, kTrace>;
-    CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                              sizeof(Smem<NT>)));
-    int blocks = 0;
-    CUDA_RETURN_IF_ERROR(
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kThreads, sizeof(Smem<NT>)));
-    return std::clamp(blocks, 1, kInt4GemmMaxBlocksPerSm);
-  }();
+absl::Status Launch(const Args& a, cudaStream_t stream, int32_t* cluster_size) {
+  static const absl::StatusOr<int> per_sm =
+      KernelBlocksPerSm(Int4GemmKernel<NT, kKind, kNorm, kTrace, false>, sizeof(Smem<NT>));
   RETURN_IF_ERROR(per_sm.status());
-  const int32_t asked = GetLaunchSettings().int4_stream_blocks_per_sm;
+  const LaunchSettings settings = GetLaunchSettings();
+  const int32_t asked = settings.int4_stream_blocks_per_sm;
   const int blocks_per_sm = asked > 0 ? std::min(asked, *per_sm) : *per_sm;
-  const int64_t grid = std::min<int64_t>(a.iters, int64_t{NumSms()} * blocks_per_sm);
+  const int64_t capacity = int64_t{NumSms()} * blocks_per_sm;
   Args b = a;
   b.tiles_per_span = TilesPerSpan(a.group, Cfg<NT>::kTpu);
-  CUDA_RETURN_IF_ERROR(cuda::LaunchPdl(Int4GemmKernel<NT, kKind, kNorm, kTrace>,
+  b.cluster = 0;
+  if constexpr (kClusterSplit<NT> && !kNorm) {
+    if (settings.int4_cluster_split_k) {
+      auto* kernel = Int4GemmKernel<NT, kKind, kNorm, kTrace, true>;
+      static const absl::StatusOr<std::array<int, kInt4GemmMaxCluster + 1>> resident =
+          ResidentClusters<NT>(kernel);
+      RETURN_IF_ERROR(resident.status());
+      const int32_t g = Int4GemmClusterSize(a.row_groups, a.k_tiles, capacity);
+      if (g > 0 && (*resident)[g] >= a.row_groups) {
+        if (cluster_size != nullptr) {
+          *cluster_size = g;
+          return absl::OkStatus();
+        }
+        b.cluster = g;
+        CUDA_RETURN_IF_ERROR(cuda::LaunchPdlInClusters(
+            kernel, dim3(a.row_groups * g), dim3(kThreads), kClusterSmemBytes<NT>, stream, g, b));
+        return absl::OkStatus();
+      }
+    }
+  }
+  if (cluster_size != nullptr) {
+    *cluster_size = 0;
+    return absl::OkStatus();
+  }
+  const int64_t grid = std::min<int64_t>(a.iters, capacity);
+  CUDA_RETURN_IF_ERROR(cuda::LaunchPdl(Int4GemmKernel<NT, kKind, kNorm, kTrace, false>,
                                        dim3(static_cast<int>(grid)), dim3(kThreads),
                                        sizeof(Smem<NT>), stream, b));
   return absl::OkStatus();
@@ -679,18 +594,48 @@ absl::Status Launch(const Args& a, cudaStream_t stream) {
 // whether the launch is traced (a kernel of its own: the served one has no
 // stamps).
 template <Int4Offsets kKind, bool kTrace>
-absl::Status LaunchRows(const Args& a, cudaStream_t stream) {
-  if (a.rows > 32) return Launch<8, kKind, false, kTrace>(a, stream);
-  if (a.rows > 16) return Launch<4, kKind, false, kTrace>(a, stream);
-  if (a.rows > 8) return Launch<2, kKind, false, kTrace>(a, stream);
-  if (a.norm_w != nullptr) return Launch<1, kKind, true, kTrace>(a, stream);
-  return Launch<1, kKind, false, kTrace>(a, stream);
+absl::Status LaunchRows(const Args& a, cudaStream_t stream, int32_t* cluster_size) {
+  if (a.rows > 32) return Launch<8, kKind, false, kTrace>(a, stream, cluster_size);
+  if (a.rows > 16) return Launch<4, kKind, false, kTrace>(a, stream, cluster_size);
+  if (a.rows > 8) return Launch<2, kKind, false, kTrace>(a, stream, cluster_size);
+  if (a.norm_w != nullptr) return Launch<1, kKind, true, kTrace>(a, stream, cluster_size);
+  return Launch<1, kKind, false, kTrace>(a, stream, cluster_size);
 }
 
-template <Int4Offsets kKind>
-absl::Status LaunchKind(const Args& a, cudaStream_t stream) {
-  if (a.trace != nullptr) return LaunchRows<kKind, true>(a, stream);
-  return LaunchRows<kKind, false>(a, stream);
+// Launch (or, with cluster_size, its cluster size) for the kernel of a's
+// offset kind, rows, prologue and trace.
+absl::Status Dispatch(const Args& a, Int4Offsets kind, cudaStream_t stream, int32_t* cluster_size) {
+  const bool trace = a.trace != nullptr;
+  switch (kind) {
+    case Int4Offsets::kSymmetric:
+      return trace ? LaunchRows<Int4Offsets::kSymmetric, true>(a, stream, cluster_size)
+                   : LaunchRows<Int4Offsets::kSymmetric, false>(a, stream, cluster_size);
+    case Int4Offsets::kZero:
+      return trace ? LaunchRows<Int4Offsets::kZero, true>(a, stream, cluster_size)
+                   : LaunchRows<Int4Offsets::kZero, false>(a, stream, cluster_size);
+    case Int4Offsets::kFloat:
+      return trace ? LaunchRows<Int4Offsets::kFloat, true>(a, stream, cluster_size)
+                   : LaunchRows<Int4Offsets::kFloat, false>(a, stream, cluster_size);
+  }
+  return absl::UnimplementedError("Int4Gemm: unknown offset kind");
+}
+
+// The kStream kernel's arguments for checked params p.
+absl::StatusOr<Args> StreamArgs(const Int4GemmParams& p) {
+  Args a{};
+  static_cast<int4::LaunchArgs&>(a) = int4::MakeLaunchArgs(p);
+  a.norm_w = p.prologue == GemvPrologue::kRmsNorm ? static_cast<const cuda::bf16*>(p.norm_weight)
+                                                  : nullptr;
+  a.eps = p.eps;
+  a.trace = p.trace;
+  a.early_dependents = GetLaunchSettings().early_dependents;
+  a.row_groups = static_cast<int32_t>(cuda::CeilDiv(a.n_tiles, int4_stream::kWarps));
+  a.iters = int64_t{a.row_groups} * a.k_tiles;
+  if (a.iters > std::numeric_limits<int32_t>::max()) {  // a share's walk counts in int32
+    return absl::UnimplementedError(cuda::Cat("Int4Gemm: a weight of ", p.w.n, " x ", p.w.k,
+                                              " holds over 2^31 tiles of 16 x 64 codes"));
+  }
+  return a;
 }
 
 }  // namespace int4_stream
@@ -704,28 +649,17 @@ absl::Status Int4Gemm(const Int4GemmParams& p, cudaStream_t stream) {
                                                 " (Int4GemmWorkspaceBytes)"));
   }
   if (Int4GemmUsesTiled(p)) return LaunchInt4GemmTiled(p, int4_stream::NumSms(), stream);
-  int4_stream::Args a{};
-  static_cast<int4::LaunchArgs&>(a) = int4::MakeLaunchArgs(p);
-  a.norm_w = p.prologue == GemvPrologue::kRmsNorm ? static_cast<const cuda::bf16*>(p.norm_weight)
-                                                  : nullptr;
-  a.eps = p.eps;
-  a.trace = p.trace;
-  a.early_dependents = GetLaunchSettings().early_dependents;
-  a.row_groups = static_cast<int32_t>(cuda::CeilDiv(a.n_tiles, int4_stream::kWarps));
-  a.iters = int64_t{a.row_groups} * a.k_tiles;
-  if (a.iters > std::numeric_limits<int32_t>::max()) {  // a share's walk counts in int32
-    return absl::UnimplementedError(cuda::Cat("Int4Gemm: a weight of ", p.w.n, " x ", p.w.k,
-                                              " holds over 2^31 tiles of 16 x 64 codes"));
-  }
-  switch (p.w.offset_kind) {
-    case Int4Offsets::kSymmetric:
-      return int4_stream::LaunchKind<Int4Offsets::kSymmetric>(a, stream);
-    case Int4Offsets::kZero:
-      return int4_stream::LaunchKind<Int4Offsets::kZero>(a, stream);
-    case Int4Offsets::kFloat:
-      return int4_stream::LaunchKind<Int4Offsets::kFloat>(a, stream);
-  }
-  return absl::UnimplementedError("Int4Gemm: unknown offset kind");
+  ASSIGN_OR_RETURN(const int4_stream::Args a, int4_stream::StreamArgs(p));
+  return int4_stream::Dispatch(a, p.w.offset_kind, stream, nullptr);
+}
+
+absl::StatusOr<int32_t> Int4GemmClusterSplit(const Int4GemmParams& p) {
+  RETURN_IF_ERROR(CheckInt4GemmParams(p, "Int4GemmClusterSplit"));
+  if (Int4GemmUsesTiled(p)) return 0;
+  ASSIGN_OR_RETURN(const int4_stream::Args a, int4_stream::StreamArgs(p));
+  int32_t g = 0;
+  RETURN_IF_ERROR(int4_stream::Dispatch(a, p.w.offset_kind, nullptr, &g));
+  return g;
 }
 
 }  // namespace onecard::engine

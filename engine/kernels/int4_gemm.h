@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "engine/common/dtype.h"
 #include "engine/kernels/gemv.h"
@@ -125,6 +126,17 @@ Int4GemmWorkspaceLayout Int4GemmWorkspace(int64_t n, int32_t num_sms);
 // Workspace for weights of up to max_n rows on a device of num_sms SMs.
 int64_t Int4GemmWorkspaceBytes(int64_t max_n, int32_t num_sms);
 
+// The cluster size G of kStream's cluster split
+// (LaunchSettings::int4_cluster_split_k) for a weight of row_groups row
+// groups (of kInt4GemmRowGroup rows) and k_tiles k tiles (of kInt4TileCols
+// columns) on a grid of `capacity` resident blocks: the largest of 8 (the
+// portable cluster size), 4 and 2 (a block finishes 8 / G of a row group's 8
+// row tiles) whose row_groups x G blocks fit the grid and leave at most a
+// twentieth of it idle, each block at least two k tiles; 0 when none does
+// (the launch keeps stream-K's shares).
+inline constexpr int32_t kInt4GemmMaxCluster = 8;
+int32_t Int4GemmClusterSize(int64_t row_groups, int64_t k_tiles, int64_t capacity);
+
 // The checks both implementations make: Unimplemented naming what is
 // supported for a shape or option outside the set above, InvalidArgument for
 // inconsistent parameters; `op` starts the message.
@@ -139,6 +151,11 @@ absl::Status Int4GemmRef(const Int4GemmParams& params);
 // references read it (Int4GemmRef, HostLinearRef).
 void Int4WeightRowRef(const Int4WeightView& w, int64_t r, std::vector<float>* row);
 absl::Status Int4Gemm(const Int4GemmParams& params, cudaStream_t stream);
+// The cluster size of Int4Gemm's launch for params under the current launch
+// settings: Int4GemmClusterSize's where LaunchSettings::int4_cluster_split_k
+// asks for a cluster split and the device holds that many clusters resident
+// at once, else 0 (stream-K's shares, or kTiled). Launches nothing.
+absl::StatusOr<int32_t> Int4GemmClusterSplit(const Int4GemmParams& params);
 
 }  // namespace onecard::engine
 

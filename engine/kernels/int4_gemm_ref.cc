@@ -56,6 +56,14 @@ int64_t Int4GemmWorkspaceBytes(int64_t max_n, int32_t num_sms) {
   return Int4GemmWorkspace(max_n, num_sms).total_bytes;
 }
 
+int32_t Int4GemmClusterSize(int64_t row_groups, int64_t k_tiles, int64_t capacity) {
+  for (int32_t g = kInt4GemmMaxCluster; g >= 2; g /= 2) {
+    const int64_t blocks = row_groups * g;
+    if (blocks <= capacity && 20 * blocks >= 19 * capacity && k_tiles >= 2 * g) return g;
+  }
+  return 0;
+}
+
 bool Int4GemmUsesTiled(const Int4GemmParams& p) {
   switch (p.path) {
     case Int4GemmPath::kStream:

@@ -46,6 +46,9 @@ struct Args : int4::LaunchArgs {
   // counters_end: one a row tile
   uint64_t* trace;        // Int4GemmParams::trace
   bool early_dependents;  // LaunchSettings::early_dependents
+  // 0: stream-K shares. G > 0: a cluster split (int4_gemm_finish.cuh), the
+  // grid row_groups x G blocks in clusters of G (ShareOf).
+  int32_t cluster;
 };
 
 // A stage's copy of the row group's codes, scales and offsets keeps their
@@ -78,7 +81,22 @@ __device__ __forceinline__ int64_t ShareStart(int64_t b, const Args& a) {
   return b * a.iters / gridDim.x;
 }
 
-// The block whose share holds iteration i.
+// Block b's iterations [*begin, *end): its stream-K share, or in a cluster
+// split (kCluster) the k tiles [r K / G, (r + 1) K / G) of row group b / G,
+// r = b % G (its rank in its cluster), K = k_tiles, G = Args::cluster.
+template <bool kCluster>
+__device__ __forceinline__ void ShareOf(int64_t b, const Args& a, int64_t* begin, int64_t* end) {
+  if constexpr (kCluster) {
+    const int64_t row = b / a.cluster * a.k_tiles, r = b % a.cluster;
+    *begin = row + r * a.k_tiles / a.cluster;
+    *end = row + (r + 1) * a.k_tiles / a.cluster;
+    return;
+  }
+  *begin = ShareStart(b, a);
+  *end = ShareStart(b + 1, a);
+}
+
+// The block whose stream-K share holds iteration i.
 __device__ __forceinline__ int32_t BlockOf(int64_t i, const Args& a) {
   int64_t b = i * gridDim.x / a.iters;
   while (b + 1 < gridDim.x && ShareStart(b + 1, a) <= i) ++b;

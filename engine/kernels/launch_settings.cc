@@ -17,6 +17,7 @@ std::atomic<bool> prefetch_o_in_attention{false};
 std::atomic<int32_t> int4_stream_blocks_per_sm{0};
 std::atomic<bool> early_dependents{true};
 std::atomic<bool> gemv_early_dependents{false};
+std::atomic<bool> int4_cluster_split_k{false};
 
 }  // namespace
 
@@ -51,6 +52,7 @@ absl::Status SetLaunchSettings(const LaunchSettings& settings) {
   int4_stream_blocks_per_sm.store(settings.int4_stream_blocks_per_sm, std::memory_order_relaxed);
   early_dependents.store(settings.early_dependents, std::memory_order_relaxed);
   gemv_early_dependents.store(settings.gemv_early_dependents, std::memory_order_relaxed);
+  int4_cluster_split_k.store(settings.int4_cluster_split_k, std::memory_order_relaxed);
   return absl::OkStatus();
 }
 
@@ -63,7 +65,8 @@ LaunchSettings GetLaunchSettings() {
           .prefetch_o_in_attention = prefetch_o_in_attention.load(std::memory_order_relaxed),
           .int4_stream_blocks_per_sm = int4_stream_blocks_per_sm.load(std::memory_order_relaxed),
           .early_dependents = early_dependents.load(std::memory_order_relaxed),
-          .gemv_early_dependents = gemv_early_dependents.load(std::memory_order_relaxed)};
+          .gemv_early_dependents = gemv_early_dependents.load(std::memory_order_relaxed),
+          .int4_cluster_split_k = int4_cluster_split_k.load(std::memory_order_relaxed)};
 }
 
 }  // namespace onecard::engine

@@ -1,8 +1,8 @@
 // How the CUDA kernels launch, process-wide: the settings that are measured
 // against each other (onecard-bench-cuda's --pdl, --gemv_blocks_per_sm,
 // --fp8_gemm_cublas_scales, --fp8_gemm_scaled_min_rows, --int4_norm_in_gemm_max_rows,
-// --prefetch_o_in_attention, --int4_stream_blocks_per_sm, --early_dependents and
-// --gemv_early_dependents flags) rather than
+// --prefetch_o_in_attention, --int4_stream_blocks_per_sm, --early_dependents,
+// --gemv_early_dependents and --int4_cluster_split_k flags) rather than
 // chosen per call. The defaults are what serves; a runner never changes them. Set them before the
 // first launch (a kernel launched meanwhile sees either the old or the new value).
 #ifndef ONECARD_ENGINE_KERNELS_LAUNCH_SETTINGS_H_
@@ -57,6 +57,13 @@ struct LaunchSettings {
   // decode steps) let the next kernel launch before their wait too, as
   // early_dependents does for the kernels between them; false: after it.
   bool gemv_early_dependents = false;
+  // Int4Gemm's kStream kernel, up to 16 rows, splits K inside thread block
+  // clusters where the weight's row groups times a cluster size fill the
+  // grid (Int4GemmClusterSize): a row group's parts summed by its cluster's
+  // first block through distributed shared memory and a cluster barrier,
+  // instead of stream-K's shares and their sums through L2 (slots, counters);
+  // false: stream-K throughout.
+  bool int4_cluster_split_k = false;
 };
 
 // InvalidArgument naming the field for a value out of range; nothing changes then.

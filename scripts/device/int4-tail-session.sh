@@ -1,29 +1,29 @@
 #!/usr/bin/env bash
-# One GPU call for the one-row tail of Int4Gemm's launches (issue 16; the
-# int4 page of bench/results, session 36): every gpu-labelled test
-# (scripts/device/session.sh: skipped on a warm machine where they passed for
-# this bundle), then
-#   bench/experiments/stream_imbalance.cu, compiled on the machine (its nvcc),
-#     on kStream's grid and on one block an SM: whether blocks that only
-#     stream end as unevenly as Int4Gemm's ($OUT/stream_imbalance.txt);
-#   bench/experiments/launch_chain.cu, the same way: a chain of streaming
-#     launches' period with kStream's split-K finish, a cluster's (distributed
-#     shared memory) or none ($OUT/launch_chain.txt);
-#   timeline-int4 (late_block_repeat, late_block_segments: whether the late
-#     blocks are those with a split-K finish mid-share);
-#   the RMSNorm-in-product arm (N) against the served path (S), order S N N S
-#     (scripts/device/arms.sh flags; $OUT/arm_S.jsonl, $OUT/arm_N.jsonl);
-#   with .device/arms.tgz carried too, its arms A and B (arms.sh run: two
-#     builds of the kernels; $OUT/arm_A.jsonl, $OUT/arm_B.jsonl).
-# Records of the served runs in $OUT/results.jsonl, tables in $OUT/bench.log
-# and $OUT/arms.log.
+# GPU calls for the one-row tail of Int4Gemm's launches (issue 16; the int4
+# page of bench/results, sessions 36-37), in three parts of one warm machine
+# (INT4_TAIL_PART=1, 2, 3; each under 10 minutes; "all" runs them in one):
+#   1  every gpu-labelled test (scripts/device/session.sh: skipped on a warm
+#      machine where they passed for this bundle), then, compiled on the
+#      machine (its nvcc):
+#      bench/experiments/stream_imbalance.cu on kStream's grid and on one
+#        block an SM: whether blocks that only stream end as unevenly as
+#        Int4Gemm's ($OUT/stream_imbalance.txt);
+#      bench/experiments/launch_chain.cu: a chain of streaming launches'
+#        period with kStream's split-K finish, a cluster's or none, and as
+#        phases of one persistent launch ($OUT/launch_chain.txt);
+#      timeline-int4 as served ($OUT/results.jsonl) and with
+#        --int4_cluster_split_k ($OUT/timeline_cluster.jsonl);
+#   2  the RMSNorm-in-product arm (N) and the cluster split (K) against the
+#      served path (S), order S N K K N S, decode-70b-int4 and -8b-int4 at
+#      batch 1 (scripts/device/arms.sh flags; $OUT/arm_S.jsonl, ...);
+#   3  kernels-int4, S against K; and with .device/arms.tgz carried too, its
+#      arms A and B (arms.sh run: two builds of the kernels; $OUT/arm_A.jsonl,
+#      $OUT/arm_B.jsonl).
+# Tables in $OUT/bench.log and $OUT/arms.log.
 # Usage (a `run` call carrying [".device/bundle.txz"] from scripts/device/pack.sh
 # with PACK_TARGETS holding gpu_kernels_test gpu_cuda_model_runner_test
-# cuda_memory_plan_test onecard-bench-cuda, and optionally ".device/arms.tgz"):
-#   export OUT; bash scripts/device/int4-tail-session.sh
-# or in two calls of one warm machine (each well under 10 minutes; the second
-# skips the tests that passed in the first): INT4_TAIL_PART=1 (the tests, the
-# experiments and the timeline), then INT4_TAIL_PART=2 (the arms).
+# cuda_memory_plan_test onecard-bench-cuda, and for part 3 ".device/arms.tgz"):
+#   export OUT; INT4_TAIL_PART=1 bash scripts/device/int4-tail-session.sh
 set -uo pipefail
 # shellcheck source=scripts/device/session.sh
 source scripts/device/session.sh
@@ -49,11 +49,16 @@ if [[ $part == all || $part == 1 ]]; then
     echo "launch_chain: did not build"
   fi
   bench 60 timeline-int4
+  bench 60 timeline-int4 --int4_cluster_split_k --results "$OUT/timeline_cluster.jsonl"
   cat "$OUT/stream_imbalance.txt" "$OUT/launch_chain.txt" 2>/dev/null
 fi
 if [[ $part == all || $part == 2 ]]; then
-  BENCH_TIMEOUT=120 bash scripts/device/arms.sh flags "S= N=--int4_norm_in_gemm_max_rows=4" \
+  BENCH_TIMEOUT=120 bash scripts/device/arms.sh flags \
+    "S= N=--int4_norm_in_gemm_max_rows=4 K=--int4_cluster_split_k" \
     "decode-70b-int4 --batches 1" "decode-8b-int4 --batches 1"
+fi
+if [[ $part == all || $part == 3 ]]; then
+  BENCH_TIMEOUT=150 bash scripts/device/arms.sh flags "S= K=--int4_cluster_split_k" kernels-int4
   # Two kernels' builds as arms (scripts/device/arms.sh pack with
   # ARMS_BESIDE_BUNDLE=B: arm B the bundle's binary, arm A another commit's),
   # when the call carries .device/arms.tgz too.

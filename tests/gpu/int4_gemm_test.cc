@@ -8,7 +8,9 @@
 // for bit (the split-K sums are ordered) and the arrival counters left zero;
 // kStream cases a third time with timeline stamps (Int4GemmParams::trace):
 // the same output, each warp's four stamps in order and its SM one of the
-// device's.
+// device's. Cluster-split cases (LaunchSettings::int4_cluster_split_k) also
+// check that the launch took the split they expect (Int4GemmClusterSplit)
+// and, from the stamps, a block a row group and rank.
 // Tolerance: the kernel rounds where the reference does (x', y), and sums in
 // fp32 in another order (tensor cores over 128 + q, the scale once a group):
 // BF16 outputs within Tolerance::For(BF16); fp32 outputs within 1e-3.
@@ -24,6 +26,7 @@
 #include "engine/common/status_macros.h"
 #include "engine/kernels/int4_dequant.h"
 #include "engine/kernels/int4_matrix.h"
+#include "engine/kernels/launch_settings.h"
 #include "tests/gpu/gpu_test_util.h"
 #include "tests/testing/all_close.h"
 #include "tests/testing/int4_testing.h"
@@ -48,12 +51,16 @@ struct Int4Case {
   Out out;
   engine::Int4GemmPath path = engine::Int4GemmPath::kAuto;
   int32_t tile_rows = 0;
+  // With LaunchSettings::int4_cluster_split_k: whether the launch must take
+  // a cluster split (Int4GemmClusterSplit) or fall back to stream-K.
+  enum class Cluster { kOff, kSplit, kFallback } cluster = Cluster::kOff;
 };
 
 std::vector<Int4Case> Cases() {
   const auto sym = Int4Offsets::kSymmetric, zero = Int4Offsets::kZero, fl = Int4Offsets::kFloat;
   const auto none = GemvPrologue::kNone, norm = GemvPrologue::kRmsNorm;
   const auto kTiled = engine::Int4GemmPath::kTiled, kStream = engine::Int4GemmPath::kStream;
+  const auto kSplit = Int4Case::Cluster::kSplit, kFallback = Int4Case::Cluster::kFallback;
   return {
       {"qkv70b_norm_r1", 10240, 8192, 128, sym, 1, norm, Out::kBf16},
       {"o70b_add_r3", 8192, 8192, 128, zero, 3, none, Out::kAdd},
@@ -108,10 +115,41 @@ std::vector<Int4Case> Cases() {
       {"stream_sym_r33", 4096, 5120, 128, sym, 33, none, Out::kBf16, kStream},
       {"stream_float_silu_r64", 2048, 2048, 32, fl, 64, none, Out::kSilu, kStream},
       {"stream_zero_add_r20", 2048, 4096, 64, zero, 20, none, Out::kAdd, kStream},
+      // Cluster splits (LaunchSettings::int4_cluster_split_k): the 8B and
+      // 70B o / down shapes (clusters of 8 and 4), 9-16 rows (one block an
+      // SM), a partial last row group (253 row tiles), each output kind and
+      // offset kind, groups of 32; and shapes that keep stream-K.
+      {"cluster_o8b_add_r1", 4096, 4096, 128, sym, 1, none, Out::kAdd, kStream, 0, kSplit},
+      {"cluster_o70b_zero_add_r3", 8192, 8192, 128, zero, 3, none, Out::kAdd, kStream, 0, kSplit},
+      {"cluster_down70b_add_r1", 8192, 28672, 128, sym, 1, none, Out::kAdd, kStream, 0, kSplit},
+      {"cluster_down8b_float_add_r16", 4096, 14336, 128, fl, 16, none, Out::kAdd, kStream, 0,
+       kSplit},
+      {"cluster_partial_zero_g32_r7", 4048, 4096, 32, zero, 7, none, Out::kBf16, kStream, 0,
+       kSplit},
+      {"cluster_silu_float_r2", 8192, 4096, 64, fl, 2, none, Out::kSilu, kStream, 0, kSplit},
+      {"cluster_f32_r12", 4096, 4096, 128, sym, 12, none, Out::kF32, kStream, 0, kSplit},
+      {"cluster_fallback_smol_o_r1", 576, 576, 32, fl, 1, none, Out::kAdd, kStream, 0, kFallback},
+      {"cluster_fallback_qkv8b_r1", 6144, 4096, 128, sym, 1, none, Out::kBf16, kStream, 0,
+       kFallback},
+      {"cluster_fallback_norm_r1", 4096, 4096, 128, sym, 1, norm, Out::kBf16, kStream, 0,
+       kFallback},
   };
 }
 
-class Int4GemmTest : public ::testing::TestWithParam<Int4Case> {};
+// A case with Int4Case::cluster runs with LaunchSettings::int4_cluster_split_k.
+class Int4GemmTest : public ::testing::TestWithParam<Int4Case> {
+ protected:
+  void SetUp() override {
+    saved_ = engine::GetLaunchSettings();
+    engine::LaunchSettings s = saved_;
+    s.int4_cluster_split_k = GetParam().cluster != Int4Case::Cluster::kOff;
+    ASSERT_TRUE(engine::SetLaunchSettings(s).ok());
+  }
+  void TearDown() override { ASSERT_TRUE(engine::SetLaunchSettings(saved_).ok()); }
+
+ private:
+  engine::LaunchSettings saved_;
+};
 
 TEST_P(Int4GemmTest, MatchesReference) {
   const Int4Case& c = GetParam();
@@ -170,6 +208,13 @@ TEST_P(Int4GemmTest, MatchesReference) {
   p.y = f32 ? static_cast<void*>(dy32.get()) : dy16.get();
   p.workspace = ws.get();
   p.workspace_bytes = ws_bytes;
+  const absl::StatusOr<int32_t> cluster = engine::Int4GemmClusterSplit(p);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  if (c.cluster != Int4Case::Cluster::kOff) {
+    EXPECT_EQ(*cluster > 0, c.cluster == Int4Case::Cluster::kSplit) << "cluster size " << *cluster;
+  } else {
+    EXPECT_EQ(*cluster, 0);
+  }
   ExpectSameBytesTwice(
       [&] {
         if (c.out == Out::kAdd) dy16.Upload(residual);
@@ -215,6 +260,10 @@ TEST_P(Int4GemmTest, MatchesReference) {
   }
   EXPECT_GT(warps, 0);
   EXPECT_EQ(warps % engine::kInt4GemmTraceWarps, 0) << "every consumer warp of a block writes";
+  if (*cluster > 0) {  // a block a (row group, rank)
+    const int64_t row_groups = (c.n + engine::kInt4GemmRowGroup - 1) / engine::kInt4GemmRowGroup;
+    EXPECT_EQ(warps / engine::kInt4GemmTraceWarps, row_groups * *cluster);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, Int4GemmTest, ::testing::ValuesIn(Cases()),

@@ -197,5 +197,28 @@ TEST(Int4GemmRefTest, PicksThePathByRows) {
   EXPECT_FALSE(Int4GemmUsesTiled(p));
 }
 
+// kStream's cluster split (LaunchSettings::int4_cluster_split_k): the largest
+// of 8, 4 and 2 whose blocks fill at least 19/20 of the grid without passing
+// it, each block two k tiles or more; else 0.
+TEST(Int4GemmClusterSizeTest, FillsTheGridOrDeclines) {
+  // 132 SMs: 264 blocks at up to 8 rows, 132 at 9-16.
+  EXPECT_EQ(Int4GemmClusterSize(32, 64, 264), 8);    // llama3-8b o: 256 blocks
+  EXPECT_EQ(Int4GemmClusterSize(32, 224, 264), 8);   // 8b down
+  EXPECT_EQ(Int4GemmClusterSize(64, 128, 264), 4);   // 70b o
+  EXPECT_EQ(Int4GemmClusterSize(64, 448, 264), 4);   // 70b down
+  EXPECT_EQ(Int4GemmClusterSize(32, 64, 132), 4);    // 8b o at 16 rows
+  EXPECT_EQ(Int4GemmClusterSize(64, 448, 132), 2);   // 70b down at 16 rows
+  EXPECT_EQ(Int4GemmClusterSize(33, 64, 264), 8);    // exactly the grid
+  EXPECT_EQ(Int4GemmClusterSize(48, 64, 264), 0);    // 8b qkv: 192 of 264 blocks at most
+  EXPECT_EQ(Int4GemmClusterSize(80, 128, 264), 0);   // 70b qkv: 160
+  EXPECT_EQ(Int4GemmClusterSize(224, 64, 264), 0);   // 8b gate_up: a row group a block
+  EXPECT_EQ(Int4GemmClusterSize(448, 128, 264), 0);  // 70b gate_up: past the grid
+  EXPECT_EQ(Int4GemmClusterSize(5, 9, 264), 0);      // SmolLM2's o
+  EXPECT_EQ(Int4GemmClusterSize(32, 15, 264), 0);    // 8 blocks need 16 k tiles
+  EXPECT_EQ(Int4GemmClusterSize(64, 7, 264), 0);     // 4 need 8
+  EXPECT_EQ(Int4GemmClusterSize(126, 8, 264), 2);    // 252 blocks
+  EXPECT_EQ(Int4GemmClusterSize(125, 8, 264), 0);    // 250 blocks: under 19/20
+}
+
 }  // namespace
 }  // namespace onecard::engine

@@ -19,6 +19,7 @@ TEST(LaunchSettingsTest, DefaultsAreWhatServes) {
   EXPECT_EQ(s.int4_stream_blocks_per_sm, 0);
   EXPECT_TRUE(s.early_dependents);
   EXPECT_FALSE(s.gemv_early_dependents);
+  EXPECT_FALSE(s.int4_cluster_split_k);
 }
 
 TEST(LaunchSettingsTest, SetThenGetAndBack) {
@@ -29,8 +30,10 @@ TEST(LaunchSettingsTest, SetThenGetAndBack) {
                                  .prefetch_o_in_attention = true,
                                  .int4_stream_blocks_per_sm = 1,
                                  .early_dependents = false,
-                                 .gemv_early_dependents = true})
+                                 .gemv_early_dependents = true,
+                                 .int4_cluster_split_k = true})
                   .ok());
+  EXPECT_TRUE(GetLaunchSettings().int4_cluster_split_k);
   EXPECT_EQ(GetLaunchSettings().int4_stream_blocks_per_sm, 1);
   EXPECT_FALSE(GetLaunchSettings().early_dependents);
   EXPECT_TRUE(GetLaunchSettings().gemv_early_dependents);
@@ -48,6 +51,7 @@ TEST(LaunchSettingsTest, SetThenGetAndBack) {
   EXPECT_EQ(GetLaunchSettings().int4_stream_blocks_per_sm, 0);
   EXPECT_TRUE(GetLaunchSettings().early_dependents);
   EXPECT_FALSE(GetLaunchSettings().gemv_early_dependents);
+  EXPECT_FALSE(GetLaunchSettings().int4_cluster_split_k);
 }
 
 TEST(LaunchSettingsTest, OutOfRangeIsRefusedNamingTheFieldAndChangesNothing) {
