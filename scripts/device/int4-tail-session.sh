@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # GPU calls for the one-row tail of Int4Gemm's launches (issue 16; the int4
-# page of bench/results, sessions 36-37), in three parts of one warm machine
-# (INT4_TAIL_PART=1, 2, 3; each under 10 minutes; "all" runs them in one):
+# page of bench/results, sessions 36-37), in parts of one warm machine
+# (INT4_TAIL_PART="1", "2 3", ...: the parts named; "all", the default, runs
+# every one; the decode arms take seconds a run, the tests minutes):
 #   1  every gpu-labelled test (scripts/device/session.sh: skipped on a warm
 #      machine where they passed for this bundle), then, compiled on the
 #      machine (its nvcc):
@@ -28,7 +29,8 @@ set -uo pipefail
 # shellcheck source=scripts/device/session.sh
 source scripts/device/session.sh
 part=${INT4_TAIL_PART:-all}
-if [[ $part == all || $part == 1 ]]; then
+wants() { [[ $part == all || " $part " == *" $1 "* ]]; }  # wants N: part N is asked for
+if wants 1; then
   si=$TMPDIR/stream_imbalance
   nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
   if "$nvcc" -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -I. \
@@ -52,12 +54,12 @@ if [[ $part == all || $part == 1 ]]; then
   bench 60 timeline-int4 --int4_cluster_split_k --results "$OUT/timeline_cluster.jsonl"
   cat "$OUT/stream_imbalance.txt" "$OUT/launch_chain.txt" 2>/dev/null
 fi
-if [[ $part == all || $part == 2 ]]; then
+if wants 2; then
   BENCH_TIMEOUT=120 bash scripts/device/arms.sh flags \
     "S= N=--int4_norm_in_gemm_max_rows=4 K=--int4_cluster_split_k" \
     "decode-70b-int4 --batches 1" "decode-8b-int4 --batches 1"
 fi
-if [[ $part == all || $part == 3 ]]; then
+if wants 3; then
   BENCH_TIMEOUT=150 bash scripts/device/arms.sh flags "S= K=--int4_cluster_split_k" kernels-int4
   # Two kernels' builds as arms (scripts/device/arms.sh pack with
   # ARMS_BESIDE_BUNDLE=B: arm B the bundle's binary, arm A another commit's),

@@ -1,7 +1,8 @@
 // Scenario "timeline-int4": where a 4-bit projection's time goes inside its
 // launch. Int4Gemm's kStream kernel (the decode path, 1 and 16 rows, as the
 // runner calls it: gate_up with the SiLU·mul epilogue, o and down adding to
-// the residual) writes, for each consumer warp of each block, the block's
+// the residual; the cluster split where --int4_cluster_split_k asks for it)
+// writes, for each consumer warp of each block, the block's
 // start, the warp's first stage landed and the warp's end in the GPU's global
 // timer, its last stage computed, and the block's SM (Int4GemmParams::trace).
 // Two launches on rotated weights run back to
@@ -26,7 +27,8 @@
 //   late_block_segments  the late tenth of the blocks' mean count of
 //                segments (row groups its share touches: 1 + its split-K
 //                finishes mid-share) over every block's (above 1: the blocks
-//                with more finishes end last)
+//                with more finishes end last; 1 in a cluster split,
+//                --int4_cluster_split_k, where a block has one segment)
 //   gap          the second launch's first block start after the first's
 //                last end (negative: they overlapped)
 //   pair         CUDA events around both launches
@@ -110,8 +112,10 @@ double LateRepeat(const std::vector<WarpStamps>& a, const std::vector<WarpStamps
 // The late tenth of a launch's blocks' mean segments over every block's: a
 // block's share is Int4Gemm's stream-K share (iterations b * iters / grid to
 // (b + 1) * iters / grid of row groups of k_tiles iterations), the grid the
-// blocks that wrote.
-double LateBlockSegments(const std::vector<WarpStamps>& warps, int64_t iters, int64_t k_tiles) {
+// blocks that wrote; 1 in a cluster split (cluster > 0: one segment a block).
+double LateBlockSegments(const std::vector<WarpStamps>& warps, int64_t iters, int64_t k_tiles,
+                         int32_t cluster) {
+  if (cluster > 0) return 1.0;
   uint64_t grid = 0;
   for (const WarpStamps& w : warps) grid = std::max(grid, w.block + 1);
   const auto segments = [&](uint64_t b) {
@@ -130,10 +134,10 @@ double LateBlockSegments(const std::vector<WarpStamps>& warps, int64_t iters, in
 
 double Us(double ns) { return ns * 1e-3; }
 
-// iters and k_tiles: the launches' stream-K walk (LateBlockSegments).
+// iters, k_tiles and cluster: the launches' walk (LateBlockSegments).
 absl::StatusOr<PairFigures> Figures(const std::vector<WarpStamps>& a,
                                     const std::vector<WarpStamps>& b, double pair_ms, int64_t iters,
-                                    int64_t k_tiles) {
+                                    int64_t k_tiles, int32_t cluster) {
   if (a.empty() || b.empty()) {
     return absl::InternalError("timeline-int4: a traced launch wrote no stamps");
   }
@@ -173,7 +177,7 @@ absl::StatusOr<PairFigures> Figures(const std::vector<WarpStamps>& a,
   f.finish_max = Us(finish_max);
   f.late_sm_repeat = LateRepeat(a, b, &WarpStamps::sm);
   f.late_block_repeat = LateRepeat(a, b, &WarpStamps::block);
-  f.late_block_segments = LateBlockSegments(a, iters, k_tiles);
+  f.late_block_segments = LateBlockSegments(a, iters, k_tiles, cluster);
   return f;
 }
 
@@ -187,20 +191,26 @@ absl::Status ShapeTimeline(const Ceilings& ceil, const ProjectionCase& s, int32_
   const bool add =
       s.projection == engine::Projection::kO || s.projection == engine::Projection::kDown;
   int next = 0;
-  auto launch = [&](uint64_t* trace) {
-    return engine::Int4Gemm({.w = rot.View(next++, s.n, s.k),
-                             .x = x.get(),
-                             .x_row_stride = s.k,
-                             .y = y.get(),
-                             .add_to_y = add,
-                             .silu_mul_y = silu,
-                             .rows = rows,
-                             .path = engine::Int4GemmPath::kStream,
-                             .workspace = ws,
-                             .workspace_bytes = ws_bytes,
-                             .trace = trace},
-                            stream);
+  const auto params = [&](uint64_t* trace) {
+    return engine::Int4GemmParams{.w = rot.View(next, s.n, s.k),
+                                  .x = x.get(),
+                                  .x_row_stride = s.k,
+                                  .y = y.get(),
+                                  .add_to_y = add,
+                                  .silu_mul_y = silu,
+                                  .rows = rows,
+                                  .path = engine::Int4GemmPath::kStream,
+                                  .workspace = ws,
+                                  .workspace_bytes = ws_bytes,
+                                  .trace = trace};
   };
+  auto launch = [&](uint64_t* trace) {
+    const absl::Status st = engine::Int4Gemm(params(trace), stream);
+    ++next;
+    return st;
+  };
+  // The launches' cluster size (--int4_cluster_split_k; 0: stream-K).
+  ASSIGN_OR_RETURN(const int32_t cluster, engine::Int4GemmClusterSplit(params(traces[0])));
   for (int i = 0; i < kWarmup; ++i) RETURN_IF_ERROR(launch(nullptr));
   cudaEvent_t e0 = nullptr, e1 = nullptr;
   CUDA_RETURN_IF_ERROR(cudaEventCreate(&e0));
@@ -229,7 +239,7 @@ absl::Status ShapeTimeline(const Ceilings& ceil, const ProjectionCase& s, int32_
       const int64_t k_tiles = s.k / engine::kInt4TileCols;
       const int64_t row_groups = (s.n + engine::kInt4GemmRowGroup - 1) / engine::kInt4GemmRowGroup;
       ASSIGN_OR_RETURN(PairFigures f, Figures(Stamps(host[0]), Stamps(host[1]), ms,
-                                              row_groups * k_tiles, k_tiles));
+                                              row_groups * k_tiles, k_tiles, cluster));
       figures.push_back(f);
       return absl::OkStatus();
     }();
