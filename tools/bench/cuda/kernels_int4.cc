@@ -94,26 +94,16 @@ absl::Status ShapeCases(const Ceilings& ceil, const Shape& s, cudaStream_t strea
   constexpr int32_t kMaxRows = engine::kInt4GemmMaxRows;
   ASSIGN_OR_RETURN(DeviceMem x, DeviceMem::Random(kMaxRows * s.k * 2, 23, stream));
   ASSIGN_OR_RETURN(DeviceMem y, DeviceMem::Random(kMaxRows * s.n * 2, 25, stream));
-  const bool silu = s.projection == engine::Projection::kGateUp;
-  const bool add =
-      s.projection == engine::Projection::kO || s.projection == engine::Projection::kDown;
   int next = 0;
   for (const Variant& v : Variants()) {
     const int32_t rows = v.rows;
     ASSIGN_OR_RETURN(const double ms, MedianMs(stream, 1, 5, [&]() -> absl::Status {
                        for (int i = 0; i < kLaunches; ++i) {
-                         RETURN_IF_ERROR(engine::Int4Gemm({.w = rot.View(next++, s.n, s.k),
-                                                           .x = x.get(),
-                                                           .x_row_stride = s.k,
-                                                           .y = y.get(),
-                                                           .add_to_y = add,
-                                                           .silu_mul_y = silu,
-                                                           .rows = rows,
-                                                           .path = v.path,
-                                                           .tile_rows = v.tile_rows,
-                                                           .workspace = ws,
-                                                           .workspace_bytes = ws_bytes},
-                                                          stream));
+                         engine::Int4GemmParams p = ProjectionInt4Params(
+                             s, rot.View(next++, s.n, s.k), x.get(), y.get(), rows, ws, ws_bytes);
+                         p.path = v.path;
+                         p.tile_rows = v.tile_rows;
+                         RETURN_IF_ERROR(engine::Int4Gemm(p, stream));
                        }
                        return absl::OkStatus();
                      }));
@@ -130,14 +120,16 @@ absl::Status ShapeCases(const Ceilings& ceil, const Shape& s, cudaStream_t strea
   // The prefill path: the whole weight to BF16 (reads the packed bytes,
   // writes 2 bytes a weight).
   ASSIGN_OR_RETURN(DeviceMem out, DeviceMem::Random(s.n * s.k * 2, 26, stream));
-  ASSIGN_OR_RETURN(
-      const double ms, MedianMs(stream, 1, 5, [&]() -> absl::Status {
-        for (int i = 0; i < kLaunches; ++i) {
-          RETURN_IF_ERROR(engine::Int4DequantizeBf16(
-              {.w = rot.View(next++, s.n, s.k), .out = out.get(), .gate_up = silu}, stream));
-        }
-        return absl::OkStatus();
-      }));
+  ASSIGN_OR_RETURN(const double ms, MedianMs(stream, 1, 5, [&]() -> absl::Status {
+                     for (int i = 0; i < kLaunches; ++i) {
+                       RETURN_IF_ERROR(engine::Int4DequantizeBf16(
+                           {.w = rot.View(next++, s.n, s.k),
+                            .out = out.get(),
+                            .gate_up = s.projection == engine::Projection::kGateUp},
+                           stream));
+                     }
+                     return absl::OkStatus();
+                   }));
   const double bytes = rot.weight_bytes + s.n * s.k * 2.0;
   reporter.Add({kScenario, absl::StrCat(s.name, "_dequant"), "bandwidth",
                 bytes / (ms / kLaunches * 1e-3) / 1e9, "GB/s", ceil.copy_bytes_per_s / 1e9});

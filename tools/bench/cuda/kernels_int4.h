@@ -33,6 +33,26 @@ struct Int4Rotation {
 
 absl::StatusOr<Int4Rotation> MakeInt4Rotation(int64_t n, int64_t k, cudaStream_t stream);
 
+// Int4Gemm's parameters for projection s as the runner calls it (gate_up
+// with the SiLU·mul epilogue, o and down adding to y) on weight w, x (s.k
+// columns a row) and y, `rows` rows, over the workspace; path, tile rows and
+// trace left to the caller.
+inline engine::Int4GemmParams ProjectionInt4Params(const ProjectionCase& s,
+                                                   const engine::Int4WeightView& w, const void* x,
+                                                   void* y, int32_t rows, void* ws,
+                                                   int64_t ws_bytes) {
+  return {.w = w,
+          .x = x,
+          .x_row_stride = s.k,
+          .y = y,
+          .add_to_y =
+              s.projection == engine::Projection::kO || s.projection == engine::Projection::kDown,
+          .silu_mul_y = s.projection == engine::Projection::kGateUp,
+          .rows = rows,
+          .workspace = ws,
+          .workspace_bytes = ws_bytes};
+}
+
 // What both scenarios run over: the selected projection shapes
 // (SelectedProjectionCases), the device's SMs and a zeroed Int4Gemm
 // workspace for the widest shape.

@@ -187,22 +187,13 @@ absl::Status ShapeTimeline(const Ceilings& ceil, const ProjectionCase& s, int32_
   ASSIGN_OR_RETURN(Int4Rotation rot, MakeInt4Rotation(s.n, s.k, stream));
   ASSIGN_OR_RETURN(DeviceMem x, DeviceMem::Random(int64_t{rows} * s.k * 2, 23, stream));
   ASSIGN_OR_RETURN(DeviceMem y, DeviceMem::Random(int64_t{rows} * s.n * 2, 25, stream));
-  const bool silu = s.projection == engine::Projection::kGateUp;
-  const bool add =
-      s.projection == engine::Projection::kO || s.projection == engine::Projection::kDown;
   int next = 0;
   const auto params = [&](uint64_t* trace) {
-    return engine::Int4GemmParams{.w = rot.View(next, s.n, s.k),
-                                  .x = x.get(),
-                                  .x_row_stride = s.k,
-                                  .y = y.get(),
-                                  .add_to_y = add,
-                                  .silu_mul_y = silu,
-                                  .rows = rows,
-                                  .path = engine::Int4GemmPath::kStream,
-                                  .workspace = ws,
-                                  .workspace_bytes = ws_bytes,
-                                  .trace = trace};
+    engine::Int4GemmParams p =
+        ProjectionInt4Params(s, rot.View(next, s.n, s.k), x.get(), y.get(), rows, ws, ws_bytes);
+    p.path = engine::Int4GemmPath::kStream;
+    p.trace = trace;
+    return p;
   };
   auto launch = [&](uint64_t* trace) {
     const absl::Status st = engine::Int4Gemm(params(trace), stream);
