@@ -21,15 +21,21 @@
 //   models/ (not in git: ~110 MB each): every projection 4-bit, against
 //   Hugging Face's logits and greedy tokens of the same values
 //   (MatchesHfGolden);
+// - a 2-layer model of llama3-8b's widths from seeded random weights, every
+//   projection 4-bit (g128), decoding with the cluster split
+//   (LaunchSettings::int4_cluster_split_k) on its o and down products
+//   (DecodeStepsMatch);
 // - SmolLM2's own Q4_1 tensors, repacked without re-rounding, is
 //   cuda_model_runner_test.cc's MatchesCpuOnSmolLm2 (a GGUF's 4-bit tensors
 //   stay 4-bit by default); here the same file with keep_quantized = false
 //   (every projection expanded to BF16) must still match too.
 // Tolerance: LogitTolerance, as for BF16 weights; the 4-bit weights are exact,
 // only activations round to BF16.
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <random>
 #include <set>
 #include <utility>
 
@@ -55,28 +61,27 @@ struct Quantized {
   std::unique_ptr<CudaModelRunner> gpu;
 };
 
-// The checkpoint's projections that 4-bit weights can take, quantized
-// (groups of 32, `offsets`); the CPU runner gets their values.
-void Quantize(const std::string& path, Int4Offsets offsets, Quantized* out) {
-  absl::StatusOr<Checkpoint> ckpt = OpenCheckpoint(SourcePath(path));
-  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
-  absl::StatusOr<ModelWeightsF32> w = LoadWeightsF32(*ckpt);
+// The projections of model c (weights w) that 4-bit weights can take,
+// quantized (groups of `group`, `offsets`); the CPU runner gets their values,
+// the CUDA runner (made under the launch settings in force) their codes.
+void QuantizeWeights(const ModelConfig& c, absl::StatusOr<ModelWeightsF32> w, int32_t group,
+                     Int4Offsets offsets, const std::string& label, Quantized* out) {
   ASSERT_TRUE(w.ok()) << w.status();
-  const ModelConfig& c = ckpt->config;
   out->config = c;
   out->spec = ModelWeightsSpec::Uniform(c, {});
   Int4Parts int4;
   int quantized = 0;
   for (int64_t layer = 0; layer < c.num_layers; ++layer) {
     for (int p = 0; p < kNumProjections; ++p) {
-      if (!CheckInt4Shape(c, static_cast<Projection>(p), 32).ok()) continue;
-      out->spec.layers[layer][p] = {.format = WeightFormat::kInt4, .group = 32, .offsets = offsets};
+      if (!CheckInt4Shape(c, static_cast<Projection>(p), group).ok()) continue;
+      out->spec.layers[layer][p] = {
+          .format = WeightFormat::kInt4, .group = group, .offsets = offsets};
       ++quantized;
       for (TensorPart part : ProjectionParts(static_cast<Projection>(p))) {
         std::vector<float>& v = *PartWeights(*w, part, layer);
         const int64_t k = ProjectionShape(c, static_cast<Projection>(p))[1];
         const int64_t n = static_cast<int64_t>(v.size()) / k;
-        absl::StatusOr<Int4Matrix> m = QuantizeInt4Rtn(v, n, k, 32, offsets);
+        absl::StatusOr<Int4Matrix> m = QuantizeInt4Rtn(v, n, k, group, offsets);
         ASSERT_TRUE(m.ok()) << m.status();
         for (int64_t r = 0; r < n; ++r) {
           for (int64_t col = 0; col < k; ++col) v[r * k + col] = m->Value(r, col);
@@ -85,7 +90,7 @@ void Quantize(const std::string& path, Int4Offsets offsets, Quantized* out) {
       }
     }
   }
-  ASSERT_GT(quantized, 0) << path << ": no projection took 4-bit weights";
+  ASSERT_GT(quantized, 0) << label << ": no projection took 4-bit weights";
   absl::StatusOr<std::unique_ptr<ModelRunner>> cpu =
       CreateCpuModelRunnerFromWeights(c, *w, CpuRunnerOptions{});
   ASSERT_TRUE(cpu.ok()) << cpu.status();
@@ -95,6 +100,49 @@ void Quantize(const std::string& path, Int4Offsets offsets, Quantized* out) {
       CreateCudaModelRunnerFromSource(c, out->spec, source, TestOptions());
   ASSERT_TRUE(gpu.ok()) << gpu.status();
   out->gpu = *std::move(gpu);
+}
+
+// The golden checkpoint at `path`, its projections quantized in groups of 32.
+void Quantize(const std::string& path, Int4Offsets offsets, Quantized* out) {
+  absl::StatusOr<Checkpoint> ckpt = OpenCheckpoint(SourcePath(path));
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  QuantizeWeights(ckpt->config, LoadWeightsF32(*ckpt), 32, offsets, path, out);
+}
+
+// Seeded random fp32 weights of model c (no biases, an untied head):
+// projections uniform in +-1 / sqrt(k), norms in [0.8, 1.2], embeddings in
+// +-1.
+ModelWeightsF32 RandomWeights(const ModelConfig& c, uint32_t seed) {
+  std::mt19937 rng(seed);
+  const auto fill = [&](int64_t n, float lo, float hi) {
+    std::uniform_real_distribution<float> u(lo, hi);
+    std::vector<float> v(n);
+    for (float& x : v) x = u(rng);
+    return v;
+  };
+  const int64_t h = c.hidden_size, q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
+  const int64_t f = c.intermediate_size;
+  const float ah = 1.0f / std::sqrt(static_cast<float>(h)),
+              aq = 1.0f / std::sqrt(static_cast<float>(q));
+  const float af = 1.0f / std::sqrt(static_cast<float>(f));
+  ModelWeightsF32 w;
+  w.embedding = fill(c.vocab_size * h, -1.0f, 1.0f);
+  w.final_norm = fill(h, 0.8f, 1.2f);
+  w.lm_head = fill(c.vocab_size * h, -ah, ah);
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    LayerWeightsF32 lw;
+    lw.attn_norm = fill(h, 0.8f, 1.2f);
+    lw.wq = fill(q * h, -ah, ah);
+    lw.wk = fill(kv * h, -ah, ah);
+    lw.wv = fill(kv * h, -ah, ah);
+    lw.wo = fill(h * q, -aq, aq);
+    lw.ffn_norm = fill(h, 0.8f, 1.2f);
+    lw.w_gate = fill(f * h, -ah, ah);
+    lw.w_up = fill(f * h, -ah, ah);
+    lw.w_down = fill(h * f, -af, af);
+    w.layers.push_back(std::move(lw));
+  }
+  return w;
 }
 
 TEST(CudaModelRunnerInt4Test, QuantizedTinyCheckpointsMatchCpu) {
@@ -157,6 +205,36 @@ TEST(CudaModelRunnerInt4Test, LaunchArmsMatchCpu) {
     ASSERT_TRUE(SetLaunchSettings(served).ok());
     if (HasFatalFailure()) return;
   }
+}
+
+// The cluster split (LaunchSettings::int4_cluster_split_k) in the runner: a
+// 2-layer model with llama3-8b's widths (hidden 4096, 32 heads of 128, 8 KV
+// heads, intermediate 14336), every projection 4-bit in groups of 128,
+// symmetric, from seeded random weights; its o and down products at up to 8
+// rows take clusters of 8 (32 row groups: Int4GemmTest's cluster_o8b_add_r1
+// checks the split is taken on the card), against the CPU runner given the
+// same values: eight sequences decoding five steps (8 rows; DecodeStepsMatch).
+TEST(CudaModelRunnerInt4Test, ClusterSplitMatchesCpu) {
+  ModelConfig c = SmallLlamaConfig("cluster-split-2l", 2);
+  c.hidden_size = 4096;
+  c.intermediate_size = 14336;
+  c.num_heads = 32;
+  c.num_kv_heads = 8;
+  c.head_dim = 128;
+  const LaunchSettings served = GetLaunchSettings();
+  LaunchSettings arm = served;
+  arm.int4_cluster_split_k = true;
+  ASSERT_TRUE(SetLaunchSettings(arm).ok());
+  Quantized q;
+  QuantizeWeights(c, RandomWeights(c, 37), 128, Int4Offsets::kSymmetric, "random llama3-8b widths",
+                  &q);
+  if (!HasFatalFailure()) {
+    for (int p = 0; p < kNumProjections; ++p) {
+      EXPECT_EQ(q.spec.layers[0][p].format, WeightFormat::kInt4) << "projection " << p;
+    }
+    DecodeStepsMatch(*q.cpu, *q.gpu, q.config, "cluster split, 8 rows");
+  }
+  ASSERT_TRUE(SetLaunchSettings(served).ok());
 }
 
 TEST(CudaModelRunnerInt4Test, HfCheckpointsMatchCpu) {
