@@ -17,7 +17,8 @@
 #   2  the RMSNorm-in-product arm (N) and the cluster split (K) against the
 #      served path (S), order S N K K N S, decode-70b-int4 and -8b-int4 at
 #      batch 1 (scripts/device/arms.sh flags; $OUT/arm_S.jsonl, ...);
-#   3  kernels-int4, S against K; and with .device/arms.tgz carried too, its
+#   3  kernels-int4 on the shapes the split takes (8B and 70B o and down), S
+#      against K; and with .device/arms.tgz carried too, its
 #      arms A and B (arms.sh run: two builds of the kernels; $OUT/arm_A.jsonl,
 #      $OUT/arm_B.jsonl).
 # Tables in $OUT/bench.log and $OUT/arms.log.
@@ -60,7 +61,9 @@ if wants 2; then
     "decode-70b-int4 --batches 1" "decode-8b-int4 --batches 1"
 fi
 if wants 3; then
-  BENCH_TIMEOUT=150 bash scripts/device/arms.sh flags "S= K=--int4_cluster_split_k" kernels-int4
+  BENCH_TIMEOUT=90 bash scripts/device/arms.sh flags "S= K=--int4_cluster_split_k" \
+    "kernels-int4 --shape llama3-8b_o" "kernels-int4 --shape llama3-8b_down" \
+    "kernels-int4 --shape llama3-70b_o" "kernels-int4 --shape llama3-70b_down"
   # Two kernels' builds as arms (scripts/device/arms.sh pack with
   # ARMS_BESIDE_BUNDLE=B: arm B the bundle's binary, arm A another commit's),
   # when the call carries .device/arms.tgz too.
