@@ -24,7 +24,8 @@
 //   so every SM streams to the end whatever n and k are. A row tile cut
 //   between blocks is summed in block order (deterministic) by the warp that
 //   brings its last part, which also writes y: from partial slots, its own
-//   part from registers when the others were in before it ended (FinishSegment).
+//   part from registers when the others were in before it ended
+//   (FinishSegment, int4_gemm_finish.cuh).
 // - Full stages: up to 16 rows a block's stages end on multiples of kTpu k
 //   tiles, so all but a segment's first and last hold kTpu k tiles from an
 //   aligned start, where groups of 32, 64, 128 and 256 or more columns open
@@ -32,6 +33,11 @@
 //   straight-line code (ComputeFull, ~60 warp instructions a 512-byte code
 //   tile against ~75 with the per-slice group tests of Compute), chosen once
 //   a launch (ConsumeStages' kSpan).
+// - Cluster split (LaunchSettings::int4_cluster_split_k; Int4GemmClusterSize
+//   says where): a row group's k tiles cut in G equal parts over the blocks
+//   of one thread block cluster, summed through distributed shared memory
+//   (int4_gemm_finish.cuh) instead of stream-K's slots; a kernel of its own
+//   (kCluster).
 // - Programmatic dependent launch: the first stages' weights come before the wait.
 // Tested by tests/gpu/int4_gemm_test.cc against Int4GemmRef.
 #include <cuda_fp16.h>
