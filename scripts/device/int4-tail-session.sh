@@ -14,9 +14,11 @@
 #        phases of one persistent launch ($OUT/launch_chain.txt);
 #      timeline-int4 as served ($OUT/results.jsonl) and with
 #        --int4_cluster_split_k ($OUT/timeline_cluster.jsonl);
-#   2  the RMSNorm-in-product arm (N) and the cluster split (K) against the
-#      served path (S), order S N K K N S, decode-70b-int4 and -8b-int4 at
-#      batch 1 (scripts/device/arms.sh flags; $OUT/arm_S.jsonl, ...);
+#   2  the RMSNorm-in-product arm (N), the cluster split (K) and RoPE with
+#      the cache write inside decode attention after the 4-bit qkv too (R,
+#      never measured with 4-bit weights) against the served path (S), order
+#      S N K R R K N S, decode-70b-int4 and -8b-int4 at batch 1
+#      (scripts/device/arms.sh flags; $OUT/arm_S.jsonl, ...);
 #   3  kernels-int4 on the shapes the split takes (8B and 70B o and down), S
 #      against K; and with .device/arms.tgz carried too, its
 #      arms A and B (arms.sh run: two builds of the kernels; $OUT/arm_A.jsonl,
@@ -57,7 +59,7 @@ if wants 1; then
 fi
 if wants 2; then
   BENCH_TIMEOUT=120 bash scripts/device/arms.sh flags \
-    "S= N=--int4_norm_in_gemm_max_rows=4 K=--int4_cluster_split_k" \
+    "S= N=--int4_norm_in_gemm_max_rows=4 K=--int4_cluster_split_k R=--fused_rope=all" \
     "decode-70b-int4 --batches 1" "decode-8b-int4 --batches 1"
 fi
 if wants 3; then
