@@ -31,10 +31,14 @@
 //                --int4_cluster_split_k, where a block has one segment)
 //   gap          the second launch's first block start after the first's
 //                last end (negative: they overlapped)
-//   pair         CUDA events around both launches
+//   pair         CUDA events around both launches (with the host's launch
+//                calls: an upper bound)
+//   period       the second launch's last warp end after the first's: what
+//                one more launch adds to a chain of them on the GPU
 //   timer_step   the smallest nonzero step seen between two stamps (ns: the
 //                timer's resolution bounds every figure above)
-// and span_bandwidth, the weight bytes over span (GB/s, against the copy rate).
+// and span_bandwidth and period_bandwidth, the weight bytes over span and
+// over period (GB/s, against the copy rate).
 // Shapes: those of kernels-int4 (--shape picks one).
 #include <algorithm>
 #include <cstdint>
@@ -79,6 +83,7 @@ std::vector<WarpStamps> Stamps(const std::vector<uint64_t>& trace) {
 
 struct PairFigures {
   double start_skew = 0, first_data = 0, end_median = 0, span = 0, tail = 0, gap = 0, pair = 0;
+  double period = 0;
   double last_spread = 0, finish_max = 0, late_sm_repeat = 0, late_block_repeat = 0;
   double late_block_segments = 0;
   double timer_step = 0;
@@ -142,6 +147,7 @@ absl::StatusOr<PairFigures> Figures(const std::vector<WarpStamps>& a,
     return absl::InternalError("timeline-int4: a traced launch wrote no stamps");
   }
   uint64_t a_first_start = UINT64_MAX, a_last_start = 0, a_last_end = 0, b_first_start = UINT64_MAX;
+  uint64_t b_last_end = 0;
   std::vector<double> first_data, ends, lasts;
   std::vector<uint64_t> all;
   double finish_max = 0;
@@ -157,6 +163,7 @@ absl::StatusOr<PairFigures> Figures(const std::vector<WarpStamps>& a,
   for (const WarpStamps& w : a) ends.push_back(static_cast<double>(w.end - a_first_start));
   for (const WarpStamps& w : b) {
     b_first_start = std::min(b_first_start, w.start);
+    b_last_end = std::max(b_last_end, w.end);
     all.insert(all.end(), {w.start, w.first, w.last, w.end});
   }
   std::sort(all.begin(), all.end());
@@ -171,6 +178,7 @@ absl::StatusOr<PairFigures> Figures(const std::vector<WarpStamps>& a,
   f.span = Us(static_cast<double>(a_last_end - a_first_start));
   f.tail = f.span - f.end_median;
   f.gap = Us(static_cast<double>(b_first_start) - static_cast<double>(a_last_end));
+  f.period = Us(static_cast<double>(b_last_end) - static_cast<double>(a_last_end));
   f.pair = pair_ms * 1e3;
   f.timer_step = step == UINT64_MAX ? 0 : static_cast<double>(step);
   f.last_spread = Us(*std::max_element(lasts.begin(), lasts.end()) - Median(lasts));
@@ -252,6 +260,7 @@ absl::Status ShapeTimeline(const Ceilings& ceil, const ProjectionCase& s, int32_
       {"tail", &PairFigures::tail},
       {"gap", &PairFigures::gap},
       {"pair", &PairFigures::pair},
+      {"period", &PairFigures::period},
       {"last_spread", &PairFigures::last_spread},
       {"finish_max", &PairFigures::finish_max}};
   for (const auto& [metric, field] : fields) {
@@ -269,9 +278,11 @@ absl::Status ShapeTimeline(const Ceilings& ceil, const ProjectionCase& s, int32_
     reporter.Add({kScenario, name, m.metric, median(m.field), m.unit, {}});
   }
   reporter.Add({kScenario, name, "timer_step", median(&PairFigures::timer_step), "ns", {}});
-  reporter.Add({kScenario, name, "span_bandwidth",
-                rot.weight_bytes / (median(&PairFigures::span) * 1e-6) / 1e9, "GB/s",
-                ceil.copy_bytes_per_s / 1e9});
+  for (const auto& [metric, field] : {std::pair{"span_bandwidth", &PairFigures::span},
+                                      std::pair{"period_bandwidth", &PairFigures::period}}) {
+    reporter.Add({kScenario, name, metric, rot.weight_bytes / (median(field) * 1e-6) / 1e9, "GB/s",
+                  ceil.copy_bytes_per_s / 1e9});
+  }
   return absl::OkStatus();
 }
 
