@@ -526,13 +526,13 @@ absl::StatusOr<int> KernelBlocksPerSm(Kernel kernel, size_t smem) {
   return std::clamp(blocks, 1, kInt4GemmMaxBlocksPerSm);
 }
 
-// The clusters of each size (2 to kInt4GemmMaxCluster) that a cluster
-// split's `kernel` can hold resident at once.
+// The clusters of each size Int4GemmClusterSize picks from (2, 4 and 8) that
+// a cluster split's `kernel` can hold resident at once (0 for other sizes).
 template <int NT, typename Kernel>
 absl::StatusOr<std::array<int, kInt4GemmMaxCluster + 1>> ResidentClusters(Kernel kernel) {
   RETURN_IF_ERROR(KernelBlocksPerSm(kernel, kClusterSmemBytes<NT>).status());
   std::array<int, kInt4GemmMaxCluster + 1> count{};
-  for (int g = 2; g <= kInt4GemmMaxCluster; ++g) {
+  for (int g = 2; g <= kInt4GemmMaxCluster; g *= 2) {  // Int4GemmClusterSize's sizes
     cudaLaunchAttribute attr;
     attr.id = cudaLaunchAttributeClusterDimension;
     attr.val.clusterDim.x = static_cast<unsigned>(g);
@@ -565,29 +565,26 @@ absl::Status Launch(const Args& a, cudaStream_t stream, int32_t* cluster_size) {
   const int64_t capacity = int64_t{NumSms()} * blocks_per_sm;
   Args b = a;
   b.tiles_per_span = TilesPerSpan(a.group, Cfg<NT>::kTpu);
-  b.cluster = 0;
   if constexpr (kClusterSplit<NT> && !kNorm) {
     if (settings.int4_cluster_split_k) {
-      auto* kernel = Int4GemmKernel<NT, kKind, kNorm, kTrace, true>;
       static const absl::StatusOr<std::array<int, kInt4GemmMaxCluster + 1>> resident =
-          ResidentClusters<NT>(kernel);
+          ResidentClusters<NT>(Int4GemmKernel<NT, kKind, kNorm, kTrace, true>);
       RETURN_IF_ERROR(resident.status());
       const int32_t g = Int4GemmClusterSize(a.row_groups, a.k_tiles, capacity);
-      if (g > 0 && (*resident)[g] >= a.row_groups) {
-        if (cluster_size != nullptr) {
-          *cluster_size = g;
-          return absl::OkStatus();
-        }
-        b.cluster = g;
-        CUDA_RETURN_IF_ERROR(cuda::LaunchPdlInClusters(
-            kernel, dim3(a.row_groups * g), dim3(kThreads), kClusterSmemBytes<NT>, stream, g, b));
-        return absl::OkStatus();
-      }
+      if (g > 0 && (*resident)[g] >= a.row_groups) b.cluster = g;
     }
   }
   if (cluster_size != nullptr) {
-    *cluster_size = 0;
+    *cluster_size = b.cluster;
     return absl::OkStatus();
+  }
+  if constexpr (kClusterSplit<NT> && !kNorm) {
+    if (b.cluster > 0) {
+      CUDA_RETURN_IF_ERROR(cuda::LaunchPdlInClusters(Int4GemmKernel<NT, kKind, kNorm, kTrace, true>,
+                                                     dim3(a.row_groups * b.cluster), dim3(kThreads),
+                                                     kClusterSmemBytes<NT>, stream, b.cluster, b));
+      return absl::OkStatus();
+    }
   }
   const int64_t grid = std::min<int64_t>(a.iters, capacity);
   CUDA_RETURN_IF_ERROR(cuda::LaunchPdl(Int4GemmKernel<NT, kKind, kNorm, kTrace, false>,

@@ -194,8 +194,7 @@ inline constexpr bool kClusterSplit = NT <= 2;
 template <int NT>
 struct ClusterParts {
   uint64_t bar;
-  uint64_t pad;
-  float4 part[kWarps * 32 * NT];
+  float4 part[kWarps * 32 * NT];  // 16-byte aligned (float4's alignment), as st.async needs
 };
 
 template <int NT>
@@ -239,13 +238,18 @@ __device__ void FinishInCluster(Smem<NT>& sm, const Sub& s, const Args& a,
   const uint32_t rank = cuda::ClusterRank();
   const uint32_t finisher = static_cast<uint32_t>(warp % g);
   ClusterParts<NT>& parts = ClusterPartsOf(sm);
-  const int slot = (static_cast<int>(rank) * per + warp / g) * 32 + lane;
+  // Where block `from`'s part of this warp's tile lands in the finisher's ClusterParts.
+  const auto part = [&](int32_t from, int nt) -> float4& {
+    return parts.part[((from * per + warp / g) * 32 + lane) * NT + nt];
+  };
+  const auto own = [&](int nt) {
+    return make_float4(acc[nt][0], acc[nt][1], acc[nt][2], acc[nt][3]);
+  };
   cuda::ClusterWaitAcquire();
   if (finisher != rank) {
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
-      cuda::StoreAsyncCluster(&parts.part[slot * NT + nt], &parts.bar, finisher,
-                              make_float4(acc[nt][0], acc[nt][1], acc[nt][2], acc[nt][3]));
+      cuda::StoreAsyncCluster(&part(static_cast<int32_t>(rank), nt), &parts.bar, finisher, own(nt));
     }
     return;
   }
@@ -253,19 +257,12 @@ __device__ void FinishInCluster(Smem<NT>& sm, const Sub& s, const Args& a,
   if (rt < a.n_tiles) LoadResidual<NT>(a, rt, residual);
   cuda::MbarrierWait(&parts.bar, 0);
   if (rt >= a.n_tiles) return;
-  float sum[NT][4];
+  float sum[NT][4] = {};  // as SumParts: the parts added to zero in rank (k) order
   for (int32_t r = 0; r < g; ++r) {
-    const int from = (r * per + warp / g) * 32 + lane;
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
-      const float4 v = r == static_cast<int32_t>(rank)
-                           ? make_float4(acc[nt][0], acc[nt][1], acc[nt][2], acc[nt][3])
-                           : parts.part[from * NT + nt];
-      if (r == 0) {
-        sum[nt][0] = v.x, sum[nt][1] = v.y, sum[nt][2] = v.z, sum[nt][3] = v.w;
-      } else {
-        sum[nt][0] += v.x, sum[nt][1] += v.y, sum[nt][2] += v.z, sum[nt][3] += v.w;
-      }
+      const float4 v = r == static_cast<int32_t>(rank) ? own(nt) : part(r, nt);
+      sum[nt][0] += v.x, sum[nt][1] += v.y, sum[nt][2] += v.z, sum[nt][3] += v.w;
     }
   }
   Epilogue<NT>(a, rt, sum, residual);

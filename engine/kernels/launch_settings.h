@@ -59,10 +59,10 @@ struct LaunchSettings {
   bool gemv_early_dependents = false;
   // Int4Gemm's kStream kernel, up to 16 rows, splits K inside thread block
   // clusters where the weight's row groups times a cluster size fill the
-  // grid (Int4GemmClusterSize): a row group's parts summed by its cluster's
-  // first block through distributed shared memory and a cluster barrier,
-  // instead of stream-K's shares and their sums through L2 (slots, counters);
-  // false: stream-K throughout.
+  // grid (Int4GemmClusterSize): each row tile's parts sent to the cluster's
+  // block that finishes it, through distributed shared memory
+  // (int4_gemm_finish.cuh), instead of stream-K's shares and their sums
+  // through L2 (slots, counters); false: stream-K throughout.
   bool int4_cluster_split_k = false;
 };
 
