@@ -35,6 +35,7 @@ if(NOT TARGET onecard_kernels_cuda)
     ${_k}/int4_dequant.cu
     ${_k}/int4_gemm.cu
     ${_k}/int4_gemm_tiled.cu
+    ${_k}/int4_gemm_wgmma.cu
     ${_k}/kv_amax.cu
     ${_k}/kv_block_copy.cu
     ${_k}/kv_cache_write.cu

@@ -1,14 +1,12 @@
 // Hopper's asynchronous copy pipeline, as thin wrappers: shared-memory
 // mbarriers (init, arrive, arrive with an expected byte count, parity wait)
-// and the bulk copy engine's 1-D global -> shared copies that complete on an
-// mbarrier (cp.async.bulk; sm_90). A producer announces the bytes of a stage
-// (ArriveExpectTx), issues its BulkCopy calls (and CpAsync16 pieces, each
-// lane then CpAsyncArriveNoinc), and consumers wait on the
-// stage's barrier parity; consumers release a stage with Arrive on a second
-// barrier that the producer waits on before refilling it.
-// Shared memory written with ordinary stores that the copy engine writes
-// next needs FenceProxyAsync() in the writing thread first.
-// Thread block clusters (sm_90): a block's rank in its cluster, the cluster
+// and the bulk copy engine's 1-D global -> shared copies and 2-D tensor
+// copies (TMA) that complete on an mbarrier (cp.async.bulk; sm_90). A producer announces the bytes
+// of a stage (ArriveExpectTx), issues its BulkCopy calls (and CpAsync16 pieces, each lane then
+// CpAsyncArriveNoinc), and consumers wait on the stage's barrier parity; consumers release a stage
+// with Arrive on a second barrier that the producer waits on before refilling it. Shared memory
+// written with ordinary stores that the copy engine writes next needs FenceProxyAsync() in the
+// writing thread first. Thread block clusters (sm_90): a block's rank in its cluster, the cluster
 // barrier (every thread of every block of the cluster arrives; a thread that
 // waits returns once all have), and a 16-byte store into another block's
 // shared memory (distributed shared memory: the same offset in block `rank`)
@@ -95,6 +93,20 @@ __device__ __forceinline__ void BulkCopy(void* smem, const void* gmem, uint32_t 
       "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::
           "r"(SmemAddr(smem)),
       "l"(gmem), "r"(bytes), "r"(SmemAddr(bar))
+      : "memory");
+}
+
+// Copies the box at element coordinates (c0 inner, c1 outer) of the 2-D
+// tensor that `tensor_map` (a CUtensorMap in kernel parameter, constant or
+// global memory) describes into shared memory with the copy engine (TMA),
+// in the map's swizzle, completing on `bar`; the box's elements outside the
+// tensor arrive as zeros and count toward the box's bytes all the same.
+__device__ __forceinline__ void TensorCopy2d(void* smem, const void* tensor_map, int32_t c0,
+                                             int32_t c1, uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3}], [%4];\n" ::"r"(SmemAddr(smem)),
+      "l"(tensor_map), "r"(c0), "r"(c1), "r"(SmemAddr(bar))
       : "memory");
 }
 

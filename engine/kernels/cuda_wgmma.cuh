@@ -22,6 +22,7 @@
 //   compiler finishes writing the operand before it (plain arithmetic may
 //   otherwise sink past the fence to just before the wgmma, which then
 //   reads the register unfenced: stale values).
+// - SetMaxRegisters: setmaxnreg, registers moved between warpgroups.
 // - FenceProxyAsyncShared: makes the thread's generic-proxy writes to
 //   shared memory (stores, cp.async) visible to wgmma's reads.
 // Tested through tests/gpu/paged_attention_test.cc (the flash prefill).
@@ -68,6 +69,20 @@ __device__ __forceinline__ void KeepOperands(uint32_t (&r)[N][M]) {
   for (int i = 0; i < N; ++i) {
 #pragma unroll
     for (int j = 0; j < M; ++j) KeepOperand(r[i][j]);
+  }
+}
+
+// setmaxnreg: the executing warpgroup's registers a thread raised (kInc)
+// or lowered to kRegs (24..256, a multiple of 8), for kernels whose
+// warpgroups need unequal shares (a producer's few, the consumers' many);
+// every warp of the warpgroup executes it.
+template <bool kInc, int kRegs>
+__device__ __forceinline__ void SetMaxRegisters() {
+  static_assert(kRegs >= 24 && kRegs <= 256 && kRegs % 8 == 0, "setmaxnreg's range");
+  if constexpr (kInc) {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+  } else {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs));
   }
 }
 

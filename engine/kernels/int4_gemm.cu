@@ -643,6 +643,19 @@ absl::StatusOr<Args> StreamArgs(const Int4GemmParams& p) {
 
 }  // namespace int4_stream
 
+namespace {
+
+// kWgmma when asked for, or on kAuto from LaunchSettings::int4_wgmma_from_rows
+// rows where it fits and is built.
+bool UsesWgmma(const Int4GemmParams& p) {
+  if (p.path == Int4GemmPath::kWgmma) return true;
+  if (p.path != Int4GemmPath::kAuto || !Int4GemmWgmmaBuilt()) return false;
+  const int32_t from = GetLaunchSettings().int4_wgmma_from_rows;
+  return from > 0 && p.rows >= from && Int4GemmWgmmaFits(p);
+}
+
+}  // namespace
+
 absl::Status Int4Gemm(const Int4GemmParams& p, cudaStream_t stream) {
   RETURN_IF_ERROR(CheckInt4GemmParams(p, "Int4Gemm"));
   const Int4GemmWorkspaceLayout ws = Int4GemmWorkspace(p.w.n, int4_stream::NumSms());
@@ -651,6 +664,7 @@ absl::Status Int4Gemm(const Int4GemmParams& p, cudaStream_t stream) {
                                                 " bytes; n = ", p.w.n, " needs ", ws.total_bytes,
                                                 " (Int4GemmWorkspaceBytes)"));
   }
+  if (UsesWgmma(p)) return LaunchInt4GemmWgmma(p, int4_stream::NumSms(), stream);
   if (Int4GemmUsesTiled(p)) return LaunchInt4GemmTiled(p, int4_stream::NumSms(), stream);
   ASSIGN_OR_RETURN(const int4_stream::Args a, int4_stream::StreamArgs(p));
   return int4_stream::Dispatch(a, p.w.offset_kind, stream, nullptr);
@@ -658,7 +672,7 @@ absl::Status Int4Gemm(const Int4GemmParams& p, cudaStream_t stream) {
 
 absl::StatusOr<int32_t> Int4GemmClusterSplit(const Int4GemmParams& p) {
   RETURN_IF_ERROR(CheckInt4GemmParams(p, "Int4GemmClusterSplit"));
-  if (Int4GemmUsesTiled(p)) return 0;
+  if (UsesWgmma(p) || Int4GemmUsesTiled(p)) return 0;
   ASSIGN_OR_RETURN(const int4_stream::Args a, int4_stream::StreamArgs(p));
   int32_t g = 0;
   RETURN_IF_ERROR(int4_stream::Dispatch(a, p.w.offset_kind, nullptr, &g));

@@ -16,8 +16,13 @@
 //   kTiled (int4_gemm_tiled.cu): blocks of 128 W rows x tile_rows x rows, a
 //     warp 32 W rows x tile_rows / 2 x rows, cp.async stages; for the
 //     tensor-core rate of the middle steps.
+//   kWgmma (int4_gemm_wgmma.cu; builds for sm_90a only): blocks of 128 W
+//     rows x 64 or 128 x rows on Hopper's warpgroup MMA, stages by the copy
+//     engine (codes) and TMA (x); groups of a multiple of 128 without mins
+//     only (Int4GemmWgmmaFits).
 // kAuto takes kStream up to kInt4GemmTiledFromRows - 1 rows, then kTiled
-// (Int4GemmTiledRows picks its tile).
+// (Int4GemmTiledRows picks its tile); from LaunchSettings::int4_wgmma_from_rows
+// rows (when set) kWgmma where it fits and is built.
 // Reference: Int4GemmRef (int4_gemm_ref.cc): the prologue through
 // RmsNormRef, W's fp32 values (Int4Value), a plain fp32 dot per output, the
 // epilogue's roundings. The kernels sum in fp32 in another order, so outputs
@@ -62,7 +67,7 @@ struct Int4WeightView {
 };
 
 // Which kernel runs a launch (see above); kAuto but for comparisons.
-enum class Int4GemmPath : uint8_t { kAuto, kStream, kTiled };
+enum class Int4GemmPath : uint8_t { kAuto, kStream, kTiled, kWgmma };
 
 struct Int4GemmParams {
   Int4WeightView w;
@@ -77,8 +82,8 @@ struct Int4GemmParams {
   bool silu_mul_y = false;       // BF16 y only, not with add_to_y
   int32_t rows = 0;
   Int4GemmPath path = Int4GemmPath::kAuto;
-  // kTiled: x rows a block, 16, 32, 64 or 128; 0 picks by rows
-  // (Int4GemmTiledRows).
+  // kTiled: x rows a block, 16, 32, 64 or 128; kWgmma: 64 or 128; 0 picks
+  // by rows (Int4GemmTiledRows, Int4GemmWgmmaRows).
   int32_t tile_rows = 0;
   // Split-K partial sums and arrival counters (Int4GemmWorkspaceBytes; zero
   // when first used; every launch leaves its counters zero again, the partial
@@ -145,6 +150,11 @@ absl::Status CheckInt4GemmParams(const Int4GemmParams& params, absl::string_view
 // Whether a launch runs kTiled, and the x rows of its blocks.
 bool Int4GemmUsesTiled(const Int4GemmParams& params);
 int32_t Int4GemmTiledRows(const Int4GemmParams& params);
+// Whether kWgmma can run params (checked ones): symmetric or zero-point
+// groups of a multiple of 128 columns, k % 128 == 0, no prologue, x 16-byte
+// aligned; and the x rows of its blocks.
+bool Int4GemmWgmmaFits(const Int4GemmParams& params);
+int32_t Int4GemmWgmmaRows(const Int4GemmParams& params);
 
 absl::Status Int4GemmRef(const Int4GemmParams& params);
 // Row r of W in fp32 (Int4Value of each code, in stored column order), as the

@@ -1,5 +1,6 @@
 // Between Int4Gemm's entry (int4_gemm.cu: the checks, the kStream kernel)
-// and its kTiled kernel (int4_gemm_tiled.cu). Not for other callers.
+// and its kTiled and kWgmma kernels (int4_gemm_tiled.cu, int4_gemm_wgmma.cu).
+// Not for other callers.
 #ifndef ONECARD_ENGINE_KERNELS_INT4_GEMM_INTERNAL_H_
 #define ONECARD_ENGINE_KERNELS_INT4_GEMM_INTERNAL_H_
 
@@ -12,6 +13,19 @@ namespace onecard::engine {
 // Launches the kTiled kernel for params already checked
 // (CheckInt4GemmParams, the workspace's size) on a device of num_sms SMs.
 absl::Status LaunchInt4GemmTiled(const Int4GemmParams& params, int num_sms, cudaStream_t stream);
+
+// The K splits of an output tile of kTiled and kWgmma: while `tiles` output
+// tiles leave some of `resident` blocks idle, each split at least 4 of
+// k_stages stages, at most `slots` partial-sum slots over all tiles; 1 where
+// the tiles outnumber the n_tiles arrival counters.
+int64_t Int4TileSplits(int64_t tiles, int64_t resident, int64_t k_stages, int64_t slots,
+                       int64_t n_tiles);
+
+// Whether this build holds the kWgmma kernel (every target sm_90a).
+bool Int4GemmWgmmaBuilt();
+// Launches the kWgmma kernel for params already checked, Int4GemmWgmmaFits
+// among them.
+absl::Status LaunchInt4GemmWgmma(const Int4GemmParams& params, int num_sms, cudaStream_t stream);
 
 }  // namespace onecard::engine
 

@@ -5,6 +5,7 @@
 // shared with the CUDA kernel.
 // Tested by tests/engine/kernels/int4_gemm_ref_test.cc; the spec of
 // tests/gpu/int4_gemm_test.cc.
+#include <cstdint>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -70,10 +71,24 @@ bool Int4GemmUsesTiled(const Int4GemmParams& p) {
       return false;
     case Int4GemmPath::kTiled:
       return true;
+    case Int4GemmPath::kWgmma:
+      return false;
     case Int4GemmPath::kAuto:
       break;
   }
   return p.rows >= kInt4GemmTiledFromRows && p.prologue == GemvPrologue::kNone;
+}
+
+bool Int4GemmWgmmaFits(const Int4GemmParams& p) {
+  constexpr int kStageCols = 2 * kInt4TileCols;
+  return p.w.offset_kind != Int4Offsets::kFloat && p.w.group % kStageCols == 0 &&
+         p.w.k % kStageCols == 0 && p.prologue == GemvPrologue::kNone &&
+         reinterpret_cast<uintptr_t>(p.x) % 16 == 0;
+}
+
+int32_t Int4GemmWgmmaRows(const Int4GemmParams& p) {
+  if (p.tile_rows != 0) return p.tile_rows;
+  return p.rows <= 64 ? 64 : 128;
 }
 
 int32_t Int4GemmTiledRows(const Int4GemmParams& p) {
@@ -102,7 +117,8 @@ absl::Status CheckInt4GemmParams(const Int4GemmParams& p, absl::string_view op) 
   }
   if (p.prologue == GemvPrologue::kSiluMul ||
       (p.prologue == GemvPrologue::kRmsNorm &&
-       (p.rows > kInt4GemmMaxNormRows || p.path == Int4GemmPath::kTiled))) {
+       (p.rows > kInt4GemmMaxNormRows || p.path == Int4GemmPath::kTiled ||
+        p.path == Int4GemmPath::kWgmma))) {
     return absl::UnimplementedError(absl::StrCat(
         op, ": prologue is not supported for ", p.rows, " rows on this path; supported: none, ",
         "or RMSNorm up to ", kInt4GemmMaxNormRows, " rows on the kStream or kAuto path"));
@@ -117,6 +133,20 @@ absl::Status CheckInt4GemmParams(const Int4GemmParams& p, absl::string_view op) 
     return absl::UnimplementedError(absl::StrCat(op, ": tile_rows=", p.tile_rows,
                                                  " is not supported; supported: 0 (by rows), 16, "
                                                  "32, 64, 128"));
+  }
+  if (p.path == Int4GemmPath::kWgmma) {
+    if (p.tile_rows != 0 && p.tile_rows != 64 && p.tile_rows != 128) {
+      return absl::UnimplementedError(
+          absl::StrCat(op, ": tile_rows=", p.tile_rows,
+                       " is not supported on path kWgmma; supported: 0, 64, 128"));
+    }
+    if (!Int4GemmWgmmaFits(p)) {
+      return absl::UnimplementedError(absl::StrCat(
+          op, ": path kWgmma does not take group=", w.group, " k=", w.k, " with ",
+          w.offset_kind == Int4Offsets::kFloat ? "mins (kFloat)" : "its offset kind",
+          "; supported: symmetric or zero-point groups of a multiple of 128 columns, k % 128 == 0, "
+          "no prologue, x 16-byte aligned"));
+    }
   }
   RETURN_IF_ERROR(
       ref::CheckGemmXAndEpilogue(op, w.k, p.x_row_stride, p.y_dtype, p.add_to_y, p.silu_mul_y));

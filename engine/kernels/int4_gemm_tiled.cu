@@ -473,12 +473,8 @@ absl::Status Launch(Args a, int num_sms, int64_t slot_bytes, cudaStream_t stream
   const int64_t row_groups = cuda::CeilDiv(a.n_tiles, 8);
   const int64_t tiles = row_groups * a.m_blocks;
   const int64_t k_stages = cuda::CeilDiv(a.k_tiles, kTpu);
-  // Splits while the tiles leave resident blocks idle, each of at least 4
-  // stages, within the slots and the counters.
-  int64_t splits = std::max<int64_t>(1, int64_t{num_sms} * *per_sm / tiles);
-  splits = std::min(splits, std::max<int64_t>(1, k_stages / 4));
-  splits = std::min(splits, slot_bytes / (tiles * C::kSlotFloats * 4));
-  if (tiles > a.n_tiles || splits < 1) splits = 1;
+  const int64_t splits = Int4TileSplits(tiles, int64_t{num_sms} * *per_sm, k_stages,
+                                        slot_bytes / (C::kSlotFloats * 4), a.n_tiles);
   a.split_tiles = static_cast<int32_t>(cuda::CeilDiv(k_stages, splits) * kTpu);
   a.splits = static_cast<int32_t>(cuda::CeilDiv(a.k_tiles, a.split_tiles));
   const int64_t grid = tiles * a.splits;
@@ -511,6 +507,14 @@ absl::Status LaunchRows(const Args& a, int32_t tile_rows, int num_sms, int64_t s
 }
 
 }  // namespace
+
+int64_t Int4TileSplits(int64_t tiles, int64_t resident, int64_t k_stages, int64_t slots,
+                       int64_t n_tiles) {
+  int64_t splits = std::max<int64_t>(1, resident / tiles);
+  splits = std::min(splits, std::max<int64_t>(1, k_stages / 4));
+  splits = std::min(splits, slots / tiles);
+  return tiles > n_tiles || splits < 1 ? 1 : splits;
+}
 
 absl::Status LaunchInt4GemmTiled(const Int4GemmParams& p, int num_sms, cudaStream_t stream) {
   Args a{};

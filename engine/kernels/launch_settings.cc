@@ -18,6 +18,7 @@ std::atomic<int32_t> int4_stream_blocks_per_sm{0};
 std::atomic<bool> early_dependents{true};
 std::atomic<bool> gemv_early_dependents{false};
 std::atomic<bool> int4_cluster_split_k{false};
+std::atomic<int32_t> int4_wgmma_from_rows{0};
 
 }  // namespace
 
@@ -43,6 +44,11 @@ absl::Status SetLaunchSettings(const LaunchSettings& settings) {
         "LaunchSettings.int4_stream_blocks_per_sm = ", settings.int4_stream_blocks_per_sm,
         ": must be 0 to ", kInt4GemmMaxBlocksPerSm));
   }
+  if (settings.int4_wgmma_from_rows < 0 || settings.int4_wgmma_from_rows > kInt4GemmMaxRows) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("LaunchSettings.int4_wgmma_from_rows = ", settings.int4_wgmma_from_rows,
+                     ": must be 0 (off) to ", kInt4GemmMaxRows));
+  }
   programmatic_launch.store(settings.programmatic_launch, std::memory_order_relaxed);
   gemv_blocks_per_sm.store(settings.gemv_blocks_per_sm, std::memory_order_relaxed);
   fp8_gemm_cublas_scales.store(settings.fp8_gemm_cublas_scales, std::memory_order_relaxed);
@@ -53,6 +59,7 @@ absl::Status SetLaunchSettings(const LaunchSettings& settings) {
   early_dependents.store(settings.early_dependents, std::memory_order_relaxed);
   gemv_early_dependents.store(settings.gemv_early_dependents, std::memory_order_relaxed);
   int4_cluster_split_k.store(settings.int4_cluster_split_k, std::memory_order_relaxed);
+  int4_wgmma_from_rows.store(settings.int4_wgmma_from_rows, std::memory_order_relaxed);
   return absl::OkStatus();
 }
 
@@ -66,7 +73,8 @@ LaunchSettings GetLaunchSettings() {
           .int4_stream_blocks_per_sm = int4_stream_blocks_per_sm.load(std::memory_order_relaxed),
           .early_dependents = early_dependents.load(std::memory_order_relaxed),
           .gemv_early_dependents = gemv_early_dependents.load(std::memory_order_relaxed),
-          .int4_cluster_split_k = int4_cluster_split_k.load(std::memory_order_relaxed)};
+          .int4_cluster_split_k = int4_cluster_split_k.load(std::memory_order_relaxed),
+          .int4_wgmma_from_rows = int4_wgmma_from_rows.load(std::memory_order_relaxed)};
 }
 
 }  // namespace onecard::engine

@@ -2,7 +2,7 @@
 // against each other (onecard-bench-cuda's --pdl, --gemv_blocks_per_sm,
 // --fp8_gemm_cublas_scales, --fp8_gemm_scaled_min_rows, --int4_norm_in_gemm_max_rows,
 // --prefetch_o_in_attention, --int4_stream_blocks_per_sm, --early_dependents,
-// --gemv_early_dependents and --int4_cluster_split_k flags) rather than
+// --gemv_early_dependents, --int4_cluster_split_k and --int4_wgmma_from_rows flags) rather than
 // chosen per call. The defaults are what serves; a runner never changes them. Set them before the
 // first launch (a kernel launched meanwhile sees either the old or the new value).
 #ifndef ONECARD_ENGINE_KERNELS_LAUNCH_SETTINGS_H_
@@ -64,6 +64,10 @@ struct LaunchSettings {
   // (int4_gemm_finish.cuh), instead of stream-K's shares and their sums
   // through L2 (slots, counters); false: stream-K throughout.
   bool int4_cluster_split_k = false;
+  // Int4Gemm's kAuto path from this many rows (1 to kInt4GemmMaxRows) runs
+  // the kWgmma kernel (Hopper's warpgroup MMA) where the weight fits it
+  // (Int4GemmWgmmaFits) and the build holds it; 0: kStream and kTiled only.
+  int32_t int4_wgmma_from_rows = 0;
 };
 
 // InvalidArgument naming the field for a value out of range; nothing changes then.

@@ -8,7 +8,8 @@
 // for bit (the split-K sums are ordered) and the arrival counters left zero;
 // kStream cases a third time with timeline stamps (Int4GemmParams::trace):
 // the same output, each warp's four stamps in order and its SM one of the
-// device's. Cluster-split cases (LaunchSettings::int4_cluster_split_k) also
+// device's (kWgmma cases and those on kAuto with LaunchSettings::int4_wgmma_from_rows
+// have no stamps). Cluster-split cases (LaunchSettings::int4_cluster_split_k) also
 // check that the launch took the split they expect (Int4GemmClusterSplit)
 // and, from the stamps, a block a row group and rank.
 // Tolerance: the kernel rounds where the reference does (x', y), and sums in
@@ -54,12 +55,16 @@ struct Int4Case {
   // With LaunchSettings::int4_cluster_split_k: whether the launch must take
   // a cluster split (Int4GemmClusterSplit) or fall back to stream-K.
   enum class Cluster { kOff, kSplit, kFallback } cluster = Cluster::kOff;
+  // LaunchSettings::int4_wgmma_from_rows for the case (kAuto's kWgmma).
+  int32_t wgmma_from_rows = 0;
 };
 
 std::vector<Int4Case> Cases() {
   const auto sym = Int4Offsets::kSymmetric, zero = Int4Offsets::kZero, fl = Int4Offsets::kFloat;
   const auto none = GemvPrologue::kNone, norm = GemvPrologue::kRmsNorm;
   const auto kTiled = engine::Int4GemmPath::kTiled, kStream = engine::Int4GemmPath::kStream;
+  const auto kWgmma = engine::Int4GemmPath::kWgmma, kAuto = engine::Int4GemmPath::kAuto;
+  const auto kOff = Int4Case::Cluster::kOff;
   const auto kSplit = Int4Case::Cluster::kSplit, kFallback = Int4Case::Cluster::kFallback;
   return {
       {"qkv70b_norm_r1", 10240, 8192, 128, sym, 1, norm, Out::kBf16},
@@ -133,16 +138,37 @@ std::vector<Int4Case> Cases() {
        kFallback},
       {"cluster_fallback_norm_r1", 4096, 4096, 128, sym, 1, norm, Out::kBf16, kStream, 0,
        kFallback},
+      // kWgmma (Hopper's warpgroup MMA): 70B down and o at 128 rows (split
+      // K), x tiles of 64 and 128 rows, rows short of a tile and past one
+      // (two and three x tiles), a partial row group (11 row tiles), groups
+      // of 256, 384 (splits cutting them) and one a row, zero points, each
+      // output kind; on kAuto from LaunchSettings::int4_wgmma_from_rows, and
+      // a weight it does not take (mins) left to kTiled there.
+      {"wgmma_down70b_add_r128", 8192, 28672, 128, sym, 128, none, Out::kAdd, kWgmma},
+      {"wgmma_o70b_zero_r64", 8192, 8192, 128, zero, 64, none, Out::kBf16, kWgmma},
+      {"wgmma_zero_silu_r256", 4096, 2048, 128, zero, 256, none, Out::kSilu, kWgmma},
+      {"wgmma_partial_group_f32_r40", 176, 4096, 128, sym, 40, none, Out::kF32, kWgmma},
+      {"wgmma_per_channel_zero_r100", 512, 2048, 2048, zero, 100, none, Out::kBf16, kWgmma},
+      {"wgmma_g256_add_r64", 1024, 8192, 256, sym, 64, none, Out::kAdd, kWgmma},
+      {"wgmma_g384_zero_add_r33", 512, 3072, 384, zero, 33, none, Out::kAdd, kWgmma},
+      {"wgmma128_sym_r17", 1024, 4096, 128, sym, 17, none, Out::kBf16, kWgmma, 128},
+      {"wgmma64_zero_silu_r129", 2048, 1024, 128, zero, 129, none, Out::kSilu, kWgmma, 64},
+      {"wgmma_auto_gateup8b_silu_r96", 28672, 4096, 128, sym, 96, none, Out::kSilu, kAuto, 0, kOff,
+       17},
+      {"wgmma_auto_float_left_tiled_r96", 2048, 2048, 128, fl, 96, none, Out::kBf16, kAuto, 0, kOff,
+       17},
   };
 }
 
-// A case with Int4Case::cluster runs with LaunchSettings::int4_cluster_split_k.
+// A case with Int4Case::cluster runs with LaunchSettings::int4_cluster_split_k,
+// one with Int4Case::wgmma_from_rows with LaunchSettings::int4_wgmma_from_rows.
 class Int4GemmTest : public ::testing::TestWithParam<Int4Case> {
  protected:
   void SetUp() override {
     saved_ = engine::GetLaunchSettings();
     engine::LaunchSettings s = saved_;
     s.int4_cluster_split_k = GetParam().cluster != Int4Case::Cluster::kOff;
+    s.int4_wgmma_from_rows = GetParam().wgmma_from_rows;
     ASSERT_TRUE(engine::SetLaunchSettings(s).ok());
   }
   void TearDown() override { ASSERT_TRUE(engine::SetLaunchSettings(saved_).ok()); }
@@ -235,7 +261,10 @@ TEST_P(Int4GemmTest, MatchesReference) {
   } else {
     EXPECT_ALL_CLOSE(ToFloats(dy16.Download()), ToFloats(y16), Tolerance::For(DType::kBF16));
   }
-  if (engine::Int4GemmUsesTiled(p)) return;
+  if (engine::Int4GemmUsesTiled(p) || c.path == engine::Int4GemmPath::kWgmma ||
+      c.wgmma_from_rows > 0) {
+    return;
+  }
   // kStream again with its timeline stamps (Int4GemmParams::trace): the same
   // output bit for bit, and each launched warp's stamps in order.
   const std::vector<float> was32 = f32 ? dy32.Download() : std::vector<float>{};

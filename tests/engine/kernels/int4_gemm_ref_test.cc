@@ -11,6 +11,7 @@
 #include <tuple>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "engine/kernels/bf16.h"
 #include "engine/kernels/int4_dequant.h"
 #include "engine/kernels/int4_gemm.h"
@@ -195,6 +196,48 @@ TEST(Int4GemmRefTest, PicksThePathByRows) {
   p.rows = 40;
   p.path = Int4GemmPath::kStream;
   EXPECT_FALSE(Int4GemmUsesTiled(p));
+}
+
+// kWgmma takes symmetric and zero-point groups of a multiple of 128 columns
+// over k % 128 == 0, without a prologue, x 16-byte aligned; x tiles of 64
+// rows up to 64 rows, then 128. Asked for where it does not fit, the checks
+// refuse naming the group, k and what it takes.
+TEST(Int4GemmRefTest, WgmmaTakesWholeStagesOfGroupsWithoutMins) {
+  Fixture f = Make(256, 1024, 128, Int4Offsets::kZero, 40);
+  std::vector<uint16_t> y(40 * 256);
+  f.p.y = y.data();
+  f.p.path = Int4GemmPath::kWgmma;
+  EXPECT_TRUE(Int4GemmWgmmaFits(f.p));
+  EXPECT_TRUE(CheckInt4GemmParams(f.p, "op").ok());
+  EXPECT_FALSE(Int4GemmUsesTiled(f.p));
+  EXPECT_EQ(Int4GemmWgmmaRows(f.p), 64);
+  f.p.rows = 65;
+  EXPECT_EQ(Int4GemmWgmmaRows(f.p), 128);
+  f.p.tile_rows = 64;
+  EXPECT_EQ(Int4GemmWgmmaRows(f.p), 64);
+  f.p.tile_rows = 32;
+  const absl::Status tile = CheckInt4GemmParams(f.p, "op");
+  EXPECT_EQ(tile.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(tile.message(), ::testing::HasSubstr("on path kWgmma"));
+  f.p.tile_rows = 0;
+  f.p.rows = 40;
+  const auto x_at = [&](int64_t offset) { f.p.x = f.x.data() + offset; };
+  x_at(4);  // 8 bytes off
+  EXPECT_FALSE(Int4GemmWgmmaFits(f.p));
+  x_at(0);
+  for (const auto& [k, group, offsets] :
+       {std::tuple{1024, 64, Int4Offsets::kZero}, std::tuple{1024, 128, Int4Offsets::kFloat},
+        std::tuple{1088, 1088, Int4Offsets::kSymmetric}}) {
+    Fixture g = Make(256, k, group, offsets, 40);
+    g.p.y = y.data();
+    g.p.path = Int4GemmPath::kWgmma;
+    EXPECT_FALSE(Int4GemmWgmmaFits(g.p)) << k << " " << group;
+    const absl::Status st = CheckInt4GemmParams(g.p, "op");
+    EXPECT_EQ(st.code(), absl::StatusCode::kUnimplemented) << k << " " << group;
+    EXPECT_THAT(st.message(), ::testing::HasSubstr(absl::StrCat("group=", group, " k=", k)));
+    g.p.path = Int4GemmPath::kAuto;
+    EXPECT_TRUE(CheckInt4GemmParams(g.p, "op").ok());
+  }
 }
 
 // kStream's cluster split (LaunchSettings::int4_cluster_split_k): the largest

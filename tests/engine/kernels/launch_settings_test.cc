@@ -20,6 +20,7 @@ TEST(LaunchSettingsTest, DefaultsAreWhatServes) {
   EXPECT_TRUE(s.early_dependents);
   EXPECT_FALSE(s.gemv_early_dependents);
   EXPECT_FALSE(s.int4_cluster_split_k);
+  EXPECT_EQ(s.int4_wgmma_from_rows, 0);
 }
 
 TEST(LaunchSettingsTest, SetThenGetAndBack) {
@@ -31,8 +32,10 @@ TEST(LaunchSettingsTest, SetThenGetAndBack) {
                                  .int4_stream_blocks_per_sm = 1,
                                  .early_dependents = false,
                                  .gemv_early_dependents = true,
-                                 .int4_cluster_split_k = true})
+                                 .int4_cluster_split_k = true,
+                                 .int4_wgmma_from_rows = 33})
                   .ok());
+  EXPECT_EQ(GetLaunchSettings().int4_wgmma_from_rows, 33);
   EXPECT_TRUE(GetLaunchSettings().int4_cluster_split_k);
   EXPECT_EQ(GetLaunchSettings().int4_stream_blocks_per_sm, 1);
   EXPECT_FALSE(GetLaunchSettings().early_dependents);
@@ -52,6 +55,7 @@ TEST(LaunchSettingsTest, SetThenGetAndBack) {
   EXPECT_TRUE(GetLaunchSettings().early_dependents);
   EXPECT_FALSE(GetLaunchSettings().gemv_early_dependents);
   EXPECT_FALSE(GetLaunchSettings().int4_cluster_split_k);
+  EXPECT_EQ(GetLaunchSettings().int4_wgmma_from_rows, 0);
 }
 
 TEST(LaunchSettingsTest, OutOfRangeIsRefusedNamingTheFieldAndChangesNothing) {
@@ -87,6 +91,14 @@ TEST(LaunchSettingsTest, OutOfRangeIsRefusedNamingTheFieldAndChangesNothing) {
     EXPECT_NE(std::string(st.message()).find("int4_stream_blocks_per_sm"), std::string::npos) << st;
     EXPECT_TRUE(GetLaunchSettings().programmatic_launch);
     EXPECT_EQ(GetLaunchSettings().int4_stream_blocks_per_sm, 0);
+  }
+  for (int32_t rows : {-1, kInt4GemmMaxRows + 1}) {
+    const absl::Status st =
+        SetLaunchSettings({.programmatic_launch = false, .int4_wgmma_from_rows = rows});
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(std::string(st.message()).find("int4_wgmma_from_rows"), std::string::npos) << st;
+    EXPECT_TRUE(GetLaunchSettings().programmatic_launch);
+    EXPECT_EQ(GetLaunchSettings().int4_wgmma_from_rows, 0);
   }
 }
 

@@ -62,8 +62,8 @@ constexpr int kLaunches = 20;
 using Shape = ProjectionCase;
 
 // A launch shape: the rows, and the kernel (kAuto: what the runner gets;
-// the others, suffixed, for the comparison of the two kernels and of the
-// tiled kernel's tile heights).
+// the others, suffixed, for the comparison of the kernels and of the tiled
+// and wgmma kernels' tile heights: _t16.._t128, _w64 and _w128).
 struct Variant {
   int32_t rows;
   engine::Int4GemmPath path = engine::Int4GemmPath::kAuto;
@@ -83,6 +83,10 @@ std::vector<Variant> Variants() {
     for (int32_t tile : {16, 32, 64, 128}) {
       if (tile > 2 * rows || tile < rows / 8) continue;
       out.push_back({rows, Int4GemmPath::kTiled, tile, absl::StrCat("_t", tile)});
+    }
+    for (int32_t tile : {64, 128}) {
+      if (tile > 4 * rows) continue;
+      out.push_back({rows, Int4GemmPath::kWgmma, tile, absl::StrCat("_w", tile)});
     }
   }
   return out;

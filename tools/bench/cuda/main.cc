@@ -65,6 +65,9 @@ ABSL_FLAG(bool, int4_cluster_split_k, false,
           "Int4Gemm's kStream kernel (up to 16 rows) splits K inside thread block clusters where "
           "the weight's row groups fill the grid, summing the parts through distributed shared "
           "memory instead of stream-K's L2 slots");
+ABSL_FLAG(int32_t, int4_wgmma_from_rows, 0,
+          "Int4Gemm runs its kWgmma kernel (Hopper's warpgroup MMA) from this many rows where the "
+          "weight fits it; 0 = kStream and kTiled only");
 ABSL_FLAG(int32_t, gemm_splits, 0,
           "o / down products of the decode buckets: 0 = timed choice, 1 = whole, N = N partials");
 ABSL_FLAG(std::string, fused_rope, "after_cublas",
@@ -97,12 +100,26 @@ onecard::services::CommandLineSpec CommandLine() {
       .groups = {{"Run", {"model", "batches", "shape", "tuning_cache"}},
                  {"Results", {"results", "commit"}},
                  {"Comparison arms (the defaults are what serves)",
-                  {"pdl", "gemv_blocks_per_sm", "fp8_gemm_cublas_scales",
-                   "fp8_gemm_scaled_min_rows", "int4_norm_in_gemm_max_rows",
-                   "prefetch_o_in_attention", "int4_stream_blocks_per_sm", "early_dependents",
-                   "gemv_early_dependents", "int4_cluster_split_k", "gemm_splits", "fused_rope",
-                   "tuner_search", "tuner_at_cap", "offload_cpu_layers", "offload_cpu_threads",
-                   "offload_ring_layers", "kv_swap_copy", "kv_swap_sm_blocks"}}},
+                  {"pdl",
+                   "gemv_blocks_per_sm",
+                   "fp8_gemm_cublas_scales",
+                   "fp8_gemm_scaled_min_rows",
+                   "int4_norm_in_gemm_max_rows",
+                   "prefetch_o_in_attention",
+                   "int4_stream_blocks_per_sm",
+                   "early_dependents",
+                   "gemv_early_dependents",
+                   "int4_cluster_split_k",
+                   "int4_wgmma_from_rows",
+                   "gemm_splits",
+                   "fused_rope",
+                   "tuner_search",
+                   "tuner_at_cap",
+                   "offload_cpu_layers",
+                   "offload_cpu_threads",
+                   "offload_ring_layers",
+                   "kv_swap_copy",
+                   "kv_swap_sm_blocks"}}},
       .epilog =
           "The commit defaults to $ONECARD_COMMIT (scripts/device/run.sh sets it), else git."};
   for (const onecard::bench::Scenario* s : onecard::bench::AllScenarios()) {
@@ -158,7 +175,8 @@ absl::Status ApplyComparisonArms() {
        .int4_stream_blocks_per_sm = absl::GetFlag(FLAGS_int4_stream_blocks_per_sm),
        .early_dependents = absl::GetFlag(FLAGS_early_dependents),
        .gemv_early_dependents = absl::GetFlag(FLAGS_gemv_early_dependents),
-       .int4_cluster_split_k = absl::GetFlag(FLAGS_int4_cluster_split_k)}));
+       .int4_cluster_split_k = absl::GetFlag(FLAGS_int4_cluster_split_k),
+       .int4_wgmma_from_rows = absl::GetFlag(FLAGS_int4_wgmma_from_rows)}));
   onecard::engine::CudaRunnerOptions& o = onecard::bench::BenchRunnerOptions();
   o.gemm_splits = absl::GetFlag(FLAGS_gemm_splits);
   ASSIGN_OR_RETURN(o.fused_rope,

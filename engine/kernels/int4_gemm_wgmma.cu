@@ -1,0 +1,405 @@
+// Int4Gemm's kWgmma kernel (see int4_gemm.h; the layout in int4_layout.h):
+// the middle steps on Hopper's warpgroup MMA, for the tensor-core rate that
+// kTiled's mma.sync does not reach. Design:
+// - A block computes one output tile: a row group of W (8 row tiles, 128
+//   rows) against kN = 64 or 128 rows of x. Two consumer warpgroups take 64
+//   W rows each; warp w of warpgroup h owns row tile 4 h + w, whose code
+//   words are, lane by lane, the A fragments of wgmma m64nNk16 (the register
+//   layout of mma.m16n8k16's A, cuda_wgmma.cuh). x is wgmma's B operand from
+//   shared memory (K-major, 128-byte swizzle).
+// - Exact arithmetic, as the other kernels': a code word's nibbles | 0x4300
+//   are the bf16 values 128 + q, minus 128 + z (136 symmetric) the exact q - z;
+//   the wgmmas sum p = sum (q - z) x over a group in fp32 and acc += s p once
+//   a group. So groups are whole stages: group % 128 == 0, k % 128 == 0, and
+//   no mins (kFloat stays on kTiled).
+// - Stages of 128 columns (two k tiles), kStages deep, on mbarriers: a
+//   producer warp's lane brings a stage's codes (one bulk copy: the row
+//   group's two k tiles are contiguous), its group's scales (and zero
+//   points), and x by two TMA tensor copies (64 columns x kN rows each, the
+//   128-byte swizzle wgmma reads; rows past `rows` arrive as zeros). The
+//   weights of the first stages are requested before griddepcontrol.wait.
+// - A warpgroup waits for its stage, dequantizes its 8 k16 A fragments,
+//   issues 8 wgmmas and waits for them, releases the stage (one arrival a
+//   warp), then applies the scale where a group ends. The two warpgroups
+//   run unsynchronized, so one's dequantization and scaling overlap the
+//   other's wgmmas.
+// - Split-K while the output tiles alone would leave SMs idle, as kTiled:
+//   slots in the workspace, the last block of a tile sums them in split
+//   order and writes y.
+// Compiled where every target has wgmma (ONECARD_CUDA_SM90A).
+// Tested by tests/gpu/int4_gemm_test.cc against Int4GemmRef.
+#include "engine/kernels/int4_gemm_internal.h"
+
+#if ONECARD_CUDA_SM90A
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+
+#include "engine/kernels/cuda_check.h"
+#include "engine/kernels/cuda_common.cuh"
+#include "engine/kernels/cuda_pipeline.cuh"
+#include "engine/kernels/cuda_ptx.cuh"
+#include "engine/kernels/cuda_wgmma.cuh"
+#include "engine/kernels/int4_codes.cuh"
+#endif
+
+namespace onecard::engine {
+
+#if ONECARD_CUDA_SM90A
+namespace {
+
+using int4::Dequant128;
+using int4::HalfPair;
+using int4::kMagic136;
+using int4::SubBf16x2;
+using int4::YKind;
+
+constexpr int kConsumers = 256;             // two warpgroups
+constexpr int kThreads = kConsumers + 128;  // and the producer's
+// Registers a thread after setmaxnreg: an SM sub-partition's 512 a lane
+// hold a producer warp and two consumer warps.
+constexpr int kProducerRegs = 40;
+constexpr int kConsumerRegs = 232;
+constexpr int kStageTiles = 2;                            // k tiles a stage
+constexpr int kSteps = kStageTiles * kInt4TileCols / 16;  // k16 steps a stage
+constexpr int kCodeBytes = kStageTiles * 8 * kInt4TileBytes;
+constexpr int kScaleBytes = 8 * 8 * 4;  // a group's words of a row group
+
+template <int kN>
+struct Cfg {
+  static constexpr int kStages = kN == 128 ? 4 : 6;
+  static constexpr int kPanelBytes = kN * 128;  // kN rows of one k tile
+  static constexpr int kXBytes = kStageTiles * kPanelBytes;
+  // x first (1024-byte aligned for the swizzle), then codes, scales, zero
+  // points, the full and empty barriers; 1 KB of slack for the alignment.
+  static constexpr int kCodesAt = kStages * kXBytes;
+  static constexpr int kScalesAt = kCodesAt + kStages * kCodeBytes;
+  static constexpr int kOffsetsAt = kScalesAt + kStages * kScaleBytes;
+  static constexpr int kBarsAt = kOffsetsAt + kStages * kScaleBytes;
+  static constexpr int kSmemBytes = 1024 + kBarsAt + 2 * kStages * 8;
+  static constexpr int kSlotFloats = kConsumers * kN / 2;  // a block's sums
+};
+
+struct Args : int4::LaunchArgs {
+  CUtensorMap x_map;    // x [rows, k] bf16, boxes of 64 columns x kN rows, 128-byte swizzle
+  int32_t m_blocks;     // output tiles along x
+  int32_t splits;       // blocks an output tile
+  int32_t split_tiles;  // k tiles a split (a multiple of kStageTiles)
+};
+
+// p (+)= a x (x's k16 step at desc): m64nkN k16.
+template <int kN>
+__device__ __forceinline__ void Wgmma(float (&p)[kN / 2], const uint32_t (&a)[4], uint64_t desc,
+                                      bool accumulate) {
+  if constexpr (kN == 128) {
+    cuda::WgmmaM64N128K16<false, 0>(p, a, desc, accumulate);
+  } else {
+    cuda::WgmmaM64N64K16<false, 0>(p, a, desc, accumulate);
+  }
+}
+
+// The code words of lane L = 4 gr + t4 for wgmma. In int4_layout.h a byte
+// holds one column of rows gr and gr + 8, and word i of lane L holds, in
+// bytes 0..3, columns 16 i + 4 t4 + 0, 2, 1, 3: the k-slots 2 t4, 2 t4 + 8,
+// 2 t4 + 1, 2 t4 + 9 of mma's A fragment (the other kernels load x's B
+// fragments to match). wgmma reads x from shared memory in column order, so
+// the lane needs columns 16 i + 2 t4, + 8, + 1, + 9 in those bytes instead:
+// bytes of lane 4 gr + t4 / 2's word (lo: 2 t4, 2 t4 + 1) and lane
+// 4 gr + 2 + t4 / 2's (hi: 2 t4 + 8, + 9), bytes 0 and 2 of each for even
+// t4, 1 and 3 for odd; perm = 0x6240 (even) or 0x7351 (odd) gathers them,
+// and Dequant128 reads the result unchanged.
+__device__ __forceinline__ void NaturalOrder(const uint4& lo, const uint4& hi, uint32_t perm,
+                                             uint32_t* out) {
+  out[0] = __byte_perm(lo.x, hi.x, perm);
+  out[1] = __byte_perm(lo.y, hi.y, perm);
+  out[2] = __byte_perm(lo.z, hi.z, perm);
+  out[3] = __byte_perm(lo.w, hi.w, perm);
+}
+
+// Writes the warp's outputs from its sums v: row tile rt of row group rg,
+// x rows xrow0 + 8 j + 2 t4 + {0, 1}.
+template <int kN>
+__device__ __forceinline__ void Epilogue(const Args& a, int32_t rg, int32_t rt, int32_t xrow0,
+                                         const float (&v)[kN / 2]) {
+  const int lane = threadIdx.x & 31, gr = lane >> 2, t4 = lane & 3;
+  const int64_t tile = int64_t{rg} * 8 + rt;
+#pragma unroll
+  for (int j = 0; j < kN / 8; ++j) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int32_t m = xrow0 + 8 * j + 2 * t4 + e;
+      if (m >= a.rows) continue;
+      if (a.y_kind == YKind::kSiluMul) {
+        int4::StoreSiluMul(a, m, tile * 8 + gr, v[4 * j + e], v[4 * j + e + 2]);
+        continue;
+      }
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        int4::StoreY(a, m * a.n + tile * 16 + gr + 8 * half, v[4 * j + e + 2 * half]);
+      }
+    }
+  }
+}
+
+template <int kN, Int4Offsets kKind>
+__global__ void __launch_bounds__(kThreads, 1) Int4WgmmaKernel(const __grid_constant__ Args a) {
+  using C = Cfg<kN>;
+  constexpr int S = C::kStages;
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char* smem = reinterpret_cast<unsigned char*>(
+      (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + C::kBarsAt);
+  uint64_t* empty = full + S;
+  __shared__ int last_block;
+
+  const int32_t split = blockIdx.x % a.splits;
+  const int32_t out_tile = blockIdx.x / a.splits;
+  const int32_t rg = out_tile / a.m_blocks;
+  const int32_t m0 = (out_tile % a.m_blocks) * kN;
+  const int32_t g = min(a.n_tiles - rg * 8, 8);  // row tiles in the group
+  const int32_t kt_begin = split * a.split_tiles;
+  const int32_t kt_end = min(a.k_tiles, kt_begin + a.split_tiles);
+  const int32_t stages = (kt_end - kt_begin) / kStageTiles;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < S; ++s) {
+      cuda::MbarrierInit(&full[s], 1);
+      cuda::MbarrierInit(&empty[s], kConsumers / 32);
+    }
+    cuda::FenceMbarrierInit();
+  }
+  __syncthreads();
+
+  if (warp >= kConsumers / 32) {  // the producer warpgroup: one lane works
+    cuda::SetMaxRegisters<false, kProducerRegs>();
+    if (warp != kConsumers / 32 || lane != 0) return;
+    const int32_t stage_bytes = C::kXBytes + g * kStageTiles * kInt4TileBytes +
+                                g * 32 * (kKind == Int4Offsets::kSymmetric ? 1 : 2);
+    const unsigned char* codes =
+        reinterpret_cast<const unsigned char*>(a.codes) + int64_t{rg} * 8 * a.k_tiles * 512;
+    auto weights = [&](int32_t s) {
+      const int b = s % S;
+      const int32_t kt = kt_begin + kStageTiles * s;
+      cuda::MbarrierArriveExpectTx(&full[b], stage_bytes);
+      cuda::BulkCopy(smem + C::kCodesAt + b * kCodeBytes, codes + int64_t{kt} * g * 512,
+                     g * kStageTiles * kInt4TileBytes, &full[b]);
+      const int64_t word =
+          (int64_t{rg} * 8 * a.num_groups + int64_t{kt * kInt4TileCols / a.group} * g) * 8;
+      cuda::BulkCopy(smem + C::kScalesAt + b * kScaleBytes, a.scales + word, g * 32, &full[b]);
+      if constexpr (kKind != Int4Offsets::kSymmetric) {
+        cuda::BulkCopy(smem + C::kOffsetsAt + b * kScaleBytes, a.offsets + word, g * 32, &full[b]);
+      }
+    };
+    auto x = [&](int32_t s) {
+      const int b = s % S;
+      const int32_t col = (kt_begin + kStageTiles * s) * kInt4TileCols;
+      for (int t = 0; t < kStageTiles; ++t) {
+        cuda::TensorCopy2d(smem + b * C::kXBytes + t * C::kPanelBytes, &a.x_map,
+                           col + t * kInt4TileCols, m0, &full[b]);
+      }
+    };
+    const int32_t first = min(stages, S);
+    for (int32_t s = 0; s < first; ++s) weights(s);
+    cuda::GridDependencyWait();
+    cuda::LaunchDependents();
+    for (int32_t s = 0; s < first; ++s) x(s);
+    for (int32_t s = S; s < stages; ++s) {
+      cuda::MbarrierWait(&empty[s % S], ((s / S) - 1) & 1);
+      weights(s);
+      x(s);
+    }
+    return;
+  }
+
+  cuda::SetMaxRegisters<true, kConsumerRegs>();
+  cuda::GridDependencyWait();
+  const int gr = lane >> 2, t4 = lane & 3;
+  // NaturalOrder's sources: lanes t4 / 2 and 2 + t4 / 2 of the lane's row pair.
+  const int src_lo = 4 * gr + t4 / 2;
+  const uint32_t perm = (t4 & 1) ? 0x7351u : 0x6240u;
+  const int32_t rt = warp;             // the warp's row tile: 4 h + w
+  const int32_t rtc = min(rt, g - 1);  // a loaded tile for warps past the group's end
+  const uint32_t x_base = cuda::SmemAddr(smem);
+  float acc[kN / 2] = {}, p[kN / 2] = {};
+  uint32_t sub[2] = {kMagic136, kMagic136};
+  for (int32_t s = 0; s < stages; ++s) {
+    const int b = s % S;
+    const int32_t col = (kt_begin + kStageTiles * s) * kInt4TileCols;
+    const bool opens = s == 0 || col % a.group == 0;
+    const bool closes = s == stages - 1 || (col + kStageTiles * kInt4TileCols) % a.group == 0;
+    cuda::MbarrierWait(&full[b], (s / S) & 1);
+    const uint4* codes = reinterpret_cast<const uint4*>(smem + C::kCodesAt + b * kCodeBytes);
+    uint32_t words[kSteps];
+#pragma unroll
+    for (int t = 0; t < kStageTiles; ++t) {
+      const uint4* tile = codes + (t * g + rtc) * 32;
+      NaturalOrder(tile[src_lo], tile[src_lo + 2], perm, &words[4 * t]);
+    }
+    const uint32_t* scales =
+        reinterpret_cast<const uint32_t*>(smem + C::kScalesAt + b * kScaleBytes);
+    const uint32_t scale = scales[rtc * 8 + gr];
+    if constexpr (kKind == Int4Offsets::kZero) {
+      const uint32_t z =
+          reinterpret_cast<const uint32_t*>(smem + C::kOffsetsAt + b * kScaleBytes)[rtc * 8 + gr];
+      sub[0] = int4::ZeroPair(z & 0xFFFF);
+      sub[1] = int4::ZeroPair(z >> 16);
+    }
+    uint32_t av[kSteps][4];
+#pragma unroll
+    for (int j = 0; j < kSteps; ++j) {
+#pragma unroll
+      for (int m = 0; m < 4; ++m) av[j][m] = SubBf16x2(Dequant128(words[j], m), sub[m % 2]);
+    }
+    cuda::KeepOperands(av);
+    cuda::KeepOperands(p);
+    cuda::WgmmaFence();
+#pragma unroll
+    for (int j = 0; j < kSteps; ++j) {
+      const uint32_t at = x_base + b * C::kXBytes + (j / 4) * C::kPanelBytes + (j % 4) * 32;
+      Wgmma<kN>(p, av[j], cuda::SmemDescriptor128B(at, 16, 1024), !(opens && j == 0));
+    }
+    cuda::WgmmaCommit();
+    cuda::WgmmaWait<0>();
+    cuda::KeepOperands(p);
+    __syncwarp();
+    if (lane == 0) cuda::MbarrierArrive(&empty[b]);
+    if (closes) {
+      const float2 sc = HalfPair(scale);
+#pragma unroll
+      for (int i = 0; i < kN / 2; ++i) acc[i] = fmaf((i & 2) ? sc.y : sc.x, p[i], acc[i]);
+    }
+  }
+
+  const int32_t xrow0 = m0;
+  if (a.splits == 1) {
+    if (rt < g) Epilogue<kN>(a, rg, rt, xrow0, acc);
+    return;
+  }
+  // Split-K: this block's sums to its slot; the last of the tile's blocks
+  // sums the slots in split order and writes y.
+  auto slot = [&](int32_t sp) {
+    return reinterpret_cast<float4*>(a.partials +
+                                     (int64_t{out_tile} * a.splits + sp) * C::kSlotFloats) +
+           threadIdx.x * (kN / 8);
+  };
+#pragma unroll
+  for (int j = 0; j < kN / 8; ++j) {
+    __stcg(slot(split) + j,
+           make_float4(acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]));
+  }
+  // The barrier orders every consumer's stores before thread 0's release
+  // (cumulative); the second, thread 0's acquire before everyone's loads.
+  cuda::NamedBarrier(1, kConsumers);
+  int32_t* counter = a.counters_end - 1 - out_tile;
+  if (threadIdx.x == 0) last_block = cuda::AtomicAddAcqRelGpu(counter, 1) == a.splits - 1;
+  cuda::NamedBarrier(1, kConsumers);
+  if (!last_block) return;
+  float sum[kN / 2] = {};
+  for (int32_t sp = 0; sp < a.splits; ++sp) {
+#pragma unroll
+    for (int j = 0; j < kN / 8; ++j) {
+      const float4 v = __ldcg(slot(sp) + j);
+      sum[4 * j] += v.x, sum[4 * j + 1] += v.y, sum[4 * j + 2] += v.z, sum[4 * j + 3] += v.w;
+    }
+  }
+  if (rt < g) Epilogue<kN>(a, rg, rt, xrow0, sum);
+  if (threadIdx.x == 0) *counter = 0;
+}
+
+// cuTensorMapEncodeTiled from the driver, found once.
+absl::StatusOr<PFN_cuTensorMapEncodeTiled_v12000> EncodeTiled() {
+  static const absl::StatusOr<PFN_cuTensorMapEncodeTiled_v12000> fn =
+      []() -> absl::StatusOr<PFN_cuTensorMapEncodeTiled_v12000> {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    CUDA_RETURN_IF_ERROR(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000,
+                                                          cudaEnableDefault, &found));
+    if (found != cudaDriverEntryPointSuccess || f == nullptr) {
+      return absl::UnavailableError("Int4Gemm: the driver has no cuTensorMapEncodeTiled");
+    }
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
+  }();
+  return fn;
+}
+
+// x's tensor map: [rows, k] bf16 with rows x_stride apart, boxes of 64
+// columns x kN rows in the 128-byte swizzle.
+absl::Status EncodeX(Args& a, int box_rows) {
+  ASSIGN_OR_RETURN(const PFN_cuTensorMapEncodeTiled_v12000 encode, EncodeTiled());
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(a.k_tiles) * kInt4TileCols,
+                              static_cast<cuuint64_t>(a.rows)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(a.x_stride) * 2};
+  const cuuint32_t box[2] = {kInt4TileCols, static_cast<cuuint32_t>(box_rows)};
+  const cuuint32_t element_strides[2] = {1, 1};
+  const CUresult r = encode(&a.x_map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2,
+                            const_cast<cuda::bf16*>(a.x), dims, strides, box, element_strides,
+                            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) {
+    return absl::InternalError(cuda::Cat("Int4Gemm: cuTensorMapEncodeTiled for x of ", a.rows,
+                                         " rows x ", dims[0], " (stride ", a.x_stride,
+                                         ") failed: CUresult ", static_cast<int>(r)));
+  }
+  return absl::OkStatus();
+}
+
+template <int kN, Int4Offsets kKind>
+absl::Status Launch(Args a, int num_sms, int64_t slot_bytes, cudaStream_t stream) {
+  using C = Cfg<kN>;
+  static const absl::Status configured = [] {
+    CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
+        Int4WgmmaKernel<kN, kKind>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes));
+    return absl::OkStatus();
+  }();
+  RETURN_IF_ERROR(configured);
+  RETURN_IF_ERROR(EncodeX(a, kN));
+  a.m_blocks = static_cast<int32_t>(cuda::CeilDiv(a.rows, kN));
+  const int64_t row_groups = cuda::CeilDiv(a.n_tiles, 8);
+  const int64_t tiles = row_groups * a.m_blocks;
+  const int64_t k_stages = a.k_tiles / kStageTiles;
+  // One block an SM.
+  const int64_t splits =
+      Int4TileSplits(tiles, num_sms, k_stages, slot_bytes / (C::kSlotFloats * 4), a.n_tiles);
+  a.split_tiles = static_cast<int32_t>(cuda::CeilDiv(k_stages, splits) * kStageTiles);
+  a.splits = static_cast<int32_t>(cuda::CeilDiv(a.k_tiles, a.split_tiles));
+  const int64_t grid = tiles * a.splits;
+  CUDA_RETURN_IF_ERROR(cuda::LaunchPdl(Int4WgmmaKernel<kN, kKind>, dim3(static_cast<int>(grid)),
+                                       dim3(kThreads), C::kSmemBytes, stream, a));
+  return absl::OkStatus();
+}
+
+}  // namespace
+#endif  // ONECARD_CUDA_SM90A
+
+bool Int4GemmWgmmaBuilt() {
+#if ONECARD_CUDA_SM90A
+  return true;
+#else
+  return false;
+#endif
+}
+
+absl::Status LaunchInt4GemmWgmma(const Int4GemmParams& p, int num_sms, cudaStream_t stream) {
+#if ONECARD_CUDA_SM90A
+  Args a{};
+  static_cast<int4::LaunchArgs&>(a) = int4::MakeLaunchArgs(p);
+  const int64_t slot_bytes = Int4GemmWorkspace(p.w.n, num_sms).slot_bytes;
+  const int32_t tile_rows = Int4GemmWgmmaRows(p);
+  const bool sym = p.w.offset_kind == Int4Offsets::kSymmetric;
+  if (tile_rows == 64) {
+    return sym ? Launch<64, Int4Offsets::kSymmetric>(a, num_sms, slot_bytes, stream)
+               : Launch<64, Int4Offsets::kZero>(a, num_sms, slot_bytes, stream);
+  }
+  return sym ? Launch<128, Int4Offsets::kSymmetric>(a, num_sms, slot_bytes, stream)
+             : Launch<128, Int4Offsets::kZero>(a, num_sms, slot_bytes, stream);
+#else
+  (void)p, (void)num_sms, (void)stream;
+  return absl::UnimplementedError(
+      "Int4Gemm: the kWgmma kernel needs a build for sm_90a only (ONECARD_CUDA_GENCODE)");
+#endif
+}
+
+}  // namespace onecard::engine

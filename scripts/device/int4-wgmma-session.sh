@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# GPU calls for Int4Gemm's kWgmma kernel (issue 16's batch 16-128 targets;
+# engine/kernels/int4_gemm_wgmma.cu), in parts of one warm machine
+# (INT4_WGMMA_PART="1", "2", ...; "all", the default, runs every one):
+#   1  every gpu-labelled test (scripts/device/session.sh: the kWgmma
+#      MatchesReference cases among them; skipped on a warm machine where
+#      they passed for this bundle), then kernels-int4 on the 70B and 8B
+#      shapes: kStream, kTiled (_t16.._t128) and kWgmma (_w64, _w128) side by
+#      side at 16-256 rows ($OUT/results.jsonl, tables in $OUT/bench.log);
+#   2  decode-70b-int4 at batches 16-128 as served (S) and with kWgmma from
+#      17 rows (W: --int4_wgmma_from_rows=17), order S W W S
+#      (scripts/device/arms.sh flags; $OUT/arm_S.jsonl, $OUT/arm_W.jsonl);
+#   3  the same for decode-8b-int4 and decode-123b-int4.
+# Usage (a `run` call carrying [".device/bundle.txz"] from scripts/device/pack.sh
+# with PACK_TARGETS holding gpu_kernels_test gpu_cuda_model_runner_test
+# cuda_memory_plan_test onecard-bench-cuda):
+#   export OUT; INT4_WGMMA_PART=1 bash scripts/device/int4-wgmma-session.sh
+set -uo pipefail
+# shellcheck source=scripts/device/session.sh
+source scripts/device/session.sh
+part=${INT4_WGMMA_PART:-all}
+wants() { [[ $part == all || " $part " == *" $1 "* ]]; }  # wants N: part N is asked for
+if wants 1; then
+  grep -E "^\[  (FAILED|PASSED|  SKIPPED) \]|Int4GemmTest.*wgmma.*(OK|FAILED)" \
+    "$OUT/tests_run.txt" 2>/dev/null | tail -40
+  for shape in llama3-70b_qkv llama3-70b_o llama3-70b_gate_up llama3-70b_down \
+    llama3-8b_gate_up llama3-8b_down; do
+    bench 120 kernels-int4 --shape "$shape"
+  done
+fi
+if wants 2; then
+  BENCH_TIMEOUT=240 bash scripts/device/arms.sh flags "S= W=--int4_wgmma_from_rows=17" \
+    "decode-70b-int4 --batches 16,32,64,128"
+fi
+if wants 3; then
+  BENCH_TIMEOUT=200 bash scripts/device/arms.sh flags "S= W=--int4_wgmma_from_rows=17" \
+    "decode-8b-int4 --batches 32,64,128" "decode-123b-int4 --batches 64,128"
+fi
