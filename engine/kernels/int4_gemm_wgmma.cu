@@ -5,8 +5,9 @@
 //   rows) against kN = 64 or 128 rows of x. Two consumer warpgroups take 64
 //   W rows each; warp w of warpgroup h owns row tile 4 h + w, whose code
 //   words are, lane by lane, the A fragments of wgmma m64nNk16 (the register
-//   layout of mma.m16n8k16's A, cuda_wgmma.cuh). x is wgmma's B operand from
-//   shared memory (K-major, 128-byte swizzle).
+//   layout of mma.m16n8k16's A, cuda_wgmma.cuh) once regathered to column
+//   order (Int4ColumnOrderWord: two 16-byte loads and a byte_perm a word).
+//   x is wgmma's B operand from shared memory (K-major, 128-byte swizzle).
 // - Exact arithmetic, as the other kernels': a code word's nibbles | 0x4300
 //   are the bf16 values 128 + q, minus 128 + z (136 symmetric) the exact q - z;
 //   the wgmmas sum p = sum (q - z) x over a group in fp32 and acc += s p once
@@ -100,22 +101,15 @@ __device__ __forceinline__ void Wgmma(float (&p)[kN / 2], const uint32_t (&a)[4]
   }
 }
 
-// The code words of lane L = 4 gr + t4 for wgmma. In int4_layout.h a byte
-// holds one column of rows gr and gr + 8, and word i of lane L holds, in
-// bytes 0..3, columns 16 i + 4 t4 + 0, 2, 1, 3: the k-slots 2 t4, 2 t4 + 8,
-// 2 t4 + 1, 2 t4 + 9 of mma's A fragment (the other kernels load x's B
-// fragments to match). wgmma reads x from shared memory in column order, so
-// the lane needs columns 16 i + 2 t4, + 8, + 1, + 9 in those bytes instead:
-// bytes of lane 4 gr + t4 / 2's word (lo: 2 t4, 2 t4 + 1) and lane
-// 4 gr + 2 + t4 / 2's (hi: 2 t4 + 8, + 9), bytes 0 and 2 of each for even
-// t4, 1 and 3 for odd; perm = 0x6240 (even) or 0x7351 (odd) gathers them,
-// and Dequant128 reads the result unchanged.
-__device__ __forceinline__ void NaturalOrder(const uint4& lo, const uint4& hi, uint32_t perm,
-                                             uint32_t* out) {
-  out[0] = __byte_perm(lo.x, hi.x, perm);
-  out[1] = __byte_perm(lo.y, hi.y, perm);
-  out[2] = __byte_perm(lo.z, hi.z, perm);
-  out[3] = __byte_perm(lo.w, hi.w, perm);
+// Words 0..3 of a tile for lane 4 gr + t4 in column order
+// (Int4ColumnOrderWord): lo, hi the tile's pieces of lanes 4 gr + t4 / 2 and
+// 4 gr + 2 + t4 / 2.
+__device__ __forceinline__ void ColumnOrder(const uint4& lo, const uint4& hi, int t4,
+                                            uint32_t* out) {
+  out[0] = Int4ColumnOrderWord(lo.x, hi.x, t4);
+  out[1] = Int4ColumnOrderWord(lo.y, hi.y, t4);
+  out[2] = Int4ColumnOrderWord(lo.z, hi.z, t4);
+  out[3] = Int4ColumnOrderWord(lo.w, hi.w, t4);
 }
 
 // Writes the warp's outputs from its sums v: row tile rt of row group rg,
@@ -217,9 +211,7 @@ __global__ void __launch_bounds__(kThreads, 1) Int4WgmmaKernel(const __grid_cons
   cuda::SetMaxRegisters<true, kConsumerRegs>();
   cuda::GridDependencyWait();
   const int gr = lane >> 2, t4 = lane & 3;
-  // NaturalOrder's sources: lanes t4 / 2 and 2 + t4 / 2 of the lane's row pair.
-  const int src_lo = 4 * gr + t4 / 2;
-  const uint32_t perm = (t4 & 1) ? 0x7351u : 0x6240u;
+  const int src_lo = 4 * gr + t4 / 2;  // ColumnOrder's lo lane (hi: + 2)
   const int32_t rt = warp;             // the warp's row tile: 4 h + w
   const int32_t rtc = min(rt, g - 1);  // a loaded tile for warps past the group's end
   const uint32_t x_base = cuda::SmemAddr(smem);
@@ -236,7 +228,7 @@ __global__ void __launch_bounds__(kThreads, 1) Int4WgmmaKernel(const __grid_cons
 #pragma unroll
     for (int t = 0; t < kStageTiles; ++t) {
       const uint4* tile = codes + (t * g + rtc) * 32;
-      NaturalOrder(tile[src_lo], tile[src_lo + 2], perm, &words[4 * t]);
+      ColumnOrder(tile[src_lo], tile[src_lo + 2], t4, &words[4 * t]);
     }
     const uint32_t* scales =
         reinterpret_cast<const uint32_t*>(smem + C::kScalesAt + b * kScaleBytes);

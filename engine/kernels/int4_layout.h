@@ -103,6 +103,36 @@ ONECARD_HOST_DEVICE inline Int4ScalePos Int4ScalePosition(int64_t r, int64_t gi,
   return {((rg * 8 * num_groups + gi * g + rt % 8) * 8) + row % 8, row / 8};
 }
 
+// prmt.b32's default mode (CUDA's __byte_perm): byte i of the result is
+// byte (s >> 4 i) & 7 of the eight bytes lo (0-3), hi (4-7); selector
+// nibbles 0..7 only.
+ONECARD_HOST_DEVICE inline uint32_t Int4BytePerm(uint32_t lo, uint32_t hi, uint32_t s) {
+#ifdef __CUDA_ARCH__
+  return __byte_perm(lo, hi, s);
+#else
+  const uint64_t v = (uint64_t{hi} << 32) | lo;
+  uint32_t out = 0;
+  for (int i = 0; i < 4; ++i) {
+    out |= static_cast<uint32_t>((v >> (8 * ((s >> (4 * i)) & 7))) & 0xFF) << (8 * i);
+  }
+  return out;
+#endif
+}
+
+// Word i of lane L = 4 gr + t4 in column order, for kernels that read x in
+// column order (wgmma's B from shared memory: int4_gemm_wgmma.cu). Above,
+// the word's bytes 0..3 hold columns 16 i + 4 t4 + 0, 2, 1, 3 (the k-slots
+// 2 t4, 2 t4 + 8, 2 t4 + 1, 2 t4 + 9 of the A fragment, a byte the column's
+// codes of rows gr and gr + 8); the column-order word holds columns
+// 16 i + 2 t4, + 8, + 1, + 9 there instead, so that (w >> 4 m) & 0x000f000f
+// is still the A fragment's register a_m when slot s stands for column
+// 16 i + s. Its bytes come from word i of lane 4 gr + t4 / 2 (lo: columns
+// 2 t4, 2 t4 + 1) and of lane 4 gr + 2 + t4 / 2 (hi: 2 t4 + 8, + 9), bytes 0
+// and 2 of each for even t4, 1 and 3 for odd.
+ONECARD_HOST_DEVICE inline uint32_t Int4ColumnOrderWord(uint32_t lo, uint32_t hi, int t4) {
+  return Int4BytePerm(lo, hi, (t4 & 1) != 0 ? 0x7351u : 0x6240u);
+}
+
 ONECARD_HOST_DEVICE constexpr int64_t Int4CodeBytes(int64_t n, int64_t k) { return n * k / 2; }
 
 // Bytes of the scales, and of the offsets (0 for kSymmetric).

@@ -6,6 +6,7 @@
 #include "engine/kernels/int4_matrix.h"
 
 #include <algorithm>
+#include <cstring>
 #include <set>
 #include <utility>
 
@@ -56,6 +57,41 @@ TEST(Int4LayoutTest, CodePositionsAreABijection) {
     }
   }
   EXPECT_EQ(static_cast<int64_t>(seen.size()), n * k);
+}
+
+// Int4ColumnOrderWord against the matrix's own codes: for every lane, word
+// and tile, nibble m of the column-order word is the code of row gr + 8 (m %
+// 2) at column 16 i + 2 t4 + {0, 8, 1, 9}[m / 2] (the A fragment's k-slot
+// read as the column itself).
+TEST(Int4LayoutTest, ColumnOrderWordsHoldColumnsInOrder) {
+  const int64_t n = 48, k = 192;
+  const Int4Matrix m = RandomInt4Matrix(n, k, 64, Int4Offsets::kSymmetric, 5);
+  Int4Packed packed = MakeInt4Packed(n, k, 64, Int4Offsets::kSymmetric);
+  ASSERT_TRUE(PackInt4Rows(m, ConcatRows(n, 0), n, &packed).ok());
+  auto word = [&](int64_t tile, int lane, int i) {
+    uint32_t w;
+    std::memcpy(&w, packed.codes.data() + tile * kInt4TileBytes + lane * 16 + i * 4, 4);
+    return w;
+  };
+  constexpr int kSlotColumn[4] = {0, 8, 1, 9};
+  for (int64_t rt = 0; rt < n / 16; ++rt) {
+    for (int64_t kt = 0; kt < k / 64; ++kt) {
+      const int64_t tile = Int4TileIndex(rt, kt, k / 64, n / 16);
+      for (int lane = 0; lane < 32; ++lane) {
+        const int gr = lane / 4, t4 = lane % 4;
+        for (int i = 0; i < 4; ++i) {
+          const uint32_t w = Int4ColumnOrderWord(word(tile, 4 * gr + t4 / 2, i),
+                                                 word(tile, 4 * gr + 2 + t4 / 2, i), t4);
+          for (int nib = 0; nib < 8; ++nib) {
+            const int64_t r = rt * 16 + gr + 8 * (nib % 2);
+            const int64_t c = kt * 64 + 16 * i + 2 * t4 + kSlotColumn[nib / 2];
+            ASSERT_EQ((w >> (4 * nib)) & 0xF, m.q[r * k + c])
+                << "tile " << tile << " lane " << lane << " word " << i << " nibble " << nib;
+          }
+        }
+      }
+    }
+  }
 }
 
 TEST(Int4LayoutTest, ScaleWordsPairRowsOfATile) {
