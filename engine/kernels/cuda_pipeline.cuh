@@ -110,6 +110,19 @@ __device__ __forceinline__ void TensorCopy2d(void* smem, const void* tensor_map,
       : "memory");
 }
 
+// TensorCopy2d into the same offset of the shared memory of every block of
+// the cluster whose rank has its bit in cta_mask, completing on each one's
+// mbarrier at `bar`'s offset.
+__device__ __forceinline__ void TensorCopy2dMulticast(void* smem, const void* tensor_map,
+                                                      int32_t c0, int32_t c1, uint64_t* bar,
+                                                      uint16_t cta_mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+      ".multicast::cluster [%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(SmemAddr(smem)),
+      "l"(tensor_map), "r"(c0), "r"(c1), "r"(SmemAddr(bar)), "h"(cta_mask)
+      : "memory");
+}
+
 // Copies 16 bytes (both addresses 16-byte aligned) from global to shared
 // memory asynchronously (cp.async, through L2 only). For many small pieces:
 // the bulk copy engine takes ~100 cycles a copy whatever its size.
@@ -142,6 +155,23 @@ __device__ __forceinline__ uint32_t ClusterRank() {
 // cluster's other blocks once they wait.
 __device__ __forceinline__ void ClusterArriveRelaxed() {
   asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+}
+
+// Arrival on the cluster barrier, releasing what the thread did before (its
+// stores and remote arrivals) to the threads that wait.
+__device__ __forceinline__ void ClusterArriveRelease() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
+}
+
+// One arrival (release, cluster scope) on the mbarrier at `bar`'s offset in
+// the shared memory of the cluster's block `rank` (this block's own too).
+__device__ __forceinline__ void MbarrierArriveCluster(const uint64_t* bar, uint32_t rank) {
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n"
+               : "=r"(remote)
+               : "r"(SmemAddr(bar)), "r"(rank));
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(remote)
+               : "memory");
 }
 
 // Waits until every thread of the cluster has arrived (acquire semantics).

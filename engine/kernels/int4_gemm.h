@@ -85,6 +85,10 @@ struct Int4GemmParams {
   // kTiled: x rows a block, 16, 32, 64 or 128; kWgmma: 64 or 128; 0 picks
   // by rows (Int4GemmTiledRows, Int4GemmWgmmaRows).
   int32_t tile_rows = 0;
+  // kWgmma: blocks a thread block cluster, 1, 2 or 4, sharing x's stages by
+  // TMA multicast (each block copies its part of the rows for all); 0:
+  // LaunchSettings::int4_wgmma_cluster (Int4GemmWgmmaCluster).
+  int32_t cluster = 0;
   // Split-K partial sums and arrival counters (Int4GemmWorkspaceBytes; zero
   // when first used; every launch leaves its counters zero again, the partial
   // sums are rewritten before they are read). Not needed by the reference.
@@ -155,6 +159,10 @@ int32_t Int4GemmTiledRows(const Int4GemmParams& params);
 // aligned; and the x rows of its blocks.
 bool Int4GemmWgmmaFits(const Int4GemmParams& params);
 int32_t Int4GemmWgmmaRows(const Int4GemmParams& params);
+// The cluster size of a kWgmma launch: params.cluster, else `setting`
+// (LaunchSettings::int4_wgmma_cluster), and 1 where it does not divide the
+// weight's row groups (of kInt4GemmRowGroup rows).
+int32_t Int4GemmWgmmaCluster(const Int4GemmParams& params, int32_t setting);
 
 absl::Status Int4GemmRef(const Int4GemmParams& params);
 // Row r of W in fp32 (Int4Value of each code, in stored column order), as the

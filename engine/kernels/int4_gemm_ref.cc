@@ -91,6 +91,12 @@ int32_t Int4GemmWgmmaRows(const Int4GemmParams& p) {
   return p.rows <= 64 ? 64 : 128;
 }
 
+int32_t Int4GemmWgmmaCluster(const Int4GemmParams& p, int32_t setting) {
+  const int32_t g = p.cluster != 0 ? p.cluster : setting;
+  const int64_t row_groups = (p.w.n + kInt4GemmRowGroup - 1) / kInt4GemmRowGroup;
+  return g > 1 && row_groups % g == 0 ? g : 1;
+}
+
 int32_t Int4GemmTiledRows(const Int4GemmParams& p) {
   if (p.tile_rows != 0) return p.tile_rows;
   if (p.rows <= 16) return 16;
@@ -133,6 +139,11 @@ absl::Status CheckInt4GemmParams(const Int4GemmParams& p, absl::string_view op) 
     return absl::UnimplementedError(absl::StrCat(op, ": tile_rows=", p.tile_rows,
                                                  " is not supported; supported: 0 (by rows), 16, "
                                                  "32, 64, 128"));
+  }
+  if (p.cluster != 0 && p.cluster != 1 && p.cluster != 2 && p.cluster != 4) {
+    return absl::UnimplementedError(absl::StrCat(op, ": cluster=", p.cluster,
+                                                 " is not supported; supported: 0 (the launch "
+                                                 "setting), 1, 2, 4"));
   }
   if (p.path == Int4GemmPath::kWgmma) {
     if (p.tile_rows != 0 && p.tile_rows != 64 && p.tile_rows != 128) {

@@ -24,6 +24,10 @@
 //   warp), then applies the scale where a group ends. The two warpgroups
 //   run unsynchronized, so one's dequantization and scaling overlap the
 //   other's wgmmas.
+// - Blocks in thread block clusters of kG (1, 2 or 4) along W's row groups:
+//   the cluster's blocks share x's stages, each copying kN / kG of the rows
+//   into all of them (TMA multicast), and a stage is refilled once every
+//   consumer warp of the cluster has released it (remote mbarrier arrivals).
 // - Split-K while the output tiles alone would leave SMs idle, as kTiled:
 //   slots in the workspace, the last block of a tile sums them in split
 //   order and writes y.
@@ -44,6 +48,7 @@
 #include "engine/kernels/cuda_ptx.cuh"
 #include "engine/kernels/cuda_wgmma.cuh"
 #include "engine/kernels/int4_codes.cuh"
+#include "engine/kernels/launch_settings.h"
 #endif
 
 namespace onecard::engine {
@@ -59,9 +64,9 @@ using int4::YKind;
 
 constexpr int kConsumers = 256;             // two warpgroups
 constexpr int kThreads = kConsumers + 128;  // and the producer's
-// Registers a thread after setmaxnreg: an SM sub-partition's 512 a lane
-// hold a producer warp and two consumer warps.
-constexpr int kProducerRegs = 40;
+// Registers a thread after setmaxnreg: an SM's 64K hold the producer
+// warpgroup at 48 and the two consumer warpgroups at 232.
+constexpr int kProducerRegs = 48;
 constexpr int kConsumerRegs = 232;
 constexpr int kStageTiles = 2;                            // k tiles a stage
 constexpr int kSteps = kStageTiles * kInt4TileCols / 16;  // k16 steps a stage
@@ -137,105 +142,124 @@ __device__ __forceinline__ void Epilogue(const Args& a, int32_t rg, int32_t rt, 
   }
 }
 
-template <int kN, Int4Offsets kKind>
-__global__ void __launch_bounds__(kThreads, 1) Int4WgmmaKernel(const __grid_constant__ Args a) {
+// A block's place: its output tile (row group rg against x rows m0 ..
+// m0 + kN - 1), its split's k tiles, and its stage buffers. Blocks of a
+// cluster of kG share the x rows and the split and take kG consecutive row
+// groups, the cluster's rank r the (r + 1)-th: grid index
+// ((rg / kG * m_blocks + mb) * splits + split) * kG + rg % kG.
+template <int kN, int kG>
+struct Place {
+  using C = Cfg<kN>;
+  int32_t rank, split, rg, m0, out_tile, g, kt_begin, stages;
+  unsigned char* smem;
+  uint64_t* full;   // a stage landed: the producer's arrival and the bytes
+  uint64_t* empty;  // a stage released by every consumer warp of the cluster
+
+  __device__ __forceinline__ Place(const Args& a, unsigned char* aligned_smem) {
+    rank = static_cast<int32_t>(blockIdx.x % kG);
+    int32_t rest = static_cast<int32_t>(blockIdx.x / kG);
+    split = rest % a.splits;
+    rest /= a.splits;
+    const int32_t mb = rest % a.m_blocks;
+    rg = rest / a.m_blocks * kG + rank;
+    m0 = mb * kN;
+    out_tile = rg * a.m_blocks + mb;
+    g = min(a.n_tiles - rg * 8, 8);
+    kt_begin = split * a.split_tiles;
+    stages = (min(a.k_tiles, kt_begin + a.split_tiles) - kt_begin) / kStageTiles;
+    smem = aligned_smem;
+    full = reinterpret_cast<uint64_t*>(smem + C::kBarsAt);
+    empty = full + C::kStages;
+  }
+};
+
+// The producer (one lane): each stage's codes, scales (and zero points) by
+// bulk copies, x by TMA, its kG-th of x's rows multicast to the cluster; the
+// first stages' weights before griddepcontrol.wait.
+template <int kN, Int4Offsets kKind, int kG>
+__device__ __forceinline__ void Produce(const Args& a, const Place<kN, kG>& pl) {
   using C = Cfg<kN>;
   constexpr int S = C::kStages;
-  extern __shared__ unsigned char smem_raw[];
-  unsigned char* smem = reinterpret_cast<unsigned char*>(
-      (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
-  uint64_t* full = reinterpret_cast<uint64_t*>(smem + C::kBarsAt);
-  uint64_t* empty = full + S;
-  __shared__ int last_block;
-
-  const int32_t split = blockIdx.x % a.splits;
-  const int32_t out_tile = blockIdx.x / a.splits;
-  const int32_t rg = out_tile / a.m_blocks;
-  const int32_t m0 = (out_tile % a.m_blocks) * kN;
-  const int32_t g = min(a.n_tiles - rg * 8, 8);  // row tiles in the group
-  const int32_t kt_begin = split * a.split_tiles;
-  const int32_t kt_end = min(a.k_tiles, kt_begin + a.split_tiles);
-  const int32_t stages = (kt_end - kt_begin) / kStageTiles;
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < S; ++s) {
-      cuda::MbarrierInit(&full[s], 1);
-      cuda::MbarrierInit(&empty[s], kConsumers / 32);
+  constexpr int kSliceRows = kN / kG;
+  const int32_t stage_bytes = C::kXBytes + pl.g * kStageTiles * kInt4TileBytes +
+                              pl.g * 32 * (kKind == Int4Offsets::kSymmetric ? 1 : 2);
+  const unsigned char* codes =
+      reinterpret_cast<const unsigned char*>(a.codes) + int64_t{pl.rg} * 8 * a.k_tiles * 512;
+  auto weights = [&](int32_t s) {
+    const int b = s % S;
+    const int32_t kt = pl.kt_begin + kStageTiles * s;
+    cuda::MbarrierArriveExpectTx(&pl.full[b], stage_bytes);
+    cuda::BulkCopy(pl.smem + C::kCodesAt + b * kCodeBytes, codes + int64_t{kt} * pl.g * 512,
+                   pl.g * kStageTiles * kInt4TileBytes, &pl.full[b]);
+    const int64_t word =
+        (int64_t{pl.rg} * 8 * a.num_groups + int64_t{kt * kInt4TileCols / a.group} * pl.g) * 8;
+    cuda::BulkCopy(pl.smem + C::kScalesAt + b * kScaleBytes, a.scales + word, pl.g * 32,
+                   &pl.full[b]);
+    if constexpr (kKind != Int4Offsets::kSymmetric) {
+      cuda::BulkCopy(pl.smem + C::kOffsetsAt + b * kScaleBytes, a.offsets + word, pl.g * 32,
+                     &pl.full[b]);
     }
-    cuda::FenceMbarrierInit();
-  }
-  __syncthreads();
-
-  if (warp >= kConsumers / 32) {  // the producer warpgroup: one lane works
-    cuda::SetMaxRegisters<false, kProducerRegs>();
-    if (warp != kConsumers / 32 || lane != 0) return;
-    const int32_t stage_bytes = C::kXBytes + g * kStageTiles * kInt4TileBytes +
-                                g * 32 * (kKind == Int4Offsets::kSymmetric ? 1 : 2);
-    const unsigned char* codes =
-        reinterpret_cast<const unsigned char*>(a.codes) + int64_t{rg} * 8 * a.k_tiles * 512;
-    auto weights = [&](int32_t s) {
-      const int b = s % S;
-      const int32_t kt = kt_begin + kStageTiles * s;
-      cuda::MbarrierArriveExpectTx(&full[b], stage_bytes);
-      cuda::BulkCopy(smem + C::kCodesAt + b * kCodeBytes, codes + int64_t{kt} * g * 512,
-                     g * kStageTiles * kInt4TileBytes, &full[b]);
-      const int64_t word =
-          (int64_t{rg} * 8 * a.num_groups + int64_t{kt * kInt4TileCols / a.group} * g) * 8;
-      cuda::BulkCopy(smem + C::kScalesAt + b * kScaleBytes, a.scales + word, g * 32, &full[b]);
-      if constexpr (kKind != Int4Offsets::kSymmetric) {
-        cuda::BulkCopy(smem + C::kOffsetsAt + b * kScaleBytes, a.offsets + word, g * 32, &full[b]);
+  };
+  auto x = [&](int32_t s) {
+    const int b = s % S;
+    const int32_t col = (pl.kt_begin + kStageTiles * s) * kInt4TileCols;
+    for (int t = 0; t < kStageTiles; ++t) {
+      unsigned char* dst = pl.smem + b * C::kXBytes + t * C::kPanelBytes;
+      if constexpr (kG == 1) {
+        cuda::TensorCopy2d(dst, &a.x_map, col + t * kInt4TileCols, pl.m0, &pl.full[b]);
+      } else {
+        cuda::TensorCopy2dMulticast(dst + pl.rank * kSliceRows * 128, &a.x_map,
+                                    col + t * kInt4TileCols, pl.m0 + pl.rank * kSliceRows,
+                                    &pl.full[b], static_cast<uint16_t>((1 << kG) - 1));
       }
-    };
-    auto x = [&](int32_t s) {
-      const int b = s % S;
-      const int32_t col = (kt_begin + kStageTiles * s) * kInt4TileCols;
-      for (int t = 0; t < kStageTiles; ++t) {
-        cuda::TensorCopy2d(smem + b * C::kXBytes + t * C::kPanelBytes, &a.x_map,
-                           col + t * kInt4TileCols, m0, &full[b]);
-      }
-    };
-    const int32_t first = min(stages, S);
-    for (int32_t s = 0; s < first; ++s) weights(s);
-    cuda::GridDependencyWait();
-    cuda::LaunchDependents();
-    for (int32_t s = 0; s < first; ++s) x(s);
-    for (int32_t s = S; s < stages; ++s) {
-      cuda::MbarrierWait(&empty[s % S], ((s / S) - 1) & 1);
-      weights(s);
-      x(s);
     }
-    return;
-  }
-
-  cuda::SetMaxRegisters<true, kConsumerRegs>();
+  };
+  const int32_t first = min(pl.stages, S);
+  for (int32_t s = 0; s < first; ++s) weights(s);
   cuda::GridDependencyWait();
+  cuda::LaunchDependents();
+  for (int32_t s = 0; s < first; ++s) x(s);
+  for (int32_t s = S; s < pl.stages; ++s) {
+    cuda::MbarrierWait(&pl.empty[s % S], ((s / S) - 1) & 1);
+    weights(s);
+    x(s);
+  }
+}
+
+// A consumer warp: row tile `warp` of the row group (warpgroup h = warp / 4
+// takes rows 64 h .. 64 h + 63 of its wgmmas), every stage, then the
+// epilogue or its split's part.
+template <int kN, Int4Offsets kKind, int kG>
+__device__ __forceinline__ void Consume(const Args& a, const Place<kN, kG>& pl, int* last_block) {
+  using C = Cfg<kN>;
+  constexpr int S = C::kStages;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int gr = lane >> 2, t4 = lane & 3;
-  const int src_lo = 4 * gr + t4 / 2;  // ColumnOrder's lo lane (hi: + 2)
-  const int32_t rt = warp;             // the warp's row tile: 4 h + w
-  const int32_t rtc = min(rt, g - 1);  // a loaded tile for warps past the group's end
-  const uint32_t x_base = cuda::SmemAddr(smem);
+  const int src_lo = 4 * gr + t4 / 2;     // ColumnOrder's lo lane (hi: + 2)
+  const int32_t rt = warp;                // the warp's row tile
+  const int32_t rtc = min(rt, pl.g - 1);  // a loaded tile for warps past the group's end
+  const uint32_t x_base = cuda::SmemAddr(pl.smem);
   float acc[kN / 2] = {}, p[kN / 2] = {};
   uint32_t sub[2] = {kMagic136, kMagic136};
-  for (int32_t s = 0; s < stages; ++s) {
+  for (int32_t s = 0; s < pl.stages; ++s) {
     const int b = s % S;
-    const int32_t col = (kt_begin + kStageTiles * s) * kInt4TileCols;
+    const int32_t col = (pl.kt_begin + kStageTiles * s) * kInt4TileCols;
     const bool opens = s == 0 || col % a.group == 0;
-    const bool closes = s == stages - 1 || (col + kStageTiles * kInt4TileCols) % a.group == 0;
-    cuda::MbarrierWait(&full[b], (s / S) & 1);
-    const uint4* codes = reinterpret_cast<const uint4*>(smem + C::kCodesAt + b * kCodeBytes);
+    const bool closes = s == pl.stages - 1 || (col + kStageTiles * kInt4TileCols) % a.group == 0;
+    cuda::MbarrierWait(&pl.full[b], (s / S) & 1);
+    const uint4* codes = reinterpret_cast<const uint4*>(pl.smem + C::kCodesAt + b * kCodeBytes);
     uint32_t words[kSteps];
 #pragma unroll
     for (int t = 0; t < kStageTiles; ++t) {
-      const uint4* tile = codes + (t * g + rtc) * 32;
+      const uint4* tile = codes + (t * pl.g + rtc) * 32;
       ColumnOrder(tile[src_lo], tile[src_lo + 2], t4, &words[4 * t]);
     }
     const uint32_t* scales =
-        reinterpret_cast<const uint32_t*>(smem + C::kScalesAt + b * kScaleBytes);
+        reinterpret_cast<const uint32_t*>(pl.smem + C::kScalesAt + b * kScaleBytes);
     const uint32_t scale = scales[rtc * 8 + gr];
     if constexpr (kKind == Int4Offsets::kZero) {
-      const uint32_t z =
-          reinterpret_cast<const uint32_t*>(smem + C::kOffsetsAt + b * kScaleBytes)[rtc * 8 + gr];
+      const uint32_t z = reinterpret_cast<const uint32_t*>(pl.smem + C::kOffsetsAt +
+                                                           b * kScaleBytes)[rtc * 8 + gr];
       sub[0] = int4::ZeroPair(z & 0xFFFF);
       sub[1] = int4::ZeroPair(z >> 16);
     }
@@ -257,7 +281,11 @@ __global__ void __launch_bounds__(kThreads, 1) Int4WgmmaKernel(const __grid_cons
     cuda::WgmmaWait<0>();
     cuda::KeepOperands(p);
     __syncwarp();
-    if (lane == 0) cuda::MbarrierArrive(&empty[b]);
+    if constexpr (kG == 1) {
+      if (lane == 0) cuda::MbarrierArrive(&pl.empty[b]);
+    } else {
+      if (lane < kG) cuda::MbarrierArriveCluster(&pl.empty[b], lane);
+    }
     if (closes) {
       const float2 sc = HalfPair(scale);
 #pragma unroll
@@ -265,30 +293,29 @@ __global__ void __launch_bounds__(kThreads, 1) Int4WgmmaKernel(const __grid_cons
     }
   }
 
-  const int32_t xrow0 = m0;
   if (a.splits == 1) {
-    if (rt < g) Epilogue<kN>(a, rg, rt, xrow0, acc);
+    if (rt < pl.g) Epilogue<kN>(a, pl.rg, rt, pl.m0, acc);
     return;
   }
   // Split-K: this block's sums to its slot; the last of the tile's blocks
   // sums the slots in split order and writes y.
   auto slot = [&](int32_t sp) {
     return reinterpret_cast<float4*>(a.partials +
-                                     (int64_t{out_tile} * a.splits + sp) * C::kSlotFloats) +
+                                     (int64_t{pl.out_tile} * a.splits + sp) * C::kSlotFloats) +
            threadIdx.x * (kN / 8);
   };
 #pragma unroll
   for (int j = 0; j < kN / 8; ++j) {
-    __stcg(slot(split) + j,
+    __stcg(slot(pl.split) + j,
            make_float4(acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]));
   }
   // The barrier orders every consumer's stores before thread 0's release
   // (cumulative); the second, thread 0's acquire before everyone's loads.
   cuda::NamedBarrier(1, kConsumers);
-  int32_t* counter = a.counters_end - 1 - out_tile;
-  if (threadIdx.x == 0) last_block = cuda::AtomicAddAcqRelGpu(counter, 1) == a.splits - 1;
+  int32_t* counter = a.counters_end - 1 - pl.out_tile;
+  if (threadIdx.x == 0) *last_block = cuda::AtomicAddAcqRelGpu(counter, 1) == a.splits - 1;
   cuda::NamedBarrier(1, kConsumers);
-  if (!last_block) return;
+  if (!*last_block) return;
   float sum[kN / 2] = {};
   for (int32_t sp = 0; sp < a.splits; ++sp) {
 #pragma unroll
@@ -297,8 +324,47 @@ __global__ void __launch_bounds__(kThreads, 1) Int4WgmmaKernel(const __grid_cons
       sum[4 * j] += v.x, sum[4 * j + 1] += v.y, sum[4 * j + 2] += v.z, sum[4 * j + 3] += v.w;
     }
   }
-  if (rt < g) Epilogue<kN>(a, rg, rt, xrow0, sum);
+  if (rt < pl.g) Epilogue<kN>(a, pl.rg, rt, pl.m0, sum);
   if (threadIdx.x == 0) *counter = 0;
+}
+
+template <int kN, Int4Offsets kKind, int kG>
+__global__ void __launch_bounds__(kThreads, 1) Int4WgmmaKernel(const __grid_constant__ Args a) {
+  using C = Cfg<kN>;
+  extern __shared__ unsigned char smem_raw[];
+  __shared__ int last_block;
+  const Place<kN, kG> pl(a, reinterpret_cast<unsigned char*>(
+                                (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023}));
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < C::kStages; ++s) {
+      cuda::MbarrierInit(&pl.full[s], 1);
+      cuda::MbarrierInit(&pl.empty[s], kConsumers / 32 * kG);
+    }
+    cuda::FenceMbarrierInit();
+  }
+  // The barriers initialized before any block of the cluster copies into
+  // or arrives on them.
+  if constexpr (kG == 1) {
+    __syncthreads();
+  } else {
+    cuda::ClusterArriveRelaxed();
+    cuda::ClusterWaitAcquire();
+  }
+  const int warp = threadIdx.x >> 5;
+  if (warp >= kConsumers / 32) {  // the producer warpgroup: one lane works
+    cuda::SetMaxRegisters<false, kProducerRegs>();
+    if (warp == kConsumers / 32 && (threadIdx.x & 31) == 0) Produce<kN, kKind, kG>(a, pl);
+  } else {
+    cuda::SetMaxRegisters<true, kConsumerRegs>();
+    cuda::GridDependencyWait();
+    Consume<kN, kKind, kG>(a, pl, &last_block);
+  }
+  // No block leaves while another may still arrive on its barriers.
+  if constexpr (kG > 1) {
+    __syncwarp();
+    cuda::ClusterArriveRelease();
+    cuda::ClusterWaitAcquire();
+  }
 }
 
 // cuTensorMapEncodeTiled from the driver, found once.
@@ -338,16 +404,17 @@ absl::Status EncodeX(Args& a, int box_rows) {
   return absl::OkStatus();
 }
 
-template <int kN, Int4Offsets kKind>
+template <int kN, Int4Offsets kKind, int kG>
 absl::Status Launch(Args a, int num_sms, int64_t slot_bytes, cudaStream_t stream) {
   using C = Cfg<kN>;
   static const absl::Status configured = [] {
-    CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
-        Int4WgmmaKernel<kN, kKind>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes));
+    CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(Int4WgmmaKernel<kN, kKind, kG>,
+                                              cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                              C::kSmemBytes));
     return absl::OkStatus();
   }();
   RETURN_IF_ERROR(configured);
-  RETURN_IF_ERROR(EncodeX(a, kN));
+  RETURN_IF_ERROR(EncodeX(a, kN / kG));
   a.m_blocks = static_cast<int32_t>(cuda::CeilDiv(a.rows, kN));
   const int64_t row_groups = cuda::CeilDiv(a.n_tiles, 8);
   const int64_t tiles = row_groups * a.m_blocks;
@@ -358,9 +425,23 @@ absl::Status Launch(Args a, int num_sms, int64_t slot_bytes, cudaStream_t stream
   a.split_tiles = static_cast<int32_t>(cuda::CeilDiv(k_stages, splits) * kStageTiles);
   a.splits = static_cast<int32_t>(cuda::CeilDiv(a.k_tiles, a.split_tiles));
   const int64_t grid = tiles * a.splits;
-  CUDA_RETURN_IF_ERROR(cuda::LaunchPdl(Int4WgmmaKernel<kN, kKind>, dim3(static_cast<int>(grid)),
-                                       dim3(kThreads), C::kSmemBytes, stream, a));
+  CUDA_RETURN_IF_ERROR(cuda::LaunchPdlInClusters(Int4WgmmaKernel<kN, kKind, kG>,
+                                                 dim3(static_cast<int>(grid)), dim3(kThreads),
+                                                 C::kSmemBytes, stream, kG > 1 ? kG : 0, a));
   return absl::OkStatus();
+}
+
+template <int kN, Int4Offsets kKind>
+absl::Status LaunchCluster(const Args& a, int32_t cluster, int num_sms, int64_t slot_bytes,
+                           cudaStream_t stream) {
+  switch (cluster) {
+    case 4:
+      return Launch<kN, kKind, 4>(a, num_sms, slot_bytes, stream);
+    case 2:
+      return Launch<kN, kKind, 2>(a, num_sms, slot_bytes, stream);
+    default:
+      return Launch<kN, kKind, 1>(a, num_sms, slot_bytes, stream);
+  }
 }
 
 }  // namespace
@@ -380,13 +461,14 @@ absl::Status LaunchInt4GemmWgmma(const Int4GemmParams& p, int num_sms, cudaStrea
   static_cast<int4::LaunchArgs&>(a) = int4::MakeLaunchArgs(p);
   const int64_t slot_bytes = Int4GemmWorkspace(p.w.n, num_sms).slot_bytes;
   const int32_t tile_rows = Int4GemmWgmmaRows(p);
+  const int32_t cluster = Int4GemmWgmmaCluster(p, GetLaunchSettings().int4_wgmma_cluster);
   const bool sym = p.w.offset_kind == Int4Offsets::kSymmetric;
   if (tile_rows == 64) {
-    return sym ? Launch<64, Int4Offsets::kSymmetric>(a, num_sms, slot_bytes, stream)
-               : Launch<64, Int4Offsets::kZero>(a, num_sms, slot_bytes, stream);
+    return sym ? LaunchCluster<64, Int4Offsets::kSymmetric>(a, cluster, num_sms, slot_bytes, stream)
+               : LaunchCluster<64, Int4Offsets::kZero>(a, cluster, num_sms, slot_bytes, stream);
   }
-  return sym ? Launch<128, Int4Offsets::kSymmetric>(a, num_sms, slot_bytes, stream)
-             : Launch<128, Int4Offsets::kZero>(a, num_sms, slot_bytes, stream);
+  return sym ? LaunchCluster<128, Int4Offsets::kSymmetric>(a, cluster, num_sms, slot_bytes, stream)
+             : LaunchCluster<128, Int4Offsets::kZero>(a, cluster, num_sms, slot_bytes, stream);
 #else
   (void)p, (void)num_sms, (void)stream;
   return absl::UnimplementedError(

@@ -19,6 +19,7 @@ std::atomic<bool> early_dependents{true};
 std::atomic<bool> gemv_early_dependents{false};
 std::atomic<bool> int4_cluster_split_k{false};
 std::atomic<int32_t> int4_wgmma_from_rows{0};
+std::atomic<int32_t> int4_wgmma_cluster{2};
 
 }  // namespace
 
@@ -49,6 +50,12 @@ absl::Status SetLaunchSettings(const LaunchSettings& settings) {
         absl::StrCat("LaunchSettings.int4_wgmma_from_rows = ", settings.int4_wgmma_from_rows,
                      ": must be 0 (off) to ", kInt4GemmMaxRows));
   }
+  if (settings.int4_wgmma_cluster != 1 && settings.int4_wgmma_cluster != 2 &&
+      settings.int4_wgmma_cluster != 4) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("LaunchSettings.int4_wgmma_cluster = ", settings.int4_wgmma_cluster,
+                     ": must be 1, 2 or 4"));
+  }
   programmatic_launch.store(settings.programmatic_launch, std::memory_order_relaxed);
   gemv_blocks_per_sm.store(settings.gemv_blocks_per_sm, std::memory_order_relaxed);
   fp8_gemm_cublas_scales.store(settings.fp8_gemm_cublas_scales, std::memory_order_relaxed);
@@ -60,6 +67,7 @@ absl::Status SetLaunchSettings(const LaunchSettings& settings) {
   gemv_early_dependents.store(settings.gemv_early_dependents, std::memory_order_relaxed);
   int4_cluster_split_k.store(settings.int4_cluster_split_k, std::memory_order_relaxed);
   int4_wgmma_from_rows.store(settings.int4_wgmma_from_rows, std::memory_order_relaxed);
+  int4_wgmma_cluster.store(settings.int4_wgmma_cluster, std::memory_order_relaxed);
   return absl::OkStatus();
 }
 
@@ -74,7 +82,8 @@ LaunchSettings GetLaunchSettings() {
           .early_dependents = early_dependents.load(std::memory_order_relaxed),
           .gemv_early_dependents = gemv_early_dependents.load(std::memory_order_relaxed),
           .int4_cluster_split_k = int4_cluster_split_k.load(std::memory_order_relaxed),
-          .int4_wgmma_from_rows = int4_wgmma_from_rows.load(std::memory_order_relaxed)};
+          .int4_wgmma_from_rows = int4_wgmma_from_rows.load(std::memory_order_relaxed),
+          .int4_wgmma_cluster = int4_wgmma_cluster.load(std::memory_order_relaxed)};
 }
 
 }  // namespace onecard::engine

@@ -2,7 +2,8 @@
 // against each other (onecard-bench-cuda's --pdl, --gemv_blocks_per_sm,
 // --fp8_gemm_cublas_scales, --fp8_gemm_scaled_min_rows, --int4_norm_in_gemm_max_rows,
 // --prefetch_o_in_attention, --int4_stream_blocks_per_sm, --early_dependents,
-// --gemv_early_dependents, --int4_cluster_split_k and --int4_wgmma_from_rows flags) rather than
+// --gemv_early_dependents, --int4_cluster_split_k, --int4_wgmma_from_rows and
+// --int4_wgmma_cluster flags) rather than
 // chosen per call. The defaults are what serves; a runner never changes them. Set them before the
 // first launch (a kernel launched meanwhile sees either the old or the new value).
 #ifndef ONECARD_ENGINE_KERNELS_LAUNCH_SETTINGS_H_
@@ -68,6 +69,11 @@ struct LaunchSettings {
   // the kWgmma kernel (Hopper's warpgroup MMA) where the weight fits it
   // (Int4GemmWgmmaFits) and the build holds it; 0: kStream and kTiled only.
   int32_t int4_wgmma_from_rows = 0;
+  // Blocks of a kWgmma thread block cluster (1, 2 or 4): a cluster's blocks
+  // take consecutive row groups of W against the same x rows, and each copies
+  // its part of x's rows into every block's stage (TMA multicast), so x
+  // crosses from L2 once a cluster instead of once a block.
+  int32_t int4_wgmma_cluster = 2;
 };
 
 // InvalidArgument naming the field for a value out of range; nothing changes then.

@@ -57,6 +57,7 @@ struct Int4Case {
   enum class Cluster { kOff, kSplit, kFallback } cluster = Cluster::kOff;
   // LaunchSettings::int4_wgmma_from_rows for the case (kAuto's kWgmma).
   int32_t wgmma_from_rows = 0;
+  int32_t wgmma_cluster = 0;  // Int4GemmParams::cluster
 };
 
 std::vector<Int4Case> Cases() {
@@ -153,6 +154,16 @@ std::vector<Int4Case> Cases() {
       {"wgmma_g384_zero_add_r33", 512, 3072, 384, zero, 33, none, Out::kAdd, kWgmma},
       {"wgmma128_sym_r17", 1024, 4096, 128, sym, 17, none, Out::kBf16, kWgmma, 128},
       {"wgmma64_zero_silu_r129", 2048, 1024, 128, zero, 129, none, Out::kSilu, kWgmma, 64},
+      // Clusters of 1 and 4 (the cases above: the setting's 2), and 4 left
+      // to 1 where it does not divide the row groups (2).
+      {"wgmma_c1_down70b_add_r128", 8192, 28672, 128, sym, 128, none, Out::kAdd, kWgmma, 0, kOff, 0,
+       1},
+      {"wgmma_c1_zero_r33", 2048, 4096, 128, zero, 33, none, Out::kBf16, kWgmma, 128, kOff, 0, 1},
+      {"wgmma_c4_silu_r64", 8192, 4096, 128, sym, 64, none, Out::kSilu, kWgmma, 0, kOff, 0, 4},
+      {"wgmma_c4_zero_add_r200", 4096, 2048, 256, zero, 200, none, Out::kAdd, kWgmma, 0, kOff, 0,
+       4},
+      {"wgmma_c4_left_to_1_f32_r40", 176, 4096, 128, sym, 40, none, Out::kF32, kWgmma, 0, kOff, 0,
+       4},
       {"wgmma_auto_gateup8b_silu_r96", 28672, 4096, 128, sym, 96, none, Out::kSilu, kAuto, 0, kOff,
        17},
       {"wgmma_auto_float_left_tiled_r96", 2048, 2048, 128, fl, 96, none, Out::kBf16, kAuto, 0, kOff,
@@ -211,7 +222,8 @@ TEST_P(Int4GemmTest, MatchesReference) {
       .silu_mul_y = c.out == Out::kSilu,
       .rows = c.rows,
       .path = c.path,
-      .tile_rows = c.tile_rows};
+      .tile_rows = c.tile_rows,
+      .cluster = c.wgmma_cluster};
   const std::vector<uint16_t> residual = y16;
   ASSERT_TRUE(engine::Int4GemmRef(p).ok());
 

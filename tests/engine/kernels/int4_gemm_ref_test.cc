@@ -220,6 +220,17 @@ TEST(Int4GemmRefTest, WgmmaTakesWholeStagesOfGroupsWithoutMins) {
   EXPECT_EQ(tile.code(), absl::StatusCode::kUnimplemented);
   EXPECT_THAT(tile.message(), ::testing::HasSubstr("on path kWgmma"));
   f.p.tile_rows = 0;
+  // Clusters: the params' size, else the setting's; 1 where it does not
+  // divide the row groups (256 rows: 2).
+  EXPECT_EQ(Int4GemmWgmmaCluster(f.p, 2), 2);
+  EXPECT_EQ(Int4GemmWgmmaCluster(f.p, 4), 1);
+  f.p.cluster = 1;
+  EXPECT_EQ(Int4GemmWgmmaCluster(f.p, 2), 1);
+  f.p.cluster = 3;
+  const absl::Status cluster = CheckInt4GemmParams(f.p, "op");
+  EXPECT_EQ(cluster.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(cluster.message(), ::testing::HasSubstr("cluster=3"));
+  f.p.cluster = 0;
   f.p.rows = 40;
   const auto x_at = [&](int64_t offset) { f.p.x = f.x.data() + offset; };
   x_at(4);  // 8 bytes off

@@ -21,6 +21,7 @@ TEST(LaunchSettingsTest, DefaultsAreWhatServes) {
   EXPECT_FALSE(s.gemv_early_dependents);
   EXPECT_FALSE(s.int4_cluster_split_k);
   EXPECT_EQ(s.int4_wgmma_from_rows, 0);
+  EXPECT_EQ(s.int4_wgmma_cluster, 2);
 }
 
 TEST(LaunchSettingsTest, SetThenGetAndBack) {
@@ -33,9 +34,11 @@ TEST(LaunchSettingsTest, SetThenGetAndBack) {
                                  .early_dependents = false,
                                  .gemv_early_dependents = true,
                                  .int4_cluster_split_k = true,
-                                 .int4_wgmma_from_rows = 33})
+                                 .int4_wgmma_from_rows = 33,
+                                 .int4_wgmma_cluster = 4})
                   .ok());
   EXPECT_EQ(GetLaunchSettings().int4_wgmma_from_rows, 33);
+  EXPECT_EQ(GetLaunchSettings().int4_wgmma_cluster, 4);
   EXPECT_TRUE(GetLaunchSettings().int4_cluster_split_k);
   EXPECT_EQ(GetLaunchSettings().int4_stream_blocks_per_sm, 1);
   EXPECT_FALSE(GetLaunchSettings().early_dependents);
@@ -56,6 +59,7 @@ TEST(LaunchSettingsTest, SetThenGetAndBack) {
   EXPECT_FALSE(GetLaunchSettings().gemv_early_dependents);
   EXPECT_FALSE(GetLaunchSettings().int4_cluster_split_k);
   EXPECT_EQ(GetLaunchSettings().int4_wgmma_from_rows, 0);
+  EXPECT_EQ(GetLaunchSettings().int4_wgmma_cluster, 2);
 }
 
 TEST(LaunchSettingsTest, OutOfRangeIsRefusedNamingTheFieldAndChangesNothing) {
@@ -99,6 +103,14 @@ TEST(LaunchSettingsTest, OutOfRangeIsRefusedNamingTheFieldAndChangesNothing) {
     EXPECT_NE(std::string(st.message()).find("int4_wgmma_from_rows"), std::string::npos) << st;
     EXPECT_TRUE(GetLaunchSettings().programmatic_launch);
     EXPECT_EQ(GetLaunchSettings().int4_wgmma_from_rows, 0);
+  }
+  for (int32_t cluster : {0, 3, 8}) {
+    const absl::Status st =
+        SetLaunchSettings({.programmatic_launch = false, .int4_wgmma_cluster = cluster});
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(std::string(st.message()).find("int4_wgmma_cluster"), std::string::npos) << st;
+    EXPECT_TRUE(GetLaunchSettings().programmatic_launch);
+    EXPECT_EQ(GetLaunchSettings().int4_wgmma_cluster, 2);
   }
 }
 

@@ -68,6 +68,9 @@ ABSL_FLAG(bool, int4_cluster_split_k, false,
 ABSL_FLAG(int32_t, int4_wgmma_from_rows, 0,
           "Int4Gemm runs its kWgmma kernel (Hopper's warpgroup MMA) from this many rows where the "
           "weight fits it; 0 = kStream and kTiled only");
+ABSL_FLAG(int32_t, int4_wgmma_cluster, 2,
+          "Int4Gemm's kWgmma kernel: blocks a thread block cluster sharing x by TMA multicast "
+          "(1, 2 or 4)");
 ABSL_FLAG(int32_t, gemm_splits, 0,
           "o / down products of the decode buckets: 0 = timed choice, 1 = whole, N = N partials");
 ABSL_FLAG(std::string, fused_rope, "after_cublas",
@@ -111,6 +114,7 @@ onecard::services::CommandLineSpec CommandLine() {
                    "gemv_early_dependents",
                    "int4_cluster_split_k",
                    "int4_wgmma_from_rows",
+                   "int4_wgmma_cluster",
                    "gemm_splits",
                    "fused_rope",
                    "tuner_search",
@@ -176,7 +180,8 @@ absl::Status ApplyComparisonArms() {
        .early_dependents = absl::GetFlag(FLAGS_early_dependents),
        .gemv_early_dependents = absl::GetFlag(FLAGS_gemv_early_dependents),
        .int4_cluster_split_k = absl::GetFlag(FLAGS_int4_cluster_split_k),
-       .int4_wgmma_from_rows = absl::GetFlag(FLAGS_int4_wgmma_from_rows)}));
+       .int4_wgmma_from_rows = absl::GetFlag(FLAGS_int4_wgmma_from_rows),
+       .int4_wgmma_cluster = absl::GetFlag(FLAGS_int4_wgmma_cluster)}));
   onecard::engine::CudaRunnerOptions& o = onecard::bench::BenchRunnerOptions();
   o.gemm_splits = absl::GetFlag(FLAGS_gemm_splits);
   ASSIGN_OR_RETURN(o.fused_rope,
