@@ -8,9 +8,10 @@
 #      shapes: kStream, kTiled (_t16.._t128) and kWgmma (_w64, _w128) side by
 #      side at 16-256 rows ($OUT/results.jsonl, tables in $OUT/bench.log);
 #   2  decode-70b-int4 at batches 16-128 as served (S) and with kWgmma from
-#      17 rows (W: --int4_wgmma_from_rows=17), order S W W S
-#      (scripts/device/arms.sh flags; $OUT/arm_S.jsonl, $OUT/arm_W.jsonl);
-#   3  the same for decode-8b-int4 and decode-123b-int4.
+#      17 rows in clusters of 2 (W: --int4_wgmma_from_rows=17, the cluster
+#      setting's default) and of 1 (W1: no multicast), order S W W1 W1 W S
+#      (scripts/device/arms.sh flags; $OUT/arm_S.jsonl, $OUT/arm_W.jsonl, ...);
+#   3  S and W for decode-8b-int4 and decode-123b-int4.
 # Usage (a `run` call carrying [".device/bundle.txz"] from scripts/device/pack.sh
 # with PACK_TARGETS holding gpu_kernels_test gpu_cuda_model_runner_test
 # cuda_memory_plan_test onecard-bench-cuda):
@@ -29,7 +30,8 @@ if wants 1; then
   done
 fi
 if wants 2; then
-  BENCH_TIMEOUT=240 bash scripts/device/arms.sh flags "S= W=--int4_wgmma_from_rows=17" \
+  BENCH_TIMEOUT=240 bash scripts/device/arms.sh flags \
+    "S= W=--int4_wgmma_from_rows=17 W1=--int4_wgmma_from_rows=17,--int4_wgmma_cluster=1" \
     "decode-70b-int4 --batches 16,32,64,128"
 fi
 if wants 3; then

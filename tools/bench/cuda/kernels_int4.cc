@@ -63,12 +63,14 @@ using Shape = ProjectionCase;
 
 // A launch shape: the rows, and the kernel (kAuto: what the runner gets;
 // the others, suffixed, for the comparison of the kernels and of the tiled
-// and wgmma kernels' tile heights: _t16.._t128, _w64 and _w128).
+// and wgmma kernels' tile heights and clusters: _t16.._t128, _w64c1..
+// _w128c4).
 struct Variant {
   int32_t rows;
   engine::Int4GemmPath path = engine::Int4GemmPath::kAuto;
   int32_t tile_rows = 0;
   std::string suffix;
+  int32_t cluster = 0;  // kWgmma
 };
 
 std::vector<Variant> Variants() {
@@ -86,7 +88,10 @@ std::vector<Variant> Variants() {
     }
     for (int32_t tile : {64, 128}) {
       if (tile > 4 * rows) continue;
-      out.push_back({rows, Int4GemmPath::kWgmma, tile, absl::StrCat("_w", tile)});
+      for (int32_t cluster : {1, 2, 4}) {
+        out.push_back(
+            {rows, Int4GemmPath::kWgmma, tile, absl::StrCat("_w", tile, "c", cluster), cluster});
+      }
     }
   }
   return out;
@@ -107,6 +112,7 @@ absl::Status ShapeCases(const Ceilings& ceil, const Shape& s, cudaStream_t strea
                              s, rot.View(next++, s.n, s.k), x.get(), y.get(), rows, ws, ws_bytes);
                          p.path = v.path;
                          p.tile_rows = v.tile_rows;
+                         p.cluster = v.cluster;
                          RETURN_IF_ERROR(engine::Int4Gemm(p, stream));
                        }
                        return absl::OkStatus();
