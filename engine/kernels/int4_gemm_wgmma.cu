@@ -95,7 +95,7 @@ struct Args : int4::LaunchArgs {
   int32_t split_tiles;  // k tiles a split (a multiple of kStageTiles)
 };
 
-// p (+)= a x (x's k16 step at desc): m64nkN k16.
+// p (+)= a x (x's k16 step at desc): m64nNk16 with N = kN.
 template <int kN>
 __device__ __forceinline__ void Wgmma(float (&p)[kN / 2], const uint32_t (&a)[4], uint64_t desc,
                                       bool accumulate) {
