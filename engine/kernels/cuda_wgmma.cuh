@@ -1,7 +1,7 @@
 // Thin wrappers over Hopper's warpgroup MMA (wgmma, sm_90a; PTX ISA
 // "Asynchronous Warpgroup Level Matrix Multiply-Accumulate"), for kernels
 // whose four warps (one warpgroup, 128 threads) issue them together:
-// - WgmmaM64N64K16 / WgmmaM64N128K16: d (64 x N, f32) (+)= a (64 x 16, bf16 or
+// - WgmmaM64N16K16 .. WgmmaM64N128K16: d (64 x N, f32) (+)= a (64 x 16, bf16 or
 //   f16, in registers) x b (16 x N, shared memory, by descriptor);
 //   WgmmaM64N64K16Ss: a K-major in shared memory too. The
 //   register layouts are mma.sync m16n8k16's (cuda_ptx.cuh) with warp w of
@@ -90,6 +90,28 @@ __device__ __forceinline__ void FenceProxyAsyncShared() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 
+#define ONECARD_WGMMA_M64N16K16_RS(TYPE)                                                    \
+  asm volatile(                                                                             \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\n"                                          \
+      "wgmma.mma_async.sync.aligned.m64n16k16.f32." TYPE "." TYPE                           \
+      " {%0, %1, %2, %3, %4, %5, %6, %7}, {%8, %9, %10, %11}, %12, p, 1, 1, %14;\n}\n"      \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), \
+        "+f"(d[7])                                                                          \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate ? 1 : 0),   \
+        "n"(kTransB))
+
+#define ONECARD_WGMMA_M64N32K16_RS(TYPE)                                                        \
+  asm volatile(                                                                                 \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"                                              \
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32." TYPE "." TYPE                               \
+      " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15},"                \
+      " {%16, %17, %18, %19}, %20, p, 1, 1, %22;\n}\n"                                          \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),     \
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), \
+        "+f"(d[14]), "+f"(d[15])                                                                \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate ? 1 : 0),       \
+        "n"(kTransB))
+
 #define ONECARD_WGMMA_M64N64K16_RS(TYPE)                                                           \
   asm volatile(                                                                                    \
       "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"                                                 \
@@ -152,6 +174,27 @@ __device__ __forceinline__ void FenceProxyAsyncShared() {
         "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])                                         \
       : "l"(desc_a), "l"(desc_b), "r"(accumulate ? 1 : 0))
 
+// d (+)= a x b: 64 x 16 and 64 x 32.
+template <bool kF16, int kTransB>
+__device__ __forceinline__ void WgmmaM64N16K16(float (&d)[8], const uint32_t (&a)[4],
+                                               uint64_t desc_b, bool accumulate) {
+  if constexpr (kF16) {
+    ONECARD_WGMMA_M64N16K16_RS("f16");
+  } else {
+    ONECARD_WGMMA_M64N16K16_RS("bf16");
+  }
+}
+
+template <bool kF16, int kTransB>
+__device__ __forceinline__ void WgmmaM64N32K16(float (&d)[16], const uint32_t (&a)[4],
+                                               uint64_t desc_b, bool accumulate) {
+  if constexpr (kF16) {
+    ONECARD_WGMMA_M64N32K16_RS("f16");
+  } else {
+    ONECARD_WGMMA_M64N32K16_RS("bf16");
+  }
+}
+
 // d (+)= a x b: 64 x 64 (accumulate false: d = a x b).
 template <bool kF16, int kTransB>
 __device__ __forceinline__ void WgmmaM64N64K16(float (&d)[32], const uint32_t (&a)[4],
@@ -188,6 +231,8 @@ __device__ __forceinline__ void WgmmaM64N64K16Ss(float (&d)[32], uint64_t desc_a
 #undef ONECARD_WGMMA_M64N64K16_SS
 #undef ONECARD_WGMMA_M64N64K16_RS
 #undef ONECARD_WGMMA_M64N128K16_RS
+#undef ONECARD_WGMMA_M64N32K16_RS
+#undef ONECARD_WGMMA_M64N16K16_RS
 
 }  // namespace onecard::engine::cuda
 

@@ -17,7 +17,7 @@
 //     warp 32 W rows x tile_rows / 2 x rows, cp.async stages; for the
 //     tensor-core rate of the middle steps.
 //   kWgmma (int4_gemm_wgmma.cu; builds for sm_90a only): blocks of 128 W
-//     rows x 64 or 128 x rows on Hopper's warpgroup MMA, stages by the copy
+//     rows x 16-128 x rows on Hopper's warpgroup MMA, stages by the copy
 //     engine (codes) and TMA (x); groups of a multiple of 128 without mins
 //     only (Int4GemmWgmmaFits).
 // kAuto takes kStream up to kInt4GemmTiledFromRows - 1 rows, then kTiled
@@ -82,7 +82,7 @@ struct Int4GemmParams {
   bool silu_mul_y = false;       // BF16 y only, not with add_to_y
   int32_t rows = 0;
   Int4GemmPath path = Int4GemmPath::kAuto;
-  // kTiled: x rows a block, 16, 32, 64 or 128; kWgmma: 64 or 128; 0 picks
+  // kTiled: x rows a block, 16, 32, 64 or 128; kWgmma: the same; 0 picks
   // by rows (Int4GemmTiledRows, Int4GemmWgmmaRows).
   int32_t tile_rows = 0;
   // kWgmma: blocks a thread block cluster, 1, 2 or 4, sharing x's stages by
@@ -161,7 +161,8 @@ bool Int4GemmWgmmaFits(const Int4GemmParams& params);
 int32_t Int4GemmWgmmaRows(const Int4GemmParams& params);
 // The cluster size of a kWgmma launch: params.cluster, else `setting`
 // (LaunchSettings::int4_wgmma_cluster), and 1 where it does not divide the
-// weight's row groups (of kInt4GemmRowGroup rows).
+// weight's row groups (of kInt4GemmRowGroup rows) or would leave a block
+// fewer than 8 of its tile's x rows to copy.
 int32_t Int4GemmWgmmaCluster(const Int4GemmParams& params, int32_t setting);
 
 absl::Status Int4GemmRef(const Int4GemmParams& params);

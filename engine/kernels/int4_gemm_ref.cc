@@ -88,13 +88,13 @@ bool Int4GemmWgmmaFits(const Int4GemmParams& p) {
 
 int32_t Int4GemmWgmmaRows(const Int4GemmParams& p) {
   if (p.tile_rows != 0) return p.tile_rows;
-  return p.rows <= 64 ? 64 : 128;
+  return p.rows <= 16 ? 16 : p.rows <= 32 ? 32 : p.rows <= 64 ? 64 : 128;
 }
 
 int32_t Int4GemmWgmmaCluster(const Int4GemmParams& p, int32_t setting) {
   const int32_t g = p.cluster != 0 ? p.cluster : setting;
   const int64_t row_groups = (p.w.n + kInt4GemmRowGroup - 1) / kInt4GemmRowGroup;
-  return g > 1 && row_groups % g == 0 ? g : 1;
+  return g > 1 && row_groups % g == 0 && Int4GemmWgmmaRows(p) / g >= 8 ? g : 1;
 }
 
 int32_t Int4GemmTiledRows(const Int4GemmParams& p) {
@@ -146,11 +146,6 @@ absl::Status CheckInt4GemmParams(const Int4GemmParams& p, absl::string_view op) 
                                                  "setting), 1, 2, 4"));
   }
   if (p.path == Int4GemmPath::kWgmma) {
-    if (p.tile_rows != 0 && p.tile_rows != 64 && p.tile_rows != 128) {
-      return absl::UnimplementedError(
-          absl::StrCat(op, ": tile_rows=", p.tile_rows,
-                       " is not supported on path kWgmma; supported: 0, 64, 128"));
-    }
     if (!Int4GemmWgmmaFits(p)) {
       return absl::UnimplementedError(absl::StrCat(
           op, ": path kWgmma does not take group=", w.group, " k=", w.k, " with ",

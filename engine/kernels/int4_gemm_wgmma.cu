@@ -2,7 +2,7 @@
 // the middle steps on Hopper's warpgroup MMA, for the tensor-core rate that
 // kTiled's mma.sync does not reach. Design:
 // - A block computes one output tile: a row group of W (8 row tiles, 128
-//   rows) against kN = 64 or 128 rows of x. Two consumer warpgroups take 64
+//   rows) against kN = 16, 32, 64 or 128 rows of x. Two consumer warpgroups take 64
 //   W rows each; warp w of warpgroup h owns row tile 4 h + w, whose code
 //   words are, lane by lane, the A fragments of wgmma m64nNk16 (the register
 //   layout of mma.m16n8k16's A, cuda_wgmma.cuh) once regathered to column
@@ -75,7 +75,7 @@ constexpr int kScaleBytes = 8 * 8 * 4;  // a group's words of a row group
 
 template <int kN>
 struct Cfg {
-  static constexpr int kStages = kN == 128 ? 4 : 6;
+  static constexpr int kStages = kN == 128 ? 4 : kN == 64 ? 6 : 8;
   static constexpr int kPanelBytes = kN * 128;  // kN rows of one k tile
   static constexpr int kXBytes = kStageTiles * kPanelBytes;
   // x first (1024-byte aligned for the swizzle), then codes, scales, zero
@@ -101,8 +101,12 @@ __device__ __forceinline__ void Wgmma(float (&p)[kN / 2], const uint32_t (&a)[4]
                                       bool accumulate) {
   if constexpr (kN == 128) {
     cuda::WgmmaM64N128K16<false, 0>(p, a, desc, accumulate);
-  } else {
+  } else if constexpr (kN == 64) {
     cuda::WgmmaM64N64K16<false, 0>(p, a, desc, accumulate);
+  } else if constexpr (kN == 32) {
+    cuda::WgmmaM64N32K16<false, 0>(p, a, desc, accumulate);
+  } else {
+    cuda::WgmmaM64N16K16<false, 0>(p, a, desc, accumulate);
   }
 }
 
@@ -434,13 +438,25 @@ absl::Status Launch(Args a, int num_sms, int64_t slot_bytes, cudaStream_t stream
 template <int kN, Int4Offsets kKind>
 absl::Status LaunchCluster(const Args& a, int32_t cluster, int num_sms, int64_t slot_bytes,
                            cudaStream_t stream) {
-  switch (cluster) {
-    case 4:
-      return Launch<kN, kKind, 4>(a, num_sms, slot_bytes, stream);
-    case 2:
-      return Launch<kN, kKind, 2>(a, num_sms, slot_bytes, stream);
+  if constexpr (kN >= 32) {  // a block's part of the rows: whole 8-row swizzle atoms
+    if (cluster == 4) return Launch<kN, kKind, 4>(a, num_sms, slot_bytes, stream);
+  }
+  if (cluster == 2) return Launch<kN, kKind, 2>(a, num_sms, slot_bytes, stream);
+  return Launch<kN, kKind, 1>(a, num_sms, slot_bytes, stream);
+}
+
+template <Int4Offsets kKind>
+absl::Status LaunchRows(const Args& a, int32_t tile_rows, int32_t cluster, int num_sms,
+                        int64_t slot_bytes, cudaStream_t stream) {
+  switch (tile_rows) {
+    case 16:
+      return LaunchCluster<16, kKind>(a, cluster, num_sms, slot_bytes, stream);
+    case 32:
+      return LaunchCluster<32, kKind>(a, cluster, num_sms, slot_bytes, stream);
+    case 64:
+      return LaunchCluster<64, kKind>(a, cluster, num_sms, slot_bytes, stream);
     default:
-      return Launch<kN, kKind, 1>(a, num_sms, slot_bytes, stream);
+      return LaunchCluster<128, kKind>(a, cluster, num_sms, slot_bytes, stream);
   }
 }
 
@@ -462,13 +478,10 @@ absl::Status LaunchInt4GemmWgmma(const Int4GemmParams& p, int num_sms, cudaStrea
   const int64_t slot_bytes = Int4GemmWorkspace(p.w.n, num_sms).slot_bytes;
   const int32_t tile_rows = Int4GemmWgmmaRows(p);
   const int32_t cluster = Int4GemmWgmmaCluster(p, GetLaunchSettings().int4_wgmma_cluster);
-  const bool sym = p.w.offset_kind == Int4Offsets::kSymmetric;
-  if (tile_rows == 64) {
-    return sym ? LaunchCluster<64, Int4Offsets::kSymmetric>(a, cluster, num_sms, slot_bytes, stream)
-               : LaunchCluster<64, Int4Offsets::kZero>(a, cluster, num_sms, slot_bytes, stream);
+  if (p.w.offset_kind == Int4Offsets::kSymmetric) {
+    return LaunchRows<Int4Offsets::kSymmetric>(a, tile_rows, cluster, num_sms, slot_bytes, stream);
   }
-  return sym ? LaunchCluster<128, Int4Offsets::kSymmetric>(a, cluster, num_sms, slot_bytes, stream)
-             : LaunchCluster<128, Int4Offsets::kZero>(a, cluster, num_sms, slot_bytes, stream);
+  return LaunchRows<Int4Offsets::kZero>(a, tile_rows, cluster, num_sms, slot_bytes, stream);
 #else
   (void)p, (void)num_sms, (void)stream;
   return absl::UnimplementedError(

@@ -164,6 +164,13 @@ std::vector<Int4Case> Cases() {
        4},
       {"wgmma_c4_left_to_1_f32_r40", 176, 4096, 128, sym, 40, none, Out::kF32, kWgmma, 0, kOff, 0,
        4},
+      // Tiles of 16 and 32 x rows, in clusters of 2 and 4 (8 rows a block),
+      // and of 16 rows left to 1 block where 4 would leave 4 rows a block.
+      {"wgmma16_sym_add_r16", 4096, 4096, 128, sym, 16, none, Out::kAdd, kWgmma, 16},
+      {"wgmma32_zero_silu_r20", 2048, 2048, 128, zero, 20, none, Out::kSilu, kWgmma, 32, kOff, 0,
+       4},
+      {"wgmma16_c4_left_to_1_r3", 1024, 2048, 128, sym, 3, none, Out::kBf16, kWgmma, 16, kOff, 0,
+       4},
       {"wgmma_auto_gateup8b_silu_r96", 28672, 4096, 128, sym, 96, none, Out::kSilu, kAuto, 0, kOff,
        17},
       {"wgmma_auto_float_left_tiled_r96", 2048, 2048, 128, fl, 96, none, Out::kBf16, kAuto, 0, kOff,

@@ -9,6 +9,7 @@
 #include <numeric>
 #include <random>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -199,9 +200,10 @@ TEST(Int4GemmRefTest, PicksThePathByRows) {
 }
 
 // kWgmma takes symmetric and zero-point groups of a multiple of 128 columns
-// over k % 128 == 0, without a prologue, x 16-byte aligned; x tiles of 64
-// rows up to 64 rows, then 128. Asked for where it does not fit, the checks
-// refuse naming the group, k and what it takes.
+// over k % 128 == 0, without a prologue, x 16-byte aligned; x tiles of the
+// least of 16, 32, 64 and 128 rows that holds the rows, 128 past that. Asked
+// for where it does not fit, the checks refuse naming the group, k and what
+// it takes.
 TEST(Int4GemmRefTest, WgmmaTakesWholeStagesOfGroupsWithoutMins) {
   Fixture f = Make(256, 1024, 128, Int4Offsets::kZero, 40);
   std::vector<uint16_t> y(40 * 256);
@@ -210,22 +212,25 @@ TEST(Int4GemmRefTest, WgmmaTakesWholeStagesOfGroupsWithoutMins) {
   EXPECT_TRUE(Int4GemmWgmmaFits(f.p));
   EXPECT_TRUE(CheckInt4GemmParams(f.p, "op").ok());
   EXPECT_FALSE(Int4GemmUsesTiled(f.p));
-  EXPECT_EQ(Int4GemmWgmmaRows(f.p), 64);
-  f.p.rows = 65;
-  EXPECT_EQ(Int4GemmWgmmaRows(f.p), 128);
-  f.p.tile_rows = 64;
-  EXPECT_EQ(Int4GemmWgmmaRows(f.p), 64);
+  for (const auto [rows, tile] : {std::pair{1, 16}, std::pair{16, 16}, std::pair{17, 32},
+                                  std::pair{40, 64}, std::pair{65, 128}, std::pair{256, 128}}) {
+    f.p.rows = rows;
+    EXPECT_EQ(Int4GemmWgmmaRows(f.p), tile) << rows;
+  }
   f.p.tile_rows = 32;
-  const absl::Status tile = CheckInt4GemmParams(f.p, "op");
-  EXPECT_EQ(tile.code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(tile.message(), ::testing::HasSubstr("on path kWgmma"));
+  EXPECT_EQ(Int4GemmWgmmaRows(f.p), 32);
   f.p.tile_rows = 0;
+  f.p.rows = 40;
   // Clusters: the params' size, else the setting's; 1 where it does not
-  // divide the row groups (256 rows: 2).
+  // divide the row groups (256 rows: 2) or leaves a block under 8 x rows.
   EXPECT_EQ(Int4GemmWgmmaCluster(f.p, 2), 2);
   EXPECT_EQ(Int4GemmWgmmaCluster(f.p, 4), 1);
   f.p.cluster = 1;
   EXPECT_EQ(Int4GemmWgmmaCluster(f.p, 2), 1);
+  f.p.cluster = 2;
+  f.p.rows = 16;
+  EXPECT_EQ(Int4GemmWgmmaCluster(f.p, 1), 2);  // 16-row tiles: 8 rows a block
+  f.p.rows = 40;
   f.p.cluster = 3;
   const absl::Status cluster = CheckInt4GemmParams(f.p, "op");
   EXPECT_EQ(cluster.code(), absl::StatusCode::kUnimplemented);

@@ -63,7 +63,7 @@ using Shape = ProjectionCase;
 
 // A launch shape: the rows, and the kernel (kAuto: what the runner gets;
 // the others, suffixed, for the comparison of the kernels and of the tiled
-// and wgmma kernels' tile heights and clusters: _t16.._t128, _w64c1..
+// and wgmma kernels' tile heights and clusters: _t16.._t128, _w16c1..
 // _w128c4).
 struct Variant {
   int32_t rows;
@@ -86,9 +86,10 @@ std::vector<Variant> Variants() {
       if (tile > 2 * rows || tile < rows / 8) continue;
       out.push_back({rows, Int4GemmPath::kTiled, tile, absl::StrCat("_t", tile)});
     }
-    for (int32_t tile : {64, 128}) {
-      if (tile > 4 * rows) continue;
+    for (int32_t tile : {16, 32, 64, 128}) {
+      if (tile > 4 * rows || 4 * tile < rows) continue;
       for (int32_t cluster : {1, 2, 4}) {
+        if (tile / cluster < 8) continue;
         out.push_back(
             {rows, Int4GemmPath::kWgmma, tile, absl::StrCat("_w", tile, "c", cluster), cluster});
       }
