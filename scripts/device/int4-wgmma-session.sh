@@ -11,16 +11,34 @@
 #      17 rows in clusters of 2 (W: --int4_wgmma_from_rows=17, the cluster
 #      setting's default) and of 1 (W1: no multicast), order S W W1 W1 W S
 #      (scripts/device/arms.sh flags; $OUT/arm_S.jsonl, $OUT/arm_W.jsonl, ...);
-#   3  S and W for decode-8b-int4 and decode-123b-int4.
+#   3  S and W for decode-8b-int4 and decode-123b-int4;
+#   q  (alone, for a call with little device time left) instead of part 1:
+#      the kWgmma MatchesReference cases only (GTEST_FILTER), kernels-int4 on
+#      70B gate_up and down, then decode-70b-int4 at batches 64 and 128 with
+#      kWgmma from 17 rows ($OUT/wgmma.jsonl) and as served.
 # Usage (a `run` call carrying [".device/bundle.txz"] from scripts/device/pack.sh
 # with PACK_TARGETS holding gpu_kernels_test gpu_cuda_model_runner_test
 # cuda_memory_plan_test onecard-bench-cuda):
 #   export OUT; INT4_WGMMA_PART=1 bash scripts/device/int4-wgmma-session.sh
 set -uo pipefail
+part=${INT4_WGMMA_PART:-all}
+if [[ $part == q ]]; then
+  export GTEST_FILTER='*Int4GemmTest*wgmma*:*Int4Dequant*'
+  export SESSION_TESTS=always
+fi
 # shellcheck source=scripts/device/session.sh
 source scripts/device/session.sh
-part=${INT4_WGMMA_PART:-all}
 wants() { [[ $part == all || " $part " == *" $1 "* ]]; }  # wants N: part N is asked for
+if [[ $part == q ]]; then
+  grep -E "^\[  (FAILED|PASSED) \]|FAILED|Failure|Expected|Which is" "$OUT/tests_run.txt" | head -40
+  for shape in llama3-70b_gate_up llama3-70b_down; do
+    bench 90 kernels-int4 --shape "$shape"
+  done
+  bench 150 decode-70b-int4 --batches 64,128 --int4_wgmma_from_rows=17 \
+    --results "$OUT/wgmma.jsonl"
+  bench 150 decode-70b-int4 --batches 64,128
+  grep -E "tok/s" "$OUT/bench.log" | tail -8
+fi
 if wants 1; then
   grep -E "^\[  (FAILED|PASSED|  SKIPPED) \]|Int4GemmTest.*wgmma.*(OK|FAILED)" \
     "$OUT/tests_run.txt" 2>/dev/null | tail -40
