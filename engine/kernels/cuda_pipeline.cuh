@@ -1,12 +1,16 @@
 // Hopper's asynchronous copy pipeline, as thin wrappers: shared-memory
 // mbarriers (init, arrive, arrive with an expected byte count, parity wait)
 // and the bulk copy engine's 1-D global -> shared copies and 2-D tensor
-// copies (TMA) that complete on an mbarrier (cp.async.bulk; sm_90). A producer announces the bytes
-// of a stage (ArriveExpectTx), issues its BulkCopy calls (and CpAsync16 pieces, each lane then
-// CpAsyncArriveNoinc), and consumers wait on the stage's barrier parity; consumers release a stage
-// with Arrive on a second barrier that the producer waits on before refilling it. Shared memory
-// written with ordinary stores that the copy engine writes next needs FenceProxyAsync() in the
-// writing thread first. Thread block clusters (sm_90): a block's rank in its cluster, the cluster
+// copies (TMA, also multicast to a cluster) that complete on an mbarrier
+// (cp.async.bulk; sm_90). A producer announces the bytes of a stage
+// (ArriveExpectTx), issues its BulkCopy calls (and CpAsync16 pieces, each
+// lane then CpAsyncArriveNoinc), and consumers wait on the stage's barrier
+// parity; consumers release a stage with Arrive (MbarrierArriveCluster for
+// a barrier of another block of the cluster) on a second barrier that the
+// producer waits on before refilling it.
+// Shared memory written with ordinary stores that the copy engine writes
+// next needs FenceProxyAsync() in the writing thread first.
+// Thread block clusters (sm_90): a block's rank in its cluster, the cluster
 // barrier (every thread of every block of the cluster arrives; a thread that
 // waits returns once all have), and a 16-byte store into another block's
 // shared memory (distributed shared memory: the same offset in block `rank`)

@@ -148,8 +148,9 @@ absl::Status CheckInt4GemmParams(const Int4GemmParams& p, absl::string_view op) 
   if (p.path == Int4GemmPath::kWgmma) {
     if (!Int4GemmWgmmaFits(p)) {
       return absl::UnimplementedError(absl::StrCat(
-          op, ": path kWgmma does not take group=", w.group, " k=", w.k, " with ",
-          w.offset_kind == Int4Offsets::kFloat ? "mins (kFloat)" : "its offset kind",
+          op, ": path kWgmma does not take group=", w.group, " k=", w.k,
+          w.offset_kind == Int4Offsets::kFloat ? " with mins (kFloat)" : "",
+          reinterpret_cast<uintptr_t>(p.x) % 16 == 0 ? "" : " with x not 16-byte aligned",
           "; supported: symmetric or zero-point groups of a multiple of 128 columns, k % 128 == 0, "
           "no prologue, x 16-byte aligned"));
     }

@@ -1,24 +1,25 @@
 // Int4Gemm's kWgmma kernel (see int4_gemm.h; the layout in int4_layout.h):
 // the middle steps on Hopper's warpgroup MMA, for the tensor-core rate that
 // kTiled's mma.sync does not reach. Design:
-// - A block computes one output tile: a row group of W (8 row tiles, 128
-//   rows) against kN = 16, 32, 64 or 128 rows of x. Two consumer warpgroups take 64
-//   W rows each; warp w of warpgroup h owns row tile 4 h + w, whose code
-//   words are, lane by lane, the A fragments of wgmma m64nNk16 (the register
-//   layout of mma.m16n8k16's A, cuda_wgmma.cuh) once regathered to column
-//   order (Int4ColumnOrderWord: two 16-byte loads and a byte_perm a word).
-//   x is wgmma's B operand from shared memory (K-major, 128-byte swizzle).
+// - A block computes one output tile: a row group of W (8 row tiles, 128 rows)
+//   against kN = 16, 32, 64 or 128 rows of x. Two consumer warpgroups take 64
+//   W rows each; warp w of warpgroup h owns row tile 4 h + w, whose code words
+//   are, lane by lane, the A fragments of wgmma m64nNk16 (the register layout
+//   of mma.m16n8k16's A, cuda_wgmma.cuh) once regathered to column order
+//   (Int4ColumnOrderWord: two 16-byte loads and a byte_perm a word). x is
+//   wgmma's B operand from shared memory (K-major, 128-byte swizzle).
 // - Exact arithmetic, as the other kernels': a code word's nibbles | 0x4300
 //   are the bf16 values 128 + q, minus 128 + z (136 symmetric) the exact q - z;
 //   the wgmmas sum p = sum (q - z) x over a group in fp32 and acc += s p once
 //   a group. So groups are whole stages: group % 128 == 0, k % 128 == 0, and
 //   no mins (kFloat stays on kTiled).
-// - Stages of 128 columns (two k tiles), kStages deep, on mbarriers: a
-//   producer warp's lane brings a stage's codes (one bulk copy: the row
-//   group's two k tiles are contiguous), its group's scales (and zero
-//   points), and x by two TMA tensor copies (64 columns x kN rows each, the
-//   128-byte swizzle wgmma reads; rows past `rows` arrive as zeros). The
-//   weights of the first stages are requested before griddepcontrol.wait.
+// - Stages of 128 columns (two k tiles), kStages deep, on mbarriers: one lane
+//   of a producer warpgroup (its registers given to the consumers by
+//   setmaxnreg) brings a stage's codes (one bulk copy: the row group's two k
+//   tiles are contiguous), its group's scales (and zero points), and x by two
+//   TMA tensor copies (64 columns x kN rows each, the 128-byte swizzle wgmma
+//   reads; rows past `rows` arrive as zeros). The weights of the first stages
+//   are requested before griddepcontrol.wait.
 // - A warpgroup waits for its stage, dequantizes its 8 k16 A fragments,
 //   issues 8 wgmmas and waits for them, releases the stage (one arrival a
 //   warp), then applies the scale where a group ends. The two warpgroups
@@ -187,14 +188,15 @@ __device__ __forceinline__ void Produce(const Args& a, const Place<kN, kG>& pl) 
   constexpr int kSliceRows = kN / kG;
   const int32_t stage_bytes = C::kXBytes + pl.g * kStageTiles * kInt4TileBytes +
                               pl.g * 32 * (kKind == Int4Offsets::kSymmetric ? 1 : 2);
-  const unsigned char* codes =
-      reinterpret_cast<const unsigned char*>(a.codes) + int64_t{pl.rg} * 8 * a.k_tiles * 512;
+  const unsigned char* codes = reinterpret_cast<const unsigned char*>(a.codes) +
+                               int64_t{pl.rg} * 8 * a.k_tiles * kInt4TileBytes;
   auto weights = [&](int32_t s) {
     const int b = s % S;
     const int32_t kt = pl.kt_begin + kStageTiles * s;
     cuda::MbarrierArriveExpectTx(&pl.full[b], stage_bytes);
-    cuda::BulkCopy(pl.smem + C::kCodesAt + b * kCodeBytes, codes + int64_t{kt} * pl.g * 512,
-                   pl.g * kStageTiles * kInt4TileBytes, &pl.full[b]);
+    cuda::BulkCopy(pl.smem + C::kCodesAt + b * kCodeBytes,
+                   codes + int64_t{kt} * pl.g * kInt4TileBytes, pl.g * kStageTiles * kInt4TileBytes,
+                   &pl.full[b]);
     const int64_t word =
         (int64_t{pl.rg} * 8 * a.num_groups + int64_t{kt * kInt4TileCols / a.group} * pl.g) * 8;
     cuda::BulkCopy(pl.smem + C::kScalesAt + b * kScaleBytes, a.scales + word, pl.g * 32,
@@ -212,7 +214,7 @@ __device__ __forceinline__ void Produce(const Args& a, const Place<kN, kG>& pl) 
       if constexpr (kG == 1) {
         cuda::TensorCopy2d(dst, &a.x_map, col + t * kInt4TileCols, pl.m0, &pl.full[b]);
       } else {
-        cuda::TensorCopy2dMulticast(dst + pl.rank * kSliceRows * 128, &a.x_map,
+        cuda::TensorCopy2dMulticast(dst + pl.rank * (C::kPanelBytes / kG), &a.x_map,
                                     col + t * kInt4TileCols, pl.m0 + pl.rank * kSliceRows,
                                     &pl.full[b], static_cast<uint16_t>((1 << kG) - 1));
       }
