@@ -552,10 +552,10 @@ absl::StatusOr<std::array<int, kInt4GemmMaxCluster + 1>> ResidentClusters(Kernel
 // A launch of NT row tiles: a cluster split where the launch settings ask
 // for one and the weight's row groups fill the grid in one wave of clusters
 // (Int4GemmClusterSize, ResidentClusters), else stream-K's shares. With
-// `cluster_size` set, only the cluster size it would take (0: stream-K) into
-// it, no launch.
+// `plan` set, only what it would take (Int4GemmClusterPlan) into it, no
+// launch.
 template <int NT, Int4Offsets kKind, bool kNorm, bool kTrace>
-absl::Status Launch(const Args& a, cudaStream_t stream, int32_t* cluster_size) {
+absl::Status Launch(const Args& a, cudaStream_t stream, Int4GemmClusterPlan* plan) {
   static const absl::StatusOr<int> per_sm =
       KernelBlocksPerSm(Int4GemmKernel<NT, kKind, kNorm, kTrace, false>, sizeof(Smem<NT>));
   RETURN_IF_ERROR(per_sm.status());
@@ -572,10 +572,16 @@ absl::Status Launch(const Args& a, cudaStream_t stream, int32_t* cluster_size) {
       RETURN_IF_ERROR(resident.status());
       const int32_t g = Int4GemmClusterSize(a.row_groups, a.k_tiles, capacity);
       if (g > 0 && (*resident)[g] >= a.row_groups) b.cluster = g;
+      if (plan != nullptr) {
+        plan->row_groups = a.row_groups;
+        plan->k_tiles = a.k_tiles;
+        plan->capacity = capacity;
+        plan->resident = *resident;
+      }
     }
   }
-  if (cluster_size != nullptr) {
-    *cluster_size = b.cluster;
+  if (plan != nullptr) {
+    plan->size = b.cluster;
     return absl::OkStatus();
   }
   if constexpr (kClusterSplit<NT> && !kNorm) {
@@ -597,28 +603,29 @@ absl::Status Launch(const Args& a, cudaStream_t stream, int32_t* cluster_size) {
 // whether the launch is traced (a kernel of its own: the served one has no
 // stamps).
 template <Int4Offsets kKind, bool kTrace>
-absl::Status LaunchRows(const Args& a, cudaStream_t stream, int32_t* cluster_size) {
-  if (a.rows > 32) return Launch<8, kKind, false, kTrace>(a, stream, cluster_size);
-  if (a.rows > 16) return Launch<4, kKind, false, kTrace>(a, stream, cluster_size);
-  if (a.rows > 8) return Launch<2, kKind, false, kTrace>(a, stream, cluster_size);
-  if (a.norm_w != nullptr) return Launch<1, kKind, true, kTrace>(a, stream, cluster_size);
-  return Launch<1, kKind, false, kTrace>(a, stream, cluster_size);
+absl::Status LaunchRows(const Args& a, cudaStream_t stream, Int4GemmClusterPlan* plan) {
+  if (a.rows > 32) return Launch<8, kKind, false, kTrace>(a, stream, plan);
+  if (a.rows > 16) return Launch<4, kKind, false, kTrace>(a, stream, plan);
+  if (a.rows > 8) return Launch<2, kKind, false, kTrace>(a, stream, plan);
+  if (a.norm_w != nullptr) return Launch<1, kKind, true, kTrace>(a, stream, plan);
+  return Launch<1, kKind, false, kTrace>(a, stream, plan);
 }
 
-// Launch (or, with cluster_size, its cluster size) for the kernel of a's
+// Launch (or, with plan, what it would take) for the kernel of a's
 // offset kind, rows, prologue and trace.
-absl::Status Dispatch(const Args& a, Int4Offsets kind, cudaStream_t stream, int32_t* cluster_size) {
+absl::Status Dispatch(const Args& a, Int4Offsets kind, cudaStream_t stream,
+                      Int4GemmClusterPlan* plan) {
   const bool trace = a.trace != nullptr;
   switch (kind) {
     case Int4Offsets::kSymmetric:
-      return trace ? LaunchRows<Int4Offsets::kSymmetric, true>(a, stream, cluster_size)
-                   : LaunchRows<Int4Offsets::kSymmetric, false>(a, stream, cluster_size);
+      return trace ? LaunchRows<Int4Offsets::kSymmetric, true>(a, stream, plan)
+                   : LaunchRows<Int4Offsets::kSymmetric, false>(a, stream, plan);
     case Int4Offsets::kZero:
-      return trace ? LaunchRows<Int4Offsets::kZero, true>(a, stream, cluster_size)
-                   : LaunchRows<Int4Offsets::kZero, false>(a, stream, cluster_size);
+      return trace ? LaunchRows<Int4Offsets::kZero, true>(a, stream, plan)
+                   : LaunchRows<Int4Offsets::kZero, false>(a, stream, plan);
     case Int4Offsets::kFloat:
-      return trace ? LaunchRows<Int4Offsets::kFloat, true>(a, stream, cluster_size)
-                   : LaunchRows<Int4Offsets::kFloat, false>(a, stream, cluster_size);
+      return trace ? LaunchRows<Int4Offsets::kFloat, true>(a, stream, plan)
+                   : LaunchRows<Int4Offsets::kFloat, false>(a, stream, plan);
   }
   return absl::UnimplementedError("Int4Gemm: unknown offset kind");
 }
@@ -670,13 +677,13 @@ absl::Status Int4Gemm(const Int4GemmParams& p, cudaStream_t stream) {
   return int4_stream::Dispatch(a, p.w.offset_kind, stream, nullptr);
 }
 
-absl::StatusOr<int32_t> Int4GemmClusterSplit(const Int4GemmParams& p) {
+absl::StatusOr<Int4GemmClusterPlan> Int4GemmClusterSplit(const Int4GemmParams& p) {
   RETURN_IF_ERROR(CheckInt4GemmParams(p, "Int4GemmClusterSplit"));
-  if (UsesWgmma(p) || Int4GemmUsesTiled(p)) return 0;
+  Int4GemmClusterPlan plan;
+  if (UsesWgmma(p) || Int4GemmUsesTiled(p)) return plan;
   ASSIGN_OR_RETURN(const int4_stream::Args a, int4_stream::StreamArgs(p));
-  int32_t g = 0;
-  RETURN_IF_ERROR(int4_stream::Dispatch(a, p.w.offset_kind, nullptr, &g));
-  return g;
+  RETURN_IF_ERROR(int4_stream::Dispatch(a, p.w.offset_kind, nullptr, &plan));
+  return plan;
 }
 
 }  // namespace onecard::engine

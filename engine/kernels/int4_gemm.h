@@ -35,6 +35,7 @@
 #ifndef ONECARD_ENGINE_KERNELS_INT4_GEMM_H_
 #define ONECARD_ENGINE_KERNELS_INT4_GEMM_H_
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -170,11 +171,23 @@ absl::Status Int4GemmRef(const Int4GemmParams& params);
 // references read it (Int4GemmRef, HostLinearRef).
 void Int4WeightRowRef(const Int4WeightView& w, int64_t r, std::vector<float>* row);
 absl::Status Int4Gemm(const Int4GemmParams& params, cudaStream_t stream);
-// The cluster size of Int4Gemm's launch for params under the current launch
-// settings: Int4GemmClusterSize's where LaunchSettings::int4_cluster_split_k
-// asks for a cluster split and the device holds that many clusters resident
-// at once, else 0 (stream-K's shares, or kTiled). Launches nothing.
-absl::StatusOr<int32_t> Int4GemmClusterSplit(const Int4GemmParams& params);
+// What Int4Gemm's launch for params takes under the current launch settings
+// (Int4GemmClusterSplit): `size`, Int4GemmClusterSize's where
+// LaunchSettings::int4_cluster_split_k asks for a cluster split and the
+// device holds that many clusters resident at once, else 0 (stream-K's
+// shares, kTiled or kWgmma); and, where a cluster split was asked for and
+// considered, what decided it: the weight's row groups and k tiles, the
+// grid's resident blocks (`capacity`) and the clusters of each size 2, 4
+// and 8 the device holds resident at once (`resident[g]`).
+struct Int4GemmClusterPlan {
+  int32_t size = 0;
+  int64_t row_groups = 0;
+  int64_t k_tiles = 0;
+  int64_t capacity = 0;
+  std::array<int32_t, kInt4GemmMaxCluster + 1> resident{};
+};
+// Launches nothing.
+absl::StatusOr<Int4GemmClusterPlan> Int4GemmClusterSplit(const Int4GemmParams& params);
 
 }  // namespace onecard::engine
 

@@ -65,10 +65,16 @@ using int4::YKind;
 
 constexpr int kConsumers = 256;             // two warpgroups
 constexpr int kThreads = kConsumers + 128;  // and the producer's
-// Registers a thread after setmaxnreg: an SM's 64K hold the producer
-// warpgroup at 48 and the two consumer warpgroups at 232.
-constexpr int kProducerRegs = 48;
+// Registers a thread: the launch gives every warp kLaunchRegs (64K / 384
+// threads, in steps of 8); setmaxnreg then moves the producer warpgroup's
+// surplus to the consumers through the block's own pool, and an inc waits
+// until the pool holds what it asks, so the two shares fill the launch's
+// allocation exactly.
+constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;
+constexpr int kProducerRegs = 40;
 constexpr int kConsumerRegs = 232;
+static_assert(kProducerRegs * 128 + kConsumerRegs * kConsumers <= kLaunchRegs * kThreads,
+              "setmaxnreg.inc would wait forever for registers the block does not hold");
 constexpr int kStageTiles = 2;                            // k tiles a stage
 constexpr int kSteps = kStageTiles * kInt4TileCols / 16;  // k16 steps a stage
 constexpr int kCodeBytes = kStageTiles * 8 * kInt4TileBytes;

@@ -13,9 +13,11 @@
 #      (scripts/device/arms.sh flags; $OUT/arm_S.jsonl, $OUT/arm_W.jsonl, ...);
 #   3  S and W for decode-8b-int4 and decode-123b-int4;
 #   q  (alone, for a call with little device time left) instead of part 1:
-#      the kWgmma MatchesReference cases only (GTEST_FILTER), kernels-int4 on
-#      70B gate_up and down, then decode-70b-int4 at batches 64 and 128 with
-#      kWgmma from 17 rows ($OUT/wgmma.jsonl) and as served.
+#      the kWgmma and cluster-split MatchesReference cases only (GTEST_FILTER,
+#      gpu_kernels_test under 150 s); where every kWgmma case passed,
+#      kernels-int4 on 70B gate_up and down and 8B gate_up, then
+#      decode-70b-int4 at batches 64 and 128 with kWgmma from 17 rows
+#      ($OUT/wgmma.jsonl) and as served.
 # Usage (a `run` call carrying [".device/bundle.txz"] from scripts/device/pack.sh
 # with PACK_TARGETS holding gpu_kernels_test gpu_cuda_model_runner_test
 # cuda_memory_plan_test onecard-bench-cuda):
@@ -23,21 +25,27 @@
 set -uo pipefail
 part=${INT4_WGMMA_PART:-all}
 if [[ $part == q ]]; then
-  export GTEST_FILTER='*Int4GemmTest*wgmma*:*Int4Dequant*'
-  export SESSION_TESTS=always
+  export GTEST_FILTER='*Int4GemmTest*wgmma*:*Int4GemmTest*cluster*:*Int4Dequant*'
+  export SESSION_TESTS=always KERNELS_TEST_TIMEOUT=150
 fi
 # shellcheck source=scripts/device/session.sh
 source scripts/device/session.sh
 wants() { [[ $part == all || " $part " == *" $1 "* ]]; }  # wants N: part N is asked for
 if [[ $part == q ]]; then
-  grep -E "^\[  (FAILED|PASSED) \]|FAILED|Failure|Expected|Which is" "$OUT/tests_run.txt" | head -40
-  for shape in llama3-70b_gate_up llama3-70b_down; do
-    bench 90 kernels-int4 --shape "$shape"
-  done
-  bench 150 decode-70b-int4 --batches 64,128 --int4_wgmma_from_rows=17 \
-    --results "$OUT/wgmma.jsonl"
-  bench 150 decode-70b-int4 --batches 64,128
-  grep -E "tok/s" "$OUT/bench.log" | tail -8
+  grep -E "^\[  (FAILED|PASSED) \]" "$OUT/tests_run.txt" | head -40
+  grep -A12 -E "Failure" "$OUT/tests.log" | head -80
+  ran=$(grep -cE "^\[ RUN      \] .*/wgmma_" "$OUT/tests.log")
+  passed=$(grep -cE "^\[       OK \] .*/wgmma_" "$OUT/tests.log")
+  echo "kWgmma cases: $passed of $ran passed"
+  if ((ran > 0 && passed == ran)); then
+    for shape in llama3-70b_gate_up llama3-70b_down llama3-8b_gate_up; do
+      bench 90 kernels-int4 --shape "$shape"
+    done
+    bench 150 decode-70b-int4 --batches 64,128 --int4_wgmma_from_rows=17 \
+      --results "$OUT/wgmma.jsonl"
+    bench 150 decode-70b-int4 --batches 64,128
+    grep -E "tok/s" "$OUT/bench.log" | tail -8
+  fi
 fi
 if wants 1; then
   grep -E "^\[  (FAILED|PASSED|  SKIPPED) \]|Int4GemmTest.*wgmma.*(OK|FAILED)" \

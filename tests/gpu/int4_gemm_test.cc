@@ -253,17 +253,21 @@ TEST_P(Int4GemmTest, MatchesReference) {
   p.y = f32 ? static_cast<void*>(dy32.get()) : dy16.get();
   p.workspace = ws.get();
   p.workspace_bytes = ws_bytes;
-  const absl::StatusOr<int32_t> cluster = engine::Int4GemmClusterSplit(p);
-  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  const absl::StatusOr<engine::Int4GemmClusterPlan> plan = engine::Int4GemmClusterSplit(p);
+  ASSERT_TRUE(plan.ok()) << plan.status();
   if (c.cluster != Int4Case::Cluster::kOff) {
     // A split case left to stream-K (0) on a card that holds fewer clusters
-    // at once than the weight has row groups fails here, saying so.
-    EXPECT_EQ(*cluster > 0, c.cluster == Int4Case::Cluster::kSplit)
-        << "cluster size " << *cluster
-        << " (0 for a split case: Int4GemmClusterSize found none, or the card holds fewer "
-           "resident clusters than the weight's row groups)";
+    // at once than the weight has row groups fails here, with the figures
+    // that decided it.
+    EXPECT_EQ(plan->size > 0, c.cluster == Int4Case::Cluster::kSplit)
+        << "cluster size " << plan->size << " for " << plan->row_groups << " row groups of "
+        << plan->k_tiles << " k tiles on a grid of " << plan->capacity
+        << " blocks (Int4GemmClusterSize: "
+        << engine::Int4GemmClusterSize(plan->row_groups, plan->k_tiles, plan->capacity)
+        << "); clusters resident at once of 2, 4, 8 blocks: " << plan->resident[2] << ", "
+        << plan->resident[4] << ", " << plan->resident[8];
   } else {
-    EXPECT_EQ(*cluster, 0);
+    EXPECT_EQ(plan->size, 0);
   }
   ExpectSameBytesTwice(
       [&] {
@@ -313,9 +317,9 @@ TEST_P(Int4GemmTest, MatchesReference) {
   }
   EXPECT_GT(warps, 0);
   EXPECT_EQ(warps % engine::kInt4GemmTraceWarps, 0) << "every consumer warp of a block writes";
-  if (*cluster > 0) {  // a block a (row group, rank)
+  if (plan->size > 0) {  // a block a (row group, rank)
     const int64_t row_groups = (c.n + engine::kInt4GemmRowGroup - 1) / engine::kInt4GemmRowGroup;
-    EXPECT_EQ(warps / engine::kInt4GemmTraceWarps, row_groups * *cluster);
+    EXPECT_EQ(warps / engine::kInt4GemmTraceWarps, row_groups * plan->size);
   }
 }
 

@@ -209,7 +209,9 @@ absl::Status ShapeTimeline(const Ceilings& ceil, const ProjectionCase& s, int32_
     return st;
   };
   // The launches' cluster size (--int4_cluster_split_k; 0: stream-K).
-  ASSIGN_OR_RETURN(const int32_t cluster, engine::Int4GemmClusterSplit(params(traces[0])));
+  ASSIGN_OR_RETURN(const engine::Int4GemmClusterPlan plan,
+                   engine::Int4GemmClusterSplit(params(traces[0])));
+  const int32_t cluster = plan.size;
   for (int i = 0; i < kWarmup; ++i) RETURN_IF_ERROR(launch(nullptr));
   cudaEvent_t e0 = nullptr, e1 = nullptr;
   CUDA_RETURN_IF_ERROR(cudaEventCreate(&e0));
