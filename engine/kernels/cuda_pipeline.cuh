@@ -167,15 +167,16 @@ __device__ __forceinline__ void ClusterArriveRelease() {
   asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
 }
 
-// One arrival (release, cluster scope) on the mbarrier at `bar`'s offset in
-// the shared memory of the cluster's block `rank` (this block's own too).
+// One arrival on the mbarrier at `bar`'s offset in the shared memory of the
+// cluster's block `rank` (this block's own too), with the default semantics
+// (release, CTA scope): enough where what it orders is the thread's reads
+// of a stage (complete before it) against the copy that refills the stage.
 __device__ __forceinline__ void MbarrierArriveCluster(const uint64_t* bar, uint32_t rank) {
   uint32_t remote;
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n"
                : "=r"(remote)
                : "r"(SmemAddr(bar)), "r"(rank));
-  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(remote)
-               : "memory");
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(remote) : "memory");
 }
 
 // Waits until every thread of the cluster has arrived (acquire semantics).

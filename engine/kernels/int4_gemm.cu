@@ -549,8 +549,9 @@ absl::StatusOr<std::array<int, kInt4GemmMaxCluster + 1>> ResidentClusters(Kernel
   return count;
 }
 
-// A launch of NT row tiles: a cluster split where the launch settings ask
-// for one and the weight's row groups fill the grid in one wave of clusters
+// A launch of NT row tiles: a cluster split in the params' clusters
+// (Int4GemmParams::stream_cluster), or where the launch settings ask for one
+// and the weight's row groups fill the grid in one wave of clusters
 // (Int4GemmClusterSize, ResidentClusters), else stream-K's shares. With
 // `plan` set, only what it would take (Int4GemmClusterPlan) into it, no
 // launch.
@@ -566,12 +567,17 @@ absl::Status Launch(const Args& a, cudaStream_t stream, Int4GemmClusterPlan* pla
   Args b = a;
   b.tiles_per_span = TilesPerSpan(a.group, Cfg<NT>::kTpu);
   if constexpr (kClusterSplit<NT> && !kNorm) {
-    if (settings.int4_cluster_split_k) {
+    if (a.stream_cluster > 0 || settings.int4_cluster_split_k) {
+      // (ResidentClusters also gives the cluster kernel its shared memory.)
       static const absl::StatusOr<std::array<int, kInt4GemmMaxCluster + 1>> resident =
           ResidentClusters<NT>(Int4GemmKernel<NT, kKind, kNorm, kTrace, true>);
       RETURN_IF_ERROR(resident.status());
-      const int32_t g = Int4GemmClusterSize(a.row_groups, a.k_tiles, capacity);
-      if (g > 0 && (*resident)[g] >= a.row_groups) b.cluster = g;
+      if (a.stream_cluster > 0) {
+        b.cluster = a.stream_cluster;
+      } else {
+        const int32_t g = Int4GemmClusterSize(a.row_groups, a.k_tiles, capacity);
+        if (g > 0 && (*resident)[g] >= a.row_groups) b.cluster = g;
+      }
       if (plan != nullptr) {
         plan->row_groups = a.row_groups;
         plan->k_tiles = a.k_tiles;
@@ -639,6 +645,7 @@ absl::StatusOr<Args> StreamArgs(const Int4GemmParams& p) {
   a.eps = p.eps;
   a.trace = p.trace;
   a.early_dependents = GetLaunchSettings().early_dependents;
+  a.stream_cluster = p.stream_cluster;
   a.row_groups = static_cast<int32_t>(cuda::CeilDiv(a.n_tiles, int4_stream::kWarps));
   a.iters = int64_t{a.row_groups} * a.k_tiles;
   if (a.iters > std::numeric_limits<int32_t>::max()) {  // a share's walk counts in int32

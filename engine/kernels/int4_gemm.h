@@ -90,6 +90,12 @@ struct Int4GemmParams {
   // TMA multicast (each block copies its part of the rows for all); 0:
   // LaunchSettings::int4_wgmma_cluster (Int4GemmWgmmaCluster).
   int32_t cluster = 0;
+  // kStream up to 16 rows without a prologue: a cluster split in clusters of
+  // this many blocks (2, 4 or 8; a block at least two k tiles), whether or
+  // not its blocks fill the grid and its clusters are resident at once (for
+  // tests and benches); 0: LaunchSettings::int4_cluster_split_k decides
+  // (Int4GemmClusterSize).
+  int32_t stream_cluster = 0;
   // Split-K partial sums and arrival counters (Int4GemmWorkspaceBytes; zero
   // when first used; every launch leaves its counters zero again, the partial
   // sums are rewritten before they are read). Not needed by the reference.
@@ -172,11 +178,11 @@ absl::Status Int4GemmRef(const Int4GemmParams& params);
 void Int4WeightRowRef(const Int4WeightView& w, int64_t r, std::vector<float>* row);
 absl::Status Int4Gemm(const Int4GemmParams& params, cudaStream_t stream);
 // What Int4Gemm's launch for params takes under the current launch settings
-// (Int4GemmClusterSplit): `size`, Int4GemmClusterSize's where
-// LaunchSettings::int4_cluster_split_k asks for a cluster split and the
-// device holds that many clusters resident at once, else 0 (stream-K's
-// shares, kTiled or kWgmma); and, where a cluster split was asked for and
-// considered, what decided it: the weight's row groups and k tiles, the
+// (Int4GemmClusterSplit): `size`, Int4GemmParams::stream_cluster where set,
+// else Int4GemmClusterSize's where LaunchSettings::int4_cluster_split_k asks
+// for a cluster split and the device holds that many clusters resident at
+// once, else 0 (stream-K's shares, kTiled or kWgmma); and, where a cluster
+// split was asked for and considered, what decided it: the weight's row groups and k tiles, the
 // grid's resident blocks (`capacity`) and the clusters of each size 2, 4
 // and 8 the device holds resident at once (`resident[g]`).
 struct Int4GemmClusterPlan {

@@ -145,6 +145,26 @@ absl::Status CheckInt4GemmParams(const Int4GemmParams& p, absl::string_view op) 
                                                  " is not supported; supported: 0 (the launch "
                                                  "setting), 1, 2, 4"));
   }
+  if (p.stream_cluster != 0) {
+    if (p.stream_cluster != 2 && p.stream_cluster != 4 && p.stream_cluster != 8) {
+      return absl::UnimplementedError(absl::StrCat(op, ": stream_cluster=", p.stream_cluster,
+                                                   " is not supported; supported: 0 (the launch "
+                                                   "setting), 2, 4, 8"));
+    }
+    if (p.path != Int4GemmPath::kStream || p.rows > 16 || p.prologue != GemvPrologue::kNone) {
+      return absl::UnimplementedError(
+          absl::StrCat(op, ": stream_cluster=", p.stream_cluster, " with rows=", p.rows,
+                       p.path == Int4GemmPath::kStream ? "" : " off path kStream",
+                       p.prologue == GemvPrologue::kNone ? "" : " and a prologue",
+                       "; a cluster split takes path kStream, up to 16 rows, no prologue"));
+    }
+    const int64_t k_tiles = (w.k + kInt4TileCols - 1) / kInt4TileCols;
+    if (k_tiles < 2 * p.stream_cluster) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          op, ": stream_cluster=", p.stream_cluster, " leaves a block fewer than two of k=", w.k,
+          "'s ", k_tiles, " tiles of ", kInt4TileCols, " columns"));
+    }
+  }
   if (p.path == Int4GemmPath::kWgmma) {
     if (!Int4GemmWgmmaFits(p)) {
       return absl::UnimplementedError(absl::StrCat(

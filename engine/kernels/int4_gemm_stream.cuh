@@ -49,6 +49,7 @@ struct Args : int4::LaunchArgs {
   // 0: stream-K shares. G > 0: a cluster split (int4_gemm_finish.cuh), the
   // grid row_groups x G blocks in clusters of G (ShareOf).
   int32_t cluster;
+  int32_t stream_cluster;  // Int4GemmParams::stream_cluster
 };
 
 // A stage's copy of the row group's codes, scales and offsets keeps their

@@ -69,10 +69,11 @@ constexpr int kThreads = kConsumers + 128;  // and the producer's
 // threads, in steps of 8); setmaxnreg then moves the producer warpgroup's
 // surplus to the consumers through the block's own pool, and an inc waits
 // until the pool holds what it asks, so the two shares fill the launch's
-// allocation exactly.
+// allocation exactly (the producer's 56 keep its cluster variants from
+// spilling; the consumers need no more than 224).
 constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;
-constexpr int kProducerRegs = 40;
-constexpr int kConsumerRegs = 232;
+constexpr int kProducerRegs = 56;
+constexpr int kConsumerRegs = 224;
 static_assert(kProducerRegs * 128 + kConsumerRegs * kConsumers <= kLaunchRegs * kThreads,
               "setmaxnreg.inc would wait forever for registers the block does not hold");
 constexpr int kStageTiles = 2;                            // k tiles a stage

@@ -256,6 +256,44 @@ TEST(Int4GemmRefTest, WgmmaTakesWholeStagesOfGroupsWithoutMins) {
   }
 }
 
+// Int4GemmParams::stream_cluster: 2, 4 or 8 on path kStream, up to 16 rows
+// without a prologue, a block two k tiles or more; refusals name the field.
+TEST(Int4GemmRefTest, StreamClusterTakesKStreamUpTo16RowsWithoutAPrologue) {
+  Fixture f = Make(64, 1024, 128, Int4Offsets::kSymmetric, 16);  // 16 k tiles
+  std::vector<uint16_t> y(16 * 64);
+  f.p.y = y.data();
+  f.p.path = Int4GemmPath::kStream;
+  for (const int32_t g : {2, 4, 8}) {
+    f.p.stream_cluster = g;
+    EXPECT_TRUE(CheckInt4GemmParams(f.p, "op").ok()) << g;
+  }
+  f.p.stream_cluster = 3;
+  const absl::Status size = CheckInt4GemmParams(f.p, "op");
+  EXPECT_EQ(size.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(size.message(), ::testing::HasSubstr("stream_cluster=3"));
+  f.p.stream_cluster = 2;
+  f.p.path = Int4GemmPath::kAuto;
+  const absl::Status path = CheckInt4GemmParams(f.p, "op");
+  EXPECT_EQ(path.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(path.message(), ::testing::HasSubstr("off path kStream"));
+  f.p.path = Int4GemmPath::kStream;
+  f.p.rows = 17;
+  std::vector<uint16_t> y17(17 * 64);
+  f.p.y = y17.data();
+  EXPECT_THAT(CheckInt4GemmParams(f.p, "op").message(), ::testing::HasSubstr("rows=17"));
+  f.p.rows = 16;
+  Fixture short_k = Make(64, 448, 64, Int4Offsets::kSymmetric, 1);  // 7 k tiles
+  short_k.p.y = y.data();
+  short_k.p.path = Int4GemmPath::kStream;
+  short_k.p.stream_cluster = 4;
+  const absl::Status tiles = CheckInt4GemmParams(short_k.p, "op");
+  EXPECT_EQ(tiles.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(tiles.message(), ::testing::HasSubstr("stream_cluster=4"));
+  EXPECT_THAT(tiles.message(), ::testing::HasSubstr("7 tiles"));
+  short_k.p.stream_cluster = 2;
+  EXPECT_TRUE(CheckInt4GemmParams(short_k.p, "op").ok());
+}
+
 // kStream's cluster split (LaunchSettings::int4_cluster_split_k): the largest
 // of 8, 4 and 2 whose blocks fill at least 19/20 of the grid without passing
 // it, each block two k tiles or more; else 0.
