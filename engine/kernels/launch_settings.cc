@@ -18,8 +18,8 @@ std::atomic<int32_t> int4_stream_blocks_per_sm{0};
 std::atomic<bool> early_dependents{true};
 std::atomic<bool> gemv_early_dependents{false};
 std::atomic<bool> int4_cluster_split_k{false};
-std::atomic<int32_t> int4_wgmma_from_rows{0};
-std::atomic<int32_t> int4_wgmma_cluster{2};
+std::atomic<int32_t> int4_wgmma_from_rows{33};
+std::atomic<int32_t> int4_wgmma_cluster{1};
 
 }  // namespace
 

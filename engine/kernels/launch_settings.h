@@ -68,12 +68,16 @@ struct LaunchSettings {
   // Int4Gemm's kAuto path from this many rows (1 to kInt4GemmMaxRows) runs
   // the kWgmma kernel (Hopper's warpgroup MMA) where the weight fits it
   // (Int4GemmWgmmaFits) and the build holds it; 0: kStream and kTiled only.
-  int32_t int4_wgmma_from_rows = 0;
+  // 33: at 32 rows kWgmma and kTiled are level, from 64 kWgmma is ahead (an
+  // H100: 70B 4-bit decode at batch 64 +15 %, 128 +33 %; bench/results'
+  // int4 page).
+  int32_t int4_wgmma_from_rows = 33;
   // Blocks of a kWgmma thread block cluster (1, 2 or 4): a cluster's blocks
   // take consecutive row groups of W against the same x rows, and each copies
   // its part of x's rows into every block's stage (TMA multicast), so x
-  // crosses from L2 once a cluster instead of once a block.
-  int32_t int4_wgmma_cluster = 2;
+  // crosses from L2 once a cluster instead of once a block. 1: measured
+  // faster (clusters of 2 cost 70B 4-bit decode a quarter at batch 64-128).
+  int32_t int4_wgmma_cluster = 1;
 };
 
 // InvalidArgument naming the field for a value out of range; nothing changes then.

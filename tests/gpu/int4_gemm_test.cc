@@ -9,7 +9,8 @@
 // kStream cases a third time with timeline stamps (Int4GemmParams::trace):
 // the same output, each warp's four stamps in order and its SM one of the
 // device's (kWgmma cases and those on kAuto with LaunchSettings::int4_wgmma_from_rows
-// have no stamps). Cluster-split cases (LaunchSettings::int4_cluster_split_k) also
+// have no stamps). Cluster-split cases (Int4GemmParams::stream_cluster, or
+// LaunchSettings::int4_cluster_split_k on shapes it leaves to stream-K) also
 // check that the launch took the split they expect (Int4GemmClusterSplit)
 // and, from the stamps, a block a row group and rank.
 // Tolerance: the kernel rounds where the reference does (x', y), and sums in
@@ -52,12 +53,15 @@ struct Int4Case {
   Out out;
   engine::Int4GemmPath path = engine::Int4GemmPath::kAuto;
   int32_t tile_rows = 0;
-  // With LaunchSettings::int4_cluster_split_k: whether the launch must take
-  // a cluster split (Int4GemmClusterSplit) or fall back to stream-K.
+  // kSplit: a cluster split in clusters of stream_cluster blocks
+  // (Int4GemmParams::stream_cluster); kFallback: with
+  // LaunchSettings::int4_cluster_split_k, a shape the setting leaves to
+  // stream-K (Int4GemmClusterSplit says which the launch takes).
   enum class Cluster { kOff, kSplit, kFallback } cluster = Cluster::kOff;
   // LaunchSettings::int4_wgmma_from_rows for the case (kAuto's kWgmma).
   int32_t wgmma_from_rows = 0;
   int32_t wgmma_cluster = 0;  // Int4GemmParams::cluster
+  int32_t stream_cluster = 0;
 };
 
 std::vector<Int4Case> Cases() {
@@ -121,19 +125,23 @@ std::vector<Int4Case> Cases() {
       {"stream_sym_r33", 4096, 5120, 128, sym, 33, none, Out::kBf16, kStream},
       {"stream_float_silu_r64", 2048, 2048, 32, fl, 64, none, Out::kSilu, kStream},
       {"stream_zero_add_r20", 2048, 4096, 64, zero, 20, none, Out::kAdd, kStream},
-      // Cluster splits (LaunchSettings::int4_cluster_split_k): the 8B and
-      // 70B o / down shapes (clusters of 8 and 4), 9-16 rows (one block an
-      // SM), a partial last row group (253 row tiles), each output kind and
-      // offset kind, groups of 32; and shapes that keep stream-K.
-      {"cluster_o8b_add_r1", 4096, 4096, 128, sym, 1, none, Out::kAdd, kStream, 0, kSplit},
-      {"cluster_o70b_zero_add_r3", 8192, 8192, 128, zero, 3, none, Out::kAdd, kStream, 0, kSplit},
-      {"cluster_down70b_add_r1", 8192, 28672, 128, sym, 1, none, Out::kAdd, kStream, 0, kSplit},
+      // Cluster splits (Int4GemmParams::stream_cluster): the 8B and 70B o /
+      // down shapes in clusters of 8 and 4, 9-16 rows (one block an SM), a
+      // partial last row group (253 row tiles), clusters of 2, each output
+      // kind and offset kind, groups of 32; and shapes that
+      // LaunchSettings::int4_cluster_split_k leaves to stream-K.
+      {"cluster_o8b_add_r1", 4096, 4096, 128, sym, 1, none, Out::kAdd, kStream, 0, kSplit, 0, 0, 8},
+      {"cluster_o70b_zero_add_r3", 8192, 8192, 128, zero, 3, none, Out::kAdd, kStream, 0, kSplit, 0,
+       0, 4},
+      {"cluster_down70b_add_r1", 8192, 28672, 128, sym, 1, none, Out::kAdd, kStream, 0, kSplit, 0,
+       0, 4},
       {"cluster_down8b_float_add_r16", 4096, 14336, 128, fl, 16, none, Out::kAdd, kStream, 0,
-       kSplit},
-      {"cluster_partial_zero_g32_r7", 4048, 4096, 32, zero, 7, none, Out::kBf16, kStream, 0,
-       kSplit},
-      {"cluster_silu_float_r2", 8192, 4096, 64, fl, 2, none, Out::kSilu, kStream, 0, kSplit},
-      {"cluster_f32_r12", 4096, 4096, 128, sym, 12, none, Out::kF32, kStream, 0, kSplit},
+       kSplit, 0, 0, 4},
+      {"cluster_partial_zero_g32_r7", 4048, 4096, 32, zero, 7, none, Out::kBf16, kStream, 0, kSplit,
+       0, 0, 8},
+      {"cluster_silu_float_r2", 8192, 4096, 64, fl, 2, none, Out::kSilu, kStream, 0, kSplit, 0, 0,
+       4},
+      {"cluster_f32_r12", 4096, 4096, 128, sym, 12, none, Out::kF32, kStream, 0, kSplit, 0, 0, 2},
       {"cluster_fallback_smol_o_r1", 576, 576, 32, fl, 1, none, Out::kAdd, kStream, 0, kFallback},
       {"cluster_fallback_qkv8b_r1", 6144, 4096, 128, sym, 1, none, Out::kBf16, kStream, 0,
        kFallback},
@@ -154,7 +162,7 @@ std::vector<Int4Case> Cases() {
       {"wgmma_g384_zero_add_r33", 512, 3072, 384, zero, 33, none, Out::kAdd, kWgmma},
       {"wgmma128_sym_r17", 1024, 4096, 128, sym, 17, none, Out::kBf16, kWgmma, 128},
       {"wgmma64_zero_silu_r129", 2048, 1024, 128, zero, 129, none, Out::kSilu, kWgmma, 64},
-      // Clusters of 1 and 4 (the cases above: the setting's 2), and 4 left
+      // Clusters of 1 and 4 (the cases above: SetUp's 2), and 4 left
       // to 1 where it does not divide the row groups (2).
       {"wgmma_c1_down70b_add_r128", 8192, 28672, 128, sym, 128, none, Out::kAdd, kWgmma, 0, kOff, 0,
        1},
@@ -178,15 +186,18 @@ std::vector<Int4Case> Cases() {
   };
 }
 
-// A case with Int4Case::cluster runs with LaunchSettings::int4_cluster_split_k,
-// one with Int4Case::wgmma_from_rows with LaunchSettings::int4_wgmma_from_rows.
+// A kFallback case runs with LaunchSettings::int4_cluster_split_k,
+// one with Int4Case::wgmma_from_rows with LaunchSettings::int4_wgmma_from_rows
+// (0 otherwise: kAuto never takes kWgmma), and kWgmma's clusters are of 2
+// blocks unless the case sets Int4Case::wgmma_cluster.
 class Int4GemmTest : public ::testing::TestWithParam<Int4Case> {
  protected:
   void SetUp() override {
     saved_ = engine::GetLaunchSettings();
     engine::LaunchSettings s = saved_;
-    s.int4_cluster_split_k = GetParam().cluster != Int4Case::Cluster::kOff;
+    s.int4_cluster_split_k = GetParam().cluster == Int4Case::Cluster::kFallback;
     s.int4_wgmma_from_rows = GetParam().wgmma_from_rows;
+    s.int4_wgmma_cluster = 2;
     ASSERT_TRUE(engine::SetLaunchSettings(s).ok());
   }
   void TearDown() override { ASSERT_TRUE(engine::SetLaunchSettings(saved_).ok()); }
@@ -230,7 +241,8 @@ TEST_P(Int4GemmTest, MatchesReference) {
       .rows = c.rows,
       .path = c.path,
       .tile_rows = c.tile_rows,
-      .cluster = c.wgmma_cluster};
+      .cluster = c.wgmma_cluster,
+      .stream_cluster = c.stream_cluster};
   const std::vector<uint16_t> residual = y16;
   ASSERT_TRUE(engine::Int4GemmRef(p).ok());
 
@@ -256,10 +268,7 @@ TEST_P(Int4GemmTest, MatchesReference) {
   const absl::StatusOr<engine::Int4GemmClusterPlan> plan = engine::Int4GemmClusterSplit(p);
   ASSERT_TRUE(plan.ok()) << plan.status();
   if (c.cluster != Int4Case::Cluster::kOff) {
-    // A split case left to stream-K (0) on a card that holds fewer clusters
-    // at once than the weight has row groups fails here, with the figures
-    // that decided it.
-    EXPECT_EQ(plan->size > 0, c.cluster == Int4Case::Cluster::kSplit)
+    EXPECT_EQ(plan->size, c.stream_cluster)
         << "cluster size " << plan->size << " for " << plan->row_groups << " row groups of "
         << plan->k_tiles << " k tiles on a grid of " << plan->capacity
         << " blocks (Int4GemmClusterSize: "

@@ -20,8 +20,8 @@ TEST(LaunchSettingsTest, DefaultsAreWhatServes) {
   EXPECT_TRUE(s.early_dependents);
   EXPECT_FALSE(s.gemv_early_dependents);
   EXPECT_FALSE(s.int4_cluster_split_k);
-  EXPECT_EQ(s.int4_wgmma_from_rows, 0);
-  EXPECT_EQ(s.int4_wgmma_cluster, 2);
+  EXPECT_EQ(s.int4_wgmma_from_rows, 33);
+  EXPECT_EQ(s.int4_wgmma_cluster, 1);
 }
 
 TEST(LaunchSettingsTest, SetThenGetAndBack) {
@@ -34,10 +34,10 @@ TEST(LaunchSettingsTest, SetThenGetAndBack) {
                                  .early_dependents = false,
                                  .gemv_early_dependents = true,
                                  .int4_cluster_split_k = true,
-                                 .int4_wgmma_from_rows = 33,
+                                 .int4_wgmma_from_rows = 65,
                                  .int4_wgmma_cluster = 4})
                   .ok());
-  EXPECT_EQ(GetLaunchSettings().int4_wgmma_from_rows, 33);
+  EXPECT_EQ(GetLaunchSettings().int4_wgmma_from_rows, 65);
   EXPECT_EQ(GetLaunchSettings().int4_wgmma_cluster, 4);
   EXPECT_TRUE(GetLaunchSettings().int4_cluster_split_k);
   EXPECT_EQ(GetLaunchSettings().int4_stream_blocks_per_sm, 1);
@@ -58,8 +58,8 @@ TEST(LaunchSettingsTest, SetThenGetAndBack) {
   EXPECT_TRUE(GetLaunchSettings().early_dependents);
   EXPECT_FALSE(GetLaunchSettings().gemv_early_dependents);
   EXPECT_FALSE(GetLaunchSettings().int4_cluster_split_k);
-  EXPECT_EQ(GetLaunchSettings().int4_wgmma_from_rows, 0);
-  EXPECT_EQ(GetLaunchSettings().int4_wgmma_cluster, 2);
+  EXPECT_EQ(GetLaunchSettings().int4_wgmma_from_rows, 33);
+  EXPECT_EQ(GetLaunchSettings().int4_wgmma_cluster, 1);
 }
 
 TEST(LaunchSettingsTest, OutOfRangeIsRefusedNamingTheFieldAndChangesNothing) {
@@ -102,7 +102,7 @@ TEST(LaunchSettingsTest, OutOfRangeIsRefusedNamingTheFieldAndChangesNothing) {
     EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
     EXPECT_NE(std::string(st.message()).find("int4_wgmma_from_rows"), std::string::npos) << st;
     EXPECT_TRUE(GetLaunchSettings().programmatic_launch);
-    EXPECT_EQ(GetLaunchSettings().int4_wgmma_from_rows, 0);
+    EXPECT_EQ(GetLaunchSettings().int4_wgmma_from_rows, 33);
   }
   for (int32_t cluster : {0, 3, 8}) {
     const absl::Status st =
@@ -110,7 +110,7 @@ TEST(LaunchSettingsTest, OutOfRangeIsRefusedNamingTheFieldAndChangesNothing) {
     EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
     EXPECT_NE(std::string(st.message()).find("int4_wgmma_cluster"), std::string::npos) << st;
     EXPECT_TRUE(GetLaunchSettings().programmatic_launch);
-    EXPECT_EQ(GetLaunchSettings().int4_wgmma_cluster, 2);
+    EXPECT_EQ(GetLaunchSettings().int4_wgmma_cluster, 1);
   }
 }
 
