@@ -24,7 +24,9 @@
 //   issues 8 wgmmas and waits for them, releases the stage (one arrival a
 //   warp), then applies the scale where a group ends. The two warpgroups
 //   run unsynchronized, so one's dequantization and scaling overlap the
-//   other's wgmmas.
+//   other's wgmmas. With LaunchSettings::int4_wgmma_overlap (clusters of 1)
+//   a warpgroup also dequantizes stage s while its own wgmmas of stage s - 1
+//   run (ConsumeOverlap: two stages' fragments in registers).
 // - Blocks in thread block clusters of kG (1, 2 or 4) along W's row groups:
 //   the cluster's blocks share x's stages, each copying kN / kG of the rows
 //   into all of them (TMA multicast), and a stage is refilled once every
@@ -42,6 +44,7 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <type_traits>
 
 #include "engine/kernels/cuda_check.h"
 #include "engine/kernels/cuda_common.cuh"
@@ -239,73 +242,70 @@ __device__ __forceinline__ void Produce(const Args& a, const Place<kN, kG>& pl) 
   }
 }
 
-// A consumer warp: row tile `warp` of the row group (warpgroup h = warp / 4
-// takes rows 64 h .. 64 h + 63 of its wgmmas), every stage, then the
-// epilogue or its split's part.
-template <int kN, Int4Offsets kKind, int kG>
-__device__ __forceinline__ void Consume(const Args& a, const Place<kN, kG>& pl, int* last_block) {
+// Stage b's A fragments for row tile rtc (in av; zero points into sub) and
+// its scales (rows gr and gr + 8 of the tile).
+template <int kN, Int4Offsets kKind>
+__device__ __forceinline__ uint32_t StageFragments(const unsigned char* smem, int b, int32_t g,
+                                                   int32_t rtc, uint32_t (&sub)[2],
+                                                   uint32_t (&av)[kSteps][4]) {
   using C = Cfg<kN>;
-  constexpr int S = C::kStages;
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int gr = lane >> 2, t4 = lane & 3;
-  const int src_lo = 4 * gr + t4 / 2;     // ColumnOrder's lo lane (hi: + 2)
-  const int32_t rt = warp;                // the warp's row tile
-  const int32_t rtc = min(rt, pl.g - 1);  // a loaded tile for warps past the group's end
-  const uint32_t x_base = cuda::SmemAddr(pl.smem);
-  float acc[kN / 2] = {}, p[kN / 2] = {};
-  uint32_t sub[2] = {kMagic136, kMagic136};
-  for (int32_t s = 0; s < pl.stages; ++s) {
-    const int b = s % S;
-    const int32_t col = (pl.kt_begin + kStageTiles * s) * kInt4TileCols;
-    const bool opens = s == 0 || col % a.group == 0;
-    const bool closes = s == pl.stages - 1 || (col + kStageTiles * kInt4TileCols) % a.group == 0;
-    cuda::MbarrierWait(&pl.full[b], (s / S) & 1);
-    const uint4* codes = reinterpret_cast<const uint4*>(pl.smem + C::kCodesAt + b * kCodeBytes);
-    uint32_t words[kSteps];
+  const int lane = threadIdx.x & 31, gr = lane >> 2, t4 = lane & 3;
+  const int src_lo = 4 * gr + t4 / 2;  // ColumnOrder's lo lane (hi: + 2)
+  const uint4* codes = reinterpret_cast<const uint4*>(smem + C::kCodesAt + b * kCodeBytes);
+  uint32_t words[kSteps];
 #pragma unroll
-    for (int t = 0; t < kStageTiles; ++t) {
-      const uint4* tile = codes + (t * pl.g + rtc) * 32;
-      ColumnOrder(tile[src_lo], tile[src_lo + 2], t4, &words[4 * t]);
-    }
-    const uint32_t* scales =
-        reinterpret_cast<const uint32_t*>(pl.smem + C::kScalesAt + b * kScaleBytes);
-    const uint32_t scale = scales[rtc * 8 + gr];
-    if constexpr (kKind == Int4Offsets::kZero) {
-      const uint32_t z = reinterpret_cast<const uint32_t*>(pl.smem + C::kOffsetsAt +
-                                                           b * kScaleBytes)[rtc * 8 + gr];
-      sub[0] = int4::ZeroPair(z & 0xFFFF);
-      sub[1] = int4::ZeroPair(z >> 16);
-    }
-    uint32_t av[kSteps][4];
-#pragma unroll
-    for (int j = 0; j < kSteps; ++j) {
-#pragma unroll
-      for (int m = 0; m < 4; ++m) av[j][m] = SubBf16x2(Dequant128(words[j], m), sub[m % 2]);
-    }
-    cuda::KeepOperands(av);
-    cuda::KeepOperands(p);
-    cuda::WgmmaFence();
-#pragma unroll
-    for (int j = 0; j < kSteps; ++j) {
-      const uint32_t at = x_base + b * C::kXBytes + (j / 4) * C::kPanelBytes + (j % 4) * 32;
-      Wgmma<kN>(p, av[j], cuda::SmemDescriptor128B(at, 16, 1024), !(opens && j == 0));
-    }
-    cuda::WgmmaCommit();
-    cuda::WgmmaWait<0>();
-    cuda::KeepOperands(p);
-    __syncwarp();
-    if constexpr (kG == 1) {
-      if (lane == 0) cuda::MbarrierArrive(&pl.empty[b]);
-    } else {
-      if (lane < kG) cuda::MbarrierArriveCluster(&pl.empty[b], lane);
-    }
-    if (closes) {
-      const float2 sc = HalfPair(scale);
-#pragma unroll
-      for (int i = 0; i < kN / 2; ++i) acc[i] = fmaf((i & 2) ? sc.y : sc.x, p[i], acc[i]);
-    }
+  for (int t = 0; t < kStageTiles; ++t) {
+    const uint4* tile = codes + (t * g + rtc) * 32;
+    ColumnOrder(tile[src_lo], tile[src_lo + 2], t4, &words[4 * t]);
   }
+  const uint32_t scale =
+      reinterpret_cast<const uint32_t*>(smem + C::kScalesAt + b * kScaleBytes)[rtc * 8 + gr];
+  if constexpr (kKind == Int4Offsets::kZero) {
+    const uint32_t z =
+        reinterpret_cast<const uint32_t*>(smem + C::kOffsetsAt + b * kScaleBytes)[rtc * 8 + gr];
+    sub[0] = int4::ZeroPair(z & 0xFFFF);
+    sub[1] = int4::ZeroPair(z >> 16);
+  }
+#pragma unroll
+  for (int j = 0; j < kSteps; ++j) {
+#pragma unroll
+    for (int m = 0; m < 4; ++m) av[j][m] = SubBf16x2(Dequant128(words[j], m), sub[m % 2]);
+  }
+  return scale;
+}
 
+// The warpgroup's 8 wgmmas of stage b into p (the first overwrites p when
+// `fresh`), committed as one group.
+template <int kN>
+__device__ __forceinline__ void IssueStage(float (&p)[kN / 2], uint32_t (&av)[kSteps][4],
+                                           uint32_t x_stage, bool fresh) {
+  using C = Cfg<kN>;
+  cuda::KeepOperands(av);
+  cuda::KeepOperands(p);
+  cuda::WgmmaFence();
+#pragma unroll
+  for (int j = 0; j < kSteps; ++j) {
+    const uint32_t at = x_stage + (j / 4) * C::kPanelBytes + (j % 4) * 32;
+    Wgmma<kN>(p, av[j], cuda::SmemDescriptor128B(at, 16, 1024), !(fresh && j == 0));
+  }
+  cuda::WgmmaCommit();
+}
+
+// acc += s p, s the scales of rows gr (p[i], i & 2 == 0) and gr + 8.
+template <int kN>
+__device__ __forceinline__ void Fold(float (&acc)[kN / 2], const float (&p)[kN / 2],
+                                     uint32_t scale) {
+  const float2 sc = HalfPair(scale);
+#pragma unroll
+  for (int i = 0; i < kN / 2; ++i) acc[i] = fmaf((i & 2) ? sc.y : sc.x, p[i], acc[i]);
+}
+
+// The end of a consumer warp's work: y from acc, or its split's part.
+template <int kN, int kG>
+__device__ __forceinline__ void Finish(const Args& a, const Place<kN, kG>& pl,
+                                       const float (&acc)[kN / 2], int* last_block) {
+  using C = Cfg<kN>;
+  const int32_t rt = threadIdx.x >> 5;  // the warp's row tile
   if (a.splits == 1) {
     if (rt < pl.g) Epilogue<kN>(a, pl.rg, rt, pl.m0, acc);
     return;
@@ -341,8 +341,99 @@ __device__ __forceinline__ void Consume(const Args& a, const Place<kN, kG>& pl, 
   if (threadIdx.x == 0) *counter = 0;
 }
 
+// A consumer warp: row tile `warp` of the row group (warpgroup h = warp / 4
+// takes rows 64 h .. 64 h + 63 of its wgmmas), every stage, then Finish.
+// Each stage waits for its own wgmmas: the fp32 sums p run over a group and
+// are scaled where it closes.
 template <int kN, Int4Offsets kKind, int kG>
+__device__ __forceinline__ void Consume(const Args& a, const Place<kN, kG>& pl, int* last_block) {
+  using C = Cfg<kN>;
+  constexpr int S = C::kStages;
+  const int lane = threadIdx.x & 31;
+  const int32_t rtc = min(threadIdx.x >> 5, pl.g - 1);  // warps past the group's end: a loaded tile
+  const uint32_t x_base = cuda::SmemAddr(pl.smem);
+  float acc[kN / 2] = {}, p[kN / 2] = {};
+  uint32_t sub[2] = {kMagic136, kMagic136};
+  for (int32_t s = 0; s < pl.stages; ++s) {
+    const int b = s % S;
+    const int32_t col = (pl.kt_begin + kStageTiles * s) * kInt4TileCols;
+    const bool opens = s == 0 || col % a.group == 0;
+    const bool closes = s == pl.stages - 1 || (col + kStageTiles * kInt4TileCols) % a.group == 0;
+    cuda::MbarrierWait(&pl.full[b], (s / S) & 1);
+    uint32_t av[kSteps][4];
+    const uint32_t scale = StageFragments<kN, kKind>(pl.smem, b, pl.g, rtc, sub, av);
+    IssueStage<kN>(p, av, x_base + b * C::kXBytes, opens);
+    cuda::WgmmaWait<0>();
+    cuda::KeepOperands(av);  // read by the wgmmas until here
+    cuda::KeepOperands(p);
+    __syncwarp();
+    if constexpr (kG == 1) {
+      if (lane == 0) cuda::MbarrierArrive(&pl.empty[b]);
+    } else {
+      if (lane < kG) cuda::MbarrierArriveCluster(&pl.empty[b], lane);
+    }
+    if (closes) Fold<kN>(acc, p, scale);
+  }
+  Finish<kN, kG>(a, pl, acc, last_block);
+}
+
+// Consume with a stage's wgmmas in flight while the next stage is
+// dequantized (LaunchSettings::int4_wgmma_overlap; clusters of 1): stage s
+// keeps its fragments in slot s % 2 of av; once they are ready, the warp
+// waits for stage s - 1's wgmmas, releases that stage, scales p where its
+// group closed, and issues stage s's. The same operations in the same order
+// as Consume's, so the same sums bit for bit.
+template <int kN, Int4Offsets kKind>
+__device__ __forceinline__ void ConsumeOverlap(const Args& a, const Place<kN, 1>& pl,
+                                               int* last_block) {
+  using C = Cfg<kN>;
+  constexpr int S = C::kStages;
+  const int lane = threadIdx.x & 31;
+  const int32_t rtc = min(threadIdx.x >> 5, pl.g - 1);
+  const uint32_t x_base = cuda::SmemAddr(pl.smem);
+  float acc[kN / 2] = {}, p[kN / 2] = {};
+  uint32_t av[2][kSteps][4];
+  uint32_t sub[2] = {kMagic136, kMagic136};
+  uint32_t scale_prev = 0;
+  bool closes_prev = false;
+  auto stage = [&](int32_t s, auto slot) {
+    constexpr int kSlot = decltype(slot)::value;
+    const int b = s % S;
+    const int32_t col = (pl.kt_begin + kStageTiles * s) * kInt4TileCols;
+    const bool opens = s == 0 || col % a.group == 0;
+    const bool closes = s == pl.stages - 1 || (col + kStageTiles * kInt4TileCols) % a.group == 0;
+    cuda::MbarrierWait(&pl.full[b], (s / S) & 1);
+    const uint32_t scale = StageFragments<kN, kKind>(pl.smem, b, pl.g, rtc, sub, av[kSlot]);
+    if (s > 0) {
+      cuda::WgmmaWait<0>();
+      cuda::KeepOperands(av[1 - kSlot]);  // read by stage s - 1's wgmmas until here
+      cuda::KeepOperands(p);
+      __syncwarp();
+      if (lane == 0) cuda::MbarrierArrive(&pl.empty[(s - 1) % S]);
+      if (closes_prev) Fold<kN>(acc, p, scale_prev);
+    }
+    IssueStage<kN>(p, av[kSlot], x_base + b * C::kXBytes, opens);
+    scale_prev = scale;
+    closes_prev = closes;
+  };
+  int32_t s = 0;
+  for (; s + 1 < pl.stages; s += 2) {
+    stage(s, std::integral_constant<int, 0>{});
+    stage(s + 1, std::integral_constant<int, 1>{});
+  }
+  if (s < pl.stages) stage(s, std::integral_constant<int, 0>{});
+  cuda::WgmmaWait<0>();
+  cuda::KeepOperands(av[0]);
+  cuda::KeepOperands(av[1]);
+  cuda::KeepOperands(p);
+  Fold<kN>(acc, p, scale_prev);  // the last stage closes its part of a group
+  Finish<kN, 1>(a, pl, acc, last_block);
+}
+
+// kOverlap: ConsumeOverlap's consumers (clusters of 1).
+template <int kN, Int4Offsets kKind, int kG, bool kOverlap>
 __global__ void __launch_bounds__(kThreads, 1) Int4WgmmaKernel(const __grid_constant__ Args a) {
+  static_assert(!kOverlap || kG == 1, "ConsumeOverlap releases stages in its own block only");
   using C = Cfg<kN>;
   extern __shared__ unsigned char smem_raw[];
   __shared__ int last_block;
@@ -370,7 +461,11 @@ __global__ void __launch_bounds__(kThreads, 1) Int4WgmmaKernel(const __grid_cons
   } else {
     cuda::SetMaxRegisters<true, kConsumerRegs>();
     cuda::GridDependencyWait();
-    Consume<kN, kKind, kG>(a, pl, &last_block);
+    if constexpr (kOverlap) {
+      ConsumeOverlap<kN, kKind>(a, pl, &last_block);
+    } else {
+      Consume<kN, kKind, kG>(a, pl, &last_block);
+    }
   }
   // No block leaves while another may still arrive on its barriers.
   if constexpr (kG > 1) {
@@ -417,11 +512,11 @@ absl::Status EncodeX(Args& a, int box_rows) {
   return absl::OkStatus();
 }
 
-template <int kN, Int4Offsets kKind, int kG>
+template <int kN, Int4Offsets kKind, int kG, bool kOverlap>
 absl::Status Launch(Args a, int num_sms, int64_t slot_bytes, cudaStream_t stream) {
   using C = Cfg<kN>;
   static const absl::Status configured = [] {
-    CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(Int4WgmmaKernel<kN, kKind, kG>,
+    CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(Int4WgmmaKernel<kN, kKind, kG, kOverlap>,
                                               cudaFuncAttributeMaxDynamicSharedMemorySize,
                                               C::kSmemBytes));
     return absl::OkStatus();
@@ -438,34 +533,36 @@ absl::Status Launch(Args a, int num_sms, int64_t slot_bytes, cudaStream_t stream
   a.split_tiles = static_cast<int32_t>(cuda::CeilDiv(k_stages, splits) * kStageTiles);
   a.splits = static_cast<int32_t>(cuda::CeilDiv(a.k_tiles, a.split_tiles));
   const int64_t grid = tiles * a.splits;
-  CUDA_RETURN_IF_ERROR(cuda::LaunchPdlInClusters(Int4WgmmaKernel<kN, kKind, kG>,
+  CUDA_RETURN_IF_ERROR(cuda::LaunchPdlInClusters(Int4WgmmaKernel<kN, kKind, kG, kOverlap>,
                                                  dim3(static_cast<int>(grid)), dim3(kThreads),
                                                  C::kSmemBytes, stream, kG > 1 ? kG : 0, a));
   return absl::OkStatus();
 }
 
+// `overlap`: ConsumeOverlap where it applies (clusters of 1).
 template <int kN, Int4Offsets kKind>
-absl::Status LaunchCluster(const Args& a, int32_t cluster, int num_sms, int64_t slot_bytes,
-                           cudaStream_t stream) {
+absl::Status LaunchCluster(const Args& a, int32_t cluster, bool overlap, int num_sms,
+                           int64_t slot_bytes, cudaStream_t stream) {
   if constexpr (kN >= 32) {  // a block's part of the rows: whole 8-row swizzle atoms
-    if (cluster == 4) return Launch<kN, kKind, 4>(a, num_sms, slot_bytes, stream);
+    if (cluster == 4) return Launch<kN, kKind, 4, false>(a, num_sms, slot_bytes, stream);
   }
-  if (cluster == 2) return Launch<kN, kKind, 2>(a, num_sms, slot_bytes, stream);
-  return Launch<kN, kKind, 1>(a, num_sms, slot_bytes, stream);
+  if (cluster == 2) return Launch<kN, kKind, 2, false>(a, num_sms, slot_bytes, stream);
+  if (overlap) return Launch<kN, kKind, 1, true>(a, num_sms, slot_bytes, stream);
+  return Launch<kN, kKind, 1, false>(a, num_sms, slot_bytes, stream);
 }
 
 template <Int4Offsets kKind>
-absl::Status LaunchRows(const Args& a, int32_t tile_rows, int32_t cluster, int num_sms,
-                        int64_t slot_bytes, cudaStream_t stream) {
+absl::Status LaunchRows(const Args& a, int32_t tile_rows, int32_t cluster, bool overlap,
+                        int num_sms, int64_t slot_bytes, cudaStream_t stream) {
   switch (tile_rows) {
     case 16:
-      return LaunchCluster<16, kKind>(a, cluster, num_sms, slot_bytes, stream);
+      return LaunchCluster<16, kKind>(a, cluster, overlap, num_sms, slot_bytes, stream);
     case 32:
-      return LaunchCluster<32, kKind>(a, cluster, num_sms, slot_bytes, stream);
+      return LaunchCluster<32, kKind>(a, cluster, overlap, num_sms, slot_bytes, stream);
     case 64:
-      return LaunchCluster<64, kKind>(a, cluster, num_sms, slot_bytes, stream);
+      return LaunchCluster<64, kKind>(a, cluster, overlap, num_sms, slot_bytes, stream);
     default:
-      return LaunchCluster<128, kKind>(a, cluster, num_sms, slot_bytes, stream);
+      return LaunchCluster<128, kKind>(a, cluster, overlap, num_sms, slot_bytes, stream);
   }
 }
 
@@ -486,11 +583,15 @@ absl::Status LaunchInt4GemmWgmma(const Int4GemmParams& p, int num_sms, cudaStrea
   static_cast<int4::LaunchArgs&>(a) = int4::MakeLaunchArgs(p);
   const int64_t slot_bytes = Int4GemmWorkspace(p.w.n, num_sms).slot_bytes;
   const int32_t tile_rows = Int4GemmWgmmaRows(p);
-  const int32_t cluster = Int4GemmWgmmaCluster(p, GetLaunchSettings().int4_wgmma_cluster);
+  const LaunchSettings settings = GetLaunchSettings();
+  const int32_t cluster = Int4GemmWgmmaCluster(p, settings.int4_wgmma_cluster);
+  const bool overlap = settings.int4_wgmma_overlap;
   if (p.w.offset_kind == Int4Offsets::kSymmetric) {
-    return LaunchRows<Int4Offsets::kSymmetric>(a, tile_rows, cluster, num_sms, slot_bytes, stream);
+    return LaunchRows<Int4Offsets::kSymmetric>(a, tile_rows, cluster, overlap, num_sms, slot_bytes,
+                                               stream);
   }
-  return LaunchRows<Int4Offsets::kZero>(a, tile_rows, cluster, num_sms, slot_bytes, stream);
+  return LaunchRows<Int4Offsets::kZero>(a, tile_rows, cluster, overlap, num_sms, slot_bytes,
+                                        stream);
 #else
   (void)p, (void)num_sms, (void)stream;
   return absl::UnimplementedError(

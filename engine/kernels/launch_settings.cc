@@ -20,6 +20,7 @@ std::atomic<bool> gemv_early_dependents{false};
 std::atomic<bool> int4_cluster_split_k{false};
 std::atomic<int32_t> int4_wgmma_from_rows{33};
 std::atomic<int32_t> int4_wgmma_cluster{1};
+std::atomic<bool> int4_wgmma_overlap{false};
 
 }  // namespace
 
@@ -68,6 +69,7 @@ absl::Status SetLaunchSettings(const LaunchSettings& settings) {
   int4_cluster_split_k.store(settings.int4_cluster_split_k, std::memory_order_relaxed);
   int4_wgmma_from_rows.store(settings.int4_wgmma_from_rows, std::memory_order_relaxed);
   int4_wgmma_cluster.store(settings.int4_wgmma_cluster, std::memory_order_relaxed);
+  int4_wgmma_overlap.store(settings.int4_wgmma_overlap, std::memory_order_relaxed);
   return absl::OkStatus();
 }
 
@@ -83,7 +85,8 @@ LaunchSettings GetLaunchSettings() {
           .gemv_early_dependents = gemv_early_dependents.load(std::memory_order_relaxed),
           .int4_cluster_split_k = int4_cluster_split_k.load(std::memory_order_relaxed),
           .int4_wgmma_from_rows = int4_wgmma_from_rows.load(std::memory_order_relaxed),
-          .int4_wgmma_cluster = int4_wgmma_cluster.load(std::memory_order_relaxed)};
+          .int4_wgmma_cluster = int4_wgmma_cluster.load(std::memory_order_relaxed),
+          .int4_wgmma_overlap = int4_wgmma_overlap.load(std::memory_order_relaxed)};
 }
 
 }  // namespace onecard::engine

@@ -2,8 +2,8 @@
 // against each other (onecard-bench-cuda's --pdl, --gemv_blocks_per_sm,
 // --fp8_gemm_cublas_scales, --fp8_gemm_scaled_min_rows, --int4_norm_in_gemm_max_rows,
 // --prefetch_o_in_attention, --int4_stream_blocks_per_sm, --early_dependents,
-// --gemv_early_dependents, --int4_cluster_split_k, --int4_wgmma_from_rows and
-// --int4_wgmma_cluster flags) rather than
+// --gemv_early_dependents, --int4_cluster_split_k, --int4_wgmma_from_rows,
+// --int4_wgmma_cluster and --int4_wgmma_overlap flags) rather than
 // chosen per call. The defaults are what serves; a runner never changes them. Set them before the
 // first launch (a kernel launched meanwhile sees either the old or the new value).
 #ifndef ONECARD_ENGINE_KERNELS_LAUNCH_SETTINGS_H_
@@ -78,6 +78,11 @@ struct LaunchSettings {
   // crosses from L2 once a cluster instead of once a block. 1: measured
   // faster (clusters of 2 cost 70B 4-bit decode a quarter at batch 64-128).
   int32_t int4_wgmma_cluster = 1;
+  // Int4Gemm's kWgmma kernel in clusters of 1 dequantizes a stage while its
+  // wgmmas of the stage before run (two stages' A fragments in registers)
+  // instead of after waiting for them; the same sums bit for bit. false
+  // until measured.
+  bool int4_wgmma_overlap = false;
 };
 
 // InvalidArgument naming the field for a value out of range; nothing changes then.

@@ -12,9 +12,13 @@
 #   2  the decode figures as served: decode-70b-int4 and decode-8b-int4 at
 #      batches 1-128 (a step's ratio to batch 1 from one run), decode-123b-int4
 #      at 1, 32 and 64 (128 does not fit an H100's KV plan);
-#   3  arms S (served) and T (--int4_wgmma_from_rows=0: kStream and kTiled
-#      only) on decode-70b-int4 --batches 32,64,128, order S T T S
-#      (scripts/device/arms.sh flags; $OUT/arm_S.jsonl, $OUT/arm_T.jsonl);
+#   3  arms S (served), T (--int4_wgmma_from_rows=0: kStream and kTiled
+#      only) and O (--int4_wgmma_overlap) on decode-70b-int4 --batches
+#      32,64,128, order S T O O T S (scripts/device/arms.sh flags;
+#      $OUT/arm_S.jsonl, ...);
+#   o  kernels-int4 on 70B gate_up and down with --int4_wgmma_overlap (the
+#      _w*c1 variants overlapped; part 1 has them without), records in
+#      $OUT/overlap.jsonl;
 #   n  why kWgmma stops at about half the matrix rate, and why its clusters
 #      lose: ncu (clocks left alone) on four kWgmma launches (qkv, o,
 #      gate_up, down of one layer: 128-row tiles) of decode-70b-int4 at batch
@@ -64,8 +68,13 @@ if wants 2; then
   grep -E "tok/s" "$OUT/bench.log" | tail -13
 fi
 if wants 3; then
-  BENCH_TIMEOUT=200 bash scripts/device/arms.sh flags "S= T=--int4_wgmma_from_rows=0" \
-    "decode-70b-int4 --batches 32,64,128"
+  BENCH_TIMEOUT=200 bash scripts/device/arms.sh flags \
+    "S= T=--int4_wgmma_from_rows=0 O=--int4_wgmma_overlap" "decode-70b-int4 --batches 32,64,128"
+fi
+if wants o; then
+  for shape in llama3-70b_gate_up llama3-70b_down; do
+    bench 120 kernels-int4 --shape "$shape" --int4_wgmma_overlap --results "$OUT/overlap.jsonl"
+  done
 fi
 if wants n; then
   ncu_bin=$(command -v ncu || find /opt/nvidia /usr/local/cuda -name ncu -type f 2>/dev/null | head -1)

@@ -62,6 +62,7 @@ struct Int4Case {
   int32_t wgmma_from_rows = 0;
   int32_t wgmma_cluster = 0;  // Int4GemmParams::cluster
   int32_t stream_cluster = 0;
+  bool wgmma_overlap = false;  // LaunchSettings::int4_wgmma_overlap
 };
 
 std::vector<Int4Case> Cases() {
@@ -179,6 +180,21 @@ std::vector<Int4Case> Cases() {
        4},
       {"wgmma16_c4_left_to_1_r3", 1024, 2048, 128, sym, 3, none, Out::kBf16, kWgmma, 16, kOff, 0,
        4},
+      // ConsumeOverlap (clusters of 1): every tile, groups of one stage, two
+      // (split-K cutting them), three and the whole row, an odd count of
+      // stages (9), zero points, each output kind.
+      {"wgmma_ov_down70b_add_r128", 8192, 28672, 128, sym, 128, none, Out::kAdd, kWgmma, 0, kOff, 0,
+       1, 0, true},
+      {"wgmma_ov_zero_g256_r64", 1024, 8192, 256, zero, 64, none, Out::kBf16, kWgmma, 0, kOff, 0, 1,
+       0, true},
+      {"wgmma_ov_g384_zero_silu_r33", 2048, 3072, 384, zero, 33, none, Out::kSilu, kWgmma, 0, kOff,
+       0, 1, 0, true},
+      {"wgmma_ov16_partial_f32_r5", 176, 4096, 128, sym, 5, none, Out::kF32, kWgmma, 16, kOff, 0, 1,
+       0, true},
+      {"wgmma_ov32_per_channel_add_r20", 512, 2048, 2048, zero, 20, none, Out::kAdd, kWgmma, 32,
+       kOff, 0, 1, 0, true},
+      {"wgmma_ov_odd_stages_r40", 512, 1152, 128, sym, 40, none, Out::kBf16, kWgmma, 0, kOff, 0, 1,
+       0, true},
       {"wgmma_auto_gateup8b_silu_r96", 28672, 4096, 128, sym, 96, none, Out::kSilu, kAuto, 0, kOff,
        17},
       {"wgmma_auto_float_left_tiled_r96", 2048, 2048, 128, fl, 96, none, Out::kBf16, kAuto, 0, kOff,
@@ -198,6 +214,7 @@ class Int4GemmTest : public ::testing::TestWithParam<Int4Case> {
     s.int4_cluster_split_k = GetParam().cluster == Int4Case::Cluster::kFallback;
     s.int4_wgmma_from_rows = GetParam().wgmma_from_rows;
     s.int4_wgmma_cluster = 2;
+    s.int4_wgmma_overlap = GetParam().wgmma_overlap;
     ASSERT_TRUE(engine::SetLaunchSettings(s).ok());
   }
   void TearDown() override { ASSERT_TRUE(engine::SetLaunchSettings(saved_).ok()); }

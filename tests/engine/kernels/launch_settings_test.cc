@@ -22,6 +22,7 @@ TEST(LaunchSettingsTest, DefaultsAreWhatServes) {
   EXPECT_FALSE(s.int4_cluster_split_k);
   EXPECT_EQ(s.int4_wgmma_from_rows, 33);
   EXPECT_EQ(s.int4_wgmma_cluster, 1);
+  EXPECT_FALSE(s.int4_wgmma_overlap);
 }
 
 TEST(LaunchSettingsTest, SetThenGetAndBack) {
@@ -35,8 +36,10 @@ TEST(LaunchSettingsTest, SetThenGetAndBack) {
                                  .gemv_early_dependents = true,
                                  .int4_cluster_split_k = true,
                                  .int4_wgmma_from_rows = 65,
-                                 .int4_wgmma_cluster = 4})
+                                 .int4_wgmma_cluster = 4,
+                                 .int4_wgmma_overlap = true})
                   .ok());
+  EXPECT_TRUE(GetLaunchSettings().int4_wgmma_overlap);
   EXPECT_EQ(GetLaunchSettings().int4_wgmma_from_rows, 65);
   EXPECT_EQ(GetLaunchSettings().int4_wgmma_cluster, 4);
   EXPECT_TRUE(GetLaunchSettings().int4_cluster_split_k);
@@ -60,6 +63,7 @@ TEST(LaunchSettingsTest, SetThenGetAndBack) {
   EXPECT_FALSE(GetLaunchSettings().int4_cluster_split_k);
   EXPECT_EQ(GetLaunchSettings().int4_wgmma_from_rows, 33);
   EXPECT_EQ(GetLaunchSettings().int4_wgmma_cluster, 1);
+  EXPECT_FALSE(GetLaunchSettings().int4_wgmma_overlap);
 }
 
 TEST(LaunchSettingsTest, OutOfRangeIsRefusedNamingTheFieldAndChangesNothing) {

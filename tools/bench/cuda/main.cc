@@ -71,6 +71,9 @@ ABSL_FLAG(int32_t, int4_wgmma_from_rows, 33,
 ABSL_FLAG(int32_t, int4_wgmma_cluster, 1,
           "Int4Gemm's kWgmma kernel: blocks a thread block cluster sharing x by TMA multicast "
           "(1, 2 or 4)");
+ABSL_FLAG(bool, int4_wgmma_overlap, false,
+          "Int4Gemm's kWgmma kernel (clusters of 1, up to 64 x rows a block) keeps a stage's "
+          "wgmmas in flight while it dequantizes the next");
 ABSL_FLAG(int32_t, gemm_splits, 0,
           "o / down products of the decode buckets: 0 = timed choice, 1 = whole, N = N partials");
 ABSL_FLAG(std::string, fused_rope, "after_cublas",
@@ -115,6 +118,7 @@ onecard::services::CommandLineSpec CommandLine() {
                    "int4_cluster_split_k",
                    "int4_wgmma_from_rows",
                    "int4_wgmma_cluster",
+                   "int4_wgmma_overlap",
                    "gemm_splits",
                    "fused_rope",
                    "tuner_search",
@@ -181,7 +185,8 @@ absl::Status ApplyComparisonArms() {
        .gemv_early_dependents = absl::GetFlag(FLAGS_gemv_early_dependents),
        .int4_cluster_split_k = absl::GetFlag(FLAGS_int4_cluster_split_k),
        .int4_wgmma_from_rows = absl::GetFlag(FLAGS_int4_wgmma_from_rows),
-       .int4_wgmma_cluster = absl::GetFlag(FLAGS_int4_wgmma_cluster)}));
+       .int4_wgmma_cluster = absl::GetFlag(FLAGS_int4_wgmma_cluster),
+       .int4_wgmma_overlap = absl::GetFlag(FLAGS_int4_wgmma_overlap)}));
   onecard::engine::CudaRunnerOptions& o = onecard::bench::BenchRunnerOptions();
   o.gemm_splits = absl::GetFlag(FLAGS_gemm_splits);
   ASSIGN_OR_RETURN(o.fused_rope,
