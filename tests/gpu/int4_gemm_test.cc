@@ -182,7 +182,8 @@ std::vector<Int4Case> Cases() {
        4},
       // ConsumeOverlap (clusters of 1): every tile, groups of one stage, two
       // (split-K cutting them), three and the whole row, an odd count of
-      // stages (9), zero points, each output kind.
+      // stages (9), zero points, each output kind; and the same bytes as
+      // without it.
       {"wgmma_ov_down70b_add_r128", 8192, 28672, 128, sym, 128, none, Out::kAdd, kWgmma, 0, kOff, 0,
        1, 0, true},
       {"wgmma_ov_zero_g256_r64", 1024, 8192, 256, zero, 64, none, Out::kBf16, kWgmma, 0, kOff, 0, 1,
@@ -309,6 +310,23 @@ TEST_P(Int4GemmTest, MatchesReference) {
     EXPECT_ALL_CLOSE(dy32.Download(), y32, (Tolerance{1e-3, 1e-3, 1e-7}));
   } else {
     EXPECT_ALL_CLOSE(ToFloats(dy16.Download()), ToFloats(y16), Tolerance::For(DType::kBF16));
+  }
+  if (c.wgmma_overlap) {
+    // ConsumeOverlap makes Consume's sums in Consume's order: the same bytes
+    // without the overlap.
+    const std::vector<float> with32 = f32 ? dy32.Download() : std::vector<float>{};
+    const std::vector<uint16_t> with16 = f32 ? std::vector<uint16_t>{} : dy16.Download();
+    engine::LaunchSettings s = engine::GetLaunchSettings();
+    s.int4_wgmma_overlap = false;
+    ASSERT_TRUE(engine::SetLaunchSettings(s).ok());
+    if (c.out == Out::kAdd) dy16.Upload(residual);
+    ASSERT_TRUE(engine::Int4Gemm(p, nullptr).ok());
+    ASSERT_CUDA_OK(cudaDeviceSynchronize());
+    if (f32) {
+      EXPECT_EQ(dy32.Download(), with32) << "without the overlap";
+    } else {
+      EXPECT_EQ(dy16.Download(), with16) << "without the overlap";
+    }
   }
   if (engine::Int4GemmUsesTiled(p) || c.path == engine::Int4GemmPath::kWgmma ||
       c.wgmma_from_rows > 0) {
