@@ -341,6 +341,31 @@ __device__ __forceinline__ void Finish(const Args& a, const Place<kN, kG>& pl,
   if (threadIdx.x == 0) *counter = 0;
 }
 
+// Whether stage s of the block's split opens a group (its sums start
+// fresh) and closes one (they are scaled into the output's).
+struct StageEnds {
+  bool opens, closes;
+};
+template <int kN, int kG>
+__device__ __forceinline__ StageEnds Ends(const Args& a, const Place<kN, kG>& pl, int32_t s) {
+  const int32_t col = (pl.kt_begin + kStageTiles * s) * kInt4TileCols;
+  return {.opens = s == 0 || col % a.group == 0,
+          .closes = s == pl.stages - 1 || (col + kStageTiles * kInt4TileCols) % a.group == 0};
+}
+
+// Stage b released by the warp: one arrival on its empty barrier in every
+// block of the cluster.
+template <int kN, int kG>
+__device__ __forceinline__ void Release(const Place<kN, kG>& pl, int b) {
+  const int lane = threadIdx.x & 31;
+  __syncwarp();
+  if constexpr (kG == 1) {
+    if (lane == 0) cuda::MbarrierArrive(&pl.empty[b]);
+  } else {
+    if (lane < kG) cuda::MbarrierArriveCluster(&pl.empty[b], lane);
+  }
+}
+
 // A consumer warp: row tile `warp` of the row group (warpgroup h = warp / 4
 // takes rows 64 h .. 64 h + 63 of its wgmmas), every stage, then Finish.
 // Each stage waits for its own wgmmas: the fp32 sums p run over a group and
@@ -349,30 +374,22 @@ template <int kN, Int4Offsets kKind, int kG>
 __device__ __forceinline__ void Consume(const Args& a, const Place<kN, kG>& pl, int* last_block) {
   using C = Cfg<kN>;
   constexpr int S = C::kStages;
-  const int lane = threadIdx.x & 31;
   const int32_t rtc = min(threadIdx.x >> 5, pl.g - 1);  // warps past the group's end: a loaded tile
   const uint32_t x_base = cuda::SmemAddr(pl.smem);
   float acc[kN / 2] = {}, p[kN / 2] = {};
   uint32_t sub[2] = {kMagic136, kMagic136};
   for (int32_t s = 0; s < pl.stages; ++s) {
     const int b = s % S;
-    const int32_t col = (pl.kt_begin + kStageTiles * s) * kInt4TileCols;
-    const bool opens = s == 0 || col % a.group == 0;
-    const bool closes = s == pl.stages - 1 || (col + kStageTiles * kInt4TileCols) % a.group == 0;
+    const StageEnds ends = Ends(a, pl, s);
     cuda::MbarrierWait(&pl.full[b], (s / S) & 1);
     uint32_t av[kSteps][4];
     const uint32_t scale = StageFragments<kN, kKind>(pl.smem, b, pl.g, rtc, sub, av);
-    IssueStage<kN>(p, av, x_base + b * C::kXBytes, opens);
+    IssueStage<kN>(p, av, x_base + b * C::kXBytes, ends.opens);
     cuda::WgmmaWait<0>();
     cuda::KeepOperands(av);  // read by the wgmmas until here
     cuda::KeepOperands(p);
-    __syncwarp();
-    if constexpr (kG == 1) {
-      if (lane == 0) cuda::MbarrierArrive(&pl.empty[b]);
-    } else {
-      if (lane < kG) cuda::MbarrierArriveCluster(&pl.empty[b], lane);
-    }
-    if (closes) Fold<kN>(acc, p, scale);
+    Release(pl, b);
+    if (ends.closes) Fold<kN>(acc, p, scale);
   }
   Finish<kN, kG>(a, pl, acc, last_block);
 }
@@ -388,7 +405,6 @@ __device__ __forceinline__ void ConsumeOverlap(const Args& a, const Place<kN, 1>
                                                int* last_block) {
   using C = Cfg<kN>;
   constexpr int S = C::kStages;
-  const int lane = threadIdx.x & 31;
   const int32_t rtc = min(threadIdx.x >> 5, pl.g - 1);
   const uint32_t x_base = cuda::SmemAddr(pl.smem);
   float acc[kN / 2] = {}, p[kN / 2] = {};
@@ -399,22 +415,19 @@ __device__ __forceinline__ void ConsumeOverlap(const Args& a, const Place<kN, 1>
   auto stage = [&](int32_t s, auto slot) {
     constexpr int kSlot = decltype(slot)::value;
     const int b = s % S;
-    const int32_t col = (pl.kt_begin + kStageTiles * s) * kInt4TileCols;
-    const bool opens = s == 0 || col % a.group == 0;
-    const bool closes = s == pl.stages - 1 || (col + kStageTiles * kInt4TileCols) % a.group == 0;
+    const StageEnds ends = Ends(a, pl, s);
     cuda::MbarrierWait(&pl.full[b], (s / S) & 1);
     const uint32_t scale = StageFragments<kN, kKind>(pl.smem, b, pl.g, rtc, sub, av[kSlot]);
     if (s > 0) {
       cuda::WgmmaWait<0>();
       cuda::KeepOperands(av[1 - kSlot]);  // read by stage s - 1's wgmmas until here
       cuda::KeepOperands(p);
-      __syncwarp();
-      if (lane == 0) cuda::MbarrierArrive(&pl.empty[(s - 1) % S]);
+      Release(pl, (s - 1) % S);
       if (closes_prev) Fold<kN>(acc, p, scale_prev);
     }
-    IssueStage<kN>(p, av[kSlot], x_base + b * C::kXBytes, opens);
+    IssueStage<kN>(p, av[kSlot], x_base + b * C::kXBytes, ends.opens);
     scale_prev = scale;
-    closes_prev = closes;
+    closes_prev = ends.closes;
   };
   int32_t s = 0;
   for (; s + 1 < pl.stages; s += 2) {
