@@ -18,9 +18,9 @@ std::atomic<int32_t> int4_stream_blocks_per_sm{0};
 std::atomic<bool> early_dependents{true};
 std::atomic<bool> gemv_early_dependents{false};
 std::atomic<bool> int4_cluster_split_k{false};
-std::atomic<int32_t> int4_wgmma_from_rows{33};
+std::atomic<int32_t> int4_wgmma_from_rows{17};
 std::atomic<int32_t> int4_wgmma_cluster{1};
-std::atomic<bool> int4_wgmma_overlap{false};
+std::atomic<bool> int4_wgmma_overlap{true};
 
 }  // namespace
 

@@ -68,10 +68,10 @@ struct LaunchSettings {
   // Int4Gemm's kAuto path from this many rows (1 to kInt4GemmMaxRows) runs
   // the kWgmma kernel (Hopper's warpgroup MMA) where the weight fits it
   // (Int4GemmWgmmaFits) and the build holds it; 0: kStream and kTiled only.
-  // 33: at 32 rows kWgmma and kTiled are level, from 64 kWgmma is ahead (an
-  // H100: 70B 4-bit decode at batch 64 +15 %, 128 +33 %; bench/results'
-  // int4 page).
-  int32_t int4_wgmma_from_rows = 33;
+  // 17: with int4_wgmma_overlap kWgmma is ahead of kTiled from 32 rows (an
+  // H100's 4-bit decode at batch 32: 70B +7 %, 8B +11 %, 123B +15 %;
+  // bench/results' int4 page); at 16 rows kStream is far ahead.
+  int32_t int4_wgmma_from_rows = 17;
   // Blocks of a kWgmma thread block cluster (1, 2 or 4): a cluster's blocks
   // take consecutive row groups of W against the same x rows, and each copies
   // its part of x's rows into every block's stage (TMA multicast), so x
@@ -80,9 +80,9 @@ struct LaunchSettings {
   int32_t int4_wgmma_cluster = 1;
   // Int4Gemm's kWgmma kernel in clusters of 1 dequantizes a stage while its
   // wgmmas of the stage before run (two stages' A fragments in registers)
-  // instead of after waiting for them; the same sums bit for bit. false
-  // until measured.
-  bool int4_wgmma_overlap = false;
+  // instead of after waiting for them; the same sums bit for bit (an H100's
+  // 70B 4-bit decode: batch 64 +12 %, 128 +8 %).
+  bool int4_wgmma_overlap = true;
 };
 
 // InvalidArgument naming the field for a value out of range; nothing changes then.

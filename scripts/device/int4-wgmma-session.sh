@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # GPU calls for Int4Gemm's kWgmma kernel (issue 16's batch 16-128 targets;
-# engine/kernels/int4_gemm_wgmma.cu; served from 33 rows in clusters of 1), in
+# engine/kernels/int4_gemm_wgmma.cu; served from 17 rows in clusters of 1,
+# dequantizing a stage while the wgmmas of the one before run), in
 # parts of one warm machine (INT4_WGMMA_PART="1", "2", ...; "all", the
 # default, runs every one):
 #   1  every gpu-labelled test (scripts/device/session.sh: the kWgmma and the
@@ -13,12 +14,12 @@
 #      batches 1-128 (a step's ratio to batch 1 from one run), decode-123b-int4
 #      at 1, 32 and 64 (128 does not fit an H100's KV plan);
 #   3  arms S (served), T (--int4_wgmma_from_rows=0: kStream and kTiled
-#      only) and O (--int4_wgmma_overlap) on decode-70b-int4 --batches
-#      32,64,128, order S T O O T S (scripts/device/arms.sh flags;
+#      only) and N (--int4_wgmma_overlap=false) on decode-70b-int4 --batches
+#      32,64,128, order S T N N T S (scripts/device/arms.sh flags;
 #      $OUT/arm_S.jsonl, ...);
-#   o  kernels-int4 on 70B gate_up and down with --int4_wgmma_overlap (the
-#      _w*c1 variants overlapped; part 1 has them without), records in
-#      $OUT/overlap.jsonl;
+#   o  kernels-int4 on 70B gate_up and down with --int4_wgmma_overlap=false
+#      (the _w*c1 variants without the overlap; part 1 has them with it),
+#      records in $OUT/no_overlap.jsonl;
 #   n  why kWgmma stops at about half the matrix rate, and why its clusters
 #      lose: ncu (clocks left alone) on four kWgmma launches (qkv, o,
 #      gate_up, down of one layer: 128-row tiles) of decode-70b-int4 at batch
@@ -69,18 +70,20 @@ if wants 2; then
 fi
 if wants 3; then
   BENCH_TIMEOUT=200 bash scripts/device/arms.sh flags \
-    "S= T=--int4_wgmma_from_rows=0 O=--int4_wgmma_overlap" "decode-70b-int4 --batches 32,64,128"
+    "S= T=--int4_wgmma_from_rows=0 N=--int4_wgmma_overlap=false" \
+    "decode-70b-int4 --batches 32,64,128"
 fi
 if wants o; then
   for shape in llama3-70b_gate_up llama3-70b_down; do
-    bench 120 kernels-int4 --shape "$shape" --int4_wgmma_overlap --results "$OUT/overlap.jsonl"
+    bench 120 kernels-int4 --shape "$shape" --int4_wgmma_overlap=false \
+      --results "$OUT/no_overlap.jsonl"
   done
 fi
 if wants n; then
   ncu_bin=$(command -v ncu || find /opt/nvidia /usr/local/cuda -name ncu -type f 2>/dev/null | head -1)
   for g in 1 2; do
     timeout 280 "$ncu_bin" --clock-control none --kernel-name-base mangled \
-      --kernel-name "regex:Int4WgmmaKernelILi128E.*Li${g}EEEv" --launch-skip 40 --launch-count 4 \
+      --kernel-name "regex:Int4WgmmaKernelILi128E.*Li${g}ELb" --launch-skip 40 --launch-count 4 \
       --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats \
       --section SchedulerStats "$session_bin" decode-70b-int4 --batches 128 \
       --int4_wgmma_cluster="$g" --results "$OUT/ncu_decode.jsonl" >"$OUT/ncu_c$g.txt" 2>&1

@@ -20,9 +20,9 @@ TEST(LaunchSettingsTest, DefaultsAreWhatServes) {
   EXPECT_TRUE(s.early_dependents);
   EXPECT_FALSE(s.gemv_early_dependents);
   EXPECT_FALSE(s.int4_cluster_split_k);
-  EXPECT_EQ(s.int4_wgmma_from_rows, 33);
+  EXPECT_EQ(s.int4_wgmma_from_rows, 17);
   EXPECT_EQ(s.int4_wgmma_cluster, 1);
-  EXPECT_FALSE(s.int4_wgmma_overlap);
+  EXPECT_TRUE(s.int4_wgmma_overlap);
 }
 
 TEST(LaunchSettingsTest, SetThenGetAndBack) {
@@ -37,9 +37,9 @@ TEST(LaunchSettingsTest, SetThenGetAndBack) {
                                  .int4_cluster_split_k = true,
                                  .int4_wgmma_from_rows = 65,
                                  .int4_wgmma_cluster = 4,
-                                 .int4_wgmma_overlap = true})
+                                 .int4_wgmma_overlap = false})
                   .ok());
-  EXPECT_TRUE(GetLaunchSettings().int4_wgmma_overlap);
+  EXPECT_FALSE(GetLaunchSettings().int4_wgmma_overlap);
   EXPECT_EQ(GetLaunchSettings().int4_wgmma_from_rows, 65);
   EXPECT_EQ(GetLaunchSettings().int4_wgmma_cluster, 4);
   EXPECT_TRUE(GetLaunchSettings().int4_cluster_split_k);
@@ -61,9 +61,9 @@ TEST(LaunchSettingsTest, SetThenGetAndBack) {
   EXPECT_TRUE(GetLaunchSettings().early_dependents);
   EXPECT_FALSE(GetLaunchSettings().gemv_early_dependents);
   EXPECT_FALSE(GetLaunchSettings().int4_cluster_split_k);
-  EXPECT_EQ(GetLaunchSettings().int4_wgmma_from_rows, 33);
+  EXPECT_EQ(GetLaunchSettings().int4_wgmma_from_rows, 17);
   EXPECT_EQ(GetLaunchSettings().int4_wgmma_cluster, 1);
-  EXPECT_FALSE(GetLaunchSettings().int4_wgmma_overlap);
+  EXPECT_TRUE(GetLaunchSettings().int4_wgmma_overlap);
 }
 
 TEST(LaunchSettingsTest, OutOfRangeIsRefusedNamingTheFieldAndChangesNothing) {
@@ -106,7 +106,7 @@ TEST(LaunchSettingsTest, OutOfRangeIsRefusedNamingTheFieldAndChangesNothing) {
     EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
     EXPECT_NE(std::string(st.message()).find("int4_wgmma_from_rows"), std::string::npos) << st;
     EXPECT_TRUE(GetLaunchSettings().programmatic_launch);
-    EXPECT_EQ(GetLaunchSettings().int4_wgmma_from_rows, 33);
+    EXPECT_EQ(GetLaunchSettings().int4_wgmma_from_rows, 17);
   }
   for (int32_t cluster : {0, 3, 8}) {
     const absl::Status st =

@@ -65,15 +65,15 @@ ABSL_FLAG(bool, int4_cluster_split_k, false,
           "Int4Gemm's kStream kernel (up to 16 rows) splits K inside thread block clusters where "
           "the weight's row groups fill the grid, summing the parts through distributed shared "
           "memory instead of stream-K's L2 slots");
-ABSL_FLAG(int32_t, int4_wgmma_from_rows, 33,
+ABSL_FLAG(int32_t, int4_wgmma_from_rows, 17,
           "Int4Gemm runs its kWgmma kernel (Hopper's warpgroup MMA) from this many rows where the "
           "weight fits it; 0 = kStream and kTiled only");
 ABSL_FLAG(int32_t, int4_wgmma_cluster, 1,
           "Int4Gemm's kWgmma kernel: blocks a thread block cluster sharing x by TMA multicast "
           "(1, 2 or 4)");
-ABSL_FLAG(bool, int4_wgmma_overlap, false,
-          "Int4Gemm's kWgmma kernel (clusters of 1, up to 64 x rows a block) keeps a stage's "
-          "wgmmas in flight while it dequantizes the next");
+ABSL_FLAG(bool, int4_wgmma_overlap, true,
+          "Int4Gemm's kWgmma kernel (clusters of 1) keeps a stage's wgmmas in flight while it "
+          "dequantizes the next");
 ABSL_FLAG(int32_t, gemm_splits, 0,
           "o / down products of the decode buckets: 0 = timed choice, 1 = whole, N = N partials");
 ABSL_FLAG(std::string, fused_rope, "after_cublas",
