@@ -153,18 +153,6 @@ int64_t Int4GemmWorkspaceBytes(int64_t max_n, int32_t num_sms);
 inline constexpr int32_t kInt4GemmMaxCluster = 8;
 int32_t Int4GemmClusterSize(int64_t row_groups, int64_t k_tiles, int64_t capacity);
 
-// The K splits of each of a kWgmma launch's `tiles` output tiles under
-// LaunchSettings::int4_wgmma_wave_splits, its blocks one an SM, `resident` at
-// once: the s of 1 up to k_stages / 4 (a split at least 4 stages), `slots` /
-// tiles (the partial sums' slots) and 1 where the tiles outnumber the n_tiles
-// arrival counters, whose rounds of resident blocks, ceil(tiles x s /
-// resident), each take a split's 1 / s of a tile's K plus a fixed
-// kInt4GemmSplitCost of it (the pipeline's fill, the partial sums, the
-// epilogue), take least time; the least such s where several tie.
-inline constexpr double kInt4GemmSplitCost = 1.0 / 16;
-int64_t Int4GemmWaveSplits(int64_t tiles, int64_t resident, int64_t k_stages, int64_t slots,
-                           int64_t n_tiles);
-
 // The checks both implementations make: Unimplemented naming what is
 // supported for a shape or option outside the set above, InvalidArgument for
 // inconsistent parameters; `op` starts the message.

@@ -5,7 +5,6 @@
 // shared with the CUDA kernel.
 // Tested by tests/engine/kernels/int4_gemm_ref_test.cc; the spec of
 // tests/gpu/int4_gemm_test.cc.
-#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -64,21 +63,6 @@ int32_t Int4GemmClusterSize(int64_t row_groups, int64_t k_tiles, int64_t capacit
     if (blocks <= capacity && 20 * blocks >= 19 * capacity && k_tiles >= 2 * g) return g;
   }
   return 0;
-}
-
-int64_t Int4GemmWaveSplits(int64_t tiles, int64_t resident, int64_t k_stages, int64_t slots,
-                           int64_t n_tiles) {
-  if (tiles < 1 || resident < 1 || tiles > n_tiles) return 1;
-  const int64_t most = std::min(k_stages / 4, slots / tiles);
-  int64_t best = 1;
-  double best_time = 0;
-  for (int64_t s = 1; s == 1 || s <= most; ++s) {
-    const int64_t rounds = (tiles * s + resident - 1) / resident;
-    const double time =
-        static_cast<double>(rounds) * (1.0 / static_cast<double>(s) + kInt4GemmSplitCost);
-    if (s == 1 || time < best_time) best = s, best_time = time;
-  }
-  return best;
 }
 
 bool Int4GemmUsesTiled(const Int4GemmParams& p) {

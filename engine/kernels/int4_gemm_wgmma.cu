@@ -31,11 +31,9 @@
 //   the cluster's blocks share x's stages, each copying kN / kG of the rows
 //   into all of them (TMA multicast), and a stage is refilled once every
 //   consumer warp of the cluster has released it (remote mbarrier arrivals).
-// - Split-K while the output tiles alone would leave SMs idle, as kTiled
-//   (with LaunchSettings::int4_wgmma_wave_splits: Int4GemmWaveSplits's
-//   splits, for rounds of blocks that fill the SMs better): slots in the
-//   workspace, the last block of a tile sums them in split order and writes
-//   y.
+// - Split-K while the output tiles alone would leave SMs idle, as kTiled:
+//   slots in the workspace, the last block of a tile sums them in split
+//   order and writes y.
 // Compiled where every target has wgmma (ONECARD_CUDA_SM90A).
 // Tested by tests/gpu/int4_gemm_test.cc against Int4GemmRef.
 #include "engine/kernels/int4_gemm_internal.h"
@@ -543,10 +541,8 @@ absl::Status Launch(Args a, int num_sms, int64_t slot_bytes, cudaStream_t stream
   const int64_t tiles = row_groups * a.m_blocks;
   const int64_t k_stages = a.k_tiles / kStageTiles;
   // One block an SM.
-  const int64_t slots = slot_bytes / (C::kSlotFloats * 4);
-  const int64_t splits = GetLaunchSettings().int4_wgmma_wave_splits
-                             ? Int4GemmWaveSplits(tiles, num_sms, k_stages, slots, a.n_tiles)
-                             : Int4TileSplits(tiles, num_sms, k_stages, slots, a.n_tiles);
+  const int64_t splits =
+      Int4TileSplits(tiles, num_sms, k_stages, slot_bytes / (C::kSlotFloats * 4), a.n_tiles);
   a.split_tiles = static_cast<int32_t>(cuda::CeilDiv(k_stages, splits) * kStageTiles);
   a.splits = static_cast<int32_t>(cuda::CeilDiv(a.k_tiles, a.split_tiles));
   const int64_t grid = tiles * a.splits;

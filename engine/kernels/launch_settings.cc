@@ -21,7 +21,6 @@ std::atomic<bool> int4_cluster_split_k{false};
 std::atomic<int32_t> int4_wgmma_from_rows{17};
 std::atomic<int32_t> int4_wgmma_cluster{1};
 std::atomic<bool> int4_wgmma_overlap{true};
-std::atomic<bool> int4_wgmma_wave_splits{false};
 
 }  // namespace
 
@@ -71,7 +70,6 @@ absl::Status SetLaunchSettings(const LaunchSettings& settings) {
   int4_wgmma_from_rows.store(settings.int4_wgmma_from_rows, std::memory_order_relaxed);
   int4_wgmma_cluster.store(settings.int4_wgmma_cluster, std::memory_order_relaxed);
   int4_wgmma_overlap.store(settings.int4_wgmma_overlap, std::memory_order_relaxed);
-  int4_wgmma_wave_splits.store(settings.int4_wgmma_wave_splits, std::memory_order_relaxed);
   return absl::OkStatus();
 }
 
@@ -88,8 +86,7 @@ LaunchSettings GetLaunchSettings() {
           .int4_cluster_split_k = int4_cluster_split_k.load(std::memory_order_relaxed),
           .int4_wgmma_from_rows = int4_wgmma_from_rows.load(std::memory_order_relaxed),
           .int4_wgmma_cluster = int4_wgmma_cluster.load(std::memory_order_relaxed),
-          .int4_wgmma_overlap = int4_wgmma_overlap.load(std::memory_order_relaxed),
-          .int4_wgmma_wave_splits = int4_wgmma_wave_splits.load(std::memory_order_relaxed)};
+          .int4_wgmma_overlap = int4_wgmma_overlap.load(std::memory_order_relaxed)};
 }
 
 }  // namespace onecard::engine

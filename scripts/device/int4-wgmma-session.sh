@@ -13,9 +13,10 @@
 #   2  the decode figures as served: decode-70b-int4 and decode-8b-int4 at
 #      batches 1-128 (a step's ratio to batch 1 from one run), decode-123b-int4
 #      at 1, 32 and 64 (128 does not fit an H100's KV plan);
-#   3  arms S (served) and W (--int4_wgmma_wave_splits) on decode-70b-int4
-#      and decode-8b-int4 --batches 32,64,128, order S W W S
-#      (scripts/device/arms.sh flags; $OUT/arm_S.jsonl, $OUT/arm_W.jsonl);
+#   3  arms S (served), T (--int4_wgmma_from_rows=0: kStream and kTiled
+#      only) and N (--int4_wgmma_overlap=false) on decode-70b-int4 --batches
+#      32,64,128, order S T N N T S (scripts/device/arms.sh flags;
+#      $OUT/arm_S.jsonl, ...);
 #   o  kernels-int4 on 70B gate_up and down with --int4_wgmma_overlap=false
 #      (the _w*c1 variants without the overlap; part 1 has them with it),
 #      records in $OUT/no_overlap.jsonl;
@@ -69,8 +70,8 @@ if wants 2; then
 fi
 if wants 3; then
   BENCH_TIMEOUT=200 bash scripts/device/arms.sh flags \
-    "S= W=--int4_wgmma_wave_splits" "decode-70b-int4 --batches 32,64,128" \
-    "decode-8b-int4 --batches 32,64,128"
+    "S= T=--int4_wgmma_from_rows=0 N=--int4_wgmma_overlap=false" \
+    "decode-70b-int4 --batches 32,64,128"
 fi
 if wants o; then
   for shape in llama3-70b_gate_up llama3-70b_down; do

@@ -87,8 +87,7 @@ struct Int4Case {
   int32_t wgmma_from_rows = 0;
   int32_t wgmma_cluster = 0;  // Int4GemmParams::cluster
   int32_t stream_cluster = 0;
-  bool wgmma_overlap = false;      // LaunchSettings::int4_wgmma_overlap
-  bool wgmma_wave_splits = false;  // LaunchSettings::int4_wgmma_wave_splits
+  bool wgmma_overlap = false;  // LaunchSettings::int4_wgmma_overlap
 };
 
 std::vector<Int4Case> Cases() {
@@ -222,14 +221,6 @@ std::vector<Int4Case> Cases() {
        kOff, 0, 1, 0, true},
       {"wgmma_ov_odd_stages_r40", 512, 1152, 128, sym, 40, none, Out::kBf16, kWgmma, 0, kOff, 0, 1,
        0, true},
-      // Int4GemmWaveSplits's splits (132 SMs: 70B qkv at 128 rows in 3, 8B
-      // qkv in 5, 16 row groups of 24 stages in 6 cutting groups of 3).
-      {"wgmma_wave_qkv70b_r128", 10240, 8192, 128, sym, 128, none, Out::kBf16, kWgmma, 0, kOff, 0,
-       1, 0, true, true},
-      {"wgmma_wave_qkv8b_zero_add_r100", 6144, 4096, 128, zero, 100, none, Out::kAdd, kWgmma, 0,
-       kOff, 0, 1, 0, true, true},
-      {"wgmma_wave_g384_silu_r64", 2048, 3072, 384, sym, 64, none, Out::kSilu, kWgmma, 0, kOff, 0,
-       1, 0, true, true},
       {"wgmma_auto_gateup8b_silu_r96", 28672, 4096, 128, sym, 96, none, Out::kSilu, kAuto, 0, kOff,
        17},
       {"wgmma_auto_float_left_tiled_r96", 2048, 2048, 128, fl, 96, none, Out::kBf16, kAuto, 0, kOff,
@@ -250,7 +241,6 @@ class Int4GemmTest : public ::testing::TestWithParam<Int4Case> {
     s.int4_wgmma_from_rows = GetParam().wgmma_from_rows;
     s.int4_wgmma_cluster = 2;
     s.int4_wgmma_overlap = GetParam().wgmma_overlap;
-    s.int4_wgmma_wave_splits = GetParam().wgmma_wave_splits;
     ASSERT_TRUE(engine::SetLaunchSettings(s).ok());
   }
   void TearDown() override { ASSERT_TRUE(engine::SetLaunchSettings(saved_).ok()); }

@@ -317,32 +317,5 @@ TEST(Int4GemmClusterSizeTest, FillsTheGridOrDeclines) {
   EXPECT_EQ(Int4GemmClusterSize(125, 8, 264), 0);    // 250 blocks: under 19/20
 }
 
-// kWgmma's splits under LaunchSettings::int4_wgmma_wave_splits on 132 SMs:
-// rounds x (1 / s + 1 / 16) least, worked by hand. The slots: 128-row tiles
-// take 64 KiB, 64-row ones 32 KiB, of (row groups + 4 x 132) x 32 KiB.
-TEST(Int4GemmWaveSplitsTest, TakesTheSplitsOfLeastTimeOverRoundsOfBlocks) {
-  // 70b qkv at 128 rows: 80 tiles; 1 round of 1 (1.0625), 2 of 1/2 (1.125),
-  // 2 of 1/3 (0.79); 304 slots hold 3 a tile.
-  EXPECT_EQ(Int4GemmWaveSplits(80, 132, 64, 304, 640), 3);
-  // 70b gate_up at 64 rows: 448 tiles; 4 rounds of 1 (4.25), 7 of 1/2
-  // (3.94); 976 slots hold 2 a tile. At 128 rows 488 slots hold 1.
-  EXPECT_EQ(Int4GemmWaveSplits(448, 132, 64, 976, 3584), 2);
-  EXPECT_EQ(Int4GemmWaveSplits(448, 132, 64, 488, 3584), 1);
-  // 70b o at 128 rows: 64 tiles; 1 round of 1/2 (0.5625) before 2 of 1/4
-  // (0.625), as the one-round rule has it.
-  EXPECT_EQ(Int4GemmWaveSplits(64, 132, 64, 296, 512), 2);
-  // 8b qkv at 128 rows: 48 tiles; 2 rounds of 1/5 (0.525) before 1 of 1/2
-  // (0.5625), 2 of 1/4 (0.625) and 3 of 1/6 (0.6875); 288 slots hold 6.
-  EXPECT_EQ(Int4GemmWaveSplits(48, 132, 32, 288, 384), 5);
-  // 8b qkv with a split at least 4 of 16 stages: 4 at most.
-  EXPECT_EQ(Int4GemmWaveSplits(48, 132, 16, 288, 384), 2);
-  // One whole round: 1 (1.0625) before 2 of 1/2 (1.125).
-  EXPECT_EQ(Int4GemmWaveSplits(132, 132, 64, 1000, 1024), 1);
-  // No split: tiles past the counters, fewer than 8 stages, slots for one.
-  EXPECT_EQ(Int4GemmWaveSplits(700, 132, 64, 5000, 640), 1);
-  EXPECT_EQ(Int4GemmWaveSplits(10, 132, 7, 1000, 640), 1);
-  EXPECT_EQ(Int4GemmWaveSplits(80, 132, 64, 159, 640), 1);
-}
-
 }  // namespace
 }  // namespace onecard::engine
