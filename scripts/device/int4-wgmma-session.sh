@@ -20,11 +20,12 @@
 #   o  kernels-int4 on 70B gate_up and down with --int4_wgmma_overlap=false
 #      (the _w*c1 variants without the overlap; part 1 has them with it),
 #      records in $OUT/no_overlap.jsonl;
-#   n  why kWgmma stops at about half the matrix rate, and why its clusters
-#      lose: ncu (clocks left alone) on four kWgmma launches (qkv, o,
-#      gate_up, down of one layer: 128-row tiles) of decode-70b-int4 at batch
-#      128, in clusters of 1 and of 2: speed of light, memory workload, warp
-#      states, scheduler ($OUT/ncu_c1.txt, $OUT/ncu_c2.txt);
+#   n  where kWgmma's time goes in a full round: ncu (clocks left alone) on
+#      the gate_up launch of one layer of decode-70b-int4 at batch 128 (as
+#      served: 128-row tiles, clusters of 1, the overlap): the details with
+#      warp states, instruction statistics and the scheduler
+#      ($OUT/ncu_gate_up.txt), and the source page, each SASS instruction
+#      with its warp stall samples ($OUT/ncu_sass.csv);
 #   q  (alone, for a call with little device time left) instead of part 1:
 #      the kWgmma and cluster-split MatchesReference cases only (GTEST_FILTER,
 #      gpu_kernels_test under 150 s); where every kWgmma case passed,
@@ -81,12 +82,16 @@ if wants o; then
 fi
 if wants n; then
   ncu_bin=$(command -v ncu || find /opt/nvidia /usr/local/cuda -name ncu -type f 2>/dev/null | head -1)
-  for g in 1 2; do
-    timeout 280 "$ncu_bin" --clock-control none --kernel-name-base mangled \
-      --kernel-name "regex:Int4WgmmaKernelILi128E.*Li${g}ELb" --launch-skip 40 --launch-count 4 \
-      --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats \
-      --section SchedulerStats "$session_bin" decode-70b-int4 --batches 128 \
-      --int4_wgmma_cluster="$g" --results "$OUT/ncu_decode.jsonl" >"$OUT/ncu_c$g.txt" 2>&1
-    echo "ncu clusters of $g rc=$?"
-  done
+  # A layer's kWgmma launches: qkv, o, gate_up, down; the 11th layer's third.
+  timeout 280 "$ncu_bin" --clock-control none --kernel-name-base mangled \
+    --kernel-name "regex:Int4WgmmaKernelILi128E" --launch-skip 42 --launch-count 1 \
+    --section SpeedOfLight --section WarpStateStats --section InstructionStats \
+    --section SchedulerStats --section SourceCounters --import-source no \
+    -o "$TMPDIR/gate_up" "$session_bin" decode-70b-int4 --batches 128 \
+    --results "$OUT/ncu_decode.jsonl" >"$OUT/ncu_run.txt" 2>&1
+  echo "ncu rc=$?"
+  "$ncu_bin" -i "$TMPDIR/gate_up.ncu-rep" --page details >"$OUT/ncu_gate_up.txt" 2>&1
+  "$ncu_bin" -i "$TMPDIR/gate_up.ncu-rep" --page source --print-source sass --csv \
+    >"$OUT/ncu_sass.csv" 2>&1
+  grep -E "Duration|Issued Warp|No Eligible|Stall" "$OUT/ncu_gate_up.txt" | head -20
 fi
