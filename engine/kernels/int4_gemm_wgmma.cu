@@ -26,7 +26,11 @@
 //   run unsynchronized, so one's dequantization and scaling overlap the
 //   other's wgmmas. With LaunchSettings::int4_wgmma_overlap (clusters of 1)
 //   a warpgroup also dequantizes stage s while its own wgmmas of stage s - 1
-//   run (ConsumeOverlap: two stages' fragments in registers).
+//   run (ConsumeOverlap: two stages' fragments in registers); with
+//   LaunchSettings::int4_wgmma_double_sums as well (tiles of up to 64 x
+//   rows, groups of 128 columns: a stage each) it issues stage s's wgmmas
+//   into a second set of sums right after stage s - 1's finish and scales
+//   those while they run (ConsumeDoubleSums).
 // - Blocks in thread block clusters of kG (1, 2 or 4) along W's row groups:
 //   the cluster's blocks share x's stages, each copying kN / kG of the rows
 //   into all of them (TMA multicast), and a stage is refilled once every
@@ -443,10 +447,81 @@ __device__ __forceinline__ void ConsumeOverlap(const Args& a, const Place<kN, 1>
   Finish<kN, 1>(a, pl, acc, last_block);
 }
 
-// kOverlap: ConsumeOverlap's consumers (clusters of 1).
-template <int kN, Int4Offsets kKind, int kG, bool kOverlap>
+// ConsumeOverlap with two sets of sums, for groups of one stage (128
+// columns) and tiles of up to 64 x rows (LaunchSettings::int4_wgmma_double_sums;
+// 128 would need 256 registers a thread): stage s's fragments and sums in
+// slot s % 2; once its fragments are ready the warp waits for stage s - 1's
+// wgmmas, issues stage s's, then releases stage s - 1 and scales its sums
+// into acc while stage s's wgmmas run, so only the wait and the issue stand
+// between a warpgroup's wgmmas. (Issuing before the wait, with
+// wgmma.wait_group 1, has ptxas serialize the wgmmas: C7514.) Each group's
+// sums are Consume's, scaled and added in the same order: the same bytes.
+template <int kN, Int4Offsets kKind>
+__device__ __forceinline__ void ConsumeDoubleSums(const Args& a, const Place<kN, 1>& pl,
+                                                  int* last_block) {
+  static_assert(kN <= 64, "two sets of 128-row sums do not fit the consumers' registers");
+  using C = Cfg<kN>;
+  constexpr int S = C::kStages;
+  const int32_t rtc = min(threadIdx.x >> 5, pl.g - 1);
+  const uint32_t x_base = cuda::SmemAddr(pl.smem);
+  float acc[kN / 2] = {}, p[2][kN / 2] = {};
+  uint32_t av[2][kSteps][4];
+  uint32_t scale[2] = {0, 0};
+  uint32_t sub[2] = {kMagic136, kMagic136};
+  // Stage s in slot kSlot; after the first, stage s - 1's wgmmas are in
+  // flight on entry (the same state at the loop's head each time round).
+  auto stage = [&](int32_t s, auto slot, auto first) {
+    constexpr int kSlot = decltype(slot)::value;
+    const int b = s % S;
+    cuda::MbarrierWait(&pl.full[b], (s / S) & 1);
+    scale[kSlot] = StageFragments<kN, kKind>(pl.smem, b, pl.g, rtc, sub, av[kSlot]);
+    if constexpr (!decltype(first)::value) {
+      cuda::WgmmaWait<0>();
+      cuda::KeepOperands(av[1 - kSlot]);  // read by stage s - 1's wgmmas until here
+      cuda::KeepOperands(p[1 - kSlot]);
+    }
+    IssueStage<kN>(p[kSlot], av[kSlot], x_base + b * C::kXBytes, true);
+    if constexpr (!decltype(first)::value) {
+      Release(pl, (s - 1) % S);
+      Fold<kN>(acc, p[1 - kSlot], scale[1 - kSlot]);
+    }
+  };
+  using Zero = std::integral_constant<int, 0>;
+  using One = std::integral_constant<int, 1>;
+  // Both sets of sums defined before the first wgmma: a register of a set
+  // written while the other's wgmmas run would serialize them.
+  cuda::KeepOperands(p[0]);
+  cuda::KeepOperands(p[1]);
+  stage(0, Zero{}, std::true_type{});
+  int32_t s = 1;
+  for (; s + 1 < pl.stages; s += 2) {
+    stage(s, One{}, std::false_type{});
+    stage(s + 1, Zero{}, std::false_type{});
+  }
+  const bool last_in_one = s < pl.stages;
+  if (last_in_one) stage(s, One{}, std::false_type{});
+  cuda::WgmmaWait<0>();
+  cuda::KeepOperands(av[0]);
+  cuda::KeepOperands(av[1]);
+  cuda::KeepOperands(p[0]);
+  cuda::KeepOperands(p[1]);
+  if (last_in_one) {
+    Fold<kN>(acc, p[1], scale[1]);
+  } else {
+    Fold<kN>(acc, p[0], scale[0]);
+  }
+  Finish<kN, 1>(a, pl, acc, last_block);
+}
+
+// How a consumer warp takes its stages: Consume, ConsumeOverlap (clusters
+// of 1) or ConsumeDoubleSums (clusters of 1, groups of a stage, up to 64 x
+// rows).
+enum class Consumer { kPlain, kOverlap, kDoubleSums };
+
+template <int kN, Int4Offsets kKind, int kG, Consumer kConsumer>
 __global__ void __launch_bounds__(kThreads, 1) Int4WgmmaKernel(const __grid_constant__ Args a) {
-  static_assert(!kOverlap || kG == 1, "ConsumeOverlap releases stages in its own block only");
+  static_assert(kConsumer == Consumer::kPlain || kG == 1,
+                "ConsumeOverlap and ConsumeDoubleSums release stages in their own block only");
   using C = Cfg<kN>;
   extern __shared__ unsigned char smem_raw[];
   __shared__ int last_block;
@@ -474,7 +549,9 @@ __global__ void __launch_bounds__(kThreads, 1) Int4WgmmaKernel(const __grid_cons
   } else {
     cuda::SetMaxRegisters<true, kConsumerRegs>();
     cuda::GridDependencyWait();
-    if constexpr (kOverlap) {
+    if constexpr (kConsumer == Consumer::kDoubleSums) {
+      ConsumeDoubleSums<kN, kKind>(a, pl, &last_block);
+    } else if constexpr (kConsumer == Consumer::kOverlap) {
       ConsumeOverlap<kN, kKind>(a, pl, &last_block);
     } else {
       Consume<kN, kKind, kG>(a, pl, &last_block);
@@ -525,11 +602,11 @@ absl::Status EncodeX(Args& a, int box_rows) {
   return absl::OkStatus();
 }
 
-template <int kN, Int4Offsets kKind, int kG, bool kOverlap>
+template <int kN, Int4Offsets kKind, int kG, Consumer kConsumer>
 absl::Status Launch(Args a, int num_sms, int64_t slot_bytes, cudaStream_t stream) {
   using C = Cfg<kN>;
   static const absl::Status configured = [] {
-    CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(Int4WgmmaKernel<kN, kKind, kG, kOverlap>,
+    CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(Int4WgmmaKernel<kN, kKind, kG, kConsumer>,
                                               cudaFuncAttributeMaxDynamicSharedMemorySize,
                                               C::kSmemBytes));
     return absl::OkStatus();
@@ -546,36 +623,46 @@ absl::Status Launch(Args a, int num_sms, int64_t slot_bytes, cudaStream_t stream
   a.split_tiles = static_cast<int32_t>(cuda::CeilDiv(k_stages, splits) * kStageTiles);
   a.splits = static_cast<int32_t>(cuda::CeilDiv(a.k_tiles, a.split_tiles));
   const int64_t grid = tiles * a.splits;
-  CUDA_RETURN_IF_ERROR(cuda::LaunchPdlInClusters(Int4WgmmaKernel<kN, kKind, kG, kOverlap>,
+  CUDA_RETURN_IF_ERROR(cuda::LaunchPdlInClusters(Int4WgmmaKernel<kN, kKind, kG, kConsumer>,
                                                  dim3(static_cast<int>(grid)), dim3(kThreads),
                                                  C::kSmemBytes, stream, kG > 1 ? kG : 0, a));
   return absl::OkStatus();
 }
 
-// `overlap`: ConsumeOverlap where it applies (clusters of 1).
+// `consumer` where it applies: clusters of 1, ConsumeDoubleSums up to 64 x
+// rows (else ConsumeOverlap).
 template <int kN, Int4Offsets kKind>
-absl::Status LaunchCluster(const Args& a, int32_t cluster, bool overlap, int num_sms,
+absl::Status LaunchCluster(const Args& a, int32_t cluster, Consumer consumer, int num_sms,
                            int64_t slot_bytes, cudaStream_t stream) {
   if constexpr (kN >= 32) {  // a block's part of the rows: whole 8-row swizzle atoms
-    if (cluster == 4) return Launch<kN, kKind, 4, false>(a, num_sms, slot_bytes, stream);
+    if (cluster == 4) {
+      return Launch<kN, kKind, 4, Consumer::kPlain>(a, num_sms, slot_bytes, stream);
+    }
   }
-  if (cluster == 2) return Launch<kN, kKind, 2, false>(a, num_sms, slot_bytes, stream);
-  if (overlap) return Launch<kN, kKind, 1, true>(a, num_sms, slot_bytes, stream);
-  return Launch<kN, kKind, 1, false>(a, num_sms, slot_bytes, stream);
+  if (cluster == 2) return Launch<kN, kKind, 2, Consumer::kPlain>(a, num_sms, slot_bytes, stream);
+  if constexpr (kN <= 64) {
+    if (consumer == Consumer::kDoubleSums) {
+      return Launch<kN, kKind, 1, Consumer::kDoubleSums>(a, num_sms, slot_bytes, stream);
+    }
+  }
+  if (consumer != Consumer::kPlain) {
+    return Launch<kN, kKind, 1, Consumer::kOverlap>(a, num_sms, slot_bytes, stream);
+  }
+  return Launch<kN, kKind, 1, Consumer::kPlain>(a, num_sms, slot_bytes, stream);
 }
 
 template <Int4Offsets kKind>
-absl::Status LaunchRows(const Args& a, int32_t tile_rows, int32_t cluster, bool overlap,
+absl::Status LaunchRows(const Args& a, int32_t tile_rows, int32_t cluster, Consumer consumer,
                         int num_sms, int64_t slot_bytes, cudaStream_t stream) {
   switch (tile_rows) {
     case 16:
-      return LaunchCluster<16, kKind>(a, cluster, overlap, num_sms, slot_bytes, stream);
+      return LaunchCluster<16, kKind>(a, cluster, consumer, num_sms, slot_bytes, stream);
     case 32:
-      return LaunchCluster<32, kKind>(a, cluster, overlap, num_sms, slot_bytes, stream);
+      return LaunchCluster<32, kKind>(a, cluster, consumer, num_sms, slot_bytes, stream);
     case 64:
-      return LaunchCluster<64, kKind>(a, cluster, overlap, num_sms, slot_bytes, stream);
+      return LaunchCluster<64, kKind>(a, cluster, consumer, num_sms, slot_bytes, stream);
     default:
-      return LaunchCluster<128, kKind>(a, cluster, overlap, num_sms, slot_bytes, stream);
+      return LaunchCluster<128, kKind>(a, cluster, consumer, num_sms, slot_bytes, stream);
   }
 }
 
@@ -598,12 +685,17 @@ absl::Status LaunchInt4GemmWgmma(const Int4GemmParams& p, int num_sms, cudaStrea
   const int32_t tile_rows = Int4GemmWgmmaRows(p);
   const LaunchSettings settings = GetLaunchSettings();
   const int32_t cluster = Int4GemmWgmmaCluster(p, settings.int4_wgmma_cluster);
-  const bool overlap = settings.int4_wgmma_overlap;
+  // Double sums take groups of one stage: each stage's sums are scaled alone.
+  const Consumer consumer =
+      !settings.int4_wgmma_overlap ? Consumer::kPlain
+      : settings.int4_wgmma_double_sums && p.w.group == kStageTiles * kInt4TileCols
+          ? Consumer::kDoubleSums
+          : Consumer::kOverlap;
   if (p.w.offset_kind == Int4Offsets::kSymmetric) {
-    return LaunchRows<Int4Offsets::kSymmetric>(a, tile_rows, cluster, overlap, num_sms, slot_bytes,
+    return LaunchRows<Int4Offsets::kSymmetric>(a, tile_rows, cluster, consumer, num_sms, slot_bytes,
                                                stream);
   }
-  return LaunchRows<Int4Offsets::kZero>(a, tile_rows, cluster, overlap, num_sms, slot_bytes,
+  return LaunchRows<Int4Offsets::kZero>(a, tile_rows, cluster, consumer, num_sms, slot_bytes,
                                         stream);
 #else
   (void)p, (void)num_sms, (void)stream;

@@ -21,6 +21,7 @@ std::atomic<bool> int4_cluster_split_k{false};
 std::atomic<int32_t> int4_wgmma_from_rows{17};
 std::atomic<int32_t> int4_wgmma_cluster{1};
 std::atomic<bool> int4_wgmma_overlap{true};
+std::atomic<bool> int4_wgmma_double_sums{false};
 
 }  // namespace
 
@@ -70,6 +71,7 @@ absl::Status SetLaunchSettings(const LaunchSettings& settings) {
   int4_wgmma_from_rows.store(settings.int4_wgmma_from_rows, std::memory_order_relaxed);
   int4_wgmma_cluster.store(settings.int4_wgmma_cluster, std::memory_order_relaxed);
   int4_wgmma_overlap.store(settings.int4_wgmma_overlap, std::memory_order_relaxed);
+  int4_wgmma_double_sums.store(settings.int4_wgmma_double_sums, std::memory_order_relaxed);
   return absl::OkStatus();
 }
 
@@ -86,7 +88,8 @@ LaunchSettings GetLaunchSettings() {
           .int4_cluster_split_k = int4_cluster_split_k.load(std::memory_order_relaxed),
           .int4_wgmma_from_rows = int4_wgmma_from_rows.load(std::memory_order_relaxed),
           .int4_wgmma_cluster = int4_wgmma_cluster.load(std::memory_order_relaxed),
-          .int4_wgmma_overlap = int4_wgmma_overlap.load(std::memory_order_relaxed)};
+          .int4_wgmma_overlap = int4_wgmma_overlap.load(std::memory_order_relaxed),
+          .int4_wgmma_double_sums = int4_wgmma_double_sums.load(std::memory_order_relaxed)};
 }
 
 }  // namespace onecard::engine

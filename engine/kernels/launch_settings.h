@@ -3,7 +3,8 @@
 // --fp8_gemm_cublas_scales, --fp8_gemm_scaled_min_rows, --int4_norm_in_gemm_max_rows,
 // --prefetch_o_in_attention, --int4_stream_blocks_per_sm, --early_dependents,
 // --gemv_early_dependents, --int4_cluster_split_k, --int4_wgmma_from_rows,
-// --int4_wgmma_cluster and --int4_wgmma_overlap flags) rather than
+// --int4_wgmma_cluster, --int4_wgmma_overlap and --int4_wgmma_double_sums
+// flags) rather than
 // chosen per call. The defaults are what serves; a runner never changes them. Set them before the
 // first launch (a kernel launched meanwhile sees either the old or the new value).
 #ifndef ONECARD_ENGINE_KERNELS_LAUNCH_SETTINGS_H_
@@ -83,6 +84,11 @@ struct LaunchSettings {
   // instead of after waiting for them; the same sums bit for bit (an H100's
   // 70B 4-bit decode: batch 64 +12 %, 128 +8 %).
   bool int4_wgmma_overlap = true;
+  // With int4_wgmma_overlap, tiles of up to 64 x rows and groups of 128
+  // columns: a warpgroup issues stage s's wgmmas into a second set of sums
+  // as soon as stage s - 1's finish and scales those while they run (the
+  // same sums bit for bit). false until measured.
+  bool int4_wgmma_double_sums = false;
 };
 
 // InvalidArgument naming the field for a value out of range; nothing changes then.

@@ -13,13 +13,13 @@
 #   2  the decode figures as served: decode-70b-int4 and decode-8b-int4 at
 #      batches 1-128 (a step's ratio to batch 1 from one run), decode-123b-int4
 #      at 1, 32 and 64 (128 does not fit an H100's KV plan);
-#   3  arms S (served), T (--int4_wgmma_from_rows=0: kStream and kTiled
-#      only) and N (--int4_wgmma_overlap=false) on decode-70b-int4 --batches
-#      32,64,128, order S T N N T S (scripts/device/arms.sh flags;
-#      $OUT/arm_S.jsonl, ...);
-#   o  kernels-int4 on 70B gate_up and down with --int4_wgmma_overlap=false
-#      (the _w*c1 variants without the overlap; part 1 has them with it),
-#      records in $OUT/no_overlap.jsonl;
+#   3  arms S (served) and D (--int4_wgmma_double_sums) on decode-70b-int4
+#      and decode-8b-int4 --batches 16,32,64 (D changes 17-64 rows), order
+#      S D D S (scripts/device/arms.sh flags; $OUT/arm_S.jsonl,
+#      $OUT/arm_D.jsonl);
+#   o  kernels-int4 on 70B gate_up and down with --int4_wgmma_double_sums
+#      (the _w16c1.._w64c1 variants with two sets of sums; part 1 has them
+#      without), records in $OUT/double_sums.jsonl;
 #   n  where kWgmma's time goes in a full round: ncu (clocks left alone) on
 #      the gate_up launch of one layer of decode-70b-int4 at batch 128 (as
 #      served: 128-row tiles, clusters of 1, the overlap): the details with
@@ -70,14 +70,13 @@ if wants 2; then
   grep -E "tok/s" "$OUT/bench.log" | tail -13
 fi
 if wants 3; then
-  BENCH_TIMEOUT=200 bash scripts/device/arms.sh flags \
-    "S= T=--int4_wgmma_from_rows=0 N=--int4_wgmma_overlap=false" \
-    "decode-70b-int4 --batches 32,64,128"
+  BENCH_TIMEOUT=200 bash scripts/device/arms.sh flags "S= D=--int4_wgmma_double_sums" \
+    "decode-70b-int4 --batches 16,32,64" "decode-8b-int4 --batches 16,32,64"
 fi
 if wants o; then
   for shape in llama3-70b_gate_up llama3-70b_down; do
-    bench 120 kernels-int4 --shape "$shape" --int4_wgmma_overlap=false \
-      --results "$OUT/no_overlap.jsonl"
+    bench 120 kernels-int4 --shape "$shape" --int4_wgmma_double_sums \
+      --results "$OUT/double_sums.jsonl"
   done
 fi
 if wants n; then

@@ -87,7 +87,8 @@ struct Int4Case {
   int32_t wgmma_from_rows = 0;
   int32_t wgmma_cluster = 0;  // Int4GemmParams::cluster
   int32_t stream_cluster = 0;
-  bool wgmma_overlap = false;  // LaunchSettings::int4_wgmma_overlap
+  bool wgmma_overlap = false;      // LaunchSettings::int4_wgmma_overlap
+  bool wgmma_double_sums = false;  // LaunchSettings::int4_wgmma_double_sums
 };
 
 std::vector<Int4Case> Cases() {
@@ -221,6 +222,23 @@ std::vector<Int4Case> Cases() {
        kOff, 0, 1, 0, true},
       {"wgmma_ov_odd_stages_r40", 512, 1152, 128, sym, 40, none, Out::kBf16, kWgmma, 0, kOff, 0, 1,
        0, true},
+      // ConsumeDoubleSums (groups of 128 columns, tiles of 16-64 rows): 70B
+      // down at 64 rows (split K), an odd and an even count of stages in two
+      // splits (9), a partial row group, zero points, each output kind; and
+      // groups of 256 and tiles of 128 rows left to ConsumeOverlap. The same
+      // bytes as without the overlap.
+      {"wgmma_ds_down70b_add_r64", 8192, 28672, 128, sym, 64, none, Out::kAdd, kWgmma, 0, kOff, 0,
+       1, 0, true, true},
+      {"wgmma_ds32_zero_silu_r20", 2048, 2048, 128, zero, 20, none, Out::kSilu, kWgmma, 32, kOff, 0,
+       1, 0, true, true},
+      {"wgmma_ds16_partial_f32_r5", 176, 4096, 128, sym, 5, none, Out::kF32, kWgmma, 16, kOff, 0, 1,
+       0, true, true},
+      {"wgmma_ds_odd_stages_zero_r40", 512, 1152, 128, zero, 40, none, Out::kBf16, kWgmma, 0, kOff,
+       0, 1, 0, true, true},
+      {"wgmma_ds_g256_left_to_overlap_r64", 1024, 8192, 256, zero, 64, none, Out::kBf16, kWgmma, 0,
+       kOff, 0, 1, 0, true, true},
+      {"wgmma_ds128_left_to_overlap_r100", 2048, 2048, 128, sym, 100, none, Out::kAdd, kWgmma, 0,
+       kOff, 0, 1, 0, true, true},
       {"wgmma_auto_gateup8b_silu_r96", 28672, 4096, 128, sym, 96, none, Out::kSilu, kAuto, 0, kOff,
        17},
       {"wgmma_auto_float_left_tiled_r96", 2048, 2048, 128, fl, 96, none, Out::kBf16, kAuto, 0, kOff,
@@ -241,6 +259,7 @@ class Int4GemmTest : public ::testing::TestWithParam<Int4Case> {
     s.int4_wgmma_from_rows = GetParam().wgmma_from_rows;
     s.int4_wgmma_cluster = 2;
     s.int4_wgmma_overlap = GetParam().wgmma_overlap;
+    s.int4_wgmma_double_sums = GetParam().wgmma_double_sums;
     ASSERT_TRUE(engine::SetLaunchSettings(s).ok());
   }
   void TearDown() override { ASSERT_TRUE(engine::SetLaunchSettings(saved_).ok()); }

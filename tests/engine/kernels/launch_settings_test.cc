@@ -23,6 +23,7 @@ TEST(LaunchSettingsTest, DefaultsAreWhatServes) {
   EXPECT_EQ(s.int4_wgmma_from_rows, 17);
   EXPECT_EQ(s.int4_wgmma_cluster, 1);
   EXPECT_TRUE(s.int4_wgmma_overlap);
+  EXPECT_FALSE(s.int4_wgmma_double_sums);
 }
 
 TEST(LaunchSettingsTest, SetThenGetAndBack) {
@@ -37,8 +38,10 @@ TEST(LaunchSettingsTest, SetThenGetAndBack) {
                                  .int4_cluster_split_k = true,
                                  .int4_wgmma_from_rows = 65,
                                  .int4_wgmma_cluster = 4,
-                                 .int4_wgmma_overlap = false})
+                                 .int4_wgmma_overlap = false,
+                                 .int4_wgmma_double_sums = true})
                   .ok());
+  EXPECT_TRUE(GetLaunchSettings().int4_wgmma_double_sums);
   EXPECT_FALSE(GetLaunchSettings().int4_wgmma_overlap);
   EXPECT_EQ(GetLaunchSettings().int4_wgmma_from_rows, 65);
   EXPECT_EQ(GetLaunchSettings().int4_wgmma_cluster, 4);
@@ -64,6 +67,7 @@ TEST(LaunchSettingsTest, SetThenGetAndBack) {
   EXPECT_EQ(GetLaunchSettings().int4_wgmma_from_rows, 17);
   EXPECT_EQ(GetLaunchSettings().int4_wgmma_cluster, 1);
   EXPECT_TRUE(GetLaunchSettings().int4_wgmma_overlap);
+  EXPECT_FALSE(GetLaunchSettings().int4_wgmma_double_sums);
 }
 
 TEST(LaunchSettingsTest, OutOfRangeIsRefusedNamingTheFieldAndChangesNothing) {

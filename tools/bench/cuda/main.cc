@@ -74,6 +74,10 @@ ABSL_FLAG(int32_t, int4_wgmma_cluster, 1,
 ABSL_FLAG(bool, int4_wgmma_overlap, true,
           "Int4Gemm's kWgmma kernel (clusters of 1) keeps a stage's wgmmas in flight while it "
           "dequantizes the next");
+ABSL_FLAG(bool, int4_wgmma_double_sums, false,
+          "with --int4_wgmma_overlap, tiles of up to 64 x rows and groups of 128 columns: "
+          "Int4Gemm's kWgmma kernel issues a stage's wgmmas into a second set of sums and scales "
+          "the stage before's while they run");
 ABSL_FLAG(int32_t, gemm_splits, 0,
           "o / down products of the decode buckets: 0 = timed choice, 1 = whole, N = N partials");
 ABSL_FLAG(std::string, fused_rope, "after_cublas",
@@ -119,6 +123,7 @@ onecard::services::CommandLineSpec CommandLine() {
                    "int4_wgmma_from_rows",
                    "int4_wgmma_cluster",
                    "int4_wgmma_overlap",
+                   "int4_wgmma_double_sums",
                    "gemm_splits",
                    "fused_rope",
                    "tuner_search",
@@ -186,7 +191,8 @@ absl::Status ApplyComparisonArms() {
        .int4_cluster_split_k = absl::GetFlag(FLAGS_int4_cluster_split_k),
        .int4_wgmma_from_rows = absl::GetFlag(FLAGS_int4_wgmma_from_rows),
        .int4_wgmma_cluster = absl::GetFlag(FLAGS_int4_wgmma_cluster),
-       .int4_wgmma_overlap = absl::GetFlag(FLAGS_int4_wgmma_overlap)}));
+       .int4_wgmma_overlap = absl::GetFlag(FLAGS_int4_wgmma_overlap),
+       .int4_wgmma_double_sums = absl::GetFlag(FLAGS_int4_wgmma_double_sums)}));
   onecard::engine::CudaRunnerOptions& o = onecard::bench::BenchRunnerOptions();
   o.gemm_splits = absl::GetFlag(FLAGS_gemm_splits);
   ASSIGN_OR_RETURN(o.fused_rope,
