@@ -31,12 +31,7 @@ std::string CpuModelName() {
   return "unknown CPU";
 }
 
-// $ONECARD_COMMIT when set (scripts/device/*.sh: the GPU machine has no
-// .git), else `git rev-parse --short HEAD`.
 std::string GitShortCommit() {
-  if (const char* env = std::getenv("ONECARD_COMMIT"); env != nullptr && *env != '\0') {
-    return env;
-  }
   FILE* pipe = popen("git rev-parse --short HEAD 2>/dev/null", "r");
   if (pipe == nullptr) return "unknown";
   char buffer[64] = {0};
@@ -48,9 +43,21 @@ std::string GitShortCommit() {
 
 }  // namespace
 
+std::string RunCommit(const std::filesystem::path& bundle_commit_file) {
+  if (const char* env = std::getenv("ONECARD_COMMIT"); env != nullptr && *env != '\0') {
+    return env;
+  }
+  std::ifstream bundle(bundle_commit_file);
+  std::string commit;
+  if (bundle >> commit && !commit.empty()) return commit;
+  return GitShortCommit();
+}
+
 RunInfo CurrentRunInfo() {
+  std::error_code error;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", error);
   return {
-      .commit = GitShortCommit(),
+      .commit = RunCommit(error ? std::filesystem::path() : exe.parent_path() / ".." / "COMMIT"),
       .device = absl::StrCat(CpuModelName(), " (", std::thread::hardware_concurrency(), " cores)"),
       .date = absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::Now(), absl::UTCTimeZone())};
 }

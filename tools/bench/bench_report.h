@@ -6,6 +6,7 @@
 #ifndef ONECARD_TOOLS_BENCH_BENCH_REPORT_H_
 #define ONECARD_TOOLS_BENCH_BENCH_REPORT_H_
 
+#include <filesystem>
 #include <iosfwd>
 #include <optional>
 #include <string>
@@ -26,13 +27,20 @@ struct BenchRecord {
 
 // Where and when the run happened.
 struct RunInfo {
-  std::string commit;  // $ONECARD_COMMIT, else the git short hash; "unknown" outside a checkout
+  std::string commit;  // RunCommit's
   std::string device;  // "AMD EPYC (2 cores)"
   std::string date;    // ISO 8601 UTC
 };
 
+// The commit a run records: $ONECARD_COMMIT when set (scripts/device/*.sh),
+// else the first word of bundle_commit_file where it can be read (a packed
+// bundle's COMMIT beside its bin/, scripts/device/pack.sh: the GPU machine's
+// copy of the tree may hold another commit's .git or none), else `git
+// rev-parse --short HEAD`, else "unknown".
+std::string RunCommit(const std::filesystem::path& bundle_commit_file);
+
 // The current machine's RunInfo: the CPU model of /proc/cpuinfo and the core
-// count, `git rev-parse --short HEAD`, now.
+// count, RunCommit of the COMMIT file beside the executable's folder, now.
 RunInfo CurrentRunInfo();
 
 // One results line (no trailing newline).

@@ -4,6 +4,7 @@
 #include "tools/bench/bench_report.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -84,6 +85,27 @@ TEST(BenchReportTest, CurrentRunInfoNamesTheMachine) {
   EXPECT_THAT(info.device, HasSubstr("cores)"));
   EXPECT_FALSE(info.commit.empty());
   EXPECT_EQ(info.date.size(), 20u);  // 2026-01-02T03:04:05Z
+}
+
+// $ONECARD_COMMIT first, then a bundle's COMMIT file, then git.
+TEST(BenchReportTest, RunCommitPrefersTheEnvironmentThenTheBundle) {
+  const char* saved = std::getenv("ONECARD_COMMIT");
+  const std::string was = saved == nullptr ? "" : saved;
+  const std::filesystem::path file =
+      std::filesystem::path(::testing::TempDir()) / "run_commit_test_COMMIT";
+  std::ofstream(file) << "abc1234-dirty\n";
+  ASSERT_EQ(unsetenv("ONECARD_COMMIT"), 0);
+  EXPECT_EQ(RunCommit(file), "abc1234-dirty");
+  EXPECT_NE(RunCommit(file.string() + ".missing"), "abc1234-dirty");
+  EXPECT_FALSE(RunCommit(file.string() + ".missing").empty());
+  ASSERT_EQ(setenv("ONECARD_COMMIT", "fedcba9", 1), 0);
+  EXPECT_EQ(RunCommit(file), "fedcba9");
+  if (saved == nullptr) {
+    unsetenv("ONECARD_COMMIT");
+  } else {
+    setenv("ONECARD_COMMIT", was.c_str(), 1);
+  }
+  std::filesystem::remove(file);
 }
 
 absl::Status Noop(const BenchOptions&, BenchReporter&) { return absl::OkStatus(); }

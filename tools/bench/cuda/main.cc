@@ -7,8 +7,8 @@
 //       [--results PATH] [--commit HASH] [--batches 1,32] [--shape NAME]
 //       [--tuning_cache FILE] [comparison arms]
 // Differs from onecard-bench's main in RunInfo: the device is the GPU
-// ("NVIDIA H200 (132 SMs, 139.8 GiB)") and the commit comes from --commit or
-// $ONECARD_COMMIT (the GPU machine has no .git), else `git rev-parse`; and in
+// ("NVIDIA H200 (132 SMs, 139.8 GiB)") and the commit comes from --commit,
+// else RunCommit ($ONECARD_COMMIT, the bundle's COMMIT, git); and in
 // the comparison arms (the "Comparison arms" group of CommandLine below),
 // which set the kernels' launch settings and the options of every runner a
 // preset creates.
@@ -33,7 +33,8 @@
 
 ABSL_FLAG(std::string, results, onecard::bench::kDefaultResultsPath,
           "JSON lines file to append to (git-ignored by default); empty = do not write");
-ABSL_FLAG(std::string, commit, "", "commit to record; default $ONECARD_COMMIT or git");
+ABSL_FLAG(std::string, commit, "",
+          "commit to record; default $ONECARD_COMMIT, else the bundle's COMMIT, else git");
 ABSL_FLAG(std::string, model, "", "checkpoint for the load scenario (default SmolLM2 Q4_1)");
 ABSL_FLAG(std::string, batches, "",
           "decode presets: only these batch sizes, comma-separated (e.g. 1,32); default all");
@@ -134,7 +135,8 @@ onecard::services::CommandLineSpec CommandLine() {
                    "kv_swap_copy",
                    "kv_swap_sm_blocks"}}},
       .epilog =
-          "The commit defaults to $ONECARD_COMMIT (scripts/device/run.sh sets it), else git."};
+          "The commit defaults to $ONECARD_COMMIT (scripts/device/run.sh sets it), else the "
+          "COMMIT file of the bundle holding the binary, else git."};
   for (const onecard::bench::Scenario* s : onecard::bench::AllScenarios()) {
     spec.subcommands.push_back({s->name, s->description});
   }
