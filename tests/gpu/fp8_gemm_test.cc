@@ -36,6 +36,7 @@
 #include "tests/gpu/gpu_test_util.h"
 #include "tests/testing/all_close.h"
 #include "tests/testing/fp8_testing.h"
+#include "tests/testing/rows_on_cores.h"
 
 namespace onecard::testing {
 namespace {
@@ -116,18 +117,20 @@ std::vector<uint16_t> MakeX(const Fp8Case& c, int64_t stride, std::mt19937& rng)
 std::vector<double> MagnitudeSums(const engine::Fp8Matrix& w, const std::vector<uint16_t>& x,
                                   int64_t stride, int32_t rows) {
   std::vector<double> out(rows * w.n);
-  std::vector<uint8_t> codes(w.k);
-  for (int32_t m = 0; m < rows; ++m) {
-    const float xs = engine::Fp8QuantizeActivationRow(x.data() + m * stride, w.k, codes.data());
-    for (int64_t j = 0; j < w.n; ++j) {
-      double sum = 0;
-      for (int64_t c = 0; c < w.k; ++c) {
-        sum += std::abs(double{engine::E4m3ToFloat(codes[c])} *
-                        engine::E4m3ToFloat(w.codes[j * w.k + c]));
+  ForRowsOnCores(rows, [&](int64_t begin, int64_t end) {
+    std::vector<uint8_t> codes(w.k);
+    for (int64_t m = begin; m < end; ++m) {
+      const float xs = engine::Fp8QuantizeActivationRow(x.data() + m * stride, w.k, codes.data());
+      for (int64_t j = 0; j < w.n; ++j) {
+        double sum = 0;
+        for (int64_t c = 0; c < w.k; ++c) {
+          sum += std::abs(double{engine::E4m3ToFloat(codes[c])} *
+                          engine::E4m3ToFloat(w.codes[j * w.k + c]));
+        }
+        out[m * w.n + j] = sum * xs * w.scales[j];
       }
-      out[m * w.n + j] = sum * xs * w.scales[j];
     }
-  }
+  });
   return out;
 }
 
@@ -139,21 +142,23 @@ void ProductsOfCodes(const engine::Fp8Matrix& w, const uint8_t* codes, const uin
                      int32_t rows, std::vector<float>& v, std::vector<double>& sums) {
   v.assign(rows * w.n, 0.0f);
   sums.assign(rows * w.n, 0.0);
-  for (int32_t m = 0; m < rows; ++m) {
-    float xs = 0;
-    std::memcpy(&xs, scales + 4 * m, 4);
-    for (int64_t j = 0; j < w.n; ++j) {
-      double sum = 0, mag = 0;
-      for (int64_t c = 0; c < w.k; ++c) {
-        const double prod = double{engine::E4m3ToFloat(codes[m * w.k + c])} *
-                            engine::E4m3ToFloat(w.codes[j * w.k + c]);
-        sum += prod;
-        mag += std::abs(prod);
+  ForRowsOnCores(rows, [&](int64_t begin, int64_t end) {
+    for (int64_t m = begin; m < end; ++m) {
+      float xs = 0;
+      std::memcpy(&xs, scales + 4 * m, 4);
+      for (int64_t j = 0; j < w.n; ++j) {
+        double sum = 0, mag = 0;
+        for (int64_t c = 0; c < w.k; ++c) {
+          const double prod = double{engine::E4m3ToFloat(codes[m * w.k + c])} *
+                              engine::E4m3ToFloat(w.codes[j * w.k + c]);
+          sum += prod;
+          mag += std::abs(prod);
+        }
+        v[m * w.n + j] = (static_cast<float>(sum) * xs) * w.scales[j];
+        sums[m * w.n + j] = mag * xs * w.scales[j];
       }
-      v[m * w.n + j] = (static_cast<float>(sum) * xs) * w.scales[j];
-      sums[m * w.n + j] = mag * xs * w.scales[j];
     }
-  }
+  });
 }
 
 struct Matmul {
@@ -268,7 +273,8 @@ TEST_P(Fp8GemmTest, MatchesReference) {
   p.silu_mul_x = c.silu_x;
   const bool approx = c.norm || c.silu_x;  // activations computed in the pass
   const std::vector<uint16_t> residual = y16;
-  ASSERT_TRUE(engine::Fp8GemmRef(p).ok());
+  auto ref = [](const engine::Fp8GemmParams& part) { return engine::Fp8GemmRef(part); };
+  ASSERT_TRUE(RowsOnCores(p, y_cols * (f32 ? 4 : 2), ref).ok());
   // The activations the reference quantizes (x's rows, or their RMSNorm).
   std::vector<uint16_t> xa = x;
   for (int32_t m = 0; m < c.rows && approx; ++m) {
@@ -352,7 +358,7 @@ TEST_P(Fp8GemmTest, MatchesReference) {
     plain.y = v_ref.data();
     plain.y_dtype = DType::kF32;
     plain.add_to_y = plain.silu_mul_y = false;
-    ASSERT_TRUE(engine::Fp8GemmRef(plain).ok());
+    ASSERT_TRUE(RowsOnCores(plain, c.n * 4, ref).ok());
     sums = MagnitudeSums(w, xa, stride, c.rows);
   }
   absl::StatusOr<bool> scaled = engine::Fp8GemmUsesCublasScales(*mm.mm, p);

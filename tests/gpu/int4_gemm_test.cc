@@ -23,7 +23,6 @@
 #include <numeric>
 #include <random>
 #include <string>
-#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -34,6 +33,7 @@
 #include "tests/gpu/gpu_test_util.h"
 #include "tests/testing/all_close.h"
 #include "tests/testing/int4_testing.h"
+#include "tests/testing/rows_on_cores.h"
 
 namespace onecard::testing {
 namespace {
@@ -44,27 +44,12 @@ using engine::Int4Offsets;
 
 enum class Out { kBf16, kAdd, kSilu, kF32 };
 
-// Int4GemmRef(p) with p's rows shared among the host's cores: a row's
-// prologue and outputs read only its own x row and write only its y row, and
-// a 70B shape's reference takes half a minute on one core.
+// Int4GemmRef(p) with p's rows shared among the host's cores.
 absl::Status Int4GemmRefOnCores(const engine::Int4GemmParams& p) {
   const int64_t y_row_bytes =
       (p.silu_mul_y ? p.w.n / 2 : p.w.n) * (p.y_dtype == DType::kF32 ? 4 : 2);
-  const int32_t threads =
-      std::clamp<int32_t>(static_cast<int32_t>(std::thread::hardware_concurrency()), 1, p.rows);
-  const int32_t share = (p.rows + threads - 1) / threads;
-  std::vector<absl::Status> status(threads);
-  std::vector<std::thread> workers;
-  for (int32_t t = 0; t * share < p.rows; ++t) {
-    engine::Int4GemmParams part = p;
-    part.rows = std::min(share, p.rows - t * share);
-    part.x = static_cast<const uint16_t*>(p.x) + t * share * p.x_row_stride;
-    part.y = static_cast<uint8_t*>(p.y) + t * share * y_row_bytes;
-    workers.emplace_back([part, &st = status[t]] { st = engine::Int4GemmRef(part); });
-  }
-  for (std::thread& w : workers) w.join();
-  for (const absl::Status& st : status) RETURN_IF_ERROR(st);
-  return absl::OkStatus();
+  return RowsOnCores(p, y_row_bytes,
+                     [](const engine::Int4GemmParams& part) { return engine::Int4GemmRef(part); });
 }
 
 struct Int4Case {

@@ -17,6 +17,7 @@
 #include "gtest/gtest.h"
 #include "tests/engine/kernels/kernel_test_util.h"
 #include "tests/testing/fp8_testing.h"
+#include "tests/testing/rows_on_cores.h"
 
 namespace onecard::engine {
 namespace {
@@ -217,6 +218,43 @@ TEST(Fp8GemmRefTest, SiluMulPairsRowsHalfTheWeightApart) {
       const float u = Bf16ToFloat(FloatToBf16(static_cast<float>(dots[m * 32 + 16 + j])));
       const float want = g / (1.0f + std::exp(-g)) * u;
       EXPECT_NEAR(Bf16ToFloat(y[m * 16 + j]), want, 1e-2 * std::abs(want) + 1e-4) << m << "," << j;
+    }
+  }
+}
+
+// The GPU tests run the reference over shares of its rows, one a core
+// (tests/testing/rows_on_cores.h): shares of every size give the whole
+// call's bytes, with RMSNorm before the product and the residual added, and
+// for fp32 y.
+TEST(Fp8GemmRefTest, SharesOfRowsGiveTheWholeCallsBytes) {
+  for (const bool f32 : {false, true}) {
+    Fixture f = Make(48, 192, 11);
+    const std::vector<uint16_t> gamma = testing::ToBf16(testing::RandomFloats(192, 7, 0.5f, 1.5f));
+    const std::vector<uint16_t> residual = testing::ToBf16(testing::RandomFloats(11 * 48, 5));
+    std::vector<uint16_t> whole16 = residual, shared16 = residual;
+    std::vector<float> whole32(11 * 48), shared32(11 * 48);
+    if (f32) {
+      f.p.y_dtype = DType::kF32;
+      f.p.y = whole32.data();
+    } else {
+      f.p.norm_weight = gamma.data();
+      f.p.add_to_y = true;
+      f.p.y = whole16.data();
+    }
+    const absl::Status whole = Fp8GemmRef(f.p);
+    ASSERT_TRUE(whole.ok()) << whole;
+    for (int64_t threads : {2, 4, 11}) {
+      shared16 = residual;
+      f.p.y = f32 ? static_cast<void*>(shared32.data()) : shared16.data();
+      ASSERT_TRUE(onecard::testing::RowsOnCores(
+                      f.p, 48 * (f32 ? 4 : 2), [](const Fp8GemmParams& q) { return Fp8GemmRef(q); },
+                      threads)
+                      .ok());
+      if (f32) {
+        EXPECT_EQ(shared32, whole32) << threads << " shares";
+      } else {
+        EXPECT_EQ(shared16, whole16) << threads << " shares";
+      }
     }
   }
 }

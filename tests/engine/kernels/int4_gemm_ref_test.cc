@@ -21,6 +21,7 @@
 #include "gtest/gtest.h"
 #include "tests/engine/kernels/kernel_test_util.h"
 #include "tests/testing/int4_testing.h"
+#include "tests/testing/rows_on_cores.h"
 
 namespace onecard::engine {
 namespace {
@@ -89,6 +90,43 @@ TEST(Int4GemmRefTest, AddRoundsTheProductThenTheSum) {
                 1e-2 * std::abs(Bf16ToFloat(y[i])) + 1e-3)
         << i;
   }
+}
+
+// The GPU tests run the reference over shares of its rows, one a core
+// (tests/testing/rows_on_cores.h): shares of every size give the whole
+// call's bytes, with the residual added or RMSNorm before the product; and
+// a share's error is the call's.
+TEST(Int4GemmRefTest, SharesOfRowsGiveTheWholeCallsBytes) {
+  for (const bool norm : {false, true}) {
+    const int32_t rows = norm ? kInt4GemmMaxNormRows : 13;
+    Fixture f = Make(48, 256, 64, Int4Offsets::kZero, rows);
+    const std::vector<uint16_t> gamma = testing::ToBf16(testing::RandomFloats(256, 7, 0.5f, 1.5f));
+    const std::vector<uint16_t> residual = testing::ToBf16(testing::RandomFloats(rows * 48, 5));
+    if (norm) {
+      f.p.prologue = GemvPrologue::kRmsNorm;
+      f.p.norm_weight = gamma.data();
+    }
+    f.p.add_to_y = true;
+    std::vector<uint16_t> whole = residual;
+    f.p.y = whole.data();
+    ASSERT_TRUE(Int4GemmRef(f.p).ok());
+    for (int64_t threads : {2, 3, 5, 64}) {
+      std::vector<uint16_t> shared = residual;
+      f.p.y = shared.data();
+      ASSERT_TRUE(onecard::testing::RowsOnCores(
+                      f.p, 48 * 2, [](const Int4GemmParams& q) { return Int4GemmRef(q); }, threads)
+                      .ok());
+      EXPECT_EQ(shared, whole) << threads << " shares, norm " << norm;
+    }
+  }
+  Fixture f = Make(48, 256, 64, Int4Offsets::kZero, 13);
+  const absl::Status st = onecard::testing::RowsOnCores(
+      f.p, 96,
+      [](const Int4GemmParams& q) {
+        return q.rows == 5 ? absl::OkStatus() : absl::InternalError("a share failed");
+      },
+      3);
+  EXPECT_THAT(st.message(), ::testing::HasSubstr("a share failed"));
 }
 
 TEST(Int4GemmRefTest, SiluMulPairsTheInterleavedRows) {
