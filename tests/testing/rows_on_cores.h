@@ -33,8 +33,9 @@ inline void ForRowsOnCores(int64_t rows, const std::function<void(int64_t, int64
 // ref(part) over shares of p's rows (ForRowsOnCores), for references whose
 // rows are independent: a row's outputs read only its own row of x. `part`
 // is p with the share's `rows` and with x (BF16, x_row_stride elements a
-// row) and y (y_row_bytes a row) starting at the share's first row. The
-// first share's error, else OK; p as it is where it has no rows.
+// row) and y (y_row_bytes a row) starting at the share's first row (null
+// ones left null). The first share's error, else OK; p as it is where it
+// has no rows.
 template <typename Params, typename Ref>
 absl::Status RowsOnCores(const Params& p, int64_t y_row_bytes, Ref ref, int64_t threads = 0) {
   if (p.rows < 1) return ref(p);
@@ -44,8 +45,8 @@ absl::Status RowsOnCores(const Params& p, int64_t y_row_bytes, Ref ref, int64_t 
       [&](int64_t begin, int64_t end) {
         Params part = p;
         part.rows = static_cast<decltype(p.rows)>(end - begin);
-        part.x = static_cast<const uint16_t*>(p.x) + begin * p.x_row_stride;
-        part.y = static_cast<uint8_t*>(p.y) + begin * y_row_bytes;
+        if (p.x != nullptr) part.x = static_cast<const uint16_t*>(p.x) + begin * p.x_row_stride;
+        if (p.y != nullptr) part.y = static_cast<uint8_t*>(p.y) + begin * y_row_bytes;
         status[begin] = ref(part);
       },
       threads);

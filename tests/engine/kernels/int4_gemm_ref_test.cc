@@ -120,6 +120,8 @@ TEST(Int4GemmRefTest, SharesOfRowsGiveTheWholeCallsBytes) {
     }
   }
   Fixture f = Make(48, 256, 64, Int4Offsets::kZero, 13);
+  std::vector<uint16_t> y(13 * 48);
+  f.p.y = y.data();
   const absl::Status st = onecard::testing::RowsOnCores(
       f.p, 96,
       [](const Int4GemmParams& q) {
