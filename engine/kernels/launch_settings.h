@@ -4,9 +4,9 @@
 // --prefetch_o_in_attention, --int4_stream_blocks_per_sm, --early_dependents,
 // --gemv_early_dependents, --int4_cluster_split_k, --int4_wgmma_from_rows,
 // --int4_wgmma_cluster, --int4_wgmma_overlap and --int4_wgmma_double_sums
-// flags) rather than
-// chosen per call. The defaults are what serves; a runner never changes them. Set them before the
-// first launch (a kernel launched meanwhile sees either the old or the new value).
+// flags) rather than chosen per call. The defaults are what serves; a runner
+// never changes them. Set them before the first launch (a kernel launched
+// meanwhile sees either the old or the new value).
 #ifndef ONECARD_ENGINE_KERNELS_LAUNCH_SETTINGS_H_
 #define ONECARD_ENGINE_KERNELS_LAUNCH_SETTINGS_H_
 

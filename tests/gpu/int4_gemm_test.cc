@@ -355,8 +355,8 @@ TEST_P(Int4GemmTest, MatchesReference) {
     }
   };
   if (c.wgmma_overlap) {
-    // ConsumeOverlap makes Consume's sums in Consume's order: the same bytes
-    // without the overlap.
+    // ConsumeOverlap and ConsumeDoubleSums make Consume's sums in Consume's
+    // order: the same bytes without the overlap (which takes both off).
     engine::LaunchSettings s = engine::GetLaunchSettings();
     s.int4_wgmma_overlap = false;
     ASSERT_TRUE(engine::SetLaunchSettings(s).ok());
