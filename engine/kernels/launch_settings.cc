@@ -21,7 +21,7 @@ std::atomic<bool> int4_cluster_split_k{false};
 std::atomic<int32_t> int4_wgmma_from_rows{17};
 std::atomic<int32_t> int4_wgmma_cluster{1};
 std::atomic<bool> int4_wgmma_overlap{true};
-std::atomic<bool> int4_wgmma_double_sums{false};
+std::atomic<bool> int4_wgmma_double_sums{true};
 
 }  // namespace
 

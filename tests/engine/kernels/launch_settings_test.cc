@@ -23,7 +23,7 @@ TEST(LaunchSettingsTest, DefaultsAreWhatServes) {
   EXPECT_EQ(s.int4_wgmma_from_rows, 17);
   EXPECT_EQ(s.int4_wgmma_cluster, 1);
   EXPECT_TRUE(s.int4_wgmma_overlap);
-  EXPECT_FALSE(s.int4_wgmma_double_sums);
+  EXPECT_TRUE(s.int4_wgmma_double_sums);
 }
 
 TEST(LaunchSettingsTest, SetThenGetAndBack) {
@@ -39,9 +39,9 @@ TEST(LaunchSettingsTest, SetThenGetAndBack) {
                                  .int4_wgmma_from_rows = 65,
                                  .int4_wgmma_cluster = 4,
                                  .int4_wgmma_overlap = false,
-                                 .int4_wgmma_double_sums = true})
+                                 .int4_wgmma_double_sums = false})
                   .ok());
-  EXPECT_TRUE(GetLaunchSettings().int4_wgmma_double_sums);
+  EXPECT_FALSE(GetLaunchSettings().int4_wgmma_double_sums);
   EXPECT_FALSE(GetLaunchSettings().int4_wgmma_overlap);
   EXPECT_EQ(GetLaunchSettings().int4_wgmma_from_rows, 65);
   EXPECT_EQ(GetLaunchSettings().int4_wgmma_cluster, 4);
@@ -67,7 +67,7 @@ TEST(LaunchSettingsTest, SetThenGetAndBack) {
   EXPECT_EQ(GetLaunchSettings().int4_wgmma_from_rows, 17);
   EXPECT_EQ(GetLaunchSettings().int4_wgmma_cluster, 1);
   EXPECT_TRUE(GetLaunchSettings().int4_wgmma_overlap);
-  EXPECT_FALSE(GetLaunchSettings().int4_wgmma_double_sums);
+  EXPECT_TRUE(GetLaunchSettings().int4_wgmma_double_sums);
 }
 
 TEST(LaunchSettingsTest, OutOfRangeIsRefusedNamingTheFieldAndChangesNothing) {

@@ -75,7 +75,7 @@ ABSL_FLAG(int32_t, int4_wgmma_cluster, 1,
 ABSL_FLAG(bool, int4_wgmma_overlap, true,
           "Int4Gemm's kWgmma kernel (clusters of 1) keeps a stage's wgmmas in flight while it "
           "dequantizes the next");
-ABSL_FLAG(bool, int4_wgmma_double_sums, false,
+ABSL_FLAG(bool, int4_wgmma_double_sums, true,
           "with --int4_wgmma_overlap, tiles of up to 64 x rows and groups of 128 columns: "
           "Int4Gemm's kWgmma kernel issues a stage's wgmmas into a second set of sums and scales "
           "the stage before's while they run");
