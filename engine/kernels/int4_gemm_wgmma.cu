@@ -30,7 +30,11 @@
 //   LaunchSettings::int4_wgmma_double_sums as well (tiles of up to 64 x
 //   rows, groups of 128 columns: a stage each) it issues stage s's wgmmas
 //   into a second set of sums right after stage s - 1's finish and scales
-//   those while they run (ConsumeDoubleSums).
+//   those while they run (ConsumeDoubleSums). With
+//   LaunchSettings::int4_wgmma_scaled_from_rows, tiles of that many x rows
+//   and more take the scale into the fragments instead, s (q - z) rounded to
+//   bf16, and sum every stage straight into the outputs (ConsumeScaled: not
+//   exact; the prefill path's dequantized weights are rounded alike).
 // - Blocks in thread block clusters of kG (1, 2 or 4) along W's row groups:
 //   the cluster's blocks share x's stages, each copying kN / kG of the rows
 //   into all of them (TMA multicast), and a stage is refilled once every
@@ -513,15 +517,82 @@ __device__ __forceinline__ void ConsumeDoubleSums(const Args& a, const Place<kN,
   Finish<kN, 1>(a, pl, acc, last_block);
 }
 
+// The bf16 pair a b, rounded once.
+__device__ __forceinline__ uint32_t MulBf16x2(uint32_t a, uint32_t b) {
+  uint32_t out;
+  asm("mul.rn.bf16x2 %0, %1, %2;\n" : "=r"(out) : "r"(a), "r"(b));
+  return out;
+}
+
+// ConsumeOverlap with the group's scale in the A fragments
+// (LaunchSettings::int4_wgmma_scaled_from_rows): each pair q - z (exact)
+// times the bf16 pair (s, s) of its row, s the fp16 scale rounded to bf16,
+// so the wgmmas sum s (q - z) x into acc across stages and groups, and a
+// warpgroup's tensor work waits at a stage only for stage s - 1's wgmmas
+// before it issues stage s's (no sums to scale; one set of outputs, so 128
+// x rows fit the registers). A weight is rounded twice (s to bf16, then the
+// product): within 2^-8 of s (q - z), where the other consumers are exact.
+template <int kN, Int4Offsets kKind>
+__device__ __forceinline__ void ConsumeScaled(const Args& a, const Place<kN, 1>& pl,
+                                              int* last_block) {
+  using C = Cfg<kN>;
+  constexpr int S = C::kStages;
+  const int32_t rtc = min(threadIdx.x >> 5, pl.g - 1);
+  const uint32_t x_base = cuda::SmemAddr(pl.smem);
+  float acc[kN / 2] = {};
+  uint32_t av[2][kSteps][4];
+  uint32_t sub[2] = {kMagic136, kMagic136};
+  // Stage s in slot kSlot; after the first, stage s - 1's wgmmas are in
+  // flight on entry.
+  auto stage = [&](int32_t s, auto slot, auto first) {
+    constexpr int kSlot = decltype(slot)::value;
+    const int b = s % S;
+    cuda::MbarrierWait(&pl.full[b], (s / S) & 1);
+    const float2 sc = HalfPair(StageFragments<kN, kKind>(pl.smem, b, pl.g, rtc, sub, av[kSlot]));
+    const __nv_bfloat162 rows[2] = {__float2bfloat162_rn(sc.x), __float2bfloat162_rn(sc.y)};
+#pragma unroll
+    for (int j = 0; j < kSteps; ++j) {
+#pragma unroll
+      for (int m = 0; m < 4; ++m) {  // m % 2: row gr or gr + 8
+        av[kSlot][j][m] =
+            MulBf16x2(av[kSlot][j][m], reinterpret_cast<const uint32_t&>(rows[m % 2]));
+      }
+    }
+    if constexpr (!decltype(first)::value) {
+      cuda::WgmmaWait<0>();
+      cuda::KeepOperands(av[1 - kSlot]);  // read by stage s - 1's wgmmas until here
+      cuda::KeepOperands(acc);
+    }
+    IssueStage<kN>(acc, av[kSlot], x_base + b * C::kXBytes, false);
+    if constexpr (!decltype(first)::value) Release(pl, (s - 1) % S);
+  };
+  using Zero = std::integral_constant<int, 0>;
+  using One = std::integral_constant<int, 1>;
+  cuda::KeepOperands(acc);  // zeros before the first fence
+  stage(0, Zero{}, std::true_type{});
+  int32_t s = 1;
+  for (; s + 1 < pl.stages; s += 2) {
+    stage(s, One{}, std::false_type{});
+    stage(s + 1, Zero{}, std::false_type{});
+  }
+  if (s < pl.stages) stage(s, One{}, std::false_type{});
+  cuda::WgmmaWait<0>();
+  cuda::KeepOperands(av[0]);
+  cuda::KeepOperands(av[1]);
+  cuda::KeepOperands(acc);
+  Finish<kN, 1>(a, pl, acc, last_block);
+}
+
 // How a consumer warp takes its stages: Consume, ConsumeOverlap (clusters
-// of 1) or ConsumeDoubleSums (clusters of 1, groups of a stage, up to 64 x
-// rows).
-enum class Consumer { kPlain, kOverlap, kDoubleSums };
+// of 1), ConsumeDoubleSums (clusters of 1, groups of a stage, up to 64 x
+// rows) or ConsumeScaled (clusters of 1).
+enum class Consumer { kPlain, kOverlap, kDoubleSums, kScaled };
 
 template <int kN, Int4Offsets kKind, int kG, Consumer kConsumer>
 __global__ void __launch_bounds__(kThreads, 1) Int4WgmmaKernel(const __grid_constant__ Args a) {
   static_assert(kConsumer == Consumer::kPlain || kG == 1,
-                "ConsumeOverlap and ConsumeDoubleSums release stages in their own block only");
+                "ConsumeOverlap, ConsumeDoubleSums and ConsumeScaled release stages in their own "
+                "block only");
   using C = Cfg<kN>;
   extern __shared__ unsigned char smem_raw[];
   __shared__ int last_block;
@@ -549,7 +620,9 @@ __global__ void __launch_bounds__(kThreads, 1) Int4WgmmaKernel(const __grid_cons
   } else {
     cuda::SetMaxRegisters<true, kConsumerRegs>();
     cuda::GridDependencyWait();
-    if constexpr (kConsumer == Consumer::kDoubleSums) {
+    if constexpr (kConsumer == Consumer::kScaled) {
+      ConsumeScaled<kN, kKind>(a, pl, &last_block);
+    } else if constexpr (kConsumer == Consumer::kDoubleSums) {
       ConsumeDoubleSums<kN, kKind>(a, pl, &last_block);
     } else if constexpr (kConsumer == Consumer::kOverlap) {
       ConsumeOverlap<kN, kKind>(a, pl, &last_block);
@@ -640,6 +713,9 @@ absl::Status LaunchCluster(const Args& a, int32_t cluster, Consumer consumer, in
     }
   }
   if (cluster == 2) return Launch<kN, kKind, 2, Consumer::kPlain>(a, num_sms, slot_bytes, stream);
+  if (consumer == Consumer::kScaled) {
+    return Launch<kN, kKind, 1, Consumer::kScaled>(a, num_sms, slot_bytes, stream);
+  }
   if constexpr (kN <= 64) {
     if (consumer == Consumer::kDoubleSums) {
       return Launch<kN, kKind, 1, Consumer::kDoubleSums>(a, num_sms, slot_bytes, stream);
@@ -686,8 +762,10 @@ absl::Status LaunchInt4GemmWgmma(const Int4GemmParams& p, int num_sms, cudaStrea
   const LaunchSettings settings = GetLaunchSettings();
   const int32_t cluster = Int4GemmWgmmaCluster(p, settings.int4_wgmma_cluster);
   // Double sums take groups of one stage: each stage's sums are scaled alone.
+  const int32_t scaled_from = settings.int4_wgmma_scaled_from_rows;
   const Consumer consumer =
-      !settings.int4_wgmma_overlap ? Consumer::kPlain
+      !settings.int4_wgmma_overlap                  ? Consumer::kPlain
+      : scaled_from > 0 && tile_rows >= scaled_from ? Consumer::kScaled
       : settings.int4_wgmma_double_sums && p.w.group == kStageTiles * kInt4TileCols
           ? Consumer::kDoubleSums
           : Consumer::kOverlap;

@@ -22,6 +22,7 @@ std::atomic<int32_t> int4_wgmma_from_rows{17};
 std::atomic<int32_t> int4_wgmma_cluster{1};
 std::atomic<bool> int4_wgmma_overlap{true};
 std::atomic<bool> int4_wgmma_double_sums{true};
+std::atomic<int32_t> int4_wgmma_scaled_from_rows{0};
 
 }  // namespace
 
@@ -58,6 +59,12 @@ absl::Status SetLaunchSettings(const LaunchSettings& settings) {
         absl::StrCat("LaunchSettings.int4_wgmma_cluster = ", settings.int4_wgmma_cluster,
                      ": must be 1, 2 or 4"));
   }
+  if (settings.int4_wgmma_scaled_from_rows < 0 ||
+      settings.int4_wgmma_scaled_from_rows > kInt4GemmMaxRows) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "LaunchSettings.int4_wgmma_scaled_from_rows = ", settings.int4_wgmma_scaled_from_rows,
+        ": must be 0 (none) to ", kInt4GemmMaxRows));
+  }
   programmatic_launch.store(settings.programmatic_launch, std::memory_order_relaxed);
   gemv_blocks_per_sm.store(settings.gemv_blocks_per_sm, std::memory_order_relaxed);
   fp8_gemm_cublas_scales.store(settings.fp8_gemm_cublas_scales, std::memory_order_relaxed);
@@ -72,24 +79,28 @@ absl::Status SetLaunchSettings(const LaunchSettings& settings) {
   int4_wgmma_cluster.store(settings.int4_wgmma_cluster, std::memory_order_relaxed);
   int4_wgmma_overlap.store(settings.int4_wgmma_overlap, std::memory_order_relaxed);
   int4_wgmma_double_sums.store(settings.int4_wgmma_double_sums, std::memory_order_relaxed);
+  int4_wgmma_scaled_from_rows.store(settings.int4_wgmma_scaled_from_rows,
+                                    std::memory_order_relaxed);
   return absl::OkStatus();
 }
 
 LaunchSettings GetLaunchSettings() {
-  return {.programmatic_launch = programmatic_launch.load(std::memory_order_relaxed),
-          .gemv_blocks_per_sm = gemv_blocks_per_sm.load(std::memory_order_relaxed),
-          .fp8_gemm_cublas_scales = fp8_gemm_cublas_scales.load(std::memory_order_relaxed),
-          .fp8_gemm_scaled_min_rows = fp8_gemm_scaled_min_rows.load(std::memory_order_relaxed),
-          .int4_norm_in_gemm_max_rows = int4_norm_in_gemm_max_rows.load(std::memory_order_relaxed),
-          .prefetch_o_in_attention = prefetch_o_in_attention.load(std::memory_order_relaxed),
-          .int4_stream_blocks_per_sm = int4_stream_blocks_per_sm.load(std::memory_order_relaxed),
-          .early_dependents = early_dependents.load(std::memory_order_relaxed),
-          .gemv_early_dependents = gemv_early_dependents.load(std::memory_order_relaxed),
-          .int4_cluster_split_k = int4_cluster_split_k.load(std::memory_order_relaxed),
-          .int4_wgmma_from_rows = int4_wgmma_from_rows.load(std::memory_order_relaxed),
-          .int4_wgmma_cluster = int4_wgmma_cluster.load(std::memory_order_relaxed),
-          .int4_wgmma_overlap = int4_wgmma_overlap.load(std::memory_order_relaxed),
-          .int4_wgmma_double_sums = int4_wgmma_double_sums.load(std::memory_order_relaxed)};
+  return {
+      .programmatic_launch = programmatic_launch.load(std::memory_order_relaxed),
+      .gemv_blocks_per_sm = gemv_blocks_per_sm.load(std::memory_order_relaxed),
+      .fp8_gemm_cublas_scales = fp8_gemm_cublas_scales.load(std::memory_order_relaxed),
+      .fp8_gemm_scaled_min_rows = fp8_gemm_scaled_min_rows.load(std::memory_order_relaxed),
+      .int4_norm_in_gemm_max_rows = int4_norm_in_gemm_max_rows.load(std::memory_order_relaxed),
+      .prefetch_o_in_attention = prefetch_o_in_attention.load(std::memory_order_relaxed),
+      .int4_stream_blocks_per_sm = int4_stream_blocks_per_sm.load(std::memory_order_relaxed),
+      .early_dependents = early_dependents.load(std::memory_order_relaxed),
+      .gemv_early_dependents = gemv_early_dependents.load(std::memory_order_relaxed),
+      .int4_cluster_split_k = int4_cluster_split_k.load(std::memory_order_relaxed),
+      .int4_wgmma_from_rows = int4_wgmma_from_rows.load(std::memory_order_relaxed),
+      .int4_wgmma_cluster = int4_wgmma_cluster.load(std::memory_order_relaxed),
+      .int4_wgmma_overlap = int4_wgmma_overlap.load(std::memory_order_relaxed),
+      .int4_wgmma_double_sums = int4_wgmma_double_sums.load(std::memory_order_relaxed),
+      .int4_wgmma_scaled_from_rows = int4_wgmma_scaled_from_rows.load(std::memory_order_relaxed)};
 }
 
 }  // namespace onecard::engine

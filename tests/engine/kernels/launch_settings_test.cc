@@ -24,6 +24,7 @@ TEST(LaunchSettingsTest, DefaultsAreWhatServes) {
   EXPECT_EQ(s.int4_wgmma_cluster, 1);
   EXPECT_TRUE(s.int4_wgmma_overlap);
   EXPECT_TRUE(s.int4_wgmma_double_sums);
+  EXPECT_EQ(s.int4_wgmma_scaled_from_rows, 0);
 }
 
 TEST(LaunchSettingsTest, SetThenGetAndBack) {
@@ -39,8 +40,10 @@ TEST(LaunchSettingsTest, SetThenGetAndBack) {
                                  .int4_wgmma_from_rows = 65,
                                  .int4_wgmma_cluster = 4,
                                  .int4_wgmma_overlap = false,
-                                 .int4_wgmma_double_sums = false})
+                                 .int4_wgmma_double_sums = false,
+                                 .int4_wgmma_scaled_from_rows = 65})
                   .ok());
+  EXPECT_EQ(GetLaunchSettings().int4_wgmma_scaled_from_rows, 65);
   EXPECT_FALSE(GetLaunchSettings().int4_wgmma_double_sums);
   EXPECT_FALSE(GetLaunchSettings().int4_wgmma_overlap);
   EXPECT_EQ(GetLaunchSettings().int4_wgmma_from_rows, 65);
@@ -68,6 +71,7 @@ TEST(LaunchSettingsTest, SetThenGetAndBack) {
   EXPECT_EQ(GetLaunchSettings().int4_wgmma_cluster, 1);
   EXPECT_TRUE(GetLaunchSettings().int4_wgmma_overlap);
   EXPECT_TRUE(GetLaunchSettings().int4_wgmma_double_sums);
+  EXPECT_EQ(GetLaunchSettings().int4_wgmma_scaled_from_rows, 0);
 }
 
 TEST(LaunchSettingsTest, OutOfRangeIsRefusedNamingTheFieldAndChangesNothing) {
@@ -103,6 +107,15 @@ TEST(LaunchSettingsTest, OutOfRangeIsRefusedNamingTheFieldAndChangesNothing) {
     EXPECT_NE(std::string(st.message()).find("int4_stream_blocks_per_sm"), std::string::npos) << st;
     EXPECT_TRUE(GetLaunchSettings().programmatic_launch);
     EXPECT_EQ(GetLaunchSettings().int4_stream_blocks_per_sm, 0);
+  }
+  for (int32_t rows : {-1, kInt4GemmMaxRows + 1}) {
+    const absl::Status st =
+        SetLaunchSettings({.programmatic_launch = false, .int4_wgmma_scaled_from_rows = rows});
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(std::string(st.message()).find("int4_wgmma_scaled_from_rows"), std::string::npos)
+        << st;
+    EXPECT_TRUE(GetLaunchSettings().programmatic_launch);
+    EXPECT_EQ(GetLaunchSettings().int4_wgmma_scaled_from_rows, 0);
   }
   for (int32_t rows : {-1, kInt4GemmMaxRows + 1}) {
     const absl::Status st =

@@ -79,6 +79,10 @@ ABSL_FLAG(bool, int4_wgmma_double_sums, true,
           "with --int4_wgmma_overlap, tiles of up to 64 x rows and groups of 128 columns: "
           "Int4Gemm's kWgmma kernel issues a stage's wgmmas into a second set of sums and scales "
           "the stage before's while they run");
+ABSL_FLAG(int32_t, int4_wgmma_scaled_from_rows, 0,
+          "with --int4_wgmma_overlap, Int4Gemm's kWgmma tiles of at least this many x rows take "
+          "the group's scale into the dequantized weights (rounded to bf16) and sum every stage "
+          "into the outputs; 0 = none");
 ABSL_FLAG(int32_t, gemm_splits, 0,
           "o / down products of the decode buckets: 0 = timed choice, 1 = whole, N = N partials");
 ABSL_FLAG(std::string, fused_rope, "after_cublas",
@@ -125,6 +129,7 @@ onecard::services::CommandLineSpec CommandLine() {
                    "int4_wgmma_cluster",
                    "int4_wgmma_overlap",
                    "int4_wgmma_double_sums",
+                   "int4_wgmma_scaled_from_rows",
                    "gemm_splits",
                    "fused_rope",
                    "tuner_search",
@@ -194,7 +199,8 @@ absl::Status ApplyComparisonArms() {
        .int4_wgmma_from_rows = absl::GetFlag(FLAGS_int4_wgmma_from_rows),
        .int4_wgmma_cluster = absl::GetFlag(FLAGS_int4_wgmma_cluster),
        .int4_wgmma_overlap = absl::GetFlag(FLAGS_int4_wgmma_overlap),
-       .int4_wgmma_double_sums = absl::GetFlag(FLAGS_int4_wgmma_double_sums)}));
+       .int4_wgmma_double_sums = absl::GetFlag(FLAGS_int4_wgmma_double_sums),
+       .int4_wgmma_scaled_from_rows = absl::GetFlag(FLAGS_int4_wgmma_scaled_from_rows)}));
   onecard::engine::CudaRunnerOptions& o = onecard::bench::BenchRunnerOptions();
   o.gemm_splits = absl::GetFlag(FLAGS_gemm_splits);
   ASSIGN_OR_RETURN(o.fused_rope,
