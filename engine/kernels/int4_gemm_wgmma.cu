@@ -31,10 +31,10 @@
 //   rows, groups of 128 columns: a stage each) it issues stage s's wgmmas
 //   into a second set of sums right after stage s - 1's finish and scales
 //   those while they run (ConsumeDoubleSums). With
-//   LaunchSettings::int4_wgmma_scaled_from_rows, tiles of that many x rows
-//   and more take the scale into the fragments instead, s (q - z) rounded to
-//   bf16, and sum every stage straight into the outputs (ConsumeScaled: not
-//   exact; the prefill path's dequantized weights are rounded alike).
+//   LaunchSettings::int4_wgmma_scaled_from_rows (128: served), tiles of that
+//   many x rows and more take the scale into the fragments instead, s (q - z)
+//   in bf16 (s rounded to bf16, then the product: within 2^-8 of the exact
+//   weight), and sum every stage straight into the outputs (ConsumeScaled).
 // - Blocks in thread block clusters of kG (1, 2 or 4) along W's row groups:
 //   the cluster's blocks share x's stages, each copying kN / kG of the rows
 //   into all of them (TMA multicast), and a stage is refilled once every
@@ -530,8 +530,11 @@ __device__ __forceinline__ uint32_t MulBf16x2(uint32_t a, uint32_t b) {
 // so the wgmmas sum s (q - z) x into acc across stages and groups, and a
 // warpgroup's tensor work waits at a stage only for stage s - 1's wgmmas
 // before it issues stage s's (no sums to scale; one set of outputs, so 128
-// x rows fit the registers). A weight is rounded twice (s to bf16, then the
-// product): within 2^-8 of s (q - z), where the other consumers are exact.
+// x rows fit the registers). A weight is rounded twice, s and the product:
+// within 2^-8 of s (q - z), where the other consumers are exact. One
+// bf16x2 multiply a pair: s (q - z) in fp32 rounded once (the prefill path's
+// weights) took four more instructions a pair and lost all the gain (70B
+// gate_up at 128 rows: 458 TFLOP/s against 552 and 465 without).
 template <int kN, Int4Offsets kKind>
 __device__ __forceinline__ void ConsumeScaled(const Args& a, const Place<kN, 1>& pl,
                                               int* last_block) {

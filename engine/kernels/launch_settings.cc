@@ -22,7 +22,7 @@ std::atomic<int32_t> int4_wgmma_from_rows{17};
 std::atomic<int32_t> int4_wgmma_cluster{1};
 std::atomic<bool> int4_wgmma_overlap{true};
 std::atomic<bool> int4_wgmma_double_sums{true};
-std::atomic<int32_t> int4_wgmma_scaled_from_rows{0};
+std::atomic<int32_t> int4_wgmma_scaled_from_rows{128};
 
 }  // namespace
 

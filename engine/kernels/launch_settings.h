@@ -91,13 +91,14 @@ struct LaunchSettings {
   // +15 %).
   bool int4_wgmma_double_sums = true;
   // With int4_wgmma_overlap, kWgmma tiles of at least this many x rows (0:
-  // none) take the group's scale into the A fragments, s (q - z) rounded
-  // to bf16 once a weight, and their wgmmas sum into the outputs straight
-  // across stages and groups, so a warpgroup's tensor work stops at a stage
-  // only for the wait (two sets of sums do not fit 128 rows). Not the exact
-  // sums of the other consumers: the weights are rounded as the prefill
-  // path's dequantized ones are. 0 until measured.
-  int32_t int4_wgmma_scaled_from_rows = 0;
+  // none) take the group's scale into the A fragments, s (q - z) in bf16
+  // (within 2^-8 of the exact weight, as a BF16 Marlin-style kernel rounds
+  // it), and their wgmmas sum into the outputs straight across stages and
+  // groups, so a warpgroup's tensor work stops at a stage only for the wait
+  // (two sets of sums do not fit 128 rows). 128: the 128-row tiles (an
+  // H100's 70B 4-bit decode at batch 128 +13 %, 8B +5 %); from 16 it loses
+  // to two sets of sums at 32 and 64 rows.
+  int32_t int4_wgmma_scaled_from_rows = 128;
 };
 
 // InvalidArgument naming the field for a value out of range; nothing changes then.

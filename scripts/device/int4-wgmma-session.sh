@@ -22,12 +22,12 @@
 #      (the _w16c1.._w64c1 variants with one set of sums; part 1 has them
 #      with two), records in $OUT/one_sum.jsonl;
 #   s  ConsumeScaled (--int4_wgmma_scaled_from_rows: the scale in the
-#      fragments, rounded to bf16): kernels-int4 on 70B gate_up and down with
-#      it from 16 rows ($OUT/scaled.jsonl), then arms S (served), C (from 128
-#      rows) and A (from 16) on decode-70b-int4 --batches 32,64,128 and
-#      decode-8b-int4 --batches 64,128, order S C A A C S
-#      (scripts/device/arms.sh flags; $OUT/arm_S.jsonl, $OUT/arm_C.jsonl,
-#      $OUT/arm_A.jsonl);
+#      fragments, in bf16; served from 128 rows): kernels-int4 on 70B gate_up
+#      and down with it from 16 rows ($OUT/scaled.jsonl), then arms S
+#      (served), E (=0: exact sums at every tile) and A (from 16) on
+#      decode-70b-int4 --batches 32,64,128 and decode-8b-int4 --batches
+#      64,128, order S E A A E S (scripts/device/arms.sh flags;
+#      $OUT/arm_S.jsonl, $OUT/arm_E.jsonl, $OUT/arm_A.jsonl);
 #   n  where kWgmma's time goes in a full round: ncu (clocks left alone) on
 #      the gate_up launch of one layer of decode-70b-int4 at batch 128 (as
 #      served: 128-row tiles, clusters of 1, the overlap): the details with
@@ -93,7 +93,7 @@ if wants s; then
       --results "$OUT/scaled.jsonl"
   done
   BENCH_TIMEOUT=200 bash scripts/device/arms.sh flags \
-    "S= C=--int4_wgmma_scaled_from_rows=128 A=--int4_wgmma_scaled_from_rows=16" \
+    "S= E=--int4_wgmma_scaled_from_rows=0 A=--int4_wgmma_scaled_from_rows=16" \
     "decode-70b-int4 --batches 32,64,128" "decode-8b-int4 --batches 64,128"
 fi
 if wants n; then

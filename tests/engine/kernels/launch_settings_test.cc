@@ -24,7 +24,7 @@ TEST(LaunchSettingsTest, DefaultsAreWhatServes) {
   EXPECT_EQ(s.int4_wgmma_cluster, 1);
   EXPECT_TRUE(s.int4_wgmma_overlap);
   EXPECT_TRUE(s.int4_wgmma_double_sums);
-  EXPECT_EQ(s.int4_wgmma_scaled_from_rows, 0);
+  EXPECT_EQ(s.int4_wgmma_scaled_from_rows, 128);
 }
 
 TEST(LaunchSettingsTest, SetThenGetAndBack) {
@@ -71,7 +71,7 @@ TEST(LaunchSettingsTest, SetThenGetAndBack) {
   EXPECT_EQ(GetLaunchSettings().int4_wgmma_cluster, 1);
   EXPECT_TRUE(GetLaunchSettings().int4_wgmma_overlap);
   EXPECT_TRUE(GetLaunchSettings().int4_wgmma_double_sums);
-  EXPECT_EQ(GetLaunchSettings().int4_wgmma_scaled_from_rows, 0);
+  EXPECT_EQ(GetLaunchSettings().int4_wgmma_scaled_from_rows, 128);
 }
 
 TEST(LaunchSettingsTest, OutOfRangeIsRefusedNamingTheFieldAndChangesNothing) {
@@ -115,7 +115,7 @@ TEST(LaunchSettingsTest, OutOfRangeIsRefusedNamingTheFieldAndChangesNothing) {
     EXPECT_NE(std::string(st.message()).find("int4_wgmma_scaled_from_rows"), std::string::npos)
         << st;
     EXPECT_TRUE(GetLaunchSettings().programmatic_launch);
-    EXPECT_EQ(GetLaunchSettings().int4_wgmma_scaled_from_rows, 0);
+    EXPECT_EQ(GetLaunchSettings().int4_wgmma_scaled_from_rows, 128);
   }
   for (int32_t rows : {-1, kInt4GemmMaxRows + 1}) {
     const absl::Status st =

@@ -79,10 +79,10 @@ ABSL_FLAG(bool, int4_wgmma_double_sums, true,
           "with --int4_wgmma_overlap, tiles of up to 64 x rows and groups of 128 columns: "
           "Int4Gemm's kWgmma kernel issues a stage's wgmmas into a second set of sums and scales "
           "the stage before's while they run");
-ABSL_FLAG(int32_t, int4_wgmma_scaled_from_rows, 0,
+ABSL_FLAG(int32_t, int4_wgmma_scaled_from_rows, 128,
           "with --int4_wgmma_overlap, Int4Gemm's kWgmma tiles of at least this many x rows take "
-          "the group's scale into the dequantized weights (rounded to bf16) and sum every stage "
-          "into the outputs; 0 = none");
+          "the group's scale into the dequantized weights (bf16) and sum every stage into the "
+          "outputs; 0 = none");
 ABSL_FLAG(int32_t, gemm_splits, 0,
           "o / down products of the decode buckets: 0 = timed choice, 1 = whole, N = N partials");
 ABSL_FLAG(std::string, fused_rope, "after_cublas",
