@@ -26,7 +26,9 @@
 // Reference: Int4GemmRef (int4_gemm_ref.cc): the prologue through
 // RmsNormRef, W's fp32 values (Int4Value), a plain fp32 dot per output, the
 // epilogue's roundings. The kernels sum in fp32 in another order, so outputs
-// agree to the BF16 rounding of y.
+// agree to the BF16 rounding of y; kWgmma's 128-row tiles, where
+// LaunchSettings::int4_wgmma_scaled_from_rows takes them (served), round each
+// weight to bf16 first (within 2^-8).
 // Supported: W n % 16 == 0, k % 64 == 0 (k <= kInt4MaxK), groups of 32 * j dividing k (or k),
 // every Int4Offsets kind; 1 <= rows <= kInt4GemmMaxRows; x_row_stride % 8 == 0;
 // kRmsNorm only up to kInt4GemmMaxNormRows rows (more: RmsNorm first), on kStream.

@@ -8,11 +8,11 @@
 //   of mma.m16n8k16's A, cuda_wgmma.cuh) once regathered to column order
 //   (Int4ColumnOrderWord: two 16-byte loads and a byte_perm a word). x is
 //   wgmma's B operand from shared memory (K-major, 128-byte swizzle).
-// - Exact arithmetic, as the other kernels': a code word's nibbles | 0x4300
-//   are the bf16 values 128 + q, minus 128 + z (136 symmetric) the exact q - z;
-//   the wgmmas sum p = sum (q - z) x over a group in fp32 and acc += s p once
-//   a group. So groups are whole stages: group % 128 == 0, k % 128 == 0, and
-//   no mins (kFloat stays on kTiled).
+// - Exact arithmetic, as the other kernels' (ConsumeScaled apart, below): a
+//   code word's nibbles | 0x4300 are the bf16 values 128 + q, minus 128 + z
+//   (136 symmetric) the exact q - z; the wgmmas sum p = sum (q - z) x over a
+//   group in fp32 and acc += s p once a group. So groups are whole stages:
+//   group % 128 == 0, k % 128 == 0, and no mins (kFloat stays on kTiled).
 // - Stages of 128 columns (two k tiles), kStages deep, on mbarriers: one lane
 //   of a producer warpgroup (its registers given to the consumers by
 //   setmaxnreg) brings a stage's codes (one bulk copy: the row group's two k
