@@ -34,6 +34,10 @@
 #      warp states, instruction statistics and the scheduler
 #      ($OUT/ncu_gate_up.txt), and the source page, each SASS instruction
 #      with its warp stall samples ($OUT/ncu_sass.csv);
+#   l  the four kWgmma launches of one layer of decode-70b-int4 at batch 128
+#      as served (qkv, o, gate_up, down: the 11th layer's), ncu's speed of
+#      light, launch statistics and occupancy ($OUT/ncu_layer.txt): each
+#      product's time and grid against the SMs;
 #   q  (alone, for a call with little device time left) instead of part 1:
 #      the kWgmma and cluster-split MatchesReference cases only (GTEST_FILTER,
 #      gpu_kernels_test under 150 s); where every kWgmma case passed,
@@ -95,6 +99,17 @@ if wants s; then
   BENCH_TIMEOUT=200 bash scripts/device/arms.sh flags \
     "S= E=--int4_wgmma_scaled_from_rows=0 A=--int4_wgmma_scaled_from_rows=16" \
     "decode-70b-int4 --batches 32,64,128" "decode-8b-int4 --batches 64,128"
+fi
+if wants l; then
+  ncu_bin=$(command -v ncu || find /opt/nvidia /usr/local/cuda -name ncu -type f 2>/dev/null | head -1)
+  timeout 280 "$ncu_bin" --clock-control none --kernel-name-base mangled \
+    --kernel-name "regex:Int4WgmmaKernelILi128E" --launch-skip 40 --launch-count 4 \
+    --section SpeedOfLight --section LaunchStats --section Occupancy \
+    "$session_bin" decode-70b-int4 --batches 128 --results "$OUT/ncu_layer_decode.jsonl" \
+    >"$OUT/ncu_layer.txt" 2>&1
+  echo "ncu rc=$?"
+  grep -E "Int4WgmmaKernel|Duration|Grid Size|Compute \(SM\) Throughput" "$OUT/ncu_layer.txt" |
+    head -20
 fi
 if wants n; then
   ncu_bin=$(command -v ncu || find /opt/nvidia /usr/local/cuda -name ncu -type f 2>/dev/null | head -1)
