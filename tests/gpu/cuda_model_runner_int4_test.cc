@@ -8,8 +8,8 @@
 //   formats; the golden prompts' logits and 16 greedy tokens
 //   (CompareRunners), and eight sequences decoding five steps
 //   (DecodeStepsMatch: Int4Gemm at 8 rows);
-//   the prompts' prefill takes the dequantize-for-cuBLAS path (more than 16
-//   rows), the greedy steps RmsNorm then Int4Gemm;
+//   the prompts' prefill (15-28 rows) takes Int4Gemm's tiled kernel (groups
+//   of 32 leave kWgmma out), the greedy steps RmsNorm then Int4Gemm;
 // - the HF 4-bit checkpoints of tests/golden/hf_int4/ as the files hold
 //   them (GPTQ v2 sym, AWQ, compressed-tensors, and the act-order GPTQ v1
 //   one: 4-bit projections with the files' codes, scales and zero points;
@@ -29,8 +29,10 @@
 //   cuda_model_runner_test.cc's MatchesCpuOnSmolLm2 (a GGUF's 4-bit tensors
 //   stay 4-bit by default); here the same file with keep_quantized = false
 //   (every projection expanded to BF16) must still match too.
-// Tolerance: LogitTolerance, as for BF16 weights; the 4-bit weights are exact,
-// only activations round to BF16.
+// Tolerance: LogitTolerance, as for BF16 weights; in these tests' steps of up
+// to 64 rows the 4-bit weights are exact, only activations round to BF16
+// (steps of more than 256 rows, SmolLM2's 580-token prompt, take the weights
+// rounded to BF16; kWgmma's 128-row tiles, 65-256 rows, within 2^-8).
 #include <cmath>
 #include <cstdio>
 #include <fstream>
