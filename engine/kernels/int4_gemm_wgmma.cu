@@ -533,8 +533,8 @@ __device__ __forceinline__ uint32_t MulBf16x2(uint32_t a, uint32_t b) {
 // x rows fit the registers). A weight is rounded twice, s and the product:
 // within 2^-8 of s (q - z), where the other consumers are exact. One
 // bf16x2 multiply a pair: s (q - z) in fp32 rounded once (the prefill path's
-// weights) took four more instructions a pair and lost all the gain (70B
-// gate_up at 128 rows: 458 TFLOP/s against 552 and 465 without).
+// weights) takes four more instructions a pair, and these warps' instructions
+// set the pace at 128 rows (bench/results' int4 page, session 41).
 template <int kN, Int4Offsets kKind>
 __device__ __forceinline__ void ConsumeScaled(const Args& a, const Place<kN, 1>& pl,
                                               int* last_block) {
