@@ -47,6 +47,7 @@
 #include "engine/common/dtype.h"
 #include "engine/kernels/gemv.h"
 #include "engine/kernels/int4_layout.h"
+#include "engine/kernels/launch_settings.h"
 #include "engine/kernels/stream.h"
 
 namespace onecard::engine {
@@ -173,6 +174,10 @@ int32_t Int4GemmWgmmaRows(const Int4GemmParams& params);
 // weight's row groups (of kInt4GemmRowGroup rows) or would leave a block
 // fewer than 8 of its tile's x rows to copy.
 int32_t Int4GemmWgmmaCluster(const Int4GemmParams& params, int32_t setting);
+// Whether a kWgmma launch takes the scale into its bf16 weights (within 2^-8
+// of the exact ones) under `settings`: clusters of 1 (Int4GemmWgmmaCluster),
+// int4_wgmma_overlap, and tiles of at least int4_wgmma_scaled_from_rows rows.
+bool Int4GemmWgmmaScaled(const Int4GemmParams& params, const LaunchSettings& settings);
 
 absl::Status Int4GemmRef(const Int4GemmParams& params);
 // Row r of W in fp32 (Int4Value of each code, in stored column order), as the

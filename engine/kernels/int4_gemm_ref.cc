@@ -97,6 +97,12 @@ int32_t Int4GemmWgmmaCluster(const Int4GemmParams& p, int32_t setting) {
   return g > 1 && row_groups % g == 0 && Int4GemmWgmmaRows(p) / g >= 8 ? g : 1;
 }
 
+bool Int4GemmWgmmaScaled(const Int4GemmParams& p, const LaunchSettings& settings) {
+  const int32_t from = settings.int4_wgmma_scaled_from_rows;
+  return Int4GemmWgmmaCluster(p, settings.int4_wgmma_cluster) == 1 && settings.int4_wgmma_overlap &&
+         from > 0 && Int4GemmWgmmaRows(p) >= from;
+}
+
 int32_t Int4GemmTiledRows(const Int4GemmParams& p) {
   if (p.tile_rows != 0) return p.tile_rows;
   if (p.rows <= 16) return 16;

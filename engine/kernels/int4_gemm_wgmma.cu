@@ -451,6 +451,26 @@ __device__ __forceinline__ void ConsumeOverlap(const Args& a, const Place<kN, 1>
   Finish<kN, 1>(a, pl, acc, last_block);
 }
 
+// stage(s, slot, first) for the split's stages s = 0, 1, ... in order, slot
+// (s % 2) and first (s == 0) as std::integral_constants, so that registers
+// indexed by the slot stay registers; returns the last stage's slot.
+template <typename Stage>
+__device__ __forceinline__ int StagesInSlots(int32_t stages, Stage&& stage) {
+  using Zero = std::integral_constant<int, 0>;
+  using One = std::integral_constant<int, 1>;
+  stage(0, Zero{}, std::true_type{});
+  int32_t s = 1;
+  for (; s + 1 < stages; s += 2) {
+    stage(s, One{}, std::false_type{});
+    stage(s + 1, Zero{}, std::false_type{});
+  }
+  if (s < stages) {
+    stage(s, One{}, std::false_type{});
+    return 1;
+  }
+  return 0;
+}
+
 // ConsumeOverlap with two sets of sums, for groups of one stage (128
 // columns) and tiles of up to 64 x rows (LaunchSettings::int4_wgmma_double_sums;
 // 128 would need 256 registers a thread): stage s's fragments and sums in
@@ -490,20 +510,11 @@ __device__ __forceinline__ void ConsumeDoubleSums(const Args& a, const Place<kN,
       Fold<kN>(acc, p[1 - kSlot], scale[1 - kSlot]);
     }
   };
-  using Zero = std::integral_constant<int, 0>;
-  using One = std::integral_constant<int, 1>;
   // Both sets of sums defined before the first wgmma: a register of a set
   // written while the other's wgmmas run would serialize them.
   cuda::KeepOperands(p[0]);
   cuda::KeepOperands(p[1]);
-  stage(0, Zero{}, std::true_type{});
-  int32_t s = 1;
-  for (; s + 1 < pl.stages; s += 2) {
-    stage(s, One{}, std::false_type{});
-    stage(s + 1, Zero{}, std::false_type{});
-  }
-  const bool last_in_one = s < pl.stages;
-  if (last_in_one) stage(s, One{}, std::false_type{});
+  const bool last_in_one = StagesInSlots(pl.stages, stage) == 1;
   cuda::WgmmaWait<0>();
   cuda::KeepOperands(av[0]);
   cuda::KeepOperands(av[1]);
@@ -534,7 +545,7 @@ __device__ __forceinline__ uint32_t MulBf16x2(uint32_t a, uint32_t b) {
 // within 2^-8 of s (q - z), where the other consumers are exact. One
 // bf16x2 multiply a pair: s (q - z) in fp32 rounded once (the prefill path's
 // weights) takes four more instructions a pair, and these warps' instructions
-// set the pace at 128 rows (bench/results' int4 page, session 41).
+// set the pace at 128 rows.
 template <int kN, Int4Offsets kKind>
 __device__ __forceinline__ void ConsumeScaled(const Args& a, const Place<kN, 1>& pl,
                                               int* last_block) {
@@ -569,16 +580,8 @@ __device__ __forceinline__ void ConsumeScaled(const Args& a, const Place<kN, 1>&
     IssueStage<kN>(acc, av[kSlot], x_base + b * C::kXBytes, false);
     if constexpr (!decltype(first)::value) Release(pl, (s - 1) % S);
   };
-  using Zero = std::integral_constant<int, 0>;
-  using One = std::integral_constant<int, 1>;
   cuda::KeepOperands(acc);  // zeros before the first fence
-  stage(0, Zero{}, std::true_type{});
-  int32_t s = 1;
-  for (; s + 1 < pl.stages; s += 2) {
-    stage(s, One{}, std::false_type{});
-    stage(s + 1, Zero{}, std::false_type{});
-  }
-  if (s < pl.stages) stage(s, One{}, std::false_type{});
+  StagesInSlots(pl.stages, stage);
   cuda::WgmmaWait<0>();
   cuda::KeepOperands(av[0]);
   cuda::KeepOperands(av[1]);
@@ -765,10 +768,9 @@ absl::Status LaunchInt4GemmWgmma(const Int4GemmParams& p, int num_sms, cudaStrea
   const LaunchSettings settings = GetLaunchSettings();
   const int32_t cluster = Int4GemmWgmmaCluster(p, settings.int4_wgmma_cluster);
   // Double sums take groups of one stage: each stage's sums are scaled alone.
-  const int32_t scaled_from = settings.int4_wgmma_scaled_from_rows;
   const Consumer consumer =
-      !settings.int4_wgmma_overlap                  ? Consumer::kPlain
-      : scaled_from > 0 && tile_rows >= scaled_from ? Consumer::kScaled
+      !settings.int4_wgmma_overlap       ? Consumer::kPlain
+      : Int4GemmWgmmaScaled(p, settings) ? Consumer::kScaled
       : settings.int4_wgmma_double_sums && p.w.group == kStageTiles * kInt4TileCols
           ? Consumer::kDoubleSums
           : Consumer::kOverlap;

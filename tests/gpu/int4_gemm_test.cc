@@ -354,8 +354,7 @@ TEST_P(Int4GemmTest, MatchesReference) {
   const int64_t counters = engine::Int4GemmWorkspace(c.n, sms).counter_bytes;
   EXPECT_TRUE(std::all_of(left.end() - counters, left.end(), [](uint8_t b) { return b == 0; }))
       << "arrival counters not left zero";
-  const bool scaled = c.wgmma_overlap && c.wgmma_scaled_from_rows > 0 &&
-                      engine::Int4GemmWgmmaRows(p) >= c.wgmma_scaled_from_rows;
+  const bool scaled = engine::Int4GemmWgmmaScaled(p, engine::GetLaunchSettings());
   const std::vector<float> want = f32 ? y32 : ToFloats(y16);
   if (scaled) {
     // ConsumeScaled rounds each weight twice (s to bf16, then s (q - z)),

@@ -277,6 +277,20 @@ TEST(Int4GemmRefTest, WgmmaTakesWholeStagesOfGroupsWithoutMins) {
   EXPECT_THAT(cluster.message(), ::testing::HasSubstr("cluster=3"));
   f.p.cluster = 0;
   f.p.rows = 40;
+  // Scaled weights: clusters of 1, the overlap, tiles of the setting's rows
+  // and more (40 rows: 64-row tiles).
+  LaunchSettings s{.int4_wgmma_cluster = 1, .int4_wgmma_scaled_from_rows = 64};
+  EXPECT_TRUE(Int4GemmWgmmaScaled(f.p, s));
+  s.int4_wgmma_scaled_from_rows = 128;
+  EXPECT_FALSE(Int4GemmWgmmaScaled(f.p, s));
+  s.int4_wgmma_scaled_from_rows = 0;
+  EXPECT_FALSE(Int4GemmWgmmaScaled(f.p, s));
+  s.int4_wgmma_scaled_from_rows = 16;
+  s.int4_wgmma_overlap = false;
+  EXPECT_FALSE(Int4GemmWgmmaScaled(f.p, s));
+  s.int4_wgmma_overlap = true;
+  s.int4_wgmma_cluster = 2;
+  EXPECT_FALSE(Int4GemmWgmmaScaled(f.p, s));
   const auto x_at = [&](int64_t offset) { f.p.x = f.x.data() + offset; };
   x_at(4);  // 8 bytes off
   EXPECT_FALSE(Int4GemmWgmmaFits(f.p));
