@@ -47,8 +47,6 @@
 #include "engine/kernels/int4_gemm_internal.h"
 
 #if ONECARD_CUDA_SM90A
-#include <cuda.h>
-#include <cudaTypedefs.h>
 #include <cuda_fp16.h>
 
 #include <algorithm>
@@ -58,6 +56,7 @@
 #include "engine/kernels/cuda_common.cuh"
 #include "engine/kernels/cuda_pipeline.cuh"
 #include "engine/kernels/cuda_ptx.cuh"
+#include "engine/kernels/cuda_tensor_map.h"
 #include "engine/kernels/cuda_wgmma.cuh"
 #include "engine/kernels/int4_codes.cuh"
 #include "engine/kernels/launch_settings.h"
@@ -141,12 +140,42 @@ __device__ __forceinline__ void ColumnOrder(const uint4& lo, const uint4& hi, in
 }
 
 // Writes the warp's outputs from its sums v: row tile rt of row group rg,
-// x rows xrow0 + 8 j + 2 t4 + {0, 1}.
+// x rows xrow0 + 8 j + 2 t4 + {0, 1}. A kBf16Add epilogue reads every value
+// of y it adds to before its first store: y's loads and stores may alias,
+// so loads between the stores would each wait for an L2 round trip in turn
+// (kN / 2 of them a thread).
 template <int kN>
 __device__ __forceinline__ void Epilogue(const Args& a, int32_t rg, int32_t rt, int32_t xrow0,
                                          const float (&v)[kN / 2]) {
   const int lane = threadIdx.x & 31, gr = lane >> 2, t4 = lane & 3;
   const int64_t tile = int64_t{rg} * 8 + rt;
+  auto out = [&](int j, int e, int half) {
+    return int64_t{xrow0 + 8 * j + 2 * t4 + e} * a.n + tile * 16 + gr + 8 * half;
+  };
+  if (a.y_kind == YKind::kBf16Add) {
+    cuda::bf16* y = static_cast<cuda::bf16*>(a.y);
+    float residual[kN / 2];
+#pragma unroll
+    for (int j = 0; j < kN / 8; ++j) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int e = i & 1, half = i >> 1;
+        residual[4 * j + i] =
+            xrow0 + 8 * j + 2 * t4 + e < a.rows ? __bfloat162float(y[out(j, e, half)]) : 0.0f;
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kN / 8; ++j) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int e = i & 1, half = i >> 1;
+        if (xrow0 + 8 * j + 2 * t4 + e >= a.rows) continue;
+        y[out(j, e, half)] =
+            __float2bfloat16_rn(cuda::RoundTo<cuda::bf16>(v[4 * j + i]) + residual[4 * j + i]);
+      }
+    }
+    return;
+  }
 #pragma unroll
   for (int j = 0; j < kN / 8; ++j) {
 #pragma unroll
@@ -159,7 +188,7 @@ __device__ __forceinline__ void Epilogue(const Args& a, int32_t rg, int32_t rt, 
       }
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
-        int4::StoreY(a, m * a.n + tile * 16 + gr + 8 * half, v[4 * j + e + 2 * half]);
+        int4::StoreY(a, out(j, e, half), v[4 * j + e + 2 * half]);
       }
     }
   }
@@ -644,43 +673,6 @@ __global__ void __launch_bounds__(kThreads, 1) Int4WgmmaKernel(const __grid_cons
   }
 }
 
-// cuTensorMapEncodeTiled from the driver, found once.
-absl::StatusOr<PFN_cuTensorMapEncodeTiled_v12000> EncodeTiled() {
-  static const absl::StatusOr<PFN_cuTensorMapEncodeTiled_v12000> fn =
-      []() -> absl::StatusOr<PFN_cuTensorMapEncodeTiled_v12000> {
-    void* f = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    CUDA_RETURN_IF_ERROR(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000,
-                                                          cudaEnableDefault, &found));
-    if (found != cudaDriverEntryPointSuccess || f == nullptr) {
-      return absl::UnavailableError("Int4Gemm: the driver has no cuTensorMapEncodeTiled");
-    }
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
-  }();
-  return fn;
-}
-
-// x's tensor map: [rows, k] bf16 with rows x_stride apart, boxes of 64
-// columns x kN rows in the 128-byte swizzle.
-absl::Status EncodeX(Args& a, int box_rows) {
-  ASSIGN_OR_RETURN(const PFN_cuTensorMapEncodeTiled_v12000 encode, EncodeTiled());
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(a.k_tiles) * kInt4TileCols,
-                              static_cast<cuuint64_t>(a.rows)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(a.x_stride) * 2};
-  const cuuint32_t box[2] = {kInt4TileCols, static_cast<cuuint32_t>(box_rows)};
-  const cuuint32_t element_strides[2] = {1, 1};
-  const CUresult r = encode(&a.x_map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2,
-                            const_cast<cuda::bf16*>(a.x), dims, strides, box, element_strides,
-                            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS) {
-    return absl::InternalError(cuda::Cat("Int4Gemm: cuTensorMapEncodeTiled for x of ", a.rows,
-                                         " rows x ", dims[0], " (stride ", a.x_stride,
-                                         ") failed: CUresult ", static_cast<int>(r)));
-  }
-  return absl::OkStatus();
-}
-
 template <int kN, Int4Offsets kKind, int kG, Consumer kConsumer>
 absl::Status Launch(Args a, int num_sms, int64_t slot_bytes, cudaStream_t stream) {
   using C = Cfg<kN>;
@@ -691,7 +683,10 @@ absl::Status Launch(Args a, int num_sms, int64_t slot_bytes, cudaStream_t stream
     return absl::OkStatus();
   }();
   RETURN_IF_ERROR(configured);
-  RETURN_IF_ERROR(EncodeX(a, kN / kG));
+  // x: boxes of 64 columns x kN / kG rows.
+  RETURN_IF_ERROR(cuda::EncodeBf16TensorMap(&a.x_map, a.x, a.rows,
+                                            int64_t{a.k_tiles} * kInt4TileCols, a.x_stride,
+                                            kInt4TileCols, kN / kG, "Int4Gemm's x"));
   a.m_blocks = static_cast<int32_t>(cuda::CeilDiv(a.rows, kN));
   const int64_t row_groups = cuda::CeilDiv(a.n_tiles, 8);
   const int64_t tiles = row_groups * a.m_blocks;
