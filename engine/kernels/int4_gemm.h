@@ -168,16 +168,34 @@ int32_t Int4GemmTiledRows(const Int4GemmParams& params);
 // groups of a multiple of 128 columns, k % 128 == 0, no prologue, x 16-byte
 // aligned; and the x rows of its blocks.
 bool Int4GemmWgmmaFits(const Int4GemmParams& params);
-int32_t Int4GemmWgmmaRows(const Int4GemmParams& params);
-// The cluster size of a kWgmma launch: params.cluster, else `setting`
-// (LaunchSettings::int4_wgmma_cluster), and 1 where it does not divide the
-// weight's row groups (of kInt4GemmRowGroup rows) or would leave a block
-// fewer than 8 of its tile's x rows to copy.
-int32_t Int4GemmWgmmaCluster(const Int4GemmParams& params, int32_t setting);
+// kWgmma's stages: 128 columns of W (two k tiles) each.
+inline constexpr int32_t kInt4WgmmaStageCols = 128;
+// The K splits of an output tile of kTiled and kWgmma: while `tiles` output
+// tiles leave some of `resident` blocks idle, each split at least 4 of
+// k_stages stages, at most `slots` partial-sum slots over all tiles; 1 where
+// the tiles outnumber the n_tiles arrival counters.
+int64_t Int4TileSplits(int64_t tiles, int64_t resident, int64_t k_stages, int64_t slots,
+                       int64_t n_tiles);
+// The blocks an output tile of a kWgmma launch of params in tiles of
+// tile_rows x rows takes on num_sms SMs (one block an SM, the workspace's
+// slots: Int4TileSplits).
+int64_t Int4GemmWgmmaSplits(const Int4GemmParams& params, int32_t tile_rows, int32_t num_sms);
+// The x rows of kWgmma's tiles: params.tile_rows, else 16, 32 or 64 for up
+// to that many rows; past 64, 128, or 64 where 128-row tiles would split K
+// into parts of fewer than settings.int4_wgmma_min_split_stages stages.
+int32_t Int4GemmWgmmaRows(const Int4GemmParams& params, const LaunchSettings& settings,
+                          int32_t num_sms);
+// The cluster size of a kWgmma launch: params.cluster, else
+// settings.int4_wgmma_cluster, and 1 where it does not divide the weight's
+// row groups (of kInt4GemmRowGroup rows) or would leave a block fewer than 8
+// of its tile's x rows to copy.
+int32_t Int4GemmWgmmaCluster(const Int4GemmParams& params, const LaunchSettings& settings,
+                             int32_t num_sms);
 // Whether a kWgmma launch takes the scale into its bf16 weights (within 2^-8
 // of the exact ones) under `settings`: clusters of 1 (Int4GemmWgmmaCluster),
 // int4_wgmma_overlap, and tiles of at least int4_wgmma_scaled_from_rows rows.
-bool Int4GemmWgmmaScaled(const Int4GemmParams& params, const LaunchSettings& settings);
+bool Int4GemmWgmmaScaled(const Int4GemmParams& params, const LaunchSettings& settings,
+                         int32_t num_sms);
 
 absl::Status Int4GemmRef(const Int4GemmParams& params);
 // Row r of W in fp32 (Int4Value of each code, in stored column order), as the

@@ -14,13 +14,6 @@ namespace onecard::engine {
 // (CheckInt4GemmParams, the workspace's size) on a device of num_sms SMs.
 absl::Status LaunchInt4GemmTiled(const Int4GemmParams& params, int num_sms, cudaStream_t stream);
 
-// The K splits of an output tile of kTiled and kWgmma: while `tiles` output
-// tiles leave some of `resident` blocks idle, each split at least 4 of
-// k_stages stages, at most `slots` partial-sum slots over all tiles; 1 where
-// the tiles outnumber the n_tiles arrival counters.
-int64_t Int4TileSplits(int64_t tiles, int64_t resident, int64_t k_stages, int64_t slots,
-                       int64_t n_tiles);
-
 // Whether this build holds the kWgmma kernel (every target sm_90a).
 bool Int4GemmWgmmaBuilt();
 // Launches the kWgmma kernel for params already checked, Int4GemmWgmmaFits

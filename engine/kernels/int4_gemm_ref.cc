@@ -80,27 +80,47 @@ bool Int4GemmUsesTiled(const Int4GemmParams& p) {
 }
 
 bool Int4GemmWgmmaFits(const Int4GemmParams& p) {
-  constexpr int kStageCols = 2 * kInt4TileCols;
-  return p.w.offset_kind != Int4Offsets::kFloat && p.w.group % kStageCols == 0 &&
-         p.w.k % kStageCols == 0 && p.prologue == GemvPrologue::kNone &&
+  return p.w.offset_kind != Int4Offsets::kFloat && p.w.group % kInt4WgmmaStageCols == 0 &&
+         p.w.k % kInt4WgmmaStageCols == 0 && p.prologue == GemvPrologue::kNone &&
          reinterpret_cast<uintptr_t>(p.x) % 16 == 0;
 }
 
-int32_t Int4GemmWgmmaRows(const Int4GemmParams& p) {
-  if (p.tile_rows != 0) return p.tile_rows;
-  return p.rows <= 16 ? 16 : p.rows <= 32 ? 32 : p.rows <= 64 ? 64 : 128;
+int64_t Int4TileSplits(int64_t tiles, int64_t resident, int64_t k_stages, int64_t slots,
+                       int64_t n_tiles) {
+  int64_t splits = std::max<int64_t>(1, resident / tiles);
+  splits = std::min(splits, std::max<int64_t>(1, k_stages / 4));
+  splits = std::min(splits, slots / tiles);
+  return tiles > n_tiles || splits < 1 ? 1 : splits;
 }
 
-int32_t Int4GemmWgmmaCluster(const Int4GemmParams& p, int32_t setting) {
-  const int32_t g = p.cluster != 0 ? p.cluster : setting;
+int64_t Int4GemmWgmmaSplits(const Int4GemmParams& p, int32_t tile_rows, int32_t num_sms) {
   const int64_t row_groups = (p.w.n + kInt4GemmRowGroup - 1) / kInt4GemmRowGroup;
-  return g > 1 && row_groups % g == 0 && Int4GemmWgmmaRows(p) / g >= 8 ? g : 1;
+  const int64_t tiles = row_groups * ((p.rows + tile_rows - 1) / tile_rows);
+  // A block's partial sums: 256 consumer threads x tile_rows / 2 floats.
+  const int64_t slots = Int4GemmWorkspace(p.w.n, num_sms).slot_bytes / (int64_t{tile_rows} * 512);
+  return Int4TileSplits(tiles, num_sms, p.w.k / kInt4WgmmaStageCols, slots, p.w.n / kInt4TileRows);
 }
 
-bool Int4GemmWgmmaScaled(const Int4GemmParams& p, const LaunchSettings& settings) {
+int32_t Int4GemmWgmmaRows(const Int4GemmParams& p, const LaunchSettings& settings,
+                          int32_t num_sms) {
+  if (p.tile_rows != 0) return p.tile_rows;
+  if (p.rows <= 64) return p.rows <= 16 ? 16 : p.rows <= 32 ? 32 : 64;
+  const int64_t splits = Int4GemmWgmmaSplits(p, 128, num_sms);
+  const int64_t split_stages = p.w.k / kInt4WgmmaStageCols / splits;
+  return splits > 1 && split_stages < settings.int4_wgmma_min_split_stages ? 64 : 128;
+}
+
+int32_t Int4GemmWgmmaCluster(const Int4GemmParams& p, const LaunchSettings& settings,
+                             int32_t num_sms) {
+  const int32_t g = p.cluster != 0 ? p.cluster : settings.int4_wgmma_cluster;
+  const int64_t row_groups = (p.w.n + kInt4GemmRowGroup - 1) / kInt4GemmRowGroup;
+  return g > 1 && row_groups % g == 0 && Int4GemmWgmmaRows(p, settings, num_sms) / g >= 8 ? g : 1;
+}
+
+bool Int4GemmWgmmaScaled(const Int4GemmParams& p, const LaunchSettings& settings, int32_t num_sms) {
   const int32_t from = settings.int4_wgmma_scaled_from_rows;
-  return Int4GemmWgmmaCluster(p, settings.int4_wgmma_cluster) == 1 && settings.int4_wgmma_overlap &&
-         from > 0 && Int4GemmWgmmaRows(p) >= from;
+  return Int4GemmWgmmaCluster(p, settings, num_sms) == 1 && settings.int4_wgmma_overlap &&
+         from > 0 && Int4GemmWgmmaRows(p, settings, num_sms) >= from;
 }
 
 int32_t Int4GemmTiledRows(const Int4GemmParams& p) {

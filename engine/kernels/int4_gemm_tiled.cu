@@ -508,14 +508,6 @@ absl::Status LaunchRows(const Args& a, int32_t tile_rows, int num_sms, int64_t s
 
 }  // namespace
 
-int64_t Int4TileSplits(int64_t tiles, int64_t resident, int64_t k_stages, int64_t slots,
-                       int64_t n_tiles) {
-  int64_t splits = std::max<int64_t>(1, resident / tiles);
-  splits = std::min(splits, std::max<int64_t>(1, k_stages / 4));
-  splits = std::min(splits, slots / tiles);
-  return tiles > n_tiles || splits < 1 ? 1 : splits;
-}
-
 absl::Status LaunchInt4GemmTiled(const Int4GemmParams& p, int num_sms, cudaStream_t stream) {
   Args a{};
   static_cast<int4::LaunchArgs&>(a) = int4::MakeLaunchArgs(p);

@@ -86,7 +86,8 @@ constexpr int kProducerRegs = 56;
 constexpr int kConsumerRegs = 224;
 static_assert(kProducerRegs * 128 + kConsumerRegs * kConsumers <= kLaunchRegs * kThreads,
               "setmaxnreg.inc would wait forever for registers the block does not hold");
-constexpr int kStageTiles = 2;                            // k tiles a stage
+constexpr int kStageTiles = 2;  // k tiles a stage
+static_assert(kStageTiles * kInt4TileCols == kInt4WgmmaStageCols);
 constexpr int kSteps = kStageTiles * kInt4TileCols / 16;  // k16 steps a stage
 constexpr int kCodeBytes = kStageTiles * 8 * kInt4TileBytes;
 constexpr int kScaleBytes = 8 * 8 * 4;  // a group's words of a row group
@@ -105,6 +106,7 @@ struct Cfg {
   static constexpr int kSmemBytes = 1024 + kBarsAt + 2 * kStages * 8;
   static constexpr int kSlotFloats = kConsumers * kN / 2;  // a block's sums
 };
+static_assert(Cfg<128>::kSlotFloats * 4 == 128 * 512, "Int4GemmWgmmaSplits' slots");
 
 struct Args : int4::LaunchArgs {
   CUtensorMap x_map;    // x [rows, k] bf16, boxes of 64 columns x kN rows, 128-byte swizzle
@@ -674,7 +676,7 @@ __global__ void __launch_bounds__(kThreads, 1) Int4WgmmaKernel(const __grid_cons
 }
 
 template <int kN, Int4Offsets kKind, int kG, Consumer kConsumer>
-absl::Status Launch(Args a, int num_sms, int64_t slot_bytes, cudaStream_t stream) {
+absl::Status Launch(Args a, int64_t splits, cudaStream_t stream) {
   using C = Cfg<kN>;
   static const absl::Status configured = [] {
     CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(Int4WgmmaKernel<kN, kKind, kG, kConsumer>,
@@ -688,12 +690,8 @@ absl::Status Launch(Args a, int num_sms, int64_t slot_bytes, cudaStream_t stream
                                             int64_t{a.k_tiles} * kInt4TileCols, a.x_stride,
                                             kInt4TileCols, kN / kG, "Int4Gemm's x"));
   a.m_blocks = static_cast<int32_t>(cuda::CeilDiv(a.rows, kN));
-  const int64_t row_groups = cuda::CeilDiv(a.n_tiles, 8);
-  const int64_t tiles = row_groups * a.m_blocks;
+  const int64_t tiles = cuda::CeilDiv(a.n_tiles, 8) * a.m_blocks;
   const int64_t k_stages = a.k_tiles / kStageTiles;
-  // One block an SM.
-  const int64_t splits =
-      Int4TileSplits(tiles, num_sms, k_stages, slot_bytes / (C::kSlotFloats * 4), a.n_tiles);
   a.split_tiles = static_cast<int32_t>(cuda::CeilDiv(k_stages, splits) * kStageTiles);
   a.splits = static_cast<int32_t>(cuda::CeilDiv(a.k_tiles, a.split_tiles));
   const int64_t grid = tiles * a.splits;
@@ -706,40 +704,40 @@ absl::Status Launch(Args a, int num_sms, int64_t slot_bytes, cudaStream_t stream
 // `consumer` where it applies: clusters of 1, ConsumeDoubleSums up to 64 x
 // rows (else ConsumeOverlap).
 template <int kN, Int4Offsets kKind>
-absl::Status LaunchCluster(const Args& a, int32_t cluster, Consumer consumer, int num_sms,
-                           int64_t slot_bytes, cudaStream_t stream) {
+absl::Status LaunchCluster(const Args& a, int32_t cluster, Consumer consumer, int64_t splits,
+                           cudaStream_t stream) {
   if constexpr (kN >= 32) {  // a block's part of the rows: whole 8-row swizzle atoms
     if (cluster == 4) {
-      return Launch<kN, kKind, 4, Consumer::kPlain>(a, num_sms, slot_bytes, stream);
+      return Launch<kN, kKind, 4, Consumer::kPlain>(a, splits, stream);
     }
   }
-  if (cluster == 2) return Launch<kN, kKind, 2, Consumer::kPlain>(a, num_sms, slot_bytes, stream);
+  if (cluster == 2) return Launch<kN, kKind, 2, Consumer::kPlain>(a, splits, stream);
   if (consumer == Consumer::kScaled) {
-    return Launch<kN, kKind, 1, Consumer::kScaled>(a, num_sms, slot_bytes, stream);
+    return Launch<kN, kKind, 1, Consumer::kScaled>(a, splits, stream);
   }
   if constexpr (kN <= 64) {
     if (consumer == Consumer::kDoubleSums) {
-      return Launch<kN, kKind, 1, Consumer::kDoubleSums>(a, num_sms, slot_bytes, stream);
+      return Launch<kN, kKind, 1, Consumer::kDoubleSums>(a, splits, stream);
     }
   }
   if (consumer != Consumer::kPlain) {
-    return Launch<kN, kKind, 1, Consumer::kOverlap>(a, num_sms, slot_bytes, stream);
+    return Launch<kN, kKind, 1, Consumer::kOverlap>(a, splits, stream);
   }
-  return Launch<kN, kKind, 1, Consumer::kPlain>(a, num_sms, slot_bytes, stream);
+  return Launch<kN, kKind, 1, Consumer::kPlain>(a, splits, stream);
 }
 
 template <Int4Offsets kKind>
 absl::Status LaunchRows(const Args& a, int32_t tile_rows, int32_t cluster, Consumer consumer,
-                        int num_sms, int64_t slot_bytes, cudaStream_t stream) {
+                        int64_t splits, cudaStream_t stream) {
   switch (tile_rows) {
     case 16:
-      return LaunchCluster<16, kKind>(a, cluster, consumer, num_sms, slot_bytes, stream);
+      return LaunchCluster<16, kKind>(a, cluster, consumer, splits, stream);
     case 32:
-      return LaunchCluster<32, kKind>(a, cluster, consumer, num_sms, slot_bytes, stream);
+      return LaunchCluster<32, kKind>(a, cluster, consumer, splits, stream);
     case 64:
-      return LaunchCluster<64, kKind>(a, cluster, consumer, num_sms, slot_bytes, stream);
+      return LaunchCluster<64, kKind>(a, cluster, consumer, splits, stream);
     default:
-      return LaunchCluster<128, kKind>(a, cluster, consumer, num_sms, slot_bytes, stream);
+      return LaunchCluster<128, kKind>(a, cluster, consumer, splits, stream);
   }
 }
 
@@ -758,23 +756,21 @@ absl::Status LaunchInt4GemmWgmma(const Int4GemmParams& p, int num_sms, cudaStrea
 #if ONECARD_CUDA_SM90A
   Args a{};
   static_cast<int4::LaunchArgs&>(a) = int4::MakeLaunchArgs(p);
-  const int64_t slot_bytes = Int4GemmWorkspace(p.w.n, num_sms).slot_bytes;
-  const int32_t tile_rows = Int4GemmWgmmaRows(p);
   const LaunchSettings settings = GetLaunchSettings();
-  const int32_t cluster = Int4GemmWgmmaCluster(p, settings.int4_wgmma_cluster);
+  const int32_t tile_rows = Int4GemmWgmmaRows(p, settings, num_sms);
+  const int64_t splits = Int4GemmWgmmaSplits(p, tile_rows, num_sms);
+  const int32_t cluster = Int4GemmWgmmaCluster(p, settings, num_sms);
   // Double sums take groups of one stage: each stage's sums are scaled alone.
   const Consumer consumer =
-      !settings.int4_wgmma_overlap       ? Consumer::kPlain
-      : Int4GemmWgmmaScaled(p, settings) ? Consumer::kScaled
+      !settings.int4_wgmma_overlap                ? Consumer::kPlain
+      : Int4GemmWgmmaScaled(p, settings, num_sms) ? Consumer::kScaled
       : settings.int4_wgmma_double_sums && p.w.group == kStageTiles * kInt4TileCols
           ? Consumer::kDoubleSums
           : Consumer::kOverlap;
   if (p.w.offset_kind == Int4Offsets::kSymmetric) {
-    return LaunchRows<Int4Offsets::kSymmetric>(a, tile_rows, cluster, consumer, num_sms, slot_bytes,
-                                               stream);
+    return LaunchRows<Int4Offsets::kSymmetric>(a, tile_rows, cluster, consumer, splits, stream);
   }
-  return LaunchRows<Int4Offsets::kZero>(a, tile_rows, cluster, consumer, num_sms, slot_bytes,
-                                        stream);
+  return LaunchRows<Int4Offsets::kZero>(a, tile_rows, cluster, consumer, splits, stream);
 #else
   (void)p, (void)num_sms, (void)stream;
   return absl::UnimplementedError(

@@ -23,6 +23,7 @@ std::atomic<int32_t> int4_wgmma_cluster{1};
 std::atomic<bool> int4_wgmma_overlap{true};
 std::atomic<bool> int4_wgmma_double_sums{true};
 std::atomic<int32_t> int4_wgmma_scaled_from_rows{128};
+std::atomic<int32_t> int4_wgmma_min_split_stages{48};
 
 }  // namespace
 
@@ -65,6 +66,12 @@ absl::Status SetLaunchSettings(const LaunchSettings& settings) {
         "LaunchSettings.int4_wgmma_scaled_from_rows = ", settings.int4_wgmma_scaled_from_rows,
         ": must be 0 (none) to ", kInt4GemmMaxRows));
   }
+  if (settings.int4_wgmma_min_split_stages < 0 ||
+      settings.int4_wgmma_min_split_stages > kInt4MaxK / 128) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "LaunchSettings.int4_wgmma_min_split_stages = ", settings.int4_wgmma_min_split_stages,
+        ": must be 0 (128-row tiles always) to ", kInt4MaxK / 128));
+  }
   programmatic_launch.store(settings.programmatic_launch, std::memory_order_relaxed);
   gemv_blocks_per_sm.store(settings.gemv_blocks_per_sm, std::memory_order_relaxed);
   fp8_gemm_cublas_scales.store(settings.fp8_gemm_cublas_scales, std::memory_order_relaxed);
@@ -80,6 +87,8 @@ absl::Status SetLaunchSettings(const LaunchSettings& settings) {
   int4_wgmma_overlap.store(settings.int4_wgmma_overlap, std::memory_order_relaxed);
   int4_wgmma_double_sums.store(settings.int4_wgmma_double_sums, std::memory_order_relaxed);
   int4_wgmma_scaled_from_rows.store(settings.int4_wgmma_scaled_from_rows,
+                                    std::memory_order_relaxed);
+  int4_wgmma_min_split_stages.store(settings.int4_wgmma_min_split_stages,
                                     std::memory_order_relaxed);
   return absl::OkStatus();
 }
@@ -100,7 +109,8 @@ LaunchSettings GetLaunchSettings() {
       .int4_wgmma_cluster = int4_wgmma_cluster.load(std::memory_order_relaxed),
       .int4_wgmma_overlap = int4_wgmma_overlap.load(std::memory_order_relaxed),
       .int4_wgmma_double_sums = int4_wgmma_double_sums.load(std::memory_order_relaxed),
-      .int4_wgmma_scaled_from_rows = int4_wgmma_scaled_from_rows.load(std::memory_order_relaxed)};
+      .int4_wgmma_scaled_from_rows = int4_wgmma_scaled_from_rows.load(std::memory_order_relaxed),
+      .int4_wgmma_min_split_stages = int4_wgmma_min_split_stages.load(std::memory_order_relaxed)};
 }
 
 }  // namespace onecard::engine

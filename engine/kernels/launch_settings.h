@@ -99,6 +99,14 @@ struct LaunchSettings {
   // H100's 70B 4-bit decode at batch 128 +13 %, 8B +5 %); from 16 it loses
   // to two sets of sums at 32 and 64 rows.
   int32_t int4_wgmma_scaled_from_rows = 128;
+  // Past 64 rows, kWgmma takes 64-row tiles instead of 128-row ones where
+  // the 128-row tiles would leave SMs idle enough to split K into parts of
+  // fewer than this many stages (of 128 columns; 0: 128-row tiles always):
+  // a split's fixed cost (the pipeline's fill, the partial sums' round trip)
+  // then outweighs the 128-row tiles' better rate. 48 by kernels-int4 on an
+  // H100 at 128 and 256 rows (Int4GemmWgmmaRows: every llama3-8b and -70b
+  // projection took the faster of the two tilings).
+  int32_t int4_wgmma_min_split_stages = 48;
 };
 
 // InvalidArgument naming the field for a value out of range; nothing changes then.

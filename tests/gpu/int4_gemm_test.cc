@@ -169,7 +169,7 @@ std::vector<Int4Case> Cases() {
       // a weight it does not take (mins) left to kTiled there.
       {"wgmma_down70b_add_r128", 8192, 28672, 128, sym, 128, none, Out::kAdd, kWgmma},
       {"wgmma_o70b_zero_r64", 8192, 8192, 128, zero, 64, none, Out::kBf16, kWgmma},
-      {"wgmma_zero_silu_r256", 4096, 2048, 128, zero, 256, none, Out::kSilu, kWgmma},
+      {"wgmma_zero_silu_r256", 4096, 2048, 128, zero, 256, none, Out::kSilu, kWgmma, 128},
       {"wgmma_partial_group_f32_r40", 176, 4096, 128, sym, 40, none, Out::kF32, kWgmma},
       {"wgmma_per_channel_zero_r100", 512, 2048, 2048, zero, 100, none, Out::kBf16, kWgmma},
       {"wgmma_g256_add_r64", 1024, 8192, 256, sym, 64, none, Out::kAdd, kWgmma},
@@ -224,7 +224,7 @@ std::vector<Int4Case> Cases() {
        0, 1, 0, true, true},
       {"wgmma_ds_g256_left_to_overlap_r64", 1024, 8192, 256, zero, 64, none, Out::kBf16, kWgmma, 0,
        kOff, 0, 1, 0, true, true},
-      {"wgmma_ds128_left_to_overlap_r100", 2048, 2048, 128, sym, 100, none, Out::kAdd, kWgmma, 0,
+      {"wgmma_ds128_left_to_overlap_r100", 2048, 2048, 128, sym, 100, none, Out::kAdd, kWgmma, 128,
        kOff, 0, 1, 0, true, true},
       // ConsumeScaled (the scale in the fragments): 70B down at 128 rows
       // (split K), groups of 256 and per-channel, zero points, an odd count
@@ -244,6 +244,9 @@ std::vector<Int4Case> Cases() {
        1, 0, true, true, 128},
       {"wgmma_auto_gateup8b_silu_r96", 28672, 4096, 128, sym, 96, none, Out::kSilu, kAuto, 0, kOff,
        17},
+      // 70B o at 128 rows on kAuto: 64-row tiles where 128-row ones would
+      // split K in short parts (Int4GemmWgmmaRows; on 132 SMs no split).
+      {"wgmma_auto_o70b_add_r128", 8192, 8192, 128, sym, 128, none, Out::kAdd, kAuto, 0, kOff, 17},
       {"wgmma_auto_float_left_tiled_r96", 2048, 2048, 128, fl, 96, none, Out::kBf16, kAuto, 0, kOff,
        17},
   };
@@ -354,7 +357,7 @@ TEST_P(Int4GemmTest, MatchesReference) {
   const int64_t counters = engine::Int4GemmWorkspace(c.n, sms).counter_bytes;
   EXPECT_TRUE(std::all_of(left.end() - counters, left.end(), [](uint8_t b) { return b == 0; }))
       << "arrival counters not left zero";
-  const bool scaled = engine::Int4GemmWgmmaScaled(p, engine::GetLaunchSettings());
+  const bool scaled = engine::Int4GemmWgmmaScaled(p, engine::GetLaunchSettings(), sms);
   const std::vector<float> want = f32 ? y32 : ToFloats(y16);
   if (scaled) {
     // ConsumeScaled rounds each weight twice (s to bf16, then s (q - z)),

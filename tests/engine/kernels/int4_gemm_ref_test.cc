@@ -242,6 +242,39 @@ TEST(Int4GemmRefTest, PicksThePathByRows) {
 // kWgmma takes symmetric and zero-point groups of a multiple of 128 columns
 // over k % 128 == 0, without a prologue, x 16-byte aligned; x tiles of the
 // least of 16, 32, 64 and 128 rows that holds the rows, 128 past that. Asked
+// Past 64 rows kWgmma takes 128-row tiles, or 64-row ones where 128-row
+// tiles would split K into parts of fewer than int4_wgmma_min_split_stages
+// stages. The cases: the llama3-8b and -70b projections (group 128) on an
+// H100's 132 SMs at 128 and 256 rows, each expecting the tiling that
+// kernels-int4 measured faster there (bench/results, the 4-bit page,
+// session 42).
+TEST(Int4GemmRefTest, WgmmaTilesOf128RowsSplitOnlyIntoLongParts) {
+  struct Case {
+    const char* name;
+    int64_t n, k;
+    int32_t rows, tile;
+  };
+  for (const Case& c :
+       {Case{"70b qkv", 10240, 8192, 128, 128}, Case{"70b o", 8192, 8192, 128, 64},
+        Case{"70b gate_up", 57344, 8192, 128, 128}, Case{"70b down", 8192, 28672, 128, 128},
+        Case{"8b qkv", 6144, 4096, 128, 64}, Case{"8b o", 4096, 4096, 128, 64},
+        Case{"8b gate_up", 28672, 4096, 128, 128}, Case{"8b down", 4096, 14336, 128, 64},
+        Case{"70b o", 8192, 8192, 256, 128}, Case{"8b qkv", 6144, 4096, 256, 128},
+        Case{"8b o", 4096, 4096, 256, 64}, Case{"8b down", 4096, 14336, 256, 128}}) {
+    Int4GemmParams p;
+    p.w = {.n = c.n, .k = c.k, .group = 128, .offset_kind = Int4Offsets::kSymmetric};
+    p.rows = c.rows;
+    EXPECT_EQ(Int4GemmWgmmaRows(p, LaunchSettings{}, 132), c.tile) << c.name << ", " << c.rows;
+    EXPECT_EQ(Int4GemmWgmmaRows(p, LaunchSettings{.int4_wgmma_min_split_stages = 0}, 132), 128)
+        << c.name << ", " << c.rows;
+    // The 70B o product splits in two at 128-row tiles (32 stages each).
+    if (c.n == 8192 && c.k == 8192 && c.rows == 128) {
+      EXPECT_EQ(Int4GemmWgmmaSplits(p, 128, 132), 2);
+      EXPECT_EQ(Int4GemmWgmmaSplits(p, 64, 132), 1);
+    }
+  }
+}
+
 // for where it does not fit, the checks refuse naming the group, k and what
 // it takes.
 TEST(Int4GemmRefTest, WgmmaTakesWholeStagesOfGroupsWithoutMins) {
@@ -252,24 +285,30 @@ TEST(Int4GemmRefTest, WgmmaTakesWholeStagesOfGroupsWithoutMins) {
   EXPECT_TRUE(Int4GemmWgmmaFits(f.p));
   EXPECT_TRUE(CheckInt4GemmParams(f.p, "op").ok());
   EXPECT_FALSE(Int4GemmUsesTiled(f.p));
+  // Tiles by rows alone (int4_wgmma_min_split_stages 0; the split rule:
+  // WgmmaTilesOf128RowsSplitOnlyIntoLongParts).
+  const LaunchSettings by_rows{.int4_wgmma_min_split_stages = 0};
   for (const auto [rows, tile] : {std::pair{1, 16}, std::pair{16, 16}, std::pair{17, 32},
                                   std::pair{40, 64}, std::pair{65, 128}, std::pair{256, 128}}) {
     f.p.rows = rows;
-    EXPECT_EQ(Int4GemmWgmmaRows(f.p), tile) << rows;
+    EXPECT_EQ(Int4GemmWgmmaRows(f.p, by_rows, 132), tile) << rows;
   }
   f.p.tile_rows = 32;
-  EXPECT_EQ(Int4GemmWgmmaRows(f.p), 32);
+  EXPECT_EQ(Int4GemmWgmmaRows(f.p, LaunchSettings{}, 132), 32);
   f.p.tile_rows = 0;
   f.p.rows = 40;
   // Clusters: the params' size, else the setting's; 1 where it does not
   // divide the row groups (256 rows: 2) or leaves a block under 8 x rows.
-  EXPECT_EQ(Int4GemmWgmmaCluster(f.p, 2), 2);
-  EXPECT_EQ(Int4GemmWgmmaCluster(f.p, 4), 1);
+  const auto cluster_of = [&](int32_t setting) {
+    return Int4GemmWgmmaCluster(f.p, LaunchSettings{.int4_wgmma_cluster = setting}, 132);
+  };
+  EXPECT_EQ(cluster_of(2), 2);
+  EXPECT_EQ(cluster_of(4), 1);
   f.p.cluster = 1;
-  EXPECT_EQ(Int4GemmWgmmaCluster(f.p, 2), 1);
+  EXPECT_EQ(cluster_of(2), 1);
   f.p.cluster = 2;
   f.p.rows = 16;
-  EXPECT_EQ(Int4GemmWgmmaCluster(f.p, 1), 2);  // 16-row tiles: 8 rows a block
+  EXPECT_EQ(cluster_of(1), 2);  // 16-row tiles: 8 rows a block
   f.p.rows = 40;
   f.p.cluster = 3;
   const absl::Status cluster = CheckInt4GemmParams(f.p, "op");
@@ -280,17 +319,17 @@ TEST(Int4GemmRefTest, WgmmaTakesWholeStagesOfGroupsWithoutMins) {
   // Scaled weights: clusters of 1, the overlap, tiles of the setting's rows
   // and more (40 rows: 64-row tiles).
   LaunchSettings s{.int4_wgmma_cluster = 1, .int4_wgmma_scaled_from_rows = 64};
-  EXPECT_TRUE(Int4GemmWgmmaScaled(f.p, s));
+  EXPECT_TRUE(Int4GemmWgmmaScaled(f.p, s, 132));
   s.int4_wgmma_scaled_from_rows = 128;
-  EXPECT_FALSE(Int4GemmWgmmaScaled(f.p, s));
+  EXPECT_FALSE(Int4GemmWgmmaScaled(f.p, s, 132));
   s.int4_wgmma_scaled_from_rows = 0;
-  EXPECT_FALSE(Int4GemmWgmmaScaled(f.p, s));
+  EXPECT_FALSE(Int4GemmWgmmaScaled(f.p, s, 132));
   s.int4_wgmma_scaled_from_rows = 16;
   s.int4_wgmma_overlap = false;
-  EXPECT_FALSE(Int4GemmWgmmaScaled(f.p, s));
+  EXPECT_FALSE(Int4GemmWgmmaScaled(f.p, s, 132));
   s.int4_wgmma_overlap = true;
   s.int4_wgmma_cluster = 2;
-  EXPECT_FALSE(Int4GemmWgmmaScaled(f.p, s));
+  EXPECT_FALSE(Int4GemmWgmmaScaled(f.p, s, 132));
   const auto x_at = [&](int64_t offset) { f.p.x = f.x.data() + offset; };
   x_at(4);  // 8 bytes off
   EXPECT_FALSE(Int4GemmWgmmaFits(f.p));

@@ -25,6 +25,7 @@ TEST(LaunchSettingsTest, DefaultsAreWhatServes) {
   EXPECT_TRUE(s.int4_wgmma_overlap);
   EXPECT_TRUE(s.int4_wgmma_double_sums);
   EXPECT_EQ(s.int4_wgmma_scaled_from_rows, 128);
+  EXPECT_EQ(s.int4_wgmma_min_split_stages, 48);
 }
 
 TEST(LaunchSettingsTest, SetThenGetAndBack) {
@@ -41,9 +42,11 @@ TEST(LaunchSettingsTest, SetThenGetAndBack) {
                                  .int4_wgmma_cluster = 4,
                                  .int4_wgmma_overlap = false,
                                  .int4_wgmma_double_sums = false,
-                                 .int4_wgmma_scaled_from_rows = 65})
+                                 .int4_wgmma_scaled_from_rows = 65,
+                                 .int4_wgmma_min_split_stages = 0})
                   .ok());
   EXPECT_EQ(GetLaunchSettings().int4_wgmma_scaled_from_rows, 65);
+  EXPECT_EQ(GetLaunchSettings().int4_wgmma_min_split_stages, 0);
   EXPECT_FALSE(GetLaunchSettings().int4_wgmma_double_sums);
   EXPECT_FALSE(GetLaunchSettings().int4_wgmma_overlap);
   EXPECT_EQ(GetLaunchSettings().int4_wgmma_from_rows, 65);
@@ -72,6 +75,7 @@ TEST(LaunchSettingsTest, SetThenGetAndBack) {
   EXPECT_TRUE(GetLaunchSettings().int4_wgmma_overlap);
   EXPECT_TRUE(GetLaunchSettings().int4_wgmma_double_sums);
   EXPECT_EQ(GetLaunchSettings().int4_wgmma_scaled_from_rows, 128);
+  EXPECT_EQ(GetLaunchSettings().int4_wgmma_min_split_stages, 48);
 }
 
 TEST(LaunchSettingsTest, OutOfRangeIsRefusedNamingTheFieldAndChangesNothing) {
@@ -116,6 +120,15 @@ TEST(LaunchSettingsTest, OutOfRangeIsRefusedNamingTheFieldAndChangesNothing) {
         << st;
     EXPECT_TRUE(GetLaunchSettings().programmatic_launch);
     EXPECT_EQ(GetLaunchSettings().int4_wgmma_scaled_from_rows, 128);
+  }
+  for (int32_t stages : {-1, static_cast<int32_t>(kInt4MaxK / 128 + 1)}) {
+    const absl::Status st =
+        SetLaunchSettings({.programmatic_launch = false, .int4_wgmma_min_split_stages = stages});
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(std::string(st.message()).find("int4_wgmma_min_split_stages"), std::string::npos)
+        << st;
+    EXPECT_TRUE(GetLaunchSettings().programmatic_launch);
+    EXPECT_EQ(GetLaunchSettings().int4_wgmma_min_split_stages, 48);
   }
   for (int32_t rows : {-1, kInt4GemmMaxRows + 1}) {
     const absl::Status st =

@@ -83,6 +83,9 @@ ABSL_FLAG(int32_t, int4_wgmma_scaled_from_rows, 128,
           "with --int4_wgmma_overlap, Int4Gemm's kWgmma tiles of at least this many x rows take "
           "the group's scale into the dequantized weights (bf16) and sum every stage into the "
           "outputs; 0 = none");
+ABSL_FLAG(int32_t, int4_wgmma_min_split_stages, 48,
+          "past 64 rows, Int4Gemm's kWgmma kernel takes 64-row tiles where 128-row ones would "
+          "split K into parts of fewer than this many 128-column stages; 0 = 128-row tiles");
 ABSL_FLAG(int32_t, gemm_splits, 0,
           "o / down products of the decode buckets: 0 = timed choice, 1 = whole, N = N partials");
 ABSL_FLAG(std::string, fused_rope, "after_cublas",
@@ -130,6 +133,7 @@ onecard::services::CommandLineSpec CommandLine() {
                    "int4_wgmma_overlap",
                    "int4_wgmma_double_sums",
                    "int4_wgmma_scaled_from_rows",
+                   "int4_wgmma_min_split_stages",
                    "gemm_splits",
                    "fused_rope",
                    "tuner_search",
@@ -200,7 +204,8 @@ absl::Status ApplyComparisonArms() {
        .int4_wgmma_cluster = absl::GetFlag(FLAGS_int4_wgmma_cluster),
        .int4_wgmma_overlap = absl::GetFlag(FLAGS_int4_wgmma_overlap),
        .int4_wgmma_double_sums = absl::GetFlag(FLAGS_int4_wgmma_double_sums),
-       .int4_wgmma_scaled_from_rows = absl::GetFlag(FLAGS_int4_wgmma_scaled_from_rows)}));
+       .int4_wgmma_scaled_from_rows = absl::GetFlag(FLAGS_int4_wgmma_scaled_from_rows),
+       .int4_wgmma_min_split_stages = absl::GetFlag(FLAGS_int4_wgmma_min_split_stages)}));
   onecard::engine::CudaRunnerOptions& o = onecard::bench::BenchRunnerOptions();
   o.gemm_splits = absl::GetFlag(FLAGS_gemm_splits);
   ASSIGN_OR_RETURN(o.fused_rope,
