@@ -173,11 +173,51 @@ struct Tile {
 };
 
 // Writes the warp's outputs from its sums v: row tiles j0 + r (r = 0, 1) of
-// the row group, x rows m0 + xr + nt * 8 + 2 t4 + {0, 1}.
+// the row group, x rows m0 + xr + nt * 8 + 2 t4 + {0, 1}. A kBf16Add
+// epilogue reads the values of y it adds to eight at a time (two n tiles'),
+// each batch before its stores: y's loads and stores may alias, so a load
+// after a store would wait for an L2 round trip of its own.
 template <int kNt>
 __device__ __forceinline__ void Epilogue(const Args& a, int32_t rg, int32_t g, int32_t j0,
                                          int32_t xrow0, const float (&v)[2][kNt][4]) {
   const int lane = threadIdx.x & 31, gr = lane >> 2, t4 = lane & 3;
+  if (a.y_kind == YKind::kBf16Add) {
+    cuda::bf16* y = static_cast<cuda::bf16*>(a.y);
+    // Output i of (r, nt): x row xrow0 + nt * 8 + 2 t4 + (i & 1), W row
+    // (rg * 8 + j0 + r) * 16 + gr + 8 (i >> 1).
+    auto at = [&](int r, int nt, int i, int64_t* o) {
+      const int32_t m = xrow0 + nt * 8 + 2 * t4 + (i & 1);
+      *o = int64_t{m} * a.n + (int64_t{rg} * 8 + j0 + r) * 16 + gr + 8 * (i >> 1);
+      return j0 + r < g && m < a.rows;
+    };
+    // More at a time would spill (ptxas).
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+#pragma unroll
+      for (int nt0 = 0; nt0 < kNt; nt0 += 2) {
+        float residual[2][4];
+#pragma unroll
+        for (int u = 0; u < 2 && nt0 + u < kNt; ++u) {
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            int64_t o;
+            residual[u][i] = at(r, nt0 + u, i, &o) ? __bfloat162float(y[o]) : 0.0f;
+          }
+        }
+#pragma unroll
+        for (int u = 0; u < 2 && nt0 + u < kNt; ++u) {
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            int64_t o;
+            if (!at(r, nt0 + u, i, &o)) continue;
+            y[o] =
+                __float2bfloat16_rn(cuda::RoundTo<cuda::bf16>(v[r][nt0 + u][i]) + residual[u][i]);
+          }
+        }
+      }
+    }
+    return;
+  }
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     if (j0 + r >= g) continue;
