@@ -43,6 +43,11 @@
 #      gpu_kernels_test under 150 s); where every kWgmma case passed,
 #      kernels-int4 on 70B gate_up, then decode-70b-int4 at batches 1, 64 and
 #      128 as served.
+#   t  (alone, like q) kTiled's residual-add epilogue (25a22b5: y read eight
+#      values at a time ahead of the stores): its MatchesReference cases
+#      (`tiled*`, and every `*add*` case) only, then, where all passed,
+#      kernels-int4 on the 70B and 8B o and down shapes (their _t16.._t128
+#      variants against session 42's records of 3ea41c2, before it).
 # Usage (a `run` call carrying [".device/bundle.txz"] from scripts/device/pack.sh
 # with PACK_TARGETS holding gpu_kernels_test gpu_cuda_model_runner_test
 # cuda_memory_plan_test onecard-bench-cuda):
@@ -52,21 +57,34 @@ part=${INT4_WGMMA_PART:-all}
 if [[ $part == q ]]; then
   export GTEST_FILTER='*Int4GemmTest*wgmma*:*Int4GemmTest*cluster*:*Int4Dequant*'
   export SESSION_TESTS=always KERNELS_TEST_TIMEOUT=150
+elif [[ $part == t ]]; then
+  export GTEST_FILTER='*Int4GemmTest*tiled*:*Int4GemmTest*add*'
+  export SESSION_TESTS=always KERNELS_TEST_TIMEOUT=150
 fi
 # shellcheck source=scripts/device/session.sh
 source scripts/device/session.sh
 wants() { [[ $part == all || " $part " == *" $1 "* ]]; }  # wants N: part N is asked for
-if [[ $part == q ]]; then
+# all_cases_passed WHAT PATTERN: the failures of the filtered run, then
+# whether every case whose name matches PATTERN passed (and any ran).
+all_cases_passed() {
   grep -E "^\[  (FAILED|PASSED) \]" "$OUT/tests_run.txt" | head -40
   grep -A12 -E "Failure" "$OUT/tests.log" | head -80
-  ran=$(grep -cE "^\[ RUN      \] .*/wgmma_" "$OUT/tests.log")
-  passed=$(grep -cE "^\[       OK \] .*/wgmma_" "$OUT/tests.log")
-  echo "kWgmma cases: $passed of $ran passed"
-  if ((ran > 0 && passed == ran)); then
-    bench 90 kernels-int4 --shape llama3-70b_gate_up
-    bench 150 decode-70b-int4 --batches 1,64,128
-    grep -E "tok/s" "$OUT/bench.log" | tail -8
-  fi
+  local ran passed
+  ran=$(grep -cE "^\[ RUN      \] .*$2" "$OUT/tests.log")
+  passed=$(grep -cE "^\[       OK \] .*$2" "$OUT/tests.log")
+  echo "$1 cases: $passed of $ran passed"
+  ((ran > 0 && passed == ran))
+}
+if [[ $part == q ]] && all_cases_passed kWgmma /wgmma_; then
+  bench 90 kernels-int4 --shape llama3-70b_gate_up
+  bench 150 decode-70b-int4 --batches 1,64,128
+  grep -E "tok/s" "$OUT/bench.log" | tail -8
+fi
+if [[ $part == t ]] && all_cases_passed "kTiled and residual-add" /; then
+  for shape in llama3-70b_o llama3-70b_down llama3-8b_o llama3-8b_down; do
+    bench 60 kernels-int4 --shape "$shape"
+  done
+  grep -E "_t(64|128) compute" "$OUT/bench.log" | grep -E "_r(64|128|256)_" | head -24
 fi
 if wants 1; then
   grep -E "^\[  (FAILED|PASSED|  SKIPPED) \]|Int4GemmTest.*wgmma.*(OK|FAILED)" \
