@@ -99,6 +99,11 @@ struct Int4GemmParams {
   // tests and benches); 0: LaunchSettings::int4_cluster_split_k decides
   // (Int4GemmClusterSize).
   int32_t stream_cluster = 0;
+  // kWgmma: K in this many parts, a block each (each at least 4 stages of
+  // 128 columns; the workspace must hold their partial sums:
+  // CheckInt4GemmWgmmaSplits), for tests and benches; 0 picks
+  // (Int4GemmWgmmaSplits).
+  int32_t wgmma_splits = 0;
   // Split-K partial sums and arrival counters (Int4GemmWorkspaceBytes; zero
   // when first used; every launch leaves its counters zero again, the partial
   // sums are rewritten before they are read). Not needed by the reference.
@@ -177,9 +182,15 @@ inline constexpr int32_t kInt4WgmmaStageCols = 128;
 int64_t Int4TileSplits(int64_t tiles, int64_t resident, int64_t k_stages, int64_t slots,
                        int64_t n_tiles);
 // The blocks an output tile of a kWgmma launch of params in tiles of
-// tile_rows x rows takes on num_sms SMs (one block an SM, the workspace's
-// slots: Int4TileSplits).
+// tile_rows x rows takes on num_sms SMs: params.wgmma_splits, else while
+// the tiles leave SMs idle (one block an SM, the workspace's slots:
+// Int4TileSplits).
 int64_t Int4GemmWgmmaSplits(const Int4GemmParams& params, int32_t tile_rows, int32_t num_sms);
+// InvalidArgument naming wgmma_splits where the workspace of a launch on
+// num_sms SMs (Int4GemmWorkspace) cannot hold the partial sums of `splits`
+// parts of every tile of tile_rows x rows, or its counters the tiles.
+absl::Status CheckInt4GemmWgmmaSplits(const Int4GemmParams& params, int32_t tile_rows,
+                                      int64_t splits, int32_t num_sms);
 // The x rows of kWgmma's tiles: params.tile_rows, else 16, 32 or 64 for up
 // to that many rows; past 64, 128, or 64 where 128-row tiles would split K
 // into parts of fewer than settings.int4_wgmma_min_split_stages stages.

@@ -5,6 +5,7 @@
 // shared with the CUDA kernel.
 // Tested by tests/engine/kernels/int4_gemm_ref_test.cc; the spec of
 // tests/gpu/int4_gemm_test.cc.
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -93,19 +94,48 @@ int64_t Int4TileSplits(int64_t tiles, int64_t resident, int64_t k_stages, int64_
   return tiles > n_tiles || splits < 1 ? 1 : splits;
 }
 
-int64_t Int4GemmWgmmaSplits(const Int4GemmParams& p, int32_t tile_rows, int32_t num_sms) {
+namespace {
+
+int64_t WgmmaTiles(const Int4GemmParams& p, int32_t tile_rows) {
   const int64_t row_groups = (p.w.n + kInt4GemmRowGroup - 1) / kInt4GemmRowGroup;
-  const int64_t tiles = row_groups * ((p.rows + tile_rows - 1) / tile_rows);
-  // A block's partial sums: 256 consumer threads x tile_rows / 2 floats.
-  const int64_t slots = Int4GemmWorkspace(p.w.n, num_sms).slot_bytes / (int64_t{tile_rows} * 512);
-  return Int4TileSplits(tiles, num_sms, p.w.k / kInt4WgmmaStageCols, slots, p.w.n / kInt4TileRows);
+  return row_groups * ((p.rows + tile_rows - 1) / tile_rows);
+}
+
+// A block's partial sums: 256 consumer threads x tile_rows / 2 floats.
+int64_t WgmmaSlots(const Int4GemmParams& p, int32_t tile_rows, int32_t num_sms) {
+  return Int4GemmWorkspace(p.w.n, num_sms).slot_bytes / (int64_t{tile_rows} * 512);
+}
+
+int64_t AutoWgmmaSplits(const Int4GemmParams& p, int32_t tile_rows, int32_t num_sms) {
+  return Int4TileSplits(WgmmaTiles(p, tile_rows), num_sms, p.w.k / kInt4WgmmaStageCols,
+                        WgmmaSlots(p, tile_rows, num_sms), p.w.n / kInt4TileRows);
+}
+
+}  // namespace
+
+int64_t Int4GemmWgmmaSplits(const Int4GemmParams& p, int32_t tile_rows, int32_t num_sms) {
+  return p.wgmma_splits != 0 ? p.wgmma_splits : AutoWgmmaSplits(p, tile_rows, num_sms);
+}
+
+absl::Status CheckInt4GemmWgmmaSplits(const Int4GemmParams& p, int32_t tile_rows, int64_t splits,
+                                      int32_t num_sms) {
+  if (splits <= 1) return absl::OkStatus();
+  const int64_t tiles = WgmmaTiles(p, tile_rows);
+  const int64_t slots = WgmmaSlots(p, tile_rows, num_sms);
+  if (tiles * splits > slots || tiles > p.w.n / kInt4TileRows) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Int4Gemm: wgmma_splits=", splits, " of ", tiles, " tiles of ", tile_rows, " x rows needs ",
+        tiles * splits, " partial-sum slots and ", tiles, " counters; the workspace for n=", p.w.n,
+        " on ", num_sms, " SMs holds ", slots, " and ", p.w.n / kInt4TileRows));
+  }
+  return absl::OkStatus();
 }
 
 int32_t Int4GemmWgmmaRows(const Int4GemmParams& p, const LaunchSettings& settings,
                           int32_t num_sms) {
   if (p.tile_rows != 0) return p.tile_rows;
   if (p.rows <= 64) return p.rows <= 16 ? 16 : p.rows <= 32 ? 32 : 64;
-  const int64_t splits = Int4GemmWgmmaSplits(p, 128, num_sms);
+  const int64_t splits = AutoWgmmaSplits(p, 128, num_sms);
   const int64_t split_stages = p.w.k / kInt4WgmmaStageCols / splits;
   return splits > 1 && split_stages < settings.int4_wgmma_min_split_stages ? 64 : 128;
 }
@@ -189,6 +219,19 @@ absl::Status CheckInt4GemmParams(const Int4GemmParams& p, absl::string_view op) 
       return absl::InvalidArgumentError(absl::StrCat(
           op, ": stream_cluster=", p.stream_cluster, " leaves a block fewer than two of k=", w.k,
           "'s ", k_tiles, " tiles of ", kInt4TileCols, " columns"));
+    }
+  }
+  if (p.wgmma_splits != 0) {
+    if (p.wgmma_splits < 0 || p.path != Int4GemmPath::kWgmma) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(op, ": wgmma_splits=", p.wgmma_splits,
+                       "; supported: 0 (the launch picks), or K's parts on path kWgmma"));
+    }
+    const int64_t most = std::max<int64_t>(1, w.k / kInt4WgmmaStageCols / 4);
+    if (p.wgmma_splits > most) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          op, ": wgmma_splits=", p.wgmma_splits, " leaves a part fewer than 4 of k=", w.k,
+          "'s stages of ", kInt4WgmmaStageCols, " columns; at most ", most));
     }
   }
   if (p.path == Int4GemmPath::kWgmma) {

@@ -43,6 +43,11 @@
 #      gpu_kernels_test under 150 s); where every kWgmma case passed,
 #      kernels-int4 on 70B gate_up, then decode-70b-int4 at batches 1, 64 and
 #      128 as served.
+#   k  what a K split costs kWgmma: kernels-int4 on the 70B and 8B shapes,
+#      whose _w128c1s1.._w128c1s4 cases force 128-row tiles into 1-4 parts
+#      (Int4GemmParams::wgmma_splits) at 64-256 rows ($OUT/splits.jsonl);
+#      the first measure for stream-K shares (qkv's 80 tiles, gate_up's last
+#      round);
 #   t  (alone, like q) kTiled's residual-add epilogue (25a22b5: y read eight
 #      values at a time ahead of the stores): its MatchesReference cases
 #      (`tiled*`, and every `*add*` case) only, then, where all passed,
@@ -85,6 +90,13 @@ if [[ $part == t ]] && all_cases_passed "kTiled and residual-add" /; then
     bench 60 kernels-int4 --shape "$shape"
   done
   grep -E "_t(64|128) compute" "$OUT/bench.log" | grep -E "_r(64|128|256)_" | head -24
+fi
+if wants k; then
+  for shape in llama3-70b_qkv llama3-70b_o llama3-70b_gate_up llama3-70b_down llama3-8b_qkv \
+    llama3-8b_o llama3-8b_down; do
+    bench 90 kernels-int4 --shape "$shape" --results "$OUT/splits.jsonl"
+  done
+  grep -E "_r(64|128|256)(_w128c1s[1-4])? compute" "$OUT/bench.log" | head -90
 fi
 if wants 1; then
   grep -E "^\[  (FAILED|PASSED|  SKIPPED) \]|Int4GemmTest.*wgmma.*(OK|FAILED)" \

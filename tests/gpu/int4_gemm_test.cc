@@ -76,6 +76,7 @@ struct Int4Case {
   bool wgmma_overlap = false;          // LaunchSettings::int4_wgmma_overlap
   bool wgmma_double_sums = false;      // LaunchSettings::int4_wgmma_double_sums
   int32_t wgmma_scaled_from_rows = 0;  // LaunchSettings::int4_wgmma_scaled_from_rows
+  int32_t wgmma_splits = 0;            // Int4GemmParams::wgmma_splits
 };
 
 std::vector<Int4Case> Cases() {
@@ -242,6 +243,13 @@ std::vector<Int4Case> Cases() {
        kOff, 0, 1, 0, true, true, 16},
       {"wgmma_sc128_left_to_ds_r40", 512, 1152, 128, sym, 40, none, Out::kAdd, kWgmma, 0, kOff, 0,
        1, 0, true, true, 128},
+      // K in parts the launch would not pick (Int4GemmParams::wgmma_splits):
+      // three under the scale in the fragments with a residual add, four of
+      // zero-point groups with SiLU·mul.
+      {"wgmma_split3_sc_add_r128", 1280, 8192, 128, sym, 128, none, Out::kAdd, kWgmma, 128, kOff, 0,
+       1, 0, true, true, 128, 3},
+      {"wgmma_split4_zero_silu_r100", 2048, 4096, 128, zero, 100, none, Out::kSilu, kWgmma, 128,
+       kOff, 0, 1, 0, false, false, 0, 4},
       {"wgmma_auto_gateup8b_silu_r96", 28672, 4096, 128, sym, 96, none, Out::kSilu, kAuto, 0, kOff,
        17},
       // 70B o at 128 rows on kAuto: 64-row tiles where 128-row ones would
@@ -311,7 +319,8 @@ TEST_P(Int4GemmTest, MatchesReference) {
       .path = c.path,
       .tile_rows = c.tile_rows,
       .cluster = c.wgmma_cluster,
-      .stream_cluster = c.stream_cluster};
+      .stream_cluster = c.stream_cluster,
+      .wgmma_splits = c.wgmma_splits};
   const std::vector<uint16_t> residual = y16;
   ASSERT_TRUE(Int4GemmRefOnCores(p).ok());
 

@@ -275,6 +275,49 @@ TEST(Int4GemmRefTest, WgmmaTilesOf128RowsSplitOnlyIntoLongParts) {
   }
 }
 
+// Int4GemmParams::wgmma_splits forces K's parts on path kWgmma: each part
+// at least 4 stages of 128 columns, the partial sums within the workspace;
+// the rule for the tiles' rows still counts the launch's own splits.
+TEST(Int4GemmRefTest, WgmmaSplitsForcedWithinTheStagesAndTheWorkspace) {
+  Int4GemmParams p;
+  p.w = {.n = 10240, .k = 8192, .group = 128, .offset_kind = Int4Offsets::kSymmetric};
+  p.rows = 128;
+  EXPECT_EQ(Int4GemmWgmmaSplits(p, 128, 132), 1);  // 80 tiles: no split of its own
+  p.wgmma_splits = 3;
+  EXPECT_EQ(Int4GemmWgmmaSplits(p, 128, 132), 3);
+  EXPECT_EQ(Int4GemmWgmmaRows(p, LaunchSettings{}, 132), 128);
+  EXPECT_TRUE(CheckInt4GemmWgmmaSplits(p, 128, 3, 132).ok());
+  // 80 tiles x 4 parts of 64 KB: 320 slots; n = 10240 on 16 SMs holds 72.
+  const absl::Status full = CheckInt4GemmWgmmaSplits(p, 128, 4, 16);
+  EXPECT_EQ(full.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(full.message(), ::testing::HasSubstr("wgmma_splits=4"));
+  EXPECT_THAT(full.message(), ::testing::HasSubstr("320 partial-sum slots"));
+  EXPECT_TRUE(CheckInt4GemmWgmmaSplits(p, 128, 1, 16).ok());  // one part: no slots
+
+  std::vector<uint16_t> x(128 * 8192), y(128 * 10240);
+  p.x = x.data();
+  p.x_row_stride = 8192;
+  p.y = y.data();
+  p.w.codes = x.data();  // only the checks read these parameters
+  p.w.scales = x.data();
+  p.path = Int4GemmPath::kWgmma;
+  EXPECT_TRUE(CheckInt4GemmParams(p, "op").ok()) << CheckInt4GemmParams(p, "op");
+  p.wgmma_splits = 17;  // 64 stages: at most 16 parts of 4
+  absl::Status st = CheckInt4GemmParams(p, "op");
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(st.message(), ::testing::HasSubstr("wgmma_splits=17"));
+  EXPECT_THAT(st.message(), ::testing::HasSubstr("at most 16"));
+  p.wgmma_splits = -1;
+  st = CheckInt4GemmParams(p, "op");
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(st.message(), ::testing::HasSubstr("wgmma_splits=-1"));
+  p.wgmma_splits = 2;
+  p.path = Int4GemmPath::kTiled;
+  st = CheckInt4GemmParams(p, "op");
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(st.message(), ::testing::HasSubstr("on path kWgmma"));
+}
+
 // for where it does not fit, the checks refuse naming the group, k and what
 // it takes.
 TEST(Int4GemmRefTest, WgmmaTakesWholeStagesOfGroupsWithoutMins) {

@@ -64,13 +64,15 @@ using Shape = ProjectionCase;
 // A launch shape: the rows, and the kernel (kAuto: what the runner gets;
 // the others, suffixed, for the comparison of the kernels and of the tiled
 // and wgmma kernels' tile heights and clusters: _t16.._t128, _w16c1..
-// _w128c4).
+// _w128c4; and from 64 rows the wgmma kernel's 128-row tiles with K in 1-4
+// parts, _w128c1s1.._w128c1s4, where the workspace holds them).
 struct Variant {
   int32_t rows;
   engine::Int4GemmPath path = engine::Int4GemmPath::kAuto;
   int32_t tile_rows = 0;
   std::string suffix;
   int32_t cluster = 0;  // kWgmma
+  int32_t splits = 0;   // kWgmma: Int4GemmParams::wgmma_splits
 };
 
 std::vector<Variant> Variants() {
@@ -94,6 +96,10 @@ std::vector<Variant> Variants() {
             {rows, Int4GemmPath::kWgmma, tile, absl::StrCat("_w", tile, "c", cluster), cluster});
       }
     }
+    if (rows < 64) continue;
+    for (int32_t splits = 1; splits <= 4; ++splits) {
+      out.push_back({rows, Int4GemmPath::kWgmma, 128, absl::StrCat("_w128c1s", splits), 1, splits});
+    }
   }
   return out;
 }
@@ -104,9 +110,24 @@ absl::Status ShapeCases(const Ceilings& ceil, const Shape& s, cudaStream_t strea
   constexpr int32_t kMaxRows = engine::kInt4GemmMaxRows;
   ASSIGN_OR_RETURN(DeviceMem x, DeviceMem::Random(kMaxRows * s.k * 2, 23, stream));
   ASSIGN_OR_RETURN(DeviceMem y, DeviceMem::Random(kMaxRows * s.n * 2, 25, stream));
+  int device = 0, num_sms = 0;
+  CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
+  CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device));
   int next = 0;
   for (const Variant& v : Variants()) {
     const int32_t rows = v.rows;
+    if (v.splits != 0) {  // K's parts: where the shape and the workspace take them
+      engine::Int4GemmParams p =
+          ProjectionInt4Params(s, rot.View(0, s.n, s.k), x.get(), y.get(), rows, ws, ws_bytes);
+      p.path = v.path;
+      p.tile_rows = v.tile_rows;
+      p.cluster = v.cluster;
+      p.wgmma_splits = v.splits;
+      if (!engine::CheckInt4GemmParams(p, "kernels-int4").ok() ||
+          !engine::CheckInt4GemmWgmmaSplits(p, v.tile_rows, v.splits, num_sms).ok()) {
+        continue;
+      }
+    }
     ASSIGN_OR_RETURN(const double ms, MedianMs(stream, 1, 5, [&]() -> absl::Status {
                        for (int i = 0; i < kLaunches; ++i) {
                          engine::Int4GemmParams p = ProjectionInt4Params(
@@ -114,6 +135,7 @@ absl::Status ShapeCases(const Ceilings& ceil, const Shape& s, cudaStream_t strea
                          p.path = v.path;
                          p.tile_rows = v.tile_rows;
                          p.cluster = v.cluster;
+                         p.wgmma_splits = v.splits;
                          RETURN_IF_ERROR(engine::Int4Gemm(p, stream));
                        }
                        return absl::OkStatus();
