@@ -44,9 +44,10 @@ inline absl::Status EncodeBf16TensorMap(CUtensorMap* map, const void* base, int6
                                         int64_t cols, int64_t stride, uint32_t box_cols,
                                         uint32_t box_rows, const char* what) {
   auto encode = TensorMapEncoder();
-  if (!encode.ok())
+  if (!encode.ok()) {
     return absl::Status(encode.status().code(),
                         absl::StrCat(what, ": ", encode.status().message()));
+  }
   const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
   const cuuint64_t strides[1] = {static_cast<cuuint64_t>(stride) * 2};
   const cuuint32_t box[2] = {box_cols, box_rows};

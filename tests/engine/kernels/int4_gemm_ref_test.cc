@@ -239,15 +239,11 @@ TEST(Int4GemmRefTest, PicksThePathByRows) {
   EXPECT_FALSE(Int4GemmUsesTiled(p));
 }
 
-// kWgmma takes symmetric and zero-point groups of a multiple of 128 columns
-// over k % 128 == 0, without a prologue, x 16-byte aligned; x tiles of the
-// least of 16, 32, 64 and 128 rows that holds the rows, 128 past that. Asked
 // Past 64 rows kWgmma takes 128-row tiles, or 64-row ones where 128-row
 // tiles would split K into parts of fewer than int4_wgmma_min_split_stages
 // stages. The cases: the llama3-8b and -70b projections (group 128) on an
 // H100's 132 SMs at 128 and 256 rows, each expecting the tiling that
-// kernels-int4 measured faster there (bench/results, the 4-bit page,
-// session 42).
+// kernels-int4 measured faster there (bench/results, the 4-bit page).
 TEST(Int4GemmRefTest, WgmmaTilesOf128RowsSplitOnlyIntoLongParts) {
   struct Case {
     const char* name;
@@ -318,6 +314,10 @@ TEST(Int4GemmRefTest, WgmmaSplitsForcedWithinTheStagesAndTheWorkspace) {
   EXPECT_THAT(st.message(), ::testing::HasSubstr("on path kWgmma"));
 }
 
+// kWgmma takes symmetric and zero-point groups of a multiple of 128 columns
+// over k % 128 == 0, without a prologue, x 16-byte aligned; x tiles of the
+// least of 16, 32, 64 and 128 rows that holds the rows, 128 past that (by
+// rows alone: int4_wgmma_min_split_stages 0). Asked
 // for where it does not fit, the checks refuse naming the group, k and what
 // it takes.
 TEST(Int4GemmRefTest, WgmmaTakesWholeStagesOfGroupsWithoutMins) {

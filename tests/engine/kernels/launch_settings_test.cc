@@ -1,5 +1,6 @@
 #include "engine/kernels/launch_settings.h"
 
+#include <initializer_list>
 #include <string>
 
 #include "engine/kernels/int4_gemm.h"
@@ -78,74 +79,36 @@ TEST(LaunchSettingsTest, SetThenGetAndBack) {
   EXPECT_EQ(GetLaunchSettings().int4_wgmma_min_split_stages, 48);
 }
 
+// SetLaunchSettings with `field` at each of `bad` (and programmatic_launch
+// off): refused naming `name`, nothing changed (the field still `kept`).
+void ExpectRefused(int32_t LaunchSettings::*field, std::initializer_list<int32_t> bad, int32_t kept,
+                   const char* name) {
+  for (int32_t value : bad) {
+    LaunchSettings settings{.programmatic_launch = false};
+    settings.*field = value;
+    const absl::Status st = SetLaunchSettings(settings);
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << name << " = " << value;
+    EXPECT_NE(std::string(st.message()).find(name), std::string::npos) << st;
+    EXPECT_TRUE(GetLaunchSettings().programmatic_launch);
+    EXPECT_EQ(GetLaunchSettings().*field, kept) << name;
+  }
+}
+
 TEST(LaunchSettingsTest, OutOfRangeIsRefusedNamingTheFieldAndChangesNothing) {
-  for (int32_t blocks : {0, 3, -1}) {
-    const absl::Status st =
-        SetLaunchSettings({.programmatic_launch = false, .gemv_blocks_per_sm = blocks});
-    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_NE(std::string(st.message()).find("gemv_blocks_per_sm"), std::string::npos) << st;
-    EXPECT_TRUE(GetLaunchSettings().programmatic_launch);
-    EXPECT_EQ(GetLaunchSettings().gemv_blocks_per_sm, 2);
-  }
-  for (int32_t rows : {0, -64}) {
-    const absl::Status st =
-        SetLaunchSettings({.programmatic_launch = false, .fp8_gemm_scaled_min_rows = rows});
-    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_NE(std::string(st.message()).find("fp8_gemm_scaled_min_rows"), std::string::npos) << st;
-    EXPECT_TRUE(GetLaunchSettings().programmatic_launch);
-    EXPECT_EQ(GetLaunchSettings().fp8_gemm_scaled_min_rows, 64);
-  }
-  for (int32_t rows : {-1, kInt4GemmMaxNormRows + 1}) {
-    const absl::Status st =
-        SetLaunchSettings({.programmatic_launch = false, .int4_norm_in_gemm_max_rows = rows});
-    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_NE(std::string(st.message()).find("int4_norm_in_gemm_max_rows"), std::string::npos)
-        << st;
-    EXPECT_TRUE(GetLaunchSettings().programmatic_launch);
-    EXPECT_EQ(GetLaunchSettings().int4_norm_in_gemm_max_rows, 0);
-  }
-  for (int32_t blocks : {-1, kInt4GemmMaxBlocksPerSm + 1}) {
-    const absl::Status st =
-        SetLaunchSettings({.programmatic_launch = false, .int4_stream_blocks_per_sm = blocks});
-    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_NE(std::string(st.message()).find("int4_stream_blocks_per_sm"), std::string::npos) << st;
-    EXPECT_TRUE(GetLaunchSettings().programmatic_launch);
-    EXPECT_EQ(GetLaunchSettings().int4_stream_blocks_per_sm, 0);
-  }
-  for (int32_t rows : {-1, kInt4GemmMaxRows + 1}) {
-    const absl::Status st =
-        SetLaunchSettings({.programmatic_launch = false, .int4_wgmma_scaled_from_rows = rows});
-    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_NE(std::string(st.message()).find("int4_wgmma_scaled_from_rows"), std::string::npos)
-        << st;
-    EXPECT_TRUE(GetLaunchSettings().programmatic_launch);
-    EXPECT_EQ(GetLaunchSettings().int4_wgmma_scaled_from_rows, 128);
-  }
-  for (int32_t stages : {-1, static_cast<int32_t>(kInt4MaxK / 128 + 1)}) {
-    const absl::Status st =
-        SetLaunchSettings({.programmatic_launch = false, .int4_wgmma_min_split_stages = stages});
-    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_NE(std::string(st.message()).find("int4_wgmma_min_split_stages"), std::string::npos)
-        << st;
-    EXPECT_TRUE(GetLaunchSettings().programmatic_launch);
-    EXPECT_EQ(GetLaunchSettings().int4_wgmma_min_split_stages, 48);
-  }
-  for (int32_t rows : {-1, kInt4GemmMaxRows + 1}) {
-    const absl::Status st =
-        SetLaunchSettings({.programmatic_launch = false, .int4_wgmma_from_rows = rows});
-    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_NE(std::string(st.message()).find("int4_wgmma_from_rows"), std::string::npos) << st;
-    EXPECT_TRUE(GetLaunchSettings().programmatic_launch);
-    EXPECT_EQ(GetLaunchSettings().int4_wgmma_from_rows, 17);
-  }
-  for (int32_t cluster : {0, 3, 8}) {
-    const absl::Status st =
-        SetLaunchSettings({.programmatic_launch = false, .int4_wgmma_cluster = cluster});
-    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_NE(std::string(st.message()).find("int4_wgmma_cluster"), std::string::npos) << st;
-    EXPECT_TRUE(GetLaunchSettings().programmatic_launch);
-    EXPECT_EQ(GetLaunchSettings().int4_wgmma_cluster, 1);
-  }
+  ExpectRefused(&LaunchSettings::gemv_blocks_per_sm, {0, 3, -1}, 2, "gemv_blocks_per_sm");
+  ExpectRefused(&LaunchSettings::fp8_gemm_scaled_min_rows, {0, -64}, 64,
+                "fp8_gemm_scaled_min_rows");
+  ExpectRefused(&LaunchSettings::int4_norm_in_gemm_max_rows, {-1, kInt4GemmMaxNormRows + 1}, 0,
+                "int4_norm_in_gemm_max_rows");
+  ExpectRefused(&LaunchSettings::int4_stream_blocks_per_sm, {-1, kInt4GemmMaxBlocksPerSm + 1}, 0,
+                "int4_stream_blocks_per_sm");
+  ExpectRefused(&LaunchSettings::int4_wgmma_scaled_from_rows, {-1, kInt4GemmMaxRows + 1}, 128,
+                "int4_wgmma_scaled_from_rows");
+  ExpectRefused(&LaunchSettings::int4_wgmma_min_split_stages,
+                {-1, static_cast<int32_t>(kInt4MaxK / 128 + 1)}, 48, "int4_wgmma_min_split_stages");
+  ExpectRefused(&LaunchSettings::int4_wgmma_from_rows, {-1, kInt4GemmMaxRows + 1}, 17,
+                "int4_wgmma_from_rows");
+  ExpectRefused(&LaunchSettings::int4_wgmma_cluster, {0, 3, 8}, 1, "int4_wgmma_cluster");
 }
 
 }  // namespace
