@@ -314,6 +314,88 @@ TEST(Int4GemmRefTest, WgmmaSplitsForcedWithinTheStagesAndTheWorkspace) {
   EXPECT_THAT(st.message(), ::testing::HasSubstr("on path kWgmma"));
 }
 
+// kWgmma's stream-K shares: contiguous, none empty, within one iteration of
+// each other in size, and every iteration found in its own block's share.
+TEST(Int4GemmRefTest, WgmmaSharesCoverTheIterationsInOrder) {
+  for (const int32_t blocks : {1, 7, 132}) {
+    for (const int32_t iters : {blocks, 137, 1088, 5120, 28672}) {
+      if (iters < blocks) continue;
+      EXPECT_EQ(Int4WgmmaShareStart(0, blocks, iters), 0);
+      EXPECT_EQ(Int4WgmmaShareStart(blocks, blocks, iters), iters);
+      for (int32_t b = 0; b < blocks; ++b) {
+        const int32_t begin = Int4WgmmaShareStart(b, blocks, iters);
+        const int32_t end = Int4WgmmaShareStart(b + 1, blocks, iters);
+        ASSERT_GE(end - begin, iters / blocks) << blocks << " " << iters << " " << b;
+        ASSERT_LE(end - begin, iters / blocks + 1) << blocks << " " << iters << " " << b;
+        for (int32_t i = begin; i < end; ++i) {
+          ASSERT_EQ(Int4WgmmaShareBlock(i, blocks, iters), b) << blocks << " " << iters << " " << i;
+        }
+      }
+    }
+  }
+}
+
+// Stream-K shares where the launch takes the scale into its fragments:
+// forced by Int4GemmParams::wgmma_stream_k, or by the setting where whole
+// rounds of tiles would leave SMs idle; a block an SM, at most one an
+// iteration. Forced where the launch cannot take them, the check names why.
+TEST(Int4GemmRefTest, WgmmaStreamKWhereTheScaleIsInTheFragments) {
+  Int4GemmParams p;
+  p.w = {.n = 57344, .k = 8192, .group = 128, .offset_kind = Int4Offsets::kSymmetric};
+  p.rows = 128;  // 70B gate_up: 448 tiles of 128 rows, 3.4 rounds of 132
+  const LaunchSettings off{}, on{.int4_wgmma_stream_k = true};
+  EXPECT_EQ(Int4GemmWgmmaStreamKBlocks(p, off, 132), 0);
+  EXPECT_EQ(Int4GemmWgmmaStreamKBlocks(p, on, 132), 132);
+  p.w.n = 132 * 128;  // whole rounds: the setting leaves them, the flag not
+  EXPECT_EQ(Int4GemmWgmmaStreamKBlocks(p, on, 132), 0);
+  p.wgmma_stream_k = true;
+  EXPECT_EQ(Int4GemmWgmmaStreamKBlocks(p, off, 132), 132);
+  p.w.n = 256;  // 2 tiles of 8 stages: a block a stage (128-row tiles asked)
+  p.w.k = 1024;
+  p.tile_rows = 128;
+  EXPECT_EQ(Int4GemmWgmmaStreamKBlocks(p, off, 132), 16);
+  EXPECT_TRUE(CheckInt4GemmWgmmaStreamK(p, off, 132).ok());
+  p.tile_rows = 64;  // 64-row tiles sum exactly, group by group: no shares
+  EXPECT_EQ(Int4GemmWgmmaStreamKBlocks(p, on, 132), 0);
+  absl::Status st = CheckInt4GemmWgmmaStreamK(p, off, 132);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(st.message(), ::testing::HasSubstr("wgmma_stream_k"));
+  EXPECT_THAT(st.message(), ::testing::HasSubstr("Int4GemmWgmmaScaled"));
+  p.tile_rows = 128;
+  p.wgmma_splits = 2;
+  EXPECT_EQ(Int4GemmWgmmaStreamKBlocks(p, on, 132), 0);
+  st = CheckInt4GemmWgmmaStreamK(p, off, 132);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(st.message(), ::testing::HasSubstr("wgmma_splits"));
+  p.wgmma_splits = 0;
+  p.rows = 256;  // 4 tiles of 128 rows on n = 256: 16 counters hold them
+  EXPECT_EQ(Int4GemmWgmmaStreamKBlocks(p, off, 132), 32);
+  p.w.n = 16;  // 1 row tile, one counter; 2 tiles along x
+  p.w.k = 128;
+  st = CheckInt4GemmWgmmaStreamK(p, off, 132);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(st.message(), ::testing::HasSubstr("arrival counters"));
+
+  // The checks: shares on path kWgmma only, and not with wgmma_splits.
+  std::vector<uint16_t> x(128 * 1024), y(128 * 256);
+  p.w = {.codes = x.data(),
+         .scales = x.data(),
+         .n = 256,
+         .k = 1024,
+         .group = 128,
+         .offset_kind = Int4Offsets::kSymmetric};
+  p.rows = 128;
+  p.x = x.data();
+  p.x_row_stride = 1024;
+  p.y = y.data();
+  p.path = Int4GemmPath::kWgmma;
+  EXPECT_TRUE(CheckInt4GemmParams(p, "op").ok()) << CheckInt4GemmParams(p, "op");
+  p.path = Int4GemmPath::kAuto;
+  st = CheckInt4GemmParams(p, "op");
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(st.message(), ::testing::HasSubstr("wgmma_stream_k"));
+}
+
 // kWgmma takes symmetric and zero-point groups of a multiple of 128 columns
 // over k % 128 == 0, without a prologue, x 16-byte aligned; x tiles of the
 // least of 16, 32, 64 and 128 rows that holds the rows, 128 past that (by
