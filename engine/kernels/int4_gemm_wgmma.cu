@@ -243,7 +243,8 @@ __device__ __forceinline__ uint32_t MulBf16x2(uint32_t a, uint32_t b) {
 // weights) takes four more instructions a pair, and these warps' instructions
 // set the pace at 128 rows.
 template <int kN, Int4Offsets kKind, bool kShares>
-__device__ __forceinline__ void ConsumeScaled(const Args& a, const Place<kN, 1>& first_place,
+__device__ __forceinline__ void ConsumeScaled(const Args& a,
+                                              const Place<kN, 1, kShares>& first_place,
                                               int* last_block) {
   using C = Cfg<kN>;
   constexpr int S = C::kStages;
@@ -253,7 +254,7 @@ __device__ __forceinline__ void ConsumeScaled(const Args& a, const Place<kN, 1>&
   // A tile's stages (under stream-K, each segment of the share in turn: its
   // stage s is the block's (j0 + s)-th).
   for (int32_t it = first_place.it;;) {
-    const Place<kN, 1> pl(a, first_place.smem, it);
+    const Place<kN, 1, kShares> pl(a, first_place.smem, it);
     const int32_t rtc = min(threadIdx.x >> 5, pl.g - 1);
     float acc[kN / 2] = {};
     // Stage s in slot kSlot; after the first, stage s - 1's wgmmas are in
@@ -311,8 +312,9 @@ __global__ void __launch_bounds__(kThreads, 1) Int4WgmmaKernel(const __grid_cons
   using C = Cfg<kN>;
   extern __shared__ unsigned char smem_raw[];
   __shared__ int last_block;
-  const Place<kN, kG> pl(a, reinterpret_cast<unsigned char*>(
-                                (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023}));
+  const Place<kN, kG, kConsumer == Consumer::kScaledShares> pl(
+      a, reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) &
+                                          ~uintptr_t{1023}));
   if (threadIdx.x == 0) {
     for (int s = 0; s < C::kStages; ++s) {
       cuda::MbarrierInit(&pl.full[s], 1);

@@ -166,7 +166,7 @@ __device__ __forceinline__ void Epilogue(const Args& a, int32_t rg, int32_t rt, 
 // segments, a segment's stage s being the block's (j0 + s)-th. Every field
 // follows from `it` (Place(a, smem, it)), so a loop over the segments
 // carries only that.
-template <int kN, int kG>
+template <int kN, int kG, bool kShares = false>
 struct Place {
   using C = Cfg<kN>;
   int32_t rank, split, rg, m0, out_tile, g, kt_begin, stages, j0, it;
@@ -177,7 +177,7 @@ struct Place {
   // The block's place, under stream-K its share's first segment.
   __device__ __forceinline__ Place(const Args& a, unsigned char* aligned_smem)
       : Place(a, aligned_smem,
-              a.sk_blocks > 0 ? Int4WgmmaShareStart(blockIdx.x, a.sk_blocks, a.sk_iters) : 0) {}
+              kShares ? Int4WgmmaShareStart(blockIdx.x, a.sk_blocks, a.sk_iters) : 0) {}
 
   // Stream-K: the segment of the block's share that starts at iteration it.
   __device__ __forceinline__ Place(const Args& a, unsigned char* aligned_smem, int32_t it_)
@@ -186,7 +186,8 @@ struct Place {
     full = reinterpret_cast<uint64_t*>(smem + C::kBarsAt);
     empty = full + C::kStages;
     rank = static_cast<int32_t>(blockIdx.x % kG);
-    if (a.sk_blocks > 0) {
+    if constexpr (kShares) {
+      static_assert(kG == 1, "stream-K shares in clusters of 1");
       const int32_t b = static_cast<int32_t>(blockIdx.x);
       out_tile = it / a.k_stages;
       const int32_t s0 = it - out_tile * a.k_stages;
@@ -224,8 +225,8 @@ struct Place {
 // bulk copies, x by TMA, its kG-th of x's rows multicast to the cluster; the
 // first stages' weights before griddepcontrol.wait; under stream-K the
 // share's segments one after another through the same buffers.
-template <int kN, Int4Offsets kKind, int kG>
-__device__ __forceinline__ void Produce(const Args& a, Place<kN, kG> pl) {
+template <int kN, Int4Offsets kKind, int kG, bool kShares>
+__device__ __forceinline__ void Produce(const Args& a, Place<kN, kG, kShares> pl) {
   using C = Cfg<kN>;
   constexpr int S = C::kStages;
   constexpr int kSliceRows = kN / kG;
@@ -279,10 +280,9 @@ __device__ __forceinline__ void Produce(const Args& a, Place<kN, kG> pl) {
   cuda::LaunchDependents();
   for (int32_t s = 0; s < first; ++s) x(s);
   rest(first);
-  if constexpr (kG == 1) {
-    if (a.sk_blocks == 0) return;
+  if constexpr (kShares) {
     for (int32_t it = pl.NextIt(); it < pl.ShareEnd(a); it = pl.NextIt()) {
-      pl = Place<kN, kG>(a, pl.smem, it);
+      pl = Place<kN, kG, kShares>(a, pl.smem, it);
       rest(0);
     }
   }
@@ -349,15 +349,15 @@ __device__ __forceinline__ void Fold(float (&acc)[kN / 2], const float (&p)[kN /
 // The end of a consumer warp's work on a tile: y from acc, or its part of
 // the tile (its split's, or under stream-K its segment's) in a slot, the
 // last part to arrive summing the slots in k order and writing y.
-template <int kN, int kG>
-__device__ __forceinline__ void Finish(const Args& a, const Place<kN, kG>& pl,
+template <int kN, int kG, bool kShares>
+__device__ __forceinline__ void Finish(const Args& a, const Place<kN, kG, kShares>& pl,
                                        const float (&acc)[kN / 2], int* last_block) {
   using C = Cfg<kN>;
   const int32_t rt = threadIdx.x >> 5;  // the warp's row tile
   // The tile's parts: its splits, or the blocks first .. first + parts - 1
   // whose shares hold its stages; this block's is part `self`.
   int32_t parts = a.splits, first = 0, self = pl.split;
-  if (a.sk_blocks > 0) {
+  if constexpr (kShares) {
     const int32_t it = pl.out_tile * a.k_stages;
     first = Int4WgmmaShareBlock(it, a.sk_blocks, a.sk_iters);
     parts = Int4WgmmaShareBlock(it + a.k_stages - 1, a.sk_blocks, a.sk_iters) - first + 1;
@@ -371,7 +371,7 @@ __device__ __forceinline__ void Finish(const Args& a, const Place<kN, kG>& pl,
   // its block's two, the first for the tile its share starts in.
   auto slot = [&](int32_t part) {
     int64_t index = int64_t{pl.out_tile} * a.splits + part;
-    if (a.sk_blocks > 0) {
+    if constexpr (kShares) {
       const int32_t b = first + part;
       const bool starts =
           Int4WgmmaShareStart(b, a.sk_blocks, a.sk_iters) / a.k_stages == pl.out_tile;
@@ -418,8 +418,8 @@ __device__ __forceinline__ StageEnds Ends(const Args& a, const Place<kN, kG>& pl
 
 // Stage b released by the warp: one arrival on its empty barrier in every
 // block of the cluster.
-template <int kN, int kG>
-__device__ __forceinline__ void Release(const Place<kN, kG>& pl, int b) {
+template <int kN, int kG, bool kShares>
+__device__ __forceinline__ void Release(const Place<kN, kG, kShares>& pl, int b) {
   const int lane = threadIdx.x & 31;
   __syncwarp();
   if constexpr (kG == 1) {
