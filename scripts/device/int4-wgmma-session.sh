@@ -48,6 +48,11 @@
 #      (Int4GemmParams::wgmma_splits) at 64-256 rows ($OUT/splits.jsonl);
 #      the first measure for stream-K shares (qkv's 80 tiles, gate_up's last
 #      round);
+#   p  where stream-K's shares lose their time: ncu (clocks left alone) on
+#      decode-8b-int4's gate_up at batch 128 (224 tiles of 128 rows) as
+#      served and with --int4_wgmma_stream_k: speed of light, warp states,
+#      the scheduler ($OUT/ncu_p_S.txt, $OUT/ncu_p_K.txt) and each SASS
+#      instruction's stall samples ($OUT/ncu_p_S_sass.csv, _K_sass.csv);
 #   t  (alone, like q) kTiled's residual-add epilogue (25a22b5: y read eight
 #      values at a time ahead of the stores): its MatchesReference cases
 #      (`tiled*`, and every `*add*` case) only, then, where all passed,
@@ -160,6 +165,25 @@ if wants l; then
   echo "ncu rc=$?"
   grep -E "Int4WgmmaKernel|Duration|Grid Size|Compute \(SM\) Throughput" "$OUT/ncu_layer.txt" |
     head -20
+fi
+if wants p; then
+  ncu_bin=$(command -v ncu || find /opt/nvidia /usr/local/cuda -name ncu -type f 2>/dev/null | head -1)
+  for arm in S K; do
+    consumer=3 flag=()  # kScaled; K: kScaledShares
+    [[ $arm == K ]] && consumer=4 flag=(--int4_wgmma_stream_k)
+    timeout 200 "$ncu_bin" --clock-control none --kernel-name-base mangled \
+      --kernel-name "regex:Int4WgmmaKernelILi128E.*ConsumerE$consumer" --launch-skip 10 \
+      --launch-count 1 --section SpeedOfLight --section WarpStateStats --section SchedulerStats \
+      --section LaunchStats --section SourceCounters --import-source no -o "$TMPDIR/p_$arm" \
+      "$session_bin" decode-8b-int4 --batches 128 "${flag[@]}" --results "$OUT/ncu_p.jsonl" \
+      >"$OUT/ncu_p_run_$arm.txt" 2>&1
+    echo "ncu $arm rc=$?"
+    "$ncu_bin" -i "$TMPDIR/p_$arm.ncu-rep" --page details >"$OUT/ncu_p_$arm.txt" 2>&1
+    "$ncu_bin" -i "$TMPDIR/p_$arm.ncu-rep" --page source --print-source sass --csv \
+      >"$OUT/ncu_p_${arm}_sass.csv" 2>&1
+    grep -E "Duration|Grid Size|Issued Warp|No Eligible|Compute \(SM\) Throughput|L2 Cache Throughput" \
+      "$OUT/ncu_p_$arm.txt" | head -12
+  done
 fi
 if wants n; then
   ncu_bin=$(command -v ncu || find /opt/nvidia /usr/local/cuda -name ncu -type f 2>/dev/null | head -1)
