@@ -241,7 +241,9 @@ __device__ __forceinline__ uint32_t MulBf16x2(uint32_t a, uint32_t b) {
 // within 2^-8 of s (q - z), where the other consumers are exact. One
 // bf16x2 multiply a pair: s (q - z) in fp32 rounded once (the prefill path's
 // weights) takes four more instructions a pair, and these warps' instructions
-// set the pace at 128 rows.
+// set the pace at 128 rows. With kShares (stream-K, Place<kN, 1, true>) the
+// block's share segment by segment: a segment's stages, then its last stage
+// released (the producer is filling the next segment's) and its Finish.
 template <int kN, Int4Offsets kKind, bool kShares>
 __device__ __forceinline__ void ConsumeScaled(const Args& a,
                                               const Place<kN, 1, kShares>& first_place,
@@ -251,8 +253,8 @@ __device__ __forceinline__ void ConsumeScaled(const Args& a,
   const uint32_t x_base = cuda::SmemAddr(first_place.smem);
   uint32_t av[2][kSteps][4];
   uint32_t sub[2] = {kMagic136, kMagic136};
-  // A tile's stages (under stream-K, each segment of the share in turn: its
-  // stage s is the block's (j0 + s)-th).
+  // A tile's stages, or each segment of the share in turn (its stage s the
+  // block's (j0 + s)-th).
   for (int32_t it = first_place.it;;) {
     const Place<kN, 1, kShares> pl(a, first_place.smem, it);
     const int32_t rtc = min(threadIdx.x >> 5, pl.g - 1);
