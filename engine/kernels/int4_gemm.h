@@ -45,7 +45,6 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "engine/common/dtype.h"
-#include "engine/common/host_device.h"
 #include "engine/kernels/gemv.h"
 #include "engine/kernels/int4_layout.h"
 #include "engine/kernels/launch_settings.h"
@@ -105,11 +104,6 @@ struct Int4GemmParams {
   // CheckInt4GemmWgmmaSplits), for tests and benches; 0 picks
   // (Int4GemmWgmmaSplits).
   int32_t wgmma_splits = 0;
-  // kWgmma: stream-K shares (Int4GemmWgmmaStreamKBlocks) whether or not
-  // LaunchSettings::int4_wgmma_stream_k would take them, for tests and
-  // benches; the launch must take the scale into its fragments
-  // (Int4GemmWgmmaScaled) and no wgmma_splits (CheckInt4GemmWgmmaStreamK).
-  bool wgmma_stream_k = false;
   // Split-K partial sums and arrival counters (Int4GemmWorkspaceBytes; zero
   // when first used; every launch leaves its counters zero again, the partial
   // sums are rewritten before they are read). Not needed by the reference.
@@ -197,32 +191,6 @@ int64_t Int4GemmWgmmaSplits(const Int4GemmParams& params, int32_t tile_rows, int
 // parts of every tile of tile_rows x rows, or its counters the tiles.
 absl::Status CheckInt4GemmWgmmaSplits(const Int4GemmParams& params, int32_t tile_rows,
                                       int64_t splits, int32_t num_sms);
-// kWgmma's stream-K shares: a launch's tiles x k_stages (tile, stage)
-// iterations, tile-major, cut into `blocks` contiguous shares, block b's
-// [Int4WgmmaShareStart(b), Int4WgmmaShareStart(b + 1)), a block an SM. A
-// tile cut between blocks is summed by the last of them to arrive, in block
-// order (k order): each part's sums in one of two slots of its block (0 for
-// the share's first tile, 1 for its last), an arrival counter a tile.
-ONECARD_HOST_DEVICE inline int32_t Int4WgmmaShareStart(int32_t b, int32_t blocks, int32_t iters) {
-  return b * iters / blocks;  // blocks x iters < 2^31: Int4GemmWgmmaStreamKBlocks
-}
-// The block whose share holds iteration i (0 <= i < iters).
-ONECARD_HOST_DEVICE inline int32_t Int4WgmmaShareBlock(int32_t i, int32_t blocks, int32_t iters) {
-  return ((i + 1) * blocks - 1) / iters;
-}
-// The blocks of a kWgmma launch of params in stream-K shares, 0 for none:
-// with params.wgmma_stream_k or settings.int4_wgmma_stream_k, where the
-// launch takes the scale into its fragments (Int4GemmWgmmaScaled: one set of
-// sums across stages and groups, so a share may start and end anywhere),
-// no wgmma_splits, the tiles fit the arrival counters and the iterations
-// times num_sms fit an int32; the setting alone only where whole rounds of
-// num_sms tiles would leave SMs idle. min(num_sms, iterations) blocks.
-int64_t Int4GemmWgmmaStreamKBlocks(const Int4GemmParams& params, const LaunchSettings& settings,
-                                   int32_t num_sms);
-// InvalidArgument naming wgmma_stream_k where params force stream-K shares
-// on a launch that cannot take them (Int4GemmWgmmaStreamKBlocks' terms).
-absl::Status CheckInt4GemmWgmmaStreamK(const Int4GemmParams& params, const LaunchSettings& settings,
-                                       int32_t num_sms);
 // The x rows of kWgmma's tiles: params.tile_rows, else 16, 32 or 64 for up
 // to that many rows; past 64, 128, or 64 where 128-row tiles would split K
 // into parts of fewer than settings.int4_wgmma_min_split_stages stages.

@@ -7,8 +7,6 @@
 // tests/gpu/int4_gemm_test.cc.
 #include <algorithm>
 #include <cstdint>
-#include <limits>
-#include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -142,51 +140,6 @@ int32_t Int4GemmWgmmaRows(const Int4GemmParams& p, const LaunchSettings& setting
   return splits > 1 && split_stages < settings.int4_wgmma_min_split_stages ? 64 : 128;
 }
 
-namespace {
-
-// Why params cannot take stream-K shares on num_sms SMs; empty where they can.
-std::string StreamKRefusal(const Int4GemmParams& p, const LaunchSettings& settings,
-                           int32_t num_sms) {
-  if (p.wgmma_splits != 0) return "wgmma_splits is set";
-  if (!Int4GemmWgmmaScaled(p, settings, num_sms)) {
-    return "the launch does not take the scale into its fragments (Int4GemmWgmmaScaled)";
-  }
-  const int32_t tile_rows = Int4GemmWgmmaRows(p, settings, num_sms);
-  if (WgmmaTiles(p, tile_rows) > p.w.n / kInt4TileRows) {
-    return absl::StrCat(WgmmaTiles(p, tile_rows), " tiles of ", tile_rows, " x rows outnumber the ",
-                        p.w.n / kInt4TileRows, " arrival counters");
-  }
-  const int64_t iters = WgmmaTiles(p, tile_rows) * (p.w.k / kInt4WgmmaStageCols);
-  if (iters * num_sms > std::numeric_limits<int32_t>::max()) {
-    return absl::StrCat(iters, " iterations on ", num_sms, " SMs overflow the shares' int32");
-  }
-  if (2 * int64_t{num_sms} > WgmmaSlots(p, tile_rows, num_sms)) {  // two slots a block
-    return absl::StrCat("the workspace holds ", WgmmaSlots(p, tile_rows, num_sms),
-                        " partial-sum slots of ", tile_rows, " x rows, not ", 2 * num_sms);
-  }
-  return "";
-}
-
-}  // namespace
-
-int64_t Int4GemmWgmmaStreamKBlocks(const Int4GemmParams& p, const LaunchSettings& settings,
-                                   int32_t num_sms) {
-  if (!p.wgmma_stream_k && !settings.int4_wgmma_stream_k) return 0;
-  if (!StreamKRefusal(p, settings, num_sms).empty()) return 0;
-  const int64_t tiles = WgmmaTiles(p, Int4GemmWgmmaRows(p, settings, num_sms));
-  if (!p.wgmma_stream_k && tiles % num_sms == 0) return 0;
-  return std::min<int64_t>(num_sms, tiles * (p.w.k / kInt4WgmmaStageCols));
-}
-
-absl::Status CheckInt4GemmWgmmaStreamK(const Int4GemmParams& p, const LaunchSettings& settings,
-                                       int32_t num_sms) {
-  if (!p.wgmma_stream_k) return absl::OkStatus();
-  const std::string why = StreamKRefusal(p, settings, num_sms);
-  if (why.empty()) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrCat("Int4Gemm: wgmma_stream_k cannot take this launch: ", why));
-}
-
 int32_t Int4GemmWgmmaCluster(const Int4GemmParams& p, const LaunchSettings& settings,
                              int32_t num_sms) {
   const int32_t g = p.cluster != 0 ? p.cluster : settings.int4_wgmma_cluster;
@@ -280,10 +233,6 @@ absl::Status CheckInt4GemmParams(const Int4GemmParams& p, absl::string_view op) 
           op, ": wgmma_splits=", p.wgmma_splits, " leaves a part fewer than 4 of k=", w.k,
           "'s stages of ", kInt4WgmmaStageCols, " columns; at most ", most));
     }
-  }
-  if (p.wgmma_stream_k && (p.path != Int4GemmPath::kWgmma || p.wgmma_splits != 0)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(op, ": wgmma_stream_k is supported on path kWgmma without wgmma_splits"));
   }
   if (p.path == Int4GemmPath::kWgmma) {
     if (!Int4GemmWgmmaFits(p)) {

@@ -41,34 +41,369 @@
 //   consumer warp of the cluster has released it (remote mbarrier arrivals).
 // - Split-K while the output tiles alone would leave SMs idle, as kTiled:
 //   slots in the workspace, the last block of a tile sums them in split
-//   order and writes y. Or, with LaunchSettings::int4_wgmma_stream_k and the
-//   scale in the fragments, stream-K: a block an SM, each a contiguous share
-//   of the tiles x stages, walked segment by segment (a tile's part each)
-//   through the same stage buffers; a tile cut between blocks is summed in
-//   k order by its last part to arrive (Int4WgmmaShareStart).
+//   order and writes y.
 // Compiled where every target has wgmma (ONECARD_CUDA_SM90A).
 // Tested by tests/gpu/int4_gemm_test.cc against Int4GemmRef.
 #include "engine/kernels/int4_gemm_internal.h"
 
 #if ONECARD_CUDA_SM90A
+#include <cuda_fp16.h>
+
 #include <algorithm>
 #include <type_traits>
 
 #include "engine/kernels/cuda_check.h"
 #include "engine/kernels/cuda_common.cuh"
+#include "engine/kernels/cuda_pipeline.cuh"
 #include "engine/kernels/cuda_ptx.cuh"
 #include "engine/kernels/cuda_tensor_map.h"
 #include "engine/kernels/cuda_wgmma.cuh"
 #include "engine/kernels/int4_codes.cuh"
-#include "engine/kernels/int4_gemm_wgmma.cuh"
 #include "engine/kernels/launch_settings.h"
 #endif
 
 namespace onecard::engine {
 
 #if ONECARD_CUDA_SM90A
-namespace int4_wgmma {
 namespace {
+
+using int4::Dequant128;
+using int4::HalfPair;
+using int4::kMagic136;
+using int4::SubBf16x2;
+using int4::YKind;
+
+constexpr int kConsumers = 256;             // two warpgroups
+constexpr int kThreads = kConsumers + 128;  // and the producer's
+// Registers a thread: the launch gives every warp kLaunchRegs (64K / 384
+// threads, in steps of 8); setmaxnreg then moves the producer warpgroup's
+// surplus to the consumers through the block's own pool, and an inc waits
+// until the pool holds what it asks, so the two shares fill the launch's
+// allocation exactly (the producer's 56 keep its cluster variants from
+// spilling; the consumers need no more than 224).
+constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;
+constexpr int kProducerRegs = 56;
+constexpr int kConsumerRegs = 224;
+static_assert(kProducerRegs * 128 + kConsumerRegs * kConsumers <= kLaunchRegs * kThreads,
+              "setmaxnreg.inc would wait forever for registers the block does not hold");
+constexpr int kStageTiles = 2;  // k tiles a stage
+static_assert(kStageTiles * kInt4TileCols == kInt4WgmmaStageCols);
+constexpr int kSteps = kStageTiles * kInt4TileCols / 16;  // k16 steps a stage
+constexpr int kCodeBytes = kStageTiles * 8 * kInt4TileBytes;
+constexpr int kScaleBytes = 8 * 8 * 4;  // a group's words of a row group
+
+template <int kN>
+struct Cfg {
+  static constexpr int kStages = kN == 128 ? 4 : kN == 64 ? 6 : 8;
+  static constexpr int kPanelBytes = kN * 128;  // kN rows of one k tile
+  static constexpr int kXBytes = kStageTiles * kPanelBytes;
+  // x first (1024-byte aligned for the swizzle), then codes, scales, zero
+  // points, the full and empty barriers; 1 KB of slack for the alignment.
+  static constexpr int kCodesAt = kStages * kXBytes;
+  static constexpr int kScalesAt = kCodesAt + kStages * kCodeBytes;
+  static constexpr int kOffsetsAt = kScalesAt + kStages * kScaleBytes;
+  static constexpr int kBarsAt = kOffsetsAt + kStages * kScaleBytes;
+  static constexpr int kSmemBytes = 1024 + kBarsAt + 2 * kStages * 8;
+  static constexpr int kSlotFloats = kConsumers * kN / 2;  // a block's sums
+};
+static_assert(Cfg<128>::kSlotFloats * 4 == 128 * 512, "Int4GemmWgmmaSplits' slots");
+
+struct Args : int4::LaunchArgs {
+  CUtensorMap x_map;    // x [rows, k] bf16, boxes of 64 columns x kN rows, 128-byte swizzle
+  int32_t m_blocks;     // output tiles along x
+  int32_t splits;       // blocks an output tile
+  int32_t split_tiles;  // k tiles a split (a multiple of kStageTiles)
+};
+
+// p (+)= a x (x's k16 step at desc): m64nNk16 with N = kN.
+template <int kN>
+__device__ __forceinline__ void Wgmma(float (&p)[kN / 2], const uint32_t (&a)[4], uint64_t desc,
+                                      bool accumulate) {
+  if constexpr (kN == 128) {
+    cuda::WgmmaM64N128K16<false, 0>(p, a, desc, accumulate);
+  } else if constexpr (kN == 64) {
+    cuda::WgmmaM64N64K16<false, 0>(p, a, desc, accumulate);
+  } else if constexpr (kN == 32) {
+    cuda::WgmmaM64N32K16<false, 0>(p, a, desc, accumulate);
+  } else {
+    cuda::WgmmaM64N16K16<false, 0>(p, a, desc, accumulate);
+  }
+}
+
+// Words 0..3 of a tile for lane 4 gr + t4 in column order
+// (Int4ColumnOrderWord): lo, hi the tile's pieces of lanes 4 gr + t4 / 2 and
+// 4 gr + 2 + t4 / 2.
+__device__ __forceinline__ void ColumnOrder(const uint4& lo, const uint4& hi, int t4,
+                                            uint32_t* out) {
+  out[0] = Int4ColumnOrderWord(lo.x, hi.x, t4);
+  out[1] = Int4ColumnOrderWord(lo.y, hi.y, t4);
+  out[2] = Int4ColumnOrderWord(lo.z, hi.z, t4);
+  out[3] = Int4ColumnOrderWord(lo.w, hi.w, t4);
+}
+
+// Writes the warp's outputs from its sums v: row tile rt of row group rg,
+// x rows xrow0 + 8 j + 2 t4 + {0, 1}. A kBf16Add epilogue reads every value
+// of y it adds to before its first store: y's loads and stores may alias,
+// so loads between the stores would each wait for an L2 round trip in turn
+// (kN / 2 of them a thread).
+template <int kN>
+__device__ __forceinline__ void Epilogue(const Args& a, int32_t rg, int32_t rt, int32_t xrow0,
+                                         const float (&v)[kN / 2]) {
+  const int lane = threadIdx.x & 31, gr = lane >> 2, t4 = lane & 3;
+  const int64_t tile = int64_t{rg} * 8 + rt;
+  auto out = [&](int j, int e, int half) {
+    return int64_t{xrow0 + 8 * j + 2 * t4 + e} * a.n + tile * 16 + gr + 8 * half;
+  };
+  if (a.y_kind == YKind::kBf16Add) {
+    cuda::bf16* y = static_cast<cuda::bf16*>(a.y);
+    float residual[kN / 2];
+#pragma unroll
+    for (int j = 0; j < kN / 8; ++j) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int e = i & 1, half = i >> 1;
+        residual[4 * j + i] =
+            xrow0 + 8 * j + 2 * t4 + e < a.rows ? __bfloat162float(y[out(j, e, half)]) : 0.0f;
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kN / 8; ++j) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int e = i & 1, half = i >> 1;
+        if (xrow0 + 8 * j + 2 * t4 + e >= a.rows) continue;
+        y[out(j, e, half)] =
+            __float2bfloat16_rn(cuda::RoundTo<cuda::bf16>(v[4 * j + i]) + residual[4 * j + i]);
+      }
+    }
+    return;
+  }
+#pragma unroll
+  for (int j = 0; j < kN / 8; ++j) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int32_t m = xrow0 + 8 * j + 2 * t4 + e;
+      if (m >= a.rows) continue;
+      if (a.y_kind == YKind::kSiluMul) {
+        int4::StoreSiluMul(a, m, tile * 8 + gr, v[4 * j + e], v[4 * j + e + 2]);
+        continue;
+      }
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        int4::StoreY(a, out(j, e, half), v[4 * j + e + 2 * half]);
+      }
+    }
+  }
+}
+
+// A block's place: its output tile (row group rg against x rows m0 ..
+// m0 + kN - 1), its split's k tiles, and its stage buffers. Blocks of a
+// cluster of kG share the x rows and the split and take kG consecutive row
+// groups, the cluster's rank r the (r + 1)-th: grid index
+// ((rg / kG * m_blocks + mb) * splits + split) * kG + rg % kG.
+template <int kN, int kG>
+struct Place {
+  using C = Cfg<kN>;
+  int32_t rank, split, rg, m0, out_tile, g, kt_begin, stages;
+  unsigned char* smem;
+  uint64_t* full;   // a stage landed: the producer's arrival and the bytes
+  uint64_t* empty;  // a stage released by every consumer warp of the cluster
+
+  __device__ __forceinline__ Place(const Args& a, unsigned char* aligned_smem) {
+    rank = static_cast<int32_t>(blockIdx.x % kG);
+    int32_t rest = static_cast<int32_t>(blockIdx.x / kG);
+    split = rest % a.splits;
+    rest /= a.splits;
+    const int32_t mb = rest % a.m_blocks;
+    rg = rest / a.m_blocks * kG + rank;
+    m0 = mb * kN;
+    out_tile = rg * a.m_blocks + mb;
+    g = min(a.n_tiles - rg * 8, 8);
+    kt_begin = split * a.split_tiles;
+    stages = (min(a.k_tiles, kt_begin + a.split_tiles) - kt_begin) / kStageTiles;
+    smem = aligned_smem;
+    full = reinterpret_cast<uint64_t*>(smem + C::kBarsAt);
+    empty = full + C::kStages;
+  }
+};
+
+// The producer (one lane): each stage's codes, scales (and zero points) by
+// bulk copies, x by TMA, its kG-th of x's rows multicast to the cluster; the
+// first stages' weights before griddepcontrol.wait.
+template <int kN, Int4Offsets kKind, int kG>
+__device__ __forceinline__ void Produce(const Args& a, const Place<kN, kG>& pl) {
+  using C = Cfg<kN>;
+  constexpr int S = C::kStages;
+  constexpr int kSliceRows = kN / kG;
+  const int32_t stage_bytes = C::kXBytes + pl.g * kStageTiles * kInt4TileBytes +
+                              pl.g * 32 * (kKind == Int4Offsets::kSymmetric ? 1 : 2);
+  const unsigned char* codes = reinterpret_cast<const unsigned char*>(a.codes) +
+                               int64_t{pl.rg} * 8 * a.k_tiles * kInt4TileBytes;
+  auto weights = [&](int32_t s) {
+    const int b = s % S;
+    const int32_t kt = pl.kt_begin + kStageTiles * s;
+    cuda::MbarrierArriveExpectTx(&pl.full[b], stage_bytes);
+    cuda::BulkCopy(pl.smem + C::kCodesAt + b * kCodeBytes,
+                   codes + int64_t{kt} * pl.g * kInt4TileBytes, pl.g * kStageTiles * kInt4TileBytes,
+                   &pl.full[b]);
+    const int64_t word =
+        (int64_t{pl.rg} * 8 * a.num_groups + int64_t{kt * kInt4TileCols / a.group} * pl.g) * 8;
+    cuda::BulkCopy(pl.smem + C::kScalesAt + b * kScaleBytes, a.scales + word, pl.g * 32,
+                   &pl.full[b]);
+    if constexpr (kKind != Int4Offsets::kSymmetric) {
+      cuda::BulkCopy(pl.smem + C::kOffsetsAt + b * kScaleBytes, a.offsets + word, pl.g * 32,
+                     &pl.full[b]);
+    }
+  };
+  auto x = [&](int32_t s) {
+    const int b = s % S;
+    const int32_t col = (pl.kt_begin + kStageTiles * s) * kInt4TileCols;
+    for (int t = 0; t < kStageTiles; ++t) {
+      unsigned char* dst = pl.smem + b * C::kXBytes + t * C::kPanelBytes;
+      if constexpr (kG == 1) {
+        cuda::TensorCopy2d(dst, &a.x_map, col + t * kInt4TileCols, pl.m0, &pl.full[b]);
+      } else {
+        cuda::TensorCopy2dMulticast(dst + pl.rank * (C::kPanelBytes / kG), &a.x_map,
+                                    col + t * kInt4TileCols, pl.m0 + pl.rank * kSliceRows,
+                                    &pl.full[b], static_cast<uint16_t>((1 << kG) - 1));
+      }
+    }
+  };
+  const int32_t first = min(pl.stages, S);
+  for (int32_t s = 0; s < first; ++s) weights(s);
+  cuda::GridDependencyWait();
+  cuda::LaunchDependents();
+  for (int32_t s = 0; s < first; ++s) x(s);
+  for (int32_t s = S; s < pl.stages; ++s) {
+    cuda::MbarrierWait(&pl.empty[s % S], ((s / S) - 1) & 1);
+    weights(s);
+    x(s);
+  }
+}
+
+// Stage b's A fragments for row tile rtc (in av; zero points into sub) and
+// its scales (rows gr and gr + 8 of the tile).
+template <int kN, Int4Offsets kKind>
+__device__ __forceinline__ uint32_t StageFragments(const unsigned char* smem, int b, int32_t g,
+                                                   int32_t rtc, uint32_t (&sub)[2],
+                                                   uint32_t (&av)[kSteps][4]) {
+  using C = Cfg<kN>;
+  const int lane = threadIdx.x & 31, gr = lane >> 2, t4 = lane & 3;
+  const int src_lo = 4 * gr + t4 / 2;  // ColumnOrder's lo lane (hi: + 2)
+  const uint4* codes = reinterpret_cast<const uint4*>(smem + C::kCodesAt + b * kCodeBytes);
+  uint32_t words[kSteps];
+#pragma unroll
+  for (int t = 0; t < kStageTiles; ++t) {
+    const uint4* tile = codes + (t * g + rtc) * 32;
+    ColumnOrder(tile[src_lo], tile[src_lo + 2], t4, &words[4 * t]);
+  }
+  const uint32_t scale =
+      reinterpret_cast<const uint32_t*>(smem + C::kScalesAt + b * kScaleBytes)[rtc * 8 + gr];
+  if constexpr (kKind == Int4Offsets::kZero) {
+    const uint32_t z =
+        reinterpret_cast<const uint32_t*>(smem + C::kOffsetsAt + b * kScaleBytes)[rtc * 8 + gr];
+    sub[0] = int4::ZeroPair(z & 0xFFFF);
+    sub[1] = int4::ZeroPair(z >> 16);
+  }
+#pragma unroll
+  for (int j = 0; j < kSteps; ++j) {
+#pragma unroll
+    for (int m = 0; m < 4; ++m) av[j][m] = SubBf16x2(Dequant128(words[j], m), sub[m % 2]);
+  }
+  return scale;
+}
+
+// The warpgroup's 8 wgmmas of stage b into p (the first overwrites p when
+// `fresh`), committed as one group.
+template <int kN>
+__device__ __forceinline__ void IssueStage(float (&p)[kN / 2], uint32_t (&av)[kSteps][4],
+                                           uint32_t x_stage, bool fresh) {
+  using C = Cfg<kN>;
+  cuda::KeepOperands(av);
+  cuda::KeepOperands(p);
+  cuda::WgmmaFence();
+#pragma unroll
+  for (int j = 0; j < kSteps; ++j) {
+    const uint32_t at = x_stage + (j / 4) * C::kPanelBytes + (j % 4) * 32;
+    Wgmma<kN>(p, av[j], cuda::SmemDescriptor128B(at, 16, 1024), !(fresh && j == 0));
+  }
+  cuda::WgmmaCommit();
+}
+
+// acc += s p, s the scales of rows gr (p[i], i & 2 == 0) and gr + 8.
+template <int kN>
+__device__ __forceinline__ void Fold(float (&acc)[kN / 2], const float (&p)[kN / 2],
+                                     uint32_t scale) {
+  const float2 sc = HalfPair(scale);
+#pragma unroll
+  for (int i = 0; i < kN / 2; ++i) acc[i] = fmaf((i & 2) ? sc.y : sc.x, p[i], acc[i]);
+}
+
+// The end of a consumer warp's work: y from acc, or its split's part.
+template <int kN, int kG>
+__device__ __forceinline__ void Finish(const Args& a, const Place<kN, kG>& pl,
+                                       const float (&acc)[kN / 2], int* last_block) {
+  using C = Cfg<kN>;
+  const int32_t rt = threadIdx.x >> 5;  // the warp's row tile
+  if (a.splits == 1) {
+    if (rt < pl.g) Epilogue<kN>(a, pl.rg, rt, pl.m0, acc);
+    return;
+  }
+  // Split-K: this block's sums to its slot; the last of the tile's blocks
+  // sums the slots in split order and writes y.
+  auto slot = [&](int32_t sp) {
+    return reinterpret_cast<float4*>(a.partials +
+                                     (int64_t{pl.out_tile} * a.splits + sp) * C::kSlotFloats) +
+           threadIdx.x * (kN / 8);
+  };
+#pragma unroll
+  for (int j = 0; j < kN / 8; ++j) {
+    __stcg(slot(pl.split) + j,
+           make_float4(acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]));
+  }
+  // The barrier orders every consumer's stores before thread 0's release
+  // (cumulative); the second, thread 0's acquire before everyone's loads.
+  cuda::NamedBarrier(1, kConsumers);
+  int32_t* counter = a.counters_end - 1 - pl.out_tile;
+  if (threadIdx.x == 0) *last_block = cuda::AtomicAddAcqRelGpu(counter, 1) == a.splits - 1;
+  cuda::NamedBarrier(1, kConsumers);
+  if (!*last_block) return;
+  float sum[kN / 2] = {};
+  for (int32_t sp = 0; sp < a.splits; ++sp) {
+#pragma unroll
+    for (int j = 0; j < kN / 8; ++j) {
+      const float4 v = __ldcg(slot(sp) + j);
+      sum[4 * j] += v.x, sum[4 * j + 1] += v.y, sum[4 * j + 2] += v.z, sum[4 * j + 3] += v.w;
+    }
+  }
+  if (rt < pl.g) Epilogue<kN>(a, pl.rg, rt, pl.m0, sum);
+  if (threadIdx.x == 0) *counter = 0;
+}
+
+// Whether stage s of the block's split opens a group (its sums start
+// fresh) and closes one (they are scaled into the output's).
+struct StageEnds {
+  bool opens, closes;
+};
+template <int kN, int kG>
+__device__ __forceinline__ StageEnds Ends(const Args& a, const Place<kN, kG>& pl, int32_t s) {
+  const int32_t col = (pl.kt_begin + kStageTiles * s) * kInt4TileCols;
+  return {.opens = s == 0 || col % a.group == 0,
+          .closes = s == pl.stages - 1 || (col + kStageTiles * kInt4TileCols) % a.group == 0};
+}
+
+// Stage b released by the warp: one arrival on its empty barrier in every
+// block of the cluster.
+template <int kN, int kG>
+__device__ __forceinline__ void Release(const Place<kN, kG>& pl, int b) {
+  const int lane = threadIdx.x & 31;
+  __syncwarp();
+  if constexpr (kG == 1) {
+    if (lane == 0) cuda::MbarrierArrive(&pl.empty[b]);
+  } else {
+    if (lane < kG) cuda::MbarrierArriveCluster(&pl.empty[b], lane);
+  }
+}
 
 // A consumer warp: row tile `warp` of the row group (warpgroup h = warp / 4
 // takes rows 64 h .. 64 h + 63 of its wgmmas), every stage, then Finish.
@@ -241,70 +576,54 @@ __device__ __forceinline__ uint32_t MulBf16x2(uint32_t a, uint32_t b) {
 // within 2^-8 of s (q - z), where the other consumers are exact. One
 // bf16x2 multiply a pair: s (q - z) in fp32 rounded once (the prefill path's
 // weights) takes four more instructions a pair, and these warps' instructions
-// set the pace at 128 rows. With kShares (stream-K, Place<kN, 1, true>) the
-// block's share segment by segment: a segment's stages, then its last stage
-// released (the producer is filling the next segment's) and its Finish.
-template <int kN, Int4Offsets kKind, bool kShares>
-__device__ __forceinline__ void ConsumeScaled(const Args& a,
-                                              const Place<kN, 1, kShares>& first_place,
+// set the pace at 128 rows.
+template <int kN, Int4Offsets kKind>
+__device__ __forceinline__ void ConsumeScaled(const Args& a, const Place<kN, 1>& pl,
                                               int* last_block) {
   using C = Cfg<kN>;
   constexpr int S = C::kStages;
-  const uint32_t x_base = cuda::SmemAddr(first_place.smem);
+  const int32_t rtc = min(threadIdx.x >> 5, pl.g - 1);
+  const uint32_t x_base = cuda::SmemAddr(pl.smem);
+  float acc[kN / 2] = {};
   uint32_t av[2][kSteps][4];
   uint32_t sub[2] = {kMagic136, kMagic136};
-  // A tile's stages, or each segment of the share in turn (its stage s the
-  // block's (j0 + s)-th).
-  for (int32_t it = first_place.it;;) {
-    const Place<kN, 1, kShares> pl(a, first_place.smem, it);
-    const int32_t rtc = min(threadIdx.x >> 5, pl.g - 1);
-    float acc[kN / 2] = {};
-    // Stage s in slot kSlot; after the first, stage s - 1's wgmmas are in
-    // flight on entry.
-    auto stage = [&](int32_t s, auto slot, auto first) {
-      constexpr int kSlot = decltype(slot)::value;
-      const int32_t j = pl.j0 + s;
-      const int b = j % S;
-      cuda::MbarrierWait(&pl.full[b], (j / S) & 1);
-      const float2 sc = HalfPair(StageFragments<kN, kKind>(pl.smem, b, pl.g, rtc, sub, av[kSlot]));
-      const __nv_bfloat162 rows[2] = {__float2bfloat162_rn(sc.x), __float2bfloat162_rn(sc.y)};
+  // Stage s in slot kSlot; after the first, stage s - 1's wgmmas are in
+  // flight on entry.
+  auto stage = [&](int32_t s, auto slot, auto first) {
+    constexpr int kSlot = decltype(slot)::value;
+    const int b = s % S;
+    cuda::MbarrierWait(&pl.full[b], (s / S) & 1);
+    const float2 sc = HalfPair(StageFragments<kN, kKind>(pl.smem, b, pl.g, rtc, sub, av[kSlot]));
+    const __nv_bfloat162 rows[2] = {__float2bfloat162_rn(sc.x), __float2bfloat162_rn(sc.y)};
 #pragma unroll
-      for (int jj = 0; jj < kSteps; ++jj) {
+    for (int j = 0; j < kSteps; ++j) {
 #pragma unroll
-        for (int m = 0; m < 4; ++m) {  // m % 2: row gr or gr + 8
-          av[kSlot][jj][m] =
-              MulBf16x2(av[kSlot][jj][m], reinterpret_cast<const uint32_t&>(rows[m % 2]));
-        }
+      for (int m = 0; m < 4; ++m) {  // m % 2: row gr or gr + 8
+        av[kSlot][j][m] =
+            MulBf16x2(av[kSlot][j][m], reinterpret_cast<const uint32_t&>(rows[m % 2]));
       }
-      if constexpr (!decltype(first)::value) {
-        cuda::WgmmaWait<0>();
-        cuda::KeepOperands(av[1 - kSlot]);  // read by stage s - 1's wgmmas until here
-        cuda::KeepOperands(acc);
-      }
-      IssueStage<kN>(acc, av[kSlot], x_base + b * C::kXBytes, false);
-      if constexpr (!decltype(first)::value) Release(pl, (j - 1) % S);
-    };
-    cuda::KeepOperands(acc);  // zeros before the first fence
-    StagesInSlots(pl.stages, stage);
-    cuda::WgmmaWait<0>();
-    cuda::KeepOperands(av[0]);
-    cuda::KeepOperands(av[1]);
-    cuda::KeepOperands(acc);
-    if constexpr (!kShares) {
-      Finish<kN, 1>(a, pl, acc, last_block);
-      return;
     }
-    Release(pl, (pl.j0 + pl.stages - 1) % S);  // the producer's, for a later segment
-    Finish<kN, 1>(a, pl, acc, last_block);
-    it = pl.NextIt();
-    if (it >= pl.ShareEnd(a)) return;
-  }
+    if constexpr (!decltype(first)::value) {
+      cuda::WgmmaWait<0>();
+      cuda::KeepOperands(av[1 - kSlot]);  // read by stage s - 1's wgmmas until here
+      cuda::KeepOperands(acc);
+    }
+    IssueStage<kN>(acc, av[kSlot], x_base + b * C::kXBytes, false);
+    if constexpr (!decltype(first)::value) Release(pl, (s - 1) % S);
+  };
+  cuda::KeepOperands(acc);  // zeros before the first fence
+  StagesInSlots(pl.stages, stage);
+  cuda::WgmmaWait<0>();
+  cuda::KeepOperands(av[0]);
+  cuda::KeepOperands(av[1]);
+  cuda::KeepOperands(acc);
+  Finish<kN, 1>(a, pl, acc, last_block);
 }
 
 // How a consumer warp takes its stages: Consume, ConsumeOverlap (clusters
 // of 1), ConsumeDoubleSums (clusters of 1, groups of a stage, up to 64 x
 // rows) or ConsumeScaled (clusters of 1).
-enum class Consumer { kPlain, kOverlap, kDoubleSums, kScaled, kScaledShares };
+enum class Consumer { kPlain, kOverlap, kDoubleSums, kScaled };
 
 template <int kN, Int4Offsets kKind, int kG, Consumer kConsumer>
 __global__ void __launch_bounds__(kThreads, 1) Int4WgmmaKernel(const __grid_constant__ Args a) {
@@ -314,9 +633,8 @@ __global__ void __launch_bounds__(kThreads, 1) Int4WgmmaKernel(const __grid_cons
   using C = Cfg<kN>;
   extern __shared__ unsigned char smem_raw[];
   __shared__ int last_block;
-  const Place<kN, kG, kConsumer == Consumer::kScaledShares> pl(
-      a, reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) &
-                                          ~uintptr_t{1023}));
+  const Place<kN, kG> pl(a, reinterpret_cast<unsigned char*>(
+                                (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023}));
   if (threadIdx.x == 0) {
     for (int s = 0; s < C::kStages; ++s) {
       cuda::MbarrierInit(&pl.full[s], 1);
@@ -339,8 +657,8 @@ __global__ void __launch_bounds__(kThreads, 1) Int4WgmmaKernel(const __grid_cons
   } else {
     cuda::SetMaxRegisters<true, kConsumerRegs>();
     cuda::GridDependencyWait();
-    if constexpr (kConsumer == Consumer::kScaled || kConsumer == Consumer::kScaledShares) {
-      ConsumeScaled<kN, kKind, kConsumer == Consumer::kScaledShares>(a, pl, &last_block);
+    if constexpr (kConsumer == Consumer::kScaled) {
+      ConsumeScaled<kN, kKind>(a, pl, &last_block);
     } else if constexpr (kConsumer == Consumer::kDoubleSums) {
       ConsumeDoubleSums<kN, kKind>(a, pl, &last_block);
     } else if constexpr (kConsumer == Consumer::kOverlap) {
@@ -373,19 +691,10 @@ absl::Status Launch(Args a, int64_t splits, cudaStream_t stream) {
                                             kInt4TileCols, kN / kG, "Int4Gemm's x"));
   a.m_blocks = static_cast<int32_t>(cuda::CeilDiv(a.rows, kN));
   const int64_t tiles = cuda::CeilDiv(a.n_tiles, 8) * a.m_blocks;
-  a.k_stages = a.k_tiles / kStageTiles;
-  a.split_tiles = static_cast<int32_t>(cuda::CeilDiv(a.k_stages, splits) * kStageTiles);
+  const int64_t k_stages = a.k_tiles / kStageTiles;
+  a.split_tiles = static_cast<int32_t>(cuda::CeilDiv(k_stages, splits) * kStageTiles);
   a.splits = static_cast<int32_t>(cuda::CeilDiv(a.k_tiles, a.split_tiles));
-  int64_t grid = tiles * a.splits;
-  if (a.sk_blocks > 0) {  // stream-K: ConsumeScaled walks a share's segments
-    if (kConsumer != Consumer::kScaledShares) {
-      return absl::InternalError("Int4Gemm: stream-K shares on a kWgmma consumer without them");
-    }
-    a.split_tiles = a.k_tiles;
-    a.splits = 1;
-    a.sk_iters = static_cast<int32_t>(tiles * a.k_stages);
-    grid = a.sk_blocks;
-  }
+  const int64_t grid = tiles * a.splits;
   CUDA_RETURN_IF_ERROR(cuda::LaunchPdlInClusters(Int4WgmmaKernel<kN, kKind, kG, kConsumer>,
                                                  dim3(static_cast<int>(grid)), dim3(kThreads),
                                                  C::kSmemBytes, stream, kG > 1 ? kG : 0, a));
@@ -403,9 +712,6 @@ absl::Status LaunchCluster(const Args& a, int32_t cluster, Consumer consumer, in
     }
   }
   if (cluster == 2) return Launch<kN, kKind, 2, Consumer::kPlain>(a, splits, stream);
-  if (consumer == Consumer::kScaledShares) {
-    return Launch<kN, kKind, 1, Consumer::kScaledShares>(a, splits, stream);
-  }
   if (consumer == Consumer::kScaled) {
     return Launch<kN, kKind, 1, Consumer::kScaled>(a, splits, stream);
   }
@@ -436,7 +742,6 @@ absl::Status LaunchRows(const Args& a, int32_t tile_rows, int32_t cluster, Consu
 }
 
 }  // namespace
-}  // namespace int4_wgmma
 #endif  // ONECARD_CUDA_SM90A
 
 bool Int4GemmWgmmaBuilt() {
@@ -449,7 +754,7 @@ bool Int4GemmWgmmaBuilt() {
 
 absl::Status LaunchInt4GemmWgmma(const Int4GemmParams& p, int num_sms, cudaStream_t stream) {
 #if ONECARD_CUDA_SM90A
-  int4_wgmma::Args a{};
+  Args a{};
   static_cast<int4::LaunchArgs&>(a) = int4::MakeLaunchArgs(p);
   const LaunchSettings settings = GetLaunchSettings();
   const int32_t tile_rows = Int4GemmWgmmaRows(p, settings, num_sms);
@@ -459,23 +764,18 @@ absl::Status LaunchInt4GemmWgmma(const Int4GemmParams& p, int num_sms, cudaStrea
   if (p.wgmma_splits != 0) {
     RETURN_IF_ERROR(CheckInt4GemmWgmmaSplits(p, tile_rows, splits, num_sms));
   }
-  RETURN_IF_ERROR(CheckInt4GemmWgmmaStreamK(p, settings, num_sms));
-  a.sk_blocks = static_cast<int32_t>(Int4GemmWgmmaStreamKBlocks(p, settings, num_sms));
   const int32_t cluster = Int4GemmWgmmaCluster(p, settings, num_sms);
   // Double sums take groups of one stage: each stage's sums are scaled alone.
-  const int4_wgmma::Consumer consumer =
-      !settings.int4_wgmma_overlap                ? int4_wgmma::Consumer::kPlain
-      : a.sk_blocks > 0                           ? int4_wgmma::Consumer::kScaledShares
-      : Int4GemmWgmmaScaled(p, settings, num_sms) ? int4_wgmma::Consumer::kScaled
-      : settings.int4_wgmma_double_sums && p.w.group == int4_wgmma::kStageTiles * kInt4TileCols
-          ? int4_wgmma::Consumer::kDoubleSums
-          : int4_wgmma::Consumer::kOverlap;
+  const Consumer consumer =
+      !settings.int4_wgmma_overlap                ? Consumer::kPlain
+      : Int4GemmWgmmaScaled(p, settings, num_sms) ? Consumer::kScaled
+      : settings.int4_wgmma_double_sums && p.w.group == kStageTiles * kInt4TileCols
+          ? Consumer::kDoubleSums
+          : Consumer::kOverlap;
   if (p.w.offset_kind == Int4Offsets::kSymmetric) {
-    return int4_wgmma::LaunchRows<Int4Offsets::kSymmetric>(a, tile_rows, cluster, consumer, splits,
-                                                           stream);
+    return LaunchRows<Int4Offsets::kSymmetric>(a, tile_rows, cluster, consumer, splits, stream);
   }
-  return int4_wgmma::LaunchRows<Int4Offsets::kZero>(a, tile_rows, cluster, consumer, splits,
-                                                    stream);
+  return LaunchRows<Int4Offsets::kZero>(a, tile_rows, cluster, consumer, splits, stream);
 #else
   (void)p, (void)num_sms, (void)stream;
   return absl::UnimplementedError(

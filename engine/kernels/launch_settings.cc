@@ -24,7 +24,6 @@ std::atomic<bool> int4_wgmma_overlap{true};
 std::atomic<bool> int4_wgmma_double_sums{true};
 std::atomic<int32_t> int4_wgmma_scaled_from_rows{128};
 std::atomic<int32_t> int4_wgmma_min_split_stages{48};
-std::atomic<bool> int4_wgmma_stream_k{false};
 
 }  // namespace
 
@@ -91,7 +90,6 @@ absl::Status SetLaunchSettings(const LaunchSettings& settings) {
                                     std::memory_order_relaxed);
   int4_wgmma_min_split_stages.store(settings.int4_wgmma_min_split_stages,
                                     std::memory_order_relaxed);
-  int4_wgmma_stream_k.store(settings.int4_wgmma_stream_k, std::memory_order_relaxed);
   return absl::OkStatus();
 }
 
@@ -112,8 +110,7 @@ LaunchSettings GetLaunchSettings() {
       .int4_wgmma_overlap = int4_wgmma_overlap.load(std::memory_order_relaxed),
       .int4_wgmma_double_sums = int4_wgmma_double_sums.load(std::memory_order_relaxed),
       .int4_wgmma_scaled_from_rows = int4_wgmma_scaled_from_rows.load(std::memory_order_relaxed),
-      .int4_wgmma_min_split_stages = int4_wgmma_min_split_stages.load(std::memory_order_relaxed),
-      .int4_wgmma_stream_k = int4_wgmma_stream_k.load(std::memory_order_relaxed)};
+      .int4_wgmma_min_split_stages = int4_wgmma_min_split_stages.load(std::memory_order_relaxed)};
 }
 
 }  // namespace onecard::engine

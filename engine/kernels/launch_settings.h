@@ -4,10 +4,9 @@
 // --prefetch_o_in_attention, --int4_stream_blocks_per_sm, --early_dependents,
 // --gemv_early_dependents, --int4_cluster_split_k, --int4_wgmma_from_rows,
 // --int4_wgmma_cluster, --int4_wgmma_overlap, --int4_wgmma_double_sums,
-// --int4_wgmma_scaled_from_rows, --int4_wgmma_min_split_stages and
-// --int4_wgmma_stream_k flags) rather than chosen per call. The defaults are what serves; a runner
-// never changes them. Set them before the first launch (a kernel launched
-// meanwhile sees either the old or the new value).
+// --int4_wgmma_scaled_from_rows and --int4_wgmma_min_split_stages flags) rather than chosen per
+// call. The defaults are what serves; a runner never changes them. Set them before the first launch
+// (a kernel launched meanwhile sees either the old or the new value).
 #ifndef ONECARD_ENGINE_KERNELS_LAUNCH_SETTINGS_H_
 #define ONECARD_ENGINE_KERNELS_LAUNCH_SETTINGS_H_
 
@@ -108,12 +107,6 @@ struct LaunchSettings {
   // H100 at 128 and 256 rows (Int4GemmWgmmaRows: every llama3-8b and -70b
   // projection took the faster of the two tilings).
   int32_t int4_wgmma_min_split_stages = 48;
-  // kWgmma launches that take the scale into their fragments cut their
-  // tiles x stages into one contiguous share a block, a block an SM
-  // (stream-K; Int4GemmWgmmaStreamKBlocks), where whole rounds of tiles
-  // would leave SMs idle: a tile cut between blocks is summed by the last
-  // part to arrive, in k order; false: a block a tile (or a split of one).
-  bool int4_wgmma_stream_k = false;
 };
 
 // InvalidArgument naming the field for a value out of range; nothing changes then.

@@ -48,24 +48,11 @@
 #      (Int4GemmParams::wgmma_splits) at 64-256 rows ($OUT/splits.jsonl);
 #      the first measure for stream-K shares (qkv's 80 tiles, gate_up's last
 #      round);
-#   p  where stream-K's shares lose their time: ncu (clocks left alone) on
-#      decode-8b-int4's gate_up at batch 128 (224 tiles of 128 rows) as
-#      served and with --int4_wgmma_stream_k: speed of light, warp states,
-#      the scheduler ($OUT/ncu_p_S.txt, $OUT/ncu_p_K.txt) and each SASS
-#      instruction's stall samples ($OUT/ncu_p_S_sass.csv, _K_sass.csv);
 #   t  (alone, like q) kTiled's residual-add epilogue (25a22b5: y read eight
 #      values at a time ahead of the stores): its MatchesReference cases
 #      (`tiled*`, and every `*add*` case) only, then, where all passed,
 #      kernels-int4 on the 70B and 8B o and down shapes (their _t16.._t128
 #      variants against session 42's records of 3ea41c2, before it).
-#   x  (alone, like q) kWgmma's stream-K shares (--int4_wgmma_stream_k:
-#      with the scale in the fragments, a contiguous share of the tiles x
-#      stages a block, a block an SM): the `wgmma_s*` and `wgmma_auto*`
-#      MatchesReference cases only, then, where all passed, kernels-int4 on
-#      the 70B and 8B shapes (_w128c1k against _w128c1s1.._s4 and as served;
-#      $OUT/splits.jsonl), then arms S (served) and K (the setting) on
-#      decode-70b-int4 and decode-8b-int4 at batch 128, order S K K S
-#      ($OUT/arm_S.jsonl, $OUT/arm_K.jsonl).
 # Usage (a `run` call carrying [".device/bundle.txz"] from scripts/device/pack.sh
 # with PACK_TARGETS holding gpu_kernels_test gpu_cuda_model_runner_test
 # cuda_memory_plan_test onecard-bench-cuda):
@@ -74,9 +61,6 @@ set -uo pipefail
 part=${INT4_WGMMA_PART:-all}
 if [[ $part == q ]]; then
   export GTEST_FILTER='*Int4GemmTest*wgmma*:*Int4GemmTest*cluster*:*Int4Dequant*'
-  export SESSION_TESTS=always KERNELS_TEST_TIMEOUT=150
-elif [[ $part == x ]]; then
-  export GTEST_FILTER='*Int4GemmTest*wgmma_s*:*Int4GemmTest*wgmma_auto*'
   export SESSION_TESTS=always KERNELS_TEST_TIMEOUT=150
 elif [[ $part == t ]]; then
   export GTEST_FILTER='*Int4GemmTest*tiled*:*Int4GemmTest*add*'
@@ -106,15 +90,6 @@ if [[ $part == t ]] && all_cases_passed "kTiled and residual-add" /; then
     bench 60 kernels-int4 --shape "$shape"
   done
   grep -E "_t(64|128) compute" "$OUT/bench.log" | grep -E "_r(64|128|256)_" | head -24
-fi
-if [[ $part == x ]] && all_cases_passed "stream-K, scaled and split" /wgmma_; then
-  for shape in llama3-70b_qkv llama3-70b_o llama3-70b_gate_up llama3-70b_down llama3-8b_qkv \
-    llama3-8b_o llama3-8b_gate_up llama3-8b_down; do
-    bench 90 kernels-int4 --shape "$shape" --results "$OUT/splits.jsonl"
-  done
-  grep -E "_r(128|256)(_w128c1(s1|k)|_w64c1)? compute" "$OUT/bench.log" | head -60
-  BENCH_TIMEOUT=100 bash scripts/device/arms.sh flags "S= K=--int4_wgmma_stream_k" \
-    "decode-70b-int4 --batches 128" "decode-8b-int4 --batches 128"
 fi
 if wants k; then
   for shape in llama3-70b_qkv llama3-70b_o llama3-70b_gate_up llama3-70b_down llama3-8b_qkv \
@@ -165,25 +140,6 @@ if wants l; then
   echo "ncu rc=$?"
   grep -E "Int4WgmmaKernel|Duration|Grid Size|Compute \(SM\) Throughput" "$OUT/ncu_layer.txt" |
     head -20
-fi
-if wants p; then
-  ncu_bin=$(command -v ncu || find /opt/nvidia /usr/local/cuda -name ncu -type f 2>/dev/null | head -1)
-  for arm in S K; do
-    consumer=3 flag=()  # kScaled; K: kScaledShares
-    [[ $arm == K ]] && consumer=4 flag=(--int4_wgmma_stream_k)
-    timeout 200 "$ncu_bin" --clock-control none --kernel-name-base mangled \
-      --kernel-name "regex:Int4WgmmaKernelILi128E.*ConsumerE$consumer" --launch-skip 10 \
-      --launch-count 1 --section SpeedOfLight --section WarpStateStats --section SchedulerStats \
-      --section LaunchStats --section SourceCounters --import-source no -o "$TMPDIR/p_$arm" \
-      "$session_bin" decode-8b-int4 --batches 128 "${flag[@]}" --results "$OUT/ncu_p.jsonl" \
-      >"$OUT/ncu_p_run_$arm.txt" 2>&1
-    echo "ncu $arm rc=$?"
-    "$ncu_bin" -i "$TMPDIR/p_$arm.ncu-rep" --page details >"$OUT/ncu_p_$arm.txt" 2>&1
-    "$ncu_bin" -i "$TMPDIR/p_$arm.ncu-rep" --page source --print-source sass --csv \
-      >"$OUT/ncu_p_${arm}_sass.csv" 2>&1
-    grep -E "Duration|Grid Size|Issued Warp|No Eligible|Compute \(SM\) Throughput|L2 Cache Throughput" \
-      "$OUT/ncu_p_$arm.txt" | head -12
-  done
 fi
 if wants n; then
   ncu_bin=$(command -v ncu || find /opt/nvidia /usr/local/cuda -name ncu -type f 2>/dev/null | head -1)

@@ -73,12 +73,10 @@ struct Int4Case {
   int32_t wgmma_from_rows = 0;
   int32_t wgmma_cluster = 0;  // Int4GemmParams::cluster
   int32_t stream_cluster = 0;
-  bool wgmma_overlap = false;           // LaunchSettings::int4_wgmma_overlap
-  bool wgmma_double_sums = false;       // LaunchSettings::int4_wgmma_double_sums
-  int32_t wgmma_scaled_from_rows = 0;   // LaunchSettings::int4_wgmma_scaled_from_rows
-  int32_t wgmma_splits = 0;             // Int4GemmParams::wgmma_splits
-  bool wgmma_stream_k = false;          // Int4GemmParams::wgmma_stream_k
-  bool wgmma_stream_k_setting = false;  // LaunchSettings::int4_wgmma_stream_k
+  bool wgmma_overlap = false;          // LaunchSettings::int4_wgmma_overlap
+  bool wgmma_double_sums = false;      // LaunchSettings::int4_wgmma_double_sums
+  int32_t wgmma_scaled_from_rows = 0;  // LaunchSettings::int4_wgmma_scaled_from_rows
+  int32_t wgmma_splits = 0;            // Int4GemmParams::wgmma_splits
 };
 
 std::vector<Int4Case> Cases() {
@@ -252,38 +250,6 @@ std::vector<Int4Case> Cases() {
        1, 0, true, true, 128, 3},
       {"wgmma_split4_zero_silu_r100", 2048, 4096, 128, zero, 100, none, Out::kSilu, kWgmma, 128,
        kOff, 0, 1, 0, false, false, 0, 4},
-      // Stream-K shares (the scale in the fragments): a tile cut among ~13
-      // blocks with a residual add, zero-point groups of 256 with SiLU·mul,
-      // a partial row group at two tiles along x, a block a stage, and the
-      // setting's own choice on kAuto (136 tiles on 132 SMs).
-      {"wgmma_sk_add_r128", 1280, 8192, 128, sym, 128, none, Out::kAdd, kWgmma, 128, kOff, 0, 1, 0,
-       true, true, 128, 0, true},
-      {"wgmma_sk_zero_g256_silu_r100", 2048, 4096, 256, zero, 100, none, Out::kSilu, kWgmma, 128,
-       kOff, 0, 1, 0, true, true, 128, 0, true},
-      {"wgmma_sk_partial_f32_r200", 1040, 2048, 128, sym, 200, none, Out::kF32, kWgmma, 128, kOff,
-       0, 1, 0, true, true, 128, 0, true},
-      {"wgmma_sk_stage_a_block_zero_r128", 256, 1024, 128, zero, 128, none, Out::kBf16, kWgmma, 128,
-       kOff, 0, 1, 0, true, true, 128, 0, true},
-      {"wgmma_sk_auto_136_tiles_add_r128",
-       17408,
-       1024,
-       128,
-       sym,
-       128,
-       none,
-       Out::kAdd,
-       kAuto,
-       0,
-       kOff,
-       17,
-       1,
-       0,
-       true,
-       true,
-       128,
-       0,
-       false,
-       true},
       {"wgmma_auto_gateup8b_silu_r96", 28672, 4096, 128, sym, 96, none, Out::kSilu, kAuto, 0, kOff,
        17},
       // 70B o at 128 rows on kAuto: 64-row tiles where 128-row ones would
@@ -309,7 +275,6 @@ class Int4GemmTest : public ::testing::TestWithParam<Int4Case> {
     s.int4_wgmma_overlap = GetParam().wgmma_overlap;
     s.int4_wgmma_double_sums = GetParam().wgmma_double_sums;
     s.int4_wgmma_scaled_from_rows = GetParam().wgmma_scaled_from_rows;
-    s.int4_wgmma_stream_k = GetParam().wgmma_stream_k_setting;
     ASSERT_TRUE(engine::SetLaunchSettings(s).ok());
   }
   void TearDown() override { ASSERT_TRUE(engine::SetLaunchSettings(saved_).ok()); }
@@ -355,8 +320,7 @@ TEST_P(Int4GemmTest, MatchesReference) {
       .tile_rows = c.tile_rows,
       .cluster = c.wgmma_cluster,
       .stream_cluster = c.stream_cluster,
-      .wgmma_splits = c.wgmma_splits,
-      .wgmma_stream_k = c.wgmma_stream_k};
+      .wgmma_splits = c.wgmma_splits};
   const std::vector<uint16_t> residual = y16;
   ASSERT_TRUE(Int4GemmRefOnCores(p).ok());
 
@@ -379,9 +343,6 @@ TEST_P(Int4GemmTest, MatchesReference) {
   p.y = f32 ? static_cast<void*>(dy32.get()) : dy16.get();
   p.workspace = ws.get();
   p.workspace_bytes = ws_bytes;
-  if (c.wgmma_stream_k || c.wgmma_stream_k_setting) {  // the case runs what it names
-    EXPECT_GT(engine::Int4GemmWgmmaStreamKBlocks(p, engine::GetLaunchSettings(), sms), 0);
-  }
   const absl::StatusOr<engine::Int4GemmClusterPlan> plan = engine::Int4GemmClusterSplit(p);
   ASSERT_TRUE(plan.ok()) << plan.status();
   if (c.cluster != Int4Case::Cluster::kOff) {

@@ -27,7 +27,6 @@ TEST(LaunchSettingsTest, DefaultsAreWhatServes) {
   EXPECT_TRUE(s.int4_wgmma_double_sums);
   EXPECT_EQ(s.int4_wgmma_scaled_from_rows, 128);
   EXPECT_EQ(s.int4_wgmma_min_split_stages, 48);
-  EXPECT_FALSE(s.int4_wgmma_stream_k);
 }
 
 TEST(LaunchSettingsTest, SetThenGetAndBack) {
@@ -45,10 +44,8 @@ TEST(LaunchSettingsTest, SetThenGetAndBack) {
                                  .int4_wgmma_overlap = false,
                                  .int4_wgmma_double_sums = false,
                                  .int4_wgmma_scaled_from_rows = 65,
-                                 .int4_wgmma_min_split_stages = 0,
-                                 .int4_wgmma_stream_k = true})
+                                 .int4_wgmma_min_split_stages = 0})
                   .ok());
-  EXPECT_TRUE(GetLaunchSettings().int4_wgmma_stream_k);
   EXPECT_EQ(GetLaunchSettings().int4_wgmma_scaled_from_rows, 65);
   EXPECT_EQ(GetLaunchSettings().int4_wgmma_min_split_stages, 0);
   EXPECT_FALSE(GetLaunchSettings().int4_wgmma_double_sums);
@@ -80,7 +77,6 @@ TEST(LaunchSettingsTest, SetThenGetAndBack) {
   EXPECT_TRUE(GetLaunchSettings().int4_wgmma_double_sums);
   EXPECT_EQ(GetLaunchSettings().int4_wgmma_scaled_from_rows, 128);
   EXPECT_EQ(GetLaunchSettings().int4_wgmma_min_split_stages, 48);
-  EXPECT_FALSE(GetLaunchSettings().int4_wgmma_stream_k);
 }
 
 // SetLaunchSettings with `field` at each of `bad` (and programmatic_launch

@@ -65,16 +65,14 @@ using Shape = ProjectionCase;
 // the others, suffixed, for the comparison of the kernels and of the tiled
 // and wgmma kernels' tile heights and clusters: _t16.._t128, _w16c1..
 // _w128c4; and from 64 rows the wgmma kernel's 128-row tiles with K in 1-4
-// parts, _w128c1s1.._w128c1s4, where the workspace holds them, and in
-// stream-K shares, _w128c1k).
+// parts, _w128c1s1.._w128c1s4, where the workspace holds them).
 struct Variant {
   int32_t rows;
   engine::Int4GemmPath path = engine::Int4GemmPath::kAuto;
   int32_t tile_rows = 0;
   std::string suffix;
-  int32_t cluster = 0;    // kWgmma
-  int32_t splits = 0;     // kWgmma: Int4GemmParams::wgmma_splits
-  bool stream_k = false;  // kWgmma: Int4GemmParams::wgmma_stream_k
+  int32_t cluster = 0;  // kWgmma
+  int32_t splits = 0;   // kWgmma: Int4GemmParams::wgmma_splits
 };
 
 std::vector<Variant> Variants() {
@@ -102,7 +100,6 @@ std::vector<Variant> Variants() {
     for (int32_t splits = 1; splits <= 4; ++splits) {
       out.push_back({rows, Int4GemmPath::kWgmma, 128, absl::StrCat("_w128c1s", splits), 1, splits});
     }
-    out.push_back({rows, Int4GemmPath::kWgmma, 128, "_w128c1k", 1, 0, true});
   }
   return out;
 }
@@ -119,17 +116,15 @@ absl::Status ShapeCases(const Ceilings& ceil, const Shape& s, cudaStream_t strea
   int next = 0;
   for (const Variant& v : Variants()) {
     const int32_t rows = v.rows;
-    if (v.splits != 0 || v.stream_k) {  // K's parts or shares: where the launch takes them
+    if (v.splits != 0) {  // K's parts: where the shape and the workspace take them
       engine::Int4GemmParams p =
           ProjectionInt4Params(s, rot.View(0, s.n, s.k), x.get(), y.get(), rows, ws, ws_bytes);
       p.path = v.path;
       p.tile_rows = v.tile_rows;
       p.cluster = v.cluster;
       p.wgmma_splits = v.splits;
-      p.wgmma_stream_k = v.stream_k;
       if (!engine::CheckInt4GemmParams(p, "kernels-int4").ok() ||
-          !engine::CheckInt4GemmWgmmaSplits(p, v.tile_rows, v.splits, num_sms).ok() ||
-          !engine::CheckInt4GemmWgmmaStreamK(p, engine::GetLaunchSettings(), num_sms).ok()) {
+          !engine::CheckInt4GemmWgmmaSplits(p, v.tile_rows, v.splits, num_sms).ok()) {
         continue;
       }
     }
@@ -141,7 +136,6 @@ absl::Status ShapeCases(const Ceilings& ceil, const Shape& s, cudaStream_t strea
                          p.tile_rows = v.tile_rows;
                          p.cluster = v.cluster;
                          p.wgmma_splits = v.splits;
-                         p.wgmma_stream_k = v.stream_k;
                          RETURN_IF_ERROR(engine::Int4Gemm(p, stream));
                        }
                        return absl::OkStatus();

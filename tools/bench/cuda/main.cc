@@ -86,9 +86,6 @@ ABSL_FLAG(int32_t, int4_wgmma_scaled_from_rows, 128,
 ABSL_FLAG(int32_t, int4_wgmma_min_split_stages, 48,
           "past 64 rows, Int4Gemm's kWgmma kernel takes 64-row tiles where 128-row ones would "
           "split K into parts of fewer than this many 128-column stages; 0 = 128-row tiles");
-ABSL_FLAG(bool, int4_wgmma_stream_k, false,
-          "Int4Gemm's kWgmma launches that take the scale into their fragments cut their tiles x "
-          "stages into a contiguous share a block (stream-K) where whole rounds leave SMs idle");
 ABSL_FLAG(int32_t, gemm_splits, 0,
           "o / down products of the decode buckets: 0 = timed choice, 1 = whole, N = N partials");
 ABSL_FLAG(std::string, fused_rope, "after_cublas",
@@ -137,7 +134,6 @@ onecard::services::CommandLineSpec CommandLine() {
                    "int4_wgmma_double_sums",
                    "int4_wgmma_scaled_from_rows",
                    "int4_wgmma_min_split_stages",
-                   "int4_wgmma_stream_k",
                    "gemm_splits",
                    "fused_rope",
                    "tuner_search",
@@ -209,8 +205,7 @@ absl::Status ApplyComparisonArms() {
        .int4_wgmma_overlap = absl::GetFlag(FLAGS_int4_wgmma_overlap),
        .int4_wgmma_double_sums = absl::GetFlag(FLAGS_int4_wgmma_double_sums),
        .int4_wgmma_scaled_from_rows = absl::GetFlag(FLAGS_int4_wgmma_scaled_from_rows),
-       .int4_wgmma_min_split_stages = absl::GetFlag(FLAGS_int4_wgmma_min_split_stages),
-       .int4_wgmma_stream_k = absl::GetFlag(FLAGS_int4_wgmma_stream_k)}));
+       .int4_wgmma_min_split_stages = absl::GetFlag(FLAGS_int4_wgmma_min_split_stages)}));
   onecard::engine::CudaRunnerOptions& o = onecard::bench::BenchRunnerOptions();
   o.gemm_splits = absl::GetFlag(FLAGS_gemm_splits);
   ASSIGN_OR_RETURN(o.fused_rope,
