@@ -317,9 +317,8 @@ TEST(Int4GemmRefTest, WgmmaSplitsForcedWithinTheStagesAndTheWorkspace) {
 // kWgmma takes symmetric and zero-point groups of a multiple of 128 columns
 // over k % 128 == 0, without a prologue, x 16-byte aligned; x tiles of the
 // least of 16, 32, 64 and 128 rows that holds the rows, 128 past that (by
-// rows alone: int4_wgmma_min_split_stages 0). Asked
-// for where it does not fit, the checks refuse naming the group, k and what
-// it takes.
+// rows alone: int4_wgmma_min_split_stages 0). Asked for where it does not
+// fit, the checks refuse naming the group, k and what it takes.
 TEST(Int4GemmRefTest, WgmmaTakesWholeStagesOfGroupsWithoutMins) {
   Fixture f = Make(256, 1024, 128, Int4Offsets::kZero, 40);
   std::vector<uint16_t> y(40 * 256);

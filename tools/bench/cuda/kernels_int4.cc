@@ -104,39 +104,36 @@ std::vector<Variant> Variants() {
   return out;
 }
 
-absl::Status ShapeCases(const Ceilings& ceil, const Shape& s, cudaStream_t stream, void* ws,
-                        int64_t ws_bytes, BenchReporter& reporter) {
+absl::Status ShapeCases(const Ceilings& ceil, const Shape& s, cudaStream_t stream,
+                        const Int4BenchSetup& setup, BenchReporter& reporter) {
   ASSIGN_OR_RETURN(Int4Rotation rot, MakeInt4Rotation(s.n, s.k, stream));
   constexpr int32_t kMaxRows = engine::kInt4GemmMaxRows;
   ASSIGN_OR_RETURN(DeviceMem x, DeviceMem::Random(kMaxRows * s.k * 2, 23, stream));
   ASSIGN_OR_RETURN(DeviceMem y, DeviceMem::Random(kMaxRows * s.n * 2, 25, stream));
-  int device = 0, num_sms = 0;
-  CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
-  CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device));
   int next = 0;
   for (const Variant& v : Variants()) {
     const int32_t rows = v.rows;
-    if (v.splits != 0) {  // K's parts: where the shape and the workspace take them
+    // The variant's launch of weight copy `copy`.
+    auto params = [&](int copy) {
       engine::Int4GemmParams p =
-          ProjectionInt4Params(s, rot.View(0, s.n, s.k), x.get(), y.get(), rows, ws, ws_bytes);
+          ProjectionInt4Params(s, rot.View(copy, s.n, s.k), x.get(), y.get(), rows,
+                               setup.workspace.get(), setup.workspace_bytes);
       p.path = v.path;
       p.tile_rows = v.tile_rows;
       p.cluster = v.cluster;
       p.wgmma_splits = v.splits;
+      return p;
+    };
+    if (v.splits != 0) {  // K's parts: where the shape and the workspace take them
+      const engine::Int4GemmParams p = params(0);
       if (!engine::CheckInt4GemmParams(p, "kernels-int4").ok() ||
-          !engine::CheckInt4GemmWgmmaSplits(p, v.tile_rows, v.splits, num_sms).ok()) {
+          !engine::CheckInt4GemmWgmmaSplits(p, v.tile_rows, v.splits, setup.sms).ok()) {
         continue;
       }
     }
     ASSIGN_OR_RETURN(const double ms, MedianMs(stream, 1, 5, [&]() -> absl::Status {
                        for (int i = 0; i < kLaunches; ++i) {
-                         engine::Int4GemmParams p = ProjectionInt4Params(
-                             s, rot.View(next++, s.n, s.k), x.get(), y.get(), rows, ws, ws_bytes);
-                         p.path = v.path;
-                         p.tile_rows = v.tile_rows;
-                         p.cluster = v.cluster;
-                         p.wgmma_splits = v.splits;
-                         RETURN_IF_ERROR(engine::Int4Gemm(p, stream));
+                         RETURN_IF_ERROR(engine::Int4Gemm(params(next++), stream));
                        }
                        return absl::OkStatus();
                      }));
@@ -177,7 +174,7 @@ absl::Status RunKernelsInt4(const BenchOptions&, BenchReporter& reporter) {
   absl::Status st;
   for (const Shape& s : setup.shapes) {
     if (st.ok()) {
-      st = ShapeCases(ceil, s, stream, setup.workspace.get(), setup.workspace_bytes, reporter);
+      st = ShapeCases(ceil, s, stream, setup, reporter);
     }
   }
   cudaStreamDestroy(stream);
