@@ -26,7 +26,9 @@
 //   run unsynchronized, so one's dequantization and scaling overlap the
 //   other's wgmmas. With LaunchSettings::int4_wgmma_overlap (clusters of 1)
 //   a warpgroup also dequantizes stage s while its own wgmmas of stage s - 1
-//   run (ConsumeOverlap: two stages' fragments in registers); with
+//   run (ConsumeOverlap: two stages' fragments in registers; in source
+//   order: ptxas may schedule the wait for s - 1 ahead of much of the
+//   dequantization); with
 //   LaunchSettings::int4_wgmma_double_sums as well (tiles of up to 64 x
 //   rows, groups of 128 columns: a stage each) it issues stage s's wgmmas
 //   into a second set of sums right after stage s - 1's finish and scales
@@ -569,14 +571,18 @@ __device__ __forceinline__ uint32_t MulBf16x2(uint32_t a, uint32_t b) {
 // ConsumeOverlap with the group's scale in the A fragments
 // (LaunchSettings::int4_wgmma_scaled_from_rows): each pair q - z (exact)
 // times the bf16 pair (s, s) of its row, s the fp16 scale rounded to bf16,
-// so the wgmmas sum s (q - z) x into acc across stages and groups, and a
-// warpgroup's tensor work waits at a stage only for stage s - 1's wgmmas
-// before it issues stage s's (no sums to scale; one set of outputs, so 128
-// x rows fit the registers). A weight is rounded twice, s and the product:
-// within 2^-8 of s (q - z), where the other consumers are exact. One
-// bf16x2 multiply a pair: s (q - z) in fp32 rounded once (the prefill path's
-// weights) takes four more instructions a pair, and these warps' instructions
-// set the pace at 128 rows.
+// so the wgmmas sum s (q - z) x into acc across stages and groups (no sums
+// to scale; one set of outputs, so 128 x rows fit the registers). Stage s's
+// wgmmas are issued behind stage s - 1's, still in flight, and only then
+// does the warp wait for stage s - 1's (wgmma.wait_group 1): the
+// dequantization of stage s + 1 can only follow that wait, so it runs
+// while stage s's wgmmas do. (Waiting for s - 1 before issuing s, as
+// ConsumeOverlap does, let ptxas schedule the wait ahead of the
+// dequantization, right after its shared-memory loads.) A weight is
+// rounded twice, s and the product: within 2^-8 of s (q - z), where the
+// other consumers are exact. One bf16x2 multiply a pair: s (q - z) in fp32
+// rounded once (the prefill path's weights) takes four more instructions a
+// pair, and these warps' instructions set the pace at 128 rows.
 template <int kN, Int4Offsets kKind>
 __device__ __forceinline__ void ConsumeScaled(const Args& a, const Place<kN, 1>& pl,
                                               int* last_block) {
@@ -603,13 +609,12 @@ __device__ __forceinline__ void ConsumeScaled(const Args& a, const Place<kN, 1>&
             MulBf16x2(av[kSlot][j][m], reinterpret_cast<const uint32_t&>(rows[m % 2]));
       }
     }
-    if constexpr (!decltype(first)::value) {
-      cuda::WgmmaWait<0>();
-      cuda::KeepOperands(av[1 - kSlot]);  // read by stage s - 1's wgmmas until here
-      cuda::KeepOperands(acc);
-    }
     IssueStage<kN>(acc, av[kSlot], x_base + b * C::kXBytes, false);
-    if constexpr (!decltype(first)::value) Release(pl, (s - 1) % S);
+    if constexpr (!decltype(first)::value) {
+      cuda::WgmmaWait<1>();               // stage s - 1's wgmmas done, stage s's in flight
+      cuda::KeepOperands(av[1 - kSlot]);  // read by stage s - 1's wgmmas until here
+      Release(pl, (s - 1) % S);
+    }
   };
   cuda::KeepOperands(acc);  // zeros before the first fence
   StagesInSlots(pl.stages, stage);

@@ -53,6 +53,14 @@
 #      (`tiled*`, and every `*add*` case) only, then, where all passed,
 #      kernels-int4 on the 70B and 8B o and down shapes (their _t16.._t128
 #      variants against session 42's records of 3ea41c2, before it).
+#   b  (alone) two builds side by side: the kWgmma MatchesReference cases and
+#      the 4-bit runner's (GTEST_FILTER) on the bundle's build, then, where all
+#      passed, arms A (.device/arms.txz: bench_A and COMMIT_A, an earlier
+#      build's onecard-bench-cuda, xz-compressed to fit beside the bundle;
+#      INT4_ARMS="W B" for one named W) and B (the bundle's) on kernels-int4
+#      70B gate_up, decode-70b-int4 at batches 64 and 128 and decode-8b-int4
+#      at 128, order A B B A (scripts/device/arms.sh run; $OUT/arm_A.jsonl,
+#      $OUT/arm_B.jsonl); INT4_ARMS_SHORT=1: kernels-int4 70B gate_up only.
 # Usage (a `run` call carrying [".device/bundle.txz"] from scripts/device/pack.sh
 # with PACK_TARGETS holding gpu_kernels_test gpu_cuda_model_runner_test
 # cuda_memory_plan_test onecard-bench-cuda):
@@ -61,6 +69,9 @@ set -uo pipefail
 part=${INT4_WGMMA_PART:-all}
 if [[ $part == q ]]; then
   export GTEST_FILTER='*Int4GemmTest*wgmma*:*Int4GemmTest*cluster*:*Int4Dequant*'
+  export SESSION_TESTS=always KERNELS_TEST_TIMEOUT=150
+elif [[ $part == b ]]; then
+  export GTEST_FILTER='*Int4GemmTest*wgmma*:*CudaModelRunnerInt4*'
   export SESSION_TESTS=always KERNELS_TEST_TIMEOUT=150
 elif [[ $part == t ]]; then
   export GTEST_FILTER='*Int4GemmTest*tiled*:*Int4GemmTest*add*'
@@ -90,6 +101,20 @@ if [[ $part == t ]] && all_cases_passed "kTiled and residual-add" /; then
     bench 60 kernels-int4 --shape "$shape"
   done
   grep -E "_t(64|128) compute" "$OUT/bench.log" | grep -E "_r(64|128|256)_" | head -24
+fi
+if [[ $part == b ]] && all_cases_passed "kWgmma and 4-bit runner" /; then
+  mkdir -p "$TMPDIR/arms" && xz -dc .device/arms.txz | tar -C "$TMPDIR/arms" -x
+  echo B >"$TMPDIR/arms/BUNDLE_ARM"
+  cp "$TMPDIR/onecard-device/COMMIT" "$TMPDIR/arms/COMMIT_B"
+  tar -C "$TMPDIR/arms" -czf .device/arms.tgz .
+  if [[ -n ${INT4_ARMS_SHORT:-} ]]; then
+    BENCH_TIMEOUT=60 bash scripts/device/arms.sh run "${INT4_ARMS:-A B}" \
+      "kernels-int4 --shape llama3-70b_gate_up"
+  else
+    BENCH_TIMEOUT=200 bash scripts/device/arms.sh run "${INT4_ARMS:-A B}" \
+      "kernels-int4 --shape llama3-70b_gate_up" "decode-70b-int4 --batches 64,128" \
+      "decode-8b-int4 --batches 128"
+  fi
 fi
 if wants k; then
   for shape in llama3-70b_qkv llama3-70b_o llama3-70b_gate_up llama3-70b_down llama3-8b_qkv \
@@ -143,9 +168,10 @@ if wants l; then
 fi
 if wants n; then
   ncu_bin=$(command -v ncu || find /opt/nvidia /usr/local/cuda -name ncu -type f 2>/dev/null | head -1)
-  # A layer's kWgmma launches: qkv, o, gate_up, down; the 11th layer's third.
+  # A layer's 128-row kWgmma launches: qkv, gate_up, down (o takes 64-row
+  # tiles at 128 rows); the 14th layer's second.
   timeout 280 "$ncu_bin" --clock-control none --kernel-name-base mangled \
-    --kernel-name "regex:Int4WgmmaKernelILi128E" --launch-skip 42 --launch-count 1 \
+    --kernel-name "regex:Int4WgmmaKernelILi128E" --launch-skip 40 --launch-count 1 \
     --section SpeedOfLight --section WarpStateStats --section InstructionStats \
     --section SchedulerStats --section SourceCounters --import-source no \
     -o "$TMPDIR/gate_up" "$session_bin" decode-70b-int4 --batches 128 \
