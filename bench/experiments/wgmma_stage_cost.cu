@@ -45,6 +45,7 @@
 #include "engine/kernels/cuda_pipeline.cuh"
 #include "engine/kernels/cuda_ptx.cuh"
 #include "engine/kernels/cuda_wgmma.cuh"
+#include "engine/kernels/int4_codes.cuh"
 #include "experiment_common.cuh"
 
 namespace cuda = onecard::engine::cuda;
@@ -70,18 +71,9 @@ struct Args {
   int32_t stages;
 };
 
-__device__ __forceinline__ uint32_t Dequant128(uint32_t word, int m) {
-  uint32_t out;
-  asm("lop3.b32 %0, %1, %2, %3, 0xEA;\n"
-      : "=r"(out)
-      : "r"(word >> (4 * m)), "n"(0x000f000f), "n"(0x43004300));
-  return out;
-}
-__device__ __forceinline__ uint32_t SubBf16x2(uint32_t a, uint32_t b) {
-  uint32_t out;
-  asm("sub.rn.bf16x2 %0, %1, %2;\n" : "=r"(out) : "r"(a), "r"(b));
-  return out;
-}
+using onecard::engine::int4::Dequant128;
+using onecard::engine::int4::SubBf16x2;
+
 __device__ __forceinline__ uint32_t MulBf16x2(uint32_t a, uint32_t b) {
   uint32_t out;
   asm("mul.rn.bf16x2 %0, %1, %2;\n" : "=r"(out) : "r"(a), "r"(b));
