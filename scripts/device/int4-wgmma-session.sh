@@ -61,12 +61,26 @@
 #      70B gate_up, decode-70b-int4 at batches 64 and 128 and decode-8b-int4
 #      at 128, order A B B A (scripts/device/arms.sh run; $OUT/arm_A.jsonl,
 #      $OUT/arm_B.jsonl); INT4_ARMS_SHORT=1: kernels-int4 70B gate_up only.
+#   e  (alone, or with other parts after it, e.g. "e n") the experiment
+#      bench/experiments/wgmma_stage_cost.cu, built here and carried as
+#      .device/wsc (one binary, no bundle needed for e alone):
+#      $OUT/wgmma_stage_cost.txt; with other parts, the tests are the kWgmma
+#      cases only.
 # Usage (a `run` call carrying [".device/bundle.txz"] from scripts/device/pack.sh
 # with PACK_TARGETS holding gpu_kernels_test gpu_cuda_model_runner_test
 # cuda_memory_plan_test onecard-bench-cuda):
 #   export OUT; INT4_WGMMA_PART=1 bash scripts/device/int4-wgmma-session.sh
 set -uo pipefail
 part=${INT4_WGMMA_PART:-all}
+if [[ " $part " == *" e "* ]]; then
+  if [[ -x .device/wsc ]]; then
+    timeout 120 .device/wsc | tee "$OUT/wgmma_stage_cost.txt"
+  else
+    echo "part e: no .device/wsc carried"
+  fi
+  [[ $part == e ]] && exit 0
+  export GTEST_FILTER='*Int4GemmTest*wgmma*' SESSION_TESTS=always KERNELS_TEST_TIMEOUT=150
+fi
 if [[ $part == q ]]; then
   export GTEST_FILTER='*Int4GemmTest*wgmma*:*Int4GemmTest*cluster*:*Int4Dequant*'
   export SESSION_TESTS=always KERNELS_TEST_TIMEOUT=150
