@@ -28,6 +28,9 @@
 //           TMA in the swizzle)
 //   copy0   copy1 in aef8d21's order (the served kernel before a35f4be)
 //   copym   copy1 without the dequantization (A fixed)
+//   mma1w1  mma1 with one consumer warpgroup (512 cycles a stage at the
+//           tensor pipe's peak): how close one warpgroup's back-to-back
+//           register-A wgmmas come to it alone
 // Output per form: cycles a stage (clock64 around each consumer warpgroup's
 // stages, mean over the blocks), the launch's time (mean over 20 launches
 // after 3) and TFLOP/s.
@@ -69,6 +72,7 @@ struct Args {
   long long* cycles;          // a consumer warpgroup's stages, 2 a block
   float* sink;
   int32_t stages;
+  int32_t warpgroups;  // consumer warpgroups at work, 1 (ring-less forms only) or 2
 };
 
 using onecard::engine::int4::Dequant128;
@@ -221,7 +225,7 @@ __global__ void __launch_bounds__(kThreads, 1) StageKernel(const __grid_constant
     }
   } else {
     cuda::SetMaxRegisters<true, 224>();
-    Consume<kDeq, kRing, kWait1>(a, smem, full, empty);
+    if (threadIdx.x / 128 < a.warpgroups) Consume<kDeq, kRing, kWait1>(a, smem, full, empty);
   }
 }
 
@@ -243,10 +247,12 @@ void Run(const char* name, Args a, int blocks, long long* host_cycles) {
   CK(cudaEventElapsedTime(&ms, e0, e1));
   CK(cudaMemcpy(host_cycles, a.cycles, sizeof(long long) * 2 * blocks, cudaMemcpyDeviceToHost));
   double mean = 0;
-  for (int i = 0; i < 2 * blocks; ++i) mean += static_cast<double>(host_cycles[i]);
-  mean /= 2.0 * blocks;
+  for (int i = 0; i < blocks; ++i) {
+    for (int w = 0; w < a.warpgroups; ++w) mean += static_cast<double>(host_cycles[2 * i + w]);
+  }
+  mean /= static_cast<double>(a.warpgroups) * blocks;
   const double us = 1e3 * ms / kReps;
-  const double flops = 2.0 * blocks * a.stages * 2 * 8 * (2.0 * 64 * 128 * 16);
+  const double flops = 2.0 * blocks * a.stages * a.warpgroups * 8 * (2.0 * 64 * 128 * 16);
   printf("%-6s %8.1f cycles a stage  %9.1f us a launch  %6.1f TFLOP/s\n", name, mean / a.stages, us,
          flops / (us * 1e-6) / 1e12);
   CK(cudaEventDestroy(e0));
@@ -269,6 +275,7 @@ int main(int argc, char** argv) {
   a.pool = pool;
   a.x = x;
   a.stages = stages;
+  a.warpgroups = 2;
   std::vector<long long> host(2 * sms);
   printf(
       "%d blocks (one an SM), %d stages a block; the wgmmas alone at the tensor pipe's peak:"
@@ -282,5 +289,7 @@ int main(int argc, char** argv) {
   Run<true, kCopies, true>("copy1", a, sms, host.data());
   Run<true, kCopies, false>("copy0", a, sms, host.data());
   Run<false, kCopies, true>("copym", a, sms, host.data());
+  a.warpgroups = 1;
+  Run<false, kNone, true>("mma1w1", a, sms, host.data());
   return 0;
 }
