@@ -1,24 +1,22 @@
 // Experiment (bench/experiments/README.md): where Int4Gemm's kWgmma kernel
-// spends a 128-row stage. As served at batch 128 (session 44, ncu of
-// decode-70b-int4 on an H100) the 70B gate_up takes ~1985 cycles a stage an
-// SM against 1024 cycles for its two warpgroups' 16 m64n128k16 wgmmas at the
-// tensor pipe's peak, with L2 at 36 % of its peak, DRAM at 32 % and the SM
-// clock at 1.78 GHz; five stages instead of four changed nothing. This
-// program runs the stage's pieces one at a time, one block an SM, each block
-// as Int4WgmmaKernel<128>: 384 threads, a producer warpgroup (setmaxnreg down
-// to 56) and two consumer warpgroups (up to 224), a warpgroup's stage 8
+// spends a 128-row stage, whose two warpgroups' 16 m64n128k16 wgmmas take
+// 1024 cycles at the tensor pipe's peak (the measured stage's cost and what
+// it is not bound by: bench/results/2026-12-01-h200-int4.md). This program
+// runs the stage's pieces one at a time, one block an SM, each block as
+// Int4WgmmaKernel<128>: 384 threads, a producer warpgroup (setmaxnreg down to
+// 56) and two consumer warpgroups (up to 224), a warpgroup's stage 8
 // m64n128k16 wgmmas with A from registers and B a 128-row x tile of 32 KiB in
 // shared memory (two 16 KiB panels, 128-byte swizzle descriptors as kWgmma's;
 // the bytes' values do not matter to the timing). Forms:
 //   mma0    the wgmmas alone (A fixed), each stage issued after
-//           wgmma.wait_group 0 for the one before (aef8d21's order)
+//           wgmma.wait_group 0 for the one before (ConsumeOverlap's order)
 //   mma1    the same, stage s issued behind s - 1 and then wait_group 1
-//           (a35f4be's order)
+//           (ConsumeScaled's order)
 //   deq0    mma0 + the stage's dequantization from a fixed 8 KiB code tile
 //           in shared memory: four 16-byte loads, a byte_perm a word, and a
 //           lop3, a bf16x2 subtraction and a bf16x2 multiply a fragment
 //           register (ConsumeScaled's arithmetic)
-//   deq1    the same in a35f4be's order
+//   deq1    the same in ConsumeScaled's order
 //   bar1    deq1 + kWgmma's stage ring: 4 stages on full and empty
 //           mbarriers, a stage released by the 8 consumer warps and marked
 //           full again by the producer at once (no copies)
@@ -26,7 +24,7 @@
 //           1 GiB pool (DRAM) and its 32 KiB of x from an 8-stage buffer
 //           that stays in L2, bulk copies on the full barrier (kWgmma: x by
 //           TMA in the swizzle)
-//   copy0   copy1 in aef8d21's order (the served kernel before a35f4be)
+//   copy0   copy1 in ConsumeOverlap's order
 //   copym   copy1 without the dequantization (A fixed)
 //   mma1w1  mma1 with one consumer warpgroup (512 cycles a stage at the
 //           tensor pipe's peak): how close one warpgroup's back-to-back
@@ -76,13 +74,8 @@ struct Args {
 };
 
 using onecard::engine::int4::Dequant128;
+using onecard::engine::int4::MulBf16x2;
 using onecard::engine::int4::SubBf16x2;
-
-__device__ __forceinline__ uint32_t MulBf16x2(uint32_t a, uint32_t b) {
-  uint32_t out;
-  asm("mul.rn.bf16x2 %0, %1, %2;\n" : "=r"(out) : "r"(a), "r"(b));
-  return out;
-}
 
 // Stage b's A fragments of the warp's row tile from the code tile, as
 // ConsumeScaled's StageFragments and scaling.

@@ -80,6 +80,13 @@ __device__ __forceinline__ uint32_t SubBf16x2(uint32_t a, uint32_t b) {
   return out;
 }
 
+// The bf16 pair a b, rounded once.
+__device__ __forceinline__ uint32_t MulBf16x2(uint32_t a, uint32_t b) {
+  uint32_t out;
+  asm("mul.rn.bf16x2 %0, %1, %2;\n" : "=r"(out) : "r"(a), "r"(b));
+  return out;
+}
+
 // The bf16 pair 128 + z subtracted from 128 + q for a zero point z in 0..127.
 __device__ __forceinline__ uint32_t ZeroPair(uint32_t z) { return 0x43004300u | z | (z << 16); }
 

@@ -72,6 +72,7 @@ namespace {
 using int4::Dequant128;
 using int4::HalfPair;
 using int4::kMagic136;
+using int4::MulBf16x2;
 using int4::SubBf16x2;
 using int4::YKind;
 
@@ -561,13 +562,6 @@ __device__ __forceinline__ void ConsumeDoubleSums(const Args& a, const Place<kN,
   Finish<kN, 1>(a, pl, acc, last_block);
 }
 
-// The bf16 pair a b, rounded once.
-__device__ __forceinline__ uint32_t MulBf16x2(uint32_t a, uint32_t b) {
-  uint32_t out;
-  asm("mul.rn.bf16x2 %0, %1, %2;\n" : "=r"(out) : "r"(a), "r"(b));
-  return out;
-}
-
 // ConsumeOverlap with the group's scale in the A fragments
 // (LaunchSettings::int4_wgmma_scaled_from_rows): each pair q - z (exact)
 // times the bf16 pair (s, s) of its row, s the fp16 scale rounded to bf16,
@@ -577,7 +571,7 @@ __device__ __forceinline__ uint32_t MulBf16x2(uint32_t a, uint32_t b) {
 // does the warp wait for stage s - 1's (wgmma.wait_group 1): the
 // dequantization of stage s + 1 can only follow that wait, so it runs
 // while stage s's wgmmas do. (Waiting for s - 1 before issuing s, as
-// ConsumeOverlap does, let ptxas schedule the wait ahead of the
+// ConsumeOverlap does, lets ptxas schedule the wait ahead of the
 // dequantization, right after its shared-memory loads.) A weight is
 // rounded twice, s and the product: within 2^-8 of s (q - z), where the
 // other consumers are exact. One bf16x2 multiply a pair: s (q - z) in fp32
