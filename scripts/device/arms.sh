@@ -13,6 +13,10 @@
 #                                       bundle's own onecard-bench-cuda (so pack.sh builds it
 #                                       from the tree in that arm's state), the others run on
 #                                       the bundle's libraries (~10 MiB an arm)
+#   ARMS_XZ=1 scripts/device/arms.sh pack
+#                                       the same into .device/arms.txz (xz: ~11 MiB for an arm
+#                                       beside the bundle, where gzip's does not fit 64 MiB);
+#                                       `run` takes whichever of the two was carried
 # On the GPU machine:
 #   scripts/device/arms.sh run "A B" SCENARIO...   runs the arms in the order given and
 #                                       then reversed (A B B A: drift shows), each scenario
@@ -70,6 +74,18 @@ case ${1:-} in
     compgen -G "$arms/bench_*" >/dev/null || { echo "arms: none yet (arms.sh add NAME)" >&2; exit 1; }
     rm -rf "${arms:?}/lib"
     beside=${ARMS_BESIDE_BUNDLE:-}
+    # pack_to DIR: DIR's files into .device/arms.tgz, or .device/arms.txz
+    # with ARMS_XZ (the other one removed, so `run` finds what was packed).
+    pack_to() {
+      rm -f "$root/.device/arms.tgz" "$root/.device/arms.txz"
+      if [[ -n ${ARMS_XZ:-} ]]; then
+        packed=$root/.device/arms.txz
+        tar -C "$1" -cf - . | xz -6 -T2 >"$packed"
+      else
+        packed=$root/.device/arms.tgz
+        tar -C "$1" -czf "$packed" .
+      fi
+    }
     if [[ -n $beside ]]; then
       # Arm $beside: named in BUNDLE_ARM; `run` links it to the unpacked bundle.
       [[ -f $root/.device/COMMIT ]] || { echo "arms: no bundle (scripts/device/pack.sh)" >&2; exit 1; }
@@ -80,22 +96,27 @@ case ${1:-} in
       done
       echo "$beside" >"$stage/BUNDLE_ARM"
       cp "$root/.device/COMMIT" "$stage/COMMIT_$beside"
-      tar -C "$stage" -czf "$root/.device/arms.tgz" .
+      pack_to "$stage"
     else
       # shellcheck source=scripts/device/libs.sh
       source "$root/scripts/device/libs.sh"
       copy_device_libs "$arms/lib" "$arms"/bench_*
       stage=$arms
-      tar -C "$arms" -czf "$root/.device/arms.tgz" .
+      pack_to "$arms"
     fi
-    echo "arms: .device/arms.tgz $(du -sm "$root/.device/arms.tgz" | cut -f1) MiB:" \
+    echo "arms: $packed $(du -sm "$packed" | cut -f1) MiB:" \
       "$(cd "$stage" && echo bench_*)${beside:+, and bench_$beside from the bundle}"
     ;;
   run)
     read -r -a order <<<"${2:?arms.sh run \"A B\" SCENARIO...}"
     shift 2
     dir=${TMPDIR:-/tmp}/onecard-arms
-    rm -rf "$dir" && mkdir -p "$dir" && tar -C "$dir" -xzf "$root/.device/arms.tgz"
+    rm -rf "$dir" && mkdir -p "$dir"
+    if [[ -f $root/.device/arms.txz ]]; then
+      xz -dc "$root/.device/arms.txz" | tar -C "$dir" -x
+    else
+      tar -C "$dir" -xzf "$root/.device/arms.tgz"
+    fi
     # Packed with ARMS_BESIDE_BUNDLE: one arm is the unpacked bundle's binary,
     # and the others run on its libraries.
     bundle=${TMPDIR:-/tmp}/onecard-device

@@ -55,12 +55,13 @@
 #      variants against session 42's records of 3ea41c2, before it).
 #   b  (alone) two builds side by side: the kWgmma MatchesReference cases and
 #      the 4-bit runner's (GTEST_FILTER) on the bundle's build, then, where all
-#      passed, arms A (.device/arms.txz: bench_A and COMMIT_A, an earlier
-#      build's onecard-bench-cuda, xz-compressed to fit beside the bundle;
-#      INT4_ARMS="W B" for one named W) and B (the bundle's) on kernels-int4
-#      70B gate_up, decode-70b-int4 at batches 64 and 128 and decode-8b-int4
-#      at 128, order A B B A (scripts/device/arms.sh run; $OUT/arm_A.jsonl,
-#      $OUT/arm_B.jsonl); INT4_ARMS_SHORT=1: kernels-int4 70B gate_up only.
+#      passed, arms A (an earlier build's onecard-bench-cuda, `arms.sh add A`)
+#      and B (the bundle's) from `ARMS_XZ=1 ARMS_BESIDE_BUNDLE=B arms.sh pack`
+#      (carry .device/arms.txz beside the bundle; INT4_ARMS="W B" for arms
+#      named otherwise) on kernels-int4 70B gate_up, decode-70b-int4 at
+#      batches 64 and 128 and decode-8b-int4 at 128, order A B B A
+#      (scripts/device/arms.sh run; $OUT/arm_A.jsonl, $OUT/arm_B.jsonl);
+#      INT4_ARMS_SHORT=1: kernels-int4 70B gate_up only.
 #   e  (alone, or with other parts after it, e.g. "e n") the experiment
 #      bench/experiments/wgmma_stage_cost.cu, built here and carried as
 #      .device/wsc (one binary, no bundle needed for e alone):
@@ -117,10 +118,6 @@ if [[ $part == t ]] && all_cases_passed "kTiled and residual-add" /; then
   grep -E "_t(64|128) compute" "$OUT/bench.log" | grep -E "_r(64|128|256)_" | head -24
 fi
 if [[ $part == b ]] && all_cases_passed "kWgmma and 4-bit runner" /; then
-  mkdir -p "$TMPDIR/arms" && xz -dc .device/arms.txz | tar -C "$TMPDIR/arms" -x
-  echo B >"$TMPDIR/arms/BUNDLE_ARM"
-  cp "$TMPDIR/onecard-device/COMMIT" "$TMPDIR/arms/COMMIT_B"
-  tar -C "$TMPDIR/arms" -czf .device/arms.tgz .
   if [[ -n ${INT4_ARMS_SHORT:-} ]]; then
     BENCH_TIMEOUT=60 bash scripts/device/arms.sh run "${INT4_ARMS:-A B}" \
       "kernels-int4 --shape llama3-70b_gate_up"
