@@ -400,9 +400,28 @@ __device__ __forceinline__ void RowNorms(Smem<NT>& sm, const Args& a) {
   }
 }
 
+// x_sum_sq's r of every row, by the consumer warps (warp w rows w, w + 8):
+// the sum of the row's k / 16 tile sums, read 4 at a time over the lanes.
+template <int NT>
+__device__ __forceinline__ void RowScales(Smem<NT>& sm, const Args& a) {
+  const int tiles = a.k_tiles * (kInt4TileCols / 16);
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  for (int row = warp; row < a.rows; row += kWarps) {
+    const float4* s = reinterpret_cast<const float4*>(a.x_sum_sq + int64_t{row} * tiles);
+    float sum_sq = 0.0f;
+    for (int i = lane; i < tiles / 4; i += 32) {
+      const float4 v = s[i];
+      sum_sq += (v.x + v.y) + (v.z + v.w);
+    }
+    sum_sq = cuda::WarpSum(sum_sq);
+    if (lane == 0) sm.inv_rms[row] = rsqrtf(sum_sq / static_cast<float>(tiles * 16) + a.eps);
+  }
+  cuda::NamedBarrier(1, 32 * kWarps);
+}
+
 // The consumers' loop over the block's stages (kSpan: ComputeStage; kTrace:
 // Args::trace is set, and the loop stamps it; kCluster: a cluster split).
-template <int NT, Int4Offsets kKind, bool kNorm, bool kTrace, bool kCluster, int kSpan>
+template <int NT, Int4Offsets kKind, Norm kNorm, bool kTrace, bool kCluster, int kSpan>
 __device__ __forceinline__ void ConsumeStages(Smem<NT>& sm, const Args& a, int64_t begin,
                                               int64_t end) {
   constexpr int S = Cfg<NT>::kStages;
@@ -412,7 +431,7 @@ __device__ __forceinline__ void ConsumeStages(Smem<NT>& sm, const Args& a, int64
   for (int j = 0; !walk.done(); ++j) {
     const Sub s = walk.Next(a);
     const int st = j % S;
-    cuda::MbarrierWait(kNorm ? &sm.ready[st] : &sm.full[st], (j / S) & 1);
+    cuda::MbarrierWait(kNorm == Norm::kPrologue ? &sm.ready[st] : &sm.full[st], (j / S) & 1);
     if (kTrace && j == 0 && lane == 0) sm.t_first[warp] = cuda::GlobalTimerNs();
     if (s.rg * kWarps + warp < a.n_tiles) ComputeStage<NT, kKind, kSpan>(sm.stage[st], s, a, acc);
     __syncwarp();
@@ -420,14 +439,14 @@ __device__ __forceinline__ void ConsumeStages(Smem<NT>& sm, const Args& a, int64
     if (s.seg_last) {
       // The last segment's overwrites the others': its last stage computed.
       if (kTrace && lane == 0) sm.t_last[warp] = cuda::GlobalTimerNs();
-      Finish<NT, kCluster>(sm, s, a, acc);
+      Finish<NT, kCluster, kNorm == Norm::kFolded>(sm, s, a, acc);
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.0f;
     }
   }
 }
 
-template <int NT, Int4Offsets kKind, bool kNorm, bool kTrace, bool kCluster>
+template <int NT, Int4Offsets kKind, Norm kNorm, bool kTrace, bool kCluster>
 __device__ void Consumer(Smem<NT>& sm, const Args& a, int64_t begin, int64_t end) {
   constexpr int S = Cfg<NT>::kStages;
   // x rows past a.rows stay zero (the copies never write them).
@@ -439,9 +458,13 @@ __device__ void Consumer(Smem<NT>& sm, const Args& a, int64_t begin, int64_t end
     }
   }
   cuda::PdlEnter(a.early_dependents);  // x and y come from the previous kernel
-  if constexpr (kNorm) RowNorms<NT>(sm, a);
+  if constexpr (kNorm == Norm::kPrologue) RowNorms<NT>(sm, a);
   __syncthreads();  // inv_rms for the producer, the zero rows for every consumer
-  if constexpr (kFullStages<NT, kKind> && !(kNorm && kSumX<kKind>)) {  // that one would spill
+  if constexpr (kNorm == Norm::kFolded) {
+    if (a.x_sum_sq != nullptr) RowScales<NT>(sm, a);  // used from the first Finish
+  }
+  // (kRmsNorm's with mins would spill.)
+  if constexpr (kFullStages<NT, kKind> && !(kNorm == Norm::kPrologue && kSumX<kKind>)) {
     const int32_t span = a.tiles_per_span;
     if (span == 0) return ConsumeStages<NT, kKind, kNorm, kTrace, kCluster, 0>(sm, a, begin, end);
     if (span == 1) return ConsumeStages<NT, kKind, kNorm, kTrace, kCluster, 1>(sm, a, begin, end);
@@ -458,8 +481,8 @@ __device__ void Consumer(Smem<NT>& sm, const Args& a, int64_t begin, int64_t end
 }
 
 // kCluster: a cluster split (Args::cluster, int4_gemm_finish.cuh), a kernel
-// of its own so that stream-K's carry none of its code.
-template <int NT, Int4Offsets kKind, bool kNorm, bool kTrace, bool kCluster>
+// of its own so that stream-K's carry none of its code; kNorm likewise.
+template <int NT, Int4Offsets kKind, Norm kNorm, bool kTrace, bool kCluster>
 __global__ void __launch_bounds__(kThreads, Cfg<NT>::kBlocksPerSm) Int4GemmKernel(Args a) {
   static_assert(!kCluster || kClusterSplit<NT>, "cluster splits up to 16 rows");
   extern __shared__ __align__(128) unsigned char smem_raw[];
@@ -480,7 +503,7 @@ __global__ void __launch_bounds__(kThreads, Cfg<NT>::kBlocksPerSm) Int4GemmKerne
   __syncthreads();                                       // the barriers, before anyone uses them
   if constexpr (kCluster) cuda::ClusterArriveRelaxed();  // for FinishInCluster's senders
   if (threadIdx.x >= 32 * kWarps) {
-    Producer<NT, kKind, kNorm>(sm, a, begin, end);
+    Producer<NT, kKind, kNorm == Norm::kPrologue>(sm, a, begin, end);
     if constexpr (kCluster) cuda::ClusterWaitAcquire();  // its arrival's pair
   } else {
     Consumer<NT, kKind, kNorm, kTrace, kCluster>(sm, a, begin, end);
@@ -555,7 +578,7 @@ absl::StatusOr<std::array<int, kInt4GemmMaxCluster + 1>> ResidentClusters(Kernel
 // (Int4GemmClusterSize, ResidentClusters), else stream-K's shares. With
 // `plan` set, only what it would take (Int4GemmClusterPlan) into it, no
 // launch.
-template <int NT, Int4Offsets kKind, bool kNorm, bool kTrace>
+template <int NT, Int4Offsets kKind, Norm kNorm, bool kTrace>
 absl::Status Launch(const Args& a, cudaStream_t stream, Int4GemmClusterPlan* plan) {
   static const absl::StatusOr<int> per_sm =
       KernelBlocksPerSm(Int4GemmKernel<NT, kKind, kNorm, kTrace, false>, sizeof(Smem<NT>));
@@ -566,7 +589,7 @@ absl::Status Launch(const Args& a, cudaStream_t stream, Int4GemmClusterPlan* pla
   const int64_t capacity = int64_t{NumSms()} * blocks_per_sm;
   Args b = a;
   b.tiles_per_span = TilesPerSpan(a.group, Cfg<NT>::kTpu);
-  if constexpr (kClusterSplit<NT> && !kNorm) {
+  if constexpr (kClusterSplit<NT> && kNorm != Norm::kPrologue) {
     if (a.stream_cluster > 0 || settings.int4_cluster_split_k) {
       // (ResidentClusters also gives the cluster kernel its shared memory.)
       static const absl::StatusOr<std::array<int, kInt4GemmMaxCluster + 1>> resident =
@@ -590,7 +613,7 @@ absl::Status Launch(const Args& a, cudaStream_t stream, Int4GemmClusterPlan* pla
     plan->size = b.cluster;
     return absl::OkStatus();
   }
-  if constexpr (kClusterSplit<NT> && !kNorm) {
+  if constexpr (kClusterSplit<NT> && kNorm != Norm::kPrologue) {
     if (b.cluster > 0) {
       CUDA_RETURN_IF_ERROR(cuda::LaunchPdlInClusters(Int4GemmKernel<NT, kKind, kNorm, kTrace, true>,
                                                      dim3(a.row_groups * b.cluster), dim3(kThreads),
@@ -610,11 +633,16 @@ absl::Status Launch(const Args& a, cudaStream_t stream, Int4GemmClusterPlan* pla
 // stamps).
 template <Int4Offsets kKind, bool kTrace>
 absl::Status LaunchRows(const Args& a, cudaStream_t stream, Int4GemmClusterPlan* plan) {
-  if (a.rows > 32) return Launch<8, kKind, false, kTrace>(a, stream, plan);
-  if (a.rows > 16) return Launch<4, kKind, false, kTrace>(a, stream, plan);
-  if (a.rows > 8) return Launch<2, kKind, false, kTrace>(a, stream, plan);
-  if (a.norm_w != nullptr) return Launch<1, kKind, true, kTrace>(a, stream, plan);
-  return Launch<1, kKind, false, kTrace>(a, stream, plan);
+  const bool folded = a.fold_w != nullptr || a.x_sum_sq != nullptr;  // up to 16 rows
+  if (a.rows > 32) return Launch<8, kKind, Norm::kApart, kTrace>(a, stream, plan);
+  if (a.rows > 16) return Launch<4, kKind, Norm::kApart, kTrace>(a, stream, plan);
+  if (a.rows > 8) {
+    if (folded) return Launch<2, kKind, Norm::kFolded, kTrace>(a, stream, plan);
+    return Launch<2, kKind, Norm::kApart, kTrace>(a, stream, plan);
+  }
+  if (a.norm_w != nullptr) return Launch<1, kKind, Norm::kPrologue, kTrace>(a, stream, plan);
+  if (folded) return Launch<1, kKind, Norm::kFolded, kTrace>(a, stream, plan);
+  return Launch<1, kKind, Norm::kApart, kTrace>(a, stream, plan);
 }
 
 // Launch (or, with plan, what it would take) for the kernel of a's
@@ -643,6 +671,10 @@ absl::StatusOr<Args> StreamArgs(const Int4GemmParams& p) {
   a.norm_w = p.prologue == GemvPrologue::kRmsNorm ? static_cast<const cuda::bf16*>(p.norm_weight)
                                                   : nullptr;
   a.eps = p.eps;
+  a.fold_w = static_cast<const cuda::bf16*>(p.fold_norm.weight);
+  a.fold_x = static_cast<cuda::bf16*>(p.fold_norm.x);
+  a.fold_sum_sq = p.fold_norm.sum_sq;
+  a.x_sum_sq = p.x_sum_sq;
   a.trace = p.trace;
   a.early_dependents = GetLaunchSettings().early_dependents;
   a.stream_cluster = p.stream_cluster;

@@ -8,6 +8,8 @@
 //                      (InterleavedGateUpRows); y [rows, n / 2] =
 //                      bf16(silu(bf16(gate)) * bf16(up))
 //   y_dtype kF32:      y = x' W^T in fp32
+//   fold_norm, x_sum_sq (Int4NormFold): the RMSNorm between a residual
+//                      product and the next product folded into the two
 // Two kernels, one arithmetic (tensor cores over exact 128 + q codes, one
 // scale a group applied to the fp32 sums):
 //   kStream (int4_gemm.cu): a warp a 16-row tile of W against every row of
@@ -24,14 +26,15 @@
 // (Int4GemmTiledRows picks its tile); from LaunchSettings::int4_wgmma_from_rows
 // rows (when set) kWgmma where it fits and is built.
 // Reference: Int4GemmRef (int4_gemm_ref.cc): the prologue through
-// RmsNormRef, W's fp32 values (Int4Value), a plain fp32 dot per output, the
-// epilogue's roundings. The kernels sum in fp32 in another order, so outputs
-// agree to the BF16 rounding of y; kWgmma's 128-row tiles, where
+// RmsNormRef, W's fp32 values (Int4Value), a plain fp32 dot per output (times
+// x_sum_sq's r), the epilogue's roundings, then fold_norm's outputs. The kernels sum in fp32 in
+// another order, so outputs agree to the BF16 rounding of y; kWgmma's 128-row tiles, where
 // LaunchSettings::int4_wgmma_scaled_from_rows takes them (served), round each
 // weight to bf16 first (within 2^-8).
 // Supported: W n % 16 == 0, k % 64 == 0 (k <= kInt4MaxK), groups of 32 * j dividing k (or k),
 // every Int4Offsets kind; 1 <= rows <= kInt4GemmMaxRows; x_row_stride % 8 == 0;
-// kRmsNorm only up to kInt4GemmMaxNormRows rows (more: RmsNorm first), on kStream.
+// kRmsNorm only up to kInt4GemmMaxNormRows rows (more: RmsNorm first), on kStream;
+// a folded RMSNorm up to kInt4GemmFoldMaxRows rows, on kStream.
 // Tested by tests/gpu/int4_gemm_test.cc (MatchesReference) and, for the
 // reference, tests/engine/kernels/int4_gemm_ref_test.cc.
 #ifndef ONECARD_ENGINE_KERNELS_INT4_GEMM_H_
@@ -56,6 +59,7 @@ inline constexpr int32_t kInt4GemmMaxRows = 256;
 inline constexpr int32_t kInt4GemmStreamMaxRows = 64;
 inline constexpr int32_t kInt4GemmTiledFromRows = 17;
 inline constexpr int32_t kInt4GemmMaxNormRows = 4;
+inline constexpr int32_t kInt4GemmFoldMaxRows = 16;
 // Columns up to 2^22 - 64 (the kernel finds a column's group in fp32).
 inline constexpr int64_t kInt4MaxK = (int64_t{1} << 22) - 64;
 
@@ -68,6 +72,21 @@ struct Int4WeightView {
   int64_t k = 0;
   int32_t group = 0;
   Int4Offsets offset_kind = Int4Offsets::kSymmetric;
+};
+
+// The RMSNorm before a product folded into the residual product ahead of it
+// and into the product itself (kStream, up to kInt4GemmFoldMaxRows rows):
+// RmsNorm(h) W^T = r (g . h) W^T with r = rsqrt(mean(h^2) + eps) one scalar
+// a row, so no launch normalizes h in between. The residual product
+// (add_to_y, its y the new residual h) also writes the next product's input
+// g . h and h's sums of squares a 16-column tile; the next product
+// (Int4GemmParams::x_sum_sq) sums a row's tiles and scales the row's sums by
+// r before its epilogue. Against RmsNorm then the product, only the
+// roundings differ: bf16(g h) for bf16(g (h r)), and r applied in fp32.
+struct Int4NormFold {
+  const void* weight = nullptr;  // BF16 [n]: g, the next RMSNorm's weight
+  void* x = nullptr;             // BF16 [rows, n]: bf16(g[c] * y[m][c]), y as stored
+  float* sum_sq = nullptr;       // [rows, n / 16]: tile t's sum of y[m][16 t + i]^2
 };
 
 // Which kernel runs a launch (see above); kAuto but for comparisons.
@@ -85,6 +104,15 @@ struct Int4GemmParams {
   bool add_to_y = false;         // BF16 y only
   bool silu_mul_y = false;       // BF16 y only, not with add_to_y
   int32_t rows = 0;
+  // With add_to_y (BF16 y, no prologue, up to kInt4GemmFoldMaxRows rows on
+  // kStream or kAuto): the next product's folded RMSNorm input
+  // (Int4NormFold); a null weight writes none.
+  Int4NormFold fold_norm;
+  // No prologue, up to kInt4GemmFoldMaxRows rows on kStream or kAuto: row
+  // m's sums are scaled by rsqrt(s / k + eps) before the epilogue, s the sum
+  // of the k / 16 floats at x_sum_sq + m * k / 16 (an Int4NormFold's sum_sq,
+  // x its x). Null: none.
+  const float* x_sum_sq = nullptr;
   Int4GemmPath path = Int4GemmPath::kAuto;
   // kTiled: x rows a block, 16, 32, 64 or 128; kWgmma: the same; 0 picks
   // by rows (Int4GemmTiledRows, Int4GemmWgmmaRows).
@@ -166,12 +194,16 @@ int32_t Int4GemmClusterSize(int64_t row_groups, int64_t k_tiles, int64_t capacit
 // inconsistent parameters; `op` starts the message.
 absl::Status CheckInt4GemmParams(const Int4GemmParams& params, absl::string_view op);
 
+// Whether a launch takes part in a folded RMSNorm (fold_norm or x_sum_sq).
+inline bool Int4GemmFoldsNorm(const Int4GemmParams& p) {
+  return p.fold_norm.weight != nullptr || p.x_sum_sq != nullptr;
+}
 // Whether a launch runs kTiled, and the x rows of its blocks.
 bool Int4GemmUsesTiled(const Int4GemmParams& params);
 int32_t Int4GemmTiledRows(const Int4GemmParams& params);
 // Whether kWgmma can run params (checked ones): symmetric or zero-point
-// groups of a multiple of 128 columns, k % 128 == 0, no prologue, x 16-byte
-// aligned; and the x rows of its blocks.
+// groups of a multiple of 128 columns, k % 128 == 0, no prologue or folded
+// RMSNorm, x 16-byte aligned; and the x rows of its blocks.
 bool Int4GemmWgmmaFits(const Int4GemmParams& params);
 // kWgmma's stages: 128 columns of W (two k tiles) each.
 inline constexpr int32_t kInt4WgmmaStageCols = 128;

@@ -1,6 +1,7 @@
 // Int4Gemm's kStream kernel (int4_gemm.cu, which alone includes this): the end
 // of a consumer warp's segment. Its epilogue writes y from the row tile's
-// sums (a residual add's y read ahead of the sums: LoadResidual). Where the
+// sums (a residual add's y read ahead of the sums: LoadResidual), scaled by
+// x_sum_sq's r first, and a folded RMSNorm's outputs (StoreFoldSums). Where the
 // row group's k tiles were cut between blocks, the parts are summed first, in
 // k order (deterministic), one of two ways:
 //   stream-K (FinishSegment): through L2: a part's sums in a slot of the
@@ -53,10 +54,19 @@ __device__ __forceinline__ void ForLaneRows(const Args& a, F&& f) {
 template <int NT>
 inline constexpr bool kPrefetchResidual = NT <= 2;
 
-template <int NT>
-__device__ __forceinline__ void LoadResidual(const Args& a, int32_t rt, float (&r)[NT][4]) {
+// With a fold (kFold and Args::fold_w), also the norm weight of the lane's
+// two outputs, gamma[half].
+template <int NT, bool kFold>
+__device__ __forceinline__ void LoadResidual(const Args& a, int32_t rt, float (&r)[NT][4],
+                                             float (&gamma)[2]) {
   if (!kPrefetchResidual<NT> || a.y_kind != YKind::kBf16Add) return;
   const int gr = (threadIdx.x & 31) >> 2;
+  if (kFold && a.fold_w != nullptr) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      gamma[half] = __bfloat162float(a.fold_w[int64_t{rt} * 16 + gr + 8 * half]);
+    }
+  }
   const cuda::bf16* y = static_cast<const cuda::bf16*>(a.y);
   ForLaneRows<NT>(a, [&](int nt, int e, int m) {
 #pragma unroll
@@ -66,30 +76,65 @@ __device__ __forceinline__ void LoadResidual(const Args& a, int32_t rt, float (&
   });
 }
 
+// The fold's sums of squares of tile rt (Args::fold_sum_sq): the lane's
+// sq[nt][e] (its two outputs of row nt * 8 + 2 t4 + e) summed over the
+// tile's 8 lanes of that row (gr), in a fixed order.
+template <int NT>
+__device__ __forceinline__ void StoreFoldSums(const Args& a, int32_t rt, float (&sq)[NT][2]) {
+  const int lane = threadIdx.x & 31, t4 = lane & 3;
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      float s = sq[nt][e];
+      s += __shfl_xor_sync(0xffffffffu, s, 4);
+      s += __shfl_xor_sync(0xffffffffu, s, 8);
+      s += __shfl_xor_sync(0xffffffffu, s, 16);
+      const int m = nt * 8 + 2 * t4 + e;
+      if (lane < 4 && m < a.rows) a.fold_sum_sq[int64_t{m} * a.n_tiles + rt] = s;
+    }
+  }
+}
+
 // Writes the outputs of the warp's tile rt from its sums v (rows gr, gr + 8;
 // x rows nt * 8 + 2 t4 + {0, 1}); kBf16Add adds them to `residual`
-// (LoadResidual) with StoreY's two roundings.
-template <int NT>
+// (LoadResidual) with StoreY's two roundings. kFold (up to 16 rows): each
+// row's sums first scaled by row_scale[m] where given (x_sum_sq's r), and
+// with Args::fold_w the next product's input and the tile's sums of squares
+// written too; every lane of the warp calls it then (the shuffles).
+template <int NT, bool kFold>
 __device__ __forceinline__ void Epilogue(const Args& a, int32_t rt, const float (&v)[NT][4],
-                                         const float (&residual)[NT][4]) {
+                                         const float (&residual)[NT][4], const float (&gamma)[2],
+                                         const float* row_scale) {
+  static_assert(!kFold || kPrefetchResidual<NT>, "folds up to 16 rows");
   const int gr = (threadIdx.x & 31) >> 2;
+  const bool fold = kFold && a.fold_w != nullptr;
+  float sq[NT][2] = {};
   ForLaneRows<NT>(a, [&](int nt, int e, int m) {
+    const float scale = kFold && row_scale != nullptr ? row_scale[m] : 1.0f;
     if (a.y_kind == YKind::kSiluMul) {
-      int4::StoreSiluMul(a, m, int64_t{rt} * 8 + gr, v[nt][e], v[nt][e + 2]);
+      int4::StoreSiluMul(a, m, int64_t{rt} * 8 + gr, scale * v[nt][e], scale * v[nt][e + 2]);
       return;
     }
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int64_t o = m * a.n + int64_t{rt} * 16 + gr + 8 * half;
-      const float val = v[nt][e + 2 * half];
+      const float val = scale * v[nt][e + 2 * half];
       if (kPrefetchResidual<NT> && a.y_kind == YKind::kBf16Add) {
-        static_cast<cuda::bf16*>(a.y)[o] =
+        const cuda::bf16 h =
             __float2bfloat16_rn(cuda::RoundTo<cuda::bf16>(val) + residual[nt][e + 2 * half]);
+        static_cast<cuda::bf16*>(a.y)[o] = h;
+        if (fold) {
+          const float hf = __bfloat162float(h);
+          a.fold_x[o] = __float2bfloat16_rn(gamma[half] * hf);
+          sq[nt][e] = fmaf(hf, hf, sq[nt][e]);
+        }
       } else {
         int4::StoreY(a, o, val);
       }
     }
   });
+  if (fold) StoreFoldSums<NT>(a, rt, sq);
 }
 
 // This lane's NT float4 of the partial slot of block blk's part of the
@@ -144,15 +189,16 @@ __device__ __forceinline__ void SumParts(const Sub& s, const Args& a, int32_t fi
 // otherwise it leaves its sums in its slot and arrives on the counter, and
 // the warp that arrives last sums the slots and writes y. Either way the
 // parts are summed in block order (deterministic).
-template <int NT>
-__device__ void FinishSegment(const Sub& s, const Args& a, const float (&acc)[NT][4]) {
+template <int NT, bool kFold>
+__device__ void FinishSegment(const Sub& s, const Args& a, const float (&acc)[NT][4],
+                              const float* row_scale) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int32_t rt = s.rg * kWarps + warp;
   if (rt >= a.n_tiles) return;
-  float residual[NT][4] = {};
-  LoadResidual<NT>(a, rt, residual);
+  float residual[NT][4] = {}, gamma[2] = {};
+  LoadResidual<NT, kFold>(a, rt, residual, gamma);
   if (s.whole) {
-    Epilogue<NT>(a, rt, acc, residual);
+    Epilogue<NT, kFold>(a, rt, acc, residual, gamma, row_scale);
     return;
   }
   const int64_t row_begin = int64_t{s.rg} * a.k_tiles;
@@ -176,7 +222,7 @@ __device__ void FinishSegment(const Sub& s, const Args& a, const float (&acc)[NT
   }
   float sum[NT][4] = {};
   SumParts<NT>(s, a, first, last, acc, sum);
-  Epilogue<NT>(a, rt, sum, residual);
+  Epilogue<NT, kFold>(a, rt, sum, residual, gamma, row_scale);
   if (lane == 0) *counter = 0;
 }
 
@@ -230,9 +276,9 @@ __device__ __forceinline__ void InitClusterParts(Smem<NT>& sm, const Args& a) {
 // the G parts in rank (k) order and writes y. Every block finishes
 // kWarps / G row tiles, and none exits before the parts sent to it have
 // landed (its finishing warps wait for all of them).
-template <int NT>
+template <int NT, bool kFold>
 __device__ void FinishInCluster(Smem<NT>& sm, const Sub& s, const Args& a,
-                                const float (&acc)[NT][4]) {
+                                const float (&acc)[NT][4], const float* row_scale) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int32_t g = a.cluster, per = kWarps / g, rt = s.rg * kWarps + warp;
   const uint32_t rank = cuda::ClusterRank();
@@ -253,8 +299,8 @@ __device__ void FinishInCluster(Smem<NT>& sm, const Sub& s, const Args& a,
     }
     return;
   }
-  float residual[NT][4] = {};
-  if (rt < a.n_tiles) LoadResidual<NT>(a, rt, residual);
+  float residual[NT][4] = {}, gamma[2] = {};
+  if (rt < a.n_tiles) LoadResidual<NT, kFold>(a, rt, residual, gamma);
   cuda::MbarrierWait(&parts.bar, 0);
   if (rt >= a.n_tiles) return;
   float sum[NT][4] = {};  // as SumParts: the parts added to zero in rank (k) order
@@ -265,18 +311,19 @@ __device__ void FinishInCluster(Smem<NT>& sm, const Sub& s, const Args& a,
       sum[nt][0] += v.x, sum[nt][1] += v.y, sum[nt][2] += v.z, sum[nt][3] += v.w;
     }
   }
-  Epilogue<NT>(a, rt, sum, residual);
+  Epilogue<NT, kFold>(a, rt, sum, residual, gamma, row_scale);
 }
 
 // Ends the warp's segment: FinishInCluster in a cluster split (kCluster),
-// else FinishSegment.
-template <int NT, bool kCluster>
+// else FinishSegment; kFold: x_sum_sq's r from sm.inv_rms (RowScales).
+template <int NT, bool kCluster, bool kFold>
 __device__ __forceinline__ void Finish(Smem<NT>& sm, const Sub& s, const Args& a,
                                        const float (&acc)[NT][4]) {
+  const float* row_scale = kFold && a.x_sum_sq != nullptr ? sm.inv_rms : nullptr;
   if constexpr (kCluster) {
-    FinishInCluster<NT>(sm, s, a, acc);
+    FinishInCluster<NT, kFold>(sm, s, a, acc, row_scale);
   } else {
-    FinishSegment<NT>(s, a, acc);
+    FinishSegment<NT, kFold>(s, a, acc, row_scale);
   }
 }
 

@@ -1,11 +1,11 @@
 // Int4GemmRef: the spec of Int4Gemm (see int4_gemm.h): the prologue through
 // RmsNormRef (BF16), W's fp32 values from the packed layout (Int4Value), a
-// plain fp32 dot per output, the epilogue's roundings (SiluMulRef for the
-// gate/up pairs). Also CheckInt4GemmParams and the workspace's layout,
-// shared with the CUDA kernel.
-// Tested by tests/engine/kernels/int4_gemm_ref_test.cc; the spec of
-// tests/gpu/int4_gemm_test.cc.
+// plain fp32 dot per output (times x_sum_sq's r), the epilogue's roundings
+// (SiluMulRef for the gate/up pairs), then a fold_norm's outputs. Also CheckInt4GemmParams and the
+// workspace's layout, shared with the CUDA kernel. Tested by
+// tests/engine/kernels/int4_gemm_ref_test.cc; the spec of tests/gpu/int4_gemm_test.cc.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -77,13 +77,14 @@ bool Int4GemmUsesTiled(const Int4GemmParams& p) {
     case Int4GemmPath::kAuto:
       break;
   }
-  return p.rows >= kInt4GemmTiledFromRows && p.prologue == GemvPrologue::kNone;
+  return p.rows >= kInt4GemmTiledFromRows && p.prologue == GemvPrologue::kNone &&
+         !Int4GemmFoldsNorm(p);
 }
 
 bool Int4GemmWgmmaFits(const Int4GemmParams& p) {
   return p.w.offset_kind != Int4Offsets::kFloat && p.w.group % kInt4WgmmaStageCols == 0 &&
          p.w.k % kInt4WgmmaStageCols == 0 && p.prologue == GemvPrologue::kNone &&
-         reinterpret_cast<uintptr_t>(p.x) % 16 == 0;
+         !Int4GemmFoldsNorm(p) && reinterpret_cast<uintptr_t>(p.x) % 16 == 0;
 }
 
 int64_t Int4TileSplits(int64_t tiles, int64_t resident, int64_t k_stages, int64_t slots,
@@ -185,6 +186,28 @@ absl::Status CheckInt4GemmParams(const Int4GemmParams& p, absl::string_view op) 
         op, ": prologue is not supported for ", p.rows, " rows on this path; supported: none, ",
         "or RMSNorm up to ", kInt4GemmMaxNormRows, " rows on the kStream or kAuto path"));
   }
+  if (Int4GemmFoldsNorm(p)) {
+    const char* field = p.x_sum_sq != nullptr ? "x_sum_sq" : "fold_norm";
+    if (p.rows > kInt4GemmFoldMaxRows || p.prologue != GemvPrologue::kNone ||
+        (p.path != Int4GemmPath::kStream && p.path != Int4GemmPath::kAuto)) {
+      return absl::UnimplementedError(absl::StrCat(
+          op, ": ", field, " with rows=", p.rows,
+          p.prologue == GemvPrologue::kNone ? "" : " and a prologue",
+          p.path == Int4GemmPath::kStream || p.path == Int4GemmPath::kAuto ? "" : " off kStream",
+          "; a folded RMSNorm takes up to ", kInt4GemmFoldMaxRows,
+          " rows, no prologue, path kStream or kAuto"));
+    }
+    if (reinterpret_cast<uintptr_t>(p.x_sum_sq) % 16 != 0) {
+      return Error(op, "x_sum_sq must be 16-byte aligned");
+    }
+    if (p.fold_norm.weight != nullptr &&
+        (!p.add_to_y || p.y_dtype != DType::kBF16 || p.fold_norm.x == nullptr ||
+         p.fold_norm.sum_sq == nullptr)) {
+      return Error(op,
+                   "fold_norm needs add_to_y into BF16 y and its x and sum_sq (the next "
+                   "product's input and the sums of squares)");
+    }
+  }
   if (p.path == Int4GemmPath::kStream && p.rows > kInt4GemmStreamMaxRows) {
     return absl::UnimplementedError(
         absl::StrCat(op, ": rows=", p.rows, " is not supported on path kStream; supported: 1 to ",
@@ -272,6 +295,15 @@ absl::Status Int4GemmRef(const Int4GemmParams& p) {
       std::copy(x + m * p.x_row_stride, x + m * p.x_row_stride + k, xs.data() + m * k);
     }
   }
+  std::vector<float> row_scale(p.rows, 1.0f);  // x_sum_sq's r
+  if (p.x_sum_sq != nullptr) {
+    const int64_t tiles = k / kInt4TileRows;
+    for (int32_t m = 0; m < p.rows; ++m) {
+      double sum_sq = 0.0;
+      for (int64_t t = 0; t < tiles; ++t) sum_sq += p.x_sum_sq[m * tiles + t];
+      row_scale[m] = static_cast<float>(1.0 / std::sqrt(sum_sq / static_cast<double>(k) + p.eps));
+    }
+  }
   std::vector<float> dots(p.rows * n);  // [rows, n]
   std::vector<float> row;
   for (int64_t r = 0; r < n; ++r) {
@@ -279,7 +311,7 @@ absl::Status Int4GemmRef(const Int4GemmParams& p) {
     for (int32_t m = 0; m < p.rows; ++m) {
       float acc = 0.0f;
       for (int64_t c = 0; c < k; ++c) acc += row[c] * Bf16ToFloat(xs[m * k + c]);
-      dots[m * n + r] = acc;
+      dots[m * n + r] = acc * row_scale[m];
     }
   }
   if (p.y_dtype == DType::kF32) {
@@ -306,6 +338,22 @@ absl::Status Int4GemmRef(const Int4GemmParams& p) {
   for (int64_t o = 0; o < p.rows * n; ++o) {
     const float product = Bf16ToFloat(FloatToBf16(dots[o]));
     y[o] = FloatToBf16(p.add_to_y ? product + Bf16ToFloat(y[o]) : product);
+  }
+  if (p.fold_norm.weight != nullptr) {  // the next product's input and sums of squares
+    const auto* g = static_cast<const uint16_t*>(p.fold_norm.weight);
+    auto* x_next = static_cast<uint16_t*>(p.fold_norm.x);
+    const int64_t tiles = n / kInt4TileRows;
+    for (int32_t m = 0; m < p.rows; ++m) {
+      for (int64_t t = 0; t < tiles; ++t) {
+        double sum_sq = 0.0;
+        for (int64_t c = t * kInt4TileRows; c < (t + 1) * kInt4TileRows; ++c) {
+          const float h = Bf16ToFloat(y[m * n + c]);
+          x_next[m * n + c] = FloatToBf16(Bf16ToFloat(g[c]) * h);
+          sum_sq += static_cast<double>(h) * h;
+        }
+        p.fold_norm.sum_sq[m * tiles + t] = static_cast<float>(sum_sq);
+      }
+    }
   }
   return absl::OkStatus();
 }

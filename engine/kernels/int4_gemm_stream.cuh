@@ -30,6 +30,12 @@ struct Cfg {
   static constexpr int kBlocksPerSm = NT >= 8 || NT == 2 ? 1 : 2;
 };
 
+// Where a normed product's RMSNorm runs (a kernel's template argument):
+// apart (an RmsNorm launch before it, or none), in the prologue (kRmsNorm:
+// RowNorms, the producer normalizing each stage), or folded (Int4NormFold:
+// the residual product's fold outputs, x_sum_sq's row scales).
+enum class Norm { kApart, kPrologue, kFolded };
+
 // Whether q's offset is taken after the sums, through S = sum x (mins).
 template <Int4Offsets kKind>
 constexpr bool kSumX = kKind == Int4Offsets::kFloat;
@@ -41,6 +47,11 @@ struct Args : int4::LaunchArgs {
   int32_t tiles_per_span;
   const cuda::bf16* norm_w;
   float eps;
+  // Int4GemmParams::fold_norm (fold_w null: none) and x_sum_sq.
+  const cuda::bf16* fold_w;
+  cuda::bf16* fold_x;
+  float* fold_sum_sq;
+  const float* x_sum_sq;
   int32_t row_groups;
   int64_t iters;  // row_groups * k_tiles
   // counters_end: one a row tile
@@ -70,7 +81,9 @@ struct Smem {
   uint64_t full[Cfg<NT>::kStages];   // the copies of a stage landed
   uint64_t ready[Cfg<NT>::kStages];  // the producer normalized its x (kRmsNorm)
   uint64_t empty[Cfg<NT>::kStages];  // the consumers are done with it
-  float inv_rms[kInt4GemmMaxNormRows];
+  // kRmsNorm's inv_rms, or x_sum_sq's r, of each row.
+  float inv_rms[kInt4GemmMaxNormRows > kInt4GemmFoldMaxRows ? kInt4GemmMaxNormRows
+                                                            : kInt4GemmFoldMaxRows];
   float red[kWarps];
   uint64_t t_start;          // Args::trace: the block's start
   uint64_t t_first[kWarps];  // and each consumer warp's first stage landed

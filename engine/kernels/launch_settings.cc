@@ -18,6 +18,7 @@ std::atomic<int32_t> int4_stream_blocks_per_sm{0};
 std::atomic<bool> early_dependents{true};
 std::atomic<bool> gemv_early_dependents{false};
 std::atomic<bool> int4_cluster_split_k{false};
+std::atomic<bool> int4_fold_norm{false};
 std::atomic<int32_t> int4_wgmma_from_rows{17};
 std::atomic<int32_t> int4_wgmma_cluster{1};
 std::atomic<bool> int4_wgmma_overlap{true};
@@ -82,6 +83,7 @@ absl::Status SetLaunchSettings(const LaunchSettings& settings) {
   early_dependents.store(settings.early_dependents, std::memory_order_relaxed);
   gemv_early_dependents.store(settings.gemv_early_dependents, std::memory_order_relaxed);
   int4_cluster_split_k.store(settings.int4_cluster_split_k, std::memory_order_relaxed);
+  int4_fold_norm.store(settings.int4_fold_norm, std::memory_order_relaxed);
   int4_wgmma_from_rows.store(settings.int4_wgmma_from_rows, std::memory_order_relaxed);
   int4_wgmma_cluster.store(settings.int4_wgmma_cluster, std::memory_order_relaxed);
   int4_wgmma_overlap.store(settings.int4_wgmma_overlap, std::memory_order_relaxed);
@@ -105,6 +107,7 @@ LaunchSettings GetLaunchSettings() {
       .early_dependents = early_dependents.load(std::memory_order_relaxed),
       .gemv_early_dependents = gemv_early_dependents.load(std::memory_order_relaxed),
       .int4_cluster_split_k = int4_cluster_split_k.load(std::memory_order_relaxed),
+      .int4_fold_norm = int4_fold_norm.load(std::memory_order_relaxed),
       .int4_wgmma_from_rows = int4_wgmma_from_rows.load(std::memory_order_relaxed),
       .int4_wgmma_cluster = int4_wgmma_cluster.load(std::memory_order_relaxed),
       .int4_wgmma_overlap = int4_wgmma_overlap.load(std::memory_order_relaxed),

@@ -2,7 +2,7 @@
 // against each other (onecard-bench-cuda's --pdl, --gemv_blocks_per_sm,
 // --fp8_gemm_cublas_scales, --fp8_gemm_scaled_min_rows, --int4_norm_in_gemm_max_rows,
 // --prefetch_o_in_attention, --int4_stream_blocks_per_sm, --early_dependents,
-// --gemv_early_dependents, --int4_cluster_split_k, --int4_wgmma_from_rows,
+// --gemv_early_dependents, --int4_cluster_split_k, --int4_fold_norm, --int4_wgmma_from_rows,
 // --int4_wgmma_cluster, --int4_wgmma_overlap, --int4_wgmma_double_sums,
 // --int4_wgmma_scaled_from_rows and --int4_wgmma_min_split_stages flags) rather than chosen per
 // call. The defaults are what serves; a runner never changes them. Set them before the first launch
@@ -66,6 +66,13 @@ struct LaunchSettings {
   // (int4_gemm_finish.cuh), instead of stream-K's shares and their sums
   // through L2 (slots, counters); false: stream-K throughout.
   bool int4_cluster_split_k = false;
+  // The CUDA runner folds the two RMSNorms of a 4-bit layer into its
+  // products at up to kInt4GemmFoldMaxRows rows (Int4NormFold): o and down
+  // leave the next product's input g . h and h's sums of squares, qkv and
+  // gate_up scale their rows by r in the epilogue; no RmsNorm launch on the
+  // step's chain but the first layer's and the final one. false: RmsNorm
+  // launches (or int4_norm_in_gemm_max_rows's prologue).
+  bool int4_fold_norm = false;
   // Int4Gemm's kAuto path from this many rows (1 to kInt4GemmMaxRows) runs
   // the kWgmma kernel (Hopper's warpgroup MMA) where the weight fits it
   // (Int4GemmWgmmaFits) and the build holds it; 0: kStream and kTiled only.

@@ -62,6 +62,12 @@
 #      batches 64 and 128 and decode-8b-int4 at 128, order A B B A
 #      (scripts/device/arms.sh run; $OUT/arm_A.jsonl, $OUT/arm_B.jsonl);
 #      INT4_ARMS_SHORT=1: kernels-int4 70B gate_up only.
+#   f  (alone, or after b: "b f") the folded RMSNorm (--int4_fold_norm,
+#      Int4NormFold): the tests take its kernel cases (Int4GemmFoldTest) and
+#      the 4-bit runner's; where all passed, arms S (served) and F
+#      (--int4_fold_norm) on decode-70b-int4 and decode-8b-int4 at batches 1
+#      and 16, order S F F S (scripts/device/arms.sh flags; $OUT/arm_S.jsonl,
+#      $OUT/arm_F.jsonl; with b, after b's arms).
 #   e  (alone, or with other parts after it, e.g. "e n") the experiment
 #      bench/experiments/wgmma_stage_cost.cu, built here and carried as
 #      .device/wsc (one binary, no bundle needed for e alone):
@@ -85,8 +91,9 @@ fi
 if [[ $part == q ]]; then
   export GTEST_FILTER='*Int4GemmTest*wgmma*:*Int4GemmTest*cluster*:*Int4Dequant*'
   export SESSION_TESTS=always KERNELS_TEST_TIMEOUT=150
-elif [[ $part == b ]]; then
-  export GTEST_FILTER='*Int4GemmTest*wgmma*:*CudaModelRunnerInt4*'
+elif [[ $part == b || $part == f || $part == "b f" ]]; then
+  export GTEST_FILTER='*Int4GemmTest*wgmma*:*CudaModelRunnerInt4*:*Int4GemmFoldTest*'
+  [[ $part == f ]] && export GTEST_FILTER='*Int4GemmFoldTest*:*CudaModelRunnerInt4*'
   export SESSION_TESTS=always KERNELS_TEST_TIMEOUT=150
 elif [[ $part == t ]]; then
   export GTEST_FILTER='*Int4GemmTest*tiled*:*Int4GemmTest*add*'
@@ -117,7 +124,7 @@ if [[ $part == t ]] && all_cases_passed "kTiled and residual-add" /; then
   done
   grep -E "_t(64|128) compute" "$OUT/bench.log" | grep -E "_r(64|128|256)_" | head -24
 fi
-if [[ $part == b ]] && all_cases_passed "kWgmma and 4-bit runner" /; then
+if [[ $part == b || $part == "b f" ]] && all_cases_passed "kWgmma and 4-bit runner" /; then
   if [[ -n ${INT4_ARMS_SHORT:-} ]]; then
     BENCH_TIMEOUT=60 bash scripts/device/arms.sh run "${INT4_ARMS:-A B}" \
       "kernels-int4 --shape llama3-70b_gate_up"
@@ -192,4 +199,8 @@ if wants n; then
   "$ncu_bin" -i "$TMPDIR/gate_up.ncu-rep" --page source --print-source sass --csv \
     >"$OUT/ncu_sass.csv" 2>&1
   grep -E "Duration|Issued Warp|No Eligible|Stall" "$OUT/ncu_gate_up.txt" | head -20
+fi
+if [[ $part == f || $part == "b f" ]] && all_cases_passed "folded RMSNorm and 4-bit runner" /; then
+  BENCH_TIMEOUT=150 bash scripts/device/arms.sh flags "S= F=--int4_fold_norm" \
+    "decode-70b-int4 --batches 1,16" "decode-8b-int4 --batches 1,16"
 fi

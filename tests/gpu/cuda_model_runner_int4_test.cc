@@ -209,6 +209,18 @@ TEST(CudaModelRunnerInt4Test, LaunchArmsMatchCpu) {
   }
 }
 
+// A 2-layer model with llama3-8b's widths (hidden 4096, 32 heads of 128, 8
+// KV heads, intermediate 14336).
+ModelConfig Llama3_8bWidths(const std::string& name) {
+  ModelConfig c = SmallLlamaConfig(name, 2);
+  c.hidden_size = 4096;
+  c.intermediate_size = 14336;
+  c.num_heads = 32;
+  c.num_kv_heads = 8;
+  c.head_dim = 128;
+  return c;
+}
+
 // The cluster split (LaunchSettings::int4_cluster_split_k) in the runner: a
 // 2-layer model with llama3-8b's widths (hidden 4096, 32 heads of 128, 8 KV
 // heads, intermediate 14336), every projection 4-bit in groups of 128,
@@ -217,12 +229,7 @@ TEST(CudaModelRunnerInt4Test, LaunchArmsMatchCpu) {
 // checks the split is taken on the card), against the CPU runner given the
 // same values: eight sequences decoding five steps (8 rows; DecodeStepsMatch).
 TEST(CudaModelRunnerInt4Test, ClusterSplitMatchesCpu) {
-  ModelConfig c = SmallLlamaConfig("cluster-split-2l", 2);
-  c.hidden_size = 4096;
-  c.intermediate_size = 14336;
-  c.num_heads = 32;
-  c.num_kv_heads = 8;
-  c.head_dim = 128;
+  const ModelConfig c = Llama3_8bWidths("cluster-split-2l");
   const LaunchSettings served = GetLaunchSettings();
   LaunchSettings arm = served;
   arm.int4_cluster_split_k = true;
@@ -235,6 +242,39 @@ TEST(CudaModelRunnerInt4Test, ClusterSplitMatchesCpu) {
       EXPECT_EQ(q.spec.layers[0][p].format, WeightFormat::kInt4) << "projection " << p;
     }
     DecodeStepsMatch(*q.cpu, *q.gpu, q.config, "cluster split, 8 rows");
+  }
+  ASSERT_TRUE(SetLaunchSettings(served).ok());
+}
+
+// LaunchSettings::int4_fold_norm: a layer's two RMSNorms folded into its
+// 4-bit products (Int4NormFold) at up to 16 rows. The 2-layer model of
+// llama3-8b's widths above decoding eight sequences (8 rows: the second
+// layer's qkv takes the first one's down output folded, each gate_up its
+// o's), and SmolLM2's Q4_1 file (30 layers, every projection 4-bit with
+// mins) where it is here: its golden prompts' greedy steps at one row,
+// against the CPU runner.
+TEST(CudaModelRunnerInt4Test, FoldedNormsMatchCpu) {
+  const ModelConfig c = Llama3_8bWidths("fold-norm-2l");
+  const LaunchSettings served = GetLaunchSettings();
+  LaunchSettings arm = served;
+  arm.int4_fold_norm = true;
+  ASSERT_TRUE(SetLaunchSettings(arm).ok());
+  {
+    Quantized q;
+    QuantizeWeights(c, RandomWeights(c, 41), 128, Int4Offsets::kZero, "random llama3-8b widths",
+                    &q);
+    if (!HasFatalFailure()) DecodeStepsMatch(*q.cpu, *q.gpu, q.config, "folded norms, 8 rows");
+  }
+  const std::string model = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
+  if (!HasFatalFailure() && std::ifstream(SourcePath(model)).good()) {
+    absl::StatusOr<Reference> ref = OpenReference(model);
+    ASSERT_TRUE(ref.ok()) << ref.status();
+    auto gpu = CreateCudaModelRunner(*ref->ckpt, TestOptions());
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    CompareRunners(*ref->cpu, **gpu, ref->ckpt->config, "tests/golden/smollm2",
+                   "smollm2 int4, folded norms");
+  } else {
+    std::printf("%s is not here: the folded norms only on the random model\n", model.c_str());
   }
   ASSERT_TRUE(SetLaunchSettings(served).ok());
 }

@@ -32,6 +32,7 @@
 #include "engine/kernels/int4_matrix.h"
 #include "engine/kernels/launch_settings.h"
 #include "tests/gpu/gpu_test_util.h"
+#include "tests/gpu/int4_device.h"
 #include "tests/testing/all_close.h"
 #include "tests/testing/int4_testing.h"
 #include "tests/testing/rows_on_cores.h"
@@ -298,51 +299,33 @@ TEST_P(Int4GemmTest, MatchesReference) {
   std::vector<uint16_t> y16 = RandomBf16(c.rows * y_cols, rng);  // the residual when adding
   std::vector<float> y32(c.rows * y_cols, 0.0f);
   const bool f32 = c.out == Out::kF32;
-  engine::Int4GemmParams p{
-      .w = {.codes = packed.codes.data(),
-            .scales = packed.scales.data(),
-            .offsets = packed.offsets.empty() ? nullptr : packed.offsets.data(),
-            .n = c.n,
-            .k = c.k,
-            .group = c.group,
-            .offset_kind = c.offsets},
-      .prologue = c.prologue,
-      .x = x.data(),
-      .x_row_stride = x_stride,
-      .norm_weight = norm.data(),
-      .eps = 1e-5f,
-      .y = f32 ? static_cast<void*>(y32.data()) : y16.data(),
-      .y_dtype = f32 ? DType::kF32 : DType::kBF16,
-      .add_to_y = c.out == Out::kAdd,
-      .silu_mul_y = c.out == Out::kSilu,
-      .rows = c.rows,
-      .path = c.path,
-      .tile_rows = c.tile_rows,
-      .cluster = c.wgmma_cluster,
-      .stream_cluster = c.stream_cluster,
-      .wgmma_splits = c.wgmma_splits};
+  engine::Int4GemmParams p{.w = Int4View(packed, m),
+                           .prologue = c.prologue,
+                           .x = x.data(),
+                           .x_row_stride = x_stride,
+                           .norm_weight = norm.data(),
+                           .eps = 1e-5f,
+                           .y = f32 ? static_cast<void*>(y32.data()) : y16.data(),
+                           .y_dtype = f32 ? DType::kF32 : DType::kBF16,
+                           .add_to_y = c.out == Out::kAdd,
+                           .silu_mul_y = c.out == Out::kSilu,
+                           .rows = c.rows,
+                           .path = c.path,
+                           .tile_rows = c.tile_rows,
+                           .cluster = c.wgmma_cluster,
+                           .stream_cluster = c.stream_cluster,
+                           .wgmma_splits = c.wgmma_splits};
   const std::vector<uint16_t> residual = y16;
   ASSERT_TRUE(Int4GemmRefOnCores(p).ok());
 
-  DeviceBuf<uint8_t> dcodes(packed.codes);
-  DeviceBuf<uint32_t> dscales(packed.scales), doffsets(std::max<size_t>(packed.offsets.size(), 1));
-  if (!packed.offsets.empty()) doffsets.Upload(packed.offsets);
+  const DeviceInt4 dw(packed, c.n);
+  const int sms = dw.sms;
   DeviceBuf<uint16_t> dx(x), dnorm(norm), dy16(y16.size());
   DeviceBuf<float> dy32(y32.size());
-  int device = 0, sms = 0;
-  ASSERT_CUDA_OK(cudaGetDevice(&device));
-  ASSERT_CUDA_OK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  const int64_t ws_bytes = engine::Int4GemmWorkspaceBytes(c.n, sms);
-  DeviceBuf<uint8_t> ws(ws_bytes);
-  ASSERT_CUDA_OK(cudaMemset(ws.get(), 0, ws_bytes));
-  p.w.codes = dcodes.get();
-  p.w.scales = dscales.get();
-  p.w.offsets = packed.offsets.empty() ? nullptr : doffsets.get();
+  dw.Into(&p);
   p.x = dx.get();
   p.norm_weight = dnorm.get();
   p.y = f32 ? static_cast<void*>(dy32.get()) : dy16.get();
-  p.workspace = ws.get();
-  p.workspace_bytes = ws_bytes;
   const absl::StatusOr<engine::Int4GemmClusterPlan> plan = engine::Int4GemmClusterSplit(p);
   ASSERT_TRUE(plan.ok()) << plan.status();
   if (c.cluster != Int4Case::Cluster::kOff) {
@@ -362,7 +345,7 @@ TEST_P(Int4GemmTest, MatchesReference) {
       },
       [&] { return engine::Int4Gemm(p, nullptr); }, p.y, f32 ? y32.size() * 4 : y16.size() * 2);
   if (HasFatalFailure()) return;
-  const std::vector<uint8_t> left = ws.Download();
+  const std::vector<uint8_t> left = dw.workspace.Download();
   const int64_t counters = engine::Int4GemmWorkspace(c.n, sms).counter_bytes;
   EXPECT_TRUE(std::all_of(left.end() - counters, left.end(), [](uint8_t b) { return b == 0; }))
       << "arrival counters not left zero";

@@ -126,6 +126,8 @@ TEST(MemoryPlanTest, Int4WeightsAreCountedByFormat) {
   EXPECT_EQ(plan->weight_bytes, plan->weights.total);
   EXPECT_GT(plan->workspace.dequant, 57344LL * 8192 * 2 - 1);  // the widest: gate_up
   EXPECT_GT(plan->workspace.int4_gemm, 0);
+  // A folded RMSNorm's sums of squares: 16 rows of 8192 / 16 tiles.
+  EXPECT_EQ(plan->workspace.int4_norm_fold, 16 * 512 * 4);
   const std::string text = plan->ToString();
   EXPECT_NE(text.find("int4 g128"), std::string::npos) << text;
   EXPECT_LE(plan->total_bytes(), 48 * kGiB);

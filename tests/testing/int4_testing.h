@@ -11,6 +11,7 @@
 #include <random>
 
 #include "engine/common/fp16.h"
+#include "engine/kernels/int4_gemm.h"
 #include "engine/kernels/int4_matrix.h"
 
 namespace onecard::testing {
@@ -41,6 +42,18 @@ inline engine::Int4Matrix RandomInt4Matrix(int64_t n, int64_t k, int32_t group,
     }
   }
   return m;
+}
+
+// m packed (`packed`, in host memory) as the kernels' view of a weight.
+inline engine::Int4WeightView Int4View(const engine::Int4Packed& packed,
+                                       const engine::Int4Matrix& m) {
+  return {.codes = packed.codes.data(),
+          .scales = packed.scales.data(),
+          .offsets = packed.offsets.empty() ? nullptr : packed.offsets.data(),
+          .n = m.n,
+          .k = m.k,
+          .group = m.group,
+          .offset_kind = m.offsets};
 }
 
 }  // namespace onecard::testing

@@ -330,7 +330,13 @@ absl::Status CudaRunnerImpl::EnqueueLayer(int layer, const StepShape& shape, int
   const CudaLayerWeights& w = weights_.layers[layer];
   const int32_t t = shape.tokens;
   const int64_t qkv_width = ProjectionShape(config_, Projection::kQkv)[0];
-  RETURN_IF_ERROR(Project(Projection::kQkv, layer, t, *partials).status());
+  // The RMSNorms folded into the products (FoldsNorms): qkv's input from the
+  // down before, gate_up's from o, and down's output for the next layer.
+  const bool folds = FoldsNorms(layer, shape);
+  const bool next_folds = folds && FoldsNorms(layer + 1, shape);
+  RETURN_IF_ERROR(Project(Projection::kQkv, layer, t, *partials,
+                          {.input = folds && FoldsNorms(layer - 1, shape)})
+                      .status());
   RopeKvWriteParams rope;
   rope.qkv = buf_.qkv;
   rope.bias = w.bqkv;
@@ -376,9 +382,13 @@ absl::Status CudaRunnerImpl::EnqueueLayer(int layer, const StepShape& shape, int
                            .rope = fuse_rope ? &rope : nullptr,
                            .prefetch = shape.decode ? OWeightsForL2(layer) : L2Prefetch{}},
                           stream));
-  ASSIGN_OR_RETURN(const int32_t o_partials, Project(Projection::kO, layer, t, 1));
-  RETURN_IF_ERROR(Project(Projection::kGateUp, layer, t, o_partials).status());
-  ASSIGN_OR_RETURN(*partials, Project(Projection::kDown, layer, t, 1));
+  ASSIGN_OR_RETURN(const int32_t o_partials, Project(Projection::kO, layer, t, 1,
+                                                     {.next_norm = folds ? w.ffn_norm : nullptr}));
+  RETURN_IF_ERROR(Project(Projection::kGateUp, layer, t, o_partials, {.input = folds}).status());
+  ASSIGN_OR_RETURN(
+      *partials,
+      Project(Projection::kDown, layer, t, 1,
+              {.next_norm = next_folds ? weights_.layers[layer + 1].attn_norm : nullptr}));
   return absl::OkStatus();
 }
 

@@ -270,6 +270,8 @@ absl::Status CudaRunnerImpl::Allocate() {
   ASSIGN_OR_RETURN(buf_.cublas, a.Take(w.cublas));
   if (w.int4_gemm > 0) {
     ASSIGN_OR_RETURN(buf_.int4_gemm, a.Take(w.int4_gemm));
+    ASSIGN_OR_RETURN(void* sums, a.Take(w.int4_norm_fold));
+    buf_.norm_sum_sq = static_cast<float*>(sums);
     if (w.int4_gather > 0) {
       ASSIGN_OR_RETURN(buf_.int4_gather, a.Take(w.int4_gather));
     }

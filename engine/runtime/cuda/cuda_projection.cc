@@ -11,7 +11,10 @@
 //         or with fp8_compute kW8A16 and for
 //         block scales the weight dequantized to BF16 for the cuBLAS path.
 //   int4: up to kInt4GemmMaxRows (256) rows RmsNorm, then Int4Gemm with the
-//         SiLU·mul and residual epilogues fused; more rows dequantize the
+//         SiLU·mul and residual epilogues fused (up to kInt4GemmFoldMaxRows
+//         rows, with LaunchSettings::int4_fold_norm, the RMSNorm folded into
+//         the residual product before and the normed one: FoldsNorms,
+//         Int4NormFold); more rows dequantize the
 //         weight to BF16 (Int4DequantizeBf16) and take the cuBLAS path.
 //         Act order: Int4Gemm reads the input gathered by the weight's
 //         column map (GatherColumns); the dequantization puts each column
@@ -81,14 +84,28 @@ bool CudaRunnerImpl::ProjectsByLibrary(Projection p, int layer, int32_t t) const
   return w.spec.format == WeightFormat::kInt4 ? t > kInt4GemmMaxRows : !UseGemv(t);
 }
 
+bool CudaRunnerImpl::FoldsNorms(int layer, const StepShape& shape) const {
+  if (!GetLaunchSettings().int4_fold_norm || buf_.norm_sum_sq == nullptr ||
+      shape.tokens > kInt4GemmFoldMaxRows || layer < 0 || layer >= config_.num_layers) {
+    return false;
+  }
+  if (cpu_layers_ != nullptr && cpu_layers_->Holds(layer) && CpuComputes(shape)) return false;
+  for (int p = 0; p < kNumProjections; ++p) {
+    if (weights_.layers[layer][static_cast<Projection>(p)].spec.format != WeightFormat::kInt4) {
+      return false;
+    }
+  }
+  return true;
+}
+
 absl::StatusOr<int32_t> CudaRunnerImpl::Project(Projection p, int layer, int32_t t,
-                                                int32_t in_partials) {
+                                                int32_t in_partials, const NormFold& fold) {
   const CudaWeight& w = weights_.layers[layer][p];
   switch (w.spec.format) {
     case WeightFormat::kBf16:
       return ProjectBf16(p, layer, t, in_partials, w.data, /*allow_splits=*/true);
     case WeightFormat::kInt4:
-      return ProjectInt4(p, layer, t, in_partials, w);
+      return ProjectInt4(p, layer, t, in_partials, w, fold);
     case WeightFormat::kFp8:
       return ProjectFp8(p, layer, t, in_partials, w);
   }
@@ -151,7 +168,8 @@ absl::StatusOr<int32_t> CudaRunnerImpl::ProjectBf16(Projection p, int layer, int
 }
 
 absl::StatusOr<int32_t> CudaRunnerImpl::ProjectInt4(Projection p, int layer, int32_t t,
-                                                    int32_t in_partials, const CudaWeight& w) {
+                                                    int32_t in_partials, const CudaWeight& w,
+                                                    const NormFold& fold) {
   cudaStream_t stream = ctx_->stream();
   if (t > kInt4GemmMaxRows) {  // prefill-sized: BF16 for cuBLAS
     RETURN_IF_ERROR(Int4DequantizeBf16({.w = w.Int4(),
@@ -174,8 +192,10 @@ absl::StatusOr<int32_t> CudaRunnerImpl::ProjectInt4(Projection p, int layer, int
   // of x, then normalizing each stage) made a 70B batch-1 step slower than a
   // batch-8 step with RmsNorm apart (bench/results, 4-bit page).
   const bool norm_in_gemm = NormedInput(p) && in_partials == 1 && w.columns == nullptr &&
-                            t <= GetLaunchSettings().int4_norm_in_gemm_max_rows;
-  if (norm_in_gemm) {
+                            !fold.input && t <= GetLaunchSettings().int4_norm_in_gemm_max_rows;
+  if (fold.input) {  // buf_.normed holds g . h: r applied in the epilogue
+    q.x_sum_sq = buf_.norm_sum_sq;
+  } else if (norm_in_gemm) {
     q.prologue = GemvPrologue::kRmsNorm;
     q.x = buf_.residual;
     q.norm_weight = NormWeight(p, layer);
@@ -198,6 +218,9 @@ absl::StatusOr<int32_t> CudaRunnerImpl::ProjectInt4(Projection p, int layer, int
     q.silu_mul_y = true;
   }
   q.add_to_y = p == Projection::kO || p == Projection::kDown;
+  if (fold.next_norm != nullptr) {
+    q.fold_norm = {.weight = fold.next_norm, .x = buf_.normed, .sum_sq = buf_.norm_sum_sq};
+  }
   RETURN_IF_ERROR(Int4Gemm(q, stream));
   return 1;
 }

@@ -60,10 +60,11 @@ struct StepBuffers {
   float* logits = nullptr;
   void* attn_split = nullptr;
   float* gemm_partials = nullptr;
-  void* int4_gemm = nullptr;    // Int4Gemm's workspace (4-bit weights only)
-  void* dequant = nullptr;      // a 4-bit or FP8 weight as BF16 (steps past their kernels' rows)
-  void* fp8_gemm = nullptr;     // Fp8Gemm's workspace (kFp8GemmChunkRows rows)
-  void* int4_gather = nullptr;  // an act-order weight's input, gathered (GatherColumns)
+  void* int4_gemm = nullptr;     // Int4Gemm's workspace (4-bit weights only)
+  float* norm_sum_sq = nullptr;  // a folded RMSNorm's sums of squares (Int4NormFold)
+  void* dequant = nullptr;       // a 4-bit or FP8 weight as BF16 (steps past their kernels' rows)
+  void* fp8_gemm = nullptr;      // Fp8Gemm's workspace (kFp8GemmChunkRows rows)
+  void* int4_gather = nullptr;   // an act-order weight's input, gathered (GatherColumns)
   void* sample = nullptr;
   int32_t* out_tokens = nullptr;
   char* meta = nullptr;  // device mirror of the pinned metadata
@@ -225,12 +226,25 @@ class CudaRunnerImpl : public CudaModelRunner {
   //   kDown:   residual += act Wdown^T
   // in_partials (> 1): split-K partials of the previous product, folded into
   // the residual stream by the norm first. Returns the partials this
-  // product left instead of adding to the stream (1: none).
-  absl::StatusOr<int32_t> Project(Projection p, int layer, int32_t t, int32_t in_partials);
+  // product left instead of adding to the stream (1: none). `fold`: its part
+  // in a folded RMSNorm (4-bit weights, FoldsNorms).
+  struct NormFold {
+    bool input = false;               // kQkv, kGateUp: buf_.normed holds g . h, buf_.norm_sum_sq
+                                      // h's sums of squares (the residual product before left them)
+    const void* next_norm = nullptr;  // kO, kDown: leave them for the next product's norm weight
+  };
+  absl::StatusOr<int32_t> Project(Projection p, int layer, int32_t t, int32_t in_partials,
+                                  const NormFold& fold);
+  // Whether layer's RMSNorms fold into its products this step
+  // (LaunchSettings::int4_fold_norm): the layer on the card, its four
+  // projections 4-bit, and the step's tokens within kInt4GemmFoldMaxRows
+  // (kStream's). Its qkv takes a folded input where layer - 1 folds too,
+  // its down leaves one where layer + 1 does.
+  bool FoldsNorms(int layer, const StepShape& shape) const;
   absl::StatusOr<int32_t> ProjectBf16(Projection p, int layer, int32_t t, int32_t in_partials,
                                       const void* weight, bool allow_splits);
   absl::StatusOr<int32_t> ProjectInt4(Projection p, int layer, int32_t t, int32_t in_partials,
-                                      const CudaWeight& w);
+                                      const CudaWeight& w, const NormFold& fold);
   // FP8 weights (cuda_projection.cc says how).
   absl::StatusOr<int32_t> ProjectFp8(Projection p, int layer, int32_t t, int32_t in_partials,
                                      const CudaWeight& w);

@@ -71,6 +71,7 @@ WorkspaceSizes Workspace(const MemoryPlanInput& in, int32_t max_context, const S
   w.dequant = Align(largest_quantized * 2, 256);
   if (widest_int4 > 0) {
     w.int4_gemm = Align(Int4GemmWorkspaceBytes(widest_int4, in.num_sms), 256);
+    w.int4_norm_fold = Align(int64_t{kInt4GemmFoldMaxRows} * c.hidden_size / 16 * 4, 256);
     w.int4_gather = Align(int64_t{kInt4GemmMaxRows} * widest_act_order * 2, 256);
   }
   if (fp8_n > 0) {
@@ -125,8 +126,8 @@ StepLayout MakeStepLayout(int32_t max_tokens, int32_t max_seqs, int32_t max_rows
 
 int64_t WorkspaceSizes::Total() const {
   return residual + normed + qkv + attn_out + gate_up + act + rows + logits + attn_split +
-         gemm_partials + sample + out_tokens + meta + rope + cublas + int4_gemm + int4_gather +
-         dequant + fp8_gemm + kv_scales;
+         gemm_partials + sample + out_tokens + meta + rope + cublas + int4_gemm + int4_norm_fold +
+         int4_gather + dequant + fp8_gemm + kv_scales;
 }
 
 int64_t MemoryPlan::total_bytes() const {
@@ -232,8 +233,8 @@ std::string MemoryPlan::ToString() const {
       formats, GiB(workspace.Total()), max_batched_tokens, max_num_seqs, GiB(workspace.logits),
       GiB(workspace.residual + workspace.normed + workspace.qkv + workspace.attn_out +
           workspace.gate_up + workspace.act),
-      GiB(workspace.int4_gemm + workspace.int4_gather), GiB(workspace.fp8_gemm),
-      GiB(workspace.dequant), GiB(reserve_bytes), GiB(kv_bytes()),
+      GiB(workspace.int4_gemm + workspace.int4_norm_fold + workspace.int4_gather),
+      GiB(workspace.fp8_gemm), GiB(workspace.dequant), GiB(reserve_bytes), GiB(kv_bytes()),
       kv_cache_dtype == KvCacheDtype::kFp8E4m3 ? "fp8 e4m3" : "bf16", num_kv_blocks, kv_block_size,
       static_cast<double>(kv_bytes_per_token) / 1024.0, num_kv_blocks * kv_block_size,
       static_cast<double>(num_kv_blocks) / max_blocks_per_seq, max_context, GiB(total_bytes()));

@@ -73,16 +73,18 @@ struct WorkspaceSizes {
   int64_t meta = 0;           // StepLayout::size_bytes
   int64_t rope = 0;           // fp32 [head_dim / 2] inverse frequencies
   int64_t cublas = 0;
-  int64_t int4_gemm = 0;    // Int4Gemm's split-K workspace (4-bit weights only)
-  int64_t int4_gather = 0;  // BF16 [kInt4GemmMaxRows, k] of the widest act-order
-                            // 4-bit projection's input (GatherColumns); 0 without
-  int64_t dequant = 0;      // BF16 [n, k] of the largest 4-bit or FP8 projection:
-                            // steps of more rows than their kernels take
-                            // dequantize each such weight here for cuBLAS
-  int64_t fp8_gemm = 0;     // Fp8Gemm's workspace for kFp8GemmChunkRows rows of
-                            // the widest row-scaled FP8 projection (W8A8)
-  int64_t kv_scales = 0;    // FP8 KV cache: fp32 K and V scales [layers, kv_heads],
-                            // then a layer's K and V amax [kv_heads] (calibration)
+  int64_t int4_gemm = 0;       // Int4Gemm's split-K workspace (4-bit weights only)
+  int64_t int4_norm_fold = 0;  // fp32 [kInt4GemmFoldMaxRows, hidden / 16]: a folded
+                               // RMSNorm's sums of squares (4-bit weights only)
+  int64_t int4_gather = 0;     // BF16 [kInt4GemmMaxRows, k] of the widest act-order
+                               // 4-bit projection's input (GatherColumns); 0 without
+  int64_t dequant = 0;         // BF16 [n, k] of the largest 4-bit or FP8 projection:
+                               // steps of more rows than their kernels take
+                               // dequantize each such weight here for cuBLAS
+  int64_t fp8_gemm = 0;        // Fp8Gemm's workspace for kFp8GemmChunkRows rows of
+                               // the widest row-scaled FP8 projection (W8A8)
+  int64_t kv_scales = 0;       // FP8 KV cache: fp32 K and V scales [layers, kv_heads],
+                               // then a layer's K and V amax [kv_heads] (calibration)
   int64_t Total() const;
 };
 

@@ -217,6 +217,112 @@ TEST(Int4GemmRefTest, RefusesWhatAPathDoesNotTake) {
   EXPECT_THAT(tile.message(), ::testing::HasSubstr("tile_rows=48"));
 }
 
+// The folded RMSNorm (Int4NormFold): a residual product's fold outputs are
+// bf16(g y) and the sums of squares of y's 16-column tiles, written out here
+// from its y; the normed product given them scales each row by r =
+// rsqrt(mean(h^2) + eps) (a double-precision dot here), and comes within
+// two bf16 roundings of RMSNorm then the product (Int4GemmRef's kRmsNorm
+// prologue).
+TEST(Int4GemmRefTest, FoldedNormIsRmsNormThenTheProduct) {
+  constexpr int32_t kRows = 3;
+  constexpr int64_t kHidden = 256;
+  Fixture res = Make(kHidden, 128, 32, Int4Offsets::kFloat, kRows);  // o: y is the residual
+  std::vector<uint16_t> h = testing::ToBf16(testing::RandomFloats(kRows * kHidden, 5));
+  const std::vector<uint16_t> gamma =
+      testing::ToBf16(testing::RandomFloats(kHidden, 7, 0.5f, 1.5f));
+  std::vector<uint16_t> next_x(kRows * kHidden);
+  std::vector<float> sums(kRows * kHidden / 16);
+  res.p.y = h.data();
+  res.p.add_to_y = true;
+  res.p.fold_norm = {.weight = gamma.data(), .x = next_x.data(), .sum_sq = sums.data()};
+  ASSERT_TRUE(Int4GemmRef(res.p).ok());
+  for (int32_t m = 0; m < kRows; ++m) {
+    for (int64_t t = 0; t < kHidden / 16; ++t) {
+      double want = 0;
+      for (int64_t c = 16 * t; c < 16 * t + 16; ++c) {
+        const double v = Bf16ToFloat(h[m * kHidden + c]);
+        want += v * v;
+        EXPECT_EQ(next_x[m * kHidden + c],
+                  FloatToBf16(Bf16ToFloat(gamma[c]) * Bf16ToFloat(h[m * kHidden + c])))
+            << m << "," << c;
+      }
+      EXPECT_NEAR(sums[m * kHidden / 16 + t], want, 1e-6 * want) << m << "," << t;
+    }
+  }
+  // The normed product (gate_up's place): folded, and RMSNorm in its prologue.
+  Fixture normed = Make(64, kHidden, 64, Int4Offsets::kZero, kRows);
+  std::vector<uint16_t> folded(kRows * 64), apart(kRows * 64);
+  normed.p.x = next_x.data();
+  normed.p.x_sum_sq = sums.data();
+  normed.p.y = folded.data();
+  ASSERT_TRUE(Int4GemmRef(normed.p).ok());
+  normed.p.x = h.data();
+  normed.p.x_sum_sq = nullptr;
+  normed.p.prologue = GemvPrologue::kRmsNorm;
+  normed.p.norm_weight = gamma.data();
+  normed.p.y = apart.data();
+  ASSERT_TRUE(Int4GemmRef(normed.p).ok());
+  double squares = 0;
+  for (uint16_t v : apart) squares += std::pow(Bf16ToFloat(v), 2);
+  const double rms = std::sqrt(squares / static_cast<double>(apart.size()));
+  for (int32_t m = 0; m < kRows; ++m) {
+    double mean_sq = 0;
+    for (int64_t c = 0; c < kHidden; ++c) mean_sq += std::pow(Bf16ToFloat(h[m * kHidden + c]), 2);
+    const double r = 1.0 / std::sqrt(mean_sq / kHidden + normed.p.eps);
+    for (int64_t o = 0; o < 64; ++o) {
+      double dot = 0;
+      for (int64_t c = 0; c < kHidden; ++c) {
+        dot += double{normed.m.Value(o, c)} * Bf16ToFloat(next_x[m * kHidden + c]);
+      }
+      const float got = Bf16ToFloat(folded[m * 64 + o]);
+      EXPECT_NEAR(got, r * dot, 1e-2 * std::abs(r * dot) + 1e-4 * rms) << m << "," << o;
+      EXPECT_NEAR(got, Bf16ToFloat(apart[m * 64 + o]), 2e-2 * std::abs(got) + rms / 64)
+          << m << "," << o;
+    }
+  }
+}
+
+// A folded RMSNorm: kStream or kAuto (never kTiled or kWgmma), up to 16
+// rows, no prologue; the fold's outputs with a residual add into BF16 y.
+TEST(Int4GemmRefTest, FoldsOnlyWhereKStreamTakesThem) {
+  Fixture f = Make(64, 1024, 128, Int4Offsets::kSymmetric, 16);
+  std::vector<uint16_t> y(17 * 64), next_x(17 * 64), gamma(64, 0x3F80);
+  std::vector<float> sums(17 * 64), x_sums(17 * 64);
+  f.p.y = y.data();
+  f.p.add_to_y = true;
+  f.p.fold_norm = {.weight = gamma.data(), .x = next_x.data(), .sum_sq = sums.data()};
+  EXPECT_TRUE(CheckInt4GemmParams(f.p, "op").ok());
+  EXPECT_FALSE(Int4GemmUsesTiled(f.p));
+  EXPECT_FALSE(Int4GemmWgmmaFits(f.p));
+  f.p.rows = 17;
+  const absl::Status rows = CheckInt4GemmParams(f.p, "op");
+  EXPECT_EQ(rows.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(rows.message(), ::testing::HasSubstr("fold_norm with rows=17"));
+  f.p.rows = 4;
+  f.p.path = Int4GemmPath::kTiled;
+  EXPECT_THAT(CheckInt4GemmParams(f.p, "op").message(), ::testing::HasSubstr("off kStream"));
+  f.p.path = Int4GemmPath::kAuto;
+  f.p.add_to_y = false;
+  const absl::Status no_add = CheckInt4GemmParams(f.p, "op");
+  EXPECT_EQ(no_add.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(no_add.message(), ::testing::HasSubstr("fold_norm needs add_to_y"));
+  f.p.add_to_y = true;
+  f.p.fold_norm.sum_sq = nullptr;
+  EXPECT_EQ(CheckInt4GemmParams(f.p, "op").code(), absl::StatusCode::kInvalidArgument);
+  f.p.fold_norm = {};
+  f.p.add_to_y = false;
+  f.p.x_sum_sq = x_sums.data();
+  EXPECT_TRUE(CheckInt4GemmParams(f.p, "op").ok());
+  f.p.prologue = GemvPrologue::kRmsNorm;
+  f.p.norm_weight = gamma.data();
+  const absl::Status prologue = CheckInt4GemmParams(f.p, "op");
+  EXPECT_EQ(prologue.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(prologue.message(), ::testing::HasSubstr("x_sum_sq with rows=4 and a prologue"));
+  f.p.prologue = GemvPrologue::kNone;
+  f.p.x_sum_sq = x_sums.data() + 1;
+  EXPECT_THAT(CheckInt4GemmParams(f.p, "op").message(), ::testing::HasSubstr("16-byte aligned"));
+}
+
 // kAuto: the stream kernel up to 16 rows and with the RMSNorm prologue, the
 // tiled one from 17 rows, its tile by the rows.
 TEST(Int4GemmRefTest, PicksThePathByRows) {

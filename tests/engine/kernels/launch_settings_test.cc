@@ -21,6 +21,7 @@ TEST(LaunchSettingsTest, DefaultsAreWhatServes) {
   EXPECT_TRUE(s.early_dependents);
   EXPECT_FALSE(s.gemv_early_dependents);
   EXPECT_FALSE(s.int4_cluster_split_k);
+  EXPECT_FALSE(s.int4_fold_norm);
   EXPECT_EQ(s.int4_wgmma_from_rows, 17);
   EXPECT_EQ(s.int4_wgmma_cluster, 1);
   EXPECT_TRUE(s.int4_wgmma_overlap);
@@ -39,6 +40,7 @@ TEST(LaunchSettingsTest, SetThenGetAndBack) {
                                  .early_dependents = false,
                                  .gemv_early_dependents = true,
                                  .int4_cluster_split_k = true,
+                                 .int4_fold_norm = true,
                                  .int4_wgmma_from_rows = 65,
                                  .int4_wgmma_cluster = 4,
                                  .int4_wgmma_overlap = false,
@@ -53,6 +55,7 @@ TEST(LaunchSettingsTest, SetThenGetAndBack) {
   EXPECT_EQ(GetLaunchSettings().int4_wgmma_from_rows, 65);
   EXPECT_EQ(GetLaunchSettings().int4_wgmma_cluster, 4);
   EXPECT_TRUE(GetLaunchSettings().int4_cluster_split_k);
+  EXPECT_TRUE(GetLaunchSettings().int4_fold_norm);
   EXPECT_EQ(GetLaunchSettings().int4_stream_blocks_per_sm, 1);
   EXPECT_FALSE(GetLaunchSettings().early_dependents);
   EXPECT_TRUE(GetLaunchSettings().gemv_early_dependents);
@@ -71,6 +74,7 @@ TEST(LaunchSettingsTest, SetThenGetAndBack) {
   EXPECT_TRUE(GetLaunchSettings().early_dependents);
   EXPECT_FALSE(GetLaunchSettings().gemv_early_dependents);
   EXPECT_FALSE(GetLaunchSettings().int4_cluster_split_k);
+  EXPECT_FALSE(GetLaunchSettings().int4_fold_norm);
   EXPECT_EQ(GetLaunchSettings().int4_wgmma_from_rows, 17);
   EXPECT_EQ(GetLaunchSettings().int4_wgmma_cluster, 1);
   EXPECT_TRUE(GetLaunchSettings().int4_wgmma_overlap);

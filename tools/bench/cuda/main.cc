@@ -66,6 +66,10 @@ ABSL_FLAG(bool, int4_cluster_split_k, false,
           "Int4Gemm's kStream kernel (up to 16 rows) splits K inside thread block clusters where "
           "the weight's row groups fill the grid, summing the parts through distributed shared "
           "memory instead of stream-K's L2 slots");
+ABSL_FLAG(bool, int4_fold_norm, false,
+          "the CUDA runner folds a 4-bit layer's RMSNorms into its products up to 16 rows: o "
+          "and down leave the next product's input and sums of squares, qkv and gate_up scale "
+          "their rows in the epilogue (no RmsNorm launches)");
 ABSL_FLAG(int32_t, int4_wgmma_from_rows, 17,
           "Int4Gemm runs its kWgmma kernel (Hopper's warpgroup MMA) from this many rows where the "
           "weight fits it; 0 = kStream and kTiled only");
@@ -128,6 +132,7 @@ onecard::services::CommandLineSpec CommandLine() {
                    "early_dependents",
                    "gemv_early_dependents",
                    "int4_cluster_split_k",
+                   "int4_fold_norm",
                    "int4_wgmma_from_rows",
                    "int4_wgmma_cluster",
                    "int4_wgmma_overlap",
@@ -200,6 +205,7 @@ absl::Status ApplyComparisonArms() {
        .early_dependents = absl::GetFlag(FLAGS_early_dependents),
        .gemv_early_dependents = absl::GetFlag(FLAGS_gemv_early_dependents),
        .int4_cluster_split_k = absl::GetFlag(FLAGS_int4_cluster_split_k),
+       .int4_fold_norm = absl::GetFlag(FLAGS_int4_fold_norm),
        .int4_wgmma_from_rows = absl::GetFlag(FLAGS_int4_wgmma_from_rows),
        .int4_wgmma_cluster = absl::GetFlag(FLAGS_int4_wgmma_cluster),
        .int4_wgmma_overlap = absl::GetFlag(FLAGS_int4_wgmma_overlap),
