@@ -135,6 +135,11 @@ __device__ __forceinline__ void CpAsync16(void* smem, const void* gmem) {
                : "memory");
 }
 
+// Waits until every cp.async this thread issued has landed.
+__device__ __forceinline__ void CpAsyncWaitAll() {
+  asm volatile("cp.async.wait_all;\n" ::: "memory");
+}
+
 // One arrival on `bar` once every cp.async this thread issued before has
 // landed; the barrier's count must include it (.noinc).
 __device__ __forceinline__ void CpAsyncArriveNoinc(uint64_t* bar) {

@@ -44,6 +44,8 @@
 // - Split-K while the output tiles alone would leave SMs idle, as kTiled:
 //   slots in the workspace, the last block of a tile sums them in split
 //   order and writes y.
+// - The epilogue stages the tile's sums in the freed stage buffers and
+//   writes y in 16-byte chunks (int4_gemm_wgmma_epilogue.cuh).
 // Compiled where every target has wgmma (ONECARD_CUDA_SM90A).
 // Tested by tests/gpu/int4_gemm_test.cc against Int4GemmRef.
 #include "engine/kernels/int4_gemm_internal.h"
@@ -61,6 +63,7 @@
 #include "engine/kernels/cuda_tensor_map.h"
 #include "engine/kernels/cuda_wgmma.cuh"
 #include "engine/kernels/int4_codes.cuh"
+#include "engine/kernels/int4_gemm_wgmma_epilogue.cuh"
 #include "engine/kernels/launch_settings.h"
 #endif
 
@@ -142,61 +145,6 @@ __device__ __forceinline__ void ColumnOrder(const uint4& lo, const uint4& hi, in
   out[1] = Int4ColumnOrderWord(lo.y, hi.y, t4);
   out[2] = Int4ColumnOrderWord(lo.z, hi.z, t4);
   out[3] = Int4ColumnOrderWord(lo.w, hi.w, t4);
-}
-
-// Writes the warp's outputs from its sums v: row tile rt of row group rg,
-// x rows xrow0 + 8 j + 2 t4 + {0, 1}. A kBf16Add epilogue reads every value
-// of y it adds to before its first store: y's loads and stores may alias,
-// so loads between the stores would each wait for an L2 round trip in turn
-// (kN / 2 of them a thread).
-template <int kN>
-__device__ __forceinline__ void Epilogue(const Args& a, int32_t rg, int32_t rt, int32_t xrow0,
-                                         const float (&v)[kN / 2]) {
-  const int lane = threadIdx.x & 31, gr = lane >> 2, t4 = lane & 3;
-  const int64_t tile = int64_t{rg} * 8 + rt;
-  auto out = [&](int j, int e, int half) {
-    return int64_t{xrow0 + 8 * j + 2 * t4 + e} * a.n + tile * 16 + gr + 8 * half;
-  };
-  if (a.y_kind == YKind::kBf16Add) {
-    cuda::bf16* y = static_cast<cuda::bf16*>(a.y);
-    float residual[kN / 2];
-#pragma unroll
-    for (int j = 0; j < kN / 8; ++j) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int e = i & 1, half = i >> 1;
-        residual[4 * j + i] =
-            xrow0 + 8 * j + 2 * t4 + e < a.rows ? __bfloat162float(y[out(j, e, half)]) : 0.0f;
-      }
-    }
-#pragma unroll
-    for (int j = 0; j < kN / 8; ++j) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int e = i & 1, half = i >> 1;
-        if (xrow0 + 8 * j + 2 * t4 + e >= a.rows) continue;
-        y[out(j, e, half)] =
-            __float2bfloat16_rn(cuda::RoundTo<cuda::bf16>(v[4 * j + i]) + residual[4 * j + i]);
-      }
-    }
-    return;
-  }
-#pragma unroll
-  for (int j = 0; j < kN / 8; ++j) {
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const int32_t m = xrow0 + 8 * j + 2 * t4 + e;
-      if (m >= a.rows) continue;
-      if (a.y_kind == YKind::kSiluMul) {
-        int4::StoreSiluMul(a, m, tile * 8 + gr, v[4 * j + e], v[4 * j + e + 2]);
-        continue;
-      }
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        int4::StoreY(a, out(j, e, half), v[4 * j + e + 2 * half]);
-      }
-    }
-  }
 }
 
 // A block's place: its output tile (row group rg against x rows m0 ..
@@ -342,14 +290,23 @@ __device__ __forceinline__ void Fold(float (&acc)[kN / 2], const float (&p)[kN /
   for (int i = 0; i < kN / 2; ++i) acc[i] = fmaf((i & 2) ? sc.y : sc.x, p[i], acc[i]);
 }
 
+// Writes the block's outputs from its sums v (every consumer thread calls
+// it): StagedEpilogue (int4_gemm_wgmma_epilogue.cuh) in the stage buffers.
+template <int kN, int kG>
+__device__ __forceinline__ void Epilogue(const Args& a, const Place<kN, kG>& pl,
+                                         const float (&v)[kN / 2]) {
+  static_assert(int4_wgmma::kEpilogueBytes<kN> <= Cfg<kN>::kStages * Cfg<kN>::kXBytes,
+                "the epilogue's tile fits the x stages");
+  int4_wgmma::StagedEpilogue<kN>(a, pl.smem, pl.rg, pl.g, pl.m0, v);
+}
+
 // The end of a consumer warp's work: y from acc, or its split's part.
 template <int kN, int kG>
 __device__ __forceinline__ void Finish(const Args& a, const Place<kN, kG>& pl,
                                        const float (&acc)[kN / 2], int* last_block) {
   using C = Cfg<kN>;
-  const int32_t rt = threadIdx.x >> 5;  // the warp's row tile
   if (a.splits == 1) {
-    if (rt < pl.g) Epilogue<kN>(a, pl.rg, rt, pl.m0, acc);
+    Epilogue<kN>(a, pl, acc);
     return;
   }
   // Split-K: this block's sums to its slot; the last of the tile's blocks
@@ -379,7 +336,7 @@ __device__ __forceinline__ void Finish(const Args& a, const Place<kN, kG>& pl,
       sum[4 * j] += v.x, sum[4 * j + 1] += v.y, sum[4 * j + 2] += v.z, sum[4 * j + 3] += v.w;
     }
   }
-  if (rt < pl.g) Epilogue<kN>(a, pl.rg, rt, pl.m0, sum);
+  Epilogue<kN>(a, pl, sum);
   if (threadIdx.x == 0) *counter = 0;
 }
 
