@@ -115,10 +115,11 @@ struct Cfg {
 static_assert(Cfg<128>::kSlotFloats * 4 == 128 * 512, "Int4GemmWgmmaSplits' slots");
 
 struct Args : int4::LaunchArgs {
-  CUtensorMap x_map;    // x [rows, k] bf16, boxes of 64 columns x kN rows, 128-byte swizzle
-  int32_t m_blocks;     // output tiles along x
-  int32_t splits;       // blocks an output tile
-  int32_t split_tiles;  // k tiles a split (a multiple of kStageTiles)
+  CUtensorMap x_map;     // x [rows, k] bf16, boxes of 64 columns x kN rows, 128-byte swizzle
+  int32_t m_blocks;      // output tiles along x
+  int32_t splits;        // blocks an output tile
+  int32_t split_tiles;   // k tiles a split (a multiple of kStageTiles)
+  bool staged_epilogue;  // LaunchSettings::int4_wgmma_staged_epilogue
 };
 
 // p (+)= a x (x's k16 step at desc): m64nNk16 with N = kN.
@@ -291,12 +292,18 @@ __device__ __forceinline__ void Fold(float (&acc)[kN / 2], const float (&p)[kN /
 }
 
 // Writes the block's outputs from its sums v (every consumer thread calls
-// it): StagedEpilogue (int4_gemm_wgmma_epilogue.cuh) in the stage buffers.
+// it): StagedEpilogue (int4_gemm_wgmma_epilogue.cuh) in the stage buffers,
+// or DirectEpilogue (Args::staged_epilogue false, the comparison arm).
 template <int kN, int kG>
 __device__ __forceinline__ void Epilogue(const Args& a, const Place<kN, kG>& pl,
                                          const float (&v)[kN / 2]) {
   static_assert(int4_wgmma::kEpilogueBytes<kN> <= Cfg<kN>::kStages * Cfg<kN>::kXBytes,
                 "the epilogue's tile fits the x stages");
+  if (!a.staged_epilogue) {
+    const int32_t rt = threadIdx.x >> 5;  // the warp's row tile
+    if (rt < pl.g) int4_wgmma::DirectEpilogue<kN>(a, pl.rg, rt, pl.m0, v);
+    return;
+  }
   int4_wgmma::StagedEpilogue<kN>(a, pl.smem, pl.rg, pl.g, pl.m0, v);
 }
 
@@ -534,7 +541,10 @@ __device__ __forceinline__ void ConsumeDoubleSums(const Args& a, const Place<kN,
 // other consumers are exact. One bf16x2 multiply a pair: s (q - z) in fp32
 // rounded once (the prefill path's weights) takes four more instructions a
 // pair, and these warps' instructions set the pace at 128 rows.
-template <int kN, Int4Offsets kKind>
+// kWaitFirst (LaunchSettings::int4_wgmma_scaled_wait_first, the comparison
+// arm): ConsumeOverlap's order instead, stage s - 1's wgmmas waited for
+// before stage s's are issued.
+template <int kN, Int4Offsets kKind, bool kWaitFirst>
 __device__ __forceinline__ void ConsumeScaled(const Args& a, const Place<kN, 1>& pl,
                                               int* last_block) {
   using C = Cfg<kN>;
@@ -560,8 +570,13 @@ __device__ __forceinline__ void ConsumeScaled(const Args& a, const Place<kN, 1>&
             MulBf16x2(av[kSlot][j][m], reinterpret_cast<const uint32_t&>(rows[m % 2]));
       }
     }
+    if constexpr (kWaitFirst && !decltype(first)::value) {
+      cuda::WgmmaWait<0>();  // stage s - 1's wgmmas done
+      cuda::KeepOperands(av[1 - kSlot]);
+      Release(pl, (s - 1) % S);
+    }
     IssueStage<kN>(acc, av[kSlot], x_base + b * C::kXBytes, false);
-    if constexpr (!decltype(first)::value) {
+    if constexpr (!kWaitFirst && !decltype(first)::value) {
       cuda::WgmmaWait<1>();               // stage s - 1's wgmmas done, stage s's in flight
       cuda::KeepOperands(av[1 - kSlot]);  // read by stage s - 1's wgmmas until here
       Release(pl, (s - 1) % S);
@@ -579,7 +594,8 @@ __device__ __forceinline__ void ConsumeScaled(const Args& a, const Place<kN, 1>&
 // How a consumer warp takes its stages: Consume, ConsumeOverlap (clusters
 // of 1), ConsumeDoubleSums (clusters of 1, groups of a stage, up to 64 x
 // rows) or ConsumeScaled (clusters of 1).
-enum class Consumer { kPlain, kOverlap, kDoubleSums, kScaled };
+// kScaledWaitFirst: ConsumeScaled<kWaitFirst> (the comparison arm).
+enum class Consumer { kPlain, kOverlap, kDoubleSums, kScaled, kScaledWaitFirst };
 
 template <int kN, Int4Offsets kKind, int kG, Consumer kConsumer>
 __global__ void __launch_bounds__(kThreads, 1) Int4WgmmaKernel(const __grid_constant__ Args a) {
@@ -613,8 +629,8 @@ __global__ void __launch_bounds__(kThreads, 1) Int4WgmmaKernel(const __grid_cons
   } else {
     cuda::SetMaxRegisters<true, kConsumerRegs>();
     cuda::GridDependencyWait();
-    if constexpr (kConsumer == Consumer::kScaled) {
-      ConsumeScaled<kN, kKind>(a, pl, &last_block);
+    if constexpr (kConsumer == Consumer::kScaled || kConsumer == Consumer::kScaledWaitFirst) {
+      ConsumeScaled<kN, kKind, kConsumer == Consumer::kScaledWaitFirst>(a, pl, &last_block);
     } else if constexpr (kConsumer == Consumer::kDoubleSums) {
       ConsumeDoubleSums<kN, kKind>(a, pl, &last_block);
     } else if constexpr (kConsumer == Consumer::kOverlap) {
@@ -671,6 +687,9 @@ absl::Status LaunchCluster(const Args& a, int32_t cluster, Consumer consumer, in
   if (consumer == Consumer::kScaled) {
     return Launch<kN, kKind, 1, Consumer::kScaled>(a, splits, stream);
   }
+  if (consumer == Consumer::kScaledWaitFirst) {
+    return Launch<kN, kKind, 1, Consumer::kScaledWaitFirst>(a, splits, stream);
+  }
   if constexpr (kN <= 64) {
     if (consumer == Consumer::kDoubleSums) {
       return Launch<kN, kKind, 1, Consumer::kDoubleSums>(a, splits, stream);
@@ -713,6 +732,7 @@ absl::Status LaunchInt4GemmWgmma(const Int4GemmParams& p, int num_sms, cudaStrea
   Args a{};
   static_cast<int4::LaunchArgs&>(a) = int4::MakeLaunchArgs(p);
   const LaunchSettings settings = GetLaunchSettings();
+  a.staged_epilogue = settings.int4_wgmma_staged_epilogue;
   const int32_t tile_rows = Int4GemmWgmmaRows(p, settings, num_sms);
   const int64_t splits = Int4GemmWgmmaSplits(p, tile_rows, num_sms);
   // The launch's own splits fit the workspace by construction; forced ones
@@ -723,8 +743,9 @@ absl::Status LaunchInt4GemmWgmma(const Int4GemmParams& p, int num_sms, cudaStrea
   const int32_t cluster = Int4GemmWgmmaCluster(p, settings, num_sms);
   // Double sums take groups of one stage: each stage's sums are scaled alone.
   const Consumer consumer =
-      !settings.int4_wgmma_overlap                ? Consumer::kPlain
-      : Int4GemmWgmmaScaled(p, settings, num_sms) ? Consumer::kScaled
+      !settings.int4_wgmma_overlap ? Consumer::kPlain
+      : Int4GemmWgmmaScaled(p, settings, num_sms)
+          ? (settings.int4_wgmma_scaled_wait_first ? Consumer::kScaledWaitFirst : Consumer::kScaled)
       : settings.int4_wgmma_double_sums && p.w.group == kStageTiles * kInt4TileCols
           ? Consumer::kDoubleSums
           : Consumer::kOverlap;

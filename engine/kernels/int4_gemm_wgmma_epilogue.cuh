@@ -16,6 +16,8 @@
 //   4. and after a second barrier every thread writes chunks of 8
 //      consecutive outputs of one x row: the same roundings as before
 //      (StoreY's, StoreSiluMul's), so the bytes do not change.
+// The direct epilogue stays as LaunchSettings::int4_wgmma_staged_epilogue's
+// comparison arm (DirectEpilogue).
 #ifndef ONECARD_ENGINE_KERNELS_INT4_GEMM_WGMMA_EPILOGUE_CUH_
 #define ONECARD_ENGINE_KERNELS_INT4_GEMM_WGMMA_EPILOGUE_CUH_
 
@@ -112,6 +114,63 @@ __device__ __forceinline__ void StagedEpilogue(const Args& a, unsigned char* sme
       for (int e = 0; e < 8; ++e) out[e] = cuda::RoundTo<cuda::bf16>(out[e]) + r[e];
     }
     *reinterpret_cast<uint4*>(static_cast<cuda::bf16*>(a.y) + o) = cuda::Pack8(out);
+  }
+}
+
+// LaunchSettings::int4_wgmma_staged_epilogue = false (the comparison arm):
+// writes the warp's outputs from its sums v straight from the accumulator
+// layout, row tile rt of row group rg, x rows xrow0 + 8 j + 2 t4 + {0, 1}
+// (the warps of row tiles past the row group's call nothing). A kBf16Add epilogue reads every value
+// of y it adds to before its first store: y's loads and stores may alias,
+// so loads between the stores would each wait for an L2 round trip in turn
+// (kN / 2 of them a thread).
+template <int kN, typename Args>
+__device__ __forceinline__ void DirectEpilogue(const Args& a, int32_t rg, int32_t rt, int32_t xrow0,
+                                               const float (&v)[kN / 2]) {
+  const int lane = threadIdx.x & 31, gr = lane >> 2, t4 = lane & 3;
+  const int64_t tile = int64_t{rg} * 8 + rt;
+  auto out = [&](int j, int e, int half) {
+    return int64_t{xrow0 + 8 * j + 2 * t4 + e} * a.n + tile * 16 + gr + 8 * half;
+  };
+  if (a.y_kind == YKind::kBf16Add) {
+    cuda::bf16* y = static_cast<cuda::bf16*>(a.y);
+    float residual[kN / 2];
+#pragma unroll
+    for (int j = 0; j < kN / 8; ++j) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int e = i & 1, half = i >> 1;
+        residual[4 * j + i] =
+            xrow0 + 8 * j + 2 * t4 + e < a.rows ? __bfloat162float(y[out(j, e, half)]) : 0.0f;
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kN / 8; ++j) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int e = i & 1, half = i >> 1;
+        if (xrow0 + 8 * j + 2 * t4 + e >= a.rows) continue;
+        y[out(j, e, half)] =
+            __float2bfloat16_rn(cuda::RoundTo<cuda::bf16>(v[4 * j + i]) + residual[4 * j + i]);
+      }
+    }
+    return;
+  }
+#pragma unroll
+  for (int j = 0; j < kN / 8; ++j) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int32_t m = xrow0 + 8 * j + 2 * t4 + e;
+      if (m >= a.rows) continue;
+      if (a.y_kind == YKind::kSiluMul) {
+        int4::StoreSiluMul(a, m, tile * 8 + gr, v[4 * j + e], v[4 * j + e + 2]);
+        continue;
+      }
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        int4::StoreY(a, out(j, e, half), v[4 * j + e + 2 * half]);
+      }
+    }
   }
 }
 

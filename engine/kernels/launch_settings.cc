@@ -25,6 +25,8 @@ std::atomic<bool> int4_wgmma_overlap{true};
 std::atomic<bool> int4_wgmma_double_sums{true};
 std::atomic<int32_t> int4_wgmma_scaled_from_rows{128};
 std::atomic<int32_t> int4_wgmma_min_split_stages{48};
+std::atomic<bool> int4_wgmma_staged_epilogue{true};
+std::atomic<bool> int4_wgmma_scaled_wait_first{false};
 
 }  // namespace
 
@@ -92,6 +94,9 @@ absl::Status SetLaunchSettings(const LaunchSettings& settings) {
                                     std::memory_order_relaxed);
   int4_wgmma_min_split_stages.store(settings.int4_wgmma_min_split_stages,
                                     std::memory_order_relaxed);
+  int4_wgmma_staged_epilogue.store(settings.int4_wgmma_staged_epilogue, std::memory_order_relaxed);
+  int4_wgmma_scaled_wait_first.store(settings.int4_wgmma_scaled_wait_first,
+                                     std::memory_order_relaxed);
   return absl::OkStatus();
 }
 
@@ -113,7 +118,9 @@ LaunchSettings GetLaunchSettings() {
       .int4_wgmma_overlap = int4_wgmma_overlap.load(std::memory_order_relaxed),
       .int4_wgmma_double_sums = int4_wgmma_double_sums.load(std::memory_order_relaxed),
       .int4_wgmma_scaled_from_rows = int4_wgmma_scaled_from_rows.load(std::memory_order_relaxed),
-      .int4_wgmma_min_split_stages = int4_wgmma_min_split_stages.load(std::memory_order_relaxed)};
+      .int4_wgmma_min_split_stages = int4_wgmma_min_split_stages.load(std::memory_order_relaxed),
+      .int4_wgmma_staged_epilogue = int4_wgmma_staged_epilogue.load(std::memory_order_relaxed),
+      .int4_wgmma_scaled_wait_first = int4_wgmma_scaled_wait_first.load(std::memory_order_relaxed)};
 }
 
 }  // namespace onecard::engine

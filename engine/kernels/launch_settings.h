@@ -4,7 +4,9 @@
 // --prefetch_o_in_attention, --int4_stream_blocks_per_sm, --early_dependents,
 // --gemv_early_dependents, --int4_cluster_split_k, --int4_fold_norm, --int4_wgmma_from_rows,
 // --int4_wgmma_cluster, --int4_wgmma_overlap, --int4_wgmma_double_sums,
-// --int4_wgmma_scaled_from_rows and --int4_wgmma_min_split_stages flags) rather than chosen per
+// --int4_wgmma_scaled_from_rows, --int4_wgmma_min_split_stages,
+// --int4_wgmma_staged_epilogue and --int4_wgmma_scaled_wait_first flags)
+// rather than chosen per
 // call. The defaults are what serves; a runner never changes them. Set them before the first launch
 // (a kernel launched meanwhile sees either the old or the new value).
 #ifndef ONECARD_ENGINE_KERNELS_LAUNCH_SETTINGS_H_
@@ -114,6 +116,18 @@ struct LaunchSettings {
   // H100 at 128 and 256 rows (Int4GemmWgmmaRows: every llama3-8b and -70b
   // projection took the faster of the two tilings).
   int32_t int4_wgmma_min_split_stages = 48;
+  // kWgmma's epilogue stages the tile's sums in shared memory and writes y
+  // in 16-byte chunks (int4_gemm_wgmma_epilogue.cuh); false: each thread
+  // stores its own sums from the accumulator layout, as before (the
+  // comparison arm).
+  bool int4_wgmma_staged_epilogue = true;
+  // kWgmma's tiles that take the scale into the fragments
+  // (int4_wgmma_scaled_from_rows) wait for a stage's wgmmas before issuing
+  // the next stage's, ConsumeOverlap's order; false: they issue stage s
+  // behind stage s - 1's and then wait for s - 1 (the comparison arm's
+  // other side: bench/experiments/wgmma_stage_cost.cu timed the first
+  // order's stage 15 % cheaper alone).
+  bool int4_wgmma_scaled_wait_first = false;
 };
 
 // InvalidArgument naming the field for a value out of range; nothing changes then.

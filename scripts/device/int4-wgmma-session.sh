@@ -64,10 +64,19 @@
 #      INT4_ARMS_SHORT=1: kernels-int4 70B gate_up only.
 #   f  (alone, or after b: "b f") the folded RMSNorm (--int4_fold_norm,
 #      Int4NormFold): the tests take its kernel cases (Int4GemmFoldTest) and
-#      the 4-bit runner's; where all passed, arms S (served) and F
-#      (--int4_fold_norm) on decode-70b-int4 and decode-8b-int4 at batches 1
-#      and 16, order S F F S (scripts/device/arms.sh flags; $OUT/arm_S.jsonl,
-#      $OUT/arm_F.jsonl; with b, after b's arms).
+#      the 4-bit runner's; where all passed, arms S (served), F
+#      (--int4_fold_norm) and P (F and --prefetch_o_in_attention: the o
+#      weights asked into L2 during decode attention) on decode-70b-int4 and
+#      decode-8b-int4 at batches 1 and 16, order S F P P F S
+#      (scripts/device/arms.sh flags; $OUT/arm_S.jsonl ...; with b, after
+#      b's arms).
+#   g  (alone, or with f: "g f") kWgmma's staged epilogue: the tests take the
+#      kWgmma cases (and f's); where all passed, arms S (served) and D
+#      (--int4_wgmma_staged_epilogue=false: each thread stores its own sums)
+#      and W (--int4_wgmma_scaled_wait_first: ConsumeScaled waits for a
+#      stage's wgmmas before issuing the next's) on decode-70b-int4 at
+#      batch 128, order S D W W D S
+#      ($OUT/arm_S.jsonl ...; before f's arms).
 #   e  (alone, or with other parts after it, e.g. "e n") the experiment
 #      bench/experiments/wgmma_stage_cost.cu, built here and carried as
 #      .device/wsc (one binary, no bundle needed for e alone):
@@ -91,7 +100,7 @@ fi
 if [[ $part == q ]]; then
   export GTEST_FILTER='*Int4GemmTest*wgmma*:*Int4GemmTest*cluster*:*Int4Dequant*'
   export SESSION_TESTS=always KERNELS_TEST_TIMEOUT=150
-elif [[ $part == b || $part == f || $part == "b f" ]]; then
+elif [[ $part == b || $part == f || $part == "b f" || $part == g || $part == "g f" ]]; then
   export GTEST_FILTER='*Int4GemmTest*wgmma*:*CudaModelRunnerInt4*:*Int4GemmFoldTest*'
   [[ $part == f ]] && export GTEST_FILTER='*Int4GemmFoldTest*:*CudaModelRunnerInt4*'
   export SESSION_TESTS=always KERNELS_TEST_TIMEOUT=150
@@ -200,7 +209,14 @@ if wants n; then
     >"$OUT/ncu_sass.csv" 2>&1
   grep -E "Duration|Issued Warp|No Eligible|Stall" "$OUT/ncu_gate_up.txt" | head -20
 fi
-if [[ $part == f || $part == "b f" ]] && all_cases_passed "folded RMSNorm and 4-bit runner" /; then
-  BENCH_TIMEOUT=150 bash scripts/device/arms.sh flags "S= F=--int4_fold_norm" \
+if [[ $part == g || $part == "g f" ]] && all_cases_passed "kWgmma, folded RMSNorm, runner" /; then
+  BENCH_TIMEOUT=150 bash scripts/device/arms.sh flags \
+    "S= D=--int4_wgmma_staged_epilogue=false W=--int4_wgmma_scaled_wait_first" \
+    "decode-70b-int4 --batches 128"
+fi
+if [[ $part == f || $part == "b f" || $part == "g f" ]] &&
+  all_cases_passed "folded RMSNorm and 4-bit runner" /; then
+  BENCH_TIMEOUT=150 bash scripts/device/arms.sh flags \
+    "S= F=--int4_fold_norm P=--int4_fold_norm,--prefetch_o_in_attention" \
     "decode-70b-int4 --batches 1,16" "decode-8b-int4 --batches 1,16"
 fi

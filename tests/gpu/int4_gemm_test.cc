@@ -383,6 +383,24 @@ TEST_P(Int4GemmTest, MatchesReference) {
       EXPECT_EQ(dy16.Download(), was16) << how;
     }
   };
+  if (c.path == engine::Int4GemmPath::kWgmma || c.wgmma_from_rows > 0) {
+    // The staged epilogue writes the bytes of the direct one (its
+    // comparison arm).
+    engine::LaunchSettings s = engine::GetLaunchSettings();
+    s.int4_wgmma_staged_epilogue = false;
+    ASSERT_TRUE(engine::SetLaunchSettings(s).ok());
+    again_same_bytes("with the direct epilogue");
+    if (HasFatalFailure()) return;
+    s.int4_wgmma_staged_epilogue = true;
+    if (scaled) {  // and ConsumeScaled's other order the same sums
+      s.int4_wgmma_scaled_wait_first = true;
+      ASSERT_TRUE(engine::SetLaunchSettings(s).ok());
+      again_same_bytes("waiting for a stage before the next");
+      if (HasFatalFailure()) return;
+      s.int4_wgmma_scaled_wait_first = false;
+    }
+    ASSERT_TRUE(engine::SetLaunchSettings(s).ok());
+  }
   if (c.wgmma_overlap && !scaled) {
     // ConsumeOverlap and ConsumeDoubleSums make Consume's sums in Consume's
     // order: the same bytes without the overlap (which takes both off).

@@ -28,6 +28,8 @@ TEST(LaunchSettingsTest, DefaultsAreWhatServes) {
   EXPECT_TRUE(s.int4_wgmma_double_sums);
   EXPECT_EQ(s.int4_wgmma_scaled_from_rows, 128);
   EXPECT_EQ(s.int4_wgmma_min_split_stages, 48);
+  EXPECT_TRUE(s.int4_wgmma_staged_epilogue);
+  EXPECT_FALSE(s.int4_wgmma_scaled_wait_first);
 }
 
 TEST(LaunchSettingsTest, SetThenGetAndBack) {
@@ -46,10 +48,14 @@ TEST(LaunchSettingsTest, SetThenGetAndBack) {
                                  .int4_wgmma_overlap = false,
                                  .int4_wgmma_double_sums = false,
                                  .int4_wgmma_scaled_from_rows = 65,
-                                 .int4_wgmma_min_split_stages = 0})
+                                 .int4_wgmma_min_split_stages = 0,
+                                 .int4_wgmma_staged_epilogue = false,
+                                 .int4_wgmma_scaled_wait_first = true})
                   .ok());
   EXPECT_EQ(GetLaunchSettings().int4_wgmma_scaled_from_rows, 65);
   EXPECT_EQ(GetLaunchSettings().int4_wgmma_min_split_stages, 0);
+  EXPECT_FALSE(GetLaunchSettings().int4_wgmma_staged_epilogue);
+  EXPECT_TRUE(GetLaunchSettings().int4_wgmma_scaled_wait_first);
   EXPECT_FALSE(GetLaunchSettings().int4_wgmma_double_sums);
   EXPECT_FALSE(GetLaunchSettings().int4_wgmma_overlap);
   EXPECT_EQ(GetLaunchSettings().int4_wgmma_from_rows, 65);
@@ -81,6 +87,8 @@ TEST(LaunchSettingsTest, SetThenGetAndBack) {
   EXPECT_TRUE(GetLaunchSettings().int4_wgmma_double_sums);
   EXPECT_EQ(GetLaunchSettings().int4_wgmma_scaled_from_rows, 128);
   EXPECT_EQ(GetLaunchSettings().int4_wgmma_min_split_stages, 48);
+  EXPECT_TRUE(GetLaunchSettings().int4_wgmma_staged_epilogue);
+  EXPECT_FALSE(GetLaunchSettings().int4_wgmma_scaled_wait_first);
 }
 
 // SetLaunchSettings with `field` at each of `bad` (and programmatic_launch

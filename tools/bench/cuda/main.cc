@@ -87,6 +87,12 @@ ABSL_FLAG(int32_t, int4_wgmma_scaled_from_rows, 128,
           "with --int4_wgmma_overlap, Int4Gemm's kWgmma tiles of at least this many x rows take "
           "the group's scale into the dequantized weights (bf16) and sum every stage into the "
           "outputs; 0 = none");
+ABSL_FLAG(bool, int4_wgmma_staged_epilogue, true,
+          "Int4Gemm's kWgmma epilogue stages the tile's sums in shared memory and writes y in "
+          "16-byte chunks; false: each thread stores its own sums");
+ABSL_FLAG(bool, int4_wgmma_scaled_wait_first, false,
+          "Int4Gemm's kWgmma tiles with the scale in the fragments wait for a stage's wgmmas "
+          "before issuing the next stage's (ConsumeOverlap's order)");
 ABSL_FLAG(int32_t, int4_wgmma_min_split_stages, 48,
           "past 64 rows, Int4Gemm's kWgmma kernel takes 64-row tiles where 128-row ones would "
           "split K into parts of fewer than this many 128-column stages; 0 = 128-row tiles");
@@ -139,6 +145,8 @@ onecard::services::CommandLineSpec CommandLine() {
                    "int4_wgmma_double_sums",
                    "int4_wgmma_scaled_from_rows",
                    "int4_wgmma_min_split_stages",
+                   "int4_wgmma_staged_epilogue",
+                   "int4_wgmma_scaled_wait_first",
                    "gemm_splits",
                    "fused_rope",
                    "tuner_search",
@@ -211,7 +219,9 @@ absl::Status ApplyComparisonArms() {
        .int4_wgmma_overlap = absl::GetFlag(FLAGS_int4_wgmma_overlap),
        .int4_wgmma_double_sums = absl::GetFlag(FLAGS_int4_wgmma_double_sums),
        .int4_wgmma_scaled_from_rows = absl::GetFlag(FLAGS_int4_wgmma_scaled_from_rows),
-       .int4_wgmma_min_split_stages = absl::GetFlag(FLAGS_int4_wgmma_min_split_stages)}));
+       .int4_wgmma_min_split_stages = absl::GetFlag(FLAGS_int4_wgmma_min_split_stages),
+       .int4_wgmma_staged_epilogue = absl::GetFlag(FLAGS_int4_wgmma_staged_epilogue),
+       .int4_wgmma_scaled_wait_first = absl::GetFlag(FLAGS_int4_wgmma_scaled_wait_first)}));
   onecard::engine::CudaRunnerOptions& o = onecard::bench::BenchRunnerOptions();
   o.gemm_splits = absl::GetFlag(FLAGS_gemm_splits);
   ASSIGN_OR_RETURN(o.fused_rope,
