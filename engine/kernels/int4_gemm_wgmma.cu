@@ -605,8 +605,11 @@ __global__ void __launch_bounds__(kThreads, 1) Int4WgmmaKernel(const __grid_cons
   using C = Cfg<kN>;
   extern __shared__ unsigned char smem_raw[];
   __shared__ int last_block;
-  const Place<kN, kG> pl(a, reinterpret_cast<unsigned char*>(
-                                (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023}));
+  // The stages 1024-byte aligned (the swizzle's), by an offset from smem_raw
+  // so that the compiler still knows the pointer is shared memory (LDS, not
+  // generic loads, for the codes and scales).
+  const Place<kN, kG> pl(
+      a, smem_raw + ((1024 - (reinterpret_cast<uintptr_t>(smem_raw) & 1023)) & 1023));
   if (threadIdx.x == 0) {
     for (int s = 0; s < C::kStages; ++s) {
       cuda::MbarrierInit(&pl.full[s], 1);
