@@ -73,7 +73,9 @@ struct LaunchSettings {
   // leave the next product's input g . h and h's sums of squares, qkv and
   // gate_up scale their rows by r in the epilogue; no RmsNorm launch on the
   // step's chain but the first layer's and the final one. false: RmsNorm
-  // launches (or int4_norm_in_gemm_max_rows's prologue).
+  // launches (or int4_norm_in_gemm_max_rows's prologue), measured faster: the
+  // fold cost 2 % at 70B and 4-7 % at 8B, batches 1 and 16, on the H200
+  // (bench/results' int4 page).
   bool int4_fold_norm = false;
   // Int4Gemm's kAuto path from this many rows (1 to kInt4GemmMaxRows) runs
   // the kWgmma kernel (Hopper's warpgroup MMA) where the weight fits it
@@ -126,7 +128,8 @@ struct LaunchSettings {
   // the next stage's, ConsumeOverlap's order; false: they issue stage s
   // behind stage s - 1's and then wait for s - 1 (the comparison arm's
   // other side: bench/experiments/wgmma_stage_cost.cu timed the first
-  // order's stage 15 % cheaper alone).
+  // order's stage 15 % cheaper alone, but 70B 4-bit decode at batch 128 ran
+  // 0.8 % slower with it on the H200).
   bool int4_wgmma_scaled_wait_first = false;
 };
 
