@@ -223,6 +223,19 @@ int64_t Int4GemmWgmmaSplits(const Int4GemmParams& params, int32_t tile_rows, int
 // parts of every tile of tile_rows x rows, or its counters the tiles.
 absl::Status CheckInt4GemmWgmmaSplits(const Int4GemmParams& params, int32_t tile_rows,
                                       int64_t splits, int32_t num_sms);
+// kWgmma's last wave in parts (LaunchSettings::int4_wgmma_tail_split): a
+// launch whose output tiles (one block each, K whole, clusters of 1, no
+// forced wgmma_splits) outnumber the SMs, one block an SM, runs
+// tiles % num_sms of them alone in a last wave; those take `parts` blocks
+// each, K cut in parts of at least 4 stages (within the workspace's slots),
+// so the last wave fills the SMs it would leave idle. Tiles [whole, tiles)
+// are split; parts 1: none.
+struct Int4WgmmaTail {
+  int64_t whole = 0;
+  int64_t parts = 1;
+};
+Int4WgmmaTail Int4GemmWgmmaTail(const Int4GemmParams& params, const LaunchSettings& settings,
+                                int32_t num_sms);
 // The x rows of kWgmma's tiles: params.tile_rows, else 16, 32 or 64 for up
 // to that many rows; past 64, 128, or 64 where 128-row tiles would split K
 // into parts of fewer than settings.int4_wgmma_min_split_stages stages.

@@ -132,6 +132,26 @@ absl::Status CheckInt4GemmWgmmaSplits(const Int4GemmParams& p, int32_t tile_rows
   return absl::OkStatus();
 }
 
+Int4WgmmaTail Int4GemmWgmmaTail(const Int4GemmParams& p, const LaunchSettings& settings,
+                                int32_t num_sms) {
+  const int32_t tile_rows = Int4GemmWgmmaRows(p, settings, num_sms);
+  const int64_t tiles = WgmmaTiles(p, tile_rows);
+  Int4WgmmaTail tail{.whole = tiles};
+  const int64_t last = tiles % num_sms;
+  if (!settings.int4_wgmma_tail_split || p.wgmma_splits != 0 || tiles <= num_sms || last == 0 ||
+      Int4GemmWgmmaCluster(p, settings, num_sms) != 1 ||
+      Int4GemmWgmmaSplits(p, tile_rows, num_sms) != 1 || tiles > p.w.n / kInt4TileRows) {
+    return tail;
+  }
+  const int64_t stages = p.w.k / kInt4WgmmaStageCols;
+  int64_t parts = std::min({num_sms / last, stages / 4, WgmmaSlots(p, tile_rows, num_sms) / last});
+  if (parts < 2) return tail;
+  const int64_t per_part = (stages + parts - 1) / parts;  // stages
+  tail.whole = tiles - last;
+  tail.parts = (stages + per_part - 1) / per_part;
+  return tail;
+}
+
 int32_t Int4GemmWgmmaRows(const Int4GemmParams& p, const LaunchSettings& settings,
                           int32_t num_sms) {
   if (p.tile_rows != 0) return p.tile_rows;

@@ -54,6 +54,7 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <limits>
 #include <type_traits>
 
 #include "engine/kernels/cuda_check.h"
@@ -120,6 +121,9 @@ struct Args : int4::LaunchArgs {
   int32_t splits;        // blocks an output tile
   int32_t split_tiles;   // k tiles a split (a multiple of kStageTiles)
   bool staged_epilogue;  // LaunchSettings::int4_wgmma_staged_epilogue
+  // Int4GemmWgmmaTail: tiles from tail_from on in tail_parts parts of
+  // tail_split_tiles k tiles (tail_from past the tiles: none).
+  int32_t tail_from, tail_parts, tail_split_tiles;
 };
 
 // p (+)= a x (x's k16 step at desc): m64nNk16 with N = kN.
@@ -152,11 +156,14 @@ __device__ __forceinline__ void ColumnOrder(const uint4& lo, const uint4& hi, in
 // m0 + kN - 1), its split's k tiles, and its stage buffers. Blocks of a
 // cluster of kG share the x rows and the split and take kG consecutive row
 // groups, the cluster's rank r the (r + 1)-th: grid index
-// ((rg / kG * m_blocks + mb) * splits + split) * kG + rg % kG.
+// ((rg / kG * m_blocks + mb) * splits + split) * kG + rg % kG; with a last
+// wave in parts (Args::tail_from, clusters of 1), tile t >= tail_from's
+// part p at tail_from + (t - tail_from) tail_parts + p.
 template <int kN, int kG>
 struct Place {
   using C = Cfg<kN>;
   int32_t rank, split, rg, m0, out_tile, g, kt_begin, stages;
+  int32_t splits, slot0;  // its tile's parts, and the first one's partial-sum slot
   unsigned char* smem;
   uint64_t* full;   // a stage landed: the producer's arrival and the bytes
   uint64_t* empty;  // a stage released by every consumer warp of the cluster
@@ -164,15 +171,27 @@ struct Place {
   __device__ __forceinline__ Place(const Args& a, unsigned char* aligned_smem) {
     rank = static_cast<int32_t>(blockIdx.x % kG);
     int32_t rest = static_cast<int32_t>(blockIdx.x / kG);
-    split = rest % a.splits;
-    rest /= a.splits;
+    int32_t split_tiles = a.split_tiles;
+    splits = a.splits;
+    if (kG == 1 && rest >= a.tail_from) {  // the last wave's tiles, each in tail_parts parts
+      const int32_t i = rest - a.tail_from;
+      split = i % a.tail_parts;
+      splits = a.tail_parts;
+      split_tiles = a.tail_split_tiles;
+      slot0 = i - split;
+      rest = a.tail_from + i / a.tail_parts;
+    } else {
+      split = rest % a.splits;
+      rest /= a.splits;
+    }
     const int32_t mb = rest % a.m_blocks;
     rg = rest / a.m_blocks * kG + rank;
     m0 = mb * kN;
     out_tile = rg * a.m_blocks + mb;
+    if (kG > 1 || out_tile < a.tail_from) slot0 = out_tile * a.splits;
     g = min(a.n_tiles - rg * 8, 8);
-    kt_begin = split * a.split_tiles;
-    stages = (min(a.k_tiles, kt_begin + a.split_tiles) - kt_begin) / kStageTiles;
+    kt_begin = split * split_tiles;
+    stages = (min(a.k_tiles, kt_begin + split_tiles) - kt_begin) / kStageTiles;
     smem = aligned_smem;
     full = reinterpret_cast<uint64_t*>(smem + C::kBarsAt);
     empty = full + C::kStages;
@@ -312,15 +331,14 @@ template <int kN, int kG>
 __device__ __forceinline__ void Finish(const Args& a, const Place<kN, kG>& pl,
                                        const float (&acc)[kN / 2], int* last_block) {
   using C = Cfg<kN>;
-  if (a.splits == 1) {
+  if (pl.splits == 1) {
     Epilogue<kN>(a, pl, acc);
     return;
   }
   // Split-K: this block's sums to its slot; the last of the tile's blocks
   // sums the slots in split order and writes y.
   auto slot = [&](int32_t sp) {
-    return reinterpret_cast<float4*>(a.partials +
-                                     (int64_t{pl.out_tile} * a.splits + sp) * C::kSlotFloats) +
+    return reinterpret_cast<float4*>(a.partials + (int64_t{pl.slot0} + sp) * C::kSlotFloats) +
            threadIdx.x * (kN / 8);
   };
 #pragma unroll
@@ -332,11 +350,11 @@ __device__ __forceinline__ void Finish(const Args& a, const Place<kN, kG>& pl,
   // (cumulative); the second, thread 0's acquire before everyone's loads.
   cuda::NamedBarrier(1, kConsumers);
   int32_t* counter = a.counters_end - 1 - pl.out_tile;
-  if (threadIdx.x == 0) *last_block = cuda::AtomicAddAcqRelGpu(counter, 1) == a.splits - 1;
+  if (threadIdx.x == 0) *last_block = cuda::AtomicAddAcqRelGpu(counter, 1) == pl.splits - 1;
   cuda::NamedBarrier(1, kConsumers);
   if (!*last_block) return;
   float sum[kN / 2] = {};
-  for (int32_t sp = 0; sp < a.splits; ++sp) {
+  for (int32_t sp = 0; sp < pl.splits; ++sp) {
 #pragma unroll
     for (int j = 0; j < kN / 8; ++j) {
       const float4 v = __ldcg(slot(sp) + j);
@@ -669,7 +687,14 @@ absl::Status Launch(Args a, int64_t splits, cudaStream_t stream) {
   const int64_t k_stages = a.k_tiles / kStageTiles;
   a.split_tiles = static_cast<int32_t>(cuda::CeilDiv(k_stages, splits) * kStageTiles);
   a.splits = static_cast<int32_t>(cuda::CeilDiv(a.k_tiles, a.split_tiles));
-  const int64_t grid = tiles * a.splits;
+  int64_t grid = tiles * a.splits;
+  if (kG == 1 && a.tail_parts > 1) {  // Int4GemmWgmmaTail's parts: whole stages each
+    a.tail_split_tiles = static_cast<int32_t>(cuda::CeilDiv(k_stages, a.tail_parts) * kStageTiles);
+    a.tail_parts = static_cast<int32_t>(cuda::CeilDiv(a.k_tiles, a.tail_split_tiles));
+    grid = a.tail_from + (tiles - a.tail_from) * a.tail_parts;
+  } else {
+    a.tail_from = std::numeric_limits<int32_t>::max();
+  }
   CUDA_RETURN_IF_ERROR(cuda::LaunchPdlInClusters(Int4WgmmaKernel<kN, kKind, kG, kConsumer>,
                                                  dim3(static_cast<int>(grid)), dim3(kThreads),
                                                  C::kSmemBytes, stream, kG > 1 ? kG : 0, a));
@@ -736,6 +761,9 @@ absl::Status LaunchInt4GemmWgmma(const Int4GemmParams& p, int num_sms, cudaStrea
   static_cast<int4::LaunchArgs&>(a) = int4::MakeLaunchArgs(p);
   const LaunchSettings settings = GetLaunchSettings();
   a.staged_epilogue = settings.int4_wgmma_staged_epilogue;
+  const Int4WgmmaTail tail = Int4GemmWgmmaTail(p, settings, num_sms);
+  a.tail_from = static_cast<int32_t>(tail.whole);
+  a.tail_parts = static_cast<int32_t>(tail.parts);
   const int32_t tile_rows = Int4GemmWgmmaRows(p, settings, num_sms);
   const int64_t splits = Int4GemmWgmmaSplits(p, tile_rows, num_sms);
   // The launch's own splits fit the workspace by construction; forced ones

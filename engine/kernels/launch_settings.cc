@@ -27,6 +27,7 @@ std::atomic<int32_t> int4_wgmma_scaled_from_rows{128};
 std::atomic<int32_t> int4_wgmma_min_split_stages{48};
 std::atomic<bool> int4_wgmma_staged_epilogue{true};
 std::atomic<bool> int4_wgmma_scaled_wait_first{false};
+std::atomic<bool> int4_wgmma_tail_split{false};
 
 }  // namespace
 
@@ -97,6 +98,7 @@ absl::Status SetLaunchSettings(const LaunchSettings& settings) {
   int4_wgmma_staged_epilogue.store(settings.int4_wgmma_staged_epilogue, std::memory_order_relaxed);
   int4_wgmma_scaled_wait_first.store(settings.int4_wgmma_scaled_wait_first,
                                      std::memory_order_relaxed);
+  int4_wgmma_tail_split.store(settings.int4_wgmma_tail_split, std::memory_order_relaxed);
   return absl::OkStatus();
 }
 
@@ -120,7 +122,8 @@ LaunchSettings GetLaunchSettings() {
       .int4_wgmma_scaled_from_rows = int4_wgmma_scaled_from_rows.load(std::memory_order_relaxed),
       .int4_wgmma_min_split_stages = int4_wgmma_min_split_stages.load(std::memory_order_relaxed),
       .int4_wgmma_staged_epilogue = int4_wgmma_staged_epilogue.load(std::memory_order_relaxed),
-      .int4_wgmma_scaled_wait_first = int4_wgmma_scaled_wait_first.load(std::memory_order_relaxed)};
+      .int4_wgmma_scaled_wait_first = int4_wgmma_scaled_wait_first.load(std::memory_order_relaxed),
+      .int4_wgmma_tail_split = int4_wgmma_tail_split.load(std::memory_order_relaxed)};
 }
 
 }  // namespace onecard::engine

@@ -5,7 +5,8 @@
 // --gemv_early_dependents, --int4_cluster_split_k, --int4_fold_norm, --int4_wgmma_from_rows,
 // --int4_wgmma_cluster, --int4_wgmma_overlap, --int4_wgmma_double_sums,
 // --int4_wgmma_scaled_from_rows, --int4_wgmma_min_split_stages,
-// --int4_wgmma_staged_epilogue and --int4_wgmma_scaled_wait_first flags)
+// --int4_wgmma_staged_epilogue, --int4_wgmma_scaled_wait_first and
+// --int4_wgmma_tail_split flags)
 // rather than chosen per
 // call. The defaults are what serves; a runner never changes them. Set them before the first launch
 // (a kernel launched meanwhile sees either the old or the new value).
@@ -131,6 +132,10 @@ struct LaunchSettings {
   // order's stage 15 % cheaper alone, but 70B 4-bit decode at batch 128 ran
   // 0.8 % slower with it on the H200).
   bool int4_wgmma_scaled_wait_first = false;
+  // kWgmma splits the tiles of a last wave that would leave SMs idle in K
+  // (Int4GemmWgmmaTail: llama3-70b's gate_up at 128 rows runs 448 tiles on
+  // 132 SMs, the fourth wave 52 of them); false: every tile whole.
+  bool int4_wgmma_tail_split = false;
 };
 
 // InvalidArgument naming the field for a value out of range; nothing changes then.

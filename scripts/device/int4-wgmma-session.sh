@@ -70,13 +70,13 @@
 #      decode-8b-int4 at batches 1 and 16, order S F P P F S
 #      (scripts/device/arms.sh flags; $OUT/arm_S.jsonl ...; with b, after
 #      b's arms).
-#   g  (alone, or with f: "g f") kWgmma's staged epilogue: the tests take the
-#      kWgmma cases (and f's); where all passed, arms S (served) and D
-#      (--int4_wgmma_staged_epilogue=false: each thread stores its own sums)
-#      and W (--int4_wgmma_scaled_wait_first: ConsumeScaled waits for a
-#      stage's wgmmas before issuing the next's) on decode-70b-int4 at
-#      batch 128, order S D W W D S
-#      ($OUT/arm_S.jsonl ...; before f's arms).
+#   g  (alone, or with f: "g f") kWgmma's comparison arms: the tests take the
+#      kWgmma cases (and f's); where all passed, the arms of $INT4_G_ARMS
+#      (default: S, served; T, --int4_wgmma_tail_split: the last wave's
+#      tiles in parts) on kernels-int4 70B gate_up and decode-70b-int4 at
+#      batch 128, in order and reversed ($OUT/arm_S.jsonl ...; before f's
+#      arms). Session 45 ran "S= D=--int4_wgmma_staged_epilogue=false
+#      W=--int4_wgmma_scaled_wait_first" on the decode alone.
 #   e  (alone, or with other parts after it, e.g. "e n") the experiment
 #      bench/experiments/wgmma_stage_cost.cu, built here and carried as
 #      .device/wsc (one binary, no bundle needed for e alone):
@@ -210,9 +210,8 @@ if wants n; then
   grep -E "Duration|Issued Warp|No Eligible|Stall" "$OUT/ncu_gate_up.txt" | head -20
 fi
 if [[ $part == g || $part == "g f" ]] && all_cases_passed "kWgmma, folded RMSNorm, runner" /; then
-  BENCH_TIMEOUT=150 bash scripts/device/arms.sh flags \
-    "S= D=--int4_wgmma_staged_epilogue=false W=--int4_wgmma_scaled_wait_first" \
-    "decode-70b-int4 --batches 128"
+  BENCH_TIMEOUT=150 bash scripts/device/arms.sh flags "${INT4_G_ARMS:-S= T=--int4_wgmma_tail_split}" \
+    "kernels-int4 --shape llama3-70b_gate_up" "decode-70b-int4 --batches 128"
 fi
 if [[ $part == f || $part == "b f" || $part == "g f" ]] &&
   all_cases_passed "folded RMSNorm and 4-bit runner" /; then

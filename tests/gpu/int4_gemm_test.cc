@@ -78,6 +78,7 @@ struct Int4Case {
   bool wgmma_double_sums = false;      // LaunchSettings::int4_wgmma_double_sums
   int32_t wgmma_scaled_from_rows = 0;  // LaunchSettings::int4_wgmma_scaled_from_rows
   int32_t wgmma_splits = 0;            // Int4GemmParams::wgmma_splits
+  bool wgmma_tail_split = false;       // LaunchSettings::int4_wgmma_tail_split
 };
 
 std::vector<Int4Case> Cases() {
@@ -251,6 +252,14 @@ std::vector<Int4Case> Cases() {
        1, 0, true, true, 128, 3},
       {"wgmma_split4_zero_silu_r100", 2048, 4096, 128, zero, 100, none, Out::kSilu, kWgmma, 128,
        kOff, 0, 1, 0, false, false, 0, 4},
+      // The last wave's tiles in parts (LaunchSettings::int4_wgmma_tail_split;
+      // on 132 SMs): 140 tiles, the last 8 in 4 parts, under the scale in
+      // the fragments with SiLU·mul; 136 tiles of zero points, the last 4 in
+      // 8 parts, with a residual add.
+      {"wgmma_tail_sc_silu_r128", 17920, 2048, 128, sym, 128, none, Out::kSilu, kWgmma, 0, kOff, 0,
+       1, 0, true, true, 128, 0, true},
+      {"wgmma_tail_zero_add_r100", 17408, 4096, 128, zero, 100, none, Out::kAdd, kWgmma, 0, kOff, 0,
+       1, 0, true, true, 128, 0, true},
       {"wgmma_auto_gateup8b_silu_r96", 28672, 4096, 128, sym, 96, none, Out::kSilu, kAuto, 0, kOff,
        17},
       // 70B o at 128 rows on kAuto: 64-row tiles where 128-row ones would
@@ -276,6 +285,7 @@ class Int4GemmTest : public ::testing::TestWithParam<Int4Case> {
     s.int4_wgmma_overlap = GetParam().wgmma_overlap;
     s.int4_wgmma_double_sums = GetParam().wgmma_double_sums;
     s.int4_wgmma_scaled_from_rows = GetParam().wgmma_scaled_from_rows;
+    s.int4_wgmma_tail_split = GetParam().wgmma_tail_split;
     ASSERT_TRUE(engine::SetLaunchSettings(s).ok());
   }
   void TearDown() override { ASSERT_TRUE(engine::SetLaunchSettings(saved_).ok()); }
@@ -350,6 +360,10 @@ TEST_P(Int4GemmTest, MatchesReference) {
   EXPECT_TRUE(std::all_of(left.end() - counters, left.end(), [](uint8_t b) { return b == 0; }))
       << "arrival counters not left zero";
   const bool scaled = engine::Int4GemmWgmmaScaled(p, engine::GetLaunchSettings(), sms);
+  if (c.wgmma_tail_split) {
+    EXPECT_GT(engine::Int4GemmWgmmaTail(p, engine::GetLaunchSettings(), sms).parts, 1)
+        << "the last wave is not split on " << sms << " SMs";
+  }
   const std::vector<float> want = f32 ? y32 : ToFloats(y16);
   if (scaled) {
     // ConsumeScaled rounds each weight twice (s to bf16, then s (q - z)),

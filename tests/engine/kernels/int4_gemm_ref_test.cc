@@ -377,6 +377,43 @@ TEST(Int4GemmRefTest, WgmmaTilesOf128RowsSplitOnlyIntoLongParts) {
   }
 }
 
+// LaunchSettings::int4_wgmma_tail_split: only a last wave that leaves SMs
+// idle is split, each of its tiles into as many parts as fill them (at least
+// 4 stages a part); none where the tiles fit one wave, fill their waves, or
+// the launch already splits, in clusters or by wgmma_splits.
+TEST(Int4GemmRefTest, WgmmaTailSplitsTheLastWaveOnly) {
+  const LaunchSettings on{.int4_wgmma_tail_split = true};
+  Int4GemmParams p;
+  p.w = {.n = 57344, .k = 8192, .group = 128, .offset_kind = Int4Offsets::kSymmetric};
+  p.rows = 128;  // 70B gate_up: 448 tiles of 128 x 128, 64 stages
+  Int4WgmmaTail tail = Int4GemmWgmmaTail(p, on, 132);
+  EXPECT_EQ(tail.whole, 396);  // three waves whole, 52 tiles in two parts each
+  EXPECT_EQ(tail.parts, 2);
+  EXPECT_EQ(Int4GemmWgmmaTail(p, LaunchSettings{}, 132).parts, 1);  // off
+  p.w.n = 140 * 128;  // 140 tiles: 8 in the last wave, 16 stages: 4 parts of 4
+  p.w.k = 2048;
+  tail = Int4GemmWgmmaTail(p, on, 132);
+  EXPECT_EQ(tail.whole, 132);
+  EXPECT_EQ(tail.parts, 4);
+  p.w.k = 1152;  // 9 stages: parts of at least 4 stages, so 2 (5 and 4)
+  EXPECT_EQ(Int4GemmWgmmaTail(p, on, 132).parts, 2);
+  p.w.k = 896;  // 7 stages: no part of 4
+  EXPECT_EQ(Int4GemmWgmmaTail(p, on, 132).parts, 1);
+  p.w.k = 8192;
+  p.w.n = 264 * 128;  // two whole waves
+  EXPECT_EQ(Int4GemmWgmmaTail(p, on, 132).parts, 1);
+  p.w.n = 10240;  // 70B qkv: 80 tiles, one wave
+  EXPECT_EQ(Int4GemmWgmmaTail(p, on, 132).parts, 1);
+  p.w.n = 57344;
+  p.wgmma_splits = 2;
+  p.path = Int4GemmPath::kWgmma;
+  EXPECT_EQ(Int4GemmWgmmaTail(p, on, 132).parts, 1);
+  p.wgmma_splits = 0;
+  LaunchSettings clusters = on;
+  clusters.int4_wgmma_cluster = 2;
+  EXPECT_EQ(Int4GemmWgmmaTail(p, clusters, 132).parts, 1);
+}
+
 // Int4GemmParams::wgmma_splits forces K's parts on path kWgmma: each part
 // at least 4 stages of 128 columns, the partial sums within the workspace;
 // the rule for the tiles' rows still counts the launch's own splits.

@@ -93,6 +93,9 @@ ABSL_FLAG(bool, int4_wgmma_staged_epilogue, true,
 ABSL_FLAG(bool, int4_wgmma_scaled_wait_first, false,
           "Int4Gemm's kWgmma tiles with the scale in the fragments wait for a stage's wgmmas "
           "before issuing the next stage's (ConsumeOverlap's order)");
+ABSL_FLAG(bool, int4_wgmma_tail_split, false,
+          "Int4Gemm's kWgmma kernel splits in K the tiles of a last wave that would leave SMs "
+          "idle");
 ABSL_FLAG(int32_t, int4_wgmma_min_split_stages, 48,
           "past 64 rows, Int4Gemm's kWgmma kernel takes 64-row tiles where 128-row ones would "
           "split K into parts of fewer than this many 128-column stages; 0 = 128-row tiles");
@@ -147,6 +150,7 @@ onecard::services::CommandLineSpec CommandLine() {
                    "int4_wgmma_min_split_stages",
                    "int4_wgmma_staged_epilogue",
                    "int4_wgmma_scaled_wait_first",
+                   "int4_wgmma_tail_split",
                    "gemm_splits",
                    "fused_rope",
                    "tuner_search",
@@ -221,7 +225,8 @@ absl::Status ApplyComparisonArms() {
        .int4_wgmma_scaled_from_rows = absl::GetFlag(FLAGS_int4_wgmma_scaled_from_rows),
        .int4_wgmma_min_split_stages = absl::GetFlag(FLAGS_int4_wgmma_min_split_stages),
        .int4_wgmma_staged_epilogue = absl::GetFlag(FLAGS_int4_wgmma_staged_epilogue),
-       .int4_wgmma_scaled_wait_first = absl::GetFlag(FLAGS_int4_wgmma_scaled_wait_first)}));
+       .int4_wgmma_scaled_wait_first = absl::GetFlag(FLAGS_int4_wgmma_scaled_wait_first),
+       .int4_wgmma_tail_split = absl::GetFlag(FLAGS_int4_wgmma_tail_split)}));
   onecard::engine::CudaRunnerOptions& o = onecard::bench::BenchRunnerOptions();
   o.gemm_splits = absl::GetFlag(FLAGS_gemm_splits);
   ASSIGN_OR_RETURN(o.fused_rope,
