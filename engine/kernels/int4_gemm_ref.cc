@@ -137,9 +137,9 @@ Int4WgmmaTail Int4GemmWgmmaTail(const Int4GemmParams& p, const LaunchSettings& s
   const int32_t tile_rows = Int4GemmWgmmaRows(p, settings, num_sms);
   const int64_t tiles = WgmmaTiles(p, tile_rows);
   Int4WgmmaTail tail{.whole = tiles};
+  if (!settings.int4_wgmma_tail_split || p.wgmma_splits != 0) return tail;
   const int64_t last = tiles % num_sms;
-  if (!settings.int4_wgmma_tail_split || p.wgmma_splits != 0 || tiles <= num_sms || last == 0 ||
-      Int4GemmWgmmaCluster(p, settings, num_sms) != 1 ||
+  if (tiles <= num_sms || last == 0 || Int4GemmWgmmaCluster(p, settings, num_sms) != 1 ||
       Int4GemmWgmmaSplits(p, tile_rows, num_sms) != 1 || tiles > p.w.n / kInt4TileRows) {
     return tail;
   }

@@ -171,24 +171,17 @@ struct Place {
   __device__ __forceinline__ Place(const Args& a, unsigned char* aligned_smem) {
     rank = static_cast<int32_t>(blockIdx.x % kG);
     int32_t rest = static_cast<int32_t>(blockIdx.x / kG);
-    int32_t split_tiles = a.split_tiles;
-    splits = a.splits;
-    if (kG == 1 && rest >= a.tail_from) {  // the last wave's tiles, each in tail_parts parts
-      const int32_t i = rest - a.tail_from;
-      split = i % a.tail_parts;
-      splits = a.tail_parts;
-      split_tiles = a.tail_split_tiles;
-      slot0 = i - split;
-      rest = a.tail_from + i / a.tail_parts;
-    } else {
-      split = rest % a.splits;
-      rest /= a.splits;
-    }
+    const bool tail = kG == 1 && rest >= a.tail_from;  // a part of a last-wave tile
+    splits = tail ? a.tail_parts : a.splits;
+    const int32_t split_tiles = tail ? a.tail_split_tiles : a.split_tiles;
+    if (tail) rest -= a.tail_from;
+    split = rest % splits;
+    rest = rest / splits + (tail ? a.tail_from : 0);
     const int32_t mb = rest % a.m_blocks;
     rg = rest / a.m_blocks * kG + rank;
     m0 = mb * kN;
     out_tile = rg * a.m_blocks + mb;
-    if (kG > 1 || out_tile < a.tail_from) slot0 = out_tile * a.splits;
+    slot0 = tail ? (out_tile - a.tail_from) * splits : out_tile * splits;
     g = min(a.n_tiles - rg * 8, 8);
     kt_begin = split * split_tiles;
     stages = (min(a.k_tiles, kt_begin + split_tiles) - kt_begin) / kStageTiles;
@@ -688,12 +681,9 @@ absl::Status Launch(Args a, int64_t splits, cudaStream_t stream) {
   a.split_tiles = static_cast<int32_t>(cuda::CeilDiv(k_stages, splits) * kStageTiles);
   a.splits = static_cast<int32_t>(cuda::CeilDiv(a.k_tiles, a.split_tiles));
   int64_t grid = tiles * a.splits;
-  if (kG == 1 && a.tail_parts > 1) {  // Int4GemmWgmmaTail's parts: whole stages each
+  if (a.tail_parts > 1) {  // Int4GemmWgmmaTail's (clusters of 1): parts of whole stages
     a.tail_split_tiles = static_cast<int32_t>(cuda::CeilDiv(k_stages, a.tail_parts) * kStageTiles);
-    a.tail_parts = static_cast<int32_t>(cuda::CeilDiv(a.k_tiles, a.tail_split_tiles));
     grid = a.tail_from + (tiles - a.tail_from) * a.tail_parts;
-  } else {
-    a.tail_from = std::numeric_limits<int32_t>::max();
   }
   CUDA_RETURN_IF_ERROR(cuda::LaunchPdlInClusters(Int4WgmmaKernel<kN, kKind, kG, kConsumer>,
                                                  dim3(static_cast<int>(grid)), dim3(kThreads),
@@ -762,7 +752,8 @@ absl::Status LaunchInt4GemmWgmma(const Int4GemmParams& p, int num_sms, cudaStrea
   const LaunchSettings settings = GetLaunchSettings();
   a.staged_epilogue = settings.int4_wgmma_staged_epilogue;
   const Int4WgmmaTail tail = Int4GemmWgmmaTail(p, settings, num_sms);
-  a.tail_from = static_cast<int32_t>(tail.whole);
+  a.tail_from =
+      tail.parts > 1 ? static_cast<int32_t>(tail.whole) : std::numeric_limits<int32_t>::max();
   a.tail_parts = static_cast<int32_t>(tail.parts);
   const int32_t tile_rows = Int4GemmWgmmaRows(p, settings, num_sms);
   const int64_t splits = Int4GemmWgmmaSplits(p, tile_rows, num_sms);

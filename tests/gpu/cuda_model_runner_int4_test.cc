@@ -36,6 +36,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <random>
 #include <set>
@@ -55,6 +56,26 @@ namespace onecard::engine {
 namespace {
 
 using onecard::testing::SourcePath;
+
+// The launch settings in force with `change` applied, for one scope: the
+// ones before come back at its end, whatever assertion leaves it early.
+class ScopedLaunchSettings {
+ public:
+  explicit ScopedLaunchSettings(const std::function<void(LaunchSettings&)>& change)
+      : saved_(GetLaunchSettings()) {
+    LaunchSettings s = saved_;
+    change(s);
+    ok_ = SetLaunchSettings(s).ok();
+  }
+  ~ScopedLaunchSettings() { (void)SetLaunchSettings(saved_); }
+  ScopedLaunchSettings(const ScopedLaunchSettings&) = delete;
+  ScopedLaunchSettings& operator=(const ScopedLaunchSettings&) = delete;
+  bool ok() const { return ok_; }
+
+ private:
+  LaunchSettings saved_;
+  bool ok_ = false;
+};
 
 struct Quantized {
   ModelConfig config;
@@ -166,17 +187,15 @@ TEST(CudaModelRunnerInt4Test, QuantizedTinyCheckpointsMatchCpu) {
 // steps' q/k/v and gate/up products (one row) take the RMSNorm in Int4Gemm's
 // prologue instead of an RmsNorm launch, against the same CPU runner.
 TEST(CudaModelRunnerInt4Test, NormInTheProductMatchesCpu) {
-  LaunchSettings arm = GetLaunchSettings();
-  arm.int4_norm_in_gemm_max_rows = kInt4GemmMaxNormRows;
-  ASSERT_TRUE(SetLaunchSettings(arm).ok());
+  const ScopedLaunchSettings arm(
+      [](LaunchSettings& s) { s.int4_norm_in_gemm_max_rows = kInt4GemmMaxNormRows; });
+  ASSERT_TRUE(arm.ok());
   const char* path = "tests/golden/tiny_llama";  // its q/k/v and gate/up are 4-bit
   Quantized q;
   Quantize(path, Int4Offsets::kZero, &q);
   if (!HasFatalFailure()) {
     CompareRunners(*q.cpu, *q.gpu, q.config, path, "tiny_llama int4, norm in the product");
   }
-  arm.int4_norm_in_gemm_max_rows = 0;
-  ASSERT_TRUE(SetLaunchSettings(arm).ok());
 }
 
 // The comparison arms LaunchSettings::int4_stream_blocks_per_sm = 1 (room an
@@ -184,7 +203,6 @@ TEST(CudaModelRunnerInt4Test, NormInTheProductMatchesCpu) {
 // kernel lets the next launch only after its own wait): the prompt and the
 // greedy steps still match the same CPU runner.
 TEST(CudaModelRunnerInt4Test, LaunchArmsMatchCpu) {
-  const LaunchSettings served = GetLaunchSettings();
   const struct {
     int32_t blocks_per_sm;
     bool early;
@@ -194,17 +212,17 @@ TEST(CudaModelRunnerInt4Test, LaunchArmsMatchCpu) {
   const char* path = "tests/golden/tiny_llama";
   for (const auto& arm : kArms) {
     SCOPED_TRACE(arm.label);
-    LaunchSettings s = served;
-    s.int4_stream_blocks_per_sm = arm.blocks_per_sm;
-    s.early_dependents = arm.early;
-    ASSERT_TRUE(SetLaunchSettings(s).ok());
+    const ScopedLaunchSettings settings([&](LaunchSettings& s) {
+      s.int4_stream_blocks_per_sm = arm.blocks_per_sm;
+      s.early_dependents = arm.early;
+    });
+    ASSERT_TRUE(settings.ok());
     Quantized q;
     Quantize(path, Int4Offsets::kZero, &q);
     if (!HasFatalFailure()) {
       CompareRunners(*q.cpu, *q.gpu, q.config, path, arm.label);
       DecodeStepsMatch(*q.cpu, *q.gpu, q.config, arm.label);
     }
-    ASSERT_TRUE(SetLaunchSettings(served).ok());
     if (HasFatalFailure()) return;
   }
 }
@@ -230,10 +248,8 @@ ModelConfig Llama3_8bWidths(const std::string& name) {
 // same values: eight sequences decoding five steps (8 rows; DecodeStepsMatch).
 TEST(CudaModelRunnerInt4Test, ClusterSplitMatchesCpu) {
   const ModelConfig c = Llama3_8bWidths("cluster-split-2l");
-  const LaunchSettings served = GetLaunchSettings();
-  LaunchSettings arm = served;
-  arm.int4_cluster_split_k = true;
-  ASSERT_TRUE(SetLaunchSettings(arm).ok());
+  const ScopedLaunchSettings arm([](LaunchSettings& s) { s.int4_cluster_split_k = true; });
+  ASSERT_TRUE(arm.ok());
   Quantized q;
   QuantizeWeights(c, RandomWeights(c, 37), 128, Int4Offsets::kSymmetric, "random llama3-8b widths",
                   &q);
@@ -243,7 +259,6 @@ TEST(CudaModelRunnerInt4Test, ClusterSplitMatchesCpu) {
     }
     DecodeStepsMatch(*q.cpu, *q.gpu, q.config, "cluster split, 8 rows");
   }
-  ASSERT_TRUE(SetLaunchSettings(served).ok());
 }
 
 // LaunchSettings::int4_fold_norm: a layer's two RMSNorms folded into its
@@ -255,10 +270,8 @@ TEST(CudaModelRunnerInt4Test, ClusterSplitMatchesCpu) {
 // against the CPU runner.
 TEST(CudaModelRunnerInt4Test, FoldedNormsMatchCpu) {
   const ModelConfig c = Llama3_8bWidths("fold-norm-2l");
-  const LaunchSettings served = GetLaunchSettings();
-  LaunchSettings arm = served;
-  arm.int4_fold_norm = true;
-  ASSERT_TRUE(SetLaunchSettings(arm).ok());
+  const ScopedLaunchSettings arm([](LaunchSettings& s) { s.int4_fold_norm = true; });
+  ASSERT_TRUE(arm.ok());
   {
     Quantized q;
     QuantizeWeights(c, RandomWeights(c, 41), 128, Int4Offsets::kZero, "random llama3-8b widths",
@@ -276,7 +289,6 @@ TEST(CudaModelRunnerInt4Test, FoldedNormsMatchCpu) {
   } else {
     std::printf("%s is not here: the folded norms only on the random model\n", model.c_str());
   }
-  ASSERT_TRUE(SetLaunchSettings(served).ok());
 }
 
 TEST(CudaModelRunnerInt4Test, HfCheckpointsMatchCpu) {
