@@ -77,6 +77,11 @@
 #      batch 128, in order and reversed ($OUT/arm_S.jsonl ...; before f's
 #      arms). Session 45 ran "S= D=--int4_wgmma_staged_epilogue=false
 #      W=--int4_wgmma_scaled_wait_first" on the decode alone.
+#   m  the batches whose figures predate kWgmma: decode-72b-int4 at 1-128
+#      and decode-123b-int4 at 8, 16 and 128 ($OUT/results.jsonl).
+#   r  batch 16 on kWgmma's 16-row tiles: arms S (served) and R
+#      (--int4_wgmma_from_rows=9) on kernels-int4 70B gate_up and
+#      decode-70b-int4 at batches 1 and 16, in order and reversed.
 #   e  (alone, or with other parts after it, e.g. "e n") the experiment
 #      bench/experiments/wgmma_stage_cost.cu, built here and carried as
 #      .device/wsc (one binary, no bundle needed for e alone):
@@ -218,4 +223,13 @@ if [[ $part == f || $part == "b f" || $part == "g f" ]] &&
   BENCH_TIMEOUT=150 bash scripts/device/arms.sh flags \
     "S= F=--int4_fold_norm P=--int4_fold_norm,--prefetch_o_in_attention" \
     "decode-70b-int4 --batches 1,16" "decode-8b-int4 --batches 1,16"
+fi
+if [[ " $part " == *" m "* ]]; then
+  bench 240 decode-72b-int4 --batches 1,8,16,32,64,128
+  bench 240 decode-123b-int4 --batches 8,16,128
+  grep -E "tok/s" "$OUT/bench.log" | tail -9
+fi
+if [[ " $part " == *" r "* ]]; then
+  BENCH_TIMEOUT=150 bash scripts/device/arms.sh flags "S= R=--int4_wgmma_from_rows=9" \
+    "kernels-int4 --shape llama3-70b_gate_up" "decode-70b-int4 --batches 1,16"
 fi
