@@ -79,9 +79,10 @@
 #      W=--int4_wgmma_scaled_wait_first" on the decode alone.
 #   m  the batches whose figures predate kWgmma: decode-72b-int4 at 1-128
 #      and decode-123b-int4 at 8, 16 and 128 ($OUT/results.jsonl).
-#   r  batch 16 on kWgmma's 16-row tiles: arms S (served) and R
-#      (--int4_wgmma_from_rows=9) on kernels-int4 70B gate_up and
-#      decode-70b-int4 at batches 1 and 16, in order and reversed.
+#   r  batch 16 on kWgmma's 16-row tiles: kernels-int4 70B gate_up (its
+#      16-row kStream and kWgmma launches side by side), then arms S
+#      (served) and R (--int4_wgmma_from_rows=9) on decode-70b-int4 at
+#      batch 16, in order and reversed.
 #   e  (alone, or with other parts after it, e.g. "e n") the experiment
 #      bench/experiments/wgmma_stage_cost.cu, built here and carried as
 #      .device/wsc (one binary, no bundle needed for e alone):
@@ -230,6 +231,8 @@ if [[ " $part " == *" m "* ]]; then
   grep -E "tok/s" "$OUT/bench.log" | tail -9
 fi
 if [[ " $part " == *" r "* ]]; then
+  bench 90 kernels-int4 --shape llama3-70b_gate_up
+  grep -E "_r16(_stream|_w16c1)? bandwidth" "$OUT/bench.log"
   BENCH_TIMEOUT=150 bash scripts/device/arms.sh flags "S= R=--int4_wgmma_from_rows=9" \
-    "kernels-int4 --shape llama3-70b_gate_up" "decode-70b-int4 --batches 1,16"
+    "decode-70b-int4 --batches 16"
 fi
