@@ -80,9 +80,10 @@
 #   m  the batches whose figures predate kWgmma: decode-72b-int4 at 1-128
 #      and decode-123b-int4 at 8, 16 and 128 ($OUT/results.jsonl).
 #   r  batch 16 on kWgmma's 16-row tiles: kernels-int4 70B gate_up (its
-#      16-row kStream and kWgmma launches side by side), then arms S
-#      (served) and R (--int4_wgmma_from_rows=9) on decode-70b-int4 at
-#      batch 16, in order and reversed.
+#      16-row kStream and kWgmma launches side by side), as served and with
+#      --int4_wgmma_tail_split ($OUT/tail_split.jsonl), then arms S
+#      (served), R (--int4_wgmma_from_rows=9) and Q (R and the tail split)
+#      on decode-70b-int4 at batch 16, in order and reversed.
 #   e  (alone, or with other parts after it, e.g. "e n") the experiment
 #      bench/experiments/wgmma_stage_cost.cu, built here and carried as
 #      .device/wsc (one binary, no bundle needed for e alone):
@@ -232,7 +233,10 @@ if [[ " $part " == *" m "* ]]; then
 fi
 if [[ " $part " == *" r "* ]]; then
   bench 90 kernels-int4 --shape llama3-70b_gate_up
+  bench 90 kernels-int4 --shape llama3-70b_gate_up --int4_wgmma_tail_split \
+    --results "$OUT/tail_split.jsonl"
   grep -E "_r16(_stream|_w16c1)? bandwidth" "$OUT/bench.log"
-  BENCH_TIMEOUT=150 bash scripts/device/arms.sh flags "S= R=--int4_wgmma_from_rows=9" \
+  BENCH_TIMEOUT=150 bash scripts/device/arms.sh flags \
+    "S= R=--int4_wgmma_from_rows=9 Q=--int4_wgmma_from_rows=9,--int4_wgmma_tail_split" \
     "decode-70b-int4 --batches 16"
 fi
