@@ -27,7 +27,7 @@ std::atomic<int32_t> int4_wgmma_scaled_from_rows{128};
 std::atomic<int32_t> int4_wgmma_min_split_stages{48};
 std::atomic<bool> int4_wgmma_staged_epilogue{true};
 std::atomic<bool> int4_wgmma_scaled_wait_first{false};
-std::atomic<bool> int4_wgmma_tail_split{false};
+std::atomic<bool> int4_wgmma_tail_split{true};
 
 }  // namespace
 

@@ -72,18 +72,20 @@
 #      b's arms).
 #   g  (alone, or with f: "g f") kWgmma's comparison arms: the tests take the
 #      kWgmma cases (and f's); where all passed, the arms of $INT4_G_ARMS
-#      (default: S, served; T, --int4_wgmma_tail_split: the last wave's
-#      tiles in parts) on kernels-int4 70B gate_up and decode-70b-int4 at
-#      batch 128, in order and reversed ($OUT/arm_S.jsonl ...; before f's
-#      arms). Session 45 ran "S= D=--int4_wgmma_staged_epilogue=false
-#      W=--int4_wgmma_scaled_wait_first" on the decode alone.
+#      (default: S, served, the last wave's tiles in parts; U,
+#      --int4_wgmma_tail_split=false, every tile whole) on kernels-int4 70B
+#      gate_up and decode-70b-int4 at batch 128, in order and reversed
+#      ($OUT/arm_S.jsonl ...; before f's arms). Session 45 ran "S=
+#      D=--int4_wgmma_staged_epilogue=false W=--int4_wgmma_scaled_wait_first"
+#      on the decode alone.
 #   m  the batches whose figures predate kWgmma: decode-72b-int4 at 1-128
 #      and decode-123b-int4 at 8, 16 and 128 ($OUT/results.jsonl).
 #   r  batch 16 on kWgmma's 16-row tiles: kernels-int4 70B gate_up (its
 #      16-row kStream and kWgmma launches side by side), as served and with
-#      --int4_wgmma_tail_split ($OUT/tail_split.jsonl), then arms S
-#      (served), R (--int4_wgmma_from_rows=9) and Q (R and the tail split)
-#      on decode-70b-int4 at batch 16, in order and reversed.
+#      --int4_wgmma_tail_split=false ($OUT/whole_tiles.jsonl), then arms S
+#      (served) and R (--int4_wgmma_from_rows=9) on decode-70b-int4,
+#      decode-8b-int4 and decode-123b-int4 at batch 16, in order and
+#      reversed.
 #   e  (alone, or with other parts after it, e.g. "e n") the experiment
 #      bench/experiments/wgmma_stage_cost.cu, built here and carried as
 #      .device/wsc (one binary, no bundle needed for e alone):
@@ -217,7 +219,7 @@ if wants n; then
   grep -E "Duration|Issued Warp|No Eligible|Stall" "$OUT/ncu_gate_up.txt" | head -20
 fi
 if [[ $part == g || $part == "g f" ]] && all_cases_passed "kWgmma, folded RMSNorm, runner" /; then
-  BENCH_TIMEOUT=150 bash scripts/device/arms.sh flags "${INT4_G_ARMS:-S= T=--int4_wgmma_tail_split}" \
+  BENCH_TIMEOUT=150 bash scripts/device/arms.sh flags "${INT4_G_ARMS:-S= U=--int4_wgmma_tail_split=false}" \
     "kernels-int4 --shape llama3-70b_gate_up" "decode-70b-int4 --batches 128"
 fi
 if [[ $part == f || $part == "b f" || $part == "g f" ]] &&
@@ -233,10 +235,9 @@ if [[ " $part " == *" m "* ]]; then
 fi
 if [[ " $part " == *" r "* ]]; then
   bench 90 kernels-int4 --shape llama3-70b_gate_up
-  bench 90 kernels-int4 --shape llama3-70b_gate_up --int4_wgmma_tail_split \
-    --results "$OUT/tail_split.jsonl"
+  bench 90 kernels-int4 --shape llama3-70b_gate_up --int4_wgmma_tail_split=false \
+    --results "$OUT/whole_tiles.jsonl"
   grep -E "_r16(_stream|_w16c1)? bandwidth" "$OUT/bench.log"
-  BENCH_TIMEOUT=150 bash scripts/device/arms.sh flags \
-    "S= R=--int4_wgmma_from_rows=9 Q=--int4_wgmma_from_rows=9,--int4_wgmma_tail_split" \
-    "decode-70b-int4 --batches 16"
+  BENCH_TIMEOUT=150 bash scripts/device/arms.sh flags "S= R=--int4_wgmma_from_rows=9" \
+    "decode-70b-int4 --batches 16" "decode-8b-int4 --batches 16" "decode-123b-int4 --batches 16"
 fi

@@ -382,14 +382,15 @@ TEST(Int4GemmRefTest, WgmmaTilesOf128RowsSplitOnlyIntoLongParts) {
 // 4 stages a part); none where the tiles fit one wave, fill their waves, or
 // the launch already splits, in clusters or by wgmma_splits.
 TEST(Int4GemmRefTest, WgmmaTailSplitsTheLastWaveOnly) {
-  const LaunchSettings on{.int4_wgmma_tail_split = true};
+  const LaunchSettings on;  // served: the split on
+  const LaunchSettings off{.int4_wgmma_tail_split = false};
   Int4GemmParams p;
   p.w = {.n = 57344, .k = 8192, .group = 128, .offset_kind = Int4Offsets::kSymmetric};
   p.rows = 128;  // 70B gate_up: 448 tiles of 128 x 128, 64 stages
   Int4WgmmaTail tail = Int4GemmWgmmaTail(p, on, 132);
   EXPECT_EQ(tail.whole, 396);  // three waves whole, 52 tiles in two parts each
   EXPECT_EQ(tail.parts, 2);
-  EXPECT_EQ(Int4GemmWgmmaTail(p, LaunchSettings{}, 132).parts, 1);  // off
+  EXPECT_EQ(Int4GemmWgmmaTail(p, off, 132).parts, 1);
   p.w.n = 140 * 128;  // 140 tiles: 8 in the last wave, 16 stages: 4 parts of 4
   p.w.k = 2048;
   tail = Int4GemmWgmmaTail(p, on, 132);

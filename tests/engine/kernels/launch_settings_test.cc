@@ -30,7 +30,7 @@ TEST(LaunchSettingsTest, DefaultsAreWhatServes) {
   EXPECT_EQ(s.int4_wgmma_min_split_stages, 48);
   EXPECT_TRUE(s.int4_wgmma_staged_epilogue);
   EXPECT_FALSE(s.int4_wgmma_scaled_wait_first);
-  EXPECT_FALSE(s.int4_wgmma_tail_split);
+  EXPECT_TRUE(s.int4_wgmma_tail_split);
 }
 
 TEST(LaunchSettingsTest, SetThenGetAndBack) {
@@ -52,13 +52,13 @@ TEST(LaunchSettingsTest, SetThenGetAndBack) {
                                  .int4_wgmma_min_split_stages = 0,
                                  .int4_wgmma_staged_epilogue = false,
                                  .int4_wgmma_scaled_wait_first = true,
-                                 .int4_wgmma_tail_split = true})
+                                 .int4_wgmma_tail_split = false})
                   .ok());
   EXPECT_EQ(GetLaunchSettings().int4_wgmma_scaled_from_rows, 65);
   EXPECT_EQ(GetLaunchSettings().int4_wgmma_min_split_stages, 0);
   EXPECT_FALSE(GetLaunchSettings().int4_wgmma_staged_epilogue);
   EXPECT_TRUE(GetLaunchSettings().int4_wgmma_scaled_wait_first);
-  EXPECT_TRUE(GetLaunchSettings().int4_wgmma_tail_split);
+  EXPECT_FALSE(GetLaunchSettings().int4_wgmma_tail_split);
   EXPECT_FALSE(GetLaunchSettings().int4_wgmma_double_sums);
   EXPECT_FALSE(GetLaunchSettings().int4_wgmma_overlap);
   EXPECT_EQ(GetLaunchSettings().int4_wgmma_from_rows, 65);
@@ -92,7 +92,7 @@ TEST(LaunchSettingsTest, SetThenGetAndBack) {
   EXPECT_EQ(GetLaunchSettings().int4_wgmma_min_split_stages, 48);
   EXPECT_TRUE(GetLaunchSettings().int4_wgmma_staged_epilogue);
   EXPECT_FALSE(GetLaunchSettings().int4_wgmma_scaled_wait_first);
-  EXPECT_FALSE(GetLaunchSettings().int4_wgmma_tail_split);
+  EXPECT_TRUE(GetLaunchSettings().int4_wgmma_tail_split);
 }
 
 // SetLaunchSettings with `field` at each of `bad` (and programmatic_launch

@@ -93,9 +93,9 @@ ABSL_FLAG(bool, int4_wgmma_staged_epilogue, true,
 ABSL_FLAG(bool, int4_wgmma_scaled_wait_first, false,
           "Int4Gemm's kWgmma tiles with the scale in the fragments wait for a stage's wgmmas "
           "before issuing the next stage's (ConsumeOverlap's order)");
-ABSL_FLAG(bool, int4_wgmma_tail_split, false,
+ABSL_FLAG(bool, int4_wgmma_tail_split, true,
           "Int4Gemm's kWgmma kernel splits in K the tiles of a last wave that would leave SMs "
-          "idle");
+          "idle; false: every tile whole");
 ABSL_FLAG(int32_t, int4_wgmma_min_split_stages, 48,
           "past 64 rows, Int4Gemm's kWgmma kernel takes 64-row tiles where 128-row ones would "
           "split K into parts of fewer than this many 128-column stages; 0 = 128-row tiles");
