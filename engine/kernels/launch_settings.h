@@ -136,8 +136,8 @@ struct LaunchSettings {
   // (Int4GemmWgmmaTail: llama3-70b's gate_up at 128 rows runs 448 tiles on
   // 132 SMs, the fourth wave 52 of them); false: every tile whole (the
   // comparison arm: 4-bit decode of the 70B-123B models at batches 32 and
-  // 64 ran 0.8-3.0 % faster with the split on the H100, batch 128 and the
-  // 8B model within 0.2 %).
+  // 64 ran 0.8-3.0 % faster with the split on the H100 and 70B's batch 32
+  // 3.8 % on the H200; batch 128 and the 8B model within 0.2 %).
   bool int4_wgmma_tail_split = true;
 };
 
