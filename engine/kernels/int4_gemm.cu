@@ -691,13 +691,12 @@ absl::StatusOr<Args> StreamArgs(const Int4GemmParams& p) {
 
 namespace {
 
-// kWgmma when asked for, or on kAuto from LaunchSettings::int4_wgmma_from_rows
-// rows where it fits and is built.
+// kWgmma when asked for, or on kAuto where it is built and
+// Int4GemmAutoWgmma takes it.
 bool UsesWgmma(const Int4GemmParams& p) {
   if (p.path == Int4GemmPath::kWgmma) return true;
   if (p.path != Int4GemmPath::kAuto || !Int4GemmWgmmaBuilt()) return false;
-  const int32_t from = GetLaunchSettings().int4_wgmma_from_rows;
-  return from > 0 && p.rows >= from && Int4GemmWgmmaFits(p);
+  return Int4GemmAutoWgmma(p, GetLaunchSettings(), int4_stream::NumSms());
 }
 
 }  // namespace

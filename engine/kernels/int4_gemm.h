@@ -23,8 +23,9 @@
 //     engine (codes) and TMA (x); groups of a multiple of 128 without mins
 //     only (Int4GemmWgmmaFits).
 // kAuto takes kStream up to kInt4GemmTiledFromRows - 1 rows, then kTiled
-// (Int4GemmTiledRows picks its tile); from LaunchSettings::int4_wgmma_from_rows
-// rows (when set) kWgmma where it fits and is built.
+// (Int4GemmTiledRows picks its tile); kWgmma where it is built and
+// Int4GemmAutoWgmma says so (from LaunchSettings::int4_wgmma_from_rows rows,
+// and from int4_wgmma_split_from_rows where the launch splits K).
 // Reference: Int4GemmRef (int4_gemm_ref.cc): the prologue through
 // RmsNormRef, W's fp32 values (Int4Value), a plain fp32 dot per output (times
 // x_sum_sq's r), the epilogue's roundings, then fold_norm's outputs. The kernels sum in fp32 in
@@ -205,6 +206,13 @@ int32_t Int4GemmTiledRows(const Int4GemmParams& params);
 // groups of a multiple of 128 columns, k % 128 == 0, no prologue or folded
 // RMSNorm, x 16-byte aligned; and the x rows of its blocks.
 bool Int4GemmWgmmaFits(const Int4GemmParams& params);
+// Whether kAuto takes kWgmma for params (checked ones) under `settings` on
+// num_sms SMs, where the build holds it: where it fits (Int4GemmWgmmaFits)
+// from settings.int4_wgmma_from_rows rows, or from
+// settings.int4_wgmma_split_from_rows rows where its tiles split K
+// (Int4GemmWgmmaSplits > 1 at Int4GemmWgmmaRows' tile).
+bool Int4GemmAutoWgmma(const Int4GemmParams& params, const LaunchSettings& settings,
+                       int32_t num_sms);
 // kWgmma's stages: 128 columns of W (two k tiles) each.
 inline constexpr int32_t kInt4WgmmaStageCols = 128;
 // The K splits of an output tile of kTiled and kWgmma: while `tiles` output

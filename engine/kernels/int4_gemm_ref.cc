@@ -161,6 +161,15 @@ int32_t Int4GemmWgmmaRows(const Int4GemmParams& p, const LaunchSettings& setting
   return splits > 1 && split_stages < settings.int4_wgmma_min_split_stages ? 64 : 128;
 }
 
+bool Int4GemmAutoWgmma(const Int4GemmParams& p, const LaunchSettings& settings, int32_t num_sms) {
+  if (!Int4GemmWgmmaFits(p)) return false;
+  const int32_t from = settings.int4_wgmma_from_rows;
+  if (from > 0 && p.rows >= from) return true;
+  const int32_t split_from = settings.int4_wgmma_split_from_rows;
+  return split_from > 0 && p.rows >= split_from &&
+         AutoWgmmaSplits(p, Int4GemmWgmmaRows(p, settings, num_sms), num_sms) > 1;
+}
+
 int32_t Int4GemmWgmmaCluster(const Int4GemmParams& p, const LaunchSettings& settings,
                              int32_t num_sms) {
   const int32_t g = p.cluster != 0 ? p.cluster : settings.int4_wgmma_cluster;

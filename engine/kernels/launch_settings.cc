@@ -20,6 +20,7 @@ std::atomic<bool> gemv_early_dependents{false};
 std::atomic<bool> int4_cluster_split_k{false};
 std::atomic<bool> int4_fold_norm{false};
 std::atomic<int32_t> int4_wgmma_from_rows{17};
+std::atomic<int32_t> int4_wgmma_split_from_rows{0};
 std::atomic<int32_t> int4_wgmma_cluster{1};
 std::atomic<bool> int4_wgmma_overlap{true};
 std::atomic<bool> int4_wgmma_double_sums{true};
@@ -58,6 +59,12 @@ absl::Status SetLaunchSettings(const LaunchSettings& settings) {
         absl::StrCat("LaunchSettings.int4_wgmma_from_rows = ", settings.int4_wgmma_from_rows,
                      ": must be 0 (off) to ", kInt4GemmMaxRows));
   }
+  if (settings.int4_wgmma_split_from_rows < 0 ||
+      settings.int4_wgmma_split_from_rows > kInt4GemmMaxRows) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "LaunchSettings.int4_wgmma_split_from_rows = ", settings.int4_wgmma_split_from_rows,
+        ": must be 0 (off) to ", kInt4GemmMaxRows));
+  }
   if (settings.int4_wgmma_cluster != 1 && settings.int4_wgmma_cluster != 2 &&
       settings.int4_wgmma_cluster != 4) {
     return absl::InvalidArgumentError(
@@ -88,6 +95,7 @@ absl::Status SetLaunchSettings(const LaunchSettings& settings) {
   int4_cluster_split_k.store(settings.int4_cluster_split_k, std::memory_order_relaxed);
   int4_fold_norm.store(settings.int4_fold_norm, std::memory_order_relaxed);
   int4_wgmma_from_rows.store(settings.int4_wgmma_from_rows, std::memory_order_relaxed);
+  int4_wgmma_split_from_rows.store(settings.int4_wgmma_split_from_rows, std::memory_order_relaxed);
   int4_wgmma_cluster.store(settings.int4_wgmma_cluster, std::memory_order_relaxed);
   int4_wgmma_overlap.store(settings.int4_wgmma_overlap, std::memory_order_relaxed);
   int4_wgmma_double_sums.store(settings.int4_wgmma_double_sums, std::memory_order_relaxed);
@@ -116,6 +124,7 @@ LaunchSettings GetLaunchSettings() {
       .int4_cluster_split_k = int4_cluster_split_k.load(std::memory_order_relaxed),
       .int4_fold_norm = int4_fold_norm.load(std::memory_order_relaxed),
       .int4_wgmma_from_rows = int4_wgmma_from_rows.load(std::memory_order_relaxed),
+      .int4_wgmma_split_from_rows = int4_wgmma_split_from_rows.load(std::memory_order_relaxed),
       .int4_wgmma_cluster = int4_wgmma_cluster.load(std::memory_order_relaxed),
       .int4_wgmma_overlap = int4_wgmma_overlap.load(std::memory_order_relaxed),
       .int4_wgmma_double_sums = int4_wgmma_double_sums.load(std::memory_order_relaxed),

@@ -3,6 +3,7 @@
 // --fp8_gemm_cublas_scales, --fp8_gemm_scaled_min_rows, --int4_norm_in_gemm_max_rows,
 // --prefetch_o_in_attention, --int4_stream_blocks_per_sm, --early_dependents,
 // --gemv_early_dependents, --int4_cluster_split_k, --int4_fold_norm, --int4_wgmma_from_rows,
+// --int4_wgmma_split_from_rows,
 // --int4_wgmma_cluster, --int4_wgmma_overlap, --int4_wgmma_double_sums,
 // --int4_wgmma_scaled_from_rows, --int4_wgmma_min_split_stages,
 // --int4_wgmma_staged_epilogue, --int4_wgmma_scaled_wait_first and
@@ -85,6 +86,13 @@ struct LaunchSettings {
   // H100's 4-bit decode at batch 32: 70B +7 %, 8B +11 %, 123B +15 %;
   // bench/results' int4 page); at 16 rows kStream is far ahead.
   int32_t int4_wgmma_from_rows = 17;
+  // Below int4_wgmma_from_rows, kAuto runs kWgmma from this many rows where
+  // its launch splits K (Int4GemmAutoWgmma: the output tiles at most half
+  // the SMs, e.g. llama3-70b's o and down, llama3-8b's qkv, o and down at
+  // 9-16 rows); 0: off. At 16 rows such launches streamed 1-22 % more than
+  // kStream's on the H200 and the others up to 19 % less (kernels-int4,
+  // bench/results' int4 page, session 46).
+  int32_t int4_wgmma_split_from_rows = 0;
   // Blocks of a kWgmma thread block cluster (1, 2 or 4): a cluster's blocks
   // take consecutive row groups of W against the same x rows, and each copies
   // its part of x's rows into every block's stage (TMA multicast), so x

@@ -80,12 +80,11 @@
 #      on the decode alone.
 #   m  the batches whose figures predate kWgmma: decode-72b-int4 at 1-128
 #      and decode-123b-int4 at 8, 16 and 128 ($OUT/results.jsonl).
-#   r  batch 16 on kWgmma's 16-row tiles: kernels-int4 70B gate_up (its
-#      16-row kStream and kWgmma launches side by side), as served and with
-#      --int4_wgmma_tail_split=false ($OUT/whole_tiles.jsonl), then arms S
-#      (served) and R (--int4_wgmma_from_rows=9) on decode-70b-int4,
-#      decode-8b-int4 and decode-123b-int4 at batch 16, in order and
-#      reversed.
+#   r  batch 16 on kWgmma's 16-row tiles: arms S (served), K
+#      (--int4_wgmma_split_from_rows=9: kWgmma from 9 rows where its launch
+#      splits K) and R (--int4_wgmma_from_rows=9: everywhere it fits) on
+#      decode-70b-int4, decode-8b-int4 and decode-123b-int4 at batch 16, in
+#      order and reversed.
 #   e  (alone, or with other parts after it, e.g. "e n") the experiment
 #      bench/experiments/wgmma_stage_cost.cu, built here and carried as
 #      .device/wsc (one binary, no bundle needed for e alone):
@@ -234,10 +233,7 @@ if [[ " $part " == *" m "* ]]; then
   grep -E "tok/s" "$OUT/bench.log" | tail -9
 fi
 if [[ " $part " == *" r "* ]]; then
-  bench 90 kernels-int4 --shape llama3-70b_gate_up
-  bench 90 kernels-int4 --shape llama3-70b_gate_up --int4_wgmma_tail_split=false \
-    --results "$OUT/whole_tiles.jsonl"
-  grep -E "_r16(_stream|_w16c1)? bandwidth" "$OUT/bench.log"
-  BENCH_TIMEOUT=150 bash scripts/device/arms.sh flags "S= R=--int4_wgmma_from_rows=9" \
+  BENCH_TIMEOUT=150 bash scripts/device/arms.sh flags \
+    "S= K=--int4_wgmma_split_from_rows=9 R=--int4_wgmma_from_rows=9" \
     "decode-70b-int4 --batches 16" "decode-8b-int4 --batches 16" "decode-123b-int4 --batches 16"
 fi

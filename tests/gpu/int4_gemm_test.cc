@@ -79,6 +79,7 @@ struct Int4Case {
   int32_t wgmma_scaled_from_rows = 0;  // LaunchSettings::int4_wgmma_scaled_from_rows
   int32_t wgmma_splits = 0;            // Int4GemmParams::wgmma_splits
   bool wgmma_tail_split = false;       // LaunchSettings::int4_wgmma_tail_split
+  int32_t wgmma_split_from_rows = 0;   // LaunchSettings::int4_wgmma_split_from_rows
 };
 
 std::vector<Int4Case> Cases() {
@@ -88,7 +89,7 @@ std::vector<Int4Case> Cases() {
   const auto kWgmma = engine::Int4GemmPath::kWgmma, kAuto = engine::Int4GemmPath::kAuto;
   const auto kOff = Int4Case::Cluster::kOff;
   const auto kSplit = Int4Case::Cluster::kSplit, kFallback = Int4Case::Cluster::kFallback;
-  return {
+  std::vector<Int4Case> cases = {
       {"qkv70b_norm_r1", 10240, 8192, 128, sym, 1, norm, Out::kBf16},
       {"o70b_add_r3", 8192, 8192, 128, zero, 3, none, Out::kAdd},
       {"gateup8b_norm_silu_r1", 28672, 4096, 128, fl, 1, norm, Out::kSilu},
@@ -268,6 +269,16 @@ std::vector<Int4Case> Cases() {
       {"wgmma_auto_float_left_tiled_r96", 2048, 2048, 128, fl, 96, none, Out::kBf16, kAuto, 0, kOff,
        17},
   };
+  // 70B o at 12 rows on kAuto under int4_wgmma_split_from_rows, as served
+  // otherwise: 64 tiles of 16 rows, K in 2 parts on 132 SMs, so kWgmma.
+  Int4Case split{"wgmma_auto_split_o70b_add_r12", 8192, 8192, 128, sym, 12, none, Out::kAdd, kAuto};
+  split.wgmma_from_rows = 17;
+  split.wgmma_cluster = 1;
+  split.wgmma_overlap = split.wgmma_double_sums = split.wgmma_tail_split = true;
+  split.wgmma_scaled_from_rows = 128;
+  split.wgmma_split_from_rows = 9;
+  cases.push_back(split);
+  return cases;
 }
 
 // A kFallback case runs with LaunchSettings::int4_cluster_split_k,
@@ -286,6 +297,7 @@ class Int4GemmTest : public ::testing::TestWithParam<Int4Case> {
     s.int4_wgmma_double_sums = GetParam().wgmma_double_sums;
     s.int4_wgmma_scaled_from_rows = GetParam().wgmma_scaled_from_rows;
     s.int4_wgmma_tail_split = GetParam().wgmma_tail_split;
+    s.int4_wgmma_split_from_rows = GetParam().wgmma_split_from_rows;
     ASSERT_TRUE(engine::SetLaunchSettings(s).ok());
   }
   void TearDown() override { ASSERT_TRUE(engine::SetLaunchSettings(saved_).ok()); }
@@ -360,6 +372,10 @@ TEST_P(Int4GemmTest, MatchesReference) {
   EXPECT_TRUE(std::all_of(left.end() - counters, left.end(), [](uint8_t b) { return b == 0; }))
       << "arrival counters not left zero";
   const bool scaled = engine::Int4GemmWgmmaScaled(p, engine::GetLaunchSettings(), sms);
+  if (c.wgmma_split_from_rows != 0) {
+    EXPECT_TRUE(engine::Int4GemmAutoWgmma(p, engine::GetLaunchSettings(), sms))
+        << "kAuto does not take kWgmma on " << sms << " SMs";
+  }
   if (c.wgmma_tail_split) {
     EXPECT_GT(engine::Int4GemmWgmmaTail(p, engine::GetLaunchSettings(), sms).parts, 1)
         << "the last wave is not split on " << sms << " SMs";

@@ -377,6 +377,50 @@ TEST(Int4GemmRefTest, WgmmaTilesOf128RowsSplitOnlyIntoLongParts) {
   }
 }
 
+// Int4GemmAutoWgmma: kAuto's kWgmma from int4_wgmma_from_rows rows, and
+// below it from int4_wgmma_split_from_rows rows only where the launch's
+// 16-row tiles split K on the SMs (at most half as many tiles as SMs).
+TEST(Int4GemmRefTest, AutoWgmmaBelowFromRowsOnlyWhereTheTilesSplitK) {
+  LaunchSettings settings{.int4_wgmma_split_from_rows = 9};
+  Int4GemmParams p;
+  p.rows = 16;
+  // (n, k) of the 70B, 8B and 123B projections: whether they split on 132 SMs.
+  const struct {
+    int64_t n, k;
+    bool splits;
+  } shapes[] = {
+      {8192, 8192, true},     // 70B o: 64 tiles, K in 2 parts
+      {8192, 28672, true},    // 70B down
+      {10240, 8192, false},   // 70B qkv: 80 tiles, one wave, K whole
+      {57344, 8192, false},   // 70B gate_up: 448 tiles
+      {6144, 4096, true},     // 8B qkv: 48 tiles
+      {4096, 4096, true},     // 8B o: 32 tiles
+      {12288, 12288, false},  // 123B o: 96 tiles
+      {14336, 12288, false},  // 123B qkv: 112 tiles
+  };
+  for (const auto& s : shapes) {
+    p.w = {.n = s.n, .k = s.k, .group = 128, .offset_kind = Int4Offsets::kSymmetric};
+    EXPECT_EQ(Int4GemmAutoWgmma(p, settings, 132), s.splits) << s.n << " x " << s.k;
+    EXPECT_FALSE(Int4GemmAutoWgmma(p, LaunchSettings{}, 132)) << s.n << " x " << s.k;  // off
+  }
+  p.w = {.n = 8192, .k = 8192, .group = 128, .offset_kind = Int4Offsets::kSymmetric};
+  p.rows = 9;
+  EXPECT_TRUE(Int4GemmAutoWgmma(p, settings, 132));
+  p.rows = 8;  // below split_from_rows
+  EXPECT_FALSE(Int4GemmAutoWgmma(p, settings, 132));
+  p.rows = 16;
+  EXPECT_FALSE(Int4GemmAutoWgmma(p, settings, 64));  // 64 tiles fill 64 SMs
+  p.w.offset_kind = Int4Offsets::kFloat;             // kWgmma does not fit mins
+  EXPECT_FALSE(Int4GemmAutoWgmma(p, settings, 132));
+  p.w.offset_kind = Int4Offsets::kSymmetric;
+  p.w.n = 57344;
+  p.rows = 17;  // from int4_wgmma_from_rows: whether or not K splits
+  EXPECT_TRUE(Int4GemmAutoWgmma(p, settings, 132));
+  EXPECT_TRUE(Int4GemmAutoWgmma(p, LaunchSettings{}, 132));
+  settings.int4_wgmma_from_rows = 0;
+  EXPECT_FALSE(Int4GemmAutoWgmma(p, settings, 132));
+}
+
 // LaunchSettings::int4_wgmma_tail_split: only a last wave that leaves SMs
 // idle is split, each of its tiles into as many parts as fill them (at least
 // 4 stages a part); none where the tiles fit one wave, fill their waves, or

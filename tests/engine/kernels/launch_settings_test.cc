@@ -23,6 +23,7 @@ TEST(LaunchSettingsTest, DefaultsAreWhatServes) {
   EXPECT_FALSE(s.int4_cluster_split_k);
   EXPECT_FALSE(s.int4_fold_norm);
   EXPECT_EQ(s.int4_wgmma_from_rows, 17);
+  EXPECT_EQ(s.int4_wgmma_split_from_rows, 0);
   EXPECT_EQ(s.int4_wgmma_cluster, 1);
   EXPECT_TRUE(s.int4_wgmma_overlap);
   EXPECT_TRUE(s.int4_wgmma_double_sums);
@@ -45,6 +46,7 @@ TEST(LaunchSettingsTest, SetThenGetAndBack) {
                                  .int4_cluster_split_k = true,
                                  .int4_fold_norm = true,
                                  .int4_wgmma_from_rows = 65,
+                                 .int4_wgmma_split_from_rows = 9,
                                  .int4_wgmma_cluster = 4,
                                  .int4_wgmma_overlap = false,
                                  .int4_wgmma_double_sums = false,
@@ -62,6 +64,7 @@ TEST(LaunchSettingsTest, SetThenGetAndBack) {
   EXPECT_FALSE(GetLaunchSettings().int4_wgmma_double_sums);
   EXPECT_FALSE(GetLaunchSettings().int4_wgmma_overlap);
   EXPECT_EQ(GetLaunchSettings().int4_wgmma_from_rows, 65);
+  EXPECT_EQ(GetLaunchSettings().int4_wgmma_split_from_rows, 9);
   EXPECT_EQ(GetLaunchSettings().int4_wgmma_cluster, 4);
   EXPECT_TRUE(GetLaunchSettings().int4_cluster_split_k);
   EXPECT_TRUE(GetLaunchSettings().int4_fold_norm);
@@ -85,6 +88,7 @@ TEST(LaunchSettingsTest, SetThenGetAndBack) {
   EXPECT_FALSE(GetLaunchSettings().int4_cluster_split_k);
   EXPECT_FALSE(GetLaunchSettings().int4_fold_norm);
   EXPECT_EQ(GetLaunchSettings().int4_wgmma_from_rows, 17);
+  EXPECT_EQ(GetLaunchSettings().int4_wgmma_split_from_rows, 0);
   EXPECT_EQ(GetLaunchSettings().int4_wgmma_cluster, 1);
   EXPECT_TRUE(GetLaunchSettings().int4_wgmma_overlap);
   EXPECT_TRUE(GetLaunchSettings().int4_wgmma_double_sums);
@@ -124,6 +128,8 @@ TEST(LaunchSettingsTest, OutOfRangeIsRefusedNamingTheFieldAndChangesNothing) {
                 {-1, static_cast<int32_t>(kInt4MaxK / 128 + 1)}, 48, "int4_wgmma_min_split_stages");
   ExpectRefused(&LaunchSettings::int4_wgmma_from_rows, {-1, kInt4GemmMaxRows + 1}, 17,
                 "int4_wgmma_from_rows");
+  ExpectRefused(&LaunchSettings::int4_wgmma_split_from_rows, {-1, kInt4GemmMaxRows + 1}, 0,
+                "int4_wgmma_split_from_rows");
   ExpectRefused(&LaunchSettings::int4_wgmma_cluster, {0, 3, 8}, 1, "int4_wgmma_cluster");
 }
 

@@ -73,6 +73,9 @@ ABSL_FLAG(bool, int4_fold_norm, false,
 ABSL_FLAG(int32_t, int4_wgmma_from_rows, 17,
           "Int4Gemm runs its kWgmma kernel (Hopper's warpgroup MMA) from this many rows where the "
           "weight fits it; 0 = kStream and kTiled only");
+ABSL_FLAG(int32_t, int4_wgmma_split_from_rows, 0,
+          "below --int4_wgmma_from_rows, Int4Gemm runs kWgmma from this many rows where its "
+          "launch splits K (output tiles at most half the SMs); 0 = off");
 ABSL_FLAG(int32_t, int4_wgmma_cluster, 1,
           "Int4Gemm's kWgmma kernel: blocks a thread block cluster sharing x by TMA multicast "
           "(1, 2 or 4)");
@@ -143,6 +146,7 @@ onecard::services::CommandLineSpec CommandLine() {
                    "int4_cluster_split_k",
                    "int4_fold_norm",
                    "int4_wgmma_from_rows",
+                   "int4_wgmma_split_from_rows",
                    "int4_wgmma_cluster",
                    "int4_wgmma_overlap",
                    "int4_wgmma_double_sums",
@@ -219,6 +223,7 @@ absl::Status ApplyComparisonArms() {
        .int4_cluster_split_k = absl::GetFlag(FLAGS_int4_cluster_split_k),
        .int4_fold_norm = absl::GetFlag(FLAGS_int4_fold_norm),
        .int4_wgmma_from_rows = absl::GetFlag(FLAGS_int4_wgmma_from_rows),
+       .int4_wgmma_split_from_rows = absl::GetFlag(FLAGS_int4_wgmma_split_from_rows),
        .int4_wgmma_cluster = absl::GetFlag(FLAGS_int4_wgmma_cluster),
        .int4_wgmma_overlap = absl::GetFlag(FLAGS_int4_wgmma_overlap),
        .int4_wgmma_double_sums = absl::GetFlag(FLAGS_int4_wgmma_double_sums),
