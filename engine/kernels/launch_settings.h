@@ -91,7 +91,7 @@ struct LaunchSettings {
   // the SMs, e.g. llama3-70b's o and down, llama3-8b's qkv, o and down at
   // 9-16 rows); 0: off. At 16 rows such launches streamed 1-22 % more than
   // kStream's on the H200 and the others up to 18 % less (kernels-int4,
-  // bench/results' int4 page, session 46).
+  // bench/results' int4 page).
   int32_t int4_wgmma_split_from_rows = 0;
   // Blocks of a kWgmma thread block cluster (1, 2 or 4): a cluster's blocks
   // take consecutive row groups of W against the same x rows, and each copies

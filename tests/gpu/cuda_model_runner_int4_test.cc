@@ -239,9 +239,8 @@ ModelConfig Llama3_8bWidths(const std::string& name) {
   return c;
 }
 
-// The cluster split (LaunchSettings::int4_cluster_split_k) in the runner: a
-// 2-layer model with llama3-8b's widths (hidden 4096, 32 heads of 128, 8 KV
-// heads, intermediate 14336), every projection 4-bit in groups of 128,
+// The cluster split (LaunchSettings::int4_cluster_split_k) in the runner:
+// Llama3_8bWidths' model, every projection 4-bit in groups of 128,
 // symmetric, from seeded random weights; its o and down products at up to 8
 // rows take clusters of 8 (32 row groups: Int4GemmTest's cluster_o8b_add_r1
 // checks the split is taken on the card), against the CPU runner given the

@@ -73,25 +73,19 @@ std::vector<FoldCase> Cases() {
 }
 
 // Int4GemmRef over shares of p's rows (RowsOnCores), the fold's buffers and
-// x_sum_sq moved to each share's first row too.
+// x_sum_sq moved to each share's first row too (a share's first row from
+// where its x starts).
 absl::Status RefOnCores(const engine::Int4GemmParams& p, int64_t y_row_bytes) {
-  std::vector<absl::Status> status(p.rows);
-  ForRowsOnCores(p.rows, [&](int64_t begin, int64_t end) {
-    engine::Int4GemmParams part = p;
-    part.rows = static_cast<int32_t>(end - begin);
-    part.x = static_cast<const uint16_t*>(p.x) + begin * p.x_row_stride;
-    part.y = static_cast<uint8_t*>(p.y) + begin * y_row_bytes;
+  return RowsOnCores(p, y_row_bytes, [&](engine::Int4GemmParams part) {
+    const int64_t begin =
+        (static_cast<const uint16_t*>(part.x) - static_cast<const uint16_t*>(p.x)) / p.x_row_stride;
     if (p.fold_norm.weight != nullptr) {
       part.fold_norm.x = static_cast<uint16_t*>(p.fold_norm.x) + begin * p.w.n;
       part.fold_norm.sum_sq = p.fold_norm.sum_sq + begin * p.w.n / 16;
     }
     if (p.x_sum_sq != nullptr) part.x_sum_sq = p.x_sum_sq + begin * p.w.k / 16;
-    status[begin] = engine::Int4GemmRef(part);
+    return engine::Int4GemmRef(part);
   });
-  for (const absl::Status& s : status) {
-    if (!s.ok()) return s;
-  }
-  return absl::OkStatus();
 }
 
 class Int4GemmFoldTest : public ::testing::TestWithParam<FoldCase> {};
