@@ -45,7 +45,8 @@
 #      128 as served.
 #   k  what a K split costs kWgmma: kernels-int4 on the 70B and 8B shapes,
 #      whose _w128c1s1.._w128c1s4 cases force 128-row tiles into 1-4 parts
-#      (Int4GemmParams::wgmma_splits) at 64-256 rows ($OUT/splits.jsonl);
+#      (Int4GemmParams::wgmma_splits) at 64-256 rows ($OUT/splits.jsonl;
+#      INT4_K_SHAPES, separated by spaces, takes other shapes);
 #      the first measure for stream-K shares (qkv's 80 tiles, gate_up's last
 #      round);
 #   t  (alone, like q) kTiled's residual-add epilogue (25a22b5: y read eight
@@ -84,7 +85,8 @@
 #      (--int4_wgmma_split_from_rows=9: kWgmma from 9 rows where its launch
 #      splits K) and R (--int4_wgmma_from_rows=9: everywhere it fits) on
 #      decode-70b-int4, decode-8b-int4 and decode-123b-int4 at batch 16, in
-#      order and reversed.
+#      order and reversed (INT4_R_ARMS and INT4_R_SCENARIOS, scenarios
+#      separated by ';', take others).
 #   e  (alone, or with other parts after it, e.g. "e n") the experiment
 #      bench/experiments/wgmma_stage_cost.cu, built here and carried as
 #      .device/wsc (one binary, no bundle needed for e alone):
@@ -152,8 +154,8 @@ if [[ $part == b || $part == "b f" ]] && all_cases_passed "kWgmma and 4-bit runn
   fi
 fi
 if wants k; then
-  for shape in llama3-70b_qkv llama3-70b_o llama3-70b_gate_up llama3-70b_down llama3-8b_qkv \
-    llama3-8b_o llama3-8b_down; do
+  read -ra k_shapes <<<"${INT4_K_SHAPES:-llama3-70b_qkv llama3-70b_o llama3-70b_gate_up llama3-70b_down llama3-8b_qkv llama3-8b_o llama3-8b_down}"
+  for shape in "${k_shapes[@]}"; do
     bench 90 kernels-int4 --shape "$shape" --results "$OUT/splits.jsonl"
   done
   grep -E "_r(64|128|256)(_w128c1s[1-4])? compute" "$OUT/bench.log" | head -90
@@ -233,7 +235,8 @@ if [[ " $part " == *" m "* ]]; then
   grep -E "tok/s" "$OUT/bench.log" | tail -9
 fi
 if [[ " $part " == *" r "* ]]; then
+  IFS=';' read -ra r_scenarios <<<"${INT4_R_SCENARIOS:-decode-70b-int4 --batches 16;decode-8b-int4 --batches 16;decode-123b-int4 --batches 16}"
   BENCH_TIMEOUT=150 bash scripts/device/arms.sh flags \
-    "S= K=--int4_wgmma_split_from_rows=9 R=--int4_wgmma_from_rows=9" \
-    "decode-70b-int4 --batches 16" "decode-8b-int4 --batches 16" "decode-123b-int4 --batches 16"
+    "${INT4_R_ARMS:-S= K=--int4_wgmma_split_from_rows=9 R=--int4_wgmma_from_rows=9}" \
+    "${r_scenarios[@]}"
 fi
