@@ -87,6 +87,9 @@
 #      decode-70b-int4, decode-8b-int4 and decode-123b-int4 at batch 16, in
 #      order and reversed (INT4_R_ARMS and INT4_R_SCENARIOS, scenarios
 #      separated by ';', take others).
+#   p  FP8 as served (issue 18's batch-1 and batch-128 targets, beside the
+#      4-bit figures of the same bundle): decode-70b-fp8 and decode-8b-fp8 at
+#      batches 1 and 128 ($OUT/results.jsonl).
 #   e  (alone, or with other parts after it, e.g. "e n") the experiment
 #      bench/experiments/wgmma_stage_cost.cu, built here and carried as
 #      .device/wsc (one binary, no bundle needed for e alone):
@@ -233,6 +236,11 @@ if [[ " $part " == *" m "* ]]; then
   bench 240 decode-72b-int4 --batches 1,8,16,32,64,128
   bench 240 decode-123b-int4 --batches 8,16,128
   grep -E "tok/s" "$OUT/bench.log" | tail -9
+fi
+if [[ " $part " == *" p "* ]]; then
+  bench 200 decode-70b-fp8 --batches 1,128
+  bench 120 decode-8b-fp8 --batches 1,128
+  grep -E "tok/s" "$OUT/bench.log" | tail -4
 fi
 if [[ " $part " == *" r "* ]]; then
   IFS=';' read -ra r_scenarios <<<"${INT4_R_SCENARIOS:-decode-70b-int4 --batches 16;decode-8b-int4 --batches 16;decode-123b-int4 --batches 16}"
