@@ -167,7 +167,8 @@ bool Int4GemmAutoWgmma(const Int4GemmParams& p, const LaunchSettings& settings, 
   if (from > 0 && p.rows >= from) return true;
   const int32_t split_from = settings.int4_wgmma_split_from_rows;
   return split_from > 0 && p.rows >= split_from &&
-         AutoWgmmaSplits(p, Int4GemmWgmmaRows(p, settings, num_sms), num_sms) > 1;
+         AutoWgmmaSplits(p, Int4GemmWgmmaRows(p, settings, num_sms), num_sms) >=
+             std::max(2, settings.int4_wgmma_split_min_parts);
 }
 
 int32_t Int4GemmWgmmaCluster(const Int4GemmParams& p, const LaunchSettings& settings,

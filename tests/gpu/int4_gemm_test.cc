@@ -80,6 +80,8 @@ struct Int4Case {
   int32_t wgmma_splits = 0;            // Int4GemmParams::wgmma_splits
   bool wgmma_tail_split = false;       // LaunchSettings::int4_wgmma_tail_split
   int32_t wgmma_split_from_rows = 0;   // LaunchSettings::int4_wgmma_split_from_rows
+  int32_t wgmma_split_min_parts = 2;   // LaunchSettings::int4_wgmma_split_min_parts
+  bool expect_tail_parts = false;      // asserts Int4GemmWgmmaTail's parts > 1
 };
 
 std::vector<Int4Case> Cases() {
@@ -253,14 +255,6 @@ std::vector<Int4Case> Cases() {
        1, 0, true, true, 128, 3},
       {"wgmma_split4_zero_silu_r100", 2048, 4096, 128, zero, 100, none, Out::kSilu, kWgmma, 128,
        kOff, 0, 1, 0, false, false, 0, 4},
-      // The last wave's tiles in parts (LaunchSettings::int4_wgmma_tail_split;
-      // on 132 SMs): 140 tiles, the last 8 in 4 parts, under the scale in
-      // the fragments with SiLU·mul; 136 tiles of zero points, the last 4 in
-      // 8 parts, with a residual add.
-      {"wgmma_tail_sc_silu_r128", 17920, 2048, 128, sym, 128, none, Out::kSilu, kWgmma, 0, kOff, 0,
-       1, 0, true, true, 128, 0, true},
-      {"wgmma_tail_zero_add_r100", 17408, 4096, 128, zero, 100, none, Out::kAdd, kWgmma, 0, kOff, 0,
-       1, 0, true, true, 128, 0, true},
       {"wgmma_auto_gateup8b_silu_r96", 28672, 4096, 128, sym, 96, none, Out::kSilu, kAuto, 0, kOff,
        17},
       // 70B o at 128 rows on kAuto: 64-row tiles where 128-row ones would
@@ -278,6 +272,26 @@ std::vector<Int4Case> Cases() {
   split.wgmma_scaled_from_rows = 128;
   split.wgmma_split_from_rows = 9;
   cases.push_back(split);
+  // 8B down at 13 rows with int4_wgmma_split_min_parts 3: 32 tiles, K in 4
+  // parts, so kWgmma.
+  Int4Case split4 = split;
+  split4.name = "wgmma_auto_split4_down8b_add_r13";
+  split4.n = 4096;
+  split4.k = 14336;
+  split4.rows = 13;
+  split4.wgmma_split_min_parts = 3;
+  cases.push_back(split4);
+  // The last wave's tiles in parts (LaunchSettings::int4_wgmma_tail_split;
+  // on 132 SMs): 140 tiles, the last 8 in 4 parts, under the scale in the
+  // fragments with SiLU·mul; 136 tiles of zero points, the last 4 in 8
+  // parts, with a residual add.
+  for (Int4Case tail : {Int4Case{"wgmma_tail_sc_silu_r128", 17920, 2048, 128, sym, 128, none,
+                                 Out::kSilu, kWgmma, 0, kOff, 0, 1, 0, true, true, 128, 0, true},
+                        Int4Case{"wgmma_tail_zero_add_r100", 17408, 4096, 128, zero, 100, none,
+                                 Out::kAdd, kWgmma, 0, kOff, 0, 1, 0, true, true, 128, 0, true}}) {
+    tail.expect_tail_parts = true;
+    cases.push_back(tail);
+  }
   return cases;
 }
 
@@ -298,6 +312,7 @@ class Int4GemmTest : public ::testing::TestWithParam<Int4Case> {
     s.int4_wgmma_scaled_from_rows = GetParam().wgmma_scaled_from_rows;
     s.int4_wgmma_tail_split = GetParam().wgmma_tail_split;
     s.int4_wgmma_split_from_rows = GetParam().wgmma_split_from_rows;
+    s.int4_wgmma_split_min_parts = GetParam().wgmma_split_min_parts;
     ASSERT_TRUE(engine::SetLaunchSettings(s).ok());
   }
   void TearDown() override { ASSERT_TRUE(engine::SetLaunchSettings(saved_).ok()); }
@@ -375,8 +390,10 @@ TEST_P(Int4GemmTest, MatchesReference) {
   if (c.wgmma_split_from_rows != 0) {
     EXPECT_TRUE(engine::Int4GemmAutoWgmma(p, engine::GetLaunchSettings(), sms))
         << "kAuto does not take kWgmma on " << sms << " SMs";
+    EXPECT_EQ(engine::Int4GemmWgmmaTail(p, engine::GetLaunchSettings(), sms).parts, 1)
+        << "a launch that splits K has no last wave in parts";
   }
-  if (c.wgmma_tail_split) {
+  if (c.expect_tail_parts) {
     EXPECT_GT(engine::Int4GemmWgmmaTail(p, engine::GetLaunchSettings(), sms).parts, 1)
         << "the last wave is not split on " << sms << " SMs";
   }

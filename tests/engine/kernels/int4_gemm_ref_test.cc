@@ -421,6 +421,31 @@ TEST(Int4GemmRefTest, AutoWgmmaBelowFromRowsOnlyWhereTheTilesSplitK) {
   EXPECT_FALSE(Int4GemmAutoWgmma(p, settings, 132));
 }
 
+TEST(Int4GemmRefTest, AutoWgmmaBelowFromRowsTakesSplitsOfAtLeastMinParts) {
+  LaunchSettings settings{.int4_wgmma_split_from_rows = 9, .int4_wgmma_split_min_parts = 3};
+  Int4GemmParams p;
+  p.rows = 16;
+  // (n, k) and K's parts at 16 rows on 132 SMs.
+  const struct {
+    int64_t n, k, parts;
+  } shapes[] = {
+      {8192, 8192, 2},   // 70B o: 64 tiles
+      {8192, 28672, 2},  // 70B down
+      {6144, 4096, 2},   // 8B qkv: 48 tiles
+      {4096, 4096, 4},   // 8B o: 32 tiles
+      {4096, 14336, 4},  // 8B down
+  };
+  for (const auto& s : shapes) {
+    p.w = {.n = s.n, .k = s.k, .group = 128, .offset_kind = Int4Offsets::kSymmetric};
+    EXPECT_EQ(Int4GemmWgmmaSplits(p, 16, 132), s.parts) << s.n << " x " << s.k;
+    for (int32_t min_parts : {2, 3, 4, 5}) {
+      settings.int4_wgmma_split_min_parts = min_parts;
+      EXPECT_EQ(Int4GemmAutoWgmma(p, settings, 132), s.parts >= min_parts)
+          << s.n << " x " << s.k << ", at least " << min_parts << " parts";
+    }
+  }
+}
+
 // LaunchSettings::int4_wgmma_tail_split: only a last wave that leaves SMs
 // idle is split, each of its tiles into as many parts as fill them (at least
 // 4 stages a part); none where the tiles fit one wave, fill their waves, or
