@@ -209,9 +209,9 @@ bool Int4GemmWgmmaFits(const Int4GemmParams& params);
 // Whether kAuto takes kWgmma for params (checked ones) under `settings` on
 // num_sms SMs, where the build holds it: where it fits (Int4GemmWgmmaFits)
 // from settings.int4_wgmma_from_rows rows, or from
-// settings.int4_wgmma_split_from_rows rows where its tiles split K into at
-// least settings.int4_wgmma_split_min_parts parts (Int4GemmWgmmaSplits at
-// Int4GemmWgmmaRows' tile).
+// settings.int4_wgmma_split_from_rows rows where its tiles split K and its
+// grid (tiles x parts, Int4GemmWgmmaSplits at Int4GemmWgmmaRows' tile)
+// takes at most settings.int4_wgmma_split_max_grid_percent of the SMs.
 bool Int4GemmAutoWgmma(const Int4GemmParams& params, const LaunchSettings& settings,
                        int32_t num_sms);
 // kWgmma's stages: 128 columns of W (two k tiles) each.

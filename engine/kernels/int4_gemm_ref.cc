@@ -166,9 +166,11 @@ bool Int4GemmAutoWgmma(const Int4GemmParams& p, const LaunchSettings& settings, 
   const int32_t from = settings.int4_wgmma_from_rows;
   if (from > 0 && p.rows >= from) return true;
   const int32_t split_from = settings.int4_wgmma_split_from_rows;
-  return split_from > 0 && p.rows >= split_from &&
-         AutoWgmmaSplits(p, Int4GemmWgmmaRows(p, settings, num_sms), num_sms) >=
-             std::max(2, settings.int4_wgmma_split_min_parts);
+  if (split_from <= 0 || p.rows < split_from) return false;
+  const int32_t tile_rows = Int4GemmWgmmaRows(p, settings, num_sms);
+  const int64_t splits = AutoWgmmaSplits(p, tile_rows, num_sms);
+  return splits > 1 && WgmmaTiles(p, tile_rows) * splits * 100 <=
+                           int64_t{num_sms} * settings.int4_wgmma_split_max_grid_percent;
 }
 
 int32_t Int4GemmWgmmaCluster(const Int4GemmParams& p, const LaunchSettings& settings,

@@ -21,7 +21,7 @@ std::atomic<bool> int4_cluster_split_k{false};
 std::atomic<bool> int4_fold_norm{false};
 std::atomic<int32_t> int4_wgmma_from_rows{17};
 std::atomic<int32_t> int4_wgmma_split_from_rows{0};
-std::atomic<int32_t> int4_wgmma_split_min_parts{2};
+std::atomic<int32_t> int4_wgmma_split_max_grid_percent{100};
 std::atomic<int32_t> int4_wgmma_cluster{1};
 std::atomic<bool> int4_wgmma_overlap{true};
 std::atomic<bool> int4_wgmma_double_sums{true};
@@ -66,10 +66,11 @@ absl::Status SetLaunchSettings(const LaunchSettings& settings) {
         "LaunchSettings.int4_wgmma_split_from_rows = ", settings.int4_wgmma_split_from_rows,
         ": must be 0 (off) to ", kInt4GemmMaxRows));
   }
-  if (settings.int4_wgmma_split_min_parts < 2 || settings.int4_wgmma_split_min_parts > 64) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "LaunchSettings.int4_wgmma_split_min_parts = ", settings.int4_wgmma_split_min_parts,
-        ": must be 2 to 64"));
+  if (settings.int4_wgmma_split_max_grid_percent < 1 ||
+      settings.int4_wgmma_split_max_grid_percent > 100) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("LaunchSettings.int4_wgmma_split_max_grid_percent = ",
+                     settings.int4_wgmma_split_max_grid_percent, ": must be 1 to 100"));
   }
   if (settings.int4_wgmma_cluster != 1 && settings.int4_wgmma_cluster != 2 &&
       settings.int4_wgmma_cluster != 4) {
@@ -102,7 +103,8 @@ absl::Status SetLaunchSettings(const LaunchSettings& settings) {
   int4_fold_norm.store(settings.int4_fold_norm, std::memory_order_relaxed);
   int4_wgmma_from_rows.store(settings.int4_wgmma_from_rows, std::memory_order_relaxed);
   int4_wgmma_split_from_rows.store(settings.int4_wgmma_split_from_rows, std::memory_order_relaxed);
-  int4_wgmma_split_min_parts.store(settings.int4_wgmma_split_min_parts, std::memory_order_relaxed);
+  int4_wgmma_split_max_grid_percent.store(settings.int4_wgmma_split_max_grid_percent,
+                                          std::memory_order_relaxed);
   int4_wgmma_cluster.store(settings.int4_wgmma_cluster, std::memory_order_relaxed);
   int4_wgmma_overlap.store(settings.int4_wgmma_overlap, std::memory_order_relaxed);
   int4_wgmma_double_sums.store(settings.int4_wgmma_double_sums, std::memory_order_relaxed);
@@ -132,7 +134,8 @@ LaunchSettings GetLaunchSettings() {
       .int4_fold_norm = int4_fold_norm.load(std::memory_order_relaxed),
       .int4_wgmma_from_rows = int4_wgmma_from_rows.load(std::memory_order_relaxed),
       .int4_wgmma_split_from_rows = int4_wgmma_split_from_rows.load(std::memory_order_relaxed),
-      .int4_wgmma_split_min_parts = int4_wgmma_split_min_parts.load(std::memory_order_relaxed),
+      .int4_wgmma_split_max_grid_percent =
+          int4_wgmma_split_max_grid_percent.load(std::memory_order_relaxed),
       .int4_wgmma_cluster = int4_wgmma_cluster.load(std::memory_order_relaxed),
       .int4_wgmma_overlap = int4_wgmma_overlap.load(std::memory_order_relaxed),
       .int4_wgmma_double_sums = int4_wgmma_double_sums.load(std::memory_order_relaxed),

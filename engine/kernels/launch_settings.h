@@ -3,7 +3,7 @@
 // --fp8_gemm_cublas_scales, --fp8_gemm_scaled_min_rows, --int4_norm_in_gemm_max_rows,
 // --prefetch_o_in_attention, --int4_stream_blocks_per_sm, --early_dependents,
 // --gemv_early_dependents, --int4_cluster_split_k, --int4_fold_norm, --int4_wgmma_from_rows,
-// --int4_wgmma_split_from_rows, --int4_wgmma_split_min_parts,
+// --int4_wgmma_split_from_rows, --int4_wgmma_split_max_grid_percent,
 // --int4_wgmma_cluster, --int4_wgmma_overlap, --int4_wgmma_double_sums,
 // --int4_wgmma_scaled_from_rows, --int4_wgmma_min_split_stages,
 // --int4_wgmma_staged_epilogue, --int4_wgmma_scaled_wait_first and
@@ -93,11 +93,12 @@ struct LaunchSettings {
   // kStream's on the H200 and the others up to 18 % less (kernels-int4,
   // bench/results' int4 page).
   int32_t int4_wgmma_split_from_rows = 0;
-  // With int4_wgmma_split_from_rows, only launches whose K splits into at
-  // least this many parts (2 to 64; Int4TileSplits) take kWgmma: llama3-8b's
-  // o and down split in 4 at 16 rows on 132 SMs, its qkv and llama3-70b's o
-  // and down in 2.
-  int32_t int4_wgmma_split_min_parts = 2;
+  // With int4_wgmma_split_from_rows, only launches whose grid (tiles x K's
+  // parts) takes at most this percent of the SMs (1 to 100) take kWgmma,
+  // leaving the rest to the launches after it: at 16 rows on 132 SMs
+  // llama3-8b's qkv runs 96 blocks (48 tiles x 2), its o and down and
+  // llama3-70b's o and down 128.
+  int32_t int4_wgmma_split_max_grid_percent = 100;
   // Blocks of a kWgmma thread block cluster (1, 2 or 4): a cluster's blocks
   // take consecutive row groups of W against the same x rows, and each copies
   // its part of x's rows into every block's stage (TMA multicast), so x

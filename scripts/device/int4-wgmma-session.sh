@@ -83,10 +83,10 @@
 #      and decode-123b-int4 at 8, 16 and 128 ($OUT/results.jsonl).
 #   r  batch 16 on kWgmma's 16-row tiles: arms S (served), K
 #      (--int4_wgmma_split_from_rows=9: kWgmma from 9 rows where its launch
-#      splits K) and R (--int4_wgmma_from_rows=9: everywhere it fits) on
-#      decode-70b-int4, decode-8b-int4 and decode-123b-int4 at batch 16, in
-#      order and reversed (INT4_R_ARMS and INT4_R_SCENARIOS, scenarios
-#      separated by ';', take others).
+#      splits K) and W (K where the grid takes at most 75 % of the SMs:
+#      --int4_wgmma_split_max_grid_percent=75) on decode-8b-int4 and
+#      decode-70b-int4 at batch 16, in order and reversed (INT4_R_ARMS and
+#      INT4_R_SCENARIOS, scenarios separated by ';', take others).
 #   p  FP8 as served (issue 18's batch-1 and batch-128 targets, beside the
 #      4-bit figures of the same bundle): decode-70b-fp8 and decode-8b-fp8 at
 #      batches 1 and 128 ($OUT/results.jsonl).
@@ -243,8 +243,8 @@ if [[ " $part " == *" p "* ]]; then
   grep -E "tok/s" "$OUT/bench.log" | tail -4
 fi
 if [[ " $part " == *" r "* ]]; then
-  IFS=';' read -ra r_scenarios <<<"${INT4_R_SCENARIOS:-decode-70b-int4 --batches 16;decode-8b-int4 --batches 16;decode-123b-int4 --batches 16}"
+  IFS=';' read -ra r_scenarios <<<"${INT4_R_SCENARIOS:-decode-8b-int4 --batches 16;decode-70b-int4 --batches 16}"
   BENCH_TIMEOUT=150 bash scripts/device/arms.sh flags \
-    "${INT4_R_ARMS:-S= K=--int4_wgmma_split_from_rows=9 R=--int4_wgmma_from_rows=9}" \
+    "${INT4_R_ARMS:-S= K=--int4_wgmma_split_from_rows=9 W=--int4_wgmma_split_from_rows=9,--int4_wgmma_split_max_grid_percent=75}" \
     "${r_scenarios[@]}"
 fi

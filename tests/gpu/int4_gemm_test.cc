@@ -80,8 +80,9 @@ struct Int4Case {
   int32_t wgmma_splits = 0;            // Int4GemmParams::wgmma_splits
   bool wgmma_tail_split = false;       // LaunchSettings::int4_wgmma_tail_split
   int32_t wgmma_split_from_rows = 0;   // LaunchSettings::int4_wgmma_split_from_rows
-  int32_t wgmma_split_min_parts = 2;   // LaunchSettings::int4_wgmma_split_min_parts
-  bool expect_tail_parts = false;      // asserts Int4GemmWgmmaTail's parts > 1
+  // LaunchSettings::int4_wgmma_split_max_grid_percent
+  int32_t wgmma_split_max_grid_percent = 100;
+  bool expect_tail_parts = false;  // asserts Int4GemmWgmmaTail's parts > 1
 };
 
 std::vector<Int4Case> Cases() {
@@ -272,15 +273,23 @@ std::vector<Int4Case> Cases() {
   split.wgmma_scaled_from_rows = 128;
   split.wgmma_split_from_rows = 9;
   cases.push_back(split);
-  // 8B down at 13 rows with int4_wgmma_split_min_parts 3: 32 tiles, K in 4
-  // parts, so kWgmma.
+  // 8B down at 13 rows: 32 tiles, K in 4 parts, so kWgmma; and 8B qkv at
+  // 15 rows with int4_wgmma_split_max_grid_percent 75: 48 tiles, K in 2
+  // parts, a grid of 96 blocks on 132 SMs, so kWgmma.
   Int4Case split4 = split;
   split4.name = "wgmma_auto_split4_down8b_add_r13";
   split4.n = 4096;
   split4.k = 14336;
   split4.rows = 13;
-  split4.wgmma_split_min_parts = 3;
   cases.push_back(split4);
+  Int4Case free_sms = split;
+  free_sms.name = "wgmma_auto_split_qkv8b_grid75_r15";
+  free_sms.n = 6144;
+  free_sms.k = 4096;
+  free_sms.rows = 15;
+  free_sms.out = Out::kBf16;
+  free_sms.wgmma_split_max_grid_percent = 75;
+  cases.push_back(free_sms);
   // The last wave's tiles in parts (LaunchSettings::int4_wgmma_tail_split;
   // on 132 SMs): 140 tiles, the last 8 in 4 parts, under the scale in the
   // fragments with SiLU·mul; 136 tiles of zero points, the last 4 in 8
@@ -312,7 +321,7 @@ class Int4GemmTest : public ::testing::TestWithParam<Int4Case> {
     s.int4_wgmma_scaled_from_rows = GetParam().wgmma_scaled_from_rows;
     s.int4_wgmma_tail_split = GetParam().wgmma_tail_split;
     s.int4_wgmma_split_from_rows = GetParam().wgmma_split_from_rows;
-    s.int4_wgmma_split_min_parts = GetParam().wgmma_split_min_parts;
+    s.int4_wgmma_split_max_grid_percent = GetParam().wgmma_split_max_grid_percent;
     ASSERT_TRUE(engine::SetLaunchSettings(s).ok());
   }
   void TearDown() override { ASSERT_TRUE(engine::SetLaunchSettings(saved_).ok()); }

@@ -421,27 +421,28 @@ TEST(Int4GemmRefTest, AutoWgmmaBelowFromRowsOnlyWhereTheTilesSplitK) {
   EXPECT_FALSE(Int4GemmAutoWgmma(p, settings, 132));
 }
 
-TEST(Int4GemmRefTest, AutoWgmmaBelowFromRowsTakesSplitsOfAtLeastMinParts) {
-  LaunchSettings settings{.int4_wgmma_split_from_rows = 9, .int4_wgmma_split_min_parts = 3};
+TEST(Int4GemmRefTest, AutoWgmmaBelowFromRowsWhereItsGridLeavesSmsFree) {
+  LaunchSettings settings{.int4_wgmma_split_from_rows = 9};
   Int4GemmParams p;
   p.rows = 16;
-  // (n, k) and K's parts at 16 rows on 132 SMs.
+  // (n, k), K's parts and the grid (tiles x parts) at 16 rows on 132 SMs.
   const struct {
-    int64_t n, k, parts;
+    int64_t n, k, parts, grid;
   } shapes[] = {
-      {8192, 8192, 2},   // 70B o: 64 tiles
-      {8192, 28672, 2},  // 70B down
-      {6144, 4096, 2},   // 8B qkv: 48 tiles
-      {4096, 4096, 4},   // 8B o: 32 tiles
-      {4096, 14336, 4},  // 8B down
+      {8192, 8192, 2, 128},   // 70B o: 64 tiles
+      {8192, 28672, 2, 128},  // 70B down
+      {6144, 4096, 2, 96},    // 8B qkv: 48 tiles
+      {4096, 4096, 4, 128},   // 8B o: 32 tiles
+      {4096, 14336, 4, 128},  // 8B down
+      {1024, 4096, 8, 64},    // 8 tiles, 8 parts at most (32 stages / 4)
   };
   for (const auto& s : shapes) {
     p.w = {.n = s.n, .k = s.k, .group = 128, .offset_kind = Int4Offsets::kSymmetric};
     EXPECT_EQ(Int4GemmWgmmaSplits(p, 16, 132), s.parts) << s.n << " x " << s.k;
-    for (int32_t min_parts : {2, 3, 4, 5}) {
-      settings.int4_wgmma_split_min_parts = min_parts;
-      EXPECT_EQ(Int4GemmAutoWgmma(p, settings, 132), s.parts >= min_parts)
-          << s.n << " x " << s.k << ", at least " << min_parts << " parts";
+    for (int32_t percent : {100, 97, 96, 75, 72, 48, 1}) {
+      settings.int4_wgmma_split_max_grid_percent = percent;
+      EXPECT_EQ(Int4GemmAutoWgmma(p, settings, 132), s.grid * 100 <= 132 * percent)
+          << s.n << " x " << s.k << ", grids up to " << percent << " % of 132 SMs";
     }
   }
 }

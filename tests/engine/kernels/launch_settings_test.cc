@@ -24,7 +24,7 @@ TEST(LaunchSettingsTest, DefaultsAreWhatServes) {
   EXPECT_FALSE(s.int4_fold_norm);
   EXPECT_EQ(s.int4_wgmma_from_rows, 17);
   EXPECT_EQ(s.int4_wgmma_split_from_rows, 0);
-  EXPECT_EQ(s.int4_wgmma_split_min_parts, 2);
+  EXPECT_EQ(s.int4_wgmma_split_max_grid_percent, 100);
   EXPECT_EQ(s.int4_wgmma_cluster, 1);
   EXPECT_TRUE(s.int4_wgmma_overlap);
   EXPECT_TRUE(s.int4_wgmma_double_sums);
@@ -48,7 +48,7 @@ TEST(LaunchSettingsTest, SetThenGetAndBack) {
                                  .int4_fold_norm = true,
                                  .int4_wgmma_from_rows = 65,
                                  .int4_wgmma_split_from_rows = 9,
-                                 .int4_wgmma_split_min_parts = 3,
+                                 .int4_wgmma_split_max_grid_percent = 75,
                                  .int4_wgmma_cluster = 4,
                                  .int4_wgmma_overlap = false,
                                  .int4_wgmma_double_sums = false,
@@ -67,7 +67,7 @@ TEST(LaunchSettingsTest, SetThenGetAndBack) {
   EXPECT_FALSE(GetLaunchSettings().int4_wgmma_overlap);
   EXPECT_EQ(GetLaunchSettings().int4_wgmma_from_rows, 65);
   EXPECT_EQ(GetLaunchSettings().int4_wgmma_split_from_rows, 9);
-  EXPECT_EQ(GetLaunchSettings().int4_wgmma_split_min_parts, 3);
+  EXPECT_EQ(GetLaunchSettings().int4_wgmma_split_max_grid_percent, 75);
   EXPECT_EQ(GetLaunchSettings().int4_wgmma_cluster, 4);
   EXPECT_TRUE(GetLaunchSettings().int4_cluster_split_k);
   EXPECT_TRUE(GetLaunchSettings().int4_fold_norm);
@@ -92,7 +92,7 @@ TEST(LaunchSettingsTest, SetThenGetAndBack) {
   EXPECT_FALSE(GetLaunchSettings().int4_fold_norm);
   EXPECT_EQ(GetLaunchSettings().int4_wgmma_from_rows, 17);
   EXPECT_EQ(GetLaunchSettings().int4_wgmma_split_from_rows, 0);
-  EXPECT_EQ(GetLaunchSettings().int4_wgmma_split_min_parts, 2);
+  EXPECT_EQ(GetLaunchSettings().int4_wgmma_split_max_grid_percent, 100);
   EXPECT_EQ(GetLaunchSettings().int4_wgmma_cluster, 1);
   EXPECT_TRUE(GetLaunchSettings().int4_wgmma_overlap);
   EXPECT_TRUE(GetLaunchSettings().int4_wgmma_double_sums);
@@ -134,8 +134,8 @@ TEST(LaunchSettingsTest, OutOfRangeIsRefusedNamingTheFieldAndChangesNothing) {
                 "int4_wgmma_from_rows");
   ExpectRefused(&LaunchSettings::int4_wgmma_split_from_rows, {-1, kInt4GemmMaxRows + 1}, 0,
                 "int4_wgmma_split_from_rows");
-  ExpectRefused(&LaunchSettings::int4_wgmma_split_min_parts, {1, 65, -2}, 2,
-                "int4_wgmma_split_min_parts");
+  ExpectRefused(&LaunchSettings::int4_wgmma_split_max_grid_percent, {0, 101, -1}, 100,
+                "int4_wgmma_split_max_grid_percent");
   ExpectRefused(&LaunchSettings::int4_wgmma_cluster, {0, 3, 8}, 1, "int4_wgmma_cluster");
 }
 

@@ -76,9 +76,9 @@ ABSL_FLAG(int32_t, int4_wgmma_from_rows, 17,
 ABSL_FLAG(int32_t, int4_wgmma_split_from_rows, 0,
           "below --int4_wgmma_from_rows, Int4Gemm runs kWgmma from this many rows where its "
           "launch splits K (output tiles at most half the SMs); 0 = off");
-ABSL_FLAG(int32_t, int4_wgmma_split_min_parts, 2,
-          "with --int4_wgmma_split_from_rows, only launches whose K splits into at least this "
-          "many parts take kWgmma (2 to 64)");
+ABSL_FLAG(int32_t, int4_wgmma_split_max_grid_percent, 100,
+          "with --int4_wgmma_split_from_rows, only launches whose grid (tiles x K's parts) takes "
+          "at most this percent of the SMs take kWgmma (1 to 100)");
 ABSL_FLAG(int32_t, int4_wgmma_cluster, 1,
           "Int4Gemm's kWgmma kernel: blocks a thread block cluster sharing x by TMA multicast "
           "(1, 2 or 4)");
@@ -150,7 +150,7 @@ onecard::services::CommandLineSpec CommandLine() {
                    "int4_fold_norm",
                    "int4_wgmma_from_rows",
                    "int4_wgmma_split_from_rows",
-                   "int4_wgmma_split_min_parts",
+                   "int4_wgmma_split_max_grid_percent",
                    "int4_wgmma_cluster",
                    "int4_wgmma_overlap",
                    "int4_wgmma_double_sums",
@@ -228,7 +228,7 @@ absl::Status ApplyComparisonArms() {
        .int4_fold_norm = absl::GetFlag(FLAGS_int4_fold_norm),
        .int4_wgmma_from_rows = absl::GetFlag(FLAGS_int4_wgmma_from_rows),
        .int4_wgmma_split_from_rows = absl::GetFlag(FLAGS_int4_wgmma_split_from_rows),
-       .int4_wgmma_split_min_parts = absl::GetFlag(FLAGS_int4_wgmma_split_min_parts),
+       .int4_wgmma_split_max_grid_percent = absl::GetFlag(FLAGS_int4_wgmma_split_max_grid_percent),
        .int4_wgmma_cluster = absl::GetFlag(FLAGS_int4_wgmma_cluster),
        .int4_wgmma_overlap = absl::GetFlag(FLAGS_int4_wgmma_overlap),
        .int4_wgmma_double_sums = absl::GetFlag(FLAGS_int4_wgmma_double_sums),
