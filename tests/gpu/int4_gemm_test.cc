@@ -264,32 +264,25 @@ std::vector<Int4Case> Cases() {
       {"wgmma_auto_float_left_tiled_r96", 2048, 2048, 128, fl, 96, none, Out::kBf16, kAuto, 0, kOff,
        17},
   };
-  // 70B o at 12 rows on kAuto under int4_wgmma_split_from_rows, as served
-  // otherwise: 64 tiles of 16 rows, K in 2 parts on 132 SMs, so kWgmma.
-  Int4Case split{"wgmma_auto_split_o70b_add_r12", 8192, 8192, 128, sym, 12, none, Out::kAdd, kAuto};
-  split.wgmma_from_rows = 17;
-  split.wgmma_cluster = 1;
-  split.wgmma_overlap = split.wgmma_double_sums = split.wgmma_tail_split = true;
-  split.wgmma_scaled_from_rows = 128;
-  split.wgmma_split_from_rows = 9;
-  cases.push_back(split);
-  // 8B down at 13 rows: 32 tiles, K in 4 parts, so kWgmma; and 8B qkv at
-  // 15 rows with int4_wgmma_split_max_grid_percent 75: 48 tiles, K in 2
-  // parts, a grid of 96 blocks on 132 SMs, so kWgmma.
-  Int4Case split4 = split;
-  split4.name = "wgmma_auto_split4_down8b_add_r13";
-  split4.n = 4096;
-  split4.k = 14336;
-  split4.rows = 13;
-  cases.push_back(split4);
-  Int4Case free_sms = split;
-  free_sms.name = "wgmma_auto_split_qkv8b_grid75_r15";
-  free_sms.n = 6144;
-  free_sms.k = 4096;
-  free_sms.rows = 15;
-  free_sms.out = Out::kBf16;
-  free_sms.wgmma_split_max_grid_percent = 75;
-  cases.push_back(free_sms);
+  // kAuto under int4_wgmma_split_from_rows 9, as served otherwise, each
+  // taking kWgmma on 132 SMs: 70B o at 12 rows (64 tiles of 16 rows, K in 2
+  // parts), 8B down at 13 (32 tiles, K in 4 parts), and 8B qkv at 15 under
+  // int4_wgmma_split_max_grid_percent 75 (48 tiles, K in 2 parts: a grid of
+  // 96 blocks).
+  const auto split = [&](const char* name, int64_t n, int64_t k, int32_t rows, Out out,
+                         int32_t max_grid_percent) {
+    Int4Case c{name, n, k, 128, sym, rows, none, out, kAuto};
+    c.wgmma_from_rows = 17;
+    c.wgmma_cluster = 1;
+    c.wgmma_overlap = c.wgmma_double_sums = c.wgmma_tail_split = true;
+    c.wgmma_scaled_from_rows = 128;
+    c.wgmma_split_from_rows = 9;
+    c.wgmma_split_max_grid_percent = max_grid_percent;
+    return c;
+  };
+  cases.push_back(split("wgmma_auto_split_o70b_add_r12", 8192, 8192, 12, Out::kAdd, 100));
+  cases.push_back(split("wgmma_auto_split4_down8b_add_r13", 4096, 14336, 13, Out::kAdd, 100));
+  cases.push_back(split("wgmma_auto_split_qkv8b_grid75_r15", 6144, 4096, 15, Out::kBf16, 75));
   // The last wave's tiles in parts (LaunchSettings::int4_wgmma_tail_split;
   // on 132 SMs): 140 tiles, the last 8 in 4 parts, under the scale in the
   // fragments with SiLU·mul; 136 tiles of zero points, the last 4 in 8

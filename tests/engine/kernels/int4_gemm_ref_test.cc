@@ -379,30 +379,40 @@ TEST(Int4GemmRefTest, WgmmaTilesOf128RowsSplitOnlyIntoLongParts) {
 
 // Int4GemmAutoWgmma: kAuto's kWgmma from int4_wgmma_from_rows rows, and
 // below it from int4_wgmma_split_from_rows rows only where the launch's
-// 16-row tiles split K on the SMs (at most half as many tiles as SMs).
+// 16-row tiles split K on the SMs (at most half as many tiles as SMs) and
+// its grid (tiles x parts) takes at most int4_wgmma_split_max_grid_percent
+// of them.
 TEST(Int4GemmRefTest, AutoWgmmaBelowFromRowsOnlyWhereTheTilesSplitK) {
   LaunchSettings settings{.int4_wgmma_split_from_rows = 9};
   Int4GemmParams p;
   p.rows = 16;
-  // (n, k) of the 70B, 8B and 123B projections: whether they split on 132 SMs.
+  // (n, k) of the 70B, 8B and 123B projections, K's parts and the grid at
+  // 16 rows on 132 SMs.
   const struct {
-    int64_t n, k;
-    bool splits;
+    int64_t n, k, parts, grid;
   } shapes[] = {
-      {8192, 8192, true},     // 70B o: 64 tiles, K in 2 parts
-      {8192, 28672, true},    // 70B down
-      {10240, 8192, false},   // 70B qkv: 80 tiles, one wave, K whole
-      {57344, 8192, false},   // 70B gate_up: 448 tiles
-      {6144, 4096, true},     // 8B qkv: 48 tiles
-      {4096, 4096, true},     // 8B o: 32 tiles
-      {12288, 12288, false},  // 123B o: 96 tiles
-      {14336, 12288, false},  // 123B qkv: 112 tiles
+      {8192, 8192, 2, 128},    // 70B o: 64 tiles
+      {8192, 28672, 2, 128},   // 70B down
+      {10240, 8192, 1, 80},    // 70B qkv: 80 tiles, one wave, K whole
+      {57344, 8192, 1, 448},   // 70B gate_up: 448 tiles
+      {6144, 4096, 2, 96},     // 8B qkv: 48 tiles
+      {4096, 4096, 4, 128},    // 8B o: 32 tiles
+      {4096, 14336, 4, 128},   // 8B down
+      {12288, 12288, 1, 96},   // 123B o: 96 tiles
+      {14336, 12288, 1, 112},  // 123B qkv: 112 tiles
+      {1024, 4096, 8, 64},     // 8 tiles, 8 parts at most (32 stages / 4)
   };
   for (const auto& s : shapes) {
     p.w = {.n = s.n, .k = s.k, .group = 128, .offset_kind = Int4Offsets::kSymmetric};
-    EXPECT_EQ(Int4GemmAutoWgmma(p, settings, 132), s.splits) << s.n << " x " << s.k;
+    EXPECT_EQ(Int4GemmWgmmaSplits(p, 16, 132), s.parts) << s.n << " x " << s.k;
     EXPECT_FALSE(Int4GemmAutoWgmma(p, LaunchSettings{}, 132)) << s.n << " x " << s.k;  // off
+    for (int32_t percent : {100, 97, 96, 75, 72, 48, 1}) {
+      settings.int4_wgmma_split_max_grid_percent = percent;
+      EXPECT_EQ(Int4GemmAutoWgmma(p, settings, 132), s.parts > 1 && s.grid * 100 <= 132 * percent)
+          << s.n << " x " << s.k << ", grids up to " << percent << " % of 132 SMs";
+    }
   }
+  settings.int4_wgmma_split_max_grid_percent = 100;
   p.w = {.n = 8192, .k = 8192, .group = 128, .offset_kind = Int4Offsets::kSymmetric};
   p.rows = 9;
   EXPECT_TRUE(Int4GemmAutoWgmma(p, settings, 132));
@@ -419,32 +429,6 @@ TEST(Int4GemmRefTest, AutoWgmmaBelowFromRowsOnlyWhereTheTilesSplitK) {
   EXPECT_TRUE(Int4GemmAutoWgmma(p, LaunchSettings{}, 132));
   settings.int4_wgmma_from_rows = 0;
   EXPECT_FALSE(Int4GemmAutoWgmma(p, settings, 132));
-}
-
-TEST(Int4GemmRefTest, AutoWgmmaBelowFromRowsWhereItsGridLeavesSmsFree) {
-  LaunchSettings settings{.int4_wgmma_split_from_rows = 9};
-  Int4GemmParams p;
-  p.rows = 16;
-  // (n, k), K's parts and the grid (tiles x parts) at 16 rows on 132 SMs.
-  const struct {
-    int64_t n, k, parts, grid;
-  } shapes[] = {
-      {8192, 8192, 2, 128},   // 70B o: 64 tiles
-      {8192, 28672, 2, 128},  // 70B down
-      {6144, 4096, 2, 96},    // 8B qkv: 48 tiles
-      {4096, 4096, 4, 128},   // 8B o: 32 tiles
-      {4096, 14336, 4, 128},  // 8B down
-      {1024, 4096, 8, 64},    // 8 tiles, 8 parts at most (32 stages / 4)
-  };
-  for (const auto& s : shapes) {
-    p.w = {.n = s.n, .k = s.k, .group = 128, .offset_kind = Int4Offsets::kSymmetric};
-    EXPECT_EQ(Int4GemmWgmmaSplits(p, 16, 132), s.parts) << s.n << " x " << s.k;
-    for (int32_t percent : {100, 97, 96, 75, 72, 48, 1}) {
-      settings.int4_wgmma_split_max_grid_percent = percent;
-      EXPECT_EQ(Int4GemmAutoWgmma(p, settings, 132), s.grid * 100 <= 132 * percent)
-          << s.n << " x " << s.k << ", grids up to " << percent << " % of 132 SMs";
-    }
-  }
 }
 
 // LaunchSettings::int4_wgmma_tail_split: only a last wave that leaves SMs
