@@ -98,9 +98,9 @@ struct LaunchSettings {
   // With int4_wgmma_split_from_rows, only launches whose grid (tiles x K's
   // parts) takes at most this percent of the SMs (1 to 100) take kWgmma. At
   // 16 rows on 132 SMs llama3-8b's qkv runs 96 blocks (48 tiles x 2), its o
-  // and down and llama3-70b's o and down 128; the 8B's whole gain above was
-  // its qkv's (with its o and down alone it lost 0.8 %), so 75 would keep
-  // the gain and leave the 70B as it is (not yet measured).
+  // and down and llama3-70b's o and down 128. The 8B's gain above needs all
+  // three: with its o and down alone (qkv on kStream) it lost 0.8 %, with
+  // its qkv alone (75) 0.7 % (an H100, batch 16), so 100.
   int32_t int4_wgmma_split_max_grid_percent = 100;
   // Blocks of a kWgmma thread block cluster (1, 2 or 4): a cluster's blocks
   // take consecutive row groups of W against the same x rows, and each copies
