@@ -116,11 +116,12 @@ struct Cfg {
 static_assert(Cfg<128>::kSlotFloats * 4 == 128 * 512, "Int4GemmWgmmaSplits' slots");
 
 struct Args : int4::LaunchArgs {
-  CUtensorMap x_map;     // x [rows, k] bf16, boxes of 64 columns x kN rows, 128-byte swizzle
-  int32_t m_blocks;      // output tiles along x
-  int32_t splits;        // blocks an output tile
-  int32_t split_tiles;   // k tiles a split (a multiple of kStageTiles)
-  bool staged_epilogue;  // LaunchSettings::int4_wgmma_staged_epilogue
+  CUtensorMap x_map;      // x [rows, k] bf16, boxes of 64 columns x kN rows, 128-byte swizzle
+  int32_t m_blocks;       // output tiles along x
+  int32_t splits;         // blocks an output tile
+  int32_t split_tiles;    // k tiles a split (a multiple of kStageTiles)
+  bool staged_epilogue;   // LaunchSettings::int4_wgmma_staged_epilogue
+  bool early_dependents;  // LaunchSettings::int4_wgmma_early_dependents
   // Int4GemmWgmmaTail: tiles from tail_from on in tail_parts parts of
   // tail_split_tiles k tiles (tail_from past the tiles: none).
   int32_t tail_from, tail_parts, tail_split_tiles;
@@ -193,7 +194,8 @@ struct Place {
 
 // The producer (one lane): each stage's codes, scales (and zero points) by
 // bulk copies, x by TMA, its kG-th of x's rows multicast to the cluster; the
-// first stages' weights before griddepcontrol.wait.
+// first stages' weights before griddepcontrol.wait (the next kernel let
+// launch before or after it: Args::early_dependents).
 template <int kN, Int4Offsets kKind, int kG>
 __device__ __forceinline__ void Produce(const Args& a, const Place<kN, kG>& pl) {
   using C = Cfg<kN>;
@@ -235,8 +237,7 @@ __device__ __forceinline__ void Produce(const Args& a, const Place<kN, kG>& pl) 
   };
   const int32_t first = min(pl.stages, S);
   for (int32_t s = 0; s < first; ++s) weights(s);
-  cuda::GridDependencyWait();
-  cuda::LaunchDependents();
+  cuda::PdlEnter(a.early_dependents);  // x and y come from the previous kernel
   for (int32_t s = 0; s < first; ++s) x(s);
   for (int32_t s = S; s < pl.stages; ++s) {
     cuda::MbarrierWait(&pl.empty[s % S], ((s / S) - 1) & 1);
@@ -751,6 +752,7 @@ absl::Status LaunchInt4GemmWgmma(const Int4GemmParams& p, int num_sms, cudaStrea
   static_cast<int4::LaunchArgs&>(a) = int4::MakeLaunchArgs(p);
   const LaunchSettings settings = GetLaunchSettings();
   a.staged_epilogue = settings.int4_wgmma_staged_epilogue;
+  a.early_dependents = settings.int4_wgmma_early_dependents;
   const Int4WgmmaTail tail = Int4GemmWgmmaTail(p, settings, num_sms);
   a.tail_from =
       tail.parts > 1 ? static_cast<int32_t>(tail.whole) : std::numeric_limits<int32_t>::max();

@@ -30,6 +30,7 @@ std::atomic<int32_t> int4_wgmma_min_split_stages{48};
 std::atomic<bool> int4_wgmma_staged_epilogue{true};
 std::atomic<bool> int4_wgmma_scaled_wait_first{false};
 std::atomic<bool> int4_wgmma_tail_split{true};
+std::atomic<bool> int4_wgmma_early_dependents{false};
 
 }  // namespace
 
@@ -116,6 +117,8 @@ absl::Status SetLaunchSettings(const LaunchSettings& settings) {
   int4_wgmma_scaled_wait_first.store(settings.int4_wgmma_scaled_wait_first,
                                      std::memory_order_relaxed);
   int4_wgmma_tail_split.store(settings.int4_wgmma_tail_split, std::memory_order_relaxed);
+  int4_wgmma_early_dependents.store(settings.int4_wgmma_early_dependents,
+                                    std::memory_order_relaxed);
   return absl::OkStatus();
 }
 
@@ -143,7 +146,8 @@ LaunchSettings GetLaunchSettings() {
       .int4_wgmma_min_split_stages = int4_wgmma_min_split_stages.load(std::memory_order_relaxed),
       .int4_wgmma_staged_epilogue = int4_wgmma_staged_epilogue.load(std::memory_order_relaxed),
       .int4_wgmma_scaled_wait_first = int4_wgmma_scaled_wait_first.load(std::memory_order_relaxed),
-      .int4_wgmma_tail_split = int4_wgmma_tail_split.load(std::memory_order_relaxed)};
+      .int4_wgmma_tail_split = int4_wgmma_tail_split.load(std::memory_order_relaxed),
+      .int4_wgmma_early_dependents = int4_wgmma_early_dependents.load(std::memory_order_relaxed)};
 }
 
 }  // namespace onecard::engine

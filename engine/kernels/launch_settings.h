@@ -6,11 +6,11 @@
 // --int4_wgmma_split_from_rows, --int4_wgmma_split_max_grid_percent,
 // --int4_wgmma_cluster, --int4_wgmma_overlap, --int4_wgmma_double_sums,
 // --int4_wgmma_scaled_from_rows, --int4_wgmma_min_split_stages,
-// --int4_wgmma_staged_epilogue, --int4_wgmma_scaled_wait_first and
-// --int4_wgmma_tail_split flags)
-// rather than chosen per
-// call. The defaults are what serves; a runner never changes them. Set them before the first launch
-// (a kernel launched meanwhile sees either the old or the new value).
+// --int4_wgmma_staged_epilogue, --int4_wgmma_scaled_wait_first,
+// --int4_wgmma_tail_split and --int4_wgmma_early_dependents flags) rather
+// than chosen per call. The defaults are what serves; a runner never changes
+// them. Set them before the first launch (a kernel launched meanwhile sees
+// either the old or the new value).
 #ifndef ONECARD_ENGINE_KERNELS_LAUNCH_SETTINGS_H_
 #define ONECARD_ENGINE_KERNELS_LAUNCH_SETTINGS_H_
 
@@ -156,6 +156,11 @@ struct LaunchSettings {
   // 64 ran 0.8-3.0 % faster with the split on the H100 and 70B's batch 32
   // 3.8 % on the H200; batch 128 and the 8B model within 0.2 %).
   bool int4_wgmma_tail_split = true;
+  // kWgmma's producer lets the next kernel launch before its
+  // griddepcontrol.wait (after copying its first stages of weights), as
+  // early_dependents does for kStream; false: after the wait (the
+  // comparison arm's served side).
+  bool int4_wgmma_early_dependents = false;
 };
 
 // InvalidArgument naming the field for a value out of range; nothing changes then.

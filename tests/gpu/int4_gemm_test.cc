@@ -448,6 +448,12 @@ TEST_P(Int4GemmTest, MatchesReference) {
       if (HasFatalFailure()) return;
       s.int4_wgmma_scaled_wait_first = false;
     }
+    // The next kernel let launch before the wait: the same bytes.
+    s.int4_wgmma_early_dependents = true;
+    ASSERT_TRUE(engine::SetLaunchSettings(s).ok());
+    again_same_bytes("letting the next kernel launch before the wait");
+    if (HasFatalFailure()) return;
+    s.int4_wgmma_early_dependents = false;
     ASSERT_TRUE(engine::SetLaunchSettings(s).ok());
   }
   if (c.wgmma_overlap && !scaled) {

@@ -33,6 +33,7 @@ TEST(LaunchSettingsTest, DefaultsAreWhatServes) {
   EXPECT_TRUE(s.int4_wgmma_staged_epilogue);
   EXPECT_FALSE(s.int4_wgmma_scaled_wait_first);
   EXPECT_TRUE(s.int4_wgmma_tail_split);
+  EXPECT_FALSE(s.int4_wgmma_early_dependents);
 }
 
 TEST(LaunchSettingsTest, SetThenGetAndBack) {
@@ -56,13 +57,15 @@ TEST(LaunchSettingsTest, SetThenGetAndBack) {
                                  .int4_wgmma_min_split_stages = 0,
                                  .int4_wgmma_staged_epilogue = false,
                                  .int4_wgmma_scaled_wait_first = true,
-                                 .int4_wgmma_tail_split = false})
+                                 .int4_wgmma_tail_split = false,
+                                 .int4_wgmma_early_dependents = true})
                   .ok());
   EXPECT_EQ(GetLaunchSettings().int4_wgmma_scaled_from_rows, 65);
   EXPECT_EQ(GetLaunchSettings().int4_wgmma_min_split_stages, 0);
   EXPECT_FALSE(GetLaunchSettings().int4_wgmma_staged_epilogue);
   EXPECT_TRUE(GetLaunchSettings().int4_wgmma_scaled_wait_first);
   EXPECT_FALSE(GetLaunchSettings().int4_wgmma_tail_split);
+  EXPECT_TRUE(GetLaunchSettings().int4_wgmma_early_dependents);
   EXPECT_FALSE(GetLaunchSettings().int4_wgmma_double_sums);
   EXPECT_FALSE(GetLaunchSettings().int4_wgmma_overlap);
   EXPECT_EQ(GetLaunchSettings().int4_wgmma_from_rows, 65);
@@ -101,6 +104,7 @@ TEST(LaunchSettingsTest, SetThenGetAndBack) {
   EXPECT_TRUE(GetLaunchSettings().int4_wgmma_staged_epilogue);
   EXPECT_FALSE(GetLaunchSettings().int4_wgmma_scaled_wait_first);
   EXPECT_TRUE(GetLaunchSettings().int4_wgmma_tail_split);
+  EXPECT_FALSE(GetLaunchSettings().int4_wgmma_early_dependents);
 }
 
 // SetLaunchSettings with `field` at each of `bad` (and programmatic_launch
