@@ -87,6 +87,13 @@
 #      --int4_wgmma_split_max_grid_percent=75) on decode-8b-int4 and
 #      decode-70b-int4 at batch 16, in order and reversed (INT4_R_ARMS and
 #      INT4_R_SCENARIOS, scenarios separated by ';', take others).
+#   d  (alone) kWgmma letting the next kernel launch before its
+#      griddepcontrol.wait (--int4_wgmma_early_dependents): the tests take the
+#      kWgmma cases (each checks the same bytes with it); where all passed,
+#      arms S (served), E (it), K (--int4_wgmma_split_from_rows=9) and KE
+#      (both) on decode-70b-int4 and decode-8b-int4 at batches 16 and 64, in
+#      order and reversed (INT4_D_ARMS and INT4_D_SCENARIOS, scenarios
+#      separated by ';', take others).
 #   p  FP8 as served (issue 18's batch-1 and batch-128 targets, beside the
 #      4-bit figures of the same bundle): decode-70b-fp8 and decode-8b-fp8 at
 #      batches 1 and 128 ($OUT/results.jsonl).
@@ -117,6 +124,8 @@ elif [[ $part == b || $part == f || $part == "b f" || $part == g || $part == "g 
   export GTEST_FILTER='*Int4GemmTest*wgmma*:*CudaModelRunnerInt4*:*Int4GemmFoldTest*'
   [[ $part == f ]] && export GTEST_FILTER='*Int4GemmFoldTest*:*CudaModelRunnerInt4*'
   export SESSION_TESTS=always KERNELS_TEST_TIMEOUT=150
+elif [[ $part == d ]]; then
+  export GTEST_FILTER='*Int4GemmTest*wgmma*' SESSION_TESTS=always KERNELS_TEST_TIMEOUT=150
 elif [[ $part == t ]]; then
   export GTEST_FILTER='*Int4GemmTest*tiled*:*Int4GemmTest*add*'
   export SESSION_TESTS=always KERNELS_TEST_TIMEOUT=150
@@ -241,6 +250,12 @@ if [[ " $part " == *" p "* ]]; then
   bench 200 decode-70b-fp8 --batches 1,128
   bench 120 decode-8b-fp8 --batches 1,128
   grep -E "tok/s" "$OUT/bench.log" | tail -4
+fi
+if [[ $part == d ]] && all_cases_passed kWgmma /wgmma_; then
+  IFS=';' read -ra d_scenarios <<<"${INT4_D_SCENARIOS:-decode-70b-int4 --batches 16,64;decode-8b-int4 --batches 16,64}"
+  BENCH_TIMEOUT=150 bash scripts/device/arms.sh flags \
+    "${INT4_D_ARMS:-S= E=--int4_wgmma_early_dependents K=--int4_wgmma_split_from_rows=9 KE=--int4_wgmma_split_from_rows=9,--int4_wgmma_early_dependents}" \
+    "${d_scenarios[@]}"
 fi
 if [[ " $part " == *" r "* ]]; then
   IFS=';' read -ra r_scenarios <<<"${INT4_R_SCENARIOS:-decode-8b-int4 --batches 16;decode-70b-int4 --batches 16}"
