@@ -157,9 +157,10 @@ struct LaunchSettings {
   // 3.8 % on the H200; batch 128 and the 8B model within 0.2 %).
   bool int4_wgmma_tail_split = true;
   // kWgmma's producer lets the next kernel launch before its
-  // griddepcontrol.wait (after copying its first stages of weights), as
-  // early_dependents does for kStream; false: after the wait (the
-  // comparison arm's served side).
+  // griddepcontrol.wait (after asking for its first stages of weights), as
+  // early_dependents does for kStream; false: after the wait. Measured no
+  // faster (an H100's 4-bit decode at batches 16 and 64: within 0.3 %; with
+  // int4_wgmma_split_from_rows 9, 8B at batch 16 -1.7 %), so false.
   bool int4_wgmma_early_dependents = false;
 };
 
