@@ -94,6 +94,14 @@
 #      (both) on decode-70b-int4 and decode-8b-int4 at batches 16 and 64, in
 #      order and reversed (INT4_D_ARMS and INT4_D_SCENARIOS, scenarios
 #      separated by ';', take others).
+#   c  (alone) the 8B step's kernels at batch 16 one at a time under arms S
+#      (served) and K (--int4_wgmma_split_from_rows=9): ncu (clocks and
+#      caches left alone) times INT4_C_COUNT (default 48) consecutive launches
+#      after the first INT4_C_SKIP (default 20000: inside the 256 decode steps)
+#      of decode-8b-int4 --batches 16, each kernel's name and
+#      gpu__time_duration ($OUT/ncu_chain_S.csv, $OUT/ncu_chain_K.csv): whether
+#      K's gain is in the kernels' own times or in how the chain overlaps them.
+#      No tests (the binaries' served paths, timed only).
 #   p  FP8 as served (issue 18's batch-1 and batch-128 targets, beside the
 #      4-bit figures of the same bundle): decode-70b-fp8 and decode-8b-fp8 at
 #      batches 1 and 128 ($OUT/results.jsonl).
@@ -126,6 +134,8 @@ elif [[ $part == b || $part == f || $part == "b f" || $part == g || $part == "g 
   export SESSION_TESTS=always KERNELS_TEST_TIMEOUT=150
 elif [[ $part == d ]]; then
   export GTEST_FILTER='*Int4GemmTest*wgmma*' SESSION_TESTS=always KERNELS_TEST_TIMEOUT=150
+elif [[ $part == c ]]; then
+  export GTEST_FILTER='NoTest.None' SESSION_TESTS=always
 elif [[ $part == t ]]; then
   export GTEST_FILTER='*Int4GemmTest*tiled*:*Int4GemmTest*add*'
   export SESSION_TESTS=always KERNELS_TEST_TIMEOUT=150
@@ -256,6 +266,19 @@ if [[ $part == d ]] && all_cases_passed kWgmma /wgmma_; then
   BENCH_TIMEOUT=150 bash scripts/device/arms.sh flags \
     "${INT4_D_ARMS:-S= E=--int4_wgmma_early_dependents K=--int4_wgmma_split_from_rows=9 KE=--int4_wgmma_split_from_rows=9,--int4_wgmma_early_dependents}" \
     "${d_scenarios[@]}"
+fi
+if [[ $part == c ]]; then
+  ncu_bin=$(command -v ncu || find /opt/nvidia /usr/local/cuda -name ncu -type f 2>/dev/null | head -1)
+  for arm in S K; do
+    flags=()
+    [[ $arm == K ]] && flags=(--int4_wgmma_split_from_rows=9)
+    timeout 240 "$ncu_bin" --clock-control none --cache-control none \
+      --launch-skip "${INT4_C_SKIP:-20000}" --launch-count "${INT4_C_COUNT:-48}" \
+      --metrics gpu__time_duration.sum --csv --page raw \
+      "$session_bin" decode-8b-int4 --batches 16 "${flags[@]}" \
+      --results "$OUT/ncu_chain_decode.jsonl" >"$OUT/ncu_chain_$arm.csv" 2>"$OUT/ncu_chain_$arm.log"
+    echo "ncu $arm rc=$? lines=$(grep -c "^\"" "$OUT/ncu_chain_$arm.csv")"
+  done
 fi
 if [[ " $part " == *" r "* ]]; then
   IFS=';' read -ra r_scenarios <<<"${INT4_R_SCENARIOS:-decode-8b-int4 --batches 16;decode-70b-int4 --batches 16}"
