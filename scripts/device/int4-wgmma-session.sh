@@ -102,6 +102,12 @@
 #      gpu__time_duration ($OUT/ncu_chain_S.csv, $OUT/ncu_chain_K.csv): whether
 #      K's gain is in the kernels' own times or in how the chain overlaps them.
 #      No tests (the binaries' served paths, timed only).
+#   w  (alone) kStream's dry first pass (--int4_stream_warm_code): the tests
+#      take Int4GemmTest's cases but kWgmma's and kTiled's (each kStream case
+#      checks the same bytes with it); where all passed, arms S (served), W
+#      (it) and KW (W and --int4_wgmma_split_from_rows=9) on decode-8b-int4
+#      and decode-70b-int4 at batches 1 and 16, in order and reversed; then
+#      part c's ncu of the 8B batch-16 step under W ($OUT/ncu_chain_W.csv).
 #   p  FP8 as served (issue 18's batch-1 and batch-128 targets, beside the
 #      4-bit figures of the same bundle): decode-70b-fp8 and decode-8b-fp8 at
 #      batches 1 and 128 ($OUT/results.jsonl).
@@ -134,6 +140,8 @@ elif [[ $part == b || $part == f || $part == "b f" || $part == g || $part == "g 
   export SESSION_TESTS=always KERNELS_TEST_TIMEOUT=150
 elif [[ $part == d ]]; then
   export GTEST_FILTER='*Int4GemmTest*wgmma*' SESSION_TESTS=always KERNELS_TEST_TIMEOUT=150
+elif [[ $part == w ]]; then
+  export GTEST_FILTER='*Int4GemmTest*-*wgmma*:*tiled*' SESSION_TESTS=always KERNELS_TEST_TIMEOUT=200
 elif [[ $part == c ]]; then
   export GTEST_FILTER='NoTest.None' SESSION_TESTS=always
 elif [[ $part == t ]]; then
@@ -267,18 +275,28 @@ if [[ $part == d ]] && all_cases_passed kWgmma /wgmma_; then
     "${INT4_D_ARMS:-S= E=--int4_wgmma_early_dependents K=--int4_wgmma_split_from_rows=9 KE=--int4_wgmma_split_from_rows=9,--int4_wgmma_early_dependents}" \
     "${d_scenarios[@]}"
 fi
-if [[ $part == c ]]; then
+# ncu_chain ARM FLAGS...: part c's ncu of the 8B batch-16 step under FLAGS
+# ($OUT/ncu_chain_ARM.csv).
+ncu_chain() {
+  local arm=$1 ncu_bin
+  shift
   ncu_bin=$(command -v ncu || find /opt/nvidia /usr/local/cuda -name ncu -type f 2>/dev/null | head -1)
-  for arm in S K; do
-    flags=()
-    [[ $arm == K ]] && flags=(--int4_wgmma_split_from_rows=9)
-    timeout 240 "$ncu_bin" --clock-control none --cache-control none \
-      --launch-skip "${INT4_C_SKIP:-20000}" --launch-count "${INT4_C_COUNT:-48}" \
-      --metrics gpu__time_duration.sum --csv --page raw \
-      "$session_bin" decode-8b-int4 --batches 16 "${flags[@]}" \
-      --results "$OUT/ncu_chain_decode.jsonl" >"$OUT/ncu_chain_$arm.csv" 2>"$OUT/ncu_chain_$arm.log"
-    echo "ncu $arm rc=$? lines=$(grep -c "^\"" "$OUT/ncu_chain_$arm.csv")"
-  done
+  timeout 240 "$ncu_bin" --clock-control none --cache-control none \
+    --launch-skip "${INT4_C_SKIP:-20000}" --launch-count "${INT4_C_COUNT:-48}" \
+    --metrics gpu__time_duration.sum --csv --page raw \
+    "$session_bin" decode-8b-int4 --batches 16 "$@" \
+    --results "$OUT/ncu_chain_decode.jsonl" >"$OUT/ncu_chain_$arm.csv" 2>"$OUT/ncu_chain_$arm.log"
+  echo "ncu $arm rc=$? lines=$(grep -c "^\"" "$OUT/ncu_chain_$arm.csv")"
+}
+if [[ $part == c ]]; then
+  ncu_chain S
+  ncu_chain K --int4_wgmma_split_from_rows=9
+fi
+if [[ $part == w ]] && all_cases_passed "kStream" /; then
+  BENCH_TIMEOUT=150 bash scripts/device/arms.sh flags \
+    "S= W=--int4_stream_warm_code KW=--int4_wgmma_split_from_rows=9,--int4_stream_warm_code" \
+    "decode-8b-int4 --batches 1,16" "decode-70b-int4 --batches 1,16"
+  ncu_chain W --int4_stream_warm_code
 fi
 if [[ " $part " == *" r "* ]]; then
   IFS=';' read -ra r_scenarios <<<"${INT4_R_SCENARIOS:-decode-8b-int4 --batches 16;decode-70b-int4 --batches 16}"
