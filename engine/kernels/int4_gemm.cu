@@ -421,11 +421,6 @@ __device__ __forceinline__ void RowScales(Smem<NT>& sm, const Args& a) {
 
 // The consumers' loop over the block's stages (kSpan: ComputeStage; kTrace:
 // Args::trace is set, and the loop stamps it; kCluster: a cluster split).
-// With Args::warm_code its first pass is a dry one: a full stage computed
-// from whatever stage 0 holds and thrown away, without waiting, so that the
-// stage's instructions are fetched while the first stage's copies land
-// (the same instructions: one loop body, the pass's flag opaque to the
-// compiler so that it is not peeled into a copy of its own).
 template <int NT, Int4Offsets kKind, Norm kNorm, bool kTrace, bool kCluster, int kSpan>
 __device__ __forceinline__ void ConsumeStages(Smem<NT>& sm, const Args& a, int64_t begin,
                                               int64_t end) {
@@ -433,32 +428,13 @@ __device__ __forceinline__ void ConsumeStages(Smem<NT>& sm, const Args& a, int64
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   float acc[NT][4] = {};
   Walker<Cfg<NT>::kTpu, kFullStages<NT, kKind>> walk(begin, end, a);
-  int32_t dry = a.warm_code ? 1 : 0;
-  for (int j = 0; !walk.done();) {
-    asm volatile("" : "+r"(dry));
-    Sub s;
-    if (dry != 0) {  // the first row group's first full stage
-      s.rg = walk.rg;
-      s.kt = 0;
-      s.ntiles = min(Cfg<NT>::kTpu, a.k_tiles);
-      s.g = min(a.n_tiles - walk.rg * kWarps, kWarps);
-      s.seg_last = s.whole = false;
-    } else {
-      s = walk.Next(a);
-      cuda::MbarrierWait(kNorm == Norm::kPrologue ? &sm.ready[j % S] : &sm.full[j % S],
-                         (j / S) & 1);
-      if (kTrace && j == 0 && lane == 0) sm.t_first[warp] = cuda::GlobalTimerNs();
-    }
-    const int st = dry != 0 ? 0 : j % S;
+  for (int j = 0; !walk.done(); ++j) {
+    const Sub s = walk.Next(a);
+    const int st = j % S;
+    cuda::MbarrierWait(kNorm == Norm::kPrologue ? &sm.ready[st] : &sm.full[st], (j / S) & 1);
+    if (kTrace && j == 0 && lane == 0) sm.t_first[warp] = cuda::GlobalTimerNs();
     if (s.rg * kWarps + warp < a.n_tiles) ComputeStage<NT, kKind, kSpan>(sm.stage[st], s, a, acc);
     __syncwarp();
-    if (dry != 0) {
-      dry = 0;
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.0f;
-      continue;
-    }
-    ++j;
     if (lane == 0) cuda::MbarrierArrive(&sm.empty[st]);
     if (s.seg_last) {
       // The last segment's overwrites the others': its last stage computed.
@@ -701,7 +677,6 @@ absl::StatusOr<Args> StreamArgs(const Int4GemmParams& p) {
   a.x_sum_sq = p.x_sum_sq;
   a.trace = p.trace;
   a.early_dependents = GetLaunchSettings().early_dependents;
-  a.warm_code = GetLaunchSettings().int4_stream_warm_code;
   a.stream_cluster = p.stream_cluster;
   a.row_groups = static_cast<int32_t>(cuda::CeilDiv(a.n_tiles, int4_stream::kWarps));
   a.iters = int64_t{a.row_groups} * a.k_tiles;

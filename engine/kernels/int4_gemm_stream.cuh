@@ -57,7 +57,6 @@ struct Args : int4::LaunchArgs {
   // counters_end: one a row tile
   uint64_t* trace;        // Int4GemmParams::trace
   bool early_dependents;  // LaunchSettings::early_dependents
-  bool warm_code;         // LaunchSettings::int4_stream_warm_code
   // 0: stream-K shares. G > 0: a cluster split (int4_gemm_finish.cuh), the
   // grid row_groups x G blocks in clusters of G (ShareOf).
   int32_t cluster;

@@ -31,7 +31,6 @@ std::atomic<bool> int4_wgmma_staged_epilogue{true};
 std::atomic<bool> int4_wgmma_scaled_wait_first{false};
 std::atomic<bool> int4_wgmma_tail_split{true};
 std::atomic<bool> int4_wgmma_early_dependents{false};
-std::atomic<bool> int4_stream_warm_code{false};
 
 }  // namespace
 
@@ -120,7 +119,6 @@ absl::Status SetLaunchSettings(const LaunchSettings& settings) {
   int4_wgmma_tail_split.store(settings.int4_wgmma_tail_split, std::memory_order_relaxed);
   int4_wgmma_early_dependents.store(settings.int4_wgmma_early_dependents,
                                     std::memory_order_relaxed);
-  int4_stream_warm_code.store(settings.int4_stream_warm_code, std::memory_order_relaxed);
   return absl::OkStatus();
 }
 
@@ -149,8 +147,7 @@ LaunchSettings GetLaunchSettings() {
       .int4_wgmma_staged_epilogue = int4_wgmma_staged_epilogue.load(std::memory_order_relaxed),
       .int4_wgmma_scaled_wait_first = int4_wgmma_scaled_wait_first.load(std::memory_order_relaxed),
       .int4_wgmma_tail_split = int4_wgmma_tail_split.load(std::memory_order_relaxed),
-      .int4_wgmma_early_dependents = int4_wgmma_early_dependents.load(std::memory_order_relaxed),
-      .int4_stream_warm_code = int4_stream_warm_code.load(std::memory_order_relaxed)};
+      .int4_wgmma_early_dependents = int4_wgmma_early_dependents.load(std::memory_order_relaxed)};
 }
 
 }  // namespace onecard::engine

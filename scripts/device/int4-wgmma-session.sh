@@ -102,12 +102,6 @@
 #      gpu__time_duration ($OUT/ncu_chain_S.csv, $OUT/ncu_chain_K.csv): whether
 #      K's gain is in the kernels' own times or in how the chain overlaps them.
 #      No tests (the binaries' served paths, timed only).
-#   w  (alone) kStream's dry first pass (--int4_stream_warm_code): the tests
-#      take Int4GemmTest's cases but kWgmma's and kTiled's (each kStream case
-#      checks the same bytes with it); where all passed, arms S (served), W
-#      (it) and KW (W and --int4_wgmma_split_from_rows=9) on decode-8b-int4
-#      and decode-70b-int4 at batches 1 and 16, in order and reversed; then
-#      part c's ncu of the 8B batch-16 step under W ($OUT/ncu_chain_W.csv).
 #   p  FP8 as served (issue 18's batch-1 and batch-128 targets, beside the
 #      4-bit figures of the same bundle): decode-70b-fp8 and decode-8b-fp8 at
 #      batches 1 and 128 ($OUT/results.jsonl).
@@ -140,8 +134,6 @@ elif [[ $part == b || $part == f || $part == "b f" || $part == g || $part == "g 
   export SESSION_TESTS=always KERNELS_TEST_TIMEOUT=150
 elif [[ $part == d ]]; then
   export GTEST_FILTER='*Int4GemmTest*wgmma*' SESSION_TESTS=always KERNELS_TEST_TIMEOUT=150
-elif [[ $part == w ]]; then
-  export GTEST_FILTER='*Int4GemmTest*-*wgmma*:*tiled*' SESSION_TESTS=always KERNELS_TEST_TIMEOUT=200
 elif [[ $part == c ]]; then
   export GTEST_FILTER='NoTest.None' SESSION_TESTS=always
 elif [[ $part == t ]]; then
@@ -291,12 +283,6 @@ ncu_chain() {
 if [[ $part == c ]]; then
   ncu_chain S
   ncu_chain K --int4_wgmma_split_from_rows=9
-fi
-if [[ $part == w ]] && all_cases_passed "kStream" /; then
-  BENCH_TIMEOUT=150 bash scripts/device/arms.sh flags \
-    "S= W=--int4_stream_warm_code KW=--int4_wgmma_split_from_rows=9,--int4_stream_warm_code" \
-    "decode-8b-int4 --batches 1,16" "decode-70b-int4 --batches 1,16"
-  ncu_chain W --int4_stream_warm_code
 fi
 if [[ " $part " == *" r "* ]]; then
   IFS=';' read -ra r_scenarios <<<"${INT4_R_SCENARIOS:-decode-8b-int4 --batches 16;decode-70b-int4 --batches 16}"

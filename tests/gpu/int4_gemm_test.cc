@@ -469,15 +469,6 @@ TEST_P(Int4GemmTest, MatchesReference) {
       c.wgmma_from_rows > 0) {
     return;
   }
-  {  // kStream's dry first pass throws its sums away: the same bytes.
-    engine::LaunchSettings s = engine::GetLaunchSettings();
-    s.int4_stream_warm_code = true;
-    ASSERT_TRUE(engine::SetLaunchSettings(s).ok());
-    again_same_bytes("after a dry pass");
-    s.int4_stream_warm_code = false;
-    ASSERT_TRUE(engine::SetLaunchSettings(s).ok());
-    if (HasFatalFailure()) return;
-  }
   // kStream again with its timeline stamps (Int4GemmParams::trace): the same
   // output bit for bit, and each launched warp's stamps in order.
   DeviceBuf<uint64_t> trace(engine::Int4GemmTraceWords(sms));

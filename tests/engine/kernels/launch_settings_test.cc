@@ -34,7 +34,6 @@ TEST(LaunchSettingsTest, DefaultsAreWhatServes) {
   EXPECT_FALSE(s.int4_wgmma_scaled_wait_first);
   EXPECT_TRUE(s.int4_wgmma_tail_split);
   EXPECT_FALSE(s.int4_wgmma_early_dependents);
-  EXPECT_FALSE(s.int4_stream_warm_code);
 }
 
 TEST(LaunchSettingsTest, SetThenGetAndBack) {
@@ -59,8 +58,7 @@ TEST(LaunchSettingsTest, SetThenGetAndBack) {
                                  .int4_wgmma_staged_epilogue = false,
                                  .int4_wgmma_scaled_wait_first = true,
                                  .int4_wgmma_tail_split = false,
-                                 .int4_wgmma_early_dependents = true,
-                                 .int4_stream_warm_code = true})
+                                 .int4_wgmma_early_dependents = true})
                   .ok());
   EXPECT_EQ(GetLaunchSettings().int4_wgmma_scaled_from_rows, 65);
   EXPECT_EQ(GetLaunchSettings().int4_wgmma_min_split_stages, 0);
@@ -68,7 +66,6 @@ TEST(LaunchSettingsTest, SetThenGetAndBack) {
   EXPECT_TRUE(GetLaunchSettings().int4_wgmma_scaled_wait_first);
   EXPECT_FALSE(GetLaunchSettings().int4_wgmma_tail_split);
   EXPECT_TRUE(GetLaunchSettings().int4_wgmma_early_dependents);
-  EXPECT_TRUE(GetLaunchSettings().int4_stream_warm_code);
   EXPECT_FALSE(GetLaunchSettings().int4_wgmma_double_sums);
   EXPECT_FALSE(GetLaunchSettings().int4_wgmma_overlap);
   EXPECT_EQ(GetLaunchSettings().int4_wgmma_from_rows, 65);
@@ -108,7 +105,6 @@ TEST(LaunchSettingsTest, SetThenGetAndBack) {
   EXPECT_FALSE(GetLaunchSettings().int4_wgmma_scaled_wait_first);
   EXPECT_TRUE(GetLaunchSettings().int4_wgmma_tail_split);
   EXPECT_FALSE(GetLaunchSettings().int4_wgmma_early_dependents);
-  EXPECT_FALSE(GetLaunchSettings().int4_stream_warm_code);
 }
 
 // SetLaunchSettings with `field` at each of `bad` (and programmatic_launch

@@ -105,9 +105,6 @@ ABSL_FLAG(bool, int4_wgmma_tail_split, true,
 ABSL_FLAG(bool, int4_wgmma_early_dependents, false,
           "Int4Gemm's kWgmma kernel lets the next kernel launch before it waits for the "
           "previous one (as --early_dependents does for kStream)");
-ABSL_FLAG(bool, int4_stream_warm_code, false,
-          "Int4Gemm's kStream consumers begin with a dry pass over one full stage, so that the "
-          "stage loop's instructions are fetched while the first copies land");
 ABSL_FLAG(int32_t, int4_wgmma_min_split_stages, 48,
           "past 64 rows, Int4Gemm's kWgmma kernel takes 64-row tiles where 128-row ones would "
           "split K into parts of fewer than this many 128-column stages; 0 = 128-row tiles");
@@ -166,7 +163,6 @@ onecard::services::CommandLineSpec CommandLine() {
                    "int4_wgmma_scaled_wait_first",
                    "int4_wgmma_tail_split",
                    "int4_wgmma_early_dependents",
-                   "int4_stream_warm_code",
                    "gemm_splits",
                    "fused_rope",
                    "tuner_search",
@@ -245,8 +241,7 @@ absl::Status ApplyComparisonArms() {
        .int4_wgmma_staged_epilogue = absl::GetFlag(FLAGS_int4_wgmma_staged_epilogue),
        .int4_wgmma_scaled_wait_first = absl::GetFlag(FLAGS_int4_wgmma_scaled_wait_first),
        .int4_wgmma_tail_split = absl::GetFlag(FLAGS_int4_wgmma_tail_split),
-       .int4_wgmma_early_dependents = absl::GetFlag(FLAGS_int4_wgmma_early_dependents),
-       .int4_stream_warm_code = absl::GetFlag(FLAGS_int4_stream_warm_code)}));
+       .int4_wgmma_early_dependents = absl::GetFlag(FLAGS_int4_wgmma_early_dependents)}));
   onecard::engine::CudaRunnerOptions& o = onecard::bench::BenchRunnerOptions();
   o.gemm_splits = absl::GetFlag(FLAGS_gemm_splits);
   ASSIGN_OR_RETURN(o.fused_rope,
