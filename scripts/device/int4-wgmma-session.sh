@@ -102,6 +102,17 @@
 #      gpu__time_duration ($OUT/ncu_chain_S.csv, $OUT/ncu_chain_K.csv): whether
 #      K's gain is in the kernels' own times or in how the chain overlaps them.
 #      No tests (the binaries' served paths, timed only).
+#   x  (alone) where a cold kStream launch waits (the 16-row kStream launch
+#      behind a kernel other than kStream took ~8 us more on the H100, session
+#      49): ncu's WarpStateStats, SpeedOfLight and LaunchStats, clocks and
+#      caches left alone, every pass a whole run (application replay: no pass
+#      sees what an earlier one left in the caches), on the first
+#      INT4_X_COUNT (default 8) kStream launches of decode-8b-int4 at batch
+#      16, which fall in its first decode step (run eagerly, before any
+#      graph): layer 0's qkv, o, gate_up and down, then layer 1's; the o
+#      behind the attention kernels against the gate_up behind the kStream o
+#      ($OUT/ncu_cold.csv, every metric of those sections per launch: the
+#      warps' stall reasons among them). No tests.
 #   p  FP8 as served (issue 18's batch-1 and batch-128 targets, beside the
 #      4-bit figures of the same bundle): decode-70b-fp8 and decode-8b-fp8 at
 #      batches 1 and 128 ($OUT/results.jsonl).
@@ -134,7 +145,7 @@ elif [[ $part == b || $part == f || $part == "b f" || $part == g || $part == "g 
   export SESSION_TESTS=always KERNELS_TEST_TIMEOUT=150
 elif [[ $part == d ]]; then
   export GTEST_FILTER='*Int4GemmTest*wgmma*' SESSION_TESTS=always KERNELS_TEST_TIMEOUT=150
-elif [[ $part == c ]]; then
+elif [[ $part == c || $part == x ]]; then
   export GTEST_FILTER='NoTest.None' SESSION_TESTS=always
 elif [[ $part == t ]]; then
   export GTEST_FILTER='*Int4GemmTest*tiled*:*Int4GemmTest*add*'
@@ -283,6 +294,15 @@ ncu_chain() {
 if [[ $part == c ]]; then
   ncu_chain S
   ncu_chain K --int4_wgmma_split_from_rows=9
+fi
+if [[ $part == x ]]; then
+  ncu_bin=$(command -v ncu || find /opt/nvidia /usr/local/cuda -name ncu -type f 2>/dev/null | head -1)
+  timeout 400 "$ncu_bin" --clock-control none --cache-control none --replay-mode application \
+    --kernel-name regex:Int4GemmKernel --launch-count "${INT4_X_COUNT:-8}" \
+    --section WarpStateStats --section SpeedOfLight --section LaunchStats --csv --page raw \
+    "$session_bin" decode-8b-int4 --batches 16 --results "$OUT/ncu_cold_decode.jsonl" \
+    >"$OUT/ncu_cold.csv" 2>"$OUT/ncu_cold.log"
+  echo "ncu rc=$? lines=$(grep -c "^\"" "$OUT/ncu_cold.csv")"
 fi
 if [[ " $part " == *" r "* ]]; then
   IFS=';' read -ra r_scenarios <<<"${INT4_R_SCENARIOS:-decode-8b-int4 --batches 16;decode-70b-int4 --batches 16}"
