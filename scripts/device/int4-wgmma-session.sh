@@ -154,6 +154,8 @@ fi
 # shellcheck source=scripts/device/session.sh
 source scripts/device/session.sh
 wants() { [[ $part == all || " $part " == *" $1 "* ]]; }  # wants N: part N is asked for
+# Nsight Compute (parts c, l, n, x): on the PATH or under the CUDA installs.
+ncu_bin=$(command -v ncu || find /opt/nvidia /usr/local/cuda -name ncu -type f 2>/dev/null | head -1)
 # all_cases_passed WHAT PATTERN: the failures of the filtered run, then
 # whether every case whose name matches PATTERN passed (and any ran).
 all_cases_passed() {
@@ -226,7 +228,6 @@ if wants s; then
     "decode-70b-int4 --batches 32,64,128" "decode-8b-int4 --batches 64,128"
 fi
 if wants l; then
-  ncu_bin=$(command -v ncu || find /opt/nvidia /usr/local/cuda -name ncu -type f 2>/dev/null | head -1)
   timeout 280 "$ncu_bin" --clock-control none --kernel-name-base mangled \
     --kernel-name "regex:Int4WgmmaKernelILi128E" --launch-skip 40 --launch-count 4 \
     --section SpeedOfLight --section LaunchStats --section Occupancy \
@@ -237,7 +238,6 @@ if wants l; then
     head -20
 fi
 if wants n; then
-  ncu_bin=$(command -v ncu || find /opt/nvidia /usr/local/cuda -name ncu -type f 2>/dev/null | head -1)
   # A layer's 128-row kWgmma launches: qkv, gate_up, down (o takes 64-row
   # tiles at 128 rows); the 14th layer's second.
   timeout 280 "$ncu_bin" --clock-control none --kernel-name-base mangled \
@@ -272,18 +272,22 @@ if [[ " $part " == *" p "* ]]; then
   bench 120 decode-8b-fp8 --batches 1,128
   grep -E "tok/s" "$OUT/bench.log" | tail -4
 fi
+# flag_arms ARMS SCENARIOS: arms.sh's flag arms ARMS ("NAME=FLAGS ...") on
+# SCENARIOS (separated by ';'), in order and reversed (parts d and r).
+flag_arms() {
+  local scenarios
+  IFS=';' read -ra scenarios <<<"$2"
+  BENCH_TIMEOUT=150 bash scripts/device/arms.sh flags "$1" "${scenarios[@]}"
+}
 if [[ $part == d ]] && all_cases_passed kWgmma /wgmma_; then
-  IFS=';' read -ra d_scenarios <<<"${INT4_D_SCENARIOS:-decode-70b-int4 --batches 16,64;decode-8b-int4 --batches 16,64}"
-  BENCH_TIMEOUT=150 bash scripts/device/arms.sh flags \
-    "${INT4_D_ARMS:-S= E=--int4_wgmma_early_dependents K=--int4_wgmma_split_from_rows=9 KE=--int4_wgmma_split_from_rows=9,--int4_wgmma_early_dependents}" \
-    "${d_scenarios[@]}"
+  flag_arms "${INT4_D_ARMS:-S= E=--int4_wgmma_early_dependents K=--int4_wgmma_split_from_rows=9 KE=--int4_wgmma_split_from_rows=9,--int4_wgmma_early_dependents}" \
+    "${INT4_D_SCENARIOS:-decode-70b-int4 --batches 16,64;decode-8b-int4 --batches 16,64}"
 fi
 # ncu_chain ARM FLAGS...: part c's ncu of the 8B batch-16 step under FLAGS
 # ($OUT/ncu_chain_ARM.csv).
 ncu_chain() {
-  local arm=$1 ncu_bin
+  local arm=$1
   shift
-  ncu_bin=$(command -v ncu || find /opt/nvidia /usr/local/cuda -name ncu -type f 2>/dev/null | head -1)
   timeout 240 "$ncu_bin" --clock-control none --cache-control none \
     --launch-skip "${INT4_C_SKIP:-20000}" --launch-count "${INT4_C_COUNT:-48}" \
     --metrics gpu__time_duration.sum --csv --page raw \
@@ -296,7 +300,6 @@ if [[ $part == c ]]; then
   ncu_chain K --int4_wgmma_split_from_rows=9
 fi
 if [[ $part == x ]]; then
-  ncu_bin=$(command -v ncu || find /opt/nvidia /usr/local/cuda -name ncu -type f 2>/dev/null | head -1)
   timeout 400 "$ncu_bin" --clock-control none --cache-control none --replay-mode application \
     --kernel-name regex:Int4GemmKernel --launch-count "${INT4_X_COUNT:-8}" \
     --section WarpStateStats --section SpeedOfLight --section LaunchStats --csv --page raw \
@@ -305,8 +308,6 @@ if [[ $part == x ]]; then
   echo "ncu rc=$? lines=$(grep -c "^\"" "$OUT/ncu_cold.csv")"
 fi
 if [[ " $part " == *" r "* ]]; then
-  IFS=';' read -ra r_scenarios <<<"${INT4_R_SCENARIOS:-decode-8b-int4 --batches 16;decode-70b-int4 --batches 16}"
-  BENCH_TIMEOUT=150 bash scripts/device/arms.sh flags \
-    "${INT4_R_ARMS:-S= K=--int4_wgmma_split_from_rows=9 W=--int4_wgmma_split_from_rows=9,--int4_wgmma_split_max_grid_percent=75}" \
-    "${r_scenarios[@]}"
+  flag_arms "${INT4_R_ARMS:-S= K=--int4_wgmma_split_from_rows=9 W=--int4_wgmma_split_from_rows=9,--int4_wgmma_split_max_grid_percent=75}" \
+    "${INT4_R_SCENARIOS:-decode-8b-int4 --batches 16;decode-70b-int4 --batches 16}"
 fi
