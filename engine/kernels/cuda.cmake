@@ -34,6 +34,7 @@ if(NOT TARGET onecard_kernels_cuda)
     ${_k}/gemv_fp8.cu
     ${_k}/int4_dequant.cu
     ${_k}/int4_gemm.cu
+    ${_k}/int4_gemm_gemv.cu
     ${_k}/int4_gemm_tiled.cu
     ${_k}/int4_gemm_wgmma.cu
     ${_k}/kv_amax.cu

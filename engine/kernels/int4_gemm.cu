@@ -709,6 +709,9 @@ absl::Status Int4Gemm(const Int4GemmParams& p, cudaStream_t stream) {
                                                 " bytes; n = ", p.w.n, " needs ", ws.total_bytes,
                                                 " (Int4GemmWorkspaceBytes)"));
   }
+  if (Int4GemmUsesGemv(p, GetLaunchSettings())) {
+    return LaunchInt4GemmGemv(p, int4_stream::NumSms(), stream);
+  }
   if (UsesWgmma(p)) return LaunchInt4GemmWgmma(p, int4_stream::NumSms(), stream);
   if (Int4GemmUsesTiled(p)) return LaunchInt4GemmTiled(p, int4_stream::NumSms(), stream);
   ASSIGN_OR_RETURN(const int4_stream::Args a, int4_stream::StreamArgs(p));
@@ -718,7 +721,9 @@ absl::Status Int4Gemm(const Int4GemmParams& p, cudaStream_t stream) {
 absl::StatusOr<Int4GemmClusterPlan> Int4GemmClusterSplit(const Int4GemmParams& p) {
   RETURN_IF_ERROR(CheckInt4GemmParams(p, "Int4GemmClusterSplit"));
   Int4GemmClusterPlan plan;
-  if (UsesWgmma(p) || Int4GemmUsesTiled(p)) return plan;
+  if (Int4GemmUsesGemv(p, GetLaunchSettings()) || UsesWgmma(p) || Int4GemmUsesTiled(p)) {
+    return plan;
+  }
   ASSIGN_OR_RETURN(const int4_stream::Args a, int4_stream::StreamArgs(p));
   RETURN_IF_ERROR(int4_stream::Dispatch(a, p.w.offset_kind, nullptr, &plan));
   return plan;

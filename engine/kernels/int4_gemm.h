@@ -22,7 +22,12 @@
 //     rows x 16-128 x rows on Hopper's warpgroup MMA, stages by the copy
 //     engine (codes) and TMA (x); groups of a multiple of 128 without mins
 //     only (Int4GemmWgmmaFits).
-// kAuto takes kStream up to kInt4GemmTiledFromRows - 1 rows, then kTiled
+//   kGemv (int4_gemm_gemv.cu): up to kInt4GemmGemvMaxRows rows, the FP8
+//     Gemv's form: a block a 16-row tile of W at a time, its warps an eighth
+//     of k each, every lane's codes loaded straight into registers a chunk
+//     ahead; no workspace (Int4GemmGemvFits).
+// kAuto takes kGemv up to LaunchSettings::int4_gemv_max_rows rows where it
+// fits (Int4GemmUsesGemv), kStream up to kInt4GemmTiledFromRows - 1 rows, then kTiled
 // (Int4GemmTiledRows picks its tile); kWgmma where it is built and
 // Int4GemmAutoWgmma says so (from LaunchSettings::int4_wgmma_from_rows rows,
 // and from int4_wgmma_split_from_rows where the launch splits K).
@@ -91,7 +96,7 @@ struct Int4NormFold {
 };
 
 // Which kernel runs a launch (see above); kAuto but for comparisons.
-enum class Int4GemmPath : uint8_t { kAuto, kStream, kTiled, kWgmma };
+enum class Int4GemmPath : uint8_t { kAuto, kStream, kTiled, kWgmma, kGemv };
 
 struct Int4GemmParams {
   Int4WeightView w;
@@ -199,6 +204,21 @@ absl::Status CheckInt4GemmParams(const Int4GemmParams& params, absl::string_view
 inline bool Int4GemmFoldsNorm(const Int4GemmParams& p) {
   return p.fold_norm.weight != nullptr || p.x_sum_sq != nullptr;
 }
+// kGemv: the rows it takes, and the shared memory of a block (x's rows of k
+// columns, each padded by 8 values, and the warps' sums), at most
+// kInt4GemmGemvMaxSmemBytes (two blocks an SM).
+inline constexpr int32_t kInt4GemmGemvMaxRows = 8;
+inline constexpr int64_t kInt4GemmGemvMaxSmemBytes = 110 * 1024;
+constexpr int64_t Int4GemmGemvSmemBytes(int64_t rows, int64_t k) {
+  return rows * (k + 8) * 2 + 8 * 32 * 16;
+}
+// Whether kGemv can run params (checked ones): up to kInt4GemmGemvMaxRows
+// rows, x's rows in its shared memory (Int4GemmGemvSmemBytes), no prologue,
+// folded RMSNorm or trace.
+bool Int4GemmGemvFits(const Int4GemmParams& params);
+// Whether Int4Gemm runs kGemv for params (checked ones) under `settings`:
+// path kGemv, or kAuto up to settings.int4_gemv_max_rows rows where it fits.
+bool Int4GemmUsesGemv(const Int4GemmParams& params, const LaunchSettings& settings);
 // Whether a launch runs kTiled, and the x rows of its blocks.
 bool Int4GemmUsesTiled(const Int4GemmParams& params);
 int32_t Int4GemmTiledRows(const Int4GemmParams& params);

@@ -1,5 +1,6 @@
 // Between Int4Gemm's entry (int4_gemm.cu: the checks, the kStream kernel)
-// and its kTiled and kWgmma kernels (int4_gemm_tiled.cu, int4_gemm_wgmma.cu).
+// and its kTiled, kWgmma and kGemv kernels (int4_gemm_tiled.cu,
+// int4_gemm_wgmma.cu, int4_gemm_gemv.cu).
 // Not for other callers.
 #ifndef ONECARD_ENGINE_KERNELS_INT4_GEMM_INTERNAL_H_
 #define ONECARD_ENGINE_KERNELS_INT4_GEMM_INTERNAL_H_
@@ -14,6 +15,9 @@ namespace onecard::engine {
 // (CheckInt4GemmParams, the workspace's size) on a device of num_sms SMs.
 absl::Status LaunchInt4GemmTiled(const Int4GemmParams& params, int num_sms, cudaStream_t stream);
 
+// Launches the kGemv kernel for params already checked, Int4GemmGemvFits
+// among them.
+absl::Status LaunchInt4GemmGemv(const Int4GemmParams& params, int num_sms, cudaStream_t stream);
 // Whether this build holds the kWgmma kernel (every target sm_90a).
 bool Int4GemmWgmmaBuilt();
 // Launches the kWgmma kernel for params already checked, Int4GemmWgmmaFits

@@ -73,12 +73,26 @@ bool Int4GemmUsesTiled(const Int4GemmParams& p) {
     case Int4GemmPath::kTiled:
       return true;
     case Int4GemmPath::kWgmma:
+    case Int4GemmPath::kGemv:
       return false;
     case Int4GemmPath::kAuto:
       break;
   }
   return p.rows >= kInt4GemmTiledFromRows && p.prologue == GemvPrologue::kNone &&
          !Int4GemmFoldsNorm(p);
+}
+
+bool Int4GemmGemvFits(const Int4GemmParams& p) {
+  return p.rows >= 1 && p.rows <= kInt4GemmGemvMaxRows && p.prologue == GemvPrologue::kNone &&
+         !Int4GemmFoldsNorm(p) && p.trace == nullptr &&
+         Int4GemmGemvSmemBytes(p.rows, p.w.k) <= kInt4GemmGemvMaxSmemBytes &&
+         reinterpret_cast<uintptr_t>(p.x) % 16 == 0;
+}
+
+bool Int4GemmUsesGemv(const Int4GemmParams& p, const LaunchSettings& settings) {
+  if (p.path == Int4GemmPath::kGemv) return true;
+  return p.path == Int4GemmPath::kAuto && p.rows <= settings.int4_gemv_max_rows &&
+         Int4GemmGemvFits(p);
 }
 
 bool Int4GemmWgmmaFits(const Int4GemmParams& p) {
@@ -298,6 +312,18 @@ absl::Status CheckInt4GemmParams(const Int4GemmParams& p, absl::string_view op) 
           "; supported: symmetric or zero-point groups of a multiple of 128 columns, k % 128 == 0, "
           "no prologue, x 16-byte aligned"));
     }
+  }
+  if (p.path == Int4GemmPath::kGemv && !Int4GemmGemvFits(p)) {
+    return absl::UnimplementedError(absl::StrCat(
+        op, ": path kGemv does not take rows=", p.rows, " k=", w.k,
+        p.prologue == GemvPrologue::kNone ? "" : " with a prologue",
+        Int4GemmFoldsNorm(p) ? " with a folded RMSNorm" : "", p.trace != nullptr ? " traced" : "",
+        reinterpret_cast<uintptr_t>(p.x) % 16 == 0 ? "" : " with x not 16-byte aligned",
+        "; supported: 1 to ", kInt4GemmGemvMaxRows, " rows whose x fits ",
+        kInt4GemmGemvMaxSmemBytes,
+        " bytes of shared memory (rows * (k + 8) * 2 + 4096: ", Int4GemmGemvSmemBytes(p.rows, w.k),
+        " here), no prologue, folded RMSNorm or trace, "
+        "x 16-byte aligned"));
   }
   RETURN_IF_ERROR(
       ref::CheckGemmXAndEpilogue(op, w.k, p.x_row_stride, p.y_dtype, p.add_to_y, p.silu_mul_y));

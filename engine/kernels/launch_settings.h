@@ -7,7 +7,7 @@
 // --int4_wgmma_cluster, --int4_wgmma_overlap, --int4_wgmma_double_sums,
 // --int4_wgmma_scaled_from_rows, --int4_wgmma_min_split_stages,
 // --int4_wgmma_staged_epilogue, --int4_wgmma_scaled_wait_first,
-// --int4_wgmma_tail_split and --int4_wgmma_early_dependents flags) rather
+// --int4_wgmma_tail_split, --int4_wgmma_early_dependents and --int4_gemv_max_rows flags) rather
 // than chosen per call. The defaults are what serves; a runner never changes
 // them. Set them before the first launch (a kernel launched meanwhile sees
 // either the old or the new value).
@@ -162,6 +162,11 @@ struct LaunchSettings {
   // faster (an H100's 4-bit decode at batches 16 and 64: within 0.3 %; with
   // int4_wgmma_split_from_rows 9, 8B at batch 16 -1.7 %), so false.
   bool int4_wgmma_early_dependents = false;
+  // Int4Gemm's kAuto path runs the kGemv kernel (int4_gemm_gemv.cu: the FP8
+  // Gemv's form, every lane's codes straight into registers a chunk ahead,
+  // no split-K) up to this many rows (0 to kInt4GemmGemvMaxRows) where it
+  // fits (Int4GemmGemvFits); 0: kStream.
+  int32_t int4_gemv_max_rows = 0;
 };
 
 // InvalidArgument naming the field for a value out of range; nothing changes then.

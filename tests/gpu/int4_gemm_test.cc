@@ -83,6 +83,7 @@ struct Int4Case {
   // LaunchSettings::int4_wgmma_split_max_grid_percent
   int32_t wgmma_split_max_grid_percent = 100;
   bool expect_tail_parts = false;  // asserts Int4GemmWgmmaTail's parts > 1
+  int32_t gemv_max_rows = 0;       // LaunchSettings::int4_gemv_max_rows
 };
 
 std::vector<Int4Case> Cases() {
@@ -287,6 +288,30 @@ std::vector<Int4Case> Cases() {
   // on 132 SMs): 140 tiles, the last 8 in 4 parts, under the scale in the
   // fragments with SiLU·mul; 136 tiles of zero points, the last 4 in 8
   // parts, with a residual add.
+  // kGemv (1-8 rows): every offset kind and epilogue, groups of 32, 64, 96
+  // (ending mid-tile), 128 and one a row, row groups of fewer than 8 tiles,
+  // k tiles that leave warps short or idle (576 columns: 9 tiles over 8
+  // warps), x's rows from 1 to 8; and kAuto taking it by the setting.
+  const auto kGemv = engine::Int4GemmPath::kGemv;
+  for (const Int4Case& g : std::vector<Int4Case>{
+           {"gemv_qkv70b_r1", 10240, 8192, 128, sym, 1, none, Out::kBf16, kGemv},
+           {"gemv_o70b_add_r1", 8192, 8192, 128, sym, 1, none, Out::kAdd, kGemv},
+           {"gemv_down72b_padded_zero_add_r1", 8192, 29696, 128, zero, 1, none, Out::kAdd, kGemv},
+           {"gemv_gateup_silu_zero_r3", 8192, 4096, 128, zero, 3, none, Out::kSilu, kGemv},
+           {"gemv_gate72b_padded_g64_r2", 29696, 5120, 64, sym, 2, none, Out::kBf16, kGemv},
+           {"gemv_smol_qkv_g32_r5", 960, 576, 32, fl, 5, none, Out::kBf16, kGemv},
+           {"gemv_smol_gateup_silu_r7", 3072, 576, 32, fl, 7, none, Out::kSilu, kGemv},
+           {"gemv_smol_down_add_r8", 576, 1536, 32, fl, 8, none, Out::kAdd, kGemv},
+           {"gemv_g96_straddle_zero_add_r4", 512, 1152, 96, zero, 4, none, Out::kAdd, kGemv},
+           {"gemv_per_channel_float_f32_r6", 2048, 4096, 4096, fl, 6, none, Out::kF32, kGemv},
+           {"gemv_sym_g32_r8", 1024, 4096, 32, sym, 8, none, Out::kBf16, kGemv},
+           {"gemv_tiny_f32_r1", 16, 64, 32, zero, 1, none, Out::kF32, kGemv},
+       }) {
+    cases.push_back(g);
+  }
+  Int4Case gemv_auto{"gemv_auto_down8b_add_r1", 4096, 14336, 128, sym, 1, none, Out::kAdd};
+  gemv_auto.gemv_max_rows = 8;
+  cases.push_back(gemv_auto);
   for (Int4Case tail : {Int4Case{"wgmma_tail_sc_silu_r128", 17920, 2048, 128, sym, 128, none,
                                  Out::kSilu, kWgmma, 0, kOff, 0, 1, 0, true, true, 128, 0, true},
                         Int4Case{"wgmma_tail_zero_add_r100", 17408, 4096, 128, zero, 100, none,
@@ -315,6 +340,7 @@ class Int4GemmTest : public ::testing::TestWithParam<Int4Case> {
     s.int4_wgmma_tail_split = GetParam().wgmma_tail_split;
     s.int4_wgmma_split_from_rows = GetParam().wgmma_split_from_rows;
     s.int4_wgmma_split_max_grid_percent = GetParam().wgmma_split_max_grid_percent;
+    s.int4_gemv_max_rows = GetParam().gemv_max_rows;
     ASSERT_TRUE(engine::SetLaunchSettings(s).ok());
   }
   void TearDown() override { ASSERT_TRUE(engine::SetLaunchSettings(saved_).ok()); }
@@ -388,6 +414,9 @@ TEST_P(Int4GemmTest, MatchesReference) {
   const int64_t counters = engine::Int4GemmWorkspace(c.n, sms).counter_bytes;
   EXPECT_TRUE(std::all_of(left.end() - counters, left.end(), [](uint8_t b) { return b == 0; }))
       << "arrival counters not left zero";
+  if (c.gemv_max_rows > 0) {
+    EXPECT_TRUE(engine::Int4GemmUsesGemv(p, engine::GetLaunchSettings())) << "kAuto not on kGemv";
+  }
   const bool scaled = engine::Int4GemmWgmmaScaled(p, engine::GetLaunchSettings(), sms);
   if (c.wgmma_split_from_rows != 0) {
     EXPECT_TRUE(engine::Int4GemmAutoWgmma(p, engine::GetLaunchSettings(), sms))
@@ -466,7 +495,7 @@ TEST_P(Int4GemmTest, MatchesReference) {
     if (HasFatalFailure()) return;
   }
   if (engine::Int4GemmUsesTiled(p) || c.path == engine::Int4GemmPath::kWgmma ||
-      c.wgmma_from_rows > 0) {
+      c.wgmma_from_rows > 0 || engine::Int4GemmUsesGemv(p, engine::GetLaunchSettings())) {
     return;
   }
   // kStream again with its timeline stamps (Int4GemmParams::trace): the same

@@ -345,6 +345,64 @@ TEST(Int4GemmRefTest, PicksThePathByRows) {
   EXPECT_FALSE(Int4GemmUsesTiled(p));
 }
 
+// kGemv: kAuto takes it up to int4_gemv_max_rows rows where x's rows fit its
+// shared memory and only the product is asked for; path kGemv elsewhere is
+// refused, naming what it does not take.
+TEST(Int4GemmRefTest, GemvWhereXFitsAndOnlyTheProductIsAsked) {
+  Fixture f = Make(64, 8192, 128, Int4Offsets::kZero, 7);
+  std::vector<uint16_t> y(7 * 64), gamma(8192, 0x3F80);
+  std::vector<float> x_sums(7 * 8192 / 16);
+  f.p.y = y.data();
+  LaunchSettings s;
+  s.int4_gemv_max_rows = 0;
+  f.p.rows = 1;
+  EXPECT_TRUE(Int4GemmGemvFits(f.p));
+  EXPECT_FALSE(Int4GemmUsesGemv(f.p, s));
+  s.int4_gemv_max_rows = 8;
+  EXPECT_TRUE(Int4GemmUsesGemv(f.p, s));
+  EXPECT_FALSE(Int4GemmUsesTiled(f.p));
+  // 6 rows of 8192 columns: 6 * 8200 * 2 + 4096 = 102496 bytes; 7: 118896.
+  f.p.rows = 6;
+  EXPECT_EQ(Int4GemmGemvSmemBytes(6, 8192), 102496);
+  EXPECT_TRUE(Int4GemmUsesGemv(f.p, s));
+  f.p.rows = 7;
+  EXPECT_FALSE(Int4GemmUsesGemv(f.p, s));
+  f.p.path = Int4GemmPath::kGemv;
+  EXPECT_TRUE(Int4GemmUsesGemv(f.p, s));  // forced, and refused by the checks
+  absl::Status st = CheckInt4GemmParams(f.p, "op");
+  EXPECT_EQ(st.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(st.message(), ::testing::HasSubstr("path kGemv does not take rows=7 k=8192"));
+  EXPECT_THAT(st.message(), ::testing::HasSubstr("118896 here"));
+  f.p.rows = 2;
+  EXPECT_TRUE(CheckInt4GemmParams(f.p, "op").ok()) << CheckInt4GemmParams(f.p, "op");
+  f.p.prologue = GemvPrologue::kRmsNorm;
+  f.p.norm_weight = gamma.data();
+  EXPECT_FALSE(Int4GemmGemvFits(f.p));
+  st = CheckInt4GemmParams(f.p, "op");
+  EXPECT_THAT(st.message(), ::testing::HasSubstr("rows=2 k=8192 with a prologue"));
+  f.p.prologue = GemvPrologue::kNone;
+  f.p.x_sum_sq = x_sums.data();
+  EXPECT_FALSE(Int4GemmGemvFits(f.p));
+  f.p.x_sum_sq = nullptr;
+  uint64_t trace = 0;
+  f.p.trace = &trace;
+  EXPECT_FALSE(Int4GemmGemvFits(f.p));
+  EXPECT_THAT(CheckInt4GemmParams(f.p, "op").message(), ::testing::HasSubstr(" traced"));
+  f.p.trace = nullptr;
+  f.p.x = f.x.data() + 4;  // 8 bytes past a 16-byte boundary
+  f.p.x_row_stride = 8192;
+  EXPECT_FALSE(Int4GemmGemvFits(f.p));
+  EXPECT_THAT(CheckInt4GemmParams(f.p, "op").message(),
+              ::testing::HasSubstr("with x not 16-byte aligned"));
+  f.p.x = f.x.data();
+  f.p.path = Int4GemmPath::kAuto;
+  f.p.rows = 1;
+  s.int4_gemv_max_rows = 1;
+  EXPECT_TRUE(Int4GemmUsesGemv(f.p, s));
+  f.p.rows = 2;
+  EXPECT_FALSE(Int4GemmUsesGemv(f.p, s));
+}
+
 // Past 64 rows kWgmma takes 128-row tiles, or 64-row ones where 128-row
 // tiles would split K into parts of fewer than int4_wgmma_min_split_stages
 // stages. The cases: the llama3-8b and -70b projections (group 128) on an

@@ -65,7 +65,9 @@ using Shape = ProjectionCase;
 // the others, suffixed, for the comparison of the kernels and of the tiled
 // and wgmma kernels' tile heights and clusters: _t16.._t128, _w16c1..
 // _w128c4; and from 64 rows the wgmma kernel's 128-row tiles with K in 1-4
-// parts, _w128c1s1.._w128c1s4, where the workspace holds them).
+// parts, _w128c1s1.._w128c1s4, where the workspace holds them; up to 8
+// rows kStream and kGemv side by side, _stream and _gemv, the latter where x
+// fits its shared memory).
 struct Variant {
   int32_t rows;
   engine::Int4GemmPath path = engine::Int4GemmPath::kAuto;
@@ -80,6 +82,10 @@ std::vector<Variant> Variants() {
   std::vector<Variant> out;
   for (int32_t rows : {1, 4, 8, 16, 32, 64, 128, 256}) {
     out.push_back({rows});
+    if (rows <= engine::kInt4GemmGemvMaxRows) {
+      out.push_back({rows, Int4GemmPath::kStream, 0, "_stream"});
+      out.push_back({rows, Int4GemmPath::kGemv, 0, "_gemv"});
+    }
     if (rows < 16) continue;
     if (rows <= engine::kInt4GemmStreamMaxRows) {
       out.push_back({rows, Int4GemmPath::kStream, 0, "_stream"});
@@ -131,6 +137,7 @@ absl::Status ShapeCases(const Ceilings& ceil, const Shape& s, cudaStream_t strea
         continue;
       }
     }
+    if (v.path == engine::Int4GemmPath::kGemv && !engine::Int4GemmGemvFits(params(0))) continue;
     ASSIGN_OR_RETURN(const double ms, MedianMs(stream, 1, 5, [&]() -> absl::Status {
                        for (int i = 0; i < kLaunches; ++i) {
                          RETURN_IF_ERROR(engine::Int4Gemm(params(next++), stream));

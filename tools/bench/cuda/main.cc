@@ -79,6 +79,10 @@ ABSL_FLAG(int32_t, int4_wgmma_split_from_rows, 0,
 ABSL_FLAG(int32_t, int4_wgmma_split_max_grid_percent, 100,
           "with --int4_wgmma_split_from_rows, only launches whose grid (tiles x K's parts) takes "
           "at most this percent of the SMs take kWgmma (1 to 100)");
+ABSL_FLAG(int32_t, int4_gemv_max_rows, 0,
+          "Int4Gemm runs its kGemv kernel (codes straight into registers, a block a 16-row "
+          "tile, no split-K) up to this many rows (0-8) where x fits its shared memory; 0 = "
+          "kStream");
 ABSL_FLAG(int32_t, int4_wgmma_cluster, 1,
           "Int4Gemm's kWgmma kernel: blocks a thread block cluster sharing x by TMA multicast "
           "(1, 2 or 4)");
@@ -163,6 +167,7 @@ onecard::services::CommandLineSpec CommandLine() {
                    "int4_wgmma_scaled_wait_first",
                    "int4_wgmma_tail_split",
                    "int4_wgmma_early_dependents",
+                   "int4_gemv_max_rows",
                    "gemm_splits",
                    "fused_rope",
                    "tuner_search",
@@ -241,7 +246,8 @@ absl::Status ApplyComparisonArms() {
        .int4_wgmma_staged_epilogue = absl::GetFlag(FLAGS_int4_wgmma_staged_epilogue),
        .int4_wgmma_scaled_wait_first = absl::GetFlag(FLAGS_int4_wgmma_scaled_wait_first),
        .int4_wgmma_tail_split = absl::GetFlag(FLAGS_int4_wgmma_tail_split),
-       .int4_wgmma_early_dependents = absl::GetFlag(FLAGS_int4_wgmma_early_dependents)}));
+       .int4_wgmma_early_dependents = absl::GetFlag(FLAGS_int4_wgmma_early_dependents),
+       .int4_gemv_max_rows = absl::GetFlag(FLAGS_int4_gemv_max_rows)}));
   onecard::engine::CudaRunnerOptions& o = onecard::bench::BenchRunnerOptions();
   o.gemm_splits = absl::GetFlag(FLAGS_gemm_splits);
   ASSIGN_OR_RETURN(o.fused_rope,
