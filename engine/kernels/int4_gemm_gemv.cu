@@ -112,14 +112,15 @@ __device__ __forceinline__ void LoadChunk(const Args& a, const TileAt& t, int32_
   using C = Chunk<kKind, kSpan>;
 #pragma unroll
   for (int u = 0; u < C::kU_; ++u) {
-    if (kt + u < end) c.codes[u] = cuda::LoadStreaming(t.codes + int64_t{kt + u} * t.code_stride);
+    if (kt + u < end)
+      c.codes[u] = cuda::LoadStreaming(t.codes + (kt + u) * t.code_stride);  // < 2^24
   }
 #pragma unroll
   for (int w = 0; w < C::kWords; ++w) {
     const int u = kSpan == 2 ? 2 * w : kSpan == 1 ? w : w / 2;
     if (kt + u >= end) continue;
     const int32_t col = (kt + u) * kInt4TileCols + (kSpan == 0 ? 32 * (w % 2) : 0);
-    const int64_t at = int64_t{int4::GroupOf(col, a.inv_group)} * t.word_stride;
+    const int32_t at = int4::GroupOf(col, a.inv_group) * t.word_stride;  // < 2^23
     c.scale[w] = __ldg(t.scales + at);
     c.offset[w] = kKind == Int4Offsets::kSymmetric ? 0u : __ldg(t.offsets + at);
   }
