@@ -199,22 +199,26 @@ TEST(CudaModelRunnerInt4Test, NormInTheProductMatchesCpu) {
 }
 
 // The comparison arms LaunchSettings::int4_stream_blocks_per_sm = 1 (room an
-// SM for the next projection's block) and early_dependents = false (each
-// kernel lets the next launch only after its own wait): the prompt and the
-// greedy steps still match the same CPU runner.
+// SM for the next projection's block), early_dependents = false (each
+// kernel lets the next launch only after its own wait) and
+// int4_gemv_max_rows = 8 (Int4Gemm's kGemv kernel for the decode steps): the
+// prompt and the greedy steps still match the same CPU runner.
 TEST(CudaModelRunnerInt4Test, LaunchArmsMatchCpu) {
   const struct {
     int32_t blocks_per_sm;
     bool early;
+    int32_t gemv_max_rows;
     const char* label;
-  } kArms[] = {{1, true, "tiny_llama int4, one block an SM"},
-               {0, false, "tiny_llama int4, dependents after the wait"}};
+  } kArms[] = {{1, true, 0, "tiny_llama int4, one block an SM"},
+               {0, false, 0, "tiny_llama int4, dependents after the wait"},
+               {0, true, 8, "tiny_llama int4, kGemv up to 8 rows"}};
   const char* path = "tests/golden/tiny_llama";
   for (const auto& arm : kArms) {
     SCOPED_TRACE(arm.label);
     const ScopedLaunchSettings settings([&](LaunchSettings& s) {
       s.int4_stream_blocks_per_sm = arm.blocks_per_sm;
       s.early_dependents = arm.early;
+      s.int4_gemv_max_rows = arm.gemv_max_rows;
     });
     ASSERT_TRUE(settings.ok());
     Quantized q;
@@ -237,6 +241,22 @@ ModelConfig Llama3_8bWidths(const std::string& name) {
   c.num_kv_heads = 8;
   c.head_dim = 128;
   return c;
+}
+
+// kGemv in the runner (LaunchSettings::int4_gemv_max_rows = 8):
+// Llama3_8bWidths' model, every projection 4-bit in groups of 128,
+// symmetric, from seeded random weights, eight sequences decoding five steps
+// against the CPU runner given the same values: at 8 rows qkv, o and gate_up
+// (4096 columns) take kGemv and down (14336: x's 8 rows do not fit its
+// shared memory) kStream.
+TEST(CudaModelRunnerInt4Test, GemvMatchesCpu) {
+  const ModelConfig c = Llama3_8bWidths("gemv-2l");
+  const ScopedLaunchSettings arm([](LaunchSettings& s) { s.int4_gemv_max_rows = 8; });
+  ASSERT_TRUE(arm.ok());
+  Quantized q;
+  QuantizeWeights(c, RandomWeights(c, 41), 128, Int4Offsets::kSymmetric, "random llama3-8b widths",
+                  &q);
+  if (!HasFatalFailure()) DecodeStepsMatch(*q.cpu, *q.gpu, q.config, "kGemv, 8 rows");
 }
 
 // The cluster split (LaunchSettings::int4_cluster_split_k) in the runner:
