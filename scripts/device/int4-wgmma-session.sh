@@ -116,6 +116,14 @@
 #   p  FP8 as served (issue 18's batch-1 and batch-128 targets, beside the
 #      4-bit figures of the same bundle): decode-70b-fp8 and decode-8b-fp8 at
 #      batches 1 and 128 ($OUT/results.jsonl).
+#   v  (alone) Int4Gemm's kGemv kernel (1-8 rows, codes straight into
+#      registers): the tests take its cases, the one-row and three-row ones
+#      of the other kernels and the 4-bit runner's; where every kGemv case
+#      passed, kernels-int4 on INT4_V_SHAPES (default the 70B four and 8B o
+#      and down: _stream against _gemv at 1-8 rows), then arms S (served) and
+#      G (--int4_gemv_max_rows=8) on INT4_V_SCENARIOS (default
+#      decode-70b-int4 and decode-8b-int4 at batch 1), in order and reversed
+#      (INT4_V_ARMS takes others).
 #   e  (alone, or with other parts after it, e.g. "e n") the experiment
 #      bench/experiments/wgmma_stage_cost.cu, built here and carried as
 #      .device/wsc (one binary, no bundle needed for e alone):
@@ -149,6 +157,9 @@ elif [[ $part == c || $part == x ]]; then
   export GTEST_FILTER='NoTest.None' SESSION_TESTS=always
 elif [[ $part == t ]]; then
   export GTEST_FILTER='*Int4GemmTest*tiled*:*Int4GemmTest*add*'
+  export SESSION_TESTS=always KERNELS_TEST_TIMEOUT=150
+elif [[ $part == v ]]; then
+  export GTEST_FILTER='*Int4GemmTest*gemv*:*Int4GemmTest*_r1*:*Int4GemmTest*_r3*:*CudaModelRunnerInt4*'
   export SESSION_TESTS=always KERNELS_TEST_TIMEOUT=150
 fi
 # shellcheck source=scripts/device/session.sh
@@ -306,6 +317,15 @@ if [[ $part == x ]]; then
     "$session_bin" decode-8b-int4 --batches 16 --results "$OUT/ncu_cold_decode.jsonl" \
     >"$OUT/ncu_cold.csv" 2>"$OUT/ncu_cold.log"
   echo "ncu rc=$? lines=$(grep -c "^\"" "$OUT/ncu_cold.csv")"
+fi
+if [[ $part == v ]] && all_cases_passed kGemv /gemv_; then
+  read -ra v_shapes <<<"${INT4_V_SHAPES:-llama3-70b_qkv llama3-70b_o llama3-70b_gate_up llama3-70b_down llama3-8b_o llama3-8b_down}"
+  for shape in "${v_shapes[@]}"; do
+    bench 90 kernels-int4 --shape "$shape" --results "$OUT/gemv.jsonl"
+  done
+  grep -E "_r[1-8](_stream|_gemv)? bandwidth" "$OUT/bench.log" | head -80
+  flag_arms "${INT4_V_ARMS:-S= G=--int4_gemv_max_rows=8}" \
+    "${INT4_V_SCENARIOS:-decode-70b-int4 --batches 1;decode-8b-int4 --batches 1}"
 fi
 if [[ " $part " == *" r "* ]]; then
   flag_arms "${INT4_R_ARMS:-S= K=--int4_wgmma_split_from_rows=9 W=--int4_wgmma_split_from_rows=9,--int4_wgmma_split_max_grid_percent=75}" \
