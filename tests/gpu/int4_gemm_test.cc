@@ -494,16 +494,8 @@ TEST_P(Int4GemmTest, MatchesReference) {
     again_same_bytes("without the overlap");
     if (HasFatalFailure()) return;
   }
-  if (engine::Int4GemmUsesGemv(p, engine::GetLaunchSettings())) {
-    // kGemv asking the L2 cache for tiles ahead: the same bytes.
-    engine::LaunchSettings s = engine::GetLaunchSettings();
-    s.int4_gemv_prefetch_tiles = engine::kInt4GemmGemvMaxPrefetchTiles;
-    ASSERT_TRUE(engine::SetLaunchSettings(s).ok());
-    again_same_bytes("with the L2 prefetches");
-    return;
-  }
   if (engine::Int4GemmUsesTiled(p) || c.path == engine::Int4GemmPath::kWgmma ||
-      c.wgmma_from_rows > 0) {
+      c.wgmma_from_rows > 0 || engine::Int4GemmUsesGemv(p, engine::GetLaunchSettings())) {
     return;
   }
   // kStream again with its timeline stamps (Int4GemmParams::trace): the same
