@@ -78,15 +78,6 @@ __device__ __forceinline__ void MmaF16(float* c, const uint32_t* a, uint32_t b0,
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// Asks the L2 cache for `bytes` (a multiple of 16) at p (16-byte aligned,
-// global memory), returning nothing: cp.async.bulk.prefetch.L2 (sm_90; a
-// no-op on older targets).
-__device__ __forceinline__ void PrefetchL2Bulk(const void* p, uint32_t bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(bytes) : "memory");
-#endif
-}
-
 // 16-byte load of data read once (weights): no L1 allocation.
 __device__ __forceinline__ uint4 LoadStreaming(const uint4* p) {
   uint4 v;

@@ -208,8 +208,6 @@ inline bool Int4GemmFoldsNorm(const Int4GemmParams& p) {
 // columns, each padded by 8 values, and the warps' sums), at most
 // kInt4GemmGemvMaxSmemBytes (two blocks an SM).
 inline constexpr int32_t kInt4GemmGemvMaxRows = 8;
-// LaunchSettings::int4_gemv_prefetch_tiles' largest value.
-inline constexpr int32_t kInt4GemmGemvMaxPrefetchTiles = 64;
 inline constexpr int64_t kInt4GemmGemvMaxSmemBytes = 110 * 1024;
 constexpr int64_t Int4GemmGemvSmemBytes(int64_t rows, int64_t k) {
   return rows * (k + 8) * 2 + 8 * 32 * 16;

@@ -64,9 +64,8 @@ template <Int4Offsets kKind, int kSpan>
 inline constexpr int kU = kKind == Int4Offsets::kSymmetric&& kSpan != 0 ? 8 : 4;
 
 struct Args : int4::LaunchArgs {
-  int32_t per_warp;        // k tiles a warp's run (even; the last runs may be shorter or empty)
-  int32_t x_row;           // bf16 a staged x row: k + kXPad
-  int32_t prefetch_tiles;  // LaunchSettings::int4_gemv_prefetch_tiles
+  int32_t per_warp;  // k tiles a warp's run (even; the last runs may be shorter or empty)
+  int32_t x_row;     // bf16 a staged x row: k + kXPad
   bool early_dependents;
 };
 
@@ -184,17 +183,6 @@ __device__ __forceinline__ void ComputeChunk(const Chunk<kKind, kSpan>& c,
   }
 }
 
-// Asks the L2 cache for k tiles kt .. kt + count - 1 (those before `end`) of
-// the row tile at t (lane 0's TileAt), lane j for tile kt + j, + 32, ...
-// Apart from the kernel's body so that its registers stay the loop's.
-__device__ __noinline__ void PrefetchTiles(const TileAt& t, int32_t kt, int32_t end,
-                                           int32_t count) {
-  const int lane = threadIdx.x & 31;
-  for (int j = lane; j < count && kt + j < end; j += 32) {
-    cuda::PrefetchL2Bulk(t.codes + (kt + j) * t.code_stride, kInt4TileBytes);
-  }
-}
-
 template <Int4Offsets kKind, int kSpan>
 __global__ void __launch_bounds__(kThreads, kBlocksPerSm) Int4GemvKernel(Args a) {
   constexpr int U = kU<kKind, kSpan>;
@@ -207,13 +195,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) Int4GemvKernel(Args a)
   const int32_t kt_end = min(kt_begin + a.per_warp, a.k_tiles);
   int32_t rt = blockIdx.x;
   Chunk<kKind, kSpan> cur;
-  if (rt < a.n_tiles) {
-    // The tiles past the first chunk into L2 while the kernels ahead run:
-    // lane j the j-th (a tile's 512 bytes are contiguous).
-    if (a.prefetch_tiles > 0)
-      PrefetchTiles(LocateTile(a, rt, 0), kt_begin + U, kt_end, a.prefetch_tiles);
-    LoadChunk(a, LocateTile(a, rt, lane), kt_begin, kt_end, cur);
-  }
+  if (rt < a.n_tiles) LoadChunk(a, LocateTile(a, rt, lane), kt_begin, kt_end, cur);
   cuda::PdlEnter(a.early_dependents);  // x and y come from the previous kernel
   const int32_t k = a.k_tiles * kInt4TileCols;
   for (int r = 0; r < a.rows; ++r) {
@@ -296,9 +278,7 @@ absl::Status LaunchInt4GemmGemv(const Int4GemmParams& p, int num_sms, cudaStream
   static_cast<int4::LaunchArgs&>(a) = int4::MakeLaunchArgs(p);
   a.per_warp = static_cast<int32_t>(cuda::CeilDiv(a.k_tiles, 2 * kWarps) * 2);
   a.x_row = static_cast<int32_t>(p.w.k + kXPad);
-  const LaunchSettings settings = GetLaunchSettings();
-  a.prefetch_tiles = settings.int4_gemv_prefetch_tiles;
-  a.early_dependents = settings.early_dependents;
+  a.early_dependents = GetLaunchSettings().early_dependents;
   switch (p.w.offset_kind) {
     case Int4Offsets::kSymmetric:
       return LaunchGroups<Int4Offsets::kSymmetric>(a, num_sms, stream);

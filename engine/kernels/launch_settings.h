@@ -7,9 +7,9 @@
 // --int4_wgmma_cluster, --int4_wgmma_overlap, --int4_wgmma_double_sums,
 // --int4_wgmma_scaled_from_rows, --int4_wgmma_min_split_stages,
 // --int4_wgmma_staged_epilogue, --int4_wgmma_scaled_wait_first,
-// --int4_wgmma_tail_split, --int4_wgmma_early_dependents, --int4_gemv_max_rows and
-// --int4_gemv_prefetch_tiles flags) rather than chosen per call. The defaults are what serves; a
-// runner never changes them. Set them before the first launch (a kernel launched meanwhile sees
+// --int4_wgmma_tail_split, --int4_wgmma_early_dependents and --int4_gemv_max_rows flags) rather
+// than chosen per call. The defaults are what serves; a runner never changes
+// them. Set them before the first launch (a kernel launched meanwhile sees
 // either the old or the new value).
 #ifndef ONECARD_ENGINE_KERNELS_LAUNCH_SETTINGS_H_
 #define ONECARD_ENGINE_KERNELS_LAUNCH_SETTINGS_H_
@@ -167,11 +167,6 @@ struct LaunchSettings {
   // no split-K) up to this many rows (0 to kInt4GemmGemvMaxRows) where it
   // fits (Int4GemmGemvFits); 0: kStream.
   int32_t int4_gemv_max_rows = 0;
-  // kGemv's warps ask the L2 cache for up to this many k tiles (512 bytes
-  // each, 0 to kInt4GemmGemvMaxPrefetchTiles) of their first row tile beyond
-  // the first chunk before griddepcontrol.wait, so that the weights stream
-  // while the kernels ahead (RMSNorm, RoPE, attention) still run; 0: none.
-  int32_t int4_gemv_prefetch_tiles = 0;
 };
 
 // InvalidArgument naming the field for a value out of range; nothing changes then.

@@ -35,7 +35,6 @@ TEST(LaunchSettingsTest, DefaultsAreWhatServes) {
   EXPECT_TRUE(s.int4_wgmma_tail_split);
   EXPECT_FALSE(s.int4_wgmma_early_dependents);
   EXPECT_EQ(s.int4_gemv_max_rows, 0);
-  EXPECT_EQ(s.int4_gemv_prefetch_tiles, 0);
 }
 
 TEST(LaunchSettingsTest, SetThenGetAndBack) {
@@ -61,11 +60,9 @@ TEST(LaunchSettingsTest, SetThenGetAndBack) {
                                  .int4_wgmma_scaled_wait_first = true,
                                  .int4_wgmma_tail_split = false,
                                  .int4_wgmma_early_dependents = true,
-                                 .int4_gemv_max_rows = 8,
-                                 .int4_gemv_prefetch_tiles = 32})
+                                 .int4_gemv_max_rows = 8})
                   .ok());
   EXPECT_EQ(GetLaunchSettings().int4_gemv_max_rows, 8);
-  EXPECT_EQ(GetLaunchSettings().int4_gemv_prefetch_tiles, 32);
   EXPECT_EQ(GetLaunchSettings().int4_wgmma_scaled_from_rows, 65);
   EXPECT_EQ(GetLaunchSettings().int4_wgmma_min_split_stages, 0);
   EXPECT_FALSE(GetLaunchSettings().int4_wgmma_staged_epilogue);
@@ -90,7 +87,6 @@ TEST(LaunchSettingsTest, SetThenGetAndBack) {
   EXPECT_EQ(GetLaunchSettings().fp8_gemm_scaled_min_rows, 129);
   ASSERT_TRUE(SetLaunchSettings({}).ok());
   EXPECT_EQ(GetLaunchSettings().int4_gemv_max_rows, 0);
-  EXPECT_EQ(GetLaunchSettings().int4_gemv_prefetch_tiles, 0);
   EXPECT_TRUE(GetLaunchSettings().programmatic_launch);
   EXPECT_EQ(GetLaunchSettings().gemv_blocks_per_sm, 2);
   EXPECT_EQ(GetLaunchSettings().fp8_gemm_scaled_min_rows, 64);
@@ -151,8 +147,6 @@ TEST(LaunchSettingsTest, OutOfRangeIsRefusedNamingTheFieldAndChangesNothing) {
   ExpectRefused(&LaunchSettings::int4_wgmma_cluster, {0, 3, 8}, 1, "int4_wgmma_cluster");
   ExpectRefused(&LaunchSettings::int4_gemv_max_rows, {-1, kInt4GemmGemvMaxRows + 1}, 0,
                 "int4_gemv_max_rows");
-  ExpectRefused(&LaunchSettings::int4_gemv_prefetch_tiles, {-1, kInt4GemmGemvMaxPrefetchTiles + 1},
-                0, "int4_gemv_prefetch_tiles");
 }
 
 }  // namespace
