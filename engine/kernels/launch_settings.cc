@@ -21,7 +21,7 @@ std::atomic<bool> int4_cluster_split_k{false};
 std::atomic<bool> int4_fold_norm{false};
 std::atomic<int32_t> int4_wgmma_from_rows{17};
 std::atomic<int32_t> int4_wgmma_split_from_rows{0};
-std::atomic<int32_t> int4_gemv_max_rows{0};
+std::atomic<int32_t> int4_gemv_max_rows{4};
 std::atomic<int32_t> int4_wgmma_split_max_grid_percent{100};
 std::atomic<int32_t> int4_wgmma_cluster{1};
 std::atomic<bool> int4_wgmma_overlap{true};

@@ -34,7 +34,7 @@ TEST(LaunchSettingsTest, DefaultsAreWhatServes) {
   EXPECT_FALSE(s.int4_wgmma_scaled_wait_first);
   EXPECT_TRUE(s.int4_wgmma_tail_split);
   EXPECT_FALSE(s.int4_wgmma_early_dependents);
-  EXPECT_EQ(s.int4_gemv_max_rows, 0);
+  EXPECT_EQ(s.int4_gemv_max_rows, 4);
 }
 
 TEST(LaunchSettingsTest, SetThenGetAndBack) {
@@ -86,7 +86,7 @@ TEST(LaunchSettingsTest, SetThenGetAndBack) {
   EXPECT_EQ(GetLaunchSettings().gemv_blocks_per_sm, 1);
   EXPECT_EQ(GetLaunchSettings().fp8_gemm_scaled_min_rows, 129);
   ASSERT_TRUE(SetLaunchSettings({}).ok());
-  EXPECT_EQ(GetLaunchSettings().int4_gemv_max_rows, 0);
+  EXPECT_EQ(GetLaunchSettings().int4_gemv_max_rows, 4);
   EXPECT_TRUE(GetLaunchSettings().programmatic_launch);
   EXPECT_EQ(GetLaunchSettings().gemv_blocks_per_sm, 2);
   EXPECT_EQ(GetLaunchSettings().fp8_gemm_scaled_min_rows, 64);
@@ -145,7 +145,7 @@ TEST(LaunchSettingsTest, OutOfRangeIsRefusedNamingTheFieldAndChangesNothing) {
   ExpectRefused(&LaunchSettings::int4_wgmma_split_max_grid_percent, {0, 101, -1}, 100,
                 "int4_wgmma_split_max_grid_percent");
   ExpectRefused(&LaunchSettings::int4_wgmma_cluster, {0, 3, 8}, 1, "int4_wgmma_cluster");
-  ExpectRefused(&LaunchSettings::int4_gemv_max_rows, {-1, kInt4GemmGemvMaxRows + 1}, 0,
+  ExpectRefused(&LaunchSettings::int4_gemv_max_rows, {-1, kInt4GemmGemvMaxRows + 1}, 4,
                 "int4_gemv_max_rows");
 }
 

@@ -79,7 +79,7 @@ ABSL_FLAG(int32_t, int4_wgmma_split_from_rows, 0,
 ABSL_FLAG(int32_t, int4_wgmma_split_max_grid_percent, 100,
           "with --int4_wgmma_split_from_rows, only launches whose grid (tiles x K's parts) takes "
           "at most this percent of the SMs take kWgmma (1 to 100)");
-ABSL_FLAG(int32_t, int4_gemv_max_rows, 0,
+ABSL_FLAG(int32_t, int4_gemv_max_rows, 4,
           "Int4Gemm runs its kGemv kernel (codes straight into registers, a block a 16-row "
           "tile, no split-K) up to this many rows (0-8) where x fits its shared memory; 0 = "
           "kStream");
