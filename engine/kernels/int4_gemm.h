@@ -10,7 +10,7 @@
 //   y_dtype kF32:      y = x' W^T in fp32
 //   fold_norm, x_sum_sq (Int4NormFold): the RMSNorm between a residual
 //                      product and the next product folded into the two
-// Two kernels, one arithmetic (tensor cores over exact 128 + q codes, one
+// The kernels share one arithmetic (tensor cores over exact 128 + q codes, one
 // scale a group applied to the fp32 sums):
 //   kStream (int4_gemm.cu): a warp a 16-row tile of W against every row of
 //     x, a producer warp streaming W with the copy engine; for the HBM floor
