@@ -44,17 +44,20 @@
 #include <vector>
 
 #include "engine/kernels/cuda_ptx.cuh"
+#include "engine/kernels/int4_codes.cuh"
 #include "engine/kernels/int4_layout.h"
 #include "experiment_common.cuh"
 
 namespace cuda = onecard::engine::cuda;
 using onecard::engine::Int4CodePosition;
 using onecard::engine::Int4ScalePosition;
+using onecard::engine::int4::Dequant128;
+using onecard::engine::int4::kMagic136;
+using onecard::engine::int4::SubBf16x2;
 
 constexpr int kWarps = 8;
 constexpr int kThreads = 32 * kWarps;
 constexpr int kGroup = 128;  // two k tiles
-constexpr uint32_t kMagic136 = 0x43084308u;
 
 struct Args {
   const uint4* codes;
@@ -65,28 +68,13 @@ struct Args {
   int per_warp;  // k tiles a warp (even: whole groups)
 };
 
-__device__ __forceinline__ uint32_t Dequant128(uint32_t word, int m) {
-  uint32_t out;
-  asm("lop3.b32 %0, %1, %2, %3, 0xEA;\n"
-      : "=r"(out)
-      : "r"(word >> (4 * m)), "n"(0x000f000f), "n"(0x43004300));
-  return out;
-}
-
-__device__ __forceinline__ uint32_t SubBf16x2(uint32_t a, uint32_t b) {
-  uint32_t out;
-  asm("sub.rn.bf16x2 %0, %1, %2;\n" : "=r"(out) : "r"(a), "r"(b));
-  return out;
-}
-
 // Row tile rt's tile of k tile kt, for lane `lane`; scale word of group gi.
 __device__ __forceinline__ const uint4* TilePtr(const Args& a, int rt, int lane) {
   const int rg = rt / 8;
   return a.codes + (int64_t{rg} * 8 * a.k_tiles + rt % 8) * 32 + lane;
 }
 __device__ __forceinline__ int GroupTiles(const Args& a, int rt) {
-  const int rg = rt / 8;
-  return min(8, a.n_tiles - 8 * rg);
+  return static_cast<int>(onecard::engine::Int4GroupTiles(rt / 8, a.n_tiles));
 }
 __device__ __forceinline__ const uint32_t* ScalePtr(const Args& a, int rt, int gr) {
   const int rg = rt / 8;

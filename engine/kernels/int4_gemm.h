@@ -205,12 +205,14 @@ inline bool Int4GemmFoldsNorm(const Int4GemmParams& p) {
   return p.fold_norm.weight != nullptr || p.x_sum_sq != nullptr;
 }
 // kGemv: the rows it takes, and the shared memory of a block (x's rows of k
-// columns, each padded by 8 values, and the warps' sums), at most
+// columns, each padded by kInt4GemmGemvXPad values so that rows start on
+// other banks, then the 8 warps' sums, 16 bytes a lane), at most
 // kInt4GemmGemvMaxSmemBytes (two blocks an SM).
 inline constexpr int32_t kInt4GemmGemvMaxRows = 8;
 inline constexpr int64_t kInt4GemmGemvMaxSmemBytes = 110 * 1024;
+inline constexpr int64_t kInt4GemmGemvXPad = 8;
 constexpr int64_t Int4GemmGemvSmemBytes(int64_t rows, int64_t k) {
-  return rows * (k + 8) * 2 + 8 * 32 * 16;
+  return rows * (k + kInt4GemmGemvXPad) * 2 + 8 * 32 * 16;
 }
 // Whether kGemv can run params (checked ones): up to kInt4GemmGemvMaxRows
 // rows, x's rows in its shared memory (Int4GemmGemvSmemBytes), no prologue,

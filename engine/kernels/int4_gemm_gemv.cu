@@ -46,27 +46,17 @@ using int4::SubBf16x2;
 constexpr int kWarps = 8;
 constexpr int kThreads = 32 * kWarps;
 constexpr int kBlocksPerSm = 2;
-constexpr int kXPad = 8;  // bf16 after each staged x row (rows on other banks)
-
-// A group's columns against a chunk's tiles: kSpan 2, groups of a multiple
-// of 128 columns (a scale word serves two tiles); 1, of an odd multiple of
-// 64 (a word a tile); 0, of an odd multiple of 32 (two words a tile, the
-// sums flushed every 32 columns).
-template <int kSpan>
-inline constexpr int kWordsPerTile2 = kSpan == 2   ? 1
-                                      : kSpan == 1 ? 2
-                                                   : 4;  // words, x 2
 
 // Tiles a chunk: eight for symmetric codes in groups of whole tiles (32
 // registers of codes in flight, 32 more for the next chunk); four where the
 // tiles carry more scale and offset words.
 template <Int4Offsets kKind, int kSpan>
-inline constexpr int kU = kKind == Int4Offsets::kSymmetric&& kSpan != 0 ? 8 : 4;
+inline constexpr int kU = (kKind == Int4Offsets::kSymmetric && kSpan != 0) ? 8 : 4;
 
 struct Args : int4::LaunchArgs {
   int32_t per_warp;       // k tiles a warp's run (even; the last runs may be shorter or empty)
   int32_t blocks_per_sm;  // LaunchSettings::int4_gemv_blocks_per_sm
-  int32_t x_row;          // bf16 a staged x row: k + kXPad
+  int32_t x_row;          // bf16 a staged x row: k + kInt4GemmGemvXPad
   bool early_dependents;
 };
 
@@ -83,7 +73,7 @@ struct TileAt {
 
 __device__ __forceinline__ TileAt LocateTile(const Args& a, int32_t rt, int lane) {
   const int32_t rg = rt / 8;
-  const int32_t g = min(8, a.n_tiles - 8 * rg);  // tiles in the row group
+  const int32_t g = static_cast<int32_t>(Int4GroupTiles(rg, a.n_tiles));
   TileAt t;
   t.codes = a.codes + (int64_t{rg} * 8 * a.k_tiles + rt % 8) * 32 + lane;
   const int64_t word = (int64_t{rg} * 8 * a.num_groups + rt % 8) * 8 + (lane >> 2);
@@ -95,11 +85,14 @@ __device__ __forceinline__ TileAt LocateTile(const Args& a, int32_t rt, int lane
 }
 
 // A chunk's codes and its groups' scale and offset words (offsets unused
-// for kSymmetric).
+// for kSymmetric). kSpan: groups of a multiple of 128 columns (2: a word
+// serves two tiles), of an odd multiple of 64 (1: a word a tile) or of an
+// odd multiple of 32 (0: two words a tile, the sums flushed every 32
+// columns).
 template <Int4Offsets kKind, int kSpan>
 struct Chunk {
   static constexpr int kU_ = kU<kKind, kSpan>;
-  static constexpr int kWords = kU_ * kWordsPerTile2<kSpan> / 2;
+  static constexpr int kWords = kSpan == 2 ? kU_ / 2 : kSpan == 1 ? kU_ : 2 * kU_;
   uint4 codes[kU_];
   uint32_t scale[kWords];
   uint32_t offset[kWords];
@@ -278,9 +271,9 @@ absl::Status LaunchInt4GemmGemv(const Int4GemmParams& p, int num_sms, cudaStream
   Args a{};
   static_cast<int4::LaunchArgs&>(a) = int4::MakeLaunchArgs(p);
   a.per_warp = static_cast<int32_t>(cuda::CeilDiv(a.k_tiles, 2 * kWarps) * 2);
-  a.x_row = static_cast<int32_t>(p.w.k + kXPad);
+  a.x_row = static_cast<int32_t>(p.w.k + kInt4GemmGemvXPad);
   const LaunchSettings settings = GetLaunchSettings();
-  a.blocks_per_sm = std::min(settings.int4_gemv_blocks_per_sm, kBlocksPerSm);
+  a.blocks_per_sm = settings.int4_gemv_blocks_per_sm;  // 1 or 2: kBlocksPerSm at most
   a.early_dependents = settings.early_dependents;
   switch (p.w.offset_kind) {
     case Int4Offsets::kSymmetric:

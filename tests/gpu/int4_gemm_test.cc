@@ -293,22 +293,22 @@ std::vector<Int4Case> Cases() {
   // k tiles that leave warps short or idle (576 columns: 9 tiles over 8
   // warps), x's rows from 1 to 8; and kAuto taking it by the setting.
   const auto kGemv = engine::Int4GemmPath::kGemv;
-  for (const Int4Case& g : std::vector<Int4Case>{
-           {"gemv_qkv70b_r1", 10240, 8192, 128, sym, 1, none, Out::kBf16, kGemv},
-           {"gemv_o70b_add_r1", 8192, 8192, 128, sym, 1, none, Out::kAdd, kGemv},
-           {"gemv_down72b_padded_zero_add_r1", 8192, 29696, 128, zero, 1, none, Out::kAdd, kGemv},
-           {"gemv_gateup_silu_zero_r3", 8192, 4096, 128, zero, 3, none, Out::kSilu, kGemv},
-           {"gemv_gate72b_padded_g64_r2", 29696, 5120, 64, sym, 2, none, Out::kBf16, kGemv},
-           {"gemv_smol_qkv_g32_r5", 960, 576, 32, fl, 5, none, Out::kBf16, kGemv},
-           {"gemv_smol_gateup_silu_r7", 3072, 576, 32, fl, 7, none, Out::kSilu, kGemv},
-           {"gemv_smol_down_add_r8", 576, 1536, 32, fl, 8, none, Out::kAdd, kGemv},
-           {"gemv_g96_straddle_zero_add_r4", 512, 1152, 96, zero, 4, none, Out::kAdd, kGemv},
-           {"gemv_per_channel_float_f32_r6", 2048, 4096, 4096, fl, 6, none, Out::kF32, kGemv},
-           {"gemv_sym_g32_r8", 1024, 4096, 32, sym, 8, none, Out::kBf16, kGemv},
-           {"gemv_tiny_f32_r1", 16, 64, 32, zero, 1, none, Out::kF32, kGemv},
-       }) {
-    cases.push_back(g);
-  }
+  cases.insert(
+      cases.end(),
+      {
+          {"gemv_qkv70b_r1", 10240, 8192, 128, sym, 1, none, Out::kBf16, kGemv},
+          {"gemv_o70b_add_r1", 8192, 8192, 128, sym, 1, none, Out::kAdd, kGemv},
+          {"gemv_down72b_padded_zero_add_r1", 8192, 29696, 128, zero, 1, none, Out::kAdd, kGemv},
+          {"gemv_gateup_silu_zero_r3", 8192, 4096, 128, zero, 3, none, Out::kSilu, kGemv},
+          {"gemv_gate72b_padded_g64_r2", 29696, 5120, 64, sym, 2, none, Out::kBf16, kGemv},
+          {"gemv_smol_qkv_g32_r5", 960, 576, 32, fl, 5, none, Out::kBf16, kGemv},
+          {"gemv_smol_gateup_silu_r7", 3072, 576, 32, fl, 7, none, Out::kSilu, kGemv},
+          {"gemv_smol_down_add_r8", 576, 1536, 32, fl, 8, none, Out::kAdd, kGemv},
+          {"gemv_g96_straddle_zero_add_r4", 512, 1152, 96, zero, 4, none, Out::kAdd, kGemv},
+          {"gemv_per_channel_float_f32_r6", 2048, 4096, 4096, fl, 6, none, Out::kF32, kGemv},
+          {"gemv_sym_g32_r8", 1024, 4096, 32, sym, 8, none, Out::kBf16, kGemv},
+          {"gemv_tiny_f32_r1", 16, 64, 32, zero, 1, none, Out::kF32, kGemv},
+      });
   Int4Case gemv_auto{"gemv_auto_down8b_add_r1", 4096, 14336, 128, sym, 1, none, Out::kAdd};
   gemv_auto.gemv_max_rows = 8;
   cases.push_back(gemv_auto);
