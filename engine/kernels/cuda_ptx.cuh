@@ -87,6 +87,11 @@ __device__ __forceinline__ uint4 LoadStreaming(const uint4* p) {
   return v;
 }
 
+// Asks for p's 128-byte line in this SM's L1 cache (no register, no wait).
+__device__ __forceinline__ void PrefetchL1(const void* p) {
+  asm volatile("prefetch.global.L1 [%0];\n" ::"l"(p));
+}
+
 // A 32-bit load with acquire semantics at GPU scope: what the writer stored
 // before its release (a fence, then the atomic this load reads) is visible
 // to this thread's later loads.

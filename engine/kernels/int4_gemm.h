@@ -215,8 +215,9 @@ constexpr int64_t Int4GemmGemvSmemBytes(int64_t rows, int64_t k) {
   return rows * (k + kInt4GemmGemvXPad) * 2 + 8 * 32 * 16;
 }
 // Whether kGemv can run params (checked ones): up to kInt4GemmGemvMaxRows
-// rows, x's rows in its shared memory (Int4GemmGemvSmemBytes), no prologue,
-// folded RMSNorm or trace.
+// rows, x's rows in its shared memory (Int4GemmGemvSmemBytes), no folded
+// RMSNorm or trace, x (and a prologue's norm_weight) 16-byte aligned. The
+// RMSNorm prologue (up to kInt4GemmMaxNormRows rows) it runs on its staged x.
 bool Int4GemmGemvFits(const Int4GemmParams& params);
 // Whether Int4Gemm runs kGemv for params (checked ones) under `settings`:
 // path kGemv, or kAuto up to settings.int4_gemv_max_rows rows where it fits.

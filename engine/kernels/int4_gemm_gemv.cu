@@ -10,7 +10,12 @@
 //   shared-memory ring, no producer warp, no barrier a stage.
 // - x's rows (all of k) are staged in shared memory once a block, after the
 //   first chunk's loads and griddepcontrol.wait (programmatic dependent
-//   launch: the weights never depend on the previous kernel).
+//   launch: the weights never depend on the previous kernel). With the
+//   RMSNorm prologue every block sums the squares of each row as it stages
+//   it, meets the warps' sums in shared memory (in warp order) and
+//   normalizes its copy in place, x' = bf16(w * (x * inv_rms)) (rms_norm.h's
+//   rounding; the norm weight asked into L1 before the wait): no RmsNorm
+//   launch before the product.
 // - Int4Gemm's exact arithmetic: (word >> 4 m) & 0x000f000f | 0x43004300 is
 //   the bf16 pair 128 + q; minus 128 + z (136 symmetric) it is q - z, and
 //   one mma.m16n8k16 a code word sums p = sum (q - z) x over its 16 columns
@@ -58,6 +63,8 @@ struct Args : int4::LaunchArgs {
   int32_t blocks_per_sm;  // LaunchSettings::int4_gemv_blocks_per_sm
   int32_t x_row;          // bf16 a staged x row: k + kInt4GemmGemvXPad
   bool early_dependents;
+  const cuda::bf16* norm_w;  // the RMSNorm prologue's weight; null: none
+  float eps;
 };
 
 // Where one lane reads row tile rt: its codes' first tile, the stride
@@ -177,6 +184,53 @@ __device__ __forceinline__ void ComputeChunk(const Chunk<kKind, kSpan>& c,
   }
 }
 
+// Copies x's rows into xs; with the RMSNorm prologue, warp w's sum of
+// squares of row r into red[r * kWarps + w].
+__device__ __forceinline__ void StageX(const Args& a, cuda::bf16* xs, float* red, int32_t k) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  for (int r = 0; r < a.rows; ++r) {
+    const uint4* src = reinterpret_cast<const uint4*>(a.x + r * a.x_stride);
+    uint4* dst = reinterpret_cast<uint4*>(xs + r * a.x_row);
+    float sum_sq = 0.0f;
+    for (int i = threadIdx.x; i < k / 8; i += kThreads) {
+      const uint4 v = src[i];
+      dst[i] = v;
+      if (a.norm_w != nullptr) {
+        float f[8];
+        cuda::Unpack8(v, f);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) sum_sq = fmaf(f[e], f[e], sum_sq);
+      }
+    }
+    if (a.norm_w != nullptr) {
+      sum_sq = cuda::WarpSum(sum_sq);
+      if (lane == 0) red[r * kWarps + warp] = sum_sq;
+    }
+  }
+}
+
+// The RMSNorm prologue on the staged rows (after StageX and a barrier): each
+// thread rescales the 16-byte pieces it staged.
+__device__ __forceinline__ void NormalizeX(const Args& a, cuda::bf16* xs, const float* red,
+                                           int32_t k) {
+  const uint4* w = reinterpret_cast<const uint4*>(a.norm_w);
+  for (int r = 0; r < a.rows; ++r) {
+    float total = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kWarps; ++i) total += red[r * kWarps + i];
+    const float inv_rms = rsqrtf(total / static_cast<float>(k) + a.eps);
+    uint4* row = reinterpret_cast<uint4*>(xs + r * a.x_row);
+    for (int i = threadIdx.x; i < k / 8; i += kThreads) {
+      float xf[8], wf[8];
+      cuda::Unpack8(row[i], xf);
+      cuda::Unpack8(__ldg(w + i), wf);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) xf[e] = wf[e] * (xf[e] * inv_rms);
+      row[i] = cuda::Pack8(xf);
+    }
+  }
+}
+
 template <Int4Offsets kKind, int kSpan>
 __global__ void __launch_bounds__(kThreads, kBlocksPerSm) Int4GemvKernel(Args a) {
   constexpr int U = kU<kKind, kSpan>;
@@ -190,14 +244,19 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) Int4GemvKernel(Args a)
   int32_t rt = blockIdx.x;
   Chunk<kKind, kSpan> cur;
   if (rt < a.n_tiles) LoadChunk(a, LocateTile(a, rt, lane), kt_begin, kt_end, cur);
+  if (a.norm_w != nullptr) {  // the norm weight into L1 while the previous kernel ends
+    for (int i = threadIdx.x; i < a.k_tiles; i += kThreads) {
+      cuda::PrefetchL1(a.norm_w + i * kInt4TileCols);
+    }
+  }
   cuda::PdlEnter(a.early_dependents);  // x and y come from the previous kernel
   const int32_t k = a.k_tiles * kInt4TileCols;
-  for (int r = 0; r < a.rows; ++r) {
-    const uint4* src = reinterpret_cast<const uint4*>(a.x + r * a.x_stride);
-    uint4* dst = reinterpret_cast<uint4*>(xs + r * a.x_row);
-    for (int i = threadIdx.x; i < k / 8; i += kThreads) dst[i] = src[i];
-  }
+  StageX(a, xs, red, k);
   __syncthreads();
+  if (a.norm_w != nullptr) {
+    NormalizeX(a, xs, red, k);
+    __syncthreads();  // the normalized rows, and red free for the sums
+  }
   // Lanes past the rows read row 0: their sums land in columns never stored.
   const cuda::bf16* xs_lane = xs + (gr < a.rows ? gr : 0) * a.x_row + 4 * t4;
   while (rt < a.n_tiles) {
@@ -275,6 +334,10 @@ absl::Status LaunchInt4GemmGemv(const Int4GemmParams& p, int num_sms, cudaStream
   const LaunchSettings settings = GetLaunchSettings();
   a.blocks_per_sm = settings.int4_gemv_blocks_per_sm;  // 1 or 2: kBlocksPerSm at most
   a.early_dependents = settings.early_dependents;
+  if (p.prologue == GemvPrologue::kRmsNorm) {
+    a.norm_w = static_cast<const cuda::bf16*>(p.norm_weight);
+    a.eps = p.eps;
+  }
   switch (p.w.offset_kind) {
     case Int4Offsets::kSymmetric:
       return LaunchGroups<Int4Offsets::kSymmetric>(a, num_sms, stream);

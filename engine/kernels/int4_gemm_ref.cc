@@ -83,10 +83,11 @@ bool Int4GemmUsesTiled(const Int4GemmParams& p) {
 }
 
 bool Int4GemmGemvFits(const Int4GemmParams& p) {
-  return p.rows >= 1 && p.rows <= kInt4GemmGemvMaxRows && p.prologue == GemvPrologue::kNone &&
-         !Int4GemmFoldsNorm(p) && p.trace == nullptr &&
-         Int4GemmGemvSmemBytes(p.rows, p.w.k) <= kInt4GemmGemvMaxSmemBytes &&
-         reinterpret_cast<uintptr_t>(p.x) % 16 == 0;
+  return p.rows >= 1 && p.rows <= kInt4GemmGemvMaxRows && !Int4GemmFoldsNorm(p) &&
+         p.trace == nullptr && Int4GemmGemvSmemBytes(p.rows, p.w.k) <= kInt4GemmGemvMaxSmemBytes &&
+         reinterpret_cast<uintptr_t>(p.x) % 16 == 0 &&
+         (p.prologue == GemvPrologue::kNone ||
+          reinterpret_cast<uintptr_t>(p.norm_weight) % 16 == 0);
 }
 
 bool Int4GemmUsesGemv(const Int4GemmParams& p, const LaunchSettings& settings) {
@@ -230,7 +231,7 @@ absl::Status CheckInt4GemmParams(const Int4GemmParams& p, absl::string_view op) 
         p.path == Int4GemmPath::kWgmma))) {
     return absl::UnimplementedError(absl::StrCat(
         op, ": prologue is not supported for ", p.rows, " rows on this path; supported: none, ",
-        "or RMSNorm up to ", kInt4GemmMaxNormRows, " rows on the kStream or kAuto path"));
+        "or RMSNorm up to ", kInt4GemmMaxNormRows, " rows on the kStream, kGemv or kAuto path"));
   }
   if (Int4GemmFoldsNorm(p)) {
     const char* field = p.x_sum_sq != nullptr ? "x_sum_sq" : "fold_norm";
@@ -316,14 +317,15 @@ absl::Status CheckInt4GemmParams(const Int4GemmParams& p, absl::string_view op) 
   if (p.path == Int4GemmPath::kGemv && !Int4GemmGemvFits(p)) {
     return absl::UnimplementedError(absl::StrCat(
         op, ": path kGemv does not take rows=", p.rows, " k=", w.k,
-        p.prologue == GemvPrologue::kNone ? "" : " with a prologue",
         Int4GemmFoldsNorm(p) ? " with a folded RMSNorm" : "", p.trace != nullptr ? " traced" : "",
         reinterpret_cast<uintptr_t>(p.x) % 16 == 0 ? "" : " with x not 16-byte aligned",
+        p.prologue != GemvPrologue::kNone && reinterpret_cast<uintptr_t>(p.norm_weight) % 16 != 0
+            ? " with norm_weight not 16-byte aligned"
+            : "",
         "; supported: 1 to ", kInt4GemmGemvMaxRows, " rows whose x fits ",
         kInt4GemmGemvMaxSmemBytes,
         " bytes of shared memory (rows * (k + 8) * 2 + 4096: ", Int4GemmGemvSmemBytes(p.rows, w.k),
-        " here), no prologue, folded RMSNorm or trace, "
-        "x 16-byte aligned"));
+        " here), no folded RMSNorm or trace, x and norm_weight 16-byte aligned"));
   }
   RETURN_IF_ERROR(
       ref::CheckGemmXAndEpilogue(op, w.k, p.x_row_stride, p.y_dtype, p.add_to_y, p.silu_mul_y));

@@ -42,6 +42,7 @@
 #include <set>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "engine/kernels/int4_gemm.h"
 #include "engine/kernels/int4_matrix.h"
 #include "engine/kernels/launch_settings.h"
@@ -185,16 +186,25 @@ TEST(CudaModelRunnerInt4Test, QuantizedTinyCheckpointsMatchCpu) {
 
 // The comparison arm LaunchSettings::int4_norm_in_gemm_max_rows: the greedy
 // steps' q/k/v and gate/up products (one row) take the RMSNorm in Int4Gemm's
-// prologue instead of an RmsNorm launch, against the same CPU runner.
+// prologue instead of an RmsNorm launch, on kStream (int4_gemv_max_rows = 0)
+// and on kGemv (4, as served), against the same CPU runner.
 TEST(CudaModelRunnerInt4Test, NormInTheProductMatchesCpu) {
-  const ScopedLaunchSettings arm(
-      [](LaunchSettings& s) { s.int4_norm_in_gemm_max_rows = kInt4GemmMaxNormRows; });
-  ASSERT_TRUE(arm.ok());
   const char* path = "tests/golden/tiny_llama";  // its q/k/v and gate/up are 4-bit
-  Quantized q;
-  Quantize(path, Int4Offsets::kZero, &q);
-  if (!HasFatalFailure()) {
-    CompareRunners(*q.cpu, *q.gpu, q.config, path, "tiny_llama int4, norm in the product");
+  for (const int32_t gemv_max_rows : {0, 4}) {
+    const std::string label = absl::StrCat("tiny_llama int4, norm in the product, ",
+                                           gemv_max_rows == 0 ? "kStream" : "kGemv");
+    SCOPED_TRACE(label);
+    const ScopedLaunchSettings arm([&](LaunchSettings& s) {
+      s.int4_norm_in_gemm_max_rows = kInt4GemmMaxNormRows;
+      s.int4_gemv_max_rows = gemv_max_rows;
+    });
+    ASSERT_TRUE(arm.ok());
+    Quantized q;
+    Quantize(path, Int4Offsets::kZero, &q);
+    if (!HasFatalFailure()) {
+      CompareRunners(*q.cpu, *q.gpu, q.config, path, label);
+    }
+    if (HasFatalFailure()) return;
   }
 }
 

@@ -291,7 +291,8 @@ std::vector<Int4Case> Cases() {
   // kGemv (1-8 rows): every offset kind and epilogue, groups of 32, 64, 96
   // (ending mid-tile), 128 and one a row, row groups of fewer than 8 tiles,
   // k tiles that leave warps short or idle (576 columns: 9 tiles over 8
-  // warps), x's rows from 1 to 8; and kAuto taking it by the setting.
+  // warps), x's rows from 1 to 8, the RMSNorm prologue (up to 4 rows); and
+  // kAuto taking it by the setting.
   const auto kGemv = engine::Int4GemmPath::kGemv;
   cases.insert(
       cases.end(),
@@ -308,6 +309,10 @@ std::vector<Int4Case> Cases() {
           {"gemv_per_channel_float_f32_r6", 2048, 4096, 4096, fl, 6, none, Out::kF32, kGemv},
           {"gemv_sym_g32_r8", 1024, 4096, 32, sym, 8, none, Out::kBf16, kGemv},
           {"gemv_tiny_f32_r1", 16, 64, 32, zero, 1, none, Out::kF32, kGemv},
+          {"gemv_qkv70b_norm_r1", 10240, 8192, 128, sym, 1, norm, Out::kBf16, kGemv},
+          {"gemv_gateup8b_norm_silu_zero_r2", 28672, 4096, 128, zero, 2, norm, Out::kSilu, kGemv},
+          {"gemv_smol_qkv_g32_norm_r4", 960, 576, 32, fl, 4, norm, Out::kBf16, kGemv},
+          {"gemv_k12288_g64_norm_r3", 1024, 12288, 64, sym, 3, norm, Out::kBf16, kGemv},
       });
   Int4Case gemv_auto{"gemv_auto_down8b_add_r1", 4096, 14336, 128, sym, 1, none, Out::kAdd};
   gemv_auto.gemv_max_rows = 8;

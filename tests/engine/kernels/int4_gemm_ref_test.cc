@@ -346,8 +346,9 @@ TEST(Int4GemmRefTest, PicksThePathByRows) {
 }
 
 // kGemv: kAuto takes it up to int4_gemv_max_rows rows where x's rows fit its
-// shared memory and only the product is asked for; path kGemv elsewhere is
-// refused, naming what it does not take.
+// shared memory, with or without the RMSNorm prologue (its weight 16-byte
+// aligned), and no folded norm or trace; path kGemv elsewhere is refused,
+// naming what it does not take.
 TEST(Int4GemmRefTest, GemvWhereXFitsAndOnlyTheProductIsAsked) {
   Fixture f = Make(64, 8192, 128, Int4Offsets::kZero, 7);
   std::vector<uint16_t> y(7 * 64), gamma(8192, 0x3F80);
@@ -377,9 +378,16 @@ TEST(Int4GemmRefTest, GemvWhereXFitsAndOnlyTheProductIsAsked) {
   EXPECT_TRUE(CheckInt4GemmParams(f.p, "op").ok()) << CheckInt4GemmParams(f.p, "op");
   f.p.prologue = GemvPrologue::kRmsNorm;
   f.p.norm_weight = gamma.data();
+  EXPECT_TRUE(Int4GemmGemvFits(f.p));
+  EXPECT_TRUE(CheckInt4GemmParams(f.p, "op").ok()) << CheckInt4GemmParams(f.p, "op");
+  f.p.norm_weight = gamma.data() + 1;  // 2 bytes past a 16-byte boundary
   EXPECT_FALSE(Int4GemmGemvFits(f.p));
   st = CheckInt4GemmParams(f.p, "op");
-  EXPECT_THAT(st.message(), ::testing::HasSubstr("rows=2 k=8192 with a prologue"));
+  EXPECT_THAT(st.message(), ::testing::HasSubstr("rows=2 k=8192 with norm_weight not 16-byte"));
+  f.p.norm_weight = gamma.data();
+  f.p.rows = 5;  // the prologue takes at most kInt4GemmMaxNormRows
+  EXPECT_THAT(CheckInt4GemmParams(f.p, "op").message(), ::testing::HasSubstr("prologue"));
+  f.p.rows = 2;
   f.p.prologue = GemvPrologue::kNone;
   f.p.x_sum_sq = x_sums.data();
   EXPECT_FALSE(Int4GemmGemvFits(f.p));
