@@ -123,9 +123,10 @@
 #      and down: _stream against _gemv at 1-8 rows), then arms S (served:
 #      kGemv up to 4 rows), K (--int4_gemv_max_rows=0: kStream), O
 #      (--int4_gemv_blocks_per_sm=1: half the register file left to the
-#      kernels around kGemv) and N (--int4_norm_in_gemm_max_rows=4: kGemv
+#      kernels around kGemv), N (--int4_norm_in_gemm_max_rows=4: kGemv
 #      normalizes the x it stages, no RmsNorm launch before qkv and gate_up)
-#      on INT4_V_SCENARIOS (default decode-70b-int4 and
+#      and NR (N and --fused_rope=all: RoPE and the cache write in the decode
+#      attention, no RopeKvWrite launch either) on INT4_V_SCENARIOS (default decode-70b-int4 and
 #      decode-8b-int4 at batch 1), in order and reversed (INT4_V_ARMS takes
 #      others).
 #   e  (alone, or with other parts after it, e.g. "e n") the experiment
@@ -328,7 +329,7 @@ if [[ $part == v ]] && all_cases_passed kGemv /gemv_; then
     bench 90 kernels-int4 --shape "$shape" --results "$OUT/gemv.jsonl"
   done
   grep -E "_r[1-8](_stream|_gemv)? bandwidth" "$OUT/bench.log" | head -80
-  flag_arms "${INT4_V_ARMS:-S= K=--int4_gemv_max_rows=0 O=--int4_gemv_blocks_per_sm=1 N=--int4_norm_in_gemm_max_rows=4}" \
+  flag_arms "${INT4_V_ARMS:-S= K=--int4_gemv_max_rows=0 O=--int4_gemv_blocks_per_sm=1 N=--int4_norm_in_gemm_max_rows=4 NR=--int4_norm_in_gemm_max_rows=4,--fused_rope=all}" \
     "${INT4_V_SCENARIOS:-decode-70b-int4 --batches 1;decode-8b-int4 --batches 1}"
 fi
 if [[ " $part " == *" r "* ]]; then
