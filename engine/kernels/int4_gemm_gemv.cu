@@ -12,10 +12,9 @@
 //   first chunk's loads and griddepcontrol.wait (programmatic dependent
 //   launch: the weights never depend on the previous kernel). With the
 //   RMSNorm prologue every block sums the squares of each row as it stages
-//   it, meets the warps' sums in shared memory (in warp order) and
-//   normalizes its copy in place, x' = bf16(w * (x * inv_rms)) (rms_norm.h's
-//   rounding; the norm weight asked into L1 before the wait): no RmsNorm
-//   launch before the product.
+//   it (over the block: cuda::BlockSum) and normalizes its copy in place,
+//   x' = bf16(w * (x * inv_rms)) (rms_norm.h's rounding; the norm weight
+//   asked into L1 before the wait): no RmsNorm launch before the product.
 // - Int4Gemm's exact arithmetic: (word >> 4 m) & 0x000f000f | 0x43004300 is
 //   the bf16 pair 128 + q; minus 128 + z (136 symmetric) it is q - z, and
 //   one mma.m16n8k16 a code word sums p = sum (q - z) x over its 16 columns
@@ -184,10 +183,10 @@ __device__ __forceinline__ void ComputeChunk(const Chunk<kKind, kSpan>& c,
   }
 }
 
-// Copies x's rows into xs; with the RMSNorm prologue, warp w's sum of
-// squares of row r into red[r * kWarps + w].
-__device__ __forceinline__ void StageX(const Args& a, cuda::bf16* xs, float* red, int32_t k) {
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+// Copies x's rows into xs; with the RMSNorm prologue normalizes each row in
+// place once it landed: its sum of squares over the block (cuda::BlockSum on
+// `scratch`), then each thread rescales the 16-byte pieces it copied.
+__device__ __forceinline__ void StageX(const Args& a, cuda::bf16* xs, float* scratch, int32_t k) {
   for (int r = 0; r < a.rows; ++r) {
     const uint4* src = reinterpret_cast<const uint4*>(a.x + r * a.x_stride);
     uint4* dst = reinterpret_cast<uint4*>(xs + r * a.x_row);
@@ -199,34 +198,19 @@ __device__ __forceinline__ void StageX(const Args& a, cuda::bf16* xs, float* red
         float f[8];
         cuda::Unpack8(v, f);
 #pragma unroll
-        for (int e = 0; e < 8; ++e) sum_sq = fmaf(f[e], f[e], sum_sq);
+        for (int e = 0; e < 8; ++e) sum_sq += f[e] * f[e];
       }
     }
-    if (a.norm_w != nullptr) {
-      sum_sq = cuda::WarpSum(sum_sq);
-      if (lane == 0) red[r * kWarps + warp] = sum_sq;
-    }
-  }
-}
-
-// The RMSNorm prologue on the staged rows (after StageX and a barrier): each
-// thread rescales the 16-byte pieces it staged.
-__device__ __forceinline__ void NormalizeX(const Args& a, cuda::bf16* xs, const float* red,
-                                           int32_t k) {
-  const uint4* w = reinterpret_cast<const uint4*>(a.norm_w);
-  for (int r = 0; r < a.rows; ++r) {
-    float total = 0.0f;
-#pragma unroll
-    for (int i = 0; i < kWarps; ++i) total += red[r * kWarps + i];
-    const float inv_rms = rsqrtf(total / static_cast<float>(k) + a.eps);
-    uint4* row = reinterpret_cast<uint4*>(xs + r * a.x_row);
+    if (a.norm_w == nullptr) continue;
+    const float inv_rms = rsqrtf(cuda::BlockSum(sum_sq, scratch) / static_cast<float>(k) + a.eps);
+    const uint4* w = reinterpret_cast<const uint4*>(a.norm_w);
     for (int i = threadIdx.x; i < k / 8; i += kThreads) {
       float xf[8], wf[8];
-      cuda::Unpack8(row[i], xf);
+      cuda::Unpack8(dst[i], xf);
       cuda::Unpack8(__ldg(w + i), wf);
 #pragma unroll
       for (int e = 0; e < 8; ++e) xf[e] = wf[e] * (xf[e] * inv_rms);
-      row[i] = cuda::Pack8(xf);
+      dst[i] = cuda::Pack8(xf);
     }
   }
 }
@@ -252,11 +236,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) Int4GemvKernel(Args a)
   cuda::PdlEnter(a.early_dependents);  // x and y come from the previous kernel
   const int32_t k = a.k_tiles * kInt4TileCols;
   StageX(a, xs, red, k);
-  __syncthreads();
-  if (a.norm_w != nullptr) {
-    NormalizeX(a, xs, red, k);
-    __syncthreads();  // the normalized rows, and red free for the sums
-  }
+  __syncthreads();  // x's rows, and red free for the sums
   // Lanes past the rows read row 0: their sums land in columns never stored.
   const cuda::bf16* xs_lane = xs + (gr < a.rows ? gr : 0) * a.x_row + 4 * t4;
   while (rt < a.n_tiles) {

@@ -242,11 +242,11 @@ __global__ void __launch_bounds__(128)
   const int h = blockIdx.y;
   const int64_t base = (static_cast<int64_t>(t) * num_heads + h) * num_splits;
   if (threadIdx.x < 32) {
-    SplitWeights<false>(ml_part, base, num_splits, threadIdx.x, weight, &inv_den, &used);
+    SplitWeights(ml_part, base, num_splits, threadIdx.x, weight, &inv_den, &used);
   }
   __syncthreads();
   for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
-    const float num = SplitSum<false>(o_part, base, head_dim, d, weight, used);
+    const float num = SplitSum(o_part, base, head_dim, d, weight, used);
     out[(static_cast<int64_t>(t) * num_heads + h) * head_dim + d] =
         __float2bfloat16_rn(num * inv_den);
   }

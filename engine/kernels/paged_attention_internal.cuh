@@ -235,9 +235,8 @@ absl::Status LaunchAttention(int smem, dim3 grid, cudaStream_t stream, const Att
 // One warp turns the (max, sum) pairs of a query head's splits (from `base`
 // in ml_part) into weights, their sum's inverse and the count of non-empty
 // splits (a prefix: the splits cover the keys in order, and empty ones wrote
-// no output). kL2: the pairs read from L2 (other blocks wrote them during
-// this launch).
-template <bool kL2>
+// no output). Read from L2 (ld.cg): CombineIfLast reads what other blocks
+// of its own launch wrote.
 __device__ __forceinline__ void SplitWeights(const float2* ml_part, int64_t base, int num_splits,
                                              int lane, float* weight, float* inv_den, int* used) {
   float2 ml[2];
@@ -245,9 +244,7 @@ __device__ __forceinline__ void SplitWeights(const float2* ml_part, int64_t base
 #pragma unroll
   for (int k = 0; k < 2; ++k) {
     const int i = lane + 32 * k;
-    ml[k] = i >= num_splits ? make_float2(-INFINITY, 0.0f)
-            : kL2           ? __ldcg(ml_part + base + i)
-                            : ml_part[base + i];
+    ml[k] = i < num_splits ? __ldcg(ml_part + base + i) : make_float2(-INFINITY, 0.0f);
     if (ml[k].y > 0.0f) mx = fmaxf(mx, ml[k].x);
   }
   mx = cuda::WarpMax(mx);
@@ -269,16 +266,12 @@ __device__ __forceinline__ void SplitWeights(const float2* ml_part, int64_t base
 }
 
 // Dim d of a query head's merged output: its `used` splits' partials (from
-// `base`, head_dim apart) by their weights, in split order.
-template <bool kL2>
+// `base`, head_dim apart, read from L2) by their weights, in split order.
 __device__ __forceinline__ float SplitSum(const float* o_part, int64_t base, int head_dim, int d,
                                           const float* weight, int used) {
   float num = 0.0f;
 #pragma unroll 8
-  for (int i = 0; i < used; ++i) {
-    const float* part = o_part + (base + i) * head_dim + d;
-    num += weight[i] * (kL2 ? __ldcg(part) : *part);
-  }
+  for (int i = 0; i < used; ++i) num += weight[i] * __ldcg(o_part + (base + i) * head_dim + d);
   return num;
 }
 
@@ -308,15 +301,15 @@ __device__ void CombineIfLast(const AttnArgs& a, int t, int kvh, unsigned char* 
   const int lane = threadIdx.x & 31;
   const int64_t head0 = static_cast<int64_t>(t) * a.num_heads + kvh * a.group;
   for (int r = warp; r < a.group; r += kWarps) {
-    SplitWeights<true>(a.ml_part, (head0 + r) * a.num_splits, a.num_splits, lane,
-                       weight + r * kMaxSplits, inv_den + r, used + r);
+    SplitWeights(a.ml_part, (head0 + r) * a.num_splits, a.num_splits, lane, weight + r * kMaxSplits,
+                 inv_den + r, used + r);
   }
   __syncthreads();
   for (int i = threadIdx.x; i < a.group * D; i += kThreads) {
     const int r = i / D;
     const int d = i - r * D;
-    const float num = SplitSum<true>(a.o_part, (head0 + r) * a.num_splits, D, d,
-                                     weight + r * kMaxSplits, used[r]);
+    const float num =
+        SplitSum(a.o_part, (head0 + r) * a.num_splits, D, d, weight + r * kMaxSplits, used[r]);
     a.out[(head0 + r) * D + d] = __float2bfloat16_rn(num * inv_den[r]);
   }
   if (threadIdx.x == 0) *counter = 0;
@@ -358,7 +351,7 @@ __device__ void MergeWarpsAndStore(const AttnArgs& a, const float* red_o, const 
       if (d == 0) a.ml_part[idx] = make_float2(mx, den);
     }
   }
-  if (a.num_splits > 1 && a.split_counters != nullptr) CombineIfLast<D>(a, t, kvh, smem);
+  if (a.split_counters != nullptr) CombineIfLast<D>(a, t, kvh, smem);
 }
 
 // The K and V scales of kv head kvh (1 for a BF16 cache).

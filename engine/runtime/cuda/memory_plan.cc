@@ -42,7 +42,7 @@ WorkspaceSizes Workspace(const MemoryPlanInput& in, int32_t max_context, const S
     partials =
         std::max(partials, PagedAttentionPartialBytes(b, static_cast<int32_t>(c.num_heads),
                                                       static_cast<int32_t>(c.head_dim), splits));
-    counters = PagedAttentionCounterBytes(b, static_cast<int32_t>(c.num_heads));
+    counters = std::max(counters, PagedAttentionCounterBytes(b, static_cast<int32_t>(c.num_heads)));
   }
   w.attn_split = Align(partials + counters, 256);
   w.gemm_partials = Align(kMaxGemmSplits * s * c.hidden_size * 4, 256);
