@@ -23,7 +23,6 @@ std::atomic<int32_t> int4_wgmma_from_rows{17};
 std::atomic<int32_t> int4_wgmma_split_from_rows{0};
 std::atomic<int32_t> int4_gemv_max_rows{4};
 std::atomic<int32_t> int4_gemv_blocks_per_sm{2};
-std::atomic<bool> attention_combine_in_kernel{false};
 std::atomic<int32_t> int4_wgmma_split_max_grid_percent{100};
 std::atomic<int32_t> int4_wgmma_cluster{1};
 std::atomic<bool> int4_wgmma_overlap{true};
@@ -134,8 +133,6 @@ absl::Status SetLaunchSettings(const LaunchSettings& settings) {
                                     std::memory_order_relaxed);
   int4_gemv_max_rows.store(settings.int4_gemv_max_rows, std::memory_order_relaxed);
   int4_gemv_blocks_per_sm.store(settings.int4_gemv_blocks_per_sm, std::memory_order_relaxed);
-  attention_combine_in_kernel.store(settings.attention_combine_in_kernel,
-                                    std::memory_order_relaxed);
   return absl::OkStatus();
 }
 
@@ -166,8 +163,7 @@ LaunchSettings GetLaunchSettings() {
       .int4_wgmma_tail_split = int4_wgmma_tail_split.load(std::memory_order_relaxed),
       .int4_wgmma_early_dependents = int4_wgmma_early_dependents.load(std::memory_order_relaxed),
       .int4_gemv_max_rows = int4_gemv_max_rows.load(std::memory_order_relaxed),
-      .int4_gemv_blocks_per_sm = int4_gemv_blocks_per_sm.load(std::memory_order_relaxed),
-      .attention_combine_in_kernel = attention_combine_in_kernel.load(std::memory_order_relaxed)};
+      .int4_gemv_blocks_per_sm = int4_gemv_blocks_per_sm.load(std::memory_order_relaxed)};
 }
 
 }  // namespace onecard::engine

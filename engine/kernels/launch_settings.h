@@ -8,9 +8,9 @@
 // --int4_wgmma_scaled_from_rows, --int4_wgmma_min_split_stages,
 // --int4_wgmma_staged_epilogue, --int4_wgmma_scaled_wait_first,
 // --int4_wgmma_tail_split, --int4_wgmma_early_dependents, --int4_gemv_max_rows
-// --int4_gemv_blocks_per_sm and --attention_combine_in_kernel flags) rather than chosen per call.
-// The defaults are what serves; a runner never changes them. Set them before the first launch (a
-// kernel launched meanwhile sees either the old or the new value).
+// and --int4_gemv_blocks_per_sm flags) rather than chosen per call. The defaults are what serves; a
+// runner never changes them. Set them before the first launch (a kernel launched meanwhile sees
+// either the old or the new value).
 #ifndef ONECARD_ENGINE_KERNELS_LAUNCH_SETTINGS_H_
 #define ONECARD_ENGINE_KERNELS_LAUNCH_SETTINGS_H_
 
@@ -175,11 +175,6 @@ struct LaunchSettings {
   // gridDim-th row tile). 2: two blocks fill an SM's register file; 1 leaves
   // half of it to the kernels around kGemv (the comparison arm).
   int32_t int4_gemv_blocks_per_sm = 2;
-  // The CUDA runner's split decode attention merges its splits inside the
-  // attention kernel (PagedAttentionSplitOptions::combine_in_kernel: the
-  // last split block of each token and kv head), without the combine
-  // kernel's launch; false: the combine kernel (the comparison arm).
-  bool attention_combine_in_kernel = false;
 };
 
 // InvalidArgument naming the field for a value out of range; nothing changes then.

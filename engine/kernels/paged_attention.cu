@@ -158,8 +158,7 @@ __device__ void FinishGeneral(const AttnArgs& a, const WarpState<D, G>& st, floa
     }
   }
   __syncthreads();
-  MergeWarpsAndStore<D>(a, red, red_m, red_l, G, t, kvh, split, out_scale,
-                        reinterpret_cast<unsigned char*>(red));
+  MergeWarpsAndStore<D>(a, red, red_m, red_l, G, t, kvh, split, out_scale);
 }
 
 // E: bf16 for a BF16 cache, uint8_t for FP8 codes.
@@ -228,25 +227,52 @@ __global__ void __launch_bounds__(kThreads) AttnGeneralKernel(AttnArgs a) {
 }
 
 // Merges a query's split partials: warp 0 turns the (max, sum) pairs into
-// weights (SplitWeights: all splits read at once), then every thread sums its
-// dims over the non-empty splits (SplitSum) with independent loads.
+// weights (all splits read at once), then every thread sums its dims over the
+// non-empty splits (a prefix: empty ones wrote no output) with independent
+// loads.
 __global__ void __launch_bounds__(128)
     AttnCombineKernel(const float* __restrict__ o_part, const float2* __restrict__ ml_part,
                       bf16* __restrict__ out, int num_heads, int num_splits, int head_dim,
                       bool early) {
   __shared__ float weight[kMaxSplits];
   __shared__ float inv_den;
-  __shared__ int used;
+  __shared__ int used;  // the non-empty splits: a prefix (splits cover the keys in order)
   cuda::PdlEnter(early);
   const int t = blockIdx.x;
   const int h = blockIdx.y;
   const int64_t base = (static_cast<int64_t>(t) * num_heads + h) * num_splits;
   if (threadIdx.x < 32) {
-    SplitWeights(ml_part, base, num_splits, threadIdx.x, weight, &inv_den, &used);
+    const int lane = threadIdx.x;
+    float2 ml[2];
+    float mx = -INFINITY;
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {
+      const int i = lane + 32 * k;
+      ml[k] = i < num_splits ? ml_part[base + i] : make_float2(-INFINITY, 0.0f);
+      if (ml[k].y > 0.0f) mx = fmaxf(mx, ml[k].x);
+    }
+    mx = cuda::WarpMax(mx);
+    float den = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {
+      const int i = lane + 32 * k;
+      const float w = ml[k].y > 0.0f ? ml[k].y * exp2f(ml[k].x - mx) : 0.0f;
+      if (i < num_splits) weight[i] = w;
+      den += w;
+    }
+    den = cuda::WarpSum(den);
+    const int nonempty = __popc(__ballot_sync(0xffffffffu, ml[0].y > 0.0f)) +
+                         __popc(__ballot_sync(0xffffffffu, ml[1].y > 0.0f));
+    if (lane == 0) {
+      inv_den = 1.0f / den;
+      used = nonempty;
+    }
   }
   __syncthreads();
   for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
-    const float num = SplitSum(o_part, base, head_dim, d, weight, used);
+    float num = 0.0f;
+#pragma unroll 8
+    for (int i = 0; i < used; ++i) num += weight[i] * o_part[(base + i) * head_dim + d];
     out[(static_cast<int64_t>(t) * num_heads + h) * head_dim + d] =
         __float2bfloat16_rn(num * inv_den);
   }
@@ -256,9 +282,8 @@ template <int D, int G, typename E>
 absl::Status LaunchGeneralGE(const AttnArgs& a, int num_tokens, cudaStream_t stream) {
   const int tiles = 2 * 2 * kTileKeys * D * static_cast<int>(sizeof(E));
   const int reduce = (kWarps * G * D + 2 * kWarps * G) * static_cast<int>(sizeof(float));
-  return LaunchAttention<AttnGeneralKernel<D, G, E>>(std::max({tiles, reduce, kCombineSmemBytes}),
-                                                     dim3(a.num_kv_heads, num_tokens, a.num_splits),
-                                                     stream, a);
+  return LaunchAttention<AttnGeneralKernel<D, G, E>>(
+      std::max(tiles, reduce), dim3(a.num_kv_heads, num_tokens, a.num_splits), stream, a);
 }
 
 template <int D, int G>
@@ -417,11 +442,6 @@ absl::Status Run(const PagedAttentionParams& p, const PagedAttentionSplitOptions
   a.o_part = static_cast<float*>(o.workspace);
   a.ml_part = reinterpret_cast<float2*>(static_cast<char*>(o.workspace) +
                                         parts * d * static_cast<int64_t>(sizeof(float)));
-  a.split_counters =
-      o.combine_in_kernel && o.num_splits > 1
-          ? reinterpret_cast<int32_t*>(static_cast<char*>(o.workspace) + o.workspace_bytes / 4 * 4 -
-                                       PagedAttentionCounterBytes(p.num_tokens, p.num_heads))
-          : nullptr;
   // The step's RoPE and cache write: inside the flash decode kernel, or first.
   const bool fuse_rope = o.rope != nullptr && tensor_cores;
   if (o.rope != nullptr && !fuse_rope) RETURN_IF_ERROR(RopeKvWrite(*o.rope, stream));
@@ -439,7 +459,7 @@ absl::Status Run(const PagedAttentionParams& p, const PagedAttentionSplitOptions
   } else {
     RETURN_IF_ERROR(LaunchGeneralForDim(a, d, p.num_tokens, stream));
   }
-  if (o.num_splits > 1 && a.split_counters == nullptr) {
+  if (o.num_splits > 1) {
     CUDA_RETURN_IF_ERROR(cuda::LaunchPdl(AttnCombineKernel, dim3(p.num_tokens, p.num_heads),
                                          dim3(128), 0, stream, a.o_part, a.ml_part, a.out,
                                          p.num_heads, o.num_splits, d, a.early_dependents));

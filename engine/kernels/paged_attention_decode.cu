@@ -19,9 +19,7 @@
 // context length. A thread finds its keys' cache slots with one division a
 // round. The warps merge through padded fp32 rows (no bank conflicts),
 // keeping only the group's rows; split partials go to the combine kernel
-// (paged_attention.cu), or with PagedAttentionSplitOptions::combine_in_kernel
-// the last of a (token, kv head)'s split blocks merges them
-// (CombineIfLast).
+// (paged_attention.cu).
 //
 // With `rope` (PagedAttentionSplitOptions::rope, a decode step) the kernel
 // also does the step's RopeKvWrite: q is the projection's raw output, copied
@@ -663,7 +661,7 @@ __global__ void __launch_bounds__(kThreads, kDecodeBlocksPerSm) AttnDecodeKernel
   }
   __syncthreads();
   MergeWarpsAndStore<D, S::kRedRow>(a, red, red_m, red_l, 16, t, kvh, split,
-                                    kFp8 ? VScale(a, kvh) : 1.0f, smem_raw);
+                                    kFp8 ? VScale(a, kvh) : 1.0f);
 }
 
 template <int D, bool kRope, bool kFp8>

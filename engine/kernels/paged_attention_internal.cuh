@@ -36,10 +36,6 @@ struct AttnArgs {
   bf16* out;
   float* o_part;    // [num_tokens, num_heads, num_splits, head_dim]
   float2* ml_part;  // [num_tokens, num_heads, num_splits]: (max, sum), base 2
-  // [num_tokens, num_kv_heads] arrivals of the split blocks, zero between
-  // launches (PagedAttentionSplitOptions::combine_in_kernel: the last block
-  // of a (token, kv head) merges its splits); null: AttnCombineKernel does.
-  int32_t* split_counters;
   int32_t block_size;
   int32_t block_shift;  // log2(block_size) when a power of two, else -1
   int32_t num_kv_heads;
@@ -232,102 +228,17 @@ absl::Status LaunchAttention(int smem, dim3 grid, cudaStream_t stream, const Att
   return absl::OkStatus();
 }
 
-// One warp turns the (max, sum) pairs of a query head's splits (from `base`
-// in ml_part) into weights, their sum's inverse and the count of non-empty
-// splits (a prefix: the splits cover the keys in order, and empty ones wrote
-// no output). Read from L2 (ld.cg): CombineIfLast reads what other blocks
-// of its own launch wrote.
-__device__ __forceinline__ void SplitWeights(const float2* ml_part, int64_t base, int num_splits,
-                                             int lane, float* weight, float* inv_den, int* used) {
-  float2 ml[2];
-  float mx = -INFINITY;
-#pragma unroll
-  for (int k = 0; k < 2; ++k) {
-    const int i = lane + 32 * k;
-    ml[k] = i < num_splits ? __ldcg(ml_part + base + i) : make_float2(-INFINITY, 0.0f);
-    if (ml[k].y > 0.0f) mx = fmaxf(mx, ml[k].x);
-  }
-  mx = cuda::WarpMax(mx);
-  float den = 0.0f;
-#pragma unroll
-  for (int k = 0; k < 2; ++k) {
-    const int i = lane + 32 * k;
-    const float w = ml[k].y > 0.0f ? ml[k].y * exp2f(ml[k].x - mx) : 0.0f;
-    if (i < num_splits) weight[i] = w;
-    den += w;
-  }
-  den = cuda::WarpSum(den);
-  const int nonempty = __popc(__ballot_sync(0xffffffffu, ml[0].y > 0.0f)) +
-                       __popc(__ballot_sync(0xffffffffu, ml[1].y > 0.0f));
-  if (lane == 0) {
-    *inv_den = 1.0f / den;
-    *used = nonempty;
-  }
-}
-
-// Dim d of a query head's merged output: its `used` splits' partials (from
-// `base`, head_dim apart, read from L2) by their weights, in split order.
-__device__ __forceinline__ float SplitSum(const float* o_part, int64_t base, int head_dim, int d,
-                                          const float* weight, int used) {
-  float num = 0.0f;
-#pragma unroll 8
-  for (int i = 0; i < used; ++i) num += weight[i] * __ldcg(o_part + (base + i) * head_dim + d);
-  return num;
-}
-
-// Shared memory CombineIfLast uses (after the merge is done with it).
-inline constexpr int kCombineSmemBytes = (kMaxGroup * kMaxSplits + 2 * kMaxGroup + 1) * 4;
-
-// The in-kernel combine (a.split_counters): once every thread of the block
-// stored its split's partial, thread 0 counts the block in (fence, then the
-// counter's increment); the block that brings the (token, kv head)'s count
-// to num_splits merges the group's heads over the splits with
-// AttnCombineKernel's arithmetic (the same bytes), reading the other blocks'
-// partials from L2, and sets the count back to zero for the next launch.
-template <int D>
-__device__ void CombineIfLast(const AttnArgs& a, int t, int kvh, unsigned char* smem) {
-  float* weight = reinterpret_cast<float*>(smem);           // [kMaxGroup][kMaxSplits]
-  float* inv_den = weight + kMaxGroup * kMaxSplits;         // [kMaxGroup]
-  int* used = reinterpret_cast<int*>(inv_den + kMaxGroup);  // [kMaxGroup]
-  int* last = used + kMaxGroup;
-  int32_t* counter = a.split_counters + static_cast<int64_t>(t) * a.num_kv_heads + kvh;
-  __threadfence();  // this thread's partial stores, before the count
-  __syncthreads();  // every thread's, and the merge's shared-memory reads done
-  if (threadIdx.x == 0) *last = atomicAdd(counter, 1) == a.num_splits - 1;
-  __syncthreads();
-  if (!*last) return;
-  __threadfence();  // the other blocks' partials, after their counts
-  const int warp = threadIdx.x >> 5;
-  const int lane = threadIdx.x & 31;
-  const int64_t head0 = static_cast<int64_t>(t) * a.num_heads + kvh * a.group;
-  for (int r = warp; r < a.group; r += kWarps) {
-    SplitWeights(a.ml_part, (head0 + r) * a.num_splits, a.num_splits, lane, weight + r * kMaxSplits,
-                 inv_den + r, used + r);
-  }
-  __syncthreads();
-  for (int i = threadIdx.x; i < a.group * D; i += kThreads) {
-    const int r = i / D;
-    const int d = i - r * D;
-    const float num =
-        SplitSum(a.o_part, (head0 + r) * a.num_splits, D, d, weight + r * kMaxSplits, used[r]);
-    a.out[(head0 + r) * D + d] = __float2bfloat16_rn(num * inv_den[r]);
-  }
-  if (threadIdx.x == 0) *counter = 0;
-}
-
 // Merges the kWarps warps' online-softmax states of the group's heads (row
 // r < a.group): red_o[(w * rows + r) * kStride + d] unnormalized outputs,
 // red_m / red_l[w * rows + r] running max (base 2) and sum. Writes the
 // output (one split) or the split's partial: normalized output and
-// (max, sum); an empty split writes only (max, 0), and no output; then,
-// with a.split_counters, CombineIfLast on the block's `smem` (at least
-// kCombineSmemBytes, free once the merge has read red_o .. red_l).
+// (max, sum); an empty split writes only (max, 0), and no output.
 // kStride: the floats between two rows of red_o (D, or more when padded).
 // out_scale multiplies the output (an FP8 cache's V scale; else 1).
 template <int D, int kStride = D>
 __device__ void MergeWarpsAndStore(const AttnArgs& a, const float* red_o, const float* red_m,
                                    const float* red_l, int rows, int t, int kvh, int split,
-                                   float out_scale, unsigned char* smem) {
+                                   float out_scale) {
   for (int i = threadIdx.x; i < a.group * D; i += kThreads) {
     const int r = i / D;
     const int d = i - r * D;
@@ -351,7 +262,6 @@ __device__ void MergeWarpsAndStore(const AttnArgs& a, const float* red_o, const 
       if (d == 0) a.ml_part[idx] = make_float2(mx, den);
     }
   }
-  if (a.split_counters != nullptr) CombineIfLast<D>(a, t, kvh, smem);
 }
 
 // The K and V scales of kv head kvh (1 for a BF16 cache).

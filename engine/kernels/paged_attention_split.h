@@ -18,10 +18,8 @@
 // - general (the other head_dims, or kGeneral): one block per (kv head,
 //   query token, split) on CUDA cores, the group's K/V read once too.
 // A split's partial (normalized output, running max and sum) goes to the
-// workspace and a combine kernel merges the splits, or with
-// combine_in_kernel the last split block of each (token, kv head) does,
-// counting arrivals in the workspace; num_splits == 1 writes the output
-// directly and needs no workspace.
+// workspace and a combine kernel merges the splits; num_splits == 1 writes
+// the output directly and needs no workspace.
 // An FP8 cache (PagedAttentionParams::kv_fp8) is read by the same kernels,
 // its codes widened exactly in shared memory (f16 tensor-core products in
 // the flash kernels), its scales applied to the scores (K) and the output
@@ -50,12 +48,6 @@ struct PagedAttentionSplitOptions {
   int32_t num_splits = 1;     // splits of each query's key range (general kernel)
   void* workspace = nullptr;  // PagedAttentionWorkspaceBytes(...) bytes, device
   int64_t workspace_bytes = 0;
-  // Splits merged inside the attention kernel: each (token, kv head)'s last
-  // split block to finish merges the partials (the same bytes as the combine
-  // kernel), one launch fewer. The workspace's counters (its last
-  // PagedAttentionCounterBytes) must be zero before the call, as a zeroed
-  // workspace's are and as every such call leaves them.
-  bool combine_in_kernel = false;
   // kAuto / kFlash: the flash kernels where the head_dim has them (decode
   // when every chunk is one token, prefill otherwise); kGeneral: general;
   // kFlashMma: the flash kernels, the prefill one with mma.sync products
@@ -86,26 +78,13 @@ inline bool PagedAttentionSupportsHeadDim(int32_t head_dim) {
   return false;
 }
 
-// Workspace for num_splits > 1: from its start the [num_tokens, num_heads,
-// num_splits] partials (head_dim floats of output, then a (max, sum) pair of
-// floats); at its end combine_in_kernel's counters (an int32 for each token
-// and head). A workspace that calls of different token counts share holds
-// the largest partials and the largest counters apart (the CUDA runner's:
-// memory_plan.cc).
-inline int64_t PagedAttentionPartialBytes(int32_t num_tokens, int32_t num_heads, int32_t head_dim,
-                                          int32_t num_splits) {
-  if (num_splits <= 1) return 0;
-  const int64_t parts = static_cast<int64_t>(num_tokens) * num_heads * num_splits;
-  return parts * head_dim * 4 + parts * 8;
-}
-inline int64_t PagedAttentionCounterBytes(int32_t num_tokens, int32_t num_heads) {
-  return static_cast<int64_t>(num_tokens) * num_heads * 4;
-}
+// Workspace for num_splits > 1: [num_tokens, num_heads, num_splits] partials
+// (head_dim floats of output, then a (max, sum) pair of floats).
 inline int64_t PagedAttentionWorkspaceBytes(int32_t num_tokens, int32_t num_heads, int32_t head_dim,
                                             int32_t num_splits) {
   if (num_splits <= 1) return 0;
-  return PagedAttentionPartialBytes(num_tokens, num_heads, head_dim, num_splits) +
-         PagedAttentionCounterBytes(num_tokens, num_heads);
+  const int64_t parts = static_cast<int64_t>(num_tokens) * num_heads * num_splits;
+  return parts * head_dim * 4 + parts * 8;
 }
 
 // Blocks of the flash decode kernel resident on one SM (its shared memory and

@@ -211,20 +211,17 @@ TEST(CudaModelRunnerInt4Test, NormInTheProductMatchesCpu) {
 // The comparison arms LaunchSettings::int4_stream_blocks_per_sm = 1 (room an
 // SM for the next projection's block), early_dependents = false (each
 // kernel lets the next launch only after its own wait) and
-// int4_gemv_max_rows = 8 (Int4Gemm's kGemv kernel for the decode steps) and
-// attention_combine_in_kernel (the decode attention's splits merged in its
-// kernel): the prompt and the greedy steps still match the same CPU runner.
+// int4_gemv_max_rows = 8 (Int4Gemm's kGemv kernel for the decode steps): the
+// prompt and the greedy steps still match the same CPU runner.
 TEST(CudaModelRunnerInt4Test, LaunchArmsMatchCpu) {
   const struct {
     int32_t blocks_per_sm;
     bool early;
     int32_t gemv_max_rows;
-    bool combine_in_kernel;
     const char* label;
-  } kArms[] = {{1, true, 0, false, "tiny_llama int4, one block an SM"},
-               {0, false, 0, false, "tiny_llama int4, dependents after the wait"},
-               {0, true, 8, false, "tiny_llama int4, kGemv up to 8 rows"},
-               {0, true, 4, true, "tiny_llama int4, attention splits merged in the kernel"}};
+  } kArms[] = {{1, true, 0, "tiny_llama int4, one block an SM"},
+               {0, false, 0, "tiny_llama int4, dependents after the wait"},
+               {0, true, 8, "tiny_llama int4, kGemv up to 8 rows"}};
   const char* path = "tests/golden/tiny_llama";
   for (const auto& arm : kArms) {
     SCOPED_TRACE(arm.label);
@@ -232,7 +229,6 @@ TEST(CudaModelRunnerInt4Test, LaunchArmsMatchCpu) {
       s.int4_stream_blocks_per_sm = arm.blocks_per_sm;
       s.early_dependents = arm.early;
       s.int4_gemv_max_rows = arm.gemv_max_rows;
-      s.attention_combine_in_kernel = arm.combine_in_kernel;
     });
     ASSERT_TRUE(settings.ok());
     Quantized q;

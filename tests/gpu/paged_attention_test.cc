@@ -7,8 +7,7 @@
 // prefill kernels: wgmma and mma.sync) and the general kernel on the same
 // shapes; and the decode batches
 // again with the step's RoPE and cache write fused in (FusedRopeMatchesReference);
-// an L2 prefetch alongside changes no bit (MatchesReference's second run),
-// nor does the in-kernel combine of the split cases (its third and fourth).
+// an L2 prefetch alongside changes no bit (MatchesReference's second run).
 // Tolerance: the output is BF16 (2^-9 relative rounding) and the flash kernel
 // rounds P to BF16 before P V (each weight off by <= 2^-9 relative), so the
 // error is a few 1e-3 of max|V| = 1 at worst: atol 3e-3, rtol 2e-2, NMSE 1e-4.
@@ -46,22 +45,16 @@ TEST_P(PagedAttentionTest, MatchesReference) {
   // The second run also asks the L2 cache for memory of no concern to it
   // (3 MiB and a ragged 40 bytes past it; the flash decode kernel's hint):
   // the same output, bit for bit.
-  // Runs 2 and 3 (split cases) merge the splits in the attention kernel
-  // (combine_in_kernel, on the workspace zeroed once): the combine kernel's
-  // bytes, and the counters left zero for the next launch.
   DeviceBuf<uint8_t> other((3 << 20) + 40);
   std::vector<uint16_t> first;
-  const int runs = c.splits > 1 ? 4 : 2;
-  for (int run = 0; run < runs; ++run) {  // on one workspace: no state carries over
+  for (int run = 0; run < 2; ++run) {  // twice on one workspace: no state carries over
     d.out.Poison();
     engine::L2Prefetch prefetch;
     if (run == 1) prefetch.range[1] = {other.get(), static_cast<int64_t>(other.size())};
-    if (run == 2) ASSERT_CUDA_OK(cudaMemset(d.ws.get(), 0, d.ws_bytes));
     const absl::Status st = engine::PagedAttentionSplit(p,
                                                         {.num_splits = c.splits,
                                                          .workspace = d.ws.get(),
                                                          .workspace_bytes = d.ws_bytes,
-                                                         .combine_in_kernel = run >= 2,
                                                          .kernel = c.kernel,
                                                          .prefetch = prefetch},
                                                         nullptr);
@@ -71,13 +64,6 @@ TEST_P(PagedAttentionTest, MatchesReference) {
     EXPECT_ALL_CLOSE(ToFloats(out), ToFloats(want), (Tolerance{3e-3, 2e-2, 1e-4})) << "run " << run;
     if (run == 0) first = out;
     if (run == 1) EXPECT_EQ(out, first) << "with a prefetch";
-    if (run >= 2) EXPECT_EQ(out, first) << "combined in the kernel, run " << run;
-  }
-  if (c.splits > 1) {
-    const std::vector<uint8_t> ws = d.ws.Download();
-    const int64_t counters = int64_t{b.tokens} * c.heads * 4;
-    EXPECT_TRUE(std::all_of(ws.end() - counters, ws.end(), [](uint8_t v) { return v == 0; }))
-        << "combine_in_kernel left a counter set";
   }
 }
 

@@ -20,7 +20,6 @@
 #include "engine/kernels/cuda_check.h"
 #include "engine/kernels/embedding.h"
 #include "engine/kernels/gemv.h"
-#include "engine/kernels/launch_settings.h"
 #include "engine/kernels/paged_attention_split.h"
 #include "engine/kernels/rms_norm.h"
 #include "engine/kernels/rope_kv_write.h"
@@ -380,7 +379,6 @@ absl::Status CudaRunnerImpl::EnqueueLayer(int layer, const StepShape& shape, int
                           {.num_splits = shape.splits,
                            .workspace = buf_.attn_split,
                            .workspace_bytes = plan_.workspace.attn_split,
-                           .combine_in_kernel = GetLaunchSettings().attention_combine_in_kernel,
                            .rope = fuse_rope ? &rope : nullptr,
                            .prefetch = shape.decode ? OWeightsForL2(layer) : L2Prefetch{}},
                           stream));

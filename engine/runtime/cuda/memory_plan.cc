@@ -32,19 +32,14 @@ WorkspaceSizes Workspace(const MemoryPlanInput& in, int32_t max_context, const S
   w.act = Align(t * c.intermediate_size * 2, 256);
   w.rows = Align(s * c.hidden_size * 2, 256);
   w.logits = Align(s * c.vocab_size * 4, 256);
-  // Every decode batch size the runner may see: the largest partials from
-  // the start, the largest in-kernel combine counters apart at the end.
-  int64_t partials = 0, counters = 0;
-  for (int32_t b = 1; b <= s; ++b) {
+  for (int32_t b = 1; b <= s; ++b) {  // every decode batch size the runner may see
     const int32_t splits = PagedAttentionDecodeSplits(b, static_cast<int32_t>(c.num_kv_heads),
                                                       max_context, in.num_sms);
-    if (splits <= 1) continue;
-    partials =
-        std::max(partials, PagedAttentionPartialBytes(b, static_cast<int32_t>(c.num_heads),
-                                                      static_cast<int32_t>(c.head_dim), splits));
-    counters = std::max(counters, PagedAttentionCounterBytes(b, static_cast<int32_t>(c.num_heads)));
+    w.attn_split = std::max(w.attn_split,
+                            PagedAttentionWorkspaceBytes(b, static_cast<int32_t>(c.num_heads),
+                                                         static_cast<int32_t>(c.head_dim), splits));
   }
-  w.attn_split = Align(partials + counters, 256);
+  w.attn_split = Align(w.attn_split, 256);
   w.gemm_partials = Align(kMaxGemmSplits * s * c.hidden_size * 4, 256);
   w.sample =
       Align(SampleWorkspaceBytes(static_cast<int32_t>(s), static_cast<int32_t>(c.vocab_size)), 256);

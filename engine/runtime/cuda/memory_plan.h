@@ -65,8 +65,7 @@ struct WorkspaceSizes {
   int64_t act = 0;            // [tokens, intermediate]
   int64_t rows = 0;           // [seqs, hidden]: gathered logit rows
   int64_t logits = 0;         // fp32 [seqs, vocab]
-  int64_t attn_split = 0;     // split-K partials of a decode step (and the
-                              // in-kernel combine's counters at the end)
+  int64_t attn_split = 0;     // split-K partials of a decode step
   int64_t gemm_partials = 0;  // fp32 [kMaxGemmSplits, seqs, hidden]: split-K
                               // partials of the o / down products (decode)
   int64_t sample = 0;         // sampling scratch (SampleWorkspaceBytes)

@@ -36,7 +36,6 @@ TEST(LaunchSettingsTest, DefaultsAreWhatServes) {
   EXPECT_FALSE(s.int4_wgmma_early_dependents);
   EXPECT_EQ(s.int4_gemv_max_rows, 4);
   EXPECT_EQ(s.int4_gemv_blocks_per_sm, 2);
-  EXPECT_FALSE(s.attention_combine_in_kernel);
 }
 
 TEST(LaunchSettingsTest, SetThenGetAndBack) {
@@ -63,10 +62,8 @@ TEST(LaunchSettingsTest, SetThenGetAndBack) {
                                  .int4_wgmma_tail_split = false,
                                  .int4_wgmma_early_dependents = true,
                                  .int4_gemv_max_rows = 8,
-                                 .int4_gemv_blocks_per_sm = 1,
-                                 .attention_combine_in_kernel = true})
+                                 .int4_gemv_blocks_per_sm = 1})
                   .ok());
-  EXPECT_TRUE(GetLaunchSettings().attention_combine_in_kernel);
   EXPECT_EQ(GetLaunchSettings().int4_gemv_blocks_per_sm, 1);
   EXPECT_EQ(GetLaunchSettings().int4_gemv_max_rows, 8);
   EXPECT_EQ(GetLaunchSettings().int4_wgmma_scaled_from_rows, 65);
@@ -92,7 +89,6 @@ TEST(LaunchSettingsTest, SetThenGetAndBack) {
   EXPECT_EQ(GetLaunchSettings().gemv_blocks_per_sm, 1);
   EXPECT_EQ(GetLaunchSettings().fp8_gemm_scaled_min_rows, 129);
   ASSERT_TRUE(SetLaunchSettings({}).ok());
-  EXPECT_FALSE(GetLaunchSettings().attention_combine_in_kernel);
   EXPECT_EQ(GetLaunchSettings().int4_gemv_max_rows, 4);
   EXPECT_EQ(GetLaunchSettings().int4_gemv_blocks_per_sm, 2);
   EXPECT_TRUE(GetLaunchSettings().programmatic_launch);

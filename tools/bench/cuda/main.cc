@@ -86,9 +86,6 @@ ABSL_FLAG(int32_t, int4_gemv_max_rows, 4,
 ABSL_FLAG(int32_t, int4_gemv_blocks_per_sm, 2,
           "Int4Gemm's kGemv kernel: resident blocks an SM (1 or 2; 1 leaves half the register "
           "file to the kernels around it)");
-ABSL_FLAG(bool, attention_combine_in_kernel, false,
-          "split decode attention merges its splits in the attention kernel (the last split "
-          "block of each token and kv head) instead of a combine kernel's launch");
 ABSL_FLAG(int32_t, int4_wgmma_cluster, 1,
           "Int4Gemm's kWgmma kernel: blocks a thread block cluster sharing x by TMA multicast "
           "(1, 2 or 4)");
@@ -175,7 +172,6 @@ onecard::services::CommandLineSpec CommandLine() {
                    "int4_wgmma_early_dependents",
                    "int4_gemv_max_rows",
                    "int4_gemv_blocks_per_sm",
-                   "attention_combine_in_kernel",
                    "gemm_splits",
                    "fused_rope",
                    "tuner_search",
@@ -256,8 +252,7 @@ absl::Status ApplyComparisonArms() {
        .int4_wgmma_tail_split = absl::GetFlag(FLAGS_int4_wgmma_tail_split),
        .int4_wgmma_early_dependents = absl::GetFlag(FLAGS_int4_wgmma_early_dependents),
        .int4_gemv_max_rows = absl::GetFlag(FLAGS_int4_gemv_max_rows),
-       .int4_gemv_blocks_per_sm = absl::GetFlag(FLAGS_int4_gemv_blocks_per_sm),
-       .attention_combine_in_kernel = absl::GetFlag(FLAGS_attention_combine_in_kernel)}));
+       .int4_gemv_blocks_per_sm = absl::GetFlag(FLAGS_int4_gemv_blocks_per_sm)}));
   onecard::engine::CudaRunnerOptions& o = onecard::bench::BenchRunnerOptions();
   o.gemm_splits = absl::GetFlag(FLAGS_gemm_splits);
   ASSIGN_OR_RETURN(o.fused_rope,
