@@ -12,7 +12,7 @@ std::atomic<bool> programmatic_launch{true};
 std::atomic<int32_t> gemv_blocks_per_sm{2};
 std::atomic<bool> fp8_gemm_cublas_scales{true};
 std::atomic<int32_t> fp8_gemm_scaled_min_rows{64};
-std::atomic<int32_t> int4_norm_in_gemm_max_rows{0};
+std::atomic<int32_t> int4_norm_in_gemm_max_rows{4};
 std::atomic<bool> prefetch_o_in_attention{false};
 std::atomic<int32_t> int4_stream_blocks_per_sm{0};
 std::atomic<bool> early_dependents{true};

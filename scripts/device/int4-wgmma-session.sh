@@ -122,15 +122,13 @@
 #      the 4-bit runner's and paged attention's; where every kGemv case
 #      passed, kernels-int4 on INT4_V_SHAPES (default the 70B four and 8B o
 #      and down: _stream against _gemv at 1-8 rows), then arms S (served:
-#      kGemv up to 4 rows), K (--int4_gemv_max_rows=0: kStream), O
-#      (--int4_gemv_blocks_per_sm=1: half the register file left to the
-#      kernels around kGemv), N (--int4_norm_in_gemm_max_rows=4: kGemv
-#      normalizes the x it stages, no RmsNorm launch before qkv and gate_up),
-#      NR (N and --fused_rope=all: RoPE and the cache write in the decode
-#      attention, no RopeKvWrite launch either), C
-#      (--attention_combine_in_kernel: the attention's last split block
-#      merges the splits, no combine launch) and NC (N and C) on
-#      INT4_V_SCENARIOS (default decode-70b-int4 and
+#      kGemv up to 4 rows, normalizing the x it stages for qkv and gate_up;
+#      RoPE and the cache write in the decode attention), K
+#      (--int4_gemv_max_rows=0: kStream), O (--int4_gemv_blocks_per_sm=1:
+#      half the register file left to the kernels around kGemv), N
+#      (--int4_norm_in_gemm_max_rows=0: an RmsNorm launch before qkv and
+#      gate_up) and R (--fused_rope=after_cublas: a RopeKvWrite launch after
+#      the 4-bit qkv) on INT4_V_SCENARIOS (default decode-70b-int4 and
 #      decode-8b-int4 at batch 1), in order and reversed (INT4_V_ARMS takes
 #      others).
 #   e  (alone, or with other parts after it, e.g. "e n") the experiment
@@ -169,7 +167,7 @@ elif [[ $part == t ]]; then
   export SESSION_TESTS=always KERNELS_TEST_TIMEOUT=150
 elif [[ $part == v ]]; then
   export GTEST_FILTER='*Int4GemmTest*gemv*:*Int4GemmTest*_r1*:*Int4GemmTest*_r3*:*CudaModelRunnerInt4*:*PagedAttention*'
-  export SESSION_TESTS=always KERNELS_TEST_TIMEOUT=150
+  export SESSION_TESTS=always KERNELS_TEST_TIMEOUT=240
 fi
 # shellcheck source=scripts/device/session.sh
 source scripts/device/session.sh
@@ -333,7 +331,7 @@ if [[ $part == v ]] && all_cases_passed kGemv /gemv_; then
     bench 90 kernels-int4 --shape "$shape" --results "$OUT/gemv.jsonl"
   done
   grep -E "_r[1-8](_stream|_gemv)? bandwidth" "$OUT/bench.log" | head -80
-  flag_arms "${INT4_V_ARMS:-S= K=--int4_gemv_max_rows=0 O=--int4_gemv_blocks_per_sm=1 N=--int4_norm_in_gemm_max_rows=4 NR=--int4_norm_in_gemm_max_rows=4,--fused_rope=all C=--attention_combine_in_kernel NC=--int4_norm_in_gemm_max_rows=4,--attention_combine_in_kernel}" \
+  flag_arms "${INT4_V_ARMS:-S= K=--int4_gemv_max_rows=0 O=--int4_gemv_blocks_per_sm=1 N=--int4_norm_in_gemm_max_rows=0 R=--fused_rope=after_cublas}" \
     "${INT4_V_SCENARIOS:-decode-70b-int4 --batches 1;decode-8b-int4 --batches 1}"
 fi
 if [[ " $part " == *" r "* ]]; then

@@ -233,6 +233,28 @@ TEST(CudaModelRunnerTest, DecodeStepsMatchCpu) {
   });
 }
 
+// The comparison arms of CudaRunnerOptions::fused_rope (the tests above run
+// the served kAll): RoPE and the cache write in the decode attention only
+// after a cuBLAS projection, or always in RopeKvWrite. One sequence's greedy
+// steps (the Gemv path) and eight sequences' (cuBLAS) against the CPU runner.
+TEST(CudaModelRunnerTest, FusedRopeArmsMatchCpu) {
+  ForEachTinyReference([](const std::string& path, const Checkpoint& ckpt, ModelRunner& cpu) {
+    for (const FusedRope mode : {FusedRope::kAfterCublas, FusedRope::kOff}) {
+      const std::string label =
+          path + (mode == FusedRope::kOff ? ", RopeKvWrite always" : ", fused after cuBLAS");
+      SCOPED_TRACE(label);
+      CudaRunnerOptions options = TestOptions();
+      options.fused_rope = mode;
+      auto gpu = CreateCudaModelRunner(ckpt, options);
+      ASSERT_TRUE(gpu.ok()) << gpu.status();
+      CompareRunners(cpu, **gpu, ckpt.config, path, label);
+      if (::testing::Test::HasFatalFailure()) return;
+      DecodeStepsMatch(cpu, **gpu, ckpt.config, label);
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+  });
+}
+
 // Where two runs' logits differ bit for bit ("" where they do not): how
 // many, the first, and whether `got` is all zero.
 std::string BitDifference(const std::vector<float>& got, const std::vector<float>& want) {

@@ -350,7 +350,8 @@ absl::Status CudaRunnerImpl::EnqueueLayer(int layer, const StepShape& shape, int
   rope.num_tokens = t;
   rope.fp8 = LayerKvScales(layer);
   // A decode step's RoPE and cache write run inside the attention kernel
-  // after a cuBLAS projection (not after the GEMV kernels: docs/cuda.md).
+  // (options_.fused_rope: after every projection, or for comparisons only
+  // after a cuBLAS one, or never).
   const FusedRope mode = options_.fused_rope;
   const bool by_library = ProjectsByLibrary(Projection::kQkv, layer, t);
   const bool fuse_rope =

@@ -50,9 +50,9 @@
 namespace onecard::engine {
 
 // Where a decode step's RoPE and cache write run inside the attention
-// kernel: after a cuBLAS projection (what serves), also after the Gemv one,
-// or nowhere (RopeKvWrite everywhere); the last two for comparisons.
-enum class FusedRope { kAfterCublas, kAll, kOff };
+// kernel: after every projection (what serves), only after a cuBLAS one, or
+// nowhere (RopeKvWrite everywhere); the last two for comparisons.
+enum class FusedRope { kAll, kAfterCublas, kOff };
 
 // How KV swap moves a swap's blocks (kv_swap.h): the copy engines (one copy
 // a contiguous run and part), the SMs (CopyKvBlocks: one launch, any
@@ -76,7 +76,7 @@ struct CudaRunnerOptions {
   // split-K partials folded by the next norm, whichever TuneGemms times
   // faster; 1 = always whole; N > 1 = N partials wherever k allows (tests).
   int32_t gemm_splits = 0;
-  FusedRope fused_rope = FusedRope::kAfterCublas;
+  FusedRope fused_rope = FusedRope::kAll;
   KvSwapCopy kv_swap_copy = KvSwapCopy::kAuto;
   int32_t kv_swap_sm_blocks = 0;  // blocks of CopyKvBlocks' grid; 0 = its default (32)
   BlasTunerOptions tuner;         // blas_tuner.h: the search and power-cap ranking

@@ -187,10 +187,9 @@ absl::StatusOr<int32_t> CudaRunnerImpl::ProjectInt4(Projection p, int layer, int
                    .rows = t,
                    .workspace = buf_.int4_gemm,
                    .workspace_bytes = plan_.workspace.int4_gemm};
-  // The norm runs as its own kernel unless LaunchSettings says otherwise for
-  // t rows: Int4Gemm's fused RMSNorm prologue (every block reading whole rows
-  // of x, then normalizing each stage) made a 70B batch-1 step slower than a
-  // batch-8 step with RmsNorm apart (bench/results, 4-bit page).
+  // Up to LaunchSettings::int4_norm_in_gemm_max_rows rows the norm runs in
+  // Int4Gemm's prologue (kGemv normalizing the rows of x it stages), beyond
+  // them as its own kernel.
   const bool norm_in_gemm = NormedInput(p) && in_partials == 1 && w.columns == nullptr &&
                             !fold.input && t <= GetLaunchSettings().int4_norm_in_gemm_max_rows;
   if (fold.input) {  // buf_.normed holds g . h: r applied in the epilogue

@@ -15,7 +15,7 @@ TEST(LaunchSettingsTest, DefaultsAreWhatServes) {
   EXPECT_EQ(s.gemv_blocks_per_sm, 2);
   EXPECT_TRUE(s.fp8_gemm_cublas_scales);
   EXPECT_EQ(s.fp8_gemm_scaled_min_rows, 64);
-  EXPECT_EQ(s.int4_norm_in_gemm_max_rows, 0);
+  EXPECT_EQ(s.int4_norm_in_gemm_max_rows, 4);
   EXPECT_FALSE(s.prefetch_o_in_attention);
   EXPECT_EQ(s.int4_stream_blocks_per_sm, 0);
   EXPECT_TRUE(s.early_dependents);
@@ -42,7 +42,7 @@ TEST(LaunchSettingsTest, SetThenGetAndBack) {
   ASSERT_TRUE(SetLaunchSettings({.programmatic_launch = false,
                                  .gemv_blocks_per_sm = 1,
                                  .fp8_gemm_scaled_min_rows = 129,
-                                 .int4_norm_in_gemm_max_rows = 4,
+                                 .int4_norm_in_gemm_max_rows = 0,
                                  .prefetch_o_in_attention = true,
                                  .int4_stream_blocks_per_sm = 1,
                                  .early_dependents = false,
@@ -83,7 +83,7 @@ TEST(LaunchSettingsTest, SetThenGetAndBack) {
   EXPECT_EQ(GetLaunchSettings().int4_stream_blocks_per_sm, 1);
   EXPECT_FALSE(GetLaunchSettings().early_dependents);
   EXPECT_TRUE(GetLaunchSettings().gemv_early_dependents);
-  EXPECT_EQ(GetLaunchSettings().int4_norm_in_gemm_max_rows, 4);
+  EXPECT_EQ(GetLaunchSettings().int4_norm_in_gemm_max_rows, 0);
   EXPECT_TRUE(GetLaunchSettings().prefetch_o_in_attention);
   EXPECT_FALSE(GetLaunchSettings().programmatic_launch);
   EXPECT_EQ(GetLaunchSettings().gemv_blocks_per_sm, 1);
@@ -94,7 +94,7 @@ TEST(LaunchSettingsTest, SetThenGetAndBack) {
   EXPECT_TRUE(GetLaunchSettings().programmatic_launch);
   EXPECT_EQ(GetLaunchSettings().gemv_blocks_per_sm, 2);
   EXPECT_EQ(GetLaunchSettings().fp8_gemm_scaled_min_rows, 64);
-  EXPECT_EQ(GetLaunchSettings().int4_norm_in_gemm_max_rows, 0);
+  EXPECT_EQ(GetLaunchSettings().int4_norm_in_gemm_max_rows, 4);
   EXPECT_FALSE(GetLaunchSettings().prefetch_o_in_attention);
   EXPECT_EQ(GetLaunchSettings().int4_stream_blocks_per_sm, 0);
   EXPECT_TRUE(GetLaunchSettings().early_dependents);
@@ -134,7 +134,7 @@ TEST(LaunchSettingsTest, OutOfRangeIsRefusedNamingTheFieldAndChangesNothing) {
   ExpectRefused(&LaunchSettings::gemv_blocks_per_sm, {0, 3, -1}, 2, "gemv_blocks_per_sm");
   ExpectRefused(&LaunchSettings::fp8_gemm_scaled_min_rows, {0, -64}, 64,
                 "fp8_gemm_scaled_min_rows");
-  ExpectRefused(&LaunchSettings::int4_norm_in_gemm_max_rows, {-1, kInt4GemmMaxNormRows + 1}, 0,
+  ExpectRefused(&LaunchSettings::int4_norm_in_gemm_max_rows, {-1, kInt4GemmMaxNormRows + 1}, 4,
                 "int4_norm_in_gemm_max_rows");
   ExpectRefused(&LaunchSettings::int4_stream_blocks_per_sm, {-1, kInt4GemmMaxBlocksPerSm + 1}, 0,
                 "int4_stream_blocks_per_sm");

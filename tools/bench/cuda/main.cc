@@ -49,9 +49,9 @@ ABSL_FLAG(bool, fp8_gemm_cublas_scales, true,
           "(false: fp32 sums, then Fp8Gemm's epilogue kernel)");
 ABSL_FLAG(int32_t, fp8_gemm_scaled_min_rows, 64,
           "Fp8Gemm: the rows of x from which it takes cuBLASLt's scaled form");
-ABSL_FLAG(int32_t, int4_norm_in_gemm_max_rows, 0,
+ABSL_FLAG(int32_t, int4_norm_in_gemm_max_rows, 4,
           "4-bit q/k/v and gate/up products of up to this many rows (0-4) take the RMSNorm in "
-          "Int4Gemm's prologue instead of an RmsNorm launch");
+          "Int4Gemm's prologue instead of an RmsNorm launch (0: always apart)");
 ABSL_FLAG(bool, prefetch_o_in_attention, false,
           "decode attention asks the L2 cache for the o projection's weights while it runs");
 ABSL_FLAG(int32_t, int4_stream_blocks_per_sm, 0,
@@ -117,7 +117,7 @@ ABSL_FLAG(int32_t, int4_wgmma_min_split_stages, 48,
           "split K into parts of fewer than this many 128-column stages; 0 = 128-row tiles");
 ABSL_FLAG(int32_t, gemm_splits, 0,
           "o / down products of the decode buckets: 0 = timed choice, 1 = whole, N = N partials");
-ABSL_FLAG(std::string, fused_rope, "after_cublas",
+ABSL_FLAG(std::string, fused_rope, "all",
           "RoPE and the cache write inside decode attention: after_cublas, all or off");
 ABSL_FLAG(bool, tuner_search, true, "search around cuBLASLt's heuristic when tuning");
 ABSL_FLAG(int64_t, tuner_at_cap, 0,
