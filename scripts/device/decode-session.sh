@@ -8,12 +8,18 @@
 #   DECODE_PART=int4 (default): decode-70b-int4 at every preset batch,
 #     decode-8b-int4 at 1, 16, 64 and 128, decode-8b-bf16 at 1, 8, 32 and 128
 #     (the BF16 figure issue 16 keeps), timeline-int4;
-#   DECODE_PART=fp8: decode-70b-fp8 at 1 and 8, decode-8b-fp8 at 1, 8 and 128;
+#   DECODE_PART=fp8: decode-70b-fp8 at 1 and 8, decode-8b-fp8 at 1, 8 and 128,
+#     then arms S (served: RoPE and the cache write in the decode attention
+#     after every projection) and R (--fused_rope=after_cublas: RopeKvWrite
+#     after the FP8 Gemv) on both at batch 1, in order and reversed
+#     (scripts/device/arms.sh flags; $OUT/arm_S.jsonl, $OUT/arm_R.jsonl);
 #   DECODE_PART=wide: decode-72b-int4 and decode-123b-int4 at 1 and 16.
 # Records in $OUT/results.jsonl, tables in $OUT/bench.log, tests in
 # $OUT/tests_run.txt.
 # Usage (a `run` call carrying [".device/bundle.txz"]):
 #   export OUT; DECODE_PART=int4 bash scripts/device/decode-session.sh
+# (GTEST_FILTER=NoTest.None SESSION_TESTS=always runs no test: the figures
+# alone on a fresh machine, whose whole gpu suite takes most of a call).
 set -uo pipefail
 # shellcheck source=scripts/device/session.sh
 source scripts/device/session.sh
@@ -27,6 +33,8 @@ case ${DECODE_PART:-int4} in
   fp8)
     bench 120 decode-70b-fp8 --batches 1,8
     bench 90 decode-8b-fp8 --batches 1,8,128
+    BENCH_TIMEOUT=120 bash scripts/device/arms.sh flags "S= R=--fused_rope=after_cublas" \
+      "decode-70b-fp8 --batches 1" "decode-8b-fp8 --batches 1"
     ;;
   wide)
     bench 120 decode-72b-int4 --batches 1,16
