@@ -58,9 +58,8 @@ template <Int4Offsets kKind, int kSpan>
 inline constexpr int kU = (kKind == Int4Offsets::kSymmetric && kSpan != 0) ? 8 : 4;
 
 struct Args : int4::LaunchArgs {
-  int32_t per_warp;       // k tiles a warp's run (even; the last runs may be shorter or empty)
-  int32_t blocks_per_sm;  // LaunchSettings::int4_gemv_blocks_per_sm
-  int32_t x_row;          // bf16 a staged x row: k + kInt4GemmGemvXPad
+  int32_t per_warp;  // k tiles a warp's run (even; the last runs may be shorter or empty)
+  int32_t x_row;     // bf16 a staged x row: k + kInt4GemmGemvXPad
   bool early_dependents;
   const cuda::bf16* norm_w;  // the RMSNorm prologue's weight; null: none
   float eps;
@@ -291,7 +290,7 @@ absl::Status Launch(const Args& a, int num_sms, cudaStream_t stream) {
   }();
   RETURN_IF_ERROR(allowed);
   const int64_t smem = Int4GemmGemvSmemBytes(a.rows, int64_t{a.k_tiles} * kInt4TileCols);
-  const int64_t grid = std::min<int64_t>(a.n_tiles, int64_t{num_sms} * a.blocks_per_sm);
+  const int64_t grid = std::min<int64_t>(a.n_tiles, int64_t{num_sms} * kBlocksPerSm);
   CUDA_RETURN_IF_ERROR(cuda::LaunchPdl(Int4GemvKernel<kKind, kSpan>, dim3(static_cast<int>(grid)),
                                        dim3(kThreads), static_cast<size_t>(smem), stream, a));
   return absl::OkStatus();
@@ -312,7 +311,6 @@ absl::Status LaunchInt4GemmGemv(const Int4GemmParams& p, int num_sms, cudaStream
   a.per_warp = static_cast<int32_t>(cuda::CeilDiv(a.k_tiles, 2 * kWarps) * 2);
   a.x_row = static_cast<int32_t>(p.w.k + kInt4GemmGemvXPad);
   const LaunchSettings settings = GetLaunchSettings();
-  a.blocks_per_sm = settings.int4_gemv_blocks_per_sm;  // 1 or 2: kBlocksPerSm at most
   a.early_dependents = settings.early_dependents;
   if (p.prologue == GemvPrologue::kRmsNorm) {
     a.norm_w = static_cast<const cuda::bf16*>(p.norm_weight);

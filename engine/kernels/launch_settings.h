@@ -7,8 +7,8 @@
 // --int4_wgmma_cluster, --int4_wgmma_overlap, --int4_wgmma_double_sums,
 // --int4_wgmma_scaled_from_rows, --int4_wgmma_min_split_stages,
 // --int4_wgmma_staged_epilogue, --int4_wgmma_scaled_wait_first,
-// --int4_wgmma_tail_split, --int4_wgmma_early_dependents, --int4_gemv_max_rows
-// and --int4_gemv_blocks_per_sm flags) rather than chosen per call. The defaults are what serves; a
+// --int4_wgmma_tail_split, --int4_wgmma_early_dependents and --int4_gemv_max_rows
+// flags) rather than chosen per call. The defaults are what serves; a
 // runner never changes them. Set them before the first launch (a kernel launched meanwhile sees
 // either the old or the new value).
 #ifndef ONECARD_ENGINE_KERNELS_LAUNCH_SETTINGS_H_
@@ -174,10 +174,6 @@ struct LaunchSettings {
   // the step); at 8 rows (8B qkv, o and gate_up) -1 % (bench/results' int4
   // page).
   int32_t int4_gemv_max_rows = 4;
-  // kGemv's grid in blocks an SM (1 or 2; each block takes every
-  // gridDim-th row tile). 2: two blocks fill an SM's register file; 1 leaves
-  // half of it to the kernels around kGemv (the comparison arm).
-  int32_t int4_gemv_blocks_per_sm = 2;
 };
 
 // InvalidArgument naming the field for a value out of range; nothing changes then.

@@ -124,8 +124,7 @@
 #      and down: _stream against _gemv at 1-8 rows), then arms S (served:
 #      kGemv up to 4 rows, normalizing the x it stages for qkv and gate_up;
 #      RoPE and the cache write in the decode attention), K
-#      (--int4_gemv_max_rows=0: kStream), O (--int4_gemv_blocks_per_sm=1:
-#      half the register file left to the kernels around kGemv), N
+#      (--int4_gemv_max_rows=0: kStream), N
 #      (--int4_norm_in_gemm_max_rows=0: an RmsNorm launch before qkv and
 #      gate_up) and R (--fused_rope=after_cublas: a RopeKvWrite launch after
 #      the 4-bit qkv) on INT4_V_SCENARIOS (default decode-70b-int4 and
@@ -331,7 +330,7 @@ if [[ $part == v ]] && all_cases_passed kGemv /gemv_; then
     bench 90 kernels-int4 --shape "$shape" --results "$OUT/gemv.jsonl"
   done
   grep -E "_r[1-8](_stream|_gemv)? bandwidth" "$OUT/bench.log" | head -80
-  flag_arms "${INT4_V_ARMS:-S= K=--int4_gemv_max_rows=0 O=--int4_gemv_blocks_per_sm=1 N=--int4_norm_in_gemm_max_rows=0 R=--fused_rope=after_cublas}" \
+  flag_arms "${INT4_V_ARMS:-S= K=--int4_gemv_max_rows=0 N=--int4_norm_in_gemm_max_rows=0 R=--fused_rope=after_cublas}" \
     "${INT4_V_SCENARIOS:-decode-70b-int4 --batches 1;decode-8b-int4 --batches 1}"
 fi
 if [[ " $part " == *" r "* ]]; then

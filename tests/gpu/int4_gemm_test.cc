@@ -499,16 +499,8 @@ TEST_P(Int4GemmTest, MatchesReference) {
     again_same_bytes("without the overlap");
     if (HasFatalFailure()) return;
   }
-  if (engine::Int4GemmUsesGemv(p, engine::GetLaunchSettings())) {
-    // One block an SM (twice the row tiles a block): the same bytes.
-    engine::LaunchSettings s = engine::GetLaunchSettings();
-    s.int4_gemv_blocks_per_sm = 1;
-    ASSERT_TRUE(engine::SetLaunchSettings(s).ok());
-    again_same_bytes("with one block an SM");
-    return;
-  }
-  if (engine::Int4GemmUsesTiled(p) || c.path == engine::Int4GemmPath::kWgmma ||
-      c.wgmma_from_rows > 0) {
+  if (engine::Int4GemmUsesGemv(p, engine::GetLaunchSettings()) || engine::Int4GemmUsesTiled(p) ||
+      c.path == engine::Int4GemmPath::kWgmma || c.wgmma_from_rows > 0) {
     return;
   }
   // kStream again with its timeline stamps (Int4GemmParams::trace): the same

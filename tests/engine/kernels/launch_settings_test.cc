@@ -35,7 +35,6 @@ TEST(LaunchSettingsTest, DefaultsAreWhatServes) {
   EXPECT_TRUE(s.int4_wgmma_tail_split);
   EXPECT_FALSE(s.int4_wgmma_early_dependents);
   EXPECT_EQ(s.int4_gemv_max_rows, 4);
-  EXPECT_EQ(s.int4_gemv_blocks_per_sm, 2);
 }
 
 TEST(LaunchSettingsTest, SetThenGetAndBack) {
@@ -61,10 +60,8 @@ TEST(LaunchSettingsTest, SetThenGetAndBack) {
                                  .int4_wgmma_scaled_wait_first = true,
                                  .int4_wgmma_tail_split = false,
                                  .int4_wgmma_early_dependents = true,
-                                 .int4_gemv_max_rows = 8,
-                                 .int4_gemv_blocks_per_sm = 1})
+                                 .int4_gemv_max_rows = 8})
                   .ok());
-  EXPECT_EQ(GetLaunchSettings().int4_gemv_blocks_per_sm, 1);
   EXPECT_EQ(GetLaunchSettings().int4_gemv_max_rows, 8);
   EXPECT_EQ(GetLaunchSettings().int4_wgmma_scaled_from_rows, 65);
   EXPECT_EQ(GetLaunchSettings().int4_wgmma_min_split_stages, 0);
@@ -90,7 +87,6 @@ TEST(LaunchSettingsTest, SetThenGetAndBack) {
   EXPECT_EQ(GetLaunchSettings().fp8_gemm_scaled_min_rows, 129);
   ASSERT_TRUE(SetLaunchSettings({}).ok());
   EXPECT_EQ(GetLaunchSettings().int4_gemv_max_rows, 4);
-  EXPECT_EQ(GetLaunchSettings().int4_gemv_blocks_per_sm, 2);
   EXPECT_TRUE(GetLaunchSettings().programmatic_launch);
   EXPECT_EQ(GetLaunchSettings().gemv_blocks_per_sm, 2);
   EXPECT_EQ(GetLaunchSettings().fp8_gemm_scaled_min_rows, 64);
@@ -151,7 +147,6 @@ TEST(LaunchSettingsTest, OutOfRangeIsRefusedNamingTheFieldAndChangesNothing) {
   ExpectRefused(&LaunchSettings::int4_wgmma_cluster, {0, 3, 8}, 1, "int4_wgmma_cluster");
   ExpectRefused(&LaunchSettings::int4_gemv_max_rows, {-1, kInt4GemmGemvMaxRows + 1}, 4,
                 "int4_gemv_max_rows");
-  ExpectRefused(&LaunchSettings::int4_gemv_blocks_per_sm, {0, 3, -1}, 2, "int4_gemv_blocks_per_sm");
 }
 
 }  // namespace
