@@ -353,9 +353,9 @@ absl::Status CudaRunnerImpl::EnqueueLayer(int layer, const StepShape& shape, int
   // (options_.fused_rope: after every projection, or for comparisons only
   // after a cuBLAS one, or never).
   const FusedRope mode = options_.fused_rope;
-  const bool by_library = ProjectsByLibrary(Projection::kQkv, layer, t);
   const bool fuse_rope =
-      shape.decode && (mode == FusedRope::kAll || (mode == FusedRope::kAfterCublas && by_library));
+      shape.decode && (mode == FusedRope::kAll || (mode == FusedRope::kAfterCublas &&
+                                                   ProjectsByLibrary(Projection::kQkv, layer, t)));
   if (!fuse_rope) RETURN_IF_ERROR(RopeKvWrite(rope, stream));
   if (calibrating_) RETURN_IF_ERROR(CalibrateLayer(layer, shape));
   PagedAttentionParams attn;
