@@ -13,7 +13,11 @@
 #     after every projection) and R (--fused_rope=after_cublas: RopeKvWrite
 #     after the FP8 Gemv) on both at batch 1, in order and reversed
 #     (scripts/device/arms.sh flags; $OUT/arm_S.jsonl, $OUT/arm_R.jsonl);
-#   DECODE_PART=wide: decode-72b-int4 and decode-123b-int4 at 1 and 16.
+#   DECODE_PART=wide: decode-72b-int4 and decode-123b-int4 at 1 and 16;
+#   DECODE_PART=formats: decode-70b-int4 at 1 and 16 and decode-8b-int4 at 1
+#     in the 4-bit forms users' files load as (--weights): zero points in
+#     groups of 128 (GPTQ, AWQ), a float min in groups of 32 (GGUF Q4_1 /
+#     Q4_K), symmetric in groups of 32 (GGUF Q4_0) and of 64.
 # Records in $OUT/results.jsonl, tables in $OUT/bench.log, tests in
 # $OUT/tests_run.txt.
 # Usage (a `run` call carrying [".device/bundle.txz"]):
@@ -40,8 +44,14 @@ case ${DECODE_PART:-int4} in
     bench 120 decode-72b-int4 --batches 1,16
     bench 150 decode-123b-int4 --batches 1,16
     ;;
+  formats)
+    for w in int4-zero int4-g32-min int4-g32 int4-g64; do
+      bench 120 decode-70b-int4 --batches 1,16 --weights "$w"
+      bench 60 decode-8b-int4 --batches 1 --weights "$w"
+    done
+    ;;
   *)
-    echo "DECODE_PART: int4, fp8 or wide" >&2
+    echo "DECODE_PART: int4, fp8, wide or formats" >&2
     exit 2
     ;;
 esac

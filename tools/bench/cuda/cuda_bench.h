@@ -50,6 +50,9 @@ engine::CudaRunnerOptions& BenchRunnerOptions();
 struct BenchSelection {
   std::vector<int32_t> batches;  // decode presets: these batch sizes only
   std::string shape;             // kernels-int4 / kernels-fp8: this shape only ("llama3-70b_down")
+  // decode presets: the projections in this format instead of the preset's,
+  // of the same kind ("int4-g32-min" for an int4 preset; ParseProjectionSpec)
+  std::string weights;
 };
 BenchSelection& CurrentBenchSelection();
 

@@ -21,10 +21,13 @@
 // names a tuning cache file (CudaRunnerOptions::tuning_cache) to load and
 // write, --batches picks batch sizes (CurrentBenchSelection), and
 // --kv_cache_dtype fp8 runs the preset over an FP8 KV cache (cases
-// "batchN-kv-fp8", the floor counting a byte a K or V element).
+// "batchN-kv-fp8", the floor counting a byte a K or V element), and
+// --weights another format of the preset's kind (cases "batchN-<format>",
+// e.g. "batch1-int4-g32-min", the floor counting that format's bytes).
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -55,9 +58,12 @@ struct Preset {
   int64_t budget_gib = 0;  // --gpu-memory-budget; 0: the card
 };
 
-absl::Status MeasureBatch(const Preset& preset, const engine::ModelWeightsSpec& spec,
-                          engine::CudaModelRunner& runner, int32_t batch, const Ceilings& ceil,
-                          PowerMonitor* power, BenchReporter& reporter) {
+// `weights`: the projections' format as --weights named it (the cases'
+// suffix); empty for the preset's own.
+absl::Status MeasureBatch(const Preset& preset, absl::string_view weights,
+                          const engine::ModelWeightsSpec& spec, engine::CudaModelRunner& runner,
+                          int32_t batch, const Ceilings& ceil, PowerMonitor* power,
+                          BenchReporter& reporter) {
   const char* kScenario = preset.scenario;
   const engine::ModelConfig& c = runner.config();
   BatchDriver driver(&runner, batch, kPrompt, kPrompt + kSteps + kGraphSteps + 1);
@@ -90,7 +96,8 @@ absl::Status MeasureBatch(const Preset& preset, const engine::ModelWeightsSpec& 
   }
   const PowerMonitor::Summary board = power != nullptr ? power->Stop() : PowerMonitor::Summary{};
   const double steps = static_cast<double>(step_ms.size());
-  const std::string name = absl::StrCat("batch", batch, kv_element_bytes == 1 ? "-kv-fp8" : "");
+  const std::string name = absl::StrCat("batch", batch, weights.empty() ? "" : "-", weights,
+                                        kv_element_bytes == 1 ? "-kv-fp8" : "");
   reporter.Add({kScenario, name, "decode_tok_per_s", batch * steps / (total_ms * 1e-3), "tok/s",
                 batch * steps / floor_s});
   reporter.Add({kScenario, name, "ms_per_step", Median(step_ms), "ms", {}});
@@ -132,9 +139,15 @@ absl::Status MeasureBatch(const Preset& preset, const engine::ModelWeightsSpec& 
 
 absl::Status RunDecode(const Preset& preset, BenchReporter& reporter) {
   const char* kScenario = preset.scenario;
-  ASSIGN_OR_RETURN(const Ceilings ceil, MeasureCeilings());
+  const std::string& chosen = CurrentBenchSelection().weights;
+  ASSIGN_OR_RETURN(const engine::ProjectionSpec own, engine::ParseProjectionSpec(preset.weights));
   ASSIGN_OR_RETURN(const engine::ProjectionSpec weights,
-                   engine::ParseProjectionSpec(preset.weights));
+                   engine::ParseProjectionSpec(chosen.empty() ? preset.weights : chosen));
+  if (weights.format != own.format) {
+    return absl::InvalidArgumentError(absl::StrCat("--weights: ", chosen, " is not of ", kScenario,
+                                                   "'s kind (", preset.weights, ")"));
+  }
+  ASSIGN_OR_RETURN(const Ceilings ceil, MeasureCeilings());
   engine::CudaRunnerOptions o = BenchRunnerOptions();
   o.synthetic_weights = weights;
   o.gpu_memory_budget = preset.budget_gib * engine::kGiB;
@@ -169,7 +182,7 @@ absl::Status RunDecode(const Preset& preset, BenchReporter& reporter) {
     std::fprintf(stderr, "decode: no board readings: %s\n", power.status().ToString().c_str());
   }
   for (int32_t batch : batches) {
-    RETURN_IF_ERROR(MeasureBatch(preset, spec, *runner, batch, ceil,
+    RETURN_IF_ERROR(MeasureBatch(preset, chosen, spec, *runner, batch, ceil,
                                  power.ok() ? power->get() : nullptr, reporter));
   }
   return absl::OkStatus();

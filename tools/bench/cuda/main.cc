@@ -5,6 +5,7 @@
 //       decode-70b-int4-48g|decode-72b-int4|decode-123b-int4|prefill|budget-8b-bf16|
 //       kernels-8b|kernels-int4|load [--model PATH]
 //       [--results PATH] [--commit HASH] [--batches 1,32] [--shape NAME]
+//       [--weights FORMAT]
 //       [--tuning_cache FILE] [comparison arms]
 // Differs from onecard-bench's main in RunInfo: the device is the GPU
 // ("NVIDIA H200 (132 SMs, 139.8 GiB)") and the commit comes from --commit,
@@ -26,6 +27,7 @@
 #include "absl/strings/str_split.h"
 #include "engine/common/status_macros.h"
 #include "engine/kernels/launch_settings.h"
+#include "engine/runtime/cuda/weight_spec.h"
 #include "services/common/command_line.h"
 #include "tools/bench/bench_registry.h"
 #include "tools/bench/bench_report.h"
@@ -39,6 +41,10 @@ ABSL_FLAG(std::string, model, "", "checkpoint for the load scenario (default Smo
 ABSL_FLAG(std::string, batches, "",
           "decode presets: only these batch sizes, comma-separated (e.g. 1,32); default all");
 ABSL_FLAG(std::string, shape, "", "kernels-int4: only this shape (e.g. 70b_down; for ncu)");
+ABSL_FLAG(std::string, weights, "",
+          "decode presets: the projections in this format instead of the preset's, of the same "
+          "kind (int4[-g<group>][-zero|-min][-act] for the int4 presets, fp8 or fp8-block128 for "
+          "the fp8 ones); its cases are named batchN-<format>");
 ABSL_FLAG(std::string, tuning_cache, "",
           "decode presets: GEMM tuning cache file to load, and to write when it is missing");
 // Comparison arms: the defaults are what serves.
@@ -141,7 +147,7 @@ onecard::services::CommandLineSpec CommandLine() {
           "Runs a CUDA benchmark preset on the GPU, prints its table and appends one JSON\n"
           "line a case to --results (docs/cuda.md, bench/README.md).",
       .subcommands = {{"list", "list the scenarios"}},
-      .groups = {{"Run", {"model", "batches", "shape", "tuning_cache"}},
+      .groups = {{"Run", {"model", "batches", "shape", "weights", "tuning_cache"}},
                  {"Results", {"results", "commit"}},
                  {"Comparison arms (the defaults are what serves)",
                   {"pdl",
@@ -186,7 +192,7 @@ onecard::services::CommandLineSpec CommandLine() {
   return spec;
 }
 
-// --batches and --shape into CurrentBenchSelection, --tuning_cache into the
+// --batches, --shape and --weights into CurrentBenchSelection, --tuning_cache into the
 // runner options; an error names the flag.
 absl::Status ApplySelection() {
   onecard::bench::BenchSelection& selection = onecard::bench::CurrentBenchSelection();
@@ -200,6 +206,13 @@ absl::Status ApplySelection() {
     selection.batches.push_back(batch);
   }
   selection.shape = absl::GetFlag(FLAGS_shape);
+  selection.weights = absl::GetFlag(FLAGS_weights);
+  if (!selection.weights.empty()) {
+    if (absl::Status s = onecard::engine::ParseProjectionSpec(selection.weights).status();
+        !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--weights: ", s.message()));
+    }
+  }
   onecard::bench::BenchRunnerOptions().tuning_cache = absl::GetFlag(FLAGS_tuning_cache);
   return absl::OkStatus();
 }
