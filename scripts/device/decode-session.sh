@@ -17,7 +17,8 @@
 #   DECODE_PART=formats: decode-70b-int4 at 1 and 16 and decode-8b-int4 at 1
 #     in the 4-bit forms users' files load as (--weights): zero points in
 #     groups of 128 (GPTQ, AWQ), a float min in groups of 32 (GGUF Q4_1 /
-#     Q4_K), symmetric in groups of 32 (GGUF Q4_0) and of 64.
+#     Q4_K), symmetric in groups of 32 (GGUF Q4_0) and of 64, after the
+#     preset's own (int4: symmetric, groups of 128) in the same run.
 # Records in $OUT/results.jsonl, tables in $OUT/bench.log, tests in
 # $OUT/tests_run.txt.
 # Usage (a `run` call carrying [".device/bundle.txz"]):
@@ -45,7 +46,7 @@ case ${DECODE_PART:-int4} in
     bench 150 decode-123b-int4 --batches 1,16
     ;;
   formats)
-    for w in int4-zero int4-g32-min int4-g32 int4-g64; do
+    for w in int4 int4-zero int4-g32-min int4-g32 int4-g64; do
       bench 120 decode-70b-int4 --batches 1,16 --weights "$w"
       bench 60 decode-8b-int4 --batches 1 --weights "$w"
     done
