@@ -468,6 +468,10 @@ absl::StatusOr<std::unique_ptr<GgufFile>> GgufFile::Open(const std::string& path
   file->path_ = path;
   ASSIGN_OR_RETURN(file->file_, MappedFile::Open(path));
   RETURN_IF_ERROR(GgufParser(file.get()).Parse());
+  // The parser copied the header into metadata_ and tensors_: its pages
+  // leave the resident set (the loaders read the tensors' pages, then drop
+  // them).
+  if (file->file_->size() > 0) DropMappedPages(file->file_->data(), file->file_->size());
   return file;
 }
 

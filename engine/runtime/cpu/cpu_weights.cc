@@ -148,14 +148,10 @@ absl::StatusOr<CpuLinear> ReadLinear(const ResolvedTensor& t, CpuWeightFormat fo
   return CpuLinear::FromF32(std::move(values), t.shape[0], t.shape[1], t.name);
 }
 
-// The tensor read into its place, then its mapped pages dropped.
-absl::Status RunLoadJob(const LoadJob& job, CpuWeightFormat format) {
+// The mapped pages of a job's tensor (and of its scales, zero points and
+// group index) dropped from the process's resident set.
+void DropJobPages(const LoadJob& job) {
   const ResolvedTensor& t = job.tensor;
-  if (job.linear != nullptr) {
-    ASSIGN_OR_RETURN(*job.linear, ReadLinear(t, format));
-  } else {
-    ASSIGN_OR_RETURN(*job.values, ReadTensorF32(t));
-  }
   std::vector<const TensorView*> views = {t.view};
   if (t.hf_int4.has_value()) {
     views = {t.hf_int4->packed, t.hf_int4->scales, t.hf_int4->zeros, t.hf_int4->g_idx};
@@ -164,6 +160,17 @@ absl::Status RunLoadJob(const LoadJob& job, CpuWeightFormat format) {
   for (const TensorView* v : views) {
     if (v != nullptr) DropMappedPages(v->data, v->size_bytes);
   }
+}
+
+// The tensor read into its place, then its mapped pages dropped.
+absl::Status RunLoadJob(const LoadJob& job, CpuWeightFormat format) {
+  const ResolvedTensor& t = job.tensor;
+  if (job.linear != nullptr) {
+    ASSIGN_OR_RETURN(*job.linear, ReadLinear(t, format));
+  } else {
+    ASSIGN_OR_RETURN(*job.values, ReadTensorF32(t));
+  }
+  DropJobPages(job);
   return absl::OkStatus();
 }
 
@@ -263,6 +270,10 @@ absl::StatusOr<CpuWeights> LoadCpuWeights(const Checkpoint& checkpoint, CpuWeigh
                     "tensors");
   RETURN_IF_ERROR(RunTensorJobs(
       jobs.size(), [&](size_t i) { return RunLoadJob(jobs[i], format); }, progress));
+  // Every tensor's pages dropped again once all are read: a read's fault
+  // (the kernel maps the cached pages around a faulting address with it)
+  // maps back pages of neighbouring tensors dropped before it.
+  for (const LoadJob& job : jobs) DropJobPages(job);
   RETURN_IF_ERROR(FuseLayers(parts, &weights));
   return weights;
 }
