@@ -4,9 +4,16 @@
 // way, a tied model keeps one embedding, and bad shapes are errors naming the
 // layer and the part; an fp32 GGUF file loads (in either format) to
 // PackCpuWeights' weights of LoadWeightsF32's values, and a missing tensor is
-// NotFound naming it and the file. Block files: cpu_model_runner_native_test.
+// NotFound naming it and the file; once loaded, no page of the file is in the
+// process's resident set. Block files: cpu_model_runner_native_test.
 #include "engine/runtime/cpu/cpu_weights.h"
 
+#include <fstream>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "tests/engine/model/tiny_model.h"
 #include "tests/engine/runtime/cpu/tiny_model.h"
@@ -107,6 +114,43 @@ TEST(LoadCpuWeightsTest, F32FileLoadsToTheValuesOfLoadWeightsF32) {
         EXPECT_EQ(g.ffn_norm, w.ffn_norm) << l;
       }
     }
+  }
+}
+
+// Resident kB of this process's mappings of `path` (/proc/self/smaps).
+int64_t MappedResidentKb(const std::string& path) {
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  bool in_path = false;
+  int64_t kb = 0;
+  while (std::getline(smaps, line)) {
+    const std::vector<std::string> f = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    if (f.size() >= 5 && absl::StrContains(f[0], '-') && f[0].back() != ':') {
+      in_path = f.size() >= 6 && f.back() == path;  // a mapping's first line
+    } else if (in_path && f.size() >= 2 && f[0] == "Rss:") {
+      int64_t v = 0;
+      if (absl::SimpleAtoi(f[1], &v)) kb += v;
+    }
+  }
+  return kb;
+}
+
+// The header's pages leave the resident set once parsed, each tensor's once
+// read, and again once all are read (a read's fault maps its neighbours'
+// cached pages with it): a loaded file holds none.
+TEST(LoadCpuWeightsTest, LeavesNoPageOfTheFileResident) {
+  const ::onecard::testing::ScratchDir dir;
+  const ::onecard::testing::TinyModel model =
+      ::onecard::testing::MakeTinyModel({.hidden = 256, .intermediate = 512, .layers = 6});
+  const std::string path =
+      dir.Write("tiny.gguf", ::onecard::testing::TinyGgufWriter(model).Build().bytes);
+  absl::StatusOr<Checkpoint> c = OpenCheckpoint(path);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(MappedResidentKb(path), 0) << "after OpenCheckpoint";
+  for (CpuWeightFormat format : {CpuWeightFormat::kNative, CpuWeightFormat::kF32}) {
+    absl::StatusOr<CpuWeights> w = LoadCpuWeights(*c, format);
+    ASSERT_TRUE(w.ok()) << w.status();
+    EXPECT_EQ(MappedResidentKb(path), 0) << "after LoadCpuWeights";
   }
 }
 
