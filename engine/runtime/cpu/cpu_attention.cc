@@ -2,8 +2,8 @@
 // kv head). An item scores its query group against every visible position
 // (each K row read once for the group), takes a max-subtracted softmax per
 // head, and sums the V rows weighted by the probabilities (each V row read
-// once for the group); the AVX-512 kernels (cpu_attention_kernels.h) do the
-// scores and the sum where they apply, the softmax is shared.
+// once for the group); the AVX-512 or AVX2 kernels (cpu_attention_kernels.h)
+// do the scores and the sum where they apply, the softmax is shared.
 // Tested by tests/engine/runtime/cpu/cpu_attention_test.cc.
 #include "engine/runtime/cpu/cpu_attention.h"
 
@@ -101,9 +101,11 @@ __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) vo
   }
 }
 
-// The same item by the AVX-512 kernels.
-void AttendGroupAvx512(const PagedAttentionParams& p, const TokenPlace& place, int32_t t,
-                       int32_t kv_head, std::vector<float>& scratch) {
+enum class Kernels { kPortable, kAvx2, kAvx512 };
+
+// The same item by the AVX-512 or AVX2 kernels.
+void AttendGroupKernels(const PagedAttentionParams& p, const TokenPlace& place, int32_t t,
+                        int32_t kv_head, Kernels kernels, std::vector<float>& scratch) {
   const KvLayout& l = p.layout;
   const int32_t group = p.num_heads / l.num_kv_heads;
   const int32_t context = place.position + 1;
@@ -125,9 +127,18 @@ void AttendGroupAvx512(const PagedAttentionParams& p, const TokenPlace& place, i
       .head_offset = static_cast<int64_t>(kv_head) * l.head_dim,
       .scale = p.scale,
       .scores = scratch.data()};
-  cpu_attention::ScoresAvx512(args);
+  const bool avx512 = kernels == Kernels::kAvx512;
+  if (avx512) {
+    cpu_attention::ScoresAvx512(args);
+  } else {
+    cpu_attention::ScoresAvx2(args);
+  }
   for (int32_t h = 0; h < group; ++h) Softmax(&scratch[h * context], context);
-  cpu_attention::WeightedValuesAvx512(args);
+  if (avx512) {
+    cpu_attention::WeightedValuesAvx512(args);
+  } else {
+    cpu_attention::WeightedValuesAvx2(args);
+  }
 }
 
 }  // namespace
@@ -145,17 +156,22 @@ absl::Status PagedAttentionCpu(ThreadPool& pool, const PagedAttentionParams& p, 
   }
   const std::vector<TokenPlace> places = PlaceTokens(p);
   const int32_t num_kv_heads = p.layout.num_kv_heads;
-  const bool avx512 =
-      (isa == CpuIsa::kAvx512Vnni || isa == CpuIsa::kAvx512Bf16 || isa == CpuIsa::kAmxBf16) &&
-      cpu_attention::Avx512TakesHeadDim(p.layout.head_dim);
+  Kernels kernels = Kernels::kPortable;
+  if (cpu_attention::KernelsTakeHeadDim(p.layout.head_dim)) {
+    if (isa == CpuIsa::kAvx512Vnni || isa == CpuIsa::kAvx512Bf16 || isa == CpuIsa::kAmxBf16) {
+      kernels = Kernels::kAvx512;
+    } else if (isa == CpuIsa::kAvx2) {
+      kernels = Kernels::kAvx2;
+    }
+  }
   pool.ParallelFor(static_cast<int64_t>(p.num_tokens) * num_kv_heads,
                    [&](int64_t begin, int64_t end) {
                      std::vector<float> scratch;
                      for (int64_t item = begin; item < end; ++item) {
                        const int32_t t = static_cast<int32_t>(item / num_kv_heads);
                        const int32_t kv_head = static_cast<int32_t>(item % num_kv_heads);
-                       if (avx512) {
-                         AttendGroupAvx512(p, places[t], t, kv_head, scratch);
+                       if (kernels != Kernels::kPortable) {
+                         AttendGroupKernels(p, places[t], t, kv_head, kernels, scratch);
                        } else {
                          AttendGroup(p, places[t], t, kv_head, scratch);
                        }
