@@ -101,11 +101,25 @@ __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) vo
   }
 }
 
-enum class Kernels { kPortable, kAvx2, kAvx512 };
+// An instruction set's two halves of an item (cpu_attention_kernels.h);
+// null where none takes it (the portable AttendGroup does).
+struct GroupKernels {
+  void (*scores)(const cpu_attention::GroupArgs&) = nullptr;
+  void (*weighted_values)(const cpu_attention::GroupArgs&) = nullptr;
+};
 
-// The same item by the AVX-512 or AVX2 kernels.
+GroupKernels KernelsFor(CpuIsa isa, int32_t head_dim) {
+  if (!cpu_attention::KernelsTakeHeadDim(head_dim)) return {};
+  if (isa == CpuIsa::kAvx512Vnni || isa == CpuIsa::kAvx512Bf16 || isa == CpuIsa::kAmxBf16) {
+    return {cpu_attention::ScoresAvx512, cpu_attention::WeightedValuesAvx512};
+  }
+  if (isa == CpuIsa::kAvx2) return {cpu_attention::ScoresAvx2, cpu_attention::WeightedValuesAvx2};
+  return {};
+}
+
+// The same item by an instruction set's kernels.
 void AttendGroupKernels(const PagedAttentionParams& p, const TokenPlace& place, int32_t t,
-                        int32_t kv_head, Kernels kernels, std::vector<float>& scratch) {
+                        int32_t kv_head, const GroupKernels& kernels, std::vector<float>& scratch) {
   const KvLayout& l = p.layout;
   const int32_t group = p.num_heads / l.num_kv_heads;
   const int32_t context = place.position + 1;
@@ -127,18 +141,9 @@ void AttendGroupKernels(const PagedAttentionParams& p, const TokenPlace& place, 
       .head_offset = static_cast<int64_t>(kv_head) * l.head_dim,
       .scale = p.scale,
       .scores = scratch.data()};
-  const bool avx512 = kernels == Kernels::kAvx512;
-  if (avx512) {
-    cpu_attention::ScoresAvx512(args);
-  } else {
-    cpu_attention::ScoresAvx2(args);
-  }
+  kernels.scores(args);
   for (int32_t h = 0; h < group; ++h) Softmax(&scratch[h * context], context);
-  if (avx512) {
-    cpu_attention::WeightedValuesAvx512(args);
-  } else {
-    cpu_attention::WeightedValuesAvx2(args);
-  }
+  kernels.weighted_values(args);
 }
 
 }  // namespace
@@ -156,21 +161,14 @@ absl::Status PagedAttentionCpu(ThreadPool& pool, const PagedAttentionParams& p, 
   }
   const std::vector<TokenPlace> places = PlaceTokens(p);
   const int32_t num_kv_heads = p.layout.num_kv_heads;
-  Kernels kernels = Kernels::kPortable;
-  if (cpu_attention::KernelsTakeHeadDim(p.layout.head_dim)) {
-    if (isa == CpuIsa::kAvx512Vnni || isa == CpuIsa::kAvx512Bf16 || isa == CpuIsa::kAmxBf16) {
-      kernels = Kernels::kAvx512;
-    } else if (isa == CpuIsa::kAvx2) {
-      kernels = Kernels::kAvx2;
-    }
-  }
+  const GroupKernels kernels = KernelsFor(isa, p.layout.head_dim);
   pool.ParallelFor(static_cast<int64_t>(p.num_tokens) * num_kv_heads,
                    [&](int64_t begin, int64_t end) {
                      std::vector<float> scratch;
                      for (int64_t item = begin; item < end; ++item) {
                        const int32_t t = static_cast<int32_t>(item / num_kv_heads);
                        const int32_t kv_head = static_cast<int32_t>(item % num_kv_heads);
-                       if (kernels != Kernels::kPortable) {
+                       if (kernels.scores != nullptr) {
                          AttendGroupKernels(p, places[t], t, kv_head, kernels, scratch);
                        } else {
                          AttendGroup(p, places[t], t, kv_head, scratch);
