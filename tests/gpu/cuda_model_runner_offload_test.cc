@@ -12,7 +12,8 @@
 // tiny_qwen2's tied ones stay on the card. Also: the placement is exposed with measured
 // rates and the memory plan counts the card's part; gpu_layers without a
 // cpu_memory_budget is refused naming it. And layers computed by the CPU
-// (CpuLayersGiveTheCardsTokens, below).
+// (CpuLayersGiveTheCardsTokens, below), and the copies' times a timed step
+// reports.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -240,6 +241,58 @@ TEST(CudaModelRunnerOffloadTest, CpuLayersGiveTheCardsTokens) {
   ASSERT_TRUE(split.ok()) << split.status();
   ExpectSameLogits(**card, **split, "tiny_qwen2 with half its layers on the CPU", 0.05,
                    /*tail=*/true);
+}
+
+// With time_steps, a step not run as a graph reports its streamed copies
+// (CudaStepTiming::stream_*): a prefill past the CPU's rows copies every
+// offloaded layer, an eager decode step of the CPU's rows the streamed ones
+// alone, a step replayed as a graph none (untimed). The copies run one after
+// another on one stream, so first start to last end spans their summed time.
+TEST(CudaModelRunnerOffloadTest, TimedStepsReportTheStreamedCopies) {
+  CudaRunnerOptions o = Base();
+  o.synthetic_weights = *ParseProjectionSpec("int4");
+  o.synthetic_seed = 3;
+  o.time_steps = true;
+  auto split = CreateRandomCudaModelRunner(SixLayers(), Split(o, 2, 2));
+  ASSERT_TRUE(split.ok()) << split.status();
+  const PlacementPlan* place = (*split)->placement();
+  ASSERT_NE(place, nullptr);
+  ASSERT_GT(place->streamed_bytes, 0);
+  ASSERT_GT(place->cpu_bytes, 0);
+  std::vector<int32_t> table(16), prompt(29);
+  for (int i = 0; i < 16; ++i) table[i] = i;
+  for (int i = 0; i < 29; ++i) prompt[i] = (11 * i + 2) % 1000;
+  std::vector<int32_t> tokens;
+  const std::vector<SampleRowParams> one(1);
+  BatchInput prefill;
+  prefill.chunks.push_back(
+      {.seq_id = 0, .token_ids = prompt, .start_pos = 0, .block_table = table});
+  ASSERT_TRUE((*split)->ForwardSample(prefill, one, {}, &tokens).ok());
+  CudaStepTiming t = (*split)->last_step_timing();
+  EXPECT_EQ(t.stream_bytes, place->streamed_bytes + place->cpu_bytes);
+  EXPECT_GT(t.stream_busy_us, 0);
+  EXPECT_GE(t.stream_span_us + 1.0, t.stream_busy_us);
+  auto decode = [&](int32_t pos) {
+    const int32_t next = tokens.at(0);
+    BatchInput b;
+    b.chunks.push_back({.seq_id = 0,
+                        .token_ids = std::span<const int32_t>(&next, 1),
+                        .start_pos = pos,
+                        .block_table = table});
+    const absl::Status s = (*split)->ForwardSample(b, one, {}, &tokens);
+    EXPECT_TRUE(s.ok()) << "position " << pos << ": " << s;
+    return (*split)->last_step_timing();
+  };
+  (*split)->set_use_cuda_graphs(false);
+  t = decode(29);
+  EXPECT_FALSE(t.graph);
+  EXPECT_EQ(t.stream_bytes, place->streamed_bytes);
+  EXPECT_GT(t.stream_busy_us, 0);
+  (*split)->set_use_cuda_graphs(true);
+  for (int32_t pos = 30; pos < 34; ++pos) t = decode(pos);
+  EXPECT_TRUE(t.graph);
+  EXPECT_EQ(t.stream_bytes, 0);
+  EXPECT_EQ(t.stream_busy_us, 0);
 }
 
 TEST(CudaModelRunnerOffloadTest, CpuLayersNeedACpuThatComputes) {

@@ -245,7 +245,9 @@ absl::Status CudaRunnerImpl::EnqueueStep(const StepShape& shape) {
   embed.hidden = config_.hidden_size;
   RETURN_IF_ERROR(Embedding(embed, stream));
   const bool cpu = CpuComputes(shape);
-  if (weight_stream_ != nullptr) RETURN_IF_ERROR(weight_stream_->BeginStep(stream, cpu));
+  if (weight_stream_ != nullptr) {
+    RETURN_IF_ERROR(weight_stream_->BeginStep(stream, cpu, options_.time_steps && !shape.graph));
+  }
   int32_t partials = 1;
   auto span = cpu_spans_.begin();
   for (int layer = 0; layer < config_.num_layers; ++layer) {

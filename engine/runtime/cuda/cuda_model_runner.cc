@@ -422,6 +422,7 @@ absl::Status CudaRunnerImpl::Run(const BatchInput& batch, const SampleInputs* sa
   if (shape.all_logits) {
     RETURN_IF_ERROR(RunAllLogits(shape, logits));  // no end event: the next step has no gap
     RETURN_IF_ERROR(FinishCpuStep(shape));
+    RETURN_IF_ERROR(TakeStreamTimes());
     timing_.total_us = MicrosSince(t0);
     return absl::OkStatus();
   }
@@ -451,6 +452,7 @@ absl::Status CudaRunnerImpl::Run(const BatchInput& batch, const SampleInputs* sa
     CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&gpu_ms, step_start_, step_end));
     timing_.gpu_us = 1e3 * gpu_ms;
   }
+  RETURN_IF_ERROR(TakeStreamTimes());
   std::optional<absl::Duration> device_gap;
   if (measure_gap) {  // a failed query only loses the figure, not the step
     float gap_ms = 0.0f;
@@ -472,6 +474,15 @@ absl::Status CudaRunnerImpl::Run(const BatchInput& batch, const SampleInputs* sa
   step_times_ =
       RunnerStepTimes{.host = absl::Microseconds(static_cast<int64_t>(timing_.total_us - wait_us)),
                       .device_gap = device_gap};
+  return absl::OkStatus();
+}
+
+absl::Status CudaRunnerImpl::TakeStreamTimes() {
+  if (weight_stream_ == nullptr || !options_.time_steps) return absl::OkStatus();
+  ASSIGN_OR_RETURN(const WeightStream::CopyTimes t, weight_stream_->TakeCopyTimes());
+  timing_.stream_bytes = t.bytes;
+  timing_.stream_busy_us = t.busy_us;
+  timing_.stream_span_us = t.span_us;
   return absl::OkStatus();
 }
 

@@ -138,6 +138,12 @@ struct CudaStepTiming {
   bool graph = false;        // ran as a CUDA graph replay
   double cpu_us = 0;         // the CPU computing offloaded layers (its host nodes, summed)
   double cpu_linear_us = 0;  // of which in the products (HostLinearForward)
+  // The streamed layers' copies (weight_stream.h) of a step not run as a
+  // graph, with options.time_steps: their bytes, the sum of their times on
+  // the copy engine, and the first one's start to the last one's end.
+  int64_t stream_bytes = 0;
+  double stream_busy_us = 0;
+  double stream_span_us = 0;
 };
 
 class CudaModelRunner : public ModelRunner {

@@ -191,6 +191,9 @@ class CudaRunnerImpl : public CudaModelRunner {
   // After the step: a host node's error, or the mirrored K/V rows into the
   // CPU's pools.
   absl::Status FinishCpuStep(const StepShape& shape);
+  // After a step completed: its streamed copies' times into timing_
+  // (options_.time_steps).
+  absl::Status TakeStreamTimes();
 
   // cuda_forward.cc
   absl::Status EnqueueStep(const StepShape& shape);

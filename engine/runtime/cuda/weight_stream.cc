@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <utility>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
@@ -75,6 +76,8 @@ absl::StatusOr<std::unique_ptr<WeightStream>> WeightStream::Create(
 WeightStream::~WeightStream() {
   for (cudaEvent_t e : filled_) cudaEventDestroy(e);
   for (cudaEvent_t e : freed_) cudaEventDestroy(e);
+  for (cudaEvent_t e : copy_begin_) cudaEventDestroy(e);
+  for (cudaEvent_t e : copy_end_) cudaEventDestroy(e);
   if (start_ != nullptr) cudaEventDestroy(start_);
   if (copy_ != nullptr) cudaStreamDestroy(copy_);
 }
@@ -95,10 +98,37 @@ absl::Status WeightStream::StoreLayer(int64_t layer, cudaStream_t stream) {
 }
 
 absl::Status WeightStream::Copy(int64_t i) {
+  if (timed_) {
+    CUDA_RETURN_IF_ERROR(cudaEventRecord(copy_begin_[i], copy_));
+    timed_copies_.push_back(i);
+  }
   CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(slots_[slot_of_[i]], host_ + host_at_[i], bytes_[i],
                                        cudaMemcpyHostToDevice, copy_));
   CUDA_RETURN_IF_ERROR(cudaEventRecord(filled_[i], copy_));
+  if (timed_) CUDA_RETURN_IF_ERROR(cudaEventRecord(copy_end_[i], copy_));
   return absl::OkStatus();
+}
+
+absl::StatusOr<WeightStream::CopyTimes> WeightStream::TakeCopyTimes() {
+  CopyTimes t;
+  const std::vector<int64_t> copied = std::move(timed_copies_);
+  timed_copies_.clear();
+  if (copied.empty()) return t;
+  // The compute stream waited for each copy's filled_ event, not for the
+  // copy stream's end events after it: the last one (in stream order) first.
+  CUDA_RETURN_IF_ERROR(cudaEventSynchronize(copy_end_[copied.back()]));
+  for (const int64_t i : copied) {
+    float ms = 0.0f;
+    CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, copy_begin_[i], copy_end_[i]));
+    t.busy_us += 1e3 * ms;
+    t.bytes += bytes_[i];
+  }
+  float span_ms = 0.0f;
+  CUDA_RETURN_IF_ERROR(
+      cudaEventElapsedTime(&span_ms, copy_begin_[copied.front()], copy_end_[copied.back()]));
+  t.span_us = 1e3 * span_ms;
+  t.copies = static_cast<int32_t>(copied.size());
+  return t;
 }
 
 const void* WeightStream::HostAddress(int64_t layer, const void* device) const {
@@ -126,8 +156,20 @@ absl::Status WeightStream::IssueCopies() {
   return absl::OkStatus();
 }
 
-absl::Status WeightStream::BeginStep(cudaStream_t compute, bool cpu_computes) {
+absl::Status WeightStream::BeginStep(cudaStream_t compute, bool cpu_computes, bool timed) {
   cpu_computes_ = cpu_computes;
+  timed_ = timed;
+  timed_copies_.clear();
+  while (timed && copy_end_.size() < layers_.size()) {  // the timing events, made once
+    cudaEvent_t begin = nullptr, end = nullptr;
+    CUDA_RETURN_IF_ERROR(cudaEventCreate(&begin));
+    if (const cudaError_t made = cudaEventCreate(&end); made != cudaSuccess) {
+      cudaEventDestroy(begin);
+      CUDA_RETURN_IF_ERROR(made);
+    }
+    copy_begin_.push_back(begin);
+    copy_end_.push_back(end);
+  }
   next_copy_ = 0;
   std::fill(slot_user_.begin(), slot_user_.end(), -1);
   std::fill(slot_freed_.begin(), slot_freed_.end(), false);

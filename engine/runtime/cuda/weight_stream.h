@@ -67,10 +67,24 @@ class WeightStream {
   const void* HostAddress(int64_t layer, const void* device) const;
 
   // The step's copies around the compute stream's work (above); with
-  // `cpu_computes`, the CPU layers are neither copied nor waited for.
-  absl::Status BeginStep(cudaStream_t compute, bool cpu_computes);
+  // `cpu_computes`, the CPU layers are neither copied nor waited for. With
+  // `timed` (never in a step being captured) each copy is bracketed by
+  // timing events on the copy stream, for TakeCopyTimes.
+  absl::Status BeginStep(cudaStream_t compute, bool cpu_computes, bool timed = false);
   absl::Status BeforeLayer(int64_t layer, cudaStream_t compute);
   absl::Status AfterLayer(int64_t layer, cudaStream_t compute);
+
+  // The copies of the last timed step (waits for the last one to end): their
+  // bytes, the sum of their times on the copy
+  // engine, and the time from the first one's start to the last one's end.
+  // Zeros when the step copied nothing or was not timed. Clears them.
+  struct CopyTimes {
+    int64_t bytes = 0;
+    int32_t copies = 0;
+    double busy_us = 0;
+    double span_us = 0;
+  };
+  absl::StatusOr<CopyTimes> TakeCopyTimes();
 
   int32_t num_slots() const { return static_cast<int32_t>(slots_.size()); }
   int64_t slot_bytes() const { return slot_bytes_; }
@@ -106,6 +120,12 @@ class WeightStream {
   cudaEvent_t start_ = nullptr;      // the compute stream at a step's start
   std::vector<cudaEvent_t> filled_;  // offloaded index -> its copy done
   std::vector<cudaEvent_t> freed_;   // slot -> its last layer's kernels done
+  // Timed steps: timing events around each copy (made at the first timed
+  // step) and the offloaded indices copied in the step, in order.
+  bool timed_ = false;
+  std::vector<cudaEvent_t> copy_begin_;
+  std::vector<cudaEvent_t> copy_end_;
+  std::vector<int64_t> timed_copies_;
 };
 
 // The cost model's rates measured on the card (placement_plan.h): the device

@@ -21,7 +21,10 @@
 // offloaded layer streamed; median of 3 after one) against the larger of its
 // stream time and its compute time, the latter the same prefill on a runner
 // of the same model with every layer on the card (made after the offloading
-// ones are gone); --batches skips it.
+// ones are gone), and the streamed copies timed on the copy engine in the
+// same prefill (their rate against the pinned upload rate, the time the
+// copy stream was busy, first copy's start to last one's end); --batches
+// skips it.
 #include <algorithm>
 #include <chrono>
 #include <memory>
@@ -47,19 +50,35 @@ constexpr int32_t kMaxBatch = 64;  // the largest --batches value
 constexpr int32_t kPrefill = 2048;
 constexpr int kPrefillRuns = 3;
 
-// The median time of kPrefillRuns prefills of one kPrefill-token prompt (one
-// step) after one untimed.
-absl::StatusOr<double> PrefillSeconds(engine::CudaModelRunner& runner) {
-  std::vector<double> s;
+// kPrefillRuns prefills of one kPrefill-token prompt (one step) after one
+// untimed: the median of their times, and of their streamed layers' copies
+// (CudaStepTiming: bytes, summed time on the copy engine, first start to
+// last end; zeros on a runner that streams nothing).
+struct PrefillTimes {
+  double seconds = 0;
+  double stream_bytes = 0;
+  double stream_busy_s = 0;
+  double stream_span_s = 0;
+};
+
+absl::StatusOr<PrefillTimes> TimePrefill(engine::CudaModelRunner& runner) {
+  std::vector<double> s, bytes, busy, span;
   for (int run = 0; run <= kPrefillRuns; ++run) {
     BatchDriver driver(&runner, 1, kPrefill, kPrefill + 1);
     const auto t0 = std::chrono::steady_clock::now();
     RETURN_IF_ERROR(driver.Prefill());
     if (run > 0) {
       s.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      const engine::CudaStepTiming t = runner.last_step_timing();
+      bytes.push_back(static_cast<double>(t.stream_bytes));
+      busy.push_back(t.stream_busy_us * 1e-6);
+      span.push_back(t.stream_span_us * 1e-6);
     }
   }
-  return Median(s);
+  return PrefillTimes{.seconds = Median(s),
+                      .stream_bytes = Median(bytes),
+                      .stream_busy_s = Median(busy),
+                      .stream_span_s = Median(span)};
 }
 
 struct Preset {
@@ -167,7 +186,8 @@ absl::Status RunOffload(const Preset& preset, BenchReporter& reporter) {
           absl::StrCat("--batches: ", batch, " is over the offload presets' ", kMaxBatch));
     }
   }
-  double ttft = 0, stream_s = 0, rate = 0;
+  PrefillTimes offloaded;
+  double stream_s = 0, rate = 0;
   int64_t streamed_bytes = 0;
   for (const int32_t batch : batches) {
     ASSIGN_OR_RETURN(auto runner, MakeRunner(preset, batch, reporter));
@@ -176,11 +196,12 @@ absl::Status RunOffload(const Preset& preset, BenchReporter& reporter) {
     // Prefill under offload (every offloaded layer streamed: a step past the
     // CPU's rows) on the batch-1 runner.
     const engine::PlacementPlan* place = runner->placement();
-    ASSIGN_OR_RETURN(ttft, PrefillSeconds(*runner));
+    ASSIGN_OR_RETURN(offloaded, TimePrefill(*runner));
     streamed_bytes = place->streamed_bytes + place->cpu_bytes;
     rate = place->rates.h2d_bytes_per_s;
     stream_s = static_cast<double>(streamed_bytes) / rate;
   }
+  const double ttft = offloaded.seconds;
   if (only || ttft == 0) return absl::OkStatus();
   // Its compute: the same prefill with every layer on the card, timed on a
   // runner of the same model made after the offloading ones are gone.
@@ -190,7 +211,8 @@ absl::Status RunOffload(const Preset& preset, BenchReporter& reporter) {
   whole.max_batched_tokens = kPrefill;
   whole.max_context = kPrefill + 64;
   ASSIGN_OR_RETURN(auto card, engine::CreateSyntheticCudaModelRunner(preset.model, whole));
-  ASSIGN_OR_RETURN(const double compute_s, PrefillSeconds(*card));
+  ASSIGN_OR_RETURN(const PrefillTimes on_card, TimePrefill(*card));
+  const double compute_s = on_card.seconds;
   const std::string name = absl::StrCat("prefill", kPrefill);
   const char* kScenario = preset.scenario;
   reporter.Add({kScenario, name, "prefill_tok_per_s", kPrefill / ttft, "tok/s",
@@ -200,6 +222,16 @@ absl::Status RunOffload(const Preset& preset, BenchReporter& reporter) {
   reporter.Add({kScenario, name, "on_card_ttft", compute_s, "s", {}});
   reporter.Add(
       {kScenario, name, "achieved_h2d_rate", streamed_bytes / ttft / 1e9, "GB/s", rate / 1e9});
+  // The copies themselves, timed on the copy engine: their rate against the
+  // pinned upload rate measured at start, and the share of the TTFT the
+  // copy stream was busy.
+  if (offloaded.stream_busy_s > 0) {
+    reporter.Add({kScenario, name, "stream_copied_bytes", offloaded.stream_bytes, "B", {}});
+    reporter.Add({kScenario, name, "stream_copy_rate",
+                  offloaded.stream_bytes / offloaded.stream_busy_s / 1e9, "GB/s", rate / 1e9});
+    reporter.Add({kScenario, name, "stream_busy_s", offloaded.stream_busy_s, "s", {}});
+    reporter.Add({kScenario, name, "stream_span_s", offloaded.stream_span_s, "s", {}});
+  }
   return absl::OkStatus();
 }
 
