@@ -25,8 +25,7 @@
 //   kGemv (int4_gemm_gemv.cu): up to kInt4GemmGemvMaxRows rows, the FP8
 //     Gemv's form: a block a 16-row tile of W at a time, its warps an eighth
 //     of k each, every lane's codes loaded straight into registers a chunk
-//     ahead (Int4GemmGemvFits); the workspace only for a last round in
-//     parts (Int4GemmGemvTail).
+//     ahead; no workspace (Int4GemmGemvFits).
 // kAuto takes kGemv up to LaunchSettings::int4_gemv_max_rows rows where it
 // fits (Int4GemmUsesGemv), kStream up to kInt4GemmTiledFromRows - 1 rows, then kTiled
 // (Int4GemmTiledRows picks its tile); kWgmma where it is built and
@@ -210,7 +209,6 @@ inline bool Int4GemmFoldsNorm(const Int4GemmParams& p) {
 // other banks, then the 8 warps' sums, 16 bytes a lane), at most
 // kInt4GemmGemvMaxSmemBytes (two blocks an SM).
 inline constexpr int32_t kInt4GemmGemvMaxRows = 8;
-inline constexpr int32_t kInt4GemmGemvBlocksPerSm = 2;  // its grid: at most this a SM
 inline constexpr int64_t kInt4GemmGemvMaxSmemBytes = 110 * 1024;
 inline constexpr int64_t kInt4GemmGemvXPad = 8;
 constexpr int64_t Int4GemmGemvSmemBytes(int64_t rows, int64_t k) {
@@ -224,20 +222,6 @@ bool Int4GemmGemvFits(const Int4GemmParams& params);
 // Whether Int4Gemm runs kGemv for params (checked ones) under `settings`:
 // path kGemv, or kAuto up to settings.int4_gemv_max_rows rows where it fits.
 bool Int4GemmUsesGemv(const Int4GemmParams& params, const LaunchSettings& settings);
-// kGemv's last round in parts (LaunchSettings::int4_gemv_tail_split): a
-// launch of more 16-row tiles than its grid (kInt4GemmGemvBlocksPerSm
-// blocks an SM) runs tiles % grid of them in a last round; those take
-// `parts` blocks each (at most grid / their number, 8, and k_tiles / 16 so
-// that every warp keeps two k tiles), K cut in parts of whole k-tile
-// pairs, the parts' sums meeting in the workspace's slots and the last to
-// arrive adding them in part order (the same bytes every launch). Tiles
-// [whole, tiles) are split; parts 1: none.
-struct Int4GemvTail {
-  int64_t whole = 0;
-  int32_t parts = 1;
-};
-Int4GemvTail Int4GemmGemvTail(const Int4GemmParams& params, const LaunchSettings& settings,
-                              int32_t num_sms);
 // Whether a launch runs kTiled, and the x rows of its blocks.
 bool Int4GemmUsesTiled(const Int4GemmParams& params);
 int32_t Int4GemmTiledRows(const Int4GemmParams& params);

@@ -25,13 +25,7 @@
 //   0); a chunk carries a scale word for each group it touches.
 // - The eight warps' sums meet in shared memory, in warp order
 //   (deterministic), and 16 outputs a row of x are written with Int4Gemm's
-//   epilogues (StoreY, StoreSiluMul).
-// - A block's work is a list of items, blockIdx.x, + gridDim.x, ...: the
-//   whole tiles (all of k), then, with a last round in parts
-//   (Int4GemmGemvTail), each remaining tile's `parts` parts of k, a block
-//   each. A part's 16 x 8 sums go to its workspace slot; the block that
-//   brings a tile's count (its arrival counter) to `parts` adds the parts'
-//   sums in part order, stores the outputs and zeroes the counter.
+//   epilogues (StoreY, StoreSiluMul). No workspace, no split-K, no counters.
 // Tested by tests/gpu/int4_gemm_test.cc (the kGemv cases) against
 // Int4GemmRef.
 #include <cuda_fp16.h>
@@ -55,8 +49,7 @@ using int4::SubBf16x2;
 
 constexpr int kWarps = 8;
 constexpr int kThreads = 32 * kWarps;
-constexpr int kBlocksPerSm = kInt4GemmGemvBlocksPerSm;
-constexpr int kTileSums = 16 * 8;  // a tile's sums: 16 W rows x 8 x rows
+constexpr int kBlocksPerSm = 2;
 
 // Tiles a chunk: eight for symmetric codes in groups of whole tiles (32
 // registers of codes in flight, 32 more for the next chunk); four where the
@@ -65,45 +58,12 @@ template <Int4Offsets kKind, int kSpan>
 inline constexpr int kU = (kKind == Int4Offsets::kSymmetric && kSpan != 0) ? 8 : 4;
 
 struct Args : int4::LaunchArgs {
-  int32_t whole;  // tiles [0, whole) whole, [whole, n_tiles) in `parts` parts
-  int32_t parts;
-  int32_t items;  // whole + (n_tiles - whole) * parts
-  int32_t x_row;  // bf16 a staged x row: k + kInt4GemmGemvXPad
+  int32_t per_warp;  // k tiles a warp's run (even; the last runs may be shorter or empty)
+  int32_t x_row;     // bf16 a staged x row: k + kInt4GemmGemvXPad
   bool early_dependents;
   const cuda::bf16* norm_w;  // the RMSNorm prologue's weight; null: none
   float eps;
 };
-
-// One warp's share of an item: its row tile, its part (-1: the tile whole)
-// and the k tiles of its run, [kt_begin, kt_end): the item's k range cut
-// into eight runs of an even number of tiles (the last runs may be shorter
-// or empty).
-struct Item {
-  int32_t rt;
-  int32_t part;
-  int32_t kt_begin;
-  int32_t kt_end;
-};
-
-__device__ __forceinline__ int32_t PartStart(const Args& a, int32_t part) {
-  return part == a.parts ? a.k_tiles : a.k_tiles / 2 * part / a.parts * 2;
-}
-
-__device__ __forceinline__ Item ItemAt(const Args& a, int32_t i, int warp) {
-  Item it{i, -1, 0, a.k_tiles};
-  if (i >= a.whole) {
-    const int32_t j = i - a.whole;
-    it.rt = a.whole + j / a.parts;
-    it.part = j % a.parts;
-    it.kt_begin = PartStart(a, it.part);
-    it.kt_end = PartStart(a, it.part + 1);
-  }
-  const int32_t per_warp = (it.kt_end - it.kt_begin + 2 * kWarps - 1) / (2 * kWarps) * 2;
-  const int32_t end = it.kt_end;
-  it.kt_begin = min(it.kt_begin + warp * per_warp, end);
-  it.kt_end = min(it.kt_begin + per_warp, end);
-  return it;
-}
 
 // Where one lane reads row tile rt: its codes' first tile, the stride
 // between k tiles, and its scale (offset) words' first word and stride
@@ -254,62 +214,6 @@ __device__ __forceinline__ void StageX(const Args& a, cuda::bf16* xs, float* scr
   }
 }
 
-// Stores row tile rt's outputs from sums[w * kTileSums + L * 4 + e] added
-// over w < nw, where the C fragment's element e of lane L is W row L / 4 +
-// 8 (e / 2), x row 2 (L % 4) + e % 2.
-__device__ __forceinline__ void StoreTile(const Args& a, int32_t rt, const float* sums, int nw) {
-  if (a.y_kind == int4::YKind::kSiluMul) {
-    // Rows gr (gate) and gr + 8 (up) of the tile: output 8 rt + gr.
-    if (threadIdx.x < 64) {
-      const int l = threadIdx.x >> 1, e = threadIdx.x & 1, m = 2 * (l & 3) + e;
-      float gate = 0.0f, up = 0.0f;
-      for (int w = 0; w < nw; ++w) {
-        gate += sums[w * kTileSums + l * 4 + e];
-        up += sums[w * kTileSums + l * 4 + e + 2];
-      }
-      if (m < a.rows) int4::StoreSiluMul(a, m, int64_t{rt} * 8 + (l >> 2), gate, up);
-    }
-  } else if (threadIdx.x < kTileSums) {
-    const int l = threadIdx.x >> 2, e = threadIdx.x & 3, m = 2 * (l & 3) + (e & 1);
-    float sum = 0.0f;
-    for (int w = 0; w < nw; ++w) sum += sums[w * kTileSums + threadIdx.x];
-    if (m < a.rows) int4::StoreY(a, m * a.n + int64_t{rt} * 16 + (l >> 2) + 8 * (e >> 1), sum);
-  }
-}
-
-// A part of tile `it`: its sums (red, over the warps) to its slot; the last
-// part to arrive adds the slots in part order into red[0, kTileSums) and
-// stores the tile. Returns after a barrier.
-__device__ __forceinline__ void FinishPart(const Args& a, const Item& it, float* red) {
-  __shared__ int last;
-  float* slots = a.partials + int64_t{it.rt - a.whole} * a.parts * kTileSums;
-  if (threadIdx.x < kTileSums) {
-    float sum = 0.0f;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) sum += red[w * kTileSums + threadIdx.x];
-    __stcg(slots + it.part * kTileSums + threadIdx.x, sum);
-  }
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    int32_t* counter = a.counters_end - 1 - it.rt;
-    last = atomicAdd(counter, 1) == a.parts - 1;
-    if (last) *counter = 0;  // every part arrived: zero again for the next launch
-  }
-  __syncthreads();
-  if (last) {
-    __threadfence();
-    if (threadIdx.x < kTileSums) {
-      float sum = 0.0f;
-      for (int q = 0; q < a.parts; ++q) sum += __ldcg(slots + q * kTileSums + threadIdx.x);
-      red[threadIdx.x] = sum;
-    }
-    __syncthreads();
-    StoreTile(a, it.rt, red, 1);
-  }
-  __syncthreads();
-}
-
 template <Int4Offsets kKind, int kSpan>
 __global__ void __launch_bounds__(kThreads, kBlocksPerSm) Int4GemvKernel(Args a) {
   constexpr int U = kU<kKind, kSpan>;
@@ -318,13 +222,14 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) Int4GemvKernel(Args a)
   // The warps' sums: [warp][lane][4].
   float* red = reinterpret_cast<float*>(smem_raw + int64_t{a.rows} * a.x_row * 2);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gr = lane >> 2, t4 = lane & 3;
-  int32_t i = blockIdx.x;
-  Item it = ItemAt(a, i, warp);
+  const int32_t kt_begin = min(warp * a.per_warp, a.k_tiles);
+  const int32_t kt_end = min(kt_begin + a.per_warp, a.k_tiles);
+  int32_t rt = blockIdx.x;
   Chunk<kKind, kSpan> cur;
-  if (i < a.items) LoadChunk(a, LocateTile(a, it.rt, lane), it.kt_begin, it.kt_end, cur);
+  if (rt < a.n_tiles) LoadChunk(a, LocateTile(a, rt, lane), kt_begin, kt_end, cur);
   if (a.norm_w != nullptr) {  // the norm weight into L1 while the previous kernel ends
-    for (int j = threadIdx.x; j < a.k_tiles; j += kThreads) {
-      cuda::PrefetchL1(a.norm_w + j * kInt4TileCols);
+    for (int i = threadIdx.x; i < a.k_tiles; i += kThreads) {
+      cuda::PrefetchL1(a.norm_w + i * kInt4TileCols);
     }
   }
   cuda::PdlEnter(a.early_dependents);  // x and y come from the previous kernel
@@ -333,37 +238,45 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) Int4GemvKernel(Args a)
   __syncthreads();  // x's rows, and red free for the sums
   // Lanes past the rows read row 0: their sums land in columns never stored.
   const cuda::bf16* xs_lane = xs + (gr < a.rows ? gr : 0) * a.x_row + 4 * t4;
-  while (i < a.items) {
-    const TileAt at = LocateTile(a, it.rt, lane);
-    const int32_t next_i = i + gridDim.x;
+  while (rt < a.n_tiles) {
+    const TileAt at = LocateTile(a, rt, lane);
+    const int32_t next_rt = rt + gridDim.x;
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    // The next item's first chunk (recomputed where it is needed, so that
-    // it holds no registers through the loop).
-    auto load_next = [&](Chunk<kKind, kSpan>& c) {
-      const Item n = ItemAt(a, next_i, warp);
-      LoadChunk(a, LocateTile(a, n.rt, lane), n.kt_begin, n.kt_end, c);
-    };
-    for (int32_t kt = it.kt_begin; kt < it.kt_end; kt += U) {
+    for (int32_t kt = kt_begin; kt < kt_end; kt += U) {
       Chunk<kKind, kSpan> next;
-      if (kt + U < it.kt_end) {
-        LoadChunk(a, at, kt + U, it.kt_end, next);
-      } else if (next_i < a.items) {
-        load_next(next);
+      if (kt + U < kt_end) {
+        LoadChunk(a, at, kt + U, kt_end, next);
+      } else if (next_rt < a.n_tiles) {
+        LoadChunk(a, LocateTile(a, next_rt, lane), kt_begin, kt_end, next);
       }
-      ComputeChunk(cur, xs_lane, kt, min(U, it.kt_end - kt), acc);
+      ComputeChunk(cur, xs_lane, kt, min(U, kt_end - kt), acc);
       cur = next;
     }
-    if (it.kt_begin == it.kt_end && next_i < a.items) load_next(cur);  // an empty run
     reinterpret_cast<float4*>(red)[warp * 32 + lane] = make_float4(acc[0], acc[1], acc[2], acc[3]);
     __syncthreads();
-    if (it.part < 0) {
-      StoreTile(a, it.rt, red, kWarps);
-      __syncthreads();  // red, before the next item's sums
-    } else {
-      FinishPart(a, it, red);
+    // The C fragment's element e of lane L: W row L / 4 + 8 (e / 2), x row
+    // 2 (L % 4) + e % 2.
+    if (a.y_kind == int4::YKind::kSiluMul) {
+      // Rows gr (gate) and gr + 8 (up) of the tile: output 8 rt + gr.
+      if (threadIdx.x < 64) {
+        const int l = threadIdx.x >> 1, e = threadIdx.x & 1, m = 2 * (l & 3) + e;
+        float gate = 0.0f, up = 0.0f;
+#pragma unroll
+        for (int w = 0; w < kWarps; ++w) {
+          gate += red[(w * 32 + l) * 4 + e];
+          up += red[(w * 32 + l) * 4 + e + 2];
+        }
+        if (m < a.rows) int4::StoreSiluMul(a, m, int64_t{rt} * 8 + (l >> 2), gate, up);
+      }
+    } else if (threadIdx.x < 128) {
+      const int l = threadIdx.x >> 2, e = threadIdx.x & 3, m = 2 * (l & 3) + (e & 1);
+      float sum = 0.0f;
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) sum += red[(w * 32 + l) * 4 + e];
+      if (m < a.rows) int4::StoreY(a, m * a.n + int64_t{rt} * 16 + (l >> 2) + 8 * (e >> 1), sum);
     }
-    i = next_i;
-    it = ItemAt(a, i, warp);
+    __syncthreads();  // red, before the next tile's sums
+    rt = next_rt;
   }
 }
 
@@ -377,7 +290,7 @@ absl::Status Launch(const Args& a, int num_sms, cudaStream_t stream) {
   }();
   RETURN_IF_ERROR(allowed);
   const int64_t smem = Int4GemmGemvSmemBytes(a.rows, int64_t{a.k_tiles} * kInt4TileCols);
-  const int64_t grid = std::min<int64_t>(a.items, int64_t{num_sms} * kBlocksPerSm);
+  const int64_t grid = std::min<int64_t>(a.n_tiles, int64_t{num_sms} * kBlocksPerSm);
   CUDA_RETURN_IF_ERROR(cuda::LaunchPdl(Int4GemvKernel<kKind, kSpan>, dim3(static_cast<int>(grid)),
                                        dim3(kThreads), static_cast<size_t>(smem), stream, a));
   return absl::OkStatus();
@@ -395,12 +308,9 @@ absl::Status LaunchGroups(const Args& a, int num_sms, cudaStream_t stream) {
 absl::Status LaunchInt4GemmGemv(const Int4GemmParams& p, int num_sms, cudaStream_t stream) {
   Args a{};
   static_cast<int4::LaunchArgs&>(a) = int4::MakeLaunchArgs(p);
+  a.per_warp = static_cast<int32_t>(cuda::CeilDiv(a.k_tiles, 2 * kWarps) * 2);
   a.x_row = static_cast<int32_t>(p.w.k + kInt4GemmGemvXPad);
   const LaunchSettings settings = GetLaunchSettings();
-  const Int4GemvTail tail = Int4GemmGemvTail(p, settings, num_sms);
-  a.whole = static_cast<int32_t>(tail.whole);
-  a.parts = tail.parts;
-  a.items = a.whole + (a.n_tiles - a.whole) * a.parts;
   a.early_dependents = settings.early_dependents;
   if (p.prologue == GemvPrologue::kRmsNorm) {
     a.norm_w = static_cast<const cuda::bf16*>(p.norm_weight);

@@ -96,23 +96,6 @@ bool Int4GemmUsesGemv(const Int4GemmParams& p, const LaunchSettings& settings) {
          Int4GemmGemvFits(p);
 }
 
-Int4GemvTail Int4GemmGemvTail(const Int4GemmParams& p, const LaunchSettings& settings,
-                              int32_t num_sms) {
-  const int64_t tiles = p.w.n / kInt4TileRows;
-  Int4GemvTail tail{.whole = tiles};
-  const int64_t grid = std::min<int64_t>(tiles, int64_t{num_sms} * kInt4GemmGemvBlocksPerSm);
-  if (!settings.int4_gemv_tail_split || grid == 0 || tiles % grid == 0) return tail;
-  const int64_t last = tiles % grid;
-  // A part's sums: 16 weight rows x 8 x rows of fp32.
-  const int64_t slots = Int4GemmWorkspace(p.w.n, num_sms).slot_bytes / (16 * 8 * 4);
-  const int64_t k_tiles = p.w.k / kInt4TileCols;
-  const int64_t parts = std::min({grid / last, int64_t{8}, k_tiles / 16, slots / last});
-  if (parts < 2) return tail;
-  tail.whole = tiles - last;
-  tail.parts = static_cast<int32_t>(parts);
-  return tail;
-}
-
 bool Int4GemmWgmmaFits(const Int4GemmParams& p) {
   return p.w.offset_kind != Int4Offsets::kFloat && p.w.group % kInt4WgmmaStageCols == 0 &&
          p.w.k % kInt4WgmmaStageCols == 0 && p.prologue == GemvPrologue::kNone &&

@@ -22,7 +22,6 @@ std::atomic<bool> int4_fold_norm{false};
 std::atomic<int32_t> int4_wgmma_from_rows{17};
 std::atomic<int32_t> int4_wgmma_split_from_rows{0};
 std::atomic<int32_t> int4_gemv_max_rows{4};
-std::atomic<bool> int4_gemv_tail_split{false};
 std::atomic<int32_t> int4_wgmma_split_max_grid_percent{100};
 std::atomic<int32_t> int4_wgmma_cluster{1};
 std::atomic<bool> int4_wgmma_overlap{true};
@@ -127,7 +126,6 @@ absl::Status SetLaunchSettings(const LaunchSettings& settings) {
   int4_wgmma_early_dependents.store(settings.int4_wgmma_early_dependents,
                                     std::memory_order_relaxed);
   int4_gemv_max_rows.store(settings.int4_gemv_max_rows, std::memory_order_relaxed);
-  int4_gemv_tail_split.store(settings.int4_gemv_tail_split, std::memory_order_relaxed);
   return absl::OkStatus();
 }
 
@@ -157,8 +155,7 @@ LaunchSettings GetLaunchSettings() {
       .int4_wgmma_scaled_wait_first = int4_wgmma_scaled_wait_first.load(std::memory_order_relaxed),
       .int4_wgmma_tail_split = int4_wgmma_tail_split.load(std::memory_order_relaxed),
       .int4_wgmma_early_dependents = int4_wgmma_early_dependents.load(std::memory_order_relaxed),
-      .int4_gemv_max_rows = int4_gemv_max_rows.load(std::memory_order_relaxed),
-      .int4_gemv_tail_split = int4_gemv_tail_split.load(std::memory_order_relaxed)};
+      .int4_gemv_max_rows = int4_gemv_max_rows.load(std::memory_order_relaxed)};
 }
 
 }  // namespace onecard::engine

@@ -7,8 +7,8 @@
 // --int4_wgmma_cluster, --int4_wgmma_overlap, --int4_wgmma_double_sums,
 // --int4_wgmma_scaled_from_rows, --int4_wgmma_min_split_stages,
 // --int4_wgmma_staged_epilogue, --int4_wgmma_scaled_wait_first,
-// --int4_wgmma_tail_split, --int4_wgmma_early_dependents, --int4_gemv_max_rows
-// and --int4_gemv_tail_split flags) rather than chosen per call. The defaults are what serves; a
+// --int4_wgmma_tail_split, --int4_wgmma_early_dependents and --int4_gemv_max_rows flags)
+// rather than chosen per call. The defaults are what serves; a
 // runner never changes them. Set them before the first launch (a kernel launched meanwhile sees
 // either the old or the new value).
 #ifndef ONECARD_ENGINE_KERNELS_LAUNCH_SETTINGS_H_
@@ -174,11 +174,6 @@ struct LaunchSettings {
   // the step); at 8 rows (8B qkv, o and gate_up) -1 % (bench/results' int4
   // page).
   int32_t int4_gemv_max_rows = 4;
-  // kGemv's last round of tiles in parts (Int4GemmGemvTail): where a
-  // launch's 16-row tiles leave its grid a partial last round, those tiles
-  // take several blocks each, K cut in parts whose sums meet in the
-  // workspace. Off: the comparison arm, not yet measured.
-  bool int4_gemv_tail_split = false;
 };
 
 // InvalidArgument naming the field for a value out of range; nothing changes then.

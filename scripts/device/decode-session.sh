@@ -19,11 +19,6 @@
 #     groups of 128 (GPTQ, AWQ), a float min in groups of 32 (GGUF Q4_1 /
 #     Q4_K), symmetric in groups of 32 (GGUF Q4_0) and of 64, after the
 #     preset's own (int4: symmetric, groups of 128) in the same run;
-#   DECODE_PART=tail: arms S (served) and T (--int4_gemv_tail_split: kGemv's
-#     partial last round of tiles in parts of k) on decode-70b-int4 at
-#     batches 1 and 16 and decode-8b-int4 at batch 1, in order and reversed ($OUT/arm_S.jsonl,
-#     $OUT/arm_T.jsonl); with GTEST_FILTER='*Int4GemmTest*gemv*:*CudaModelRunnerInt4Test.Gemv*'
-#     the kGemv tests first.
 # Records in $OUT/results.jsonl, tables in $OUT/bench.log, tests in
 # $OUT/tests_run.txt.
 # Usage (a `run` call carrying [".device/bundle.txz"]):
@@ -56,12 +51,8 @@ case ${DECODE_PART:-int4} in
       bench 60 decode-8b-int4 --batches 1 --weights "$w"
     done
     ;;
-  tail)
-    BENCH_TIMEOUT=120 bash scripts/device/arms.sh flags "S= T=--int4_gemv_tail_split" \
-      "decode-70b-int4 --batches 1,16" "decode-8b-int4 --batches 1"
-    ;;
   *)
-    echo "DECODE_PART: int4, fp8, wide, formats or tail" >&2
+    echo "DECODE_PART: int4, fp8, wide or formats" >&2
     exit 2
     ;;
 esac

@@ -269,25 +269,6 @@ TEST(CudaModelRunnerInt4Test, GemvMatchesCpu) {
   if (!HasFatalFailure()) DecodeStepsMatch(*q.cpu, *q.gpu, q.config, "kGemv, 8 rows");
 }
 
-// kGemv's last round in parts (LaunchSettings::int4_gemv_tail_split) in the
-// runner, kGemv up to 8 rows: Llama3_8bWidths' model as above; its qkv
-// product (384 tiles) runs its last 120 tiles in two parts of k on 132 SMs
-// (Int4GemmTest's gemv_tail_* cases check the split is taken on the card),
-// against the CPU runner given the same values: eight sequences decoding
-// five steps.
-TEST(CudaModelRunnerInt4Test, GemvTailSplitMatchesCpu) {
-  const ModelConfig c = Llama3_8bWidths("gemv-tail-2l");
-  const ScopedLaunchSettings arm([](LaunchSettings& s) {
-    s.int4_gemv_max_rows = 8;
-    s.int4_gemv_tail_split = true;
-  });
-  ASSERT_TRUE(arm.ok());
-  Quantized q;
-  QuantizeWeights(c, RandomWeights(c, 43), 128, Int4Offsets::kSymmetric, "random llama3-8b widths",
-                  &q);
-  if (!HasFatalFailure()) DecodeStepsMatch(*q.cpu, *q.gpu, q.config, "kGemv tail in parts");
-}
-
 // The cluster split (LaunchSettings::int4_cluster_split_k) in the runner:
 // Llama3_8bWidths' model, every projection 4-bit in groups of 128,
 // symmetric, from seeded random weights; its o and down products at up to 8

@@ -84,8 +84,6 @@ struct Int4Case {
   int32_t wgmma_split_max_grid_percent = 100;
   bool expect_tail_parts = false;  // asserts Int4GemmWgmmaTail's parts > 1
   int32_t gemv_max_rows = 0;       // LaunchSettings::int4_gemv_max_rows
-  // LaunchSettings::int4_gemv_tail_split, asserting Int4GemmGemvTail's parts > 1
-  bool gemv_tail_split = false;
 };
 
 std::vector<Int4Case> Cases() {
@@ -326,22 +324,6 @@ std::vector<Int4Case> Cases() {
     tail.expect_tail_parts = true;
     cases.push_back(tail);
   }
-  // kGemv's last round in parts (LaunchSettings::int4_gemv_tail_split; on
-  // 132 SMs, a grid of 264): llama3-70b's qkv (640 tiles, the last 112 in 2
-  // parts); 284 tiles (the last 20 in 4 parts) with SiLU·mul and zero
-  // points, and with the RMSNorm prologue; 33 k tiles in groups of 64, the
-  // second part 17 tiles (warps 5-7 idle there, not in the first part) with
-  // a residual add; groups of 32 with mins into fp32.
-  for (Int4Case tail : {
-           Int4Case{"gemv_tail_qkv70b_r1", 10240, 8192, 128, sym, 1, none, Out::kBf16, kGemv},
-           Int4Case{"gemv_tail_silu_zero_r3", 4544, 4096, 128, zero, 3, none, Out::kSilu, kGemv},
-           Int4Case{"gemv_tail_norm_r4", 4544, 4096, 128, sym, 4, norm, Out::kBf16, kGemv},
-           Int4Case{"gemv_tail_k33_g64_add_r2", 4544, 2112, 64, sym, 2, none, Out::kAdd, kGemv},
-           Int4Case{"gemv_tail_g32_float_f32_r8", 4544, 2048, 32, fl, 8, none, Out::kF32, kGemv},
-       }) {
-    tail.gemv_tail_split = true;
-    cases.push_back(tail);
-  }
   return cases;
 }
 
@@ -364,7 +346,6 @@ class Int4GemmTest : public ::testing::TestWithParam<Int4Case> {
     s.int4_wgmma_split_from_rows = GetParam().wgmma_split_from_rows;
     s.int4_wgmma_split_max_grid_percent = GetParam().wgmma_split_max_grid_percent;
     s.int4_gemv_max_rows = GetParam().gemv_max_rows;
-    s.int4_gemv_tail_split = GetParam().gemv_tail_split;
     ASSERT_TRUE(engine::SetLaunchSettings(s).ok());
   }
   void TearDown() override { ASSERT_TRUE(engine::SetLaunchSettings(saved_).ok()); }
@@ -447,10 +428,6 @@ TEST_P(Int4GemmTest, MatchesReference) {
         << "kAuto does not take kWgmma on " << sms << " SMs";
     EXPECT_EQ(engine::Int4GemmWgmmaTail(p, engine::GetLaunchSettings(), sms).parts, 1)
         << "a launch that splits K has no last wave in parts";
-  }
-  if (c.gemv_tail_split) {
-    EXPECT_GT(engine::Int4GemmGemvTail(p, engine::GetLaunchSettings(), sms).parts, 1)
-        << "kGemv's last round is not split on " << sms << " SMs";
   }
   if (c.expect_tail_parts) {
     EXPECT_GT(engine::Int4GemmWgmmaTail(p, engine::GetLaunchSettings(), sms).parts, 1)

@@ -411,45 +411,6 @@ TEST(Int4GemmRefTest, GemvWhereXFitsAndOnlyTheProductIsAsked) {
   EXPECT_FALSE(Int4GemmUsesGemv(f.p, s));
 }
 
-// kGemv's last round in parts (int4_gemv_tail_split) on 132 SMs (a grid of
-// 264 blocks): the tiles past the whole rounds take grid / their number
-// blocks each, at most 8 and k_tiles / 16; none where the setting is off,
-// the tiles fill their rounds or number fewer than the grid, or k is too
-// short for two parts.
-TEST(Int4GemmRefTest, GemvTailSplitsOnlyAPartialLastRound) {
-  struct Case {
-    int64_t n, k;
-    int64_t whole;
-    int32_t parts;
-  } const kCases[] = {
-      {10240, 8192, 528, 2},  // llama3-70b qkv: 640 tiles, 112 past two rounds
-      {6144, 4096, 264, 2},   // llama3-8b qkv: 384 tiles, 120 past one round
-      {4544, 4096, 264, 4},   // 284 tiles: 20 past a round, k_tiles / 16 = 4
-      {4544, 16384, 264, 8},  // the same with k of 256 tiles: 8 at most
-      {4544, 2048, 264, 2},   // k of 32 tiles: two parts
-      {4544, 1984, 284, 1},   // k of 31 tiles: one warp's pair short of two parts
-      {4096, 4096, 256, 1},   // llama3-8b o: 256 tiles, fewer than the grid
-      {8448, 4096, 528, 1},   // 528 tiles: two whole rounds
-      {12288, 8192, 768, 1},  // 768 tiles: 240 past two rounds, 264 / 240 = 1 block each
-  };
-  LaunchSettings s;
-  s.int4_gemv_tail_split = true;
-  for (const Case& c : kCases) {
-    Int4GemmParams p;
-    p.w.n = c.n;
-    p.w.k = c.k;
-    const Int4GemvTail t = Int4GemmGemvTail(p, s, 132);
-    EXPECT_EQ(t.whole, c.whole) << c.n << " x " << c.k;
-    EXPECT_EQ(t.parts, c.parts) << c.n << " x " << c.k;
-  }
-  s.int4_gemv_tail_split = false;
-  Int4GemmParams p;
-  p.w.n = 10240;
-  p.w.k = 8192;
-  EXPECT_EQ(Int4GemmGemvTail(p, s, 132).parts, 1);
-  EXPECT_EQ(Int4GemmGemvTail(p, s, 132).whole, 640);
-}
-
 // Past 64 rows kWgmma takes 128-row tiles, or 64-row ones where 128-row
 // tiles would split K into parts of fewer than int4_wgmma_min_split_stages
 // stages. The cases: the llama3-8b and -70b projections (group 128) on an

@@ -35,7 +35,6 @@ TEST(LaunchSettingsTest, DefaultsAreWhatServes) {
   EXPECT_TRUE(s.int4_wgmma_tail_split);
   EXPECT_FALSE(s.int4_wgmma_early_dependents);
   EXPECT_EQ(s.int4_gemv_max_rows, 4);
-  EXPECT_FALSE(s.int4_gemv_tail_split);
 }
 
 TEST(LaunchSettingsTest, SetThenGetAndBack) {
@@ -61,11 +60,9 @@ TEST(LaunchSettingsTest, SetThenGetAndBack) {
                                  .int4_wgmma_scaled_wait_first = true,
                                  .int4_wgmma_tail_split = false,
                                  .int4_wgmma_early_dependents = true,
-                                 .int4_gemv_max_rows = 8,
-                                 .int4_gemv_tail_split = true})
+                                 .int4_gemv_max_rows = 8})
                   .ok());
   EXPECT_EQ(GetLaunchSettings().int4_gemv_max_rows, 8);
-  EXPECT_TRUE(GetLaunchSettings().int4_gemv_tail_split);
   EXPECT_EQ(GetLaunchSettings().int4_wgmma_scaled_from_rows, 65);
   EXPECT_EQ(GetLaunchSettings().int4_wgmma_min_split_stages, 0);
   EXPECT_FALSE(GetLaunchSettings().int4_wgmma_staged_epilogue);
@@ -90,7 +87,6 @@ TEST(LaunchSettingsTest, SetThenGetAndBack) {
   EXPECT_EQ(GetLaunchSettings().fp8_gemm_scaled_min_rows, 129);
   ASSERT_TRUE(SetLaunchSettings({}).ok());
   EXPECT_EQ(GetLaunchSettings().int4_gemv_max_rows, 4);
-  EXPECT_FALSE(GetLaunchSettings().int4_gemv_tail_split);
   EXPECT_TRUE(GetLaunchSettings().programmatic_launch);
   EXPECT_EQ(GetLaunchSettings().gemv_blocks_per_sm, 2);
   EXPECT_EQ(GetLaunchSettings().fp8_gemm_scaled_min_rows, 64);

@@ -89,9 +89,6 @@ ABSL_FLAG(int32_t, int4_gemv_max_rows, 4,
           "Int4Gemm runs its kGemv kernel (codes straight into registers, a block a 16-row "
           "tile, no split-K) up to this many rows (0-8) where x fits its shared memory; 0 = "
           "kStream");
-ABSL_FLAG(bool, int4_gemv_tail_split, false,
-          "Int4Gemm's kGemv kernel runs a partial last round of 16-row tiles in parts of k, "
-          "a block each, the parts' sums meeting in the workspace");
 ABSL_FLAG(int32_t, int4_wgmma_cluster, 1,
           "Int4Gemm's kWgmma kernel: blocks a thread block cluster sharing x by TMA multicast "
           "(1, 2 or 4)");
@@ -177,7 +174,6 @@ onecard::services::CommandLineSpec CommandLine() {
                    "int4_wgmma_tail_split",
                    "int4_wgmma_early_dependents",
                    "int4_gemv_max_rows",
-                   "int4_gemv_tail_split",
                    "gemm_splits",
                    "fused_rope",
                    "tuner_search",
@@ -264,8 +260,7 @@ absl::Status ApplyComparisonArms() {
        .int4_wgmma_scaled_wait_first = absl::GetFlag(FLAGS_int4_wgmma_scaled_wait_first),
        .int4_wgmma_tail_split = absl::GetFlag(FLAGS_int4_wgmma_tail_split),
        .int4_wgmma_early_dependents = absl::GetFlag(FLAGS_int4_wgmma_early_dependents),
-       .int4_gemv_max_rows = absl::GetFlag(FLAGS_int4_gemv_max_rows),
-       .int4_gemv_tail_split = absl::GetFlag(FLAGS_int4_gemv_tail_split)}));
+       .int4_gemv_max_rows = absl::GetFlag(FLAGS_int4_gemv_max_rows)}));
   onecard::engine::CudaRunnerOptions& o = onecard::bench::BenchRunnerOptions();
   o.gemm_splits = absl::GetFlag(FLAGS_gemm_splits);
   ASSIGN_OR_RETURN(o.fused_rope,
