@@ -66,7 +66,9 @@ rm -f "$out/bundle.txz"
 tar -C "$out" -cf - bin lib COMMIT | xz -9 -T2 >"$out/bundle.txz"
 bundle=$(du -sm "$out/$bundle_file" | cut -f1)
 echo "pack: .device/$bundle_file: $bundle MiB (carry it alone: [\".device/$bundle_file\"])"
-tree=$(git -C "$root" ls-files -z | (cd "$root" && xargs -0 du -cm 2>/dev/null) | tail -1 | cut -f1)
+# Apparent sizes in bytes (du -m would round every small file up to a MiB).
+tree=$(git -C "$root" ls-files -z | (cd "$root" && xargs -0 du -cb 2>/dev/null) | tail -1 | cut -f1)
+tree=$(((tree + (1 << 20) - 1) >> 20))
 if ((bundle + tree >= 63)); then
   echo "pack: the bundle ($bundle MiB) and the tracked tree ($tree MiB) pass a call's 64 MiB;" \
     "pack fewer targets (PACK_TARGETS)" >&2
