@@ -14,6 +14,9 @@
 #     after the FP8 Gemv) on both at batch 1, in order and reversed
 #     (scripts/device/arms.sh flags; $OUT/arm_S.jsonl, $OUT/arm_R.jsonl);
 #   DECODE_PART=wide: decode-72b-int4 and decode-123b-int4 at 1 and 16;
+#   DECODE_PART=kgemv: decode-70b-int4 at 1 and 16, decode-8b-int4 at 1 and
+#     kernels-int4 (kGemv's and kStream's GB/s a projection, `_gemv` /
+#     `_stream`): a short call that checks the one-row kernels;
 #   DECODE_PART=formats: decode-70b-int4 at 1 and 16 and decode-8b-int4 at 1
 #     in the 4-bit forms users' files load as (--weights): zero points in
 #     groups of 128 (GPTQ, AWQ), a float min in groups of 32 (GGUF Q4_1 /
@@ -45,6 +48,11 @@ case ${DECODE_PART:-int4} in
     bench 120 decode-72b-int4 --batches 1,16
     bench 150 decode-123b-int4 --batches 1,16
     ;;
+  kgemv)
+    bench 120 decode-70b-int4 --batches 1,16
+    bench 60 decode-8b-int4 --batches 1
+    bench 90 kernels-int4
+    ;;
   formats)
     for w in int4 int4-zero int4-g32-min int4-g32 int4-g64; do
       bench 120 decode-70b-int4 --batches 1,16 --weights "$w"
@@ -52,8 +60,8 @@ case ${DECODE_PART:-int4} in
     done
     ;;
   *)
-    echo "DECODE_PART: int4, fp8, wide or formats" >&2
+    echo "DECODE_PART: int4, fp8, wide, kgemv or formats" >&2
     exit 2
     ;;
 esac
-grep -E 'tok/s|FAILED|error' "$OUT/bench.log" | cut -c1-110
+grep -E 'tok/s|_r1(_gemv|_stream)? .*GB/s|FAILED|error' "$OUT/bench.log" | cut -c1-110
