@@ -14,10 +14,13 @@ cuobjdump and nvdisasm are not part of the CUDA toolkit installed here; the
 first run downloads them from PyPI (nvidia-cuda-cuobjdump,
 nvidia-cuda-nvdisasm) into .deps/cuda-tools.
 
-Usage: scripts/sass.py SOURCE.cu [PATTERN] [--build-dir DIR] [--tree DIR] [--sass]
+Usage: scripts/sass.py SOURCE.cu [PATTERN] [--build-dir DIR] [--tree DIR] [--sass|--tsv]
   --tree  compile SOURCE of another checkout instead (e.g. an older commit's:
           git worktree add /tmp/old COMMIT), with this build's flags;
-  --sass  also print the matching kernels' whole SASS.
+  --sass  also print the matching kernels' whole SASS;
+  --tsv   a line a kernel instead: source, kernel (its anonymous namespace's
+          hash dropped, so that builds compare), registers, stack, local
+          bytes, instructions (scripts/device/pack.sh keeps these).
 """
 
 import argparse
@@ -117,6 +120,7 @@ def main():
     p.add_argument("--build-dir", default=os.path.join(ROOT, "build-device"))
     p.add_argument("--tree", help="another checkout whose SOURCE to compile")
     p.add_argument("--sass", action="store_true")
+    p.add_argument("--tsv", action="store_true")
     a = p.parse_args()
     cuobjdump = ensure_cuobjdump()
     args, directory = compile_command(a.source, a.build_dir)
@@ -134,6 +138,12 @@ def main():
             sass = subprocess.run([cuobjdump, "-sass", "-fun", name, cubin], check=True,
                                   capture_output=True, text=True).stdout
             count, ops = opcodes(sass)
+            if a.tsv:
+                res = dict(re.findall(r"(REG|STACK|LOCAL) (\d+)", resources))
+                kernel = re.sub(r"_GLOBAL__N__[0-9a-f]+_", "_GLOBAL__N_", name)
+                print("\t".join([a.source, kernel, res.get("REG", "?"), res.get("STACK", "?"),
+                                 res.get("LOCAL", "?"), str(count)]))
+                continue
             top = " ".join(f"{op} {n}" for op, n in ops.most_common(10))
             print(f"{name}\n  {resources}, {count} instructions: {top}")
             if a.sass:

@@ -55,6 +55,30 @@ if ! git -C "$root" diff --quiet HEAD -- engine tests/gpu tools/bench/cuda 2>/de
   commit="$commit-dirty"
 fi
 echo "$commit" >"$out/COMMIT"
+
+# The decode kernels' registers, spills and instruction counts
+# (scripts/sass.py), kept in .device/kernels.tsv and compared with the last
+# pack's: a kernel that grew or spills shows before a card is lent. Left out
+# (with a line saying so) where sass.py cannot get cuobjdump from PyPI.
+stats="$out/kernels.tsv"
+[[ -f "$stats" ]] && mv "$stats" "$out/kernels.prev.tsv"
+for src in engine/kernels/int4_gemm_gemv.cu engine/kernels/gemv_fp8.cu engine/kernels/gemv.cu \
+           engine/kernels/paged_attention_decode.cu; do
+  if ! python3 "$root/scripts/sass.py" --tsv --build-dir "$build" "$src" >>"$stats" 2>/dev/null; then
+    echo "pack: scripts/sass.py $src failed; its kernels are not in $stats"
+  fi
+done
+if [[ -f "$out/kernels.prev.tsv" && -s "$stats" ]]; then
+  # Kernels in both packs whose registers, stack or local bytes changed, or
+  # whose instruction count moved by 5 % or more.
+  awk -F'\t' 'NR == FNR { prev[$1 FS $2] = $0; next }
+    ($1 FS $2) in prev {
+      split(prev[$1 FS $2], p, FS)
+      if (p[3] != $3 || p[4] != $4 || p[5] != $5 || ($6 - p[6]) * 20 >= p[6] || (p[6] - $6) * 20 >= p[6])
+        printf "pack: %s %s: registers %s -> %s, stack %s -> %s, local %s -> %s, instructions %s -> %s\n",
+               $1, $2, p[3], $3, p[4], $4, p[5], $5, p[6], $6
+    }' "$out/kernels.prev.tsv" "$stats"
+fi
 size=$(du -sm "$out" | cut -f1)
 echo "pack: .device/ holds $size MiB ($(find "$out/bin" -type f | wc -l) binaries, $(find "$out/lib" -type f | wc -l) libraries), commit $commit"
 # The same as one xz'd tar (the binaries' kernels compress ~10x), what a call
