@@ -4,8 +4,9 @@
 Compiles one .cu file of the tree to a cubin with the flags the build uses
 for it (from BUILD_DIR/compile_commands.json: the target's -gencode, -O3,
 defines and includes), then prints for each kernel whose mangled name matches
-PATTERN its registers, stack and local memory (cuobjdump -res-usage) and its
-instruction count with the most frequent opcodes (cuobjdump -sass): a way to
+PATTERN its registers, stack and local memory (cuobjdump -res-usage), its
+instruction count with the most frequent opcodes and the size of its largest
+innermost loop (a kernel's main loop) from cuobjdump -sass: a way to
 compare two versions of a kernel before a card is lent (bench/results' int4
 page, session 54: a kGemv rewrite that grew 1904 instructions to 2992 and
 ran 8-21 % slower).
@@ -20,7 +21,8 @@ Usage: scripts/sass.py SOURCE.cu [PATTERN] [--build-dir DIR] [--tree DIR] [--sas
   --sass  also print the matching kernels' whole SASS;
   --tsv   a line a kernel instead: source, kernel (its anonymous namespace's
           hash dropped, so that builds compare), registers, stack, local
-          bytes, instructions (scripts/device/pack.sh keeps these).
+          bytes, instructions, largest loop (scripts/device/pack.sh keeps
+          these).
 """
 
 import argparse
@@ -113,6 +115,21 @@ def opcodes(sass):
     return len(ops), collections.Counter(ops)
 
 
+def largest_loop(sass):
+    """Instructions of the largest innermost loop (a backward branch's span
+    holding no other backward branch: a kernel's main loop, where it has
+    one); 0 without a backward branch."""
+    loops = []
+    for at, target in re.findall(r"/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P\w+\s+)?BRA\s+0x([0-9a-f]+)",
+                                 sass):
+        at, target = int(at, 16), int(target, 16)
+        if target < at:
+            loops.append((target, at))
+    inner = [(t, e) for t, e in loops
+             if not any((t2, e2) != (t, e) and t <= t2 and e2 <= e for t2, e2 in loops)]
+    return max(((e - t) // 16 + 1 for t, e in inner), default=0)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("source")
@@ -138,14 +155,15 @@ def main():
             sass = subprocess.run([cuobjdump, "-sass", "-fun", name, cubin], check=True,
                                   capture_output=True, text=True).stdout
             count, ops = opcodes(sass)
+            loop = largest_loop(sass)
             if a.tsv:
                 res = dict(re.findall(r"(REG|STACK|LOCAL) (\d+)", resources))
                 kernel = re.sub(r"_GLOBAL__N__[0-9a-f]+_", "_GLOBAL__N_", name)
                 print("\t".join([a.source, kernel, res.get("REG", "?"), res.get("STACK", "?"),
-                                 res.get("LOCAL", "?"), str(count)]))
+                                 res.get("LOCAL", "?"), str(count), str(loop)]))
                 continue
             top = " ".join(f"{op} {n}" for op, n in ops.most_common(10))
-            print(f"{name}\n  {resources}, {count} instructions: {top}")
+            print(f"{name}\n  {resources}, {count} instructions (largest loop {loop}): {top}")
             if a.sass:
                 print(sass)
         if matched == 0:

@@ -56,7 +56,7 @@ if ! git -C "$root" diff --quiet HEAD -- engine tests/gpu tools/bench/cuda 2>/de
 fi
 echo "$commit" >"$out/COMMIT"
 
-# The decode kernels' registers, spills and instruction counts
+# The decode kernels' registers, spills, instruction counts and main loops
 # (scripts/sass.py), kept in .device/kernels.tsv and compared with the last
 # pack's: a kernel that grew or spills shows before a card is lent. Left out
 # (with a line saying so) where sass.py cannot get cuobjdump from PyPI.
@@ -70,13 +70,14 @@ for src in engine/kernels/int4_gemm_gemv.cu engine/kernels/gemv_fp8.cu engine/ke
 done
 if [[ -f "$out/kernels.prev.tsv" && -s "$stats" ]]; then
   # Kernels in both packs whose registers, stack or local bytes changed, or
-  # whose instruction count moved by 5 % or more.
+  # whose instruction count or main loop moved by 5 % or more.
   awk -F'\t' 'NR == FNR { prev[$1 FS $2] = $0; next }
     ($1 FS $2) in prev {
       split(prev[$1 FS $2], p, FS)
-      if (p[3] != $3 || p[4] != $4 || p[5] != $5 || ($6 - p[6]) * 20 >= p[6] || (p[6] - $6) * 20 >= p[6])
-        printf "pack: %s %s: registers %s -> %s, stack %s -> %s, local %s -> %s, instructions %s -> %s\n",
-               $1, $2, p[3], $3, p[4], $4, p[5], $5, p[6], $6
+      if (p[3] != $3 || p[4] != $4 || p[5] != $5 || ($6 - p[6]) * 20 >= p[6] ||
+          (p[6] - $6) * 20 >= p[6] || ($7 - p[7]) * 20 >= p[7] || (p[7] - $7) * 20 >= p[7])
+        printf "pack: %s %s: registers %s -> %s, stack %s -> %s, local %s -> %s, instructions %s -> %s, main loop %s -> %s\n",
+               $1, $2, p[3], $3, p[4], $4, p[5], $5, p[6], $6, p[7], $7
     }' "$out/kernels.prev.tsv" "$stats"
 fi
 size=$(du -sm "$out" | cut -f1)
