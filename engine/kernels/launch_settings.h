@@ -7,9 +7,9 @@
 // --int4_wgmma_cluster, --int4_wgmma_overlap, --int4_wgmma_double_sums,
 // --int4_wgmma_scaled_from_rows, --int4_wgmma_min_split_stages,
 // --int4_wgmma_staged_epilogue, --int4_wgmma_scaled_wait_first,
-// --int4_wgmma_tail_split, --int4_wgmma_early_dependents and --int4_gemv_max_rows flags)
-// rather than chosen per call. The defaults are what serves; a
-// runner never changes them. Set them before the first launch (a kernel launched meanwhile sees
+// --int4_wgmma_tail_split, --int4_wgmma_early_dependents and --int4_gemv_max_rows
+// flags) rather than chosen per call. The defaults are what serves; a runner never
+// changes them. Set them before the first launch (a kernel launched meanwhile sees
 // either the old or the new value).
 #ifndef ONECARD_ENGINE_KERNELS_LAUNCH_SETTINGS_H_
 #define ONECARD_ENGINE_KERNELS_LAUNCH_SETTINGS_H_
